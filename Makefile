@@ -1,0 +1,33 @@
+# Every target installs what it needs into .venv first, so a fresh clone needs only Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HEADLESS ?=
+SCENARIO ?= burst
+PROVIDER ?= kwok
+
+.PHONY: demo test lint bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m starters.demo --scenario $(SCENARIO) --provider $(PROVIDER) $(if $(HEADLESS),--headless,)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m compileall -q scaling workflows activities sim starters bench worker.py
+
+bench: $(STAMP)
+	$(PY) -m bench.plan_scale_up
+
+clean:
+	rm -rf $(VENV) .growth
