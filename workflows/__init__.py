@@ -1,0 +1,1 @@
+"""Temporal workflows only: state machines and loops; no I/O, no decisions."""

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+
+@pytest.fixture(scope="session")
+async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=temporal_test_server_path,
+        data_converter=pydantic_data_converter,
+    ) as e:
+        yield e

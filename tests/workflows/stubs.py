@@ -1,0 +1,88 @@
+"""Stub activities registered under the real activity names, scripted per test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from temporalio import activity
+
+from activities.providers.base import CreateNodeInput, CreateNodeResult, DeleteNodeInput
+from scaling.catalogue import kwok_catalogue
+from scaling.models import ServerType, SpecProblem
+from scaling.observation import ClusterObservation, PodEvent
+from scaling.requests import LabelNodeInput, WaitReadyInput
+
+
+@dataclass
+class World:
+    """What the stubs answer, and what they were asked to do."""
+
+    no_capacity_pools: set[str] = field(default_factory=set)
+    quota_pools: set[str] = field(default_factory=set)
+    never_ready_pools: set[str] = field(default_factory=set)
+    hold_readiness: bool = False  # wait_node_ready blocks (heartbeating) until released
+    observation: ClusterObservation = field(default_factory=ClusterObservation)
+    created: list[CreateNodeInput] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    labelled: dict[str, dict[str, str]] = field(default_factory=dict)
+    events: list[PodEvent] = field(default_factory=list)
+    group_problems: list[list[SpecProblem]] = field(default_factory=list)
+    observe_calls: int = 0
+
+    def activities(self) -> list:
+        world = self
+
+        @activity.defn(name="create_node")
+        async def create_node(inp: CreateNodeInput) -> CreateNodeResult:
+            world.created.append(inp)
+            if inp.pool.name in world.no_capacity_pools:
+                return CreateNodeResult(outcome="no_capacity", message=f"{inp.pool.name} is full")
+            if inp.pool.name in world.quota_pools:
+                return CreateNodeResult(outcome="quota_exceeded", message="server limit reached")
+            name = f"{inp.pool.name}-{len(world.created)}"
+            return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
+
+        @activity.defn(name="wait_node_ready")
+        async def wait_node_ready(inp: WaitReadyInput) -> bool:
+            import asyncio
+
+            while world.hold_readiness:
+                activity.heartbeat()
+                await asyncio.sleep(0.05)
+            return not any(inp.node_name.startswith(p + "-") for p in world.never_ready_pools)
+
+        @activity.defn(name="label_node")
+        async def label_node(inp: LabelNodeInput) -> None:
+            world.labelled[inp.node_name] = inp.labels
+
+        @activity.defn(name="delete_node")
+        async def delete_node(inp: DeleteNodeInput) -> None:
+            world.deleted.append(inp.node_name)
+
+        @activity.defn(name="observe_cluster")
+        async def observe_cluster(cluster: str) -> ClusterObservation:
+            world.observe_calls += 1
+            return world.observation
+
+        @activity.defn(name="get_catalogue")
+        async def get_catalogue(providers: list[str]) -> list[ServerType]:
+            return [t for t in kwok_catalogue() if t.provider in providers]
+
+        @activity.defn(name="emit_pod_events")
+        async def emit_pod_events(events: list[PodEvent]) -> None:
+            world.events.extend(events)
+
+        @activity.defn(name="report_node_group_status")
+        async def report_node_group_status(problems: list[SpecProblem]) -> None:
+            world.group_problems.append(problems)
+
+        return [
+            create_node,
+            wait_node_ready,
+            label_node,
+            delete_node,
+            observe_cluster,
+            get_catalogue,
+            emit_pod_events,
+            report_node_group_status,
+        ]

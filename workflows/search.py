@@ -1,0 +1,33 @@
+"""Search attributes that make the Web UI's workflow list useful (filter by cluster, pool, phase).
+
+Registered on the dev server by the demo (`--search-attribute`); on another server register
+them once with `temporal operator search-attribute create`. Workflows set them only when their
+input says so, because an unregistered attribute fails the workflow task.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from scaling.requests import NodeRequestStatus
+
+CLUSTER = SearchAttributeKey.for_keyword("GrowthCluster")
+NODE_GROUP = SearchAttributeKey.for_keyword("GrowthNodeGroup")
+POOL = SearchAttributeKey.for_keyword("GrowthPool")
+PHASE = SearchAttributeKey.for_keyword("GrowthPhase")
+NODE = SearchAttributeKey.for_keyword("GrowthNode")
+
+ALL = (CLUSTER, NODE_GROUP, POOL, PHASE, NODE)
+
+
+def request_attributes(cluster: str, status: NodeRequestStatus) -> list:
+    return [
+        CLUSTER.value_set(cluster),
+        NODE_GROUP.value_set(status.group),
+        POOL.value_set(status.current_pool or "-"),
+        PHASE.value_set(status.phase.value),
+    ]
+
+
+def initial_attributes(cluster: str, phase: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster), SearchAttributePair(PHASE, phase)])
