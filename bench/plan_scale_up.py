@@ -1,0 +1,70 @@
+"""Benchmark of the scale-up planner: time and cost against the LP lower bound.
+
+python -m bench.plan_scale_up   (last line is JSON for the 30,000-pod run)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from fractions import Fraction
+
+from bench.workload import POOL_TYPES, PROVIDER, Workload, workload
+from scaling.models import ScaleUpPlan
+from scaling.nodegroups import flatten_pools
+from bench.lp import lp_lower_bound
+from scaling.planning import plan_scale_up
+
+SIZES = (1_000, 10_000, 30_000)
+
+
+def plan_cost(w: Workload, plan: ScaleUpPlan) -> float:
+    price = {(p.name): w.catalogue[(p.provider, p.server_type.lower())].price_hourly for p in flatten_pools(w.group)}
+    return sum(price[n.pool] for n in plan.new_nodes)
+
+
+def cost_lower_bound(w: Workload) -> float:
+    """Exact optimum of the LP relaxation over the 20 pool types, in Fractions."""
+    types = [w.catalogue[(PROVIDER, t)] for t in POOL_TYPES]
+    caps = [[Fraction(t.allocatable.cpu_m), Fraction(t.allocatable.memory), Fraction(t.allocatable.pods)] for t in types]
+    prices = [Fraction(str(t.price_hourly)) for t in types]
+    demand = [
+        Fraction(sum(p.requests.cpu_m for p in w.pods)),
+        Fraction(sum(p.requests.memory for p in w.pods)),
+        Fraction(sum(p.requests.pods for p in w.pods)),
+    ]
+    return float(lp_lower_bound(caps, prices, demand).cost)
+
+
+def run(size: int) -> dict[str, float | int]:
+    w = workload(size)
+    t0 = time.perf_counter()
+    plan = plan_scale_up(w.pods, w.nodes, [w.group], w.catalogue, [])
+    seconds = time.perf_counter() - t0
+    planned = sum(len(n.pod_uids) for n in plan.new_nodes)
+    if planned != size or plan.problems or plan.fits_existing:
+        raise SystemExit(f"plan incomplete: {planned}/{size} planned, {len(plan.problems)} problems")
+    cost = plan_cost(w, plan)
+    lb = cost_lower_bound(w)
+    return {
+        "pods": size,
+        "plan_seconds": round(seconds, 4),
+        "nodes": len(plan.new_nodes),
+        "cost": round(cost, 4),
+        "cost_lower_bound": round(lb, 4),
+        "cost_ratio": round(cost / lb, 4),
+    }
+
+
+def main() -> None:
+    results = [run(n) for n in SIZES]
+    for r in results:
+        print(
+            f"pods={r['pods']:>6}  plan={r['plan_seconds']:.3f}s  nodes={r['nodes']:>5}  "
+            f"cost={r['cost']:.4f}/h  lp_bound={r['cost_lower_bound']:.4f}/h  ratio={r['cost_ratio']:.4f}"
+        )
+    print(json.dumps(results[-1]))
+
+
+if __name__ == "__main__":
+    main()

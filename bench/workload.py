@@ -1,0 +1,103 @@
+"""The bundled benchmark workload: one node group with 20 equal-priority pools, 1,000 full
+existing nodes, and a mixed pending workload (small and large, cpu-heavy and memory-heavy)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from scaling.catalogue import catalogue_index, kwok_catalogue
+from scaling.models import LABEL_GROUP, LABEL_POOL, NodeGroup, NodeInfo, PodInfo, Resources, ServerType
+from scaling.nodegroups import parse_node_group, pool_name
+
+MIB = 1024**2
+GROUP = "general"
+PROVIDER = "kwok"
+
+# 20 pools, one priority tier: every current shape family, different prices per resource.
+POOL_TYPES = (
+    "cx22", "cx32", "cx42", "cx52", "cx31", "cx33",
+    "cpx11", "cpx21", "cpx31", "cpx41", "cpx51",
+    "cax11", "cax21", "cax31", "cax41",
+    "ccx13", "ccx23", "ccx33", "ccx43", "ccx53",
+)
+
+# (name, cpu millicores, memory MiB, share of pods)
+SHAPES = (
+    ("web", 100, 128, 0.28),
+    ("sidecar-heavy", 50, 64, 0.05),
+    ("api", 500, 512, 0.20),
+    ("java", 1000, 2048, 0.15),
+    ("cpu-worker", 2000, 1024, 0.10),
+    ("cache", 250, 4096, 0.10),
+    ("batch", 4000, 2048, 0.06),
+    ("analytics", 1000, 12288, 0.06),
+)
+
+
+@dataclass
+class Workload:
+    group: NodeGroup
+    catalogue: dict[tuple[str, str], ServerType]
+    nodes: list[NodeInfo]
+    pods: list[PodInfo]
+
+
+def node_group() -> NodeGroup:
+    return parse_node_group(
+        {
+            "apiVersion": "growth.autoscaling.dev/v1alpha1",
+            "kind": "NodeGroupWithPriority",
+            "metadata": {"name": GROUP},
+            "spec": {"pools": [{"provider": PROVIDER, "serverType": list(POOL_TYPES), "priority": 50}]},
+        },
+        known_providers={PROVIDER},
+    )
+
+
+def existing_nodes(catalogue: dict[tuple[str, str], ServerType], count: int = 1000) -> list[NodeInfo]:
+    """Ready nodes of the group with no room left, so every pending pod needs a new node."""
+    nodes = []
+    for i in range(count):
+        t = catalogue[(PROVIDER, POOL_TYPES[i % len(POOL_TYPES)])]
+        nodes.append(
+            NodeInfo(
+                name=f"existing-{i}",
+                labels={LABEL_GROUP: GROUP, LABEL_POOL: pool_name(PROVIDER, t.name)},
+                allocatable=t.allocatable,
+                requested=t.allocatable,
+                ready=True,
+            )
+        )
+    return nodes
+
+
+def pending_pods(count: int, seed: int = 7) -> list[PodInfo]:
+    rng = random.Random(seed)
+    names = [s[0] for s in SHAPES]
+    weights = [s[3] for s in SHAPES]
+    by_name = {s[0]: s for s in SHAPES}
+    pods = []
+    for i, name in enumerate(rng.choices(names, weights=weights, k=count)):
+        _, cpu, mem, _ = by_name[name]
+        pods.append(
+            PodInfo(
+                namespace="bench",
+                name=f"{name}-{i}",
+                uid=f"uid-{i}",
+                labels={"app": name},
+                requests=Resources(cpu_m=cpu, memory=mem * MIB, pods=1),
+                unschedulable=True,
+            )
+        )
+    return pods
+
+
+def workload(pod_count: int, node_count: int = 1000) -> Workload:
+    catalogue = catalogue_index(kwok_catalogue(PROVIDER))
+    return Workload(
+        group=node_group(),
+        catalogue=catalogue,
+        nodes=existing_nodes(catalogue, node_count),
+        pods=pending_pods(pod_count),
+    )

@@ -1,0 +1,206 @@
+"""Cost-aware bin packing of identical-pod groups ("items") onto server types ("bins").
+
+Packing works on counts, not pods: pods of one shape are interchangeable, so the packer builds
+one node's contents (a pattern: how many of each item), repeats it as often as the counts
+allow, and only then looks again. 30,000 pods of a dozen shapes take a few dozen patterns.
+
+Choosing the type: every item gets a standalone price, the cheapest fractional share of any
+node it needs on its own (price x its largest share of the node's cpu, memory or pod slots).
+A candidate node is worth the standalone prices of the pods it would hold; the packer opens
+the node whose price is the smallest fraction of that worth. A node that only fills memory is
+worth about its price; one that mixes cpu-heavy and memory-heavy pods is worth more, so mixes
+win and neither resource is stranded. Measured on the bundled benchmark: within 5 % of the LP
+lower bound (bench/plan_scale_up.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Vec = tuple[int, int, int]  # cpu millicores, memory bytes, pod slots
+
+
+@dataclass
+class Bin:
+    """One pool the packer may open nodes in."""
+
+    key: str  # pool name
+    cap: Vec
+    price: float
+    slots: int | None  # nodes this pool may still add; None = unlimited
+
+
+@dataclass
+class Item:
+    """Identical pods: `count` of them, each needing `req`, allowed on the bins in `bins`."""
+
+    req: Vec
+    count: int
+    bins: frozenset[str]
+
+
+@dataclass
+class Pattern:
+    bin: str
+    counts: dict[int, int]  # item index -> pods per node
+    repeat: int
+    used: Vec = (0, 0, 0)
+
+
+@dataclass
+class Budget:
+    """A node limit shared by several packings (a group's maxNodes, the cluster total)."""
+
+    left: int | None
+
+    def take(self, n: int) -> None:
+        if self.left is not None:
+            self.left -= n
+
+
+@dataclass
+class PackResult:
+    patterns: list[Pattern] = field(default_factory=list)
+    leftover: dict[int, int] = field(default_factory=dict)  # item index -> pods not placed
+
+
+def _fits(req: Vec, room: Sequence[int]) -> int:
+    """How many of `req` fit in `room`."""
+    n = None
+    for r, c in zip(req, room):
+        if r > 0:
+            k = c // r
+            n = k if n is None else min(n, k)
+    return 0 if n is None else n
+
+
+def _fill(b: Bin, items: Sequence[Item], remaining: Sequence[int], weights: Sequence[float]) -> tuple[dict[int, int], Vec]:
+    """One node's contents: largest-first by a weighted dot product with the room left.
+
+    Each step takes the item that best lines up with what is still free on the node, so
+    cpu-heavy and memory-heavy pods share a node instead of each stranding the other
+    resource. Items are added in batches of a quarter of what fits, to keep it fast.
+    """
+    cap = b.cap
+    room = list(cap)
+    counts: dict[int, int] = {}
+    cands = [i for i, it in enumerate(items) if remaining[i] > 0 and b.key in it.bins and _fits(it.req, cap) > 0]
+    # Normalised requests are fixed per node; only the room changes.
+    norm = {i: [items[i].req[r] / cap[r] * weights[r] if cap[r] else 0.0 for r in range(3)] for i in cands}
+    left = {i: remaining[i] for i in cands}
+    while cands:
+        best = -1
+        best_score = -1.0
+        best_fit = 0
+        alive = []
+        for i in cands:
+            fit = _fits(items[i].req, room)
+            if fit <= 0 or left[i] <= 0:
+                continue
+            alive.append(i)
+            nv = norm[i]
+            score = nv[0] * room[0] / cap[0] + nv[1] * room[1] / cap[1] + nv[2] * room[2] / cap[2]
+            if score > best_score:
+                best, best_score, best_fit = i, score, fit
+        if best < 0:
+            break
+        cands = alive
+        # Batches of about a quarter of what still fits: few steps, balance mostly kept.
+        n = min(left[best], max(1, best_fit // 4))
+        req = items[best].req
+        room[0] -= req[0] * n
+        room[1] -= req[1] * n
+        room[2] -= req[2] * n
+        left[best] -= n
+        counts[best] = counts.get(best, 0) + n
+    used = (cap[0] - room[0], cap[1] - room[1], cap[2] - room[2])
+    return counts, used
+
+
+def _cheapest_holding(bins: Sequence[Bin], used: Vec, allowed: frozenset[str], slots_needed: int) -> Bin | None:
+    """The cheapest bin that can hold `used`, for shrinking a pattern's node after the fact."""
+    best = None
+    for b in bins:
+        if b.key not in allowed or (b.slots is not None and b.slots < slots_needed):
+            continue
+        if used[0] <= b.cap[0] and used[1] <= b.cap[1] and used[2] <= b.cap[2]:
+            if best is None or (b.price, b.key) < (best.price, best.key):
+                best = b
+    return best
+
+
+# Fill balance: cpu and memory count fully, pod slots a little (they rarely bind).
+WEIGHTS = (1.0, 1.0, 0.05)
+
+
+def _standalone_price(item: Item, bins: Sequence[Bin]) -> float:
+    """The cheapest fractional node share one pod of `item` needs on its own."""
+    best = 0.0
+    for b in bins:
+        if b.key in item.bins and _fits(item.req, b.cap) > 0:
+            share = max(q / c for q, c in zip(item.req, b.cap) if c)
+            if best == 0.0 or b.price * share < best:
+                best = b.price * share
+    return best
+
+
+def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] = ()) -> PackResult:
+    """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets.
+
+    Loop: price each item standalone; for every open bin build one node's contents (largest
+    first, balanced); take the bin whose node costs the smallest fraction of its pods' worth;
+    shrink it to the cheapest bin that still holds those pods; repeat that node as often as
+    counts, slots and budgets allow. Pods that cannot be placed are returned in `leftover`.
+    """
+    remaining = [it.count for it in items]
+    result = PackResult()
+    bins = list(bins)
+    while True:
+        budget_left = min((bg.left for bg in budgets if bg.left is not None), default=None)
+        if budget_left is not None and budget_left <= 0:
+            break
+        open_bins = [b for b in bins if b.slots is None or b.slots > 0]
+        placeable = [
+            i
+            for i, it in enumerate(items)
+            if remaining[i] > 0 and any(b.key in it.bins and _fits(it.req, b.cap) > 0 for b in open_bins)
+        ]
+        if not placeable:
+            break
+        # Each shape's standalone price: the cheapest fractional share of a node it needs.
+        # A node whose pods would cost more on their own than the node does combines well.
+        pi = [_standalone_price(items[i], open_bins) if remaining[i] > 0 else 0.0 for i in range(len(items))]
+        best: tuple[float, float, str] | None = None
+        best_fill: tuple[Bin, dict[int, int], Vec] | None = None
+        for b in open_bins:
+            counts, used = _fill(b, items, remaining, WEIGHTS)
+            if not counts:
+                continue
+            value = sum(pi[i] * n for i, n in counts.items())
+            score = b.price / value if value > 0 else float("inf")
+            rank = (score, -sum(counts.values()), b.key)
+            if best is None or rank < best:
+                best, best_fill = rank, (b, counts, used)
+        if best_fill is None:
+            break
+        b, counts, used = best_fill
+        repeat = min(remaining[i] // n for i, n in counts.items())
+        if b.slots is not None:
+            repeat = min(repeat, b.slots)
+        if budget_left is not None:
+            repeat = min(repeat, budget_left)
+        repeat = max(repeat, 1)
+        allowed = frozenset.intersection(*(items[i].bins for i in counts))
+        smaller = _cheapest_holding(open_bins, used, allowed, repeat)
+        if smaller is not None and smaller.price < b.price:
+            b = smaller
+        for i, n in counts.items():
+            remaining[i] -= n * repeat
+        if b.slots is not None:
+            b.slots -= repeat
+        for bg in budgets:
+            bg.take(repeat)
+        result.patterns.append(Pattern(bin=b.key, counts=counts, repeat=repeat, used=used))
+    result.leftover = {i: n for i, n in enumerate(remaining) if n > 0}
+    return result
