@@ -208,14 +208,18 @@ def selector_matches(terms: list[tuple[str, str, list[str]]], labels: dict[str, 
     for op, key, values in terms:
         present = key in labels
         value = labels.get(key)
-        ok = {
-            "=": present and value == values[0],
-            "!=": not present or value != values[0],
-            "exists": present,
-            "!exists": not present,
-            "in": present and value in values,
-            "notin": not present or value not in values,
-        }[op]
+        if op == "=":
+            ok = present and value == values[0]
+        elif op == "!=":
+            ok = not present or value != values[0]
+        elif op == "exists":
+            ok = present
+        elif op == "!exists":
+            ok = not present
+        elif op == "in":
+            ok = present and value in values
+        else:  # notin
+            ok = not present or value not in values
         if not ok:
             return False
     return True
