@@ -36,7 +36,7 @@ from hcloud.placement_groups import PlacementGroup
 from hcloud.server_types import ServerType as HServerType
 from hcloud.servers import BoundServer, Server
 from hcloud.ssh_keys import SSHKey
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
 from activities.providers.base import (
@@ -68,6 +68,8 @@ T = TypeVar("T")
 
 class HetznerSettings(BaseModel):
     """Worker-side settings; none of these are secrets (secrets are read from env/files)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key in the worker config is an error
 
     api_endpoint: str = "https://api.hetzner.cloud/v1"
     token_env: str = "HCLOUD_TOKEN"
@@ -190,6 +192,11 @@ class HetznerProvider:
         self._count_lock = threading.Lock()
         self._rate_seen = _RateLimitSeen()
         self.last_rate_limit_remaining: int | None = None
+
+    @classmethod
+    def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
+        """From the worker config's `providers.hetzner` mapping (HetznerSettings fields)."""
+        return cls(HetznerSettings.model_validate(cfg or {}))
 
     # ------------------------------------------------------------------ plumbing
 

@@ -324,3 +324,58 @@ async def test_request_budget_of_a_create(hz: FakeHetzner, secrets: Path) -> Non
     # One idempotency lookup and one POST; no action polling.
     assert hz.stats()["requests"] - before == 2
     assert provider.request_count == hz.stats()["requests"]
+
+
+async def test_created_server_joins_sim_cluster_as_labelled_node(secrets: Path) -> None:
+    """Provider → fake Hetzner → cloud-init user data → Node in the simulated cluster."""
+    import asyncio
+    import json
+    import urllib.error
+    import urllib.request
+
+    cluster_mod = pytest.importorskip("sim.cluster")
+    with cluster_mod.SimCluster(node_ready_delay=0.1) as cluster, FakeHetzner(
+        TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05
+    ) as hz:
+        provider = make_provider(hz, secrets)
+        result = await provider.create_node(req(pool("cax11")))
+
+        def get_node() -> dict | None:
+            request = urllib.request.Request(
+                f"{cluster.url}/api/v1/nodes/{result.node_name}",
+                headers={"Authorization": f"Bearer {cluster.token}"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=5) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError:
+                return None
+
+        deadline = time.monotonic() + 5
+        node = None
+        while time.monotonic() < deadline:
+            node = await asyncio.to_thread(get_node)
+            conds = {c["type"]: c["status"] for c in (node or {}).get("status", {}).get("conditions", [])}
+            if conds.get("Ready") == "True":
+                break
+            await asyncio.sleep(0.05)
+        assert node is not None
+        assert node["spec"]["providerID"] == result.provider_id
+        labels = node["metadata"]["labels"]
+        assert labels[LABEL_CLUSTER] == "prod" and labels["team"] == "data"
+        assert labels["kubernetes.io/arch"] == "arm64"
+        assert {"key": "dedicated", "value": "data", "effect": "NoSchedule"} in node["spec"]["taints"]
+        await provider.delete_node(
+            DeleteNodeInput(cluster="prod", provider="hetzner", node_name=result.node_name, provider_id=result.provider_id)
+        )
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and await asyncio.to_thread(get_node) is not None:
+            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(get_node) is None
+
+
+def test_from_settings_rejects_unknown_keys() -> None:
+    provider = HetznerProvider.from_settings({"locations": ["hel1"], "cache_ttl_s": 60})
+    assert provider.settings.locations == ["hel1"] and provider.name == "hetzner"
+    with pytest.raises(ValueError):
+        HetznerProvider.from_settings({"locaitons": ["hel1"]})
