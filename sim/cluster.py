@@ -1,0 +1,148 @@
+"""A whole simulated cluster in one process: API server, KWOK, scheduler, controllers.
+
+    with SimCluster(node_ready_delay=0.2) as cluster:
+        cluster.write_kubeconfig(path)   # then kubernetes.config.load_kube_config(path)
+
+or from a shell: `python -m sim.cluster --port 0 --kubeconfig PATH --node-ready-delay 2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import signal
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.apiserver import ApiServer
+from sim.control import SCORING, SimControl
+from sim.controllers import Controllers
+from sim.kwok import Kwok
+from sim.scheduler import Scheduler
+from sim.store import Store
+
+
+class SimCluster:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                 node_ready_delay: float = 1.0, pod_start_delay: float = 0.2,
+                 scheduler_interval: float = 0.25, scoring: str = "least-allocated",
+                 never_ready_nodes: list[str] | None = None, run_scheduler: bool = True,
+                 run_kwok: bool = True, run_controllers: bool = True) -> None:
+        if scoring not in SCORING:
+            raise ValueError(f"scoring must be one of {SCORING}")
+        self.token = token or secrets.token_hex(16)
+        self.store = Store()
+        self.control = SimControl(node_ready_delay=node_ready_delay, pod_start_delay=pod_start_delay,
+                                  scheduler_interval=scheduler_interval, scoring=scoring,
+                                  never_ready_nodes=list(never_ready_nodes or []))
+        self.apiserver = ApiServer(self.store, self.control, self.token, host, port)
+        self.kwok = Kwok(self.store, self.control)
+        self.scheduler = Scheduler(self.store, self.control)
+        self.controllers = Controllers(self.store)
+        self._actors = [a for a, on in ((self.kwok, run_kwok), (self.scheduler, run_scheduler),
+                                        (self.controllers, run_controllers)) if on]
+        self._started = False
+
+    @property
+    def url(self) -> str:
+        return self.apiserver.url
+
+    def start(self) -> "SimCluster":
+        self.apiserver.start()
+        for actor in self._actors:
+            actor.start()
+        self._started = True
+        return self
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for actor in self._actors:
+            actor.stop()
+        self.apiserver.stop()
+
+    def __enter__(self) -> "SimCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def kubeconfig(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "sim", "cluster": {"server": self.url}}],
+            "users": [{"name": "sim", "user": {"token": self.token}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
+                                                      "namespace": "default"}}],
+            "current-context": "sim",
+        }
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        target.chmod(0o600)
+        return target
+
+    def api_client(self) -> Any:
+        """An official-client ApiClient for this cluster (imports kubernetes lazily)."""
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.url
+        configuration.api_key = {"BearerToken": self.token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        return client.ApiClient(configuration)
+
+    def control_request(self, method: str, path: str, body: Any = None) -> Any:
+        """Call a /sim/v1 control endpoint, e.g. ("POST", "/sim/v1/faults", {...})."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def set_faults(self, never_ready_nodes: list[str]) -> None:
+        self.control.set_faults({"never_ready_nodes": never_ready_nodes})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="growth-sim-cluster", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
+    parser.add_argument("--token", default=None, help="bearer token (random when omitted)")
+    parser.add_argument("--node-ready-delay", type=float, default=1.0)
+    parser.add_argument("--pod-start-delay", type=float, default=0.2)
+    parser.add_argument("--scheduler-interval", type=float, default=0.25)
+    parser.add_argument("--scoring", choices=SCORING, default="least-allocated")
+    parser.add_argument("--never-ready", action="append", default=[], metavar="GLOB",
+                        help="node names matching this glob never become Ready (repeatable)")
+    args = parser.parse_args(argv)
+    cluster = SimCluster(host=args.host, port=args.port, token=args.token,
+                         node_ready_delay=args.node_ready_delay, pod_start_delay=args.pod_start_delay,
+                         scheduler_interval=args.scheduler_interval, scoring=args.scoring,
+                         never_ready_nodes=args.never_ready)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    cluster.start()
+    try:
+        cluster.write_kubeconfig(args.kubeconfig)
+        print(f"sim cluster ready: {cluster.url}", flush=True)
+        while not done.wait(0.5):
+            pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

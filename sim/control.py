@@ -1,0 +1,117 @@
+"""Knobs shared by the API server's control endpoints and the in-process actors.
+
+Actors read these on every pass, so tests can change delays and faults while a cluster runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+SCORING = ("least-allocated", "most-allocated")
+
+
+@dataclass
+class RequestFailure:
+    """An injected API error: the next `times` requests matching method and path fail."""
+
+    method: str
+    path_regex: str
+    status: int
+    times: int = 1
+    reason: str = "InternalError"
+    message: str = "injected failure"
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method in ("*", method)) and re.search(self.path_regex, path) is not None
+
+
+@dataclass
+class SimControl:
+    node_ready_delay: float = 1.0
+    pod_start_delay: float = 0.2
+    scheduler_interval: float = 0.25
+    scoring: str = "least-allocated"
+    never_ready_nodes: list[str] = field(default_factory=list)
+    failures: list[RequestFailure] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests_total: int = 0
+    by_verb: Counter[str] = field(default_factory=Counter)
+    by_resource: Counter[str] = field(default_factory=Counter)
+    by_status: Counter[str] = field(default_factory=Counter)
+    request_seconds: float = 0.0
+
+    def never_ready(self, node_name: str) -> bool:
+        return any(fnmatch.fnmatchcase(node_name, pattern) for pattern in list(self.never_ready_nodes))
+
+    def take_failure(self, method: str, path: str) -> RequestFailure | None:
+        with self.lock:
+            for failure in self.failures:
+                if failure.times > 0 and failure.matches(method, path):
+                    failure.times -= 1
+                    return failure
+            self.failures = [f for f in self.failures if f.times > 0]
+        return None
+
+    def record(self, verb: str, resource: str, status: int, seconds: float) -> None:
+        with self.lock:
+            self.requests_total += 1
+            self.by_verb[verb] += 1
+            self.by_resource[resource] += 1
+            self.by_status[str(status)] += 1
+            self.request_seconds += seconds
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests_total": self.requests_total, "by_verb": dict(self.by_verb),
+                    "by_resource": dict(self.by_resource), "by_status": dict(self.by_status),
+                    "mean_request_ms": (1000 * self.request_seconds / self.requests_total
+                                        if self.requests_total else 0.0)}
+
+    def reset_stats(self) -> None:
+        with self.lock:
+            self.requests_total = 0
+            self.request_seconds = 0.0
+            self.by_verb.clear()
+            self.by_resource.clear()
+            self.by_status.clear()
+
+    def settings(self) -> dict[str, Any]:
+        return {"node_ready_delay": self.node_ready_delay, "pod_start_delay": self.pod_start_delay,
+                "scheduler_interval": self.scheduler_interval, "scoring": self.scoring}
+
+    def apply_settings(self, body: dict[str, Any]) -> None:
+        for key in ("node_ready_delay", "pod_start_delay", "scheduler_interval"):
+            if key in body:
+                value = float(body[key])
+                if value < 0:
+                    raise ValueError(f"{key} must be >= 0")
+                setattr(self, key, value)
+        if "scoring" in body:
+            if body["scoring"] not in SCORING:
+                raise ValueError(f"scoring must be one of {SCORING}")
+            self.scoring = body["scoring"]
+
+    def faults(self) -> dict[str, Any]:
+        with self.lock:
+            return {"never_ready_nodes": list(self.never_ready_nodes),
+                    "request_failures": [vars(f) for f in self.failures if f.times > 0]}
+
+    def set_faults(self, body: dict[str, Any]) -> None:
+        with self.lock:
+            if "never_ready_nodes" in body:
+                patterns = body["never_ready_nodes"]
+                if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                    raise ValueError("never_ready_nodes must be a list of glob strings")
+                self.never_ready_nodes = list(patterns)
+            if "request_failures" in body:
+                failures = []
+                for item in body["request_failures"]:
+                    failure = RequestFailure(**item)
+                    re.compile(failure.path_regex)
+                    failures.append(failure)
+                self.failures = failures

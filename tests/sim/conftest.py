@@ -1,0 +1,102 @@
+"""Fixtures: a SimCluster per test with short delays, and official-client API objects."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+
+from sim.cluster import SimCluster
+
+T = TypeVar("T")
+
+
+def eventually(probe: Callable[[], T], timeout: float = 5.0, interval: float = 0.02,
+               message: str = "condition not met") -> T:
+    """Poll until probe() returns something truthy, or fail after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"{message} within {timeout}s (last value: {last!r})")
+
+
+@pytest.fixture
+def cluster() -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+        yield sim
+
+
+@pytest.fixture
+def api_client(cluster: SimCluster) -> Iterator[client.ApiClient]:
+    api = cluster.api_client()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def policy(api_client: client.ApiClient) -> client.PolicyV1Api:
+    return client.PolicyV1Api(api_client)
+
+
+@pytest.fixture
+def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def apiext(api_client: client.ApiClient) -> client.ApiextensionsV1Api:
+    return client.ApiextensionsV1Api(api_client)
+
+
+def pod_body(name: str | None = None, *, labels: dict[str, str] | None = None, cpu: str | None = None,
+             memory: str | None = None, node_selector: dict[str, str] | None = None,
+             tolerations: list[dict[str, Any]] | None = None, node_name: str | None = None,
+             generate_name: str | None = None) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    meta: dict[str, Any] = {"labels": labels or {}}
+    if name:
+        meta["name"] = name
+    if generate_name:
+        meta["generateName"] = generate_name
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.local/app:1",
+                                            "resources": {"requests": requests}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": meta, "spec": spec}
+
+
+def node_body(name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "110", fake: bool = True,
+              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    annotations = {"kwok.x-k8s.io/node": "fake"} if fake else {}
+    spec: dict[str, Any] = {"taints": taints} if taints else {}
+    return {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations},
+            "spec": spec, "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods}}}
+
+
+def is_ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def ready_nodes(core: client.CoreV1Api, *names: str) -> None:
+    eventually(lambda: all(is_ready(core.read_node(n)) for n in names), message=f"nodes {names} Ready")
