@@ -1,0 +1,78 @@
+"""KWOK-like node lifecycle: Ready after a delay, never-ready faults, pods start Running."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, watch
+
+from sim.cluster import SimCluster
+from tests.sim.conftest import eventually, is_ready, node_body, pod_body
+
+DELAY = 0.4
+
+
+@pytest.fixture
+def slow() -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=DELAY, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+        yield sim
+
+
+@pytest.fixture
+def score(slow: SimCluster) -> Iterator[client.CoreV1Api]:
+    api = slow.api_client()
+    yield client.CoreV1Api(api)
+    api.close()
+
+
+def test_node_becomes_ready_after_delay(score: client.CoreV1Api) -> None:
+    created = time.monotonic()
+    score.create_node(node_body("k1", cpu="3", memory="6Gi", pods="20"))
+    assert not is_ready(score.read_node("k1"))
+    node = eventually(lambda: (lambda n: is_ready(n) and n)(score.read_node("k1")), message="k1 Ready")
+    assert time.monotonic() - created >= DELAY
+    assert node.status.allocatable == {"cpu": "3", "memory": "6Gi", "pods": "20"}  # defaults to capacity
+    assert any(a.type == "InternalIP" for a in node.status.addresses)
+
+
+def test_ready_transition_is_a_watch_event(score: client.CoreV1Api) -> None:
+    start = score.list_node().metadata.resource_version
+    score.create_node(node_body("k2"))
+    for event in watch.Watch().stream(score.list_node, resource_version=start, timeout_seconds=3):
+        if event["type"] == "MODIFIED" and is_ready(event["object"]):
+            break
+    else:
+        pytest.fail("no MODIFIED event made k2 Ready")
+
+
+def test_never_ready_fault(slow: SimCluster, score: client.CoreV1Api) -> None:
+    slow.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["bad-*"]})
+    assert slow.control_request("GET", "/sim/v1/faults")["never_ready_nodes"] == ["bad-*"]
+    score.create_node(node_body("bad-1"))
+    score.create_node(node_body("good-1"))
+    eventually(lambda: is_ready(score.read_node("good-1")), message="good-1 Ready")
+    time.sleep(DELAY)  # bad-1 has had its delay (and then some) by now: it must still be NotReady
+    assert not is_ready(score.read_node("bad-1"))
+    slow.control_request("DELETE", "/sim/v1/faults")
+    eventually(lambda: is_ready(score.read_node("bad-1")), message="bad-1 Ready once the fault is lifted")
+
+
+def test_nodes_without_kwok_annotation_are_left_alone(score: client.CoreV1Api) -> None:
+    score.create_node(node_body("real", fake=False))
+    score.create_node(node_body("fake"))
+    eventually(lambda: is_ready(score.read_node("fake")), message="fake Ready")
+    assert not is_ready(score.read_node("real"))
+
+
+def test_pods_on_kwok_node_run_and_become_ready(score: client.CoreV1Api) -> None:
+    score.create_node(node_body("k3"))
+    score.create_namespaced_pod("default", pod_body("direct", node_name="k3"))
+    pod = score.read_namespaced_pod("direct", "default")
+    assert pod.status.phase == "Pending"  # node not Ready yet: nothing runs
+    pod = eventually(lambda: (lambda p: p.status.phase == "Running" and p)(score.read_namespaced_pod("direct", "default")),
+                     message="pod Running")
+    conditions = {c.type: c.status for c in pod.status.conditions}
+    assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
+    assert pod.status.pod_ip and pod.status.container_statuses[0].ready is True
