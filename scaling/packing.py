@@ -4,8 +4,9 @@ Packing works on counts, not pods: pods of one shape are interchangeable, so the
 one node's contents (a pattern: how many of each item), repeats it as often as the counts
 allow, and only then looks again. 30,000 pods of a dozen shapes take a few dozen patterns.
 
-Choosing the type: every item gets a standalone price, the cheapest fractional share of any
-node it needs on its own (price x its largest share of the node's cpu, memory or pod slots).
+Choosing the type: every item gets a standalone price, the cheapest share of a node it needs
+on its own (a node's price / how many of its pods fit there, so a pod too big for two of a
+type pays for the whole node).
 A candidate node is worth the standalone prices of the pods it would hold; the packer opens
 the node whose price is the smallest fraction of that worth. A node that only fills memory is
 worth about its price; one that mixes cpu-heavy and memory-heavy pods is worth more, so mixes
@@ -75,47 +76,53 @@ def _fits(req: Vec, room: Sequence[int]) -> int:
     return 0 if n is None else n
 
 
-def _fill(b: Bin, items: Sequence[Item], remaining: Sequence[int], weights: Sequence[float]) -> tuple[dict[int, int], Vec]:
+_BIG = 1 << 62
+
+
+def _fill(b: Bin, items: Sequence[Item], cands: Sequence[int], remaining: Sequence[int], weights: Sequence[float]) -> tuple[dict[int, int], Vec]:
     """One node's contents: largest-first by a weighted dot product with the room left.
 
     Each step takes the item that best lines up with what is still free on the node, so
     cpu-heavy and memory-heavy pods share a node instead of each stranding the other
     resource. Items are added in batches of a quarter of what fits, to keep it fast.
+    `cands` are the items this bin admits and can hold one of.
     """
-    cap = b.cap
-    room = list(cap)
+    c0, c1, c2 = b.cap
+    room0, room1, room2 = c0, c1, c2
     counts: dict[int, int] = {}
-    cands = [i for i, it in enumerate(items) if remaining[i] > 0 and b.key in it.bins and _fits(it.req, cap) > 0]
-    # Normalised requests are fixed per node; only the room changes.
-    norm = {i: [items[i].req[r] / cap[r] * weights[r] if cap[r] else 0.0 for r in range(3)] for i in cands}
-    left = {i: remaining[i] for i in cands}
-    while cands:
+    live = [i for i in cands if remaining[i] > 0]
+    # Normalised, weighted requests are fixed per node; only the room changes.
+    w0 = weights[0] / (c0 * c0) if c0 else 0.0
+    w1 = weights[1] / (c1 * c1) if c1 else 0.0
+    w2 = weights[2] / (c2 * c2) if c2 else 0.0
+    reqs = {i: items[i].req for i in live}
+    left = {i: remaining[i] for i in live}
+    while live:
         best = -1
         best_score = -1.0
         best_fit = 0
         alive = []
-        for i in cands:
-            fit = _fits(items[i].req, room)
+        for i in live:
+            q0, q1, q2 = reqs[i]
+            fit = min(room0 // q0 if q0 else _BIG, room1 // q1 if q1 else _BIG, room2 // q2 if q2 else _BIG)
             if fit <= 0 or left[i] <= 0:
                 continue
             alive.append(i)
-            nv = norm[i]
-            score = nv[0] * room[0] / cap[0] + nv[1] * room[1] / cap[1] + nv[2] * room[2] / cap[2]
+            score = q0 * room0 * w0 + q1 * room1 * w1 + q2 * room2 * w2
             if score > best_score:
                 best, best_score, best_fit = i, score, fit
         if best < 0:
             break
-        cands = alive
+        live = alive
         # Batches of about a quarter of what still fits: few steps, balance mostly kept.
         n = min(left[best], max(1, best_fit // 4))
-        req = items[best].req
-        room[0] -= req[0] * n
-        room[1] -= req[1] * n
-        room[2] -= req[2] * n
+        q0, q1, q2 = reqs[best]
+        room0 -= q0 * n
+        room1 -= q1 * n
+        room2 -= q2 * n
         left[best] -= n
         counts[best] = counts.get(best, 0) + n
-    used = (cap[0] - room[0], cap[1] - room[1], cap[2] - room[2])
-    return counts, used
+    return counts, (c0 - room0, c1 - room1, c2 - room2)
 
 
 def _cheapest_holding(bins: Sequence[Bin], used: Vec, allowed: frozenset[str], slots_needed: int) -> Bin | None:
@@ -134,17 +141,6 @@ def _cheapest_holding(bins: Sequence[Bin], used: Vec, allowed: frozenset[str], s
 WEIGHTS = (1.0, 1.0, 0.05)
 
 
-def _standalone_price(item: Item, bins: Sequence[Bin]) -> float:
-    """The cheapest fractional node share one pod of `item` needs on its own."""
-    best = 0.0
-    for b in bins:
-        if b.key in item.bins and _fits(item.req, b.cap) > 0:
-            share = max(q / c for q, c in zip(item.req, b.cap) if c)
-            if best == 0.0 or b.price * share < best:
-                best = b.price * share
-    return best
-
-
 def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] = ()) -> PackResult:
     """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets.
 
@@ -156,25 +152,37 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
     remaining = [it.count for it in items]
     result = PackResult()
     bins = list(bins)
+    # Static facts, computed once: which items each bin admits and holds, and each item's
+    # standalone price per bin (price / how many fit), cheapest first.
+    holds: dict[str, list[int]] = {
+        b.key: [i for i, it in enumerate(items) if b.key in it.bins and _fits(it.req, b.cap) > 0] for b in bins
+    }
+    share_prices: list[list[tuple[float, str]]] = [[] for _ in items]
+    for b in bins:
+        for i in holds[b.key]:
+            share = 1 / _fits(items[i].req, b.cap)  # whole pods: a pod too big for two pays the node
+            share_prices[i].append((b.price * share, b.key))
+    for sp in share_prices:
+        sp.sort()
     while True:
         budget_left = min((bg.left for bg in budgets if bg.left is not None), default=None)
         if budget_left is not None and budget_left <= 0:
             break
         open_bins = [b for b in bins if b.slots is None or b.slots > 0]
-        placeable = [
-            i
-            for i, it in enumerate(items)
-            if remaining[i] > 0 and any(b.key in it.bins and _fits(it.req, b.cap) > 0 for b in open_bins)
-        ]
+        open_keys = {b.key for b in open_bins}
+        # Each item's standalone price among the bins still open.
+        pi: list[float] = []
+        placeable = False
+        for i in range(len(items)):
+            v = next((v for v, k in share_prices[i] if k in open_keys), None) if remaining[i] > 0 else None
+            placeable = placeable or v is not None
+            pi.append(v or 0.0)
         if not placeable:
             break
-        # Each shape's standalone price: the cheapest fractional share of a node it needs.
-        # A node whose pods would cost more on their own than the node does combines well.
-        pi = [_standalone_price(items[i], open_bins) if remaining[i] > 0 else 0.0 for i in range(len(items))]
         best: tuple[float, float, str] | None = None
         best_fill: tuple[Bin, dict[int, int], Vec] | None = None
         for b in open_bins:
-            counts, used = _fill(b, items, remaining, WEIGHTS)
+            counts, used = _fill(b, items, holds[b.key], remaining, WEIGHTS)
             if not counts:
                 continue
             value = sum(pi[i] * n for i, n in counts.items())

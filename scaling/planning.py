@@ -146,9 +146,12 @@ def _describe(req: tuple[int, int, int]) -> str:
 
 def _fits_existing(shapes: list[_Shape], nodes: Sequence[NodeInfo]) -> list[str]:
     """Step a: place pods into the free room of Ready, schedulable nodes (largest shapes first)."""
-    free: list[tuple[NodeInfo, list[int]]] = [
-        (n, list(_vec(n.allocatable - n.requested))) for n in nodes if n.ready and not n.unschedulable
-    ]
+    free: list[tuple[NodeInfo, list[int]]] = []
+    for n in nodes:
+        room = list(_vec(n.allocatable - n.requested))
+        # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
+        if n.ready and not n.unschedulable and min(room) > 0:
+            free.append((n, room))
     out: list[str] = []
     for s in shapes:
         for node, room in free:
@@ -319,7 +322,7 @@ def plan_scale_up(
                 for _ in range(pat.repeat):
                     uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
                     plan.new_nodes.append(
-                        PlannedNode.model_construct(
+                        PlannedNode(
                             group=gname, pool=chosen.name, candidates=cands, requirements=reqs, pod_uids=uids
                         )
                     )
