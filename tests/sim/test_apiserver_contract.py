@@ -7,7 +7,6 @@ bodies, selectors, watch semantics, optimistic concurrency, eviction and PDBs, C
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -559,3 +558,14 @@ def test_pdb_counts_controller_scale_while_replacement_starts(
     assert info.value.status == 429
     eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
                message="replacement Ready restores the budget")
+
+
+def test_watch_from_compacted_resource_version_is_410(cluster: SimCluster, core: client.CoreV1Api) -> None:
+    cluster.store.event_log_size = 5  # compact the history aggressively, like etcd would
+    start = core.list_namespaced_config_map("default").metadata.resource_version
+    for i in range(20):
+        core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
+    with pytest.raises(ApiException) as info:
+        list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start,
+                                  timeout_seconds=1))
+    assert info.value.status == 410
