@@ -224,6 +224,7 @@ class SimLonghorn:
         self._installed = False
         self.passes = 0
         self.last_error: str | None = None
+        self.errors = 0  # failed passes
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -268,6 +269,7 @@ class SimLonghorn:
                 self.last_error = None
             except Exception as exc:  # keep reconciling; the next pass starts from fresh reads
                 self.last_error = repr(exc)
+                self.errors += 1
             self._stop.wait(self.interval)
 
     # ---- the volume API (tests and the demo) --------------------------------------------
