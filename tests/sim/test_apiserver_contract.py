@@ -328,7 +328,7 @@ def test_eviction_refused_with_429_by_pdb(core: client.CoreV1Api, policy: client
         _running_pod(core, name, {"app": "db"})
     policy.create_namespaced_pod_disruption_budget("default", {
         "metadata": {"name": "db"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}})
-    pdb = policy.read_namespaced_pod_disruption_budget("default" and "db", "default")
+    pdb = policy.read_namespaced_pod_disruption_budget("db", "default")
     assert (pdb.status.current_healthy, pdb.status.desired_healthy, pdb.status.disruptions_allowed,
             pdb.status.expected_pods) == (2, 2, 0, 2)
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "db-0", "namespace": "default"}}
