@@ -247,3 +247,68 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     p = plan()
     # n2 and n3 may go together; n1 holds the last protected healthy replica.
     assert sorted(r.name for r in p.to_remove) == ["n2", "n3"]
+
+
+def test_seed_scenario_scale_down_all_nodes_holding_replicas(cluster: SimCluster, kube: Kube, longhorn: SimLonghorn) -> None:
+    """Seed 003 "scale down all nodes containing volume replicas", with growth's rules deciding
+    and this test acting as the NodeScaleDown workflow would: taint, evict, delete the Node."""
+    from scaling.drain import ANNOTATION_SCALE_DOWN_DISABLED, pdb_from_object
+    from scaling.models import LABEL_GROUP, LABEL_POOL
+    from scaling.nodes import node_info
+    from scaling.pods import pod_info
+    from scaling.scale_down import plan_scale_down
+    from scaling.storage import longhorn_state_from_objects
+
+    base = f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}"
+    # Volume created, attached, written and detached before the scale-up.
+    assert longhorn.create_volume("vol-1", replicas=3) == list(NODES)
+    longhorn.attach("vol-1", "n1")
+    longhorn.write("vol-1", b"seed-003" * 512)
+    before = longhorn.checksum("vol-1")
+    longhorn.detach("vol-1")
+    new = ("m1", "m2", "m3")
+    for n in new:
+        kube.add_node(n)
+    for n in NODES + new:
+        meta: dict = {"labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-x"}}
+        if n in new:  # the seed pins the new nodes so only the old ones go
+            meta["annotations"] = {ANNOTATION_SCALE_DOWN_DISABLED: "true"}
+        kube.http.patch(f"/api/v1/nodes/{n}", json={"metadata": meta},
+                        headers={"Content-Type": "application/merge-patch+json"})
+    assert longhorn.wait_until(lambda: all(kube.im_running(n) for n in new))
+    assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"n1"})
+
+    def plan():
+        raw_pods = kube.list("/api/v1/pods")
+        nodes = [node_info(n, [p for p in raw_pods if p["spec"].get("nodeName") == n["metadata"]["name"]])
+                 for n in kube.list("/api/v1/nodes")]
+        pods = [pod_info(p) for p in raw_pods]
+        storage = longhorn_state_from_objects(kube.list(f"{base}/volumes"), kube.list(f"{base}/replicas"),
+                                              kube.list(f"{base}/engines"), kube.list(f"{base}/instancemanagers"), pods)
+        pdbs = [pdb_from_object(p) for p in kube.list("/apis/policy/v1/poddisruptionbudgets")]
+        since = {n.name: 0.0 for n in nodes}
+        return plan_scale_down(nodes, pods, pdbs, [], storage, 1e9, since, None, set(), set())
+
+    def remove(names: list[str]) -> None:
+        for name in names:
+            kube.taint_for_deletion(name)
+            for pod in [p for p in kube.list("/api/v1/pods") if p["spec"].get("nodeName") == name]:
+                assert kube.evict(pod["metadata"]["name"]) == 201
+            kube.delete_node(name)
+
+    assert longhorn.wait_until(lambda: sorted(r.name for r in plan().to_remove) == ["n2", "n3"])
+    remove(["n2", "n3"])
+    # Original number + 1 blocked node: n1 holds the last healthy replica.
+    assert longhorn.wait_until(lambda: [(n, h) for n, h in longhorn.volume("vol-1")["replicas"] if h] == [("n1", True)])
+    p = plan()
+    assert p.to_remove == [] and {b.code for b in p.decisions["n1"].reasons} == {"NotEnoughPdb", "LonghornLastHealthyReplica"}
+
+    longhorn.attach("vol-1", "m1")  # rebuilds on m1, then up to 3 replicas on m2, m3
+    assert longhorn.wait_until(lambda: sum(h for _, h in longhorn.volume("vol-1")["replicas"]) >= 3)
+    assert longhorn.checksum("vol-1") == before
+    longhorn.detach("vol-1")
+    assert longhorn.wait_until(lambda: [r.name for r in plan().to_remove] == ["n1"])
+    remove(["n1"])
+    assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"m1"})
+    assert sorted(n["metadata"]["name"] for n in kube.list("/api/v1/nodes")) == list(new)
+    assert longhorn.checksum("vol-1") == before
