@@ -404,3 +404,30 @@ def test_plan_invariants(loads: list[int], min_nodes: int, limit: int) -> None:
             assert dest not in gone
             load[dest] += next(q for q in pods if f"{q.namespace}/{q.name}" == pk).requests.cpu_m
     assert all(load[n] <= 4000 for n in load if n not in gone)
+
+
+@hsettings(max_examples=80, deadline=None)
+@given(
+    placement=st.lists(
+        st.lists(st.tuples(st.integers(min_value=0, max_value=5), st.booleans()), min_size=1, max_size=3),
+        min_size=1, max_size=4,
+    ),
+    attached=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=5)), min_size=4, max_size=4),
+)
+def test_plan_never_removes_every_healthy_copy_of_a_volume(placement, attached) -> None:
+    nodes = [node(f"n{i}") for i in range(6)]
+    volumes, replicas = [], []
+    for v, reps in enumerate(placement):
+        at = attached[v]
+        volumes.append(LonghornVolume(name=f"vol-{v}", state="attached" if at is not None else "detached",
+                                      node=f"n{at}" if at is not None else None))
+        replicas += [LonghornReplica(name=f"vol-{v}-r{j}", volume=f"vol-{v}", node=f"n{i}", healthy=h)
+                     for j, (i, h) in enumerate(reps)]
+    p = plan(nodes, [], storage=LonghornState(volumes=volumes, replicas=replicas))
+    gone = set(removed(p))
+    for vol in volumes:
+        homes = {r.node for r in replicas if r.volume == vol.name and r.healthy}
+        if homes:
+            assert homes - gone, f"{vol.name}: every healthy replica removed"
+        if vol.node is not None:
+            assert vol.node not in gone
