@@ -71,6 +71,13 @@ class NodeRequestWorkflow:
             pod_uids=inp.pod_uids,
             started_at=workflow.now(),
         )
+        if inp.candidates:
+            first = inp.candidates[0]
+            self.status.current_pool, self.status.server_type, self.status.provider = (
+                first.name,
+                first.server_type,
+                first.provider,
+            )
         await self._publish(inp)
         for attempt_no, pool in enumerate(inp.candidates):
             if self.cancel_requested or attempts_exhausted(self.status.attempts, inp.max_attempts):

@@ -1,0 +1,159 @@
+"""`make demo`: the whole local default in one command.
+
+Starts the Temporal dev server (Web UI on :8233, state in .growth/temporal.db), the simulated
+cluster, and the worker; starts the NodeAutoscaler for cluster `demo`; runs a scenario and shows
+its progress. Interactive: keeps everything running until Ctrl-C, then stops what it started.
+--headless: exits 0 when the scenario is done, printing one JSON summary as its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from starters.kube import apply_crds, apply_node_group, kube_client
+from starters.processes import Processes, free_port
+from starters.scenarios import SCENARIOS, Scenario
+from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+CLUSTER = "demo"
+TASK_QUEUE = "growth"
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(args.workdir).resolve()
+        self.procs = Processes(self.workdir)
+        self.scenario: Scenario = SCENARIOS[args.scenario](args)
+        self.client: Client | None = None
+        self.handle: WorkflowHandle | None = None
+
+    # -- set-up ---------------------------------------------------------------------------
+    def start_processes(self) -> None:
+        a = self.args
+        db = self.workdir / "temporal.db"
+        db.unlink(missing_ok=True)  # every demo run is a fresh scenario
+        self.temporal_port = a.temporal_port or free_port()
+        ui_port = a.ui_port if a.ui_port is not None else free_port()
+        self.ui_url = f"http://127.0.0.1:{ui_port}"
+        say(f"starting Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
+        self.procs.temporal(self.temporal_port, ui_port, db)
+        kubeconfig = self.workdir / "kubeconfig"
+        say("starting the simulated cluster")
+        _, self.kube_url = self.procs.sim_cluster(kubeconfig, self.scenario.sim_args())
+        self.kubeconfig = kubeconfig
+        self.extra = self.scenario.start_extra(self.procs, self.workdir, self.kube_url, kubeconfig)
+        config = {
+            "kubernetes": {"kubeconfig": str(kubeconfig)},
+            "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
+            "providers": self.scenario.providers(self.workdir, self.extra),
+        }
+        self.config_path = self.workdir / "growth.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        say("starting the growth worker")
+        self.procs.worker(self.config_path)
+
+    async def start_autoscaler(self) -> None:
+        self.api = kube_client(self.kubeconfig)
+        apply_crds(self.api)
+        for group in self.scenario.node_groups():
+            apply_node_group(self.api, group)
+        self.client = await Client.connect(f"127.0.0.1:{self.temporal_port}", data_converter=pydantic_data_converter)
+        settings = AutoscalerSettings(
+            cluster=CLUSTER,
+            scan_interval_s=self.args.scan_interval,
+            readiness_timeout_s=60,
+            readiness_poll_s=0.5,
+            request_ttl_s=600,
+            use_search_attributes=True,
+        )
+        self.handle = await self.client.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=settings),
+            id=autoscaler_id(CLUSTER),
+            task_queue=TASK_QUEUE,
+        )
+        say(f"NodeAutoscaler started: workflow {autoscaler_id(CLUSTER)} (see {self.ui_url})")
+
+    async def status(self) -> AutoscalerStatus:
+        assert self.handle is not None
+        return await self.handle.query(NodeAutoscalerWorkflow.status)
+
+    # -- run --------------------------------------------------------------------------------
+    async def run(self) -> int:
+        try:
+            self.start_processes()
+            await self.start_autoscaler()
+            summary = await self.scenario.run(self)
+        except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
+            say(f"demo failed: {err}")
+            if self.args.headless:
+                print(json.dumps({"scenario": self.args.scenario, "error": str(err)}))
+                return 1
+            raise
+        ok = summary.pop("_ok", True)
+        if self.args.headless:
+            print(json.dumps(summary), flush=True)
+            return 0 if ok else 1
+        say(json.dumps(summary))
+        say(f"done. Explore the Web UI at {self.ui_url}; Ctrl-C stops everything the demo started.")
+        while True:
+            await asyncio.sleep(3600)
+
+    def stop(self) -> None:
+        self.scenario.stop()
+        self.procs.stop_all()
+
+
+def say(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="growth demo on the local default")
+    p.add_argument("--scenario", default="burst", choices=sorted(SCENARIOS))
+    p.add_argument("--provider", default="kwok", choices=["kwok", "hetzner"])
+    p.add_argument("--headless", action="store_true", help="exit when done; last line is a JSON summary")
+    p.add_argument("--pods", type=int, default=40)
+    p.add_argument("--timeout", type=float, default=240.0, help="headless: give up after this many seconds")
+    p.add_argument("--scan-interval", type=float, default=2.0)
+    p.add_argument("--temporal-port", type=int, default=7233, help="0 = any free port")
+    p.add_argument("--ui-port", type=int, default=8233, help="0 = any free port")
+    p.add_argument("--workdir", default=".growth")
+    args = p.parse_args(argv)
+    if args.temporal_port == 0:
+        args.temporal_port = None
+    if args.ui_port == 0:
+        args.ui_port = None
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
+        raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")
+    demo = Demo(args)
+    code = 1
+    try:
+        code = asyncio.run(demo.run())
+    except KeyboardInterrupt:
+        say("stopping the processes the demo started")
+        code = 0
+    finally:
+        demo.stop()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

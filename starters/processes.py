@@ -1,0 +1,141 @@
+"""Start and stop the local default's processes: Temporal dev server, simulated cluster, worker.
+
+Used by the demo and by the end-to-end tests, so both run exactly the same processes. Every
+process is started in its own session; `stop()` ends those and only those.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+SEARCH_ATTRIBUTES = ("GrowthCluster", "GrowthNodeGroup", "GrowthPool", "GrowthPhase", "GrowthNode")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+    lines: list[str] = field(default_factory=list)
+
+    def wait_for_line(self, pattern: str, timeout: float) -> re.Match[str]:
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            while seen < len(self.lines):
+                m = rx.search(self.lines[seen])
+                seen += 1
+                if m:
+                    return m
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}; see {self.log_path}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} did not print {pattern!r} within {timeout}s; see {self.log_path}")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL: the crash case (no clean shutdown)."""
+        self.stop(signal.SIGKILL)
+
+
+class Processes:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.logs = workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.procs: list[Proc] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        log_path = self.logs / f"{name}.log"
+        log = open(log_path, "a")
+        popen = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # Ctrl-C in the terminal reaches us, and we stop them
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+        )
+        proc = Proc(name, popen, log_path)
+
+        def pump() -> None:
+            assert popen.stdout is not None
+            for line in popen.stdout:
+                proc.lines.append(line.rstrip("\n"))
+                log.write(line)
+                log.flush()
+            log.close()
+
+        threading.Thread(target=pump, name=f"pump-{name}", daemon=True).start()
+        self.procs.append(proc)
+        return proc
+
+    def temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
+        argv = [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "warn"]
+        argv += ["--db-filename", str(db_file)] if db_file else []
+        argv += ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"] if ui_port else ["--headless"]
+        for attr in SEARCH_ATTRIBUTES:
+            argv += ["--search-attribute", f"{attr}=Keyword"]
+        proc = self.start("temporal", argv)
+        deadline = time.monotonic() + 60
+        while not port_open(port):
+            if not proc.alive():
+                raise RuntimeError(f"temporal dev server exited; see {proc.log_path}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"temporal dev server not listening on {port}; see {proc.log_path}")
+            time.sleep(0.1)
+        return proc
+
+    def sim_cluster(self, kubeconfig: Path, extra: list[str] | None = None) -> tuple[Proc, str]:
+        argv = [sys.executable, "-m", "sim.cluster", "--port", "0", "--kubeconfig", str(kubeconfig), *(extra or [])]
+        proc = self.start("sim-cluster", argv)
+        url = proc.wait_for_line(r"sim cluster ready: (\S+)", 30).group(1)
+        return proc, url
+
+    def worker(self, config: Path, name: str = "worker") -> Proc:
+        proc = self.start(name, [sys.executable, str(Path(__file__).resolve().parent.parent / "worker.py"), "--config", str(config)])
+        proc.wait_for_line(r"growth worker ready", 60)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()

@@ -1,0 +1,96 @@
+"""Watching a scenario: request state changes, a progress bar, decision latency."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client
+
+from scaling.autoscaler import AutoscalerStatus
+from scaling.requests import NodeRequestStatus
+
+
+def short_id(request_id: str) -> str:
+    return request_id.rsplit("/", 1)[-1]
+
+
+class RequestLog:
+    """Prints one line per NodeRequest state change (pool, phase, last attempt result)."""
+
+    def __init__(self, out=print) -> None:  # noqa: ANN001
+        self.seen: dict[str, tuple[str, str, int]] = {}
+        self.started: dict[str, tuple[datetime, list[str]]] = {}
+        self.out = out
+
+    def update(self, status: AutoscalerStatus) -> None:
+        for r in [*status.recent, *status.in_flight]:
+            self._one(r)
+
+    def _one(self, r: NodeRequestStatus) -> None:
+        if r.started_at is not None and r.id not in self.started:
+            self.started[r.id] = (r.started_at, list(r.pod_uids))
+        last = r.attempts[-1] if r.attempts else None
+        key = (r.phase.value, r.current_pool, len(r.attempts) * 10 + (hash(last.result.value) % 10 if last else 0))
+        if self.seen.get(r.id) == key:
+            return
+        self.seen[r.id] = key
+        attempt = f"{last.pool}: {last.result.value}" if last else "-"
+        self.out(f"{time.strftime('%H:%M:%S')}  request {short_id(r.id)}  pool {r.current_pool:<14} phase {r.phase.value:<12} attempt {attempt}")
+
+
+class PodWatch:
+    """Polls the workload's pods: when each was first seen unschedulable, how many run."""
+
+    def __init__(self, api: client.ApiClient, selector: str) -> None:
+        self.core = client.CoreV1Api(api)
+        self.selector = selector
+        self.first_unschedulable: dict[str, float] = {}
+        self.running = 0
+        self.total = 0
+        self.pods: list[Any] = []
+
+    async def poll(self) -> None:
+        pods = await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=self.selector)
+        now = time.time()
+        self.pods = pods.items
+        self.total = len(pods.items)
+        self.running = sum(1 for p in pods.items if p.status.phase == "Running")
+        for p in pods.items:
+            for c in p.status.conditions or []:
+                if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                    self.first_unschedulable.setdefault(p.metadata.uid, now)
+
+    def decision_latencies(self, requests: RequestLog) -> list[float]:
+        """Seconds from a pod being unschedulable to the NodeRequest covering it being started."""
+        out = []
+        for started_at, uids in requests.started.values():
+            ts = started_at.replace(tzinfo=started_at.tzinfo or timezone.utc).timestamp()
+            for uid in uids:
+                if uid in self.first_unschedulable:
+                    out.append(max(0.0, ts - self.first_unschedulable[uid]))
+        return out
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} pods running"
+
+
+def draw(line: str, interactive: bool) -> None:
+    if interactive and sys.stdout.isatty():
+        sys.stdout.write("\r" + line)
+        sys.stdout.flush()
+    else:
+        print(line, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return round(ordered[k], 3)
