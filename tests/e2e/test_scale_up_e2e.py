@@ -1,0 +1,125 @@
+"""Scale-up end to end: Temporal dev server + simulated cluster + the real worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from kubernetes import client
+
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from scaling.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
+from starters.kube import apply_node_group, deployment, node_group
+from tests.e2e.conftest import LocalCluster, wait_for
+from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_burst_headless_shows_fallback(tmp_path: Path) -> None:
+    """`make demo HEADLESS=1` in small: every pod runs, and the preferred pool's exhaustion shows."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "starters.demo", "--headless", "--temporal-port", "0", "--ui-port", "0",
+         "--workdir", str(tmp_path / "demo"), "--pods", "24", "--timeout", "120", "--scan-interval", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["scenario"] == "burst"
+    assert summary["pods_running"] == summary["pods"] == 24
+    assert set(summary["requests"]) == {"Ready"}
+    assert summary["nodes_created"] == summary["requests"]["Ready"]
+    preferred = summary["attempts"]["kwok-cx22"]
+    assert preferred["Ready"] == 3 and preferred["InsufficientCapacity"] >= 1
+    fallback_ready = sum(summary["attempts"].get(p, {}).get("Ready", 0) for p in ("kwok-cx32", "kwok-cpx31"))
+    assert fallback_ready == preferred["InsufficientCapacity"]
+    assert 0 <= summary["decision_latency_p50_s"] <= summary["decision_latency_p99_s"]
+
+
+async def start_autoscaler(lc: LocalCluster, cluster: str, **settings):  # noqa: ANN201
+    temporal = await lc.temporal.client()
+    base = dict(cluster=cluster, scan_interval_s=1, readiness_timeout_s=60, readiness_poll_s=0.5, request_ttl_s=60)
+    handle = await temporal.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(**{**base, **settings})),
+        id=autoscaler_id(cluster),
+        task_queue=lc.task_queue,
+    )
+    return handle
+
+
+def pods_running(api: client.ApiClient, app: str) -> int:
+    pods = client.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"app={app}").items
+    return sum(1 for p in pods if p.status.phase == "Running")
+
+
+async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(local_cluster) -> None:  # noqa: ANN001
+    lc: LocalCluster = local_cluster({"kwok": {}}, ["--node-ready-delay", "6"])
+    apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
+    handle = await start_autoscaler(lc, "crash")
+    apps = client.AppsV1Api(lc.api)
+    apps.create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
+
+    async def provisioning() -> AutoscalerStatus | None:
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return s if any(r.phase == RequestPhase.PROVISIONING for r in s.in_flight) else None
+
+    before = await wait_for(provisioning, 60, "a NodeRequest in Provisioning")
+    lc.worker.kill()  # SIGKILL mid-provisioning: no clean shutdown
+    assert not lc.worker.alive()
+    lc.restart_worker("worker-2")
+
+    async def all_running() -> AutoscalerStatus | None:
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        done = pods_running(lc.api, "web") == 6 and not s.in_flight
+        return s if done else None
+
+    status = await wait_for(all_running, 90, "all pods running after the worker restart")
+    nodes = client.CoreV1Api(lc.api).list_node(label_selector=LABEL_REQUEST).items
+    per_request = Counter(n.metadata.labels[LABEL_REQUEST] for n in nodes)
+    assert per_request and set(per_request.values()) == {1}, per_request  # one node per request
+    assert len(nodes) == status.requests_by_phase.get("Ready") == status.nodes_created
+    killed_ids = {r.id for r in before.in_flight}
+    assert killed_ids <= {r.id for r in status.recent if r.phase == RequestPhase.READY}
+    await handle.terminate()
+
+
+async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster) -> None:  # noqa: ANN001
+    lc: LocalCluster = local_cluster()
+    apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22", "cx32"], "priority": 10}]))
+    # A broken group is refused with the field named on its status; the good group keeps working.
+    apply_node_group(lc.api, node_group("broken", [{"provider": "kwok", "serverType": ["cx22"], "priority": -1}]))
+    handle = await start_autoscaler(lc, "huge")
+    apps = client.AppsV1Api(lc.api)
+    apps.create_namespaced_deployment("default", deployment("huge", 1, cpu="500", memory="1Gi"))
+    apps.create_namespaced_deployment("default", deployment("small", 3, cpu="200m", memory="128Mi"))
+
+    async def settled() -> AutoscalerStatus | None:
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return s if s.never_satisfiable and pods_running(lc.api, "small") == 3 and not s.in_flight else None
+
+    status = await wait_for(settled, 60, "small pods running and the huge pod reported")
+    core = client.CoreV1Api(lc.api)
+    huge = core.list_namespaced_pod("default", label_selector="app=huge").items[0]
+    assert huge.status.phase == "Pending"
+    assert [p.uid for p in status.never_satisfiable] == [huge.metadata.uid]
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={huge.metadata.name}").items
+    assert [e.reason for e in events if e.reason == "NotTriggerScaleUp"] == ["NotTriggerScaleUp"]
+    # It is not retried every loop: a few more loops add no request.
+    requests_then = sum(status.requests_by_phase.values())
+    iterations_then = status.iterations
+
+    async def later() -> AutoscalerStatus | None:
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return s if s.iterations >= iterations_then + 3 else None
+
+    status = await wait_for(later, 30, "three more loops")
+    assert sum(status.requests_by_phase.values()) == requests_then
+    broken = client.CustomObjectsApi(lc.api).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
+    assert broken["status"]["valid"] is False and "priority" in broken["status"]["field"]
+    assert [p.name for p in status.invalid_groups] == ["broken"]
+    await handle.terminate()
