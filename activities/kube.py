@@ -43,7 +43,14 @@ class KubeActivities:
 
     # -- observe -------------------------------------------------------------------------
     def _node_group_objects(self) -> list[dict[str, Any]]:
-        resp = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+        try:
+            resp = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            # The CRD is not installed (yet): no groups, so nothing is scaled; say why.
+            activity.logger.warning("CRD %s.%s is not installed: no node groups", NODE_GROUP_PLURAL, CRD_GROUP)
+            return []
         return list(resp.get("items", []))
 
     @activity.defn(name="observe_cluster")
