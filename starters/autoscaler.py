@@ -1,0 +1,239 @@
+"""`growth-autoscaler`: start and steer the NodeAutoscaler of one cluster.
+
+    growth-autoscaler [--config growth.yaml] [--cluster NAME] start [--scan-interval 10] ...
+    growth-autoscaler status [--json]
+    growth-autoscaler pause | resume
+    growth-autoscaler cancel-request ID          (full workflow id, or the part after request/)
+    growth-autoscaler ban-pool GROUP/POOL | unban-pool GROUP/POOL
+
+Connects to Temporal exactly as the worker does (the same settings file: address, namespace,
+task queue, mTLS files, API key environment variable), so one file configures both.
+Exit codes: 0 done, 1 no such autoscaler or Temporal unreachable, 2 refused by the workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+
+import yaml
+from temporalio.client import (
+    Client,
+    RPCError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCStatusCode
+
+from activities.settings import Settings, load_settings
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from worker import connect
+from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.search import CLUSTER
+
+RPC_TIMEOUT = timedelta(seconds=30)
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="growth-autoscaler", description="start and steer a cluster's NodeAutoscaler")
+    p.add_argument("--config", help="worker settings YAML (default: $GROWTH_CONFIG; Temporal connection only)")
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("GROWTH_CLUSTER", "default"),
+        help="cluster name; the workflow id is nodes/<cluster> (default: $GROWTH_CLUSTER or 'default')",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = AutoscalerSettings.model_fields
+    start = sub.add_parser("start", help="start the NodeAutoscaler workflow (no-op if it runs already)")
+    start.add_argument("--scan-interval", type=float, default=d["scan_interval_s"].default, help="seconds between loops")
+    start.add_argument("--max-nodes", type=int, default=None, help="cluster-wide cap on nodes")
+    start.add_argument("--readiness-timeout", type=float, default=d["readiness_timeout_s"].default, help="seconds a new node has to become Ready")
+    start.add_argument("--max-attempts", type=int, default=d["max_attempts"].default, help="pools a request tries before Unmet")
+    start.add_argument("--request-ttl", type=float, default=d["request_ttl_s"].default, help="seconds a finished request stays visible")
+    start.add_argument(
+        "--search-attributes",
+        action="store_true",
+        help="set Growth* search attributes (register them on the namespace first, see README)",
+    )
+
+    status = sub.add_parser("status", help="print the autoscaler's status")
+    status.add_argument("--json", action="store_true", help="the full status as JSON")
+    sub.add_parser("pause", help="stop planning new nodes (in-flight requests continue)")
+    sub.add_parser("resume", help="plan again, starting with a loop right away")
+    cancel = sub.add_parser("cancel-request", help="cancel an in-flight NodeRequest")
+    cancel.add_argument("id", help="NodeRequest workflow id, or its last part (000003-ab12)")
+    ban = sub.add_parser("ban-pool", help="stop planning onto GROUP/POOL until unbanned")
+    ban.add_argument("group_pool", metavar="GROUP/POOL")
+    unban = sub.add_parser("unban-pool", help="allow GROUP/POOL again")
+    unban.add_argument("group_pool", metavar="GROUP/POOL")
+    return p.parse_args(argv)
+
+
+def request_workflow_id(cluster: str, given: str) -> str:
+    """Accept the full workflow id or the short suffix the status table shows."""
+    return given if "/" in given else f"{autoscaler_id(cluster)}/request/{given}"
+
+
+async def start(client: Client, settings: Settings, args: argparse.Namespace) -> str:
+    auto = AutoscalerSettings(
+        cluster=args.cluster,
+        scan_interval_s=args.scan_interval,
+        max_nodes_total=args.max_nodes,
+        readiness_timeout_s=args.readiness_timeout,
+        max_attempts=args.max_attempts,
+        request_ttl_s=args.request_ttl,
+        use_search_attributes=args.search_attributes,
+    )
+    wf_id = autoscaler_id(args.cluster)
+    try:
+        handle = await client.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=auto),
+            id=wf_id,
+            task_queue=settings.temporal.task_queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, args.cluster)])
+            if args.search_attributes
+            else None,
+        )
+    except WorkflowAlreadyStartedError:
+        return f"NodeAutoscaler {wf_id} is already running (settings unchanged; terminate it to change them)"
+    return f"started NodeAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+
+
+def _when(ts: float | datetime | None) -> str:
+    if ts is None:
+        return "-"
+    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _counts(d: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(d.items())) or "none"
+
+
+def format_status(s: AutoscalerStatus) -> str:
+    lines = [
+        f"NodeAutoscaler {autoscaler_id(s.cluster)}: {'PAUSED' if s.paused else 'running'}, "
+        f"{s.iterations} loops, run {s.runs}",
+    ]
+    ll = s.last_loop
+    if ll.at is not None:
+        lines.append(
+            f"last loop {_when(ll.at)}: {ll.unschedulable} unschedulable pods, {ll.fits_existing} fit existing nodes, "
+            f"{ll.covered_in_flight} covered in flight, {ll.planned_nodes} nodes planned, {ll.problems} problems; "
+            f"{ll.nodes} nodes, {ll.pods_running}/{ll.pods_total} pods running"
+        )
+    lines.append(f"requests: {_counts(s.requests_by_phase)}; nodes created: {s.nodes_created}")
+    if s.in_flight:
+        lines.append("in flight:")
+        for r in s.in_flight:
+            node = f" node {r.node_name}" if r.node_name else ""
+            lines.append(f"  {r.id}  group {r.group}  pool {r.current_pool}  {r.phase.value}{node}")
+    if s.attempts_by_pool:
+        lines.append("attempts by pool:")
+        lines.extend(f"  {pool}: {_counts(results)}" for pool, results in sorted(s.attempts_by_pool.items()))
+    lines.append(f"banned pools: {', '.join(s.banned_pools) or 'none'}")
+    now = datetime.now(timezone.utc).timestamp()
+    backing_off = {k: v for k, v in s.backoff_until.items() if v > now}
+    if backing_off:
+        lines.append("backing off: " + ", ".join(f"{k} until {_when(v)}" for k, v in sorted(backing_off.items())))
+    if s.never_satisfiable:
+        lines.append(f"never satisfiable pods: {len(s.never_satisfiable)}")
+        lines.extend(f"  {p.namespace}/{p.name}: {p.message}" for p in s.never_satisfiable[:10])
+    if s.invalid_groups:
+        lines.append("invalid node groups:")
+        lines.extend(f"  {g.name}: {g.field}: {g.message}" for g in s.invalid_groups)
+    return "\n".join(lines)
+
+
+async def run_command(client: Client, settings: Settings, args: argparse.Namespace) -> str:
+    if args.command == "start":
+        return await start(client, settings, args)
+    wf_id = autoscaler_id(args.cluster)
+    handle: WorkflowHandle = client.get_workflow_handle_for(NodeAutoscalerWorkflow.run, wf_id)  # type: ignore[arg-type]
+    if args.command == "status":
+        status: AutoscalerStatus = await handle.query(NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        return status.model_dump_json(indent=2) if args.json else format_status(status)
+    if args.command == "pause":
+        await handle.signal(NodeAutoscalerWorkflow.pause, rpc_timeout=RPC_TIMEOUT)
+        return f"pause sent to {wf_id}"
+    if args.command == "resume":
+        await handle.signal(NodeAutoscalerWorkflow.resume, rpc_timeout=RPC_TIMEOUT)
+        return f"resume sent to {wf_id}"
+    if args.command == "cancel-request":
+        return await handle.execute_update(
+            NodeAutoscalerWorkflow.cancel_request, request_workflow_id(args.cluster, args.id), rpc_timeout=RPC_TIMEOUT
+        )
+    if args.command in ("ban-pool", "unban-pool"):
+        update = NodeAutoscalerWorkflow.ban_pool if args.command == "ban-pool" else NodeAutoscalerWorkflow.unban_pool
+        banned = await handle.execute_update(update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
+        return f"banned pools of {wf_id}: {', '.join(banned) or 'none'}"
+    raise CliError(f"unknown command {args.command}", 2)
+
+
+def _cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err)
+
+
+async def amain(args: argparse.Namespace) -> str:
+    try:
+        settings = load_settings(args.config)
+    except (OSError, ValueError, yaml.YAMLError) as err:  # pydantic's ValidationError is a ValueError
+        raise CliError(f"settings: {err}") from None
+    try:
+        client = await connect(settings.temporal)
+    except RuntimeError as err:  # the SDK raises RuntimeError when it cannot connect
+        raise CliError(f"cannot connect to Temporal at {settings.temporal.address}: {err}") from None
+    try:
+        return await run_command(client, settings, args)
+    except WorkflowUpdateFailedError as err:
+        raise CliError(f"refused: {_cause(err)}", 2) from None
+    except WorkflowQueryFailedError as err:
+        raise CliError(f"query failed: {err}", 1) from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(
+                f"no running NodeAutoscaler {autoscaler_id(args.cluster)} in namespace {settings.temporal.namespace}"
+                f" (start it with: growth-autoscaler --cluster {args.cluster} start)"
+            ) from None
+        raise CliError(f"Temporal refused the call: {err}") from None
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one command; prints its result (stdout) or the error (stderr); returns the exit code."""
+    args = parse_args(argv)
+    try:
+        print(asyncio.run(amain(args)), flush=True)
+    except CliError as err:
+        print(f"growth-autoscaler: {err}", file=sys.stderr, flush=True)
+        return err.code
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    code = run(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The SDK's core runtime keeps native threads that can abort a normal interpreter shutdown
+    # (measured: "PyGILState_Release ... finalizing", exit -6) after the output is written;
+    # everything is flushed, so leave without finalizing.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""End to end: the `growth-autoscaler` console script steering a real NodeAutoscaler.
+
+Dev server + simulated cluster + the real worker (fixtures in conftest.py); every command runs
+as a subprocess with the same settings file as the worker, exactly as an operator would.
+Nodes of pool kwok-cx32 never become Ready here, so a request on that pool stays in flight
+long enough to be cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from kubernetes import client
+from temporalio.client import Client, WorkflowHandle
+
+from scaling.autoscaler import AutoscalerStatus
+from scaling.models import AttemptResult, RequestPhase
+from starters.kube import apply_node_group, deployment, node_group
+from tests.e2e.conftest import LocalCluster, wait_for
+from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+CLUSTER = "e2e-starters"
+SCRIPT = Path(sys.executable).parent / "growth-autoscaler"
+
+
+async def cli(lc: LocalCluster, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "starters.autoscaler"]
+    argv += ["--config", str(lc.config_path), "--cluster", CLUSTER, *args]
+    proc = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == expect, f"{args}: rc={proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., LocalCluster]) -> None:
+    lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "1", "--never-ready", "*-kwok-cx32-*"])
+    apply_node_group(
+        lc.api,
+        node_group(
+            "general",
+            [
+                {"provider": "kwok", "serverType": ["cx22"], "priority": 100},
+                {"provider": "kwok", "serverType": ["cx32"], "priority": 50},
+            ],
+        ),
+    )
+    tc: Client = await lc.temporal.client()
+    handle: WorkflowHandle = tc.get_workflow_handle(autoscaler_id(CLUSTER))
+
+    async def status() -> AutoscalerStatus:
+        return await handle.query(NodeAutoscalerWorkflow.status)
+
+    request_ids: list[str] = []
+    try:
+        out = (await cli(lc, "start", "--scan-interval", "0.5", "--readiness-timeout", "60", "--request-ttl", "5")).stdout
+        assert f"started NodeAutoscaler {autoscaler_id(CLUSTER)}" in out
+        assert lc.task_queue in out
+        assert "already running" in (await cli(lc, "start")).stdout  # idempotent
+
+        await wait_for(lambda: _loops_done(status), 20, "a first loop")
+        as_json = json.loads((await cli(lc, "status", "--json")).stdout)
+        assert as_json["cluster"] == CLUSTER and as_json["paused"] is False
+
+        # pause / resume are signals: the workflow's own state changes.
+        assert "pause sent" in (await cli(lc, "pause")).stdout
+        await wait_for(lambda: _paused(status, True), 10, "paused")
+        assert "PAUSED" in (await cli(lc, "status")).stdout
+        await cli(lc, "resume")
+        await wait_for(lambda: _paused(status, False), 10, "resumed")
+
+        # Bad input is refused by the update validators, and the CLI says so with exit code 2.
+        refused = await cli(lc, "ban-pool", "no-slash", expect=2)
+        assert "refused" in refused.stderr and "group_pool" in refused.stderr
+        refused = await cli(lc, "cancel-request", "000999-none", expect=2)
+        assert "not an in-flight NodeRequest" in refused.stderr
+
+        # Ban the preferred pool: the workload's request must go to the next tier (kwok-cx32).
+        assert "general/kwok-cx22" in (await cli(lc, "ban-pool", "general/kwok-cx22")).stdout
+        apps = client.AppsV1Api(lc.api)
+        await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
+        stuck = await wait_for(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 20, "a cx32 request")
+        request_ids.append(stuck.id)
+        text = (await cli(lc, "status")).stdout
+        assert stuck.id in text and "banned pools: general/kwok-cx22" in text
+
+        # Unban first (the in-flight request still covers the pods), then cancel it by its short id:
+        # the request ends Unmet/Cancelled and the autoscaler plans again on the preferred pool.
+        assert (await cli(lc, "unban-pool", "general/kwok-cx22")).stdout.strip().endswith("none")
+        short_id = stuck.id.rsplit("/", 1)[1]
+        assert f"cancel sent to {stuck.id}" in (await cli(lc, "cancel-request", short_id)).stdout
+        final = await wait_for(lambda: _finished(status, stuck.id), 20, "the cancelled request to finish")
+        assert final.phase == RequestPhase.UNMET
+        assert final.attempts[-1].pool == "kwok-cx32" and final.attempts[-1].result == AttemptResult.CANCELLED
+
+        ready = await wait_for(lambda: _ready_on(status, "kwok-cx22"), 30, "a Ready request on kwok-cx22")
+        request_ids.append(ready.id)
+        assert (await status()).banned_pools == []
+    finally:
+        s = await _status_or_none(status)
+        if s is not None:
+            request_ids += [r.id for r in s.in_flight + s.recent]
+        for wf_id in [autoscaler_id(CLUSTER), *set(request_ids)]:
+            try:
+                await tc.get_workflow_handle(wf_id).terminate("test over")
+            except Exception:  # noqa: BLE001 - already finished is fine
+                pass
+
+
+async def _status_or_none(status: Callable[[], Any]) -> AutoscalerStatus | None:
+    try:
+        return await status()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+async def _loops_done(status: Callable[[], Any]) -> bool:
+    return (await status()).iterations >= 1
+
+
+async def _paused(status: Callable[[], Any], want: bool) -> bool:
+    return (await status()).paused is want
+
+
+async def _in_flight_on(status: Callable[[], Any], pool: str, phase: RequestPhase) -> Any:
+    s: AutoscalerStatus = await status()
+    return next((r for r in s.in_flight if r.current_pool == pool and r.phase == phase), None)
+
+
+async def _finished(status: Callable[[], Any], request_id: str) -> Any:
+    s: AutoscalerStatus = await status()
+    return next((r for r in s.recent if r.id == request_id), None)
+
+
+async def _ready_on(status: Callable[[], Any], pool: str) -> Any:
+    s: AutoscalerStatus = await status()
+    return next((r for r in s.recent if r.phase == RequestPhase.READY and r.current_pool == pool), None)
