@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ class Demo:
         self.args = args
         self.workdir = Path(args.workdir).resolve()
         self.procs = Processes(self.workdir)
-        self.scenario: Scenario = SCENARIOS[args.scenario](args)
+        self.scenario: Scenario = scenario_for(args)
         self.client: Client | None = None
         self.handle: WorkflowHandle | None = None
 
@@ -116,6 +117,14 @@ class Demo:
         self.procs.stop_all()
 
 
+def scenario_for(args: argparse.Namespace) -> Scenario:
+    if args.provider == "hetzner" and args.scenario == "burst":
+        from starters.scenarios.hetzner import HetznerBurstScenario
+
+        return HetznerBurstScenario(args)
+    return SCENARIOS[args.scenario](args)
+
+
 def say(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
 
@@ -139,7 +148,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
+    # Ctrl-C and a plain `kill` both stop everything the demo started, even when the demo was
+    # launched from a shell that ignores SIGINT for background jobs.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     args = parse_args(argv)
     if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")

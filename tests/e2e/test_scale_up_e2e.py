@@ -123,3 +123,38 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
     assert broken["status"]["valid"] is False and "priority" in broken["status"]["field"]
     assert [p.name for p in status.invalid_groups] == ["broken"]
     await handle.terminate()
+
+
+def test_interactive_demo_stops_what_it_started_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    workdir = tmp_path / "interactive"
+
+    def ours() -> list[str]:
+        out = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True).stdout
+        return out.split()
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "starters.demo", "--temporal-port", "0", "--ui-port", "0",
+         "--workdir", str(workdir), "--pods", "3", "--scan-interval", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 120
+        for line in demo.stdout:
+            lines.append(line)
+            if "Ctrl-C stops everything" in line or time.monotonic() > deadline:
+                break
+        assert "Ctrl-C stops everything" in lines[-1], "".join(lines[-20:])
+        assert "Web UI" in "".join(lines)
+        started = set(ours()) - {str(demo.pid)}
+        assert len(started) == 3  # dev server, simulated cluster, worker
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(30) == 0
+        assert not set(ours()) & started
+    finally:
+        if demo.poll() is None:
+            demo.kill()
