@@ -1027,11 +1027,18 @@ class FakeHetzner:
             "status": {
                 "capacity": capacity,
                 "allocatable": allocatable,
+                # A kubelet reports every field; clients (kubernetes 37's models) require them.
                 "nodeInfo": {
                     "architecture": k8s_arch,
-                    "operatingSystem": "linux",
+                    "bootID": f"boot-{server.id}",
+                    "containerRuntimeVersion": "containerd://1.7.22",
+                    "kernelVersion": "6.8.0-45-generic",
+                    "kubeProxyVersion": "v1.31.0",
                     "kubeletVersion": "v1.31.0",
+                    "machineID": f"{server.id:032x}",
+                    "operatingSystem": "linux",
                     "osImage": server.image,
+                    "systemUUID": f"00000000-0000-0000-0000-{server.id:012x}",
                 },
             },
         }
