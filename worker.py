@@ -25,6 +25,7 @@ from activities.kube_client import api_client
 from activities.nodes import ProviderActivities
 from activities.providers.base import NodeProvider
 from activities.providers.kwok import KwokProvider
+from activities.scale_down import ScaleDownActivities
 from activities.settings import Settings, TemporalSettings, load_settings
 from workflows.all import WORKFLOWS
 
@@ -71,6 +72,9 @@ def build_activities(settings: Settings) -> list[Any]:
     providers = build_providers(settings, api)
     kube = KubeActivities(api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
     prov = ProviderActivities(providers)
+    down = ScaleDownActivities(
+        api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
+    )
     return [
         kube.observe_cluster,
         kube.wait_node_ready,
@@ -80,6 +84,15 @@ def build_activities(settings: Settings) -> list[Any]:
         prov.create_node,
         prov.delete_node,
         prov.get_catalogue,
+        down.observe_scale_down,
+        down.mark_node_for_scale_down,
+        down.unmark_node,
+        down.cordon_node,
+        down.evict_pod,
+        down.wait_pods_gone,
+        down.delete_node_object,
+        down.emit_node_events,
+        down.observe_orphans,
     ]
 
 

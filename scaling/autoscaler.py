@@ -6,11 +6,15 @@ import hashlib
 import json
 from collections import Counter, defaultdict
 from datetime import datetime
+from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from scaling.models import InFlightRequest, NodeGroup, PodProblem, RequestPhase, SpecProblem
+from scaling.drain import PdbInfo
+from scaling.models import InFlightRequest, NodeGroup, NodeInfo, PodInfo, PodProblem, RequestPhase, SpecProblem
 from scaling.requests import NodeRequestStatus
+from scaling.scale_down import ScaleDownLoopSettings
+from scaling.storage import LonghornState
 
 RECENT_REQUESTS_KEPT = 200
 REPORTED_PODS_KEPT = 5000
@@ -27,6 +31,14 @@ class AutoscalerSettings(BaseModel):
     use_search_attributes: bool = False
     # Bound the history of one run even when the server does not suggest continue-as-new yet.
     iterations_per_run: int = 500
+    # Scale-down (seed 004 steps 8-9, Cluster Autoscaler's rules); per-group timers and
+    # thresholds come from each NodeGroupWithPriority's scaleDown.
+    scale_down_enabled: bool = True
+    max_scale_down_per_loop: int = 10
+    pdb_retry_s: float = 120.0  # how long a drain retries evictions refused by a PDB (429)
+    eviction_retry_s: float = 2.0
+    drain_timeout_s: float = 300.0  # evicted pods must be gone within this
+    orphan_grace_s: float = 600.0
 
 
 class LoopSummary(BaseModel):
@@ -39,6 +51,181 @@ class LoopSummary(BaseModel):
     nodes: int = 0
     pods_total: int = 0
     pods_running: int = 0
+
+
+# --- scale-down: what crosses the NodeAutoscaler / NodeScaleDown / activity boundaries ------
+
+
+class ScaleDownPhase(str, Enum):
+    MARKED = "Marked"  # tainted + ScaleDownAt annotation, waiting on the timer
+    CHECKING = "Checking"
+    DRAINING = "Draining"
+    DELETING = "Deleting"
+    REMOVED = "Removed"
+    CANCELLED = "Cancelled"  # pods landed, operator protected it, or the re-check found a blocker
+    FAILED = "Failed"  # drain refused past the bounded retry time: node kept and untainted
+
+
+FINAL_SCALE_DOWN_PHASES = frozenset({ScaleDownPhase.REMOVED, ScaleDownPhase.CANCELLED, ScaleDownPhase.FAILED})
+
+
+class CandidateState(BaseModel):
+    """One managed node as the last scale-down evaluation saw it (the status query lists these)."""
+
+    node: str
+    state: str  # scaling.scale_down.NodeState value
+    reason: str | None = None
+    message: str = ""
+    group: str | None = None
+    pool: str | None = None
+    utilization: float = 0.0
+    unneeded_since: float | None = None
+
+
+class ScaleDownObservation(BaseModel):
+    """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster."""
+
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    pods: list[PodInfo] = Field(default_factory=list)
+    pdbs: list[PdbInfo] = Field(default_factory=list)
+    groups: list[NodeGroup] = Field(default_factory=list)
+    storage: LonghornState | None = None
+
+
+class NodeScaleDownInput(BaseModel):
+    cluster: str
+    node: str
+    group: str = ""
+    pool: str | None = None
+    provider: str = "kwok"
+    provider_id: str = ""
+    kind: str = "Empty"  # NodeState EMPTY / UNDERUSED, or "Manual" (operator's remove-now)
+    scale_down_at: float  # epoch seconds: seed 004's ScaleDownAt
+    parent_workflow_id: str | None = None
+    use_search_attributes: bool = False
+    pdb_retry_s: float = 120.0
+    eviction_retry_s: float = 2.0
+    drain_timeout_s: float = 300.0
+    protected: list[str] = Field(default_factory=list)
+    settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+
+
+class ScaleDownStatus(BaseModel):
+    node: str
+    workflow_id: str = ""
+    kind: str = "Empty"
+    phase: ScaleDownPhase = ScaleDownPhase.MARKED
+    scale_down_at: float = 0.0
+    reason: str | None = None  # a blocker code when cancelled/failed
+    message: str = ""
+    evicted: list[str] = Field(default_factory=list)
+    evictions_refused: int = 0
+    provider_delete_failures: int = 0
+    last_error: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.phase in FINAL_SCALE_DOWN_PHASES
+
+
+class MarkNodeInput(BaseModel):
+    node: str
+    scale_down_at: str  # RFC3339
+
+
+class UnmarkNodeInput(BaseModel):
+    node: str
+    uncordon: bool = False
+
+
+class EvictPodInput(BaseModel):
+    namespace: str
+    name: str
+
+
+class EvictResult(BaseModel):
+    outcome: str  # "evicted" | "refused" (429, a PDB) | "gone"
+    message: str = ""
+
+
+class WaitPodsGoneInput(BaseModel):
+    node: str
+    pods: list[str]  # "namespace/name"
+    timeout_s: float = 300.0
+    poll_s: float = 0.5
+
+
+class NodeEvent(BaseModel):
+    """A Kubernetes Event on a Node: ScaleDown / ScaleDownFailed / ScaleDownBlocked."""
+
+    node: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+class Orphan(BaseModel):
+    kind: str  # "NodeWithoutMachine" | "MachineWithoutNode"
+    name: str
+    provider: str = ""
+    provider_id: str = ""
+    since: float = 0.0
+    reported: bool = False  # seen for longer than the grace period
+
+
+class OrphanCheckInput(BaseModel):
+    cluster: str
+    providers: list[str]
+
+
+class OrphanObservation(BaseModel):
+    nodes: dict[str, str] = Field(default_factory=dict)  # growth-managed node -> providerID
+    machines: list[dict[str, str]] = Field(default_factory=list)  # provider, provider_id, name
+    checked: list[str] = Field(default_factory=list)  # providers that could list machines
+
+
+def record_scale_down_update(state: AutoscalerState, update: ScaleDownStatus) -> None:
+    """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored)."""
+    if not update.final:
+        state.scale_downs[update.node] = update
+        return
+    current = state.scale_downs.get(update.node)
+    if current is None or current.workflow_id != update.workflow_id:
+        if any(r.workflow_id == update.workflow_id and r.final for r in state.recent_scale_downs[-50:]):
+            return
+    state.scale_downs.pop(update.node, None)
+    phase = update.phase.value
+    state.scale_down_by_phase[phase] = state.scale_down_by_phase.get(phase, 0) + 1
+    if update.reason and update.phase != ScaleDownPhase.REMOVED:
+        state.blocked_by_reason[update.reason] = state.blocked_by_reason.get(update.reason, 0) + 1
+    state.recent_scale_downs.append(update)
+    del state.recent_scale_downs[:-RECENT_REQUESTS_KEPT]
+    state.unneeded_since.pop(update.node, None)
+
+
+def orphans_from(obs: OrphanObservation, previous: list[Orphan], now: float, grace_s: float) -> list[Orphan]:
+    """Nodes pointing at a machine the provider no longer has, machines without a Node.
+
+    Each is reported once it has been seen for longer than the grace period (a machine boots
+    before its Node registers; a Node lingers a moment after its machine is deleted)."""
+    seen = {(o.kind, o.name): o.since for o in previous}
+    by_provider_id = {m["provider_id"]: m for m in obs.machines if m.get("provider_id")}
+    node_ids = set(obs.nodes.values())
+    out: list[Orphan] = []
+    for node, pid in sorted(obs.nodes.items()):
+        provider = pid.split("://", 1)[0] if "://" in pid else ""
+        if provider in obs.checked and pid not in by_provider_id:
+            out.append(Orphan(kind="NodeWithoutMachine", name=node, provider=provider, provider_id=pid,
+                              since=seen.get(("NodeWithoutMachine", node), now)))
+    for m in obs.machines:
+        if m.get("provider_id") not in node_ids:
+            out.append(Orphan(kind="MachineWithoutNode", name=m.get("name", ""), provider=m.get("provider", ""),
+                              provider_id=m.get("provider_id", ""), since=seen.get(("MachineWithoutNode", m.get("name", "")), now)))
+    return out
+
+
+def mark_reported(orphans: list[Orphan], now: float, grace_s: float) -> list[Orphan]:
+    return [o.model_copy(update={"reported": now - o.since >= grace_s}) for o in orphans]
 
 
 class AutoscalerState(BaseModel):
@@ -59,6 +246,16 @@ class AutoscalerState(BaseModel):
     backoff_until: dict[str, float] = Field(default_factory=dict)  # "group/pool" -> epoch seconds
     backoff_failures: dict[str, int] = Field(default_factory=dict)
     last_loop: LoopSummary = Field(default_factory=LoopSummary)
+    # scale-down
+    last_scale_up_at: float | None = None
+    unneeded_since: dict[str, float] = Field(default_factory=dict)
+    candidates: dict[str, CandidateState] = Field(default_factory=dict)
+    scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
+    recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
+    blocked_by_reason: dict[str, int] = Field(default_factory=dict)  # finished children
+    protected_nodes: list[str] = Field(default_factory=list)
+    orphans: list[Orphan] = Field(default_factory=list)
 
 
 class AutoscalerInput(BaseModel):
@@ -81,6 +278,13 @@ class AutoscalerStatus(BaseModel):
     banned_pools: list[str]
     backoff_until: dict[str, float]
     last_loop: LoopSummary
+    candidates: list[CandidateState] = Field(default_factory=list)
+    scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
+    blocked_by_reason: dict[str, int] = Field(default_factory=dict)
+    protected_nodes: list[str] = Field(default_factory=list)
+    orphans: list[Orphan] = Field(default_factory=list)
 
 
 def groups_fingerprint(groups: list[NodeGroup]) -> str:
@@ -148,4 +352,11 @@ def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> Autoscale
         banned_pools=state.banned_pools,
         backoff_until=state.backoff_until,
         last_loop=state.last_loop,
+        candidates=sorted(state.candidates.values(), key=lambda c: c.node),
+        scale_downs=sorted(state.scale_downs.values(), key=lambda c: c.node),
+        recent_scale_downs=state.recent_scale_downs[-50:],
+        scale_down_by_phase=state.scale_down_by_phase,
+        blocked_by_reason=state.blocked_by_reason,
+        protected_nodes=state.protected_nodes,
+        orphans=[o for o in state.orphans if o.reported],
     )

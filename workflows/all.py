@@ -2,5 +2,6 @@
 
 from workflows.node_autoscaler import NodeAutoscalerWorkflow
 from workflows.node_request import NodeRequestWorkflow
+from workflows.node_scale_down import NodeScaleDownWorkflow
 
-WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow]
+WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow, NodeScaleDownWorkflow]

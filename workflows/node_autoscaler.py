@@ -20,9 +20,11 @@ with workflow.unsafe.imports_passed_through():
         AutoscalerState,
         AutoscalerStatus,
         LoopSummary,
+        ScaleDownStatus,
         groups_fingerprint,
         in_flight_for_planner,
         record_request_update,
+        record_scale_down_update,
         status_of,
     )
     from scaling.backoff import pool_backoff_seconds
@@ -31,11 +33,13 @@ with workflow.unsafe.imports_passed_through():
     from scaling.observation import ClusterObservation, PodEvent, never_satisfiable_events
     from scaling.planning import plan_scale_up
     from scaling.requests import NodeRequestInput, NodeRequestStatus
+    from workflows import scale_down_step
     from workflows.node_request import NodeRequestWorkflow
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
+ORPHAN_CHECK_EVERY = 10  # loops
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -80,6 +84,47 @@ class NodeAutoscalerWorkflow:
             elif attempt.result == AttemptResult.READY:
                 self.state.backoff_failures.pop(key, None)
                 self.state.backoff_until.pop(key, None)
+                self.state.last_scale_up_at = workflow.now().timestamp()
+
+    @workflow.signal
+    def scale_down_changed(self, update: ScaleDownStatus) -> None:
+        record_scale_down_update(self.state, update)
+        if update.final:
+            self.wake = True
+
+    # -- scale-down overrides ----------------------------------------------------------------
+    @workflow.update
+    async def protect_node(self, node: str) -> list[str]:
+        """Never scale this node down (cancels a removal still waiting on its timer)."""
+        return await scale_down_step.protect(self.state, node)
+
+    @protect_node.validator
+    def _validate_protect(self, node: str) -> None:
+        _validate_node(node)
+
+    @workflow.update
+    def unprotect_node(self, node: str) -> list[str]:
+        self.wake = True
+        return scale_down_step.unprotect(self.state, node)
+
+    @unprotect_node.validator
+    def _validate_unprotect(self, node: str) -> None:
+        _validate_node(node)
+        if node not in self.state.protected_nodes:
+            raise ValueError(f"node: {node!r} is not protected")
+
+    @workflow.update
+    async def remove_node(self, node: str) -> str:
+        """Remove a growth node now; refused with the reason when that would lose data."""
+        assert self.inp is not None
+        return await scale_down_step.remove_now(self.inp.settings, self.state, node)
+
+    @remove_node.validator
+    def _validate_remove(self, node: str) -> None:
+        _validate_node(node)
+        sd = self.state.scale_downs.get(node)
+        if sd is not None and sd.phase.value not in ("Marked",):
+            raise ValueError(f"node: {node!r} is already being removed ({sd.phase.value})")
 
     @workflow.update
     async def cancel_request(self, request_id: str) -> str:
@@ -200,6 +245,13 @@ class NodeAutoscalerWorkflow:
                 )
                 for p in (pods_by_uid[u] for u in planned.pod_uids if u in pods_by_uid)
             )
+        if plan.new_nodes:
+            self.state.last_scale_up_at = workflow.now().timestamp()
+        elif settings.scale_down_enabled and scale_down_step.wanted(obs.nodes, self.state):
+            # Not in a loop that scaled up: Cluster Autoscaler's rule, and the new nodes are empty.
+            await scale_down_step.step(settings, self.state)
+            if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
+                await scale_down_step.check_orphans(settings, self.state, providers)
         self.state.last_loop = LoopSummary(
             at=workflow.now(),
             unschedulable=len(obs.unschedulable),
@@ -287,6 +339,11 @@ class NodeAutoscalerWorkflow:
         failures = self.state.backoff_failures.get(key, 0) + 1
         self.state.backoff_failures[key] = failures
         self.state.backoff_until[key] = workflow.now().timestamp() + pool_backoff_seconds(failures)
+
+
+def _validate_node(node: str) -> None:
+    if not node or "/" in node:
+        raise ValueError(f"node: expected a node name, got {node!r}")
 
 
 def _validate_group_pool(group_pool: str) -> None:
