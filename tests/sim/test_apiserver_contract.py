@@ -296,7 +296,8 @@ def test_watch_delivers_live_events_and_honours_timeout(core: client.CoreV1Api) 
 
 def test_watch_selector_transitions(core: client.CoreV1Api) -> None:
     start = core.list_namespaced_pod("default").metadata.resource_version
-    core.create_namespaced_pod("default", pod_body("t", labels={"app": "db"}))
+    # Bound to a node that is not KWOK's, so neither the scheduler nor KWOK touches it meanwhile.
+    core.create_namespaced_pod("default", pod_body("t", labels={"app": "db"}, node_name="n1"))
     core.patch_namespaced_pod("t", "default", {"metadata": {"labels": {"app": "web"}}})
     core.patch_namespaced_pod("t", "default", {"metadata": {"labels": {"app": "db"}}})
     events = [e["type"] for e in watch.Watch().stream(core.list_namespaced_pod, "default",
@@ -502,7 +503,9 @@ def test_daemonset_puts_one_pod_per_node(core: client.CoreV1Api, apps: client.Ap
 def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Api) -> None:
     cluster.control_request("DELETE", "/sim/v1/stats")
     core.list_node()
-    stats = cluster.control_request("GET", "/sim/v1/stats")
+    # The server counts a request after answering it: wait for the count, don't race it.
+    stats = eventually(lambda: (s := cluster.control_request("GET", "/sim/v1/stats"))["by_verb"].get("list") and s,
+                       message="list counted")
     assert stats["requests_total"] >= 1 and stats["by_verb"]["list"] == 1
     assert stats["objects"]["namespaces"] == 4
     cluster.control_request("POST", "/sim/v1/faults", {"request_failures": [
