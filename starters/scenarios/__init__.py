@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starters.scenarios.base import Scenario
 from starters.scenarios.burst import BurstScenario
+from starters.scenarios.scale_down import ScaleDownScenario
 
-SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario}
+SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario, "scale-down": ScaleDownScenario}
 
 __all__ = ["SCENARIOS", "Scenario"]
