@@ -5,6 +5,7 @@
     growth-autoscaler pause | resume
     growth-autoscaler cancel-request ID          (full workflow id, or the part after request/)
     growth-autoscaler ban-pool GROUP/POOL | unban-pool GROUP/POOL
+    growth-autoscaler protect-node NODE | unprotect-node NODE | remove-node NODE
 
 Connects to Temporal exactly as the worker does (the same settings file: address, namespace,
 task queue, mTLS files, API key environment variable), so one file configures both.
@@ -79,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ban.add_argument("group_pool", metavar="GROUP/POOL")
     unban = sub.add_parser("unban-pool", help="allow GROUP/POOL again")
     unban.add_argument("group_pool", metavar="GROUP/POOL")
+    for name, text in (
+        ("protect-node", "never scale NODE down (cancels a removal still waiting on its timer)"),
+        ("unprotect-node", "let scale-down consider NODE again"),
+        ("remove-node", "remove a growth node now (refused when that would lose data)"),
+    ):
+        sub.add_parser(name, help=text).add_argument("node")
     return p.parse_args(argv)
 
 
@@ -150,6 +157,16 @@ def format_status(s: AutoscalerStatus) -> str:
     backing_off = {k: v for k, v in s.backoff_until.items() if v > now}
     if backing_off:
         lines.append("backing off: " + ", ".join(f"{k} until {_when(v)}" for k, v in sorted(backing_off.items())))
+    if s.scale_downs:
+        lines.append("scale-down in progress:")
+        lines.extend(
+            f"  {d.node}  {d.kind}  {d.phase.value}  at {_when(d.scale_down_at) if d.scale_down_at else '-'}"
+            for d in s.scale_downs
+        )
+    if s.scale_down_by_phase:
+        lines.append(f"scale-downs: {_counts(s.scale_down_by_phase)}")
+    if s.protected_nodes:
+        lines.append(f"protected nodes: {', '.join(s.protected_nodes)}")
     if s.never_satisfiable:
         lines.append(f"never satisfiable pods: {len(s.never_satisfiable)}")
         lines.extend(f"  {p.namespace}/{p.name}: {p.message}" for p in s.never_satisfiable[:10])
@@ -181,6 +198,12 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         update = NodeAutoscalerWorkflow.ban_pool if args.command == "ban-pool" else NodeAutoscalerWorkflow.unban_pool
         banned = await handle.execute_update(update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
         return f"banned pools of {wf_id}: {', '.join(banned) or 'none'}"
+    if args.command in ("protect-node", "unprotect-node"):
+        update = NodeAutoscalerWorkflow.protect_node if args.command == "protect-node" else NodeAutoscalerWorkflow.unprotect_node
+        protected = await handle.execute_update(update, args.node, rpc_timeout=RPC_TIMEOUT)
+        return f"protected nodes of {wf_id}: {', '.join(protected) or 'none'}"
+    if args.command == "remove-node":
+        return await handle.execute_update(NodeAutoscalerWorkflow.remove_node, args.node, rpc_timeout=RPC_TIMEOUT)
     raise CliError(f"unknown command {args.command}", 2)
 
 

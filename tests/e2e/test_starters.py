@@ -99,10 +99,20 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         ready = await wait_for(lambda: _ready_on(status, "kwok-cx22"), 30, "a Ready request on kwok-cx22")
         request_ids.append(ready.id)
         assert (await status()).banned_pools == []
+
+        # Scale-down overrides on the node growth just made.
+        node = ready.node_name
+        assert node in (await cli(lc, "protect-node", node)).stdout
+        assert (await status()).protected_nodes == [node]
+        assert f"protected nodes: {node}" in (await cli(lc, "status")).stdout
+        assert (await cli(lc, "unprotect-node", node)).stdout.strip().endswith("none")
+        assert "is not protected" in (await cli(lc, "unprotect-node", node, expect=2)).stderr
+        assert "does not exist" in (await cli(lc, "remove-node", "no-such-node", expect=2)).stderr
     finally:
         s = await _status_or_none(status)
         if s is not None:
             request_ids += [r.id for r in s.in_flight + s.recent]
+            request_ids += [d.workflow_id for d in s.scale_downs if d.workflow_id]
         for wf_id in [autoscaler_id(CLUSTER), *set(request_ids)]:
             try:
                 await tc.get_workflow_handle(wf_id).terminate("test over")
