@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 
 from activities.kube import KubeActivities
 from activities.kube_client import api_client
+from activities.machines import MachineActivities
 from activities.nodes import ProviderActivities
 from activities.providers.base import NodeProvider
 from activities.providers.kwok import KwokProvider
@@ -72,6 +73,7 @@ def build_activities(settings: Settings) -> list[Any]:
     providers = build_providers(settings, api)
     kube = KubeActivities(api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
     prov = ProviderActivities(providers)
+    gc = MachineActivities(api, providers, node_groups_file=settings.node_groups_file)
     down = ScaleDownActivities(
         api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
     )
@@ -93,6 +95,11 @@ def build_activities(settings: Settings) -> list[Any]:
         down.delete_node_object,
         down.emit_node_events,
         down.observe_orphans,
+        gc.list_provider_machines,
+        gc.list_node_provider_ids,
+        gc.live_node_request_ids,
+        gc.report_collected_machine,
+        gc.report_unusable_pools,
     ]
 
 

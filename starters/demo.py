@@ -25,6 +25,7 @@ from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerSt
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.processes import Processes, free_port
 from starters.scenarios import SCENARIOS, Scenario
+from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
 from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "demo"
@@ -86,6 +87,13 @@ class Demo:
             task_queue=TASK_QUEUE,
         )
         say(f"NodeAutoscaler started: workflow {autoscaler_id(CLUSTER)} (see {self.ui_url})")
+        # Next to the loop: the collector of machines no Node or NodeRequest accounts for.
+        self.gc_handle = await self.client.start_workflow(
+            MachineGCWorkflow.run,
+            MachineGCInput(settings=MachineGCSettings(cluster=CLUSTER, interval_s=10, grace_s=90)),
+            id=machine_gc_id(CLUSTER),
+            task_queue=TASK_QUEUE,
+        )
 
     async def status(self) -> AutoscalerStatus:
         assert self.handle is not None

@@ -24,6 +24,7 @@ from kubernetes import client
 
 from starters.kube import node_group
 from starters.scenarios.burst import BurstScenario
+from workflows.machine_gc import MachineGCWorkflow
 
 if TYPE_CHECKING:
     from starters.demo import Demo
@@ -136,12 +137,15 @@ class HetznerBurstScenario(BurstScenario):
         nodes = await asyncio.to_thread(client.CoreV1Api(demo.api).list_node)
         node_ids = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
         leaked = [s for s in servers if f"hcloud://{s['id']}" not in node_ids]
+        gc = await demo.gc_handle.query(MachineGCWorkflow.status)
         summary.update(
             {
                 "provider": self.provider,
                 "servers_created": int(stats["created_total"]),
                 "servers_leaked": len(leaked),
                 "api_requests": int(stats["requests"]),
+                "machines_collected": gc.state.collected_total,
+                "unusable_pools": [f"{p.group}/{p.pool}: {p.reason}" for p in gc.state.unusable_pools],
             }
         )
         return summary
