@@ -5,7 +5,8 @@ from __future__ import annotations
 from starters.scenarios.base import Scenario
 from starters.scenarios.burst import BurstScenario
 from starters.scenarios.scale_down import ScaleDownScenario
+from starters.scenarios.storage import StorageScenario
 
-SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario, "scale-down": ScaleDownScenario}
+SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario, "scale-down": ScaleDownScenario, "storage": StorageScenario}
 
 __all__ = ["SCENARIOS", "Scenario"]

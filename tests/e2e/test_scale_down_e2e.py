@@ -29,3 +29,15 @@ def test_scale_up_then_back_to_the_pool_minimum(tmp_path: Path) -> None:
     assert s["nodes_final"] == 0  # the pools' minimum
     assert s["nodes_removed"] == s["nodes_peak"]  # each node removed exactly once
     assert s["evictions_refused"] == 0 and s["blocked"] == {}
+
+
+def test_storage_node_with_the_last_healthy_replica_goes_only_after_a_rebuild(tmp_path: Path) -> None:
+    """Seed 003 "scale down all nodes containing volume replicas" with sim-Longhorn."""
+    s = run_demo(tmp_path, "storage")
+    assert s["scenario"] == "storage"
+    assert s["nodes_peak"] == 6 and s["nodes_final"] == 3  # double, then the original number
+    assert s["blocked_nodes_final"] == 1  # original + 1 blocked node before the re-attach
+    assert s["blocked"].get("LonghornLastHealthyReplica") == 1
+    assert s["blocked"].get("ScaleDownDisabledAnnotation") == 3  # the pinned new nodes
+    assert s["nodes_removed"] == 3  # each old node removed once
+    assert s["volume_checksum_unchanged"] is True
