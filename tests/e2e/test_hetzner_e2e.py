@@ -1,0 +1,187 @@
+"""End to end on Hetzner: dev server + simulated cluster + real worker (separate processes) and the
+fake Hetzner API. A burst on seed 004's pools: the preferred CAX11 has no room in the first
+location and only two machines in the second, so requests fall back across locations, then
+pools; CX31 was removed by Hetzner, so only its pool is unusable (and reported). A server that
+never joined the cluster is found and deleted by MachineGC. Exactly one server per Ready
+request, none left over."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from temporalio.service import RPCError
+
+from activities.providers.base import CreateNodeInput
+from activities.providers.hetzner import HetznerProvider
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
+from scaling.leaks import request_key
+from scaling.models import CRD_GROUP, CRD_VERSION, Pool
+from sim.hetzner import FakeHetzner
+from starters.kube import apply_crds, apply_node_group, deployment, kube_client
+from starters.processes import Processes
+from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
+from tests.e2e.conftest import TemporalServer, wait_for
+from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
+from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+API_TOKEN = "e2e-hcloud-token"
+JOIN = "e2e000.0123456789abcdef"
+PODS = 12
+
+
+async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: TemporalServer, tmp_path: Path) -> None:
+    procs = Processes(tmp_path)
+    cluster = f"hz{uuid.uuid4().hex[:6]}"
+    hz: FakeHetzner | None = None
+    handles: list[Any] = []
+    temporal = await temporal_server.client()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        procs.sim_cluster(kubeconfig, ["--node-ready-delay", "0.5"])
+        server, kube_token = kubeconfig_endpoint(kubeconfig)
+        hz = FakeHetzner(API_TOKEN, kube_url=server, kube_token=kube_token, join_token=JOIN, boot_delay_s=0.2).start()
+        hz.set_capacity("cax11", "fsn1", 0)
+        hz.set_capacity("cax11", "nbg1", 2)
+        hz.set_capacity("cax11", "hel1", 0)
+        hz.remove_server_type("cx31")
+
+        secrets = tmp_path / "secrets"
+        secrets.mkdir()
+        (secrets / "hcloud-token").write_text(API_TOKEN)
+        (secrets / "join-token").write_text(JOIN)
+        (secrets / "wrong-join-token").write_text("bad000.0000000000000000")
+        scenario = HetznerBurstScenario(argparse.Namespace())
+        extra = {
+            "endpoint": hz.url,
+            "token_file": str(secrets / "hcloud-token"),
+            "join_token_file": str(secrets / "join-token"),
+            "join_endpoint": server,
+        }
+        providers = scenario.providers(tmp_path, extra)
+        task_queue = f"growth-{tmp_path.name}"
+        config = tmp_path / "growth.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "kubernetes": {"kubeconfig": str(kubeconfig)},
+                    "temporal": {"address": temporal_server.address, "task_queue": task_queue},
+                    "providers": providers,
+                }
+            )
+        )
+        procs.worker(config)
+        api = kube_client(kubeconfig)
+        apply_crds(api)
+        for group in scenario.node_groups():
+            apply_node_group(api, group)
+
+        # A server growth created but lost track of: its join token is wrong, so it never
+        # becomes a Node, and no NodeRequest of this cluster has its id.
+        ghost_request = f"{autoscaler_id(cluster)}/request/ghost"
+        rogue = HetznerProvider.from_settings({**providers["hetzner"], "join_token_file": str(secrets / "wrong-join-token")})
+        ghost = await rogue.create_node(
+            CreateNodeInput(
+                cluster=cluster,
+                request_id=ghost_request,
+                attempt=0,
+                pool=Pool(group="general", name="hetzner-cx33", provider="hetzner", server_type="cx33", priority=10),
+            )
+        )
+        assert ghost.outcome == "created"
+
+        handles.append(
+            await temporal.start_workflow(
+                NodeAutoscalerWorkflow.run,
+                AutoscalerInput(
+                    settings=AutoscalerSettings(
+                        cluster=cluster, scan_interval_s=1.0, readiness_timeout_s=30, readiness_poll_s=0.25, request_ttl_s=60
+                    )
+                ),
+                id=autoscaler_id(cluster),
+                task_queue=task_queue,
+            )
+        )
+        gc = await temporal.start_workflow(
+            MachineGCWorkflow.run,
+            MachineGCInput(settings=MachineGCSettings(cluster=cluster, interval_s=1.0, grace_s=3.0)),
+            id=machine_gc_id(cluster),
+            task_queue=task_queue,
+        )
+        handles.append(gc)
+        auto = handles[0]
+
+        apps = client.AppsV1Api(api)
+        core = client.CoreV1Api(api)
+        await asyncio.to_thread(
+            apps.create_namespaced_deployment, "default", deployment("burst", PODS, cpu="500m", memory="512Mi")
+        )
+
+        async def all_running() -> Any:
+            pods = await asyncio.to_thread(core.list_namespaced_pod, "default", label_selector="app=burst")
+            running = sum(1 for p in pods.items if p.status.phase == "Running")
+            status = await auto.query(NodeAutoscalerWorkflow.status)
+            return status if running == PODS and not status.in_flight else None
+
+        status = await wait_for(all_running, 45, "every burst pod Running and no request in flight")
+
+        async def ghost_collected() -> Any:
+            s = await gc.query(MachineGCWorkflow.status)
+            return s if s.state.collected_total >= 1 else None
+
+        gc_status = await wait_for(ghost_collected, 20, "the ghost server collected")
+
+        # Fallback: CAX11 got its two nbg1 machines (fsn1 had none), then requests moved on.
+        attempts = status.attempts_by_pool
+        assert attempts["hetzner-cax11"]["Ready"] == 2
+        assert attempts["hetzner-cax11"]["InsufficientCapacity"] >= 1
+        assert "hetzner-cx31" not in attempts  # removed type: never planned onto
+        others = sum(v.get("Ready", 0) for k, v in attempts.items() if k != "hetzner-cax11")
+        assert others >= 1
+        servers = hz.servers()
+        by_type: dict[str, set[str]] = {}
+        for s in servers:
+            by_type.setdefault(s["server_type"]["name"], set()).add(s["location"]["name"])
+        assert by_type["cax11"] == {"nbg1"}
+
+        # Exactly one server per Ready request, each backing its request's Node; nothing leaked.
+        ready = [r for r in status.recent if r.phase.value == "Ready"]
+        assert status.requests_by_phase == {"Ready": len(ready)}
+        assert sorted(f"hcloud://{s['id']}" for s in servers) == sorted(r.provider_id for r in ready)
+        nodes = await asyncio.to_thread(core.list_node)
+        node_ids = {n.spec.provider_id for n in nodes.items}
+        assert {f"hcloud://{s['id']}" for s in servers} <= node_ids
+        assert hz.stats()["created_total"] == len(ready) + 1  # + the ghost, now deleted
+
+        [collected] = gc_status.state.collected
+        assert collected.provider_id == ghost.provider_id
+        assert collected.request == request_key(ghost_request)
+        events = await asyncio.to_thread(core.list_namespaced_event, "default")
+        assert any(e.reason == "LeakedMachineDeleted" and ghost.provider_id in e.message for e in events.items)
+
+        # The removed type is reported on the group's status; the autoscaler kept working.
+        group = await asyncio.to_thread(
+            client.CustomObjectsApi(api).get_cluster_custom_object, CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general"
+        )
+        unusable = {p["pool"]: p["reason"] for p in group["status"]["unusablePools"]}
+        assert set(unusable) == {"hetzner-cx31"}
+    finally:
+        for h in handles:
+            try:
+                await h.terminate()
+            except RPCError:
+                pass
+        try:
+            async for wf in temporal.list_workflows(f'WorkflowId STARTS_WITH "{autoscaler_id(cluster)}/request/" AND ExecutionStatus="Running"'):
+                await temporal.get_workflow_handle(wf.id).terminate()
+        except RPCError:
+            pass
+        procs.stop_all()
+        if hz is not None:
+            hz.stop()
+
