@@ -41,3 +41,81 @@ def test_storage_node_with_the_last_healthy_replica_goes_only_after_a_rebuild(tm
     assert s["blocked"].get("ScaleDownDisabledAnnotation") == 3  # the pinned new nodes
     assert s["nodes_removed"] == 3  # each old node removed once
     assert s["volume_checksum_unchanged"] is True
+
+
+async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(local_cluster) -> None:  # noqa: ANN001
+    """An operator's remove-now drains a node whose pod a PDB holds; the worker is killed while
+    the drain retries; a new worker resumes it; once the PDB allows, the node goes, once."""
+    from kubernetes import client
+
+    from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
+    from scaling.models import LABEL_GROUP, LABEL_POOL
+    from starters.kube import apply_node_group, deployment, node_group
+    from tests.e2e.conftest import wait_for
+    from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+    lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
+    core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
+    apply_node_group(lc.api, node_group("g", [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}]))
+    q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
+    for n in ("old", "spare"):
+        core.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
+                                       "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                          "spec": {"providerID": f"kwok://{n}"}, "status": {"allocatable": q, "capacity": q}})
+    core.patch_node("spare", {"spec": {"unschedulable": True}})  # the pod starts on "old"
+    apps.create_namespaced_deployment("default", deployment("db", 1, cpu="100m", memory="64Mi"))
+    client.PolicyV1Api(lc.api).create_namespaced_pod_disruption_budget(
+        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+
+    async def db_running_on_old():  # noqa: ANN202
+        pods = core.list_namespaced_pod("default", label_selector="app=db").items
+        return any(p.spec.node_name == "old" and p.status.phase == "Running" for p in pods)
+
+    await wait_for(db_running_on_old, 20, "db pod running on old")
+    core.patch_node("spare", {"spec": {"unschedulable": False}})
+    temporal = await lc.temporal.client()
+    cluster = f"kill{lc.workdir.name[-6:]}".lower().replace("_", "")
+    handle = await temporal.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, pdb_retry_s=120, eviction_retry_s=0.5)),
+        id=autoscaler_id(cluster), task_queue=lc.task_queue,
+    )
+    try:
+        await wait_for(lambda: _candidates(handle, {"old", "spare"}), 20, "both nodes evaluated")
+        # spare is empty, so growth marks it for scale-down at once (seed 004); keep it as the
+        # pod's new home. Protecting it cancels that removal and lifts the taint.
+        await handle.execute_update(NodeAutoscalerWorkflow.protect_node, "spare")
+        await handle.execute_update(NodeAutoscalerWorkflow.remove_node, "old")
+
+        async def refused():  # noqa: ANN202
+            s = await handle.query(NodeAutoscalerWorkflow.status)
+            return any(sd.node == "old" and sd.phase.value == "Draining" and sd.evictions_refused >= 2 for sd in s.scale_downs)
+
+        await wait_for(refused, 30, "drain retrying evictions refused by the PDB")
+        lc.worker.kill()
+        lc.restart_worker("worker-2")
+        client.PolicyV1Api(lc.api).delete_namespaced_pod_disruption_budget("db", "default")
+
+        async def removed():  # noqa: ANN202
+            s = await handle.query(NodeAutoscalerWorkflow.status)
+            return s if s.scale_down_by_phase.get("Removed") else None
+
+        status = await wait_for(removed, 40, "node removed after the worker restart")
+        old = [(sd.phase.value, sd.kind) for sd in status.recent_scale_downs if sd.node == "old"]
+        assert old == [("Removed", "Manual")]  # one removal, resumed by the second worker
+        assert status.scale_down_by_phase == {"Removed": 1, "Cancelled": 1}  # spare's, by the protect
+        assert [n.metadata.name for n in core.list_node().items] == ["spare"]
+
+        async def db_on_spare():  # noqa: ANN202
+            pods = core.list_namespaced_pod("default", label_selector="app=db").items
+            return [p for p in pods if p.spec.node_name == "spare"]
+        await wait_for(db_on_spare, 20, "db pod recreated on the spare node")
+    finally:
+        await handle.terminate()
+
+
+async def _candidates(handle, names: set[str]):  # noqa: ANN001, ANN202
+    from workflows.node_autoscaler import NodeAutoscalerWorkflow
+
+    s = await handle.query(NodeAutoscalerWorkflow.status)
+    return {c.node for c in s.candidates} >= names
