@@ -268,7 +268,7 @@ async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: Work
         return s if s.scale_down_by_phase.get("Removed", 0) >= 2 else None
 
     try:
-        status = await poll(removed)
+        status = await poll(removed, timeout=60)
     except AssertionError:
         print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
         raise
@@ -305,7 +305,7 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
 
     wid = await h.execute_update(NodeAutoscalerWorkflow.remove_node, "a")
     assert wid.endswith("/scale-down/a")
-    await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1))
+    await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
     assert world.deleted == ["a"] and ("evict", "default/web-1") in world.calls
 
 
