@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
 from typing import Any, Collection
 
 from kubernetes import client
@@ -20,7 +19,7 @@ from scaling.nodes import node_info
 from scaling.observation import ClusterObservation, PodEvent
 from scaling.pods import is_unschedulable, pod_info
 from scaling.requests import LabelNodeInput, WaitReadyInput
-from activities.kube_client import raw_list
+from activities.kube_client import create_event, raw_list
 
 NODE_GROUP_PLURAL = "nodegroupswithpriority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -111,26 +110,9 @@ class KubeActivities:
     # -- reporting -----------------------------------------------------------------------
     @activity.defn(name="emit_pod_events")
     def emit_pod_events(self, events: list[PodEvent]) -> None:
-        now = datetime.now(timezone.utc)
         for ev in events:
-            body = client.CoreV1Event(
-                metadata=client.V1ObjectMeta(generate_name=f"{ev.pod_name}."),
-                involved_object=client.V1ObjectReference(
-                    kind="Pod", namespace=ev.namespace, name=ev.pod_name, uid=ev.pod_uid
-                ),
-                reason=ev.reason,
-                message=ev.message[:1024],
-                type=ev.type,
-                source=client.V1EventSource(component=self.component),
-                first_timestamp=now,
-                last_timestamp=now,
-                count=1,
-            )
-            try:
-                self.core.create_namespaced_event(ev.namespace, body)
-            except ApiException as e:
-                if e.status != 404:  # the namespace went away: nothing to report on
-                    raise
+            pod = client.V1ObjectReference(kind="Pod", namespace=ev.namespace, name=ev.pod_name, uid=ev.pod_uid)
+            create_event(self.core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component)
 
     @activity.defn(name="report_node_group_status")
     def report_node_group_status(self, problems: list[SpecProblem]) -> None:

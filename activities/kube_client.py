@@ -30,3 +30,36 @@ def raw_list(call: Any, **kwargs: Any) -> list[dict[str, Any]]:
     scaling/ works on plain dicts anyway."""
     resp = call(_preload_content=False, **kwargs)
     return json.loads(resp.data)["items"]
+
+
+def create_event(
+    core: client.CoreV1Api,
+    namespace: str,
+    involved: client.V1ObjectReference,
+    reason: str,
+    message: str,
+    type: str = "Normal",
+    component: str = "growth",
+) -> None:
+    """Write one core/v1 Event about `involved`, as `kubectl describe` shows them."""
+    from datetime import datetime, timezone
+
+    from kubernetes.client.rest import ApiException
+
+    now = datetime.now(timezone.utc)
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace),
+        involved_object=involved,
+        reason=reason,
+        message=message[:1024],
+        type=type,
+        source=client.V1EventSource(component=component),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    try:
+        core.create_namespaced_event(namespace, body)
+    except ApiException as e:
+        if e.status != 404:  # the namespace went away: nothing to report on
+            raise

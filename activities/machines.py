@@ -8,7 +8,7 @@ the existing `delete_node` activity.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.service import RPCError
 
-from activities.kube_client import raw_list
+from activities.kube_client import create_event, raw_list
 from activities.providers.base import NodeProvider, ProviderMachine
 from scaling.autoscaler import AutoscalerStatus
 from scaling.models import CRD_GROUP, CRD_VERSION
@@ -117,24 +117,11 @@ class MachineActivities:
             raise
         if obj is None:
             return
-        now = datetime.now(timezone.utc)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{m.group}."),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{CRD_GROUP}/{CRD_VERSION}",
-                kind=NODE_GROUP_KIND,
-                name=m.group,
-                uid=obj["metadata"].get("uid"),
-            ),
-            reason="LeakedMachineDeleted",
-            message=f"deleted {m.provider} machine {m.name} ({m.provider_id}): {m.reason}"[:1024],
-            type="Warning",
-            source=client.V1EventSource(component=self.component),
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
+        group = client.V1ObjectReference(
+            api_version=f"{CRD_GROUP}/{CRD_VERSION}", kind=NODE_GROUP_KIND, name=m.group, uid=obj["metadata"].get("uid")
         )
-        self.core.create_namespaced_event("default", body)
+        message = f"deleted {m.provider} machine {m.name} ({m.provider_id}): {m.reason}"
+        create_event(self.core, "default", group, "LeakedMachineDeleted", message, "Warning", self.component)
 
     def _groups(self) -> list[Any]:
         known = self.providers.keys()

@@ -8,14 +8,13 @@ already deleted succeeds.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 from typing import Any, Collection
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
 
-from activities.kube_client import raw_list
+from activities.kube_client import create_event, raw_list
 from activities.providers.base import NodeProvider
 from scaling.autoscaler import (
     EvictPodInput,
@@ -215,20 +214,9 @@ class ScaleDownActivities:
     # -- reporting -----------------------------------------------------------------------
     @activity.defn(name="emit_node_events")
     def emit_node_events(self, events: list[NodeEvent]) -> None:
-        now = datetime.now(timezone.utc)
         for ev in events:
-            body = client.CoreV1Event(
-                metadata=client.V1ObjectMeta(generate_name=f"{ev.node}.", namespace="default"),
-                involved_object=client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1"),
-                reason=ev.reason,
-                message=ev.message[:1024],
-                type=ev.type,
-                source=client.V1EventSource(component=self.component),
-                first_timestamp=now,
-                last_timestamp=now,
-                count=1,
-            )
-            self.core.create_namespaced_event("default", body)
+            node = client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1")
+            create_event(self.core, "default", node, ev.reason, ev.message, ev.type, self.component)
 
     @activity.defn(name="observe_orphans")
     async def observe_orphans(self, inp: OrphanCheckInput) -> OrphanObservation:
