@@ -6,7 +6,19 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from scaling.models import Attempt, AttemptResult, Pool, RequestPhase, Resources, Taint
+from scaling.labels import label_value, request_key
+from scaling.models import (
+    LABEL_CLUSTER,
+    LABEL_GROUP,
+    LABEL_POOL,
+    LABEL_REQUEST,
+    Attempt,
+    AttemptResult,
+    Pool,
+    RequestPhase,
+    Resources,
+    Taint,
+)
 
 
 class NodeRequestInput(BaseModel):
@@ -68,26 +80,12 @@ def attempts_exhausted(attempts: list[Attempt], max_attempts: int) -> bool:
 
 def request_labels(cluster: str, group: str, pool: Pool, request_id: str) -> dict[str, str]:
     """Labels a node created for a request carries: its group, pool and request (seed 004 step 6.1)."""
-    from scaling.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST
-
     return {
-        LABEL_CLUSTER: cluster,
-        LABEL_GROUP: group,
-        LABEL_POOL: pool.name,
-        LABEL_REQUEST: label_safe(request_id),
+        LABEL_CLUSTER: label_value(cluster),
+        LABEL_GROUP: label_value(group),
+        LABEL_POOL: label_value(pool.name),
+        LABEL_REQUEST: request_key(request_id),
     }
-
-
-def label_safe(value: str) -> str:
-    """A Kubernetes label value (<= 63 chars of [A-Za-z0-9._-], alnum at both ends)."""
-    import hashlib
-    import re
-
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip("-._")
-    if len(cleaned) <= 63:
-        return cleaned
-    digest = hashlib.sha256(value.encode()).hexdigest()[:10]
-    return f"{cleaned[:52].rstrip('-._')}-{digest}"
 
 
 class WaitReadyInput(BaseModel):

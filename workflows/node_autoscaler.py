@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from scaling.autoscaler import (
+        REPORTED_PODS_KEPT,
         AutoscalerInput,
         AutoscalerState,
         AutoscalerStatus,
@@ -321,7 +322,7 @@ class NodeAutoscalerWorkflow:
         reported = set(self.state.reported_pods)
         fresh = [p for p in problems if f"{p.uid}/{p.reason}" not in reported]
         self.state.reported_pods.extend(f"{p.uid}/{p.reason}" for p in fresh)
-        del self.state.reported_pods[:-5000]
+        del self.state.reported_pods[:-REPORTED_PODS_KEPT]
         return never_satisfiable_events(fresh)
 
     async def _report_invalid_groups(self, obs: ClusterObservation) -> None:

@@ -47,7 +47,7 @@ from activities.providers.base import (
 )
 from activities.providers.cloudinit import render_user_data
 from scaling.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
-from scaling.leaks import label_value, request_key
+from scaling.labels import label_value, request_key
 from scaling.models import (
     LABEL_ARCH,
     LABEL_CLUSTER,

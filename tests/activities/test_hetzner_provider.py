@@ -12,7 +12,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.providers.base import CreateNodeInput, DeleteNodeInput
 from activities.providers.hetzner import LABEL_ATTEMPT, HetznerProvider, HetznerSettings
-from scaling.leaks import find_leaked_machines, request_key
+from scaling.labels import request_key
+from scaling.leaks import find_leaked_machines
 from scaling.models import LABEL_CLUSTER, LABEL_REQUEST, Pool, Taint
 from sim.hetzner import FakeHetzner, parse_kubelet_user_data
 

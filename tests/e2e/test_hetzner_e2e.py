@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 from activities.providers.base import CreateNodeInput
 from activities.providers.hetzner import HetznerProvider
 from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
-from scaling.leaks import request_key
+from scaling.labels import request_key
 from scaling.models import CRD_GROUP, CRD_VERSION, Pool
 from sim.hetzner import FakeHetzner
 from starters.kube import apply_crds, apply_node_group, deployment, kube_client

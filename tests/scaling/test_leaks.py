@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from activities.providers.base import ProviderMachine
-from scaling.leaks import find_leaked_machines, is_label_value, label_value, request_key
+from scaling.labels import is_label_value, label_value, request_key
+from scaling.leaks import find_leaked_machines
 from scaling.models import LABEL_REQUEST
 
 

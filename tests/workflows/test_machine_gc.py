@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 
 from activities.machines import CollectedMachine, UnusablePool
 from activities.providers.base import DeleteNodeInput, ProviderMachine
-from scaling.leaks import request_key
+from scaling.labels import request_key
 from scaling.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
 from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCStatus, MachineGCWorkflow, machine_gc_id
 
