@@ -17,3 +17,15 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
         data_converter=pydantic_data_converter,
     ) as e:
         yield e
+
+
+@pytest.fixture(scope="session")
+async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    """The real dev server, for loop tests that run in real time and poll with queries (the
+    time-skipping server stalled such tests under CPU load)."""
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+    ) as e:
+        yield e

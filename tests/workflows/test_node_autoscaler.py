@@ -1,6 +1,8 @@
-"""NodeAutoscaler loop on the time-skipping server: planning, in-flight accounting, problems,
-continue-as-new and operator overrides. Activities are stubs under the real names; the planner
-is the real one from scaling/."""
+"""NodeAutoscaler loop: planning, in-flight accounting, problems, continue-as-new and operator
+overrides. Activities are stubs under the real names; the planner is the real one from scaling/.
+
+The loop runs in real time (short scan intervals) and is watched through its status query, so
+these tests use the dev server: the time-skipping server stalled them under CPU load."""
 
 from __future__ import annotations
 
@@ -75,6 +77,11 @@ async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[Wor
 
 
 @pytest.fixture
+def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return dev_env
+
+
+@pytest.fixture
 async def running(env: WorkflowEnvironment):
     started: list[tuple[WorkflowHandle, Worker, World]] = []
 
@@ -97,6 +104,15 @@ async def running(env: WorkflowEnvironment):
         await w.__aexit__(None, None, None)
 
 
+async def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait on the stub world's own state: no server calls while runs hand over."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition on the stub world not reached")
+        await asyncio.sleep(0.1)
+
+
 async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001
     world = World(hold_readiness=True)  # requests stay Provisioning while the loop keeps running
     world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(6)], groups=[GENERAL])
@@ -116,8 +132,9 @@ async def test_requests_fall_back_and_are_recorded(running) -> None:  # noqa: AN
     world = World(no_capacity_pools={"kwok-cx22"})
     world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(3)], groups=[GENERAL])
     handle = await running(world)
+    await until(lambda: bool(world.labelled))  # a node is Ready: the scheduler places the pods
+    world.observation = ClusterObservation(groups=[GENERAL])
     status = await eventually(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 1 and not s.in_flight)
-    world.observation = ClusterObservation(groups=[GENERAL])  # pods now run
     assert status.attempts_by_pool["kwok-cx22"]["InsufficientCapacity"] >= 1
     assert status.attempts_by_pool["kwok-cx32"]["Ready"] >= 1
     assert status.nodes_created == status.requests_by_phase["Ready"]
@@ -144,15 +161,20 @@ async def test_continue_as_new_carries_in_flight_requests(running) -> None:  # n
     world = World(hold_readiness=True)
     world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(4)], groups=[GENERAL])
     handle = await running(world, iterations_per_run=2)
-    first = await eventually(handle, lambda s: s.in_flight)
-    status = await eventually(handle, lambda s: s.runs >= 3)
-    assert {r.id for r in status.in_flight} == {r.id for r in first.in_flight}
-    assert len(world.created) == len(first.in_flight)
-    # The children still report to the new run: release them and watch them finish.
+    # Queries racing the continue-as-new hand-overs (every 0.4 s here) stalled the Java test
+    # server under load. So: wait for three runs' worth of loops on the stubs' side, pause the
+    # loop (a paused loop does not continue-as-new), and only then ask.
+    await until(lambda: world.observe_calls >= 7 and bool(world.created))
+    await handle.signal(NodeAutoscalerWorkflow.pause)
+    status = await eventually(handle, lambda s: s.paused and s.runs >= 3, timeout=60)
+    planned = {c.request_id for c in world.created}
+    assert {r.id for r in status.in_flight} == planned  # carried through every run
+    assert len(world.created) == len(planned)  # and never planned again
+    # The children still report to the latest run: release them and watch them finish.
     world.hold_readiness = False
-    world.observation = ClusterObservation(groups=[GENERAL])
-    done = await eventually(handle, lambda s: not s.in_flight)
-    assert done.requests_by_phase.get("Ready") == len(first.in_flight)
+    await until(lambda: len(world.labelled) == len(planned))
+    done = await eventually(handle, lambda s: not s.in_flight, timeout=60)
+    assert done.requests_by_phase.get("Ready") == len(planned)
 
 
 async def test_cancel_request_update_validates_and_cancels(running) -> None:  # noqa: ANN001

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -29,14 +29,12 @@ from scaling.autoscaler import (
     OrphanObservation,
     ScaleDownObservation,
     ScaleDownPhase,
-    ScaleDownStatus,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
 from scaling.drain import PdbInfo
 from scaling.models import LABEL_GROUP, LABEL_POOL, NodeGroup, NodeInfo, PodInfo, PoolSpec, Resources
 from scaling.observation import ClusterObservation
-from scaling.storage import LonghornReplica, LonghornState, LonghornVolume
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.node_autoscaler import NodeAutoscalerWorkflow
@@ -250,65 +248,3 @@ async def start_autoscaler(env: WorkflowEnvironment, world: DownWorld, handles: 
 def observed(world: DownWorld, nodes: list[NodeInfo], pods: list[PodInfo]) -> None:
     world.observation = ClusterObservation(nodes=nodes, groups=[GROUP])
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=pods, groups=[GROUP], storage=world.down_obs.storage)
-
-
-async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10, minNodes=1)],
-                      scaleDown={"unneeded_time_s": 3})
-    world = DownWorld()
-    nodes = [node("a"), node("b"), node("c"), node("static", managed=False)]
-    world.observation = ClusterObservation(nodes=nodes, groups=[group])
-    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "c")], groups=[group])
-    tq, handles = await worker(world)
-    h = await start_autoscaler(env, world, handles, tq)
-    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b", "c"))
-
-    async def removed():  # noqa: ANN202
-        s = await h.query(NodeAutoscalerWorkflow.status)
-        return s if s.scale_down_by_phase.get("Removed", 0) >= 2 else None
-
-    try:
-        status = await poll(removed, timeout=60)
-    except AssertionError:
-        print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
-        raise
-    assert sorted(world.deleted) == ["a", "b"]
-    # c runs a pod: with a and b leaving it is the pool's last node (minNodes 1), never removed.
-    c = next(x for x in status.candidates if x.node == "c")
-    assert c.state in ("Utilized", "Blocked", "UnneededWaiting")
-    assert "static" not in {x.node for x in status.candidates}
-
-
-async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    world = DownWorld()
-    nodes = [node("a"), node("b"), node("c")]
-    world.down_obs = ScaleDownObservation(
-        storage=LonghornState(volumes=[LonghornVolume(name="vol", state="attached", node="b")],
-                              replicas=[LonghornReplica(name="r1", volume="vol", node="b", healthy=True)]))
-    observed(world, nodes, [app_pod("web-1", "a"), app_pod("web-2", "b"), app_pod("web-3", "c")])
-    tq, handles = await worker(world)
-    # Long timers: nothing is removed by the loop during this test; only the operator acts.
-    h = await start_autoscaler(env, world, handles, tq, pdb_retry_s=10)
-    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b", "c"))
-    await poll(lambda: _status_has(h, lambda s: len(s.candidates) == 3))
-
-    with pytest.raises(WorkflowUpdateFailedError) as err:
-        await h.execute_update(NodeAutoscalerWorkflow.remove_node, "b")
-    assert "LonghornVolumeAttached" in str(err.value.cause) or "volume vol attached" in str(err.value.cause)
-    with pytest.raises(WorkflowUpdateFailedError):
-        await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
-
-    assert await h.execute_update(NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
-    status = await poll(lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates)))
-    assert status.protected_nodes == ["c"]
-    assert await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "c") == []
-
-    wid = await h.execute_update(NodeAutoscalerWorkflow.remove_node, "a")
-    assert wid.endswith("/scale-down/a")
-    await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
-    assert world.deleted == ["a"] and ("evict", "default/web-1") in world.calls
-
-
-async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
-    s = await h.query(NodeAutoscalerWorkflow.status)
-    return s if check(s) else None
