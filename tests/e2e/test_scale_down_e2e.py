@@ -119,3 +119,66 @@ async def _candidates(handle, names: set[str]):  # noqa: ANN001, ANN202
 
     s = await handle.query(NodeAutoscalerWorkflow.status)
     return {c.node for c in s.candidates} >= names
+
+
+async def test_node_running_a_backing_image_manager_is_never_removed(local_cluster) -> None:  # noqa: ANN001
+    """Seed 003 scenario 3: with Longhorn's autoscaler support on, a node that runs a
+    backing-image-manager pod stays; an otherwise identical node goes."""
+    import yaml
+    from kubernetes import client
+
+    from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
+    from scaling.models import LABEL_GROUP, LABEL_POOL
+    from sim.longhorn import SimLonghorn
+    from starters.kube import apply_node_group, node_group
+    from tests.e2e.conftest import wait_for
+    from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+    lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
+    core = client.CoreV1Api(lc.api)
+    apply_node_group(lc.api, node_group("g", [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}],
+                                        scaleDown={"unneededTime": "2s", "delayAfterAdd": "0s"}))
+    q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
+    for n in ("keep", "go"):
+        core.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
+                                       "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                          "spec": {"providerID": f"kwok://{n}"}, "status": {"allocatable": q, "capacity": q}})
+    kube = yaml.safe_load(lc.kubeconfig.read_text())
+    longhorn = SimLonghorn(kube["clusters"][0]["cluster"]["server"], kube["users"][0]["user"]["token"], interval=0.2).start()
+    try:
+        bim = longhorn.add_backing_image_manager("keep")
+
+        async def bim_running():  # noqa: ANN202
+            pods = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=keep").items
+            return any(p.metadata.name.startswith(bim) and p.status.phase == "Running" for p in pods)
+
+        await wait_for(bim_running, 20, "backing-image-manager pod running on keep")
+        temporal = await lc.temporal.client()
+        cluster = f"bim{lc.workdir.name[-6:]}".lower().replace("_", "")
+        handle = await temporal.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1)),
+            id=autoscaler_id(cluster), task_queue=lc.task_queue,
+        )
+        try:
+            async def go_removed():  # noqa: ANN202
+                s = await handle.query(NodeAutoscalerWorkflow.status)
+                return s if s.scale_down_by_phase.get("Removed") == 1 else None
+
+            status = await wait_for(go_removed, 60, "the node without the manager removed")
+            assert [n.metadata.name for n in core.list_node().items] == ["keep"]
+            keep = [c for c in status.candidates if c.node == "keep"]
+            assert keep and keep[0].reason == "LonghornBackingImageManager", status.candidates
+            iterations = status.iterations
+
+            async def later():  # noqa: ANN202
+                s = await handle.query(NodeAutoscalerWorkflow.status)
+                return s if s.iterations >= iterations + 5 else None
+
+            status = await wait_for(later, 30, "five more loops")
+            assert [n.metadata.name for n in core.list_node().items] == ["keep"]  # never removed
+            assert status.scale_down_by_phase == {"Removed": 1}  # no removal of keep was even started
+        finally:
+            await handle.terminate()
+    finally:
+        longhorn.stop()
