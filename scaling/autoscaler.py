@@ -203,6 +203,15 @@ def record_scale_down_update(state: AutoscalerState, update: ScaleDownStatus) ->
     state.unneeded_since.pop(update.node, None)
 
 
+# A Node's spec.providerID scheme names its provider, but not always by growth's provider name.
+PROVIDER_ID_SCHEMES = {"hcloud": "hetzner", "kwok": "kwok"}
+
+
+def provider_of(provider_id: str) -> str:
+    scheme = provider_id.split("://", 1)[0] if "://" in provider_id else ""
+    return PROVIDER_ID_SCHEMES.get(scheme, scheme)
+
+
 def orphans_from(obs: OrphanObservation, previous: list[Orphan], now: float, grace_s: float) -> list[Orphan]:
     """Nodes pointing at a machine the provider no longer has, machines without a Node.
 
@@ -213,7 +222,7 @@ def orphans_from(obs: OrphanObservation, previous: list[Orphan], now: float, gra
     node_ids = set(obs.nodes.values())
     out: list[Orphan] = []
     for node, pid in sorted(obs.nodes.items()):
-        provider = pid.split("://", 1)[0] if "://" in pid else ""
+        provider = provider_of(pid)
         if provider in obs.checked and pid not in by_provider_id:
             out.append(Orphan(kind="NodeWithoutMachine", name=node, provider=provider, provider_id=pid,
                               since=seen.get(("NodeWithoutMachine", node), now)))

@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
+    from scaling.autoscaler import provider_of
     from scaling.autoscaler import (
         AutoscalerSettings,
         AutoscalerState,
@@ -66,10 +67,9 @@ async def observe(cluster: str) -> ScaleDownObservation:
     )
 
 
-def provider_of(node: NodeInfo) -> str:
-    pid = node.provider_id
-    prefix = pid.split("://", 1)[0] if "://" in pid else ""
-    return {"hcloud": "hetzner"}.get(prefix, prefix or "kwok")
+def node_provider(node: NodeInfo) -> str:
+    # A node without a providerID can only be one growth made through KWOK.
+    return provider_of(node.provider_id) or "kwok"
 
 
 def record_candidates(state: AutoscalerState, plan: ScaleDownPlan) -> None:
@@ -134,7 +134,7 @@ def removal_input(settings: AutoscalerSettings, state: AutoscalerState, removal:
         node=removal.name,
         group=removal.group,
         pool=removal.pool,
-        provider=provider_of(node),
+        provider=node_provider(node),
         provider_id=node.provider_id,
         kind=removal.kind.value,
         scale_down_at=removal.scale_down_at,

@@ -37,3 +37,11 @@ def test_an_orphan_that_resolves_is_dropped() -> None:
     before = [Orphan(kind="NodeWithoutMachine", name="n", provider="hetzner", provider_id="hcloud://2", since=1.0)]
     o = obs({"n": "hcloud://2"}, [("s", "hcloud://2")])
     assert orphans_from(o, before, now=500.0, grace_s=60) == []
+
+
+def test_provider_id_schemes_name_growth_providers() -> None:
+    from scaling.autoscaler import provider_of
+
+    assert provider_of("hcloud://123") == "hetzner"
+    assert provider_of("kwok://n1") == "kwok"
+    assert provider_of("") == ""
