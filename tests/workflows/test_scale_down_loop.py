@@ -91,3 +91,36 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
 async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
     s = await h.query(NodeAutoscalerWorkflow.status)
     return s if check(s) else None
+
+
+async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+                      scaleDown={"unneeded_time_s": 300})  # the timer never fires during the test
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    busy = [app_pod("web-1", "b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+
+    armed = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    first_at = _waiting(armed, "a").scale_down_at
+    assert ("mark", "a") in world.calls
+    # A pod lands on a during the wait: the removal is cancelled and the node unmarked.
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[*busy, app_pod("web-2", "a")], groups=[group])
+    cancelled = await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1 and not _waiting(s, "a")))
+    assert any(c[0].startswith("unmark") and c[1] == "a" for c in world.calls)
+    assert [r.node for r in cancelled.recent_scale_downs if r.phase.value == "Cancelled"] == ["a"]
+    # It empties again: a new wait is armed, with a later ScaleDownAt.
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
+    again = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    assert _waiting(again, "a").scale_down_at > first_at
+    assert world.calls.count(("mark", "a")) == 2
+    assert [sd.node for sd in again.scale_downs] == ["a"]  # the busy node is never marked
+
+
+def _waiting(status, node_name: str):  # noqa: ANN001, ANN202
+    """The node's scale-down, if one is waiting on its timer."""
+    return next((sd for sd in status.scale_downs if sd.node == node_name and sd.phase.value == "Marked"), None)
