@@ -13,7 +13,6 @@ from kubernetes import client
 
 from scaling.autoscaler import AutoscalerStatus
 from scaling.models import LABEL_GROUP
-from starters.kube import node_group
 from starters.scenarios.burst import BurstScenario
 
 if TYPE_CHECKING:
@@ -58,18 +57,11 @@ class ScaleDownScenario(BurstScenario):
     min_nodes = 0
 
     def node_groups(self) -> list[dict[str, Any]]:
-        return [
-            node_group(
-                "general",
-                [
-                    {"provider": "kwok", "serverType": ["cx22"], "priority": 100},
-                    {"provider": "kwok", "serverType": ["cx32", "cpx31"], "priority": 50},
-                ],
-                labels={"growth.autoscaling.dev/demo": "true"},
-                maxNodes=50,
-                scaleDown=SCALE_DOWN,
-            )
-        ]
+        # The burst's groups, with short scale-down timers so the demo stays quick.
+        groups = super().node_groups()
+        for group in groups:
+            group["spec"]["scaleDown"] = SCALE_DOWN
+        return groups
 
     async def wait_nodes(self, demo: Demo, target: int, tally: BlockTally, t0: float) -> list[str]:
         deadline = t0 + self.args.timeout
@@ -100,12 +92,21 @@ class ScaleDownScenario(BurstScenario):
         final = await self.wait_nodes(demo, self.min_nodes, tally, t0)
         status = await demo.status()
         return {
-            "scenario": self.name,
-            "nodes_peak": peak,
-            "nodes_final": len(final),
-            "nodes_removed": status.scale_down_by_phase.get("Removed", 0),
-            "blocked": tally.counts(),
-            "evictions_refused": evictions_refused(status),
-            "seconds_to_final": round(time.monotonic() - t0, 2),
+            **scale_down_summary(self.name, peak, final, status, tally, t0),
             "seconds_to_peak": up["seconds_to_all_running"],
         }
+
+
+def scale_down_summary(
+    scenario: str, peak: int, final: list[str], status: Any, tally: BlockTally, t0: float
+) -> dict[str, Any]:
+    """The JSON summary the scale-down scenarios share."""
+    return {
+        "scenario": scenario,
+        "nodes_peak": peak,
+        "nodes_final": len(final),
+        "nodes_removed": status.scale_down_by_phase.get("Removed", 0),
+        "blocked": tally.counts(),
+        "evictions_refused": evictions_refused(status),
+        "seconds_to_final": round(time.monotonic() - t0, 2),
+    }

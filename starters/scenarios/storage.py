@@ -23,7 +23,7 @@ from kubernetes import client
 
 from scaling.drain import ANNOTATION_SCALE_DOWN_DISABLED
 from starters.kube import deployment, node_group
-from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, evictions_refused, managed_nodes
+from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
 from sim.longhorn import SimLonghorn
 
 if TYPE_CHECKING:
@@ -146,13 +146,7 @@ class StorageScenario(ScaleDownScenario):
         status = await demo.status()
         after = await asyncio.to_thread(lh.checksum, VOLUME)
         return {
-            "scenario": self.name,
-            "nodes_peak": peak,
-            "nodes_final": len(final),
-            "nodes_removed": status.scale_down_by_phase.get("Removed", 0),
-            "blocked": tally.counts(),
-            "evictions_refused": evictions_refused(status),
-            "seconds_to_final": round(time.monotonic() - t0, 2),
+            **scale_down_summary(self.name, peak, final, status, tally, t0),
             "volume_checksum_unchanged": same_attached and after == before,
             "blocked_nodes_final": len(blocked_nodes),
             "_ok": same_attached and after == before and len(final) == len(original),
