@@ -248,6 +248,11 @@ class NodeAutoscalerWorkflow:
             )
         if plan.new_nodes:
             self.state.last_scale_up_at = workflow.now().timestamp()
+        elif plan.fits_existing or plan.covered_in_flight:
+            # Pods are about to land on a new node or one still coming: the cluster is not
+            # settled, and a just-Ready node looks empty until the scheduler binds them. Marking
+            # it now would taint it, strand those pods and cause another scale-up.
+            pass
         elif settings.scale_down_enabled and scale_down_step.wanted(obs.nodes, self.state):
             # Not in a loop that scaled up: Cluster Autoscaler's rule, and the new nodes are empty.
             await scale_down_step.step(settings, self.state)
