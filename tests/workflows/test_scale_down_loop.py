@@ -131,3 +131,25 @@ def _async(check):  # noqa: ANN001, ANN202
     async def probe():  # noqa: ANN202
         return check()
     return probe
+
+
+async def test_no_scale_down_while_pending_pods_are_about_to_land(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """A just-Ready node is empty until the scheduler binds the pods it was made for: it must not
+    be marked (tainted) meanwhile, or those pods are stranded and another node is made."""
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+                      scaleDown={"unneeded_time_s": 300, "delay_after_add_s": 0})
+    world = DownWorld()
+    nodes = [node("fresh")]
+    pending = app_pod("web-1", "").model_copy(update={"node_name": None, "phase": "Pending", "unschedulable": True})
+    world.observation = ClusterObservation(nodes=nodes, groups=[group], unschedulable=[pending])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[pending], groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/fresh"))
+    settled = await poll(lambda: _status_has(h, lambda s: s.iterations >= 4))
+    assert settled.last_loop.fits_existing == 1 and settled.last_loop.planned_nodes == 0
+    assert ("mark", "fresh") not in world.calls and not settled.scale_downs
+    # Once nothing waits to land, the empty node is marked as usual.
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[], groups=[group])
+    await poll(_async(lambda: ("mark", "fresh") in world.calls))
