@@ -62,15 +62,10 @@ class LocalCluster:
         return self.worker
 
 
-def start_local_cluster(
-    temporal: TemporalServer,
-    workdir: Path,
-    providers: dict[str, Any],
-    sim_args: list[str] | None = None,
+def attach_worker(
+    procs: Processes, workdir: Path, temporal: TemporalServer, kubeconfig: Path, providers: dict[str, Any]
 ) -> LocalCluster:
-    procs = Processes(workdir)
-    kubeconfig = workdir / "kubeconfig"
-    procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"])
+    """Write the worker's settings for a running simulated cluster, start the worker, install the CRDs."""
     task_queue = f"growth-{workdir.name}"
     config_path = workdir / "growth.yaml"
     config_path.write_text(
@@ -86,6 +81,18 @@ def start_local_cluster(
     api = kube_client(kubeconfig)
     apply_crds(api)
     return LocalCluster(procs, workdir, temporal, kubeconfig, config_path, task_queue, api, worker)
+
+
+def start_local_cluster(
+    temporal: TemporalServer,
+    workdir: Path,
+    providers: dict[str, Any],
+    sim_args: list[str] | None = None,
+) -> LocalCluster:
+    procs = Processes(workdir)
+    kubeconfig = workdir / "kubeconfig"
+    procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"])
+    return attach_worker(procs, workdir, temporal, kubeconfig, providers)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 from temporalio.service import RPCError
 
@@ -23,10 +22,10 @@ from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
 from scaling.labels import request_key
 from scaling.models import CRD_GROUP, CRD_VERSION, Pool
 from sim.hetzner import FakeHetzner
-from starters.kube import apply_crds, apply_node_group, deployment, kube_client
+from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
-from tests.e2e.conftest import TemporalServer, wait_for
+from tests.e2e.conftest import TemporalServer, attach_worker, wait_for
 from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
 from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
@@ -64,20 +63,8 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
             "join_endpoint": server,
         }
         providers = scenario.providers(tmp_path, extra)
-        task_queue = f"growth-{tmp_path.name}"
-        config = tmp_path / "growth.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "kubernetes": {"kubeconfig": str(kubeconfig)},
-                    "temporal": {"address": temporal_server.address, "task_queue": task_queue},
-                    "providers": providers,
-                }
-            )
-        )
-        procs.worker(config)
-        api = kube_client(kubeconfig)
-        apply_crds(api)
+        lc = attach_worker(procs, tmp_path, temporal_server, kubeconfig, providers)
+        api, task_queue = lc.api, lc.task_queue
         for group in scenario.node_groups():
             apply_node_group(api, group)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Awaitable, Callable
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
@@ -16,9 +15,10 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
 from scaling.models import NodeGroup, PodInfo, PoolSpec, RequestPhase, Resources, SpecProblem
 from scaling.observation import ClusterObservation
+from tests.workflows.polling import eventually, until
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.node_autoscaler import NodeAutoscalerWorkflow
@@ -41,25 +41,6 @@ GENERAL = NodeGroup(
     name="general",
     pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=100), PoolSpec(provider="kwok", serverType=["cx32"], priority=50)],
 )
-
-
-async def eventually(
-    handle: WorkflowHandle, check: Callable[[AutoscalerStatus], bool], timeout: float = 30.0
-) -> AutoscalerStatus:
-    """Poll the status query until `check` holds (a condition, not a sleep)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    status = None
-    while True:
-        try:
-            status = await handle.query(NodeAutoscalerWorkflow.status)
-        except RPCError:
-            pass  # a query can race with a continue-as-new hand-over; ask again
-        else:
-            if check(status):
-                return status
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not reached; last status: {status and status.model_dump_json(indent=1)[:2000]}")
-        await asyncio.sleep(0.25)
 
 
 async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[WorkflowHandle, Worker]:
@@ -102,15 +83,6 @@ async def running(env: WorkflowEnvironment):
             except RPCError:
                 pass  # already closed
         await w.__aexit__(None, None, None)
-
-
-async def until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Wait on the stub world's own state: no server calls while runs hand over."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition on the stub world not reached")
-        await asyncio.sleep(0.1)
 
 
 async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001

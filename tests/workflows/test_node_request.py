@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from scaling.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase, Resources
-from scaling.requests import NodeRequestInput, NodeRequestStatus
+from scaling.requests import NodeRequestInput
 from tests.workflows.stubs import World
 from workflows.node_request import NodeRequestWorkflow
 

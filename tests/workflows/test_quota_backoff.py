@@ -4,19 +4,18 @@ planning onto that pool for the backoff period. Time-skipping server, stub activ
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
 from scaling.backoff import BACKOFF_INITIAL_S
 from scaling.models import NodeGroup, PodInfo, PoolSpec, Resources
 from scaling.observation import ClusterObservation
 from tests.workflows.stubs import World
+from tests.workflows.polling import eventually
 from workflows.all import WORKFLOWS
 from workflows.node_autoscaler import NodeAutoscalerWorkflow
 
@@ -41,22 +40,6 @@ def pod(i: int) -> PodInfo:
     )
 
 
-async def status_when(handle: WorkflowHandle, check, timeout: float = 30.0) -> AutoscalerStatus:  # noqa: ANN001
-    deadline = asyncio.get_running_loop().time() + timeout
-    status = None
-    while True:
-        try:
-            status = await handle.query(NodeAutoscalerWorkflow.status)
-        except RPCError:
-            pass
-        else:
-            if check(status):
-                return status
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not reached; last: {status and status.model_dump_json()[:2000]}")
-        await asyncio.sleep(0.25)
-
-
 async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env: WorkflowEnvironment) -> None:
     world = World(quota_pools={"kwok-cx22"})
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
@@ -71,7 +54,7 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
         )
         try:
             # Pods stay unschedulable (stubs schedule nothing), so the loop keeps planning nodes.
-            status = await status_when(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 3)
+            status = await eventually(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 3)
             tried = [c.pool.name for c in world.created]
             assert tried[0] == "kwok-cx22"  # the preferred pool, until quota said no
             assert tried.count("kwok-cx22") == 1, tried  # backed off: never planned onto again
