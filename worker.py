@@ -20,13 +20,7 @@ from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.kube import KubeActivities
-from activities.kube_client import api_client
-from activities.machines import MachineActivities
-from activities.nodes import ProviderActivities
-from activities.providers.base import NodeProvider
-from activities.providers.kwok import KwokProvider
-from activities.scale_down import ScaleDownActivities
+from activities import nodes
 from activities.settings import Settings, TemporalSettings, load_settings
 from workflows.all import WORKFLOWS
 
@@ -54,53 +48,9 @@ async def connect(t: TemporalSettings) -> Client:
     )
 
 
-def build_providers(settings: Settings, api: Any) -> dict[str, NodeProvider]:
-    providers: dict[str, NodeProvider] = {}
-    for name, cfg in settings.providers.items():
-        if name == "kwok":
-            providers[name] = KwokProvider(api, cfg)
-        elif name == "hetzner":
-            from activities.providers.hetzner import HetznerProvider
-
-            providers[name] = HetznerProvider.from_settings(cfg)
-        else:
-            raise SystemExit(f"config: providers.{name}: unknown provider (known: kwok, hetzner)")
-    return providers
-
-
 def build_activities(settings: Settings) -> list[Any]:
-    api = api_client(settings.kubernetes)
-    providers = build_providers(settings, api)
-    kube = KubeActivities(api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
-    prov = ProviderActivities(providers)
-    gc = MachineActivities(api, providers, node_groups_file=settings.node_groups_file)
-    down = ScaleDownActivities(
-        api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
-    )
-    return [
-        kube.observe_cluster,
-        kube.wait_node_ready,
-        kube.label_node,
-        kube.emit_pod_events,
-        kube.report_node_group_status,
-        prov.create_node,
-        prov.delete_node,
-        prov.get_catalogue,
-        down.observe_scale_down,
-        down.mark_node_for_scale_down,
-        down.unmark_node,
-        down.cordon_node,
-        down.evict_pod,
-        down.wait_pods_gone,
-        down.delete_node_object,
-        down.emit_node_events,
-        down.observe_orphans,
-        gc.list_provider_machines,
-        gc.list_node_provider_ids,
-        gc.live_node_request_ids,
-        gc.report_collected_machine,
-        gc.report_unusable_pools,
-    ]
+    """Every loop's activities; each loop package builds its own."""
+    return [*nodes.build_activities(settings)]
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:

@@ -10,10 +10,10 @@ import time
 from fractions import Fraction
 
 from bench.workload import POOL_TYPES, PROVIDER, Workload, workload
-from scaling.models import ScaleUpPlan
-from scaling.nodegroups import flatten_pools
+from scaling.nodes.models import ScaleUpPlan
+from scaling.nodes.nodegroups import flatten_pools
 from bench.lp import lp_lower_bound
-from scaling.planning import plan_scale_up
+from scaling.nodes.planning import plan_scale_up
 
 SIZES = (1_000, 10_000, 30_000)
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from scaling.catalogue import catalogue_index, kwok_catalogue
-from scaling.models import LABEL_GROUP, LABEL_POOL, NodeGroup, NodeInfo, PodInfo, Resources, ServerType
-from scaling.nodegroups import parse_node_group, pool_name
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ServerType
+from scaling.nodes.nodegroups import parse_node_group, pool_name
 
 MIB = 1024**2
 GROUP = "general"

@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 
-from sim.apiserver import ApiServer
-from sim.control import SCORING, SimControl
-from sim.controllers import Controllers
-from sim.kwok import Kwok
-from sim.scheduler import Scheduler
-from sim.store import Store
+from sim.kube.apiserver import ApiServer
+from sim.kube.control import SCORING, SimControl
+from sim.kube.controllers import Controllers
+from sim.kube.kwok import Kwok
+from sim.kube.scheduler import Scheduler
+from sim.kube.store import Store
 
 
 class SimCluster:

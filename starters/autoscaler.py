@@ -33,9 +33,11 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, load_settings
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.nodes.status import AutoscalerStatus
 from worker import connect
-from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
 
 RPC_TIMEOUT = timedelta(seconds=30)

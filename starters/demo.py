@@ -21,12 +21,14 @@ import yaml
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.processes import Processes, free_port
 from starters.scenarios import SCENARIOS, Scenario
-from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
-from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "demo"
 TASK_QUEUE = "growth"

@@ -9,7 +9,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from scaling.models import CRD_GROUP, CRD_VERSION
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -13,11 +13,11 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from activities.kube import NODE_GROUP_PLURAL
-from activities.providers.hetzner import HetznerSettings
+from activities.nodes.kube import NODE_GROUP_PLURAL
+from activities.nodes.providers.hetzner import HetznerSettings
 from activities.settings import Settings, load_settings
-from scaling.models import CRD_GROUP, CRD_VERSION
-from scaling.nodegroups import KIND, flatten_pools, parse_node_groups_yaml, priority_tiers
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION
+from scaling.nodes.nodegroups import KIND, flatten_pools, parse_node_groups_yaml, priority_tiers
 from starters.processes import SEARCH_ATTRIBUTES
 from workflows.search import ALL as SEARCH_KEYS
 

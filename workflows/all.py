@@ -1,8 +1,5 @@
-"""Every workflow the worker registers."""
+"""Every workflow the worker registers: each loop package's list."""
 
-from workflows.machine_gc import MachineGCWorkflow
-from workflows.node_autoscaler import NodeAutoscalerWorkflow
-from workflows.node_request import NodeRequestWorkflow
-from workflows.node_scale_down import NodeScaleDownWorkflow
+from workflows import nodes
 
-WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow, NodeScaleDownWorkflow, MachineGCWorkflow]
+WORKFLOWS = [*nodes.WORKFLOWS]

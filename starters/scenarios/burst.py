@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from scaling.models import LABEL_GROUP
+from scaling.nodes.models import LABEL_GROUP
 from starters.kube import deployment, node_group
 from starters.scenarios.base import Scenario
 from starters.scenarios.progress import PodWatch, RequestLog, draw, percentile, progress_bar

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from starters.kube import node_group
 from starters.scenarios.burst import BurstScenario
-from workflows.machine_gc import MachineGCWorkflow
+from workflows.nodes.machine_gc import MachineGCWorkflow
 
 if TYPE_CHECKING:
     from starters.demo import Demo
@@ -82,7 +82,7 @@ class HetznerBurstScenario(BurstScenario):
         proc = procs.start(
             "fake-hetzner",
             [
-                sys.executable, "-m", "sim.hetzner", "--port", "0", "--token", api_token,
+                sys.executable, "-m", "sim.clouds.hetzner", "--port", "0", "--token", api_token,
                 "--kube-url", server, "--kube-token", kube_token, "--join-token", join_token,
                 "--boot-delay", "0.5",
             ],

@@ -10,8 +10,8 @@ from typing import Any
 
 from kubernetes import client
 
-from scaling.autoscaler import AutoscalerStatus
-from scaling.requests import NodeRequestStatus
+from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.requests import NodeRequestStatus
 
 
 def short_id(request_id: str) -> str:

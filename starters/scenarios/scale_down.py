@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from scaling.autoscaler import AutoscalerStatus
-from scaling.models import LABEL_GROUP
+from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.models import LABEL_GROUP
 from starters.scenarios.burst import BurstScenario
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from kubernetes import client
 
-from scaling.drain import ANNOTATION_SCALE_DOWN_DISABLED
+from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED
 from starters.kube import deployment, node_group
 from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
-from sim.longhorn import SimLonghorn
+from sim.storage.longhorn import SimLonghorn
 
 if TYPE_CHECKING:
     from starters.demo import Demo

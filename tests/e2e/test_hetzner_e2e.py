@@ -16,18 +16,19 @@ from typing import Any
 from kubernetes import client
 from temporalio.service import RPCError
 
-from activities.providers.base import CreateNodeInput
-from activities.providers.hetzner import HetznerProvider
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
-from scaling.labels import request_key
-from scaling.models import CRD_GROUP, CRD_VERSION, Pool
-from sim.hetzner import FakeHetzner
+from scaling.nodes.contracts import CreateNodeInput
+from activities.nodes.providers.hetzner import HetznerProvider
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.kube.labels import request_key
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, Pool
+from sim.clouds.hetzner import FakeHetzner
 from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
 from tests.e2e.conftest import TemporalServer, attach_worker, wait_for
-from workflows.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
-from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 API_TOKEN = "e2e-hcloud-token"
 JOIN = "e2e000.0123456789abcdef"

@@ -48,11 +48,12 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     the drain retries; a new worker resumes it; once the PDB allows, the node goes, once."""
     from kubernetes import client
 
-    from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
-    from scaling.models import LABEL_GROUP, LABEL_POOL
+    from scaling.nodes.settings import AutoscalerSettings
+    from scaling.nodes.state import AutoscalerInput
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from starters.kube import apply_node_group, deployment, node_group
     from tests.e2e.conftest import wait_for
-    from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
     core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
@@ -115,7 +116,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
 
 
 async def _candidates(handle, names: set[str]):  # noqa: ANN001, ANN202
-    from workflows.node_autoscaler import NodeAutoscalerWorkflow
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
     s = await handle.query(NodeAutoscalerWorkflow.status)
     return {c.node for c in s.candidates} >= names
@@ -127,12 +128,13 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
     import yaml
     from kubernetes import client
 
-    from scaling.autoscaler import AutoscalerInput, AutoscalerSettings
-    from scaling.models import LABEL_GROUP, LABEL_POOL
-    from sim.longhorn import SimLonghorn
+    from scaling.nodes.settings import AutoscalerSettings
+    from scaling.nodes.state import AutoscalerInput
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+    from sim.storage.longhorn import SimLonghorn
     from starters.kube import apply_node_group, node_group
     from tests.e2e.conftest import wait_for
-    from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
     core = client.CoreV1Api(lc.api)

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from kubernetes import client
 
-from scaling.autoscaler import AutoscalerInput, AutoscalerSettings, AutoscalerStatus
-from scaling.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
 from starters.kube import apply_node_group, deployment, node_group
 from tests.e2e.conftest import LocalCluster, wait_for
-from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

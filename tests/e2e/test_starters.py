@@ -18,11 +18,11 @@ from typing import Any, Callable
 from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
-from scaling.autoscaler import AutoscalerStatus
-from scaling.models import AttemptResult, RequestPhase
+from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.models import AttemptResult, RequestPhase
 from starters.kube import apply_node_group, deployment, node_group
 from tests.e2e.conftest import LocalCluster, wait_for
-from workflows.node_autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "e2e-starters"
 SCRIPT = Path(sys.executable).parent / "growth-autoscaler"

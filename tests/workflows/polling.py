@@ -8,8 +8,8 @@ from typing import Callable
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
-from scaling.autoscaler import AutoscalerStatus
-from workflows.node_autoscaler import NodeAutoscalerWorkflow
+from scaling.nodes.status import AutoscalerStatus
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 
 async def eventually(

@@ -10,7 +10,7 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows.test_node_request import record_history
+from tests.workflows.nodes.test_node_request import record_history
 
 
 async def main() -> None:

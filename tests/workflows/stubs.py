@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
-from activities.providers.base import CreateNodeInput, CreateNodeResult, DeleteNodeInput
-from scaling.catalogue import kwok_catalogue
-from scaling.models import ServerType, SpecProblem
-from scaling.observation import ClusterObservation, PodEvent
-from scaling.requests import LabelNodeInput, WaitReadyInput
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
+from scaling.nodes.catalogue import kwok_catalogue
+from scaling.nodes.models import ServerType, SpecProblem
+from scaling.nodes.contracts import ClusterObservation, PodEvent
+from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
 
 
 @dataclass

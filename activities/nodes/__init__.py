@@ -1,0 +1,67 @@
+"""The node loop's activities: Kubernetes observation, node providers, scale-down, machine GC.
+
+`build_activities(settings)` is all the worker needs from this package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.kube.client import api_client
+from activities.nodes.kube import KubeActivities
+from activities.nodes.machines import MachineActivities
+from activities.nodes.providers.base import NodeProvider
+from activities.nodes.providers.kwok import KwokProvider
+from activities.nodes.provisioning import ProviderActivities
+from activities.nodes.scale_down import ScaleDownActivities
+from activities.settings import Settings
+
+
+def build_providers(settings: Settings, api: Any) -> dict[str, NodeProvider]:
+    providers: dict[str, NodeProvider] = {}
+    for name, cfg in settings.providers.items():
+        if name == "kwok":
+            providers[name] = KwokProvider(api, cfg)
+        elif name == "hetzner":
+            from activities.nodes.providers.hetzner import HetznerProvider
+
+            providers[name] = HetznerProvider.from_settings(cfg)
+        else:
+            raise SystemExit(f"config: providers.{name}: unknown provider (known: kwok, hetzner)")
+    return providers
+
+
+def build_activities(settings: Settings) -> list[Any]:
+    """Every node-loop activity, bound to the clients the settings describe."""
+    api = api_client(settings.kubernetes)
+    providers = build_providers(settings, api)
+    kube = KubeActivities(api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
+    prov = ProviderActivities(providers)
+    gc = MachineActivities(api, providers, node_groups_file=settings.node_groups_file)
+    down = ScaleDownActivities(
+        api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
+    )
+    return [
+        kube.observe_cluster,
+        kube.wait_node_ready,
+        kube.label_node,
+        kube.emit_pod_events,
+        kube.report_node_group_status,
+        prov.create_node,
+        prov.delete_node,
+        prov.get_catalogue,
+        down.observe_scale_down,
+        down.mark_node_for_scale_down,
+        down.unmark_node,
+        down.cordon_node,
+        down.evict_pod,
+        down.wait_pods_gone,
+        down.delete_node_object,
+        down.emit_node_events,
+        down.observe_orphans,
+        gc.list_provider_machines,
+        gc.list_node_provider_ids,
+        gc.live_node_request_ids,
+        gc.report_collected_machine,
+        gc.report_unusable_pools,
+    ]

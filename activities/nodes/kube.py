@@ -1,0 +1,138 @@
+"""Kubernetes activities: observe pods, nodes and node groups; label nodes; write events and status.
+
+Thin adapters: every decision about what the objects mean is made in scaling/.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Collection
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from temporalio import activity
+
+from scaling.nodes import contracts
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, SpecProblem
+from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
+from scaling.kube.nodes import node_info
+from scaling.nodes.contracts import ClusterObservation, PodEvent
+from scaling.kube.pods import is_unschedulable, pod_info
+from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
+from activities.kube.client import create_event, raw_list
+
+NODE_GROUP_PLURAL = "nodegroupswithpriority"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+class KubeActivities:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        known_providers: Collection[str],
+        node_groups_file: str | None = None,
+        component: str = "growth",
+    ) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.known_providers = set(known_providers)
+        self.node_groups_file = node_groups_file
+        self.component = component
+
+    # -- observe -------------------------------------------------------------------------
+    def _node_group_objects(self) -> list[dict[str, Any]]:
+        try:
+            resp = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            # The CRD is not installed (yet): no groups, so nothing is scaled; say why.
+            activity.logger.warning("CRD %s.%s is not installed: no node groups", NODE_GROUP_PLURAL, CRD_GROUP)
+            return []
+        return list(resp.get("items", []))
+
+    @activity.defn(name=contracts.OBSERVE_CLUSTER)
+    def observe_cluster(self, cluster: str) -> ClusterObservation:
+        """One list of pods and one of nodes per loop: cheap on the API server, consistent enough."""
+        pods = raw_list(self.core.list_pod_for_all_namespaces)
+        nodes = raw_list(self.core.list_node)
+        by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        unschedulable = []
+        running = 0
+        for pod in pods:
+            node_name = pod.get("spec", {}).get("nodeName")
+            if node_name:
+                by_node[node_name].append(pod)
+            if pod.get("status", {}).get("phase") == "Running":
+                running += 1
+            if is_unschedulable(pod):
+                info = pod_info(pod)
+                if not info.is_daemonset and not info.is_mirror:
+                    unschedulable.append(info)
+        if self.node_groups_file:
+            with open(self.node_groups_file) as f:
+                groups, problems = parse_node_groups_yaml(f.read(), self.known_providers)
+        else:
+            groups, problems = load_node_groups(self._node_group_objects(), self.known_providers)
+        return ClusterObservation(
+            unschedulable=unschedulable,
+            nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes],
+            groups=groups,
+            invalid_groups=problems,
+            pods_total=len(pods),
+            pods_running=running,
+        )
+
+    # -- nodes ---------------------------------------------------------------------------
+    @activity.defn(name=contracts.WAIT_NODE_READY)
+    def wait_node_ready(self, inp: WaitReadyInput) -> bool:
+        """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed."""
+        deadline = time.monotonic() + inp.timeout_s
+        while True:
+            activity.heartbeat()
+            try:
+                node = self.core.read_node(inp.node_name)
+                for cond in node.status.conditions or []:
+                    if cond.type == "Ready" and cond.status == "True":
+                        return True
+            except ApiException as e:
+                if e.status != 404:  # a node registers some time after the machine starts
+                    raise
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(inp.poll_s, max(0.0, deadline - time.monotonic())))
+
+    @activity.defn(name=contracts.LABEL_NODE)
+    def label_node(self, inp: LabelNodeInput) -> None:
+        self.core.patch_node(inp.node_name, {"metadata": {"labels": inp.labels}})
+
+    # -- reporting -----------------------------------------------------------------------
+    @activity.defn(name=contracts.EMIT_POD_EVENTS)
+    def emit_pod_events(self, events: list[PodEvent]) -> None:
+        for ev in events:
+            pod = client.V1ObjectReference(kind="Pod", namespace=ev.namespace, name=ev.pod_name, uid=ev.pod_uid)
+            create_event(self.core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component)
+
+    @activity.defn(name=contracts.REPORT_NODE_GROUP_STATUS)
+    def report_node_group_status(self, problems: list[SpecProblem]) -> None:
+        """Write each invalid group's problem on its status; clear it on valid ones."""
+        if self.node_groups_file:
+            for p in problems:
+                activity.logger.warning("invalid %s %s: %s: %s", p.kind, p.name, p.field, p.message)
+            return
+        by_name = {p.name: p for p in problems}
+        for obj in self._node_group_objects():
+            name = obj["metadata"]["name"]
+            problem = by_name.get(name)
+            status = (
+                {"valid": False, "field": problem.field, "message": problem.message}
+                if problem
+                else {"valid": True, "field": "", "message": ""}
+            )
+            if (obj.get("status") or {}) == status:
+                continue
+            self.custom.patch_cluster_custom_object_status(
+                CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name, {"status": status}
+            )

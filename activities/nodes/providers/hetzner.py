@@ -1,0 +1,542 @@
+"""Hetzner Cloud node provider on the official `hcloud` client.
+
+What it guards against (the complaints about Cluster Autoscaler's Hetzner provider):
+- `resource_unavailable` in one location tries the next configured location, then reports
+  `no_capacity` so the NodeRequest moves on to the next pool instead of retrying in place;
+- a server type Hetzner removed or deprecated makes only its pool unusable (reported by
+  `unusable_types()`); the catalogue never raises for it;
+- the 3,600 requests/hour limit: the catalogue is cached, a create costs one lookup + one POST
+  (no action polling), and a rate-limited call surfaces as a retryable error whose delay is the
+  time until the limit resets.
+
+Secrets never pass through workflow inputs: the API token comes from HCLOUD_TOKEN or a token
+file, the cluster join token/endpoint from env or files, read when an activity runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import requests
+from hcloud import APIException, Client
+from hcloud.firewalls import Firewall
+from hcloud.images import Image
+from hcloud.locations import Location
+from hcloud.networks import Network
+from hcloud.placement_groups import PlacementGroup
+from hcloud.server_types import ServerType as HServerType
+from hcloud.servers import BoundServer, Server
+from hcloud.ssh_keys import SSHKey
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.exceptions import ApplicationError
+
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
+from activities.nodes.providers.cloudinit import render_user_data
+from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
+from scaling.kube.labels import label_value, request_key
+from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
+from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
+
+LABEL_ATTEMPT = "growth.autoscaling.dev/attempt"
+PROVIDER_ID_PREFIX = "hcloud://"
+MIB = 1024**2
+
+T = TypeVar("T")
+
+
+class HetznerSettings(BaseModel):
+    """Worker-side settings; none of these are secrets (secrets are read from env/files)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key in the worker config is an error
+
+    api_endpoint: str = "https://api.hetzner.cloud/v1"
+    token_env: str = "HCLOUD_TOKEN"
+    token_file: str | None = None
+    join_token_env: str = "GROWTH_JOIN_TOKEN"
+    join_token_file: str | None = None
+    join_endpoint_env: str = "GROWTH_JOIN_ENDPOINT"
+    join_endpoint: str = ""
+    ca_cert_hash_env: str = "GROWTH_JOIN_CA_CERT_HASH"
+    locations: list[str] = Field(default_factory=lambda: ["fsn1", "nbg1", "hel1"])
+    image: str = "ubuntu-24.04"
+    system_reserve: Resources = Resources(cpu_m=200, memory=512 * MIB, pods=0)
+    max_pods: int = 110
+    cache_ttl_s: float = 300.0
+    allow_deprecated: bool = False
+    # hcloud's own behaviour: action polling and its retries of 429/502/504/timeouts.
+    poll_interval_s: float = 1.0
+    retry_max_retries: int = 5
+    retry_base_s: float = 1.0
+    retry_cap_s: float = 60.0
+    timeout_s: float = 30.0
+    default_rate_limit_retry_s: float = 60.0
+
+
+@dataclass
+class _Catalogue:
+    fetched_at: float
+    types: dict[str, dict[str, Any]]  # name → server type JSON
+    locations: set[str]
+
+
+class _RateLimitSeen(threading.local):
+    reset_at: float | None = None
+
+
+def _read_secret(env: str, path: str | None) -> str:
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return ""
+    return os.environ.get(env, "").strip()
+
+
+def _server_type_json(bound: Any) -> dict[str, Any]:
+    """The API shape of an hcloud ServerType, for the pure functions in scaling.hetzner."""
+    model = bound.data_model
+
+    def dep(d: Any) -> dict[str, Any] | None:
+        if d is None:
+            return None
+        return {
+            "announced": d.announced.isoformat() if d.announced else None,
+            "unavailable_after": d.unavailable_after.isoformat() if d.unavailable_after else None,
+        }
+
+    return {
+        "name": model.name,
+        "cores": model.cores,
+        "memory": model.memory,
+        "disk": model.disk,
+        "architecture": model.architecture,
+        "prices": model.prices or [],
+        "deprecation": dep(getattr(model, "_deprecation", None)),
+        "locations": [
+            {
+                "name": loc.location.name,
+                "deprecation": dep(loc.deprecation),
+                "available": loc.available,
+            }
+            for loc in (model.locations or [])
+        ],
+    }
+
+
+def _hostname_part(value: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", value.lower())).strip("-")
+
+
+def server_name(inp: CreateNodeInput) -> str:
+    """RFC 1123 hostname, unique per (request, attempt), readable: <cluster>-<pool>-<hash>."""
+    digest = hashlib.sha256(f"{inp.request_id}#{inp.attempt}".encode()).hexdigest()[:10]
+    prefix = _hostname_part(f"{inp.cluster}-{inp.pool.name}")[:52].strip("-")
+    return f"{prefix}-{digest}" if prefix else f"growth-{digest}"
+
+
+def server_labels(inp: CreateNodeInput) -> dict[str, str]:
+    """Hetzner labels: who owns the machine and which request/attempt created it."""
+    return {
+        LABEL_CLUSTER: label_value(inp.cluster),
+        LABEL_GROUP: label_value(inp.pool.group),
+        LABEL_POOL: label_value(inp.pool.name),
+        LABEL_REQUEST: request_key(inp.request_id),
+        LABEL_ATTEMPT: str(inp.attempt),
+    }
+
+
+def _ref_id(value: Any) -> int:
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        return int(value)
+    raise ApplicationError(
+        f"Hetzner pool config needs numeric ids for networks/firewalls/placement_group, got {value!r}",
+        type="HetznerInvalidConfig",
+        non_retryable=True,
+    )
+
+
+class HetznerProvider:
+    """NodeProvider for Hetzner Cloud. One instance per worker; safe to call concurrently."""
+
+    name = "hetzner"
+
+    def __init__(self, settings: HetznerSettings | None = None, **overrides: Any) -> None:
+        base = settings or HetznerSettings()
+        self.settings = base.model_copy(update=overrides) if overrides else base
+        self._local = threading.local()  # one hcloud Client (requests.Session) per thread
+        self._cache_lock = threading.Lock()
+        self._catalogue: _Catalogue | None = None
+        self._requests = 0
+        self._count_lock = threading.Lock()
+        self._rate_seen = _RateLimitSeen()
+        self.last_rate_limit_remaining: int | None = None
+
+    @classmethod
+    def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
+        """From the worker config's `providers.hetzner` mapping (HetznerSettings fields)."""
+        return cls(HetznerSettings.model_validate(cfg or {}))
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests this provider sent (responses received plus transport failures)."""
+        return self._requests
+
+    def _count(self) -> None:
+        with self._count_lock:
+            self._requests += 1
+
+    def _client(self) -> Client:
+        token = _read_secret(self.settings.token_env, self.settings.token_file)
+        client: Client | None = getattr(self._local, "client", None)
+        if client is not None and getattr(self._local, "token", None) == token:
+            return client
+        if not token:
+            where = self.settings.token_file or f"${self.settings.token_env}"
+            raise ApplicationError(
+                f"no Hetzner API token: set {where}", type="InvalidToken", non_retryable=True
+            )
+        s = self.settings
+        client = Client(
+            token=token,
+            api_endpoint=s.api_endpoint,
+            application_name="growth",
+            poll_interval=s.poll_interval_s,
+            timeout=s.timeout_s,
+        )
+        base = client._client  # hcloud exposes no public knob for its retry schedule
+        base._retry_max_retries = s.retry_max_retries
+        base._retry_interval_func = lambda retries: min(s.retry_cap_s, s.retry_base_s * 2**retries)
+        base._session.hooks["response"].append(self._on_response)
+        self._local.client = client
+        self._local.token = token
+        return client
+
+    def _on_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        self._count()
+        remaining = response.headers.get("RateLimit-Remaining")
+        if remaining is not None and remaining.isdigit():
+            self.last_rate_limit_remaining = int(remaining)
+        if response.status_code == 429:
+            reset = response.headers.get("RateLimit-Reset")
+            self._rate_seen.reset_at = float(reset) if reset and reset.isdigit() else None
+
+    async def _call(self, fn: Callable[[Client], T]) -> T:
+        """Run one blocking hcloud call in a thread; map auth and rate-limit errors."""
+
+        def run() -> T:
+            client = self._client()
+            self._rate_seen.reset_at = None
+            try:
+                return fn(client)
+            except APIException as exc:
+                translated = self._translate(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+            except requests.RequestException:
+                self._count()
+                raise
+
+        return await asyncio.to_thread(run)
+
+    def _translate(self, exc: APIException) -> Exception:
+        decision = decide_error(exc.code)
+        if decision is ErrorDecision.INVALID_TOKEN:
+            return ApplicationError(
+                "Hetzner API rejected the token (401 unauthorized): the token in "
+                f"{self.settings.token_file or '$' + self.settings.token_env} is invalid or revoked",
+                type="InvalidToken",
+                non_retryable=True,
+            )
+        if decision is ErrorDecision.FORBIDDEN:
+            return ApplicationError(
+                f"Hetzner API refused the request ({exc.code}): the token lacks write permission",
+                type="HetznerForbidden",
+                non_retryable=True,
+            )
+        if decision is ErrorDecision.RATE_LIMITED:
+            reset_at = self._rate_seen.reset_at
+            delay = self.settings.default_rate_limit_retry_s
+            if reset_at is not None:
+                delay = max(1.0, reset_at - time.time())
+            return ApplicationError(
+                f"Hetzner API rate limit exceeded; retry in {delay:.0f}s when it resets",
+                {"retry_after_s": delay},
+                type="HetznerRateLimited",
+                next_retry_delay=timedelta(seconds=delay),
+            )
+        return exc
+
+    # ------------------------------------------------------------------ catalogue
+
+    def _fetch_catalogue(self, client: Client) -> _Catalogue:
+        types = {
+            str(t.name).lower(): _server_type_json(t) for t in client.server_types.get_all()
+        }
+        locations = {str(loc.name) for loc in client.locations.get_all()}
+        return _Catalogue(fetched_at=time.monotonic(), types=types, locations=locations)
+
+    async def _get_catalogue(self, force: bool = False) -> _Catalogue:
+        cached = self._catalogue
+        if cached is not None and not force:
+            if time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
+                return cached
+        try:
+            fresh = await self._call(self._fetch_catalogue)
+        except ApplicationError as err:
+            if err.type == "InvalidToken" or cached is None:
+                raise
+            return cached  # rate limited: a stale catalogue beats no catalogue
+        except (APIException, requests.RequestException):
+            if cached is None:
+                raise
+            return cached
+        with self._cache_lock:
+            self._catalogue = fresh
+        return fresh
+
+    def _locations_for(self, config: dict[str, Any]) -> list[str]:
+        locs = config.get("locations") or config.get("location") or self.settings.locations
+        return [locs] if isinstance(locs, str) else [str(x) for x in locs]
+
+    async def server_types(self) -> list[ServerType]:
+        """Usable server types (allocatable after the system reserve, hourly net price in the
+        first configured location). Unusable ones are left out; see unusable_types()."""
+        cat = await self._get_catalogue()
+        now = datetime.now(timezone.utc)
+        out: list[ServerType] = []
+        for name, data in sorted(cat.types.items()):
+            locations = [loc for loc in self.settings.locations if loc in cat.locations]
+            if unusable_reason(data, locations, now, self.settings.allow_deprecated) is not None:
+                continue
+            out.append(
+                server_type_from_api(data, locations, self.settings.system_reserve, self.settings.max_pods)
+            )
+        return out
+
+    async def unusable_types(
+        self, wanted: list[str] | None = None, locations: list[str] | None = None
+    ) -> dict[str, str]:
+        """Server type → why a pool of it cannot get machines (removed, deprecated, not in the
+        configured locations). `wanted` adds types the API no longer lists at all."""
+        cat = await self._get_catalogue()
+        now = datetime.now(timezone.utc)
+        locs = [loc for loc in (locations or self.settings.locations) if loc in cat.locations]
+        names = set(cat.types) | {w.lower() for w in wanted or []}
+        problems: dict[str, str] = {}
+        for name in sorted(names):
+            reason = unusable_reason(cat.types.get(name), locs, now, self.settings.allow_deprecated)
+            if reason is not None:
+                problems[name] = reason
+        return problems
+
+    # ------------------------------------------------------------------ create
+
+    def _find(self, client: Client, labels: dict[str, str]) -> BoundServer | None:
+        selector = f"{LABEL_REQUEST}={labels[LABEL_REQUEST]},{LABEL_ATTEMPT}={labels[LABEL_ATTEMPT]}"
+        found = client.servers.get_list(label_selector=selector, per_page=1).servers
+        return found[0] if found else None
+
+    @staticmethod
+    def _created(server: BoundServer, message: str = "") -> CreateNodeResult:
+        return CreateNodeResult(
+            outcome="created",
+            node_name=str(server.name),
+            provider_id=f"{PROVIDER_ID_PREFIX}{server.id}",
+            message=message,
+        )
+
+    def _join_secrets(self) -> tuple[str, str, str]:
+        s = self.settings
+        token = _read_secret(s.join_token_env, s.join_token_file)
+        endpoint = s.join_endpoint or os.environ.get(s.join_endpoint_env, "").strip()
+        if not token or not endpoint:
+            raise ApplicationError(
+                "cluster join credentials missing: set the join token "
+                f"({s.join_token_file or '$' + s.join_token_env}) and endpoint "
+                f"(join_endpoint or ${s.join_endpoint_env})",
+                type="HetznerJoinSecretMissing",
+                non_retryable=True,
+            )
+        return token, endpoint, os.environ.get(s.ca_cert_hash_env, "").strip()
+
+    def _node_labels(self, inp: CreateNodeInput, st: ServerType | None) -> dict[str, str]:
+        labels = {k: label_value(v) for k, v in inp.labels.items()}
+        labels.setdefault(LABEL_CLUSTER, label_value(inp.cluster))
+        labels.setdefault(LABEL_GROUP, label_value(inp.pool.group))
+        labels.setdefault(LABEL_POOL, label_value(inp.pool.name))
+        labels.setdefault(LABEL_REQUEST, request_key(inp.request_id))
+        labels.setdefault(LABEL_INSTANCE_TYPE, inp.pool.server_type.lower())
+        if st is not None and st.arch == "arm64":
+            labels[LABEL_ARCH] = "arm64"
+        return labels
+
+    async def create_node(self, inp: CreateNodeInput) -> CreateNodeResult:
+        """Create one server for (request_id, attempt), or return the one an earlier try made.
+
+        Locations are tried in order; capacity errors move on, the last one yields
+        `no_capacity`. Quota → `quota_exceeded`. Rate limit → retryable with the reset delay.
+        """
+        type_name = inp.pool.server_type.lower()
+        config = inp.pool.config
+        locations = self._locations_for(config)
+        labels = server_labels(inp)
+        name = server_name(inp)
+
+        # Idempotency first: a retried or replayed activity must find the machine it made.
+        existing = await self._call(lambda c: self._find(c, labels))
+        if existing is not None:
+            return self._created(existing, "found existing server for this request attempt")
+
+        try:
+            cat = await self._get_catalogue()
+        except (APIException, requests.RequestException):
+            cat = None  # the create itself will tell if the type is gone
+        st: ServerType | None = None
+        if cat is not None:
+            reason = unusable_reason(
+                cat.types.get(type_name), locations, datetime.now(timezone.utc), self.settings.allow_deprecated
+            )
+            if reason is not None:
+                return CreateNodeResult(outcome="no_capacity", message=f"server type {type_name}: {reason}")
+            st = server_type_from_api(cat.types[type_name], locations, self.settings.system_reserve)
+
+        join_token, join_endpoint, ca_hash = self._join_secrets()
+        user_data = render_user_data(
+            cluster=inp.cluster,
+            node_name=name,
+            join_endpoint=join_endpoint,
+            join_token=join_token,
+            ca_cert_hash=ca_hash,
+            labels=self._node_labels(inp, st),
+            taints=inp.taints,
+        )
+        kwargs: dict[str, Any] = {
+            "name": name,
+            "server_type": HServerType(name=type_name),
+            "image": Image(name=str(config.get("image") or self.settings.image)),
+            "user_data": user_data,
+            "labels": labels,
+            "start_after_create": True,
+        }
+        if config.get("ssh_keys"):
+            kwargs["ssh_keys"] = [
+                SSHKey(id=int(k)) if str(k).isdigit() else SSHKey(name=str(k)) for k in config["ssh_keys"]
+            ]
+        if config.get("networks"):
+            kwargs["networks"] = [Network(id=_ref_id(n)) for n in config["networks"]]
+        if config.get("firewalls"):
+            kwargs["firewalls"] = [Firewall(id=_ref_id(f)) for f in config["firewalls"]]
+        if config.get("placement_group") is not None:
+            kwargs["placement_group"] = PlacementGroup(id=_ref_id(config["placement_group"]))
+
+        misses: list[str] = []
+        for location in locations:
+            try:
+                response = await self._call(
+                    lambda c, loc=location: c.servers.create(location=Location(name=loc), **kwargs)
+                )
+                return self._created(response.server, f"created in {location}")
+            except APIException as exc:
+                decision = decide_error(exc.code)
+                if decision is ErrorDecision.NEXT_LOCATION:
+                    misses.append(f"{location}: {exc.code}")
+                    continue
+                if decision is ErrorDecision.QUOTA_EXCEEDED:
+                    return CreateNodeResult(outcome="quota_exceeded", message=f"{exc.code}: {exc.message}")
+                if decision is ErrorDecision.ALREADY_EXISTS:
+                    # hcloud re-sent a create whose answer timed out; the first one took the name.
+                    return await self._recover(labels, name, f"name taken ({exc.code})")
+                if decision is ErrorDecision.RETRY:
+                    raise ApplicationError(
+                        f"Hetzner API error {exc.code}: {exc.message}", type="HetznerUnavailable"
+                    ) from exc
+                raise ApplicationError(
+                    f"Hetzner refused the create ({exc.code}): {exc.message}",
+                    type="HetznerInvalidRequest",
+                    non_retryable=True,
+                ) from exc
+            except requests.RequestException as exc:
+                # The answer was lost: the server may exist. Look before anyone creates again.
+                return await self._recover(labels, name, f"create response lost ({type(exc).__name__})")
+        return CreateNodeResult(
+            outcome="no_capacity",
+            message=f"no capacity for {type_name} in {', '.join(locations)}: {'; '.join(misses)}",
+        )
+
+    async def _recover(self, labels: dict[str, str], name: str, why: str) -> CreateNodeResult:
+        def look(client: Client) -> BoundServer | None:
+            found = self._find(client, labels)
+            if found is None:
+                by_name = client.servers.get_by_name(name)
+                if by_name is not None and by_name.labels.get(LABEL_REQUEST) == labels[LABEL_REQUEST]:
+                    found = by_name
+            return found
+
+        try:
+            server = await self._call(look)
+        except requests.RequestException as exc:
+            raise ApplicationError(f"{why}; lookup failed too: {exc}", type="HetznerTransportError") from exc
+        if server is not None:
+            return self._created(server, f"{why}; found the server it created")
+        raise ApplicationError(f"{why}; no server found yet, retrying", type="HetznerTransportError")
+
+    # ------------------------------------------------------------------ delete / list
+
+    async def delete_node(self, inp: DeleteNodeInput) -> None:
+        """Delete by provider id (or by name, only if the server carries this cluster's label).
+        A server already gone is success."""
+        server_id: int | None = None
+        if inp.provider_id.startswith(PROVIDER_ID_PREFIX):
+            tail = inp.provider_id[len(PROVIDER_ID_PREFIX) :]
+            if tail.isdigit():
+                server_id = int(tail)
+
+        def delete(client: Client) -> None:
+            sid = server_id
+            if sid is None:
+                found = client.servers.get_by_name(inp.node_name)
+                if found is None or found.labels.get(LABEL_CLUSTER) != label_value(inp.cluster):
+                    return  # gone, or not ours to delete
+                sid = int(found.id)
+            try:
+                client.servers.delete(Server(id=sid))
+            except APIException as exc:
+                if exc.code != "not_found":
+                    raise
+
+        try:
+            await self._call(delete)
+        except APIException as exc:
+            if decide_error(exc.code) is ErrorDecision.RETRY:
+                raise ApplicationError(
+                    f"Hetzner API error {exc.code}: {exc.message}", type="HetznerUnavailable"
+                ) from exc
+            raise
+        except requests.RequestException as exc:
+            raise ApplicationError(f"delete failed: {exc}", type="HetznerTransportError") from exc
+
+    async def list_machines(self, cluster: str) -> list[ProviderMachine]:
+        selector = f"{LABEL_CLUSTER}={label_value(cluster)}"
+        servers = await self._call(lambda c: c.servers.get_all(label_selector=selector))
+        return [
+            ProviderMachine(
+                provider=self.name,
+                provider_id=f"{PROVIDER_ID_PREFIX}{s.id}",
+                name=str(s.name),
+                labels=dict(s.labels or {}),
+                created_at=s.created.timestamp() if s.created else None,
+            )
+            for s in servers
+        ]

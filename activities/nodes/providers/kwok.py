@@ -1,0 +1,120 @@
+"""KWOK provider: a "machine" is a Node object that the KWOK controller (or sim/) makes Ready.
+
+Settings (providers.kwok in the worker config):
+  capacity: {"<pool name>": <max nodes>}   how many nodes a pool may have before it reports
+                                            no capacity, so fallback can be shown and tested
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from activities.kube.client import raw_list
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
+from scaling.nodes.catalogue import kwok_catalogue
+from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE
+from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def kwok_node_name(cluster: str, pool: str, request_id: str, attempt: int) -> str:
+    """Deterministic from the request and attempt, so a retried create finds the first node."""
+    digest = hashlib.sha256(f"{request_id}/{attempt}".encode()).hexdigest()[:8]
+    name = f"{cluster}-{pool}-{digest}".lower()
+    return re.sub(r"[^a-z0-9.-]+", "-", name)[:63].strip("-.")
+
+
+class KwokProvider:
+    name = "kwok"
+
+    def __init__(self, api: client.ApiClient, settings: dict[str, Any] | None = None) -> None:
+        self.core = client.CoreV1Api(api)
+        settings = settings or {}
+        self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (settings.get("capacity") or {}).items()}
+        self._types = {t.name: t for t in kwok_catalogue()}
+
+    async def server_types(self) -> list[ServerType]:
+        return list(self._types.values())
+
+    def _create(self, inp: CreateNodeInput) -> CreateNodeResult:
+        pool = inp.pool
+        name = kwok_node_name(inp.cluster, pool.name, inp.request_id, inp.attempt)
+        try:  # idempotency first: a replayed or retried activity finds its node
+            existing = self.core.read_node(name)
+            return CreateNodeResult(outcome="created", node_name=name, provider_id=existing.spec.provider_id or "")
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        limit = self.capacity.get(pool.name.lower())
+        if limit is not None:
+            in_pool = raw_list(self.core.list_node, label_selector=f"{LABEL_POOL}={pool.name}")
+            if len(in_pool) >= limit:
+                return CreateNodeResult(
+                    outcome="no_capacity",
+                    message=f"pool {pool.name} has no capacity left ({len(in_pool)}/{limit} nodes)",
+                )
+        stype = self._types.get(pool.server_type.lower())
+        if stype is None:
+            return CreateNodeResult(outcome="no_capacity", message=f"unknown server type {pool.server_type}")
+        alloc = stype.allocatable
+        quantities = {"cpu": f"{alloc.cpu_m}m", "memory": str(alloc.memory), "pods": str(alloc.pods)}
+        labels = {
+            **inp.labels,
+            LABEL_CLUSTER: inp.cluster,
+            LABEL_INSTANCE_TYPE: stype.name,
+            LABEL_ARCH: stype.arch,
+            LABEL_HOSTNAME: name,
+            "type": "kwok",
+        }
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+            "spec": {
+                "providerID": f"kwok://{name}",
+                "taints": [t.model_dump() for t in inp.taints],
+            },
+            "status": {"capacity": quantities, "allocatable": quantities},
+        }
+        try:
+            self.core.create_node(body)
+        except ApiException as e:
+            if e.status != 409:  # 409: created by an earlier try of this same activity
+                raise
+        return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
+
+    async def create_node(self, inp: CreateNodeInput) -> CreateNodeResult:
+        return await asyncio.to_thread(self._create, inp)
+
+    def _delete(self, inp: DeleteNodeInput) -> None:
+        try:
+            self.core.delete_node(inp.node_name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def delete_node(self, inp: DeleteNodeInput) -> None:
+        await asyncio.to_thread(self._delete, inp)
+
+    def _list(self, cluster: str) -> list[ProviderMachine]:
+        nodes = raw_list(self.core.list_node, label_selector=f"{LABEL_CLUSTER}={cluster}")
+        return [
+            ProviderMachine(
+                provider=self.name,
+                provider_id=n.get("spec", {}).get("providerID", ""),
+                name=n["metadata"]["name"],
+                labels=n["metadata"].get("labels", {}),
+            )
+            for n in nodes
+            if n["metadata"].get("annotations", {}).get(KWOK_ANNOTATION)
+        ]
+
+    async def list_machines(self, cluster: str) -> list[ProviderMachine]:
+        return await asyncio.to_thread(self._list, cluster)

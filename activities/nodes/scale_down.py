@@ -1,0 +1,239 @@
+"""Kubernetes activities of scale-down: observe, taint/annotate, cordon, evict, delete, events.
+
+Thin adapters. Every one is idempotent, because a worker killed mid-drain replays them:
+tainting twice adds one taint, evicting a pod already gone answers "gone", deleting a Node
+already deleted succeeds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Collection
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from temporalio import activity
+
+from scaling.nodes import contracts
+from activities.kube.client import create_event, raw_list
+from activities.nodes.providers.base import NodeProvider
+from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
+from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
+from scaling.kube.nodes import node_info
+from scaling.kube.pods import pod_info
+from scaling.nodes.storage import longhorn_state_from_objects
+
+ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
+# Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
+ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
+LONGHORN_GROUP, LONGHORN_VERSION = "longhorn.io", "v1beta2"
+NODE_GROUP_PLURAL = "nodegroupswithpriority"
+
+
+class ScaleDownActivities:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        known_providers: Collection[str],
+        node_groups_file: str | None = None,
+        providers: dict[str, NodeProvider] | None = None,
+        component: str = "growth",
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.policy = client.PolicyV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.known_providers = set(known_providers)
+        self.node_groups_file = node_groups_file
+        self.providers = providers or {}
+        self.component = component
+
+    # -- observe -------------------------------------------------------------------------
+    def _groups(self) -> list:
+        if self.node_groups_file:
+            with open(self.node_groups_file) as f:
+                groups, _ = parse_node_groups_yaml(f.read(), self.known_providers)
+            return groups
+        try:
+            objs = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            objs = []
+        groups, _ = load_node_groups(objs, self.known_providers)
+        return groups
+
+    def _longhorn(self, plural: str) -> list[dict[str, Any]] | None:
+        try:
+            return list(
+                self.custom.list_cluster_custom_object(LONGHORN_GROUP, LONGHORN_VERSION, plural).get("items", [])
+            )
+        except ApiException as e:
+            if e.status == 404:  # no Longhorn CRDs in this cluster
+                return None
+            raise
+
+    @activity.defn(name=contracts.OBSERVE_SCALE_DOWN)
+    def observe_scale_down(self, cluster: str) -> ScaleDownObservation:
+        """All pods (scale-down must see every pod, not only pending ones), nodes, PDBs with
+        their status, node groups, and Longhorn's objects when its CRDs exist."""
+        raw_pods = raw_list(self.core.list_pod_for_all_namespaces)
+        raw_nodes = raw_list(self.core.list_node)
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for p in raw_pods:
+            n = (p.get("spec") or {}).get("nodeName")
+            if n:
+                by_node.setdefault(n, []).append(p)
+        pods = [pod_info(p) for p in raw_pods]
+        pdbs = [pdb_from_object(o) for o in raw_list(self.policy.list_pod_disruption_budget_for_all_namespaces)]
+        storage = None
+        volumes = self._longhorn("volumes")
+        if volumes is not None:
+            storage = longhorn_state_from_objects(
+                volumes,
+                self._longhorn("replicas") or [],
+                self._longhorn("engines") or [],
+                self._longhorn("instancemanagers") or [],
+                pods,
+            )
+        return ScaleDownObservation(
+            nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in raw_nodes],
+            pods=pods,
+            pdbs=pdbs,
+            groups=self._groups(),
+            storage=storage,
+        )
+
+    # -- marking -------------------------------------------------------------------------
+    def _read_node(self, name: str) -> dict[str, Any] | None:
+        try:
+            resp = self.core.read_node(name, _preload_content=False)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        import json
+
+        return json.loads(resp.data)
+
+    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+        try:
+            self.core.patch_node(name, body)
+        except ApiException as e:
+            if e.status != 404:  # the node is gone already: nothing to mark or unmark
+                raise
+
+    @activity.defn(name=contracts.MARK_NODE_FOR_SCALE_DOWN)
+    def mark_node_for_scale_down(self, inp: MarkNodeInput) -> bool:
+        """Taint ToBeDeletedByClusterAutoscaler (NoSchedule) and annotate ScaleDownAt. False if the node is gone."""
+        node = self._read_node(inp.node)
+        if node is None:
+            return False
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
+            taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(time.time())), "effect": "NoSchedule"})
+        self._patch_node(
+            inp.node,
+            {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}}, "spec": {"taints": taints}},
+        )
+        return True
+
+    @activity.defn(name=contracts.UNMARK_NODE)
+    def unmark_node(self, inp: UnmarkNodeInput) -> None:
+        """Remove the taint and the annotation; uncordon if growth cordoned it."""
+        node = self._read_node(inp.node)
+        if node is None:
+            return
+        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
+        body: dict[str, Any] = {
+            "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: None, ANNOTATION_CORDONED: None}},
+            "spec": {"taints": taints},
+        }
+        if inp.uncordon and (meta.get("annotations") or {}).get(ANNOTATION_CORDONED) == "true":
+            body["spec"]["unschedulable"] = False
+        self._patch_node(inp.node, body)
+
+    @activity.defn(name=contracts.CORDON_NODE)
+    def cordon_node(self, node: str) -> None:
+        current = self._read_node(node)
+        if current is None or (current.get("spec") or {}).get("unschedulable"):
+            return  # gone, or cordoned by someone else (then never uncordoned by growth)
+        self._patch_node(node, {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}})
+
+    # -- drain ---------------------------------------------------------------------------
+    @activity.defn(name=contracts.EVICT_POD)
+    def evict_pod(self, inp: EvictPodInput) -> EvictResult:
+        """Through the Eviction API, so PodDisruptionBudgets are honoured by the API server."""
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=inp.name, namespace=inp.namespace))
+        try:
+            self.core.create_namespaced_pod_eviction(inp.name, inp.namespace, body)
+        except ApiException as e:
+            if e.status == 404:
+                return EvictResult(outcome="gone")
+            if e.status == 429:
+                return EvictResult(outcome="refused", message=_api_message(e))
+            raise
+        return EvictResult(outcome="evicted")
+
+    @activity.defn(name=contracts.WAIT_PODS_GONE)
+    def wait_pods_gone(self, inp: WaitPodsGoneInput) -> list[str]:
+        """Poll until none of ``pods`` is still on the node; returns those left at the timeout."""
+        deadline = time.monotonic() + inp.timeout_s
+        wanted = set(inp.pods)
+        while True:
+            activity.heartbeat()
+            on_node = raw_list(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}")
+            left = sorted(
+                f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
+                for p in on_node
+                if f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" in wanted
+            )
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(inp.poll_s)
+
+    @activity.defn(name=contracts.DELETE_NODE_OBJECT)
+    def delete_node_object(self, node: str) -> None:
+        try:
+            self.core.delete_node(node)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    # -- reporting -----------------------------------------------------------------------
+    @activity.defn(name=contracts.EMIT_NODE_EVENTS)
+    def emit_node_events(self, events: list[NodeEvent]) -> None:
+        for ev in events:
+            node = client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1")
+            create_event(self.core, "default", node, ev.reason, ev.message, ev.type, self.component)
+
+    @activity.defn(name=contracts.OBSERVE_ORPHANS)
+    async def observe_orphans(self, inp: OrphanCheckInput) -> OrphanObservation:
+        """growth-managed Nodes with their providerID, and the machines each provider holds."""
+        import asyncio
+
+        nodes = await asyncio.to_thread(raw_list, self.core.list_node, label_selector=LABEL_GROUP)
+        obs = OrphanObservation(
+            nodes={n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "") for n in nodes}
+        )
+        for name in inp.providers:
+            provider = self.providers.get(name)
+            if provider is None or not hasattr(provider, "list_machines"):
+                continue
+            machines = await provider.list_machines(inp.cluster)
+            obs.machines.extend(
+                {"provider": m.provider, "provider_id": m.provider_id, "name": m.name} for m in machines
+            )
+            obs.checked.append(name)
+        return obs
+
+
+def _api_message(e: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(e.body).get("message") or e.reason)
+    except (TypeError, ValueError):
+        return str(e.reason)

@@ -1,0 +1,272 @@
+"""What blocks evicting a pod or removing a node (Cluster Autoscaler's drain rules).
+
+Pure functions over the shared models plus a small PDB model. Every blocker carries a stable
+reason code (the Cluster Autoscaler names where one exists) and a message naming the object.
+
+Rule order per pod, first match wins for the pod:
+1. ``safe-to-evict: "false"`` blocks (NotSafeToEvictAnnotation).
+2. Unless ``safe-to-evict: "true"``: kube-system pods that are not DaemonSet pods and have no
+   PDB (UnmovableKubeSystemPod), pods without a recognised workload controller (NotReplicated),
+   pods with emptyDir/hostPath volumes (LocalStorageRequested).
+3. PDBs always apply, even to ``safe-to-evict: "true"`` pods: Longhorn (seed 003) annotates
+   its instance-manager pods "true" and relies on their PDBs to hold a node with attached
+   volumes or the last healthy replica.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.models import NodeInfo, PodInfo
+
+ANNOTATION_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# Cluster Autoscaler's taint on a node it is deleting. growth uses the same key so that
+# software that reacts to CA (Longhorn releases its instance-manager PDBs, seed 003) also
+# reacts to growth.
+TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
+DELETION_TAINT_KEYS = frozenset({TAINT_TO_BE_DELETED})
+KUBE_SYSTEM = "kube-system"
+# Controllers that recreate an evicted pod somewhere else (Deployments act through ReplicaSets).
+REPLICATED_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController", "Job"})
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+# Stable reason codes.
+NOT_SAFE_TO_EVICT = "NotSafeToEvictAnnotation"
+SCALE_DOWN_DISABLED = "ScaleDownDisabledAnnotation"
+NOT_ENOUGH_PDB = "NotEnoughPdb"
+NOT_REPLICATED = "NotReplicated"
+LOCAL_STORAGE = "LocalStorageRequested"
+UNMOVABLE_KUBE_SYSTEM = "UnmovableKubeSystemPod"
+PROTECTED = "ProtectedByOperator"
+NO_PLACE_TO_MOVE = "NoPlaceToMovePods"
+MIN_NODES = "MinNodesReached"
+
+
+class Blocker(BaseModel):
+    """One reason a node cannot be removed (or a pod cannot be evicted)."""
+
+    code: str
+    message: str
+    pod: str | None = None  # "namespace/name"
+    volume: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class LabelSelectorRequirement(BaseModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(BaseModel):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In" and not (present and labels[req.key] in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class PdbInfo(BaseModel):
+    """A PodDisruptionBudget as the drain rules need it (policy/v1)."""
+
+    namespace: str
+    name: str
+    # None = a null selector, which selects no pod; an empty selector selects every pod of
+    # the namespace (policy/v1 semantics).
+    selector: LabelSelector | None = None
+    disruptions_allowed: int = 0
+
+    def selects(self, pod: PodInfo) -> bool:
+        return (
+            self.selector is not None
+            and pod.namespace == self.namespace
+            and self.selector.matches(pod.labels)
+        )
+
+
+def pdb_from_object(obj: dict) -> PdbInfo:
+    """Build a PdbInfo from a policy/v1 PodDisruptionBudget API object (a plain dict)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    sel = spec.get("selector")
+    selector = None
+    if sel is not None:
+        selector = LabelSelector(
+            match_labels=sel.get("matchLabels") or {},
+            match_expressions=[
+                LabelSelectorRequirement(
+                    key=e["key"], operator=e["operator"], values=e.get("values") or []
+                )
+                for e in sel.get("matchExpressions") or []
+            ],
+        )
+    return PdbInfo(
+        namespace=meta.get("namespace", "default"),
+        name=meta.get("name", ""),
+        selector=selector,
+        disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+    )
+
+
+def pod_key(pod: PodInfo) -> str:
+    return f"{pod.namespace}/{pod.name}"
+
+
+def is_terminal(pod: PodInfo) -> bool:
+    return pod.phase in TERMINAL_PHASES
+
+
+def stays_with_node(pod: PodInfo) -> bool:
+    """DaemonSet, mirror and finished pods are not evicted: they go away with the node."""
+    return pod.is_daemonset or pod.is_mirror or is_terminal(pod)
+
+
+def pods_on_node(node_name: str, pods: list[PodInfo]) -> list[PodInfo]:
+    return [p for p in pods if p.node_name == node_name]
+
+
+def pods_to_evict(node_name: str, pods: list[PodInfo]) -> list[PodInfo]:
+    return [p for p in pods_on_node(node_name, pods) if not stays_with_node(p)]
+
+
+def safe_to_evict(pod: PodInfo) -> bool | None:
+    """The pod's safe-to-evict annotation: True, False or None when absent/other."""
+    value = pod.annotations.get(ANNOTATION_SAFE_TO_EVICT)
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None
+
+
+def marked_for_deletion(node: NodeInfo) -> bool:
+    return any(t.key in DELETION_TAINT_KEYS for t in node.taints)
+
+
+def node_blockers(node: NodeInfo, protected: set[str] | frozenset[str] = frozenset()) -> list[Blocker]:
+    """Blockers that come from the node itself, not from its pods."""
+    out: list[Blocker] = []
+    if node.name in protected:
+        out.append(Blocker(code=PROTECTED, message=f"node {node.name} is protected by an operator"))
+    if node.annotations.get(ANNOTATION_SCALE_DOWN_DISABLED) == "true":
+        out.append(
+            Blocker(
+                code=SCALE_DOWN_DISABLED,
+                message=f"node {node.name} has annotation {ANNOTATION_SCALE_DOWN_DISABLED}=true",
+            )
+        )
+    return out
+
+
+def pod_blocker(
+    pod: PodInfo,
+    pdbs: list[PdbInfo],
+    replicated_kinds: frozenset[str] = REPLICATED_KINDS,
+) -> Blocker | None:
+    """Why this one pod may not be evicted, ignoring PDB budgets (see PdbBudget for those)."""
+    key = pod_key(pod)
+    ste = safe_to_evict(pod)
+    if ste is False:
+        return Blocker(
+            code=NOT_SAFE_TO_EVICT,
+            message=f"pod {key} has annotation {ANNOTATION_SAFE_TO_EVICT}=false",
+            pod=key,
+        )
+    if ste is True:
+        return None
+    if pod.namespace == KUBE_SYSTEM and not pod.is_daemonset:
+        if not any(pdb.selects(pod) for pdb in pdbs):
+            return Blocker(
+                code=UNMOVABLE_KUBE_SYSTEM,
+                message=f"pod {key} is a kube-system pod without a PodDisruptionBudget",
+                pod=key,
+            )
+    if pod.controller_kind is None:
+        return Blocker(code=NOT_REPLICATED, message=f"pod {key} has no controller", pod=key)
+    if pod.controller_kind not in replicated_kinds:
+        return Blocker(
+            code=NOT_REPLICATED,
+            message=f"pod {key} is owned by {pod.controller_kind}, not a workload controller",
+            pod=key,
+        )
+    if pod.has_local_storage:
+        return Blocker(
+            code=LOCAL_STORAGE,
+            message=f"pod {key} uses local storage (emptyDir or hostPath)",
+            pod=key,
+        )
+    return None
+
+
+class PdbBudget:
+    """Disruptions still allowed per PDB while a loop plans several evictions.
+
+    Budgets are shared: two nodes removed in one loop draw from the same PDB (as Cluster
+    Autoscaler's remaining-PDB tracker does).
+    """
+
+    def __init__(self, pdbs: list[PdbInfo]) -> None:
+        self.pdbs = list(pdbs)
+        self.remaining = {(p.namespace, p.name): p.disruptions_allowed for p in pdbs}
+
+    def check(self, pods: list[PodInfo]) -> Blocker | None:
+        """The first PDB that evicting all ``pods`` would violate, or None."""
+        need: dict[tuple[str, str], list[PodInfo]] = {}
+        for pod in pods:
+            for pdb in self.pdbs:
+                if pdb.selects(pod):
+                    need.setdefault((pdb.namespace, pdb.name), []).append(pod)
+        for (ns, name), selected in sorted(need.items()):
+            left = self.remaining[(ns, name)]
+            if len(selected) > left:
+                names = ", ".join(pod_key(p) for p in selected)
+                return Blocker(
+                    code=NOT_ENOUGH_PDB,
+                    message=(
+                        f"evicting pod {names} would violate PodDisruptionBudget {ns}/{name} "
+                        f"({left} disruptions allowed, {len(selected)} needed)"
+                    ),
+                    pod=pod_key(selected[0]),
+                )
+        return None
+
+    def consume(self, pods: list[PodInfo]) -> None:
+        for pod in pods:
+            for pdb in self.pdbs:
+                if pdb.selects(pod):
+                    self.remaining[(pdb.namespace, pdb.name)] -= 1
+
+
+def drain_blockers(
+    node_name: str,
+    pods: list[PodInfo],
+    pdbs: list[PdbInfo],
+    budget: PdbBudget | None = None,
+    replicated_kinds: frozenset[str] = REPLICATED_KINDS,
+) -> list[Blocker]:
+    """Everything that blocks draining ``node_name`` (one blocker per pod, then PDBs)."""
+    evict = pods_to_evict(node_name, pods)
+    out = [b for p in evict if (b := pod_blocker(p, pdbs, replicated_kinds)) is not None]
+    pdb_block = (budget or PdbBudget(pdbs)).check(evict)
+    if pdb_block is not None:
+        out.append(pdb_block)
+    return out

@@ -1,0 +1,98 @@
+"""Kubernetes facts every loop reads: resources, taints, tolerations, pods and nodes.
+
+Resources are integers in base units (millicores, bytes, pod slots) so arithmetic is exact
+and pydantic round-trips them through Temporal's JSON without loss.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+
+LABEL_ARCH = "kubernetes.io/arch"
+
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+
+
+class Resources(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    cpu_m: int = 0
+    memory: int = 0
+    pods: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            cpu_m=self.cpu_m + other.cpu_m,
+            memory=self.memory + other.memory,
+            pods=self.pods + other.pods,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            cpu_m=self.cpu_m - other.cpu_m,
+            memory=self.memory - other.memory,
+            pods=self.pods - other.pods,
+        )
+
+    def fits_in(self, other: Resources) -> bool:
+        return self.cpu_m <= other.cpu_m and self.memory <= other.memory and self.pods <= other.pods
+
+
+class Taint(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Toleration(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+
+class PodInfo(BaseModel):
+    """What growth needs to know about one pod (built from the API object by scaling.kube.pods)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    requests: Resources = Resources(pods=1)
+    node_name: str | None = None
+    phase: str = "Pending"
+    controller_kind: str | None = None  # kind of the ownerReference with controller=true
+    is_daemonset: bool = False
+    is_mirror: bool = False
+    unschedulable: bool = False
+    unschedulable_since: datetime | None = None
+    has_local_storage: bool = False  # emptyDir or hostPath volumes
+    pvc_names: list[str] = Field(default_factory=list)
+
+
+class NodeInfo(BaseModel):
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    allocatable: Resources = Resources()
+    requested: Resources = Resources()  # sum of requests of non-terminal pods bound here
+    ready: bool = False
+    unschedulable: bool = False  # cordoned (spec.unschedulable)
+    provider_id: str = ""
+    created_at: datetime | None = None
+

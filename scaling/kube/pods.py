@@ -1,0 +1,165 @@
+"""Pods as growth sees them, from the API's JSON (camelCase dicts).
+
+Effective requests follow the scheduler: max(sum of app containers + sidecars, each init
+container + the sidecars started before it) + spec.overhead. A container with limits but no
+requests gets requests = limits (what the API server defaults).
+
+A pod that requests nothing still takes room on a real node, so growth counts at least
+MIN_POD_CPU_M and MIN_POD_MEMORY per dimension left at zero, and always one pod slot; without
+this, thousands of request-less pods would be planned onto a single node.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from scaling.kube.models import PodInfo, Resources, Toleration
+from scaling.kube.quantity import cpu_millis, memory_bytes
+
+MIN_POD_CPU_M = 10
+MIN_POD_MEMORY = 16 * 1024 * 1024
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _container_requests(container: dict[str, Any]) -> tuple[int, int]:
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = {**limits, **(resources.get("requests") or {})}
+    cpu = cpu_millis(requests["cpu"]) if "cpu" in requests else 0
+    mem = memory_bytes(requests["memory"]) if "memory" in requests else 0
+    return cpu, mem
+
+
+def _raw_requests(spec: dict[str, Any]) -> tuple[int, int]:
+    app_cpu = app_mem = 0
+    for c in spec.get("containers") or []:
+        cpu, mem = _container_requests(c)
+        app_cpu += cpu
+        app_mem += mem
+    side_cpu = side_mem = 0
+    init_cpu = init_mem = 0
+    for c in spec.get("initContainers") or []:
+        cpu, mem = _container_requests(c)
+        if c.get("restartPolicy") == "Always":  # native sidecar: keeps running beside the app
+            side_cpu += cpu
+            side_mem += mem
+        else:
+            init_cpu = max(init_cpu, cpu + side_cpu)
+            init_mem = max(init_mem, mem + side_mem)
+    cpu = max(app_cpu + side_cpu, init_cpu)
+    mem = max(app_mem + side_mem, init_mem)
+    overhead = spec.get("overhead") or {}
+    if "cpu" in overhead:
+        cpu += cpu_millis(overhead["cpu"])
+    if "memory" in overhead:
+        mem += memory_bytes(overhead["memory"])
+    return cpu, mem
+
+
+def pod_demand(pod: dict[str, Any]) -> Resources:
+    """The room the pod takes on a node (with the documented minimums and one pod slot)."""
+    cpu, mem = _raw_requests(pod.get("spec") or {})
+    return Resources(cpu_m=cpu or MIN_POD_CPU_M, memory=mem or MIN_POD_MEMORY, pods=1)
+
+
+def controller_kind(pod: dict[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("kind")
+    return None
+
+
+def is_daemonset_pod(pod: dict[str, Any]) -> bool:
+    return controller_kind(pod) == "DaemonSet"
+
+
+def is_mirror_pod(pod: dict[str, Any]) -> bool:
+    return MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def counts_as_demand(pod: dict[str, Any]) -> bool:
+    """DaemonSet pods follow nodes and mirror pods are static: neither asks for a new node."""
+    return not is_daemonset_pod(pod) and not is_mirror_pod(pod)
+
+
+def _unschedulable_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return cond
+    return None
+
+
+def is_unschedulable(pod: dict[str, Any]) -> bool:
+    """Pending, not bound, and the scheduler said Unschedulable."""
+    if (pod.get("status") or {}).get("phase") != "Pending":
+        return False
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return _unschedulable_condition(pod) is not None
+
+
+def unschedulable_since(pod: dict[str, Any]) -> datetime | None:
+    cond = _unschedulable_condition(pod)
+    stamp = cond.get("lastTransitionTime") if cond else None
+    if not stamp:
+        return None
+    if isinstance(stamp, datetime):
+        return stamp
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+
+
+def has_local_storage(pod: dict[str, Any]) -> bool:
+    return any(
+        "emptyDir" in v or "hostPath" in v for v in (pod.get("spec") or {}).get("volumes") or []
+    )
+
+
+def pvc_names(pod: dict[str, Any]) -> list[str]:
+    return [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in (pod.get("spec") or {}).get("volumes") or []
+        if (v.get("persistentVolumeClaim") or {}).get("claimName")
+    ]
+
+
+def _toleration(t: dict[str, Any]) -> Toleration:
+    operator = t.get("operator") or "Equal"  # the API's default
+    return Toleration(
+        key=t.get("key") or "",
+        operator=operator,
+        value=t.get("value") or "",
+        effect=t.get("effect") or "",
+    )
+
+
+def pod_info(pod: dict[str, Any]) -> PodInfo:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    return PodInfo(
+        namespace=meta.get("namespace") or "default",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
+        requests=pod_demand(pod),
+        node_name=spec.get("nodeName") or None,
+        phase=status.get("phase") or "Pending",
+        controller_kind=controller_kind(pod),
+        is_daemonset=is_daemonset_pod(pod),
+        is_mirror=is_mirror_pod(pod),
+        unschedulable=is_unschedulable(pod),
+        unschedulable_since=unschedulable_since(pod),
+        has_local_storage=has_local_storage(pod),
+        pvc_names=pvc_names(pod),
+    )

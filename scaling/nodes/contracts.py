@@ -1,0 +1,202 @@
+"""The node loop's contract between workflows and activities: activity names and the models
+they take and return. Workflows import this module, never activity implementations; the
+worker registers an implementation under each name, and test stubs register under the same."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.drain import PdbInfo
+from scaling.kube.models import (
+    NodeInfo,
+    PodInfo,
+    Taint,
+)
+from scaling.nodes.models import (
+    NodeGroup,
+    Pool,
+    SpecProblem,
+)
+from scaling.nodes.storage import LonghornState
+
+# Activity names (registered by activities/nodes, called by workflows/nodes).
+OBSERVE_CLUSTER = "observe_cluster"
+WAIT_NODE_READY = "wait_node_ready"
+LABEL_NODE = "label_node"
+EMIT_POD_EVENTS = "emit_pod_events"
+REPORT_NODE_GROUP_STATUS = "report_node_group_status"
+CREATE_NODE = "create_node"
+DELETE_NODE = "delete_node"
+GET_CATALOGUE = "get_catalogue"
+OBSERVE_SCALE_DOWN = "observe_scale_down"
+MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
+UNMARK_NODE = "unmark_node"
+CORDON_NODE = "cordon_node"
+EVICT_POD = "evict_pod"
+WAIT_PODS_GONE = "wait_pods_gone"
+DELETE_NODE_OBJECT = "delete_node_object"
+EMIT_NODE_EVENTS = "emit_node_events"
+OBSERVE_ORPHANS = "observe_orphans"
+LIST_PROVIDER_MACHINES = "list_provider_machines"
+LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
+LIVE_NODE_REQUEST_IDS = "live_node_request_ids"
+REPORT_COLLECTED_MACHINE = "report_collected_machine"
+REPORT_UNUSABLE_POOLS = "report_unusable_pools"
+
+ACTIVITY_NAMES = frozenset(
+    {
+        OBSERVE_CLUSTER, WAIT_NODE_READY, LABEL_NODE, EMIT_POD_EVENTS, REPORT_NODE_GROUP_STATUS,
+        CREATE_NODE, DELETE_NODE, GET_CATALOGUE,
+        OBSERVE_SCALE_DOWN, MARK_NODE_FOR_SCALE_DOWN, UNMARK_NODE, CORDON_NODE, EVICT_POD,
+        WAIT_PODS_GONE, DELETE_NODE_OBJECT, EMIT_NODE_EVENTS, OBSERVE_ORPHANS,
+        LIST_PROVIDER_MACHINES, LIST_NODE_PROVIDER_IDS, LIVE_NODE_REQUEST_IDS,
+        REPORT_COLLECTED_MACHINE, REPORT_UNUSABLE_POOLS,
+    }
+)
+
+
+class ClusterObservation(BaseModel):
+    unschedulable: list[PodInfo] = Field(default_factory=list)
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    groups: list[NodeGroup] = Field(default_factory=list)
+    invalid_groups: list[SpecProblem] = Field(default_factory=list)
+    pods_total: int = 0
+    pods_running: int = 0
+
+
+class PodEvent(BaseModel):
+    """A Kubernetes Event on a pod, like Cluster Autoscaler's TriggeredScaleUp / NotTriggerScaleUp."""
+
+    namespace: str
+    pod_name: str
+    pod_uid: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+class WaitReadyInput(BaseModel):
+    node_name: str
+    timeout_s: float
+    poll_s: float = 2.0
+
+
+class LabelNodeInput(BaseModel):
+    node_name: str
+    labels: dict[str, str]
+
+
+class CreateNodeInput(BaseModel):
+    cluster: str
+    request_id: str  # the NodeRequest workflow id: the idempotency key at the provider
+    attempt: int  # attempt number within the request; with request_id names the machine
+    pool: Pool
+    labels: dict[str, str] = Field(default_factory=dict)  # group labels + growth's own labels
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class CreateNodeResult(BaseModel):
+    outcome: Literal["created", "no_capacity", "quota_exceeded"]
+    node_name: str = ""
+    provider_id: str = ""
+    message: str = ""
+
+
+class DeleteNodeInput(BaseModel):
+    cluster: str
+    provider: str
+    node_name: str
+    provider_id: str = ""
+
+
+class ProviderMachine(BaseModel):
+    """A machine the provider holds for this cluster (for leak detection / orphan reports)."""
+
+    provider: str
+    provider_id: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    created_at: float | None = None
+
+
+class ScaleDownObservation(BaseModel):
+    """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster."""
+
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    pods: list[PodInfo] = Field(default_factory=list)
+    pdbs: list[PdbInfo] = Field(default_factory=list)
+    groups: list[NodeGroup] = Field(default_factory=list)
+    storage: LonghornState | None = None
+
+
+class MarkNodeInput(BaseModel):
+    node: str
+    scale_down_at: str  # RFC3339
+
+
+class UnmarkNodeInput(BaseModel):
+    node: str
+    uncordon: bool = False
+
+
+class EvictPodInput(BaseModel):
+    namespace: str
+    name: str
+
+
+class EvictResult(BaseModel):
+    outcome: str  # "evicted" | "refused" (429, a PDB) | "gone"
+    message: str = ""
+
+
+class WaitPodsGoneInput(BaseModel):
+    node: str
+    pods: list[str]  # "namespace/name"
+    timeout_s: float = 300.0
+    poll_s: float = 0.5
+
+
+class NodeEvent(BaseModel):
+    """A Kubernetes Event on a Node: ScaleDown / ScaleDownFailed / ScaleDownBlocked."""
+
+    node: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+class OrphanCheckInput(BaseModel):
+    cluster: str
+    providers: list[str]
+
+
+class OrphanObservation(BaseModel):
+    nodes: dict[str, str] = Field(default_factory=dict)  # growth-managed node -> providerID
+    machines: list[dict[str, str]] = Field(default_factory=list)  # provider, provider_id, name
+    checked: list[str] = Field(default_factory=list)  # providers that could list machines
+
+
+class CollectedMachine(BaseModel):
+    """One leaked machine the collector deleted: what it was and why it was judged leaked."""
+
+    cluster: str
+    provider: str
+    provider_id: str
+    name: str
+    group: str = ""
+    request: str = ""
+    age_s: float = 0.0
+    deleted_at: datetime | None = None
+    reason: str = ""
+
+
+class UnusablePool(BaseModel):
+    group: str
+    pool: str
+    provider: str
+    server_type: str
+    reason: str
+

@@ -1,0 +1,157 @@
+"""Hetzner Cloud facts turned into growth's terms: server types → ServerType, API error codes →
+what a NodeRequest should do next. Pure: plain dicts in the API's JSON shape, no client."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from scaling.kube.models import Resources
+from scaling.nodes.models import ServerType
+
+PROVIDER = "hetzner"
+GIB = 1024**3
+
+
+class ErrorDecision(str, Enum):
+    NEXT_LOCATION = "next_location"  # this location has no room: try the next, then no_capacity
+    QUOTA_EXCEEDED = "quota_exceeded"  # project limit: no location will help
+    RATE_LIMITED = "rate_limited"  # retry after the rate limit resets
+    INVALID_TOKEN = "invalid_token"  # retrying cannot help; an operator must fix the token
+    FORBIDDEN = "forbidden"  # token lacks permission (read-only token)
+    ALREADY_EXISTS = "already_exists"  # name taken: an earlier try of this request created it
+    RETRY = "retry"  # transient provider trouble: retry the activity
+    INVALID_REQUEST = "invalid_request"  # bad pool config (image, network...): do not retry
+
+
+_DECISIONS: dict[str, ErrorDecision] = {
+    "resource_unavailable": ErrorDecision.NEXT_LOCATION,
+    "placement_error": ErrorDecision.NEXT_LOCATION,
+    "unavailable": ErrorDecision.NEXT_LOCATION,
+    "resource_limit_exceeded": ErrorDecision.QUOTA_EXCEEDED,
+    "rate_limit_exceeded": ErrorDecision.RATE_LIMITED,
+    "unauthorized": ErrorDecision.INVALID_TOKEN,
+    "forbidden": ErrorDecision.FORBIDDEN,
+    "token_readonly": ErrorDecision.FORBIDDEN,
+    "uniqueness_error": ErrorDecision.ALREADY_EXISTS,
+    "conflict": ErrorDecision.RETRY,
+    "locked": ErrorDecision.RETRY,
+    "service_error": ErrorDecision.RETRY,
+    "server_error": ErrorDecision.RETRY,
+    "maintenance": ErrorDecision.RETRY,
+    "timeout": ErrorDecision.RETRY,
+    "bad_gateway": ErrorDecision.RETRY,
+}
+
+
+def decide_error(code: str | int) -> ErrorDecision:
+    """What to do about an API error. hcloud reports an int code (HTTP status) when the body
+    held no error object."""
+    if isinstance(code, int):
+        if code == 401:
+            return ErrorDecision.INVALID_TOKEN
+        if code == 403:
+            return ErrorDecision.FORBIDDEN
+        if code == 429:
+            return ErrorDecision.RATE_LIMITED
+        if code >= 500:
+            return ErrorDecision.RETRY
+        return ErrorDecision.INVALID_REQUEST
+    return _DECISIONS.get(code, ErrorDecision.INVALID_REQUEST)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    text = str(value).replace("Z", "+00:00")
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _arch(data: dict[str, Any]) -> str:
+    return "arm64" if data.get("architecture") == "arm" else "amd64"
+
+
+def hourly_price(data: dict[str, Any], locations: list[str]) -> float | None:
+    """Net hourly price in the first of `locations` that prices this type (None if none do)."""
+    by_location = {p.get("location"): p for p in data.get("prices") or []}
+    for loc in locations:
+        price = by_location.get(loc)
+        if price is not None:
+            return float(price["price_hourly"]["net"])
+    return None
+
+
+def server_type_from_api(
+    data: dict[str, Any], locations: list[str], reserve: Resources, max_pods: int = 110
+) -> ServerType:
+    """ServerType of one `server_types[]` entry; allocatable = capacity − reserve (never < 0)."""
+    capacity = Resources(
+        cpu_m=int(data["cores"]) * 1000,
+        memory=int(round(float(data["memory"]) * GIB)),
+        pods=max_pods,
+    )
+    alloc = capacity - reserve
+    price = hourly_price(data, locations)
+    return ServerType(
+        provider=PROVIDER,
+        name=str(data["name"]).lower(),
+        allocatable=Resources(
+            cpu_m=max(alloc.cpu_m, 0), memory=max(alloc.memory, 0), pods=max(alloc.pods, 0)
+        ),
+        price_hourly=price if price is not None else 0.0,
+        arch=_arch(data),  # type: ignore[arg-type]
+        deprecated=deprecation_of(data, locations) is not None,
+    )
+
+
+def deprecation_of(data: dict[str, Any], locations: list[str]) -> dict[str, Any] | None:
+    """The deprecation that applies in the configured locations, or None.
+
+    Hetzner moved deprecation into `locations[]`; the type-level field is the fallback. A type
+    counts as deprecated only if it is deprecated in every configured location it is offered in.
+    """
+    per_location = {
+        entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")
+    }
+    offered = [per_location[loc] for loc in locations if loc in per_location]
+    if offered:
+        deps = [entry.get("deprecation") for entry in offered]
+        if all(d is not None for d in deps):
+            return deps[0]
+        return None
+    return data.get("deprecation")
+
+
+def unusable_reason(
+    data: dict[str, Any] | None,
+    locations: list[str],
+    now: datetime,
+    allow_deprecated: bool = False,
+) -> str | None:
+    """Why a pool of this server type cannot get machines, or None if it can."""
+    if data is None:
+        return "not offered by the Hetzner API (removed or misspelt)"
+    per_location = {
+        entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")
+    }
+    if per_location and not any(loc in per_location for loc in locations):
+        return f"not offered in configured locations {', '.join(locations)}"
+    if per_location and all(
+        per_location[loc].get("available") is False for loc in locations if loc in per_location
+    ):
+        return f"not available in configured locations {', '.join(locations)}"
+    dep = deprecation_of(data, locations)
+    if dep is not None:
+        after = _parse_time(dep.get("unavailable_after"))
+        if after is not None and after <= now:
+            return f"deprecated and unavailable since {after.isoformat()}"
+        if not allow_deprecated:
+            when = f" (unavailable after {after.isoformat()})" if after else ""
+            return f"deprecated{when}"
+    if hourly_price(data, locations) is None and data.get("prices"):
+        return f"not priced in configured locations {', '.join(locations)}"
+    return None

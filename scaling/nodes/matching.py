@@ -1,0 +1,111 @@
+"""Which pods may land on which nodes: taints/tolerations, nodeSelector, node groups.
+
+A node growth creates carries the group's labels plus its own (group, pool, instance type,
+arch); `node_labels_for` is the one place that set is defined, so the planner's idea of a
+future node and the node the provider creates agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, PodInfo, Taint, Toleration
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
+from scaling.nodes.nodegroups import flatten_pools
+
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def _tolerates_one(t: Toleration, taint: Taint) -> bool:
+    if t.effect and t.effect != taint.effect:
+        return False
+    if t.operator == "Exists":
+        return not t.key or t.key == taint.key  # an empty key with Exists tolerates every taint
+    return t.key == taint.key and t.value == taint.value
+
+
+def tolerates(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
+    """True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
+    tols = list(tolerations)
+    return all(
+        any(_tolerates_one(t, taint) for t in tols) for taint in taints if taint.effect in _BLOCKING
+    )
+
+
+def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in node_selector.items())
+
+
+def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
+    """Labels and taints admit the pod (resources are checked elsewhere)."""
+    return selector_matches(pod.node_selector, labels) and tolerates(pod.tolerations, taints)
+
+
+def node_labels_for(group: NodeGroup, pool: Pool, server_type: ServerType | None) -> dict[str, str]:
+    """The labels a node of `pool` will carry; arch only when the type is known."""
+    labels = dict(group.labels)
+    labels[LABEL_GROUP] = group.name
+    labels[LABEL_POOL] = pool.name
+    labels[LABEL_INSTANCE_TYPE] = server_type.name if server_type else pool.server_type.lower()
+    if server_type is not None:
+        labels[LABEL_ARCH] = server_type.arch
+    return labels
+
+
+def eligible_pools(
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Toleration],
+    group: NodeGroup,
+    catalogue: Mapping[tuple[str, str], ServerType],
+    pools: Sequence[Pool] | None = None,
+) -> list[Pool]:
+    """The group's pools whose future nodes admit a pod with this selector and tolerations."""
+    if not tolerates(tolerations, group.taints):
+        return []
+    out = []
+    for pool in pools if pools is not None else flatten_pools(group):
+        stype = catalogue.get((pool.provider, pool.server_type.lower()))
+        if selector_matches(node_selector, node_labels_for(group, pool, stype)):
+            out.append(pool)
+    return out
+
+
+def _problem(pod: PodInfo, reason: str, message: str) -> PodProblem:
+    return PodProblem(namespace=pod.namespace, name=pod.name, uid=pod.uid, reason=reason, message=message)
+
+
+def match_pods_to_groups(
+    pods: Sequence[PodInfo],
+    groups: Sequence[NodeGroup],
+    catalogue: Mapping[tuple[str, str], ServerType],
+) -> tuple[dict[str, list[PodInfo]], list[PodProblem]]:
+    """Each pod to the one group whose nodes would admit it; ambiguity and no match are problems.
+
+    Pods sharing a selector and tolerations are matched once (thousands of replicas are common).
+    """
+    flat = {g.name: flatten_pools(g) for g in groups}
+    cache: dict[tuple, list[str]] = {}
+    matched: dict[str, list[PodInfo]] = {g.name: [] for g in groups}
+    problems: list[PodProblem] = []
+    for pod in pods:
+        key = (tuple(sorted(pod.node_selector.items())), tuple(pod.tolerations))
+        names = cache.get(key)
+        if names is None:
+            names = [
+                g.name
+                for g in groups
+                if eligible_pools(pod.node_selector, pod.tolerations, g, catalogue, flat[g.name])
+            ]
+            cache[key] = names
+        if len(names) == 1:
+            matched[names[0]].append(pod)
+        elif names:
+            problems.append(
+                _problem(pod, "MultipleNodeGroups", f"pod matches node groups {', '.join(sorted(names))}; "
+                         "make their labels or taints disjoint")
+            )
+        else:
+            problems.append(
+                _problem(pod, "NoMatchingNodeGroup", "no node group's labels and taints admit this pod")
+            )
+    return {k: v for k, v in matched.items() if v}, problems

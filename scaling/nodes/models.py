@@ -1,0 +1,165 @@
+"""The node loop's models: node groups and pools, server types, requests and plans."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scaling.kube.models import (
+    Resources,
+    Taint,
+)
+
+# Labels growth puts on the nodes it creates; the scale-down loop uses them to find its nodes.
+LABEL_GROUP = "growth.autoscaling.dev/node-group"
+
+
+LABEL_POOL = "growth.autoscaling.dev/pool"
+
+
+LABEL_REQUEST = "growth.autoscaling.dev/node-request"
+
+
+LABEL_CLUSTER = "growth.autoscaling.dev/cluster"
+
+
+CRD_GROUP = "growth.autoscaling.dev"
+
+
+CRD_VERSION = "v1alpha1"
+
+
+class ServerType(BaseModel):
+    """One machine shape a provider can create, with what a node of it can hold."""
+
+    provider: str
+    name: str
+    allocatable: Resources
+    price_hourly: float
+    arch: Literal["amd64", "arm64"] = "amd64"
+    deprecated: bool = False
+
+
+class ScaleDownSettings(BaseModel):
+    enabled: bool = True
+    unneeded_time_s: float = 600.0
+    utilization_threshold: float = 0.5
+    delay_after_add_s: float = 600.0
+
+
+class PoolSpec(BaseModel):
+    """A pool entry as the user writes it: a list of server types means equal-priority pools."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    provider: str
+    server_types: list[str] = Field(alias="serverType")
+    priority: int
+    min_nodes: int = Field(default=0, alias="minNodes")
+    max_nodes: int | None = Field(default=None, alias="maxNodes")
+    config: dict[str, Any] = Field(default_factory=dict)  # provider specifics (locations, image...)
+
+
+class NodeGroup(BaseModel):
+    """A validated NodeGroupWithPriority."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    pools: list[PoolSpec]
+    max_nodes: int | None = Field(default=None, alias="maxNodes")
+    scale_down: ScaleDownSettings = Field(default_factory=ScaleDownSettings, alias="scaleDown")
+
+
+class Pool(BaseModel):
+    """One (group, provider, server type) after flattening: the unit a NodeRequest tries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group: str
+    name: str  # e.g. "hetzner-cx31"; unique within its group
+    provider: str
+    server_type: str
+    priority: int
+    min_nodes: int = 0
+    max_nodes: int | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpecProblem(BaseModel):
+    """An invalid spec, reported on the object's status; names the offending field."""
+
+    kind: str
+    name: str
+    field: str
+    message: str
+
+
+class PodProblem(BaseModel):
+    namespace: str
+    name: str
+    uid: str
+    reason: str  # e.g. NeverSatisfiable, MultipleNodeGroups, NoMatchingNodeGroup, MaxNodesReached
+    message: str
+
+
+class RequestPhase(str, Enum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    READY = "Ready"
+    UNMET = "Unmet"
+
+
+class AttemptResult(str, Enum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    READY = "Ready"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    READINESS_TIMEOUT = "ReadinessTimeout"
+    PROVIDER_ERROR = "ProviderError"
+    CANCELLED = "Cancelled"
+
+
+class Attempt(BaseModel):
+    pool: str
+    result: AttemptResult
+    timestamp: datetime
+    node_name: str = ""
+    message: str = ""
+
+
+class PlannedNode(BaseModel):
+    """One node the planner wants: which group, which pools to try in order, which pods."""
+
+    group: str
+    pool: str  # the planner's first choice
+    candidates: list[Pool]  # ordered: first choice, rest of its tier, then lower tiers
+    requirements: Resources  # summed requests of the pods it is for
+    pod_uids: list[str]
+
+
+class InFlightRequest(BaseModel):
+    """A NodeRequest still Pending/Provisioning, as the planner sees it."""
+
+    id: str
+    group: str
+    pool: str
+    server_type: str
+    provider: str
+    requirements: Resources
+    pod_uids: list[str]
+    phase: RequestPhase = RequestPhase.PENDING
+
+
+class ScaleUpPlan(BaseModel):
+    new_nodes: list[PlannedNode] = Field(default_factory=list)
+    fits_existing: list[str] = Field(default_factory=list)  # pod uids that fit ready nodes
+    covered_in_flight: list[str] = Field(default_factory=list)  # pod uids held by in-flight requests
+    problems: list[PodProblem] = Field(default_factory=list)
+

@@ -1,0 +1,279 @@
+"""NodeGroupWithPriority: validation, flattening into pools, priority tiers.
+
+Validation is strict and names the offending field with its path (spec.pools[1].priority)
+so the problem can go on the object's status; one bad group never hides the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import yaml
+
+from scaling.kube.models import Taint
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, NodeGroup, Pool, PoolSpec, ScaleDownSettings, SpecProblem
+from scaling.kube.quantity import parse_quantity
+
+KIND = "NodeGroupWithPriority"
+API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class InvalidSpec(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def pool_name(provider: str, server_type: str) -> str:
+    return f"{provider}-{server_type}".lower()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _count(v: Any, field: str) -> int:
+    if not _is_int(v):
+        raise InvalidSpec(field, f"must be an integer, got {v!r}")
+    if v < 0:
+        raise InvalidSpec(field, f"must not be negative, got {v}")
+    return v
+
+
+def _mapping(v: Any, field: str) -> dict[str, Any]:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise InvalidSpec(field, f"must be a mapping, got {type(v).__name__}")
+    return v
+
+
+def _string_map(v: Any, field: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, val in _mapping(v, field).items():
+        if not isinstance(k, str) or not k:
+            raise InvalidSpec(field, f"label keys must be non-empty strings, got {k!r}")
+        if not isinstance(val, str):
+            raise InvalidSpec(f"{field}.{k}", f"label values must be strings, got {val!r}")
+        out[k] = val
+    return out
+
+
+def _duration_s(v: Any, field: str) -> float:
+    """Seconds from a number or a Go-style duration ("10m", "1h30m", "45s")."""
+    if _is_int(v) or isinstance(v, float):
+        seconds = float(v)
+    elif isinstance(v, str) and v and "".join(m.group(0) for m in _DURATION_PART.finditer(v)) == v:
+        seconds = sum(float(m.group(1)) * _DURATION_UNIT[m.group(2)] for m in _DURATION_PART.finditer(v))
+    else:
+        raise InvalidSpec(field, f"must be a duration like '10m' or a number of seconds, got {v!r}")
+    if seconds < 0:
+        raise InvalidSpec(field, f"must not be negative, got {v!r}")
+    return seconds
+
+
+def _taints(v: Any, field: str) -> list[Taint]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise InvalidSpec(field, "must be a list")
+    out = []
+    for i, t in enumerate(v):
+        f = f"{field}[{i}]"
+        if not isinstance(t, dict):
+            raise InvalidSpec(f, "must be a mapping with key, value, effect")
+        key = t.get("key")
+        if not isinstance(key, str) or not key:
+            raise InvalidSpec(f"{f}.key", "must be a non-empty string")
+        value = t.get("value", "") or ""
+        if not isinstance(value, str):
+            raise InvalidSpec(f"{f}.value", f"must be a string, got {value!r}")
+        effect = t.get("effect", "NoSchedule")
+        if effect not in _EFFECTS:
+            raise InvalidSpec(f"{f}.effect", f"must be one of {', '.join(_EFFECTS)}, got {effect!r}")
+        out.append(Taint(key=key, value=value, effect=effect))
+    return out
+
+
+def _scale_down(v: Any, field: str) -> ScaleDownSettings:
+    raw = _mapping(v, field)
+    kwargs: dict[str, Any] = {}
+    if "enabled" in raw:
+        if not isinstance(raw["enabled"], bool):
+            raise InvalidSpec(f"{field}.enabled", f"must be true or false, got {raw['enabled']!r}")
+        kwargs["enabled"] = raw["enabled"]
+    if "unneededTime" in raw:
+        kwargs["unneeded_time_s"] = _duration_s(raw["unneededTime"], f"{field}.unneededTime")
+    if "delayAfterAdd" in raw:
+        kwargs["delay_after_add_s"] = _duration_s(raw["delayAfterAdd"], f"{field}.delayAfterAdd")
+    if "utilizationThreshold" in raw:
+        f = f"{field}.utilizationThreshold"
+        try:  # a number or a quantity ("500m" = 0.5)
+            threshold = parse_quantity(raw["utilizationThreshold"])
+        except ValueError as e:
+            raise InvalidSpec(f, str(e)) from None
+        if not Decimal(0) <= threshold <= Decimal(1):
+            raise InvalidSpec(f, f"must be between 0 and 1, got {raw['utilizationThreshold']!r}")
+        kwargs["utilization_threshold"] = float(threshold)
+    unknown = set(raw) - {"enabled", "unneededTime", "delayAfterAdd", "utilizationThreshold"}
+    if unknown:
+        raise InvalidSpec(f"{field}.{sorted(unknown)[0]}", "unknown field")
+    return ScaleDownSettings(**kwargs)
+
+
+def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
+    if not isinstance(v, dict):
+        raise InvalidSpec(field, "must be a mapping")
+    provider = v.get("provider")
+    if not isinstance(provider, str) or not provider:
+        raise InvalidSpec(f"{field}.provider", "is required")
+    if provider not in known_providers:
+        known = ", ".join(sorted(known_providers)) or "none"
+        raise InvalidSpec(f"{field}.provider", f"unknown provider {provider!r} (known: {known})")
+    types = v.get("serverType")
+    if isinstance(types, str):
+        types = [types]
+    if not isinstance(types, list) or not types:
+        raise InvalidSpec(f"{field}.serverType", "must be a non-empty list of server type names")
+    seen: set[str] = set()
+    for i, t in enumerate(types):
+        if not isinstance(t, str) or not t.strip():
+            raise InvalidSpec(f"{field}.serverType[{i}]", f"must be a non-empty string, got {t!r}")
+        if t.lower() in seen:
+            raise InvalidSpec(f"{field}.serverType[{i}]", f"duplicate server type {t!r}")
+        seen.add(t.lower())
+    if "priority" not in v:
+        raise InvalidSpec(f"{field}.priority", "is required")
+    priority = _count(v["priority"], f"{field}.priority")
+    min_nodes = _count(v.get("minNodes", 0), f"{field}.minNodes")
+    max_nodes = v.get("maxNodes")
+    if max_nodes is not None:
+        max_nodes = _count(max_nodes, f"{field}.maxNodes")
+        if min_nodes > max_nodes:
+            raise InvalidSpec(f"{field}.minNodes", f"minNodes {min_nodes} exceeds maxNodes {max_nodes}")
+    config = _mapping(v.get("config"), f"{field}.config")
+    return PoolSpec(
+        provider=provider,
+        serverType=list(types),
+        priority=priority,
+        minNodes=min_nodes,
+        maxNodes=max_nodes,
+        config=dict(config),
+    )
+
+
+def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> NodeGroup:
+    """Validate one NodeGroupWithPriority object; InvalidSpec names the first bad field."""
+    if not isinstance(obj, dict):
+        raise InvalidSpec("", "a NodeGroupWithPriority must be a mapping")
+    api_version = obj.get("apiVersion", API_VERSION)
+    if api_version != API_VERSION:
+        raise InvalidSpec("apiVersion", f"must be {API_VERSION}, got {api_version!r}")
+    kind = obj.get("kind", KIND)
+    if kind != KIND:
+        raise InvalidSpec("kind", f"must be {KIND}, got {kind!r}")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidSpec("metadata.name", f"must be a DNS subdomain name, got {name!r}")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise InvalidSpec("spec", "is required")
+    pools_raw = spec.get("pools")
+    if not isinstance(pools_raw, list) or not pools_raw:
+        raise InvalidSpec("spec.pools", "must list at least one pool")
+    pools = [_pool(p, f"spec.pools[{i}]", known_providers) for i, p in enumerate(pools_raw)]
+    # Pool names must be unique: a server type may appear in one entry only.
+    seen: dict[str, str] = {}
+    for i, p in enumerate(pools):
+        for j, t in enumerate(p.server_types):
+            n = pool_name(p.provider, t)
+            if n in seen:
+                raise InvalidSpec(f"spec.pools[{i}].serverType[{j}]", f"{t!r} is already listed at {seen[n]}")
+            seen[n] = f"spec.pools[{i}]"
+    max_nodes = spec.get("maxNodes")
+    if max_nodes is not None:
+        max_nodes = _count(max_nodes, "spec.maxNodes")
+        total_min = sum(p.min_nodes for p in pools)
+        if total_min > max_nodes:
+            raise InvalidSpec("spec.maxNodes", f"is below the pools' summed minNodes ({total_min})")
+    return NodeGroup(
+        name=name,
+        labels=_string_map(spec.get("labels"), "spec.labels"),
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        pools=pools,
+        maxNodes=max_nodes,
+        scaleDown=_scale_down(spec.get("scaleDown"), "spec.scaleDown"),
+    )
+
+
+def _problem(name: str, field: str, message: str) -> SpecProblem:
+    return SpecProblem(kind=KIND, name=name, field=field, message=message)
+
+
+def load_node_groups(
+    objs: Iterable[dict[str, Any]], known_providers: Collection[str]
+) -> tuple[list[NodeGroup], list[SpecProblem]]:
+    """Every valid group, and a problem for each invalid or duplicate one."""
+    groups: list[NodeGroup] = []
+    problems: list[SpecProblem] = []
+    names: set[str] = set()
+    for obj in objs:
+        raw_name = ((obj or {}).get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+        name = raw_name if isinstance(raw_name, str) else ""
+        try:
+            group = parse_node_group(obj, known_providers)
+        except InvalidSpec as e:
+            problems.append(_problem(name, e.field, e.message))
+            continue
+        if group.name in names:
+            problems.append(_problem(group.name, "metadata.name", "duplicate NodeGroupWithPriority name"))
+            continue
+        names.add(group.name)
+        groups.append(group)
+    return groups, problems
+
+
+def parse_node_groups_yaml(
+    text: str, known_providers: Collection[str]
+) -> tuple[list[NodeGroup], list[SpecProblem]]:
+    """A YAML stream of NodeGroupWithPriority documents (empty documents are skipped)."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        return [], [_problem("", "", f"invalid YAML: {e}")]
+    return load_node_groups(docs, known_providers)
+
+
+def flatten_pools(group: NodeGroup) -> list[Pool]:
+    """One Pool per (provider, server type), in the order written."""
+    return [
+        Pool(
+            group=group.name,
+            name=pool_name(spec.provider, t),
+            provider=spec.provider,
+            server_type=t,
+            priority=spec.priority,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
+            config=spec.config,
+        )
+        for spec in group.pools
+        for t in spec.server_types
+    ]
+
+
+def priority_tiers(pools: Sequence[Pool]) -> list[list[Pool]]:
+    """Pools grouped by priority, highest first; pools of equal priority share a tier."""
+    by_priority: dict[int, list[Pool]] = {}
+    for p in pools:
+        by_priority.setdefault(p.priority, []).append(p)
+    return [by_priority[k] for k in sorted(by_priority, reverse=True)]

@@ -1,0 +1,20 @@
+"""What one autoscaler loop observes of a cluster (the output of the observe activity)."""
+
+from __future__ import annotations
+
+from scaling.nodes.contracts import PodEvent
+from scaling.nodes.models import PodProblem
+
+
+def never_satisfiable_events(problems: list[PodProblem]) -> list[PodEvent]:
+    return [
+        PodEvent(
+            namespace=p.namespace,
+            pod_name=p.name,
+            pod_uid=p.uid,
+            reason="NotTriggerScaleUp",
+            message=f"{p.reason}: {p.message}",
+            type="Warning",
+        )
+        for p in problems
+    ]

@@ -1,0 +1,340 @@
+"""The scale-up planner: unschedulable pods in, new nodes (with fallback pools) out.
+
+Steps, each on groups of identical pods ("shapes") so 30,000 replicas cost what a dozen do:
+  a. pods that fit the free room of Ready, schedulable nodes are left to the scheduler;
+  b. pods an in-flight NodeRequest was made for, or that fit its spare room, are covered;
+  c. the rest are matched to exactly one node group (ambiguity and no match are problems);
+  d. per group, pods go to the highest-priority tier with a type that can hold them, packed
+     at least cost (scaling.nodes.packing) within per-pool, per-group and cluster node limits;
+  e. pods no type of any matching pool can hold are NeverSatisfiable; pods left over when
+     limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could).
+
+`unavailable_pools` holds (group, pool name) pairs or (provider, server type) pairs: both
+forms are accepted, so a provider-wide backoff of one type can be passed as it is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scaling.nodes.matching import eligible_pools, node_labels_for, selector_matches, tolerates
+from scaling.kube.models import NodeInfo, PodInfo, Resources, Toleration
+from scaling.nodes.models import InFlightRequest, LABEL_GROUP, LABEL_POOL, NodeGroup, PlannedNode, PodProblem, Pool, ScaleUpPlan, ServerType
+from scaling.nodes.nodegroups import flatten_pools, priority_tiers
+from scaling.nodes.packing import Bin, Budget, Item, pack
+from scaling.kube.quantity import format_cpu, format_memory
+
+Catalogue = Mapping[tuple[str, str], ServerType]
+
+
+@dataclass
+class _Shape:
+    """Pods with identical requests, selector and tolerations, in the order given."""
+
+    req: tuple[int, int, int]
+    node_selector: dict[str, str]
+    tolerations: tuple[Toleration, ...]
+    pods: list[PodInfo]
+    taken: int = 0  # pods at the front of `pods` already placed or reported
+    eligible: dict[str, list[Pool]] = field(default_factory=dict)  # group -> pools admitting it
+
+    @property
+    def left(self) -> int:
+        return len(self.pods) - self.taken
+
+    def take(self, n: int) -> list[PodInfo]:
+        out = self.pods[self.taken : self.taken + n]
+        self.taken += len(out)
+        return out
+
+    def admits(self, labels: Mapping[str, str], taints: Sequence) -> bool:
+        return selector_matches(self.node_selector, labels) and tolerates(self.tolerations, taints)
+
+
+def _vec(r: Resources) -> tuple[int, int, int]:
+    return (r.cpu_m, r.memory, r.pods)
+
+
+def _fit_count(req: tuple[int, int, int], room: list[int]) -> int:
+    n = None
+    for q, c in zip(req, room):
+        if q > 0:
+            n = c // q if n is None else min(n, c // q)
+    return max(n or 0, 0)
+
+
+def _shapes(pods: Sequence[PodInfo]) -> list[_Shape]:
+    by_key: dict[tuple, _Shape] = {}
+    for p in pods:
+        if p.is_daemonset or p.is_mirror or p.node_name:
+            continue  # never demand, or already bound
+        sel = tuple(sorted(p.node_selector.items()))
+        tols = tuple(p.tolerations)
+        key = (p.requests.cpu_m, p.requests.memory, p.requests.pods, sel, tols)
+        s = by_key.get(key)
+        if s is None:
+            s = by_key[key] = _Shape(req=_vec(p.requests), node_selector=dict(sel), tolerations=tols, pods=[])
+        s.pods.append(p)
+    # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
+    return sorted(by_key.values(), key=lambda s: -(s.req[0] / 1000 + s.req[1] / 2**32))
+
+
+def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
+    return (pool.group, pool.name) in unavailable or (pool.provider, pool.server_type.lower()) in unavailable
+
+
+def _usable_type(pool: Pool, catalogue: Catalogue) -> ServerType | None:
+    t = catalogue.get((pool.provider, pool.server_type.lower()))
+    return None if t is None or t.deprecated else t
+
+
+def fallback_candidates(
+    group: NodeGroup,
+    chosen: Pool,
+    requirements: Resources,
+    catalogue: Catalogue,
+    unavailable: Collection[tuple[str, str]] = (),
+    *,
+    allowed: Collection[str] | None = None,
+) -> list[Pool]:
+    """The pools a NodeRequest tries, in order: `chosen`, then the rest of its tier cheapest
+    first, then lower tiers (priority descending, cheapest first within each).
+
+    Only pools whose type is known, not deprecated and can hold `requirements`; `unavailable`
+    pools are left out; `allowed` (pool names) narrows to pools whose labels the pods accept.
+    """
+
+    def ok(p: Pool) -> ServerType | None:
+        t = _usable_type(p, catalogue)
+        if t is None or not requirements.fits_in(t.allocatable):
+            return None
+        if _is_unavailable(p, unavailable) or (allowed is not None and p.name not in allowed):
+            return None
+        return t
+
+    out: list[Pool] = [chosen] if ok(chosen) else []
+    for tier in priority_tiers(flatten_pools(group)):
+        if tier[0].priority > chosen.priority:
+            continue
+        priced = [(t.price_hourly, p.name, p) for p in tier if p.name != chosen.name and (t := ok(p))]
+        out.extend(p for _, _, p in sorted(priced, key=lambda x: (x[0], x[1])))
+    return out
+
+
+def _problem(pod: PodInfo, reason: str, message: str) -> PodProblem:
+    return PodProblem(namespace=pod.namespace, name=pod.name, uid=pod.uid, reason=reason, message=message)
+
+
+def _describe(req: tuple[int, int, int]) -> str:
+    return f"cpu={format_cpu(req[0])} memory={format_memory(req[1])} pods={req[2]}"
+
+
+def _fits_existing(shapes: list[_Shape], nodes: Sequence[NodeInfo]) -> list[str]:
+    """Step a: place pods into the free room of Ready, schedulable nodes (largest shapes first)."""
+    free: list[tuple[NodeInfo, list[int]]] = []
+    for n in nodes:
+        room = list(_vec(n.allocatable - n.requested))
+        # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
+        if n.ready and not n.unschedulable and min(room) > 0:
+            free.append((n, room))
+    out: list[str] = []
+    for s in shapes:
+        for node, room in free:
+            if s.left == 0:
+                break
+            n = min(_fit_count(s.req, room), s.left)
+            if n <= 0 or not s.admits(node.labels, node.taints):
+                continue
+            for r in range(3):
+                room[r] -= s.req[r] * n
+            out.extend(p.uid for p in s.take(n))
+    return out
+
+
+def _covered_in_flight(
+    shapes: list[_Shape],
+    in_flight: Sequence[InFlightRequest],
+    groups: Mapping[str, NodeGroup],
+    catalogue: Catalogue,
+) -> list[str]:
+    """Step b: pods a request was made for, then pods that fit a request's spare room."""
+    assigned = {uid for r in in_flight for uid in r.pod_uids}
+    out: list[str] = []
+    if assigned:
+        for s in shapes:
+            keep = [p for p in s.pods[s.taken :] if p.uid not in assigned]
+            out.extend(p.uid for p in s.pods[s.taken :] if p.uid in assigned)
+            s.pods[s.taken :] = keep
+    for r in in_flight:
+        group = groups.get(r.group)
+        stype = catalogue.get((r.provider, r.server_type.lower()))
+        if group is None or stype is None:
+            continue  # without its group's labels we cannot tell which pods its node admits
+        pool = next((p for p in flatten_pools(group) if p.name == r.pool), None)
+        if pool is None:
+            continue
+        labels = node_labels_for(group, pool, stype)
+        room = list(_vec(stype.allocatable - r.requirements))
+        for s in shapes:
+            n = min(_fit_count(s.req, room), s.left)
+            if n <= 0 or not s.admits(labels, group.taints):
+                continue
+            for i in range(3):
+                room[i] -= s.req[i] * n
+            out.extend(p.uid for p in s.take(n))
+    return out
+
+
+def _node_counts(nodes: Sequence[NodeInfo], in_flight: Sequence[InFlightRequest]) -> tuple[dict, dict]:
+    per_pool: dict[tuple[str, str], int] = defaultdict(int)
+    per_group: dict[str, int] = defaultdict(int)
+    for n in nodes:
+        g = n.labels.get(LABEL_GROUP)
+        if g:
+            per_group[g] += 1
+            if n.labels.get(LABEL_POOL):
+                per_pool[(g, n.labels[LABEL_POOL])] += 1
+    for r in in_flight:
+        per_group[r.group] += 1
+        per_pool[(r.group, r.pool)] += 1
+    return per_pool, per_group
+
+
+def _largest(types: Sequence[tuple[Pool, ServerType]]) -> str:
+    if not types:
+        return "no pool has a known, current server type"
+    pool, t = max(types, key=lambda pt: (pt[1].allocatable.cpu_m, pt[1].allocatable.memory, pt[0].name))
+    return f"the largest type is {pool.name} ({_describe(_vec(t.allocatable))})"
+
+
+def plan_scale_up(
+    pods: Sequence[PodInfo],
+    nodes: Sequence[NodeInfo],
+    groups: Sequence[NodeGroup],
+    catalogue: Catalogue,
+    in_flight: Sequence[InFlightRequest],
+    *,
+    max_nodes_total: int | None = None,
+    unavailable_pools: Collection[tuple[str, str]] = (),
+) -> ScaleUpPlan:
+    unavailable = set(unavailable_pools)
+    plan = ScaleUpPlan()
+    shapes = _shapes(pods)
+    group_by_name = {g.name: g for g in groups}
+
+    plan.fits_existing = _fits_existing(shapes, nodes)
+    plan.covered_in_flight = _covered_in_flight(shapes, in_flight, group_by_name, catalogue)
+
+    # c. match shapes to groups
+    flat = {g.name: flatten_pools(g) for g in groups}
+    per_group: dict[str, list[_Shape]] = defaultdict(list)
+    for s in shapes:
+        if s.left == 0:
+            continue
+        for g in groups:
+            pools = eligible_pools(s.node_selector, list(s.tolerations), g, catalogue, flat[g.name])
+            if pools:
+                s.eligible[g.name] = pools
+        if len(s.eligible) == 1:
+            per_group[next(iter(s.eligible))].append(s)
+            continue
+        if s.eligible:
+            reason = "MultipleNodeGroups"
+            msg = f"pod matches node groups {', '.join(sorted(s.eligible))}; make their labels or taints disjoint"
+        else:
+            reason, msg = "NoMatchingNodeGroup", "no node group's labels and taints admit this pod"
+        plan.problems.extend(_problem(p, reason, msg) for p in s.take(s.left))
+
+    # d. pack per group, tier by tier
+    per_pool_count, per_group_count = _node_counts(nodes, in_flight)
+    total = Budget(None if max_nodes_total is None else max_nodes_total - len(nodes) - len(in_flight))
+    for gname in sorted(per_group):
+        group = group_by_name[gname]
+        group_budget = Budget(None if group.max_nodes is None else group.max_nodes - per_group_count[gname])
+        bins: dict[str, Bin] = {}
+        types: dict[str, ServerType] = {}
+        for p in flat[gname]:
+            t = _usable_type(p, catalogue)
+            if t is None:
+                continue
+            types[p.name] = t
+            slots = None if p.max_nodes is None else max(p.max_nodes - per_pool_count[(gname, p.name)], 0)
+            bins[p.name] = Bin(key=p.name, cap=_vec(t.allocatable), price=t.price_hourly, slots=slots)
+        pool_by_name = {p.name: p for p in flat[gname]}
+        gshapes = per_group[gname]
+
+        # e (first half). Never satisfiable: no current type of any admitting pool holds one pod.
+        live: list[_Shape] = []
+        for s in gshapes:
+            holders = [(p, types[p.name]) for p in s.eligible[gname] if p.name in types]
+            if any(_fit_count(s.req, list(_vec(t.allocatable))) > 0 for _, t in holders):
+                live.append(s)
+                continue
+            msg = f"pod requests {_describe(s.req)}; no server type of the matching pools can hold it: {_largest(holders)}"
+            plan.problems.extend(_problem(p, "NeverSatisfiable", msg) for p in s.take(s.left))
+
+        cand_cache: dict[tuple, list[Pool]] = {}
+        for tier in priority_tiers(flat[gname]):
+            tier_bins = [bins[p.name] for p in tier if p.name in bins and not _is_unavailable(p, unavailable)]
+            items: list[Item] = []
+            owners: list[_Shape] = []
+            for s in live:
+                if s.left == 0:
+                    continue
+                names = frozenset(p.name for p in s.eligible[gname])
+                if any(b.key in names and (b.slots is None or b.slots > 0) and _fit_count(s.req, list(b.cap)) > 0 for b in tier_bins):
+                    items.append(Item(req=s.req, count=s.left, bins=names))
+                    owners.append(s)
+            if not items:
+                continue
+            result = pack(items, tier_bins, [group_budget, total])
+            full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
+            for pat in result.patterns:
+                chosen = pool_by_name[pat.bin]
+                reqs = Resources(
+                    cpu_m=sum(items[i].req[0] * n for i, n in pat.counts.items()),
+                    memory=sum(items[i].req[1] * n for i, n in pat.counts.items()),
+                    pods=sum(items[i].req[2] * n for i, n in pat.counts.items()),
+                )
+                allowed = frozenset.intersection(*(items[i].bins for i in pat.counts))
+                ckey = (chosen.name, reqs, allowed)
+                cands = cand_cache.get(ckey)
+                if cands is None:
+                    cands = fallback_candidates(group, chosen, reqs, catalogue, unavailable | full, allowed=allowed)
+                    if not cands or cands[0].name != chosen.name:
+                        cands = [chosen, *(c for c in cands if c.name != chosen.name)]
+                    cand_cache[ckey] = cands
+                for _ in range(pat.repeat):
+                    uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
+                    plan.new_nodes.append(
+                        PlannedNode(
+                            group=gname, pool=chosen.name, candidates=cands, requirements=reqs, pod_uids=uids
+                        )
+                    )
+
+        # e (second half). Pods left after every tier: limits or backoff stopped them.
+        for s in live:
+            if s.left == 0:
+                continue
+            holders = [
+                p for p in s.eligible[gname]
+                if p.name in bins and _fit_count(s.req, list(bins[p.name].cap)) > 0
+            ]
+            if holders and all(_is_unavailable(p, unavailable) for p in holders):
+                reason = "NoAvailablePool"
+                msg = f"every pool that can hold this pod is backing off: {', '.join(p.name for p in holders)}"
+            else:
+                reason = "MaxNodesReached"
+                limits = []
+                if group_budget.left is not None and group_budget.left <= 0:
+                    limits.append(f"node group {gname} maxNodes={group.max_nodes}")
+                if total.left is not None and total.left <= 0:
+                    limits.append(f"cluster max nodes {max_nodes_total}")
+                full_pools = [p.name for p in holders if bins[p.name].slots == 0]
+                if full_pools:
+                    limits.append(f"pools at maxNodes: {', '.join(full_pools)}")
+                msg = "node limits reached: " + ("; ".join(limits) or "no pool may add nodes")
+            plan.problems.extend(_problem(p, reason, msg) for p in s.take(s.left))
+    return plan

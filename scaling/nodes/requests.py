@@ -1,0 +1,89 @@
+"""NodeRequest: its input, its status record (seed 004's `attempts`) and the rules of its lifecycle."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.labels import label_value, request_key
+from scaling.kube.models import Resources, Taint
+from scaling.nodes.models import (
+    LABEL_CLUSTER,
+    LABEL_GROUP,
+    LABEL_POOL,
+    LABEL_REQUEST,
+    Attempt,
+    AttemptResult,
+    Pool,
+    RequestPhase,
+)
+
+
+class NodeRequestInput(BaseModel):
+    id: str  # the workflow id; also the idempotency key at the provider
+    cluster: str
+    group: str
+    group_labels: dict[str, str] = Field(default_factory=dict)
+    group_taints: list[Taint] = Field(default_factory=list)
+    requirements: Resources
+    pod_uids: list[str] = Field(default_factory=list)
+    candidates: list[Pool]  # tried in this order
+    readiness_timeout_s: float = 300.0
+    readiness_poll_s: float = 2.0
+    max_attempts: int = 5
+    ttl_s: float = 3600.0
+    parent_workflow_id: str | None = None
+    use_search_attributes: bool = False
+
+
+class NodeRequestStatus(BaseModel):
+    id: str
+    group: str
+    phase: RequestPhase = RequestPhase.PENDING
+    current_pool: str = ""
+    server_type: str = ""
+    provider: str = ""
+    node_name: str = ""
+    provider_id: str = ""
+    attempts: list[Attempt] = Field(default_factory=list)
+    message: str = ""
+    requirements: Resources = Resources()
+    pod_uids: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.phase in (RequestPhase.READY, RequestPhase.UNMET)
+
+
+# Results after which a request moves on to its next candidate pool.
+MOVE_ON_RESULTS = frozenset(
+    {
+        AttemptResult.INSUFFICIENT_CAPACITY,
+        AttemptResult.QUOTA_EXCEEDED,
+        AttemptResult.READINESS_TIMEOUT,
+        AttemptResult.PROVIDER_ERROR,
+    }
+)
+
+
+def attempts_exhausted(attempts: list[Attempt], max_attempts: int) -> bool:
+    """Seed 004 step 6.3: a request that used up maxAttempts is Unmet.
+
+    Only finished tries count (a Pending/Provisioning marker is not a try yet)."""
+    tried = sum(1 for a in attempts if a.result in MOVE_ON_RESULTS)
+    return tried >= max_attempts
+
+
+def request_labels(cluster: str, group: str, pool: Pool, request_id: str) -> dict[str, str]:
+    """Labels a node created for a request carries: its group, pool and request (seed 004 step 6.1)."""
+    return {
+        LABEL_CLUSTER: label_value(cluster),
+        LABEL_GROUP: label_value(group),
+        LABEL_POOL: label_value(pool.name),
+        LABEL_REQUEST: request_key(request_id),
+    }
+
+

@@ -1,0 +1,27 @@
+"""NodeAutoscaler's settings: what an operator sets when starting a cluster's loop."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class AutoscalerSettings(BaseModel):
+    cluster: str
+    scan_interval_s: float = 10.0
+    max_nodes_total: int | None = None
+    readiness_timeout_s: float = 300.0
+    readiness_poll_s: float = 2.0
+    max_attempts: int = 5
+    request_ttl_s: float = 3600.0
+    use_search_attributes: bool = False
+    # Bound the history of one run even when the server does not suggest continue-as-new yet.
+    iterations_per_run: int = 500
+    # Scale-down (seed 004 steps 8-9, Cluster Autoscaler's rules); per-group timers and
+    # thresholds come from each NodeGroupWithPriority's scaleDown.
+    scale_down_enabled: bool = True
+    max_scale_down_per_loop: int = 10
+    pdb_retry_s: float = 120.0  # how long a drain retries evictions refused by a PDB (429)
+    eviction_retry_s: float = 2.0
+    drain_timeout_s: float = 300.0  # evicted pods must be gone within this
+    orphan_grace_s: float = 600.0
+

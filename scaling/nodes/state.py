@@ -1,0 +1,134 @@
+"""NodeAutoscaler's durable state, carried across continue-as-new, and how child reports fold into it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from scaling.nodes.models import (
+    InFlightRequest,
+    NodeGroup,
+    PodProblem,
+    RequestPhase,
+    SpecProblem,
+)
+from scaling.nodes.orphans import Orphan
+from scaling.nodes.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.settings import AutoscalerSettings
+
+RECENT_REQUESTS_KEPT = 200
+
+
+REPORTED_PODS_KEPT = 5000
+
+
+class LoopSummary(BaseModel):
+    at: datetime | None = None
+    unschedulable: int = 0
+    fits_existing: int = 0
+    covered_in_flight: int = 0
+    planned_nodes: int = 0
+    problems: int = 0
+    nodes: int = 0
+    pods_total: int = 0
+    pods_running: int = 0
+
+
+class AutoscalerState(BaseModel):
+    paused: bool = False
+    seq: int = 0
+    iterations: int = 0
+    runs: int = 1
+    in_flight: dict[str, NodeRequestStatus] = Field(default_factory=dict)
+    recent: list[NodeRequestStatus] = Field(default_factory=list)
+    finished_by_phase: dict[str, int] = Field(default_factory=dict)
+    attempts_by_pool: dict[str, dict[str, int]] = Field(default_factory=dict)
+    nodes_created: int = 0
+    never_satisfiable: dict[str, PodProblem] = Field(default_factory=dict)
+    groups_fingerprint: str = ""
+    reported_pods: list[str] = Field(default_factory=list)  # pod uid + reason already evented
+    invalid_groups: list[SpecProblem] = Field(default_factory=list)
+    banned_pools: list[str] = Field(default_factory=list)  # "group/pool"
+    backoff_until: dict[str, float] = Field(default_factory=dict)  # "group/pool" -> epoch seconds
+    backoff_failures: dict[str, int] = Field(default_factory=dict)
+    last_loop: LoopSummary = Field(default_factory=LoopSummary)
+    # scale-down
+    last_scale_up_at: float | None = None
+    unneeded_since: dict[str, float] = Field(default_factory=dict)
+    candidates: dict[str, CandidateState] = Field(default_factory=dict)
+    scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
+    recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
+    blocked_by_reason: dict[str, int] = Field(default_factory=dict)  # finished children
+    protected_nodes: list[str] = Field(default_factory=list)
+    orphans: list[Orphan] = Field(default_factory=list)
+
+
+class AutoscalerInput(BaseModel):
+    settings: AutoscalerSettings
+    state: AutoscalerState | None = None
+
+
+def groups_fingerprint(groups: list[NodeGroup]) -> str:
+    """Changes whenever any group's spec changes: never-satisfiable pods are re-evaluated then."""
+    blob = json.dumps([g.model_dump(mode="json") for g in groups], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlightRequest]:
+    return [
+        InFlightRequest(
+            id=r.id,
+            group=r.group,
+            pool=r.current_pool,
+            server_type=r.server_type,
+            provider=r.provider,
+            requirements=r.requirements,
+            pod_uids=r.pod_uids,
+            phase=r.phase,
+        )
+        for r in requests.values()
+        if r.phase in (RequestPhase.PENDING, RequestPhase.PROVISIONING)
+    ]
+
+
+def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> None:
+    """Fold a NodeRequest's reported status into the autoscaler's state."""
+    if not update.final:
+        state.in_flight[update.id] = update
+        return
+    if state.in_flight.pop(update.id, None) is None and any(r.id == update.id for r in state.recent):
+        return  # a duplicate final report
+    phase = update.phase.value
+    state.finished_by_phase[phase] = state.finished_by_phase.get(phase, 0) + 1
+    for a in update.attempts:
+        per_pool = state.attempts_by_pool.setdefault(a.pool, {})
+        per_pool[a.result.value] = per_pool.get(a.result.value, 0) + 1
+    if update.phase == RequestPhase.READY:
+        state.nodes_created += 1
+    state.recent.append(update)
+    del state.recent[:-RECENT_REQUESTS_KEPT]
+
+
+def record_scale_down_update(state: AutoscalerState, update: ScaleDownStatus) -> None:
+    """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored)."""
+    if not update.final:
+        state.scale_downs[update.node] = update
+        return
+    current = state.scale_downs.get(update.node)
+    if current is None or current.workflow_id != update.workflow_id:
+        if any(r.workflow_id == update.workflow_id and r.final for r in state.recent_scale_downs[-50:]):
+            return
+    state.scale_downs.pop(update.node, None)
+    phase = update.phase.value
+    state.scale_down_by_phase[phase] = state.scale_down_by_phase.get(phase, 0) + 1
+    if update.reason and update.phase != ScaleDownPhase.REMOVED:
+        state.blocked_by_reason[update.reason] = state.blocked_by_reason.get(update.reason, 0) + 1
+    state.recent_scale_downs.append(update)
+    del state.recent_scale_downs[:-RECENT_REQUESTS_KEPT]
+    state.unneeded_since.pop(update.node, None)
+

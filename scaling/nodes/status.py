@@ -1,0 +1,76 @@
+"""NodeAutoscaler's status query: what `growth-autoscaler status` and the demo read."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from pydantic import BaseModel, Field
+
+from scaling.nodes.models import (
+    PodProblem,
+    SpecProblem,
+)
+from scaling.nodes.orphans import Orphan
+from scaling.nodes.removals import CandidateState, ScaleDownStatus
+from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerState, LoopSummary
+
+
+class AutoscalerStatus(BaseModel):
+    cluster: str
+    paused: bool
+    iterations: int
+    runs: int
+    in_flight: list[NodeRequestStatus]
+    recent: list[NodeRequestStatus]
+    requests_by_phase: dict[str, int]
+    attempts_by_pool: dict[str, dict[str, int]]
+    nodes_created: int
+    never_satisfiable: list[PodProblem]
+    invalid_groups: list[SpecProblem]
+    banned_pools: list[str]
+    backoff_until: dict[str, float]
+    last_loop: LoopSummary
+    candidates: list[CandidateState] = Field(default_factory=list)
+    scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
+    scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
+    blocked_by_reason: dict[str, int] = Field(default_factory=dict)
+    protected_nodes: list[str] = Field(default_factory=list)
+    orphans: list[Orphan] = Field(default_factory=list)
+
+
+def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> AutoscalerStatus:
+    by_phase = Counter(state.finished_by_phase)
+    attempts: dict[str, dict[str, int]] = defaultdict(dict)
+    for pool, results in state.attempts_by_pool.items():
+        attempts[pool].update(results)
+    for r in state.in_flight.values():
+        by_phase[r.phase.value] += 1
+        for a in r.attempts:
+            attempts[a.pool][a.result.value] = attempts[a.pool].get(a.result.value, 0) + 1
+    return AutoscalerStatus(
+        cluster=settings.cluster,
+        paused=state.paused,
+        iterations=state.iterations,
+        runs=state.runs,
+        in_flight=list(state.in_flight.values()),
+        recent=state.recent[-50:],
+        requests_by_phase=dict(by_phase),
+        attempts_by_pool=dict(attempts),
+        nodes_created=state.nodes_created,
+        never_satisfiable=list(state.never_satisfiable.values()),
+        invalid_groups=state.invalid_groups,
+        banned_pools=state.banned_pools,
+        backoff_until=state.backoff_until,
+        last_loop=state.last_loop,
+        candidates=sorted(state.candidates.values(), key=lambda c: c.node),
+        scale_downs=sorted(state.scale_downs.values(), key=lambda c: c.node),
+        recent_scale_downs=state.recent_scale_downs[-50:],
+        scale_down_by_phase=state.scale_down_by_phase,
+        blocked_by_reason=state.blocked_by_reason,
+        protected_nodes=state.protected_nodes,
+        orphans=[o for o in state.orphans if o.reported],
+    )
+

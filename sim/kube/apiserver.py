@@ -1,0 +1,494 @@
+"""An emulated kube-apiserver over HTTP/1.1 (JSON only) that the official client talks to.
+
+Routing follows the real URL layout: /api/v1/... for the core group, /apis/{group}/{version}/...
+otherwise, with namespaced paths under namespaces/{ns}/. Control endpoints for tests live
+under /sim/v1/ and need no token; everything else except /version and health checks needs
+`Authorization: Bearer <token>`, or the answer is 401 like a real cluster's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import select
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from sim.kube.control import SimControl
+from sim.kube.errors import ApiError, bad_request, success
+from sim.kube.selectors import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
+from sim.kube.store import Obj, ResourceType, Store, WatchEvent
+
+VERSION_INFO = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim", "gitCommit": "0" * 40,
+                "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
+                "compiler": "gc", "platform": "linux/amd64"}
+PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
+WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    api: "ApiServer"
+
+
+class _Route:
+    def __init__(self, rt: ResourceType, ns: str | None, name: str | None, sub: str | None) -> None:
+        self.rt, self.ns, self.name, self.sub = rt, ns, name, sub
+
+
+class ApiServer:
+    def __init__(self, store: Store, control: SimControl, token: str | None,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.store = store
+        self.control = control
+        self.token = token
+        self.stopping = threading.Event()
+        self.connections: set[socket.socket] = set()
+        self.conn_lock = threading.Lock()
+        self.httpd = _Server((host, port), _Handler)
+        self.httpd.api = self
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                       name="sim-apiserver", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.store.cond:
+            self.store.cond.notify_all()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.conn_lock:
+            for conn in list(self.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        if self.thread:
+            self.thread.join(timeout=5)
+
+
+def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
+    values = query.get(key)
+    return values[0] if values else default
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by design
+        return
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.api.conn_lock:
+            self.server.api.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.api.conn_lock:
+            self.server.api.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def _send(self, code: int, body: Any) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        head = (f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                f"Cache-Control: no-cache, private\r\n\r\n").encode()
+        self.wfile.write(head + data)  # one write: no Nagle/delayed-ACK stall
+        self._status = code
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise bad_request("the request body is not valid JSON") from None
+
+    def _dispatch(self, method: str) -> None:
+        api = self.server.api
+        started = time.perf_counter()
+        self._status = 0
+        self._verb, self._resource = method.lower(), "other"
+        parts = urlsplit(self.path)
+        path = parts.path.rstrip("/") or "/"
+        query = parse_qs(parts.query, keep_blank_values=True)
+        try:
+            body = self._body()
+            if path.startswith("/sim/v1"):
+                self._verb, self._resource = "control", path
+                self._control(method, path, body)
+            elif path in PUBLIC_PATHS:
+                self._send(200, VERSION_INFO if path == "/version" else b"ok")
+            elif api.token and self.headers.get("Authorization") != f"Bearer {api.token}":
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            elif (failure := api.control.take_failure(method, path)) is not None:
+                raise ApiError(failure.status, failure.reason, failure.message)
+            else:
+                self._api(method, path, query, body)
+        except ApiError as exc:
+            self._send(exc.code, exc.status())
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # a bug here must surface as a 500, not a hung client
+            self._send(500, ApiError(500, "InternalError", f"sim apiserver error: {exc!r}").status())
+        api.control.record(self._verb, self._resource, self._status, time.perf_counter() - started)
+
+    # ---- control API ----------------------------------------------------------------------
+    def _control(self, method: str, path: str, body: Any) -> None:
+        control = self.server.api.control
+        store = self.server.api.store
+        try:
+            if path == "/sim/v1/stats" and method == "GET":
+                with store.lock:
+                    objects = {f"{g}/{p}" if g else p: len(b) for (g, p), b in store.storage.items()}
+                    rv = store.rv
+                self._send(200, {**control.stats(), "objects": objects, "resource_version": rv})
+            elif path == "/sim/v1/stats" and method == "DELETE":
+                control.reset_stats()
+                self._send(200, control.stats())
+            elif path == "/sim/v1/faults" and method == "GET":
+                self._send(200, control.faults())
+            elif path == "/sim/v1/faults" and method in ("POST", "PUT"):
+                control.set_faults(body or {})
+                self._send(200, control.faults())
+            elif path == "/sim/v1/faults" and method == "DELETE":
+                control.set_faults({"never_ready_nodes": [], "request_failures": []})
+                self._send(200, control.faults())
+            elif path == "/sim/v1/settings" and method == "GET":
+                self._send(200, control.settings())
+            elif path == "/sim/v1/settings" and method in ("POST", "PUT", "PATCH"):
+                control.apply_settings(body or {})
+                self._send(200, control.settings())
+            else:
+                raise ApiError(404, "NotFound", f"no control endpoint {method} {path}")
+        except (TypeError, ValueError) as exc:
+            raise bad_request(str(exc)) from None
+
+    # ---- Kubernetes API -------------------------------------------------------------------
+    def _api(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> None:
+        store = self.server.api.store
+        seg = path.strip("/").split("/")
+        if seg == ["api"]:
+            self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server.api.url.split("//")[1]}]})
+            return
+        if seg == ["apis"]:
+            self._send(200, self._group_list())
+            return
+        if seg[0] == "api" and len(seg) >= 2:
+            group, version, rest = "", seg[1], seg[2:]
+        elif seg[0] == "apis" and len(seg) >= 3:
+            group, version, rest = seg[1], seg[2], seg[3:]
+        elif seg[0] == "apis" and len(seg) == 2:
+            groups = [g for g in self._group_list()["groups"] if g["name"] == seg[1]]
+            if not groups:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._send(200, {"kind": "APIGroup", "apiVersion": "v1", **groups[0]})
+            return
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            self._send(200, self._resource_list(group, version))
+            return
+        route = self._route(group, version, rest)
+        self._resource = route.rt.plural + (f"/{route.sub}" if route.sub else "")
+        rt = route.rt
+        if route.name is None:
+            if rt.namespaced and route.ns is None and method != "GET":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            if method == "GET":
+                if _first(query, "watch") in ("true", "1"):
+                    self._verb = "watch"
+                    self._watch(rt, route.ns, query)
+                else:
+                    self._verb = "list"
+                    self._list(rt, route.ns, query)
+            elif method == "POST":
+                self._verb = "create"
+                self._send(201, store.create(rt, route.ns or "", self._object(body)))
+            elif method == "DELETE":
+                self._verb = "deletecollection"
+                items, _ = store.list(rt, route.ns, *self._selectors(rt, query))
+                for item in items:
+                    meta = item["metadata"]
+                    try:
+                        store.delete(rt, meta.get("namespace", ""), meta["name"], body)
+                    except ApiError as exc:
+                        if exc.code != 404:
+                            raise
+                self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                                 "metadata": {"resourceVersion": str(store.rv)}, "items": items})
+            else:
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            return
+        ns, name, sub = route.ns or "", route.name, route.sub
+        if sub == "scale" and rt.group == "apps" and rt.plural in ("deployments", "replicasets", "statefulsets"):
+            self._scale(method, rt, ns, name, body)
+            return
+        if sub not in (None, "status", "binding", "eviction"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub in ("binding", "eviction"):
+            if rt.plural != "pods" or rt.group != "" or method != "POST":
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            payload = self._object(body)
+            if sub == "binding":
+                self._verb = "bind"
+                target = (payload.get("target") or {}).get("name")
+                if not target:
+                    raise ApiError(422, "Invalid", "target.name: Required value")
+                store.bind(ns, name, target)
+            else:
+                self._verb = "evict"
+                store.evict(ns, name)
+            self._send(201, success(201))
+            return
+        if sub == "status" and not rt.status_subresource:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if method == "GET":
+            self._verb = "get"
+            self._send(200, store.get(rt, ns, name))
+        elif method == "PUT":
+            self._verb = "update"
+            self._send(200, store.replace(rt, ns, name, self._object(body), sub))
+        elif method == "PATCH":
+            self._verb = "patch"
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if body is None:
+                raise bad_request("a patch needs a body")
+            self._send(200, store.patch(rt, ns, name, content_type, body, sub))
+        elif method == "DELETE" and sub is None:
+            self._verb = "delete"
+            obj, now = store.delete(rt, ns, name, body if isinstance(body, dict) else None)
+            self._send(200 if now else 202, obj)
+        else:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    @staticmethod
+    def _object(body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        return body
+
+    def _route(self, group: str, version: str, rest: list[str]) -> _Route:
+        store = self.server.api.store
+        not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            rt = store.lookup(group, version, rest[2])
+            if rt is not None and rt.namespaced and len(rest) <= 5:
+                return _Route(rt, rest[1], rest[3] if len(rest) > 3 else None,
+                              rest[4] if len(rest) > 4 else None)
+        rt = store.lookup(group, version, rest[0])
+        if rt is None or len(rest) > 3 or (rt.namespaced and len(rest) > 1):
+            raise not_found
+        return _Route(rt, None, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+
+    def _selectors(self, rt: ResourceType, query: dict[str, list[str]]) -> tuple[list[Any], list[Any]]:
+        try:
+            return (parse_label_selector(_first(query, "labelSelector")),
+                    parse_field_selector(_first(query, "fieldSelector"), rt.plural))
+        except SelectorError as exc:
+            raise bad_request(str(exc)) from None
+
+    def _list(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]]) -> None:
+        store = self.server.api.store
+        labels, fields = self._selectors(rt, query)
+        items, rv = store.list(rt, ns, labels, fields)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        token = _first(query, "continue")
+        if token:
+            try:
+                after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
+            except ValueError:
+                raise ApiError(400, "BadRequest", "invalid continue token") from None
+            items = [i for i in items if (i["metadata"].get("namespace", ""), i["metadata"]["name"]) > after]
+        limit = int(_first(query, "limit") or 0)
+        if limit and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            meta["continue"] = base64.urlsafe_b64encode(
+                json.dumps([last.get("namespace", ""), last["name"]]).encode()).decode()
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
+                         "items": items})
+
+    def _scale(self, method: str, rt: ResourceType, ns: str, name: str, body: Any) -> None:
+        store = self.server.api.store
+        self._resource = f"{rt.plural}/scale"
+        if method in ("PUT", "PATCH"):
+            self._verb = "update" if method == "PUT" else "patch"
+            replicas = ((self._object(body).get("spec") or {}).get("replicas"))
+            if not isinstance(replicas, int) or replicas < 0:
+                raise ApiError(422, "Invalid", "spec.replicas: must be a non-negative integer")
+            store.get(rt, ns, name)
+
+            def set_replicas(obj: Obj) -> Obj:
+                obj.setdefault("spec", {})["replicas"] = replicas
+                return obj
+
+            store.mutate(rt, ns, name, set_replicas)
+        elif method != "GET":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        obj = store.get(rt, ns, name)
+        selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        self._send(200, {
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                         "creationTimestamp")},
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}})
+
+    # ---- watch ----------------------------------------------------------------------------
+    def _watch(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]]) -> None:
+        api = self.server.api
+        store = api.store
+        labels, fields = self._selectors(rt, query)
+        timeout = float(_first(query, "timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+        rv_text = _first(query, "resourceVersion")
+
+        def matches(obj: Obj | None) -> bool:
+            return (obj is not None and (ns is None or obj["metadata"].get("namespace") == ns)
+                    and labels_match(labels, obj) and fields_match(fields, obj))
+
+        initial: list[tuple[str, Obj]] = []
+        with store.lock:
+            if rv_text in ("", "0"):
+                items, position = store.list(rt, ns, labels, fields)
+                initial = [("ADDED", item) for item in items]
+            else:
+                try:
+                    position = int(rv_text)
+                except ValueError:
+                    raise bad_request(f"invalid resource version: {rv_text}") from None
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n")
+        self._status = 200
+        self.close_connection = True
+
+        def send(events: list[tuple[str, Obj]]) -> None:
+            if events:
+                data = b"".join(json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() + b"\n"
+                                for t, o in events)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        def classify(event: WatchEvent) -> tuple[str, Obj] | None:
+            if event.gr != rt.gr:
+                return None
+            new_match = matches(event.obj)
+            old_match = matches(event.old)
+            obj = event.obj
+            if rt.gr == ("policy", "poddisruptionbudgets"):
+                obj = store._decorate(rt, obj)
+            if event.type == "ADDED":
+                return ("ADDED", obj) if new_match else None
+            if event.type == "DELETED":
+                return ("DELETED", obj) if (new_match or old_match) else None
+            if new_match and old_match:
+                return ("MODIFIED", obj)
+            if new_match:
+                return ("ADDED", obj)
+            if old_match:
+                return ("DELETED", obj)
+            return None
+
+        try:
+            send(initial)
+            while not api.stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                with store.cond:
+                    if store.rv <= position:
+                        store.cond.wait(min(WATCH_SLICE, remaining))
+                    events, ok = store.events_after(position)
+                    if not ok:
+                        gone = ApiError(410, "Expired", f"too old resource version: {position} "
+                                        f"({store.events[0].rv - 1})").status()
+                        send([("ERROR", gone)])
+                        break
+                    out = [c for c in map(classify, events) if c is not None]
+                    if events:
+                        position = events[-1].rv
+                send(out)
+                if not events and self._client_gone():
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+
+    def _client_gone(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    # ---- discovery ------------------------------------------------------------------------
+    def _group_list(self) -> Obj:
+        versions: dict[str, list[str]] = {}
+        for group, version, _ in list(self.server.api.store.types):
+            if group and version not in versions.setdefault(group, []):
+                versions[group].append(version)
+        groups = []
+        for group, vs in sorted(versions.items()):
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in vs]
+            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _resource_list(self, group: str, version: str) -> Obj:
+        types = [t for (g, v, _), t in list(self.server.api.store.types.items()) if g == group and v == version]
+        if not types:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        resources: list[Obj] = []
+        for t in sorted(types, key=lambda t: t.plural):
+            resources.append({"name": t.plural, "singularName": t.singular or t.kind.lower(),
+                              "namespaced": t.namespaced, "kind": t.kind, "verbs": verbs,
+                              "shortNames": list(t.short_names)})
+            if t.status_subresource:
+                resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
+                                  "kind": t.kind, "verbs": ["get", "patch", "update"]})
+            if t.gr == ("", "pods"):
+                resources.append({"name": "pods/binding", "singularName": "", "namespaced": True,
+                                  "kind": "Binding", "verbs": ["create"]})
+                resources.append({"name": "pods/eviction", "singularName": "", "namespaced": True,
+                                  "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}

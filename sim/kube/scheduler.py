@@ -1,0 +1,259 @@
+"""A small kube-scheduler: binds pending pods to Ready nodes with room.
+
+Filters, in the default plugin order: NodeUnschedulable (cordon), TaintToleration (NoSchedule
+and NoExecute; a NotReady node counts as tainted node.kubernetes.io/not-ready), NodeAffinity
+(nodeSelector and required node affinity), NodeResourcesFit (requests vs allocatable, one pod
+slot). Scores with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go
+to the first node by name so runs are reproducible. Pods that fit nowhere get
+PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" message.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sim.kube import quantity
+from sim.kube.actor import Actor
+from sim.kube.control import SimControl
+from sim.kube.errors import ApiError
+from sim.kube.kwok import is_ready
+from sim.kube.store import Obj, Store, now_rfc3339
+
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+Resources = dict[str, int]
+
+
+def _amount(name: str, value: Any) -> int:
+    return quantity.millis(value) if name == "cpu" else quantity.units(value)
+
+
+def pod_requests(pod: Obj) -> Resources:
+    """Effective requests: containers summed, init containers' max, plus overhead."""
+    spec = pod.get("spec") or {}
+
+    def of(container: Obj) -> Resources:
+        res = container.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}  # requests default to limits
+        return {k: _amount(k, v) for k, v in merged.items()}
+
+    total: Resources = Counter()
+    for c in spec.get("containers") or []:
+        total.update(of(c))
+    for c in spec.get("initContainers") or []:
+        for k, v in of(c).items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + _amount(k, v)
+    total["pods"] = 1
+    return dict(total)
+
+
+def allocatable(node: Obj) -> Resources:
+    status = node.get("status") or {}
+    source = status.get("allocatable") or status.get("capacity") or {}
+    return {k: _amount(k, v) for k, v in source.items()}
+
+
+def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
+    op, key, values = expr.get("operator"), expr.get("key"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def affinity_matches(pod: Obj, node: Obj) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    spec = pod.get("spec") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if not required:
+        return True
+    fields = {"metadata.name": node["metadata"]["name"]}
+    for term in required.get("nodeSelectorTerms") or []:
+        exprs = term.get("matchExpressions") or []
+        field_exprs = term.get("matchFields") or []
+        if not exprs and not field_exprs:
+            continue  # an empty term matches nothing
+        if all(_expression_matches(e, labels) for e in exprs) and \
+                all(_expression_matches(e, fields) for e in field_exprs):
+            return True
+    return False
+
+
+def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[str]:
+    """Reasons the node cannot take the pod; empty when it fits."""
+    spec = pod.get("spec") or {}
+    tolerations = spec.get("tolerations") or []
+    if (node.get("spec") or {}).get("unschedulable") and not tolerates(
+            tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+        return ["node(s) were unschedulable"]
+    taints = [t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("effect") in ("NoSchedule", "NoExecute")]
+    if not is_ready(node):
+        taints = [NOT_READY_TAINT] + taints
+    for taint in taints:
+        if not tolerates(tolerations, taint):
+            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
+    if not affinity_matches(pod, node):
+        return ["node(s) didn't match Pod's node affinity/selector"]
+    alloc = allocatable(node)
+    reasons = []
+    for name, amount in sorted(req.items()):
+        if amount <= 0 or (name == "ephemeral-storage" and name not in alloc):
+            continue
+        if used.get(name, 0) + amount > alloc.get(name, 0):
+            reasons.append("Too many pods" if name == "pods" else f"Insufficient {name}")
+    return reasons
+
+
+def score(req: Resources, node: Obj, used: Resources, strategy: str) -> float:
+    alloc = allocatable(node)
+    parts = []
+    for name in ("cpu", "memory"):
+        capacity = alloc.get(name, 0)
+        if capacity <= 0:
+            parts.append(0.0)
+            continue
+        requested = used.get(name, 0) + req.get(name, 0)
+        fraction = min(1.0, requested / capacity)
+        parts.append(100 * (fraction if strategy == "most-allocated" else 1 - fraction))
+    return sum(parts) / len(parts)
+
+
+def unschedulable_message(node_count: int, reasons: Counter[str]) -> str:
+    if node_count == 0:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{node_count} nodes are available: {', '.join(parts)}."
+
+
+def is_terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class Scheduler(Actor):
+    name = "scheduler"
+
+    def __init__(self, store: Store, control: SimControl) -> None:
+        super().__init__(lambda: control.scheduler_interval)
+        self.store = store
+        self.control = control
+        self._requests: dict[str, Resources] = {}  # pod specs are immutable: cache by uid
+        self._last_rv = -1
+
+    def step(self) -> None:
+        if self.store.rv != self._last_rv:  # nothing changed, nothing new to decide
+            self.schedule_once()
+
+    def _requests_of(self, pod: Obj) -> Resources:
+        uid = pod["metadata"]["uid"]
+        if uid not in self._requests:
+            self._requests[uid] = pod_requests(pod)
+        return self._requests[uid]
+
+    def schedule_once(self) -> int:
+        """One scheduling pass; returns how many pods it bound."""
+        nodes_rt, pods_rt = self.store.builtin("nodes"), self.store.builtin("pods")
+        with self.store.lock:
+            nodes = sorted(self.store.all(nodes_rt), key=lambda n: n["metadata"]["name"])
+            pods = self.store.all(pods_rt)
+            order = {p["metadata"]["uid"]: self.store.order(p) for p in pods}
+            self._last_rv = self.store.rv
+        used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
+        pending = []
+        for pod in pods:
+            node_name = pod["spec"].get("nodeName")
+            if node_name:
+                if node_name in used and not is_terminal(pod):
+                    try:
+                        used[node_name].update(self._requests_of(pod))
+                    except ValueError:
+                        pass  # a malformed quantity on a bound pod holds nothing
+            elif (pod["status"].get("phase") == "Pending"
+                  and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+                  and not pod["metadata"].get("deletionTimestamp")
+                  and not pod["spec"].get("schedulingGates")):
+                pending.append(pod)
+        live = {p["metadata"]["uid"] for p in pods}
+        self._requests = {u: r for u, r in self._requests.items() if u in live}
+        pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
+        bound = 0
+        for pod in pending:
+            try:
+                req = self._requests_of(pod)
+            except ValueError as exc:
+                self._mark_unschedulable(pod, f"invalid resource request: {exc}")
+                continue
+            reasons: Counter[str] = Counter()
+            best: tuple[float, str] | None = None
+            for node in nodes:
+                name = node["metadata"]["name"]
+                failed = filter_node(pod, req, node, used[name])
+                if failed:
+                    reasons.update(failed)
+                    continue
+                s = score(req, node, used[name], self.control.scoring)
+                if best is None or s > best[0]:
+                    best = (s, name)
+            if best is None:
+                self._mark_unschedulable(pod, unschedulable_message(len(nodes), reasons))
+                continue
+            if self._bind(pod, best[1]):
+                used[best[1]].update(req)
+                bound += 1
+        return bound
+
+    def _bind(self, pod: Obj, node_name: str) -> bool:
+        with self.store.lock:
+            if self.store.find(self.store.builtin("nodes"), "", node_name) is None:
+                return False
+            try:
+                self.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], node_name)
+            except ApiError:
+                return False  # deleted or bound meanwhile
+        return True
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        def update(obj: Obj) -> Obj | None:
+            if obj["spec"].get("nodeName"):
+                return None
+            conditions = obj["status"].setdefault("conditions", [])
+            current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+            # lastTransitionTime records when the pod first became unschedulable.
+            since = (current.get("lastTransitionTime") if current and current.get("status") == "False"
+                     else None) or now_rfc3339()
+            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": message, "lastProbeTime": None, "lastTransitionTime": since}
+            obj["status"]["conditions"] = [c for c in conditions if c.get("type") != "PodScheduled"] + [condition]
+            return obj
+
+        self.store.mutate(self.store.builtin("pods"), pod["metadata"]["namespace"],
+                          pod["metadata"]["name"], update, "status")

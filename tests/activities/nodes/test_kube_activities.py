@@ -1,0 +1,169 @@
+"""Kubernetes activities and the KWOK provider against the simulated cluster, over HTTP with the
+official client (no monkeypatching)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+from temporalio.testing import ActivityEnvironment
+
+from activities.nodes.kube import KubeActivities
+from activities.kube.client import api_client
+from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
+from activities.nodes.providers.kwok import KwokProvider
+from activities.settings import KubeSettings, load_settings
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool, SpecProblem
+from scaling.nodes.contracts import PodEvent
+from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
+from sim.cluster import SimCluster
+from starters.kube import apply_crds, apply_node_group, deployment, node_group
+from tests.sim.conftest import eventually
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as s:
+        yield s
+
+
+@pytest.fixture
+def api(sim: SimCluster, tmp_path: Path) -> client.ApiClient:
+    # Built the way the worker builds it: from a kubeconfig file.
+    return api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
+
+
+def pool(name: str = "kwok-cx22", server_type: str = "cx22") -> Pool:
+    return Pool(group="general", name=name, provider="kwok", server_type=server_type, priority=10)
+
+
+async def test_kwok_create_is_idempotent_per_request_attempt(api: client.ApiClient) -> None:
+    provider = KwokProvider(api)
+    inp = CreateNodeInput(cluster="c1", request_id="nodes/c1/request/000001-ab", attempt=0, pool=pool(), labels={LABEL_POOL: "kwok-cx22"})
+    first = await provider.create_node(inp)
+    again = await provider.create_node(inp)  # a retried or replayed activity
+    assert first.outcome == again.outcome == "created"
+    assert first.node_name == again.node_name
+    nodes = client.CoreV1Api(api).list_node().items
+    assert [n.metadata.name for n in nodes] == [first.node_name]
+    node = nodes[0]
+    assert node.metadata.annotations["kwok.x-k8s.io/node"] == "fake"
+    assert node.metadata.labels["node.kubernetes.io/instance-type"] == "cx22"
+    assert node.spec.provider_id == f"kwok://{first.node_name}"
+    other = await provider.create_node(inp.model_copy(update={"attempt": 1}))
+    assert other.node_name != first.node_name
+
+
+async def test_kwok_capacity_limit_reports_no_capacity(api: client.ApiClient) -> None:
+    provider = KwokProvider(api, {"capacity": {"kwok-cx22": 1}})
+    base = CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool(), labels={LABEL_POOL: "kwok-cx22"})
+    assert (await provider.create_node(base)).outcome == "created"
+    full = await provider.create_node(base.model_copy(update={"request_id": "r2"}))
+    assert full.outcome == "no_capacity" and "kwok-cx22" in full.message
+    # The first request retried still finds its node: idempotency wins over the limit.
+    assert (await provider.create_node(base)).outcome == "created"
+
+
+async def test_kwok_delete_is_idempotent(api: client.ApiClient) -> None:
+    provider = KwokProvider(api)
+    made = await provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool()))
+    gone = DeleteNodeInput(cluster="c1", provider="kwok", node_name=made.node_name)
+    await provider.delete_node(gone)
+    await provider.delete_node(gone)  # 404 = done
+    assert client.CoreV1Api(api).list_node().items == []
+
+
+async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.ApiClient, sim: SimCluster) -> None:
+    sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
+    provider = KwokProvider(api)
+    kube = KubeActivities(api, known_providers=["kwok"])
+    ok = await provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool()))
+    stuck = await provider.create_node(CreateNodeInput(cluster="c1", request_id="r2", attempt=0, pool=pool("kwok-stuck-cx22")))
+    env = ActivityEnvironment()
+    heartbeats: list = []
+    env.on_heartbeat = lambda *a: heartbeats.append(a)
+    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name=ok.node_name, timeout_s=10, poll_s=0.05)) is True
+    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)) is False
+    assert heartbeats  # a dead worker is noticed through missed heartbeats
+    # A node that has not registered yet (404) is waited for, not an error.
+    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name="not-yet", timeout_s=0.3, poll_s=0.05)) is False
+
+
+def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiClient) -> None:
+    apply_crds(api)
+    apply_node_group(api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
+    apply_node_group(api, node_group("broken", [{"provider": "nowhere", "serverType": ["cx22"], "priority": 10}]))
+    client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="250m", memory="64Mi"))
+    kube = KubeActivities(api, known_providers=["kwok"])
+    obs = eventually(lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o, message="pods unschedulable")
+    assert {p.requests.cpu_m for p in obs.unschedulable} == {250}
+    assert all(p.controller_kind == "ReplicaSet" for p in obs.unschedulable)
+    assert [g.name for g in obs.groups] == ["general"]
+    assert [(p.name, p.field) for p in obs.invalid_groups] == [("broken", "spec.pools[0].provider")]
+    kube.report_node_group_status(obs.invalid_groups)
+    custom = client.CustomObjectsApi(api)
+    broken = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
+    good = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
+    assert broken["status"] == {"valid": False, "field": "spec.pools[0].provider", "message": obs.invalid_groups[0].message}
+    assert good["status"]["valid"] is True
+
+
+def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    provider = KwokProvider(api)
+    import asyncio
+
+    made = asyncio.run(provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
+    client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="300m", memory="64Mi"))
+    kube = KubeActivities(api, known_providers=["kwok"])
+    obs = eventually(
+        lambda: (o := kube.observe_cluster("c1")) and o.pods_running == 2 and o, timeout=10, message="pods running"
+    )
+    node = [n for n in obs.nodes if n.name == made.node_name][0]
+    assert node.ready and node.requested.cpu_m == 600 and node.requested.pods == 2
+    assert obs.unschedulable == []
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "ds-pod", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}]},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "50"}}}]},
+        },
+    )
+    eventually(lambda: any(c.reason == "Unschedulable" for c in (core.read_namespaced_pod("ds-pod", "default").status.conditions or [])), message="ds pod marked")
+    assert kube.observe_cluster("c1").unschedulable == []  # DaemonSet pods are never demand
+
+
+def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> None:
+    groups_file = tmp_path / "nodegroups.yaml"
+    groups_file.write_text(
+        yaml.safe_dump_all(
+            [
+                node_group("general", [{"provider": "kwok", "serverType": ["cx22", "cx32"], "priority": 10}]),
+                node_group("bad", [{"provider": "kwok", "serverType": [], "priority": 10}]),
+            ]
+        )
+    )
+    config = tmp_path / "growth.yaml"
+    config.write_text(yaml.safe_dump({"node_groups_file": "nodegroups.yaml", "providers": {"kwok": {}}}))
+    settings = load_settings(str(config))
+    assert settings.node_groups_file == str(groups_file)  # relative to the settings file
+    obs = KubeActivities(api, known_providers=["kwok"], node_groups_file=settings.node_groups_file).observe_cluster("c1")
+    assert [g.name for g in obs.groups] == ["general"]
+    assert [(p.name, p.field) for p in obs.invalid_groups] == [("bad", "spec.pools[0].serverType")]
+
+
+def test_label_node_and_pod_events(api: client.ApiClient) -> None:
+    import asyncio
+
+    core = client.CoreV1Api(api)
+    made = asyncio.run(KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
+    kube = KubeActivities(api, known_providers=["kwok"])
+    kube.label_node(LabelNodeInput(node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"}))
+    assert core.read_node(made.node_name).metadata.labels["growth.autoscaling.dev/node-group"] == "general"
+    pod = core.create_namespaced_pod("default", {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    kube.emit_pod_events([PodEvent(namespace="default", pod_name="p1", pod_uid=pod.metadata.uid, reason="TriggeredScaleUp", message="pod triggered scale-up")])
+    events = core.list_namespaced_event("default", field_selector="involvedObject.name=p1").items
+    assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [("TriggeredScaleUp", pod.metadata.uid, "growth")]

@@ -1,0 +1,112 @@
+"""Scale-down activities against the simulated cluster over HTTP, with the official client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from temporalio.testing import ActivityEnvironment
+
+from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
+from scaling.nodes.contracts import EvictPodInput, MarkNodeInput, NodeEvent, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.kube.drain import TAINT_TO_BE_DELETED
+from scaling.nodes.models import LABEL_GROUP
+from sim.cluster import SimCluster
+from sim.storage.longhorn import SimLonghorn
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def cluster() -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=0.0, pod_start_delay=0.0, run_scheduler=False) as c:
+        yield c
+
+
+@pytest.fixture
+def core(cluster: SimCluster) -> client.CoreV1Api:
+    api = client.CoreV1Api(cluster.api_client())
+    for n in ("n1", "n2"):
+        q = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        api.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g"}, "annotations": {"kwok.x-k8s.io/node": "fake"}}, "spec": {"providerID": f"kwok://{n}"},
+                         "status": {"allocatable": q, "capacity": q, "conditions": [{"type": "Ready", "status": "True"}]}})
+    return api
+
+
+@pytest.fixture
+def acts(cluster: SimCluster, core: client.CoreV1Api) -> ScaleDownActivities:
+    return ScaleDownActivities(cluster.api_client(), known_providers=["kwok"])
+
+
+def bound_pod(core: client.CoreV1Api, name: str, node: str, labels: dict[str, str] | None = None) -> None:
+    core.create_namespaced_pod("default", {
+        "metadata": {"name": name, "labels": labels or {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]},
+    })
+
+
+def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
+    core.patch_node("n1", {"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
+    assert acts.mark_node_for_scale_down(MarkNodeInput(node="n1", scale_down_at="2030-01-01T00:00:00Z"))
+    assert acts.mark_node_for_scale_down(MarkNodeInput(node="n1", scale_down_at="2030-01-01T00:00:00Z"))
+    node = core.read_node("n1")
+    assert sorted(t.key for t in node.spec.taints) == sorted(["dedicated", TAINT_TO_BE_DELETED])
+    assert node.metadata.annotations[ANNOTATION_SCALE_DOWN_AT] == "2030-01-01T00:00:00Z"
+    acts.cordon_node("n1")
+    assert core.read_node("n1").spec.unschedulable is True
+    acts.unmark_node(UnmarkNodeInput(node="n1", uncordon=True))
+    node = core.read_node("n1")
+    assert [t.key for t in node.spec.taints] == ["dedicated"]
+    assert ANNOTATION_SCALE_DOWN_AT not in (node.metadata.annotations or {})
+    assert not node.spec.unschedulable
+    # A node cordoned by someone else stays cordoned.
+    core.patch_node("n2", {"spec": {"unschedulable": True}})
+    acts.cordon_node("n2")
+    acts.unmark_node(UnmarkNodeInput(node="n2", uncordon=True))
+    assert core.read_node("n2").spec.unschedulable is True
+    assert acts.mark_node_for_scale_down(MarkNodeInput(node="gone", scale_down_at="x")) is False
+
+
+def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
+    bound_pod(core, "web-1", "n1")
+    bound_pod(core, "db-1", "n1", labels={"app": "db"})
+    client.PolicyV1Api(cluster.api_client()).create_namespaced_pod_disruption_budget("default", {
+        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    deadline = time.monotonic() + 10  # KWOK starts the pods; a PDB only guards running pods
+    while any(p.status.phase != "Running" for p in core.list_namespaced_pod("default").items):
+        assert time.monotonic() < deadline, "pods never ran"
+        time.sleep(0.05)
+    assert acts.evict_pod(EvictPodInput(namespace="default", name="web-1")).outcome == "evicted"
+    refused = acts.evict_pod(EvictPodInput(namespace="default", name="db-1"))
+    assert refused.outcome == "refused" and "disruption budget" in refused.message
+    assert acts.evict_pod(EvictPodInput(namespace="default", name="web-1")).outcome == "gone"
+    left = ActivityEnvironment().run(
+        acts.wait_pods_gone, WaitPodsGoneInput(node="n1", pods=["default/web-1", "default/db-1"], timeout_s=0.3, poll_s=0.1)
+    )
+    assert left == ["default/db-1"]
+
+
+def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
+    bound_pod(core, "web-1", "n1")
+    obs = acts.observe_scale_down("c")
+    assert {n.name for n in obs.nodes} == {"n1", "n2"} and [p.name for p in obs.pods] == ["web-1"]
+    assert obs.storage is None
+    with SimLonghorn(cluster.url, cluster.token, interval=0.05) as lh:
+        lh.create_volume("vol-1", replicas=2)
+        lh.attach("vol-1", "n1")
+        assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=10)
+        assert lh.wait_until(lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"), timeout=10)
+        obs = acts.observe_scale_down("c")
+        assert obs.storage is not None and {r.node for r in obs.storage.replicas} == {"n1", "n2"}
+        assert {p.namespace for p in obs.pdbs} == {"longhorn-system"} and len(obs.pdbs) == 2
+
+
+def test_delete_node_object_and_events(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
+    acts.emit_node_events([NodeEvent(node="n1", reason="ScaleDownBlocked", message="NotEnoughPdb: held", type="Warning")])
+    events = core.list_namespaced_event("default").items
+    assert [(e.involved_object.kind, e.involved_object.name, e.reason) for e in events] == [("Node", "n1", "ScaleDownBlocked")]
+    acts.delete_node_object("n1")
+    acts.delete_node_object("n1")  # already gone: success
+    assert [n.metadata.name for n in core.list_node().items] == ["n2"]

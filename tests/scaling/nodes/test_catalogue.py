@@ -1,0 +1,32 @@
+from scaling.nodes.catalogue import GIB, Reserve, allocatable_after_reserve, catalogue_index, kwok_catalogue, lookup
+
+
+def test_catalogue_has_the_required_names_and_arm_types() -> None:
+    names = {t.name for t in kwok_catalogue()}
+    required = {"cx22", "cx32", "cx42", "cx52", "cx31", "cx33", "ccx13", "ccx23", "ccx33"}
+    required |= {f"cpx{n}1" for n in range(1, 6)} | {f"cax{n}1" for n in range(1, 5)}
+    assert required <= names
+    arches = {t.name: t.arch for t in kwok_catalogue()}
+    assert all(arches[f"cax{n}1"] == "arm64" for n in range(1, 5))
+    assert arches["cx32"] == "amd64"
+
+
+def test_allocatable_is_below_capacity_and_grows_with_size() -> None:
+    small = allocatable_after_reserve(2, 4 * GIB)
+    big = allocatable_after_reserve(16, 32 * GIB)
+    assert 0 < small.cpu_m < 2000 and 0 < small.memory < 4 * GIB
+    assert big.cpu_m > small.cpu_m and big.memory > small.memory
+    # the sliding scale keeps back a smaller share of a big machine
+    assert (4 * GIB - small.memory) / (4 * GIB) > (32 * GIB - big.memory) / (32 * GIB)
+    assert small.pods == 110
+
+
+def test_fixed_reserve_without_tiers() -> None:
+    r = allocatable_after_reserve(4, 8 * GIB, Reserve(tiered=False, cpu_m=100, memory=GIB, eviction_memory=0, max_pods=58))
+    assert (r.cpu_m, r.memory, r.pods) == (3900, 7 * GIB, 58)
+
+
+def test_index_is_case_insensitive_by_lower_casing() -> None:
+    idx = catalogue_index(kwok_catalogue("hetzner"))
+    assert lookup(idx, "hetzner", "CX31") is idx[("hetzner", "cx31")]
+    assert lookup(idx, "kwok", "cx31") is None

@@ -1,0 +1,145 @@
+import copy
+from typing import Any
+
+import pytest
+
+from scaling.kube.models import Taint
+from scaling.nodes.nodegroups import (
+    InvalidSpec,
+    flatten_pools,
+    load_node_groups,
+    parse_node_group,
+    parse_node_groups_yaml,
+    pool_name,
+    priority_tiers,
+)
+
+KNOWN = {"hetzner", "kwok"}
+
+
+def obj(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiVersion": "growth.autoscaling.dev/v1alpha1",
+        "kind": "NodeGroupWithPriority",
+        "metadata": {"name": "general"},
+        "spec": {
+            "labels": {"team": "web"},
+            "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+            "maxNodes": 20,
+            "scaleDown": {"unneededTime": "5m", "utilizationThreshold": 0.4, "delayAfterAdd": "1h30m"},
+            "pools": [
+                {"provider": "hetzner", "serverType": ["CAX11"], "priority": 90},
+                {"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50, "maxNodes": 10, "minNodes": 1,
+                 "config": {"location": "fsn1"}},
+            ],
+        },
+    }
+    base["spec"].update(spec)
+    return base
+
+
+def test_parse_valid_group() -> None:
+    g = parse_node_group(obj(), KNOWN)
+    assert g.name == "general" and g.labels == {"team": "web"} and g.max_nodes == 20
+    assert g.taints == [Taint(key="dedicated", value="web", effect="NoSchedule")]
+    assert g.scale_down.unneeded_time_s == 300 and g.scale_down.delay_after_add_s == 5400
+    assert g.scale_down.utilization_threshold == 0.4
+    assert [p.server_types for p in g.pools] == [["CAX11"], ["CX31", "CX32"]]
+    assert g.pools[1].config == {"location": "fsn1"}
+
+
+def test_flatten_one_pool_per_server_type_and_tiers() -> None:
+    pools = flatten_pools(parse_node_group(obj(), KNOWN))
+    assert [p.name for p in pools] == ["hetzner-cax11", "hetzner-cx31", "hetzner-cx32"]
+    assert pool_name("Hetzner", "CX31") == "hetzner-cx31"
+    assert pools[1].max_nodes == 10 and pools[2].min_nodes == 1 and pools[1].group == "general"
+    tiers = priority_tiers(pools)
+    assert [[p.name for p in t] for t in tiers] == [["hetzner-cax11"], ["hetzner-cx31", "hetzner-cx32"]]
+
+
+def test_list_of_types_equals_separate_entries_of_same_priority() -> None:
+    split = obj(pools=[
+        {"provider": "hetzner", "serverType": ["CX31"], "priority": 50},
+        {"provider": "hetzner", "serverType": ["CX32"], "priority": 50},
+    ])
+    joined = obj(pools=[{"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50}])
+    assert flatten_pools(parse_node_group(split, KNOWN)) == flatten_pools(parse_node_group(joined, KNOWN))
+
+
+def bad(path: list[Any], value: Any) -> dict[str, Any]:
+    o = copy.deepcopy(obj())
+    target = o
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = value
+    return o
+
+
+@pytest.mark.parametrize(
+    "doc,field,words",
+    [
+        (bad(["spec", "pools", 1, "provider"], "aws"), "spec.pools[1].provider", "unknown provider"),
+        (bad(["spec", "pools"], []), "spec.pools", "at least one"),
+        (bad(["spec", "pools", 0, "serverType"], []), "spec.pools[0].serverType", "non-empty"),
+        (bad(["spec", "pools", 1, "priority"], -1), "spec.pools[1].priority", "negative"),
+        (bad(["spec", "pools", 1, "priority"], "high"), "spec.pools[1].priority", "integer"),
+        (bad(["spec", "pools", 1, "maxNodes"], -2), "spec.pools[1].maxNodes", "negative"),
+        (bad(["spec", "pools", 1, "minNodes"], 11), "spec.pools[1].minNodes", "exceeds"),
+        (bad(["spec", "maxNodes"], 0), "spec.maxNodes", "minNodes"),
+        (bad(["spec", "taints", 0, "effect"], "Sometimes"), "spec.taints[0].effect", "NoSchedule"),
+        (bad(["spec", "scaleDown", "utilizationThreshold"], "lots"), "spec.scaleDown.utilizationThreshold", "lots"),
+        (bad(["spec", "scaleDown", "utilizationThreshold"], "1500m"), "spec.scaleDown.utilizationThreshold", "between"),
+        (bad(["spec", "scaleDown", "unneededTime"], "soon"), "spec.scaleDown.unneededTime", "duration"),
+        (bad(["spec", "labels"], {"a": 1}), "spec.labels.a", "string"),
+        (bad(["metadata", "name"], "Bad_Name"), "metadata.name", "DNS"),
+        (bad(["apiVersion"], "growth/v1alpha1"), "apiVersion", "growth.autoscaling.dev/v1alpha1"),
+        (bad(["spec", "pools", 0, "serverType"], ["CX31"]), "spec.pools[1].serverType[0]", "already listed"),
+    ],
+)
+def test_invalid_specs_name_the_field(doc: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(InvalidSpec) as e:
+        parse_node_group(doc, KNOWN)
+    assert e.value.field == field
+    assert words in e.value.message
+    assert field in str(e.value)
+
+
+def test_one_bad_group_never_stops_the_others() -> None:
+    second = obj()
+    second["metadata"]["name"] = "batch"
+    broken = bad(["spec", "pools", 1, "priority"], -5)
+    broken["metadata"]["name"] = "broken"
+    groups, problems = load_node_groups([obj(), broken, second, obj()], KNOWN)
+    assert [g.name for g in groups] == ["general", "batch"]
+    assert [(p.name, p.field) for p in problems] == [
+        ("broken", "spec.pools[1].priority"),
+        ("general", "metadata.name"),  # the duplicate
+    ]
+    assert problems[0].kind == "NodeGroupWithPriority"
+
+
+def test_yaml_stream_of_several_documents() -> None:
+    text = """
+apiVersion: growth.autoscaling.dev/v1alpha1
+kind: NodeGroupWithPriority
+metadata: {name: a}
+spec:
+  pools:
+    - {provider: kwok, serverType: [cx22], priority: 10}
+---
+---
+apiVersion: growth.autoscaling.dev/v1alpha1
+kind: NodeGroupWithPriority
+metadata: {name: b}
+spec:
+  pools:
+    - {provider: nowhere, serverType: [cx22], priority: 10}
+"""
+    groups, problems = parse_node_groups_yaml(text, KNOWN)
+    assert [g.name for g in groups] == ["a"]
+    assert [(p.name, p.field) for p in problems] == [("b", "spec.pools[0].provider")]
+
+
+def test_yaml_syntax_error_is_a_problem_not_a_crash() -> None:
+    groups, problems = parse_node_groups_yaml("spec: [unclosed", KNOWN)
+    assert groups == [] and "invalid YAML" in problems[0].message

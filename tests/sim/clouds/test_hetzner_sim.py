@@ -1,0 +1,297 @@
+"""FakeHetzner's contract: the shapes and codes the real Hetzner Cloud API documents, as the
+official hcloud client sees them, plus its fault injection and the boot → Node registration."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+from hcloud import APIException, Client
+from hcloud.images import Image
+from hcloud.locations import Location
+from hcloud.server_types import ServerType
+
+from sim.clouds.hetzner import FakeHetzner, parse_kubelet_user_data, parse_label_selector, selector_matches
+
+TOKEN = "sim-token"
+
+
+@pytest.fixture
+def hz() -> Iterator[FakeHetzner]:
+    with FakeHetzner(TOKEN, boot_delay_s=0.05) as sim:
+        yield sim
+
+
+def client(hz: FakeHetzner, token: str = TOKEN, **kw: Any) -> Client:
+    c = Client(token=token, api_endpoint=hz.url, poll_interval=0.01, **kw)
+    c._client._retry_interval_func = lambda retries: 0.01  # keep hcloud's retries fast
+    return c
+
+
+def create(c: Client, name: str, server_type: str = "cx32", location: str = "fsn1", **kw: Any) -> Any:
+    return c.servers.create(
+        name=name,
+        server_type=ServerType(name=server_type),
+        image=Image(name="ubuntu-24.04"),
+        location=Location(name=location),
+        **kw,
+    )
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def raw(hz: FakeHetzner, method: str, path: str, token: str = TOKEN) -> tuple[int, dict[str, str], Any]:
+    req = urllib.request.Request(hz.base_url + path, method=method, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, dict(resp.headers), json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), json.loads(err.read() or b"null")
+
+
+def test_create_get_list_delete_shapes(hz: FakeHetzner) -> None:
+    c = client(hz)
+    resp = create(c, "node-a", labels={"growth.autoscaling.dev/cluster": "prod"}, user_data="#cloud-config\n")
+    assert resp.server.name == "node-a" and resp.server.id > 0
+    assert resp.server.server_type.name == "cx32" and resp.server.location.name == "fsn1"
+    assert resp.action.command == "create_server"
+    assert [a.command for a in resp.next_actions] == ["start_server"]
+    assert resp.root_password is not None
+    resp.action.wait_until_finished()
+    assert c.servers.get_by_id(resp.server.id).status == "running"
+    assert c.servers.get_by_name("node-a").id == resp.server.id
+    assert [s.name for s in c.servers.get_all(label_selector="growth.autoscaling.dev/cluster=prod")] == ["node-a"]
+    action = c.servers.delete(resp.server)
+    assert action.command == "delete_server"
+    with pytest.raises(APIException) as info:
+        c.servers.get_by_id(resp.server.id)
+    assert info.value.code == "not_found"
+    status, _, body = raw(hz, "DELETE", f"/v1/servers/{resp.server.id}")
+    assert status == 404 and body["error"]["code"] == "not_found"
+
+
+def test_pagination_walks_every_page(hz: FakeHetzner) -> None:
+    c = client(hz)
+    for i in range(7):
+        create(c, f"n{i}")
+    status, _, body = raw(hz, "GET", "/v1/servers?per_page=3&page=2")
+    assert status == 200
+    assert body["meta"]["pagination"] == {
+        "page": 2, "per_page": 3, "previous_page": 1, "next_page": 3, "last_page": 3, "total_entries": 7,
+    }
+    c.servers.max_per_page = 3
+    assert sorted(s.name for s in c.servers.get_all()) == [f"n{i}" for i in range(7)]
+
+
+def test_label_selector_language() -> None:
+    labels = {"env": "prod", "team": "data"}
+    for selector, expected in [
+        ("env=prod", True),
+        ("env==prod,team=data", True),
+        ("env!=prod", False),
+        ("env", True),
+        ("!env", False),
+        ("!missing", True),
+        ("env in (staging,prod)", True),
+        ("env notin (staging,prod)", False),
+        ("env in (staging, prod),team!=web", True),
+    ]:
+        assert selector_matches(parse_label_selector(selector), labels) is expected, selector
+
+
+def test_server_types_and_locations(hz: FakeHetzner) -> None:
+    c = client(hz)
+    types = {t.name: t for t in c.server_types.get_all()}
+    assert {"cx31", "cx32", "cx33", "cax11"} <= set(types)
+    cax = types["cax11"]
+    assert cax.architecture == "arm" and cax.cores == 2 and cax.memory == 4.0
+    assert {loc.location.name for loc in cax.locations} == {"fsn1", "nbg1", "hel1"}  # no Arm in ash
+    assert types["cx32"].prices[0]["price_hourly"]["net"] == "0.0104000000"
+    assert {loc.name for loc in c.locations.get_all()} == {"fsn1", "nbg1", "hel1", "ash"}
+
+
+def test_deprecation_and_removal(hz: FakeHetzner) -> None:
+    c = client(hz)
+    hz.deprecate_server_type("cx31", unavailable_after="2000-01-01T00:00:00Z", locations=["fsn1"])
+    hz.remove_server_type("cx22")
+    types = {t.name: t for t in c.server_types.get_all()}
+    assert "cx22" not in types
+    per_loc = {loc.location.name: loc.deprecation for loc in types["cx31"].locations}
+    assert per_loc["fsn1"] is not None and per_loc["nbg1"] is None
+    with pytest.raises(APIException) as info:
+        create(c, "old", "cx31", "fsn1")
+    assert info.value.code == "invalid_input"
+    assert create(c, "still-ok", "cx31", "nbg1").server.name == "still-ok"
+    with pytest.raises(APIException):
+        create(c, "gone", "cx22")
+
+
+def test_unauthorized(hz: FakeHetzner) -> None:
+    with pytest.raises(APIException) as info:
+        client(hz, token="nope").servers.get_all()
+    assert info.value.code == "unauthorized"
+    assert raw(hz, "GET", "/v1/servers", token="nope")[0] == 401
+
+
+def test_capacity_quota_and_uniqueness(hz: FakeHetzner) -> None:
+    c = client(hz)
+    hz.set_capacity("cx32", "fsn1", 1)
+    first = create(c, "a1")
+    with pytest.raises(APIException) as info:
+        create(c, "a2")
+    assert info.value.code == "resource_unavailable"
+    assert create(c, "a2", location="nbg1").server.location.name == "nbg1"
+    c.servers.delete(first.server)  # frees the slot
+    assert create(c, "a3").server.location.name == "fsn1"
+    with pytest.raises(APIException) as info:
+        create(c, "a3", location="hel1")
+    assert info.value.code == "uniqueness_error"
+    hz.set_server_limit(2)
+    with pytest.raises(APIException) as info:
+        create(c, "a4", location="hel1")
+    assert info.value.code == "resource_limit_exceeded"
+
+
+def test_invalid_labels_refused(hz: FakeHetzner) -> None:
+    with pytest.raises(APIException) as info:
+        create(client(hz), "x", labels={"growth/req": "nodes/prod/r1"})
+    assert info.value.code == "invalid_input"
+
+
+def test_rate_limit_headers_and_storm(hz: FakeHetzner) -> None:
+    status, headers, _ = raw(hz, "GET", "/v1/locations")
+    assert status == 200 and headers["RateLimit-Limit"] == "3600"
+    assert int(headers["RateLimit-Remaining"]) == 3599
+    hz.rate_limit_storm(2, reset_in_s=50)
+    status, headers, body = raw(hz, "GET", "/v1/locations")
+    assert status == 429 and body["error"]["code"] == "rate_limit_exceeded"
+    assert headers["RateLimit-Remaining"] == "0"
+    assert 45 <= int(headers["RateLimit-Reset"]) - time.time() <= 51
+    # hcloud retries rate_limit_exceeded itself and gets through after the storm.
+    assert client(hz).locations.get_all()
+    assert hz.stats()["requests_by_route"]["GET /locations"] == 4
+
+
+def test_hourly_limit_is_enforced() -> None:
+    with FakeHetzner(TOKEN, rate_limit_per_hour=3) as hz:
+        codes = [raw(hz, "GET", "/v1/locations")[0] for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+
+
+def test_injected_5xx(hz: FakeHetzner) -> None:
+    hz.inject_fault("server_error", 1, path="/servers")
+    c = client(hz)
+    with pytest.raises(APIException) as info:
+        c.servers.get_all()
+    assert info.value.code == "server_error"
+    assert raw(hz, "GET", "/v1/servers")[0] == 200  # only once
+
+
+def test_slow_actions(hz: FakeHetzner) -> None:
+    hz.action_delay_s = 0.3
+    c = client(hz)
+    resp = create(c, "slow")
+    assert resp.action.status == "running" and resp.server.status == "initializing"
+    started = time.monotonic()
+    resp.action.wait_until_finished()
+    assert time.monotonic() - started >= 0.25
+    assert c.servers.get_by_id(resp.server.id).status == "running"
+
+
+def test_lost_create_response_still_creates(hz: FakeHetzner) -> None:
+    hz.lose_create_responses(1, mode="drop")
+    with pytest.raises(requests.ConnectionError):
+        create(client(hz), "lost")
+    assert [s["name"] for s in hz.servers()] == ["lost"]
+
+
+def test_control_api(hz: FakeHetzner) -> None:
+    def control(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body or {}).encode()
+        req = urllib.request.Request(hz.base_url + "/sim/v1" + path, data=data, method=method)
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    control("POST", "/capacity", {"server_type": "cx32", "location": "fsn1", "count": 0})
+    with pytest.raises(APIException) as info:
+        create(client(hz), "c1")
+    assert info.value.code == "resource_unavailable"
+    control("DELETE", "/server_types/cx33")
+    assert "cx33" not in {t.name for t in client(hz).server_types.get_all()}
+    stats = control("GET", "/stats")
+    assert stats["requests"] == 2  # control calls are not API requests
+
+
+def test_user_data_parsing() -> None:
+    user_data = (
+        'KUBELET_EXTRA_ARGS="--node-labels=a=b,c.io/d=e --register-with-taints=k=v:NoSchedule,x:NoExecute"\n'
+        "  - kubeadm join 10.0.0.1:6443 --token abc.def --node-name n1\n"
+    )
+    token, labels, taints = parse_kubelet_user_data(user_data)
+    assert token == "abc.def"
+    assert labels == {"a": "b", "c.io/d": "e"}
+    assert taints == [{"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "x", "effect": "NoExecute"}]
+
+
+def _kube_get(url: str, token: str, path: str) -> tuple[int, Any]:
+    req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, None
+
+
+def test_boot_registers_node_in_sim_cluster_and_delete_removes_it() -> None:
+    cluster_mod = pytest.importorskip("sim.cluster")
+    join = "abcdef.0123456789abcdef"
+    user_data = (
+        'KUBELET_EXTRA_ARGS="--node-labels=growth.autoscaling.dev/pool=hetzner-cx32 '
+        '--register-with-taints=dedicated=data:NoSchedule"\n'
+        f"  - kubeadm join 10.0.0.1:6443 --token {join} --node-name n1\n"
+    )
+    with cluster_mod.SimCluster(node_ready_delay=0.1) as cluster, FakeHetzner(
+        TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=join, boot_delay_s=0.05
+    ) as hz:
+        c = client(hz)
+        good = create(c, "good-node", user_data=user_data)
+        bad = create(c, "bad-node", user_data=user_data.replace(join, "stolen.0000000000000000"))
+
+        def ready() -> Any:
+            status, node = _kube_get(cluster.url, cluster.token, "/api/v1/nodes/good-node")
+            if status != 200:
+                return None
+            conds = {x["type"]: x["status"] for x in node.get("status", {}).get("conditions", [])}
+            return node if conds.get("Ready") == "True" else None
+
+        node = wait_for(ready)
+        assert node["spec"]["providerID"] == f"hcloud://{good.server.id}"
+        assert node["metadata"]["labels"]["growth.autoscaling.dev/pool"] == "hetzner-cx32"
+        assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cx32"
+        assert node["spec"]["taints"] == [{"key": "dedicated", "value": "data", "effect": "NoSchedule"}]
+        assert node["status"]["capacity"]["cpu"] == "4"
+        wait_for(lambda: "bad-node" in hz.stats()["join_refused"])
+        assert _kube_get(cluster.url, cluster.token, "/api/v1/nodes/bad-node")[0] == 404
+        c.servers.delete(good.server)
+        c.servers.delete(bad.server)
+        wait_for(lambda: _kube_get(cluster.url, cluster.token, "/api/v1/nodes/good-node")[0] == 404)
+
+
+def test_boot_without_cluster_just_runs(hz: FakeHetzner) -> None:
+    resp = create(client(hz), "alone")
+    wait_for(lambda: client(hz).servers.get_by_id(resp.server.id).status == "running")
+    assert hz.stats()["nodes_registered"] == 0

@@ -1,0 +1,163 @@
+"""The simulated kube-scheduler: feasibility, scoring and the Unschedulable condition.
+
+Most tests drive single passes (`schedule_once`) on a cluster whose scheduler loop is off, so
+each pass's outcome is deterministic; one test checks the running loop end to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from sim.cluster import SimCluster
+from sim.kube.scheduler import pod_requests
+from tests.sim.conftest import eventually, node_body, pod_body, ready_nodes
+
+
+@pytest.fixture
+def manual() -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=0.05, pod_start_delay=0.05, run_scheduler=False) as sim:
+        yield sim
+
+
+@pytest.fixture
+def mcore(manual: SimCluster) -> Iterator[client.CoreV1Api]:
+    api = manual.api_client()
+    yield client.CoreV1Api(api)
+    api.close()
+
+
+def scheduled_condition(core: client.CoreV1Api, name: str) -> Any:
+    pod = core.read_namespaced_pod(name, "default")
+    return next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
+
+
+def test_binds_pending_pod_when_room(cluster: SimCluster, core: client.CoreV1Api) -> None:
+    core.create_node(node_body("n1", cpu="2"))
+    ready_nodes(core, "n1")
+    core.create_namespaced_pod("default", pod_body("p", cpu="1500m", memory="1Gi"))
+    pod = eventually(lambda: (lambda p: p.status.phase == "Running" and p)(core.read_namespaced_pod("p", "default")),
+                     message="pod running")
+    assert pod.spec.node_name == "n1"
+    assert pod.status.pod_ip
+
+
+def test_unschedulable_condition_with_reason_and_stable_transition_time(
+        manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    for name in ("a", "b", "c"):
+        mcore.create_node(node_body(name, cpu="1"))
+    ready_nodes(mcore, "a", "b", "c")
+    mcore.create_namespaced_pod("default", pod_body("big", cpu="2"))
+    assert manual.scheduler.schedule_once() == 0
+    condition = scheduled_condition(mcore, "big")
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+    assert condition.message == "0/3 nodes are available: 3 Insufficient cpu."
+    first = condition.last_transition_time
+    assert first is not None and first.microsecond == 0
+    rv = mcore.read_namespaced_pod("big", "default").metadata.resource_version
+    manual.scheduler.schedule_once()
+    assert mcore.read_namespaced_pod("big", "default").metadata.resource_version == rv  # no churn
+    mcore.create_node(node_body("d", cpu="1", labels={"x": "y"}))  # still too small: message changes
+    ready_nodes(mcore, "d")
+    manual.scheduler.schedule_once()
+    condition = scheduled_condition(mcore, "big")
+    assert condition.message == "0/4 nodes are available: 4 Insufficient cpu."
+    assert condition.last_transition_time == first
+
+
+def test_mixed_reasons_are_counted_and_sorted(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    mcore.create_node(node_body("small", cpu="1", memory="1Gi"))
+    mcore.create_node(node_body("tainted", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
+    mcore.create_node(node_body("cordoned"))
+    mcore.patch_node("cordoned", {"spec": {"unschedulable": True}})
+    mcore.create_node(node_body("notready", fake=False))  # no kubelet: never Ready
+    ready_nodes(mcore, "small", "tainted", "cordoned")
+    mcore.create_namespaced_pod("default", pod_body("p", cpu="2", memory="2Gi"))
+    manual.scheduler.schedule_once()
+    assert scheduled_condition(mcore, "p").message == (
+        "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, "
+        "1 node(s) had untolerated taint {gpu: yes}, "
+        "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+        "1 node(s) were unschedulable.")
+
+
+def test_node_selector_and_taints(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    mcore.create_node(node_body("plain"))
+    mcore.create_node(node_body("gpu", labels={"accel": "gpu"},
+                                taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
+    ready_nodes(mcore, "plain", "gpu")
+    mcore.create_namespaced_pod("default", pod_body("wants-gpu", node_selector={"accel": "gpu"}))
+    manual.scheduler.schedule_once()
+    condition = scheduled_condition(mcore, "wants-gpu")
+    assert condition.reason == "Unschedulable"
+    assert "1 node(s) didn't match Pod's node affinity/selector" in condition.message
+    mcore.delete_namespaced_pod("wants-gpu", "default")
+    mcore.create_namespaced_pod("default", pod_body(
+        "tolerant", node_selector={"accel": "gpu"},
+        tolerations=[{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]))
+    mcore.create_namespaced_pod("default", pod_body("ordinary"))
+    assert manual.scheduler.schedule_once() == 2
+    assert mcore.read_namespaced_pod("tolerant", "default").spec.node_name == "gpu"
+    assert mcore.read_namespaced_pod("ordinary", "default").spec.node_name == "plain"
+
+
+def test_pod_slots_and_terminal_pods(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    mcore.create_node(node_body("tiny", pods="1"))
+    ready_nodes(mcore, "tiny")
+    mcore.create_namespaced_pod("default", pod_body("first"))
+    mcore.create_namespaced_pod("default", pod_body("second"))
+    assert manual.scheduler.schedule_once() == 1  # oldest first
+    assert mcore.read_namespaced_pod("first", "default").spec.node_name == "tiny"
+    assert "1 Too many pods" in scheduled_condition(mcore, "second").message
+    mcore.patch_namespaced_pod_status("first", "default", {"status": {"phase": "Succeeded"}})
+    assert manual.scheduler.schedule_once() == 1  # a finished pod holds no slot
+    assert mcore.read_namespaced_pod("second", "default").spec.node_name == "tiny"
+
+
+@pytest.mark.parametrize("scoring,expected", [("least-allocated", ["n1", "n2"]), ("most-allocated", ["n1", "n1"])])
+def test_scoring_strategies(manual: SimCluster, mcore: client.CoreV1Api, scoring: str, expected: list[str]) -> None:
+    manual.control_request("POST", "/sim/v1/settings", {"scoring": scoring})
+    mcore.create_node(node_body("n1", cpu="4"))
+    mcore.create_node(node_body("n2", cpu="4"))
+    ready_nodes(mcore, "n1", "n2")
+    for name in ("p1", "p2"):
+        mcore.create_namespaced_pod("default", pod_body(name, cpu="1", memory="1Gi"))
+        manual.scheduler.schedule_once()
+    assert [mcore.read_namespaced_pod(n, "default").spec.node_name for n in ("p1", "p2")] == expected
+
+
+def test_daemonset_style_pods_are_not_rescheduled(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    mcore.create_node(node_body("n1", cpu="1"))
+    mcore.create_node(node_body("n2", cpu="8"))
+    ready_nodes(mcore, "n1", "n2")
+    mcore.create_namespaced_pod("default", pod_body("ds-pod", cpu="1", node_name="n1"))
+    mcore.create_namespaced_pod("default", pod_body("normal", cpu="500m"))
+    manual.scheduler.schedule_once()
+    assert mcore.read_namespaced_pod("ds-pod", "default").spec.node_name == "n1"
+    assert scheduled_condition(mcore, "ds-pod") is None or scheduled_condition(mcore, "ds-pod").status == "True"
+    # n1 is full with the pre-bound pod, so the ordinary pod must go to n2
+    assert mcore.read_namespaced_pod("normal", "default").spec.node_name == "n2"
+
+
+def test_required_node_affinity(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    mcore.create_node(node_body("zone-a", labels={"zone": "a"}))
+    mcore.create_node(node_body("zone-b", labels={"zone": "b"}))
+    ready_nodes(mcore, "zone-a", "zone-b")
+    body = pod_body("affine")
+    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}
+    mcore.create_namespaced_pod("default", body)
+    manual.scheduler.schedule_once()
+    assert mcore.read_namespaced_pod("affine", "default").spec.node_name == "zone-b"
+
+
+def test_pod_requests_arithmetic() -> None:
+    pod = {"spec": {
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                       {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+        "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2", "memory": "10Mi"}}}],
+        "overhead": {"cpu": "100m"}}}
+    assert pod_requests(pod) == {"cpu": 2100, "memory": 64 * 2**20 + 2**30, "pods": 1}

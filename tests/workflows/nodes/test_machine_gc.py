@@ -1,0 +1,188 @@
+"""MachineGC on the time-skipping server, with stub activities under the real names: which
+machines it deletes, what it reports, and that it deletes nothing when it cannot judge."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.nodes.contracts import CollectedMachine, UnusablePool
+from scaling.nodes.contracts import DeleteNodeInput, ProviderMachine
+from scaling.kube.labels import request_key
+from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
+from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCStatus, MachineGCWorkflow, machine_gc_id
+
+OLD = 0.0  # created at the epoch: far older than any grace period
+YOUNG = 1e12  # created in the far future: never past the grace period
+
+
+def machine(i: int, created_at: float | None, request: str = "", group: str = "general") -> ProviderMachine:
+    labels = {LABEL_CLUSTER: "c", LABEL_GROUP: group}
+    if request:
+        labels[LABEL_REQUEST] = request_key(request)
+    return ProviderMachine(
+        provider="hetzner", provider_id=f"hcloud://{i}", name=f"m{i}", labels=labels, created_at=created_at
+    )
+
+
+@dataclass
+class Cloud:
+    machines: list[ProviderMachine] = field(default_factory=list)
+    node_ids: list[str] = field(default_factory=list)
+    live: list[str] | None = field(default_factory=list)
+    fail_deletes: int = 0
+    deleted: list[str] = field(default_factory=list)
+    reports: list[CollectedMachine] = field(default_factory=list)
+    unusable: list[UnusablePool] = field(default_factory=list)
+    live_asked: list[str] = field(default_factory=list)
+
+    def activities(self) -> list[Callable]:
+        cloud = self
+
+        @activity.defn(name="list_provider_machines")
+        async def list_provider_machines(cluster: str) -> list[ProviderMachine]:
+            return list(cloud.machines)
+
+        @activity.defn(name="list_node_provider_ids")
+        async def list_node_provider_ids() -> list[str]:
+            return list(cloud.node_ids)
+
+        @activity.defn(name="live_node_request_ids")
+        async def live_node_request_ids(autoscaler_id: str) -> list[str] | None:
+            cloud.live_asked.append(autoscaler_id)
+            return cloud.live
+
+        @activity.defn(name="delete_node")
+        async def delete_node(inp: DeleteNodeInput) -> None:
+            if cloud.fail_deletes > 0:
+                cloud.fail_deletes -= 1
+                raise ApplicationError("provider unavailable", non_retryable=True)
+            cloud.deleted.append(inp.provider_id)
+            cloud.machines = [m for m in cloud.machines if m.provider_id != inp.provider_id]
+
+        @activity.defn(name="report_collected_machine")
+        async def report_collected_machine(m: CollectedMachine) -> None:
+            cloud.reports.append(m)
+
+        @activity.defn(name="report_unusable_pools")
+        async def report_unusable_pools(cluster: str) -> list[UnusablePool]:
+            return list(cloud.unusable)
+
+        return [
+            list_provider_machines,
+            list_node_provider_ids,
+            live_node_request_ids,
+            delete_node,
+            report_collected_machine,
+            report_unusable_pools,
+        ]
+
+
+async def poll(handle: WorkflowHandle, check: Callable[[MachineGCStatus], bool], timeout: float = 20.0) -> MachineGCStatus:
+    deadline = asyncio.get_running_loop().time() + timeout
+    status = None
+    while True:
+        try:
+            status = await handle.query(MachineGCWorkflow.status)
+        except RPCError:
+            pass  # a query racing a continue-as-new hand-over
+        else:
+            if check(status):
+                return status
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not reached; last status: {status}")
+        await asyncio.sleep(0.25)
+
+
+@pytest.fixture
+async def gc(env: WorkflowEnvironment):
+    started: list[tuple[WorkflowHandle, Worker]] = []
+
+    async def _start(cloud: Cloud, **settings: object) -> WorkflowHandle:
+        tq = f"gc-{uuid.uuid4().hex[:6]}"
+        worker = Worker(env.client, task_queue=tq, workflows=[MachineGCWorkflow], activities=cloud.activities())
+        await worker.__aenter__()
+        cluster = f"c{uuid.uuid4().hex[:6]}"
+        handle = await env.client.start_workflow(
+            MachineGCWorkflow.run,
+            MachineGCInput(settings=MachineGCSettings(cluster=cluster, interval_s=0.5, grace_s=600, **settings)),
+            id=machine_gc_id(cluster),
+            task_queue=tq,
+        )
+        started.append((handle, worker))
+        return handle
+
+    yield _start
+    for handle, worker in started:
+        try:
+            await handle.terminate()
+        except RPCError:
+            pass
+        await worker.__aexit__(None, None, None)
+
+
+async def test_deletes_only_old_machines_without_node_or_live_request(gc) -> None:  # noqa: ANN001
+    cloud = Cloud(
+        machines=[
+            machine(1, OLD, request="nodes/c/request/000001-aaaa"),  # its request is over: leaked
+            machine(2, OLD, request="nodes/c/request/000002-bbbb"),  # backs a Node
+            machine(3, OLD, request="nodes/c/request/000003-cccc"),  # its request is in flight
+            machine(4, YOUNG, request="nodes/c/request/000004-dddd"),  # inside the grace period
+            machine(5, None),  # unknown age: never judged
+            machine(6, OLD, group="batch"),  # no request label at all: leaked
+        ],
+        node_ids=["hcloud://2"],
+        live=["nodes/c/request/000003-cccc"],
+    )
+    handle = await gc(cloud)
+    status = await poll(handle, lambda s: s.state.collected_total >= 2 and len(cloud.reports) >= 2)
+    assert sorted(cloud.deleted) == ["hcloud://1", "hcloud://6"]
+    assert {r.provider_id for r in status.state.collected} == {"hcloud://1", "hcloud://6"}
+    by_id = {r.provider_id: r for r in cloud.reports}
+    assert by_id["hcloud://6"].group == "batch"
+    assert by_id["hcloud://1"].request == request_key("nodes/c/request/000001-aaaa")
+    assert "grace" in by_id["hcloud://1"].reason
+    # The next rounds find nothing more to delete: the rest is accounted for.
+    await handle.signal(MachineGCWorkflow.collect_now)
+    later = await poll(handle, lambda s: s.state.rounds > status.state.rounds)
+    assert later.state.collected_total == 2
+    assert sorted(cloud.deleted) == ["hcloud://1", "hcloud://6"]
+    assert cloud.live_asked[0] == f"nodes/{later.cluster}"
+
+
+async def test_nothing_is_deleted_when_the_autoscaler_cannot_say_what_is_in_flight(gc) -> None:  # noqa: ANN001
+    cloud = Cloud(machines=[machine(1, OLD, request="nodes/c/request/000001-aaaa")], live=None)
+    handle = await gc(cloud)
+    status = await poll(handle, lambda s: s.state.skipped_rounds >= 2)
+    assert cloud.deleted == []
+    assert status.state.collected_total == 0
+    assert "in-flight" in status.state.last_error
+    # Once it answers, the leak goes.
+    cloud.live = []
+    await handle.signal(MachineGCWorkflow.collect_now)
+    await poll(handle, lambda s: s.state.collected_total == 1)
+    assert cloud.deleted == ["hcloud://1"]
+
+
+async def test_failed_delete_is_retried_next_round_and_state_survives_continue_as_new(gc) -> None:  # noqa: ANN001
+    # Polling queries does not skip time here, so rounds run on a short real interval.
+    cloud = Cloud(machines=[machine(1, OLD)], fail_deletes=3)
+    cloud.unusable = [UnusablePool(group="g", pool="hetzner-cx31", provider="hetzner", server_type="CX31", reason="removed")]
+    handle = await gc(cloud, rounds_per_run=2)
+    first = await poll(handle, lambda s: s.state.delete_failures >= 1)
+    assert cloud.deleted == []
+    assert "delete hcloud://1" in first.state.last_error
+    assert first.state.unusable_pools[0].pool == "hetzner-cx31"
+    status = await poll(handle, lambda s: s.state.collected_total == 1 and s.state.runs >= 2, timeout=30)
+    assert cloud.deleted == ["hcloud://1"]
+    assert status.state.delete_failures >= 1  # carried across continue-as-new

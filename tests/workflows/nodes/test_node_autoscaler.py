@@ -1,0 +1,208 @@
+"""NodeAutoscaler loop: planning, in-flight accounting, problems, continue-as-new and operator
+overrides. Activities are stubs under the real names; the planner is the real one from scaling/.
+
+The loop runs in real time (short scan intervals) and is watched through its status query, so
+these tests use the dev server: the time-skipping server stalled them under CPU load."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.models import NodeGroup, PoolSpec, RequestPhase, SpecProblem
+from scaling.nodes.contracts import ClusterObservation
+from tests.workflows.polling import eventually, until
+from tests.workflows.stubs import World
+from workflows.all import WORKFLOWS
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+
+GIB = 1 << 30
+
+
+def pod(i: int, cpu_m: int = 500, memory: int = GIB // 2) -> PodInfo:
+    return PodInfo(
+        namespace="default",
+        name=f"web-{i}",
+        uid=f"uid-{i}",
+        requests=Resources(cpu_m=cpu_m, memory=memory, pods=1),
+        unschedulable=True,
+        controller_kind="ReplicaSet",
+    )
+
+
+GENERAL = NodeGroup(
+    name="general",
+    pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=100), PoolSpec(provider="kwok", serverType=["cx32"], priority=50)],
+)
+
+
+async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[WorkflowHandle, Worker]:
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    worker = Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities())
+    await worker.__aenter__()
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    handle = await env.client.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, **settings)),
+        id=f"nodes/{cluster}",
+        task_queue=tq,
+    )
+    return handle, worker
+
+
+@pytest.fixture
+def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return dev_env
+
+
+@pytest.fixture
+async def running(env: WorkflowEnvironment):
+    started: list[tuple[WorkflowHandle, Worker, World]] = []
+
+    async def _start(world: World, **settings) -> WorkflowHandle:
+        h, w = await start(env, world, **settings)
+        started.append((h, w, world))
+        return h
+
+    yield _start
+    # Leave nothing running: an abandoned child with a pending activity would stop the
+    # time-skipping server from skipping time for every later test.
+    for h, w, world in started:
+        world.hold_readiness = False
+        await h.terminate()
+        for request_id in {c.request_id for c in world.created}:
+            try:
+                await env.client.get_workflow_handle(request_id).terminate()
+            except RPCError:
+                pass  # already closed
+        await w.__aexit__(None, None, None)
+
+
+async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)  # requests stay Provisioning while the loop keeps running
+    world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(6)], groups=[GENERAL])
+    handle = await running(world)
+    first = await eventually(handle, lambda s: s.iterations >= 1 and s.in_flight)
+    planned = len(first.in_flight)
+    status = await eventually(handle, lambda s: s.iterations >= first.iterations + 4)
+    # The same six pods were seen unschedulable in every loop, yet no request was added for them.
+    assert len(status.in_flight) == planned
+    assert len(world.created) == planned
+    assert status.last_loop.covered_in_flight == 6
+    covered = sorted(uid for r in status.in_flight for uid in r.pod_uids)
+    assert covered == sorted(f"uid-{i}" for i in range(6))
+
+
+async def test_requests_fall_back_and_are_recorded(running) -> None:  # noqa: ANN001
+    world = World(no_capacity_pools={"kwok-cx22"})
+    world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(3)], groups=[GENERAL])
+    handle = await running(world)
+    await until(lambda: bool(world.labelled))  # a node is Ready: the scheduler places the pods
+    world.observation = ClusterObservation(groups=[GENERAL])
+    status = await eventually(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 1 and not s.in_flight)
+    assert status.attempts_by_pool["kwok-cx22"]["InsufficientCapacity"] >= 1
+    assert status.attempts_by_pool["kwok-cx32"]["Ready"] >= 1
+    assert status.nodes_created == status.requests_by_phase["Ready"]
+    reasons = {e.reason for e in world.events}
+    assert "TriggeredScaleUp" in reasons
+
+
+async def test_pod_too_large_is_never_satisfiable_and_others_still_served(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    huge = pod(99, cpu_m=500_000)
+    world.observation = ClusterObservation(unschedulable=[huge, pod(1)], groups=[GENERAL])
+    handle = await running(world)
+    status = await eventually(handle, lambda s: s.iterations >= 4 and s.in_flight)
+    assert [p.uid for p in status.never_satisfiable] == ["uid-99"]
+    assert status.never_satisfiable[0].reason == "NeverSatisfiable"
+    assert all("uid-99" not in r.pod_uids for r in status.in_flight)
+    assert any("uid-1" in r.pod_uids for r in status.in_flight)
+    # Reported once, not every loop.
+    warnings = [e for e in world.events if e.pod_uid == "uid-99"]
+    assert len(warnings) == 1 and warnings[0].reason == "NotTriggerScaleUp"
+
+
+async def test_continue_as_new_carries_in_flight_requests(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(4)], groups=[GENERAL])
+    handle = await running(world, iterations_per_run=2)
+    # Queries racing the continue-as-new hand-overs (every 0.4 s here) stalled the Java test
+    # server under load. So: wait for three runs' worth of loops on the stubs' side, pause the
+    # loop (a paused loop does not continue-as-new), and only then ask.
+    await until(lambda: world.observe_calls >= 7 and bool(world.created))
+    await handle.signal(NodeAutoscalerWorkflow.pause)
+    status = await eventually(handle, lambda s: s.paused and s.runs >= 3, timeout=60)
+    planned = {c.request_id for c in world.created}
+    assert {r.id for r in status.in_flight} == planned  # carried through every run
+    assert len(world.created) == len(planned)  # and never planned again
+    # The children still report to the latest run: release them and watch them finish.
+    world.hold_readiness = False
+    await until(lambda: len(world.labelled) == len(planned))
+    done = await eventually(handle, lambda s: not s.in_flight, timeout=60)
+    assert done.requests_by_phase.get("Ready") == len(planned)
+
+
+async def test_cancel_request_update_validates_and_cancels(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
+    handle = await running(world)
+    status = await eventually(handle, lambda s: any(r.phase == RequestPhase.PROVISIONING for r in s.in_flight))
+    with pytest.raises(WorkflowUpdateFailedError) as err:
+        await handle.execute_update(NodeAutoscalerWorkflow.cancel_request, "nodes/nope/request/1")
+    assert "request_id" in str(err.value.cause)
+    world.observation = ClusterObservation(groups=[GENERAL])  # stop re-planning for the pod
+    rid = status.in_flight[0].id
+    await handle.execute_update(NodeAutoscalerWorkflow.cancel_request, rid)
+    done = await eventually(handle, lambda s: not s.in_flight)
+    cancelled = [r for r in done.recent if r.id == rid][0]
+    assert cancelled.phase == RequestPhase.UNMET and cancelled.attempts[-1].result.value == "Cancelled"
+    assert world.deleted == [cancelled.attempts[-1].node_name]
+
+
+async def test_pause_stops_planning_until_resumed(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(groups=[GENERAL])
+    handle = await running(world)
+    await eventually(handle, lambda s: s.iterations >= 1)
+    await handle.signal(NodeAutoscalerWorkflow.pause)
+    paused = await eventually(handle, lambda s: s.paused)
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
+    calls = world.observe_calls
+    await asyncio.sleep(0.5)  # several scan intervals pass; a paused loop must not observe or plan
+    assert world.observe_calls <= calls + 1 and not world.created
+    await handle.signal(NodeAutoscalerWorkflow.resume)
+    status = await eventually(handle, lambda s: s.in_flight)
+    assert not status.paused and paused.iterations <= status.iterations
+
+
+async def test_invalid_groups_are_reported_and_valid_ones_keep_working(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    problem = SpecProblem(kind="NodeGroupWithPriority", name="broken", field="spec.pools[0].priority", message="must be >= 0")
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL], invalid_groups=[problem])
+    handle = await running(world)
+    status = await eventually(handle, lambda s: s.in_flight)
+    assert status.invalid_groups == [problem]
+    assert world.group_problems and world.group_problems[0] == [problem]
+
+
+async def test_ban_pool_update_rejects_bad_input_and_steers_planning(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(groups=[GENERAL])
+    handle = await running(world)
+    with pytest.raises(WorkflowUpdateFailedError) as err:
+        await handle.execute_update(NodeAutoscalerWorkflow.ban_pool, "no-slash")
+    assert "group_pool" in str(err.value.cause)
+    await handle.execute_update(NodeAutoscalerWorkflow.ban_pool, "general/kwok-cx22")
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
+    status = await eventually(handle, lambda s: s.in_flight)
+    assert status.in_flight[0].current_pool == "kwok-cx32"
+    assert all(c.pool.name != "kwok-cx22" for c in world.created)

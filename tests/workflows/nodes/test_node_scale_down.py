@@ -1,0 +1,240 @@
+"""NodeScaleDown and the NodeAutoscaler's scale-down half on the time-skipping server.
+
+Kubernetes and provider activities are stubs under the real names; the rules are the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowHandle
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.nodes.contracts import DeleteNodeInput
+from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.kube.drain import PdbInfo
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
+from scaling.nodes.contracts import ClusterObservation
+from tests.workflows.stubs import World
+from workflows.all import WORKFLOWS
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.nodes.scale_down import NodeScaleDownWorkflow
+
+GIB = 1 << 30
+GROUP = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)])
+
+
+def node(name: str, managed: bool = True) -> NodeInfo:
+    labels = {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"} if managed else {}
+    return NodeInfo(
+        name=name, labels=labels, ready=True, provider_id=f"kwok://{name}",
+        allocatable=Resources(cpu_m=2000, memory=4 * GIB, pods=110),
+    )
+
+
+def app_pod(name: str, on: str, labels: dict[str, str] | None = None) -> PodInfo:
+    return PodInfo(
+        namespace="default", name=name, uid=name, node_name=on, phase="Running", controller_kind="ReplicaSet",
+        labels=labels or {"app": "web"}, requests=Resources(cpu_m=100, memory=GIB // 8, pods=1),
+    )
+
+
+def ds_pod(name: str, on: str) -> PodInfo:
+    return PodInfo(namespace="kube-system", name=name, uid=name, node_name=on, phase="Running",
+                   controller_kind="DaemonSet", is_daemonset=True)
+
+
+@dataclass
+class DownWorld(World):
+    """The scale-up stubs plus the scale-down ones."""
+
+    down_obs: ScaleDownObservation = field(default_factory=ScaleDownObservation)
+    refuse: set[str] = field(default_factory=set)  # pods whose eviction a PDB refuses
+    provider_failures: int = 0  # delete_node raises this many times first
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    node_events: list[NodeEvent] = field(default_factory=list)
+
+    def activities(self) -> list:
+        w = self
+        base = [a for a in super().activities() if activity._Definition.from_callable(a).name != "delete_node"]
+
+        @activity.defn(name="delete_node")
+        async def delete_node(inp: DeleteNodeInput) -> None:
+            if w.provider_failures > 0:
+                w.provider_failures -= 1
+                raise ApplicationError("provider says 503")
+            w.deleted.append(inp.node_name)
+
+        @activity.defn(name="observe_scale_down")
+        async def observe_scale_down(cluster: str) -> ScaleDownObservation:
+            return w.down_obs
+
+        @activity.defn(name="mark_node_for_scale_down")
+        async def mark(inp: MarkNodeInput) -> bool:
+            w.calls.append(("mark", inp.node))
+            return True
+
+        @activity.defn(name="unmark_node")
+        async def unmark(inp: UnmarkNodeInput) -> None:
+            w.calls.append(("unmark+uncordon" if inp.uncordon else "unmark", inp.node))
+
+        @activity.defn(name="cordon_node")
+        async def cordon(name: str) -> None:
+            w.calls.append(("cordon", name))
+
+        @activity.defn(name="evict_pod")
+        async def evict(inp: EvictPodInput) -> EvictResult:
+            key = f"{inp.namespace}/{inp.name}"
+            if key in w.refuse:
+                return EvictResult(outcome="refused", message="Cannot evict pod as it would violate the pod's disruption budget.")
+            w.calls.append(("evict", key))
+            return EvictResult(outcome="evicted")
+
+        @activity.defn(name="wait_pods_gone")
+        async def wait_gone(inp: WaitPodsGoneInput) -> list[str]:
+            return []
+
+        @activity.defn(name="delete_node_object")
+        async def delete_obj(name: str) -> None:
+            w.calls.append(("delete-node", name))
+
+        @activity.defn(name="emit_node_events")
+        async def events(evs: list[NodeEvent]) -> None:
+            w.node_events.extend(evs)
+
+        @activity.defn(name="observe_orphans")
+        async def orphans(inp: OrphanCheckInput) -> OrphanObservation:
+            return OrphanObservation()
+
+        return base + [delete_node, observe_scale_down, mark, unmark, cordon, evict, wait_gone, delete_obj, events, orphans]
+
+
+async def poll(check, timeout: float = 30.0):  # noqa: ANN001, ANN201
+    deadline = asyncio.get_running_loop().time() + timeout
+    last = None
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            last = await check()
+        except RPCError:
+            last = None
+        if last:
+            return last
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"condition not reached (last: {last!r})")  # pragma: no cover
+
+
+@pytest.fixture
+async def worker(env: WorkflowEnvironment):
+    made: list[tuple[Worker, list[WorkflowHandle]]] = []
+
+    async def _make(world: DownWorld) -> tuple[str, list[WorkflowHandle]]:
+        tq = f"tq-{uuid.uuid4().hex[:6]}"
+        w = Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities())
+        await w.__aenter__()
+        handles: list[WorkflowHandle] = []
+        made.append((w, handles))
+        return tq, handles
+
+    yield _make
+    for w, handles in made:
+        for h in handles:
+            try:
+                await h.terminate()
+            except RPCError:
+                pass
+        await w.__aexit__(None, None, None)
+
+
+async def run_child(env: WorkflowEnvironment, tq: str, inp: NodeScaleDownInput) -> WorkflowHandle:
+    return await env.client.start_workflow(NodeScaleDownWorkflow.run, inp, id=f"sd-{uuid.uuid4().hex[:6]}", task_queue=tq)
+
+
+async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[ds_pod("ds-a", "a")], groups=[GROUP]))
+    tq, _ = await worker(world)
+    now = (await env.get_current_time()).timestamp()
+    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 600, kind="Empty"))
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED
+    # Order matters: marked before cordon, machine deleted before the Node object.
+    names = [c for c, n in world.calls if n == "a"]
+    assert names == ["mark", "cordon", "delete-node"]
+    assert world.deleted == ["a"]
+    assert not any(c == "evict" for c, _ in world.calls)  # DaemonSet pods go with the node
+    assert [e.reason for e in world.node_events] == ["ScaleDown", "ScaleDown"]
+    # The durable timer really ran: the workflow ended after ScaleDownAt.
+    assert (await env.get_current_time()).timestamp() >= now + 600
+
+
+async def test_pod_landing_during_the_wait_cancels_and_unmarks(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[app_pod("web-1", "a")], groups=[GROUP]))
+    tq, _ = await worker(world)
+    now = (await env.get_current_time()).timestamp()
+    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 600, kind="Empty"))
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == "PodsLandedOnNode"
+    assert ("unmark", "a") in world.calls and ("cordon", "a") not in world.calls
+    assert world.deleted == []
+    assert world.node_events[-1].reason == "ScaleDownBlocked" and "web-1" in world.node_events[-1].message
+
+
+async def test_pdb_refusal_is_retried_for_a_bounded_time_then_the_node_is_kept(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    pods = [app_pod("web-1", "a"), app_pod("web-2", "a")]
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=pods, groups=[GROUP],
+                                      pdbs=[PdbInfo(namespace="default", name="web", disruptions_allowed=5)]),
+        refuse={"default/web-2"},
+    )
+    tq, _ = await worker(world)
+    now = (await env.get_current_time()).timestamp()
+    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now, kind="Underused",
+                                                    pdb_retry_s=60, eviction_retry_s=5))
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.FAILED and result.reason == "NotEnoughPdb"
+    assert result.evicted == ["default/web-1"]
+    assert 10 <= result.evictions_refused <= 14  # every 5 s for 60 s
+    assert ("unmark+uncordon", "a") in world.calls
+    assert world.deleted == [] and ("delete-node", "a") not in world.calls
+    assert world.node_events[-1].reason == "ScaleDownFailed"
+
+
+async def test_provider_delete_failures_are_retried_reported_and_delete_once(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[], groups=[GROUP]), provider_failures=4)
+    tq, _ = await worker(world)
+    now = (await env.get_current_time()).timestamp()
+    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now, kind="Empty"))
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED
+    assert result.provider_delete_failures == 1  # one round of 3 tries failed, the next worked
+    assert "503" in result.last_error
+    assert world.deleted == ["a"]
+    assert any(e.reason == "ScaleDownFailed" and "503" in e.message for e in world.node_events)
+
+
+# -- through the NodeAutoscaler --------------------------------------------------------------
+
+
+async def start_autoscaler(env: WorkflowEnvironment, world: DownWorld, handles: list, tq: str, **settings) -> WorkflowHandle:
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    h = await env.client.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, **settings)),
+        id=f"nodes/{cluster}", task_queue=tq,
+    )
+    handles.append(h)
+    return h
+
+
+def observed(world: DownWorld, nodes: list[NodeInfo], pods: list[PodInfo]) -> None:
+    world.observation = ClusterObservation(nodes=nodes, groups=[GROUP])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=pods, groups=[GROUP], storage=world.down_obs.storage)

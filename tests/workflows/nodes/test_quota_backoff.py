@@ -1,0 +1,77 @@
+"""Quota → the pool backs off: a NodeRequest whose create reports `quota_exceeded` (what
+HetznerProvider returns on `resource_limit_exceeded`) moves on, and the NodeAutoscaler stops
+planning onto that pool for the backoff period. Time-skipping server, stub activities."""
+
+from __future__ import annotations
+
+import uuid
+
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.nodes.backoff import BACKOFF_INITIAL_S
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.models import NodeGroup, PoolSpec
+from scaling.nodes.contracts import ClusterObservation
+from tests.workflows.stubs import World
+from tests.workflows.polling import eventually
+from workflows.all import WORKFLOWS
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+
+GIB = 1 << 30
+GROUP = NodeGroup(
+    name="general",
+    pools=[
+        PoolSpec(provider="kwok", serverType=["cx22"], priority=100),
+        PoolSpec(provider="kwok", serverType=["cx32"], priority=50),
+    ],
+)
+
+
+def pod(i: int) -> PodInfo:
+    return PodInfo(
+        namespace="default",
+        name=f"web-{i}",
+        uid=f"uid-{i}",
+        requests=Resources(cpu_m=1500, memory=GIB, pods=1),  # one per cx22
+        unschedulable=True,
+        controller_kind="ReplicaSet",
+    )
+
+
+async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env: WorkflowEnvironment) -> None:
+    world = World(quota_pools={"kwok-cx22"})
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+        handle = await env.client.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60)),
+            id=f"nodes/{cluster}",
+            task_queue=tq,
+        )
+        try:
+            # Pods stay unschedulable (stubs schedule nothing), so the loop keeps planning nodes.
+            status = await eventually(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 3)
+            tried = [c.pool.name for c in world.created]
+            assert tried[0] == "kwok-cx22"  # the preferred pool, until quota said no
+            assert tried.count("kwok-cx22") == 1, tried  # backed off: never planned onto again
+            assert status.attempts_by_pool["kwok-cx22"] == {"QuotaExceeded": 1}
+            assert status.attempts_by_pool["kwok-cx32"]["Ready"] >= 3
+            until = status.backoff_until["general/kwok-cx22"]
+            quota_at = next(
+                a.timestamp for r in [*status.recent, *status.in_flight] for a in r.attempts if a.result.value == "QuotaExceeded"
+            )
+            # Backed off for the first-failure period, counted from when the quota was hit.
+            assert abs(until - (quota_at.timestamp() + BACKOFF_INITIAL_S)) < 5
+        finally:
+            await handle.terminate()
+            for request_id in {c.request_id for c in world.created}:
+                try:
+                    await env.client.get_workflow_handle(request_id).terminate()
+                except RPCError:
+                    pass

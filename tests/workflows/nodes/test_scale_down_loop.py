@@ -1,0 +1,155 @@
+"""The NodeAutoscaler's scale-down half, driven through its loop: real time with short timers,
+watched through the status query, so on the dev server (the time-skipping server stalled such
+tests under CPU load). The NodeScaleDown workflow's own timers are tested in
+test_node_scale_down.py with time skipping."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+from scaling.nodes.contracts import ScaleDownObservation
+from scaling.nodes.models import NodeGroup, PoolSpec
+from scaling.nodes.contracts import ClusterObservation
+from scaling.nodes.storage import LonghornReplica, LonghornState, LonghornVolume
+from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
+    GROUP,
+    DownWorld,
+    app_pod,
+    node,
+    observed,
+    poll,
+    start_autoscaler,
+    worker,
+)
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+
+
+@pytest.fixture(scope="module")
+def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return dev_env
+
+
+async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10, minNodes=1)],
+                      scaleDown={"unneeded_time_s": 3})
+    world = DownWorld()
+    nodes = [node("a"), node("b"), node("c"), node("static", managed=False)]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "c")], groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b", "c"))
+
+    async def removed():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if s.scale_down_by_phase.get("Removed", 0) >= 2 else None
+
+    try:
+        status = await poll(removed, timeout=60)
+    except AssertionError:
+        print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
+        raise
+    assert sorted(world.deleted) == ["a", "b"]
+    # c runs a pod: with a and b leaving it is the pool's last node (minNodes 1), never removed.
+    c = next(x for x in status.candidates if x.node == "c")
+    assert c.state in ("Utilized", "Blocked", "UnneededWaiting")
+    assert "static" not in {x.node for x in status.candidates}
+
+
+async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    world = DownWorld()
+    nodes = [node("a"), node("b"), node("c")]
+    world.down_obs = ScaleDownObservation(
+        storage=LonghornState(volumes=[LonghornVolume(name="vol", state="attached", node="b")],
+                              replicas=[LonghornReplica(name="r1", volume="vol", node="b", healthy=True)]))
+    observed(world, nodes, [app_pod("web-1", "a"), app_pod("web-2", "b"), app_pod("web-3", "c")])
+    tq, handles = await worker(world)
+    # Long timers: nothing is removed by the loop during this test; only the operator acts.
+    h = await start_autoscaler(env, world, handles, tq, pdb_retry_s=10)
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b", "c"))
+    await poll(lambda: _status_has(h, lambda s: len(s.candidates) == 3))
+
+    with pytest.raises(WorkflowUpdateFailedError) as err:
+        await h.execute_update(NodeAutoscalerWorkflow.remove_node, "b")
+    assert "LonghornVolumeAttached" in str(err.value.cause) or "volume vol attached" in str(err.value.cause)
+    with pytest.raises(WorkflowUpdateFailedError):
+        await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
+
+    assert await h.execute_update(NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
+    status = await poll(lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates)))
+    assert status.protected_nodes == ["c"]
+    assert await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "c") == []
+
+    wid = await h.execute_update(NodeAutoscalerWorkflow.remove_node, "a")
+    assert wid.endswith("/scale-down/a")
+    await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
+    assert world.deleted == ["a"] and ("evict", "default/web-1") in world.calls
+
+
+async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
+    s = await h.query(NodeAutoscalerWorkflow.status)
+    return s if check(s) else None
+
+
+async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+                      scaleDown={"unneeded_time_s": 300})  # the timer never fires during the test
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    busy = [app_pod("web-1", "b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+
+    armed = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    first_at = _waiting(armed, "a").scale_down_at
+    assert ("mark", "a") in world.calls
+    # A pod lands on a during the wait: the removal is cancelled and the node unmarked.
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[*busy, app_pod("web-2", "a")], groups=[group])
+    cancelled = await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1 and not _waiting(s, "a")))
+    assert any(c[0].startswith("unmark") and c[1] == "a" for c in world.calls)
+    assert [r.node for r in cancelled.recent_scale_downs if r.phase.value == "Cancelled"] == ["a"]
+    # It empties again: a new wait is armed, with a later ScaleDownAt.
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
+    again = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    assert _waiting(again, "a").scale_down_at > first_at
+    # The loop records the new wait as it starts the child; the child then marks the node.
+    await poll(_async(lambda: world.calls.count(("mark", "a")) == 2))
+    assert [sd.node for sd in again.scale_downs] == ["a"]  # the busy node is never marked
+
+
+def _waiting(status, node_name: str):  # noqa: ANN001, ANN202
+    """The node's scale-down, if one is waiting on its timer."""
+    return next((sd for sd in status.scale_downs if sd.node == node_name and sd.phase.value == "Marked"), None)
+
+
+def _async(check):  # noqa: ANN001, ANN202
+    async def probe():  # noqa: ANN202
+        return check()
+    return probe
+
+
+async def test_no_scale_down_while_pending_pods_are_about_to_land(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """A just-Ready node is empty until the scheduler binds the pods it was made for: it must not
+    be marked (tainted) meanwhile, or those pods are stranded and another node is made."""
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+                      scaleDown={"unneeded_time_s": 300, "delay_after_add_s": 0})
+    world = DownWorld()
+    nodes = [node("fresh")]
+    pending = app_pod("web-1", "").model_copy(update={"node_name": None, "phase": "Pending", "unschedulable": True})
+    world.observation = ClusterObservation(nodes=nodes, groups=[group], unschedulable=[pending])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[pending], groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/fresh"))
+    settled = await poll(lambda: _status_has(h, lambda s: s.iterations >= 4))
+    assert settled.last_loop.fits_existing == 1 and settled.last_loop.planned_nodes == 0
+    assert ("mark", "fresh") not in world.calls and not settled.scale_downs
+    # Once nothing waits to land, the empty node is marked as usual.
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[], groups=[group])
+    await poll(_async(lambda: ("mark", "fresh") in world.calls))

@@ -1,0 +1,350 @@
+"""NodeAutoscaler `nodes/<cluster>`: the loop of seed 004 (steps 1-4).
+
+Every scan interval: observe (unschedulable pods, nodes, node groups) → plan (scaling/) →
+start a NodeRequest child per planned node. Children report back with a signal; the state
+needed to resume (in-flight requests, never-satisfiable pods, backoffs) is carried through
+continue-as-new, so the history of one run stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.nodes import contracts
+    from scaling.nodes.removals import ScaleDownStatus
+    from scaling.nodes.state import AutoscalerInput, AutoscalerState, LoopSummary, REPORTED_PODS_KEPT, groups_fingerprint, in_flight_for_planner, record_request_update, record_scale_down_update
+    from scaling.nodes.status import AutoscalerStatus, status_of
+    from scaling.nodes.backoff import pool_backoff_seconds
+    from scaling.nodes.catalogue import catalogue_index
+    from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
+    from scaling.nodes.contracts import ClusterObservation, PodEvent
+    from scaling.nodes.observation import never_satisfiable_events
+    from scaling.nodes.planning import plan_scale_up
+    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+    from workflows.nodes import scale_down_step
+    from workflows.nodes.request import NodeRequestWorkflow
+    from workflows.search import initial_attributes
+
+OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
+ORPHAN_CHECK_EVERY = 10  # loops
+
+
+def autoscaler_id(cluster: str) -> str:
+    return f"nodes/{cluster}"
+
+
+@workflow.defn(name="NodeAutoscaler")
+class NodeAutoscalerWorkflow:
+    def __init__(self) -> None:
+        self.inp: AutoscalerInput | None = None
+        self.state = AutoscalerState()
+        self.wake = False
+
+    # -- queries, signals, updates (operator overrides) ------------------------------------
+    @workflow.query
+    def status(self) -> AutoscalerStatus:
+        assert self.inp is not None
+        return status_of(self.inp.settings, self.state)
+
+    @workflow.signal
+    def pause(self) -> None:
+        self.state.paused = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        self.state.paused = False
+        self.wake = True
+
+    @workflow.signal
+    def scan_now(self) -> None:
+        self.wake = True
+
+    @workflow.signal
+    def request_changed(self, update: NodeRequestStatus) -> None:
+        record_request_update(self.state, update)
+        if update.final:
+            self.wake = True  # capacity changed: plan again without waiting a whole interval
+        for attempt in update.attempts[-1:]:
+            key = f"{update.group}/{attempt.pool}"
+            if attempt.result == AttemptResult.QUOTA_EXCEEDED:
+                self._back_off(key)
+            elif attempt.result == AttemptResult.READY:
+                self.state.backoff_failures.pop(key, None)
+                self.state.backoff_until.pop(key, None)
+                self.state.last_scale_up_at = workflow.now().timestamp()
+
+    @workflow.signal
+    def scale_down_changed(self, update: ScaleDownStatus) -> None:
+        record_scale_down_update(self.state, update)
+        if update.final:
+            self.wake = True
+
+    # -- scale-down overrides ----------------------------------------------------------------
+    @workflow.update
+    async def protect_node(self, node: str) -> list[str]:
+        """Never scale this node down (cancels a removal still waiting on its timer)."""
+        return await scale_down_step.protect(self.state, node)
+
+    @protect_node.validator
+    def _validate_protect(self, node: str) -> None:
+        _validate_node(node)
+
+    @workflow.update
+    def unprotect_node(self, node: str) -> list[str]:
+        self.wake = True
+        return scale_down_step.unprotect(self.state, node)
+
+    @unprotect_node.validator
+    def _validate_unprotect(self, node: str) -> None:
+        _validate_node(node)
+        if node not in self.state.protected_nodes:
+            raise ValueError(f"node: {node!r} is not protected")
+
+    @workflow.update
+    async def remove_node(self, node: str) -> str:
+        """Remove a growth node now; refused with the reason when that would lose data."""
+        assert self.inp is not None
+        return await scale_down_step.remove_now(self.inp.settings, self.state, node)
+
+    @remove_node.validator
+    def _validate_remove(self, node: str) -> None:
+        _validate_node(node)
+        sd = self.state.scale_downs.get(node)
+        if sd is not None and sd.phase.value not in ("Marked",):
+            raise ValueError(f"node: {node!r} is already being removed ({sd.phase.value})")
+
+    @workflow.update
+    async def cancel_request(self, request_id: str) -> str:
+        await workflow.get_external_workflow_handle(request_id).signal(
+            NodeRequestWorkflow.cancel, "cancelled by operator"
+        )
+        return f"cancel sent to {request_id}"
+
+    @cancel_request.validator
+    def _validate_cancel(self, request_id: str) -> None:
+        if request_id not in self.state.in_flight:
+            raise ValueError(f"request_id: {request_id!r} is not an in-flight NodeRequest of this cluster")
+
+    @workflow.update
+    def ban_pool(self, group_pool: str) -> list[str]:
+        """Stop planning onto a pool ("group/pool") until unbanned."""
+        if group_pool not in self.state.banned_pools:
+            self.state.banned_pools.append(group_pool)
+        return self.state.banned_pools
+
+    @ban_pool.validator
+    def _validate_ban(self, group_pool: str) -> None:
+        _validate_group_pool(group_pool)
+
+    @workflow.update
+    def unban_pool(self, group_pool: str) -> list[str]:
+        if group_pool in self.state.banned_pools:
+            self.state.banned_pools.remove(group_pool)
+        self.wake = True
+        return self.state.banned_pools
+
+    @unban_pool.validator
+    def _validate_unban(self, group_pool: str) -> None:
+        _validate_group_pool(group_pool)
+
+    # -- the loop ---------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: AutoscalerInput) -> None:
+        self.inp = inp
+        if inp.state is not None:
+            self.state = inp.state
+        settings = inp.settings
+        iterations_this_run = 0
+        while True:
+            if not self.state.paused:
+                await self._iterate()
+                iterations_this_run += 1
+            if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self.state.runs += 1
+                workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
+            self.wake = False
+            try:
+                await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=settings.scan_interval_s))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _iterate(self) -> None:
+        assert self.inp is not None
+        settings = self.inp.settings
+        self.state.iterations += 1
+        obs: ClusterObservation = await workflow.execute_activity(
+            contracts.OBSERVE_CLUSTER,
+            settings.cluster,
+            result_type=ClusterObservation,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=OBSERVE_RETRY,
+        )
+        await self._report_invalid_groups(obs)
+        fingerprint = groups_fingerprint(obs.groups)
+        if fingerprint != self.state.groups_fingerprint:
+            # Groups changed: a pod no pool could hold before may fit a new one.
+            self.state.never_satisfiable.clear()
+            self.state.groups_fingerprint = fingerprint
+        pending_uids = {p.uid for p in obs.unschedulable}
+        for uid in [u for u in self.state.never_satisfiable if u not in pending_uids]:
+            del self.state.never_satisfiable[uid]
+        pods = [p for p in obs.unschedulable if p.uid not in self.state.never_satisfiable]
+
+        catalogue: list[ServerType] = []
+        providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
+        if pods and providers:
+            catalogue = await workflow.execute_activity(
+                contracts.GET_CATALOGUE,
+                providers,
+                result_type=list[ServerType],
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=OBSERVE_RETRY,
+            )
+        now = workflow.now().timestamp()
+        unavailable = {tuple(k.split("/", 1)) for k in self.state.banned_pools}
+        unavailable |= {tuple(k.split("/", 1)) for k, until in self.state.backoff_until.items() if until > now}
+        plan = plan_scale_up(
+            pods,
+            obs.nodes,
+            obs.groups,
+            catalogue_index(catalogue),
+            in_flight_for_planner(self.state.in_flight),
+            max_nodes_total=settings.max_nodes_total,
+            unavailable_pools=unavailable,
+        )
+        for problem in plan.problems:
+            if problem.reason == "NeverSatisfiable":
+                self.state.never_satisfiable[problem.uid] = problem
+
+        groups = {g.name: g for g in obs.groups}
+        pods_by_uid = {p.uid: p for p in pods}
+        events: list[PodEvent] = self._new_problem_events(plan.problems)
+        for planned in plan.new_nodes:
+            request_id = await self._start_request(planned, groups[planned.group])
+            events.extend(
+                PodEvent(
+                    namespace=p.namespace,
+                    pod_name=p.name,
+                    pod_uid=p.uid,
+                    reason="TriggeredScaleUp",
+                    message=f"pod triggered scale-up: group {planned.group}, pool {planned.pool}, request {request_id}",
+                )
+                for p in (pods_by_uid[u] for u in planned.pod_uids if u in pods_by_uid)
+            )
+        if plan.new_nodes:
+            self.state.last_scale_up_at = workflow.now().timestamp()
+        elif plan.fits_existing or plan.covered_in_flight:
+            # Pods are about to land on a new node or one still coming: the cluster is not
+            # settled, and a just-Ready node looks empty until the scheduler binds them. Marking
+            # it now would taint it, strand those pods and cause another scale-up.
+            pass
+        elif settings.scale_down_enabled and scale_down_step.wanted(obs.nodes, self.state):
+            # Not in a loop that scaled up: Cluster Autoscaler's rule, and the new nodes are empty.
+            await scale_down_step.step(settings, self.state)
+            if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
+                await scale_down_step.check_orphans(settings, self.state, providers)
+        self.state.last_loop = LoopSummary(
+            at=workflow.now(),
+            unschedulable=len(obs.unschedulable),
+            fits_existing=len(plan.fits_existing),
+            covered_in_flight=len(plan.covered_in_flight),
+            planned_nodes=len(plan.new_nodes),
+            problems=len(plan.problems),
+            nodes=len(obs.nodes),
+            pods_total=obs.pods_total,
+            pods_running=obs.pods_running,
+        )
+        if events:
+            await workflow.execute_activity(
+                contracts.EMIT_POD_EVENTS,
+                events,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=EVENTS_RETRY,
+            )
+
+    async def _start_request(self, planned: PlannedNode, group) -> str:  # noqa: ANN001 (NodeGroup)
+        assert self.inp is not None
+        settings = self.inp.settings
+        self.state.seq += 1
+        # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
+        request_id = f"{autoscaler_id(settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
+        first = planned.candidates[0]
+        inp = NodeRequestInput(
+            id=request_id,
+            cluster=settings.cluster,
+            group=planned.group,
+            group_labels=group.labels,
+            group_taints=group.taints,
+            requirements=planned.requirements,
+            pod_uids=planned.pod_uids,
+            candidates=planned.candidates,
+            readiness_timeout_s=settings.readiness_timeout_s,
+            readiness_poll_s=settings.readiness_poll_s,
+            max_attempts=settings.max_attempts,
+            ttl_s=settings.request_ttl_s,
+            parent_workflow_id=workflow.info().workflow_id,
+            use_search_attributes=settings.use_search_attributes,
+        )
+        self.state.in_flight[request_id] = NodeRequestStatus(
+            id=request_id,
+            group=planned.group,
+            current_pool=first.name,
+            server_type=first.server_type,
+            provider=first.provider,
+            requirements=planned.requirements,
+            pod_uids=planned.pod_uids,
+            started_at=workflow.now(),
+        )
+        await workflow.start_child_workflow(
+            NodeRequestWorkflow.run,
+            inp,
+            id=request_id,
+            # Requests outlive a continue-as-new or a restart of the loop.
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            search_attributes=initial_attributes(settings.cluster, "Pending")
+            if settings.use_search_attributes
+            else None,
+        )
+        return request_id
+
+    def _new_problem_events(self, problems: list[PodProblem]) -> list[PodEvent]:
+        """One NotTriggerScaleUp event per pod and reason, not one every loop."""
+        reported = set(self.state.reported_pods)
+        fresh = [p for p in problems if f"{p.uid}/{p.reason}" not in reported]
+        self.state.reported_pods.extend(f"{p.uid}/{p.reason}" for p in fresh)
+        del self.state.reported_pods[:-REPORTED_PODS_KEPT]
+        return never_satisfiable_events(fresh)
+
+    async def _report_invalid_groups(self, obs: ClusterObservation) -> None:
+        if obs.invalid_groups == self.state.invalid_groups:
+            return
+        self.state.invalid_groups = obs.invalid_groups
+        await workflow.execute_activity(
+            contracts.REPORT_NODE_GROUP_STATUS,
+            obs.invalid_groups,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=EVENTS_RETRY,
+        )
+
+    def _back_off(self, key: str) -> None:
+        failures = self.state.backoff_failures.get(key, 0) + 1
+        self.state.backoff_failures[key] = failures
+        self.state.backoff_until[key] = workflow.now().timestamp() + pool_backoff_seconds(failures)
+
+
+def _validate_node(node: str) -> None:
+    if not node or "/" in node:
+        raise ValueError(f"node: expected a node name, got {node!r}")
+
+
+def _validate_group_pool(group_pool: str) -> None:
+    group, _, pool = group_pool.partition("/")
+    if not group or not pool:
+        raise ValueError(f"group_pool: expected '<group>/<pool>', got {group_pool!r}")

@@ -1,0 +1,216 @@
+"""NodeRequest `nodes/<cluster>/request/<id>`: Pending → Provisioning → Ready | Unmet (seed 004, steps 5-7).
+
+Tries its candidate pools in order. A provider with no capacity or quota moves it to the next
+pool; a node that is not Ready within the readiness wait is removed and the next pool tried;
+after max attempts it is Unmet. Its final state stays queryable for a TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.nodes import contracts
+    from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
+    from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
+    from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
+    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, attempts_exhausted, request_labels
+    from workflows.search import request_attributes
+
+PROVIDER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+    non_retryable_error_types=["InvalidToken", "UnknownProvider"],
+)
+KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
+# Removing a machine must eventually happen: retry without a cap, with backoff.
+DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
+
+OUTCOME_RESULT = {
+    "no_capacity": AttemptResult.INSUFFICIENT_CAPACITY,
+    "quota_exceeded": AttemptResult.QUOTA_EXCEEDED,
+}
+
+
+@workflow.defn(name="NodeRequest")
+class NodeRequestWorkflow:
+    def __init__(self) -> None:
+        self.status: NodeRequestStatus | None = None
+        self.cancel_requested = False
+        self.cancel_reason = ""
+
+    # -- steering ------------------------------------------------------------------------
+    @workflow.query
+    def describe(self) -> NodeRequestStatus | None:
+        return self.status
+
+    @workflow.signal
+    def cancel(self, reason: str = "cancelled by operator") -> None:
+        self.cancel_requested = True
+        self.cancel_reason = reason
+
+    # -- the state machine ---------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
+        self.status = NodeRequestStatus(
+            id=inp.id,
+            group=inp.group,
+            requirements=inp.requirements,
+            pod_uids=inp.pod_uids,
+            started_at=workflow.now(),
+        )
+        if inp.candidates:
+            first = inp.candidates[0]
+            self.status.current_pool, self.status.server_type, self.status.provider = (
+                first.name,
+                first.server_type,
+                first.provider,
+            )
+        await self._publish(inp)
+        for attempt_no, pool in enumerate(inp.candidates):
+            if self.cancel_requested or attempts_exhausted(self.status.attempts, inp.max_attempts):
+                break
+            if await self._try_pool(inp, pool, attempt_no):
+                break
+        if self.status.phase != RequestPhase.READY:
+            self.status.phase = RequestPhase.UNMET
+            self.status.message = self.cancel_reason if self.cancel_requested else self._unmet_reason(inp)
+        self.status.finished_at = workflow.now()
+        await self._publish(inp)
+        # Keep the final record visible (query, Web UI) for the TTL, then finish (seed 004 step 7).
+        await workflow.sleep(timedelta(seconds=inp.ttl_s))
+        return self.status
+
+    async def _try_pool(self, inp: NodeRequestInput, pool: Pool, attempt_no: int) -> bool:
+        """One attempt on one pool. True when the request is Ready."""
+        status = self.status
+        assert status is not None
+        status.current_pool, status.server_type, status.provider = pool.name, pool.server_type, pool.provider
+        self._record(pool, AttemptResult.PENDING)
+        labels = {**inp.group_labels, **request_labels(inp.cluster, inp.group, pool, inp.id)}
+        try:
+            created: CreateNodeResult = await workflow.execute_activity(
+                contracts.CREATE_NODE,
+                CreateNodeInput(
+                    cluster=inp.cluster,
+                    request_id=inp.id,
+                    attempt=attempt_no,
+                    pool=pool,
+                    labels=labels,
+                    taints=inp.group_taints,
+                ),
+                result_type=CreateNodeResult,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=PROVIDER_RETRY,
+            )
+        except ActivityError as err:
+            self._record(pool, AttemptResult.PROVIDER_ERROR, message=_cause(err))
+            await self._publish(inp)
+            return False
+        if created.outcome != "created":
+            self._record(pool, OUTCOME_RESULT[created.outcome], message=created.message)
+            await self._publish(inp)
+            return False
+
+        status.phase = RequestPhase.PROVISIONING
+        status.node_name, status.provider_id = created.node_name, created.provider_id
+        self._record(pool, AttemptResult.PROVISIONING, node_name=created.node_name)
+        await self._publish(inp)
+
+        ready = await self._wait_ready(inp, created.node_name)
+        if ready:
+            await workflow.execute_activity(
+                contracts.LABEL_NODE,
+                LabelNodeInput(node_name=created.node_name, labels=labels),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=KUBE_RETRY,
+            )
+            status.phase = RequestPhase.READY
+            self._record(pool, AttemptResult.READY, node_name=created.node_name)
+            return True
+
+        # Not Ready in time (or cancelled): remove the machine so nothing is left behind.
+        await workflow.execute_activity(
+            contracts.DELETE_NODE,
+            DeleteNodeInput(
+                cluster=inp.cluster,
+                provider=pool.provider,
+                node_name=created.node_name,
+                provider_id=created.provider_id,
+            ),
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=DELETE_RETRY,
+        )
+        result = AttemptResult.CANCELLED if self.cancel_requested else AttemptResult.READINESS_TIMEOUT
+        self._record(pool, result, node_name=created.node_name)
+        status.phase = RequestPhase.PENDING
+        status.node_name = status.provider_id = ""
+        await self._publish(inp)
+        return False
+
+    async def _wait_ready(self, inp: NodeRequestInput, node_name: str) -> bool:
+        waiting = workflow.start_activity(
+            "wait_node_ready",
+            WaitReadyInput(node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s),
+            result_type=bool,
+            start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),
+            heartbeat_timeout=timedelta(seconds=max(10.0, inp.readiness_poll_s * 4)),
+            retry_policy=KUBE_RETRY,
+        )
+        await workflow.wait_condition(lambda: self.cancel_requested or waiting.done())
+        if not waiting.done():
+            waiting.cancel()
+            try:
+                await waiting
+            except (ActivityError, asyncio.CancelledError):
+                pass
+            return False
+        return bool(waiting.result())
+
+    # -- helpers -------------------------------------------------------------------------
+    def _record(self, pool: Pool, result: AttemptResult, node_name: str = "", message: str = "") -> None:
+        """One entry per pool tried: its result is updated in place as the attempt progresses."""
+        assert self.status is not None
+        entry = Attempt(pool=pool.name, result=result, timestamp=workflow.now(), node_name=node_name, message=message)
+        attempts = self.status.attempts
+        if attempts and attempts[-1].pool == pool.name and attempts[-1].result in (
+            AttemptResult.PENDING,
+            AttemptResult.PROVISIONING,
+        ):
+            attempts[-1] = entry
+        else:
+            attempts.append(entry)
+
+    def _unmet_reason(self, inp: NodeRequestInput) -> str:
+        assert self.status is not None
+        if not inp.candidates:
+            return "no pool can hold the requirements"
+        tried = ", ".join(f"{a.pool}: {a.result.value}" for a in self.status.attempts)
+        return f"no pool could provide a node ({tried})"
+
+    async def _publish(self, inp: NodeRequestInput) -> None:
+        """Tell the autoscaler (by workflow id, so it reaches its latest run) and the Web UI."""
+        assert self.status is not None
+        if inp.use_search_attributes:
+            workflow.upsert_search_attributes(request_attributes(inp.cluster, self.status))
+        if not inp.parent_workflow_id:
+            return
+        parent = workflow.get_external_workflow_handle(inp.parent_workflow_id)
+        try:
+            await parent.signal("request_changed", self.status)
+        except FailureError:
+            # The autoscaler is gone (terminated); the request still finishes on its own.
+            workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)
+
+
+def _cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err)

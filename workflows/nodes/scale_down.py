@@ -1,0 +1,268 @@
+"""NodeScaleDown `nodes/<cluster>/scale-down/<node>`: seed 004 steps 8-9 with CA's safe drain.
+
+Marked (taint + ScaleDownAt) → durable timer → Checking (still_removable) → Draining (cordon,
+evict through the Eviction API, wait for the pods to be gone) → Deleting (machine at the
+provider, then the Node) → Removed. Cancelled when pods land on an empty node during the
+wait, when an operator protects the node, or when the re-check finds a blocker; Failed when a
+PDB keeps refusing an eviction past the bounded retry time. Both leave the node untainted
+(and uncordoned). Every step is an idempotent activity, so a worker killed mid-drain resumes
+where the history says it was and removes the node once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.nodes import contracts
+    from scaling.nodes.contracts import DeleteNodeInput
+    from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+    from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.kube.drain import LOCAL_STORAGE, NOT_ENOUGH_PDB, NOT_SAFE_TO_EVICT, marked_for_deletion, pods_to_evict
+    from scaling.nodes.scale_down import NOT_EMPTY, NodeState, still_removable
+    from scaling.nodes.storage import BACKING_IMAGE_MANAGER, LAST_HEALTHY_REPLICA, SHARE_MANAGER, VOLUME_ATTACHED
+    from workflows.search import CLUSTER, NODE, PHASE
+
+KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
+EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
+# One round of provider deletes; the workflow reports a failed round and tries again later.
+PROVIDER_ROUND = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3
+)
+PROVIDER_BACKOFF_MAX_S = 300.0
+CANCELLED_BY_PODS = "PodsLandedOnNode"
+CANCELLED_BY_OPERATOR = "CancelledByOperator"
+DRAIN_TIMEOUT = "DrainTimeout"
+MANUAL = "Manual"
+# Removing a node with these would lose data (or a service Longhorn cannot move): even an
+# operator's remove-now is refused. Other blockers (utilisation, timers) are the operator's call.
+DATA_LOSS_CODES = frozenset(
+    {VOLUME_ATTACHED, LAST_HEALTHY_REPLICA, BACKING_IMAGE_MANAGER, SHARE_MANAGER, LOCAL_STORAGE, NOT_SAFE_TO_EVICT}
+)
+
+
+def scale_down_id(cluster: str, node: str) -> str:
+    return f"nodes/{cluster}/scale-down/{node}"
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@workflow.defn(name="NodeScaleDown")
+class NodeScaleDownWorkflow:
+    def __init__(self) -> None:
+        self.status: ScaleDownStatus | None = None
+        self.cancel_reason: tuple[str, str] | None = None  # (code, message)
+        self.now_requested = False
+
+    # -- steering ------------------------------------------------------------------------
+    @workflow.query
+    def describe(self) -> ScaleDownStatus | None:
+        return self.status
+
+    @workflow.signal
+    def cancel(self, reason: str = CANCELLED_BY_OPERATOR, message: str = "cancelled by operator") -> None:
+        """Honoured until the drain starts; after that the node is on its way out."""
+        if self.cancel_reason is None:
+            self.cancel_reason = (reason, message)
+
+    @workflow.signal
+    def remove_now(self) -> None:
+        """Skip the rest of the timer (the re-check still runs)."""
+        self.now_requested = True
+
+    # -- the state machine ---------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
+        self.status = ScaleDownStatus(
+            node=inp.node,
+            workflow_id=workflow.info().workflow_id,
+            kind=inp.kind,
+            scale_down_at=inp.scale_down_at,
+        )
+        marked = await self._kube("mark_node_for_scale_down", MarkNodeInput(node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
+        if not marked:
+            return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
+        await self._publish(inp)
+        await self._events([NodeEvent(node=inp.node, reason="ScaleDown", message=f"{inp.kind.lower()} node marked for scale-down at {rfc3339(inp.scale_down_at)}")])
+
+        wait_s = inp.scale_down_at - workflow.now().timestamp()
+        if wait_s > 0:
+            try:
+                await workflow.wait_condition(
+                    lambda: self.cancel_reason is not None or self.now_requested, timeout=timedelta(seconds=wait_s)
+                )
+            except asyncio.TimeoutError:
+                pass
+        if self.cancel_reason is not None:
+            code, message = self.cancel_reason
+            return await self._finish(inp, ScaleDownPhase.CANCELLED, code, message)
+
+        # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
+        self.status.phase = ScaleDownPhase.CHECKING
+        await self._publish(inp)
+        obs: ScaleDownObservation = await self._kube("observe_scale_down", inp.cluster, ScaleDownObservation, timeout=60)
+        node = next((n for n in obs.nodes if n.name == inp.node), None)
+        if node is None:
+            return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
+        leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | {inp.node}
+        check = still_removable(
+            node,
+            obs.pods,
+            obs.pdbs,
+            obs.storage,
+            obs.nodes,
+            groups=obs.groups,
+            protected=set(inp.protected),
+            in_progress=leaving,
+            require_empty=inp.kind == NodeState.EMPTY.value,
+            settings=inp.settings,
+        )
+        blockers = check.blockers
+        if inp.kind == MANUAL:
+            blockers = [b for b in blockers if b.code in DATA_LOSS_CODES]
+        if blockers:
+            first = blockers[0]
+            code = CANCELLED_BY_PODS if first.code == NOT_EMPTY else first.code
+            return await self._finish(inp, ScaleDownPhase.CANCELLED, code, "; ".join(b.message for b in blockers), blocked=True)
+
+        # Drain: from here the node goes unless a PDB holds a pod past the bounded retry time.
+        self.status.phase = ScaleDownPhase.DRAINING
+        await self._publish(inp)
+        await self._kube("cordon_node", inp.node)
+        evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, obs.pods))
+        failed = await self._drain(inp, evict)
+        if failed is not None:
+            code, message = failed
+            return await self._finish(inp, ScaleDownPhase.FAILED, code, message, uncordon=True, event="ScaleDownFailed")
+
+        self.status.phase = ScaleDownPhase.DELETING
+        await self._publish(inp)
+        await self._delete_machine(inp)
+        await self._kube("delete_node_object", inp.node)
+        return await self._finish(inp, ScaleDownPhase.REMOVED, None, f"node {inp.node} removed ({inp.kind.lower()})", unmark=False, event="ScaleDown")
+
+    async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
+        assert self.status is not None
+        deadline = workflow.now().timestamp() + inp.pdb_retry_s
+        left = [p for p in pods if p not in self.status.evicted]
+        while left:
+            refused: list[str] = []
+            last_message = ""
+            for key in left:
+                ns, name = key.split("/", 1)
+                res: EvictResult = await self._kube("evict_pod", EvictPodInput(namespace=ns, name=name), EvictResult)
+                if res.outcome == "refused":
+                    refused.append(key)
+                    last_message = res.message
+                    self.status.evictions_refused += 1
+                else:
+                    self.status.evicted.append(key)
+            left = refused
+            if not left:
+                break
+            self.status.last_error = f"eviction of {', '.join(left)} refused: {last_message}"
+            await self._publish(inp)
+            if workflow.now().timestamp() >= deadline:
+                return NOT_ENOUGH_PDB, (
+                    f"evicting {', '.join(left)} was refused by a PodDisruptionBudget for {inp.pdb_retry_s:.0f}s: {last_message}"
+                )
+            await workflow.sleep(timedelta(seconds=inp.eviction_retry_s))
+        remaining: list[str] = await workflow.execute_activity(
+            contracts.WAIT_PODS_GONE,
+            WaitPodsGoneInput(node=inp.node, pods=pods, timeout_s=inp.drain_timeout_s),
+            result_type=list[str],
+            start_to_close_timeout=timedelta(seconds=inp.drain_timeout_s + 60),
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=KUBE_RETRY,
+        )
+        if remaining:
+            return DRAIN_TIMEOUT, f"pods {', '.join(remaining)} still on the node after {inp.drain_timeout_s:.0f}s"
+        return None
+
+    async def _delete_machine(self, inp: NodeScaleDownInput) -> None:
+        """Retried until it works, with growing pauses; every failed round is reported."""
+        assert self.status is not None
+        pause = 5.0
+        while True:
+            try:
+                await workflow.execute_activity(
+                    contracts.DELETE_NODE,
+                    DeleteNodeInput(cluster=inp.cluster, provider=inp.provider, node_name=inp.node, provider_id=inp.provider_id),
+                    start_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=PROVIDER_ROUND,
+                )
+                return
+            except ActivityError as err:
+                self.status.provider_delete_failures += 1
+                self.status.last_error = f"provider delete failed: {_cause(err)}"
+                await self._publish(inp)
+                await self._events([NodeEvent(node=inp.node, reason="ScaleDownFailed", type="Warning",
+                                              message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {_cause(err)}")])
+                await workflow.sleep(timedelta(seconds=pause))
+                pause = min(pause * 2, PROVIDER_BACKOFF_MAX_S)
+
+    # -- helpers -------------------------------------------------------------------------
+    async def _finish(
+        self,
+        inp: NodeScaleDownInput,
+        phase: ScaleDownPhase,
+        reason: str | None,
+        message: str,
+        unmark: bool = True,
+        uncordon: bool = False,
+        blocked: bool = False,
+        event: str | None = None,
+    ) -> ScaleDownStatus:
+        assert self.status is not None
+        if unmark:
+            await self._kube("unmark_node", UnmarkNodeInput(node=inp.node, uncordon=uncordon))
+        self.status.phase, self.status.reason, self.status.message = phase, reason, message
+        ev = event or ("ScaleDownBlocked" if blocked else "ScaleDown")
+        warn = phase in (ScaleDownPhase.FAILED,) or blocked
+        text = message if phase == ScaleDownPhase.REMOVED else f"scale-down {phase.value.lower()}: {reason}: {message}"
+        await self._events([NodeEvent(node=inp.node, reason=ev, message=text, type="Warning" if warn else "Normal")])
+        await self._publish(inp)
+        return self.status
+
+    async def _kube(self, name: str, arg, result_type=None, timeout: float = 30):  # noqa: ANN001, ANN202
+        return await workflow.execute_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timedelta(seconds=timeout),
+            retry_policy=KUBE_RETRY,
+        )
+
+    async def _events(self, events: list[NodeEvent]) -> None:
+        try:
+            await workflow.execute_activity(
+                contracts.EMIT_NODE_EVENTS, events, start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENTS_RETRY
+            )
+        except ActivityError:
+            workflow.logger.warning("could not write node events for %s", events[0].node if events else "?")
+
+    async def _publish(self, inp: NodeScaleDownInput) -> None:
+        assert self.status is not None
+        if inp.use_search_attributes:
+            workflow.upsert_search_attributes(
+                [CLUSTER.value_set(inp.cluster), NODE.value_set(inp.node), PHASE.value_set(self.status.phase.value)]
+            )
+        if not inp.parent_workflow_id:
+            return
+        try:
+            await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal("scale_down_changed", self.status)
+        except FailureError:
+            workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)
+
+
+def _cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err)

@@ -1,0 +1,239 @@
+"""The NodeAutoscaler's scale-down half, called once per loop (workflow code, no I/O).
+
+gather (observe_scale_down) → plan_from_input (scaling/) → start NodeScaleDown children for the
+nodes to remove; cancel waiting children of empty nodes that pods landed on. The state it needs
+across loops (unneeded_since, candidates, running children) lives in AutoscalerState, so it is
+carried through continue-as-new with the rest.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.nodes import contracts
+    from scaling.nodes.orphans import provider_of
+    from scaling.nodes.contracts import OrphanCheckInput, OrphanObservation, ScaleDownObservation
+    from scaling.nodes.orphans import mark_reported, orphans_from
+    from scaling.nodes.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.settings import AutoscalerSettings
+    from scaling.nodes.state import AutoscalerState
+    from scaling.kube.drain import marked_for_deletion
+    from scaling.kube.models import NodeInfo
+    from scaling.nodes.models import LABEL_GROUP
+    from scaling.nodes.scale_down import (
+        NodeRemoval,
+        NodeState,
+        ScaleDownInput,
+        ScaleDownLoopSettings,
+        ScaleDownPlan,
+        is_empty,
+        plan_from_input,
+        pool_of,
+        still_removable,
+    )
+    from workflows.nodes.scale_down import CANCELLED_BY_PODS, DATA_LOSS_CODES, NodeScaleDownWorkflow, scale_down_id
+    from workflows.search import initial_attributes
+
+OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+
+
+def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
+    return ScaleDownLoopSettings(max_removals_per_loop=settings.max_scale_down_per_loop)
+
+
+def wanted(nodes: list[NodeInfo], state: AutoscalerState) -> bool:
+    """Skip the (heavier) scale-down observation when there is nothing growth could remove."""
+    return bool(state.scale_downs) or any(LABEL_GROUP in n.labels for n in nodes)
+
+
+async def observe(cluster: str) -> ScaleDownObservation:
+    return await workflow.execute_activity(
+        contracts.OBSERVE_SCALE_DOWN,
+        cluster,
+        result_type=ScaleDownObservation,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=OBSERVE_RETRY,
+    )
+
+
+def node_provider(node: NodeInfo) -> str:
+    # A node without a providerID can only be one growth made through KWOK.
+    return provider_of(node.provider_id) or "kwok"
+
+
+def record_candidates(state: AutoscalerState, plan: ScaleDownPlan) -> None:
+    state.candidates = {
+        name: CandidateState(
+            node=name,
+            state=d.state.value,
+            reason=d.reason,
+            message="; ".join(b.message for b in d.reasons),
+            group=d.group,
+            pool=d.pool,
+            utilization=round(d.utilization, 3),
+            unneeded_since=d.unneeded_since,
+        )
+        for name, d in plan.decisions.items()
+        if d.state != NodeState.NOT_MANAGED
+    }
+    for name, sd in state.scale_downs.items():  # a running child's phase says more than "Removing"
+        if name in state.candidates:
+            state.candidates[name].reason = sd.phase.value
+            state.candidates[name].message = sd.last_error or sd.message
+
+
+async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownPlan:
+    """One scale-down evaluation; returns the plan it acted on."""
+    now = workflow.now().timestamp()
+    obs = await observe(settings.cluster)
+    inp = ScaleDownInput(
+        nodes=obs.nodes,
+        pods=obs.pods,
+        pdbs=obs.pdbs,
+        groups=obs.groups,
+        storage=obs.storage,
+        now=now,
+        unneeded_since=state.unneeded_since,
+        last_scale_up_at=state.last_scale_up_at,
+        protected=state.protected_nodes,
+        in_progress=sorted(state.scale_downs),
+        settings=loop_settings(settings),
+    )
+    plan = plan_from_input(inp)
+    state.unneeded_since = dict(plan.unneeded_since)
+    record_candidates(state, plan)
+
+    # Seed 004: a pod landing on a marked empty node cancels its scale-down.
+    by_name = {n.name: n for n in obs.nodes}
+    for name, sd in list(state.scale_downs.items()):
+        node = by_name.get(name)
+        if sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value and node is not None:
+            if not is_empty(node, obs.pods):
+                await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
+
+    for removal in plan.to_remove:
+        node = by_name[removal.name]
+        await start_child(settings, state, removal_input(settings, state, removal, node))
+    return plan
+
+
+def removal_input(settings: AutoscalerSettings, state: AutoscalerState, removal: NodeRemoval, node: NodeInfo) -> NodeScaleDownInput:
+    return NodeScaleDownInput(
+        cluster=settings.cluster,
+        node=removal.name,
+        group=removal.group,
+        pool=removal.pool,
+        provider=node_provider(node),
+        provider_id=node.provider_id,
+        kind=removal.kind.value,
+        scale_down_at=removal.scale_down_at,
+        parent_workflow_id=workflow.info().workflow_id,
+        use_search_attributes=settings.use_search_attributes,
+        pdb_retry_s=settings.pdb_retry_s,
+        eviction_retry_s=settings.eviction_retry_s,
+        drain_timeout_s=settings.drain_timeout_s,
+        protected=list(state.protected_nodes),
+        settings=loop_settings(settings),
+    )
+
+
+async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp: NodeScaleDownInput) -> str:
+    wid = scale_down_id(settings.cluster, inp.node)
+    state.scale_downs[inp.node] = ScaleDownStatus(
+        node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
+    )
+    try:
+        await workflow.start_child_workflow(
+            NodeScaleDownWorkflow.run,
+            inp,
+            id=wid,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
+            if settings.use_search_attributes
+            else None,
+        )
+    except WorkflowAlreadyStartedError:
+        # A child from an earlier run of the loop is still at work on this node: it reports in.
+        pass
+    return wid
+
+
+async def _signal_cancel(sd: ScaleDownStatus, code: str, message: str) -> None:
+    try:
+        await workflow.get_external_workflow_handle(sd.workflow_id).signal(NodeScaleDownWorkflow.cancel, args=[code, message])
+    except Exception:  # noqa: BLE001 - the child finished in between; its final report arrives
+        workflow.logger.warning("could not cancel %s", sd.workflow_id)
+
+
+# -- operator overrides (called from the NodeAutoscaler's updates) ---------------------------
+
+
+async def protect(state: AutoscalerState, node: str) -> list[str]:
+    if node not in state.protected_nodes:
+        state.protected_nodes.append(node)
+    sd = state.scale_downs.get(node)
+    if sd is not None and sd.phase == ScaleDownPhase.MARKED:
+        await _signal_cancel(sd, "ProtectedByOperator", f"node {node} protected by an operator")
+    return state.protected_nodes
+
+
+def unprotect(state: AutoscalerState, node: str) -> list[str]:
+    if node in state.protected_nodes:
+        state.protected_nodes.remove(node)
+    return state.protected_nodes
+
+
+async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node: str) -> str:
+    """Start removing ``node`` at once. Refused (ApplicationError naming the reason) when the
+    removal would lose data; other blockers (utilisation, timers) are the operator's call."""
+    sd = state.scale_downs.get(node)
+    if sd is not None:
+        await workflow.get_external_workflow_handle(sd.workflow_id).signal(NodeScaleDownWorkflow.remove_now)
+        return f"{sd.workflow_id}: timer skipped"
+    obs = await observe(settings.cluster)
+    target = next((n for n in obs.nodes if n.name == node), None)
+    if target is None:
+        raise ApplicationError(f"node {node} does not exist", type="NodeNotFound")
+    if LABEL_GROUP not in target.labels:
+        raise ApplicationError(f"node {node} is not managed by growth (no {LABEL_GROUP} label)", type="NotManaged")
+    leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(state.scale_downs) | {node}
+    check = still_removable(
+        target, obs.pods, obs.pdbs, obs.storage, obs.nodes, groups=obs.groups, in_progress=leaving,
+        settings=loop_settings(settings),
+    )
+    loses = [b for b in check.blockers if b.code in DATA_LOSS_CODES]
+    if loses:
+        raise ApplicationError(
+            "; ".join(str(b) for b in loses), type="WouldLoseData", non_retryable=True
+        )
+    if node in state.protected_nodes:
+        state.protected_nodes.remove(node)  # an explicit remove wins over an earlier protect
+    removal = NodeRemoval(
+        name=node, group=target.labels[LABEL_GROUP], pool=pool_of(target), kind=NodeState.UNDERUSED,
+        scale_down_at=workflow.now().timestamp(),
+    )
+    inp = removal_input(settings, state, removal, target)
+    inp.kind = "Manual"
+    return await start_child(settings, state, inp)
+
+
+# -- orphans ---------------------------------------------------------------------------------
+
+
+async def check_orphans(settings: AutoscalerSettings, state: AutoscalerState, providers: list[str]) -> None:
+    obs: OrphanObservation = await workflow.execute_activity(
+        contracts.OBSERVE_ORPHANS,
+        OrphanCheckInput(cluster=settings.cluster, providers=providers),
+        result_type=OrphanObservation,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=RetryPolicy(maximum_attempts=3),
+    )
+    now = workflow.now().timestamp()
+    # A node being removed legitimately loses its machine first.
+    obs.nodes = {k: v for k, v in obs.nodes.items() if k not in state.scale_downs}
+    state.orphans = mark_reported(orphans_from(obs, state.orphans, now, settings.orphan_grace_s), now, settings.orphan_grace_s)
