@@ -1,0 +1,69 @@
+"""The fleet loop's domain: data-plane cluster phases, per-instance-type capacity, managed
+instances. Plain pydantic models shared by the rules, the workflows and the contracts."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class ClusterPhase(str, Enum):
+    """A data-plane cluster's lifecycle, named as kas-fleet-manager names its statuses."""
+
+    ACCEPTED = "cluster_accepted"
+    PROVISIONING = "cluster_provisioning"
+    PROVISIONED = "cluster_provisioned"  # terraforming: machine pools, DNS, IdP, resources, addons
+    WAITING = "waiting_for_kas_fleetshard_operator"
+    READY = "ready"
+    DEPROVISIONING = "deprovisioning"
+    CLEANUP = "cleanup"
+    DELETED = "deleted"
+    FAILED = "failed"
+
+
+# A scale-up is already under way while any cluster of the type/region is in one of these.
+SCALE_UP_ONGOING = frozenset({ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING, ClusterPhase.PROVISIONED, ClusterPhase.WAITING})
+# These accept no instances and count for no capacity or limit.
+NO_CAPACITY = frozenset({ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.DELETED, ClusterPhase.FAILED})
+# Terminal: the workflow has finished.
+FINISHED = frozenset({ClusterPhase.DELETED, ClusterPhase.FAILED})
+
+
+class TypeCapacity(BaseModel):
+    """Seed 000's dynamic capacity info for one instance type on one cluster: max_nodes from the
+    machine pool (set at terraforming), max_units/remaining_units as the agent last reported."""
+
+    max_nodes: int = 0
+    max_units: int | None = None  # None until the agent has reported
+    remaining_units: int | None = None
+
+
+class ClusterRecord(BaseModel):
+    """One data-plane cluster as the region's autoscaler sees it: what the rules read.
+
+    `consumed_units` is what growth has placed there (its own record, authoritative even
+    before the agent's next report); `max_units` is the agent's figure, or None before the
+    first report (the rules then use the configured expected capacity)."""
+
+    id: str
+    instance_type: str
+    phase: ClusterPhase = ClusterPhase.ACCEPTED
+    max_units: int | None = None
+    consumed_units: int = 0
+    instances: int = 0  # placed managed instances (reserved ones never count)
+    deletion_blocked: bool = False  # an operator said: never remove this one
+
+
+class ManagedInstance(BaseModel):
+    """A managed (Kafka-like) instance: its type, size and the streaming units it consumes.
+
+    `cluster_id` is empty while it waits for a ready cluster with room."""
+
+    id: str
+    instance_type: str
+    size: str
+    units: int = Field(ge=1)
+    cluster_id: str = ""
+    namespace: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
