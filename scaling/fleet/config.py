@@ -1,0 +1,252 @@
+"""The fleet loop's configuration, in seed 000's shapes (kas-fleet-manager's provider,
+dynamic-scaling, instance-types and node-prewarming files), as one YAML document with a
+section per file:
+
+    supported_providers:            # providers -> regions -> per instance type limit and slack
+    dynamic_scaling:                # machine types and machine-pool min/max per instance type
+    supported_instance_types:       # instance types -> sizes -> streaming units consumed
+    node_prewarming:                # reserved instances per instance type
+
+`load_fleet_config` validates the whole document and raises FleetConfigError listing every
+problem with the dotted path of the field it is about.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- supported providers ----------------------------------------------------------------
+class RegionInstanceTypeLimits(_Strict):
+    """A region's limit (streaming units; None = no limit, 0 = always reached) and the free
+    capacity slack (streaming units) it keeps for one instance type."""
+
+    limit: int | None = Field(default=None, ge=0)
+    min_available_capacity_slack_streaming_units: int = Field(default=0, ge=0)
+
+
+class RegionConfig(_Strict):
+    """A region of a provider and the instance types it supports."""
+
+    name: str = Field(min_length=1)
+    default: bool = False
+    supported_instance_type: dict[str, RegionInstanceTypeLimits] = Field(default_factory=dict)
+
+
+class ProviderConfig(_Strict):
+    """A cloud provider and its regions."""
+
+    name: str = Field(min_length=1)
+    default: bool = False
+    regions: list[RegionConfig] = Field(default_factory=list)
+
+
+# -- dynamic scaling --------------------------------------------------------------------
+class NodeAutoscaling(_Strict):
+    """Autoscaled node count bounds of a machine pool."""
+
+    min_compute_nodes: int = Field(ge=0)
+    max_compute_nodes: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> NodeAutoscaling:
+        if self.min_compute_nodes > self.max_compute_nodes:
+            raise ValueError("min_compute_nodes must not exceed max_compute_nodes")
+        return self
+
+
+class WorkloadMachines(_Strict):
+    """The machine type and pool bounds for one workload (cluster-wide or one instance type).
+
+    growth adds two optional fields: `multi_az` (None = seed 000's rule: only `standard` is
+    multi-AZ) and `expected_max_streaming_units` (the capacity a not-yet-ready cluster of this
+    type is counted with; None = the type's biggest size)."""
+
+    compute_machine_type: str = Field(min_length=1)
+    compute_node_autoscaling: NodeAutoscaling
+    multi_az: bool | None = None
+    expected_max_streaming_units: int | None = Field(default=None, ge=1)
+
+
+class ProviderMachines(_Strict):
+    """Machine settings of one provider: the default pool and one pool per instance type."""
+
+    cluster_wide_workload: WorkloadMachines = Field(
+        default_factory=lambda: WorkloadMachines(
+            compute_machine_type="m5.2xlarge",
+            compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=6, max_compute_nodes=18),
+        )
+    )
+    kafka_workload_per_instance_type: dict[str, WorkloadMachines] = Field(default_factory=dict)
+
+
+class DynamicScalingConfig(_Strict):
+    """Whether growth may create and delete data-plane clusters, and with which machines."""
+
+    enable_dynamic_data_plane_scale_up: bool = True
+    enable_dynamic_data_plane_scale_down: bool = True
+    new_data_plane_openshift_version: str = ""
+    compute_machine_per_cloud_provider: dict[str, ProviderMachines] = Field(default_factory=dict)
+
+
+# -- instance types ---------------------------------------------------------------------
+class InstanceSize(_Strict):
+    """A size of an instance type and the streaming units one instance of it consumes."""
+
+    id: str = Field(min_length=1)
+    display_name: str = ""
+    capacity_consumed: int = Field(ge=1)
+
+
+class InstanceTypeConfig(_Strict):
+    """A managed-instance type (e.g. standard, developer) and its sizes."""
+
+    id: str = Field(min_length=1)
+    display_name: str = ""
+    sizes: list[InstanceSize] = Field(min_length=1)
+
+    def size(self, size_id: str) -> InstanceSize | None:
+        return next((s for s in self.sizes if s.id == size_id), None)
+
+    def biggest_units(self) -> int:
+        return max(s.capacity_consumed for s in self.sizes)
+
+
+# -- prewarming -------------------------------------------------------------------------
+class PrewarmingConfig(_Strict):
+    """Reserved instances of one size that every ready cluster of the type keeps (0 = off)."""
+
+    num_reserved_instances: int = Field(default=0, ge=0)
+    base_streaming_unit_size: str = Field(min_length=1)
+
+
+# -- the document -----------------------------------------------------------------------
+class FleetConfig(_Strict):
+    """The whole fleet configuration; cross-references are checked (see `_references`)."""
+
+    supported_providers: list[ProviderConfig] = Field(default_factory=list)
+    dynamic_scaling: DynamicScalingConfig = Field(default_factory=DynamicScalingConfig)
+    supported_instance_types: list[InstanceTypeConfig] = Field(default_factory=list)
+    node_prewarming: dict[str, PrewarmingConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> FleetConfig:
+        problems = reference_problems(self)
+        if problems:
+            raise ValueError("; ".join(f"{path}: {msg}" for path, msg in problems))
+        return self
+
+    # Lookups the workflows and rules use.
+    def instance_type(self, type_id: str) -> InstanceTypeConfig | None:
+        return next((t for t in self.supported_instance_types if t.id == type_id), None)
+
+    def region(self, provider: str, region: str) -> RegionConfig | None:
+        for p in self.supported_providers:
+            if p.name == provider:
+                return next((r for r in p.regions if r.name == region), None)
+        return None
+
+    def machines(self, provider: str, instance_type: str) -> WorkloadMachines | None:
+        pm = self.dynamic_scaling.compute_machine_per_cloud_provider.get(provider)
+        return pm.kafka_workload_per_instance_type.get(instance_type) if pm else None
+
+
+def reference_problems(cfg: FleetConfig) -> list[tuple[str, str]]:
+    """Names that must refer to something defined elsewhere in the document."""
+    problems: list[tuple[str, str]] = []
+    types = {t.id: t for t in cfg.supported_instance_types}
+    for i, t in enumerate(cfg.supported_instance_types):
+        if [t.id for t in cfg.supported_instance_types].count(t.id) > 1:
+            problems.append((f"supported_instance_types[{i}].id", f"duplicate instance type {t.id!r}"))
+        ids = [s.id for s in t.sizes]
+        for j, s in enumerate(t.sizes):
+            if ids.count(s.id) > 1:
+                problems.append((f"supported_instance_types[{i}].sizes[{j}].id", f"duplicate size {s.id!r}"))
+    for i, p in enumerate(cfg.supported_providers):
+        for j, r in enumerate(p.regions):
+            for itype in r.supported_instance_type:
+                if itype not in types:
+                    path = f"supported_providers[{i}].regions[{j}].supported_instance_type.{itype}"
+                    problems.append((path, f"unknown instance type {itype!r}"))
+    scaling = cfg.dynamic_scaling.compute_machine_per_cloud_provider
+    for provider, pm in scaling.items():
+        for itype in pm.kafka_workload_per_instance_type:
+            if itype not in types:
+                path = f"dynamic_scaling.compute_machine_per_cloud_provider.{provider}.kafka_workload_per_instance_type.{itype}"
+                problems.append((path, f"unknown instance type {itype!r}"))
+    for itype, pw in cfg.node_prewarming.items():
+        if itype not in types:
+            problems.append((f"node_prewarming.{itype}", f"unknown instance type {itype!r}"))
+        elif types[itype].size(pw.base_streaming_unit_size) is None:
+            problems.append(
+                (
+                    f"node_prewarming.{itype}.base_streaming_unit_size",
+                    f"size {pw.base_streaming_unit_size!r} is not a size of {itype!r}",
+                )
+            )
+    # A region that supports a type growth may create clusters for needs machines for it.
+    if cfg.dynamic_scaling.enable_dynamic_data_plane_scale_up:
+        for i, p in enumerate(cfg.supported_providers):
+            for j, r in enumerate(p.regions):
+                for itype in r.supported_instance_type:
+                    if itype in types and cfg.machines(p.name, itype) is None:
+                        path = f"supported_providers[{i}].regions[{j}].supported_instance_type.{itype}"
+                        problems.append(
+                            (
+                                path,
+                                f"no dynamic_scaling.compute_machine_per_cloud_provider.{p.name}"
+                                f".kafka_workload_per_instance_type.{itype} to create clusters with",
+                            )
+                        )
+    return problems
+
+
+class FleetConfigError(ValueError):
+    """An invalid fleet configuration: every problem as (dotted field path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("invalid fleet configuration: " + "; ".join(f"{p}: {m}" for p, m in problems))
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(document)"
+
+
+def parse_fleet_config(raw: Any) -> FleetConfig:
+    """Validate a parsed YAML/JSON document; FleetConfigError names each bad field."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise FleetConfigError([("(document)", "must be a mapping")])
+    try:
+        return FleetConfig.model_validate(raw)
+    except ValidationError as err:
+        problems: list[tuple[str, str]] = []
+        for e in err.errors():
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            if not e["loc"] and ": " in msg:
+                # Cross-reference problems arrive as one message "path: msg; path: msg".
+                problems.extend(tuple(part.split(": ", 1)) for part in msg.split("; "))  # type: ignore[misc]
+            else:
+                problems.append((_dotted(e["loc"]), msg))
+        raise FleetConfigError(problems) from None
+
+
+def load_fleet_config(path: str | Path) -> FleetConfig:
+    return parse_fleet_config(yaml.safe_load(Path(path).read_text()))
+
+
+def load_fleet_config_text(text: str) -> FleetConfig:
+    return parse_fleet_config(yaml.safe_load(text))
