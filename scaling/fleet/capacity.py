@@ -1,0 +1,110 @@
+"""Streaming-unit capacity of a region's clusters for one instance type (seed 000).
+
+Clusters in deprovisioning, cleanup, deleted or failed give no capacity and count for no
+limit. Clusters not ready yet (or ready but not yet reported) count with the configured
+expected capacity. `consumed_units` is growth's own record of what it placed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from scaling.fleet.config import FleetConfig
+from scaling.fleet.models import NO_CAPACITY, SCALE_UP_ONGOING, ClusterPhase, ClusterRecord
+
+
+class TypeRules(BaseModel):
+    """What the scaling rules need to know about one instance type in one region."""
+
+    instance_type: str
+    limit: int | None = Field(default=None, ge=0)  # None = no limit; 0 = always reached
+    slack: int = Field(default=0, ge=0)  # min available capacity slack; 0 never triggers
+    biggest_units: int = Field(ge=1)  # units of the type's biggest size
+    expected_units: int = Field(ge=1)  # capacity a cluster counts with before the agent reports
+
+
+def type_rules(cfg: FleetConfig, provider: str, region: str) -> dict[str, TypeRules]:
+    """The rules of every instance type the region supports, from the fleet configuration."""
+    reg = cfg.region(provider, region)
+    if reg is None:
+        return {}
+    out: dict[str, TypeRules] = {}
+    for itype, limits in reg.supported_instance_type.items():
+        spec = cfg.instance_type(itype)
+        if spec is None:
+            continue
+        machines = cfg.machines(provider, itype)
+        expected = machines.expected_max_streaming_units if machines else None
+        biggest = spec.biggest_units()
+        out[itype] = TypeRules(
+            instance_type=itype,
+            limit=limits.limit,
+            slack=limits.min_available_capacity_slack_streaming_units,
+            biggest_units=biggest,
+            expected_units=expected or biggest,
+        )
+    return out
+
+
+def gives_capacity(cluster: ClusterRecord) -> bool:
+    return cluster.phase not in NO_CAPACITY
+
+
+def cluster_capacity_units(cluster: ClusterRecord, rules: TypeRules) -> int:
+    """Max streaming units: the agent's figure, or the expected capacity until it reports."""
+    return cluster.max_units if cluster.max_units is not None else rules.expected_units
+
+
+def cluster_free_units(cluster: ClusterRecord, rules: TypeRules) -> int:
+    return max(0, cluster_capacity_units(cluster, rules) - cluster.consumed_units)
+
+
+def can_hold_biggest(cluster: ClusterRecord, rules: TypeRules) -> bool:
+    return cluster_free_units(cluster, rules) >= rules.biggest_units
+
+
+@dataclass(frozen=True)
+class CapacityTally:
+    """The region's figures for one instance type that the scale-up rule reads. Kept as sums
+    and counts so a scale-down dry run can take one cluster out in O(1) (`without`)."""
+
+    total_units: int = 0
+    consumed_units: int = 0
+    holders_of_biggest: int = 0  # clusters with room for the biggest size
+    scale_up_ongoing: int = 0  # clusters in accepted/provisioning/provisioned/waiting
+
+    @property
+    def free_units(self) -> int:
+        return self.total_units - self.consumed_units
+
+    def without(self, cluster: ClusterRecord, rules: TypeRules) -> CapacityTally:
+        """The tally with `cluster` (one that was counted) taken out."""
+        if not gives_capacity(cluster):
+            return self
+        return CapacityTally(
+            total_units=self.total_units - cluster_capacity_units(cluster, rules),
+            consumed_units=self.consumed_units - cluster.consumed_units,
+            holders_of_biggest=self.holders_of_biggest - int(can_hold_biggest(cluster, rules)),
+            scale_up_ongoing=self.scale_up_ongoing - int(cluster.phase in SCALE_UP_ONGOING),
+        )
+
+
+def tally_capacity(clusters: Iterable[ClusterRecord], rules: TypeRules) -> CapacityTally:
+    """Sum the clusters of `rules.instance_type` that give capacity."""
+    total = consumed = holders = ongoing = 0
+    for c in clusters:
+        if c.instance_type != rules.instance_type or not gives_capacity(c):
+            continue
+        cap = cluster_capacity_units(c, rules)
+        total += cap
+        consumed += c.consumed_units
+        holders += int(cap - c.consumed_units >= rules.biggest_units)
+        ongoing += int(c.phase in SCALE_UP_ONGOING)
+    return CapacityTally(total, consumed, holders, ongoing)
+
+
+def ready_clusters(clusters: Iterable[ClusterRecord], instance_type: str) -> list[ClusterRecord]:
+    return [c for c in clusters if c.instance_type == instance_type and c.phase == ClusterPhase.READY]

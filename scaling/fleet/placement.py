@@ -1,0 +1,66 @@
+"""Placing managed instances on data-plane clusters, and prewarming's reserved instances."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scaling.fleet.capacity import TypeRules, cluster_free_units
+from scaling.fleet.config import FleetConfig
+from scaling.fleet.contracts import RESERVED_DEPLOYMENT_LABEL
+from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
+
+
+def instance_units(cfg: FleetConfig, instance_type: str, size: str) -> int | None:
+    """Streaming units one instance of `size` consumes; None if the type or size is unknown."""
+    spec = cfg.instance_type(instance_type)
+    found = spec.size(size) if spec else None
+    return found.capacity_consumed if found else None
+
+
+def place_instance(units: int, clusters: Iterable[ClusterRecord], rules: TypeRules) -> str | None:
+    """The first ready cluster of the type with `units` free, or None (the instance waits)."""
+    for c in clusters:
+        if c.instance_type == rules.instance_type and c.phase == ClusterPhase.READY:
+            if cluster_free_units(c, rules) >= units:
+                return c.id
+    return None
+
+
+def within_region_limit(units: int, committed_units: int, limit: int | None) -> bool:
+    """Whether one more instance fits the region's limit; `committed_units` counts the units
+    placed and those waiting for a cluster. None = no limit; 0 = nothing fits."""
+    return limit is None or committed_units + units <= limit
+
+
+def reserved_instance_name(instance_type: str, n: int) -> str:
+    return f"reserved-kafka-{instance_type}-{n}"
+
+
+def reserved_instances(
+    cluster_id: str, phase: ClusterPhase, instance_types: Iterable[str], cfg: FleetConfig
+) -> list[ManagedInstance]:
+    """Seed 000's prewarming: per supported type, `num_reserved_instances` instances of the
+    base size named reserved-kafka-<type>-<1..n>, namespace = name, labelled as reserved.
+    Empty unless the cluster is ready."""
+    if phase != ClusterPhase.READY:
+        return []
+    out: list[ManagedInstance] = []
+    for itype in instance_types:
+        pw = cfg.node_prewarming.get(itype)
+        if pw is None or pw.num_reserved_instances == 0:
+            continue
+        units = instance_units(cfg, itype, pw.base_streaming_unit_size) or 1
+        for n in range(1, pw.num_reserved_instances + 1):
+            name = reserved_instance_name(itype, n)
+            out.append(
+                ManagedInstance(
+                    id=name,
+                    instance_type=itype,
+                    size=pw.base_streaming_unit_size,
+                    units=units,
+                    cluster_id=cluster_id,
+                    namespace=name,
+                    labels={RESERVED_DEPLOYMENT_LABEL: "reserved"},
+                )
+            )
+    return out
