@@ -1,13 +1,16 @@
-"""Building the official Kubernetes client from settings (kubeconfig or in-cluster)."""
+"""Building the official Kubernetes client from settings (kubeconfig or in-cluster), one per
+cluster a worker serves."""
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from kubernetes import client, config
+from temporalio.exceptions import ApplicationError
 
-from activities.settings import KubeSettings
+from activities.settings import KubeSettings, Settings
 
 
 def api_client(settings: KubeSettings) -> client.ApiClient:
@@ -21,6 +24,64 @@ def api_client(settings: KubeSettings) -> client.ApiClient:
     # Activities run in a thread pool; allow that many concurrent connections.
     cfg.connection_pool_maxsize = 32
     return client.ApiClient(cfg)
+
+
+class ClusterClients:
+    """The ApiClient of each cluster this worker serves, built on first use and cached.
+
+    Activities take the cluster name in their input and ask for its client here, so one worker
+    can serve many clusters. Thread-safe: activities run in a thread pool."""
+
+    def __init__(self, settings: Settings | None = None, *, shared: client.ApiClient | None = None) -> None:
+        self.settings = settings or Settings.model_construct(clusters={})
+        self._shared = shared  # set: every cluster name is answered by this one client
+        self._clients: dict[str, client.ApiClient] = {}
+        self._lock = threading.Lock()
+
+    def api(self, cluster: str) -> client.ApiClient:
+        if self._shared is not None:
+            return self._shared
+        with self._lock:
+            cached = self._clients.get(cluster)
+            if cached is not None:
+                return cached
+            kube = self.settings.kube_for(cluster)
+            if kube is None:
+                # A workflow for a cluster this worker was not configured for: retrying cannot help.
+                known = ", ".join(sorted(self.settings.clusters)) or "none"
+                raise ApplicationError(
+                    f"cluster {cluster!r} is not in this worker's settings (clusters: {known})",
+                    type="UnknownCluster",
+                    non_retryable=True,
+                )
+            if not self.settings.clusters:
+                # One cluster serves every name: share one client (and its connection pool).
+                cached = self._clients.get("") or api_client(kube)
+                self._clients[""] = cached
+            else:
+                cached = api_client(kube)
+            self._clients[cluster] = cached
+            return cached
+
+    def preload(self) -> None:
+        """Build every configured cluster's client now, so a bad kubeconfig stops the worker at
+        start with the cluster named, not at its first activity."""
+        for name in sorted(self.settings.clusters) or [""]:
+            try:
+                self.api(name)
+            except Exception as err:  # noqa: BLE001 - reported with the cluster's name
+                raise RuntimeError(f"cluster {name or '(default, kubernetes:)'}: {err}") from err
+
+    def close(self) -> None:
+        with self._lock:
+            for api in {id(a): a for a in self._clients.values()}.values():
+                api.close()
+            self._clients.clear()
+
+
+def cluster_clients(source: ClusterClients | client.ApiClient) -> ClusterClients:
+    """Activities accept either; a bare ApiClient serves every cluster name."""
+    return source if isinstance(source, ClusterClients) else ClusterClients(shared=source)
 
 
 def raw_list(call: Any, **kwargs: Any) -> list[dict[str, Any]]:

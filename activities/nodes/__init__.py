@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.kube.client import api_client
+from activities.kube.client import ClusterClients
 from activities.nodes.kube import KubeActivities
 from activities.nodes.machines import MachineActivities
 from activities.nodes.providers.base import NodeProvider
@@ -17,11 +17,13 @@ from activities.nodes.scale_down import ScaleDownActivities
 from activities.settings import Settings
 
 
-def build_providers(settings: Settings, api: Any) -> dict[str, NodeProvider]:
+def build_providers(settings: Settings, clusters: ClusterClients) -> dict[str, NodeProvider]:
+    """One instance per provider. KWOK writes Nodes into the cluster each call names; Hetzner
+    is one cloud account, its machines labelled with their cluster."""
     providers: dict[str, NodeProvider] = {}
     for name, cfg in settings.providers.items():
         if name == "kwok":
-            providers[name] = KwokProvider(api, cfg)
+            providers[name] = KwokProvider(clusters, cfg)
         elif name == "hetzner":
             from activities.nodes.providers.hetzner import HetznerProvider
 
@@ -31,15 +33,16 @@ def build_providers(settings: Settings, api: Any) -> dict[str, NodeProvider]:
     return providers
 
 
-def build_activities(settings: Settings) -> list[Any]:
-    """Every node-loop activity, bound to the clients the settings describe."""
-    api = api_client(settings.kubernetes)
-    providers = build_providers(settings, api)
-    kube = KubeActivities(api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
+def build_activities(settings: Settings, clusters: ClusterClients | None = None) -> list[Any]:
+    """Every node-loop activity. Each call names its cluster and gets that cluster's client
+    from `clusters` (built from settings.clusters, or settings.kubernetes for any name)."""
+    clusters = clusters or ClusterClients(settings)
+    providers = build_providers(settings, clusters)
+    kube = KubeActivities(clusters, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
     prov = ProviderActivities(providers)
-    gc = MachineActivities(api, providers, node_groups_file=settings.node_groups_file)
+    gc = MachineActivities(clusters, providers, node_groups_file=settings.node_groups_file)
     down = ScaleDownActivities(
-        api, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
+        clusters, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
     )
     return [
         kube.observe_cluster,

@@ -14,13 +14,13 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from scaling.nodes import contracts
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, SpecProblem
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.kube.nodes import node_info
-from scaling.nodes.contracts import ClusterObservation, PodEvent
+from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
 from scaling.kube.pods import is_unschedulable, pod_info
-from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
-from activities.kube.client import create_event, raw_list
+from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
+from activities.nodes import metrics
 
 NODE_GROUP_PLURAL = "nodegroupswithpriority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -29,22 +29,26 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 class KubeActivities:
     def __init__(
         self,
-        api: client.ApiClient,
+        clusters: ClusterClients | client.ApiClient,
         known_providers: Collection[str],
         node_groups_file: str | None = None,
         component: str = "growth",
     ) -> None:
-        self.api = api
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.clusters = cluster_clients(clusters)
         self.known_providers = set(known_providers)
         self.node_groups_file = node_groups_file
         self.component = component
 
+    def _core(self, cluster: str) -> client.CoreV1Api:
+        return client.CoreV1Api(self.clusters.api(cluster))
+
+    def _custom(self, cluster: str) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.clusters.api(cluster))
+
     # -- observe -------------------------------------------------------------------------
-    def _node_group_objects(self) -> list[dict[str, Any]]:
+    def _node_group_objects(self, cluster: str) -> list[dict[str, Any]]:
         try:
-            resp = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+            resp = self._custom(cluster).list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -56,8 +60,9 @@ class KubeActivities:
     @activity.defn(name=contracts.OBSERVE_CLUSTER)
     def observe_cluster(self, cluster: str) -> ClusterObservation:
         """One list of pods and one of nodes per loop: cheap on the API server, consistent enough."""
-        pods = raw_list(self.core.list_pod_for_all_namespaces)
-        nodes = raw_list(self.core.list_node)
+        core = self._core(cluster)
+        pods = raw_list(core.list_pod_for_all_namespaces)
+        nodes = raw_list(core.list_node)
         by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
         unschedulable = []
         running = 0
@@ -75,8 +80,8 @@ class KubeActivities:
             with open(self.node_groups_file) as f:
                 groups, problems = parse_node_groups_yaml(f.read(), self.known_providers)
         else:
-            groups, problems = load_node_groups(self._node_group_objects(), self.known_providers)
-        return ClusterObservation(
+            groups, problems = load_node_groups(self._node_group_objects(cluster), self.known_providers)
+        obs = ClusterObservation(
             unschedulable=unschedulable,
             nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes],
             groups=groups,
@@ -84,16 +89,19 @@ class KubeActivities:
             pods_total=len(pods),
             pods_running=running,
         )
+        metrics.record_observation(cluster, obs)
+        return obs
 
     # -- nodes ---------------------------------------------------------------------------
     @activity.defn(name=contracts.WAIT_NODE_READY)
     def wait_node_ready(self, inp: WaitReadyInput) -> bool:
         """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed."""
         deadline = time.monotonic() + inp.timeout_s
+        core = self._core(inp.cluster)
         while True:
             activity.heartbeat()
             try:
-                node = self.core.read_node(inp.node_name)
+                node = core.read_node(inp.node_name)
                 for cond in node.status.conditions or []:
                     if cond.type == "Ready" and cond.status == "True":
                         return True
@@ -106,24 +114,26 @@ class KubeActivities:
 
     @activity.defn(name=contracts.LABEL_NODE)
     def label_node(self, inp: LabelNodeInput) -> None:
-        self.core.patch_node(inp.node_name, {"metadata": {"labels": inp.labels}})
+        self._core(inp.cluster).patch_node(inp.node_name, {"metadata": {"labels": inp.labels}})
 
     # -- reporting -----------------------------------------------------------------------
     @activity.defn(name=contracts.EMIT_POD_EVENTS)
-    def emit_pod_events(self, events: list[PodEvent]) -> None:
-        for ev in events:
+    def emit_pod_events(self, inp: PodEventsInput) -> None:
+        core = self._core(inp.cluster)
+        for ev in inp.events:
             pod = client.V1ObjectReference(kind="Pod", namespace=ev.namespace, name=ev.pod_name, uid=ev.pod_uid)
-            create_event(self.core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component)
+            create_event(core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component)
 
     @activity.defn(name=contracts.REPORT_NODE_GROUP_STATUS)
-    def report_node_group_status(self, problems: list[SpecProblem]) -> None:
+    def report_node_group_status(self, inp: GroupStatusInput) -> None:
         """Write each invalid group's problem on its status; clear it on valid ones."""
         if self.node_groups_file:
-            for p in problems:
+            for p in inp.problems:
                 activity.logger.warning("invalid %s %s: %s: %s", p.kind, p.name, p.field, p.message)
             return
-        by_name = {p.name: p for p in problems}
-        for obj in self._node_group_objects():
+        by_name = {p.name: p for p in inp.problems}
+        custom = self._custom(inp.cluster)
+        for obj in self._node_group_objects(inp.cluster):
             name = obj["metadata"]["name"]
             problem = by_name.get(name)
             status = (
@@ -133,6 +143,6 @@ class KubeActivities:
             )
             if (obj.get("status") or {}) == status:
                 continue
-            self.custom.patch_cluster_custom_object_status(
+            custom.patch_cluster_custom_object_status(
                 CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name, {"status": status}
             )

@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.service import RPCError
 
 from scaling.nodes import contracts
-from activities.kube.client import create_event, raw_list
+from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
 from scaling.nodes.contracts import CollectedMachine, ProviderMachine, UnusablePool
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
@@ -34,17 +34,21 @@ NODE_GROUP_KIND = "NodeGroupWithPriority"
 class MachineActivities:
     def __init__(
         self,
-        api: client.ApiClient,
+        clusters: ClusterClients | client.ApiClient,
         providers: dict[str, NodeProvider],
         node_groups_file: str | None = None,
         component: str = "growth",
     ) -> None:
-        self.api = api
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.clusters = cluster_clients(clusters)
         self.providers = providers
         self.node_groups_file = node_groups_file
         self.component = component
+
+    def _core(self, cluster: str) -> client.CoreV1Api:
+        return client.CoreV1Api(self.clusters.api(cluster))
+
+    def _custom(self, cluster: str) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.clusters.api(cluster))
 
     # -- facts ---------------------------------------------------------------------------
     @activity.defn(name=contracts.LIST_PROVIDER_MACHINES)
@@ -57,9 +61,9 @@ class MachineActivities:
         return machines
 
     @activity.defn(name=contracts.LIST_NODE_PROVIDER_IDS)
-    def list_node_provider_ids(self) -> list[str]:
+    def list_node_provider_ids(self, cluster: str) -> list[str]:
         return sorted(
-            pid for n in raw_list(self.core.list_node) if (pid := (n.get("spec") or {}).get("providerID"))
+            pid for n in raw_list(self._core(cluster).list_node) if (pid := (n.get("spec") or {}).get("providerID"))
         )
 
     @activity.defn(name=contracts.LIVE_NODE_REQUEST_IDS)
@@ -75,9 +79,9 @@ class MachineActivities:
         return [r.id for r in status.in_flight]
 
     # -- reports -------------------------------------------------------------------------
-    def _group_object(self, name: str) -> dict[str, Any] | None:
+    def _group_object(self, cluster: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name)
+            return self._custom(cluster).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -92,7 +96,7 @@ class MachineActivities:
         if self.node_groups_file or not m.group:
             return
         try:
-            obj = self._group_object(m.group)
+            obj = self._group_object(m.cluster, m.group)
         except ApiException as e:
             if e.status == 404:  # no NodeGroupWithPriority CRD installed: the log is the report
                 return
@@ -103,16 +107,16 @@ class MachineActivities:
             api_version=f"{CRD_GROUP}/{CRD_VERSION}", kind=NODE_GROUP_KIND, name=m.group, uid=obj["metadata"].get("uid")
         )
         message = f"deleted {m.provider} machine {m.name} ({m.provider_id}): {m.reason}"
-        create_event(self.core, "default", group, "LeakedMachineDeleted", message, "Warning", self.component)
+        create_event(self._core(m.cluster), "default", group, "LeakedMachineDeleted", message, "Warning", self.component)
 
-    def _groups(self) -> list[Any]:
+    def _groups(self, cluster: str) -> list[Any]:
         known = self.providers.keys()
         if self.node_groups_file:
             with open(self.node_groups_file) as f:
                 groups, _ = parse_node_groups_yaml(f.read(), known)
             return groups
         try:
-            items = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
+            items = self._custom(cluster).list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
         except ApiException as e:
             if e.status == 404:
                 return []
@@ -125,7 +129,7 @@ class MachineActivities:
         """Pools whose server type the provider cannot supply (removed, deprecated, not offered
         in the pool's locations), written as `status.unusablePools` on each group. The planner
         already leaves such pools out (the catalogue omits their types): this makes it visible."""
-        groups = await asyncio.to_thread(self._groups)
+        groups = await asyncio.to_thread(self._groups, cluster)
         found: list[UnusablePool] = []
         by_group: dict[str, list[UnusablePool]] = {g.name: [] for g in groups}
         for g in groups:
@@ -145,20 +149,21 @@ class MachineActivities:
                     by_group[g.name].append(up)
                     found.append(up)
         if not self.node_groups_file:
-            await asyncio.to_thread(self._write_unusable, by_group)
+            await asyncio.to_thread(self._write_unusable, cluster, by_group)
         for up in found:
             activity.logger.warning("pool %s/%s unusable: %s", up.group, up.pool, up.reason)
         return found
 
-    def _write_unusable(self, by_group: dict[str, list[UnusablePool]]) -> None:
+    def _write_unusable(self, cluster: str, by_group: dict[str, list[UnusablePool]]) -> None:
+        custom = self._custom(cluster)
         for name, pools in by_group.items():
-            obj = self._group_object(name)
+            obj = self._group_object(cluster, name)
             if obj is None:
                 continue
             value = [{"pool": p.pool, "serverType": p.server_type, "reason": p.reason} for p in pools]
             if (obj.get("status") or {}).get("unusablePools", []) == value:
                 continue  # unchanged: no write, no resourceVersion churn
-            self.custom.patch_cluster_custom_object_status(
+            custom.patch_cluster_custom_object_status(
                 CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name, {"status": {"unusablePools": value}}
             )
 

@@ -15,9 +15,20 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from scaling.nodes import contracts
-from activities.kube.client import create_event, raw_list
+from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
-from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.nodes.contracts import (
+    EvictPodInput,
+    EvictResult,
+    MarkNodeInput,
+    NodeEventsInput,
+    NodeRef,
+    OrphanCheckInput,
+    OrphanObservation,
+    ScaleDownObservation,
+    UnmarkNodeInput,
+    WaitPodsGoneInput,
+)
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
@@ -35,28 +46,32 @@ NODE_GROUP_PLURAL = "nodegroupswithpriority"
 class ScaleDownActivities:
     def __init__(
         self,
-        api: client.ApiClient,
+        clusters: ClusterClients | client.ApiClient,
         known_providers: Collection[str],
         node_groups_file: str | None = None,
         providers: dict[str, NodeProvider] | None = None,
         component: str = "growth",
     ) -> None:
-        self.core = client.CoreV1Api(api)
-        self.policy = client.PolicyV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.clusters = cluster_clients(clusters)
         self.known_providers = set(known_providers)
         self.node_groups_file = node_groups_file
         self.providers = providers or {}
         self.component = component
 
+    def _core(self, cluster: str) -> client.CoreV1Api:
+        return client.CoreV1Api(self.clusters.api(cluster))
+
+    def _custom(self, cluster: str) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.clusters.api(cluster))
+
     # -- observe -------------------------------------------------------------------------
-    def _groups(self) -> list:
+    def _groups(self, cluster: str) -> list:
         if self.node_groups_file:
             with open(self.node_groups_file) as f:
                 groups, _ = parse_node_groups_yaml(f.read(), self.known_providers)
             return groups
         try:
-            objs = self.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
+            objs = self._custom(cluster).list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -64,10 +79,10 @@ class ScaleDownActivities:
         groups, _ = load_node_groups(objs, self.known_providers)
         return groups
 
-    def _longhorn(self, plural: str) -> list[dict[str, Any]] | None:
+    def _longhorn(self, cluster: str, plural: str) -> list[dict[str, Any]] | None:
         try:
             return list(
-                self.custom.list_cluster_custom_object(LONGHORN_GROUP, LONGHORN_VERSION, plural).get("items", [])
+                self._custom(cluster).list_cluster_custom_object(LONGHORN_GROUP, LONGHORN_VERSION, plural).get("items", [])
             )
         except ApiException as e:
             if e.status == 404:  # no Longhorn CRDs in this cluster
@@ -78,37 +93,39 @@ class ScaleDownActivities:
     def observe_scale_down(self, cluster: str) -> ScaleDownObservation:
         """All pods (scale-down must see every pod, not only pending ones), nodes, PDBs with
         their status, node groups, and Longhorn's objects when its CRDs exist."""
-        raw_pods = raw_list(self.core.list_pod_for_all_namespaces)
-        raw_nodes = raw_list(self.core.list_node)
+        core = self._core(cluster)
+        raw_pods = raw_list(core.list_pod_for_all_namespaces)
+        raw_nodes = raw_list(core.list_node)
         by_node: dict[str, list[dict[str, Any]]] = {}
         for p in raw_pods:
             n = (p.get("spec") or {}).get("nodeName")
             if n:
                 by_node.setdefault(n, []).append(p)
         pods = [pod_info(p) for p in raw_pods]
-        pdbs = [pdb_from_object(o) for o in raw_list(self.policy.list_pod_disruption_budget_for_all_namespaces)]
+        policy = client.PolicyV1Api(self.clusters.api(cluster))
+        pdbs = [pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)]
         storage = None
-        volumes = self._longhorn("volumes")
+        volumes = self._longhorn(cluster, "volumes")
         if volumes is not None:
             storage = longhorn_state_from_objects(
                 volumes,
-                self._longhorn("replicas") or [],
-                self._longhorn("engines") or [],
-                self._longhorn("instancemanagers") or [],
+                self._longhorn(cluster, "replicas") or [],
+                self._longhorn(cluster, "engines") or [],
+                self._longhorn(cluster, "instancemanagers") or [],
                 pods,
             )
         return ScaleDownObservation(
             nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in raw_nodes],
             pods=pods,
             pdbs=pdbs,
-            groups=self._groups(),
+            groups=self._groups(cluster),
             storage=storage,
         )
 
     # -- marking -------------------------------------------------------------------------
-    def _read_node(self, name: str) -> dict[str, Any] | None:
+    def _read_node(self, cluster: str, name: str) -> dict[str, Any] | None:
         try:
-            resp = self.core.read_node(name, _preload_content=False)
+            resp = self._core(cluster).read_node(name, _preload_content=False)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -117,9 +134,9 @@ class ScaleDownActivities:
 
         return json.loads(resp.data)
 
-    def _patch_node(self, name: str, body: dict[str, Any]) -> None:
+    def _patch_node(self, cluster: str, name: str, body: dict[str, Any]) -> None:
         try:
-            self.core.patch_node(name, body)
+            self._core(cluster).patch_node(name, body)
         except ApiException as e:
             if e.status != 404:  # the node is gone already: nothing to mark or unmark
                 raise
@@ -127,13 +144,14 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.MARK_NODE_FOR_SCALE_DOWN)
     def mark_node_for_scale_down(self, inp: MarkNodeInput) -> bool:
         """Taint ToBeDeletedByClusterAutoscaler (NoSchedule) and annotate ScaleDownAt. False if the node is gone."""
-        node = self._read_node(inp.node)
+        node = self._read_node(inp.cluster, inp.node)
         if node is None:
             return False
         taints = list((node.get("spec") or {}).get("taints") or [])
         if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
             taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(time.time())), "effect": "NoSchedule"})
         self._patch_node(
+            inp.cluster,
             inp.node,
             {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}}, "spec": {"taints": taints}},
         )
@@ -142,7 +160,7 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.UNMARK_NODE)
     def unmark_node(self, inp: UnmarkNodeInput) -> None:
         """Remove the taint and the annotation; uncordon if growth cordoned it."""
-        node = self._read_node(inp.node)
+        node = self._read_node(inp.cluster, inp.node)
         if node is None:
             return
         meta, spec = node.get("metadata") or {}, node.get("spec") or {}
@@ -153,14 +171,14 @@ class ScaleDownActivities:
         }
         if inp.uncordon and (meta.get("annotations") or {}).get(ANNOTATION_CORDONED) == "true":
             body["spec"]["unschedulable"] = False
-        self._patch_node(inp.node, body)
+        self._patch_node(inp.cluster, inp.node, body)
 
     @activity.defn(name=contracts.CORDON_NODE)
-    def cordon_node(self, node: str) -> None:
-        current = self._read_node(node)
+    def cordon_node(self, inp: NodeRef) -> None:
+        current = self._read_node(inp.cluster, inp.node)
         if current is None or (current.get("spec") or {}).get("unschedulable"):
             return  # gone, or cordoned by someone else (then never uncordoned by growth)
-        self._patch_node(node, {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}})
+        self._patch_node(inp.cluster, inp.node, {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}})
 
     # -- drain ---------------------------------------------------------------------------
     @activity.defn(name=contracts.EVICT_POD)
@@ -168,7 +186,7 @@ class ScaleDownActivities:
         """Through the Eviction API, so PodDisruptionBudgets are honoured by the API server."""
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=inp.name, namespace=inp.namespace))
         try:
-            self.core.create_namespaced_pod_eviction(inp.name, inp.namespace, body)
+            self._core(inp.cluster).create_namespaced_pod_eviction(inp.name, inp.namespace, body)
         except ApiException as e:
             if e.status == 404:
                 return EvictResult(outcome="gone")
@@ -182,9 +200,10 @@ class ScaleDownActivities:
         """Poll until none of ``pods`` is still on the node; returns those left at the timeout."""
         deadline = time.monotonic() + inp.timeout_s
         wanted = set(inp.pods)
+        core = self._core(inp.cluster)
         while True:
             activity.heartbeat()
-            on_node = raw_list(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}")
+            on_node = raw_list(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}")
             left = sorted(
                 f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
                 for p in on_node
@@ -195,26 +214,28 @@ class ScaleDownActivities:
             time.sleep(inp.poll_s)
 
     @activity.defn(name=contracts.DELETE_NODE_OBJECT)
-    def delete_node_object(self, node: str) -> None:
+    def delete_node_object(self, inp: NodeRef) -> None:
         try:
-            self.core.delete_node(node)
+            self._core(inp.cluster).delete_node(inp.node)
         except ApiException as e:
             if e.status != 404:
                 raise
 
     # -- reporting -----------------------------------------------------------------------
     @activity.defn(name=contracts.EMIT_NODE_EVENTS)
-    def emit_node_events(self, events: list[NodeEvent]) -> None:
-        for ev in events:
+    def emit_node_events(self, inp: NodeEventsInput) -> None:
+        core = self._core(inp.cluster)
+        for ev in inp.events:
             node = client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1")
-            create_event(self.core, "default", node, ev.reason, ev.message, ev.type, self.component)
+            create_event(core, "default", node, ev.reason, ev.message, ev.type, self.component)
 
     @activity.defn(name=contracts.OBSERVE_ORPHANS)
     async def observe_orphans(self, inp: OrphanCheckInput) -> OrphanObservation:
         """growth-managed Nodes with their providerID, and the machines each provider holds."""
         import asyncio
 
-        nodes = await asyncio.to_thread(raw_list, self.core.list_node, label_selector=LABEL_GROUP)
+        core = await asyncio.to_thread(self._core, inp.cluster)
+        nodes = await asyncio.to_thread(raw_list, core.list_node, label_selector=LABEL_GROUP)
         obs = OrphanObservation(
             nodes={n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "") for n in nodes}
         )

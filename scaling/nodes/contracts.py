@@ -22,7 +22,9 @@ from scaling.nodes.models import (
 )
 from scaling.nodes.storage import LonghornState
 
-# Activity names (registered by activities/nodes, called by workflows/nodes).
+# Activity names (registered by activities/nodes, called by workflows/nodes). Every input that
+# touches a cluster names it (`cluster`): one worker serves many clusters and resolves each
+# cluster's client from its settings.
 OBSERVE_CLUSTER = "observe_cluster"
 WAIT_NODE_READY = "wait_node_ready"
 LABEL_NODE = "label_node"
@@ -67,6 +69,13 @@ class ClusterObservation(BaseModel):
     pods_running: int = 0
 
 
+class NodeRef(BaseModel):
+    """One Node of one cluster (cordon_node, delete_node_object)."""
+
+    cluster: str
+    node: str
+
+
 class PodEvent(BaseModel):
     """A Kubernetes Event on a pod, like Cluster Autoscaler's TriggeredScaleUp / NotTriggerScaleUp."""
 
@@ -78,13 +87,27 @@ class PodEvent(BaseModel):
     type: str = "Normal"
 
 
+class PodEventsInput(BaseModel):
+    cluster: str
+    events: list[PodEvent]
+
+
+class GroupStatusInput(BaseModel):
+    """The invalid node groups of one cluster, written on their status (valid ones are cleared)."""
+
+    cluster: str
+    problems: list[SpecProblem] = Field(default_factory=list)
+
+
 class WaitReadyInput(BaseModel):
+    cluster: str
     node_name: str
     timeout_s: float
     poll_s: float = 2.0
 
 
 class LabelNodeInput(BaseModel):
+    cluster: str
     node_name: str
     labels: dict[str, str]
 
@@ -133,16 +156,19 @@ class ScaleDownObservation(BaseModel):
 
 
 class MarkNodeInput(BaseModel):
+    cluster: str
     node: str
     scale_down_at: str  # RFC3339
 
 
 class UnmarkNodeInput(BaseModel):
+    cluster: str
     node: str
     uncordon: bool = False
 
 
 class EvictPodInput(BaseModel):
+    cluster: str
     namespace: str
     name: str
 
@@ -153,6 +179,7 @@ class EvictResult(BaseModel):
 
 
 class WaitPodsGoneInput(BaseModel):
+    cluster: str
     node: str
     pods: list[str]  # "namespace/name"
     timeout_s: float = 300.0
@@ -166,6 +193,11 @@ class NodeEvent(BaseModel):
     reason: str
     message: str
     type: str = "Normal"
+
+
+class NodeEventsInput(BaseModel):
+    cluster: str
+    events: list[NodeEvent]
 
 
 class OrphanCheckInput(BaseModel):

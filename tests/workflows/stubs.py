@@ -9,7 +9,7 @@ from temporalio import activity
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.models import ServerType, SpecProblem
-from scaling.nodes.contracts import ClusterObservation, PodEvent
+from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
 from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
 
 
@@ -69,12 +69,12 @@ class World:
             return [t for t in kwok_catalogue() if t.provider in providers]
 
         @activity.defn(name="emit_pod_events")
-        async def emit_pod_events(events: list[PodEvent]) -> None:
-            world.events.extend(events)
+        async def emit_pod_events(inp: PodEventsInput) -> None:
+            world.events.extend(inp.events)
 
         @activity.defn(name="report_node_group_status")
-        async def report_node_group_status(problems: list[SpecProblem]) -> None:
-            world.group_problems.append(problems)
+        async def report_node_group_status(inp: GroupStatusInput) -> None:
+            world.group_problems.append(inp.problems)
 
         return [
             create_node,

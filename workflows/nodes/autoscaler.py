@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.backoff import pool_backoff_seconds
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
-    from scaling.nodes.contracts import ClusterObservation, PodEvent
+    from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
     from scaling.nodes.observation import never_satisfiable_events
     from scaling.nodes.planning import plan_scale_up
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
@@ -264,7 +264,7 @@ class NodeAutoscalerWorkflow:
         if events:
             await workflow.execute_activity(
                 contracts.EMIT_POD_EVENTS,
-                events,
+                PodEventsInput(cluster=settings.cluster, events=events),
                 start_to_close_timeout=timedelta(seconds=120),
                 retry_policy=EVENTS_RETRY,
             )
@@ -328,7 +328,7 @@ class NodeAutoscalerWorkflow:
         self.state.invalid_groups = obs.invalid_groups
         await workflow.execute_activity(
             contracts.REPORT_NODE_GROUP_STATUS,
-            obs.invalid_groups,
+            GroupStatusInput(cluster=self.inp.settings.cluster, problems=obs.invalid_groups),
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=EVENTS_RETRY,
         )

@@ -129,6 +129,7 @@ class MachineGCWorkflow:
             )
             node_ids: list[str] = await workflow.execute_activity(
                 contracts.LIST_NODE_PROVIDER_IDS,
+                s.cluster,
                 result_type=list[str],
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=FACTS_RETRY,

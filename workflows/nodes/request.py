@@ -128,7 +128,7 @@ class NodeRequestWorkflow:
         if ready:
             await workflow.execute_activity(
                 contracts.LABEL_NODE,
-                LabelNodeInput(node_name=created.node_name, labels=labels),
+                LabelNodeInput(cluster=inp.cluster, node_name=created.node_name, labels=labels),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=KUBE_RETRY,
             )
@@ -158,7 +158,7 @@ class NodeRequestWorkflow:
     async def _wait_ready(self, inp: NodeRequestInput, node_name: str) -> bool:
         waiting = workflow.start_activity(
             "wait_node_ready",
-            WaitReadyInput(node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s),
+            WaitReadyInput(cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s),
             result_type=bool,
             start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),
             heartbeat_timeout=timedelta(seconds=max(10.0, inp.readiness_poll_s * 4)),

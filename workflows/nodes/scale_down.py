@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, FailureError
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import DeleteNodeInput
-    from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+    from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
     from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.kube.drain import LOCAL_STORAGE, NOT_ENOUGH_PDB, NOT_SAFE_TO_EVICT, marked_for_deletion, pods_to_evict
     from scaling.nodes.scale_down import NOT_EMPTY, NodeState, still_removable
@@ -86,11 +86,11 @@ class NodeScaleDownWorkflow:
             kind=inp.kind,
             scale_down_at=inp.scale_down_at,
         )
-        marked = await self._kube("mark_node_for_scale_down", MarkNodeInput(node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
+        marked = await self._kube("mark_node_for_scale_down", MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
         if not marked:
             return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
         await self._publish(inp)
-        await self._events([NodeEvent(node=inp.node, reason="ScaleDown", message=f"{inp.kind.lower()} node marked for scale-down at {rfc3339(inp.scale_down_at)}")])
+        await self._events(inp.cluster, [NodeEvent(node=inp.node, reason="ScaleDown", message=f"{inp.kind.lower()} node marked for scale-down at {rfc3339(inp.scale_down_at)}")])
 
         wait_s = inp.scale_down_at - workflow.now().timestamp()
         if wait_s > 0:
@@ -135,7 +135,7 @@ class NodeScaleDownWorkflow:
         # Drain: from here the node goes unless a PDB holds a pod past the bounded retry time.
         self.status.phase = ScaleDownPhase.DRAINING
         await self._publish(inp)
-        await self._kube("cordon_node", inp.node)
+        await self._kube("cordon_node", NodeRef(cluster=inp.cluster, node=inp.node))
         evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, obs.pods))
         failed = await self._drain(inp, evict)
         if failed is not None:
@@ -145,7 +145,7 @@ class NodeScaleDownWorkflow:
         self.status.phase = ScaleDownPhase.DELETING
         await self._publish(inp)
         await self._delete_machine(inp)
-        await self._kube("delete_node_object", inp.node)
+        await self._kube("delete_node_object", NodeRef(cluster=inp.cluster, node=inp.node))
         return await self._finish(inp, ScaleDownPhase.REMOVED, None, f"node {inp.node} removed ({inp.kind.lower()})", unmark=False, event="ScaleDown")
 
     async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
@@ -157,7 +157,7 @@ class NodeScaleDownWorkflow:
             last_message = ""
             for key in left:
                 ns, name = key.split("/", 1)
-                res: EvictResult = await self._kube("evict_pod", EvictPodInput(namespace=ns, name=name), EvictResult)
+                res: EvictResult = await self._kube("evict_pod", EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult)
                 if res.outcome == "refused":
                     refused.append(key)
                     last_message = res.message
@@ -176,7 +176,7 @@ class NodeScaleDownWorkflow:
             await workflow.sleep(timedelta(seconds=inp.eviction_retry_s))
         remaining: list[str] = await workflow.execute_activity(
             contracts.WAIT_PODS_GONE,
-            WaitPodsGoneInput(node=inp.node, pods=pods, timeout_s=inp.drain_timeout_s),
+            WaitPodsGoneInput(cluster=inp.cluster, node=inp.node, pods=pods, timeout_s=inp.drain_timeout_s),
             result_type=list[str],
             start_to_close_timeout=timedelta(seconds=inp.drain_timeout_s + 60),
             heartbeat_timeout=timedelta(seconds=30),
@@ -203,7 +203,7 @@ class NodeScaleDownWorkflow:
                 self.status.provider_delete_failures += 1
                 self.status.last_error = f"provider delete failed: {_cause(err)}"
                 await self._publish(inp)
-                await self._events([NodeEvent(node=inp.node, reason="ScaleDownFailed", type="Warning",
+                await self._events(inp.cluster, [NodeEvent(node=inp.node, reason="ScaleDownFailed", type="Warning",
                                               message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {_cause(err)}")])
                 await workflow.sleep(timedelta(seconds=pause))
                 pause = min(pause * 2, PROVIDER_BACKOFF_MAX_S)
@@ -222,12 +222,12 @@ class NodeScaleDownWorkflow:
     ) -> ScaleDownStatus:
         assert self.status is not None
         if unmark:
-            await self._kube("unmark_node", UnmarkNodeInput(node=inp.node, uncordon=uncordon))
+            await self._kube("unmark_node", UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
         self.status.phase, self.status.reason, self.status.message = phase, reason, message
         ev = event or ("ScaleDownBlocked" if blocked else "ScaleDown")
         warn = phase in (ScaleDownPhase.FAILED,) or blocked
         text = message if phase == ScaleDownPhase.REMOVED else f"scale-down {phase.value.lower()}: {reason}: {message}"
-        await self._events([NodeEvent(node=inp.node, reason=ev, message=text, type="Warning" if warn else "Normal")])
+        await self._events(inp.cluster, [NodeEvent(node=inp.node, reason=ev, message=text, type="Warning" if warn else "Normal")])
         await self._publish(inp)
         return self.status
 
@@ -240,10 +240,10 @@ class NodeScaleDownWorkflow:
             retry_policy=KUBE_RETRY,
         )
 
-    async def _events(self, events: list[NodeEvent]) -> None:
+    async def _events(self, cluster: str, events: list[NodeEvent]) -> None:
         try:
             await workflow.execute_activity(
-                contracts.EMIT_NODE_EVENTS, events, start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENTS_RETRY
+                contracts.EMIT_NODE_EVENTS, NodeEventsInput(cluster=cluster, events=events), start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENTS_RETRY
             )
         except ActivityError:
             workflow.logger.warning("could not write node events for %s", events[0].node if events else "?")

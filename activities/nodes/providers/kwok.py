@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from activities.kube.client import raw_list
+from activities.kube.client import ClusterClients, cluster_clients, raw_list
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE
@@ -32,10 +32,12 @@ def kwok_node_name(cluster: str, pool: str, request_id: str, attempt: int) -> st
 
 
 class KwokProvider:
+    """Per cluster: a machine is a Node written into the cluster the request is for."""
+
     name = "kwok"
 
-    def __init__(self, api: client.ApiClient, settings: dict[str, Any] | None = None) -> None:
-        self.core = client.CoreV1Api(api)
+    def __init__(self, clusters: ClusterClients | client.ApiClient, settings: dict[str, Any] | None = None) -> None:
+        self.clusters = cluster_clients(clusters)
         settings = settings or {}
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (settings.get("capacity") or {}).items()}
         self._types = {t.name: t for t in kwok_catalogue()}
@@ -43,18 +45,22 @@ class KwokProvider:
     async def server_types(self) -> list[ServerType]:
         return list(self._types.values())
 
+    def _core(self, cluster: str) -> client.CoreV1Api:
+        return client.CoreV1Api(self.clusters.api(cluster))
+
     def _create(self, inp: CreateNodeInput) -> CreateNodeResult:
+        core = self._core(inp.cluster)
         pool = inp.pool
         name = kwok_node_name(inp.cluster, pool.name, inp.request_id, inp.attempt)
         try:  # idempotency first: a replayed or retried activity finds its node
-            existing = self.core.read_node(name)
+            existing = core.read_node(name)
             return CreateNodeResult(outcome="created", node_name=name, provider_id=existing.spec.provider_id or "")
         except ApiException as e:
             if e.status != 404:
                 raise
         limit = self.capacity.get(pool.name.lower())
         if limit is not None:
-            in_pool = raw_list(self.core.list_node, label_selector=f"{LABEL_POOL}={pool.name}")
+            in_pool = raw_list(core.list_node, label_selector=f"{LABEL_POOL}={pool.name}")
             if len(in_pool) >= limit:
                 return CreateNodeResult(
                     outcome="no_capacity",
@@ -84,7 +90,7 @@ class KwokProvider:
             "status": {"capacity": quantities, "allocatable": quantities},
         }
         try:
-            self.core.create_node(body)
+            core.create_node(body)
         except ApiException as e:
             if e.status != 409:  # 409: created by an earlier try of this same activity
                 raise
@@ -95,7 +101,7 @@ class KwokProvider:
 
     def _delete(self, inp: DeleteNodeInput) -> None:
         try:
-            self.core.delete_node(inp.node_name)
+            self._core(inp.cluster).delete_node(inp.node_name)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -104,7 +110,7 @@ class KwokProvider:
         await asyncio.to_thread(self._delete, inp)
 
     def _list(self, cluster: str) -> list[ProviderMachine]:
-        nodes = raw_list(self.core.list_node, label_selector=f"{LABEL_CLUSTER}={cluster}")
+        nodes = raw_list(self._core(cluster).list_node, label_selector=f"{LABEL_CLUSTER}={cluster}")
         return [
             ProviderMachine(
                 provider=self.name,

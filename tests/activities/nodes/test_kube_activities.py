@@ -17,7 +17,7 @@ from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
 from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings, load_settings
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool, SpecProblem
-from scaling.nodes.contracts import PodEvent
+from scaling.nodes.contracts import GroupStatusInput, PodEvent, PodEventsInput
 from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
@@ -85,11 +85,11 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     env = ActivityEnvironment()
     heartbeats: list = []
     env.on_heartbeat = lambda *a: heartbeats.append(a)
-    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name=ok.node_name, timeout_s=10, poll_s=0.05)) is True
-    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)) is False
+    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=10, poll_s=0.05)) is True
+    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)) is False
     assert heartbeats  # a dead worker is noticed through missed heartbeats
     # A node that has not registered yet (404) is waited for, not an error.
-    assert env.run(kube.wait_node_ready, WaitReadyInput(node_name="not-yet", timeout_s=0.3, poll_s=0.05)) is False
+    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name="not-yet", timeout_s=0.3, poll_s=0.05)) is False
 
 
 def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiClient) -> None:
@@ -103,7 +103,7 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     assert all(p.controller_kind == "ReplicaSet" for p in obs.unschedulable)
     assert [g.name for g in obs.groups] == ["general"]
     assert [(p.name, p.field) for p in obs.invalid_groups] == [("broken", "spec.pools[0].provider")]
-    kube.report_node_group_status(obs.invalid_groups)
+    kube.report_node_group_status(GroupStatusInput(cluster="c1", problems=obs.invalid_groups))
     custom = client.CustomObjectsApi(api)
     broken = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
     good = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
@@ -161,9 +161,9 @@ def test_label_node_and_pod_events(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     made = asyncio.run(KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
     kube = KubeActivities(api, known_providers=["kwok"])
-    kube.label_node(LabelNodeInput(node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"}))
+    kube.label_node(LabelNodeInput(cluster="c1", node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"}))
     assert core.read_node(made.node_name).metadata.labels["growth.autoscaling.dev/node-group"] == "general"
     pod = core.create_namespaced_pod("default", {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
-    kube.emit_pod_events([PodEvent(namespace="default", pod_name="p1", pod_uid=pod.metadata.uid, reason="TriggeredScaleUp", message="pod triggered scale-up")])
+    kube.emit_pod_events(PodEventsInput(cluster="c1", events=[PodEvent(namespace="default", pod_name="p1", pod_uid=pod.metadata.uid, reason="TriggeredScaleUp", message="pod triggered scale-up")]))
     events = core.list_namespaced_event("default", field_selector="involvedObject.name=p1").items
     assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [("TriggeredScaleUp", pod.metadata.uid, "growth")]

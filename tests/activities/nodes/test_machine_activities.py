@@ -69,7 +69,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Sim
 
 
 def group_status(acts: MachineActivities) -> dict[str, Any]:
-    obj = acts.custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
+    obj = client.CustomObjectsApi(acts.clusters.api("prod")).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
     return obj.get("status") or {}
 
 
@@ -110,7 +110,7 @@ async def test_removed_and_deprecated_types_are_reported_and_other_pools_keep_wo
 
     # The operator drops the dead pools from the group: the report clears.
     apply_node_group(
-        acts.api,
+        acts.clusters.api("prod"),
         node_group("general", [{"provider": "hetzner", "serverType": ["CX32", "CX33"], "priority": 50}]),
     )
     assert await env.run(acts.report_unusable_pools, "prod") == []
@@ -128,10 +128,10 @@ async def test_machines_nodes_and_collected_report(world) -> None:  # noqa: ANN0
     assert [m.provider_id for m in machines] == [made.provider_id]
     assert await env.run(acts.list_provider_machines, "other-cluster") == []
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # generous: the fake cloud boots the server into the cluster
     ids: list[str] = []
     while time.monotonic() < deadline and made.provider_id not in ids:
-        ids = env.run(acts.list_node_provider_ids)
+        ids = env.run(acts.list_node_provider_ids, "prod")
         await asyncio.sleep(0.05)
     assert made.provider_id in ids
 
@@ -139,7 +139,7 @@ async def test_machines_nodes_and_collected_report(world) -> None:  # noqa: ANN0
         acts.report_collected_machine,
         CollectedMachine(cluster="prod", provider="hetzner", provider_id="hcloud://9", name="gone", group="general", reason="test"),
     )
-    events = client.CoreV1Api(acts.api).list_namespaced_event("default").items
+    events = client.CoreV1Api(acts.clusters.api("prod")).list_namespaced_event("default").items
     [ev] = [e for e in events if e.reason == "LeakedMachineDeleted"]
     assert ev.involved_object.kind == "NodeGroupWithPriority" and ev.involved_object.name == "general"
     assert "hcloud://9" in ev.message and ev.type == "Warning"

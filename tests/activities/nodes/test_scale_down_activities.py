@@ -10,7 +10,7 @@ from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
 from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
-from scaling.nodes.contracts import EvictPodInput, MarkNodeInput, NodeEvent, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.nodes.contracts import EvictPodInput, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, UnmarkNodeInput, WaitPodsGoneInput
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
@@ -49,24 +49,24 @@ def bound_pod(core: client.CoreV1Api, name: str, node: str, labels: dict[str, st
 
 def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
     core.patch_node("n1", {"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
-    assert acts.mark_node_for_scale_down(MarkNodeInput(node="n1", scale_down_at="2030-01-01T00:00:00Z"))
-    assert acts.mark_node_for_scale_down(MarkNodeInput(node="n1", scale_down_at="2030-01-01T00:00:00Z"))
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="2030-01-01T00:00:00Z"))
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="2030-01-01T00:00:00Z"))
     node = core.read_node("n1")
     assert sorted(t.key for t in node.spec.taints) == sorted(["dedicated", TAINT_TO_BE_DELETED])
     assert node.metadata.annotations[ANNOTATION_SCALE_DOWN_AT] == "2030-01-01T00:00:00Z"
-    acts.cordon_node("n1")
+    acts.cordon_node(NodeRef(cluster="c", node="n1"))
     assert core.read_node("n1").spec.unschedulable is True
-    acts.unmark_node(UnmarkNodeInput(node="n1", uncordon=True))
+    acts.unmark_node(UnmarkNodeInput(cluster="c", node="n1", uncordon=True))
     node = core.read_node("n1")
     assert [t.key for t in node.spec.taints] == ["dedicated"]
     assert ANNOTATION_SCALE_DOWN_AT not in (node.metadata.annotations or {})
     assert not node.spec.unschedulable
     # A node cordoned by someone else stays cordoned.
     core.patch_node("n2", {"spec": {"unschedulable": True}})
-    acts.cordon_node("n2")
-    acts.unmark_node(UnmarkNodeInput(node="n2", uncordon=True))
+    acts.cordon_node(NodeRef(cluster="c", node="n2"))
+    acts.unmark_node(UnmarkNodeInput(cluster="c", node="n2", uncordon=True))
     assert core.read_node("n2").spec.unschedulable is True
-    assert acts.mark_node_for_scale_down(MarkNodeInput(node="gone", scale_down_at="x")) is False
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
 
 
 def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
@@ -78,14 +78,16 @@ def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, cor
     while any(p.status.phase != "Running" for p in core.list_namespaced_pod("default").items):
         assert time.monotonic() < deadline, "pods never ran"
         time.sleep(0.05)
-    assert acts.evict_pod(EvictPodInput(namespace="default", name="web-1")).outcome == "evicted"
-    refused = acts.evict_pod(EvictPodInput(namespace="default", name="db-1"))
+    assert acts.evict_pod(EvictPodInput(cluster="c", namespace="default", name="web-1")).outcome == "evicted"
+    refused = acts.evict_pod(EvictPodInput(cluster="c", namespace="default", name="db-1"))
     assert refused.outcome == "refused" and "disruption budget" in refused.message
-    assert acts.evict_pod(EvictPodInput(namespace="default", name="web-1")).outcome == "gone"
-    left = ActivityEnvironment().run(
-        acts.wait_pods_gone, WaitPodsGoneInput(node="n1", pods=["default/web-1", "default/db-1"], timeout_s=0.3, poll_s=0.1)
-    )
-    assert left == ["default/db-1"]
+    assert acts.evict_pod(EvictPodInput(cluster="c", namespace="default", name="web-1")).outcome == "gone"
+    # The evicted pod goes (waited for with a generous deadline: the call returns as soon as it
+    # is gone); the one a PDB holds is still there when the wait gives up.
+    env = ActivityEnvironment()
+    assert env.run(acts.wait_pods_gone, WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1"], timeout_s=30, poll_s=0.1)) == []
+    held = WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1", "default/db-1"], timeout_s=0.3, poll_s=0.1)
+    assert env.run(acts.wait_pods_gone, held) == ["default/db-1"]
 
 
 def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
@@ -104,9 +106,9 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: Scale
 
 
 def test_delete_node_object_and_events(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
-    acts.emit_node_events([NodeEvent(node="n1", reason="ScaleDownBlocked", message="NotEnoughPdb: held", type="Warning")])
+    acts.emit_node_events(NodeEventsInput(cluster="c", events=[NodeEvent(node="n1", reason="ScaleDownBlocked", message="NotEnoughPdb: held", type="Warning")]))
     events = core.list_namespaced_event("default").items
     assert [(e.involved_object.kind, e.involved_object.name, e.reason) for e in events] == [("Node", "n1", "ScaleDownBlocked")]
-    acts.delete_node_object("n1")
-    acts.delete_node_object("n1")  # already gone: success
+    acts.delete_node_object(NodeRef(cluster="c", node="n1"))
+    acts.delete_node_object(NodeRef(cluster="c", node="n1"))  # already gone: success
     assert [n.metadata.name for n in core.list_node().items] == ["n2"]

@@ -54,7 +54,7 @@ class Cloud:
             return list(cloud.machines)
 
         @activity.defn(name="list_node_provider_ids")
-        async def list_node_provider_ids() -> list[str]:
+        async def list_node_provider_ids(cluster: str) -> list[str]:
             return list(cloud.node_ids)
 
         @activity.defn(name="live_node_request_ids")

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from scaling.nodes.contracts import DeleteNodeInput
-from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
 from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
@@ -89,8 +89,8 @@ class DownWorld(World):
             w.calls.append(("unmark+uncordon" if inp.uncordon else "unmark", inp.node))
 
         @activity.defn(name="cordon_node")
-        async def cordon(name: str) -> None:
-            w.calls.append(("cordon", name))
+        async def cordon(inp: NodeRef) -> None:
+            w.calls.append(("cordon", inp.node))
 
         @activity.defn(name="evict_pod")
         async def evict(inp: EvictPodInput) -> EvictResult:
@@ -105,12 +105,12 @@ class DownWorld(World):
             return []
 
         @activity.defn(name="delete_node_object")
-        async def delete_obj(name: str) -> None:
-            w.calls.append(("delete-node", name))
+        async def delete_obj(inp: NodeRef) -> None:
+            w.calls.append(("delete-node", inp.node))
 
         @activity.defn(name="emit_node_events")
-        async def events(evs: list[NodeEvent]) -> None:
-            w.node_events.extend(evs)
+        async def events(inp: NodeEventsInput) -> None:
+            w.node_events.extend(inp.events)
 
         @activity.defn(name="observe_orphans")
         async def orphans(inp: OrphanCheckInput) -> OrphanObservation:
