@@ -16,8 +16,16 @@ NODE_GROUP = SearchAttributeKey.for_keyword("GrowthNodeGroup")
 POOL = SearchAttributeKey.for_keyword("GrowthPool")
 PHASE = SearchAttributeKey.for_keyword("GrowthPhase")
 NODE = SearchAttributeKey.for_keyword("GrowthNode")
+PROVIDER = SearchAttributeKey.for_keyword("GrowthProvider")  # fleet: cloud provider of a region
+REGION = SearchAttributeKey.for_keyword("GrowthRegion")  # fleet: provider region
 
-ALL = (CLUSTER, NODE_GROUP, POOL, PHASE, NODE)
+ALL = (CLUSTER, NODE_GROUP, POOL, PHASE, NODE, PROVIDER, REGION)
+
+
+def fleet_attributes(provider: str, region: str, phase: str, cluster: str = "") -> list:
+    """A fleet workflow's attributes: provider, region, phase (and the cluster id, if one)."""
+    pairs = [PROVIDER.value_set(provider), REGION.value_set(region), PHASE.value_set(phase)]
+    return [*pairs, CLUSTER.value_set(cluster)] if cluster else pairs
 
 
 def request_attributes(cluster: str, status: NodeRequestStatus) -> list:

@@ -63,6 +63,12 @@ AUTOSCALER_WORKFLOW = "FleetAutoscaler"
 UPDATE_AGENT_STATUS = "report_agent_status"  # AgentStatusReport -> None; validator refuses bad reports
 QUERY_CLUSTER_STATUS = "status"  # -> the cluster's state model (workflows/fleet)
 QUERY_AGENT_VIEW = "agent_view"  # -> AgentClusterView (GET agent-clusters/{id}, .../kafkas)
+# ... and what its region's FleetAutoscaler tells it (signals):
+SIGNAL_DEPROVISION = "deprovision"  # marked for removal: accepts no more instances
+SIGNAL_DELETE = "delete"  # the re-check passed: delete at OCM, clean up
+SIGNAL_RESTORE = "restore"  # the re-check failed (not empty / capacity needed): back to ready
+SIGNAL_INSTANCE_PLACED = "instance_placed"  # ManagedInstance
+SIGNAL_INSTANCE_RELEASED = "instance_released"  # instance id
 
 # FleetAutoscaler
 UPDATE_CREATE_INSTANCE = "create_instance"  # CreateInstanceRequest -> InstancePlacement
@@ -72,6 +78,7 @@ UPDATE_BLOCK_DELETION = "block_deletion"  # cluster id -> bool
 SIGNAL_PAUSE = "pause"
 SIGNAL_RESUME = "resume"
 QUERY_REGION_STATUS = "status"  # -> the region's state summary (workflows/fleet)
+SIGNAL_CLUSTER_CHANGED = "cluster_changed"  # from a DataPlaneCluster: its phase and capacity
 
 
 def cluster_workflow_id(cluster_id: str) -> str:
@@ -135,7 +142,9 @@ class OcmCluster(BaseModel):
 
 
 class OcmClusterRef(BaseModel):
-    """Which OCM cluster: OCM's id (from create) and growth's id (for logs and names)."""
+    """Which OCM cluster: OCM's id (from create) and growth's id. `ocm_id` may be "" when a
+    create never answered (then get/delete look the cluster up by external_id = cluster_id,
+    so a cluster created by a lost request is still found and deleted)."""
 
     ocm_id: str
     cluster_id: str

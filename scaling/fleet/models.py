@@ -53,6 +53,8 @@ class ClusterRecord(BaseModel):
     consumed_units: int = 0
     instances: int = 0  # placed managed instances (reserved ones never count)
     deletion_blocked: bool = False  # an operator said: never remove this one
+    deletion_approved: bool = False  # an operator approved its removal (when approval is required)
+    delete_sent: bool = False  # the re-check passed and the cluster was told to delete itself
 
 
 class ManagedInstance(BaseModel):
