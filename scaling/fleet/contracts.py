@@ -16,6 +16,18 @@ Secrets (OCM token, identity-provider client secret, the agent's token) never ap
 activities read them from settings files / env vars.
 
 OCM errors reach workflows as ApplicationError with one of the `ERR_*` types below.
+
+Signatures (input -> output):
+    create_ocm_cluster        CreateOcmClusterInput  -> OcmCluster (find-or-create by external id)
+    get_ocm_cluster           OcmClusterRef          -> OcmCluster (state "gone" on 404)
+    create_machine_pool       CreateMachinePoolInput -> MachinePoolResult (409 = exists = fine)
+    ensure_ingress_dns        OcmClusterRef          -> IngressDns (retryable error until it exists)
+    ensure_identity_provider  IdentityProviderInput  -> IdentityProviderResult
+    apply_cluster_resources   ClusterResourcesInput  -> ClusterResourcesResult
+    install_addon             AddonInput             -> AddonInstallation (existing one returned)
+    get_addon                 AddonRef               -> AddonInstallation ("absent" on 404)
+    delete_ocm_cluster        OcmClusterRef          -> OcmCluster ("uninstalling", or "gone" if absent)
+    cleanup_cluster_resources CleanupInput           -> None
 """
 
 from __future__ import annotations
