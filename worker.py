@@ -4,6 +4,11 @@
 
 Secrets (kubeconfig, cloud tokens, Temporal API key) come from files or environment variables
 named in the config, never from workflow inputs.
+
+Operability: Prometheus metrics at http://<observability.metrics_address>/metrics, served by the
+Temporal SDK's runtime (growth_* from workflows and activities, temporal_* from the SDK), and
+probes at http://<observability.health_address>/healthz (the process is up) and /readyz
+(connected to Temporal and polling the task queue).
 """
 
 from __future__ import annotations
@@ -14,20 +19,48 @@ import logging
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities import nodes
-from activities.settings import Settings, TemporalSettings, load_settings
+from activities.kube.client import ClusterClients
+from activities.settings import ObservabilitySettings, Settings, SettingsError, TemporalSettings, enabled_address, load_settings
+from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
 
 log = logging.getLogger("growth.worker")
 
 
-async def connect(t: TemporalSettings) -> Client:
+def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
+    """The SDK runtime that serves /metrics, or None when metrics are off.
+
+    Its Prometheus exporter carries the SDK's own metrics and every metric growth records through
+    workflow.metric_meter() (skipped during replay, so counters never double-count) and
+    activity.metric_meter(). Measured: `metric_prefix` renames only the SDK's metrics (temporal_*),
+    never custom ones, and the exporter serves only /metrics, so the probes need their own port."""
+    address = enabled_address(obs.metrics_address)
+    if address is None:
+        return None
+    try:
+        return Runtime(
+            telemetry=TelemetryConfig(
+                metrics=PrometheusConfig(
+                    bind_address=address,
+                    durations_as_seconds=True,  # Prometheus convention; growth's histograms are seconds too
+                    histogram_bucket_overrides=HISTOGRAM_BUCKETS,
+                )
+            )
+        )
+    except ValueError as err:  # the port is taken, or the address is malformed
+        raise SettingsError(f"observability.metrics_address {address}: {err}") from None
+
+
+async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client:
     tls: TLSConfig | bool = False
     if t.tls_cert_file or t.tls_ca_file:
         def read(path: str | None) -> bytes | None:
@@ -45,30 +78,99 @@ async def connect(t: TemporalSettings) -> Client:
         tls=tls if not api_key else True,
         api_key=api_key,
         data_converter=pydantic_data_converter,
+        runtime=runtime,
     )
 
 
-def build_activities(settings: Settings) -> list[Any]:
-    """Every loop's activities; each loop package builds its own."""
-    return [*nodes.build_activities(settings)]
+def build_activities(settings: Settings, clusters: ClusterClients | None = None) -> list[Any]:
+    """Every loop's activities; each loop package builds its own. One ClusterClients for all, so
+    every loop reaches a cluster through the same cached client."""
+    clusters = clusters or ClusterClients(settings)
+    return [*nodes.build_activities(settings, clusters)]
+
+
+class Health:
+    """/healthz: the process answers. /readyz: the worker polls and Temporal answers its health check."""
+
+    def __init__(self, client: Client, worker: Worker) -> None:
+        self.client, self.worker = client, worker
+
+    async def ready(self) -> tuple[bool, str]:
+        if not self.worker.is_running or self.worker.is_shutdown:
+            return False, "worker not polling"
+        try:
+            ok = await self.client.service_client.check_health(timeout=timedelta(seconds=2))
+        except Exception as err:  # noqa: BLE001 - any failure means "not ready", with the reason
+            return False, f"temporal unreachable: {err}"
+        return (True, "ok") if ok else (False, "temporal not serving")
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass  # headers: nothing in them matters here
+            parts = request.decode("latin-1").split()
+            path = parts[1] if len(parts) > 1 else ""
+            if path == "/healthz":
+                code, body = 200, "ok"
+            elif path == "/readyz":
+                ok, body = await self.ready()
+                code = 200 if ok else 503
+            else:
+                code, body = 404, "not found: /healthz, /readyz"
+            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[code]
+            data = (body + "\n").encode()
+            writer.write(
+                f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(data)}\r\n"
+                f"Connection: close\r\n\r\n".encode()
+                + data
+            )
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve(self, address: str) -> asyncio.Server:
+        host, _, port = address.rpartition(":")
+        try:
+            return await asyncio.start_server(self.handle, host or "127.0.0.1", int(port))
+        except (OSError, ValueError) as err:
+            raise SettingsError(f"observability.health_address {address}: {err}") from None
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    client = await connect(settings.temporal)
+    runtime = metrics_runtime(settings.observability)
+    clusters = ClusterClients(settings)
+    clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
+    client = await connect(settings.temporal, runtime)
     with ThreadPoolExecutor(max_workers=32) as executor:
         worker = Worker(
             client,
             task_queue=settings.temporal.task_queue,
             workflows=WORKFLOWS,
-            activities=build_activities(settings),
+            activities=build_activities(settings, clusters),
             activity_executor=executor,
             max_concurrent_activities=32,
         )
         stop = stop or asyncio.Event()
-        async with worker:
-            log.info("growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address)
-            print(f"growth worker ready: task queue {settings.temporal.task_queue}", flush=True)
-            await stop.wait()
+        health_address = enabled_address(settings.observability.health_address)
+        server = await Health(client, worker).serve(health_address) if health_address else None
+        try:
+            async with worker:
+                log.info("growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address)
+                metrics = enabled_address(settings.observability.metrics_address)
+                print(
+                    f"growth worker ready: task queue {settings.temporal.task_queue}"
+                    f"; metrics {f'http://{metrics}/metrics' if metrics else 'off'}"
+                    f"; probes {f'http://{health_address}/healthz' if health_address else 'off'}",
+                    flush=True,
+                )
+                await stop.wait()
+        finally:
+            if server is not None:
+                server.close()
+            clusters.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,7 +178,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", help="settings YAML (default: $GROWTH_CONFIG)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("GROWTH_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s")
-    settings = load_settings(args.config)
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as err:
+        raise SystemExit(f"growth-worker: {err}") from None
 
     async def _main() -> None:
         stop = asyncio.Event()
@@ -85,7 +190,10 @@ def main(argv: list[str] | None = None) -> None:
             loop.add_signal_handler(sig, stop.set)
         await run_worker(settings, stop)
 
-    asyncio.run(_main())
+    try:
+        asyncio.run(_main())
+    except SettingsError as err:  # an address that cannot be bound, a cluster that cannot be reached
+        raise SystemExit(f"growth-worker: {err}") from None
 
 
 if __name__ == "__main__":

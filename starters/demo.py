@@ -25,6 +25,7 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_crds, apply_node_group, kube_client
+from starters.metrics import fetch, totals
 from starters.processes import Processes, free_port
 from starters.scenarios import SCENARIOS, Scenario
 from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
@@ -58,14 +59,16 @@ class Demo:
         _, self.kube_url = self.procs.sim_cluster(kubeconfig, self.scenario.sim_args())
         self.kubeconfig = kubeconfig
         self.extra = self.scenario.start_extra(self.procs, self.workdir, self.kube_url, kubeconfig)
+        self.metrics_address = f"127.0.0.1:{a.metrics_port or free_port()}"
         config = {
             "kubernetes": {"kubeconfig": str(kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
+            "observability": {"metrics_address": self.metrics_address, "health_address": f"127.0.0.1:{free_port()}"},
             "providers": self.scenario.providers(self.workdir, self.extra),
         }
         self.config_path = self.workdir / "growth.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
-        say("starting the growth worker")
+        say(f"starting the growth worker (metrics: http://{self.metrics_address}/metrics)")
         self.procs.worker(self.config_path)
 
     async def start_autoscaler(self) -> None:
@@ -107,6 +110,7 @@ class Demo:
             self.start_processes()
             await self.start_autoscaler()
             summary = await self.scenario.run(self)
+            summary["metrics"] = await asyncio.to_thread(self.metrics)
         except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
             say(f"demo failed: {err}")
             if self.args.headless:
@@ -121,6 +125,10 @@ class Demo:
         say(f"done. Explore the Web UI at {self.ui_url}; Ctrl-C stops everything the demo started.")
         while True:
             await asyncio.sleep(3600)
+
+    def metrics(self) -> dict[str, float]:
+        """growth's metrics as the worker's Prometheus endpoint shows them now, summed per name."""
+        return totals(fetch(f"http://{self.metrics_address}/metrics"))
 
     def stop(self) -> None:
         self.scenario.stop()
@@ -149,6 +157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scan-interval", type=float, default=2.0)
     p.add_argument("--temporal-port", type=int, default=7233, help="0 = any free port")
     p.add_argument("--ui-port", type=int, default=8233, help="0 = any free port")
+    p.add_argument("--metrics-port", type=int, default=0, help="the worker's Prometheus port (0 = any free port)")
     p.add_argument("--workdir", default=".growth")
     args = p.parse_args(argv)
     if args.temporal_port == 0:

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client, config
 from temporalio.exceptions import ApplicationError
 
-from activities.settings import KubeSettings, Settings
+from activities.settings import KubeSettings, Settings, SettingsError
 
 
 def api_client(settings: KubeSettings) -> client.ApiClient:
@@ -70,7 +70,8 @@ class ClusterClients:
             try:
                 self.api(name)
             except Exception as err:  # noqa: BLE001 - reported with the cluster's name
-                raise RuntimeError(f"cluster {name or '(default, kubernetes:)'}: {err}") from err
+                field = f"clusters.{name}" if name else "kubernetes"
+                raise SettingsError(f"{field}: cannot build a Kubernetes client: {err}") from err
 
     def close(self) -> None:
         with self._lock:

@@ -56,6 +56,8 @@ class LocalCluster:
     task_queue: str
     api: client.ApiClient
     worker: Proc
+    metrics_url: str  # the worker's Prometheus endpoint
+    health_url: str  # the worker's probes: {health_url}/healthz, /readyz
 
     def restart_worker(self, name: str) -> Proc:
         self.worker = self.procs.worker(self.config_path, name=name)
@@ -68,11 +70,14 @@ def attach_worker(
     """Write the worker's settings for a running simulated cluster, start the worker, install the CRDs."""
     task_queue = f"growth-{workdir.name}"
     config_path = workdir / "growth.yaml"
+    # Free ports: several workers (and other test runs on this machine) must not share 9464/9465.
+    metrics, health = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     config_path.write_text(
         yaml.safe_dump(
             {
                 "kubernetes": {"kubeconfig": str(kubeconfig)},
                 "temporal": {"address": temporal.address, "task_queue": task_queue},
+                "observability": {"metrics_address": metrics, "health_address": health},
                 "providers": providers,
             }
         )
@@ -80,7 +85,10 @@ def attach_worker(
     worker = procs.worker(config_path)
     api = kube_client(kubeconfig)
     apply_crds(api)
-    return LocalCluster(procs, workdir, temporal, kubeconfig, config_path, task_queue, api, worker)
+    return LocalCluster(
+        procs, workdir, temporal, kubeconfig, config_path, task_queue, api, worker,
+        metrics_url=f"http://{metrics}/metrics", health_url=f"http://{health}",
+    )
 
 
 def start_local_cluster(

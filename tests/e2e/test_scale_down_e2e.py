@@ -28,6 +28,8 @@ def test_scale_up_then_back_to_the_pool_minimum(tmp_path: Path) -> None:
     assert s["nodes_peak"] >= 2
     assert s["nodes_final"] == 0  # the pools' minimum
     assert s["nodes_removed"] == s["nodes_peak"]  # each node removed exactly once
+    assert s["metrics"]["growth_scaled_down_nodes_total"] == s["nodes_removed"]
+    assert s["metrics"]["growth_scaled_up_nodes_total"] == s["nodes_peak"]
     assert s["evictions_refused"] == 0 and s["blocked"] == {}
 
 

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.observation import never_satisfiable_events
     from scaling.nodes.planning import plan_scale_up
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
-    from workflows.nodes import scale_down_step
+    from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.request import NodeRequestWorkflow
     from workflows.search import initial_attributes
 
@@ -179,6 +179,7 @@ class NodeAutoscalerWorkflow:
         assert self.inp is not None
         settings = self.inp.settings
         self.state.iterations += 1
+        started = workflow.now()
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             settings.cluster,
@@ -261,6 +262,7 @@ class NodeAutoscalerWorkflow:
             pods_total=obs.pods_total,
             pods_running=obs.pods_running,
         )
+        metrics.loop_done(settings.cluster, started)
         if events:
             await workflow.execute_activity(
                 contracts.EMIT_POD_EVENTS,

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
     from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, attempts_exhausted, request_labels
+    from workflows.nodes import metrics
     from workflows.search import request_attributes
 
 PROVIDER_RETRY = RetryPolicy(
@@ -83,6 +84,7 @@ class NodeRequestWorkflow:
             self.status.phase = RequestPhase.UNMET
             self.status.message = self.cancel_reason if self.cancel_requested else self._unmet_reason(inp)
         self.status.finished_at = workflow.now()
+        metrics.request_finished(inp.cluster, self.status)
         await self._publish(inp)
         # Keep the final record visible (query, Web UI) for the TTL, then finish (seed 004 step 7).
         await workflow.sleep(timedelta(seconds=inp.ttl_s))

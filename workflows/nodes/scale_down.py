@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.kube.drain import LOCAL_STORAGE, NOT_ENOUGH_PDB, NOT_SAFE_TO_EVICT, marked_for_deletion, pods_to_evict
     from scaling.nodes.scale_down import NOT_EMPTY, NodeState, still_removable
     from scaling.nodes.storage import BACKING_IMAGE_MANAGER, LAST_HEALTHY_REPLICA, SHARE_MANAGER, VOLUME_ATTACHED
+    from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
 
 KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
@@ -224,6 +225,7 @@ class NodeScaleDownWorkflow:
         if unmark:
             await self._kube("unmark_node", UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
         self.status.phase, self.status.reason, self.status.message = phase, reason, message
+        metrics.scale_down_finished(inp, self.status)
         ev = event or ("ScaleDownBlocked" if blocked else "ScaleDown")
         warn = phase in (ScaleDownPhase.FAILED,) or blocked
         text = message if phase == ScaleDownPhase.REMOVED else f"scale-down {phase.value.lower()}: {reason}: {message}"
