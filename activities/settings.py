@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as EnvParseError
 
+from activities.components.settings import ComponentsSettings
+
 ENV_PREFIX = "GROWTH_"
 
 
@@ -76,6 +78,8 @@ class Settings(BaseSettings):
     providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"kwok": {}})
     # Defaults for `growth-autoscaler start` (AutoscalerSettings fields; flags override them).
     autoscaler: dict[str, Any] = Field(default_factory=dict)
+    # The components loop: where each TiDB cluster's Prometheus and PD are.
+    components: ComponentsSettings = Field(default_factory=ComponentsSettings)
 
     def kube_for(self, cluster: str) -> KubeSettings | None:
         """How to reach `cluster`, or None when this worker does not serve it."""
