@@ -1,6 +1,7 @@
 """`growth-autoscaler`: start and steer the NodeAutoscaler of one cluster.
 
     growth-autoscaler [--config growth.yaml] [--cluster NAME] start [--scan-interval 10] ...
+                                              (one flag per AutoscalerSettings field; start --help)
     growth-autoscaler status [--json]
     growth-autoscaler pause | resume
     growth-autoscaler cancel-request ID          (full workflow id, or the part after request/)
@@ -8,7 +9,9 @@
     growth-autoscaler protect-node NODE | unprotect-node NODE | remove-node NODE
 
 Connects to Temporal exactly as the worker does (the same settings file: address, namespace,
-task queue, mTLS files, API key environment variable), so one file configures both.
+task queue, mTLS files, API key environment variable), so one file configures both. `start`
+takes its defaults from the file's `autoscaler:` section (or GROWTH_AUTOSCALER__<FIELD>), then
+the flags given.
 Exit codes: 0 done, 1 no such autoscaler or Temporal unreachable, 2 refused by the workflow.
 """
 
@@ -20,7 +23,7 @@ import os
 import sys
 from datetime import datetime, timedelta, timezone
 
-import yaml
+from pydantic import ValidationError
 from temporalio.client import (
     Client,
     RPCError,
@@ -32,15 +35,36 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
-from activities.settings import Settings, load_settings
+from activities.settings import Settings, SettingsError, load_settings
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from worker import connect
+from starters.settings_flags import add_model_flags, flag_for, given
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
 
 RPC_TIMEOUT = timedelta(seconds=30)
+
+# `start` flags: generated from AutoscalerSettings (a new field is a new flag). The names older
+# scripts use stay as aliases; help for the fields the model does not describe itself.
+START_ALIASES = {"max_nodes_total": ["--max-nodes"], "use_search_attributes": ["--search-attributes"]}
+START_HELP = {
+    "scan_interval_s": "seconds between loops",
+    "max_nodes_total": "cluster-wide cap on nodes ('none': no cap)",
+    "readiness_timeout_s": "seconds a new node has to become Ready",
+    "readiness_poll_s": "seconds between readiness checks",
+    "max_attempts": "pools a request tries before Unmet",
+    "request_ttl_s": "seconds a finished request stays visible",
+    "use_search_attributes": "set Growth* search attributes (register them on the namespace first, see README)",
+    "iterations_per_run": "loops per run before continue-as-new",
+    "scale_down_enabled": "remove nodes growth added once they are not needed",
+    "max_scale_down_per_loop": "most scale-downs started in one loop",
+    "pdb_retry_s": "seconds a drain retries evictions a PodDisruptionBudget refuses",
+    "eviction_retry_s": "seconds between eviction retries",
+    "drain_timeout_s": "seconds evicted pods have to be gone",
+    "orphan_grace_s": "seconds before a node without a machine (or the reverse) is reported",
+}
 
 
 class CliError(Exception):
@@ -59,18 +83,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = AutoscalerSettings.model_fields
-    start = sub.add_parser("start", help="start the NodeAutoscaler workflow (no-op if it runs already)")
-    start.add_argument("--scan-interval", type=float, default=d["scan_interval_s"].default, help="seconds between loops")
-    start.add_argument("--max-nodes", type=int, default=None, help="cluster-wide cap on nodes")
-    start.add_argument("--readiness-timeout", type=float, default=d["readiness_timeout_s"].default, help="seconds a new node has to become Ready")
-    start.add_argument("--max-attempts", type=int, default=d["max_attempts"].default, help="pools a request tries before Unmet")
-    start.add_argument("--request-ttl", type=float, default=d["request_ttl_s"].default, help="seconds a finished request stays visible")
-    start.add_argument(
-        "--search-attributes",
-        action="store_true",
-        help="set Growth* search attributes (register them on the namespace first, see README)",
+    start = sub.add_parser(
+        "start",
+        help="start the NodeAutoscaler workflow (no-op if it runs already)",
+        description="Start nodes/<cluster>. Every AutoscalerSettings field is a flag; a flag not given "
+        "takes the settings file's autoscaler: value, else the default shown.",
     )
+    add_model_flags(start, AutoscalerSettings, skip=frozenset({"cluster"}), aliases=START_ALIASES, help_text=START_HELP)
 
     status = sub.add_parser("status", help="print the autoscaler's status")
     status.add_argument("--json", action="store_true", help="the full status as JSON")
@@ -97,15 +116,7 @@ def request_workflow_id(cluster: str, given: str) -> str:
 
 
 async def start(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    auto = AutoscalerSettings(
-        cluster=args.cluster,
-        scan_interval_s=args.scan_interval,
-        max_nodes_total=args.max_nodes,
-        readiness_timeout_s=args.readiness_timeout,
-        max_attempts=args.max_attempts,
-        request_ttl_s=args.request_ttl,
-        use_search_attributes=args.search_attributes,
-    )
+    auto = start_settings(settings, args)
     wf_id = autoscaler_id(args.cluster)
     try:
         handle = await client.start_workflow(
@@ -114,12 +125,28 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
             id=wf_id,
             task_queue=settings.temporal.task_queue,
             search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, args.cluster)])
-            if args.search_attributes
+            if auto.use_search_attributes
             else None,
         )
     except WorkflowAlreadyStartedError:
         return f"NodeAutoscaler {wf_id} is already running (settings unchanged; terminate it to change them)"
     return f"started NodeAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+
+
+def start_settings(settings: Settings, args: argparse.Namespace) -> AutoscalerSettings:
+    """Defaults < the settings' `autoscaler:` section < the flags given; errors name the field."""
+    fields = AutoscalerSettings.model_fields
+    unknown = sorted(set(settings.autoscaler) - set(fields))
+    if unknown:
+        raise CliError(f"settings: autoscaler.{unknown[0]}: not an AutoscalerSettings field", 2)
+    flags = given(args, list(fields))
+    try:
+        return AutoscalerSettings.model_validate({**settings.autoscaler, **flags, "cluster": args.cluster})
+    except ValidationError as err:
+        e = err.errors()[0]
+        name = str(e["loc"][0]) if e["loc"] else ""
+        where = flag_for(name) if name in flags else f"settings autoscaler.{name}"
+        raise CliError(f"{where}: {e['msg']}", 2) from None
 
 
 def _when(ts: float | datetime | None) -> str:
@@ -218,8 +245,8 @@ def _cause(err: BaseException) -> str:
 async def amain(args: argparse.Namespace) -> str:
     try:
         settings = load_settings(args.config)
-    except (OSError, ValueError, yaml.YAMLError) as err:  # pydantic's ValidationError is a ValueError
-        raise CliError(f"settings: {err}") from None
+    except SettingsError as err:  # names the field and the file
+        raise CliError(str(err)) from None
     try:
         client = await connect(settings.temporal)
     except RuntimeError as err:  # the SDK raises RuntimeError when it cannot connect

@@ -17,8 +17,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workflows.search import ALL as SEARCH_KEYS
+
 BIN = Path(sys.executable).parent
-SEARCH_ATTRIBUTES = ("GrowthCluster", "GrowthNodeGroup", "GrowthPool", "GrowthPhase", "GrowthNode")
+# Every search attribute growth's workflows may set, registered on the dev server at start.
+SEARCH_ATTRIBUTES = tuple(key.name for key in SEARCH_KEYS)
 
 
 def free_port() -> int:

@@ -143,8 +143,15 @@ def test_compose_worker_points_at_the_compose_services(compose: dict[str, Any]) 
     groups, problems = parse_node_groups_yaml(files[settings.node_groups_file].read_text(), settings.providers)
     assert problems == [] and groups
 
+    # The healthcheck asks the worker's readiness probe; Prometheus reaches the published port.
+    health_port = int(settings.observability.health_address.rsplit(":", 1)[1])
+    assert f"127.0.0.1:{health_port}/readyz" in " ".join(worker["healthcheck"]["test"])
+    metrics_host, metrics_port = settings.observability.metrics_address.rsplit(":", 1)
+    assert metrics_host == "0.0.0.0" and int(metrics_port) in published(worker).values()
+
     starter = services["autoscaler"]
     assert starter["command"][0] == "growth-autoscaler" and "start" in starter["command"]
+    assert services["autoscaler"]["depends_on"]["worker"]["condition"] == "service_healthy"
     assert mounts(starter)[env(starter)["GROWTH_CONFIG"]] == files[config_target]
     assert env(starter)["GROWTH_CLUSTER"] == env(worker)["GROWTH_CLUSTER"]
 
@@ -278,6 +285,19 @@ def test_worker_deployment_reads_its_configmap(tmp_path: Path) -> None:
                 assert d in mount_dirs and "secret" in mount_dirs[d], f"{key} {cfg[key]} is on a Secret volume"
     # Secrets never in the ConfigMap: secret-like keys only name files or environment variables.
     assert _secret_keys(yaml.safe_load(cm["data"][config_path.name])) == []
+
+    # Probes and metrics: the ports the settings bind, on every interface so the kubelet and
+    # Prometheus reach them; liveness asks /healthz, readiness /readyz (connected and polling).
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    metrics_host, metrics_port = settings.observability.metrics_address.rsplit(":", 1)
+    health_host, health_port = settings.observability.health_address.rsplit(":", 1)
+    assert metrics_host == health_host == "0.0.0.0"
+    assert ports == {"metrics": int(metrics_port), "probes": int(health_port)}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path and ports.get(get["port"], get["port"]) == int(health_port), probe
+    annotations = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == metrics_port and annotations["prometheus.io/path"] == "/metrics"
 
 
 def _secret_keys(obj: Any, path: str = "") -> list[str]:
