@@ -1,0 +1,55 @@
+"""Fixtures: a simulated cluster with three roomy nodes, the TiDB world beside it, and clients
+built the way the worker builds them (kubeconfig file, settings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from kubernetes import client
+
+from activities.kube.client import api_client
+from activities.settings import KubeSettings
+from sim.cluster import SimCluster
+from sim.tidb.world import TidbWorld
+from tests.sim.conftest import node_body, ready_nodes
+from tests.sim.tidb.conftest import NS, running, tc_body  # noqa: F401 - shared with the sim tests
+
+G, V, TC, TAC = "pingcap.com", "v1alpha1", "tidbclusters", "tidbclusterautoscalers"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimCluster]:
+    with SimCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as s:
+        yield s
+
+
+@pytest.fixture
+def api(sim: SimCluster, tmp_path: Path) -> Iterator[client.ApiClient]:
+    built = api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def world(sim: SimCluster, api: client.ApiClient) -> Iterator[TidbWorld]:
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": NS}})
+    for i in range(3):
+        core.create_node(node_body(f"db-{i}", cpu="32", memory="128Gi"))
+    ready_nodes(core, "db-0", "db-1", "db-2")
+    with TidbWorld(sim.store, operator_interval=0.05) as tidb:
+        yield tidb
+
+
+@pytest.fixture
+def control(world: TidbWorld) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=world.server.url, timeout=10) as c:
+        yield c
