@@ -1,0 +1,245 @@
+"""DataPlaneCluster lifecycle on the time-skipping server, OCM replaced by stubs registered
+under the contract's activity names."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.fleet import contracts
+from scaling.fleet.config import NodeAutoscaling, WorkloadMachines
+from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
+from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, DataPlaneClusterState
+from scaling.fleet.models import ClusterPhase
+from tests.workflows.fleet.stubs import FleetWorld, until
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
+
+TERRAFORMING = [
+    contracts.CREATE_MACHINE_POOL,
+    contracts.ENSURE_INGRESS_DNS,
+    contracts.ENSURE_IDENTITY_PROVIDER,
+    contracts.APPLY_CLUSTER_RESOURCES,
+    contracts.INSTALL_ADDON,
+]
+
+
+def cluster_input(**timeouts: float) -> DataPlaneClusterInput:
+    cid = f"us-east-1-standard-{uuid.uuid4().hex[:6]}"
+    return DataPlaneClusterInput(
+        cluster_id=cid,
+        provider="aws",
+        region="us-east-1",
+        instance_type="standard",
+        multi_az=True,
+        cluster_machines=WorkloadMachines(
+            compute_machine_type="m5.2xlarge", compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=6, max_compute_nodes=18)
+        ),
+        type_machines=WorkloadMachines(
+            compute_machine_type="r5.xlarge", compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=1, max_compute_nodes=20)
+        ),
+        fleetshard_parameters={"poll-interval": "15s"},
+        reserved=[ManagedInstance(id="reserved-kafka-standard-1", instance_type="standard", size="x1", units=1)],
+        timeouts=ClusterTimeouts(poll_s=1.0, **timeouts),
+    )
+
+
+def report(ready: bool = True, max_units: int = 10, remaining: int = 10, **extra: object) -> AgentStatusReport:
+    body = {
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "capacity": {"standard": {"maxUnits": max_units, "remainingUnits": remaining}},
+        "strimzi": [{"version": "strimzi-cluster-operator.v0.23.0-4", "ready": True, "kafkaVersions": ["3.1.0"]}],
+        **extra,
+    }
+    return AgentStatusReport.model_validate(body)
+
+
+@asynccontextmanager
+async def running(
+    env: WorkflowEnvironment, world: FleetWorld, inp: DataPlaneClusterInput, tq: str = "", **worker_options: int
+) -> AsyncIterator[WorkflowHandle]:
+    tq = tq or f"fleet-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities(), **worker_options
+    ):
+        handle = await env.client.start_workflow(
+            DataPlaneClusterWorkflow.run, inp, id=contracts.cluster_workflow_id(inp.cluster_id), task_queue=tq
+        )
+        yield handle
+
+
+async def phase(handle: WorkflowHandle) -> ClusterPhase:
+    st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
+    return st.phase
+
+
+async def in_phase(handle: WorkflowHandle, want: ClusterPhase) -> bool:
+    return await phase(handle) == want
+
+
+async def test_lifecycle_from_accepted_to_deleted(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(dns_missing_calls=2)  # the default ingress appears a little late
+    inp = cluster_input()
+    async with running(env, world, inp) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        view: AgentClusterView = await handle.query(DataPlaneClusterWorkflow.agent_view)
+        assert view.capacity["standard"].max_nodes == 18  # multi-AZ: 20 rounded down to 18
+        assert view.reserved == []  # reserved instances only for ready clusters
+
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(max_units=12, remaining=9))
+        assert await phase(handle) == ClusterPhase.READY
+        view = await handle.query(DataPlaneClusterWorkflow.agent_view)
+        assert view.capacity["standard"].max_units == 12 and view.capacity["standard"].remaining_units == 9
+        assert [r.id for r in view.reserved] == ["reserved-kafka-standard-1"]
+
+        # ready <-> waiting on the agent's Ready condition
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
+        assert await phase(handle) == ClusterPhase.WAITING
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        assert await phase(handle) == ClusterPhase.READY
+
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        final: DataPlaneClusterState = await handle.result()
+
+    assert final.phase == ClusterPhase.DELETED and final.cleaned_up
+    phases = [h.phase for h in final.history]
+    assert phases[:4] == [ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING, ClusterPhase.PROVISIONED, ClusterPhase.WAITING]
+    assert phases[-3:] == [ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.DELETED]
+    # One OCM cluster, keyed by the cluster id, created with seed 000's default pool and now gone.
+    assert len(world.clusters) == 1 and world.clusters[inp.cluster_id].gone
+    (create,) = world.create_inputs
+    assert create.cluster_id == inp.cluster_id and create.multi_az
+    assert (create.default_min_nodes, create.default_max_nodes) == (6, 18)
+    # Terraforming in order, each step once.
+    firsts = [c for c in world.calls if c in TERRAFORMING]
+    assert sorted(set(firsts), key=firsts.index) == TERRAFORMING
+    pool = world.pools[final.ocm_id]["kafka-standard"]
+    assert (pool.min_nodes, pool.max_nodes) == (3, 18)
+    assert pool.labels == {"bf2.org/kafkaInstanceProfileType": "standard"}
+    assert [(t.key, t.value, t.effect) for t in pool.taints] == [("bf2.org/kafkaInstanceProfileType", "standard", "NoExecute")]
+    assert [a.addon_id for a in world.addon_inputs] == [contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON]
+    assert world.addon_inputs[1].parameters == {"poll-interval": "15s"}
+    assert final.dns_name.startswith("apps.") and final.strimzi_versions == ["strimzi-cluster-operator.v0.23.0-4"]
+    assert world.cleaned == [inp.cluster_id]
+
+
+async def test_bad_reports_are_refused_naming_the_field(env: WorkflowEnvironment) -> None:
+    world = FleetWorld()
+    async with running(env, world, cluster_input()) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        wrong_type = report().model_copy(update={"capacity": {"developer": report().capacity["standard"]}})
+        with pytest.raises(WorkflowUpdateFailedError) as info:
+            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, wrong_type)
+        assert "capacity.developer" in str(info.value.cause)
+        no_ready = report().model_copy(update={"conditions": []})
+        with pytest.raises(WorkflowUpdateFailedError) as info:
+            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, no_ready)
+        assert "conditions" in str(info.value.cause)
+        assert await phase(handle) == ClusterPhase.WAITING  # nothing was applied
+        st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
+        assert st.reports == 0
+        await handle.terminate()
+
+
+async def test_ocm_error_fails_and_cleans_up(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(error_on_create=True)
+    inp = cluster_input()
+    async with running(env, world, inp) as handle:
+        final: DataPlaneClusterState = await handle.result()
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == "provisioning"
+    assert "error" in final.message and final.cleaned_up
+    assert world.clusters[inp.cluster_id].gone and world.cleaned == [inp.cluster_id]
+    assert contracts.CREATE_MACHINE_POOL not in world.calls
+
+
+async def test_addon_that_never_gets_ready_fails_after_the_step_timeout(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(addon_never_ready=contracts.FLEETSHARD_ADDON)
+    inp = cluster_input(step_s=1800.0)
+    async with running(env, world, inp) as handle:
+        final: DataPlaneClusterState = await handle.result()  # time skips over the 30 minutes
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == "addons"
+    assert contracts.FLEETSHARD_ADDON in final.message
+    assert world.clusters[inp.cluster_id].gone and final.cleaned_up
+    assert ClusterPhase.WAITING not in [h.phase for h in final.history]
+
+
+async def test_agent_that_never_reports_fails_the_cluster(env: WorkflowEnvironment) -> None:
+    world = FleetWorld()
+    inp = cluster_input(agent_s=900.0)
+    async with running(env, world, inp) as handle:
+        final: DataPlaneClusterState = await handle.result()
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == ClusterPhase.WAITING.value
+    assert world.clusters[inp.cluster_id].gone and final.cleaned_up
+
+
+async def test_lost_create_response_makes_no_second_cluster(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(lose_first_create_response=True)
+    inp = cluster_input()
+    async with running(env, world, inp) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        await handle.terminate()
+    # The retry carried the same key and found the cluster the lost request made.
+    assert len(world.create_inputs) == 2 and {c.cluster_id for c in world.create_inputs} == {inp.cluster_id}
+    assert len(world.clusters) == 1
+
+
+async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(hold_addons=True)
+    inp = cluster_input()
+    tq = f"fleet-{uuid.uuid4().hex[:6]}"
+    # No workflow cache: the restarted worker must replay the history, as a new process would.
+    async with running(env, world, inp, tq=tq, max_cached_workflows=0) as handle:
+        await until(lambda: contracts.GET_ADDON in world.calls)
+        assert await phase(handle) == ClusterPhase.PROVISIONED
+    # The first worker is gone mid-terraforming; a new one picks the workflow up.
+    world.hold_addons = False
+    async with Worker(
+        env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities(), max_cached_workflows=0
+    ):
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        final: DataPlaneClusterState = await handle.result()
+    assert final.phase == ClusterPhase.DELETED
+    assert len(world.clusters) == 1 and world.calls.count(contracts.CREATE_OCM_CLUSTER) == 1
+    assert world.calls.count(contracts.CREATE_MACHINE_POOL) == 1
+    assert len(world.pools) == 1
+
+
+async def test_restore_takes_a_deprovisioning_cluster_back_to_ready(env: WorkflowEnvironment) -> None:
+    world = FleetWorld()
+    async with running(env, world, cluster_input()) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await until(lambda: in_phase(handle, ClusterPhase.DEPROVISIONING))
+        view: AgentClusterView = await handle.query(DataPlaneClusterWorkflow.agent_view)
+        assert view.reserved == []
+        await handle.signal(DataPlaneClusterWorkflow.restore)
+        await until(lambda: in_phase(handle, ClusterPhase.READY))
+        assert contracts.DELETE_OCM_CLUSTER not in world.calls
+        await handle.terminate()
+
+
+async def test_continue_as_new_keeps_state(env: WorkflowEnvironment) -> None:
+    world = FleetWorld()
+    inp = cluster_input().model_copy(update={"reports_per_run": 3})
+    async with running(env, world, inp) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        for i in range(7):
+            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(remaining=10 - i))
+        await until(lambda: in_phase(handle, ClusterPhase.READY))
+        latest = env.client.get_workflow_handle(handle.id)
+        st: DataPlaneClusterState = await latest.query(DataPlaneClusterWorkflow.status)
+        assert st.reports == 7 and st.capacity["standard"].remaining_units == 4 and st.capacity["standard"].max_nodes == 18
+        desc = await latest.describe()
+        assert desc.run_id != handle.result_run_id  # it did continue as new
+        await latest.terminate()
+    assert len(world.clusters) == 1
