@@ -116,13 +116,13 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
             status = await auto.query(NodeAutoscalerWorkflow.status)
             return status if running == PODS and not status.in_flight else None
 
-        status = await wait_for(all_running, 45, "every burst pod Running and no request in flight")
+        status = await wait_for(all_running, 60, "every burst pod Running and no request in flight")
 
         async def ghost_collected() -> Any:
             s = await gc.query(MachineGCWorkflow.status)
             return s if s.state.collected_total >= 1 else None
 
-        gc_status = await wait_for(ghost_collected, 20, "the ghost server collected")
+        gc_status = await wait_for(ghost_collected, 60, "the ghost server collected")
 
         # Fallback: CAX11 got its two nbg1 machines (fsn1 had none), then requests moved on.
         attempts = status.attempts_by_pool

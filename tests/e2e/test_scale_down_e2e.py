@@ -74,7 +74,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         pods = core.list_namespaced_pod("default", label_selector="app=db").items
         return any(p.spec.node_name == "old" and p.status.phase == "Running" for p in pods)
 
-    await wait_for(db_running_on_old, 20, "db pod running on old")
+    await wait_for(db_running_on_old, 60, "db pod running on old")
     core.patch_node("spare", {"spec": {"unschedulable": False}})
     temporal = await lc.temporal.client()
     cluster = f"kill{lc.workdir.name[-6:]}".lower().replace("_", "")
@@ -84,7 +84,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         id=autoscaler_id(cluster), task_queue=lc.task_queue,
     )
     try:
-        await wait_for(lambda: _candidates(handle, {"old", "spare"}), 20, "both nodes evaluated")
+        await wait_for(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
         # spare is empty, so growth marks it for scale-down at once (seed 004); keep it as the
         # pod's new home. Protecting it cancels that removal and lifts the taint.
         await handle.execute_update(NodeAutoscalerWorkflow.protect_node, "spare")
@@ -94,7 +94,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
             s = await handle.query(NodeAutoscalerWorkflow.status)
             return any(sd.node == "old" and sd.phase.value == "Draining" and sd.evictions_refused >= 2 for sd in s.scale_downs)
 
-        await wait_for(refused, 30, "drain retrying evictions refused by the PDB")
+        await wait_for(refused, 60, "drain retrying evictions refused by the PDB")
         lc.worker.kill()
         lc.restart_worker("worker-2")
         client.PolicyV1Api(lc.api).delete_namespaced_pod_disruption_budget("db", "default")
@@ -103,7 +103,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
             s = await handle.query(NodeAutoscalerWorkflow.status)
             return s if s.scale_down_by_phase.get("Removed") else None
 
-        status = await wait_for(removed, 40, "node removed after the worker restart")
+        status = await wait_for(removed, 60, "node removed after the worker restart")
         old = [(sd.phase.value, sd.kind) for sd in status.recent_scale_downs if sd.node == "old"]
         assert old == [("Removed", "Manual")]  # one removal, resumed by the second worker
         assert status.scale_down_by_phase == {"Removed": 1, "Cancelled": 1}  # spare's, by the protect
@@ -112,7 +112,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         async def db_on_spare():  # noqa: ANN202
             pods = core.list_namespaced_pod("default", label_selector="app=db").items
             return [p for p in pods if p.spec.node_name == "spare"]
-        await wait_for(db_on_spare, 20, "db pod recreated on the spare node")
+        await wait_for(db_on_spare, 60, "db pod recreated on the spare node")
     finally:
         await handle.terminate()
 
@@ -156,7 +156,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
             pods = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=keep").items
             return any(p.metadata.name.startswith(bim) and p.status.phase == "Running" for p in pods)
 
-        await wait_for(bim_running, 20, "backing-image-manager pod running on keep")
+        await wait_for(bim_running, 60, "backing-image-manager pod running on keep")
         temporal = await lc.temporal.client()
         cluster = f"bim{lc.workdir.name[-6:]}".lower().replace("_", "")
         handle = await temporal.start_workflow(
@@ -179,7 +179,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
                 s = await handle.query(NodeAutoscalerWorkflow.status)
                 return s if s.iterations >= iterations + 5 else None
 
-            status = await wait_for(later, 30, "five more loops")
+            status = await wait_for(later, 60, "five more loops")
             assert [n.metadata.name for n in core.list_node().items] == ["keep"]  # never removed
             assert status.scale_down_by_phase == {"Removed": 1}  # no removal of keep was even started
         finally:

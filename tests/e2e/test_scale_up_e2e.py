@@ -129,7 +129,7 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if s.iterations >= iterations_then + 3 else None
 
-    status = await wait_for(later, 30, "three more loops")
+    status = await wait_for(later, 60, "three more loops")
     assert sum(status.requests_by_phase.values()) == requests_then
     broken = client.CustomObjectsApi(lc.api).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
     assert broken["status"]["valid"] is False and "priority" in broken["status"]["field"]

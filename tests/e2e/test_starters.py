@@ -61,16 +61,16 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert lc.task_queue in out
         assert "already running" in (await cli(lc, "start")).stdout  # idempotent
 
-        await wait_for(lambda: _loops_done(status), 20, "a first loop")
+        await wait_for(lambda: _loops_done(status), 60, "a first loop")
         as_json = json.loads((await cli(lc, "status", "--json")).stdout)
         assert as_json["cluster"] == CLUSTER and as_json["paused"] is False
 
         # pause / resume are signals: the workflow's own state changes.
         assert "pause sent" in (await cli(lc, "pause")).stdout
-        await wait_for(lambda: _paused(status, True), 10, "paused")
+        await wait_for(lambda: _paused(status, True), 60, "paused")
         assert "PAUSED" in (await cli(lc, "status")).stdout
         await cli(lc, "resume")
-        await wait_for(lambda: _paused(status, False), 10, "resumed")
+        await wait_for(lambda: _paused(status, False), 60, "resumed")
 
         # Bad input is refused by the update validators, and the CLI says so with exit code 2.
         refused = await cli(lc, "ban-pool", "no-slash", expect=2)
@@ -82,7 +82,7 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert "general/kwok-cx22" in (await cli(lc, "ban-pool", "general/kwok-cx22")).stdout
         apps = client.AppsV1Api(lc.api)
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
-        stuck = await wait_for(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 20, "a cx32 request")
+        stuck = await wait_for(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request")
         request_ids.append(stuck.id)
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text
@@ -92,11 +92,11 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert (await cli(lc, "unban-pool", "general/kwok-cx22")).stdout.strip().endswith("none")
         short_id = stuck.id.rsplit("/", 1)[1]
         assert f"cancel sent to {stuck.id}" in (await cli(lc, "cancel-request", short_id)).stdout
-        final = await wait_for(lambda: _finished(status, stuck.id), 20, "the cancelled request to finish")
+        final = await wait_for(lambda: _finished(status, stuck.id), 60, "the cancelled request to finish")
         assert final.phase == RequestPhase.UNMET
         assert final.attempts[-1].pool == "kwok-cx32" and final.attempts[-1].result == AttemptResult.CANCELLED
 
-        ready = await wait_for(lambda: _ready_on(status, "kwok-cx22"), 30, "a Ready request on kwok-cx22")
+        ready = await wait_for(lambda: _ready_on(status, "kwok-cx22"), 60, "a Ready request on kwok-cx22")
         request_ids.append(ready.id)
         assert (await status()).banned_pools == []
 

@@ -85,7 +85,7 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     env = ActivityEnvironment()
     heartbeats: list = []
     env.on_heartbeat = lambda *a: heartbeats.append(a)
-    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=10, poll_s=0.05)) is True
+    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05)) is True
     assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)) is False
     assert heartbeats  # a dead worker is noticed through missed heartbeats
     # A node that has not registered yet (404) is waited for, not an error.
@@ -98,7 +98,7 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     apply_node_group(api, node_group("broken", [{"provider": "nowhere", "serverType": ["cx22"], "priority": 10}]))
     client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="250m", memory="64Mi"))
     kube = KubeActivities(api, known_providers=["kwok"])
-    obs = eventually(lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o, message="pods unschedulable")
+    obs = eventually(lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o, timeout=60, message="pods unschedulable")
     assert {p.requests.cpu_m for p in obs.unschedulable} == {250}
     assert all(p.controller_kind == "ReplicaSet" for p in obs.unschedulable)
     assert [g.name for g in obs.groups] == ["general"]
@@ -120,7 +120,7 @@ def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client
     client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="300m", memory="64Mi"))
     kube = KubeActivities(api, known_providers=["kwok"])
     obs = eventually(
-        lambda: (o := kube.observe_cluster("c1")) and o.pods_running == 2 and o, timeout=10, message="pods running"
+        lambda: (o := kube.observe_cluster("c1")) and o.pods_running == 2 and o, timeout=60, message="pods running"
     )
     node = [n for n in obs.nodes if n.name == made.node_name][0]
     assert node.ready and node.requested.cpu_m == 600 and node.requested.pods == 2
@@ -132,7 +132,7 @@ def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client
             "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "50"}}}]},
         },
     )
-    eventually(lambda: any(c.reason == "Unschedulable" for c in (core.read_namespaced_pod("ds-pod", "default").status.conditions or [])), message="ds pod marked")
+    eventually(lambda: any(c.reason == "Unschedulable" for c in (core.read_namespaced_pod("ds-pod", "default").status.conditions or [])), timeout=60, message="ds pod marked")
     assert kube.observe_cluster("c1").unschedulable == []  # DaemonSet pods are never demand
 
 

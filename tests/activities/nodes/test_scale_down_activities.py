@@ -16,7 +16,7 @@ from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
 from sim.storage.longhorn import SimLonghorn
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, cor
     bound_pod(core, "db-1", "n1", labels={"app": "db"})
     client.PolicyV1Api(cluster.api_client()).create_namespaced_pod_disruption_budget("default", {
         "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
-    deadline = time.monotonic() + 10  # KWOK starts the pods; a PDB only guards running pods
+    deadline = time.monotonic() + 60  # KWOK starts the pods; a PDB only guards running pods
     while any(p.status.phase != "Running" for p in core.list_namespaced_pod("default").items):
         assert time.monotonic() < deadline, "pods never ran"
         time.sleep(0.05)
@@ -98,8 +98,8 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: Scale
     with SimLonghorn(cluster.url, cluster.token, interval=0.05) as lh:
         lh.create_volume("vol-1", replicas=2)
         lh.attach("vol-1", "n1")
-        assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=10)
-        assert lh.wait_until(lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"), timeout=10)
+        assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=60)
+        assert lh.wait_until(lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"), timeout=60)
         obs = acts.observe_scale_down("c")
         assert obs.storage is not None and {r.node for r in obs.storage.replicas} == {"n1", "n2"}
         assert {p.namespace for p in obs.pdbs} == {"longhorn-system"} and len(obs.pdbs) == 2

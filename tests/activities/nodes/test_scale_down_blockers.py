@@ -67,7 +67,7 @@ def test_each_blocker_is_read_from_the_cluster_and_named(api: client.ApiClient) 
 
     acts = ScaleDownActivities(api, known_providers=["kwok"])
     obs = eventually(lambda: (o := acts.observe_scale_down("c")) and sum(p.phase == "Running" for p in o.pods) == 7 and o,
-                     timeout=10, message="all pods running")
+                     timeout=60, message="all pods running")
     plan = plan_from_input(ScaleDownInput(nodes=obs.nodes, pods=obs.pods, pdbs=obs.pdbs, groups=obs.groups,
                                           storage=obs.storage, now=time.time()))
     reasons = {name: d.reason for name, d in plan.decisions.items()}
@@ -98,7 +98,7 @@ def test_a_pdb_that_would_be_violated_blocks_the_node(api: client.ApiClient) -> 
         "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
     acts = ScaleDownActivities(api, known_providers=["kwok"])
     obs = eventually(lambda: (o := acts.observe_scale_down("c")) and all(p.phase == "Running" for p in o.pods) and o.pdbs and o,
-                     timeout=10, message="pods running and the PDB read")
+                     timeout=60, message="pods running and the PDB read")
     plan = plan_from_input(ScaleDownInput(nodes=obs.nodes, pods=obs.pods, pdbs=obs.pdbs, groups=obs.groups, now=time.time()))
     assert plan.decisions["n-pdb"].reason == "NotEnoughPdb"
     assert "n-pdb" not in {r.name for r in plan.to_remove}
