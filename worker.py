@@ -29,7 +29,14 @@ from temporalio.worker import Worker
 
 from activities import nodes
 from activities.kube.client import ClusterClients
-from activities.settings import ObservabilitySettings, Settings, SettingsError, TemporalSettings, enabled_address, load_settings
+from activities.settings import (
+    ObservabilitySettings,
+    Settings,
+    SettingsError,
+    TemporalSettings,
+    enabled_address,
+    load_settings,
+)
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC
 from typing import Any
 
 from kubernetes import client, config
@@ -104,11 +105,11 @@ def create_event(
     component: str = "growth",
 ) -> None:
     """Write one core/v1 Event about `involved`, as `kubectl describe` shows them."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from kubernetes.client.rest import ApiException
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     body = client.CoreV1Event(
         metadata=client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace),
         involved_object=involved,

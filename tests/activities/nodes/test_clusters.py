@@ -18,7 +18,14 @@ from temporalio.testing import ActivityEnvironment
 from activities.nodes import build_activities
 from activities.settings import Settings, load_settings
 from scaling.nodes import contracts
-from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput, LabelNodeInput, MarkNodeInput, NodeRef, WaitReadyInput
+from scaling.nodes.contracts import (
+    CreateNodeInput,
+    DeleteNodeInput,
+    LabelNodeInput,
+    MarkNodeInput,
+    NodeRef,
+    WaitReadyInput,
+)
 from scaling.nodes.models import LABEL_CLUSTER, Pool
 from sim.cluster import SimCluster
 
