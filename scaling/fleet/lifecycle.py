@@ -89,7 +89,9 @@ class DataPlaneClusterState(BaseModel):
     last_report_at: datetime | None = None
     instances: list[ManagedInstance] = Field(default_factory=list)
     history: list[PhaseChange] = Field(default_factory=list)
+    deletion_confirmed: bool = False  # the autoscaler's re-check passed: delete at OCM
     accepted_at: datetime | None = None
+    waiting_since: datetime | None = None  # first entry into waiting_for_kas_fleetshard_operator
     ready_at: datetime | None = None
     finished_at: datetime | None = None
     cleaned_up: bool = False

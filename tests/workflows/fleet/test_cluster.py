@@ -136,11 +136,11 @@ async def test_bad_reports_are_refused_naming_the_field(env: WorkflowEnvironment
         wrong_type = report().model_copy(update={"capacity": {"developer": report().capacity["standard"]}})
         with pytest.raises(WorkflowUpdateFailedError) as info:
             await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, wrong_type)
-        assert "capacity.developer" in str(info.value.cause)
+        assert info.value.cause.message.startswith("capacity.developer")
         no_ready = report().model_copy(update={"conditions": []})
         with pytest.raises(WorkflowUpdateFailedError) as info:
             await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, no_ready)
-        assert "conditions" in str(info.value.cause)
+        assert info.value.cause.message.startswith("conditions")
         assert await phase(handle) == ClusterPhase.WAITING  # nothing was applied
         st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
         assert st.reports == 0

@@ -1,0 +1,143 @@
+"""A provider region's FleetAutoscaler: its settings, its state (the registry of clusters and
+instances, carried across continue-as-new), its status, and the pure bookkeeping rules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from scaling.fleet.config import FleetConfig
+from scaling.fleet.evaluation import TypeEvaluation
+from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
+from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance
+
+MAX_EVENTS = 30  # recent decisions kept for the status query
+
+
+class FleetAutoscalerSettings(BaseModel):
+    """What an operator sets when starting a region's loop."""
+
+    provider: str
+    region: str
+    interval_s: float = 30.0
+    recheck_delay_s: float = 30.0  # between marking a cluster deprovisioning and its re-check
+    deletion_requires_approval: bool = False  # removals wait for approve_deletion
+    failure_backoff_s: float = 600.0  # no new cluster of a type this long after one failed
+    flap_window_s: float = 600.0  # a scale-up this soon after a removal of the type is a flap
+    max_clusters: int = Field(default=200, ge=1)  # bounds the registry (and history)
+    max_instances: int = Field(default=5000, ge=1)
+    iterations_per_run: int = 500
+    use_search_attributes: bool = False
+    cluster_timeouts: ClusterTimeouts = Field(default_factory=ClusterTimeouts)
+    cluster_reports_per_run: int = 1000
+    fleetshard_parameters: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterMessage(BaseModel):
+    """A signal the autoscaler owes a cluster (sent by the loop, in order)."""
+
+    cluster_id: str
+    signal: str
+    instance: ManagedInstance | None = None
+    instance_id: str = ""
+
+
+class FleetAutoscalerState(BaseModel):
+    """The region's registry and counters: one model, carried across continue-as-new. Bounded
+    by max_clusters and max_instances; finished clusters leave the registry."""
+
+    clusters: dict[str, ClusterRecord] = Field(default_factory=dict)  # in creation order
+    instances: dict[str, ManagedInstance] = Field(default_factory=dict)
+    waiting: list[str] = Field(default_factory=list)  # instance ids without a cluster, oldest first
+    outbox: list[ClusterMessage] = Field(default_factory=list)
+    paused: bool = False
+    seq: int = 0
+    marked_at: dict[str, datetime] = Field(default_factory=dict)  # cluster id -> marked deprovisioning
+    last_failure_at: dict[str, datetime] = Field(default_factory=dict)  # instance type -> when
+    last_removal_at: dict[str, datetime] = Field(default_factory=dict)  # instance type -> when
+    awaiting_approval: list[str] = Field(default_factory=list)
+    last_evaluation: list[TypeEvaluation] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
+    rounds: int = 0  # loop rounds, paused or not
+    evaluations: int = 0
+    clusters_created: int = 0
+    clusters_deleted: int = 0
+    clusters_failed: int = 0
+    flaps: int = 0
+    runs: int = 0
+
+
+class FleetAutoscalerInput(BaseModel):
+    settings: FleetAutoscalerSettings
+    config: FleetConfig
+    state: FleetAutoscalerState | None = None
+
+
+class RegionStatus(BaseModel):
+    """The `status` query: the registry and counters, without the instance list."""
+
+    provider: str
+    region: str
+    paused: bool
+    clusters: list[ClusterRecord]
+    instances_placed: int
+    instances_waiting: int
+    awaiting_approval: list[str]
+    last_evaluation: list[TypeEvaluation]
+    events: list[str]
+    rounds: int
+    evaluations: int
+    clusters_created: int
+    clusters_deleted: int
+    clusters_failed: int
+    flaps: int
+    runs: int
+
+
+def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) -> ClusterRecord | None:
+    """The registry entry after a cluster's report; None = it leaves the registry (finished).
+
+    The autoscaler alone decides deprovisioning (it marks and restores): a report sent before
+    its mark (or its restore) arrived must not undo it; the cluster's own removal phases
+    (cleanup, deleted, failed) always apply. An unknown cluster that is alive is (re)registered, so a
+    registry lost with a restarted loop rebuilds itself from the clusters' reports."""
+    if report.phase in FINISHED:
+        return None
+    if record is None:
+        return ClusterRecord(
+            id=report.cluster_id, instance_type=report.instance_type, phase=report.phase, max_units=report.max_units
+        )
+    phase = report.phase
+    serving = (ClusterPhase.READY, ClusterPhase.WAITING)
+    if record.phase == ClusterPhase.DEPROVISIONING and phase in serving:
+        phase = ClusterPhase.DEPROVISIONING  # sent before the mark arrived
+    elif phase == ClusterPhase.DEPROVISIONING and record.phase in serving:
+        phase = record.phase  # sent before the restore arrived
+    return record.model_copy(update={"phase": phase, "max_units": report.max_units})
+
+
+def remember(state: FleetAutoscalerState, event: str) -> None:
+    state.events.append(event)
+    del state.events[:-MAX_EVENTS]
+
+
+def region_status(settings: FleetAutoscalerSettings, state: FleetAutoscalerState) -> RegionStatus:
+    return RegionStatus(
+        provider=settings.provider,
+        region=settings.region,
+        paused=state.paused,
+        clusters=list(state.clusters.values()),
+        instances_placed=len(state.instances) - len(state.waiting),
+        instances_waiting=len(state.waiting),
+        awaiting_approval=state.awaiting_approval,
+        last_evaluation=state.last_evaluation,
+        events=state.events,
+        rounds=state.rounds,
+        evaluations=state.evaluations,
+        clusters_created=state.clusters_created,
+        clusters_deleted=state.clusters_deleted,
+        clusters_failed=state.clusters_failed,
+        flaps=state.flaps,
+        runs=state.runs,
+    )
