@@ -1,5 +1,5 @@
 """Every workflow the worker registers: each loop package's list."""
 
-from workflows import nodes
+from workflows import fleet, nodes
 
-WORKFLOWS = [*nodes.WORKFLOWS]
+WORKFLOWS = [*nodes.WORKFLOWS, *fleet.WORKFLOWS]
