@@ -70,6 +70,9 @@ class TidbKube:
     def pods(self, namespace: str, label_selector: str) -> list[Obj]:
         return raw_list(self.core.list_namespaced_pod, namespace=namespace, label_selector=label_selector)
 
+    def all_pods(self) -> list[Obj]:
+        return raw_list(self.core.list_pod_for_all_namespaces)
+
     def nodes(self) -> list[Obj]:
         return raw_list(self.core.list_node)
 

@@ -1,0 +1,329 @@
+"""The components loop's activities (names and models in scaling/components/contracts.py).
+
+Thin adapters over kube.TidbKube (TidbClusterAutoScaler / TidbCluster objects), Prometheus, PD
+and external recommenders. Metrics, PD and recommender failures raise non-retryable
+ApplicationErrors of the contract's types (MetricsUnavailable, PdUnavailable,
+RecommenderUnavailable): the workflow treats them as "no data this round", and they are never
+turned into an empty answer that could read as "no load" or "no groups".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.components.external import RecommenderUnavailable, endpoint_url, recommended_replicas
+from activities.components.kube import TAC_PLURAL, TC_PLURAL, TidbKube
+from activities.components.pd import PdClient, PdUnavailable
+from activities.components.prometheus import MetricsUnavailable, PrometheusClient
+from activities.components.settings import ComponentsSettings, render
+from activities.components.tidbcluster import (
+    LABEL_AUTO_COMPONENT,
+    LABEL_AUTO_INSTANCE,
+    LABEL_AUTOSCALING_GROUP,
+    LABEL_BASE_TC,
+    auto_cluster_body,
+    owned_by,
+)
+from activities.kube.client import ClusterClients
+from scaling.components import contracts as c
+from scaling.components.metrics import aggregate
+from scaling.kube.nodes import node_info
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION
+
+NODE_GROUP_PLURAL = "nodegroupswithpriority"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+Obj = dict[str, Any]
+
+
+def _component_view(tc: Obj, component: str) -> c.ComponentView:
+    spec = ((tc.get("spec") or {}).get(component)) or {}
+    sts = (((tc.get("status") or {}).get(component)) or {}).get("statefulSet") or {}
+    requests = spec.get("requests") or {}
+    return c.ComponentView(
+        replicas=int(spec.get("replicas") or 0),
+        pods=int(sts.get("replicas") or 0),
+        ready=int(sts.get("readyReplicas") or 0),
+        cpu=str(requests.get("cpu") or ""),
+        memory=str(requests.get("memory") or ""),
+        storage=str(requests.get("storage") or ""),
+    )
+
+
+def _server_labels(tc: Obj, component: str) -> dict[str, str]:
+    """The labels PD sees on the component's instances (TiKV: config.server.labels, TiDB:
+    config.labels); a TOML-text config is not read (its groups are named by object labels)."""
+    config = (((tc.get("spec") or {}).get(component)) or {}).get("config")
+    if not isinstance(config, dict):
+        return {}
+    node = config.get("server") if component == "tikv" else config
+    labels = (node or {}).get("labels") if isinstance(node, dict) else None
+    return {str(k): str(v) for k, v in (labels or {}).items()} if isinstance(labels, dict) else {}
+
+
+def _unavailable(kind: str, exc: Exception) -> ApplicationError:
+    return ApplicationError(str(exc), type=kind, non_retryable=True)
+
+
+class ComponentActivities:
+    def __init__(
+        self,
+        clusters: ClusterClients,
+        settings: ComponentsSettings | None = None,
+        node_groups_file: str | None = None,
+        component: str = "growth",
+    ) -> None:
+        self.clusters = clusters
+        self.settings = settings or ComponentsSettings()
+        self.node_groups_file = node_groups_file
+        self.component = component
+        self._lock = threading.Lock()
+        self._prometheus: dict[str, PrometheusClient] = {}
+        self._pd: dict[str, PdClient] = {}
+
+    def kube(self, kube_cluster: str) -> TidbKube:
+        return TidbKube(self.clusters.api(kube_cluster), self.component)
+
+    def _prometheus_for(self, namespace: str, cluster: str) -> PrometheusClient:
+        if not self.settings.prometheus_url:
+            raise MetricsUnavailable("no Prometheus configured (settings components.prometheus_url)")
+        url = render(self.settings.prometheus_url, namespace, cluster)
+        token = None
+        if self.settings.prometheus_token_file:  # read per client: a rotated token is picked up
+            token = Path(self.settings.prometheus_token_file).read_text().strip()
+        with self._lock:
+            prom = self._prometheus.get(url)
+            if prom is None:
+                prom = PrometheusClient(url, timeout_s=self.settings.http_timeout_s, token=token)
+                self._prometheus[url] = prom
+            return prom
+
+    def _pd_for(self, namespace: str, cluster: str) -> PdClient:
+        url = render(self.settings.pd_url, namespace, cluster)
+        with self._lock:
+            pd = self._pd.get(url)
+            if pd is None:
+                pd = PdClient(url, timeout_s=self.settings.http_timeout_s)
+                self._pd[url] = pd
+            return pd
+
+    def close(self) -> None:
+        with self._lock:
+            for client in [*self._prometheus.values(), *self._pd.values()]:
+                client.close()
+            self._prometheus.clear()
+            self._pd.clear()
+
+    # ---- TidbClusterAutoScaler -----------------------------------------------------------
+    @activity.defn(name=c.LIST_AUTOSCALERS)
+    def list_autoscalers(self, inp: c.ListAutoscalersInput) -> list[c.AutoscalerRef]:
+        items = self.kube(inp.kube_cluster).list_autoscalers(inp.namespace)
+        return [
+            c.AutoscalerRef(
+                kube_cluster=inp.kube_cluster, namespace=o["metadata"]["namespace"], name=o["metadata"]["name"]
+            )
+            for o in items
+        ]
+
+    @activity.defn(name=c.GET_AUTOSCALER)
+    def get_autoscaler(self, ref: c.AutoscalerRef) -> c.AutoscalerObject:
+        obj = self.kube(ref.kube_cluster).get(TAC_PLURAL, ref.namespace, ref.name)
+        if obj is None:
+            return c.AutoscalerObject(found=False)
+        meta = obj["metadata"]
+        return c.AutoscalerObject(
+            found=True,
+            uid=meta.get("uid", ""),
+            generation=int(meta.get("generation") or 0),
+            spec=obj.get("spec") or {},
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+    @activity.defn(name=c.WRITE_AUTOSCALER_STATUS)
+    def write_autoscaler_status(self, inp: c.WriteStatusInput) -> c.WriteStatusResult:
+        return c.WriteStatusResult(
+            found=self.kube(inp.kube_cluster).replace_status(TAC_PLURAL, inp.namespace, inp.name, inp.status)
+        )
+
+    @activity.defn(name=c.EMIT_AUTOSCALER_EVENT)
+    def emit_autoscaler_event(self, ev: c.AutoscalerEvent) -> None:
+        self.kube(ev.kube_cluster).autoscaler_event(ev.namespace, ev.name, ev.uid, ev.reason, ev.message, ev.type)
+
+    # ---- TidbCluster ---------------------------------------------------------------------
+    @activity.defn(name=c.GET_TIDB_CLUSTER)
+    def get_tidb_cluster(self, inp: c.GetClusterInput) -> c.TidbClusterView:
+        tc = self.kube(inp.kube_cluster).get(TC_PLURAL, inp.namespace, inp.name)
+        if tc is None:
+            return c.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
+        spec = tc.get("spec") or {}
+        return c.TidbClusterView(
+            found=True,
+            namespace=inp.namespace,
+            name=inp.name,
+            uid=tc["metadata"].get("uid", ""),
+            components={k: _component_view(tc, k) for k in ("tikv", "tidb") if isinstance(spec.get(k), dict)},
+        )
+
+    @activity.defn(name=c.LIST_AUTO_CLUSTERS)
+    def list_auto_clusters(self, inp: c.ListAutoClustersInput) -> c.AutoClusterList:
+        selector = f"{LABEL_AUTO_INSTANCE}={inp.autoscaler},{LABEL_AUTO_COMPONENT}={inp.component}"
+        items = []
+        for tc in sorted(
+            self.kube(inp.kube_cluster).list_clusters(inp.namespace, selector), key=lambda o: o["metadata"]["name"]
+        ):
+            meta = tc["metadata"]
+            labels = meta.get("labels") or {}
+            items.append(
+                c.AutoClusterView(
+                    name=meta["name"],
+                    uid=meta.get("uid", ""),
+                    group=labels.get(LABEL_AUTOSCALING_GROUP, ""),
+                    base_tc=labels.get(LABEL_BASE_TC, ""),
+                    deleting=bool(meta.get("deletionTimestamp")),
+                    component=_component_view(tc, inp.component),
+                    labels=_server_labels(tc, inp.component),
+                )
+            )
+        return c.AutoClusterList(items=items)
+
+    @activity.defn(name=c.CREATE_AUTO_CLUSTER)
+    def create_auto_cluster(self, inp: c.CreateAutoClusterInput) -> c.CreateAutoClusterResult:
+        kube = self.kube(inp.kube_cluster)
+        existing = kube.get(TC_PLURAL, inp.namespace, inp.name)
+        if existing is None:
+            base = kube.get(TC_PLURAL, inp.namespace, inp.base_cluster)
+            if base is None:
+                raise ApplicationError(
+                    f"base TidbCluster {inp.namespace}/{inp.base_cluster} not found",
+                    type="BaseClusterMissing",
+                    non_retryable=True,
+                )
+            try:
+                body = auto_cluster_body(
+                    base,
+                    name=inp.name,
+                    autoscaler=inp.autoscaler,
+                    component=inp.component,
+                    group=inp.group,
+                    replicas=inp.replicas,
+                    cpu=inp.cpu,
+                    memory=inp.memory,
+                    storage=inp.storage or None,
+                    labels=inp.labels,
+                )
+            except ValueError as exc:
+                raise ApplicationError(str(exc), type="InvalidBaseCluster", non_retryable=True) from None
+            # 409 here = a retried or replayed attempt already made it: read it back, never duplicate.
+            existing, created = kube.create_cluster(inp.namespace, body)
+        else:
+            created = False
+        if not owned_by(existing, inp.autoscaler, inp.component):
+            raise ApplicationError(
+                f"TidbCluster {inp.namespace}/{inp.name} exists and is not {inp.autoscaler}'s {inp.component} group",
+                type="NameTaken",
+                non_retryable=True,
+            )
+        replicas = int(((existing.get("spec") or {}).get(inp.component) or {}).get("replicas") or 0)
+        return c.CreateAutoClusterResult(
+            name=inp.name, uid=existing["metadata"].get("uid", ""), created=created, replicas=replicas
+        )
+
+    @activity.defn(name=c.PATCH_REPLICAS)
+    def patch_replicas(self, inp: c.PatchReplicasInput) -> c.PatchReplicasResult:
+        patched = self.kube(inp.kube_cluster).set_replicas(inp.namespace, inp.cluster, inp.component, inp.replicas)
+        if patched is None:
+            return c.PatchReplicasResult(found=False)
+        return c.PatchReplicasResult(found=True, replicas=int(patched["spec"][inp.component]["replicas"]))
+
+    @activity.defn(name=c.DELETE_AUTO_CLUSTER)
+    def delete_auto_cluster(self, inp: c.DeleteAutoClusterInput) -> c.DeleteAutoClusterResult:
+        return c.DeleteAutoClusterResult(
+            deleted=self.kube(inp.kube_cluster).delete_cluster(inp.namespace, inp.name, inp.uid or None)
+        )
+
+    # ---- metrics sources -----------------------------------------------------------------
+    @activity.defn(name=c.QUERY_METRICS)
+    def query_metrics(self, inp: c.MetricsInput) -> c.ComponentMetrics:
+        try:
+            prom = self._prometheus_for(inp.namespace, inp.base_cluster)
+            window = self.settings.cpu_window_s
+            used = prom.cpu_usage(inp.namespace, inp.component, window)
+            quota = prom.cpu_quota(inp.namespace, inp.component)
+            sizes = prom.store_sizes(inp.namespace) if inp.storage and inp.component == "tikv" else None
+        except (MetricsUnavailable, OSError) as exc:
+            raise _unavailable(c.METRICS_UNAVAILABLE, exc) from None
+        metrics = aggregate(inp.component, inp.clusters, used, quota, inp.hot_threshold, sizes)
+        if not metrics.groups:
+            # Like PD: an empty result means the window is too short or scraping stopped, not "idle".
+            raise _unavailable(
+                c.METRICS_UNAVAILABLE,
+                MetricsUnavailable(
+                    f"Prometheus has no {inp.component} CPU samples for {inp.namespace}/{inp.base_cluster}"
+                ),
+            )
+        return metrics
+
+    @activity.defn(name=c.ASK_PD_AUTOSCALING)
+    def ask_pd_autoscaling(self, inp: c.AskPdInput) -> c.PdAnswer:
+        try:
+            plans = self._pd_for(inp.namespace, inp.cluster).autoscaling(inp.strategy.model_dump(exclude_none=True))
+        except PdUnavailable as exc:
+            raise _unavailable(c.PD_UNAVAILABLE, exc) from None
+        if plans is None:
+            return c.PdAnswer(answered=False)
+        return c.PdAnswer(answered=True, plans=[c.PdPlan(**p) for p in plans])
+
+    @activity.defn(name=c.ASK_EXTERNAL_ENDPOINT)
+    def ask_external_endpoint(self, inp: c.AskExternalInput) -> c.ExternalAnswer:
+        ep = inp.endpoint
+        try:
+            url = endpoint_url({"host": ep.host, "port": ep.port, "path": ep.path, "tlsSecret": ep.tls_secret})
+            replicas = recommended_replicas(
+                url, inp.namespace, inp.cluster, inp.component, timeout_s=self.settings.http_timeout_s
+            )
+        except RecommenderUnavailable as exc:
+            raise _unavailable(c.RECOMMENDER_UNAVAILABLE, exc) from None
+        return c.ExternalAnswer(recommended_replicas=replicas)
+
+    # ---- node capacity -------------------------------------------------------------------
+    @activity.defn(name=c.OBSERVE_CAPACITY)
+    def observe_capacity(self, inp: c.CapacityInput) -> c.CapacityAnswer:
+        kube = self.kube(inp.kube_cluster)
+        by_node: dict[str, list[Obj]] = defaultdict(list)
+        for pod in kube.all_pods():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                by_node[node].append(pod)
+        fits = dict.fromkeys(inp.shapes, 0)
+        for raw in kube.nodes():
+            node = node_info(raw, by_node.get(raw["metadata"]["name"], []))
+            if not node.ready or node.unschedulable or any(t.effect != "PreferNoSchedule" for t in node.taints):
+                continue
+            free = node.allocatable - node.requested
+            for name, shape in inp.shapes.items():
+                slots = [free.pods]
+                if shape.cpu_milli:
+                    slots.append(free.cpu_m // shape.cpu_milli)
+                if shape.memory_bytes:
+                    slots.append(free.memory // shape.memory_bytes)
+                fits[name] += max(0, min(slots))
+        return c.CapacityAnswer(fits=fits, growth_manages_nodes=self._manages_nodes(kube))
+
+    def _manages_nodes(self, kube: TidbKube) -> bool:
+        """growth adds nodes here when it has node groups for this cluster (file or CRs)."""
+        if self.node_groups_file:
+            return True
+        try:
+            found = kube.custom.list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, limit=1)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return bool(found.get("items"))
