@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         STEP_INGRESS_DNS,
         STEP_MACHINE_POOLS,
         STEP_RESOURCES,
+        ClusterReport,
         DataPlaneClusterInput,
         DataPlaneClusterState,
         apply_report,
@@ -95,6 +96,7 @@ class DataPlaneClusterWorkflow:
             ocm_name=ocm_cluster_name(inp.cluster_id),
         )
         self.changed = True  # something to tell the autoscaler and the Web UI
+        self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
 
     # -- queries ----------------------------------------------------------------------
@@ -412,13 +414,18 @@ class DataPlaneClusterWorkflow:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
         st, inp = self.state, self.inp
-        if inp.use_search_attributes:
+        report = cluster_report(st)
+        if report == self.published:
+            return  # agents report often; only changes cost history
+        phase_changed = self.published is None or self.published.phase != report.phase
+        self.published = report
+        if inp.use_search_attributes and phase_changed:
             workflow.upsert_search_attributes(fleet_attributes(st.provider, st.region, st.phase.value, st.cluster_id))
         if not inp.parent_workflow_id:
             return
         parent = workflow.get_external_workflow_handle(inp.parent_workflow_id)
         try:
-            await parent.signal(contracts.SIGNAL_CLUSTER_CHANGED, cluster_report(st))
+            await parent.signal(contracts.SIGNAL_CLUSTER_CHANGED, report)
         except FailureError:
             # The autoscaler is gone (terminated); the cluster's lifecycle goes on regardless.
             workflow.logger.warning("autoscaler %s did not take the report", inp.parent_workflow_id)
