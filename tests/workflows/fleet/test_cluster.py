@@ -3,14 +3,17 @@ under the contract's activity names."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from scaling.fleet import contracts
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines
@@ -243,3 +246,31 @@ async def test_continue_as_new_keeps_state(env: WorkflowEnvironment) -> None:
         assert desc.run_id != handle.result_run_id  # it did continue as new
         await latest.terminate()
     assert len(world.clusters) == 1
+
+
+HISTORIES = Path(__file__).parent / "histories"
+LIFECYCLE_HISTORY = HISTORIES / "data_plane_cluster_lifecycle.json"
+
+
+async def test_recorded_lifecycle_replays(env: WorkflowEnvironment) -> None:
+    """A committed history of a whole lifecycle still replays: the workflow code changed in a
+    way running clusters can survive (re-record with tests.workflows.fleet.record_history)."""
+    history = WorkflowHistory.from_json("fleet-lifecycle", json.loads(LIFECYCLE_HISTORY.read_text()))
+    replayer = Replayer(workflows=[DataPlaneClusterWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
+
+
+async def record_history(env: WorkflowEnvironment) -> None:
+    """Used by tests.workflows.fleet.record_history to make the file above."""
+    world = FleetWorld()
+    async with running(env, world, cluster_input()) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
+        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        await handle.result()
+        history = await handle.fetch_history()
+    HISTORIES.mkdir(exist_ok=True)
+    LIFECYCLE_HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))

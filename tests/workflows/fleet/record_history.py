@@ -1,0 +1,25 @@
+"""Re-record the committed DataPlaneCluster history after an intended workflow change:
+
+    .venv/bin/python -m tests.workflows.fleet.record_history
+"""
+
+import asyncio
+import sys
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from tests.workflows.fleet.test_cluster import record_history
+
+
+async def main() -> None:
+    server = str(Path(sys.executable).parent / "temporal-test-server")
+    async with await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=server, data_converter=pydantic_data_converter
+    ) as env:
+        await record_history(env)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
