@@ -104,6 +104,22 @@ def _share(total: float, caps: list[float]) -> list[float]:
     return out
 
 
+def _assign(
+    members: list[Instance], pinned: dict[tuple[str, str], Any], total: float, cap: str
+) -> list[tuple[Instance, float]]:
+    """Each member's share: its pinned value, or a part of `total` in proportion to its cap
+    (`quota` or `capacity`), never above the cap."""
+    out, shared = [], []
+    for inst in members:
+        value = pinned.get((inst.namespace, inst.pod))
+        if value is None:
+            shared.append(inst)
+        else:
+            out.append((inst, min(max(0.0, float(value)), float(getattr(inst, cap)))))
+    caps = [float(getattr(i, cap)) for i in shared]
+    return out + list(zip(shared, _share(float(total), caps), strict=True))
+
+
 @dataclass
 class LoadModel:
     default_capacity: int = DEFAULT_CAPACITY
@@ -242,27 +258,11 @@ class LoadModel:
         for inst in found:
             families.setdefault((inst.base_namespace, inst.base, inst.component), []).append(inst)
         for key, members in families.items():
-            shared = []
-            for inst in members:
-                pinned = self.pod_cpu.get((inst.namespace, inst.pod))
-                if pinned is not None:
-                    inst.cpu = min(max(0.0, pinned), inst.quota)
-                else:
-                    shared.append(inst)
-            for inst, cpu in zip(shared, _share(self.demand.get(key, 0.0), [i.quota for i in shared]), strict=True):
+            for inst, cpu in _assign(members, self.pod_cpu, self.demand.get(key, 0.0), "quota"):
                 inst.cpu = cpu
-            if key[2] != "tikv":
-                continue
-            shared = []
-            for inst in members:
-                pinned_bytes = self.pod_storage.get((inst.namespace, inst.pod))
-                if pinned_bytes is not None:
-                    inst.used = min(max(0, pinned_bytes), inst.capacity)
-                else:
-                    shared.append(inst)
-            total = self.storage.get((key[0], key[1]), 0)
-            for inst, used in zip(shared, _share(float(total), [float(i.capacity) for i in shared]), strict=True):
-                inst.used = int(used)
+            if key[2] == "tikv":
+                for inst, used in _assign(members, self.pod_storage, self.storage.get(key[:2], 0), "capacity"):
+                    inst.used = int(used)
 
     def _advance_counters(self, found: list[Instance], now: float) -> None:
         live = set()

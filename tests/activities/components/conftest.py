@@ -14,8 +14,7 @@ from activities.kube.client import api_client
 from activities.settings import KubeSettings
 from sim.cluster import SimCluster
 from sim.tidb.world import TidbWorld
-from tests.sim.conftest import node_body, ready_nodes
-from tests.sim.tidb.conftest import NS, running, tc_body  # noqa: F401 - shared with the sim tests
+from tests.sim.tidb.conftest import NS, running, tc_body, tidb_world  # noqa: F401 - shared with the sim tests
 
 G, V, TC, TAC = "pingcap.com", "v1alpha1", "tidbclusters", "tidbclusterautoscalers"
 
@@ -40,12 +39,7 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
 
 @pytest.fixture
 def world(sim: SimCluster, api: client.ApiClient) -> Iterator[TidbWorld]:
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": NS}})
-    for i in range(3):
-        core.create_node(node_body(f"db-{i}", cpu="32", memory="128Gi"))
-    ready_nodes(core, "db-0", "db-1", "db-2")
-    with TidbWorld(sim.store, operator_interval=0.05) as tidb:
+    with tidb_world(sim, client.CoreV1Api(api)) as tidb:
         yield tidb
 
 

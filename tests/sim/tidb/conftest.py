@@ -16,13 +16,18 @@ from tests.sim.conftest import eventually, node_body, ready_nodes
 NS = "tidb"
 
 
-@pytest.fixture
-def world(cluster: SimCluster, core: client.CoreV1Api) -> Iterator[TidbWorld]:
+def tidb_world(cluster: SimCluster, core: client.CoreV1Api) -> TidbWorld:
+    """The namespace NS, three Ready 32-core nodes, and a TidbWorld on the cluster (not started)."""
     core.create_namespace({"metadata": {"name": NS}})
     for i in range(3):
         core.create_node(node_body(f"db-{i}", cpu="32", memory="128Gi"))
     ready_nodes(core, "db-0", "db-1", "db-2")
-    with TidbWorld(cluster.store, operator_interval=0.05) as tidb:
+    return TidbWorld(cluster.store, operator_interval=0.05)
+
+
+@pytest.fixture
+def world(cluster: SimCluster, core: client.CoreV1Api) -> Iterator[TidbWorld]:
+    with tidb_world(cluster, core) as tidb:
         yield tidb
 
 
