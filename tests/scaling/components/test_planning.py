@@ -1,0 +1,247 @@
+"""Seed 002's rules as the planner applies them: unit cases and properties."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scaling.components.contracts import ComponentMetrics, ComponentView, GroupMetrics, PdPlan, Shape
+from scaling.components.planning import (
+    HOMOGENEOUS,
+    Group,
+    PlanInput,
+    group_labels,
+    group_name,
+    plan_from_external,
+    plan_from_pd,
+    plan_growth,
+)
+from scaling.components.spec import ComponentSpec, parse_spec
+
+BASE = {"tikv": ComponentView(replicas=3, cpu="2", memory="4Gi", storage="100Gi")}
+HOM_SHAPE = Shape(cpu_milli=2000, memory_bytes=4 << 30)
+
+
+def tikv_spec(count_big: int | None = 1, count_small: int | None = 2, storage: bool = True) -> ComponentSpec:
+    rules = {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}
+    if storage:
+        rules["storage"] = {"max_threshold": 0.8, "min_threshold": 0.6}
+    big: dict = {"cpu": "8", "memory": "16Gi"}
+    small: dict = {"cpu": "4", "memory": "8Gi"}
+    if count_big is not None:
+        big["count"] = count_big
+    if count_small is not None:
+        small["count"] = count_small
+    raw = {"cluster": {"name": "db"}, "tikv": {"resources": {"big": big, "small": small}, "rules": rules}}
+    parsed, errors = parse_spec(raw, "ns", BASE)
+    assert errors == {}
+    return parsed.components["tikv"]
+
+
+def hom(n: int, ratio: float, hot: int = 0, hot_ratio: float = 0.0, storage: float = 0.0) -> GroupMetrics:
+    """n homogeneous 2-core instances; `hot` of them at hot_ratio, the rest at ratio."""
+    cool = n - hot
+    used = cool * 2 * ratio + hot * 2 * hot_ratio
+    return GroupMetrics(
+        group=HOMOGENEOUS, instances=n, cpu_used=used, cpu_quota=2 * n,
+        max_ratio=max(ratio if cool else 0, hot_ratio if hot else 0),
+        hot_instances=hot, hot_cpu_used=hot * 2 * hot_ratio, hot_cpu_quota=hot * 2,
+        storage_instances=n if storage else 0, storage_used=storage * 100 * n, storage_capacity=100 * n if storage else 0,
+    )
+
+
+def inp(spec: ComponentSpec, groups_metrics: list[GroupMetrics], replicas: int = 3, groups: list[Group] | None = None,
+        fits: dict[str, int] | None = None, managed: bool = False) -> PlanInput:
+    return PlanInput(
+        namespace="ns", autoscaler="tas", base_cluster="db", spec=spec, homogeneous_replicas=replicas,
+        homogeneous_shape=HOM_SHAPE, base_cpu="2", base_memory="4Gi", base_storage="100Gi",
+        groups=groups or [], metrics=ComponentMetrics(component="tikv", groups=groups_metrics), fits=fits,
+        growth_manages_nodes=managed,
+    )
+
+
+def existing(spec: ComponentSpec, resource_type: str, replicas: int) -> Group:
+    labels = group_labels("tikv", resource_type)
+    probe = inp(spec, [])
+    return Group(name=group_name(probe, spec.resources[resource_type], labels), group=labels["group"],
+                 resource_type=resource_type, replicas=replicas, labels=labels)
+
+
+def test_cpu_average_over_max_scales_homogeneous_out_to_the_midpoint() -> None:
+    spec = tikv_spec()
+    plan = plan_growth(inp(spec, [hom(3, 0.9)]))  # 5.4 of 6 cores; target 0.5 -> 10.8 cores -> +3 (2.4 instances)
+    assert [(c.cluster, c.direction, c.from_replicas, c.to_replicas) for c in plan.changes] == [("db", "out", 3, 6)]
+    used, quota = 5.4, 2 * 6
+    assert used / quota <= spec.rules["cpu"].target
+
+
+def test_hot_subset_scales_heterogeneous_out_by_cpu_descending_up_to_counts() -> None:
+    spec = tikv_spec(count_big=1, count_small=2)
+    # One instance at 100%: 2 cores used; target 0.5 needs 4 cores of quota -> +2 cores... size by need
+    m = hom(3, 0.3, hot=2, hot_ratio=1.0)  # average (0.6+4)/6 = 0.77 < 0.8; hot: 4 used of 4 -> need 4 more cores
+    plan = plan_growth(inp(spec, [m]))
+    outs = {c.resource_type: c for c in plan.changes}
+    assert set(outs) == {"big"} and outs["big"].create and outs["big"].to_replicas == 1
+    assert outs["big"].labels["specialUse"] == "hotRegion"
+    # Big exhausted (count 1): the next need goes to small.
+    m = hom(3, 0.3, hot=3, hot_ratio=0.95)  # not over max on average? (5.7/6 = 0.95) -> homogeneous instead
+    assert plan_growth(inp(spec, [m])).changes[0].cluster == "db"
+    m2 = GroupMetrics(group=HOMOGENEOUS, instances=10, cpu_used=15.0, cpu_quota=20, max_ratio=1.0,
+                      hot_instances=4, hot_cpu_used=8, hot_cpu_quota=8)  # need 16-8 = 8 cores more... big gives 8
+    big = existing(spec, "big", 1)
+    plan = plan_growth(inp(spec, [m2], replicas=10, groups=[big]))
+    outs = {c.resource_type: c.to_replicas for c in plan.changes}
+    assert outs == {"small": 2}  # big at its count already; small: 8 cores -> 2 of 4 cores
+
+
+def test_all_under_min_scales_in_one_heterogeneous_instance_least_preferred_first() -> None:
+    spec = tikv_spec(count_big=3, count_small=3)
+    big, small = existing(spec, "big", 2), existing(spec, "small", 2)
+    metrics = [hom(3, 0.1), GroupMetrics(group=big.group, instances=2, cpu_used=1, cpu_quota=16, max_ratio=0.1),
+               GroupMetrics(group=small.group, instances=2, cpu_used=0.5, cpu_quota=8, max_ratio=0.1)]
+    plan = plan_growth(inp(spec, metrics, groups=[big, small]))
+    assert [(c.cluster, c.direction, c.to_replicas) for c in plan.changes] == [(small.name, "in", 1)]
+
+
+def test_homogeneous_is_never_scaled_in() -> None:
+    plan = plan_growth(inp(tikv_spec(), [hom(3, 0.01)]))
+    assert plan.changes == []
+
+
+def test_scale_in_waits_for_complete_metrics() -> None:
+    spec = tikv_spec(count_small=3)
+    small = existing(spec, "small", 2)
+    metrics = [hom(3, 0.1)]  # the group's two instances report nothing
+    assert plan_growth(inp(spec, metrics, groups=[small])).changes == []
+
+
+def test_storage_rule_scales_homogeneous_tikv_out() -> None:
+    spec = tikv_spec()
+    plan = plan_growth(inp(spec, [hom(3, 0.3, storage=0.9)]))  # 270 of 300; target 0.7 -> 385.7 -> +1 (86 / 100)
+    assert [(c.cluster, c.to_replicas, c.reason) for c in plan.changes] == [("db", 4, "storage average over max")]
+    assert 270 / 400 <= 0.7 < 270 / 300
+
+
+def test_no_room_scales_heterogeneous_in_first_and_asks_for_headroom() -> None:
+    spec = tikv_spec(count_big=2, count_small=2)
+    small = existing(spec, "small", 1)
+    metrics = [hom(3, 0.95), GroupMetrics(group=small.group, instances=1, cpu_used=3.8, cpu_quota=4, max_ratio=0.95)]
+    plan = plan_growth(inp(spec, metrics, groups=[small], fits={HOMOGENEOUS: 1}))
+    by = {c.cluster: c for c in plan.changes}
+    assert by[small.name].direction == "in" and by[small.name].to_replicas == 0
+    # need: 9.5 cores used / 0.5 = 19 cores; without the small instance's 4 that is 13 more = 7
+    # instances; room: 1 free + the small instance's 4 cores (2 slots) = 3; 4 more are headroom.
+    assert by["db"].to_replicas == 3 + 3
+    assert [(h.resource_type, h.count) for h in plan.headroom] == [(HOMOGENEOUS, 4)]
+
+
+def test_managed_nodes_keep_heterogeneous_and_plan_the_full_need() -> None:
+    spec = tikv_spec(count_big=2, count_small=2)
+    small = existing(spec, "small", 1)
+    metrics = [hom(3, 0.95), GroupMetrics(group=small.group, instances=1, cpu_used=3.8, cpu_quota=4, max_ratio=0.95)]
+    plan = plan_growth(inp(spec, metrics, groups=[small], fits={HOMOGENEOUS: 1}, managed=True))
+    assert [c.cluster for c in plan.changes] == ["db"]
+    assert plan.headroom[0].count == plan.changes[0].to_replicas - 3 - 1
+
+
+def test_lowered_count_brings_groups_down() -> None:
+    spec = tikv_spec(count_big=1)
+    big = existing(spec, "big", 3)
+    plan = plan_growth(inp(spec, [hom(3, 0.5)], groups=[big]))
+    assert [(c.cluster, c.direction, c.to_replicas) for c in plan.changes] == [(big.name, "in", 1)]
+
+
+def test_no_metrics_decides_nothing() -> None:
+    spec = tikv_spec()
+    small = existing(spec, "small", 2)
+    p = inp(spec, [], groups=[small])
+    assert plan_growth(p.model_copy(update={"metrics": None})).changes == []
+
+
+def test_pd_plan_is_the_full_group_set() -> None:
+    spec = tikv_spec(count_big=2, count_small=5)
+    small = existing(spec, "small", 2)
+    plans = [PdPlan(component="tikv", count=3, resource_type="big", labels={"group": "g-big"}),
+             PdPlan(component="tidb", count=1, resource_type="big")]
+    plan = plan_from_pd(inp(spec, [], groups=[small]), plans)
+    by = {c.resource_type: c for c in plan.changes}
+    assert by["small"].to_replicas == 0 and by["small"].direction == "in"
+    assert by["big"].create and by["big"].to_replicas == 2  # capped at the type's count
+    assert by["big"].group == "g-big"
+
+
+def test_external_recommendation_capped_and_beyond_homogeneous() -> None:
+    raw = {"cluster": {"name": "db"}, "tikv": {"external": {"endpoint": {"host": "r", "port": 1}, "maxReplicas": 6}}}
+    spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
+    plan = plan_from_external(inp(spec, []), 9)
+    assert len(plan.changes) == 1 and plan.changes[0].to_replicas == 3 and plan.changes[0].create
+    assert plan.changes[0].labels == {"specialUse": "hotRegion"} and plan.changes[0].cpu == "2"
+    assert plan_from_external(inp(spec, []), 2).changes == []
+
+
+# ---- properties ------------------------------------------------------------------------------
+ratios = st.floats(min_value=0.0, max_value=1.5, allow_nan=False)
+
+
+@st.composite
+def situations(draw: st.DrawFn) -> PlanInput:
+    spec = tikv_spec(
+        count_big=draw(st.none() | st.integers(0, 4)), count_small=draw(st.none() | st.integers(0, 4)),
+        storage=draw(st.booleans()),
+    )
+    n = draw(st.integers(1, 12))
+    hot = draw(st.integers(0, n))
+    metrics = [hom(n, draw(ratios), hot=hot, hot_ratio=draw(ratios), storage=draw(st.floats(0, 1)))]
+    groups = []
+    for t in ("big", "small"):
+        r = draw(st.integers(0, 5))
+        if r:
+            g = existing(spec, t, r)
+            groups.append(g)
+            q = spec.resources[t].cpu_milli / 1000 * r
+            ratio = draw(ratios)
+            metrics.append(GroupMetrics(group=g.group, instances=r, cpu_used=ratio * q, cpu_quota=q, max_ratio=ratio))
+    fits = draw(st.none() | st.fixed_dictionaries({HOMOGENEOUS: st.integers(0, 5), "big": st.integers(0, 3),
+                                                    "small": st.integers(0, 3)}))
+    return inp(spec, metrics, replicas=n, groups=groups, fits=fits, managed=draw(st.booleans()))
+
+
+@given(situations())
+@settings(max_examples=300, deadline=None)
+def test_property_bounds(p: PlanInput) -> None:
+    plan = plan_growth(p)
+    base = plan.target("db")
+    assert base is None or base >= p.homogeneous_replicas  # never below the homogeneous count
+    targets = {g.name: g.replicas for g in p.groups}
+    for c in plan.changes:
+        assert c.to_replicas >= 0 and c.from_replicas != c.to_replicas
+        targets[c.cluster] = c.to_replicas
+    for name, res in p.spec.resources.items():
+        total = sum(r for n, r in targets.items() if n != "db" and _type_of(p, plan, n) == name)
+        if res.count is not None:
+            assert total <= res.count  # never above the type's count
+    ins = [c for c in plan.changes if c.direction == "in" and not c.reason.startswith("resource type")]
+    outs_het = [c for c in plan.changes if c.direction == "out" and c.cluster != "db"]
+    assert not (ins and outs_het)  # never both grow and shrink heterogeneous groups in one plan
+    if not p.growth_manages_nodes and p.fits is not None:
+        for c in outs_het:
+            assert c.to_replicas - c.from_replicas <= p.fits[c.resource_type]
+
+
+def _type_of(p: PlanInput, plan, name: str) -> str:
+    for g in p.groups:
+        if g.name == name:
+            return g.resource_type
+    return next(c.resource_type for c in plan.changes if c.cluster == name)
+
+
+@given(situations(), st.integers(0, 20))
+@settings(max_examples=200, deadline=None)
+def test_property_external_never_above_max_replicas(p: PlanInput, recommended: int) -> None:
+    raw = {"cluster": {"name": "db"}, "tikv": {"external": {"endpoint": {"host": "r", "port": 1}, "maxReplicas": 8}}}
+    spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
+    q = p.model_copy(update={"spec": spec, "groups": []})
+    plan = plan_from_external(q, recommended)
+    extra = sum(c.to_replicas for c in plan.changes)
+    assert q.homogeneous_replicas + extra <= max(8, q.homogeneous_replicas)
+    assert plan.target("db") is None
