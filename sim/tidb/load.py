@@ -29,7 +29,7 @@ from typing import Any
 
 from sim.kube import quantity
 from sim.kube.store import Obj, Store
-from sim.tidb.operator import base_of, cluster_of, component_of, tidb_clusters
+from sim.tidb.operator import STORE_STATE_ANNOTATION, base_of, cluster_of, component_of, tidb_clusters
 
 DEFAULT_CAPACITY = 100 * 2**30
 METRIC_COMPONENTS = ("tikv", "tidb")
@@ -51,6 +51,7 @@ class Instance:
     capacity: int = 0  # bytes (tikv)
     used: int = 0  # bytes (tikv)
     cpu_seconds: float = 0.0  # the counter: cumulative CPU seconds since the sim first saw it
+    store_state: str = "Up"  # TiKV: Offline while the operator removes it
 
 
 @dataclass
@@ -246,6 +247,7 @@ class LoadModel:
                     component=component or "",
                     quota=_cores(pod),
                     capacity=capacity if component == "tikv" else 0,
+                    store_state=(pod["metadata"].get("annotations") or {}).get(STORE_STATE_ANNOTATION, "Up"),
                 )
             )
         with self.lock:

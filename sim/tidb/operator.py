@@ -12,7 +12,13 @@ them. The scheduler and KWOK of sim/kube then place and start them.
 
 Status per component: `status.<component>.phase` (Normal, or Scale while pods are missing or
 extra) and `status.<component>.statefulSet` {replicas, readyReplicas, currentReplicas,
-updatedReplicas}, the fields the real operator mirrors from its StatefulSets.
+updatedReplicas}, the fields the real operator mirrors from its StatefulSets; `replicas`
+counts the pods that exist, including those still being removed.
+
+Scaling TiKV in is not instant on a real cluster: PD first moves the store's regions away
+(the store is Offline), and only a Tombstone store's pod is deleted. With `tikv_offline_s` > 0
+a running TiKV pod above the wanted replicas is annotated `tidb.sim/store-state: Offline` and
+deleted that many seconds later; the fake PD reports its store as Offline meanwhile.
 
 Simplifications: no rolling update (a changed template applies to new pods only), no PVCs, no
 PD membership or store lifecycle (the fake PD in sim/tidb/pd.py derives stores from pods).
@@ -20,6 +26,7 @@ PD membership or store lifecycle (the fake PD in sim/tidb/pd.py derives stores f
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -38,6 +45,7 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 COPIED_LABEL_PREFIX = "tidb.pingcap.com/"
 DEFAULT_VERSION = "v8.5.0"
+STORE_STATE_ANNOTATION = "tidb.sim/store-state"
 
 
 def pod_name(cluster: str, component: str, ordinal: int) -> str:
@@ -77,11 +85,13 @@ def _container_resources(spec: Obj) -> Obj:
 class TidbOperator(Actor):
     name = "tidb-operator"
 
-    def __init__(self, store: Store, interval: float = 0.1) -> None:
+    def __init__(self, store: Store, interval: float = 0.1, tikv_offline_s: float = 0.0) -> None:
         super().__init__(lambda: interval)
         self.store = store
         self.pods = store.builtin("pods")
+        self.tikv_offline_s = tikv_offline_s
         self._last_rv = -1
+        self._offline: dict[str, float] = {}  # TiKV pod uid -> when its store went Offline
 
     def tc_type(self) -> ResourceType | None:
         """None until the TidbCluster CRD is installed."""
@@ -89,11 +99,14 @@ class TidbOperator(Actor):
 
     def step(self) -> None:
         rt = self.tc_type()
-        if rt is None or self.store.rv == self._last_rv:
+        if rt is None or (self.store.rv == self._last_rv and not self._offline):
             return
         self._last_rv = self.store.rv
         owned: dict[str, list[Obj]] = defaultdict(list)
-        for pod in self.store.all(self.pods):
+        pods = self.store.all(self.pods)
+        live = {p["metadata"]["uid"] for p in pods}
+        self._offline = {uid: t for uid, t in self._offline.items() if uid in live}
+        for pod in pods:
             for ref in pod["metadata"].get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "TidbCluster":
                     owned[ref.get("uid", "")].append(pod)
@@ -117,19 +130,20 @@ class TidbOperator(Actor):
             by_ordinal = {ordinal_of(p["metadata"]["name"], name, component): p for p in mine}
             for ordinal, pod in by_ordinal.items():
                 if ordinal is None or ordinal >= want:
-                    self._delete(ns, pod["metadata"]["name"])
+                    self._remove(ns, component, pod)
             for ordinal in range(want):
                 if ordinal not in by_ordinal:
                     self._create(ns, self._pod(tc, component, cspec, ordinal))
-            kept = [p for o, p in by_ordinal.items() if o is not None and o < want]
-            ready = sum(1 for p in kept if _ready(p))
+                elif by_ordinal[ordinal]["metadata"]["uid"] in self._offline:
+                    self._back_up(ns, by_ordinal[ordinal])
+            ready = sum(1 for p in mine if _ready(p))
             status[component] = {
                 "phase": "Normal" if len(mine) == want else "Scale",
                 "statefulSet": {
-                    "replicas": len(kept),
+                    "replicas": len(mine),
                     "readyReplicas": ready,
-                    "currentReplicas": len(kept),
-                    "updatedReplicas": len(kept),
+                    "currentReplicas": len(mine),
+                    "updatedReplicas": len(mine),
                 },
             }
 
@@ -189,6 +203,33 @@ class TidbOperator(Actor):
             },
             "spec": pod_spec,
         }
+
+    def _remove(self, ns: str, component: str, pod: Obj) -> None:
+        """Delete a pod above the wanted replicas; a running TiKV's store goes Offline first."""
+        if component != "tikv" or self.tikv_offline_s <= 0 or not _ready(pod):
+            self._delete(ns, pod["metadata"]["name"])
+            return
+        now = time.monotonic()
+        since = self._offline.setdefault(pod["metadata"]["uid"], now)
+        if since == now:
+
+            def offline(current: Obj) -> Obj:
+                current["metadata"].setdefault("annotations", {})[STORE_STATE_ANNOTATION] = "Offline"
+                return current
+
+            self.store.mutate(self.pods, ns, pod["metadata"]["name"], offline)
+        elif now - since >= self.tikv_offline_s:
+            self._delete(ns, pod["metadata"]["name"])
+
+    def _back_up(self, ns: str, pod: Obj) -> None:
+        """Wanted again before it went: its store comes back Up."""
+        del self._offline[pod["metadata"]["uid"]]
+
+        def up(current: Obj) -> Obj:
+            (current["metadata"].get("annotations") or {}).pop(STORE_STATE_ANNOTATION, None)
+            return current
+
+        self.store.mutate(self.pods, ns, pod["metadata"]["name"], up)
 
     def _create(self, ns: str, body: Obj) -> None:
         try:

@@ -3,7 +3,7 @@
 Released PD's autoscaling (not seed 002's proposal) works on CPU only and steps by one:
 
 - per rule (component tikv or tidb, its `cpu_rule`), usage = the component's CPU use over its
-  CPU quota, summed over all its running instances;
+  CPU quota, summed over all its running instances (TiKV: stores Up; Offline ones are leaving);
 - usage > max_threshold: the first existing auto-scaled group gets one more instance, or, with
   none, a new group of the rule's first resource type gets one; never beyond that resource's
   `count` (an absent count is unlimited);
@@ -72,7 +72,7 @@ def store_json(inst: Instance, store_id: int, labels: dict[str, str], started: i
             "labels": [{"key": k, "value": v} for k, v in sorted(labels.items())],
             "version": "8.5.0",
             "status_address": f"{instance_address(inst).rsplit(':', 1)[0]}:20180",
-            "state_name": "Up",
+            "state_name": inst.store_state,
         },
         "status": {
             "capacity": byte_size(inst.capacity),
@@ -142,7 +142,7 @@ def autoscaling_plans(
         component, cpu_rule = rule.get("component"), rule.get("cpu_rule")
         if component not in ("tikv", "tidb") or not isinstance(cpu_rule, dict):
             continue
-        members = [i for i in instances if i.component == component]
+        members = [i for i in instances if i.component == component and i.store_state == "Up"]
         quota = sum(reported_quota(i) for i in members)
         if not members or quota <= 0:
             continue

@@ -102,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--info", default=None, help="where to write the fakes' URLs as JSON")
     parser.add_argument("--port", type=int, default=0, help="the TiDB fakes' port")
     parser.add_argument("--node-ready-delay", type=float, default=1.0)
+    parser.add_argument(
+        "--tikv-offline",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="a removed TiKV's store stays Offline this long before its pod is deleted",
+    )
     args = parser.parse_args(argv)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from kubernetes import client
 
 from sim.tidb.world import TidbWorld
 from tests.sim.conftest import eventually
-from tests.sim.tidb.conftest import NS, tc_body
+from tests.sim.tidb.conftest import NS, running, tc_body
 
 G, V, TC = "pingcap.com", "v1alpha1", "tidbclusters"
 
@@ -109,3 +110,29 @@ def test_replicas_zero_keeps_the_cluster_without_pods(
         return names(core, "auto-x", "tikv") == [] and status["tikv"]["statefulSet"]["replicas"] == 0
 
     eventually(drained, message="no tikv pods, status replicas 0")
+
+
+def test_removed_tikv_store_goes_offline_before_its_pod_is_deleted(
+    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    world.operator.tikv_offline_s = 3600  # held Offline until the test lets go
+    custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=0))
+    http = httpx.Client(base_url=world.server.url, timeout=10)
+    running(http, 3, "tikv")
+    custom.patch_namespaced_custom_object(G, V, NS, TC, "basic", {"spec": {"tikv": {"replicas": 1}}})
+
+    def states() -> dict[str, str]:
+        stores = http.get(f"/pd/{NS}/basic/pd/api/v1/stores").json()["stores"]
+        return {s["store"]["address"].split(".")[0]: s["store"]["state_name"] for s in stores}
+
+    offline = {"basic-tikv-0": "Up", "basic-tikv-1": "Offline", "basic-tikv-2": "Offline"}
+    eventually(lambda: states() == offline, message="two stores Offline")
+    tc = custom.get_namespaced_custom_object(G, V, NS, TC, "basic")
+    assert tc["status"]["tikv"]["statefulSet"]["replicas"] == 3  # the pods still exist
+    assert tc["status"]["tikv"]["phase"] == "Scale"
+    custom.patch_namespaced_custom_object(G, V, NS, TC, "basic", {"spec": {"tikv": {"replicas": 2}}})
+    eventually(lambda: states() == {**offline, "basic-tikv-1": "Up"}, message="wanted again: back Up")
+    world.operator.tikv_offline_s = 0.1
+    eventually(lambda: names(core, "basic", "tikv") == ["basic-tikv-0", "basic-tikv-1"], message="offline pod gone")
+    assert states() == {"basic-tikv-0": "Up", "basic-tikv-1": "Up"}
+    http.close()
