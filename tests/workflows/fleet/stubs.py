@@ -61,6 +61,7 @@ class FleetWorld:
     addon_never_ready: str = ""  # this addon stays "installing"
     hold_addons: bool = False  # get_addon answers "installing" until released
     dns_missing_calls: int = 0  # ensure_ingress_dns fails (retryably) this many times first
+    pool_error: str = ""  # create_machine_pool raises an ApplicationError of this type
 
     def live_clusters(self) -> list[StubCluster]:
         return [c for c in self.clusters.values() if not c.gone]
@@ -114,6 +115,8 @@ class FleetWorld:
         @activity.defn(name=contracts.CREATE_MACHINE_POOL)
         async def create_machine_pool(inp: CreateMachinePoolInput) -> MachinePoolResult:
             world.calls.append(contracts.CREATE_MACHINE_POOL)
+            if world.pool_error:
+                raise ApplicationError("refused by OCM", type=world.pool_error)
             pools = world.pools.setdefault(inp.ocm_id, {})
             created = inp.pool_id not in pools
             pools.setdefault(inp.pool_id, inp)

@@ -161,6 +161,16 @@ async def test_ocm_error_fails_and_cleans_up(env: WorkflowEnvironment) -> None:
     assert contracts.CREATE_MACHINE_POOL not in world.calls
 
 
+async def test_refused_token_fails_the_step_at_once_and_cleans_up(env: WorkflowEnvironment) -> None:
+    world = FleetWorld(pool_error=contracts.ERR_OCM_UNAUTHORIZED)
+    inp = cluster_input()
+    async with running(env, world, inp) as handle:
+        final: DataPlaneClusterState = await handle.result()
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == "machine_pools"
+    assert world.calls.count(contracts.CREATE_MACHINE_POOL) == 1  # not retried: a refused token stays refused
+    assert world.clusters[inp.cluster_id].gone and final.cleaned_up
+
+
 async def test_addon_that_never_gets_ready_fails_after_the_step_timeout(env: WorkflowEnvironment) -> None:
     world = FleetWorld(addon_never_ready=contracts.FLEETSHARD_ADDON)
     inp = cluster_input(step_s=1800.0)
