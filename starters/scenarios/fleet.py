@@ -1,0 +1,150 @@
+"""fleet: an instance burst in one provider region, then the burst goes away.
+
+The FleetAutoscaler `fleet/<provider>/<region>` creates data-plane clusters (through OCM) as
+the instances need them, places every instance, and once the instances are deleted removes
+the clusters that are no longer needed, without creating any again (no flaps).
+
+`run_fleet_burst` drives a running region loop and returns the headless summary:
+    {"scenario": "fleet", "instances": n, "instances_placed": n, "clusters_created": n,
+     "clusters_deleted": n, "clusters_final": n, "flaps": 0, "phases_seen": [...],
+     "ocm_clusters_leaked": 0, "seconds_to_all_placed": s}
+What it needs from the outside world is passed in: how many clusters OCM still holds (for the
+leak count). The demo's processes (fake OCM, agent API, fake agents, worker) start it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from scaling.fleet import contracts
+from scaling.fleet.contracts import CreateInstanceRequest
+from scaling.fleet.lifecycle import DataPlaneClusterState
+from scaling.fleet.models import ClusterPhase
+from scaling.fleet.region import RegionStatus
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
+
+PHASE_ORDER = [p.value for p in ClusterPhase]
+SETTLED_POLLS = 5  # consecutive polls with nothing moving before the scenario calls it done
+
+
+def demo_fleet_config(provider: str = "aws", region: str = "us-east-1", limit: int | None = 100) -> str:
+    """A small fleet in seed 000's shapes: one region, `standard` instances of 1 or 2 units."""
+    limit_text = "null" if limit is None else str(limit)
+    return f"""
+supported_providers:
+  - name: {provider}
+    default: true
+    regions:
+      - name: {region}
+        default: true
+        supported_instance_type:
+          standard: {{limit: {limit_text}, min_available_capacity_slack_streaming_units: 0}}
+dynamic_scaling:
+  enable_dynamic_data_plane_scale_up: true
+  enable_dynamic_data_plane_scale_down: true
+  compute_machine_per_cloud_provider:
+    {provider}:
+      cluster_wide_workload:
+        compute_machine_type: m5.2xlarge
+        compute_node_autoscaling: {{min_compute_nodes: 6, max_compute_nodes: 18}}
+      kafka_workload_per_instance_type:
+        standard:
+          compute_machine_type: r5.xlarge
+          compute_node_autoscaling: {{min_compute_nodes: 3, max_compute_nodes: 18}}
+          expected_max_streaming_units: 10
+supported_instance_types:
+  - id: standard
+    sizes:
+      - {{id: x1, capacity_consumed: 1}}
+      - {{id: x2, capacity_consumed: 2}}
+node_prewarming:
+  standard: {{num_reserved_instances: 1, base_streaming_unit_size: x1}}
+"""
+
+
+async def _status(handle: WorkflowHandle) -> RegionStatus | None:
+    try:
+        return await handle.query(FleetAutoscalerWorkflow.status)
+    except RPCError:
+        return None  # a query can race with a continue-as-new hand-over; ask again
+
+
+async def run_fleet_burst(
+    client: Client,
+    provider: str,
+    region: str,
+    *,
+    instances: int,
+    ocm_live_clusters: Callable[[], Awaitable[int]],
+    timeout_s: float = 300.0,
+    size: str = "x1",
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    handle = client.get_workflow_handle(contracts.autoscaler_workflow_id(provider, region))
+    seen_clusters: set[str] = set()
+    phases: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+
+    async def poll(check: Callable[[RegionStatus], bool], what: str) -> RegionStatus:
+        while True:
+            st = await _status(handle)
+            if st is not None:
+                for c in st.clusters:
+                    seen_clusters.add(c.id)
+                    phases.add(c.phase.value)
+                if check(st):
+                    return st
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} not reached in {timeout_s:.0f}s (last status: {st and st.model_dump_json()[:800]})")
+            await asyncio.sleep(0.5)
+
+    t0 = time.monotonic()
+    for i in range(instances):
+        req = CreateInstanceRequest(id=f"burst-{i}", instance_type="standard", size=size)
+        await handle.execute_update(FleetAutoscalerWorkflow.create_instance, req)
+    say(f"{instances} instances created; waiting until every one is placed")
+    st = await poll(lambda s: s.instances_placed == instances and s.instances_waiting == 0, "all instances placed")
+    seconds_to_all_placed = time.monotonic() - t0
+    placed = st.instances_placed
+    say(f"all {placed} placed on {len(st.clusters)} clusters in {seconds_to_all_placed:.1f}s; deleting them")
+
+    for i in range(instances):
+        await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, f"burst-{i}")
+    settled = 0
+
+    def quiet(s: RegionStatus) -> bool:
+        nonlocal settled
+        still = all(c.phase == ClusterPhase.READY for c in s.clusters) and not any(t.remove for t in s.last_evaluation)
+        settled = settled + 1 if still else 0
+        return settled >= SETTLED_POLLS
+
+    st = await poll(quiet, "a settled region")
+    # Phases clusters went through that a poll may have missed: their own recorded history.
+    for cid in seen_clusters:
+        try:
+            cst: DataPlaneClusterState = await client.get_workflow_handle(contracts.cluster_workflow_id(cid)).query(
+                DataPlaneClusterWorkflow.status
+            )
+        except RPCError:
+            continue
+        phases.update(h.phase.value for h in cst.history)
+    live = await ocm_live_clusters()
+    return {
+        "scenario": "fleet",
+        "instances": instances,
+        "instances_placed": placed,
+        "clusters_created": st.clusters_created,
+        "clusters_deleted": st.clusters_deleted,
+        "clusters_final": len(st.clusters),
+        "flaps": st.flaps,
+        "phases_seen": sorted(phases, key=PHASE_ORDER.index),
+        "ocm_clusters_leaked": max(0, live - len(st.clusters)),
+        "seconds_to_all_placed": round(seconds_to_all_placed, 2),
+    }
