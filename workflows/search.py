@@ -39,3 +39,8 @@ def request_attributes(cluster: str, status: NodeRequestStatus) -> list:
 
 def initial_attributes(cluster: str, phase: str) -> TypedSearchAttributes:
     return TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster), SearchAttributePair(PHASE, phase)])
+
+
+def components_attributes(cluster: str, phase: str) -> list:
+    """A ComponentAutoscaler's attributes: `<namespace>/<TidbCluster>` and its phase."""
+    return [CLUSTER.value_set(cluster), PHASE.value_set(phase)]

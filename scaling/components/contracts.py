@@ -326,3 +326,21 @@ class CapacityInput(BaseModel):
 class CapacityAnswer(BaseModel):
     fits: dict[str, int] = Field(default_factory=dict)  # same keys as shapes
     growth_manages_nodes: bool = False  # a NodeAutoscaler runs for this kube cluster
+
+
+# What each activity takes and returns (the worker's implementations and the test stubs follow it).
+SIGNATURES: dict[str, tuple[type, object]] = {
+    LIST_AUTOSCALERS: (ListAutoscalersInput, list[AutoscalerRef]),
+    GET_AUTOSCALER: (AutoscalerRef, AutoscalerObject),
+    WRITE_AUTOSCALER_STATUS: (WriteStatusInput, WriteStatusResult),
+    EMIT_AUTOSCALER_EVENT: (AutoscalerEvent, None),
+    GET_TIDB_CLUSTER: (GetClusterInput, TidbClusterView),
+    LIST_AUTO_CLUSTERS: (ListAutoClustersInput, AutoClusterList),
+    QUERY_METRICS: (MetricsInput, ComponentMetrics),
+    ASK_PD_AUTOSCALING: (AskPdInput, PdAnswer),
+    ASK_EXTERNAL_ENDPOINT: (AskExternalInput, ExternalAnswer),
+    OBSERVE_CAPACITY: (CapacityInput, CapacityAnswer),
+    CREATE_AUTO_CLUSTER: (CreateAutoClusterInput, CreateAutoClusterResult),
+    PATCH_REPLICAS: (PatchReplicasInput, PatchReplicasResult),
+    DELETE_AUTO_CLUSTER: (DeleteAutoClusterInput, DeleteAutoClusterResult),
+}

@@ -1,0 +1,499 @@
+"""ComponentAutoscaler `components/<namespace>/<name>`: one TidbClusterAutoScaler (seed 002).
+
+Each round: read the object and its base TidbCluster, parse/default/validate the spec (a bad
+component gets its field error on the object's status and an Event; the other component keeps
+working; the loop retries next round), then per component: list its heterogeneous clusters
+(the truth: groups are adopted by label, so a create whose record was lost is never repeated),
+delete groups drained to zero, gather metrics from the configured source, plan, apply the
+operator's overrides, and let through only the changes whose interval has passed. Deferred
+changes set a durable timer: the loop wakes when the earliest one may go.
+
+A metrics failure, or PD answering null, plans nothing: it never scales in, never deletes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.components import contracts as c
+    from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
+    from scaling.components.planning import (
+        HOMOGENEOUS,
+        Change,
+        ComponentPlan,
+        PlanInput,
+        plan_from_external,
+        plan_from_pd,
+        plan_growth,
+    )
+    from scaling.components.spec import COMPONENTS, ComponentSpec, SpecError, base_cluster_ref, parse_spec
+    from scaling.components.state import (
+        MAX_CREATED_NAMES,
+        AutoscalerReport,
+        AutoscalerState,
+        BlockScaleInRequest,
+        ComponentAutoscalerInput,
+        ComponentState,
+        GroupRecord,
+        PinRequest,
+        status_body,
+    )
+    from scaling.components.timing import gate, record
+    from scaling.kube.quantity import cpu_millis, memory_bytes
+    from workflows.search import components_attributes
+
+WORKFLOW_NAME = "ComponentAutoscaler"
+UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
+READ_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3,
+    non_retryable_error_types=UNAVAILABLE,
+)
+WRITE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5,
+    non_retryable_error_types=[c.UNKNOWN_CLUSTER],
+)
+
+
+def workflow_id(namespace: str, name: str) -> str:
+    return f"components/{namespace}/{name}"
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ComponentAutoscalerWorkflow:
+    @workflow.init
+    def __init__(self, inp: ComponentAutoscalerInput) -> None:
+        self.settings = inp.settings
+        self.state = inp.state or AutoscalerState()
+        self.wake = False
+        self.done = False
+        self._last_failure: tuple[str, str] = ("", "")
+
+    # -- queries and overrides ---------------------------------------------------------------
+    @workflow.query
+    def status(self) -> AutoscalerReport:
+        s, st = self.settings, self.state
+        return AutoscalerReport(
+            namespace=s.namespace, name=s.name, base_cluster=st.base_cluster, planner=s.planner,
+            paused=st.overrides.paused, overrides=st.overrides, components=st.components,
+            errors=[*st.object_errors, *(e for cs in st.components.values() for e in cs.errors)],
+            counters=st.counters, rounds=st.rounds, runs=st.runs, messages=st.messages,
+        )
+
+    @workflow.update
+    def pause(self) -> bool:
+        self.state.overrides.paused = True
+        self.state.remember("paused by an operator")
+        self.wake = True
+        return True
+
+    @workflow.update
+    def resume(self) -> bool:
+        self.state.overrides.paused = False
+        self.state.remember("resumed by an operator")
+        self.wake = True
+        return True
+
+    @workflow.update
+    def pin_replicas(self, req: PinRequest) -> dict[str, int]:
+        key = f"{req.component}/{req.cluster or self.state.base_cluster}"
+        if req.replicas is None:
+            self.state.overrides.pins.pop(key, None)
+        else:
+            self.state.overrides.pins[key] = req.replicas
+        self.state.remember(f"pin {key} = {req.replicas}")
+        self.wake = True
+        return dict(self.state.overrides.pins)
+
+    @pin_replicas.validator
+    def _validate_pin(self, req: PinRequest) -> None:
+        if req.replicas is not None and req.replicas < 0:
+            raise ValueError(f"replicas: must be >= 0, got {req.replicas}")
+        if not self.state.base_cluster:
+            raise ValueError("cluster: the autoscaler has not read its base TidbCluster yet; try again")
+        if req.cluster and req.cluster != self.state.base_cluster:
+            cs = self.state.components.get(req.component)
+            if cs is None or req.cluster not in cs.groups:
+                raise ValueError(f"cluster: {req.cluster!r} is not a {req.component} group of this autoscaler")
+
+    @workflow.update
+    def block_scale_in(self, req: BlockScaleInRequest) -> list[str]:
+        blocked = [x for x in self.state.overrides.block_scale_in if x != req.component]
+        self.state.overrides.block_scale_in = [*blocked, req.component] if req.blocked else blocked
+        self.state.remember(f"scale-in {'blocked' if req.blocked else 'unblocked'} for {req.component}")
+        self.wake = True
+        return list(self.state.overrides.block_scale_in)
+
+    @block_scale_in.validator
+    def _validate_block(self, req: BlockScaleInRequest) -> None:
+        if req.component not in ("*", *COMPONENTS):
+            raise ValueError(f"component: one of tikv, tidb or *, got {req.component!r}")
+
+    # -- the loop ----------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: ComponentAutoscalerInput) -> str:
+        s = self.settings
+        iterations = 0
+        while True:
+            self.state.rounds += 1
+            await self._round()
+            if self.done:
+                self.state.remember("the TidbClusterAutoScaler is gone; groups are left as they are")
+                self._search_attributes("gone")
+                return f"{s.namespace}/{s.name} deleted"
+            self._search_attributes(self._phase())
+            iterations += 1
+            if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self.state.runs += 1
+                workflow.continue_as_new(ComponentAutoscalerInput(settings=s, state=self.state))
+            self.wake = False
+            try:
+                await workflow.wait_condition(lambda: self.wake, timeout=self._sleep())
+            except TimeoutError:
+                pass
+
+    def _sleep(self) -> timedelta:
+        """Until the next scan, or sooner when a deferred change's interval ends (durable timer)."""
+        now = workflow.now()
+        wait = timedelta(seconds=self.settings.scan_interval_s)
+        for cs in self.state.components.values():
+            if cs.deferred_until is not None:
+                wait = min(wait, max(timedelta(seconds=1), cs.deferred_until - now))
+        return wait
+
+    def _phase(self) -> str:
+        if self.state.overrides.paused:
+            return "paused"
+        if self.state.object_errors or any(cs.errors for cs in self.state.components.values()):
+            return "invalid"
+        return "running"
+
+    def _search_attributes(self, phase: str) -> None:
+        if self.settings.use_search_attributes:
+            cluster = f"{self.settings.namespace}/{self.state.base_cluster or self.settings.name}"
+            workflow.upsert_search_attributes(components_attributes(cluster, phase))
+
+    async def _act(self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY) -> Any:
+        """Run an activity; None when it failed (remembered), so a round degrades, never fails."""
+        try:
+            return await workflow.execute_activity(
+                name, arg, result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=self.settings.activity_timeout_s), retry_policy=retry,
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            self.state.remember(f"{name} failed: {kind}: {message}"[:300])
+            self._last_failure = (kind or "", message)
+            return None
+
+    def _ref(self) -> dict[str, str]:
+        s = self.settings
+        return {"kube_cluster": s.kube_cluster, "namespace": s.namespace}
+
+    async def _event(self, reason: str, message: str, warning: bool = False) -> None:
+        s = self.settings
+        await self._act(
+            c.EMIT_AUTOSCALER_EVENT,
+            c.AutoscalerEvent(**self._ref(), name=s.name, uid=self.state.uid, reason=reason, message=message[:1000],
+                              type="Warning" if warning else "Normal"),
+            None, WRITE_RETRY,
+        )
+
+    async def _round(self) -> None:
+        s, st = self.settings, self.state
+        obj: c.AutoscalerObject | None = await self._act(
+            c.GET_AUTOSCALER, c.AutoscalerRef(**self._ref(), name=s.name), c.AutoscalerObject
+        )
+        if obj is None:
+            return
+        if not obj.found:
+            st.missing_rounds += 1
+            self.done = st.missing_rounds >= s.gone_rounds
+            return
+        st.missing_rounds = 0
+        st.uid, st.generation = obj.uid, obj.generation
+        if obj.deleting:
+            return
+        ref = base_cluster_ref(obj.spec, s.namespace)
+        if isinstance(ref, SpecError):
+            await self._report_errors([ref], {})
+            await self._write_status()
+            return
+        st.base_cluster = ref[0]
+        base: c.TidbClusterView | None = await self._act(
+            c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView
+        )
+        if base is None:
+            return
+        if not base.found:
+            missing = SpecError(field="spec.cluster.name", message=f"TidbCluster {s.namespace}/{ref[0]} not found")
+            await self._report_errors([missing], {})
+            await self._write_status()
+            return
+        spec, errors = parse_spec(obj.spec, s.namespace, base.components)
+        await self._report_errors(errors.get("", []), errors)
+        if spec is not None and not st.overrides.paused:
+            pd_answer = await self._ask_pd(spec) if s.planner == "pd" else None
+            for _, cspec in sorted(spec.components.items()):
+                await self._component(cspec, base, pd_answer)
+        await self._write_status()
+
+    async def _report_errors(self, object_errors: list[SpecError], errors: dict[str, list[SpecError]]) -> None:
+        st = self.state
+        st.object_errors = object_errors
+        for component in COMPONENTS:
+            if component in errors:
+                st.components.setdefault(component, ComponentState()).errors = errors[component]
+            elif component in st.components:
+                st.components[component].errors = []
+        text = "; ".join(str(e) for e in [*object_errors, *(e for k in sorted(errors) if k for e in errors[k])])
+        if text and text != st.reported_errors:
+            st.counters.invalid_specs_reported += 1
+            st.remember(f"invalid spec: {text}"[:300])
+            await self._event("InvalidSpec", text, warning=True)
+        st.reported_errors = text
+
+    async def _write_status(self) -> None:
+        body = status_body(self.state)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if digest == self.state.status_digest:
+            return
+        s = self.settings
+        res = await self._act(
+            c.WRITE_AUTOSCALER_STATUS, c.WriteStatusInput(**self._ref(), name=s.name, status=body),
+            c.WriteStatusResult, WRITE_RETRY,
+        )
+        if res is not None:
+            self.state.status_digest = digest
+
+    async def _ask_pd(self, spec) -> c.PdAnswer | None:
+        strategy = pd_strategy(spec)
+        if not strategy.rules:
+            return None
+        return await self._act(
+            c.ASK_PD_AUTOSCALING,
+            c.AskPdInput(namespace=self.settings.namespace, cluster=spec.cluster_name, strategy=strategy),
+            c.PdAnswer,
+        )
+
+    # -- one component -----------------------------------------------------------------------
+    async def _component(self, spec: ComponentSpec, base: c.TidbClusterView, pd_answer: c.PdAnswer | None) -> None:
+        s, st = self.settings, self.state
+        component = spec.component
+        cs = st.components.setdefault(component, ComponentState())
+        view = base.components.get(component) or c.ComponentView()
+        cs.homogeneous_replicas = view.replicas
+        listed: c.AutoClusterList | None = await self._act(
+            c.LIST_AUTO_CLUSTERS,
+            c.ListAutoClustersInput(**self._ref(), autoscaler=s.name, component=component),
+            c.AutoClusterList,
+        )
+        if listed is None:
+            cs.notes = ["could not list the heterogeneous clusters: nothing decided"]
+            return
+        rec = reconcile(cs.groups, listed.items)
+        cs.groups = rec.records
+        for name in rec.adopted:
+            st.remember(f"{component}: adopted group {name}")
+        for gone in rec.drained:
+            done = await self._act(
+                c.DELETE_AUTO_CLUSTER,
+                c.DeleteAutoClusterInput(**self._ref(), name=gone.name, uid=gone.uid),
+                c.DeleteAutoClusterResult, WRITE_RETRY,
+            )
+            if done is None:
+                cs.groups[gone.name] = gone  # try again next round
+                continue
+            st.counters.groups_deleted += 1
+            st.remember(f"{component}: group {gone.name} drained and deleted")
+            await self._event("GroupDeleted", f"{component} group {gone.name} ({gone.group}) drained and deleted")
+
+        shape = c.Shape(
+            cpu_milli=cpu_millis(view.cpu) if view.cpu else 0, memory_bytes=memory_bytes(view.memory) if view.memory else 0
+        )
+        inp = PlanInput(
+            namespace=s.namespace, autoscaler=s.name, base_cluster=base.name, spec=spec,
+            homogeneous_replicas=view.replicas, homogeneous_shape=shape,
+            base_cpu=view.cpu, base_memory=view.memory, base_storage=view.storage, groups=rec.groups,
+        )
+        plan = await self._plan(spec, inp, pd_answer, cs)
+        if plan is None:
+            return
+        plan = self._overrides(plan, inp, cs)
+        cs.notes = plan.notes[-5:]
+        if plan.headroom != cs.headroom and plan.headroom:
+            need = ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in plan.headroom)
+            await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
+        cs.headroom = plan.headroom
+        now = workflow.now()
+        pinned = [ch for ch in plan.changes if ch.reason == "pinned by an operator"]
+        gated = gate(plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}),
+                     cs.timing, spec, now)
+        cs.deferred, cs.deferred_until = gated.deferred, gated.retry_at
+        applied = []
+        for change in [*pinned, *gated.allowed]:
+            if not await self._apply(component, change, cs, base.name, now):
+                break
+            applied.append(change)
+        cs.timing = record(cs.timing, applied, now)
+
+    async def _plan(
+        self, spec: ComponentSpec, inp: PlanInput, pd_answer: c.PdAnswer | None, cs: ComponentState
+    ) -> ComponentPlan | None:
+        s = self.settings
+        self._last_failure = ("", "")
+        if spec.external is not None:
+            answer: c.ExternalAnswer | None = await self._act(
+                c.ASK_EXTERNAL_ENDPOINT,
+                c.AskExternalInput(namespace=s.namespace, cluster=inp.base_cluster, component=spec.component,
+                                   endpoint=spec.external.endpoint),
+                c.ExternalAnswer,
+            )
+            return await self._metrics_outcome(cs, None if answer is None else plan_from_external(inp, answer.recommended_replicas))
+        if s.planner == "pd":
+            if pd_answer is None or not pd_answer.answered:
+                cs.notes = ["PD gave no plan (null or unreachable): nothing decided"]
+                return await self._metrics_outcome(cs, None) if pd_answer is None else None
+            return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans))
+        cpu = spec.rules.get("cpu")
+        metrics: c.ComponentMetrics | None = await self._act(
+            c.QUERY_METRICS,
+            c.MetricsInput(
+                **self._ref(), base_cluster=inp.base_cluster, component=spec.component,
+                clusters=metric_clusters(inp.base_cluster, cs.groups),
+                hot_threshold=cpu.max_threshold if cpu else None, storage="storage" in spec.rules,
+            ),
+            c.ComponentMetrics,
+        )
+        if metrics is None:
+            return await self._metrics_outcome(cs, None)
+        capacity: c.CapacityAnswer | None = await self._act(
+            c.OBSERVE_CAPACITY,
+            c.CapacityInput(kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)),
+            c.CapacityAnswer,
+        )
+        if capacity is not None:
+            inp = inp.model_copy(update={"fits": capacity.fits, "growth_manages_nodes": capacity.growth_manages_nodes})
+        return await self._metrics_outcome(cs, plan_growth(inp.model_copy(update={"metrics": metrics})))
+
+    async def _metrics_outcome(self, cs: ComponentState, plan: ComponentPlan | None) -> ComponentPlan | None:
+        """A failed source plans nothing; the first failure after a success raises an Event."""
+        if plan is not None:
+            cs.metrics_error = ""
+            return plan
+        kind, message = self._last_failure
+        text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
+        if not cs.metrics_error:
+            self.state.counters.metrics_failures += 1
+            await self._event("MetricsUnavailable", f"{text}; no scaling this round", warning=True)
+        cs.metrics_error = text
+        return None
+
+    def _overrides(self, plan: ComponentPlan, inp: PlanInput, cs: ComponentState) -> ComponentPlan:
+        ov = self.state.overrides
+        component = plan.component
+        changes = list(plan.changes)
+        notes = list(plan.notes)
+        current = {inp.base_cluster: inp.homogeneous_replicas, **{g.name: g.replicas for g in inp.groups}}
+        for key, replicas in sorted(ov.pins.items()):
+            comp, _, cluster = key.partition("/")
+            if comp != component or cluster not in current:
+                continue
+            changes = [ch for ch in changes if ch.cluster != cluster]
+            if current[cluster] != replicas:
+                rec = cs.groups.get(cluster)
+                changes.append(
+                    Change(
+                        cluster=cluster, group=HOMOGENEOUS if cluster == inp.base_cluster else (rec.group if rec else ""),
+                        direction="out" if replicas > current[cluster] else "in",
+                        from_replicas=current[cluster], to_replicas=replicas, reason="pinned by an operator",
+                    )
+                )
+        if ov.scale_in_blocked(component):
+            blocked = [ch for ch in changes if ch.direction == "in" and ch.reason != "pinned by an operator"]
+            if blocked:
+                notes.append(f"scale-in blocked by an operator: {len(blocked)} change(s) held")
+            changes = [ch for ch in changes if ch not in blocked]
+        return plan.model_copy(update={"changes": changes, "notes": notes})
+
+    async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:
+        """One change; False when it could not be made (the rest of the round's changes wait)."""
+        s, st = self.settings, self.state
+        if ch.cluster == base:
+            res = await self._act(
+                c.PATCH_REPLICAS,
+                c.PatchReplicasInput(**self._ref(), cluster=base, component=component, replicas=ch.to_replicas),
+                c.PatchReplicasResult, WRITE_RETRY,
+            )
+            if res is None or not res.found:
+                return False
+            cs.homogeneous_replicas = ch.to_replicas
+            if ch.direction == "out":
+                if ch.reason.startswith("storage"):
+                    st.counters.storage_scale_outs += 1
+                else:
+                    st.counters.homogeneous_scale_outs += 1
+            else:
+                st.counters.scale_ins += 1
+            await self._event(
+                "ScaledOut" if ch.direction == "out" else "ScaledIn",
+                f"{component} {base}: replicas {ch.from_replicas} -> {ch.to_replicas} ({ch.reason})",
+            )
+            return True
+        rec = cs.groups.get(ch.cluster)
+        if rec is None:
+            created: c.CreateAutoClusterResult | None = await self._act(
+                c.CREATE_AUTO_CLUSTER,
+                c.CreateAutoClusterInput(
+                    **self._ref(), base_cluster=base, name=ch.cluster, autoscaler=s.name, component=component,
+                    group=ch.group, replicas=ch.to_replicas, cpu=ch.cpu, memory=ch.memory, storage=ch.storage,
+                    labels=ch.labels,
+                ),
+                c.CreateAutoClusterResult, WRITE_RETRY,
+            )
+            if created is None:
+                return False
+            rec = GroupRecord(name=ch.cluster, uid=created.uid, group=ch.group, resource_type=ch.resource_type,
+                              replicas=created.replicas)
+            cs.groups[ch.cluster] = rec
+            # Counted when first recorded: a create whose answer was lost is found (created=False)
+            # on the retry, and is still this autoscaler's new group.
+            names = [*st.counters.heterogeneous_created, ch.cluster]
+            st.counters.heterogeneous_created = names[-MAX_CREATED_NAMES:]
+            how = "created" if created.created else "found existing (an earlier attempt made it)"
+            await self._event("GroupCreated", f"{component} group {ch.cluster} ({ch.group}) {how}, {ch.to_replicas}")
+        if rec.replicas != ch.to_replicas:
+            res = await self._act(
+                c.PATCH_REPLICAS,
+                c.PatchReplicasInput(**self._ref(), cluster=ch.cluster, component=component, replicas=ch.to_replicas),
+                c.PatchReplicasResult, WRITE_RETRY,
+            )
+            if res is None or not res.found:
+                return False
+        draining = ch.to_replicas == 0
+        cs.groups[ch.cluster] = rec.model_copy(
+            update={
+                "replicas": ch.to_replicas, "last_change_at": now,
+                "phase": "draining" if draining else "active",
+                "draining_since": (rec.draining_since or now) if draining else None,
+            }
+        )
+        if ch.direction == "out":
+            st.counters.heterogeneous_scale_outs += 1
+        else:
+            st.counters.scale_ins += 1
+        await self._event(
+            "ScaledOut" if ch.direction == "out" else "ScaledIn",
+            f"{component} group {ch.cluster}: replicas {ch.from_replicas} -> {ch.to_replicas} ({ch.reason})",
+        )
+        return True
