@@ -22,7 +22,12 @@ def fleet(clusters_per_type: int, seed: int = 7) -> list[ClusterRecord]:
     """A busy region: mostly ready clusters, a third of them empty (every one a scale-down
     candidate, the dry run's worst case), some not yet reported, a few in other phases."""
     rnd = random.Random(seed)
-    phases = [ClusterPhase.READY] * 90 + [ClusterPhase.DEPROVISIONING] * 4 + [ClusterPhase.FAILED] * 3 + [ClusterPhase.CLEANUP] * 3
+    phases = (
+        [ClusterPhase.READY] * 90
+        + [ClusterPhase.DEPROVISIONING] * 4
+        + [ClusterPhase.FAILED] * 3
+        + [ClusterPhase.CLEANUP] * 3
+    )
     out: list[ClusterRecord] = []
     for itype in TYPES:
         for i in range(clusters_per_type):
@@ -41,9 +46,7 @@ def fleet(clusters_per_type: int, seed: int = 7) -> list[ClusterRecord]:
     return out
 
 
-RULES = {
-    t: TypeRules(instance_type=t, limit=None, slack=50, biggest_units=10, expected_units=20) for t in TYPES
-}
+RULES = {t: TypeRules(instance_type=t, limit=None, slack=50, biggest_units=10, expected_units=20) for t in TYPES}
 
 
 def run(clusters_per_type: int, repeats: int = 30) -> dict[str, float | int]:

@@ -56,7 +56,9 @@ START_HELP = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="growth-fleet", description="start and steer a provider region's FleetAutoscaler")
     p.add_argument("--config", help="worker settings YAML (default: $GROWTH_CONFIG; Temporal connection only)")
-    p.add_argument("--provider", default=os.environ.get("GROWTH_FLEET_PROVIDER", "aws"), help="cloud provider (default aws)")
+    p.add_argument(
+        "--provider", default=os.environ.get("GROWTH_FLEET_PROVIDER", "aws"), help="cloud provider (default aws)"
+    )
     p.add_argument(
         "--region", default=os.environ.get("GROWTH_FLEET_REGION", "us-east-1"), help="region (default us-east-1)"
     )
@@ -102,7 +104,9 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
     wf_id = autoscaler_workflow_id(args.provider, args.region)
     attrs = None
     if fleet.use_search_attributes:
-        attrs = TypedSearchAttributes([SearchAttributePair(PROVIDER, args.provider), SearchAttributePair(REGION, args.region)])
+        attrs = TypedSearchAttributes(
+            [SearchAttributePair(PROVIDER, args.provider), SearchAttributePair(REGION, args.region)]
+        )
     try:
         handle = await client.start_workflow(
             FleetAutoscalerWorkflow.run,

@@ -23,7 +23,9 @@ class ClusterPhase(str, Enum):
 
 
 # A scale-up is already under way while any cluster of the type/region is in one of these.
-SCALE_UP_ONGOING = frozenset({ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING, ClusterPhase.PROVISIONED, ClusterPhase.WAITING})
+SCALE_UP_ONGOING = frozenset(
+    {ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING, ClusterPhase.PROVISIONED, ClusterPhase.WAITING}
+)
 # These accept no instances and count for no capacity or limit.
 NO_CAPACITY = frozenset({ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.DELETED, ClusterPhase.FAILED})
 # Terminal: the workflow has finished.

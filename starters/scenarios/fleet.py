@@ -102,7 +102,9 @@ async def run_fleet_burst(
                 if check(st):
                     return st
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} not reached in {timeout_s:.0f}s (last status: {st and st.model_dump_json()[:800]})")
+                raise TimeoutError(
+                    f"{what} not reached in {timeout_s:.0f}s (last status: {st and st.model_dump_json()[:800]})"
+                )
             await asyncio.sleep(0.5)
 
     t0 = time.monotonic()

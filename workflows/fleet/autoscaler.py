@@ -87,7 +87,9 @@ class FleetAutoscalerWorkflow:
         existing = st.instances.get(req.id)
         if existing is None:
             units = instance_units(self.config, req.instance_type, req.size) or 0
-            st.instances[req.id] = ManagedInstance(id=req.id, instance_type=req.instance_type, size=req.size, units=units)
+            st.instances[req.id] = ManagedInstance(
+                id=req.id, instance_type=req.instance_type, size=req.size, units=units
+            )
             st.waiting.append(req.id)
             self._place_waiting()
             self.wake = True
@@ -98,7 +100,9 @@ class FleetAutoscalerWorkflow:
         existing = self.state.instances.get(req.id)
         if existing is not None:
             if (existing.instance_type, existing.size) != (req.instance_type, req.size):
-                raise ValueError(f"id: instance {req.id} exists with type {existing.instance_type} size {existing.size}")
+                raise ValueError(
+                    f"id: instance {req.id} exists with type {existing.instance_type} size {existing.size}"
+                )
             return  # the same request again: answered with its placement
         rules = self.rules.get(req.instance_type)
         if rules is None:
@@ -157,7 +161,9 @@ class FleetAutoscalerWorkflow:
 
     def _known_cluster(self, cluster_id: str) -> None:
         if cluster_id not in self.state.clusters:
-            raise ValueError(f"cluster_id: no cluster {cluster_id!r} in {self.settings.provider}/{self.settings.region}")
+            raise ValueError(
+                f"cluster_id: no cluster {cluster_id!r} in {self.settings.provider}/{self.settings.region}"
+            )
 
     @workflow.signal(name=contracts.SIGNAL_PAUSE)
     def pause(self) -> None:
@@ -227,7 +233,7 @@ class FleetAutoscalerWorkflow:
     def _recheck_deprovisioning(self) -> None:
         """Seed 000: once marked, check again (empty, and the region keeps enough capacity)
         before deleting; otherwise back to ready. The re-check waits `recheck_delay_s` after the
-    mark, so capacity reports and an operator's block can still change the answer."""
+        mark, so capacity reports and an operator's block can still change the answer."""
         st, now = self.state, workflow.now()
         for rec in list(st.clusters.values()):
             if rec.phase != ClusterPhase.DEPROVISIONING or rec.delete_sent:

@@ -107,7 +107,9 @@ def test_unknown_field_is_named() -> None:
 
 def test_pool_min_above_max_is_named() -> None:
     doc = _doc()
-    pool = doc["dynamic_scaling"]["compute_machine_per_cloud_provider"]["aws"]["kafka_workload_per_instance_type"]["standard"]
+    pool = doc["dynamic_scaling"]["compute_machine_per_cloud_provider"]["aws"]["kafka_workload_per_instance_type"][
+        "standard"
+    ]
     pool["compute_node_autoscaling"] = {"min_compute_nodes": 9, "max_compute_nodes": 3}
     problems = _problems(doc)
     key = "dynamic_scaling.compute_machine_per_cloud_provider.aws.kafka_workload_per_instance_type.standard.compute_node_autoscaling"
@@ -124,7 +126,9 @@ def test_region_type_not_defined_is_named() -> None:
     doc = _doc()
     doc["supported_providers"][0]["regions"][0]["supported_instance_type"]["enterprise"] = {"limit": 5}
     problems = _problems(doc)
-    assert problems["supported_providers[0].regions[0].supported_instance_type.enterprise"].startswith("unknown instance type")
+    assert problems["supported_providers[0].regions[0].supported_instance_type.enterprise"].startswith(
+        "unknown instance type"
+    )
 
 
 def test_prewarming_size_must_be_a_size_of_the_type() -> None:
@@ -141,7 +145,9 @@ def test_prewarming_unknown_type_is_named() -> None:
 
 def test_region_type_without_machines_is_named_when_scale_up_enabled() -> None:
     doc = _doc()
-    del doc["dynamic_scaling"]["compute_machine_per_cloud_provider"]["aws"]["kafka_workload_per_instance_type"]["developer"]
+    del doc["dynamic_scaling"]["compute_machine_per_cloud_provider"]["aws"]["kafka_workload_per_instance_type"][
+        "developer"
+    ]
     problems = _problems(doc)
     assert "supported_providers[0].regions[0].supported_instance_type.developer" in problems
     doc["dynamic_scaling"]["enable_dynamic_data_plane_scale_up"] = False

@@ -96,11 +96,16 @@ def test_finished_clusters_leave_the_registry() -> None:
 
 def test_only_the_autoscaler_moves_deprovisioning() -> None:
     # A report sent before the mark arrived does not make the cluster look ready again ...
-    assert merge_cluster_report(rec(ClusterPhase.DEPROVISIONING), rep(ClusterPhase.READY)).phase == ClusterPhase.DEPROVISIONING
+    assert (
+        merge_cluster_report(rec(ClusterPhase.DEPROVISIONING), rep(ClusterPhase.READY)).phase
+        == ClusterPhase.DEPROVISIONING
+    )
     # ... nor does one sent before the restore arrived put it back to deprovisioning.
     assert merge_cluster_report(rec(ClusterPhase.READY), rep(ClusterPhase.DEPROVISIONING)).phase == ClusterPhase.READY
     # The cluster's own removal phases always apply.
-    assert merge_cluster_report(rec(ClusterPhase.DEPROVISIONING), rep(ClusterPhase.CLEANUP)).phase == ClusterPhase.CLEANUP
+    assert (
+        merge_cluster_report(rec(ClusterPhase.DEPROVISIONING), rep(ClusterPhase.CLEANUP)).phase == ClusterPhase.CLEANUP
+    )
 
 
 def test_unknown_live_cluster_is_registered_from_its_report() -> None:

@@ -67,7 +67,9 @@ def test_multi_az_follows_the_seed_unless_configured() -> None:
 
 def test_type_rules_from_config() -> None:
     rules = type_rules(CFG, "aws", "us-east-1")
-    assert rules["standard"] == TypeRules(instance_type="standard", limit=30, slack=5, biggest_units=2, expected_units=10)
+    assert rules["standard"] == TypeRules(
+        instance_type="standard", limit=30, slack=5, biggest_units=2, expected_units=10
+    )
     # No expected capacity configured: a not-yet-reported cluster counts as holding one biggest size.
     assert rules["developer"].limit is None and rules["developer"].expected_units == 1
     assert type_rules(CFG, "aws", "nowhere") == {}
@@ -98,7 +100,11 @@ def test_placement_takes_the_first_ready_cluster_with_room() -> None:
 @given(clusters(), rules(), st.integers(1, 6))
 def test_placement_property(cs: list[ClusterRecord], r: TypeRules, units: int) -> None:
     chosen = place_instance(units, cs, r)
-    fits = [c for c in cs if c.instance_type == r.instance_type and c.phase == ClusterPhase.READY and cluster_free_units(c, r) >= units]
+    fits = [
+        c
+        for c in cs
+        if c.instance_type == r.instance_type and c.phase == ClusterPhase.READY and cluster_free_units(c, r) >= units
+    ]
     if chosen is None:
         assert not fits
     else:

@@ -115,7 +115,9 @@ def test_no_scale_up_while_one_is_ongoing(cs: list[ClusterRecord], r: TypeRules)
 
 
 @given(clusters(), rules(), st.integers(0, 20))
-def test_adding_an_empty_ready_cluster_never_causes_a_scale_up(cs: list[ClusterRecord], r: TypeRules, units: int) -> None:
+def test_adding_an_empty_ready_cluster_never_causes_a_scale_up(
+    cs: list[ClusterRecord], r: TypeRules, units: int
+) -> None:
     before = scale_up_needed(cs, r)
     after = scale_up_needed([*cs, ready("extra", units)], r)
     assert before.needed or not after.needed

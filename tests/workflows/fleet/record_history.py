@@ -1,6 +1,6 @@
 """Re-record the committed DataPlaneCluster history after an intended workflow change:
 
-    .venv/bin/python -m tests.workflows.fleet.record_history
+.venv/bin/python -m tests.workflows.fleet.record_history
 """
 
 import asyncio

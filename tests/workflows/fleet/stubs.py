@@ -82,7 +82,9 @@ class FleetWorld:
             found = world.clusters.get(inp.cluster_id)  # idempotency: external id
             if found is None:
                 found = StubCluster(
-                    ocm_id=f"ocm-{len(world.clusters) + 1}", external_id=inp.cluster_id, name=ocm_cluster_name(inp.cluster_id)
+                    ocm_id=f"ocm-{len(world.clusters) + 1}",
+                    external_id=inp.cluster_id,
+                    name=ocm_cluster_name(inp.cluster_id),
                 )
                 world.clusters[inp.cluster_id] = found
                 if world.error_on_create:
@@ -106,7 +108,9 @@ class FleetWorld:
             c.polls += 1
             if c.deleted:
                 c.gone = c.polls >= 2
-                return OcmCluster(ocm_id=c.ocm_id, cluster_id=ref.cluster_id, state="gone" if c.gone else "uninstalling")
+                return OcmCluster(
+                    ocm_id=c.ocm_id, cluster_id=ref.cluster_id, state="gone" if c.gone else "uninstalling"
+                )
             if c.state in INSTALL_STATES[:-1]:
                 c.state = INSTALL_STATES[INSTALL_STATES.index(c.state) + 1]
             msg = "install failed: no quota" if c.state == "error" else ""
@@ -120,7 +124,9 @@ class FleetWorld:
             pools = world.pools.setdefault(inp.ocm_id, {})
             created = inp.pool_id not in pools
             pools.setdefault(inp.pool_id, inp)
-            return MachinePoolResult(pool_id=inp.pool_id, min_nodes=inp.min_nodes, max_nodes=inp.max_nodes, created=created)
+            return MachinePoolResult(
+                pool_id=inp.pool_id, min_nodes=inp.min_nodes, max_nodes=inp.max_nodes, created=created
+            )
 
         @activity.defn(name=contracts.ENSURE_INGRESS_DNS)
         async def ensure_ingress_dns(ref: OcmClusterRef) -> IngressDns:

@@ -104,7 +104,9 @@ async def fake_agents(client: Client, region_handle: WorkflowHandle) -> None:
                 report = AgentStatusReport.model_validate(
                     {
                         "conditions": [{"type": "Ready", "status": "True"}],
-                        "capacity": {"standard": {"maxUnits": CLUSTER_UNITS, "remainingUnits": max(0, CLUSTER_UNITS - used)}},
+                        "capacity": {
+                            "standard": {"maxUnits": CLUSTER_UNITS, "remainingUnits": max(0, CLUSTER_UNITS - used)}
+                        },
                     }
                 )
                 with suppress(WorkflowUpdateFailedError):
@@ -122,7 +124,9 @@ async def _terminate_all(client: Client, region_handle: WorkflowHandle) -> None:
         await region_handle.terminate()
 
 
-async def eventually(handle: WorkflowHandle, check: Callable[[RegionStatus], bool], timeout: float = 90.0) -> RegionStatus:
+async def eventually(
+    handle: WorkflowHandle, check: Callable[[RegionStatus], bool], timeout: float = 90.0
+) -> RegionStatus:
     deadline = asyncio.get_running_loop().time() + timeout
     last = None
     while True:
@@ -131,7 +135,9 @@ async def eventually(handle: WorkflowHandle, check: Callable[[RegionStatus], boo
             if check(last):
                 return last
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not reached; last status: {last and last.model_dump_json(indent=1)[:3000]}")
+            raise AssertionError(
+                f"condition not reached; last status: {last and last.model_dump_json(indent=1)[:3000]}"
+            )
         await asyncio.sleep(0.3)
 
 
@@ -145,7 +151,9 @@ def phases(st: RegionStatus) -> list[ClusterPhase]:
     return [c.phase for c in st.clusters]
 
 
-async def test_burst_creates_clusters_places_everything_then_scales_down_without_flapping(env: WorkflowEnvironment) -> None:
+async def test_burst_creates_clusters_places_everything_then_scales_down_without_flapping(
+    env: WorkflowEnvironment,
+) -> None:
     world = FleetWorld()
     async with region(env, world, settings()) as handle:
         # An empty region scales up at once: nothing can hold the biggest size.
@@ -219,7 +227,10 @@ async def test_removal_waits_for_approval_and_a_block_restores_it(env: WorkflowE
         await eventually(handle, lambda st: st.clusters_created == 1)
         for i in range(10):
             await create(handle, f"kafka-{i}")
-        st = await eventually(handle, lambda st: st.instances_placed == 10 and len(st.clusters) == 2 and phases(st) == [ClusterPhase.READY] * 2)
+        st = await eventually(
+            handle,
+            lambda st: st.instances_placed == 10 and len(st.clusters) == 2 and phases(st) == [ClusterPhase.READY] * 2,
+        )
         for i in range(10):
             await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
         st = await eventually(handle, lambda st: len(st.awaiting_approval) == 1)
@@ -227,7 +238,9 @@ async def test_removal_waits_for_approval_and_a_block_restores_it(env: WorkflowE
         assert ClusterPhase.DEPROVISIONING not in phases(st)
 
         await handle.execute_update(FleetAutoscalerWorkflow.approve_deletion, candidate)
-        await eventually(handle, lambda st: any(c.id == candidate and c.phase == ClusterPhase.DEPROVISIONING for c in st.clusters))
+        await eventually(
+            handle, lambda st: any(c.id == candidate and c.phase == ClusterPhase.DEPROVISIONING for c in st.clusters)
+        )
         # Blocked before the re-check: the re-check brings it back to ready and it stays.
         await handle.execute_update(FleetAutoscalerWorkflow.block_deletion, candidate)
         st = await eventually(handle, lambda st: any("back to ready" in e for e in st.events))

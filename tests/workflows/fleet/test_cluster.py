@@ -41,10 +41,12 @@ def cluster_input(**timeouts: float) -> DataPlaneClusterInput:
         instance_type="standard",
         multi_az=True,
         cluster_machines=WorkloadMachines(
-            compute_machine_type="m5.2xlarge", compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=6, max_compute_nodes=18)
+            compute_machine_type="m5.2xlarge",
+            compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=6, max_compute_nodes=18),
         ),
         type_machines=WorkloadMachines(
-            compute_machine_type="r5.xlarge", compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=1, max_compute_nodes=20)
+            compute_machine_type="r5.xlarge",
+            compute_node_autoscaling=NodeAutoscaling(min_compute_nodes=1, max_compute_nodes=20),
         ),
         fleetshard_parameters={"poll-interval": "15s"},
         reserved=[ManagedInstance(id="reserved-kafka-standard-1", instance_type="standard", size="x1", units=1)],
@@ -112,7 +114,12 @@ async def test_lifecycle_from_accepted_to_deleted(env: WorkflowEnvironment) -> N
 
     assert final.phase == ClusterPhase.DELETED and final.cleaned_up
     phases = [h.phase for h in final.history]
-    assert phases[:4] == [ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING, ClusterPhase.PROVISIONED, ClusterPhase.WAITING]
+    assert phases[:4] == [
+        ClusterPhase.ACCEPTED,
+        ClusterPhase.PROVISIONING,
+        ClusterPhase.PROVISIONED,
+        ClusterPhase.WAITING,
+    ]
     assert phases[-3:] == [ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.DELETED]
     # One OCM cluster, keyed by the cluster id, created with seed 000's default pool and now gone.
     assert len(world.clusters) == 1 and world.clusters[inp.cluster_id].gone
@@ -125,7 +132,9 @@ async def test_lifecycle_from_accepted_to_deleted(env: WorkflowEnvironment) -> N
     pool = world.pools[final.ocm_id]["kafka-standard"]
     assert (pool.min_nodes, pool.max_nodes) == (3, 18)
     assert pool.labels == {"bf2.org/kafkaInstanceProfileType": "standard"}
-    assert [(t.key, t.value, t.effect) for t in pool.taints] == [("bf2.org/kafkaInstanceProfileType", "standard", "NoExecute")]
+    assert [(t.key, t.value, t.effect) for t in pool.taints] == [
+        ("bf2.org/kafkaInstanceProfileType", "standard", "NoExecute")
+    ]
     assert [a.addon_id for a in world.addon_inputs] == [contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON]
     assert world.addon_inputs[1].parameters == {"poll-interval": "15s"}
     assert final.dns_name.startswith("apps.") and final.strimzi_versions == ["strimzi-cluster-operator.v0.23.0-4"]
@@ -213,7 +222,11 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(env: W
     # The first worker is gone mid-terraforming; a new one picks the workflow up.
     world.hold_addons = False
     async with Worker(
-        env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities(), max_cached_workflows=0
+        env.client,
+        task_queue=tq,
+        workflows=[DataPlaneClusterWorkflow],
+        activities=world.activities(),
+        max_cached_workflows=0,
     ):
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
@@ -251,7 +264,9 @@ async def test_continue_as_new_keeps_state(env: WorkflowEnvironment) -> None:
         await until(lambda: in_phase(handle, ClusterPhase.READY))
         latest = env.client.get_workflow_handle(handle.id)
         st: DataPlaneClusterState = await latest.query(DataPlaneClusterWorkflow.status)
-        assert st.reports == 7 and st.capacity["standard"].remaining_units == 4 and st.capacity["standard"].max_nodes == 18
+        assert (
+            st.reports == 7 and st.capacity["standard"].remaining_units == 4 and st.capacity["standard"].max_nodes == 18
+        )
         desc = await latest.describe()
         assert desc.run_id != handle.result_run_id  # it did continue as new
         await latest.terminate()

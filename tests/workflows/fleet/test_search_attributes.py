@@ -26,7 +26,9 @@ async def test_cluster_is_listed_by_provider_region_and_phase(dev_env: WorkflowE
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(
                 namespace=client.namespace,
-                search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in (CLUSTER, PHASE, PROVIDER, REGION)},
+                search_attributes={
+                    k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in (CLUSTER, PHASE, PROVIDER, REGION)
+                },
             )
         )
     world = FleetWorld()
