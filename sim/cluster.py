@@ -1,9 +1,13 @@
 """A whole simulated cluster in one process: API server, KWOK, scheduler, controllers.
 
     with SimCluster(node_ready_delay=0.2) as cluster:
-        cluster.write_kubeconfig(path)   # then kubernetes.config.load_kube_config(path)
+        cluster.write_kubeconfig(path)   # then kubernetes.config.load_kube_config(path), or kubectl
 
 or from a shell: `python -m sim.cluster --port 0 --kubeconfig PATH --node-ready-delay 2`.
+
+The API server speaks HTTPS only, with a CA generated at start: the kubeconfig carries it
+(certificate-authority-data) and a bearer token, so kubectl and the official client verify
+the server and send the token. In-process callers use `ssl_context()` or `ca_file`.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import shutil
 import signal
+import ssl
 import sys
+import tempfile
 import threading
 import urllib.request
 from pathlib import Path
@@ -20,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from sim.kube import tls
 from sim.kube.apiserver import ApiServer
 from sim.kube.control import SCORING, SimControl
 from sim.kube.controllers import Controllers
@@ -37,11 +45,13 @@ class SimCluster:
         if scoring not in SCORING:
             raise ValueError(f"scoring must be one of {SCORING}")
         self.token = token or secrets.token_hex(16)
+        self.certs = tls.generate()
+        self._ca_dir: str | None = None
         self.store = Store()
         self.control = SimControl(node_ready_delay=node_ready_delay, pod_start_delay=pod_start_delay,
                                   scheduler_interval=scheduler_interval, scoring=scoring,
                                   never_ready_nodes=list(never_ready_nodes or []))
-        self.apiserver = ApiServer(self.store, self.control, self.token, host, port)
+        self.apiserver = ApiServer(self.store, self.control, self.token, host, port, self.certs)
         self.kwok = Kwok(self.store, self.control)
         self.scheduler = Scheduler(self.store, self.control)
         self.controllers = Controllers(self.store)
@@ -53,7 +63,8 @@ class SimCluster:
     def url(self) -> str:
         return self.apiserver.url
 
-    def start(self) -> "SimCluster":
+    def start(self) -> SimCluster:
+        self._publish_cluster_info()
         self.apiserver.start()
         for actor in self._actors:
             actor.start()
@@ -67,17 +78,42 @@ class SimCluster:
         for actor in self._actors:
             actor.stop()
         self.apiserver.stop()
+        if self._ca_dir is not None:
+            shutil.rmtree(self._ca_dir, ignore_errors=True)
+            self._ca_dir = None
 
-    def __enter__(self) -> "SimCluster":
+    def __enter__(self) -> SimCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _publish_cluster_info(self) -> None:
+        # What `kubeadm init` publishes for joining machines: the endpoint and the CA, readable
+        # without credentials (sim/kube/kubelet.py reads it the way `kubeadm join` does).
+        info = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "users": None, "contexts": None,
+                "clusters": [{"name": "", "cluster": {"server": self.url,
+                                                      "certificate-authority-data": self.certs.ca_data}}]}
+        self.store.create(self.store.builtin("configmaps"), "kube-public", {
+            "metadata": {"name": "cluster-info"}, "data": {"kubeconfig": yaml.safe_dump(info, sort_keys=False)}})
+
+    @property
+    def ca_file(self) -> str:
+        """The CA as a PEM file (the official client's Configuration.ssl_ca_cert takes a path)."""
+        if self._ca_dir is None:
+            self._ca_dir = tempfile.mkdtemp(prefix="sim-cluster-ca-")
+            Path(self._ca_dir, "ca.crt").write_bytes(self.certs.ca_pem)
+        return str(Path(self._ca_dir, "ca.crt"))
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client SSL context that trusts this cluster's CA (urllib, httpx)."""
+        return self.certs.client_context()
+
     def kubeconfig(self) -> dict[str, Any]:
         return {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "sim", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "sim", "cluster": {"server": self.url,
+                                                     "certificate-authority-data": self.certs.ca_data}}],
             "users": [{"name": "sim", "user": {"token": self.token}}],
             "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
                                                       "namespace": "default"}}],
@@ -97,6 +133,7 @@ class SimCluster:
 
         configuration = client.Configuration()
         configuration.host = self.url
+        configuration.ssl_ca_cert = self.ca_file
         configuration.api_key = {"BearerToken": self.token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         return client.ApiClient(configuration)
@@ -106,7 +143,7 @@ class SimCluster:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=self.ssl_context()) as response:
             return json.loads(response.read())
 
     def set_faults(self, never_ready_nodes: list[str]) -> None:

@@ -10,10 +10,11 @@ It stands for the outside world, so it never imports growth's packages. What it 
   `resource_limit_exceeded` (403), `rate_limit_exceeded` (429), `uniqueness_error` (409);
 - fault injection (rate-limit storms, 5xx, slow actions, removed/deprecated server types, a
   create whose response is lost) through Python methods or the control API under /sim/v1/;
-- what cloud-init + kubelet would do on a booted server: register a Node (name = server name,
-  providerID hcloud://<id>, labels/taints from the kubelet flags in user_data) with a
-  Kubernetes API server, only if the join token in user_data is the cluster's; deleting the
-  server deletes the Node.
+- booting: a started server boots after `boot_delay_s`, and the machine (its hardware, user
+  data and the cloud's metadata) is handed to a `sim.kube.kubelet.Kubelet`, which plays
+  cloud-init + kubeadm join + kubelet (and the cloud controller manager's Node clean-up when
+  the server is deleted). This module is only the cloud API; without a kubelet a server just
+  runs.
 
 Run alone: `python -m sim.clouds.hetzner --port 8090 --token sim-token`.
 """
@@ -26,13 +27,14 @@ import math
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from sim.kube.kubelet import Kubelet, Machine
+from sim.kube.kubelet import parse_kubelet_user_data as parse_kubelet_user_data  # re-exported for tests
 
 GIB = 1024**3
 VAT = 1.19
@@ -84,7 +86,7 @@ _HTTP_STATUS = {
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class _Drop(Exception):
@@ -225,36 +227,6 @@ def selector_matches(terms: list[tuple[str, str, list[str]]], labels: dict[str, 
     return True
 
 
-def _kubelet_flag(user_data: str, flag: str) -> str | None:
-    m = re.search(rf"{re.escape(flag)}[= ]+([^\s\"']+)", user_data)
-    return m.group(1) if m else None
-
-
-def parse_kubelet_user_data(user_data: str) -> tuple[str | None, dict[str, str], list[dict[str, str]]]:
-    """(join token, node labels, taints) as kubeadm/kubelet would read them from cloud-init."""
-    token = _kubelet_flag(user_data, "--token")
-    labels: dict[str, str] = {}
-    raw_labels = _kubelet_flag(user_data, "--node-labels")
-    if raw_labels:
-        for pair in raw_labels.split(","):
-            if "=" in pair:
-                k, v = pair.split("=", 1)
-                labels[k] = v
-    taints: list[dict[str, str]] = []
-    raw_taints = _kubelet_flag(user_data, "--register-with-taints")
-    if raw_taints:
-        for item in raw_taints.split(","):
-            if ":" not in item:
-                continue
-            kv, effect = item.rsplit(":", 1)
-            key, _, value = kv.partition("=")
-            taint = {"key": key, "effect": effect}
-            if value:
-                taint["value"] = value
-            taints.append(taint)
-    return token, labels, taints
-
-
 class FakeHetzner:
     """The fake API. Start with start() or `with FakeHetzner(...) as hz:`; hz.url is the
     endpoint to give hcloud.Client(api_endpoint=...)."""
@@ -278,6 +250,7 @@ class FakeHetzner:
         kube_reserved_cpu_m: int = 100,
         kube_reserved_memory: int = 256 * 1024**2,
         max_pods: int = 110,
+        kubelet: Kubelet | None = None,
     ) -> None:
         self.token = token
         self._host = host
@@ -298,12 +271,11 @@ class FakeHetzner:
         self._lose = LoseResponses()
         self.action_delay_s = action_delay_s
         self.boot_delay_s = boot_delay_s
-        self.kube_url = kube_url.rstrip("/") if kube_url else None
-        self.kube_token = kube_token
-        self.join_token = join_token
-        self.kube_reserved_cpu_m = kube_reserved_cpu_m
-        self.kube_reserved_memory = kube_reserved_memory
-        self.max_pods = max_pods
+        # kube_url & co. are a shorthand for the kubelet that boots this cloud's servers.
+        if kubelet is None and kube_url:
+            kubelet = Kubelet(kube_url, kube_token, join_token=join_token, reserved_cpu_m=kube_reserved_cpu_m,
+                              reserved_memory=kube_reserved_memory, max_pods=max_pods)
+        self.kubelet = kubelet
         self._servers: dict[int, _Server] = {}
         self._actions: dict[int, _Action] = {}
         self._next_server_id = 1000
@@ -963,102 +935,47 @@ class FakeHetzner:
                 ]
                 deletes, self._node_deletes = self._node_deletes, []
             for name in deletes:
-                self._kube("DELETE", f"/api/v1/nodes/{name}", None)
+                if self.kubelet is not None:
+                    self.kubelet.machine_deleted(name)
             for server in due:
                 self._boot(server)
 
     def _boot(self, server: _Server) -> None:
-        if self.kube_url is None:
+        if self.kubelet is None:
             with self._lock:
                 server.register_attempts = 50  # no cluster configured: the server just runs
             return
-        token, labels, taints = parse_kubelet_user_data(server.user_data)
-        if self.join_token is not None and token != self.join_token:
-            with self._lock:
-                server.join_refused = True
-                self.join_refused.append(server.name)
-            return
-        status = self._kube("POST", "/api/v1/nodes", self._node_json(server, labels, taints))
+        result = self.kubelet.join(self._machine(server))
         with self._lock:
             server.register_attempts += 1
-            if status in (200, 201, 409):
+            if result == "refused":
+                server.join_refused = True
+                self.join_refused.append(server.name)
+            elif result == "joined":
                 server.node_registered = server.id in self._servers
                 if server.id not in self._servers:
                     # Deleted while registering: the Node must go too.
                     self._node_deletes.append(server.name)
 
-    def _node_json(
-        self, server: _Server, labels: dict[str, str], taints: list[dict[str, str]]
-    ) -> dict[str, Any]:
+    def _machine(self, server: _Server) -> Machine:
         _tid, cores, memory, disk, arch, _cpu, _net = self._types_spec[server.server_type]
-        k8s_arch = "arm64" if arch == "arm" else "amd64"
-        mem_bytes = int(memory * GIB)
-        capacity = {
-            "cpu": str(cores),
-            "memory": f"{mem_bytes // 1024}Ki",
-            "pods": str(self.max_pods),
-            "ephemeral-storage": f"{disk}G",
-        }
-        allocatable = {
-            "cpu": f"{cores * 1000 - self.kube_reserved_cpu_m}m",
-            "memory": f"{(mem_bytes - self.kube_reserved_memory) // 1024}Ki",
-            "pods": str(self.max_pods),
-            "ephemeral-storage": f"{disk}G",
-        }
-        all_labels = {
-            **labels,
-            "kubernetes.io/hostname": server.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": k8s_arch,
-            # What hcloud-cloud-controller-manager adds once the node registers.
-            "node.kubernetes.io/instance-type": server.server_type,
-            "topology.kubernetes.io/region": server.location,
-            "topology.kubernetes.io/zone": f"{server.location}-dc1",
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": server.name,
-                "labels": all_labels,
-                "annotations": {"kwok.x-k8s.io/node": "fake"},
+        return Machine(
+            name=server.name,
+            provider_id=f"hcloud://{server.id}",
+            user_data=server.user_data,
+            cpu_cores=cores,
+            memory_bytes=int(memory * GIB),
+            disk_gb=disk,
+            arch="arm64" if arch == "arm" else "amd64",
+            os_image=server.image,
+            serial=server.id,
+            # What hcloud-cloud-controller-manager labels a node with once it registers.
+            cloud_labels={
+                "node.kubernetes.io/instance-type": server.server_type,
+                "topology.kubernetes.io/region": server.location,
+                "topology.kubernetes.io/zone": f"{server.location}-dc1",
             },
-            "spec": {"providerID": f"hcloud://{server.id}", "taints": taints},
-            "status": {
-                "capacity": capacity,
-                "allocatable": allocatable,
-                # A kubelet reports every field; clients (kubernetes 37's models) require them.
-                "nodeInfo": {
-                    "architecture": k8s_arch,
-                    "bootID": f"boot-{server.id}",
-                    "containerRuntimeVersion": "containerd://1.7.22",
-                    "kernelVersion": "6.8.0-45-generic",
-                    "kubeProxyVersion": "v1.31.0",
-                    "kubeletVersion": "v1.31.0",
-                    "machineID": f"{server.id:032x}",
-                    "operatingSystem": "linux",
-                    "osImage": server.image,
-                    "systemUUID": f"00000000-0000-0000-0000-{server.id:012x}",
-                },
-            },
-        }
-
-    def _kube(self, method: str, path: str, body: dict[str, Any] | None) -> int:
-        assert self.kube_url is not None or method == "DELETE"
-        if self.kube_url is None:
-            return 0
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.kube_token:
-            headers["Authorization"] = f"Bearer {self.kube_token}"
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.kube_url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                return int(resp.status)
-        except urllib.error.HTTPError as err:
-            return int(err.code)
-        except OSError:
-            return 0
+        )
 
 
 def _make_handler(sim: FakeHetzner) -> type[BaseHTTPRequestHandler]:

@@ -1,9 +1,16 @@
-"""An emulated kube-apiserver over HTTP/1.1 (JSON only) that the official client talks to.
+"""An emulated kube-apiserver over HTTPS/1.1 (JSON) that the official client and kubectl talk to.
 
 Routing follows the real URL layout: /api/v1/... for the core group, /apis/{group}/{version}/...
 otherwise, with namespaced paths under namespaces/{ns}/. Control endpoints for tests live
-under /sim/v1/ and need no token; everything else except /version and health checks needs
+under /sim/v1/ and need no token; everything else except /version, health checks and the
+kube-public cluster-info ConfigMap (what `kubeadm join` reads before it has credentials) needs
 `Authorization: Bearer <token>`, or the answer is 401 like a real cluster's.
+
+TLS: a CA and a serving certificate are generated at start (sim/kube/tls.py); the handshake
+runs in the connection's own thread, so a slow client never blocks accepting others, and
+connections stay open between requests (the official client's urllib3 pool reuses them).
+Reads answer a meta.k8s.io Table when asked (sim/kube/tables.py), and /openapi/v2 and v3
+say enough for kubectl's validation (sim/kube/openapi.py).
 """
 
 from __future__ import annotations
@@ -12,28 +19,42 @@ import base64
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from sim.kube import openapi, tables, tls
 from sim.kube.control import SimControl
 from sim.kube.errors import ApiError, bad_request, success
 from sim.kube.selectors import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
-from sim.kube.store import Obj, ResourceType, Store, WatchEvent
+from sim.kube.store import ALL_CATEGORY, Obj, ResourceType, Store, WatchEvent
 
 VERSION_INFO = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim", "gitCommit": "0" * 40,
                 "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
                 "compiler": "gc", "platform": "linux/amd64"}
 PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
+# Readable without credentials, as kubeadm's RBAC allows system:anonymous: the join discovery.
+ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    api: "ApiServer"
+    api: ApiServer
+    ssl_context: ssl.SSLContext
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        # The handshake happens on the first read, in the connection's thread (not here, in
+        # the accept loop).
+        sock, addr = self.socket.accept()
+        return self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return  # failed handshakes (plain HTTP, a client that distrusts the CA) are the client's
 
 
 class _Route:
@@ -43,21 +64,23 @@ class _Route:
 
 class ApiServer:
     def __init__(self, store: Store, control: SimControl, token: str | None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, certs: tls.ServingCerts | None = None) -> None:
         self.store = store
         self.control = control
         self.token = token
+        self.certs = certs or tls.generate()
         self.stopping = threading.Event()
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         self.httpd = _Server((host, port), _Handler)
         self.httpd.api = self
+        self.httpd.ssl_context = self.certs.server_context()
         self.thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"https://{host}:{port}"
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
@@ -122,10 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
     # ---- plumbing -------------------------------------------------------------------------
-    def _send(self, code: int, body: Any) -> None:
+    def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         head = (f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
                 f"Cache-Control: no-cache, private\r\n\r\n").encode()
         self.wfile.write(head + data)  # one write: no Nagle/delayed-ACK stall
         self._status = code
@@ -155,10 +178,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._control(method, path, body)
             elif path in PUBLIC_PATHS:
                 self._send(200, VERSION_INFO if path == "/version" else b"ok")
-            elif api.token and self.headers.get("Authorization") != f"Bearer {api.token}":
+            elif (api.token and self.headers.get("Authorization") != f"Bearer {api.token}"
+                  and not (method == "GET" and path in ANONYMOUS_GET)):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             elif (failure := api.control.take_failure(method, path)) is not None:
                 raise ApiError(failure.status, failure.reason, failure.message)
+            elif path.startswith("/openapi/"):
+                self._verb, self._resource = "get", "openapi"
+                self._openapi(path)
             else:
                 self._api(method, path, query, body)
         except ApiError as exc:
@@ -282,7 +309,14 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if method == "GET":
             self._verb = "get"
-            self._send(200, store.get(rt, ns, name))
+            obj = store.get(rt, ns, name)
+            version = tables.table_version(self.headers.get("Accept"))
+            if version is not None and sub is None:
+                self._send(200, tables.table(self._printer(rt), [obj], version=version,
+                                             include=_first(query, "includeObject", "Metadata"),
+                                             list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
+            else:
+                self._send(200, obj)
         elif method == "PUT":
             self._verb = "update"
             self._send(200, store.replace(rt, ns, name, self._object(body), sub))
@@ -344,6 +378,11 @@ class _Handler(BaseHTTPRequestHandler):
                 json.dumps([last.get("namespace", ""), last["name"]]).encode()).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
+        version = tables.table_version(self.headers.get("Accept"))
+        if version is not None:
+            self._send(200, tables.table(self._printer(rt), items, version=version, list_meta=meta,
+                                         include=_first(query, "includeObject", "Metadata")))
+            return
         self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
                          "items": items})
 
@@ -401,11 +440,22 @@ class _Handler(BaseHTTPRequestHandler):
                          b"Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n")
         self._status = 200
         self.close_connection = True
+        version = tables.table_version(self.headers.get("Accept"))
+        printer = self._printer(rt) if version is not None else None
+        include = _first(query, "includeObject", "Metadata")
+        first = [True]  # a Table watch sends its columns once, like the apiserver
+
+        def encode(kind: str, obj: Obj) -> bytes:
+            if printer is not None and kind != "ERROR":
+                obj = tables.table(printer, [obj], version=version or "v1", include=include,
+                                   list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                                   headers=first[0])
+                first[0] = False
+            return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
         def send(events: list[tuple[str, Obj]]) -> None:
             if events:
-                data = b"".join(json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() + b"\n"
-                                for t, o in events)
+                data = b"".join(encode(t, o) for t, o in events)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
         def classify(event: WatchEvent) -> tuple[str, Obj] | None:
@@ -456,9 +506,51 @@ class _Handler(BaseHTTPRequestHandler):
     def _client_gone(self) -> bool:
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            # Peek at the TCP stream under TLS (SSLSocket.recv takes no flags): b"" is the FIN.
+            return bool(readable) and socket.socket.recv(self.connection, 1, socket.MSG_PEEK) == b""
         except OSError:
             return True
+
+    # ---- printing and OpenAPI -------------------------------------------------------------
+    def _printer(self, rt: ResourceType) -> tables.Printer:
+        if rt.builtin:
+            return tables.BUILTIN_PRINTERS.get(rt.gr, tables.DEFAULT_PRINTER)
+        crds = self.server.api.store.builtin("customresourcedefinitions", "apiextensions.k8s.io")
+        crd = self.server.api.store.find(crds, "", f"{rt.plural}.{rt.group}") or {}
+        versions = (crd.get("spec") or {}).get("versions") or []
+        version = next((v for v in versions if v.get("name") == rt.version), {})
+        return tables.crd_printer(version)
+
+    def _openapi_docs(self) -> dict[str, Obj]:
+        store = self.server.api.store
+        by_gv: dict[str, list[ResourceType]] = {}
+        for rt in list(store.types.values()):
+            by_gv.setdefault(openapi.gv_path(rt.group, rt.version), []).append(rt)
+        crds = store.builtin("customresourcedefinitions", "apiextensions.k8s.io")
+        schemas: dict[tuple[str, str, str], Obj] = {}
+        for crd in store.all(crds):
+            spec = crd.get("spec") or {}
+            for v in spec.get("versions") or []:
+                schema = (v.get("schema") or {}).get("openAPIV3Schema")
+                if schema:
+                    schemas[(spec.get("group", ""), v.get("name", ""), (spec.get("names") or {}).get("plural", ""))] = schema
+        return {path: openapi.group_version_doc(types, schemas) for path, types in by_gv.items()}
+
+    def _openapi(self, path: str) -> None:
+        if path == "/openapi/v2":
+            if openapi.OPENAPI_V2_PROTOBUF in (self.headers.get("Accept") or ""):
+                # Go's mime parser refuses the '@' of the requested type (kubectl 1.27 fails on it).
+                self._send(200, openapi.V2_PROTOBUF, "application/octet-stream")
+            else:
+                self._send(200, openapi.v2_json(self._openapi_docs()))
+            return
+        docs = self._openapi_docs()
+        if path == "/openapi/v3":
+            self._send(200, openapi.v3_root(docs))
+        elif path.removeprefix("/openapi/v3/") in docs:
+            self._send(200, docs[path.removeprefix("/openapi/v3/")])
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     # ---- discovery ------------------------------------------------------------------------
     def _group_list(self) -> Obj:
@@ -481,7 +573,8 @@ class _Handler(BaseHTTPRequestHandler):
         for t in sorted(types, key=lambda t: t.plural):
             resources.append({"name": t.plural, "singularName": t.singular or t.kind.lower(),
                               "namespaced": t.namespaced, "kind": t.kind, "verbs": verbs,
-                              "shortNames": list(t.short_names)})
+                              "shortNames": list(t.short_names),
+                              **({"categories": ["all"]} if t.gr in ALL_CATEGORY else {})})
             if t.status_subresource:
                 resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
                                   "kind": t.kind, "verbs": ["get", "patch", "update"]})

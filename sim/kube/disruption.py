@@ -8,7 +8,8 @@ each matched pod without a controller (the real controller refuses percentages t
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sim.kube.selectors import label_selector_to_requirements, labels_match
 

@@ -18,8 +18,9 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sim.kube import disruption
 from sim.kube.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
@@ -56,24 +57,28 @@ class ResourceType:
 
 
 BUILTIN_TYPES: list[ResourceType] = [
-    ResourceType("", "v1", "namespaces", "Namespace", False),
-    ResourceType("", "v1", "nodes", "Node", False),
-    ResourceType("", "v1", "pods", "Pod", True),
-    ResourceType("", "v1", "events", "Event", True, status_subresource=False),
+    ResourceType("", "v1", "namespaces", "Namespace", False, short_names=("ns",)),
+    ResourceType("", "v1", "nodes", "Node", False, short_names=("no",)),
+    ResourceType("", "v1", "pods", "Pod", True, short_names=("po",)),
+    ResourceType("", "v1", "events", "Event", True, status_subresource=False, short_names=("ev",)),
     ResourceType("", "v1", "secrets", "Secret", True, status_subresource=False),
-    ResourceType("", "v1", "configmaps", "ConfigMap", True, status_subresource=False),
-    ResourceType("", "v1", "services", "Service", True),
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, status_subresource=False),
-    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
-    ResourceType("apps", "v1", "deployments", "Deployment", True),
-    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True),
-    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
-    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
+    ResourceType("", "v1", "configmaps", "ConfigMap", True, status_subresource=False, short_names=("cm",)),
+    ResourceType("", "v1", "services", "Service", True, short_names=("svc",)),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, status_subresource=False,
+                 short_names=("sa",)),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",)),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, short_names=("deploy",)),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, short_names=("rs",)),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, short_names=("ds",)),
+    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, short_names=("sts",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, status_subresource=False),
-    ResourceType("events.k8s.io", "v1", "events", "Event", True, status_subresource=False),
+    ResourceType("events.k8s.io", "v1", "events", "Event", True, status_subresource=False, short_names=("ev",)),
     ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                 "CustomResourceDefinition", False),
+                 "CustomResourceDefinition", False, short_names=("crd", "crds")),
 ]
+# `kubectl get all` lists the resources in the "all" category, as on a real cluster.
+ALL_CATEGORY = {("", "pods"), ("", "services"), ("apps", "deployments"), ("apps", "replicasets"),
+                ("apps", "daemonsets"), ("apps", "statefulsets")}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -82,6 +87,11 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alph
 # Pod spec fields an update may change (everything else is immutable on a real apiserver).
 _POD_MUTABLE_SPEC = ("tolerations", "activeDeadlineSeconds", "terminationGracePeriodSeconds",
                      "schedulingGates")
+
+
+def _body_of(obj: Obj) -> Obj:
+    """The part of an object whose change bumps metadata.generation: all but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
 def now_rfc3339() -> str:
@@ -331,10 +341,10 @@ class Store:
                     new = strategic_merge_patch(base, body)
                 else:
                     raise ApiError(415, "UnsupportedMediaType",
-                                   f"the body of the request was in an unknown format - accepted "
-                                   f"media types include: application/json-patch+json, "
-                                   f"application/merge-patch+json, "
-                                   f"application/strategic-merge-patch+json")
+                                   "the body of the request was in an unknown format - accepted "
+                                   "media types include: application/json-patch+json, "
+                                   "application/merge-patch+json, "
+                                   "application/strategic-merge-patch+json")
             except PatchError as exc:
                 raise ApiError(422, "Invalid", str(exc)) from None
             if not isinstance(new, dict):
@@ -381,8 +391,7 @@ class Store:
                 new.pop("status", None)
             if rt.gr == ("", "pods"):
                 self._check_pod_update(current, new)
-            body_of = lambda o: {k: v for k, v in o.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-            if body_of(new) != body_of(current):
+            if _body_of(new) != _body_of(current):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
             if rt.gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 self._validate_crd(new)
@@ -536,7 +545,7 @@ class Store:
             self.register(ResourceType(
                 spec["group"], version["name"], names["plural"], names["kind"],
                 spec["scope"] == "Namespaced",
-                status_subresource="status" in ((version.get("subresources") or {})),
+                status_subresource="status" in (version.get("subresources") or {}),
                 singular=names.get("singular", names["kind"].lower()),
                 short_names=tuple(names.get("shortNames") or ()), builtin=False))
         if crd.get("status", {}).get("acceptedNames"):

@@ -39,12 +39,16 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 import httpx
+
+from sim.kube.kubeconfig import Endpoint
 
 Obj = dict[str, Any]
 
@@ -80,7 +84,7 @@ class VolumeDataLost(LonghornError):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _node_ready(node: Obj) -> bool:
@@ -137,9 +141,9 @@ class _Volume:
 class _Api:
     """Just enough of a Kubernetes client over httpx: JSON in, JSON out, 404 -> None."""
 
-    def __init__(self, url: str, token: str, timeout: float) -> None:
-        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
-                                 timeout=timeout)
+    def __init__(self, endpoint: Endpoint, timeout: float) -> None:
+        self.http = httpx.Client(base_url=endpoint.url, headers={"Authorization": f"Bearer {endpoint.token}"},
+                                 timeout=timeout, verify=endpoint.ssl_context())
 
     def close(self) -> None:
         self.http.close()
@@ -204,10 +208,10 @@ def _crd(plural: str, kind: str) -> Obj:
 class SimLonghorn:
     """The stand-in. Use `start()`/`stop()` (or `with`), then the volume API below."""
 
-    def __init__(self, api_url: str, token: str, *, autoscaler_enabled: bool = True,
-                 allow_drain_with_last_healthy_replica: bool = False, interval: float = 0.1,
-                 timeout: float = 10.0) -> None:
-        self.api = _Api(api_url, token, timeout)
+    def __init__(self, api_url: str, token: str, *, ca_pem: bytes | None = None,
+                 autoscaler_enabled: bool = True, allow_drain_with_last_healthy_replica: bool = False,
+                 interval: float = 0.1, timeout: float = 10.0) -> None:
+        self.api = _Api(Endpoint(api_url, token, ca_pem), timeout)
         self.interval = interval
         self._initial_settings = {
             SETTING_AUTOSCALER: "true" if autoscaler_enabled else "false",
@@ -241,7 +245,13 @@ class SimLonghorn:
                 "metadata": {"name": name, "namespace": NAMESPACE}, "value": value})
         self._installed = True
 
-    def start(self) -> "SimLonghorn":
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> SimLonghorn:
+        """Talk to the cluster a kubeconfig names (server, token and CA)."""
+        endpoint = Endpoint.from_kubeconfig(path)
+        return cls(endpoint.url, endpoint.token, ca_pem=endpoint.ca_pem, **kwargs)
+
+    def start(self) -> SimLonghorn:
         self.install()
         self.reconcile()
         self._stop.clear()
@@ -256,7 +266,7 @@ class SimLonghorn:
             self._thread = None
         self.api.close()
 
-    def __enter__(self) -> "SimLonghorn":
+    def __enter__(self) -> SimLonghorn:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -464,7 +474,7 @@ class SimLonghorn:
                      replica_nodes: dict[str, set[str]], current: set[str],
                      last_replica_ok: bool) -> set[str]:
         want: set[str] = set(engines)
-        for node, vols in replica_nodes.items():
+        for node in replica_nodes:
             if node in schedulable or node in engines:
                 want.add(node)
         # Unschedulable nodes running only replicas keep their PDB unless each of their volumes

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes import client
 
 from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED
@@ -47,8 +46,7 @@ class StorageScenario(ScaleDownScenario):
         return {"kwok": {}}
 
     def start_extra(self, procs: Processes, workdir: Path, kube_url: str, kubeconfig: Path) -> dict[str, Any]:
-        token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
-        self.longhorn = SimLonghorn(kube_url, token, interval=0.2).start()
+        self.longhorn = SimLonghorn.from_kubeconfig(kubeconfig, interval=0.2).start()  # HTTPS: the CA is in it
         return {}
 
     def stop(self) -> None:

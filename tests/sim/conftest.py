@@ -14,7 +14,7 @@ from sim.cluster import SimCluster
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T], timeout: float = 5.0, interval: float = 0.02,
+def eventually(probe: Callable[[], T], timeout: float = 30.0, interval: float = 0.02,
                message: str = "condition not met") -> T:
     """Poll until probe() returns something truthy, or fail after timeout seconds."""
     deadline = time.monotonic() + timeout

@@ -350,7 +350,7 @@ async def test_created_server_joins_sim_cluster_as_labelled_node(secrets: Path) 
                 headers={"Authorization": f"Bearer {cluster.token}"},
             )
             try:
-                with urllib.request.urlopen(request, timeout=5) as resp:
+                with urllib.request.urlopen(request, timeout=10, context=cluster.ssl_context()) as resp:
                     return json.loads(resp.read())
             except urllib.error.HTTPError:
                 return None

@@ -95,7 +95,7 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: Scale
     obs = acts.observe_scale_down("c")
     assert {n.name for n in obs.nodes} == {"n1", "n2"} and [p.name for p in obs.pods] == ["web-1"]
     assert obs.storage is None
-    with SimLonghorn(cluster.url, cluster.token, interval=0.05) as lh:
+    with SimLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.05) as lh:
         lh.create_volume("vol-1", replicas=2)
         lh.attach("vol-1", "n1")
         assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=60)

@@ -274,24 +274,29 @@ def test_watch_streams_events_from_resource_version(core: client.CoreV1Api) -> N
     assert events == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")]
 
 
-def test_watch_delivers_live_events_and_honours_timeout(core: client.CoreV1Api) -> None:
+def test_watch_delivers_live_events(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("existing"))
     received: list[tuple[str, str]] = []
-    started = time.monotonic()
-
-    def writer() -> None:
-        time.sleep(0.2)  # let the watch connect first; the assertion does not depend on it
-        core.create_namespaced_pod("default", pod_body("live"))
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    for event in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1):
+    w = watch.Watch()
+    writer = threading.Thread(target=core.create_namespaced_pod, args=("default", pod_body("live")))
+    for event in w.stream(core.list_namespaced_pod, "default", timeout_seconds=60):
         received.append((event["type"], event["object"].metadata.name))
-    thread.join()
-    elapsed = time.monotonic() - started
+        if received[-1] == ("ADDED", "existing"):
+            writer.start()  # the watch is open: its first event arrived
+        if received[-1] == ("ADDED", "live"):
+            w.stop()
+    writer.join()
     # (the scheduler may add MODIFIED events: these pods have no node to go to)
     assert [r for r in received if r[0] == "ADDED"] == [("ADDED", "existing"), ("ADDED", "live")]
-    assert 0.9 <= elapsed < 3
+
+
+def test_watch_honours_timeout_seconds(core: client.CoreV1Api) -> None:
+    started = time.monotonic()
+    events = list(watch.Watch().stream(core.list_namespaced_pod, "default", label_selector="app=none",
+                                       timeout_seconds=1, _request_timeout=60))
+    elapsed = time.monotonic() - started
+    # The server ends the stream by itself (a hang would run into the 60 s client timeout).
+    assert events == [] and 1 <= elapsed < 60
 
 
 def test_watch_selector_transitions(core: client.CoreV1Api) -> None:
@@ -424,10 +429,11 @@ def test_cluster_scoped_crd(apiext: client.ApiextensionsV1Api, custom: client.Cu
 
 def test_requests_without_token_are_401(cluster: SimCluster) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(cluster.url + "/api/v1/namespaces", timeout=5)
+        urllib.request.urlopen(cluster.url + "/api/v1/namespaces", timeout=10, context=cluster.ssl_context())
     assert info.value.code == 401
     configuration = client.Configuration()
     configuration.host = cluster.url
+    configuration.ssl_ca_cert = cluster.ca_file
     with client.ApiClient(configuration) as anonymous:
         with pytest.raises(ApiException) as exc:
             client.CoreV1Api(anonymous).list_node()
@@ -526,7 +532,7 @@ def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
                             cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert line.startswith("sim cluster ready: http://127.0.0.1:")
+        assert line.startswith("sim cluster ready: https://127.0.0.1:")
         url = line.split(": ", 1)[1].strip()
         assert yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"] == url
         api = config.new_client_from_config(str(kubeconfig))
@@ -541,7 +547,6 @@ def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
 
 def test_pdb_counts_controller_scale_while_replacement_starts(
         cluster: SimCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api) -> None:
-    cluster.control.pod_start_delay = 0.5  # keep the replacement unready for a while
     core.create_node(node_body("host", cpu="8"))
     apps.create_namespaced_deployment("default", {
         "metadata": {"name": "api"},
@@ -552,6 +557,7 @@ def test_pdb_counts_controller_scale_while_replacement_starts(
         "metadata": {"name": "api"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "api"}}}})
     eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
                message="budget healthy")
+    cluster.control.pod_start_delay = 3600  # the replacement stays unready until the test says so
     first, second = [p.metadata.name for p in core.list_namespaced_pod("default", label_selector="app=api").items][:2]
     core.create_namespaced_pod_eviction(first, "default", {"metadata": {"name": first, "namespace": "default"}})
     status = policy.read_namespaced_pod_disruption_budget("api", "default").status
@@ -559,6 +565,7 @@ def test_pdb_counts_controller_scale_while_replacement_starts(
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod_eviction(second, "default", {"metadata": {"name": second, "namespace": "default"}})
     assert info.value.status == 429
+    cluster.control.pod_start_delay = 0
     eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
                message="replacement Ready restores the budget")
 

@@ -1,4 +1,10 @@
-"""KWOK-like node lifecycle: Ready after a delay, never-ready faults, pods start Running."""
+"""KWOK-like node lifecycle: Ready after a delay, never-ready faults, pods start Running.
+
+No test depends on how fast this machine is: "not Ready yet" is asserted under an hour-long
+ready delay that the test then lowers, and "never Ready" is read once a node created later
+has become Ready (KWOK handles nodes in creation order, with one clock reading per pass, so a
+later node is never Ready before an earlier one would have been).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +17,13 @@ from kubernetes import client, watch
 from sim.cluster import SimCluster
 from tests.sim.conftest import eventually, is_ready, node_body, pod_body
 
+HOUR = 3600.0
 DELAY = 0.4
 
 
 @pytest.fixture
 def slow() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=DELAY, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+    with SimCluster(node_ready_delay=HOUR, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         yield sim
 
 
@@ -27,20 +34,32 @@ def score(slow: SimCluster) -> Iterator[client.CoreV1Api]:
     api.close()
 
 
-def test_node_becomes_ready_after_delay(score: client.CoreV1Api) -> None:
+def ready_delay(cluster: SimCluster, seconds: float) -> None:
+    assert cluster.control_request("POST", "/sim/v1/settings", {"node_ready_delay": seconds})["node_ready_delay"] == seconds
+
+
+def test_node_is_not_ready_before_its_delay(slow: SimCluster, score: client.CoreV1Api) -> None:
+    score.create_node(node_body("k0"))
+    assert not is_ready(score.read_node("k0"))  # an hour has not passed
+    ready_delay(slow, 0)
+    eventually(lambda: is_ready(score.read_node("k0")), message="k0 Ready once the delay is over")
+
+
+def test_node_becomes_ready_no_sooner_than_the_delay(slow: SimCluster, score: client.CoreV1Api) -> None:
+    ready_delay(slow, DELAY)
     created = time.monotonic()
     score.create_node(node_body("k1", cpu="3", memory="6Gi", pods="20"))
-    assert not is_ready(score.read_node("k1"))
     node = eventually(lambda: (lambda n: is_ready(n) and n)(score.read_node("k1")), message="k1 Ready")
-    assert time.monotonic() - created >= DELAY
+    assert time.monotonic() - created >= DELAY  # a lower bound: a slow machine only adds to it
     assert node.status.allocatable == {"cpu": "3", "memory": "6Gi", "pods": "20"}  # defaults to capacity
     assert any(a.type == "InternalIP" for a in node.status.addresses)
 
 
-def test_ready_transition_is_a_watch_event(score: client.CoreV1Api) -> None:
+def test_ready_transition_is_a_watch_event(slow: SimCluster, score: client.CoreV1Api) -> None:
     start = score.list_node().metadata.resource_version
     score.create_node(node_body("k2"))
-    for event in watch.Watch().stream(score.list_node, resource_version=start, timeout_seconds=3):
+    ready_delay(slow, 0)
+    for event in watch.Watch().stream(score.list_node, resource_version=start, timeout_seconds=60):
         if event["type"] == "MODIFIED" and is_ready(event["object"]):
             break
     else:
@@ -50,27 +69,30 @@ def test_ready_transition_is_a_watch_event(score: client.CoreV1Api) -> None:
 def test_never_ready_fault(slow: SimCluster, score: client.CoreV1Api) -> None:
     slow.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["bad-*"]})
     assert slow.control_request("GET", "/sim/v1/faults")["never_ready_nodes"] == ["bad-*"]
+    ready_delay(slow, DELAY)
     score.create_node(node_body("bad-1"))
     score.create_node(node_body("good-1"))
     eventually(lambda: is_ready(score.read_node("good-1")), message="good-1 Ready")
-    time.sleep(DELAY)  # bad-1 has had its delay (and then some) by now: it must still be NotReady
+    # bad-1 was created first: without the fault it would be Ready by the time good-1 is.
     assert not is_ready(score.read_node("bad-1"))
     slow.control_request("DELETE", "/sim/v1/faults")
     eventually(lambda: is_ready(score.read_node("bad-1")), message="bad-1 Ready once the fault is lifted")
 
 
-def test_nodes_without_kwok_annotation_are_left_alone(score: client.CoreV1Api) -> None:
+def test_nodes_without_kwok_annotation_are_left_alone(slow: SimCluster, score: client.CoreV1Api) -> None:
+    ready_delay(slow, 0)
     score.create_node(node_body("real", fake=False))
     score.create_node(node_body("fake"))
     eventually(lambda: is_ready(score.read_node("fake")), message="fake Ready")
-    assert not is_ready(score.read_node("real"))
+    assert not is_ready(score.read_node("real"))  # created first: KWOK would have made it Ready already
 
 
-def test_pods_on_kwok_node_run_and_become_ready(score: client.CoreV1Api) -> None:
+def test_pods_on_kwok_node_run_and_become_ready(slow: SimCluster, score: client.CoreV1Api) -> None:
     score.create_node(node_body("k3"))
     score.create_namespaced_pod("default", pod_body("direct", node_name="k3"))
     pod = score.read_namespaced_pod("direct", "default")
-    assert pod.status.phase == "Pending"  # node not Ready yet: nothing runs
+    assert pod.status.phase == "Pending"  # node not Ready (an hour's delay): nothing runs
+    ready_delay(slow, 0)
     pod = eventually(lambda: (lambda p: p.status.phase == "Running" and p)(score.read_namespaced_pod("direct", "default")),
                      message="pod Running")
     conditions = {c.type: c.status for c in pod.status.conditions}

@@ -26,7 +26,8 @@ class Kube:
     """A tiny test client: the cluster as an operator or growth would touch it."""
 
     def __init__(self, cluster: SimCluster) -> None:
-        self.http = httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"})
+        self.http = httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"},
+                                 verify=cluster.ssl_context())
 
     def add_node(self, name: str) -> None:
         body = {
@@ -81,7 +82,7 @@ def kube(cluster: SimCluster) -> Iterator[Kube]:
 
 @pytest.fixture
 def longhorn(cluster: SimCluster, kube: Kube) -> Iterator[SimLonghorn]:
-    with SimLonghorn(cluster.url, cluster.token, interval=0.02) as lh:
+    with SimLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.02) as lh:
         assert lh.wait_until(lambda: all(kube.im_running(n) for n in NODES))
         yield lh
         assert lh.errors == 0, lh.last_error
@@ -203,9 +204,9 @@ def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhor
 def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghorn) -> None:
     """The seed 003 scenario through growth's pure rules, fed with what the API server holds."""
     from scaling.kube.drain import pdb_from_object
-    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.scale_down import NodeState, plan_scale_down
     from scaling.nodes.storage import longhorn_state_from_objects
 
@@ -253,9 +254,9 @@ def test_seed_scenario_scale_down_all_nodes_holding_replicas(cluster: SimCluster
     """Seed 003 "scale down all nodes containing volume replicas", with growth's rules deciding
     and this test acting as the NodeScaleDown workflow would: taint, evict, delete the Node."""
     from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED, pdb_from_object
-    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.scale_down import plan_scale_down
     from scaling.nodes.storage import longhorn_state_from_objects
 
