@@ -51,6 +51,7 @@ class _Server(ThreadingHTTPServer):
         # The handshake happens on the first read, in the connection's thread (not here, in
         # the accept loop).
         sock, addr = self.socket.accept()
+        self.api.accepted += 1  # connections, not requests: keep-alive keeps this small
         return self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -72,6 +73,7 @@ class ApiServer:
         self.stopping = threading.Event()
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
+        self.accepted = 0
         self.httpd = _Server((host, port), _Handler)
         self.httpd.api = self
         self.httpd.ssl_context = self.certs.server_context()
@@ -205,7 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
                 with store.lock:
                     objects = {f"{g}/{p}" if g else p: len(b) for (g, p), b in store.storage.items()}
                     rv = store.rv
-                self._send(200, {**control.stats(), "objects": objects, "resource_version": rv})
+                self._send(200, {**control.stats(), "objects": objects, "resource_version": rv,
+                                 "connections_accepted": self.server.api.accepted})
             elif path == "/sim/v1/stats" and method == "DELETE":
                 control.reset_stats()
                 self._send(200, control.stats())
