@@ -376,7 +376,7 @@ class SimLonghorn:
                               labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}")
         return {p["metadata"]["labels"][LABEL_NODE] for p in pdbs}
 
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():

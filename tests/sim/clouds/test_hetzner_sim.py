@@ -57,7 +57,7 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0) -> Any:
 def raw(hz: FakeHetzner, method: str, path: str, token: str = TOKEN) -> tuple[int, dict[str, str], Any]:
     req = urllib.request.Request(hz.base_url + path, method=method, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
+        with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, dict(resp.headers), json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), json.loads(err.read() or b"null")
@@ -226,7 +226,7 @@ def test_control_api(hz: FakeHetzner) -> None:
     def control(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body or {}).encode()
         req = urllib.request.Request(hz.base_url + "/sim/v1" + path, data=data, method=method)
-        with urllib.request.urlopen(req, timeout=5) as resp:
+        with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
     control("POST", "/capacity", {"server_type": "cx32", "location": "fsn1", "count": 0})

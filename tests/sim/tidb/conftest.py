@@ -87,4 +87,4 @@ def running(http: httpx.Client, count: int, component: str | None = None) -> lis
         ]
         return (found,) if len(found) == count else None
 
-    return eventually(probe, timeout=15, message=f"{count} running {component or 'tikv/tidb'} instances")[0]
+    return eventually(probe, timeout=60, message=f"{count} running {component or 'tikv/tidb'} instances")[0]

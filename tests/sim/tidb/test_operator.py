@@ -60,7 +60,7 @@ def test_status_reports_ready_replicas(world: TidbWorld, custom: client.CustomOb
         sts = (status.get("tikv") or {}).get("statefulSet") or {}
         return status if sts.get("readyReplicas") == 3 else None
 
-    status = eventually(ready, timeout=10, message="tikv ready in status")
+    status = eventually(ready, timeout=60, message="tikv ready in status")
     assert status["tikv"]["phase"] == "Normal"
     assert status["tikv"]["statefulSet"]["replicas"] == 3
     assert status["tidb"]["statefulSet"]["replicas"] == 1
