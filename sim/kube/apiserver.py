@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sim.kube import openapi, tables, tls
+from sim.kube import openapi, tables, tls, validation
 from sim.kube.control import SimControl
 from sim.kube.errors import ApiError, bad_request, success
 from sim.kube.selectors import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
@@ -151,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         head = (f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
-                f"Cache-Control: no-cache, private\r\n\r\n").encode()
+                f"Cache-Control: no-cache, private\r\n{self._warnings}\r\n").encode()
         self.wfile.write(head + data)  # one write: no Nagle/delayed-ACK stall
         self._status = code
 
@@ -169,6 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.api
         started = time.perf_counter()
         self._status = 0
+        self._warnings = ""  # Warning: header lines for the answer
         self._verb, self._resource = method.lower(), "other"
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
@@ -271,6 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._list(rt, route.ns, query)
             elif method == "POST":
                 self._verb = "create"
+                self._check_fields(rt, body, query)
                 self._send(201, store.create(rt, route.ns or "", self._object(body)))
             elif method == "DELETE":
                 self._verb = "deletecollection"
@@ -322,12 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, obj)
         elif method == "PUT":
             self._verb = "update"
+            self._check_fields(rt, body, query)
             self._send(200, store.replace(rt, ns, name, self._object(body), sub))
         elif method == "PATCH":
             self._verb = "patch"
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             if body is None:
                 raise bad_request("a patch needs a body")
+            if content_type != "application/json-patch+json":
+                self._check_fields(rt, body, query)
             self._send(200, store.patch(rt, ns, name, content_type, body, sub))
         elif method == "DELETE" and sub is None:
             self._verb = "delete"
@@ -514,15 +519,29 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return True
 
+    def _check_fields(self, rt: ResourceType, body: Any, query: dict[str, list[str]]) -> None:
+        """fieldValidation for custom resources: Strict refuses unknown fields, Warn warns."""
+        directive = _first(query, "fieldValidation", "Warn")
+        if rt.builtin or directive == "Ignore" or not isinstance(body, dict):
+            return
+        unknown = validation.unknown_fields(body, self._crd_version(rt).get("schema", {}).get("openAPIV3Schema"))
+        if not unknown:
+            return
+        if directive == "Strict":
+            raise bad_request("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
+        self._warnings = "".join(f'Warning: 299 - "unknown field \\"{u}\\""\r\n' for u in unknown)
+
+    def _crd_version(self, rt: ResourceType) -> Obj:
+        crds = self.server.api.store.builtin("customresourcedefinitions", "apiextensions.k8s.io")
+        crd = self.server.api.store.find(crds, "", f"{rt.plural}.{rt.group}") or {}
+        versions = (crd.get("spec") or {}).get("versions") or []
+        return next((v for v in versions if v.get("name") == rt.version), {})
+
     # ---- printing and OpenAPI -------------------------------------------------------------
     def _printer(self, rt: ResourceType) -> tables.Printer:
         if rt.builtin:
             return tables.BUILTIN_PRINTERS.get(rt.gr, tables.DEFAULT_PRINTER)
-        crds = self.server.api.store.builtin("customresourcedefinitions", "apiextensions.k8s.io")
-        crd = self.server.api.store.find(crds, "", f"{rt.plural}.{rt.group}") or {}
-        versions = (crd.get("spec") or {}).get("versions") or []
-        version = next((v for v in versions if v.get("name") == rt.version), {})
-        return tables.crd_printer(version)
+        return tables.crd_printer(self._crd_version(rt))
 
     def _openapi_docs(self) -> dict[str, Obj]:
         store = self.server.api.store

@@ -127,7 +127,6 @@ async def _candidates(handle, names: set[str]):  # noqa: ANN001, ANN202
 async def test_node_running_a_backing_image_manager_is_never_removed(local_cluster) -> None:  # noqa: ANN001
     """Seed 003 scenario 3: with Longhorn's autoscaler support on, a node that runs a
     backing-image-manager pod stays; an otherwise identical node goes."""
-    import yaml
     from kubernetes import client
 
     from scaling.nodes.settings import AutoscalerSettings
@@ -147,8 +146,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
         core.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
                                        "annotations": {"kwok.x-k8s.io/node": "fake"}},
                           "spec": {"providerID": f"kwok://{n}"}, "status": {"allocatable": q, "capacity": q}})
-    kube = yaml.safe_load(lc.kubeconfig.read_text())
-    longhorn = SimLonghorn(kube["clusters"][0]["cluster"]["server"], kube["users"][0]["user"]["token"], interval=0.2).start()
+    longhorn = SimLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
     try:
         bim = longhorn.add_backing_image_manager("keep")
 

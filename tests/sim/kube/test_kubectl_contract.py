@@ -423,3 +423,62 @@ def test_kubectl_get_nodes_watch(cluster: SimCluster, kubeconfig: Path) -> None:
         proc.wait()
     assert lines and lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert any(line.split()[:2] == ["late", "Ready"] for line in lines), lines
+
+
+# ---- server-side field validation (what kubectl's fieldValidation=Strict relies on) ---------
+
+WIDGETS = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.dev"},
+    "spec": {"group": "example.dev", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                     "size": {"type": "integer"},
+                     "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
+                     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                     "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+
+
+def widget(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "example.dev/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+
+
+def test_unknown_fields_follow_the_structural_schema() -> None:
+    from sim.kube.validation import unknown_fields
+
+    schema = WIDGETS["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    ok = widget("w", size=1, parts=[{"name": "a"}], labels={"any": "key"}, free={"x": {"y": 1}})
+    assert unknown_fields(ok, schema) == []
+    bad = widget("w", size=1, colour="red", parts=[{"name": "a", "weight": 2}])
+    assert unknown_fields(bad, schema) == ["spec.colour", "spec.parts[0].weight"]
+    assert unknown_fields({**ok, "extra": 1}, schema) == ["extra"]
+
+
+def test_strict_field_validation_of_custom_resources(kube: client.ApiClient) -> None:
+    client.ApiextensionsV1Api(kube).create_custom_resource_definition(WIDGETS)
+    custom = client.CustomObjectsApi(kube)
+    with pytest.raises(client.ApiException) as err:
+        custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets",
+                                               widget("w1", size=1, colour="red"), field_validation="Strict")
+    assert err.value.status == 400 and 'unknown field \\"spec.colour\\"' in err.value.body
+    custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets",
+                                           widget("w1", size=1, colour="red"), field_validation="Warn")
+    custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets", widget("w2", size=2),
+                                           field_validation="Strict")
+    with pytest.raises(client.ApiException) as err:
+        custom.patch_namespaced_custom_object("example.dev", "v1", "default", "widgets", "w2",
+                                              {"spec": {"weight": 3}}, field_validation="Strict")
+    assert err.value.status == 400
+
+
+@needs_kubectl
+def test_kubectl_apply_reports_unknown_fields(cluster: SimCluster, kubeconfig: Path, tmp_path: Path) -> None:
+    client.ApiextensionsV1Api(cluster.api_client()).create_custom_resource_definition(WIDGETS)
+    manifest = tmp_path / "widget.yaml"
+    manifest.write_text(yaml.safe_dump({**widget("w1", size=1, colour="red"), "metadata": {"name": "w1",
+                                                                                          "namespace": "default"}}))
+    done = kubectl(kubeconfig, "apply", "-f", str(manifest), check=False)
+    assert done.returncode != 0 and 'unknown field "spec.colour"' in done.stderr
+    manifest.write_text(manifest.read_text().replace("colour: red", "parts: [{name: a}]"))
+    assert "widget.example.dev/w1 created" in kubectl(kubeconfig, "apply", "-f", str(manifest)).stdout
