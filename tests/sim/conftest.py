@@ -86,6 +86,18 @@ def pod_body(name: str | None = None, *, labels: dict[str, str] | None = None, c
     return {"metadata": meta, "spec": spec}
 
 
+def deployment_body(name: str, replicas: int, image: str = "img") -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def ready_replicas(apps: client.AppsV1Api, name: str, namespace: str = "default") -> int:
+    status = apps.read_namespaced_deployment(name, namespace).status  # None until the controller writes it
+    return int((status.ready_replicas if status else 0) or 0)
+
+
 def node_body(name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "110", fake: bool = True,
               labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
     annotations = {"kwok.x-k8s.io/node": "fake"} if fake else {}

@@ -23,7 +23,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from sim.cluster import SimCluster
-from tests.sim.conftest import eventually, node_body, pod_body, ready_nodes
+from tests.sim.conftest import deployment_body, eventually, node_body, pod_body, ready_nodes, ready_replicas
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -465,11 +465,7 @@ def test_binding_subresource(core: client.CoreV1Api) -> None:
 
 def test_deployment_controller_recreates_and_scales(core: client.CoreV1Api, apps: client.AppsV1Api) -> None:
     core.create_node(node_body("worker", cpu="8"))
-    apps.create_namespaced_deployment("default", {
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "c", "image": "img"}]}}}})
+    apps.create_namespaced_deployment("default", deployment_body("web", 3))
 
     def web_pods() -> list[Any]:
         return core.list_namespaced_pod("default", label_selector="app=web").items
@@ -481,8 +477,7 @@ def test_deployment_controller_recreates_and_scales(core: client.CoreV1Api, apps
     core.delete_namespaced_pod(pods[0].metadata.name, "default")
     eventually(lambda: len(web_pods()) == 3 and pods[0].metadata.name not in {p.metadata.name for p in web_pods()},
                message="deleted pod replaced")
-    eventually(lambda: apps.read_namespaced_deployment("web", "default").status.ready_replicas == 3,
-               message="deployment ready")
+    eventually(lambda: ready_replicas(apps, "web") == 3, message="deployment ready")
     apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 1}})
     eventually(lambda: len(web_pods()) == 1, message="scaled to 1")
     apps.delete_namespaced_deployment("web", "default")
@@ -548,11 +543,7 @@ def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
 def test_pdb_counts_controller_scale_while_replacement_starts(
         cluster: SimCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api) -> None:
     core.create_node(node_body("host", cpu="8"))
-    apps.create_namespaced_deployment("default", {
-        "metadata": {"name": "api"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "api"}},
-                 "template": {"metadata": {"labels": {"app": "api"}},
-                              "spec": {"containers": [{"name": "c", "image": "img"}]}}}})
+    apps.create_namespaced_deployment("default", deployment_body("api", 3))
     policy.create_namespaced_pod_disruption_budget("default", {
         "metadata": {"name": "api"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "api"}}}})
     eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,

@@ -29,7 +29,7 @@ from kubernetes import client, config
 from sim.cluster import SimCluster
 from sim.kube import openapi, tls
 from sim.kube.tables import human_duration, json_path, table_version
-from tests.sim.conftest import eventually, node_body, pod_body, ready_nodes
+from tests.sim.conftest import deployment_body, eventually, node_body, pod_body, ready_nodes, ready_replicas
 
 REPO = Path(__file__).resolve().parents[3]
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -181,14 +181,9 @@ def test_node_table(cluster: SimCluster, kube: client.ApiClient) -> None:
 def test_pod_deployment_and_namespace_tables(cluster: SimCluster, kube: client.ApiClient) -> None:
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
     core.create_node(node_body("host", cpu="8"))
-    apps.create_namespaced_deployment("default", {
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "c", "image": "img:1"}]}}}})
+    apps.create_namespaced_deployment("default", deployment_body("web", 2, image="img:1"))
     core.create_namespaced_pod("default", pod_body("stuck", cpu="100"))  # fits nowhere
-    eventually(lambda: (apps.read_namespaced_deployment("web", "default").status or client.V1DeploymentStatus())
-               .ready_replicas == 2, message="deployment ready")
+    eventually(lambda: ready_replicas(apps, "web") == 2, message="deployment ready")
     pods = get(kube, "/api/v1/namespaces/default/pods", TABLE)
     assert columns(pods) == ["Name", "Ready", "Status", "Restarts", "Age"]
     assert columns(pods, wide=True)[5:] == ["IP", "Node", "Nominated Node", "Readiness Gates"]
@@ -368,10 +363,8 @@ def test_kubectl_apply_validates_without_flags(cluster: SimCluster, kubeconfig: 
     manifest = tmp_path / "app.yaml"
     manifest.write_text(yaml.safe_dump_all([
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "demo"},
-         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                  "template": {"metadata": {"labels": {"app": "web"}},
-                               "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}}]))
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         **deployment_body("web", 1, image="registry.k8s.io/pause:3.9"), "metadata": {"name": "web", "namespace": "demo"}}]))
     assert "deployment.apps/web created" in kubectl(kubeconfig, "apply", "-f", str(manifest)).stdout
     manifest.write_text(manifest.read_text().replace("replicas: 1", "replicas: 2"))
     assert "deployment.apps/web configured" in kubectl(kubeconfig, "apply", "-f", str(manifest)).stdout
