@@ -1,0 +1,219 @@
+"""A scripted TiDB world behind stub activities registered under the components contract names.
+
+The base TidbCluster and the heterogeneous clusters are plain records; metrics are derived
+from a scripted load (cores in use per component, optionally a hot subset of homogeneous
+instances, TiKV storage fill) spread over the instances that exist, so a scale-out lowers
+the next round's usage as it would in a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from scaling.components import contracts as c
+from scaling.kube.quantity import cpu_millis
+
+HOM_CPU = 2.0  # cores per homogeneous instance
+
+
+@dataclass
+class AutoCluster:
+    name: str
+    uid: str
+    component: str
+    group: str
+    replicas: int
+    pods: int
+    cpu: float  # cores per instance
+    labels: dict[str, str]
+    resource_type: str
+
+
+@dataclass
+class TidbWorld:
+    spec: dict
+    namespace: str = "ns"
+    name: str = "tas"
+    base: str = "db"
+    found: bool = True
+    replicas: dict[str, int] = field(default_factory=lambda: {"tikv": 3, "tidb": 2})
+    load: dict[str, float] = field(default_factory=dict)  # cores used per component
+    hot: dict[str, tuple[int, float]] = field(default_factory=dict)  # component -> (instances, ratio)
+    storage_fill: float = 0.0  # TiKV used/capacity
+    metrics_down: bool = False
+    fits: dict[str, int] | None = None
+    pd_plans: list[c.PdPlan] | None = None
+    recommended: int = 0
+    hold_pods: bool = False  # pods of a cluster scaled to 0 stay until released
+    autos: dict[str, AutoCluster] = field(default_factory=dict)
+    objects_created: list[str] = field(default_factory=list)  # actual creations, by name
+    create_calls: list[str] = field(default_factory=list)
+    patches: list[tuple[str, str, int]] = field(default_factory=list)  # (cluster, component, replicas)
+    deletes: list[str] = field(default_factory=list)
+    statuses: list[dict] = field(default_factory=list)
+    events: list[c.AutoscalerEvent] = field(default_factory=list)
+    metric_queries: int = 0
+    crash_next_create: bool = False  # create the object, then die before answering
+    crashed: asyncio.Event = field(default_factory=asyncio.Event)
+    _uids: itertools.count = field(default_factory=itertools.count)
+
+    def reasons(self) -> list[str]:
+        return [e.reason for e in self.events]
+
+    def last_status(self) -> dict:
+        return self.statuses[-1] if self.statuses else {}
+
+    def _metrics(self, inp: c.MetricsInput) -> c.ComponentMetrics:
+        comp = inp.component
+        n = self.replicas.get(comp, 0)
+        groups = [a for a in self.autos.values() if a.component == comp and a.pods > 0]
+        quota = HOM_CPU * n + sum(a.cpu * a.pods for a in groups)
+        ratio = self.load.get(comp, 0.0) / quota if quota else 0.0
+        hot_n, hot_ratio = self.hot.get(comp, (0, 0.0))
+        hot_n = min(hot_n, n)
+        hom = c.GroupMetrics(
+            group="", instances=n, cpu_used=HOM_CPU * ((n - hot_n) * ratio + hot_n * hot_ratio), cpu_quota=HOM_CPU * n,
+            max_ratio=max(ratio, hot_ratio if hot_n else 0.0),
+            hot_instances=hot_n if hot_ratio > (inp.hot_threshold or 1) else 0,
+            hot_cpu_used=HOM_CPU * hot_n * hot_ratio if hot_ratio > (inp.hot_threshold or 1) else 0.0,
+            hot_cpu_quota=HOM_CPU * hot_n if hot_ratio > (inp.hot_threshold or 1) else 0.0,
+        )
+        if inp.storage:
+            hom.storage_instances, hom.storage_capacity = n, 100.0 * n
+            hom.storage_used = self.storage_fill * 100.0 * n
+        out = [hom]
+        for a in groups:
+            out.append(c.GroupMetrics(group=inp.clusters.get(a.name, a.name), instances=a.pods, cpu_used=a.cpu * a.pods * ratio,
+                                      cpu_quota=a.cpu * a.pods, max_ratio=ratio))
+        return c.ComponentMetrics(component=comp, groups=out)
+
+    def activities(self) -> list:
+        world = self
+
+        @activity.defn(name=c.GET_AUTOSCALER)
+        async def get_autoscaler(ref: c.AutoscalerRef) -> c.AutoscalerObject:
+            if not world.found:
+                return c.AutoscalerObject(found=False)
+            return c.AutoscalerObject(found=True, uid="tas-uid", generation=1, spec=world.spec)
+
+        @activity.defn(name=c.WRITE_AUTOSCALER_STATUS)
+        async def write_status(inp: c.WriteStatusInput) -> c.WriteStatusResult:
+            world.statuses.append(inp.status)
+            return c.WriteStatusResult(found=world.found)
+
+        @activity.defn(name=c.EMIT_AUTOSCALER_EVENT)
+        async def emit_event(ev: c.AutoscalerEvent) -> None:
+            world.events.append(ev)
+
+        @activity.defn(name=c.GET_TIDB_CLUSTER)
+        async def get_tidb_cluster(inp: c.GetClusterInput) -> c.TidbClusterView:
+            if inp.name != world.base:
+                return c.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
+            comps = {
+                comp: c.ComponentView(replicas=r, pods=r, ready=r, cpu="2", memory="4Gi",
+                                      storage="100Gi" if comp == "tikv" else "")
+                for comp, r in world.replicas.items()
+            }
+            return c.TidbClusterView(found=True, namespace=inp.namespace, name=inp.name, uid="db-uid", components=comps)
+
+        @activity.defn(name=c.LIST_AUTO_CLUSTERS)
+        async def list_auto_clusters(inp: c.ListAutoClustersInput) -> c.AutoClusterList:
+            return c.AutoClusterList(
+                items=[
+                    c.AutoClusterView(
+                        name=a.name, uid=a.uid, group=a.group, base_tc=world.base, labels=a.labels,
+                        component=c.ComponentView(replicas=a.replicas, pods=a.pods, ready=a.pods),
+                    )
+                    for a in world.autos.values()
+                    if a.component == inp.component
+                ]
+            )
+
+        @activity.defn(name=c.QUERY_METRICS)
+        async def query_metrics(inp: c.MetricsInput) -> c.ComponentMetrics:
+            world.metric_queries += 1
+            if world.metrics_down:
+                raise ApplicationError("Prometheus: connection refused", type=c.METRICS_UNAVAILABLE, non_retryable=True)
+            return world._metrics(inp)
+
+        @activity.defn(name=c.OBSERVE_CAPACITY)
+        async def observe_capacity(inp: c.CapacityInput) -> c.CapacityAnswer:
+            if world.fits is None:
+                return c.CapacityAnswer(fits={k: 100 for k in inp.shapes})
+            return c.CapacityAnswer(fits={k: world.fits.get(k, 0) for k in inp.shapes})
+
+        @activity.defn(name=c.ASK_PD_AUTOSCALING)
+        async def ask_pd(inp: c.AskPdInput) -> c.PdAnswer:
+            if world.pd_plans is None:
+                return c.PdAnswer(answered=False)
+            return c.PdAnswer(answered=True, plans=world.pd_plans)
+
+        @activity.defn(name=c.ASK_EXTERNAL_ENDPOINT)
+        async def ask_external(inp: c.AskExternalInput) -> c.ExternalAnswer:
+            return c.ExternalAnswer(recommended_replicas=world.recommended)
+
+        @activity.defn(name=c.CREATE_AUTO_CLUSTER)
+        async def create_auto_cluster(inp: c.CreateAutoClusterInput) -> c.CreateAutoClusterResult:
+            world.create_calls.append(inp.name)
+            existing = world.autos.get(inp.name)
+            if existing is None:
+                existing = AutoCluster(
+                    name=inp.name, uid=f"uid-{next(world._uids)}", component=inp.component, group=inp.group,
+                    replicas=inp.replicas, pods=inp.replicas, cpu=cpu_millis(inp.cpu) / 1000, labels=inp.labels,
+                    resource_type=inp.labels.get("resource-type", inp.group),
+                )
+                world.autos[inp.name] = existing
+                world.objects_created.append(inp.name)
+                if world.crash_next_create:
+                    # The object exists; the worker dies before the answer reaches the server.
+                    world.crash_next_create = False
+                    world.crashed.set()
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        raise RuntimeError("worker went away before answering") from None
+                return c.CreateAutoClusterResult(name=inp.name, uid=existing.uid, created=True, replicas=existing.replicas)
+            return c.CreateAutoClusterResult(name=inp.name, uid=existing.uid, created=False, replicas=existing.replicas)
+
+        @activity.defn(name=c.PATCH_REPLICAS)
+        async def patch_replicas(inp: c.PatchReplicasInput) -> c.PatchReplicasResult:
+            world.patches.append((inp.cluster, inp.component, inp.replicas))
+            if inp.cluster == world.base:
+                world.replicas[inp.component] = inp.replicas
+                return c.PatchReplicasResult(found=True, replicas=inp.replicas)
+            auto = world.autos.get(inp.cluster)
+            if auto is None:
+                return c.PatchReplicasResult(found=False)
+            auto.replicas = inp.replicas
+            if not (world.hold_pods and inp.replicas < auto.pods):
+                auto.pods = inp.replicas
+            return c.PatchReplicasResult(found=True, replicas=inp.replicas)
+
+        @activity.defn(name=c.DELETE_AUTO_CLUSTER)
+        async def delete_auto_cluster(inp: c.DeleteAutoClusterInput) -> c.DeleteAutoClusterResult:
+            auto = world.autos.get(inp.name)
+            if auto is None or (inp.uid and auto.uid != inp.uid):
+                return c.DeleteAutoClusterResult(deleted=False)
+            del world.autos[inp.name]
+            world.deletes.append(inp.name)
+            return c.DeleteAutoClusterResult(deleted=True)
+
+        @activity.defn(name=c.LIST_AUTOSCALERS)
+        async def list_autoscalers(inp: c.ListAutoscalersInput) -> list[c.AutoscalerRef]:
+            return [c.AutoscalerRef(namespace=world.namespace, name=world.name)]
+
+        return [
+            get_autoscaler, write_status, emit_event, get_tidb_cluster, list_auto_clusters, query_metrics,
+            observe_capacity, ask_pd, ask_external, create_auto_cluster, patch_replicas, delete_auto_cluster,
+            list_autoscalers,
+        ]
+
+    def release_pods(self) -> None:
+        self.hold_pods = False
+        for a in self.autos.values():
+            a.pods = a.replicas
