@@ -1,5 +1,5 @@
 """Every workflow the worker registers: each loop package's list."""
 
-from workflows import fleet, nodes
+from workflows import components, fleet, nodes
 
-WORKFLOWS = [*nodes.WORKFLOWS, *fleet.WORKFLOWS]
+WORKFLOWS = [*nodes.WORKFLOWS, *fleet.WORKFLOWS, *components.WORKFLOWS]
