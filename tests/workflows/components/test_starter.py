@@ -1,0 +1,49 @@
+"""growth-components against a ComponentAutoscaler on the time-skipping server (stub world)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.settings import Settings, TemporalSettings
+from starters.autoscaler import CliError, _cause
+from starters.components import parse_args, run_command, start_settings
+from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.polling import until
+from workflows.components import WORKFLOWS
+
+
+async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
+    name = f"tas-{uuid.uuid4().hex[:6]}"
+    world = TidbWorld(spec={"cluster": {"name": "db"}, "tikv": {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}}},
+                      name=name, load={"tikv": 1.0})
+    tq = f"components-{uuid.uuid4().hex[:6]}"
+    settings = Settings(temporal=TemporalSettings(task_queue=tq))
+
+    async def cli(*argv: str) -> str:
+        return await run_command(env.client, settings, parse_args(["-n", "ns", name, *argv]))
+
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+        out = await cli("start", "--scan-interval", "30")
+        assert out.startswith(f"started ComponentAutoscaler components/ns/{name}")
+        assert "already running" in await cli("start")
+        await until(lambda: bool(world.statuses))
+        text = await cli("status")
+        assert f"components/ns/{name} (growth planner) for TidbCluster db: running" in text
+        assert "tikv: homogeneous 3" in text
+        assert await cli("pin", "--component", "tikv", "4") == "pins now: {'tikv/db': 4}"
+        await until(lambda: world.replicas["tikv"] == 4)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await cli("pin", "--component", "tikv", "--cluster", "auto-nope", "1")
+        assert "not a tikv group" in _cause(refused.value)
+        assert await cli("block-scale-in", "--component", "tikv") == "scale-in blocked for: tikv"
+        assert await cli("pause") == f"components/ns/{name} paused"
+        assert "PAUSED" in await cli("status")
+        assert '"paused": true' in await cli("status", "--json")
+        with pytest.raises(CliError, match="--scan-interval"):
+            start_settings(parse_args(["-n", "ns", name, "start", "--scan-interval", "0"]))
+        await env.client.get_workflow_handle(f"components/ns/{name}").terminate()
