@@ -75,6 +75,7 @@ class ComponentAutoscalerWorkflow:
         self.wake = False
         self.done = False
         self._last_failure: tuple[str, str] = ("", "")
+        self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -177,9 +178,13 @@ class ComponentAutoscalerWorkflow:
         return "running"
 
     def _search_attributes(self, phase: str) -> None:
-        if self.settings.use_search_attributes:
-            cluster = f"{self.settings.namespace}/{self.state.base_cluster or self.settings.name}"
+        """Upsert only on change: every upsert is a history event, and the loop runs for months."""
+        if not self.settings.use_search_attributes:
+            return
+        cluster = f"{self.settings.namespace}/{self.state.base_cluster or self.settings.name}"
+        if (cluster, phase) != self._attributes:
             workflow.upsert_search_attributes(components_attributes(cluster, phase))
+            self._attributes = (cluster, phase)
 
     async def _act(self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY) -> Any:
         """Run an activity; None when it failed (remembered), so a round degrades, never fails."""

@@ -266,3 +266,19 @@ async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: Workf
         world.found = False
         assert await handle.result() == "ns/tas deleted"
         assert "auto-x" in world.autos and world.deletes == []
+
+
+async def test_history_replays_deterministically(env: WorkflowEnvironment) -> None:
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Replayer
+
+    world = TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+    async with autoscaler(env, world) as handle:
+        await until(lambda: len(world.autos) == 1)
+        world.hot, world.load["tikv"] = {}, 0.2
+        await skip(env, 600)
+        await until(lambda: world.deletes != [])
+        await handle.execute_update(ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=4))
+        await until(lambda: world.replicas["tikv"] == 4)
+        history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(history)
