@@ -308,6 +308,10 @@ class ComponentAutoscalerWorkflow:
             return
         rec = reconcile(cs.groups, listed.items)
         cs.groups = rec.records
+        # Per-group timestamps only for groups that still exist (the component-wide last change
+        # stays in timing.last_change_at), so state does not grow with groups ever made.
+        keep = {base.name, *cs.groups, *(g.name for g in rec.drained)}
+        cs.timing = cs.timing.model_copy(update={"groups": {k: v for k, v in cs.timing.groups.items() if k in keep}})
         for name in rec.adopted:
             st.remember(f"{component}: adopted group {name}")
         for gone in rec.drained:

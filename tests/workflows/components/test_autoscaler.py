@@ -192,6 +192,9 @@ async def test_hot_subset_creates_a_group_then_graceful_scale_in_deletes_it(env:
         assert name not in rep.components["tikv"].groups and rep.counters.groups_deleted == 1
         assert rep.counters.heterogeneous_created == [name] and rep.counters.scale_ins == 1
         assert {"GroupCreated", "ScaledIn", "GroupDeleted"} <= set(world.reasons())
+        rep = await rounds_past(env, handle, 1)
+        assert name not in rep.components["tikv"].timing.groups  # no state left for a deleted group
+        assert rep.components["tikv"].timing.last_change_at is not None  # the component's stays
 
 
 async def test_overrides_pause_pin_and_block_scale_in(env: WorkflowEnvironment) -> None:
