@@ -46,6 +46,17 @@ async def test_components_scenario(temporal_server: TemporalServer, tmp_path: Pa
                     summary = await run_components_scenario(temporal, tq, api, world.server.url)
                     # The violation count is over real Events: several change rounds were written.
                     assert len(change_events(core, "basic")) >= 4
+                    custom = client.CustomObjectsApi(api)
+                    broken = custom.get_namespaced_custom_object(
+                        "pingcap.com", "v1alpha1", "tidb", "tidbclusterautoscalers", "broken"
+                    )
+                    (cond,) = broken["status"]["conditions"]
+                    assert cond["status"] == "False" and "spec.tikv.rules.cpu.min_threshold" in cond["message"]
+                    basic = custom.get_namespaced_custom_object(
+                        "pingcap.com", "v1alpha1", "tidb", "tidbclusterautoscalers", "basic"
+                    )
+                    assert basic["status"]["conditions"][0]["status"] == "True"
+                    assert basic["status"]["tikv"]["basic"]["lastAutoScalingTimestamp"]
                     for name in ("basic", "broken"):
                         await temporal.get_workflow_handle(f"components/tidb/{name}").terminate()
         api.close()
