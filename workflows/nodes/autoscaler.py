@@ -41,15 +41,17 @@ def autoscaler_id(cluster: str) -> str:
 
 @workflow.defn(name="NodeAutoscaler")
 class NodeAutoscalerWorkflow:
-    def __init__(self) -> None:
-        self.inp: AutoscalerInput | None = None
-        self.state = AutoscalerState()
+    @workflow.init
+    def __init__(self, inp: AutoscalerInput) -> None:
+        # State from the input here, not in run(): a signal or update delivered in the first
+        # activation (e.g. a request_changed right after continue-as-new) mutates the real state.
+        self.inp = inp
+        self.state = inp.state or AutoscalerState()
         self.wake = False
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
     def status(self) -> AutoscalerStatus:
-        assert self.inp is not None
         return status_of(self.inp.settings, self.state)
 
     @workflow.signal
@@ -109,7 +111,6 @@ class NodeAutoscalerWorkflow:
     @workflow.update
     async def remove_node(self, node: str) -> str:
         """Remove a growth node now; refused with the reason when that would lose data."""
-        assert self.inp is not None
         return await scale_down_step.remove_now(self.inp.settings, self.state, node)
 
     @remove_node.validator
@@ -156,9 +157,6 @@ class NodeAutoscalerWorkflow:
     # -- the loop ---------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: AutoscalerInput) -> None:
-        self.inp = inp
-        if inp.state is not None:
-            self.state = inp.state
         settings = inp.settings
         iterations_this_run = 0
         while True:
@@ -176,7 +174,6 @@ class NodeAutoscalerWorkflow:
                 pass
 
     async def _iterate(self) -> None:
-        assert self.inp is not None
         settings = self.inp.settings
         self.state.iterations += 1
         started = workflow.now()
@@ -272,7 +269,6 @@ class NodeAutoscalerWorkflow:
             )
 
     async def _start_request(self, planned: PlannedNode, group) -> str:  # noqa: ANN001 (NodeGroup)
-        assert self.inp is not None
         settings = self.inp.settings
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.

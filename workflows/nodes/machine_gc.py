@@ -71,14 +71,14 @@ class MachineGCStatus(BaseModel):
 
 @workflow.defn(name="MachineGC")
 class MachineGCWorkflow:
-    def __init__(self) -> None:
-        self.settings: MachineGCSettings | None = None
-        self.state = MachineGCState()
+    @workflow.init
+    def __init__(self, inp: MachineGCInput) -> None:
+        self.settings = inp.settings
+        self.state = inp.state or MachineGCState()
         self.wake = False
 
     @workflow.query
     def status(self) -> MachineGCStatus:
-        assert self.settings is not None
         return MachineGCStatus(cluster=self.settings.cluster, state=self.state)
 
     @workflow.signal
@@ -87,9 +87,6 @@ class MachineGCWorkflow:
 
     @workflow.run
     async def run(self, inp: MachineGCInput) -> None:
-        self.settings = inp.settings
-        if inp.state is not None:
-            self.state = inp.state
         rounds_this_run = 0
         while True:
             await self._round()

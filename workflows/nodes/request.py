@@ -42,24 +42,9 @@ OUTCOME_RESULT = {
 
 @workflow.defn(name="NodeRequest")
 class NodeRequestWorkflow:
-    def __init__(self) -> None:
-        self.status: NodeRequestStatus | None = None
-        self.cancel_requested = False
-        self.cancel_reason = ""
-
-    # -- steering ------------------------------------------------------------------------
-    @workflow.query
-    def describe(self) -> NodeRequestStatus | None:
-        return self.status
-
-    @workflow.signal
-    def cancel(self, reason: str = "cancelled by operator") -> None:
-        self.cancel_requested = True
-        self.cancel_reason = reason
-
-    # -- the state machine ---------------------------------------------------------------
-    @workflow.run
-    async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
+    @workflow.init
+    def __init__(self, inp: NodeRequestInput) -> None:
+        # Status from the input here: a cancel or describe in the first activation sees it.
         self.status = NodeRequestStatus(
             id=inp.id,
             group=inp.group,
@@ -74,6 +59,22 @@ class NodeRequestWorkflow:
                 first.server_type,
                 first.provider,
             )
+        self.cancel_requested = False
+        self.cancel_reason = ""
+
+    # -- steering ------------------------------------------------------------------------
+    @workflow.query
+    def describe(self) -> NodeRequestStatus:
+        return self.status
+
+    @workflow.signal
+    def cancel(self, reason: str = "cancelled by operator") -> None:
+        self.cancel_requested = True
+        self.cancel_reason = reason
+
+    # -- the state machine ---------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
         await self._publish(inp)
         for attempt_no, pool in enumerate(inp.candidates):
             if self.cancel_requested or attempts_exhausted(self.status.attempts, inp.max_attempts):
@@ -179,7 +180,6 @@ class NodeRequestWorkflow:
     # -- helpers -------------------------------------------------------------------------
     def _record(self, pool: Pool, result: AttemptResult, node_name: str = "", message: str = "") -> None:
         """One entry per pool tried: its result is updated in place as the attempt progresses."""
-        assert self.status is not None
         entry = Attempt(pool=pool.name, result=result, timestamp=workflow.now(), node_name=node_name, message=message)
         attempts = self.status.attempts
         if attempts and attempts[-1].pool == pool.name and attempts[-1].result in (
@@ -191,7 +191,6 @@ class NodeRequestWorkflow:
             attempts.append(entry)
 
     def _unmet_reason(self, inp: NodeRequestInput) -> str:
-        assert self.status is not None
         if not inp.candidates:
             return "no pool can hold the requirements"
         tried = ", ".join(f"{a.pool}: {a.result.value}" for a in self.status.attempts)
@@ -199,7 +198,6 @@ class NodeRequestWorkflow:
 
     async def _publish(self, inp: NodeRequestInput) -> None:
         """Tell the autoscaler (by workflow id, so it reaches its latest run) and the Web UI."""
-        assert self.status is not None
         if inp.use_search_attributes:
             workflow.upsert_search_attributes(request_attributes(inp.cluster, self.status))
         if not inp.parent_workflow_id:

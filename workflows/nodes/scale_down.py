@@ -57,14 +57,20 @@ def rfc3339(epoch: float) -> str:
 
 @workflow.defn(name="NodeScaleDown")
 class NodeScaleDownWorkflow:
-    def __init__(self) -> None:
-        self.status: ScaleDownStatus | None = None
+    @workflow.init
+    def __init__(self, inp: NodeScaleDownInput) -> None:
+        self.status = ScaleDownStatus(
+            node=inp.node,
+            workflow_id=workflow.info().workflow_id,
+            kind=inp.kind,
+            scale_down_at=inp.scale_down_at,
+        )
         self.cancel_reason: tuple[str, str] | None = None  # (code, message)
         self.now_requested = False
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
-    def describe(self) -> ScaleDownStatus | None:
+    def describe(self) -> ScaleDownStatus:
         return self.status
 
     @workflow.signal
@@ -81,12 +87,6 @@ class NodeScaleDownWorkflow:
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
-        self.status = ScaleDownStatus(
-            node=inp.node,
-            workflow_id=workflow.info().workflow_id,
-            kind=inp.kind,
-            scale_down_at=inp.scale_down_at,
-        )
         marked = await self._kube("mark_node_for_scale_down", MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
         if not marked:
             return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
@@ -150,7 +150,6 @@ class NodeScaleDownWorkflow:
         return await self._finish(inp, ScaleDownPhase.REMOVED, None, f"node {inp.node} removed ({inp.kind.lower()})", unmark=False, event="ScaleDown")
 
     async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
-        assert self.status is not None
         deadline = workflow.now().timestamp() + inp.pdb_retry_s
         left = [p for p in pods if p not in self.status.evicted]
         while left:
@@ -189,7 +188,6 @@ class NodeScaleDownWorkflow:
 
     async def _delete_machine(self, inp: NodeScaleDownInput) -> None:
         """Retried until it works, with growing pauses; every failed round is reported."""
-        assert self.status is not None
         pause = 5.0
         while True:
             try:
@@ -221,7 +219,6 @@ class NodeScaleDownWorkflow:
         blocked: bool = False,
         event: str | None = None,
     ) -> ScaleDownStatus:
-        assert self.status is not None
         if unmark:
             await self._kube("unmark_node", UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
         self.status.phase, self.status.reason, self.status.message = phase, reason, message
@@ -251,7 +248,6 @@ class NodeScaleDownWorkflow:
             workflow.logger.warning("could not write node events for %s", events[0].node if events else "?")
 
     async def _publish(self, inp: NodeScaleDownInput) -> None:
-        assert self.status is not None
         if inp.use_search_attributes:
             workflow.upsert_search_attributes(
                 [CLUSTER.value_set(inp.cluster), NODE.value_set(inp.node), PHASE.value_set(self.status.phase.value)]
