@@ -266,6 +266,25 @@ class FakeOcm:
             self._collect(now)
             return [self._cluster_json(c, now) for c in self._clusters.values()]
 
+    def addon_installations(self) -> list[dict[str, Any]]:
+        """Every addon installation with its cluster's ids, state and parameters: what a data
+        plane's operator would be handed when OCM installs it (the fake agent reads these)."""
+        with self._lock:
+            now = self.now()
+            self._collect(now)
+            return [
+                {
+                    "cluster_id": c.id,
+                    "external_id": c.external_id,
+                    "cluster_state": self._state(c, now),
+                    "addon_id": a.id,
+                    "state": self._addon_state(a, now),
+                    "parameters": {p["id"]: p["value"] for p in a.parameters},
+                }
+                for c in self._clusters.values()
+                for a in c.addons.values()
+            ]
+
     def cluster_by_name(self, name: str) -> dict[str, Any] | None:
         return next((c for c in self.clusters() if c["name"] == name), None)
 
@@ -790,6 +809,8 @@ class FakeOcm:
             return 200, self.stats()
         if method == "GET" and path == "/clusters":
             return 200, {"clusters": self.clusters()}
+        if method == "GET" and path == "/addons":
+            return 200, {"addons": self.addon_installations()}
         if method == "POST" and path == "/faults":
             self.inject_fault(
                 int(data["status"]),

@@ -1,0 +1,1 @@
+"""Stand-ins for what runs on a fleet's data-plane clusters (the fleetshard-like agent)."""
