@@ -28,7 +28,7 @@ from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
 from starters.processes import Processes, free_port
 from starters.scenarios import SCENARIOS, Scenario
-from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
+from workflows.nodes.machine_gc import machine_gc_id
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "demo"
@@ -84,6 +84,8 @@ class Demo:
             readiness_poll_s=0.5,
             request_ttl_s=600,
             use_search_attributes=True,
+            machine_gc_interval_s=10,
+            machine_gc_grace_s=90,
         )
         self.handle = await self.client.start_workflow(
             NodeAutoscalerWorkflow.run,
@@ -92,13 +94,8 @@ class Demo:
             task_queue=TASK_QUEUE,
         )
         say(f"NodeAutoscaler started: workflow {autoscaler_id(CLUSTER)} (see {self.ui_url})")
-        # Next to the loop: the collector of machines no Node or NodeRequest accounts for.
-        self.gc_handle = await self.client.start_workflow(
-            MachineGCWorkflow.run,
-            MachineGCInput(settings=MachineGCSettings(cluster=CLUSTER, interval_s=10, grace_s=90)),
-            id=machine_gc_id(CLUSTER),
-            task_queue=TASK_QUEUE,
-        )
+        # The loop starts MachineGC (machines no Node or NodeRequest accounts for) as its child.
+        self.gc_handle = self.client.get_workflow_handle(machine_gc_id(CLUSTER))
 
     async def status(self) -> AutoscalerStatus:
         assert self.handle is not None

@@ -18,7 +18,7 @@ from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.kube.nodes import node_info
 from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
-from scaling.kube.pods import is_unschedulable, pod_info
+from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes import metrics
 
@@ -74,7 +74,7 @@ class KubeActivities:
                 running += 1
             if is_unschedulable(pod):
                 info = pod_info(pod)
-                if not info.is_daemonset and not info.is_mirror:
+                if counts_as_demand(info):
                     unschedulable.append(info)
         if self.node_groups_file:
             with open(self.node_groups_file) as f:

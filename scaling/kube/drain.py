@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.pods import follows_node
 
 ANNOTATION_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
@@ -137,7 +138,7 @@ def is_terminal(pod: PodInfo) -> bool:
 
 def stays_with_node(pod: PodInfo) -> bool:
     """DaemonSet, mirror and finished pods are not evicted: they go away with the node."""
-    return pod.is_daemonset or pod.is_mirror or is_terminal(pod)
+    return follows_node(pod) or is_terminal(pod)
 
 
 def pods_on_node(node_name: str, pods: list[PodInfo]) -> list[PodInfo]:

@@ -79,9 +79,14 @@ def is_mirror_pod(pod: dict[str, Any]) -> bool:
     return MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
-def counts_as_demand(pod: dict[str, Any]) -> bool:
-    """DaemonSet pods follow nodes and mirror pods are static: neither asks for a new node."""
-    return not is_daemonset_pod(pod) and not is_mirror_pod(pod)
+def follows_node(pod: PodInfo) -> bool:
+    """DaemonSet pods follow nodes and mirror pods are static: neither asks for a new node nor
+    moves off a leaving one. The one place this is decided (planner, observation, drain)."""
+    return pod.is_daemonset or pod.is_mirror
+
+
+def counts_as_demand(pod: PodInfo) -> bool:
+    return not follows_node(pod)
 
 
 def _unschedulable_condition(pod: dict[str, Any]) -> dict[str, Any] | None:

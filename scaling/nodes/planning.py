@@ -24,6 +24,7 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources, Toleration
 from scaling.nodes.models import InFlightRequest, LABEL_GROUP, LABEL_POOL, NodeGroup, PlannedNode, PodProblem, Pool, ScaleUpPlan, ServerType
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
 from scaling.nodes.packing import Bin, Budget, Item, pack
+from scaling.kube.pods import counts_as_demand
 from scaling.kube.quantity import format_cpu, format_memory
 
 Catalogue = Mapping[tuple[str, str], ServerType]
@@ -68,7 +69,7 @@ def _fit_count(req: tuple[int, int, int], room: list[int]) -> int:
 def _shapes(pods: Sequence[PodInfo]) -> list[_Shape]:
     by_key: dict[tuple, _Shape] = {}
     for p in pods:
-        if p.is_daemonset or p.is_mirror or p.node_name:
+        if not counts_as_demand(p) or p.node_name:
             continue  # never demand, or already bound
         sel = tuple(sorted(p.node_selector.items()))
         tols = tuple(p.tolerations)

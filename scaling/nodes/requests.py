@@ -87,3 +87,20 @@ def request_labels(cluster: str, group: str, pool: Pool, request_id: str) -> dic
     }
 
 
+
+
+# What a create at the provider means for the attempt: a created machine is provisioning, an
+# answer of no capacity or no quota moves the request to its next pool.
+_OUTCOME_RESULT = {
+    "created": AttemptResult.PROVISIONING,
+    "no_capacity": AttemptResult.INSUFFICIENT_CAPACITY,
+    "quota_exceeded": AttemptResult.QUOTA_EXCEEDED,
+}
+
+
+def attempt_result_of(outcome: str | None) -> AttemptResult:
+    """The attempt's result for a CreateNodeResult outcome; None (the create failed after its
+    retries) and an outcome this version does not know are provider errors."""
+    if outcome is None:
+        return AttemptResult.PROVIDER_ERROR
+    return _OUTCOME_RESULT.get(outcome, AttemptResult.PROVIDER_ERROR)

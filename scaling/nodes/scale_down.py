@@ -28,8 +28,10 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from scaling.kube.drain import (
+    LOCAL_STORAGE,
     MIN_NODES,
     NO_PLACE_TO_MOVE,
+    NOT_SAFE_TO_EVICT,
     REPLICATED_KINDS,
     Blocker,
     PdbBudget,
@@ -47,7 +49,14 @@ from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resource
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
 from scaling.nodes.matching import selector_matches, tolerates
 from scaling.nodes.nodegroups import flatten_pools
-from scaling.nodes.storage import LonghornState, storage_blockers
+from scaling.nodes.storage import (
+    BACKING_IMAGE_MANAGER,
+    LAST_HEALTHY_REPLICA,
+    SHARE_MANAGER,
+    VOLUME_ATTACHED,
+    LonghornState,
+    storage_blockers,
+)
 
 GROUP_SCALE_DOWN_DISABLED = "ScaleDownDisabledForGroup"
 LIMIT_REACHED = "ScaleDownLimitReached"
@@ -543,3 +552,30 @@ def still_removable(
     )
     blockers += b
     return RemovalCheck(ok=not blockers, blockers=blockers)
+
+
+# -- the re-check's verdict and the operator's remove-now -----------------------------------
+
+CANCELLED_BY_PODS = "PodsLandedOnNode"
+MANUAL = "Manual"  # NodeScaleDownInput.kind of an operator's remove-now
+# Removing a node with these would lose data (or a service Longhorn cannot move): even an
+# operator's remove-now is refused. Other blockers (utilisation, timers) are the operator's call.
+DATA_LOSS_CODES = frozenset(
+    {VOLUME_ATTACHED, LAST_HEALTHY_REPLICA, BACKING_IMAGE_MANAGER, SHARE_MANAGER, LOCAL_STORAGE, NOT_SAFE_TO_EVICT}
+)
+
+
+def data_loss_blockers(blockers: list[Blocker]) -> list[Blocker]:
+    """The blockers that refuse even an operator's remove-now."""
+    return [b for b in blockers if b.code in DATA_LOSS_CODES]
+
+
+def blocking(kind: str, blockers: list[Blocker]) -> list[Blocker]:
+    """The blockers that cancel a removal at its re-check: all of them for the loop's own
+    removals, only the data-loss ones for a manual remove-now."""
+    return data_loss_blockers(blockers) if kind == MANUAL else list(blockers)
+
+
+def cancel_code(blocker: Blocker) -> str:
+    """The reason a cancelled removal reports for its first blocker."""
+    return CANCELLED_BY_PODS if blocker.code == NOT_EMPTY else blocker.code

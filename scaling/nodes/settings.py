@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class AutoscalerSettings(BaseModel):
@@ -24,4 +24,10 @@ class AutoscalerSettings(BaseModel):
     eviction_retry_s: float = 2.0
     drain_timeout_s: float = 300.0  # evicted pods must be gone within this
     orphan_grace_s: float = 600.0
+    # MachineGC (nodes/<cluster>/gc) started by the loop as a child that outlives it.
+    machine_gc: bool = Field(default=True, description="run MachineGC (nodes/<cluster>/gc) beside the loop")
+    machine_gc_interval_s: float = Field(default=60.0, description="seconds between MachineGC rounds")
+    machine_gc_grace_s: float = Field(
+        default=900.0, description="seconds before a machine no Node or NodeRequest accounts for is deleted"
+    )
 

@@ -27,7 +27,7 @@ from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
 from tests.e2e.conftest import TemporalServer, attach_worker, wait_for
-from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
+from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 API_TOKEN = "e2e-hcloud-token"
@@ -88,19 +88,15 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
                 NodeAutoscalerWorkflow.run,
                 AutoscalerInput(
                     settings=AutoscalerSettings(
-                        cluster=cluster, scan_interval_s=1.0, readiness_timeout_s=30, readiness_poll_s=0.25, request_ttl_s=60
+                        cluster=cluster, scan_interval_s=1.0, readiness_timeout_s=30, readiness_poll_s=0.25, request_ttl_s=60,
+                        machine_gc_interval_s=1.0, machine_gc_grace_s=3.0,
                     )
                 ),
                 id=autoscaler_id(cluster),
                 task_queue=task_queue,
             )
         )
-        gc = await temporal.start_workflow(
-            MachineGCWorkflow.run,
-            MachineGCInput(settings=MachineGCSettings(cluster=cluster, interval_s=1.0, grace_s=3.0)),
-            id=machine_gc_id(cluster),
-            task_queue=task_queue,
-        )
+        gc = temporal.get_workflow_handle(machine_gc_id(cluster))  # the autoscaler's MachineGC child
         handles.append(gc)
         auto = handles[0]
 

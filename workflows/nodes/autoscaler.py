@@ -13,13 +13,14 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.removals import ScaleDownStatus
     from scaling.nodes.state import AutoscalerInput, AutoscalerState, LoopSummary, REPORTED_PODS_KEPT, groups_fingerprint, in_flight_for_planner, record_request_update, record_scale_down_update
     from scaling.nodes.status import AutoscalerStatus, status_of
-    from scaling.nodes.backoff import pool_backoff_seconds
+    from scaling.nodes.loop import apply_attempt_backoff, fresh_problems, may_scale_down, never_satisfiable_of, prune_never_satisfiable, unavailable_pools
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
@@ -27,12 +28,15 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.planning import plan_scale_up
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
     from workflows.nodes import metrics, scale_down_step
+    from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
 ORPHAN_CHECK_EVERY = 10  # loops
+# workflow.patched id: runs started before the loop began starting MachineGC replay without it.
+MACHINE_GC_CHILD = "machine-gc-child"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -48,6 +52,9 @@ class NodeAutoscalerWorkflow:
         self.inp = inp
         self.state = inp.state or AutoscalerState()
         self.wake = False
+        # Updates that await (protect_node, remove_node) and the loop's scale-down step both
+        # read and change scale_downs/protected_nodes: one at a time.
+        self.scale_down_lock = asyncio.Lock()
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -72,14 +79,11 @@ class NodeAutoscalerWorkflow:
         record_request_update(self.state, update)
         if update.final:
             self.wake = True  # capacity changed: plan again without waiting a whole interval
+        now = workflow.now().timestamp()
         for attempt in update.attempts[-1:]:
-            key = f"{update.group}/{attempt.pool}"
-            if attempt.result == AttemptResult.QUOTA_EXCEEDED:
-                self._back_off(key)
-            elif attempt.result == AttemptResult.READY:
-                self.state.backoff_failures.pop(key, None)
-                self.state.backoff_until.pop(key, None)
-                self.state.last_scale_up_at = workflow.now().timestamp()
+            apply_attempt_backoff(self.state.backoff_failures, self.state.backoff_until, update.group, attempt, now)
+            if attempt.result == AttemptResult.READY:
+                self.state.last_scale_up_at = now
 
     @workflow.signal
     def scale_down_changed(self, update: ScaleDownStatus) -> None:
@@ -91,7 +95,8 @@ class NodeAutoscalerWorkflow:
     @workflow.update
     async def protect_node(self, node: str) -> list[str]:
         """Never scale this node down (cancels a removal still waiting on its timer)."""
-        return await scale_down_step.protect(self.state, node)
+        async with self.scale_down_lock:
+            return await scale_down_step.protect(self.state, node)
 
     @protect_node.validator
     def _validate_protect(self, node: str) -> None:
@@ -111,7 +116,8 @@ class NodeAutoscalerWorkflow:
     @workflow.update
     async def remove_node(self, node: str) -> str:
         """Remove a growth node now; refused with the reason when that would lose data."""
-        return await scale_down_step.remove_now(self.inp.settings, self.state, node)
+        async with self.scale_down_lock:
+            return await scale_down_step.remove_now(self.inp.settings, self.state, node)
 
     @remove_node.validator
     def _validate_remove(self, node: str) -> None:
@@ -158,6 +164,8 @@ class NodeAutoscalerWorkflow:
     @workflow.run
     async def run(self, inp: AutoscalerInput) -> None:
         settings = inp.settings
+        if settings.machine_gc and workflow.patched(MACHINE_GC_CHILD):
+            await self._start_machine_gc()
         iterations_this_run = 0
         while True:
             if not self.state.paused:
@@ -186,13 +194,12 @@ class NodeAutoscalerWorkflow:
         )
         await self._report_invalid_groups(obs)
         fingerprint = groups_fingerprint(obs.groups)
-        if fingerprint != self.state.groups_fingerprint:
-            # Groups changed: a pod no pool could hold before may fit a new one.
-            self.state.never_satisfiable.clear()
-            self.state.groups_fingerprint = fingerprint
-        pending_uids = {p.uid for p in obs.unschedulable}
-        for uid in [u for u in self.state.never_satisfiable if u not in pending_uids]:
-            del self.state.never_satisfiable[uid]
+        self.state.never_satisfiable = prune_never_satisfiable(
+            self.state.never_satisfiable,
+            pending_uids={p.uid for p in obs.unschedulable},
+            groups_changed=fingerprint != self.state.groups_fingerprint,
+        )
+        self.state.groups_fingerprint = fingerprint
         pods = [p for p in obs.unschedulable if p.uid not in self.state.never_satisfiable]
 
         catalogue: list[ServerType] = []
@@ -205,9 +212,7 @@ class NodeAutoscalerWorkflow:
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=OBSERVE_RETRY,
             )
-        now = workflow.now().timestamp()
-        unavailable = {tuple(k.split("/", 1)) for k in self.state.banned_pools}
-        unavailable |= {tuple(k.split("/", 1)) for k, until in self.state.backoff_until.items() if until > now}
+        unavailable = unavailable_pools(self.state.banned_pools, self.state.backoff_until, workflow.now().timestamp())
         plan = plan_scale_up(
             pods,
             obs.nodes,
@@ -217,9 +222,7 @@ class NodeAutoscalerWorkflow:
             max_nodes_total=settings.max_nodes_total,
             unavailable_pools=unavailable,
         )
-        for problem in plan.problems:
-            if problem.reason == "NeverSatisfiable":
-                self.state.never_satisfiable[problem.uid] = problem
+        self.state.never_satisfiable.update(never_satisfiable_of(plan.problems))
 
         groups = {g.name: g for g in obs.groups}
         pods_by_uid = {p.uid: p for p in pods}
@@ -238,14 +241,9 @@ class NodeAutoscalerWorkflow:
             )
         if plan.new_nodes:
             self.state.last_scale_up_at = workflow.now().timestamp()
-        elif plan.fits_existing or plan.covered_in_flight:
-            # Pods are about to land on a new node or one still coming: the cluster is not
-            # settled, and a just-Ready node looks empty until the scheduler binds them. Marking
-            # it now would taint it, strand those pods and cause another scale-up.
-            pass
-        elif settings.scale_down_enabled and scale_down_step.wanted(obs.nodes, self.state):
-            # Not in a loop that scaled up: Cluster Autoscaler's rule, and the new nodes are empty.
-            await scale_down_step.step(settings, self.state)
+        if may_scale_down(plan, settings.scale_down_enabled, obs.nodes, removals_running=bool(self.state.scale_downs)):
+            async with self.scale_down_lock:
+                await scale_down_step.step(settings, self.state)
             if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
                 await scale_down_step.check_orphans(settings, self.state, providers)
         self.state.last_loop = LoopSummary(
@@ -313,12 +311,29 @@ class NodeAutoscalerWorkflow:
         return request_id
 
     def _new_problem_events(self, problems: list[PodProblem]) -> list[PodEvent]:
-        """One NotTriggerScaleUp event per pod and reason, not one every loop."""
-        reported = set(self.state.reported_pods)
-        fresh = [p for p in problems if f"{p.uid}/{p.reason}" not in reported]
-        self.state.reported_pods.extend(f"{p.uid}/{p.reason}" for p in fresh)
-        del self.state.reported_pods[:-REPORTED_PODS_KEPT]
+        fresh, self.state.reported_pods = fresh_problems(problems, self.state.reported_pods, REPORTED_PODS_KEPT)
         return never_satisfiable_events(fresh)
+
+    async def _start_machine_gc(self) -> None:
+        """MachineGC beside the loop, so every `growth-autoscaler start` gets it. Started once
+        per run; after a continue-as-new it is usually still running, which is fine."""
+        settings = self.inp.settings
+        gc = MachineGCSettings(
+            cluster=settings.cluster,
+            interval_s=settings.machine_gc_interval_s,
+            grace_s=settings.machine_gc_grace_s,
+            autoscaler_workflow_id=workflow.info().workflow_id,
+        )
+        try:
+            await workflow.start_child_workflow(
+                MachineGCWorkflow.run,
+                MachineGCInput(settings=gc),
+                id=machine_gc_id(settings.cluster),
+                # It outlives a continue-as-new or a restart of the loop, like the requests.
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # the collector from an earlier run is still at work
 
     async def _report_invalid_groups(self, obs: ClusterObservation) -> None:
         if obs.invalid_groups == self.state.invalid_groups:
@@ -330,12 +345,6 @@ class NodeAutoscalerWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=EVENTS_RETRY,
         )
-
-    def _back_off(self, key: str) -> None:
-        failures = self.state.backoff_failures.get(key, 0) + 1
-        self.state.backoff_failures[key] = failures
-        self.state.backoff_until[key] = workflow.now().timestamp() + pool_backoff_seconds(failures)
-
 
 def _validate_node(node: str) -> None:
     if not node or "/" in node:

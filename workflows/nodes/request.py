@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
     from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
-    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, attempts_exhausted, request_labels
+    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, attempt_result_of, attempts_exhausted, request_labels
     from workflows.nodes import metrics
     from workflows.search import request_attributes
 
@@ -33,11 +33,6 @@ PROVIDER_RETRY = RetryPolicy(
 KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 # Removing a machine must eventually happen: retry without a cap, with backoff.
 DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
-
-OUTCOME_RESULT = {
-    "no_capacity": AttemptResult.INSUFFICIENT_CAPACITY,
-    "quota_exceeded": AttemptResult.QUOTA_EXCEEDED,
-}
 
 
 @workflow.defn(name="NodeRequest")
@@ -114,11 +109,12 @@ class NodeRequestWorkflow:
                 retry_policy=PROVIDER_RETRY,
             )
         except ActivityError as err:
-            self._record(pool, AttemptResult.PROVIDER_ERROR, message=_cause(err))
+            self._record(pool, attempt_result_of(None), message=_cause(err))
             await self._publish(inp)
             return False
-        if created.outcome != "created":
-            self._record(pool, OUTCOME_RESULT[created.outcome], message=created.message)
+        result = attempt_result_of(created.outcome)
+        if result != AttemptResult.PROVISIONING:
+            self._record(pool, result, message=created.message)
             await self._publish(inp)
             return False
 

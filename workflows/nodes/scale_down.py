@@ -23,9 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import DeleteNodeInput
     from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
     from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.kube.drain import LOCAL_STORAGE, NOT_ENOUGH_PDB, NOT_SAFE_TO_EVICT, marked_for_deletion, pods_to_evict
-    from scaling.nodes.scale_down import NOT_EMPTY, NodeState, still_removable
-    from scaling.nodes.storage import BACKING_IMAGE_MANAGER, LAST_HEALTHY_REPLICA, SHARE_MANAGER, VOLUME_ATTACHED
+    from scaling.kube.drain import NOT_ENOUGH_PDB, marked_for_deletion, pods_to_evict
+    from scaling.nodes.scale_down import NodeState, blocking, cancel_code, still_removable
     from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
 
@@ -36,15 +35,8 @@ PROVIDER_ROUND = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3
 )
 PROVIDER_BACKOFF_MAX_S = 300.0
-CANCELLED_BY_PODS = "PodsLandedOnNode"
 CANCELLED_BY_OPERATOR = "CancelledByOperator"
 DRAIN_TIMEOUT = "DrainTimeout"
-MANUAL = "Manual"
-# Removing a node with these would lose data (or a service Longhorn cannot move): even an
-# operator's remove-now is refused. Other blockers (utilisation, timers) are the operator's call.
-DATA_LOSS_CODES = frozenset(
-    {VOLUME_ATTACHED, LAST_HEALTHY_REPLICA, BACKING_IMAGE_MANAGER, SHARE_MANAGER, LOCAL_STORAGE, NOT_SAFE_TO_EVICT}
-)
 
 
 def scale_down_id(cluster: str, node: str) -> str:
@@ -125,13 +117,9 @@ class NodeScaleDownWorkflow:
             require_empty=inp.kind == NodeState.EMPTY.value,
             settings=inp.settings,
         )
-        blockers = check.blockers
-        if inp.kind == MANUAL:
-            blockers = [b for b in blockers if b.code in DATA_LOSS_CODES]
+        blockers = blocking(inp.kind, check.blockers)
         if blockers:
-            first = blockers[0]
-            code = CANCELLED_BY_PODS if first.code == NOT_EMPTY else first.code
-            return await self._finish(inp, ScaleDownPhase.CANCELLED, code, "; ".join(b.message for b in blockers), blocked=True)
+            return await self._finish(inp, ScaleDownPhase.CANCELLED, cancel_code(blockers[0]), "; ".join(b.message for b in blockers), blocked=True)
 
         # Drain: from here the node goes unless a PDB holds a pod past the bounded retry time.
         self.status.phase = ScaleDownPhase.DRAINING

@@ -31,12 +31,15 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownInput,
         ScaleDownLoopSettings,
         ScaleDownPlan,
+        CANCELLED_BY_PODS,
+        MANUAL,
+        data_loss_blockers,
         is_empty,
         plan_from_input,
         pool_of,
         still_removable,
     )
-    from workflows.nodes.scale_down import CANCELLED_BY_PODS, DATA_LOSS_CODES, NodeScaleDownWorkflow, scale_down_id
+    from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -44,11 +47,6 @@ OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_inter
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
     return ScaleDownLoopSettings(max_removals_per_loop=settings.max_scale_down_per_loop)
-
-
-def wanted(nodes: list[NodeInfo], state: AutoscalerState) -> bool:
-    """Skip the (heavier) scale-down observation when there is nothing growth could remove."""
-    return bool(state.scale_downs) or any(LABEL_GROUP in n.labels for n in nodes)
 
 
 async def observe(cluster: str) -> ScaleDownObservation:
@@ -206,7 +204,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         target, obs.pods, obs.pdbs, obs.storage, obs.nodes, groups=obs.groups, in_progress=leaving,
         settings=loop_settings(settings),
     )
-    loses = [b for b in check.blockers if b.code in DATA_LOSS_CODES]
+    loses = data_loss_blockers(check.blockers)
     if loses:
         raise ApplicationError(
             "; ".join(str(b) for b in loses), type="WouldLoseData", non_retryable=True
@@ -218,7 +216,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         scale_down_at=workflow.now().timestamp(),
     )
     inp = removal_input(settings, state, removal, target)
-    inp.kind = "Manual"
+    inp.kind = MANUAL
     return await start_child(settings, state, inp)
 
 

@@ -75,13 +75,13 @@ def test_unschedulable_needs_pending_condition_and_no_node() -> None:
 def test_daemonset_and_mirror_pods_never_count_as_demand() -> None:
     ds = pod([c("1")])
     ds["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "d", "controller": True}]
-    assert not counts_as_demand(ds) and pod_info(ds).is_daemonset
+    assert not counts_as_demand(pod_info(ds)) and pod_info(ds).is_daemonset
     not_controller = pod([c("1")])
     not_controller["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "d", "controller": False}]
-    assert counts_as_demand(not_controller)
+    assert counts_as_demand(pod_info(not_controller))
     mirror = pod([c("1")])
     mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
-    assert not counts_as_demand(mirror) and pod_info(mirror).is_mirror
+    assert not counts_as_demand(pod_info(mirror)) and pod_info(mirror).is_mirror
 
 
 def test_pod_info_fields() -> None:

@@ -53,7 +53,7 @@ async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEn
         )
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30), state=state),
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="request_changed",
@@ -76,7 +76,7 @@ async def test_scale_down_report_in_the_first_activation_is_applied(env: Workflo
         final = state.scale_downs["n1"].model_copy(update={"phase": ScaleDownPhase.REMOVED})
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30), state=state),
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="scale_down_changed",
@@ -97,7 +97,7 @@ async def test_resume_in_the_first_activation_is_applied(env: WorkflowEnvironmen
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30), state=carried_state(cluster)),
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=carried_state(cluster)),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="resume",

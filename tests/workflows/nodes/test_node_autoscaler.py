@@ -52,7 +52,7 @@ async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[Wor
     cluster = f"c{uuid.uuid4().hex[:6]}"
     handle = await env.client.start_workflow(
         NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, **settings)),
+        AutoscalerInput(settings=AutoscalerSettings(**{"cluster": cluster, "scan_interval_s": 0.2, "readiness_timeout_s": 60, "machine_gc": False, **settings})),
         id=f"nodes/{cluster}",
         task_queue=tq,
     )

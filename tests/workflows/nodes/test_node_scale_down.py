@@ -228,7 +228,7 @@ async def start_autoscaler(env: WorkflowEnvironment, world: DownWorld, handles: 
     cluster = f"c{uuid.uuid4().hex[:6]}"
     h = await env.client.start_workflow(
         NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, **settings)),
+        AutoscalerInput(settings=AutoscalerSettings(**{"cluster": cluster, "scan_interval_s": 1, "machine_gc": False, **settings})),
         id=f"nodes/{cluster}", task_queue=tq,
     )
     handles.append(h)

@@ -50,7 +50,7 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60)),
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, machine_gc=False)),
             id=f"nodes/{cluster}",
             task_queue=tq,
         )

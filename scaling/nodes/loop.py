@@ -1,0 +1,80 @@
+"""Decisions the NodeAutoscaler loop makes between its activities, as pure functions so the
+workflow reads as the state machine it is and each rule is unit-tested on its own.
+
+Callers pass `now` (workflow.now().timestamp() in a workflow), so replays decide the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scaling.kube.models import NodeInfo
+from scaling.nodes.backoff import pool_backoff_seconds
+from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PodProblem
+from scaling.nodes.models import ScaleUpPlan
+
+NEVER_SATISFIABLE = "NeverSatisfiable"
+
+
+def pool_key(group: str, pool: str) -> str:
+    return f"{group}/{pool}"
+
+
+def apply_attempt_backoff(failures: dict[str, int], until: dict[str, float], group: str, attempt: Attempt, now: float) -> None:
+    """A pool out of quota is skipped for a growing while; a Ready node from it clears that.
+
+    Other results (no capacity, errors) move the request on to its next pool without a
+    backoff: capacity comes back by itself, quota needs an operator."""
+    key = pool_key(group, attempt.pool)
+    if attempt.result == AttemptResult.QUOTA_EXCEEDED:
+        failures[key] = failures.get(key, 0) + 1
+        until[key] = now + pool_backoff_seconds(failures[key])
+    elif attempt.result == AttemptResult.READY:
+        failures.pop(key, None)
+        until.pop(key, None)
+
+
+def prune_never_satisfiable(
+    known: dict[str, PodProblem], pending_uids: set[str], groups_changed: bool
+) -> dict[str, PodProblem]:
+    """Never-satisfiable pods still worth remembering: none when the groups changed (a new
+    pool may hold them), otherwise those still pending."""
+    if groups_changed:
+        return {}
+    return {uid: p for uid, p in known.items() if uid in pending_uids}
+
+
+def never_satisfiable_of(problems: Iterable[PodProblem]) -> dict[str, PodProblem]:
+    return {p.uid: p for p in problems if p.reason == NEVER_SATISFIABLE}
+
+
+def unavailable_pools(banned: Iterable[str], backoff_until: dict[str, float], now: float) -> set[tuple[str, str]]:
+    """(group, pool) pairs the planner must skip: banned by an operator or backing off."""
+    keys = set(banned) | {k for k, until in backoff_until.items() if until > now}
+    return {(group, pool) for group, _, pool in (k.partition("/") for k in keys)}
+
+
+def may_scale_down(plan: ScaleUpPlan, enabled: bool, nodes: list[NodeInfo], removals_running: bool) -> bool:
+    """Whether this loop runs its scale-down step.
+
+    Not in a loop that scaled up (Cluster Autoscaler's rule; the new nodes are empty), nor while
+    pods are about to land on an existing or coming node (a just-Ready node looks empty until
+    the scheduler binds them; marking it would strand them and cause another scale-up). And
+    only when growth could remove something: a growth node exists or a removal is running."""
+    if not enabled or plan.new_nodes or plan.fits_existing or plan.covered_in_flight:
+        return False
+    return removals_running or any(LABEL_GROUP in n.labels for n in nodes)
+
+
+def fresh_problems(problems: list[PodProblem], reported: list[str], keep: int) -> tuple[list[PodProblem], list[str]]:
+    """Problems not yet reported (one NotTriggerScaleUp event per pod and reason, not one per
+    loop) and the updated reported list, bounded to the `keep` most recent keys."""
+    seen = set(reported)
+    fresh: list[PodProblem] = []
+    for p in problems:
+        key = f"{p.uid}/{p.reason}"
+        if key not in seen:
+            seen.add(key)
+            fresh.append(p)
+    updated = reported + [f"{p.uid}/{p.reason}" for p in fresh]
+    return fresh, updated[-keep:] if keep > 0 else []

@@ -1,0 +1,102 @@
+"""The NodeAutoscaler loop's decisions (scaling/nodes/loop.py), the remove-now data-loss
+policy and the provider outcome mapping, apart from any workflow."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from scaling.kube.drain import LOCAL_STORAGE, Blocker
+from scaling.kube.models import NodeInfo, Resources
+from scaling.nodes.backoff import BACKOFF_INITIAL_S
+from scaling.nodes.loop import (
+    apply_attempt_backoff,
+    fresh_problems,
+    may_scale_down,
+    never_satisfiable_of,
+    prune_never_satisfiable,
+    unavailable_pools,
+)
+from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
+from scaling.nodes.requests import attempt_result_of
+from scaling.nodes.scale_down import CANCELLED_BY_PODS, MANUAL, NOT_EMPTY, UTILIZED, blocking, cancel_code, data_loss_blockers
+from scaling.nodes.storage import VOLUME_ATTACHED
+
+T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def attempt(result: AttemptResult, pool: str = "p") -> Attempt:
+    return Attempt(pool=pool, result=result, timestamp=T)
+
+
+def problem(uid: str, reason: str = "NeverSatisfiable") -> PodProblem:
+    return PodProblem(namespace="default", name=uid, uid=uid, reason=reason, message="m")
+
+
+def test_quota_backs_a_pool_off_longer_each_time_and_ready_clears_it() -> None:
+    failures: dict[str, int] = {}
+    until: dict[str, float] = {}
+    apply_attempt_backoff(failures, until, "g", attempt(AttemptResult.QUOTA_EXCEEDED), now=1000.0)
+    assert until == {"g/p": 1000.0 + BACKOFF_INITIAL_S}
+    apply_attempt_backoff(failures, until, "g", attempt(AttemptResult.QUOTA_EXCEEDED), now=2000.0)
+    assert failures == {"g/p": 2} and until["g/p"] == 2000.0 + 2 * BACKOFF_INITIAL_S
+    # No capacity moves on without a backoff; another pool's success leaves this one alone.
+    apply_attempt_backoff(failures, until, "g", attempt(AttemptResult.INSUFFICIENT_CAPACITY), now=2100.0)
+    apply_attempt_backoff(failures, until, "g", attempt(AttemptResult.READY, pool="q"), now=2100.0)
+    assert failures == {"g/p": 2}
+    apply_attempt_backoff(failures, until, "g", attempt(AttemptResult.READY), now=2200.0)
+    assert failures == {} and until == {}
+
+
+def test_never_satisfiable_pods_are_forgotten_when_no_longer_pending_or_groups_change() -> None:
+    known = {"a": problem("a"), "b": problem("b")}
+    assert set(prune_never_satisfiable(known, pending_uids={"a", "c"}, groups_changed=False)) == {"a"}
+    assert prune_never_satisfiable(known, pending_uids={"a", "b"}, groups_changed=True) == {}
+    found = never_satisfiable_of([problem("x"), problem("y", reason="MaxNodesReached")])
+    assert set(found) == {"x"}
+
+
+def test_unavailable_pools_are_banned_ones_and_those_still_backing_off() -> None:
+    pools = unavailable_pools(["g/banned"], {"g/soon": 99.0, "g/later": 101.0}, now=100.0)
+    assert pools == {("g", "banned"), ("g", "later")}
+
+
+def test_scale_down_runs_only_in_a_settled_loop_with_something_to_remove() -> None:
+    growth_node = NodeInfo(name="n", labels={LABEL_GROUP: "g"})
+    other_node = NodeInfo(name="m")
+    settled = ScaleUpPlan()
+    assert may_scale_down(settled, True, [growth_node], removals_running=False)
+    assert not may_scale_down(settled, False, [growth_node], removals_running=False)
+    assert not may_scale_down(settled, True, [other_node], removals_running=False)
+    assert may_scale_down(settled, True, [other_node], removals_running=True)
+    scaled_up = ScaleUpPlan(new_nodes=[PlannedNode(group="g", pool="p", pod_uids=["a"], candidates=[], requirements=Resources())])
+    assert not may_scale_down(scaled_up, True, [growth_node], removals_running=True)
+    assert not may_scale_down(ScaleUpPlan(fits_existing=["a"]), True, [growth_node], removals_running=False)
+    assert not may_scale_down(ScaleUpPlan(covered_in_flight=["a"]), True, [growth_node], removals_running=False)
+
+
+def test_problem_events_once_per_pod_and_reason_and_bounded() -> None:
+    fresh, reported = fresh_problems([problem("a"), problem("a")], [], keep=10)
+    assert [p.uid for p in fresh] == ["a"] and reported == ["a/NeverSatisfiable"]
+    fresh, reported = fresh_problems([problem("a"), problem("a", reason="MaxNodesReached")], reported, keep=10)
+    assert [p.reason for p in fresh] == ["MaxNodesReached"]
+    _, reported = fresh_problems([problem(str(i)) for i in range(20)], reported, keep=5)
+    assert reported == [f"{i}/NeverSatisfiable" for i in range(15, 20)]
+
+
+def test_remove_now_is_refused_only_for_data_loss() -> None:
+    volume = Blocker(code=VOLUME_ATTACHED, message="v")
+    local = Blocker(code=LOCAL_STORAGE, message="l")
+    busy = Blocker(code=UTILIZED, message="u")
+    assert data_loss_blockers([busy, volume, local]) == [volume, local]
+    assert blocking(MANUAL, [busy]) == []
+    assert blocking("Empty", [busy]) == [busy]
+    assert cancel_code(Blocker(code=NOT_EMPTY, message="pods")) == CANCELLED_BY_PODS
+    assert cancel_code(volume) == VOLUME_ATTACHED
+
+
+def test_provider_outcomes_map_to_attempt_results() -> None:
+    assert attempt_result_of("created") == AttemptResult.PROVISIONING
+    assert attempt_result_of("no_capacity") == AttemptResult.INSUFFICIENT_CAPACITY
+    assert attempt_result_of("quota_exceeded") == AttemptResult.QUOTA_EXCEEDED
+    assert attempt_result_of(None) == AttemptResult.PROVIDER_ERROR
+    assert attempt_result_of("something_new") == AttemptResult.PROVIDER_ERROR

@@ -1,0 +1,71 @@
+"""MachineGC in production: the NodeAutoscaler starts it as a child (nodes/<cluster>/gc) that
+outlives the loop's runs, once per run, and a continue-as-new finding it still running is fine.
+Time-skipping server; stubs under the contract names."""
+
+from __future__ import annotations
+
+import uuid
+
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from tests.workflows.nodes.test_machine_gc import Cloud
+from tests.workflows.polling import eventually
+from tests.workflows.stubs import World
+from workflows.all import WORKFLOWS
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
+
+
+async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new(env: WorkflowEnvironment) -> None:
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    cloud = Cloud()
+    activities = World().activities() + [a for a in cloud.activities() if a.__name__ != "delete_node"]
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities):
+        settings = AutoscalerSettings(
+            cluster=cluster, scan_interval_s=30, iterations_per_run=1, machine_gc_interval_s=45, machine_gc_grace_s=120
+        )
+        auto = await env.client.start_workflow(
+            NodeAutoscalerWorkflow.run, AutoscalerInput(settings=settings), id=f"nodes/{cluster}", task_queue=tq
+        )
+        gc: WorkflowHandle = env.client.get_workflow_handle(machine_gc_id(cluster))
+        try:
+            # The loop continues as new after every iteration: several runs, one collector.
+            await eventually(auto, lambda s: s.runs >= 3)
+            desc = await gc.describe()
+            assert desc.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+            assert desc.parent_id == f"nodes/{cluster}"
+            first_run = desc.run_id
+            gc_status = await gc.query(MachineGCWorkflow.status)
+            assert gc_status.cluster == cluster and gc_status.state.runs == 1
+            assert cloud.live_asked and set(cloud.live_asked) == {f"nodes/{cluster}"}  # it asks its parent
+            assert (await gc.describe()).run_id == first_run
+            # The loop did not fail on finding its collector already running.
+            assert (await auto.describe()).status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+        finally:
+            await auto.terminate()
+            await gc.terminate()
+
+
+async def test_machine_gc_can_be_switched_off(env: WorkflowEnvironment) -> None:
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=World().activities()):
+        auto = await env.client.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False)),
+            id=f"nodes/{cluster}",
+            task_queue=tq,
+        )
+        try:
+            await eventually(auto, lambda s: s.iterations >= 1)
+            # The decision is made before the first iteration; its history has no child start.
+            events = [e async for e in auto.fetch_history_events()]
+            assert not any(e.HasField("start_child_workflow_execution_initiated_event_attributes") for e in events)
+        finally:
+            await auto.terminate()
