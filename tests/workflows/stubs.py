@@ -1,4 +1,4 @@
-"""Stub activities registered under the real activity names, scripted per test."""
+"""Stub activities registered under the contract names (scaling.nodes.contracts), scripted per test."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.models import ServerType, SpecProblem
@@ -32,7 +33,7 @@ class World:
     def activities(self) -> list:
         world = self
 
-        @activity.defn(name="create_node")
+        @activity.defn(name=contracts.CREATE_NODE)
         async def create_node(inp: CreateNodeInput) -> CreateNodeResult:
             world.created.append(inp)
             if inp.pool.name in world.no_capacity_pools:
@@ -42,7 +43,7 @@ class World:
             name = f"{inp.pool.name}-{len(world.created)}"
             return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
 
-        @activity.defn(name="wait_node_ready")
+        @activity.defn(name=contracts.WAIT_NODE_READY)
         async def wait_node_ready(inp: WaitReadyInput) -> bool:
             import asyncio
 
@@ -51,28 +52,28 @@ class World:
                 await asyncio.sleep(0.05)
             return not any(inp.node_name.startswith(p + "-") for p in world.never_ready_pools)
 
-        @activity.defn(name="label_node")
+        @activity.defn(name=contracts.LABEL_NODE)
         async def label_node(inp: LabelNodeInput) -> None:
             world.labelled[inp.node_name] = inp.labels
 
-        @activity.defn(name="delete_node")
+        @activity.defn(name=contracts.DELETE_NODE)
         async def delete_node(inp: DeleteNodeInput) -> None:
             world.deleted.append(inp.node_name)
 
-        @activity.defn(name="observe_cluster")
+        @activity.defn(name=contracts.OBSERVE_CLUSTER)
         async def observe_cluster(cluster: str) -> ClusterObservation:
             world.observe_calls += 1
             return world.observation
 
-        @activity.defn(name="get_catalogue")
+        @activity.defn(name=contracts.GET_CATALOGUE)
         async def get_catalogue(providers: list[str]) -> list[ServerType]:
             return [t for t in kwok_catalogue() if t.provider in providers]
 
-        @activity.defn(name="emit_pod_events")
+        @activity.defn(name=contracts.EMIT_POD_EVENTS)
         async def emit_pod_events(inp: PodEventsInput) -> None:
             world.events.extend(inp.events)
 
-        @activity.defn(name="report_node_group_status")
+        @activity.defn(name=contracts.REPORT_NODE_GROUP_STATUS)
         async def report_node_group_status(inp: GroupStatusInput) -> None:
             world.group_problems.append(inp.problems)
 

@@ -156,7 +156,7 @@ class NodeRequestWorkflow:
 
     async def _wait_ready(self, inp: NodeRequestInput, node_name: str) -> bool:
         waiting = workflow.start_activity(
-            "wait_node_ready",
+            contracts.WAIT_NODE_READY,
             WaitReadyInput(cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s),
             result_type=bool,
             start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),

@@ -79,7 +79,7 @@ class NodeScaleDownWorkflow:
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
-        marked = await self._kube("mark_node_for_scale_down", MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
+        marked = await self._kube(contracts.MARK_NODE_FOR_SCALE_DOWN, MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
         if not marked:
             return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
         await self._publish(inp)
@@ -100,7 +100,7 @@ class NodeScaleDownWorkflow:
         # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
         self.status.phase = ScaleDownPhase.CHECKING
         await self._publish(inp)
-        obs: ScaleDownObservation = await self._kube("observe_scale_down", inp.cluster, ScaleDownObservation, timeout=60)
+        obs: ScaleDownObservation = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60)
         node = next((n for n in obs.nodes if n.name == inp.node), None)
         if node is None:
             return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
@@ -124,7 +124,7 @@ class NodeScaleDownWorkflow:
         # Drain: from here the node goes unless a PDB holds a pod past the bounded retry time.
         self.status.phase = ScaleDownPhase.DRAINING
         await self._publish(inp)
-        await self._kube("cordon_node", NodeRef(cluster=inp.cluster, node=inp.node))
+        await self._kube(contracts.CORDON_NODE, NodeRef(cluster=inp.cluster, node=inp.node))
         evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, obs.pods))
         failed = await self._drain(inp, evict)
         if failed is not None:
@@ -134,7 +134,7 @@ class NodeScaleDownWorkflow:
         self.status.phase = ScaleDownPhase.DELETING
         await self._publish(inp)
         await self._delete_machine(inp)
-        await self._kube("delete_node_object", NodeRef(cluster=inp.cluster, node=inp.node))
+        await self._kube(contracts.DELETE_NODE_OBJECT, NodeRef(cluster=inp.cluster, node=inp.node))
         return await self._finish(inp, ScaleDownPhase.REMOVED, None, f"node {inp.node} removed ({inp.kind.lower()})", unmark=False, event="ScaleDown")
 
     async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
@@ -145,7 +145,7 @@ class NodeScaleDownWorkflow:
             last_message = ""
             for key in left:
                 ns, name = key.split("/", 1)
-                res: EvictResult = await self._kube("evict_pod", EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult)
+                res: EvictResult = await self._kube(contracts.EVICT_POD, EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult)
                 if res.outcome == "refused":
                     refused.append(key)
                     last_message = res.message
@@ -208,7 +208,7 @@ class NodeScaleDownWorkflow:
         event: str | None = None,
     ) -> ScaleDownStatus:
         if unmark:
-            await self._kube("unmark_node", UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
+            await self._kube(contracts.UNMARK_NODE, UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
         self.status.phase, self.status.reason, self.status.message = phase, reason, message
         metrics.scale_down_finished(inp, self.status)
         ev = event or ("ScaleDownBlocked" if blocked else "ScaleDown")
