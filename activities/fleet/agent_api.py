@@ -1,0 +1,151 @@
+"""The agent API a data-plane cluster's agent (fleetshard) talks to, served by growth's worker.
+
+- PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/status: the body (AgentStatusReport) becomes the
+  `report_agent_status` update on `fleet/cluster/<id>`; 204, or 400 naming the field (the body
+  or the workflow's validator refused it) or the unknown cluster.
+- GET /api/kafkas_mgmt/v1/agent-clusters/{id}: capacity.<type>.maxNodes, from query `agent_view`.
+- GET /api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas: the instances placed there and the reserved
+  ones, as ManagedKafka-shaped items (labels carry type and units, as fleetshard reads them).
+
+Auth: a bearer token per cluster (activities.fleet.tokens): no token -> 401, a token that is not
+this cluster's -> 403 (an HMAC token names no cluster, so another cluster's token and a forged
+one look alike). It lives in the worker process (`serve`) because it only needs a Temporal
+client, and one process fewer to run; it holds no state of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.fleet.settings import AgentApiSettings
+from activities.fleet.tokens import AgentTokens
+from scaling.fleet import contracts
+from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/kafkas_mgmt/v1/agent-clusters"
+PROFILE_QUOTA_LABEL = "bf2.org/kafkaInstanceProfileQuotaConsumed"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def error_body(status: int, reason: str) -> dict[str, Any]:
+    # kas-fleet-manager's error shape, so an agent's logs read the same as against the real one
+    return {"kind": "Error", "code": f"KAFKAS-MGMT-{status}", "reason": reason}
+
+
+def field_errors(err: ValidationError) -> str:
+    """`capacity.standard.remainingUnits: ...` for each problem: the field is named."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in err.errors())
+
+
+def managed_kafka(inst: ManagedInstance, cluster_id: str) -> dict[str, Any]:
+    labels = {
+        **inst.labels,
+        contracts.INSTANCE_PROFILE_LABEL: inst.instance_type,
+        PROFILE_QUOTA_LABEL: str(inst.units),
+    }
+    return {
+        "kind": "ManagedKafka",
+        "id": inst.id,
+        "metadata": {"name": inst.id, "namespace": inst.namespace or inst.id, "labels": labels},
+        "spec": {"clusterId": cluster_id, "instanceType": inst.instance_type, "size": inst.size, "units": inst.units},
+    }
+
+
+def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens | None = None) -> FastAPI:
+    tokens = tokens or AgentTokens(settings)
+    timeout = timedelta(seconds=settings.temporal_timeout_s)
+    app = FastAPI(title="growth agent API", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, err: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(err.status, err.reason), status_code=err.status)
+
+    def authorize(request: Request, cluster_id: str) -> None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "a bearer token is required")
+        if not tokens.verify(cluster_id, token.strip()):
+            raise ApiError(403, f"the token is not valid for cluster {cluster_id}")
+
+    async def view(cluster_id: str) -> AgentClusterView:
+        handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
+        try:
+            return await handle.query(
+                contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise ApiError(404, f"unknown cluster {cluster_id}") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
+
+    @app.get(PREFIX + "/{cluster_id}")
+    @app.get(PREFIX + "/{cluster_id}/", include_in_schema=False)  # httpx base_url + "" ends in "/"
+    async def get_cluster(cluster_id: str, request: Request) -> dict[str, Any]:
+        authorize(request, cluster_id)
+        v = await view(cluster_id)
+        return {
+            "kind": "DataPlaneClusterAgentConfig",
+            "id": v.cluster_id,
+            "phase": v.phase.value,
+            "capacity": {t: {"maxNodes": c.max_nodes} for t, c in sorted(v.capacity.items())},
+        }
+
+    @app.get(PREFIX + "/{cluster_id}/kafkas")
+    async def get_kafkas(cluster_id: str, request: Request) -> dict[str, Any]:
+        authorize(request, cluster_id)
+        v = await view(cluster_id)
+        items = [managed_kafka(i, cluster_id) for i in [*v.instances, *v.reserved]]
+        return {"kind": "ManagedKafkaList", "items": items}
+
+    @app.put(PREFIX + "/{cluster_id}/status", status_code=204)
+    async def put_status(cluster_id: str, request: Request) -> Response:
+        authorize(request, cluster_id)
+        try:
+            report = AgentStatusReport.model_validate_json(await request.body())
+        except ValidationError as err:
+            raise ApiError(400, field_errors(err)) from None
+        handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
+        try:
+            await handle.execute_update(contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
+        except WorkflowUpdateFailedError as err:
+            # the workflow's validator refused it; its message names the field
+            cause = err.cause
+            raise ApiError(400, getattr(cause, "message", None) or str(cause)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:  # never created, or already deleted
+                raise ApiError(400, f"unknown cluster {cluster_id}") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
+        return Response(status_code=204)
+
+    return app
+
+
+async def serve(client: Client, settings: AgentApiSettings, stop: asyncio.Event) -> None:
+    """Serve the agent API on settings.bind until `stop` is set."""
+    host, _, port = settings.bind.rpartition(":")
+    config = uvicorn.Config(
+        create_app(client, settings), host=host or "127.0.0.1", port=int(port), log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    log.info("agent API on http://%s", settings.bind)
+    await stop.wait()
+    server.should_exit = True
+    await task

@@ -1,0 +1,130 @@
+"""The agent API over HTTP (httpx against the ASGI app) backed by a real Temporal test server and
+the DataPlaneCluster workflow, OCM replaced by the stubs under the contract's activity names."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.fleet.agent_api import PREFIX, create_app
+from activities.fleet.settings import AgentApiSettings
+from activities.fleet.tokens import AgentTokens
+from scaling.fleet.contracts import AgentClusterView
+from scaling.fleet.lifecycle import DataPlaneClusterState
+from scaling.fleet.models import ClusterPhase
+from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.workflows.fleet.test_cluster import cluster_input, in_phase, report, running
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
+
+
+@pytest.fixture(scope="module")
+async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=temporal_test_server_path, data_converter=pydantic_data_converter
+    ) as e:
+        yield e
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> AgentApiSettings:
+    secret = tmp_path / "agent-secret"
+    secret.write_text("test-secret\n")
+    return AgentApiSettings(token_secret_file=str(secret))
+
+
+def api(env: WorkflowEnvironment, settings: AgentApiSettings, cluster_id: str) -> httpx.AsyncClient:
+    token = AgentTokens(settings).token_for(cluster_id)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(env.client, settings)),
+        base_url=f"http://agent-api{PREFIX}/{cluster_id}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def body(**kw: object) -> dict:
+    return report(**kw).model_dump(by_alias=True)
+
+
+async def test_reports_drive_the_cluster_and_reads_come_from_its_workflow(
+    env: WorkflowEnvironment, settings: AgentApiSettings
+) -> None:
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        config = (await http.get("")).json()
+        assert config["capacity"] == {"standard": {"maxNodes": 18}}
+        assert (await http.get("/kafkas")).json()["items"] == []  # reserved only once ready
+
+        resp = await http.put("/status", json=body(max_units=12, remaining=9))
+        assert resp.status_code == 204, resp.text
+        view: AgentClusterView = await handle.query(DataPlaneClusterWorkflow.agent_view)
+        assert view.phase == ClusterPhase.READY
+        assert (view.capacity["standard"].max_units, view.capacity["standard"].remaining_units) == (12, 9)
+        (item,) = (await http.get("/kafkas")).json()["items"]
+        assert item["metadata"]["name"] == item["metadata"]["namespace"] == "reserved-kafka-standard-1"
+        assert item["metadata"]["labels"]["bf2.org/kafkaInstanceProfileType"] == "standard"
+        assert item["metadata"]["labels"]["bf2.org/kafkaInstanceProfileQuotaConsumed"] == "1"
+
+        assert (await http.put("/status", json=body(ready=False))).status_code == 204
+        assert await in_phase(handle, ClusterPhase.WAITING)
+        await handle.terminate()
+
+
+async def test_bad_bodies_and_refused_reports_are_400_naming_the_field(
+    env: WorkflowEnvironment, settings: AgentApiSettings
+) -> None:
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        bad = body()
+        bad["capacity"]["standard"]["remainingUnits"] = 99  # > maxUnits: the model refuses it
+        resp = await http.put("/status", json=bad)
+        assert resp.status_code == 400 and "capacity" in resp.json()["reason"]
+        resp = await http.put("/status", json={"capacity": {"standard": {"maxUnits": -1, "remainingUnits": 0}}})
+        assert resp.status_code == 400 and "capacity.standard.maxUnits" in resp.json()["reason"]
+        resp = await http.put("/status", content=b"not json")
+        assert resp.status_code == 400
+        wrong_type = body()
+        wrong_type["capacity"] = {"developer": wrong_type["capacity"]["standard"]}  # the validator refuses it
+        resp = await http.put("/status", json=wrong_type)
+        assert resp.status_code == 400 and resp.json()["reason"].startswith("capacity.developer")
+        st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
+        assert st.reports == 0 and st.phase == ClusterPhase.WAITING
+        await handle.terminate()
+
+
+async def test_unknown_cluster(env: WorkflowEnvironment, settings: AgentApiSettings) -> None:
+    async with api(env, settings, "no-such-cluster") as http:
+        resp = await http.put("/status", json=body())
+        assert resp.status_code == 400 and "unknown cluster no-such-cluster" in resp.json()["reason"]
+        assert (await http.get("")).status_code == 404
+
+
+async def test_each_agent_reports_only_for_its_own_cluster(
+    env: WorkflowEnvironment, settings: AgentApiSettings
+) -> None:
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        async with api(env, settings, "some-other-cluster") as other:
+            other.base_url = f"http://agent-api{PREFIX}/{inp.cluster_id}"
+            assert (await other.put("/status", json=body())).status_code == 403
+            assert (await other.get("/kafkas")).status_code == 403
+            assert (await other.put("/status", json=body(), headers={"Authorization": ""})).status_code == 401
+            assert (await other.get("", headers={"Authorization": "Basic abc"})).status_code == 401
+        st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
+        assert st.reports == 0 and st.phase == ClusterPhase.WAITING
+        await handle.terminate()
+
+
+async def test_no_secret_configured_refuses_every_token(env: WorkflowEnvironment, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("GROWTH_AGENT_TOKEN_SECRET", raising=False)
+    app = create_app(env.client, AgentApiSettings())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as http:
+        resp = await http.get(f"{PREFIX}/c1", headers={"Authorization": "Bearer gat_anything"})
+        assert resp.status_code == 403
