@@ -59,6 +59,11 @@ async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[Wor
     return handle, worker
 
 
+async def timers_fired(handle: WorkflowHandle) -> int:
+    fired = [e async for e in handle.fetch_history_events() if e.HasField("timer_fired_event_attributes")]
+    return len(fired)
+
+
 @pytest.fixture
 def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
     return dev_env
@@ -177,11 +182,17 @@ async def test_pause_stops_planning_until_resumed(running) -> None:  # noqa: ANN
     paused = await eventually(handle, lambda s: s.paused)
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
     calls = world.observe_calls
-    await asyncio.sleep(0.5)  # several scan intervals pass; a paused loop must not observe or plan
+    fired = await timers_fired(handle)
+    # Not a sleep: wait until the paused loop has woken on its scan timer three more times.
+    deadline = asyncio.get_running_loop().time() + 30
+    while await timers_fired(handle) < fired + 3:
+        assert asyncio.get_running_loop().time() < deadline, "the paused loop's scan timer did not fire"
+        await asyncio.sleep(0.2)
+    # At most the iteration under way when the pause landed finished; none planned the new pod.
     assert world.observe_calls <= calls + 1 and not world.created
     await handle.signal(NodeAutoscalerWorkflow.resume)
     status = await eventually(handle, lambda s: s.in_flight)
-    assert not status.paused and paused.iterations <= status.iterations
+    assert not status.paused and status.iterations > paused.iterations
 
 
 async def test_invalid_groups_are_reported_and_valid_ones_keep_working(running) -> None:  # noqa: ANN001
