@@ -63,6 +63,8 @@ class DownWorld(World):
     provider_failures: int = 0  # delete_node raises this many times first
     calls: list[tuple[str, str]] = field(default_factory=list)
     node_events: list[NodeEvent] = field(default_factory=list)
+    observe_gate: asyncio.Event | None = None  # observe_scale_down waits on it when set
+    observing: int = 0  # observe_scale_down calls under way
 
     def activities(self) -> list:
         w = self
@@ -77,7 +79,13 @@ class DownWorld(World):
 
         @activity.defn(name="observe_scale_down")
         async def observe_scale_down(cluster: str) -> ScaleDownObservation:
-            return w.down_obs
+            w.observing += 1
+            try:
+                if w.observe_gate is not None:
+                    await w.observe_gate.wait()
+                return w.down_obs
+            finally:
+                w.observing -= 1
 
         @activity.defn(name="mark_node_for_scale_down")
         async def mark(inp: MarkNodeInput) -> bool:

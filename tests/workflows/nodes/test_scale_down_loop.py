@@ -5,8 +5,10 @@ test_node_scale_down.py with time skipping."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.nodes.contracts import ScaleDownObservation
@@ -153,3 +155,30 @@ async def test_no_scale_down_while_pending_pods_are_about_to_land(env: WorkflowE
     world.observation = ClusterObservation(nodes=nodes, groups=[group])
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=[], groups=[group])
     await poll(_async(lambda: ("mark", "fresh") in world.calls))
+
+
+async def test_remove_node_waits_for_the_loops_scale_down_step(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """The update and the loop's step both read and change the removals: the update's own
+    observation is not even scheduled while the loop's step is under way (the lock)."""
+    world = DownWorld(observe_gate=asyncio.Event())
+    observed(world, [node("a"), node("b")], [app_pod("web-1", "a"), app_pod("web-2", "b")])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b"))
+    await poll(lambda: _true(world.observing == 1))  # the loop's step is observing, held
+    update = await h.start_update(NodeAutoscalerWorkflow.remove_node, "a", wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+    # The task that accepted the update has completed: without the lock it would have scheduled
+    # the update's observe_scale_down beside the loop's.
+    assert await scheduled(h, "observe_scale_down") == 1
+    world.observe_gate.set()
+    assert await update.result() == f"{h.id}/scale-down/a"
+    assert await scheduled(h, "observe_scale_down") >= 2
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def scheduled(h: WorkflowHandle, activity_type: str) -> int:
+    events = [e async for e in h.fetch_history_events() if e.HasField("activity_task_scheduled_event_attributes")]
+    return sum(1 for e in events if e.activity_task_scheduled_event_attributes.activity_type.name == activity_type)
