@@ -10,8 +10,7 @@ from collections.abc import Iterable
 
 from scaling.kube.models import NodeInfo
 from scaling.nodes.backoff import pool_backoff_seconds
-from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PodProblem
-from scaling.nodes.models import ScaleUpPlan
+from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PodProblem, ScaleUpPlan
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
 

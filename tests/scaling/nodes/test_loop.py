@@ -3,7 +3,7 @@ policy and the provider outcome mapping, apart from any workflow."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from scaling.kube.drain import LOCAL_STORAGE, Blocker
 from scaling.kube.models import NodeInfo, Resources
@@ -18,10 +18,18 @@ from scaling.nodes.loop import (
 )
 from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
 from scaling.nodes.requests import attempt_result_of
-from scaling.nodes.scale_down import CANCELLED_BY_PODS, MANUAL, NOT_EMPTY, UTILIZED, blocking, cancel_code, data_loss_blockers
+from scaling.nodes.scale_down import (
+    CANCELLED_BY_PODS,
+    MANUAL,
+    NOT_EMPTY,
+    UTILIZED,
+    blocking,
+    cancel_code,
+    data_loss_blockers,
+)
 from scaling.nodes.storage import VOLUME_ATTACHED
 
-T = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def attempt(result: AttemptResult, pool: str = "p") -> Attempt:

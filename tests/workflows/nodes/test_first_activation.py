@@ -10,7 +10,7 @@ no activity runs."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -24,7 +24,7 @@ from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def carried_state(cluster: str) -> AutoscalerState:
