@@ -1,0 +1,181 @@
+"""The DataPlaneCluster lifecycle with nothing stubbed on growth's side: the real OCM activities
+over HTTP against the fake OCM (with faults), growth's agent API served by uvicorn, and the fake
+agent that the fake OCM's fleetshard addon "installs", reporting with its own token. On the dev
+server, in real time (the sim's clocks and the agent are real-time threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.fleet import build_activities
+from activities.fleet.agent_api import serve
+from activities.fleet.settings import AgentApiSettings, FleetSettings, IdentityProviderSettings, OcmSettings
+from scaling.fleet import contracts
+from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterState
+from scaling.fleet.models import ClusterPhase
+from sim.clouds.ocm import FakeOcm, Timings
+from sim.fleet.agent import AgentFleet
+from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
+from tests.workflows.fleet.stubs import until
+from tests.workflows.fleet.test_cluster import cluster_input
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
+
+UNITS_PER_NODE = 0.5
+FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_install_s=0.3)
+
+
+@pytest.fixture(scope="module")
+async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path, data_converter=pydantic_data_converter, dev_server_log_level="error"
+    ) as e:
+        yield e
+
+
+@pytest.fixture
+def ocm() -> Iterator[FakeOcm]:
+    with FakeOcm(OCM_TOKEN, timings=Timings(**vars(FAST))) as sim:
+        yield sim
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def world_settings(ocm: FakeOcm, tmp_path: Path) -> FleetSettings:
+    for name, value in (("ocm-token", OCM_TOKEN), ("idp-secret", IDP_SECRET), ("agent-secret", AGENT_SECRET)):
+        (tmp_path / name).write_text(value)
+    return FleetSettings(
+        ocm=OcmSettings(base_url=ocm.url, token_file=str(tmp_path / "ocm-token"), timeout_s=5),
+        identity_provider=IdentityProviderSettings(client_secret_file=str(tmp_path / "idp-secret")),
+        agent_api=AgentApiSettings(bind=f"127.0.0.1:{free_port()}", token_secret_file=str(tmp_path / "agent-secret")),
+    )
+
+
+@asynccontextmanager
+async def world(
+    env: WorkflowEnvironment, ocm: FakeOcm, settings: FleetSettings, tq: str = ""
+) -> AsyncIterator[tuple[str, AgentFleet]]:
+    """The agent API, the agents the fleetshard addon starts, and a worker with the real activities."""
+    stop = asyncio.Event()
+    api = asyncio.create_task(serve(env.client, settings.agent_api, stop))
+    agents = AgentFleet(ocm.addon_installations, units_per_node={"standard": UNITS_PER_NODE}, interval_s=0.5, scan_s=0.2).start()  # fmt: skip
+    tq = tq or f"fleet-world-{uuid.uuid4().hex[:6]}"
+    try:
+        async with Worker(env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=build_activities(settings)):  # fmt: skip
+            yield tq, agents
+    finally:
+        agents.stop()
+        stop.set()
+        await api
+
+
+async def start(env: WorkflowEnvironment, tq: str, **timeouts: float) -> WorkflowHandle:
+    inp = cluster_input(**timeouts)
+    inp.timeouts = ClusterTimeouts(**{**inp.timeouts.model_dump(), "poll_s": 0.3, **timeouts})
+    return await env.client.start_workflow(
+        DataPlaneClusterWorkflow.run, inp, id=contracts.cluster_workflow_id(inp.cluster_id), task_queue=tq
+    )
+
+
+async def state(handle: WorkflowHandle) -> DataPlaneClusterState:
+    return await handle.query(DataPlaneClusterWorkflow.status)
+
+
+async def test_lifecycle_through_faults_with_the_real_agent(
+    dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
+) -> None:
+    ocm.rate_limit(1, retry_after_s=1, method="POST", path="^/clusters$")  # the create is refused once,
+    ocm.lose_create_responses(1)  # then made but its answer lost,
+    ocm.inject_fault(503, 1, method="GET", path="/ingresses")  # and the DNS lookup fails once
+    async with world(dev_env, ocm, world_settings) as (tq, agents):
+        handle = await start(dev_env, tq)
+        await until(lambda: _phase_is(handle, ClusterPhase.READY), timeout=90)
+        # Reserved instances are served once the cluster is ready; the agent's next report counts them.
+        await until(lambda: _remaining_is_max_minus(handle, 1), timeout=60)
+        st = await state(handle)
+        cap = st.capacity["standard"]
+        assert cap.max_units == int(cap.max_nodes * UNITS_PER_NODE) and cap.max_units > 0
+        assert st.steps_done == ["machine_pools", "ingress_dns", "identity_provider", "cluster_resources", "addons"]
+        assert st.dns_name.startswith("apps.") and ocm.stats()["clusters_created"] == 1
+        agent = agents.agents[st.cluster_id]
+        assert agent.stats.refused == {}
+        agent.set_ready(False)
+        await until(lambda: _phase_is(handle, ClusterPhase.WAITING), timeout=60)
+        agent.set_ready(True)
+        await until(lambda: _phase_is(handle, ClusterPhase.READY), timeout=60)
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        final: DataPlaneClusterState = await asyncio.wait_for(handle.result(), 90)
+    assert final.phase == ClusterPhase.DELETED and final.cleaned_up
+    stats = ocm.stats()
+    assert stats["clusters_created"] == 1 and stats["clusters_deleted"] == 1 and stats["clusters_live"] == 0
+    assert stats["lost_responses"] == 1 and stats["clusters_leaked"] == 0
+
+
+async def test_cluster_in_error_fails_and_is_removed(
+    dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
+) -> None:
+    ocm.clusters_end_in_error(1, "no quota")
+    async with world(dev_env, ocm, world_settings) as (tq, _agents):
+        handle = await start(dev_env, tq)
+        final: DataPlaneClusterState = await asyncio.wait_for(handle.result(), 90)
+    assert final.phase == ClusterPhase.FAILED and "no quota" in final.message and final.cleaned_up
+    stats = ocm.stats()
+    assert stats["clusters_created"] == 1 and stats["clusters_deleted"] == 1 and stats["clusters_live"] == 0
+
+
+async def test_addon_that_never_gets_ready_fails_the_cluster_after_the_step_timeout(
+    dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
+) -> None:
+    ocm.timings.addon_install_s = 3600  # installs forever
+    async with world(dev_env, ocm, world_settings) as (tq, _agents):
+        handle = await start(dev_env, tq, step_s=4.0)
+        final: DataPlaneClusterState = await asyncio.wait_for(handle.result(), 90)
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == "addons" and final.cleaned_up
+    assert ocm.stats()["clusters_live"] == 0
+
+
+async def test_worker_restart_mid_terraforming_makes_one_cluster(
+    dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
+) -> None:
+    ocm.timings.addon_install_s = 3600  # hold terraforming at the addons step
+    async with world(dev_env, ocm, world_settings) as (tq, _agents):
+        handle = await start(dev_env, tq)
+        await until(lambda: _addons_installing(handle), timeout=60)
+    # The first worker is gone; a new one (same task queue) picks the workflow up.
+    ocm.timings.addon_install_s = 0.3
+    async with world(dev_env, ocm, world_settings, tq):
+        await until(lambda: _phase_is(handle, ClusterPhase.READY), timeout=90)
+        stats = ocm.stats()
+        assert stats["clusters_created"] == 1 and stats["clusters_leaked"] == 0
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        assert (await asyncio.wait_for(handle.result(), 90)).phase == ClusterPhase.DELETED
+
+
+async def _phase_is(handle: WorkflowHandle, want: ClusterPhase) -> bool:
+    return (await state(handle)).phase == want
+
+
+async def _remaining_is_max_minus(handle: WorkflowHandle, units: int) -> bool:
+    cap = (await state(handle)).capacity["standard"]
+    return cap.max_units is not None and cap.remaining_units == cap.max_units - units
+
+
+async def _addons_installing(handle: WorkflowHandle) -> bool:
+    return bool((await state(handle)).addons)
