@@ -21,11 +21,12 @@ from temporalio.worker import Worker
 from activities.fleet import build_activities
 from activities.fleet.agent_api import serve
 from activities.fleet.settings import AgentApiSettings, FleetSettings, IdentityProviderSettings, OcmSettings
+from activities.fleet.tokens import AgentTokens
 from scaling.fleet import contracts
 from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from sim.clouds.ocm import FakeOcm, Timings
-from sim.fleet.agent import AgentFleet
+from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
 from tests.workflows.fleet.stubs import until
 from tests.workflows.fleet.test_cluster import cluster_input
@@ -114,6 +115,14 @@ async def test_lifecycle_through_faults_with_the_real_agent(
         assert st.dns_name.startswith("apps.") and ocm.stats()["clusters_created"] == 1
         agent = agents.agents[st.cluster_id]
         assert agent.stats.refused == {}
+        # An agent holding another cluster's token cannot report for this one.
+        url = world_settings.agent_api.url()
+        impostor = FakeAgent(url, st.cluster_id, AgentTokens(world_settings.agent_api).token_for("another-cluster"))
+        try:
+            assert await asyncio.to_thread(impostor.report) == 403  # off the loop the API runs on
+            assert impostor.stats.reports == 0
+        finally:
+            impostor.stop()
         agent.set_ready(False)
         await until(lambda: _phase_is(handle, ClusterPhase.WAITING), timeout=60)
         agent.set_ready(True)
