@@ -12,8 +12,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.fleet.ocm_client import OcmClient, ocm_error, reason_of
-from activities.fleet.settings import FleetSettings, read_secret, secret_source
+from activities.fleet.ocm_client import OcmClient, ocm_error, reason_of, required_secret
+from activities.fleet.settings import FleetSettings
 from activities.fleet.tokens import AgentTokenError, AgentTokens
 from scaling.fleet import contracts
 from scaling.fleet.contracts import (
@@ -218,13 +218,9 @@ class OcmActivities:
         if found:
             return IdentityProviderResult(idp_id=found, created=False)
         s = self.settings.identity_provider
-        secret = read_secret(s.client_secret_env, s.client_secret_file)
-        if not secret:
-            raise ApplicationError(
-                f"no identity provider client secret: set {secret_source(s.client_secret_env, s.client_secret_file)}",
-                type=contracts.ERR_OCM_BAD_REQUEST,
-                non_retryable=True,
-            )
+        secret = required_secret(
+            "identity provider client secret", s.client_secret_env, s.client_secret_file, contracts.ERR_OCM_BAD_REQUEST
+        )
         body = {
             "type": "OpenIDIdentityProvider",
             "name": inp.name,

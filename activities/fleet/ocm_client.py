@@ -50,14 +50,7 @@ class OcmClient:
 
     def _token(self) -> str:
         s = self.settings
-        token = read_secret(s.token_env, s.token_file)
-        if not token:
-            raise ApplicationError(
-                f"no OCM token: set {secret_source(s.token_env, s.token_file)}",
-                type=contracts.ERR_OCM_UNAUTHORIZED,
-                non_retryable=True,
-            )
-        return token
+        return required_secret("OCM token", s.token_env, s.token_file, contracts.ERR_OCM_UNAUTHORIZED)
 
     async def request(
         self,
@@ -88,6 +81,14 @@ class OcmClient:
         search = " and ".join(f"{k} = '{_quote_safe(v)}'" for k, v in terms.items())
         resp = await self.request("GET", "/clusters", params={"search": search, "size": "100"})
         return list(resp.json().get("items") or [])
+
+
+def required_secret(what: str, env: str, path: str | None, error_type: str) -> str:
+    """The secret, or a non-retryable error saying where it is expected (never what it is)."""
+    secret = read_secret(env, path)
+    if not secret:
+        raise ApplicationError(f"no {what}: set {secret_source(env, path)}", type=error_type, non_retryable=True)
+    return secret
 
 
 def _quote_safe(value: str) -> str:
