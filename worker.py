@@ -70,6 +70,7 @@ def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
 async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client:
     tls: TLSConfig | bool = False
     if t.tls_cert_file or t.tls_ca_file:
+
         def read(path: str | None) -> bytes | None:
             return open(path, "rb").read() if path else None
 
@@ -175,7 +176,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             agent_api = asyncio.create_task(serve_agent_api(client, settings.fleet.agent_api, stop))
         try:
             async with worker:
-                log.info("growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address)
+                log.info(
+                    "growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address
+                )
                 metrics = enabled_address(settings.observability.metrics_address)
                 print(
                     f"growth worker ready: task queue {settings.temporal.task_queue}"

@@ -9,10 +9,10 @@ import json
 import time
 from fractions import Fraction
 
+from bench.lp import lp_lower_bound
 from bench.workload import POOL_TYPES, PROVIDER, Workload, workload
 from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools
-from bench.lp import lp_lower_bound
 from scaling.nodes.planning import plan_scale_up
 
 SIZES = (1_000, 10_000, 30_000)
@@ -26,7 +26,9 @@ def plan_cost(w: Workload, plan: ScaleUpPlan) -> float:
 def cost_lower_bound(w: Workload) -> float:
     """Exact optimum of the LP relaxation over the 20 pool types, in Fractions."""
     types = [w.catalogue[(PROVIDER, t)] for t in POOL_TYPES]
-    caps = [[Fraction(t.allocatable.cpu_m), Fraction(t.allocatable.memory), Fraction(t.allocatable.pods)] for t in types]
+    caps = [
+        [Fraction(t.allocatable.cpu_m), Fraction(t.allocatable.memory), Fraction(t.allocatable.pods)] for t in types
+    ]
     prices = [Fraction(str(t.price_hourly)) for t in types]
     demand = [
         Fraction(sum(p.requests.cpu_m for p in w.pods)),

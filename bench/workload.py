@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ServerType
 from scaling.nodes.nodegroups import parse_node_group, pool_name
 
@@ -17,10 +17,26 @@ PROVIDER = "kwok"
 
 # 20 pools, one priority tier: every current shape family, different prices per resource.
 POOL_TYPES = (
-    "cx22", "cx32", "cx42", "cx52", "cx31", "cx33",
-    "cpx11", "cpx21", "cpx31", "cpx41", "cpx51",
-    "cax11", "cax21", "cax31", "cax41",
-    "ccx13", "ccx23", "ccx33", "ccx43", "ccx53",
+    "cx22",
+    "cx32",
+    "cx42",
+    "cx52",
+    "cx31",
+    "cx33",
+    "cpx11",
+    "cpx21",
+    "cpx31",
+    "cpx41",
+    "cpx51",
+    "cax11",
+    "cax21",
+    "cax31",
+    "cax41",
+    "ccx13",
+    "ccx23",
+    "ccx33",
+    "ccx43",
+    "ccx53",
 )
 
 # (name, cpu millicores, memory MiB, share of pods)

@@ -37,26 +37,43 @@ from sim.kube.store import Store
 
 
 class SimCluster:
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-                 node_ready_delay: float = 1.0, pod_start_delay: float = 0.2,
-                 scheduler_interval: float = 0.25, scoring: str = "least-allocated",
-                 never_ready_nodes: list[str] | None = None, run_scheduler: bool = True,
-                 run_kwok: bool = True, run_controllers: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        node_ready_delay: float = 1.0,
+        pod_start_delay: float = 0.2,
+        scheduler_interval: float = 0.25,
+        scoring: str = "least-allocated",
+        never_ready_nodes: list[str] | None = None,
+        run_scheduler: bool = True,
+        run_kwok: bool = True,
+        run_controllers: bool = True,
+    ) -> None:
         if scoring not in SCORING:
             raise ValueError(f"scoring must be one of {SCORING}")
         self.token = token or secrets.token_hex(16)
         self.certs = tls.generate()
         self._ca_dir: str | None = None
         self.store = Store()
-        self.control = SimControl(node_ready_delay=node_ready_delay, pod_start_delay=pod_start_delay,
-                                  scheduler_interval=scheduler_interval, scoring=scoring,
-                                  never_ready_nodes=list(never_ready_nodes or []))
+        self.control = SimControl(
+            node_ready_delay=node_ready_delay,
+            pod_start_delay=pod_start_delay,
+            scheduler_interval=scheduler_interval,
+            scoring=scoring,
+            never_ready_nodes=list(never_ready_nodes or []),
+        )
         self.apiserver = ApiServer(self.store, self.control, self.token, host, port, self.certs)
         self.kwok = Kwok(self.store, self.control)
         self.scheduler = Scheduler(self.store, self.control)
         self.controllers = Controllers(self.store)
-        self._actors = [a for a, on in ((self.kwok, run_kwok), (self.scheduler, run_scheduler),
-                                        (self.controllers, run_controllers)) if on]
+        self._actors = [
+            a
+            for a, on in ((self.kwok, run_kwok), (self.scheduler, run_scheduler), (self.controllers, run_controllers))
+            if on
+        ]
         self._started = False
 
     @property
@@ -91,11 +108,21 @@ class SimCluster:
     def _publish_cluster_info(self) -> None:
         # What `kubeadm init` publishes for joining machines: the endpoint and the CA, readable
         # without credentials (sim/kube/kubelet.py reads it the way `kubeadm join` does).
-        info = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "users": None, "contexts": None,
-                "clusters": [{"name": "", "cluster": {"server": self.url,
-                                                      "certificate-authority-data": self.certs.ca_data}}]}
-        self.store.create(self.store.builtin("configmaps"), "kube-public", {
-            "metadata": {"name": "cluster-info"}, "data": {"kubeconfig": yaml.safe_dump(info, sort_keys=False)}})
+        info = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "users": None,
+            "contexts": None,
+            "clusters": [
+                {"name": "", "cluster": {"server": self.url, "certificate-authority-data": self.certs.ca_data}}
+            ],
+        }
+        self.store.create(
+            self.store.builtin("configmaps"),
+            "kube-public",
+            {"metadata": {"name": "cluster-info"}, "data": {"kubeconfig": yaml.safe_dump(info, sort_keys=False)}},
+        )
 
     @property
     def ca_file(self) -> str:
@@ -111,12 +138,14 @@ class SimCluster:
 
     def kubeconfig(self) -> dict[str, Any]:
         return {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "sim", "cluster": {"server": self.url,
-                                                     "certificate-authority-data": self.certs.ca_data}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [
+                {"name": "sim", "cluster": {"server": self.url, "certificate-authority-data": self.certs.ca_data}}
+            ],
             "users": [{"name": "sim", "user": {"token": self.token}}],
-            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
-                                                      "namespace": "default"}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim", "namespace": "default"}}],
             "current-context": "sim",
         }
 
@@ -141,8 +170,9 @@ class SimCluster:
     def control_request(self, method: str, path: str, body: Any = None) -> Any:
         """Call a /sim/v1 control endpoint, e.g. ("POST", "/sim/v1/faults", {...})."""
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=10, context=self.ssl_context()) as response:
             return json.loads(response.read())
 
@@ -160,13 +190,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pod-start-delay", type=float, default=0.2)
     parser.add_argument("--scheduler-interval", type=float, default=0.25)
     parser.add_argument("--scoring", choices=SCORING, default="least-allocated")
-    parser.add_argument("--never-ready", action="append", default=[], metavar="GLOB",
-                        help="node names matching this glob never become Ready (repeatable)")
+    parser.add_argument(
+        "--never-ready",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="node names matching this glob never become Ready (repeatable)",
+    )
     args = parser.parse_args(argv)
-    cluster = SimCluster(host=args.host, port=args.port, token=args.token,
-                         node_ready_delay=args.node_ready_delay, pod_start_delay=args.pod_start_delay,
-                         scheduler_interval=args.scheduler_interval, scoring=args.scoring,
-                         never_ready_nodes=args.never_ready)
+    cluster = SimCluster(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        node_ready_delay=args.node_ready_delay,
+        pod_start_delay=args.pod_start_delay,
+        scheduler_interval=args.scheduler_interval,
+        scoring=args.scoring,
+        never_ready_nodes=args.never_ready,
+    )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

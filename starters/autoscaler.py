@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -39,8 +39,8 @@ from activities.settings import Settings, SettingsError, load_settings
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
-from worker import connect
 from starters.settings_flags import add_model_flags, flag_for, given
+from worker import connect
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
 
@@ -152,8 +152,8 @@ def start_settings(settings: Settings, args: argparse.Namespace) -> AutoscalerSe
 def _when(ts: float | datetime | None) -> str:
     if ts is None:
         return "-"
-    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _counts(d: dict[str, int]) -> str:
@@ -182,7 +182,7 @@ def format_status(s: AutoscalerStatus) -> str:
         lines.append("attempts by pool:")
         lines.extend(f"  {pool}: {_counts(results)}" for pool, results in sorted(s.attempts_by_pool.items()))
     lines.append(f"banned pools: {', '.join(s.banned_pools) or 'none'}")
-    now = datetime.now(timezone.utc).timestamp()
+    now = datetime.now(UTC).timestamp()
     backing_off = {k: v for k, v in s.backoff_until.items() if v > now}
     if backing_off:
         lines.append("backing off: " + ", ".join(f"{k} until {_when(v)}" for k, v in sorted(backing_off.items())))
@@ -228,7 +228,11 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         banned = await handle.execute_update(update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
         return f"banned pools of {wf_id}: {', '.join(banned) or 'none'}"
     if args.command in ("protect-node", "unprotect-node"):
-        update = NodeAutoscalerWorkflow.protect_node if args.command == "protect-node" else NodeAutoscalerWorkflow.unprotect_node
+        update = (
+            NodeAutoscalerWorkflow.protect_node
+            if args.command == "protect-node"
+            else NodeAutoscalerWorkflow.unprotect_node
+        )
         protected = await handle.execute_update(update, args.node, rpc_timeout=RPC_TIMEOUT)
         return f"protected nodes of {wf_id}: {', '.join(protected) or 'none'}"
     if args.command == "remove-node":

@@ -96,7 +96,9 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
         )
     except WorkflowAlreadyStartedError:
         return f"ComponentAutoscaler {wf_id} is already running (terminate it to change its settings)"
-    return f"started ComponentAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+    return (
+        f"started ComponentAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+    )
 
 
 def format_report(r: AutoscalerReport) -> str:
@@ -119,7 +121,10 @@ def format_report(r: AutoscalerReport) -> str:
             waits = ", ".join(f"{c.cluster} {c.from_replicas}->{c.to_replicas}" for c in cs.deferred)
             lines.append(f"  waiting for the interval until {cs.deferred_until.isoformat()}: {waits}")
         if cs.headroom:
-            lines.append("  needs nodes for: " + ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in cs.headroom))
+            lines.append(
+                "  needs nodes for: "
+                + ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in cs.headroom)
+            )
         if cs.metrics_error:
             lines.append(f"  metrics: {cs.metrics_error}")
         lines.extend(f"  {n}" for n in cs.notes)
@@ -145,8 +150,9 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         await handle.execute_update(wf.pause if args.command == "pause" else wf.resume, rpc_timeout=RPC_TIMEOUT)
         return f"{wf_id} {args.command}d"
     if args.command in ("pin", "unpin"):
-        req = PinRequest(component=args.component, cluster=args.cluster,
-                         replicas=args.replicas if args.command == "pin" else None)
+        req = PinRequest(
+            component=args.component, cluster=args.cluster, replicas=args.replicas if args.command == "pin" else None
+        )
         pins = await handle.execute_update(wf.pin_replicas, req, rpc_timeout=RPC_TIMEOUT)
         return f"pins now: {pins or 'none'}"
     if args.command in ("block-scale-in", "unblock-scale-in"):

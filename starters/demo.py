@@ -24,13 +24,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
+from starters.fleet_demo import FleetDemo
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
-from starters.fleet_demo import FleetDemo
 from starters.processes import Processes, free_port
 from starters.scenarios import FLEET, SCENARIOS, Scenario
-from workflows.nodes.machine_gc import machine_gc_id
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.machine_gc import machine_gc_id
 
 CLUSTER = "demo"
 TASK_QUEUE = "growth"

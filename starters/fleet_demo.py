@@ -91,7 +91,10 @@ class FleetDemo:
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
-            "observability": {"metrics_address": f"127.0.0.1:{free_port()}", "health_address": f"127.0.0.1:{free_port()}"},  # fmt: skip
+            "observability": {
+                "metrics_address": f"127.0.0.1:{free_port()}",
+                "health_address": f"127.0.0.1:{free_port()}",
+            },  # fmt: skip
             "fleet": {
                 "ocm": {"base_url": self.ocm_url, "token_file": str(self.workdir / "ocm-token"), "timeout_s": 10},
                 "identity_provider": {"client_secret_file": secret_file(self.workdir / "idp-secret")},
@@ -135,7 +138,9 @@ class FleetDemo:
                 recheck_delay_s=2.0,
                 failure_backoff_s=30.0,
                 flap_window_s=120.0,
-                cluster_timeouts=ClusterTimeouts(provisioning_s=120, step_s=60, agent_s=60, deletion_s=120, poll_s=0.5),  # fmt: skip
+                cluster_timeouts=ClusterTimeouts(
+                    provisioning_s=120, step_s=60, agent_s=60, deletion_s=120, poll_s=0.5
+                ),  # fmt: skip
             )
             await client.start_workflow(
                 FleetAutoscalerWorkflow.run,

@@ -36,9 +36,13 @@ def apply_node_group(api: client.ApiClient, obj: dict[str, Any]) -> None:
     except ApiException as e:
         if e.status != 409:
             raise
-        current = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", obj["metadata"]["name"])
+        current = custom.get_cluster_custom_object(
+            CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", obj["metadata"]["name"]
+        )
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
-        custom.replace_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", obj["metadata"]["name"], obj)
+        custom.replace_cluster_custom_object(
+            CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", obj["metadata"]["name"], obj
+        )
 
 
 def node_group(name: str, pools: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -50,7 +54,9 @@ def node_group(name: str, pools: list[dict[str, Any]], **spec: Any) -> dict[str,
     }
 
 
-def deployment(name: str, replicas: int, cpu: str, memory: str, namespace: str = "default", **pod_spec: Any) -> dict[str, Any]:
+def deployment(
+    name: str, replicas: int, cpu: str, memory: str, namespace: str = "default", **pod_spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -62,7 +68,11 @@ def deployment(name: str, replicas: int, cpu: str, memory: str, namespace: str =
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "containers": [
-                        {"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+                        {
+                            "name": "app",
+                            "image": "registry.k8s.io/pause:3.9",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                        }
                     ],
                     **pod_spec,
                 },

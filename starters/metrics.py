@@ -7,7 +7,7 @@ import urllib.request
 from collections import defaultdict
 
 # name{label="value",...} value   (the text exposition format; timestamps are not used here)
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 Sample = tuple[str, dict[str, str], float]

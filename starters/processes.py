@@ -113,9 +113,23 @@ class Processes:
         return proc
 
     def temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
-        argv = [str(BIN / "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "warn"]
+        argv = [
+            str(BIN / "temporal"),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warn",
+        ]
         argv += ["--db-filename", str(db_file)] if db_file else []
-        argv += ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"] if ui_port else ["--headless"]
+        argv += (
+            ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"]
+            if ui_port
+            else ["--headless"]
+        )
         for attr in SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{attr}=Keyword"]
         proc = self.start("temporal", argv)
@@ -135,7 +149,9 @@ class Processes:
         return proc, url
 
     def worker(self, config: Path, name: str = "worker") -> Proc:
-        proc = self.start(name, [sys.executable, str(Path(__file__).resolve().parent.parent / "worker.py"), "--config", str(config)])
+        proc = self.start(
+            name, [sys.executable, str(Path(__file__).resolve().parent.parent / "worker.py"), "--config", str(config)]
+        )
         proc.wait_for_line(r"growth worker ready", 60)
         return proc
 

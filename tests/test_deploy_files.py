@@ -250,7 +250,11 @@ def test_rbac_is_bound_to_the_workers_service_account() -> None:
     (sa,) = find("ServiceAccount", DEPLOY / "worker.yaml")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (subject,) = binding["subjects"]
-    assert subject == {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}
+    assert subject == {
+        "kind": "ServiceAccount",
+        "name": sa["metadata"]["name"],
+        "namespace": sa["metadata"]["namespace"],
+    }
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
     assert deploy["metadata"]["namespace"] == sa["metadata"]["namespace"]
     namespaces = [n["metadata"]["name"] for n in find("Namespace", DEPLOY / "worker.yaml")]

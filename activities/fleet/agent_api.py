@@ -87,9 +87,7 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     async def view(cluster_id: str) -> AgentClusterView:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            return await handle.query(
-                contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout
-            )
+            return await handle.query(contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise ApiError(404, f"unknown cluster {cluster_id}") from None

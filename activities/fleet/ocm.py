@@ -69,7 +69,11 @@ def cluster_resources(inp: ClusterResourcesInput) -> list[dict[str, Any]]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "growth-fleet-config", "namespace": FLEETSHARD_NAMESPACE},
-            "data": {"cluster-id": inp.cluster_id, "ingress-domain": domain, "instance-types": ",".join(inp.instance_types)},  # fmt: skip
+            "data": {
+                "cluster-id": inp.cluster_id,
+                "ingress-domain": domain,
+                "instance-types": ",".join(inp.instance_types),
+            },  # fmt: skip
         },
         {
             "apiVersion": "operator.openshift.io/v1",

@@ -19,9 +19,7 @@ def api_client(settings: KubeSettings) -> client.ApiClient:
     if settings.in_cluster:
         config.load_incluster_config(client_configuration=cfg)
     else:
-        config.load_kube_config(
-            config_file=settings.kubeconfig, context=settings.context, client_configuration=cfg
-        )
+        config.load_kube_config(config_file=settings.kubeconfig, context=settings.context, client_configuration=cfg)
     # Activities run in a thread pool; allow that many concurrent connections.
     cfg.connection_pool_maxsize = 32
     return client.ApiClient(cfg)

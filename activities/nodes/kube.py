@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
 
-from scaling.nodes import contracts
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION
-from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.kube.nodes import node_info
-from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
-from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes import metrics
+from scaling.kube.nodes import node_info
+from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
+from scaling.nodes import contracts
+from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION
+from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 
 NODE_GROUP_PLURAL = "nodegroupswithpriority"
 TERMINAL_PHASES = ("Succeeded", "Failed")

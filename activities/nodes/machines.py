@@ -15,9 +15,9 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.service import RPCError
 
-from scaling.nodes import contracts
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
+from scaling.nodes import contracts
 from scaling.nodes.contracts import CollectedMachine, ProviderMachine, UnusablePool
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import (
@@ -107,7 +107,9 @@ class MachineActivities:
             api_version=f"{CRD_GROUP}/{CRD_VERSION}", kind=NODE_GROUP_KIND, name=m.group, uid=obj["metadata"].get("uid")
         )
         message = f"deleted {m.provider} machine {m.name} ({m.provider_id}): {m.reason}"
-        create_event(self._core(m.cluster), "default", group, "LeakedMachineDeleted", message, "Warning", self.component)
+        create_event(
+            self._core(m.cluster), "default", group, "LeakedMachineDeleted", message, "Warning", self.component
+        )
 
     def _groups(self, cluster: str) -> list[Any]:
         known = self.providers.keys()
@@ -116,7 +118,11 @@ class MachineActivities:
                 groups, _ = parse_node_groups_yaml(f.read(), known)
             return groups
         try:
-            items = self._custom(cluster).list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
+            items = (
+                self._custom(cluster)
+                .list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+                .get("items", [])
+            )
         except ApiException as e:
             if e.status == 404:
                 return []
@@ -144,7 +150,11 @@ class MachineActivities:
                 reason = reasons.get(pool.server_type.lower())
                 if reason is not None:
                     up = UnusablePool(
-                        group=g.name, pool=pool.name, provider=pool.provider, server_type=pool.server_type, reason=reason
+                        group=g.name,
+                        pool=pool.name,
+                        provider=pool.provider,
+                        server_type=pool.server_type,
+                        reason=reason,
                     )
                     by_group[g.name].append(up)
                     found.append(up)
@@ -166,4 +176,3 @@ class MachineActivities:
             custom.patch_cluster_custom_object_status(
                 CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name, {"status": {"unusablePools": value}}
             )
-

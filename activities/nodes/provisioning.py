@@ -5,8 +5,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from scaling.nodes import contracts
 from activities.nodes.providers.base import NodeProvider
+from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
 from scaling.nodes.models import ServerType
 

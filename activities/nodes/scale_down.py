@@ -8,15 +8,19 @@ already deleted succeeds.
 from __future__ import annotations
 
 import time
-from typing import Any, Collection
+from collections.abc import Collection
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
 
-from scaling.nodes import contracts
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
+from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
+from scaling.kube.nodes import node_info
+from scaling.kube.pods import pod_info
+from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     EvictPodInput,
     EvictResult,
@@ -29,11 +33,8 @@ from scaling.nodes.contracts import (
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
-from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.kube.nodes import node_info
-from scaling.kube.pods import pod_info
 from scaling.nodes.storage import longhorn_state_from_objects
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
@@ -71,7 +72,11 @@ class ScaleDownActivities:
                 groups, _ = parse_node_groups_yaml(f.read(), self.known_providers)
             return groups
         try:
-            objs = self._custom(cluster).list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL).get("items", [])
+            objs = (
+                self._custom(cluster)
+                .list_cluster_custom_object(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL)
+                .get("items", [])
+            )
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -82,7 +87,9 @@ class ScaleDownActivities:
     def _longhorn(self, cluster: str, plural: str) -> list[dict[str, Any]] | None:
         try:
             return list(
-                self._custom(cluster).list_cluster_custom_object(LONGHORN_GROUP, LONGHORN_VERSION, plural).get("items", [])
+                self._custom(cluster)
+                .list_cluster_custom_object(LONGHORN_GROUP, LONGHORN_VERSION, plural)
+                .get("items", [])
             )
         except ApiException as e:
             if e.status == 404:  # no Longhorn CRDs in this cluster
@@ -178,7 +185,11 @@ class ScaleDownActivities:
         current = self._read_node(inp.cluster, inp.node)
         if current is None or (current.get("spec") or {}).get("unschedulable"):
             return  # gone, or cordoned by someone else (then never uncordoned by growth)
-        self._patch_node(inp.cluster, inp.node, {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}})
+        self._patch_node(
+            inp.cluster,
+            inp.node,
+            {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}},
+        )
 
     # -- drain ---------------------------------------------------------------------------
     @activity.defn(name=contracts.EVICT_POD)

@@ -39,7 +39,8 @@ def reconcile(records: dict[str, GroupRecord], found: list[AutoClusterView]) -> 
         rec = records.get(item.name)
         if rec is None:
             rec = GroupRecord(
-                name=item.name, group=item.group,
+                name=item.name,
+                group=item.group,
                 resource_type=item.labels.get(RESOURCE_TYPE_LABEL) or item.group,
                 replicas=item.component.replicas,
                 phase="draining" if item.component.replicas == 0 else "active",
@@ -53,8 +54,13 @@ def reconcile(records: dict[str, GroupRecord], found: list[AutoClusterView]) -> 
             continue
         out.records[item.name] = rec
         out.groups.append(
-            Group(name=item.name, group=rec.group, resource_type=rec.resource_type,
-                  replicas=item.component.replicas, labels=item.labels)
+            Group(
+                name=item.name,
+                group=rec.group,
+                resource_type=rec.resource_type,
+                replicas=item.component.replicas,
+                labels=item.labels,
+            )
         )
     out.vanished = sorted(set(records) - seen)
     return out
@@ -91,8 +97,13 @@ def pd_strategy(spec: AutoscalerSpec) -> PdStrategy:
         for name, res in cs.resources.items():
             resources.setdefault(
                 name,
-                PdResource(resource_type=name, cpu=res.cpu_milli, memory=res.memory_bytes,
-                           storage=_storage_bytes(res.storage), count=res.count),
+                PdResource(
+                    resource_type=name,
+                    cpu=res.cpu_milli,
+                    memory=res.memory_bytes,
+                    storage=_storage_bytes(res.storage),
+                    count=res.count,
+                ),
             )
     return PdStrategy(rules=rules, resources=list(resources.values()))
 

@@ -68,6 +68,4 @@ def aggregate(
         g.storage_instances += 1
         g.storage_used += used
         g.storage_capacity += capacity
-    return ComponentMetrics(
-        component=component, groups=[groups[k] for k in sorted(groups)], missing=missing
-    )
+    return ComponentMetrics(component=component, groups=[groups[k] for k in sorted(groups)], missing=missing)

@@ -148,8 +148,11 @@ class _Targets:
         self.target: dict[str, int] = dict(self.current)
         self.meta: dict[str, Change] = {
             inp.base_cluster: Change(
-                cluster=inp.base_cluster, group=HOMOGENEOUS, direction="out",
-                from_replicas=inp.homogeneous_replicas, to_replicas=inp.homogeneous_replicas,
+                cluster=inp.base_cluster,
+                group=HOMOGENEOUS,
+                direction="out",
+                from_replicas=inp.homogeneous_replicas,
+                to_replicas=inp.homogeneous_replicas,
             )
         }
         self.reasons: dict[str, str] = {}
@@ -158,9 +161,16 @@ class _Targets:
             self.current[g.name] = g.replicas
             self.target[g.name] = g.replicas
             self.meta[g.name] = Change(
-                cluster=g.name, group=g.group, direction="out", from_replicas=g.replicas, to_replicas=g.replicas,
-                resource_type=g.resource_type, labels=g.labels,
-                cpu=res.cpu if res else "", memory=res.memory if res else "", storage=res.storage if res else "",
+                cluster=g.name,
+                group=g.group,
+                direction="out",
+                from_replicas=g.replicas,
+                to_replicas=g.replicas,
+                resource_type=g.resource_type,
+                labels=g.labels,
+                cpu=res.cpu if res else "",
+                memory=res.memory if res else "",
+                storage=res.storage if res else "",
             )
 
     def ensure_group(self, resource: AutoResource, labels: dict[str, str], group: str) -> str:
@@ -169,9 +179,17 @@ class _Targets:
             self.current[name] = 0
             self.target[name] = 0
             self.meta[name] = Change(
-                cluster=name, group=group, direction="out", from_replicas=0, to_replicas=0, create=True,
-                resource_type=resource.name, cpu=resource.cpu, memory=resource.memory,
-                storage=resource.storage, labels=labels,
+                cluster=name,
+                group=group,
+                direction="out",
+                from_replicas=0,
+                to_replicas=0,
+                create=True,
+                resource_type=resource.name,
+                cpu=resource.cpu,
+                memory=resource.memory,
+                storage=resource.storage,
+                labels=labels,
             )
         return name
 
@@ -191,8 +209,10 @@ class _Targets:
             out.append(
                 change.model_copy(
                     update={
-                        "from_replicas": before, "to_replicas": after,
-                        "direction": "out" if after > before else "in", "reason": self.reasons.get(name, ""),
+                        "from_replicas": before,
+                        "to_replicas": after,
+                        "direction": "out" if after > before else "in",
+                        "reason": self.reasons.get(name, ""),
                     }
                 )
             )
@@ -306,8 +326,10 @@ def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: 
         if short > 0:
             plan.headroom.append(
                 Headroom(
-                    resource_type=res.name, shape=Shape(cpu_milli=res.cpu_milli, memory_bytes=res.memory_bytes),
-                    count=int(short), reason="heterogeneous scale-out does not fit on the nodes",
+                    resource_type=res.name,
+                    shape=Shape(cpu_milli=res.cpu_milli, memory_bytes=res.memory_bytes),
+                    count=int(short),
+                    reason="heterogeneous scale-out does not fit on the nodes",
                 )
             )
         # Where growth manages the nodes, pending pods get nodes: plan what is wanted.
@@ -324,8 +346,15 @@ def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: 
 
 
 def _homogeneous_out(
-    inp: PlanInput, t: _Targets, plan: ComponentPlan, add: int, used: float, quota: float,
-    hom_cpu: float, cpu_rule, cpu_driven: bool,
+    inp: PlanInput,
+    t: _Targets,
+    plan: ComponentPlan,
+    add: int,
+    used: float,
+    quota: float,
+    hom_cpu: float,
+    cpu_rule,
+    cpu_driven: bool,
 ) -> None:
     shape = inp.homogeneous_shape
     room = _fit(inp, HOMOGENEOUS)
@@ -350,8 +379,12 @@ def _homogeneous_out(
     grant = add if placeable == math.inf else int(min(add, placeable))
     if grant < add:
         plan.headroom.append(
-            Headroom(resource_type=HOMOGENEOUS, shape=shape, count=add - grant,
-                     reason="homogeneous scale-out does not fit on the nodes")
+            Headroom(
+                resource_type=HOMOGENEOUS,
+                shape=shape,
+                count=add - grant,
+                reason="homogeneous scale-out does not fit on the nodes",
+            )
         )
     if inp.growth_manages_nodes:
         grant = add  # pending pods make the node loop add nodes
@@ -412,9 +445,12 @@ def plan_from_external(inp: PlanInput, recommended: int) -> ComponentPlan:
         plan.notes.append(f"recommended {recommended} capped at maxReplicas {ext.max_replicas}")
     labels = {SPECIAL_USE_LABEL: HOT_REGION} if inp.spec.component == "tikv" else {}
     base = AutoResource(
-        name=EXTERNAL_GROUP, cpu=inp.base_cpu, memory=inp.base_memory,
+        name=EXTERNAL_GROUP,
+        cpu=inp.base_cpu,
+        memory=inp.base_memory,
         storage=inp.base_storage if inp.spec.component == "tikv" else "",
-        cpu_milli=inp.homogeneous_shape.cpu_milli, memory_bytes=inp.homogeneous_shape.memory_bytes,
+        cpu_milli=inp.homogeneous_shape.cpu_milli,
+        memory_bytes=inp.homogeneous_shape.memory_bytes,
     )
     name = group_name(inp, base, labels)
     if name in t.meta or extra > 0:

@@ -117,9 +117,7 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _resource(
-    name: str, raw: Any, at: str, component: str, errors: list[SpecError]
-) -> AutoResource | None:
+def _resource(name: str, raw: Any, at: str, component: str, errors: list[SpecError]) -> AutoResource | None:
     if not isinstance(raw, dict):
         errors.append(SpecError(field=at, message="must be an object {cpu, memory, storage?, count?}"))
         return None
@@ -156,7 +154,9 @@ def _resource(
     return AutoResource(**values)
 
 
-def _default_resource(component: str, base: ComponentView | None, at: str, errors: list[SpecError]) -> AutoResource | None:
+def _default_resource(
+    component: str, base: ComponentView | None, at: str, errors: list[SpecError]
+) -> AutoResource | None:
     """default_<component>: the base cluster's requests, no count."""
     name = default_type(component)
     if base is None:
@@ -205,7 +205,10 @@ def _rule(kind: str, raw: Any, at: str, component: str, types: list[str], errors
         return None
     if low is not None and not 0 <= low < high:
         errors.append(
-            SpecError(field=f"{at}.min_threshold", message=f"must satisfy 0 <= min_threshold < max_threshold ({high}), got {low}")
+            SpecError(
+                field=f"{at}.min_threshold",
+                message=f"must satisfy 0 <= min_threshold < max_threshold ({high}), got {low}",
+            )
         )
         return None
     chosen = raw.get("resource_types")
@@ -217,7 +220,9 @@ def _rule(kind: str, raw: Any, at: str, component: str, types: list[str], errors
     unknown = [t for t in chosen if t not in types]
     if unknown:
         errors.append(
-            SpecError(field=f"{at}.resource_types", message=f"unknown resource types {unknown}; defined: {sorted(types)}")
+            SpecError(
+                field=f"{at}.resource_types", message=f"unknown resource types {unknown}; defined: {sorted(types)}"
+            )
         )
         return None
     return AutoRule(max_threshold=high, min_threshold=low, resource_types=list(dict.fromkeys(chosen)))
@@ -247,7 +252,9 @@ def _external(raw: Any, at: str, errors: list[SpecError]) -> ExternalConfig | No
         return None
     max_replicas = _int(raw.get("maxReplicas"))
     if max_replicas is None or max_replicas < 0:
-        errors.append(SpecError(field=f"{at}.maxReplicas", message=f"required, an integer >= 0, got {raw.get('maxReplicas')!r}"))
+        errors.append(
+            SpecError(field=f"{at}.maxReplicas", message=f"required, an integer >= 0, got {raw.get('maxReplicas')!r}")
+        )
         return None
     endpoint = ExternalEndpoint(
         host=str(ep["host"]), port=port, path=str(ep.get("path") or ""), tls_secret=str(ep.get("tlsSecret") or "")

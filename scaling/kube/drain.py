@@ -96,11 +96,7 @@ class PdbInfo(BaseModel):
     disruptions_allowed: int = 0
 
     def selects(self, pod: PodInfo) -> bool:
-        return (
-            self.selector is not None
-            and pod.namespace == self.namespace
-            and self.selector.matches(pod.labels)
-        )
+        return self.selector is not None and pod.namespace == self.namespace and self.selector.matches(pod.labels)
 
 
 def pdb_from_object(obj: dict) -> PdbInfo:
@@ -114,9 +110,7 @@ def pdb_from_object(obj: dict) -> PdbInfo:
         selector = LabelSelector(
             match_labels=sel.get("matchLabels") or {},
             match_expressions=[
-                LabelSelectorRequirement(
-                    key=e["key"], operator=e["operator"], values=e.get("values") or []
-                )
+                LabelSelectorRequirement(key=e["key"], operator=e["operator"], values=e.get("values") or [])
                 for e in sel.get("matchExpressions") or []
             ],
         )

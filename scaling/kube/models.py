@@ -95,4 +95,3 @@ class NodeInfo(BaseModel):
     unschedulable: bool = False  # cordoned (spec.unschedulable)
     provider_id: str = ""
     created_at: datetime | None = None
-

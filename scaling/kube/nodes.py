@@ -21,9 +21,7 @@ def _resources(q: dict[str, Any]) -> Resources:
 
 
 def _ready(status: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _timestamp(v: Any) -> datetime | None:

@@ -122,9 +122,7 @@ def unschedulable_since(pod: dict[str, Any]) -> datetime | None:
 
 
 def has_local_storage(pod: dict[str, Any]) -> bool:
-    return any(
-        "emptyDir" in v or "hostPath" in v for v in (pod.get("spec") or {}).get("volumes") or []
-    )
+    return any("emptyDir" in v or "hostPath" in v for v in (pod.get("spec") or {}).get("volumes") or [])
 
 
 def pvc_names(pod: dict[str, Any]) -> list[str]:

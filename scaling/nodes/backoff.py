@@ -90,6 +90,4 @@ class PoolBackoff(BaseModel):
 
     def prune(self, now: float) -> None:
         """Forget entries quiet for longer than reset_after_s (keeps workflow state small)."""
-        self.entries = {
-            k: e for k, e in self.entries.items() if now - e.last_failure < self.reset_after_s
-        }
+        self.entries = {k: e for k, e in self.entries.items() if now - e.last_failure < self.reset_after_s}

@@ -3,7 +3,7 @@ what a NodeRequest should do next. Pure: plain dicts in the API's JSON shape, no
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -65,10 +65,10 @@ def _parse_time(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     text = str(value).replace("Z", "+00:00")
     parsed = datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _arch(data: dict[str, Any]) -> str:
@@ -99,9 +99,7 @@ def server_type_from_api(
     return ServerType(
         provider=PROVIDER,
         name=str(data["name"]).lower(),
-        allocatable=Resources(
-            cpu_m=max(alloc.cpu_m, 0), memory=max(alloc.memory, 0), pods=max(alloc.pods, 0)
-        ),
+        allocatable=Resources(cpu_m=max(alloc.cpu_m, 0), memory=max(alloc.memory, 0), pods=max(alloc.pods, 0)),
         price_hourly=price if price is not None else 0.0,
         arch=_arch(data),  # type: ignore[arg-type]
         deprecated=deprecation_of(data, locations) is not None,
@@ -114,9 +112,7 @@ def deprecation_of(data: dict[str, Any], locations: list[str]) -> dict[str, Any]
     Hetzner moved deprecation into `locations[]`; the type-level field is the fallback. A type
     counts as deprecated only if it is deprecated in every configured location it is offered in.
     """
-    per_location = {
-        entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")
-    }
+    per_location = {entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")}
     offered = [per_location[loc] for loc in locations if loc in per_location]
     if offered:
         deps = [entry.get("deprecation") for entry in offered]
@@ -135,14 +131,10 @@ def unusable_reason(
     """Why a pool of this server type cannot get machines, or None if it can."""
     if data is None:
         return "not offered by the Hetzner API (removed or misspelt)"
-    per_location = {
-        entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")
-    }
+    per_location = {entry.get("name"): entry for entry in data.get("locations") or [] if entry.get("name")}
     if per_location and not any(loc in per_location for loc in locations):
         return f"not offered in configured locations {', '.join(locations)}"
-    if per_location and all(
-        per_location[loc].get("available") is False for loc in locations if loc in per_location
-    ):
+    if per_location and all(per_location[loc].get("available") is False for loc in locations if loc in per_location):
         return f"not available in configured locations {', '.join(locations)}"
     dep = deprecation_of(data, locations)
     if dep is not None:

@@ -19,7 +19,9 @@ def pool_key(group: str, pool: str) -> str:
     return f"{group}/{pool}"
 
 
-def apply_attempt_backoff(failures: dict[str, int], until: dict[str, float], group: str, attempt: Attempt, now: float) -> None:
+def apply_attempt_backoff(
+    failures: dict[str, int], until: dict[str, float], group: str, attempt: Attempt, now: float
+) -> None:
     """A pool out of quota is skipped for a growing while; a Ready node from it clears that.
 
     Other results (no capacity, errors) move the request on to its next pool without a

@@ -27,9 +27,7 @@ def _tolerates_one(t: Toleration, taint: Taint) -> bool:
 def tolerates(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
     """True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
     tols = list(tolerations)
-    return all(
-        any(_tolerates_one(t, taint) for t in tols) for taint in taints if taint.effect in _BLOCKING
-    )
+    return all(any(_tolerates_one(t, taint) for t in tols) for taint in taints if taint.effect in _BLOCKING)
 
 
 def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -92,20 +90,19 @@ def match_pods_to_groups(
         names = cache.get(key)
         if names is None:
             names = [
-                g.name
-                for g in groups
-                if eligible_pools(pod.node_selector, pod.tolerations, g, catalogue, flat[g.name])
+                g.name for g in groups if eligible_pools(pod.node_selector, pod.tolerations, g, catalogue, flat[g.name])
             ]
             cache[key] = names
         if len(names) == 1:
             matched[names[0]].append(pod)
         elif names:
             problems.append(
-                _problem(pod, "MultipleNodeGroups", f"pod matches node groups {', '.join(sorted(names))}; "
-                         "make their labels or taints disjoint")
+                _problem(
+                    pod,
+                    "MultipleNodeGroups",
+                    f"pod matches node groups {', '.join(sorted(names))}; make their labels or taints disjoint",
+                )
             )
         else:
-            problems.append(
-                _problem(pod, "NoMatchingNodeGroup", "no node group's labels and taints admit this pod")
-            )
+            problems.append(_problem(pod, "NoMatchingNodeGroup", "no node group's labels and taints admit this pod"))
     return {k: v for k, v in matched.items() if v}, problems

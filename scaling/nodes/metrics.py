@@ -26,7 +26,15 @@ FAILED_SCALE_UPS = "growth_failed_scale_ups_total"  # {cluster, pool, reason}: o
 NODE_REQUEST_DURATION = "growth_node_request_duration_seconds"  # {cluster, phase}: start to Ready/Unmet
 LOOP_DURATION = "growth_loop_duration_seconds"  # {cluster}: one NodeAutoscaler loop, observe to children started
 
-ALL = (UNSCHEDULABLE_PODS, NODES, SCALED_UP_NODES, SCALED_DOWN_NODES, FAILED_SCALE_UPS, NODE_REQUEST_DURATION, LOOP_DURATION)
+ALL = (
+    UNSCHEDULABLE_PODS,
+    NODES,
+    SCALED_UP_NODES,
+    SCALED_DOWN_NODES,
+    FAILED_SCALE_UPS,
+    NODE_REQUEST_DURATION,
+    LOOP_DURATION,
+)
 
 # The SDK's default buckets are for milliseconds; these are seconds.
 HISTOGRAM_BUCKETS: dict[str, list[float]] = {
@@ -37,6 +45,4 @@ HISTOGRAM_BUCKETS: dict[str, list[float]] = {
 
 def nodes_by_pool(nodes: Iterable[NodeInfo]) -> Counter[tuple[str, str]]:
     """growth-managed nodes counted by (group, pool); nodes growth did not make are left out."""
-    return Counter(
-        (n.labels[LABEL_GROUP], n.labels.get(LABEL_POOL, "")) for n in nodes if LABEL_GROUP in n.labels
-    )
+    return Counter((n.labels[LABEL_GROUP], n.labels.get(LABEL_POOL, "")) for n in nodes if LABEL_GROUP in n.labels)

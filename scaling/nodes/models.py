@@ -162,4 +162,3 @@ class ScaleUpPlan(BaseModel):
     fits_existing: list[str] = Field(default_factory=list)  # pod uids that fit ready nodes
     covered_in_flight: list[str] = Field(default_factory=list)  # pod uids held by in-flight requests
     problems: list[PodProblem] = Field(default_factory=list)
-

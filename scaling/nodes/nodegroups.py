@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from scaling.kube.models import Taint
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, NodeGroup, Pool, PoolSpec, ScaleDownSettings, SpecProblem
 from scaling.kube.quantity import parse_quantity
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, NodeGroup, Pool, PoolSpec, ScaleDownSettings, SpecProblem
 
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
@@ -242,9 +242,7 @@ def load_node_groups(
     return groups, problems
 
 
-def parse_node_groups_yaml(
-    text: str, known_providers: Collection[str]
-) -> tuple[list[NodeGroup], list[SpecProblem]]:
+def parse_node_groups_yaml(text: str, known_providers: Collection[str]) -> tuple[list[NodeGroup], list[SpecProblem]]:
     """A YAML stream of NodeGroupWithPriority documents (empty documents are skipped)."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]

@@ -37,15 +37,28 @@ def orphans_from(obs: OrphanObservation, previous: list[Orphan], now: float, gra
     for node, pid in sorted(obs.nodes.items()):
         provider = provider_of(pid)
         if provider in obs.checked and pid not in by_provider_id:
-            out.append(Orphan(kind="NodeWithoutMachine", name=node, provider=provider, provider_id=pid,
-                              since=seen.get(("NodeWithoutMachine", node), now)))
+            out.append(
+                Orphan(
+                    kind="NodeWithoutMachine",
+                    name=node,
+                    provider=provider,
+                    provider_id=pid,
+                    since=seen.get(("NodeWithoutMachine", node), now),
+                )
+            )
     for m in obs.machines:
         if m.get("provider_id") not in node_ids:
-            out.append(Orphan(kind="MachineWithoutNode", name=m.get("name", ""), provider=m.get("provider", ""),
-                              provider_id=m.get("provider_id", ""), since=seen.get(("MachineWithoutNode", m.get("name", "")), now)))
+            out.append(
+                Orphan(
+                    kind="MachineWithoutNode",
+                    name=m.get("name", ""),
+                    provider=m.get("provider", ""),
+                    provider_id=m.get("provider_id", ""),
+                    since=seen.get(("MachineWithoutNode", m.get("name", "")), now),
+                )
+            )
     return out
 
 
 def mark_reported(orphans: list[Orphan], now: float, grace_s: float) -> list[Orphan]:
     return [o.model_copy(update={"reported": now - o.since >= grace_s}) for o in orphans]
-

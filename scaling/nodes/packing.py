@@ -79,7 +79,9 @@ def _fits(req: Vec, room: Sequence[int]) -> int:
 _BIG = 1 << 62
 
 
-def _fill(b: Bin, items: Sequence[Item], cands: Sequence[int], remaining: Sequence[int], weights: Sequence[float]) -> tuple[dict[int, int], Vec]:
+def _fill(
+    b: Bin, items: Sequence[Item], cands: Sequence[int], remaining: Sequence[int], weights: Sequence[float]
+) -> tuple[dict[int, int], Vec]:
     """One node's contents: largest-first by a weighted dot product with the room left.
 
     Each step takes the item that best lines up with what is still free on the node, so

@@ -19,13 +19,23 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scaling.nodes.matching import eligible_pools, node_labels_for, selector_matches, tolerates
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Toleration
-from scaling.nodes.models import InFlightRequest, LABEL_GROUP, LABEL_POOL, NodeGroup, PlannedNode, PodProblem, Pool, ScaleUpPlan, ServerType
-from scaling.nodes.nodegroups import flatten_pools, priority_tiers
-from scaling.nodes.packing import Bin, Budget, Item, pack
 from scaling.kube.pods import counts_as_demand
 from scaling.kube.quantity import format_cpu, format_memory
+from scaling.nodes.matching import eligible_pools, node_labels_for, selector_matches, tolerates
+from scaling.nodes.models import (
+    LABEL_GROUP,
+    LABEL_POOL,
+    InFlightRequest,
+    NodeGroup,
+    PlannedNode,
+    PodProblem,
+    Pool,
+    ScaleUpPlan,
+    ServerType,
+)
+from scaling.nodes.nodegroups import flatten_pools, priority_tiers
+from scaling.nodes.packing import Bin, Budget, Item, pack
 
 Catalogue = Mapping[tuple[str, str], ServerType]
 
@@ -285,7 +295,10 @@ def plan_scale_up(
                 if s.left == 0:
                     continue
                 names = frozenset(p.name for p in s.eligible[gname])
-                if any(b.key in names and (b.slots is None or b.slots > 0) and _fit_count(s.req, list(b.cap)) > 0 for b in tier_bins):
+                if any(
+                    b.key in names and (b.slots is None or b.slots > 0) and _fit_count(s.req, list(b.cap)) > 0
+                    for b in tier_bins
+                ):
                     items.append(Item(req=s.req, count=s.left, bins=names))
                     owners.append(s)
             if not items:
@@ -310,19 +323,14 @@ def plan_scale_up(
                 for _ in range(pat.repeat):
                     uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
                     plan.new_nodes.append(
-                        PlannedNode(
-                            group=gname, pool=chosen.name, candidates=cands, requirements=reqs, pod_uids=uids
-                        )
+                        PlannedNode(group=gname, pool=chosen.name, candidates=cands, requirements=reqs, pod_uids=uids)
                     )
 
         # e (second half). Pods left after every tier: limits or backoff stopped them.
         for s in live:
             if s.left == 0:
                 continue
-            holders = [
-                p for p in s.eligible[gname]
-                if p.name in bins and _fit_count(s.req, list(bins[p.name].cap)) > 0
-            ]
+            holders = [p for p in s.eligible[gname] if p.name in bins and _fit_count(s.req, list(bins[p.name].cap)) > 0]
             if holders and all(_is_unavailable(p, unavailable) for p in holders):
                 reason = "NoAvailablePool"
                 msg = f"every pool that can hold this pod is backing off: {', '.join(p.name for p in holders)}"

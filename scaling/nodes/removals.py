@@ -69,4 +69,3 @@ class ScaleDownStatus(BaseModel):
     @property
     def final(self) -> bool:
         return self.phase in FINAL_SCALE_DOWN_PHASES
-

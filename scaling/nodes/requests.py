@@ -87,8 +87,6 @@ def request_labels(cluster: str, group: str, pool: Pool, request_id: str) -> dic
     }
 
 
-
-
 # What a create at the provider means for the attempt: a created machine is provisioning, an
 # answer of no capacity or no quota moves the request to its next pool.
 _OUTCOME_RESULT = {

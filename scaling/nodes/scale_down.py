@@ -46,8 +46,8 @@ from scaling.kube.drain import (
     stays_with_node,
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
 from scaling.nodes.matching import selector_matches, tolerates
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.storage import (
     BACKING_IMAGE_MANAGER,
@@ -65,6 +65,7 @@ UNNEEDED_TIME = "UnneededTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
 NOT_EMPTY = "NodeNotEmpty"
 UTILIZED = "NodeUtilized"
+
 
 class NodeState(str, Enum):
     NOT_MANAGED = "NotManaged"  # no growth group label: never removed by growth
@@ -188,12 +189,7 @@ def needs_room(pod: PodInfo, replicated_kinds: frozenset[str] = REPLICATED_KINDS
 
 def is_target(node: NodeInfo, excluded: set[str] | frozenset[str] = frozenset()) -> bool:
     """A node pods may move to: ready, not cordoned, not tainted or chosen for deletion."""
-    return (
-        node.ready
-        and not node.unschedulable
-        and not marked_for_deletion(node)
-        and node.name not in excluded
-    )
+    return node.ready and not node.unschedulable and not marked_for_deletion(node) and node.name not in excluded
 
 
 def pods_fit_elsewhere(
@@ -211,9 +207,7 @@ def pods_fit_elsewhere(
     for n in target_nodes:
         taken = used.get(n.name, Resources()) if used is not None else n.requested
         free[n.name] = n.allocatable - taken
-    order = sorted(
-        pods, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name)
-    )
+    order = sorted(pods, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))
     placements: dict[str, str] = {}
     for pod in order:
         need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
@@ -259,9 +253,7 @@ def min_nodes_for(node: NodeInfo, groups: list[NodeGroup]) -> int:
     return 0
 
 
-def _group_settings(
-    node: NodeInfo, groups: dict[str, NodeGroup], settings: ScaleDownLoopSettings
-) -> ScaleDownSettings:
+def _group_settings(node: NodeInfo, groups: dict[str, NodeGroup], settings: ScaleDownLoopSettings) -> ScaleDownSettings:
     g = groups.get(node.labels.get(LABEL_GROUP, ""))
     return g.scale_down if g is not None else settings.default
 
@@ -348,9 +340,7 @@ def plan_scale_down(
         if not empty and dec.utilization >= gs.utilization_threshold:
             dec.state = NodeState.UTILIZED
             continue
-        blockers, _ = _individual_blockers(
-            node, pods, pdbs, storage, targets, used, protected, kinds
-        )
+        blockers, _ = _individual_blockers(node, pods, pdbs, storage, targets, used, protected, kinds)
         if blockers:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
@@ -363,14 +353,18 @@ def plan_scale_down(
             left = gs.unneeded_time_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
             dec.reasons = [
-                Blocker(code=UNNEEDED_TIME, message=f"node {node.name} unneeded for {now - since:.0f}s, {left:.0f}s to go")
+                Blocker(
+                    code=UNNEEDED_TIME, message=f"node {node.name} unneeded for {now - since:.0f}s, {left:.0f}s to go"
+                )
             ]
             continue
         if last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
             left = gs.delay_after_add_s - (now - last_scale_up_at)
             dec.state = NodeState.UNNEEDED_WAITING
             dec.reasons = [
-                Blocker(code=DELAY_AFTER_ADD, message=f"last scale-up {now - last_scale_up_at:.0f}s ago, {left:.0f}s to go")
+                Blocker(
+                    code=DELAY_AFTER_ADD, message=f"last scale-up {now - last_scale_up_at:.0f}s ago, {left:.0f}s to go"
+                )
             ]
             continue
         dec.state = NodeState.EMPTY if empty else NodeState.UNDERUSED
@@ -436,7 +430,9 @@ def _select(
         if pool_size.get(key, 0) - 1 < minimum:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
-                Blocker(code=MIN_NODES, message=f"pool {dec.pool} of group {dec.group} is at its minimum of {minimum} nodes")
+                Blocker(
+                    code=MIN_NODES, message=f"pool {dec.pool} of group {dec.group} is at its minimum of {minimum} nodes"
+                )
             ]
             continue
         if moved_in.get(node.name):
@@ -521,7 +517,9 @@ def still_removable(
     gs = _group_settings(node, {g.name: g for g in groups}, settings)
     if not gs.enabled:
         blockers.append(
-            Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {node.labels[LABEL_GROUP]}")
+            Blocker(
+                code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {node.labels[LABEL_GROUP]}"
+            )
         )
     empty = is_empty(node, pods)
     if require_empty and not empty:
@@ -529,27 +527,23 @@ def still_removable(
         blockers.append(Blocker(code=NOT_EMPTY, message=f"node {node.name} now runs pod {names}"))
     elif not empty and utilization(node, pods) >= gs.utilization_threshold:
         blockers.append(
-            Blocker(code=UTILIZED, message=f"node {node.name} is at or above {gs.utilization_threshold:.0%} utilization")
+            Blocker(
+                code=UTILIZED, message=f"node {node.name} is at or above {gs.utilization_threshold:.0%} utilization"
+            )
         )
     pool_key = (node.labels.get(LABEL_GROUP), pool_of(node))
     size = sum(
         1
         for n in nodes
-        if is_managed(n)
-        and n.name not in others_leaving
-        and (n.labels.get(LABEL_GROUP), pool_of(n)) == pool_key
+        if is_managed(n) and n.name not in others_leaving and (n.labels.get(LABEL_GROUP), pool_of(n)) == pool_key
     )
     if all(n.name != node.name for n in nodes):
         size += 1
     minimum = min_nodes_for(node, groups)
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
-    targets = sorted(
-        (n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name
-    )
-    b, _ = _individual_blockers(
-        node, pods, pdbs, storage, targets, _used_by_node(pods), set(protected), kinds
-    )
+    targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
+    b, _ = _individual_blockers(node, pods, pdbs, storage, targets, _used_by_node(pods), set(protected), kinds)
     blockers += b
     return RemovalCheck(ok=not blockers, blockers=blockers)
 

@@ -30,4 +30,3 @@ class AutoscalerSettings(BaseModel):
     machine_gc_grace_s: float = Field(
         default=900.0, description="seconds before a machine no Node or NodeRequest accounts for is deleted"
     )
-

@@ -131,4 +131,3 @@ def record_scale_down_update(state: AutoscalerState, update: ScaleDownStatus) ->
     state.recent_scale_downs.append(update)
     del state.recent_scale_downs[:-RECENT_REQUESTS_KEPT]
     state.unneeded_since.pop(update.node, None)
-

@@ -73,4 +73,3 @@ def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> Autoscale
         protected_nodes=state.protected_nodes,
         orphans=[o for o in state.orphans if o.reported],
     )
-

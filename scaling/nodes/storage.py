@@ -138,9 +138,7 @@ def longhorn_state_from_objects(
     ims: list[LonghornInstanceManager] = []
     for o in instance_managers:
         status = o.get("status") or {}
-        count = sum(
-            len(status.get(k) or {}) for k in ("instances", "instanceEngines", "instanceReplicas")
-        )
+        count = sum(len(status.get(k) or {}) for k in ("instances", "instanceEngines", "instanceReplicas"))
         ims.append(
             LonghornInstanceManager(
                 name=o["metadata"]["name"],
@@ -191,9 +189,7 @@ def storage_blockers(
             )
         )
     # An engine still running here (e.g. mid-detach, volume status lagging) holds the node too.
-    engine_vols = sorted(
-        {e.volume for e in state.engines if e.node == node_name and e.running} - set(attached)
-    )
+    engine_vols = sorted({e.volume for e in state.engines if e.node == node_name and e.running} - set(attached))
     for vol in engine_vols:
         out.append(
             Blocker(

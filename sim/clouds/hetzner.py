@@ -273,8 +273,14 @@ class FakeHetzner:
         self.boot_delay_s = boot_delay_s
         # kube_url & co. are a shorthand for the kubelet that boots this cloud's servers.
         if kubelet is None and kube_url:
-            kubelet = Kubelet(kube_url, kube_token, join_token=join_token, reserved_cpu_m=kube_reserved_cpu_m,
-                              reserved_memory=kube_reserved_memory, max_pods=max_pods)
+            kubelet = Kubelet(
+                kube_url,
+                kube_token,
+                join_token=join_token,
+                reserved_cpu_m=kube_reserved_cpu_m,
+                reserved_memory=kube_reserved_memory,
+                max_pods=max_pods,
+            )
         self.kubelet = kubelet
         self._servers: dict[int, _Server] = {}
         self._actions: dict[int, _Action] = {}
@@ -440,9 +446,7 @@ class FakeHetzner:
     def _server_type_json(self, name: str) -> dict[str, Any]:
         tid, cores, memory, disk, arch, cpu_type, net = self._types_spec[name]
         # Hetzner offers Arm (CAX) only in its EU locations.
-        locs = [
-            loc for loc, spec in self._locations_spec.items() if arch == "x86" or spec[3] == "eu-central"
-        ]
+        locs = [loc for loc, spec in self._locations_spec.items() if arch == "x86" or spec[3] == "eu-central"]
         dep_all = self._deprecations.get(name)
         type_level = None
         if dep_all is not None and dep_all["locations"] is None:
@@ -718,11 +722,7 @@ class FakeHetzner:
             if len(parts) == 2 and method == "DELETE":
                 return 200, {"action": self._delete_server(server, now).json(now)}
             if len(parts) == 3 and parts[2] == "actions" and method == "GET":
-                items = [
-                    a.json(now)
-                    for a in self._actions.values()
-                    if any(r["id"] == server.id for r in a.resources)
-                ]
+                items = [a.json(now) for a in self._actions.values() if any(r["id"] == server.id for r in a.resources)]
                 return 200, self._page("actions", items, query)
             if len(parts) == 4 and parts[2] == "actions" and method == "GET":
                 action = self._actions.get(int(parts[3])) if parts[3].isdigit() else None
@@ -784,9 +784,7 @@ class FakeHetzner:
         if not isinstance(name, str) or not _HOSTNAME.match(name):
             raise ApiError("invalid_input", f"invalid input in field 'name': {name!r}")
         type_ref = str(data.get("server_type", "")).lower()
-        type_name = next(
-            (n for n, spec in self._types_spec.items() if type_ref in (n, str(spec[0]))), None
-        )
+        type_name = next((n for n, spec in self._types_spec.items() if type_ref in (n, str(spec[0]))), None)
         if type_name is None or not self._type_available(type_name):
             raise ApiError("invalid_input", f"server type {type_ref!r} not found")
         location = data.get("location") or next(iter(self._locations_spec))
@@ -813,7 +811,10 @@ class FakeHetzner:
         if location not in offered:
             raise ApiError("invalid_input", f"server type {type_name} is not available in {location}")
         dep = offered[location]["deprecation"]
-        if dep is not None and datetime.fromisoformat(dep["unavailable_after"].replace("Z", "+00:00")).timestamp() <= now:
+        if (
+            dep is not None
+            and datetime.fromisoformat(dep["unavailable_after"].replace("Z", "+00:00")).timestamp() <= now
+        ):
             raise ApiError("invalid_input", f"server type {type_name} is deprecated in {location}")
         if self.server_limit is not None and len(self._servers) >= self.server_limit:
             raise ApiError(

@@ -616,7 +616,9 @@ class FakeOcm:
         if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or hi < 1:
             raise OcmError(400, f"Attributes '{where}.min_replicas' and '{where}.max_replicas' must be integers (min >= 0, max >= 1)")  # fmt: skip
         if lo > hi:
-            raise OcmError(400, f"Attribute '{where}.min_replicas' ({lo}) must not exceed '{where}.max_replicas' ({hi})")
+            raise OcmError(
+                400, f"Attribute '{where}.min_replicas' ({lo}) must not exceed '{where}.max_replicas' ({hi})"
+            )
         if multi_az:
             for key, value in (("min_replicas", lo), ("max_replicas", hi)):
                 if value % 3:
@@ -672,7 +674,9 @@ class FakeOcm:
         elif not isinstance(replicas, int) or replicas < 0 or (multi_az and replicas % 3):
             raise OcmError(400, f"Attribute 'replicas' must be a non-negative integer{' and a multiple of 3 for a multi-AZ cluster' if multi_az else ''}")  # fmt: skip
         labels = data.get("labels") or {}
-        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
             raise OcmError(400, "Attribute 'labels' must map strings to strings")
         taints = data.get("taints") or []
         for i, t in enumerate(taints):

@@ -32,9 +32,17 @@ from sim.kube.errors import ApiError, bad_request, success
 from sim.kube.selectors import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
 from sim.kube.store import ALL_CATEGORY, Obj, ResourceType, Store, WatchEvent
 
-VERSION_INFO = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-sim", "gitCommit": "0" * 40,
-                "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
-                "compiler": "gc", "platform": "linux/amd64"}
+VERSION_INFO = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-sim",
+    "gitCommit": "0" * 40,
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 # Readable without credentials, as kubeadm's RBAC allows system:anonymous: the join discovery.
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
@@ -64,8 +72,15 @@ class _Route:
 
 
 class ApiServer:
-    def __init__(self, store: Store, control: SimControl, token: str | None,
-                 host: str = "127.0.0.1", port: int = 0, certs: tls.ServingCerts | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        control: SimControl,
+        token: str | None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        certs: tls.ServingCerts | None = None,
+    ) -> None:
         self.store = store
         self.control = control
         self.token = token
@@ -85,8 +100,9 @@ class ApiServer:
         return f"https://{host}:{port}"
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                       name="sim-apiserver", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, name="sim-apiserver", daemon=True
+        )
         self.thread.start()
 
     def stop(self) -> None:
@@ -149,9 +165,11 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- plumbing -------------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        head = (f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
-                f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
-                f"Cache-Control: no-cache, private\r\n{self._warnings}\r\n").encode()
+        head = (
+            f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+            f"Cache-Control: no-cache, private\r\n{self._warnings}\r\n"
+        ).encode()
         self.wfile.write(head + data)  # one write: no Nagle/delayed-ACK stall
         self._status = code
 
@@ -181,8 +199,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._control(method, path, body)
             elif path in PUBLIC_PATHS:
                 self._send(200, VERSION_INFO if path == "/version" else b"ok")
-            elif (api.token and self.headers.get("Authorization") != f"Bearer {api.token}"
-                  and not (method == "GET" and path in ANONYMOUS_GET)):
+            elif (
+                api.token
+                and self.headers.get("Authorization") != f"Bearer {api.token}"
+                and not (method == "GET" and path in ANONYMOUS_GET)
+            ):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             elif (failure := api.control.take_failure(method, path)) is not None:
                 raise ApiError(failure.status, failure.reason, failure.message)
@@ -208,8 +229,15 @@ class _Handler(BaseHTTPRequestHandler):
                 with store.lock:
                     objects = {f"{g}/{p}" if g else p: len(b) for (g, p), b in store.storage.items()}
                     rv = store.rv
-                self._send(200, {**control.stats(), "objects": objects, "resource_version": rv,
-                                 "connections_accepted": self.server.api.accepted})
+                self._send(
+                    200,
+                    {
+                        **control.stats(),
+                        "objects": objects,
+                        "resource_version": rv,
+                        "connections_accepted": self.server.api.accepted,
+                    },
+                )
             elif path == "/sim/v1/stats" and method == "DELETE":
                 control.reset_stats()
                 self._send(200, control.stats())
@@ -236,8 +264,16 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.api.store
         seg = path.strip("/").split("/")
         if seg == ["api"]:
-            self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server.api.url.split("//")[1]}]})
+            self._send(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": self.server.api.url.split("//")[1]}
+                    ],
+                },
+            )
             return
         if seg == ["apis"]:
             self._send(200, self._group_list())
@@ -262,7 +298,9 @@ class _Handler(BaseHTTPRequestHandler):
         rt = route.rt
         if route.name is None:
             if rt.namespaced and route.ns is None and method != "GET":
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             if method == "GET":
                 if _first(query, "watch") in ("true", "1"):
                     self._verb = "watch"
@@ -284,10 +322,19 @@ class _Handler(BaseHTTPRequestHandler):
                     except ApiError as exc:
                         if exc.code != 404:
                             raise
-                self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
-                                 "metadata": {"resourceVersion": str(store.rv)}, "items": items})
+                self._send(
+                    200,
+                    {
+                        "kind": rt.list_kind,
+                        "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(store.rv)},
+                        "items": items,
+                    },
+                )
             else:
-                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+                raise ApiError(
+                    405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+                )
             return
         ns, name, sub = route.ns or "", route.name, route.sub
         if sub == "scale" and rt.group == "apps" and rt.plural in ("deployments", "replicasets", "statefulsets"):
@@ -317,9 +364,16 @@ class _Handler(BaseHTTPRequestHandler):
             obj = store.get(rt, ns, name)
             version = tables.table_version(self.headers.get("Accept"))
             if version is not None and sub is None:
-                self._send(200, tables.table(self._printer(rt), [obj], version=version,
-                                             include=_first(query, "includeObject", "Metadata"),
-                                             list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")}))
+                self._send(
+                    200,
+                    tables.table(
+                        self._printer(rt),
+                        [obj],
+                        version=version,
+                        include=_first(query, "includeObject", "Metadata"),
+                        list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                    ),
+                )
             else:
                 self._send(200, obj)
         elif method == "PUT":
@@ -353,8 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         if rest[0] == "namespaces" and len(rest) >= 3:
             rt = store.lookup(group, version, rest[2])
             if rt is not None and rt.namespaced and len(rest) <= 5:
-                return _Route(rt, rest[1], rest[3] if len(rest) > 3 else None,
-                              rest[4] if len(rest) > 4 else None)
+                return _Route(rt, rest[1], rest[3] if len(rest) > 3 else None, rest[4] if len(rest) > 4 else None)
         rt = store.lookup(group, version, rest[0])
         if rt is None or len(rest) > 3 or (rt.namespaced and len(rest) > 1):
             raise not_found
@@ -362,8 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _selectors(self, rt: ResourceType, query: dict[str, list[str]]) -> tuple[list[Any], list[Any]]:
         try:
-            return (parse_label_selector(_first(query, "labelSelector")),
-                    parse_field_selector(_first(query, "fieldSelector"), rt.plural))
+            return (
+                parse_label_selector(_first(query, "labelSelector")),
+                parse_field_selector(_first(query, "fieldSelector"), rt.plural),
+            )
         except SelectorError as exc:
             raise bad_request(str(exc)) from None
 
@@ -383,23 +438,31 @@ class _Handler(BaseHTTPRequestHandler):
         if limit and len(items) > limit:
             last = items[limit - 1]["metadata"]
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps([last.get("namespace", ""), last["name"]]).encode()).decode()
+                json.dumps([last.get("namespace", ""), last["name"]]).encode()
+            ).decode()
             meta["remainingItemCount"] = len(items) - limit
             items = items[:limit]
         version = tables.table_version(self.headers.get("Accept"))
         if version is not None:
-            self._send(200, tables.table(self._printer(rt), items, version=version, list_meta=meta,
-                                         include=_first(query, "includeObject", "Metadata")))
+            self._send(
+                200,
+                tables.table(
+                    self._printer(rt),
+                    items,
+                    version=version,
+                    list_meta=meta,
+                    include=_first(query, "includeObject", "Metadata"),
+                ),
+            )
             return
-        self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta,
-                         "items": items})
+        self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
 
     def _scale(self, method: str, rt: ResourceType, ns: str, name: str, body: Any) -> None:
         store = self.server.api.store
         self._resource = f"{rt.plural}/scale"
         if method in ("PUT", "PATCH"):
             self._verb = "update" if method == "PUT" else "patch"
-            replicas = ((self._object(body).get("spec") or {}).get("replicas"))
+            replicas = (self._object(body).get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
                 raise ApiError(422, "Invalid", "spec.replicas: must be a non-negative integer")
             store.get(rt, ns, name)
@@ -413,13 +476,21 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         obj = store.get(rt, ns, name)
         selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        self._send(200, {
-            "kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                                         "creationTimestamp")},
-            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
-            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                       "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}})
+        self._send(
+            200,
+            {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {
+                    k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                },
+                "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+                "status": {
+                    "replicas": (obj.get("status") or {}).get("replicas", 0),
+                    "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+                },
+            },
+        )
 
     # ---- watch ----------------------------------------------------------------------------
     def _watch(self, rt: ResourceType, ns: str | None, query: dict[str, list[str]]) -> None:
@@ -431,8 +502,12 @@ class _Handler(BaseHTTPRequestHandler):
         rv_text = _first(query, "resourceVersion")
 
         def matches(obj: Obj | None) -> bool:
-            return (obj is not None and (ns is None or obj["metadata"].get("namespace") == ns)
-                    and labels_match(labels, obj) and fields_match(fields, obj))
+            return (
+                obj is not None
+                and (ns is None or obj["metadata"].get("namespace") == ns)
+                and labels_match(labels, obj)
+                and fields_match(fields, obj)
+            )
 
         initial: list[tuple[str, Obj]] = []
         with store.lock:
@@ -444,8 +519,10 @@ class _Handler(BaseHTTPRequestHandler):
                     position = int(rv_text)
                 except ValueError:
                     raise bad_request(f"invalid resource version: {rv_text}") from None
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n")
+        self.wfile.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\n\r\n"
+        )
         self._status = 200
         self.close_connection = True
         version = tables.table_version(self.headers.get("Accept"))
@@ -455,9 +532,14 @@ class _Handler(BaseHTTPRequestHandler):
 
         def encode(kind: str, obj: Obj) -> bytes:
             if printer is not None and kind != "ERROR":
-                obj = tables.table(printer, [obj], version=version or "v1", include=include,
-                                   list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                                   headers=first[0])
+                obj = tables.table(
+                    printer,
+                    [obj],
+                    version=version or "v1",
+                    include=include,
+                    list_meta={"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                    headers=first[0],
+                )
                 first[0] = False
             return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
@@ -497,8 +579,9 @@ class _Handler(BaseHTTPRequestHandler):
                         store.cond.wait(min(WATCH_SLICE, remaining))
                     events, ok = store.events_after(position)
                     if not ok:
-                        gone = ApiError(410, "Expired", f"too old resource version: {position} "
-                                        f"({store.events[0].rv - 1})").status()
+                        gone = ApiError(
+                            410, "Expired", f"too old resource version: {position} ({store.events[0].rv - 1})"
+                        ).status()
                         send([("ERROR", gone)])
                         break
                     out = [c for c in map(classify, events) if c is not None]
@@ -555,7 +638,9 @@ class _Handler(BaseHTTPRequestHandler):
             for v in spec.get("versions") or []:
                 schema = (v.get("schema") or {}).get("openAPIV3Schema")
                 if schema:
-                    schemas[(spec.get("group", ""), v.get("name", ""), (spec.get("names") or {}).get("plural", ""))] = schema
+                    schemas[(spec.get("group", ""), v.get("name", ""), (spec.get("names") or {}).get("plural", ""))] = (
+                        schema
+                    )
         return {path: openapi.group_version_doc(types, schemas) for path, types in by_gv.items()}
 
     def _openapi(self, path: str) -> None:
@@ -593,17 +678,51 @@ class _Handler(BaseHTTPRequestHandler):
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
         resources: list[Obj] = []
         for t in sorted(types, key=lambda t: t.plural):
-            resources.append({"name": t.plural, "singularName": t.singular or t.kind.lower(),
-                              "namespaced": t.namespaced, "kind": t.kind, "verbs": verbs,
-                              "shortNames": list(t.short_names),
-                              **({"categories": ["all"]} if t.gr in ALL_CATEGORY else {})})
+            resources.append(
+                {
+                    "name": t.plural,
+                    "singularName": t.singular or t.kind.lower(),
+                    "namespaced": t.namespaced,
+                    "kind": t.kind,
+                    "verbs": verbs,
+                    "shortNames": list(t.short_names),
+                    **({"categories": ["all"]} if t.gr in ALL_CATEGORY else {}),
+                }
+            )
             if t.status_subresource:
-                resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                                  "kind": t.kind, "verbs": ["get", "patch", "update"]})
+                resources.append(
+                    {
+                        "name": f"{t.plural}/status",
+                        "singularName": "",
+                        "namespaced": t.namespaced,
+                        "kind": t.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
             if t.gr == ("", "pods"):
-                resources.append({"name": "pods/binding", "singularName": "", "namespaced": True,
-                                  "kind": "Binding", "verbs": ["create"]})
-                resources.append({"name": "pods/eviction", "singularName": "", "namespaced": True,
-                                  "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+                resources.append(
+                    {
+                        "name": "pods/binding",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Binding",
+                        "verbs": ["create"],
+                    }
+                )
+                resources.append(
+                    {
+                        "name": "pods/eviction",
+                        "singularName": "",
+                        "namespaced": True,
+                        "group": "policy",
+                        "version": "v1",
+                        "kind": "Eviction",
+                        "verbs": ["create"],
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }

@@ -67,10 +67,13 @@ class SimControl:
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
-            return {"requests_total": self.requests_total, "by_verb": dict(self.by_verb),
-                    "by_resource": dict(self.by_resource), "by_status": dict(self.by_status),
-                    "mean_request_ms": (1000 * self.request_seconds / self.requests_total
-                                        if self.requests_total else 0.0)}
+            return {
+                "requests_total": self.requests_total,
+                "by_verb": dict(self.by_verb),
+                "by_resource": dict(self.by_resource),
+                "by_status": dict(self.by_status),
+                "mean_request_ms": (1000 * self.request_seconds / self.requests_total if self.requests_total else 0.0),
+            }
 
     def reset_stats(self) -> None:
         with self.lock:
@@ -81,8 +84,12 @@ class SimControl:
             self.by_status.clear()
 
     def settings(self) -> dict[str, Any]:
-        return {"node_ready_delay": self.node_ready_delay, "pod_start_delay": self.pod_start_delay,
-                "scheduler_interval": self.scheduler_interval, "scoring": self.scoring}
+        return {
+            "node_ready_delay": self.node_ready_delay,
+            "pod_start_delay": self.pod_start_delay,
+            "scheduler_interval": self.scheduler_interval,
+            "scoring": self.scoring,
+        }
 
     def apply_settings(self, body: dict[str, Any]) -> None:
         for key in ("node_ready_delay", "pod_start_delay", "scheduler_interval"):
@@ -98,8 +105,10 @@ class SimControl:
 
     def faults(self) -> dict[str, Any]:
         with self.lock:
-            return {"never_ready_nodes": list(self.never_ready_nodes),
-                    "request_failures": [vars(f) for f in self.failures if f.times > 0]}
+            return {
+                "never_ready_nodes": list(self.never_ready_nodes),
+                "request_failures": [vars(f) for f in self.failures if f.times > 0],
+            }
 
     def set_faults(self, body: dict[str, Any]) -> None:
         with self.lock:

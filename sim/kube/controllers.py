@@ -31,18 +31,27 @@ def _controller_uid(obj: Obj) -> str | None:
 
 
 def _owner_ref(owner: Obj, kind: str) -> Obj:
-    return {"apiVersion": "apps/v1", "kind": kind, "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def _active(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and not pod["metadata"].get("deletionTimestamp"))
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
 
 
 def _ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def template_hash(template: Obj) -> str:
@@ -119,14 +128,23 @@ class Controllers(Actor):
                 template.setdefault("metadata", {}).setdefault("labels", {})[TEMPLATE_HASH] = pod_hash
                 selector = clone(spec.get("selector") or {})
                 selector.setdefault("matchLabels", {})[TEMPLATE_HASH] = pod_hash
-                self._create(self.replicasets, ns, {
-                    "metadata": {"name": rs_name, "namespace": ns,
-                                 "labels": template["metadata"]["labels"],
-                                 "ownerReferences": [_owner_ref(deploy, "Deployment")]},
-                    "spec": {"replicas": desired, "selector": selector, "template": template}})
+                self._create(
+                    self.replicasets,
+                    ns,
+                    {
+                        "metadata": {
+                            "name": rs_name,
+                            "namespace": ns,
+                            "labels": template["metadata"]["labels"],
+                            "ownerReferences": [_owner_ref(deploy, "Deployment")],
+                        },
+                        "spec": {"replicas": desired, "selector": selector, "template": template},
+                    },
+                )
             for rs in owned:
                 want = desired if rs["metadata"]["name"] == rs_name else 0
                 if int((rs.get("spec") or {}).get("replicas", 1)) != want:
+
                     def scale(obj: Obj, want: int = want) -> Obj:
                         obj["spec"]["replicas"] = want
                         return obj
@@ -134,14 +152,18 @@ class Controllers(Actor):
                     self.store.mutate(self.replicasets, ns, rs["metadata"]["name"], scale)
             statuses = [rs.get("status") or {} for rs in owned]
             new_status = (current or {}).get("status") or {}
-            self._set_status(self.deployments, deploy, {
-                "observedGeneration": meta.get("generation", 1),
-                "replicas": sum(s.get("replicas", 0) for s in statuses),
-                "readyReplicas": sum(s.get("readyReplicas", 0) for s in statuses),
-                "availableReplicas": sum(s.get("availableReplicas", 0) for s in statuses),
-                "updatedReplicas": new_status.get("replicas", 0),
-                "unavailableReplicas": max(0, desired - sum(s.get("availableReplicas", 0) for s in statuses)),
-            })
+            self._set_status(
+                self.deployments,
+                deploy,
+                {
+                    "observedGeneration": meta.get("generation", 1),
+                    "replicas": sum(s.get("replicas", 0) for s in statuses),
+                    "readyReplicas": sum(s.get("readyReplicas", 0) for s in statuses),
+                    "availableReplicas": sum(s.get("availableReplicas", 0) for s in statuses),
+                    "updatedReplicas": new_status.get("replicas", 0),
+                    "unavailableReplicas": max(0, desired - sum(s.get("availableReplicas", 0) for s in statuses)),
+                },
+            )
 
     # ---- replicasets ----------------------------------------------------------------------
     def sync_replicasets(self, owned: dict[str, list[Obj]]) -> None:
@@ -153,23 +175,45 @@ class Controllers(Actor):
                 template = spec.get("template") or {}
                 for _ in range(desired - len(pods)):
                     tmeta = template.get("metadata") or {}
-                    self._create(self.pods, meta["namespace"], {
-                        "metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"],
-                                     "labels": clone(tmeta.get("labels") or {}),
-                                     "annotations": clone(tmeta.get("annotations") or {}),
-                                     "ownerReferences": [_owner_ref(rs, "ReplicaSet")]},
-                        "spec": clone(template.get("spec") or {})})
+                    self._create(
+                        self.pods,
+                        meta["namespace"],
+                        {
+                            "metadata": {
+                                "generateName": f"{meta['name']}-",
+                                "namespace": meta["namespace"],
+                                "labels": clone(tmeta.get("labels") or {}),
+                                "annotations": clone(tmeta.get("annotations") or {}),
+                                "ownerReferences": [_owner_ref(rs, "ReplicaSet")],
+                            },
+                            "spec": clone(template.get("spec") or {}),
+                        },
+                    )
             elif len(pods) > desired:
-                ranked = sorted(pods, key=lambda p: (bool(p["spec"].get("nodeName")),
-                                                     p["status"].get("phase") == "Running",
-                                                     _ready(p), -self.store.order(p)))
+                ranked = sorted(
+                    pods,
+                    key=lambda p: (
+                        bool(p["spec"].get("nodeName")),
+                        p["status"].get("phase") == "Running",
+                        _ready(p),
+                        -self.store.order(p),
+                    ),
+                )
                 for pod in ranked[: len(pods) - desired]:
                     self._delete(self.pods, pod)
-                pods = ranked[len(pods) - desired:]
+                pods = ranked[len(pods) - desired :]
             ready = sum(1 for p in pods if _ready(p))
-            self._set_status(self.replicasets, rs, {
-                "replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
-                "availableReplicas": ready, "observedGeneration": meta.get("generation", 1)})
+            self._set_status(
+                self.replicasets,
+                rs,
+                {
+                    "replicas": len(pods),
+                    "fullyLabeledReplicas": len(pods),
+                    "readyReplicas": ready,
+                    "availableReplicas": ready,
+                    "observedGeneration": meta.get("generation", 1),
+                },
+            )
 
     # ---- daemonsets -----------------------------------------------------------------------
     def sync_daemonsets(self, owned: dict[str, list[Obj]]) -> None:
@@ -194,16 +238,33 @@ class Controllers(Actor):
                 pod_spec["nodeName"] = node_name
                 pod_spec["tolerations"] = list(pod_spec.get("tolerations") or []) + [{"operator": "Exists"}]
                 tmeta = template.get("metadata") or {}
-                self._create(self.pods, meta["namespace"], {
-                    "metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"],
-                                 "labels": clone(tmeta.get("labels") or {}),
-                                 "annotations": clone(tmeta.get("annotations") or {}),
-                                 "ownerReferences": [_owner_ref(ds, "DaemonSet")]},
-                    "spec": pod_spec})
+                self._create(
+                    self.pods,
+                    meta["namespace"],
+                    {
+                        "metadata": {
+                            "generateName": f"{meta['name']}-",
+                            "namespace": meta["namespace"],
+                            "labels": clone(tmeta.get("labels") or {}),
+                            "annotations": clone(tmeta.get("annotations") or {}),
+                            "ownerReferences": [_owner_ref(ds, "DaemonSet")],
+                        },
+                        "spec": pod_spec,
+                    },
+                )
             scheduled = [ps[0] for n, ps in by_node.items() if ps]
             ready = sum(1 for p in scheduled if _ready(p))
-            self._set_status(self.daemonsets, ds, {
-                "desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(scheduled),
-                "numberMisscheduled": 0, "numberReady": ready, "numberAvailable": ready,
-                "numberUnavailable": len(eligible) - ready, "updatedNumberScheduled": len(scheduled),
-                "observedGeneration": meta.get("generation", 1)})
+            self._set_status(
+                self.daemonsets,
+                ds,
+                {
+                    "desiredNumberScheduled": len(eligible),
+                    "currentNumberScheduled": len(scheduled),
+                    "numberMisscheduled": 0,
+                    "numberReady": ready,
+                    "numberAvailable": ready,
+                    "numberUnavailable": len(eligible) - ready,
+                    "updatedNumberScheduled": len(scheduled),
+                    "observedGeneration": meta.get("generation", 1),
+                },
+            )

@@ -30,8 +30,7 @@ def is_healthy(pod: Obj) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
         return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in status.get("conditions") or [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def can_ignore_budget(pod: Obj) -> bool:
@@ -54,8 +53,7 @@ def _controller_uid(pod: Obj) -> str | None:
     return None
 
 
-def pdb_status(pdb: Obj, namespace_pods: list[Obj],
-               scale_of: Callable[[str], int | None] = lambda uid: None) -> Obj:
+def pdb_status(pdb: Obj, namespace_pods: list[Obj], scale_of: Callable[[str], int | None] = lambda uid: None) -> Obj:
     """scale_of(controller uid) gives the controller's desired pod count, None if unknown."""
     spec = pdb.get("spec") or {}
     pods = [p for p in namespace_pods if not is_terminal(p) and selects(pdb, p)]
@@ -84,12 +82,14 @@ def pdb_status(pdb: Obj, namespace_pods: list[Obj],
         "desiredHealthy": desired,
         "disruptionsAllowed": allowed,
         "expectedPods": expected,
-        "conditions": [{
-            "type": "DisruptionAllowed",
-            "status": "True" if allowed > 0 else "False",
-            "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
-            "message": "",
-            "lastTransitionTime": stamp,
-            "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
-        }],
+        "conditions": [
+            {
+                "type": "DisruptionAllowed",
+                "status": "True" if allowed > 0 else "False",
+                "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                "message": "",
+                "lastTransitionTime": stamp,
+                "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
+            }
+        ],
     }

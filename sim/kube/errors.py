@@ -6,9 +6,17 @@ from typing import Any
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, *, name: str | None = None,
-                 kind: str | None = None, group: str | None = None,
-                 causes: list[dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        name: str | None = None,
+        kind: str | None = None,
+        group: str | None = None,
+        causes: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
@@ -24,9 +32,15 @@ class ApiError(Exception):
             self.details["causes"] = causes
 
     def status(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                "status": "Failure", "message": self.message,
-                                "reason": self.reason, "code": self.code}
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details:
             body["details"] = self.details
         return body
@@ -39,21 +53,31 @@ def not_found(plural: str, name: str, group: str = "") -> ApiError:
 
 def already_exists(plural: str, name: str, group: str = "") -> ApiError:
     resource = f"{plural}.{group}" if group else plural
-    return ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists', name=name,
-                    kind=plural, group=group)
+    return ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists', name=name, kind=plural, group=group)
 
 
 def conflict(plural: str, name: str, group: str = "") -> ApiError:
     resource = f"{plural}.{group}" if group else plural
-    return ApiError(409, "Conflict",
-                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
-                    "modified; please apply your changes to the latest version and try again",
-                    name=name, kind=plural, group=group)
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        name=name,
+        kind=plural,
+        group=group,
+    )
 
 
 def invalid(kind: str, name: str, field: str, detail: str) -> ApiError:
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {field}: {detail}', name=name,
-                    kind=kind, causes=[{"reason": "FieldValueInvalid", "message": detail, "field": field}])
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {field}: {detail}',
+        name=name,
+        kind=kind,
+        causes=[{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+    )
 
 
 def bad_request(message: str) -> ApiError:

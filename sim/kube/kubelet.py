@@ -108,9 +108,18 @@ def parse_join(user_data: str) -> JoinConfig:
 class Kubelet:
     """Joins booted machines to one cluster. `join` answers "joined", "refused" or "retry"."""
 
-    def __init__(self, api_url: str, token: str | None, *, join_token: str | None = None,
-                 ca_pem: bytes | None = None, reserved_cpu_m: int = 100,
-                 reserved_memory: int = 256 * 1024**2, max_pods: int = 110, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        token: str | None,
+        *,
+        join_token: str | None = None,
+        ca_pem: bytes | None = None,
+        reserved_cpu_m: int = 100,
+        reserved_memory: int = 256 * 1024**2,
+        max_pods: int = 110,
+        timeout: float = 5.0,
+    ) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token  # the node's credentials once joined
         self.join_token = join_token  # the cluster's bootstrap token; None accepts any
@@ -159,27 +168,47 @@ class Kubelet:
 
     def node(self, machine: Machine, config: JoinConfig) -> dict[str, Any]:
         """The Node a kubelet registers for this machine."""
-        capacity = {"cpu": str(machine.cpu_cores), "memory": f"{machine.memory_bytes // 1024}Ki",
-                    "pods": str(self.max_pods), "ephemeral-storage": f"{machine.disk_gb}G"}
-        allocatable = {**capacity, "cpu": f"{machine.cpu_cores * 1000 - self.reserved_cpu_m}m",
-                       "memory": f"{(machine.memory_bytes - self.reserved_memory) // 1024}Ki"}
-        labels = {**config.labels, "kubernetes.io/hostname": machine.name, "kubernetes.io/os": "linux",
-                  "kubernetes.io/arch": machine.arch, **machine.cloud_labels}
+        capacity = {
+            "cpu": str(machine.cpu_cores),
+            "memory": f"{machine.memory_bytes // 1024}Ki",
+            "pods": str(self.max_pods),
+            "ephemeral-storage": f"{machine.disk_gb}G",
+        }
+        allocatable = {
+            **capacity,
+            "cpu": f"{machine.cpu_cores * 1000 - self.reserved_cpu_m}m",
+            "memory": f"{(machine.memory_bytes - self.reserved_memory) // 1024}Ki",
+        }
+        labels = {
+            **config.labels,
+            "kubernetes.io/hostname": machine.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": machine.arch,
+            **machine.cloud_labels,
+        }
         n = machine.serial
         return {
-            "apiVersion": "v1", "kind": "Node",
+            "apiVersion": "v1",
+            "kind": "Node",
             # The KWOK annotation lets sim/kube/kwok.py play the node's heartbeats and pods.
             "metadata": {"name": machine.name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
             "spec": {"providerID": machine.provider_id, "taints": config.taints},
             "status": {
-                "capacity": capacity, "allocatable": allocatable,
+                "capacity": capacity,
+                "allocatable": allocatable,
                 # A kubelet reports every field; clients (kubernetes 37's models) require them.
-                "nodeInfo": {"architecture": machine.arch, "bootID": f"boot-{n}",
-                             "containerRuntimeVersion": "containerd://1.7.22",
-                             "kernelVersion": "6.8.0-45-generic", "kubeProxyVersion": "v1.31.0",
-                             "kubeletVersion": "v1.31.0", "machineID": f"{n:032x}",
-                             "operatingSystem": "linux", "osImage": machine.os_image,
-                             "systemUUID": f"00000000-0000-0000-0000-{n:012x}"},
+                "nodeInfo": {
+                    "architecture": machine.arch,
+                    "bootID": f"boot-{n}",
+                    "containerRuntimeVersion": "containerd://1.7.22",
+                    "kernelVersion": "6.8.0-45-generic",
+                    "kubeProxyVersion": "v1.31.0",
+                    "kubeletVersion": "v1.31.0",
+                    "machineID": f"{n:032x}",
+                    "operatingSystem": "linux",
+                    "osImage": machine.os_image,
+                    "systemUUID": f"00000000-0000-0000-0000-{n:012x}",
+                },
             },
         }
 

@@ -25,8 +25,10 @@ def is_fake(node: Obj) -> bool:
 
 
 def is_ready(node: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
 
 
 def _fake_ip(seed: str, prefix: str) -> str:
@@ -68,15 +70,19 @@ class Kwok(Actor):
         live_pods: set[str] = set()
         for pod in self.store.all(pods_rt):
             node_name = pod["spec"].get("nodeName")
-            if (node_name not in ready_fake or pod["status"].get("phase") != "Pending"
-                    or pod["metadata"].get("deletionTimestamp")):
+            if (
+                node_name not in ready_fake
+                or pod["status"].get("phase") != "Pending"
+                or pod["metadata"].get("deletionTimestamp")
+            ):
                 continue
             uid = pod["metadata"]["uid"]
             live_pods.add(uid)
             seen = self.pod_seen.setdefault(uid, now)
             if now - seen >= self.control.pod_start_delay:
-                self.store.mutate(pods_rt, pod["metadata"]["namespace"], pod["metadata"]["name"],
-                                  self._running_pod, "status")
+                self.store.mutate(
+                    pods_rt, pod["metadata"]["namespace"], pod["metadata"]["name"], self._running_pod, "status"
+                )
         self.pod_seen = {u: t for u, t in self.pod_seen.items() if u in live_pods}
 
     @staticmethod
@@ -88,22 +94,43 @@ class Kwok(Actor):
         name = node["metadata"]["name"]
 
         def condition(kind: str, value: str, reason: str, message: str) -> Obj:
-            return {"type": kind, "status": value, "reason": reason, "message": message,
-                    "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+            return {
+                "type": kind,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
 
         status["conditions"] = [
             condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            condition(
+                "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"
+            ),
             condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             condition("NetworkUnavailable", "False", "RouteCreated", "route created"),
         ]
-        status.setdefault("addresses", [{"type": "InternalIP", "address": _fake_ip(name, "10")},
-                                        {"type": "Hostname", "address": name}])
-        status.setdefault("nodeInfo", {
-            "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "kwok",
-            "kernelVersion": "kwok", "kubeProxyVersion": "kwok", "kubeletVersion": "fake",
-            "machineID": "", "operatingSystem": "linux", "osImage": "kwok", "systemUUID": ""})
+        status.setdefault(
+            "addresses",
+            [{"type": "InternalIP", "address": _fake_ip(name, "10")}, {"type": "Hostname", "address": name}],
+        )
+        status.setdefault(
+            "nodeInfo",
+            {
+                "architecture": "amd64",
+                "bootID": "",
+                "containerRuntimeVersion": "kwok",
+                "kernelVersion": "kwok",
+                "kubeProxyVersion": "kwok",
+                "kubeletVersion": "fake",
+                "machineID": "",
+                "operatingSystem": "linux",
+                "osImage": "kwok",
+                "systemUUID": "",
+            },
+        )
         status["phase"] = "Running"
         return node
 
@@ -113,22 +140,36 @@ class Kwok(Actor):
             return None
         stamp = now_rfc3339()
         status = pod["status"]
-        scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"),
-                         {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                          "lastTransitionTime": stamp})
+        scheduled = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"),
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp},
+        )
         status["conditions"] = [
             {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
-            for kind in ("Initialized", "Ready", "ContainersReady")] + [scheduled]
+            for kind in ("Initialized", "Ready", "ContainersReady")
+        ] + [scheduled]
         ip = _fake_ip(pod["metadata"]["uid"], "10")
-        status.update({
-            "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-            "hostIP": _fake_ip(pod["spec"]["nodeName"], "10"),
-            "hostIPs": [{"ip": _fake_ip(pod["spec"]["nodeName"], "10")}],
-            "startTime": stamp,
-            "containerStatuses": [
-                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
-                 "restartCount": 0, "started": True, "containerID": f"kwok://{c['name']}",
-                 "state": {"running": {"startedAt": stamp}}}
-                for c in pod["spec"].get("containers") or []],
-        })
+        status.update(
+            {
+                "phase": "Running",
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "hostIP": _fake_ip(pod["spec"]["nodeName"], "10"),
+                "hostIPs": [{"ip": _fake_ip(pod["spec"]["nodeName"], "10")}],
+                "startTime": stamp,
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c.get("image", ""),
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "started": True,
+                        "containerID": f"kwok://{c['name']}",
+                        "state": {"running": {"startedAt": stamp}},
+                    }
+                    for c in pod["spec"].get("containers") or []
+                ],
+            }
+        )
         return pod

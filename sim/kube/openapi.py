@@ -25,9 +25,13 @@ from sim.kube.store import ResourceType
 Obj = dict[str, Any]
 OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 # gnostic openapi_v2.Document{swagger: "2.0", info: {title: "Kubernetes", version: "v1.31.0"}}
-V2_PROTOBUF = (b"\x0a\x032.0" + b"\x12\x15" + b"\x0a\x0aKubernetes" + b"\x12\x07v1.31.0")
-FIELD_VALIDATION = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"},
-                    "description": "Ignore, Warn or Strict: how the server treats unknown or duplicate fields"}
+V2_PROTOBUF = b"\x0a\x032.0" + b"\x12\x15" + b"\x0a\x0aKubernetes" + b"\x12\x07v1.31.0"
+FIELD_VALIDATION = {
+    "name": "fieldValidation",
+    "in": "query",
+    "schema": {"type": "string"},
+    "description": "Ignore, Warn or Strict: how the server treats unknown or duplicate fields",
+}
 _OBJECT_META = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
@@ -57,13 +61,16 @@ def _schema(rt: ResourceType, crd_schema: Obj | None) -> Obj:
     return base
 
 
-def _operation(rt: ResourceType, action: str, ref: str, *, body: list[str] | None = None,
-               validates: bool = False) -> Obj:
-    op: Obj = {"operationId": f"{action}{rt.kind}", "x-kubernetes-action": action,
-               "x-kubernetes-group-version-kind": _gvk(rt)[0],
-               "parameters": [FIELD_VALIDATION] if validates else [],
-               "responses": {"200": {"description": "OK",
-                                     "content": {"application/json": {"schema": {"$ref": ref}}}}}}
+def _operation(
+    rt: ResourceType, action: str, ref: str, *, body: list[str] | None = None, validates: bool = False
+) -> Obj:
+    op: Obj = {
+        "operationId": f"{action}{rt.kind}",
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": _gvk(rt)[0],
+        "parameters": [FIELD_VALIDATION] if validates else [],
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}},
+    }
     if body:
         op["requestBody"] = {"content": {t: {"schema": {"$ref": ref}} for t in body}, "required": True}
     return op
@@ -78,8 +85,7 @@ def group_version_doc(types: Iterable[ResourceType], crd_schemas: dict[tuple[str
         ref = f"#/components/schemas/{name}"
         schemas[name] = _schema(rt, crd_schemas.get((rt.group, rt.version, rt.plural)))
         prefix = "/" + gv_path(rt.group, rt.version)
-        collection = (f"{prefix}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced
-                      else f"{prefix}/{rt.plural}")
+        collection = f"{prefix}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{prefix}/{rt.plural}"
         json_body = ["application/json"]
         patches = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
         paths[collection] = {
@@ -98,8 +104,12 @@ def group_version_doc(types: Iterable[ResourceType], crd_schemas: dict[tuple[str
                 "put": _operation(rt, "put", ref, body=json_body, validates=True),
                 "patch": _operation(rt, "patch", ref, body=patches, validates=True),
             }
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.31.0"},
-            "paths": paths, "components": {"schemas": schemas}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.31.0"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
 
 
 def doc_hash(doc: Obj) -> str:
@@ -108,8 +118,12 @@ def doc_hash(doc: Obj) -> str:
 
 def v3_root(docs: dict[str, Obj]) -> Obj:
     """/openapi/v3: where each group-version's document is, with a hash that changes with it."""
-    return {"paths": {path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={doc_hash(doc)}"}
-                      for path, doc in sorted(docs.items())}}
+    return {
+        "paths": {
+            path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={doc_hash(doc)}"}
+            for path, doc in sorted(docs.items())
+        }
+    }
 
 
 def v2_json(docs: dict[str, Obj]) -> Obj:
@@ -117,5 +131,9 @@ def v2_json(docs: dict[str, Obj]) -> Obj:
     definitions: Obj = {}
     for doc in docs.values():
         definitions.update(doc["components"]["schemas"])
-    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.31.0"}, "paths": {},
-            "definitions": definitions}
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": "v1.31.0"},
+        "paths": {},
+        "definitions": definitions,
+    }

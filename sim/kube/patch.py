@@ -79,8 +79,14 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[An
         if not isinstance(item, dict) or merge_key not in item:
             out.append(copy.deepcopy(item))
             continue
-        index = next((n for n, existing in enumerate(out)
-                      if isinstance(existing, dict) and existing.get(merge_key) == item[merge_key]), None)
+        index = next(
+            (
+                n
+                for n, existing in enumerate(out)
+                if isinstance(existing, dict) and existing.get(merge_key) == item[merge_key]
+            ),
+            None,
+        )
         if item.get("$patch") == "delete":
             if index is not None:
                 out.pop(index)

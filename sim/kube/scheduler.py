@@ -92,8 +92,9 @@ def affinity_matches(pod: Obj, node: Obj) -> bool:
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if not required:
         return True
     fields = {"metadata.name": node["metadata"]["name"]}
@@ -102,8 +103,9 @@ def affinity_matches(pod: Obj, node: Obj) -> bool:
         field_exprs = term.get("matchFields") or []
         if not exprs and not field_exprs:
             continue  # an empty term matches nothing
-        if all(_expression_matches(e, labels) for e in exprs) and \
-                all(_expression_matches(e, fields) for e in field_exprs):
+        if all(_expression_matches(e, labels) for e in exprs) and all(
+            _expression_matches(e, fields) for e in field_exprs
+        ):
             return True
     return False
 
@@ -113,10 +115,10 @@ def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[st
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
     if (node.get("spec") or {}).get("unschedulable") and not tolerates(
-            tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    ):
         return ["node(s) were unschedulable"]
-    taints = [t for t in (node.get("spec") or {}).get("taints") or []
-              if t.get("effect") in ("NoSchedule", "NoExecute")]
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
     if not is_ready(node):
         taints = [NOT_READY_TAINT] + taints
     for taint in taints:
@@ -197,10 +199,12 @@ class Scheduler(Actor):
                         used[node_name].update(self._requests_of(pod))
                     except ValueError:
                         pass  # a malformed quantity on a bound pod holds nothing
-            elif (pod["status"].get("phase") == "Pending"
-                  and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
-                  and not pod["metadata"].get("deletionTimestamp")
-                  and not pod["spec"].get("schedulingGates")):
+            elif (
+                pod["status"].get("phase") == "Pending"
+                and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+                and not pod["metadata"].get("deletionTimestamp")
+                and not pod["spec"].get("schedulingGates")
+            ):
                 pending.append(pod)
         live = {p["metadata"]["uid"] for p in pods}
         self._requests = {u: r for u, r in self._requests.items() if u in live}
@@ -248,12 +252,20 @@ class Scheduler(Actor):
             conditions = obj["status"].setdefault("conditions", [])
             current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
             # lastTransitionTime records when the pod first became unschedulable.
-            since = (current.get("lastTransitionTime") if current and current.get("status") == "False"
-                     else None) or now_rfc3339()
-            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                         "message": message, "lastProbeTime": None, "lastTransitionTime": since}
+            since = (
+                current.get("lastTransitionTime") if current and current.get("status") == "False" else None
+            ) or now_rfc3339()
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": since,
+            }
             obj["status"]["conditions"] = [c for c in conditions if c.get("type") != "PodScheduled"] + [condition]
             return obj
 
-        self.store.mutate(self.store.builtin("pods"), pod["metadata"]["namespace"],
-                          pod["metadata"]["name"], update, "status")
+        self.store.mutate(
+            self.store.builtin("pods"), pod["metadata"]["namespace"], pod["metadata"]["name"], update, "status"
+        )

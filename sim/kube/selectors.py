@@ -114,8 +114,7 @@ def _path(*keys: str) -> Callable[[Obj], str]:
     return get
 
 
-_COMMON_FIELDS = {"metadata.name": _path("metadata", "name"),
-                  "metadata.namespace": _path("metadata", "namespace")}
+_COMMON_FIELDS = {"metadata.name": _path("metadata", "name"), "metadata.namespace": _path("metadata", "namespace")}
 
 # Field labels each resource supports, as the apiserver's field label conversion funcs do.
 FIELD_LABELS: dict[str, dict[str, Callable[[Obj], str]]] = {
@@ -172,7 +171,7 @@ def parse_field_selector(text: str | None, plural: str) -> list[FieldRequirement
             raise SelectorError(f"invalid selector: {part!r}; can't understand {part!r}")
         field, op, value = m.groups()
         if field not in known:
-            raise SelectorError(f'field label not supported: {field}')
+            raise SelectorError(f"field label not supported: {field}")
         out.append(FieldRequirement(known[field], op == "!=", value))
     return out
 

@@ -64,8 +64,7 @@ BUILTIN_TYPES: list[ResourceType] = [
     ResourceType("", "v1", "secrets", "Secret", True, status_subresource=False),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, status_subresource=False, short_names=("cm",)),
     ResourceType("", "v1", "services", "Service", True, short_names=("svc",)),
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, status_subresource=False,
-                 short_names=("sa",)),
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, status_subresource=False, short_names=("sa",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",)),
     ResourceType("apps", "v1", "deployments", "Deployment", True, short_names=("deploy",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, short_names=("rs",)),
@@ -73,20 +72,31 @@ BUILTIN_TYPES: list[ResourceType] = [
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, short_names=("sts",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, status_subresource=False),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, status_subresource=False, short_names=("ev",)),
-    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                 "CustomResourceDefinition", False, short_names=("crd", "crds")),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        short_names=("crd", "crds"),
+    ),
 ]
 # `kubectl get all` lists the resources in the "all" category, as on a real cluster.
-ALL_CATEGORY = {("", "pods"), ("", "services"), ("apps", "deployments"), ("apps", "replicasets"),
-                ("apps", "daemonsets"), ("apps", "statefulsets")}
+ALL_CATEGORY = {
+    ("", "pods"),
+    ("", "services"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "daemonsets"),
+    ("apps", "statefulsets"),
+}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
 # Pod spec fields an update may change (everything else is immutable on a real apiserver).
-_POD_MUTABLE_SPEC = ("tolerations", "activeDeadlineSeconds", "terminationGracePeriodSeconds",
-                     "schedulingGates")
+_POD_MUTABLE_SPEC = ("tolerations", "activeDeadlineSeconds", "terminationGracePeriodSeconds", "schedulingGates")
 
 
 def _body_of(obj: Obj) -> Obj:
@@ -160,14 +170,21 @@ class Store:
         with self.lock:
             return self.storage[rt.gr].get((ns, name))
 
-    def list(self, rt: ResourceType, ns: str | None = None,
-             labels: list[Requirement] | None = None,
-             fields: list[FieldRequirement] | None = None) -> tuple[list[Obj], int]:
+    def list(
+        self,
+        rt: ResourceType,
+        ns: str | None = None,
+        labels: list[Requirement] | None = None,
+        fields: list[FieldRequirement] | None = None,
+    ) -> tuple[list[Obj], int]:
         with self.lock:
-            items = [self._decorate(rt, obj) for (ons, _), obj in sorted(self.storage[rt.gr].items())
-                     if (ns is None or ons == ns)
-                     and (not labels or labels_match(labels, obj))
-                     and (not fields or fields_match(fields, obj))]
+            items = [
+                self._decorate(rt, obj)
+                for (ons, _), obj in sorted(self.storage[rt.gr].items())
+                if (ns is None or ons == ns)
+                and (not labels or labels_match(labels, obj))
+                and (not fields or fields_match(fields, obj))
+            ]
             return items, self.rv
 
     def all(self, rt: ResourceType) -> list[Obj]:
@@ -183,8 +200,7 @@ class Store:
         # PDB status is computed from the pods when read, as if the disruption controller
         # had just run; it is never stale for the reader.
         if rt.gr == ("policy", "poddisruptionbudgets"):
-            pods = [p for (ons, _), p in self.storage[("", "pods")].items()
-                    if ons == obj["metadata"].get("namespace")]
+            pods = [p for (ons, _), p in self.storage[("", "pods")].items() if ons == obj["metadata"].get("namespace")]
             return {**obj, "status": disruption.pdb_status(obj, pods, self._scale_of)}
         return obj
 
@@ -200,8 +216,7 @@ class Store:
         return None
 
     # ---- writes ---------------------------------------------------------------------------
-    def _commit(self, rt: ResourceType, ns: str, name: str, obj: Obj, kind: str,
-                old: Obj | None) -> Obj:
+    def _commit(self, rt: ResourceType, ns: str, name: str, obj: Obj, kind: str, old: Obj | None) -> Obj:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         bucket = self.storage[rt.gr]
@@ -224,10 +239,14 @@ class Store:
         else:
             ok = name not in (".", "..") and "/" not in name and "%" not in name
         if not ok:
-            raise invalid(rt.kind, name, "metadata.name",
-                          f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower '
-                          "case alphanumeric characters, '-' or '.', and must start and end with an "
-                          "alphanumeric character")
+            raise invalid(
+                rt.kind,
+                name,
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 name must consist of lower '
+                "case alphanumeric characters, '-' or '.', and must start and end with an "
+                "alphanumeric character",
+            )
 
     def create(self, rt: ResourceType, ns: str, body: Obj) -> Obj:
         if not isinstance(body, dict):
@@ -239,8 +258,9 @@ class Store:
         with self.lock:
             if rt.namespaced:
                 if meta.get("namespace") not in (None, "", ns):
-                    raise bad_request("the namespace of the provided object does not match the "
-                                      "namespace sent on the request")
+                    raise bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request"
+                    )
                 if ("", ns) not in self.storage[("", "namespaces")]:
                     raise not_found("namespaces", ns)
                 meta["namespace"] = ns
@@ -250,8 +270,7 @@ class Store:
             if not name:
                 prefix = meta.get("generateName")
                 if not prefix:
-                    raise invalid(rt.kind, "", "metadata.name",
-                                  "Required value: name or generateName is required")
+                    raise invalid(rt.kind, "", "metadata.name", "Required value: name or generateName is required")
                 for _ in range(16):
                     name = prefix + "".join(random.choice(_NAME_CHARS) for _ in range(5))
                     if (ns, name) not in self.storage[rt.gr]:
@@ -266,8 +285,7 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
-            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion",
-                              "selfLink"):
+            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"):
                 meta.pop(transient, None)
             self._prepare_for_create(rt, obj)
             self.created_seq[meta["uid"]] = self.rv + 1
@@ -283,8 +301,7 @@ class Store:
         if rt.gr == ("", "pods"):
             spec = obj.setdefault("spec", {})
             if not spec.get("containers"):
-                raise invalid("Pod", obj["metadata"]["name"], "spec.containers",
-                              "Required value")
+                raise invalid("Pod", obj["metadata"]["name"], "spec.containers", "Required value")
             spec.setdefault("schedulerName", "default-scheduler")
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -306,8 +323,7 @@ class Store:
         if rt.gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._serve_crd(obj)
 
-    def replace(self, rt: ResourceType, ns: str, name: str, body: Obj,
-                subresource: str | None = None) -> Obj:
+    def replace(self, rt: ResourceType, ns: str, name: str, body: Obj, subresource: str | None = None) -> Obj:
         """PUT: a stale metadata.resourceVersion is refused with 409 Conflict."""
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
@@ -322,8 +338,9 @@ class Store:
                 raise bad_request("the name of the object does not match the name on the URL")
             return self._write(rt, ns, name, current, clone(body), subresource)
 
-    def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, body: Any,
-              subresource: str | None = None) -> Obj:
+    def patch(
+        self, rt: ResourceType, ns: str, name: str, content_type: str, body: Any, subresource: str | None = None
+    ) -> Obj:
         with self.lock:
             current = self.storage[rt.gr].get((ns, name))
             if current is None:
@@ -336,15 +353,19 @@ class Store:
                     new = merge_patch(base, body)
                 elif content_type == "application/strategic-merge-patch+json":
                     if not rt.builtin:
-                        raise ApiError(415, "UnsupportedMediaType",
-                                       "strategic merge patch is not supported for custom resources")
+                        raise ApiError(
+                            415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
+                        )
                     new = strategic_merge_patch(base, body)
                 else:
-                    raise ApiError(415, "UnsupportedMediaType",
-                                   "the body of the request was in an unknown format - accepted "
-                                   "media types include: application/json-patch+json, "
-                                   "application/merge-patch+json, "
-                                   "application/strategic-merge-patch+json")
+                    raise ApiError(
+                        415,
+                        "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted "
+                        "media types include: application/json-patch+json, "
+                        "application/merge-patch+json, "
+                        "application/strategic-merge-patch+json",
+                    )
             except PatchError as exc:
                 raise ApiError(422, "Invalid", str(exc)) from None
             if not isinstance(new, dict):
@@ -355,8 +376,9 @@ class Store:
                 raise conflict(rt.plural, name, rt.group)
             return self._write(rt, ns, name, current, new, subresource)
 
-    def mutate(self, rt: ResourceType, ns: str, name: str, fn: Callable[[Obj], Obj | None],
-               subresource: str | None = None) -> Obj | None:
+    def mutate(
+        self, rt: ResourceType, ns: str, name: str, fn: Callable[[Obj], Obj | None], subresource: str | None = None
+    ) -> Obj | None:
         """Read-modify-write for the in-process actors: fn gets a private copy; None = no-op."""
         with self.lock:
             current = self.storage[rt.gr].get((ns, name))
@@ -367,8 +389,7 @@ class Store:
                 return None
             return self._write(rt, ns, name, current, new, subresource)
 
-    def _write(self, rt: ResourceType, ns: str, name: str, current: Obj, new: Obj,
-               subresource: str | None) -> Obj:
+    def _write(self, rt: ResourceType, ns: str, name: str, current: Obj, new: Obj, subresource: str | None) -> Obj:
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
         if subresource == "status":
@@ -377,8 +398,15 @@ class Store:
             merged["status"] = new.get("status", {})
             new = merged
         else:
-            for keep in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
-                         "deletionGracePeriodSeconds", "generation"):
+            for keep in (
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
                 if keep in old_meta:
                     meta[keep] = old_meta[keep]
                 else:
@@ -409,16 +437,19 @@ class Store:
     def _check_pod_update(self, current: Obj, new: Obj) -> None:
         def frozen(spec: Obj) -> Obj:
             spec = {k: v for k, v in spec.items() if k not in _POD_MUTABLE_SPEC}
-            spec["containers"] = [{k: v for k, v in c.items() if k != "image"}
-                                  for c in spec.get("containers") or []]
+            spec["containers"] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get("containers") or []]
             return spec
 
         if frozen(new.get("spec") or {}) != frozen(current.get("spec") or {}):
-            raise invalid("Pod", current["metadata"]["name"], "spec",
-                          "Forbidden: pod updates may not change fields other than "
-                          "`spec.containers[*].image`, `spec.activeDeadlineSeconds`, "
-                          "`spec.tolerations` (only additions to existing tolerations), "
-                          "`spec.terminationGracePeriodSeconds`")
+            raise invalid(
+                "Pod",
+                current["metadata"]["name"],
+                "spec",
+                "Forbidden: pod updates may not change fields other than "
+                "`spec.containers[*].image`, `spec.activeDeadlineSeconds`, "
+                "`spec.tolerations` (only additions to existing tolerations), "
+                "`spec.terminationGracePeriodSeconds`",
+            )
 
     def _reindex_owners(self, rt: ResourceType, ns: str, name: str, old: Obj, new: Obj) -> None:
         key = (rt.gr, ns, name)
@@ -436,14 +467,20 @@ class Store:
             if current is None:
                 raise not_found("pods", name)
             if current["spec"].get("nodeName"):
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
-                               f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"',
-                               name=name, kind="pods/binding")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": '
+                    f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"',
+                    name=name,
+                    kind="pods/binding",
+                )
             new = clone(current)
             new["spec"]["nodeName"] = node
             conditions = [c for c in new["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                               "lastTransitionTime": now_rfc3339()})
+            conditions.append(
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+            )
             new["status"]["conditions"] = conditions
             return self._commit(pods, ns, name, new, "MODIFIED", current)
 
@@ -456,12 +493,19 @@ class Store:
                 raise not_found(rt.plural, name, rt.group)
             pre = options.get("preconditions") or {}
             if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, "
-                               f"UID in object meta: {current['metadata']['uid']}", name=name, kind=rt.plural)
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: UID in precondition: {pre['uid']}, "
+                    f"UID in object meta: {current['metadata']['uid']}",
+                    name=name,
+                    kind=rt.plural,
+                )
             if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
                 raise conflict(rt.plural, name, rt.group)
             propagation = options.get("propagationPolicy") or (
-                "Orphan" if options.get("orphanDependents") else "Background")
+                "Orphan" if options.get("orphanDependents") else "Background"
+            )
             if current["metadata"].get("finalizers"):
                 if current["metadata"].get("deletionTimestamp"):
                     return self._decorate(rt, current), False
@@ -508,12 +552,12 @@ class Store:
                     self._delete_internal(("", "pods"), pns, pname)
         elif rt.gr == ("", "namespaces"):
             for gr, bucket in list(self.storage.items()):
-                for (ons, oname) in [k for k in bucket if k[0] == name and gr != ("", "namespaces")]:
+                for ons, oname in [k for k in bucket if k[0] == name and gr != ("", "namespaces")]:
                     self._delete_internal(gr, ons, oname)
         elif rt.gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
             spec = obj.get("spec") or {}
             gr = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
-            for (ons, oname) in list(self.storage.get(gr, {})):
+            for ons, oname in list(self.storage.get(gr, {})):
                 self._delete_internal(gr, ons, oname)
             for key in [k for k, t in self.types.items() if t.gr == gr and not t.builtin]:
                 del self.types[key]
@@ -525,14 +569,23 @@ class Store:
         names = spec.get("names") or {}
         name = obj["metadata"]["name"]
         if not spec.get("group") or not names.get("plural") or not names.get("kind"):
-            raise invalid("CustomResourceDefinition", name, "spec",
-                          "Required value: group, names.plural and names.kind are required")
+            raise invalid(
+                "CustomResourceDefinition",
+                name,
+                "spec",
+                "Required value: group, names.plural and names.kind are required",
+            )
         if name != f"{names['plural']}.{spec['group']}":
-            raise invalid("CustomResourceDefinition", name, "metadata.name",
-                          f"Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")
+            raise invalid(
+                "CustomResourceDefinition",
+                name,
+                "metadata.name",
+                f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
+            )
         if spec.get("scope") not in ("Namespaced", "Cluster"):
-            raise invalid("CustomResourceDefinition", name, "spec.scope",
-                          'Unsupported value: must be "Namespaced" or "Cluster"')
+            raise invalid(
+                "CustomResourceDefinition", name, "spec.scope", 'Unsupported value: must be "Namespaced" or "Cluster"'
+            )
         if not spec.get("versions"):
             raise invalid("CustomResourceDefinition", name, "spec.versions", "Required value")
 
@@ -542,27 +595,47 @@ class Store:
         for version in spec.get("versions") or []:
             if not version.get("served", True):
                 continue
-            self.register(ResourceType(
-                spec["group"], version["name"], names["plural"], names["kind"],
-                spec["scope"] == "Namespaced",
-                status_subresource="status" in (version.get("subresources") or {}),
-                singular=names.get("singular", names["kind"].lower()),
-                short_names=tuple(names.get("shortNames") or ()), builtin=False))
+            self.register(
+                ResourceType(
+                    spec["group"],
+                    version["name"],
+                    names["plural"],
+                    names["kind"],
+                    spec["scope"] == "Namespaced",
+                    status_subresource="status" in (version.get("subresources") or {}),
+                    singular=names.get("singular", names["kind"].lower()),
+                    short_names=tuple(names.get("shortNames") or ()),
+                    builtin=False,
+                )
+            )
         if crd.get("status", {}).get("acceptedNames"):
             return
         stamp = now_rfc3339()
         status = {
-            "acceptedNames": {"plural": names["plural"], "kind": names["kind"],
-                              "singular": names.get("singular", names["kind"].lower()),
-                              "listKind": names.get("listKind", names["kind"] + "List")},
+            "acceptedNames": {
+                "plural": names["plural"],
+                "kind": names["kind"],
+                "singular": names.get("singular", names["kind"].lower()),
+                "listKind": names.get("listKind", names["kind"] + "List"),
+            },
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": stamp},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": stamp},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": stamp,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": stamp,
+                },
             ],
-            "storedVersions": [v["name"] for v in spec["versions"] if v.get("storage")] or
-                              [spec["versions"][0]["name"]],
+            "storedVersions": [v["name"] for v in spec["versions"] if v.get("storage")]
+            or [spec["versions"][0]["name"]],
         }
         crds = self.builtin("customresourcedefinitions", "apiextensions.k8s.io")
         current = self.storage[crds.gr][("", crd["metadata"]["name"])]
@@ -589,23 +662,38 @@ class Store:
             pod = self.storage[pods.gr].get((ns, name))
             if pod is None:
                 raise not_found("pods", name)
-            pdbs = [p for (pns, _), p in self.storage[("policy", "poddisruptionbudgets")].items()
-                    if pns == ns and disruption.selects(p, pod)]
+            pdbs = [
+                p
+                for (pns, _), p in self.storage[("policy", "poddisruptionbudgets")].items()
+                if pns == ns and disruption.selects(p, pod)
+            ]
             if len(pdbs) > 1:
-                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, "
-                               "which the eviction subresource does not support.")
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                )
             if pdbs and not disruption.can_ignore_budget(pod):
                 ns_pods = [p for (pns, _), p in self.storage[pods.gr].items() if pns == ns]
                 status = disruption.pdb_status(pdbs[0], ns_pods, self._scale_of)
                 healthy = disruption.is_healthy(pod)
-                allowed = (status["disruptionsAllowed"] > 0 if healthy
-                           else status["currentHealthy"] >= status["desiredHealthy"])
+                allowed = (
+                    status["disruptionsAllowed"] > 0
+                    if healthy
+                    else status["currentHealthy"] >= status["desiredHealthy"]
+                )
                 if not allowed:
                     raise ApiError(
-                        429, "TooManyRequests",
+                        429,
+                        "TooManyRequests",
                         "Cannot evict pod as it would violate the pod's disruption budget.",
-                        causes=[{"reason": "DisruptionBudget",
-                                 "message": f"The disruption budget {pdbs[0]['metadata']['name']} needs "
-                                            f"{status['desiredHealthy']} healthy pods and has "
-                                            f"{status['currentHealthy']} currently"}])
+                        causes=[
+                            {
+                                "reason": "DisruptionBudget",
+                                "message": f"The disruption budget {pdbs[0]['metadata']['name']} needs "
+                                f"{status['desiredHealthy']} healthy pods and has "
+                                f"{status['currentHealthy']} currently",
+                            }
+                        ],
+                    )
             self.delete(pods, ns, name)

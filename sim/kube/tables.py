@@ -102,15 +102,24 @@ def _node_row(node: Obj, now: float) -> list[Any]:
     if _spec(node).get("unschedulable"):
         state += ",SchedulingDisabled"
     labels = meta.get("labels") or {}
-    roles = sorted({k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k}
-                   | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set()))
+    roles = sorted(
+        {k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k}
+        | ({labels["kubernetes.io/role"]} if labels.get("kubernetes.io/role") else set())
+    )
     info = status.get("nodeInfo") or {}
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    return [meta.get("name"), state, ",".join(r for r in roles if r) or _NONE,
-            age(meta.get("creationTimestamp"), now), info.get("kubeletVersion", ""),
-            addresses.get("InternalIP") or _NONE, addresses.get("ExternalIP") or _NONE,
-            info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
-            info.get("containerRuntimeVersion") or "<unknown>"]
+    return [
+        meta.get("name"),
+        state,
+        ",".join(r for r in roles if r) or _NONE,
+        age(meta.get("creationTimestamp"), now),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP") or _NONE,
+        addresses.get("ExternalIP") or _NONE,
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
 
 
 def _pod_row(pod: Obj, now: float) -> list[Any]:
@@ -133,11 +142,20 @@ def _pod_row(pod: Obj, now: float) -> list[Any]:
     restarts = sum(int(cs.get("restartCount") or 0) for cs in statuses)
     gates = spec.get("readinessGates") or []
     gate_status = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    gates_cell = (f"{sum(1 for g in gates if gate_status.get(g.get('conditionType')) == 'True')}/{len(gates)}"
-                  if gates else _NONE)
-    return [meta.get("name"), f"{ready}/{len(containers)}", reason, restarts,
-            age(meta.get("creationTimestamp"), now), status.get("podIP") or _NONE,
-            spec.get("nodeName") or _NONE, status.get("nominatedNodeName") or _NONE, gates_cell]
+    gates_cell = (
+        f"{sum(1 for g in gates if gate_status.get(g.get('conditionType')) == 'True')}/{len(gates)}" if gates else _NONE
+    )
+    return [
+        meta.get("name"),
+        f"{ready}/{len(containers)}",
+        reason,
+        restarts,
+        age(meta.get("creationTimestamp"), now),
+        status.get("podIP") or _NONE,
+        spec.get("nodeName") or _NONE,
+        status.get("nominatedNodeName") or _NONE,
+        gates_cell,
+    ]
 
 
 def _containers(spec: Obj) -> tuple[str, str]:
@@ -151,42 +169,74 @@ def _selector(spec: Obj) -> str:
     for expr in selector.get("matchExpressions") or []:
         values = ",".join(expr.get("values") or [])
         op = expr.get("operator", "")
-        parts.append(expr.get("key", "") if op == "Exists" else f"!{expr.get('key', '')}" if op == "DoesNotExist"
-                     else f"{expr.get('key', '')} {op.lower()} ({values})")
+        parts.append(
+            expr.get("key", "")
+            if op == "Exists"
+            else f"!{expr.get('key', '')}"
+            if op == "DoesNotExist"
+            else f"{expr.get('key', '')} {op.lower()} ({values})"
+        )
     return ",".join(parts) or _NONE
 
 
 def _deployment_row(obj: Obj, now: float) -> list[Any]:
     spec, status, meta = _spec(obj), _status(obj), _meta(obj)
     names, images = _containers(spec)
-    return [meta.get("name"), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas', 1))}",
-            int(status.get("updatedReplicas") or 0), int(status.get("availableReplicas") or 0),
-            age(meta.get("creationTimestamp"), now), names, images, _selector(spec)]
+    return [
+        meta.get("name"),
+        f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas', 1))}",
+        int(status.get("updatedReplicas") or 0),
+        int(status.get("availableReplicas") or 0),
+        age(meta.get("creationTimestamp"), now),
+        names,
+        images,
+        _selector(spec),
+    ]
 
 
 def _replicaset_row(obj: Obj, now: float) -> list[Any]:
     spec, status, meta = _spec(obj), _status(obj), _meta(obj)
     names, images = _containers(spec)
-    return [meta.get("name"), int(spec.get("replicas", 1)), int(status.get("replicas") or 0),
-            int(status.get("readyReplicas") or 0), age(meta.get("creationTimestamp"), now), names, images,
-            _selector(spec)]
+    return [
+        meta.get("name"),
+        int(spec.get("replicas", 1)),
+        int(status.get("replicas") or 0),
+        int(status.get("readyReplicas") or 0),
+        age(meta.get("creationTimestamp"), now),
+        names,
+        images,
+        _selector(spec),
+    ]
 
 
 def _event_row(ev: Obj, now: float) -> list[Any]:
     meta = _meta(ev)
     # core/v1 and events.k8s.io/v1 name the same facts differently.
     regarding = ev.get("involvedObject") or ev.get("regarding") or {}
-    last = (ev.get("lastTimestamp") or ev.get("deprecatedLastTimestamp") or ev.get("eventTime")
-            or ev.get("firstTimestamp") or meta.get("creationTimestamp"))
+    last = (
+        ev.get("lastTimestamp")
+        or ev.get("deprecatedLastTimestamp")
+        or ev.get("eventTime")
+        or ev.get("firstTimestamp")
+        or meta.get("creationTimestamp")
+    )
     first = ev.get("firstTimestamp") or ev.get("deprecatedFirstTimestamp") or ev.get("eventTime") or last
     source = ev.get("source") or ev.get("deprecatedSource") or {}
     component = source.get("component") or ev.get("reportingController") or ev.get("reportingComponent") or ""
     count = int(ev.get("count") or ev.get("deprecatedCount") or (ev.get("series") or {}).get("count") or 1)
     kind = str(regarding.get("kind") or "").lower()
-    return [age(last, now), ev.get("type") or "", ev.get("reason") or "",
-            f"{kind}/{regarding.get('name', '')}" if kind else regarding.get("name", ""),
-            ev.get("message") or ev.get("note") or "", regarding.get("fieldPath") or "",
-            ",".join(x for x in (component, source.get("host")) if x), age(first, now), count, meta.get("name")]
+    return [
+        age(last, now),
+        ev.get("type") or "",
+        ev.get("reason") or "",
+        f"{kind}/{regarding.get('name', '')}" if kind else regarding.get("name", ""),
+        ev.get("message") or ev.get("note") or "",
+        regarding.get("fieldPath") or "",
+        ",".join(x for x in (component, source.get("host")) if x),
+        age(first, now),
+        count,
+        meta.get("name"),
+    ]
 
 
 def _namespace_row(obj: Obj, now: float) -> list[Any]:
@@ -195,9 +245,13 @@ def _namespace_row(obj: Obj, now: float) -> list[Any]:
 
 def _pdb_row(obj: Obj, now: float) -> list[Any]:
     spec, status, meta = _spec(obj), _status(obj), _meta(obj)
-    return [meta.get("name"), str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
-            str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
-            int(status.get("disruptionsAllowed") or 0), age(meta.get("creationTimestamp"), now)]
+    return [
+        meta.get("name"),
+        str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
+        str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
+        int(status.get("disruptionsAllowed") or 0),
+        age(meta.get("creationTimestamp"), now),
+    ]
 
 
 def _crd_row(obj: Obj, now: float) -> list[Any]:
@@ -210,27 +264,87 @@ def _default_row(obj: Obj, now: float) -> list[Any]:
 
 Printer = tuple[list[Column], Callable[[Obj, float], list[Any]]]
 BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
-    ("", "nodes"): ([NAME, ("Status", "string", 0, ""), ("Roles", "string", 0, ""), AGE,
-                     ("Version", "string", 0, ""), ("Internal-IP", "string", 1, ""),
-                     ("External-IP", "string", 1, ""), ("OS-Image", "string", 1, ""),
-                     ("Kernel-Version", "string", 1, ""), ("Container-Runtime", "string", 1, "")], _node_row),
-    ("", "pods"): ([NAME, ("Ready", "string", 0, ""), ("Status", "string", 0, ""),
-                    ("Restarts", "string", 0, ""), AGE, ("IP", "string", 1, ""), ("Node", "string", 1, ""),
-                    ("Nominated Node", "string", 1, ""), ("Readiness Gates", "string", 1, "")], _pod_row),
-    ("apps", "deployments"): ([NAME, ("Ready", "string", 0, ""), ("Up-to-date", "integer", 0, ""),
-                               ("Available", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
-                               ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _deployment_row),
-    ("apps", "replicasets"): ([NAME, ("Desired", "integer", 0, ""), ("Current", "integer", 0, ""),
-                               ("Ready", "integer", 0, ""), AGE, ("Containers", "string", 1, ""),
-                               ("Images", "string", 1, ""), ("Selector", "string", 1, "")], _replicaset_row),
-    ("", "events"): ([("Last Seen", "string", 0, ""), ("Type", "string", 0, ""), ("Reason", "string", 0, ""),
-                      ("Object", "string", 0, ""), ("Message", "string", 0, ""), ("Subobject", "string", 1, ""),
-                      ("Source", "string", 1, ""), ("First Seen", "string", 1, ""), ("Count", "integer", 1, ""),
-                      ("Name", "string", 1, "name")], _event_row),
+    ("", "nodes"): (
+        [
+            NAME,
+            ("Status", "string", 0, ""),
+            ("Roles", "string", 0, ""),
+            AGE,
+            ("Version", "string", 0, ""),
+            ("Internal-IP", "string", 1, ""),
+            ("External-IP", "string", 1, ""),
+            ("OS-Image", "string", 1, ""),
+            ("Kernel-Version", "string", 1, ""),
+            ("Container-Runtime", "string", 1, ""),
+        ],
+        _node_row,
+    ),
+    ("", "pods"): (
+        [
+            NAME,
+            ("Ready", "string", 0, ""),
+            ("Status", "string", 0, ""),
+            ("Restarts", "string", 0, ""),
+            AGE,
+            ("IP", "string", 1, ""),
+            ("Node", "string", 1, ""),
+            ("Nominated Node", "string", 1, ""),
+            ("Readiness Gates", "string", 1, ""),
+        ],
+        _pod_row,
+    ),
+    ("apps", "deployments"): (
+        [
+            NAME,
+            ("Ready", "string", 0, ""),
+            ("Up-to-date", "integer", 0, ""),
+            ("Available", "integer", 0, ""),
+            AGE,
+            ("Containers", "string", 1, ""),
+            ("Images", "string", 1, ""),
+            ("Selector", "string", 1, ""),
+        ],
+        _deployment_row,
+    ),
+    ("apps", "replicasets"): (
+        [
+            NAME,
+            ("Desired", "integer", 0, ""),
+            ("Current", "integer", 0, ""),
+            ("Ready", "integer", 0, ""),
+            AGE,
+            ("Containers", "string", 1, ""),
+            ("Images", "string", 1, ""),
+            ("Selector", "string", 1, ""),
+        ],
+        _replicaset_row,
+    ),
+    ("", "events"): (
+        [
+            ("Last Seen", "string", 0, ""),
+            ("Type", "string", 0, ""),
+            ("Reason", "string", 0, ""),
+            ("Object", "string", 0, ""),
+            ("Message", "string", 0, ""),
+            ("Subobject", "string", 1, ""),
+            ("Source", "string", 1, ""),
+            ("First Seen", "string", 1, ""),
+            ("Count", "integer", 1, ""),
+            ("Name", "string", 1, "name"),
+        ],
+        _event_row,
+    ),
     ("", "namespaces"): ([NAME, ("Status", "string", 0, ""), AGE], _namespace_row),
-    ("policy", "poddisruptionbudgets"): ([NAME, ("Min Available", "string", 0, ""),
-                                          ("Max Unavailable", "string", 0, ""),
-                                          ("Allowed Disruptions", "integer", 0, ""), AGE], _pdb_row),
+    ("policy", "poddisruptionbudgets"): (
+        [
+            NAME,
+            ("Min Available", "string", 0, ""),
+            ("Max Unavailable", "string", 0, ""),
+            ("Allowed Disruptions", "integer", 0, ""),
+            AGE,
+        ],
+        _pdb_row,
+    ),
     ("apiextensions.k8s.io", "customresourcedefinitions"): ([NAME, ("Created At", "date", 0, "")], _crd_row),
 }
 BUILTIN_PRINTERS[("events.k8s.io", "events")] = BUILTIN_PRINTERS[("", "events")]
@@ -271,8 +385,9 @@ def crd_printer(version: Obj) -> Printer:
     specs = version.get("additionalPrinterColumns") or []
     if not specs:
         return DEFAULT_PRINTER
-    columns: list[Column] = [NAME] + [(c.get("name", ""), c.get("type", "string"), int(c.get("priority") or 0),
-                                       c.get("format", "")) for c in specs]
+    columns: list[Column] = [NAME] + [
+        (c.get("name", ""), c.get("type", "string"), int(c.get("priority") or 0), c.get("format", "")) for c in specs
+    ]
 
     def row(obj: Obj, now: float) -> list[Any]:
         cells: list[Any] = [_meta(obj).get("name")]
@@ -285,8 +400,7 @@ def crd_printer(version: Obj) -> Printer:
             elif len(found) == 1 and not isinstance(found[0], (dict, list)):
                 cells.append(found[0])
             else:
-                cells.append(",".join(v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-                                      for v in found))
+                cells.append(",".join(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in found))
         return cells
 
     return columns, row
@@ -303,12 +417,22 @@ def _row_object(obj: Obj, include: str, api_version: str) -> Obj | None:
 
 
 def column_definitions(columns: list[Column]) -> list[Obj]:
-    return [{"name": name, "type": kind, "format": fmt, "description": "", "priority": priority}
-            for name, kind, priority, fmt in columns]
+    return [
+        {"name": name, "type": kind, "format": fmt, "description": "", "priority": priority}
+        for name, kind, priority, fmt in columns
+    ]
 
 
-def table(printer: Printer, objects: list[Obj], *, version: str = "v1", include: str = "Metadata",
-          list_meta: Obj | None = None, headers: bool = True, now: float | None = None) -> Obj:
+def table(
+    printer: Printer,
+    objects: list[Obj],
+    *,
+    version: str = "v1",
+    include: str = "Metadata",
+    list_meta: Obj | None = None,
+    headers: bool = True,
+    now: float | None = None,
+) -> Obj:
     """A Table of `objects`; headers=False leaves out the columns (watch events after the first)."""
     columns, row = printer
     now = time.time() if now is None else now
@@ -320,5 +444,10 @@ def table(printer: Printer, objects: list[Obj], *, version: str = "v1", include:
         if ref is not None:
             entry["object"] = ref
         rows.append(entry)
-    return {"kind": "Table", "apiVersion": api_version, "metadata": list_meta or {},
-            "columnDefinitions": column_definitions(columns) if headers else [], "rows": rows}
+    return {
+        "kind": "Table",
+        "apiVersion": api_version,
+        "metadata": list_meta or {},
+        "columnDefinitions": column_definitions(columns) if headers else [],
+        "rows": rows,
+    }

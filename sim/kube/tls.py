@@ -59,8 +59,7 @@ class ServingCerts:
 def ca_cert_hash(ca_pem: bytes) -> str:
     """kubeadm's --discovery-token-ca-cert-hash: sha256 of the CA's SubjectPublicKeyInfo."""
     ca = x509.load_pem_x509_certificate(ca_pem)
-    spki = ca.public_key().public_bytes(serialization.Encoding.DER,
-                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    spki = ca.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
@@ -83,10 +82,20 @@ def generate(names: tuple[str, ...] = SERVER_NAMES, days: int = 365) -> ServingC
         .not_valid_before(not_before)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -106,19 +115,29 @@ def generate(names: tuple[str, ...] = SERVER_NAMES, days: int = 365) -> ServingC
         .not_valid_before(not_before)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False,
-                                     content_commitment=False, data_encipherment=False,
-                                     key_agreement=False, key_cert_sign=False, crl_sign=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_encipherment=False,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                       critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return ServingCerts(
         ca_pem=ca.public_bytes(serialization.Encoding.PEM),
         cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
     )

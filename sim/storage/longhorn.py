@@ -88,8 +88,10 @@ def _now() -> str:
 
 
 def _node_ready(node: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
 
 
 def node_schedulable(node: Obj) -> bool:
@@ -142,8 +144,12 @@ class _Api:
     """Just enough of a Kubernetes client over httpx: JSON in, JSON out, 404 -> None."""
 
     def __init__(self, endpoint: Endpoint, timeout: float) -> None:
-        self.http = httpx.Client(base_url=endpoint.url, headers={"Authorization": f"Bearer {endpoint.token}"},
-                                 timeout=timeout, verify=endpoint.ssl_context())
+        self.http = httpx.Client(
+            base_url=endpoint.url,
+            headers={"Authorization": f"Bearer {endpoint.token}"},
+            timeout=timeout,
+            verify=endpoint.ssl_context(),
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -180,8 +186,7 @@ class _Api:
         return self._check(r)
 
     def merge_patch(self, path: str, body: Obj) -> Obj | None:
-        r = self.http.patch(path, content=json.dumps(body),
-                            headers={"Content-Type": "application/merge-patch+json"})
+        r = self.http.patch(path, content=json.dumps(body), headers={"Content-Type": "application/merge-patch+json"})
         return self._check(r, ok_missing=True)
 
     def delete(self, path: str) -> None:
@@ -197,10 +202,14 @@ def _crd(plural: str, kind: str) -> Obj:
             "group": GROUP,
             "scope": "Namespaced",
             "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-            "versions": [{
-                "name": VERSION, "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }],
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
         },
     }
 
@@ -208,9 +217,17 @@ def _crd(plural: str, kind: str) -> Obj:
 class SimLonghorn:
     """The stand-in. Use `start()`/`stop()` (or `with`), then the volume API below."""
 
-    def __init__(self, api_url: str, token: str, *, ca_pem: bytes | None = None,
-                 autoscaler_enabled: bool = True, allow_drain_with_last_healthy_replica: bool = False,
-                 interval: float = 0.1, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        *,
+        ca_pem: bytes | None = None,
+        autoscaler_enabled: bool = True,
+        allow_drain_with_last_healthy_replica: bool = False,
+        interval: float = 0.1,
+        timeout: float = 10.0,
+    ) -> None:
         self.api = _Api(Endpoint(api_url, token, ca_pem), timeout)
         self.interval = interval
         self._initial_settings = {
@@ -240,9 +257,15 @@ class SimLonghorn:
         for plural, kind in _KINDS.items():
             self.api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd(plural, kind))
         for name, value in self._initial_settings.items():
-            self.api.create(self._cr_path("settings"), {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "Setting",
-                "metadata": {"name": name, "namespace": NAMESPACE}, "value": value})
+            self.api.create(
+                self._cr_path("settings"),
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "Setting",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "value": value,
+                },
+            )
         self._installed = True
 
     @classmethod
@@ -358,8 +381,12 @@ class SimLonghorn:
         """A snapshot: state, node and replicas as (node, healthy)."""
         with self._lock:
             vol = self._vol(name)
-            return {"name": vol.name, "state": vol.state, "node": vol.node,
-                    "replicas": [(r.node, r.healthy) for r in vol.replicas]}
+            return {
+                "name": vol.name,
+                "state": vol.state,
+                "node": vol.node,
+                "replicas": [(r.node, r.healthy) for r in vol.replicas],
+            }
 
     def add_backing_image_manager(self, node: str) -> str:
         with self._lock:
@@ -372,8 +399,10 @@ class SimLonghorn:
 
     def pdb_nodes(self) -> set[str]:
         """Nodes whose instance-manager PDB exists in the API server now."""
-        pdbs = self.api.items(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
-                              labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}")
+        pdbs = self.api.items(
+            f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
+            labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}",
+        )
         return {p["metadata"]["labels"][LABEL_NODE] for p in pdbs}
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
@@ -418,14 +447,12 @@ class SimLonghorn:
             im_pods = self._ensure_instance_managers(nodes, schedulable, engines, replica_nodes, ca_enabled)
             pdbs = self._current_pdbs()
             if ca_enabled:
-                want = self._wanted_pdbs(set(nodes), schedulable, engines, replica_nodes, set(pdbs),
-                                         last_replica_ok)
+                want = self._wanted_pdbs(set(nodes), schedulable, engines, replica_nodes, set(pdbs), last_replica_ok)
             else:
                 want = set(nodes)
             want &= im_pods  # no instance manager pod, no PDB
             for node in sorted(want - set(pdbs)):  # create before delete: no unprotected gap
-                self.api.create(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
-                                self._pdb(node))
+                self.api.create(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets", self._pdb(node))
             for node in sorted(set(pdbs) - want):
                 self.api.delete(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets/{pdbs[node]}")
             self._ensure_backing_image_managers(nodes)
@@ -470,9 +497,15 @@ class SimLonghorn:
                 replicas.setdefault(r.node, set()).add(vol.name)
         return engines, replicas
 
-    def _wanted_pdbs(self, existing: set[str], schedulable: set[str], engines: dict[str, set[str]],
-                     replica_nodes: dict[str, set[str]], current: set[str],
-                     last_replica_ok: bool) -> set[str]:
+    def _wanted_pdbs(
+        self,
+        existing: set[str],
+        schedulable: set[str],
+        engines: dict[str, set[str]],
+        replica_nodes: dict[str, set[str]],
+        current: set[str],
+        last_replica_ok: bool,
+    ) -> set[str]:
         want: set[str] = set(engines)
         for node in replica_nodes:
             if node in schedulable or node in engines:
@@ -511,8 +544,10 @@ class SimLonghorn:
         return want
 
     def _current_pdbs(self) -> dict[str, str]:
-        pdbs = self.api.items(f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
-                              labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}")
+        pdbs = self.api.items(
+            f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
+            labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}",
+        )
         return {p["metadata"]["labels"][LABEL_NODE]: p["metadata"]["name"] for p in pdbs}
 
     @staticmethod
@@ -521,25 +556,36 @@ class SimLonghorn:
 
     def _pdb(self, node: str) -> Obj:
         return {
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": {"name": f"instance-manager-{node}", "namespace": NAMESPACE,
-                         "labels": self._im_labels(node)},
-            "spec": {"minAvailable": 1,
-                     "selector": {"matchLabels": {LABEL_COMPONENT: IM_COMPONENT, LABEL_NODE: node}}},
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": f"instance-manager-{node}", "namespace": NAMESPACE, "labels": self._im_labels(node)},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {LABEL_COMPONENT: IM_COMPONENT, LABEL_NODE: node}}},
         }
 
-    def _ensure_instance_managers(self, nodes: dict[str, Obj], schedulable: set[str],
-                                  engines: dict[str, set[str]], replica_nodes: dict[str, set[str]],
-                                  ca_enabled: bool) -> set[str]:
+    def _ensure_instance_managers(
+        self,
+        nodes: dict[str, Obj],
+        schedulable: set[str],
+        engines: dict[str, set[str]],
+        replica_nodes: dict[str, set[str]],
+        ca_enabled: bool,
+    ) -> set[str]:
         """One InstanceManager CR and pod per node; returns nodes whose pod exists."""
-        pods = {p["metadata"]["labels"][LABEL_NODE]: p for p in self.api.items(
-            f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}")
-            if not p["metadata"].get("deletionTimestamp")}
+        pods = {
+            p["metadata"]["labels"][LABEL_NODE]: p
+            for p in self.api.items(
+                f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"{LABEL_COMPONENT}={IM_COMPONENT}"
+            )
+            if not p["metadata"].get("deletionTimestamp")
+        }
         have: set[str] = set()
         for node in sorted(nodes):
-            im = self._upsert_cr("instancemanagers", f"instance-manager-{node}",
-                                 {"nodeID": node, "type": "aio", "image": "longhornio/longhorn-instance-manager:sim"},
-                                 self._im_status(node, engines, replica_nodes))
+            im = self._upsert_cr(
+                "instancemanagers",
+                f"instance-manager-{node}",
+                {"nodeID": node, "type": "aio", "image": "longhornio/longhorn-instance-manager:sim"},
+                self._im_status(node, engines, replica_nodes),
+            )
             pod = pods.get(node)
             if pod is None:
                 if node not in schedulable and node in self._seen_im_nodes:
@@ -548,40 +594,61 @@ class SimLonghorn:
             else:
                 annotated = (pod["metadata"].get("annotations") or {}).get(SAFE_TO_EVICT) == "true"
                 if annotated != ca_enabled:
-                    self.api.merge_patch(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
-                                         {"metadata": {"annotations": {SAFE_TO_EVICT: "true" if ca_enabled else None}}})
+                    self.api.merge_patch(
+                        f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}",
+                        {"metadata": {"annotations": {SAFE_TO_EVICT: "true" if ca_enabled else None}}},
+                    )
             self._seen_im_nodes.add(node)
             have.add(node)
         self._seen_im_nodes &= set(nodes)
         prefix = f"{self._cr_path('instancemanagers')}/instance-manager-"
         for path in [p for p in self._written if p.startswith(prefix)]:
-            if path[len(prefix):] not in nodes:
+            if path[len(prefix) :] not in nodes:
                 # Deleting the owner also garbage-collects a leftover pod.
-                self._delete_cr("instancemanagers", f"instance-manager-{path[len(prefix):]}")
+                self._delete_cr("instancemanagers", f"instance-manager-{path[len(prefix) :]}")
         return have
 
     def _im_status(self, node: str, engines: dict[str, set[str]], replica_nodes: dict[str, set[str]]) -> Obj:
         eng = {f"{v}-e-0": {"spec": {"name": f"{v}-e-0"}} for v in sorted(engines.get(node, ()))}
-        reps = {r.name: {"spec": {"name": r.name}}
-                for v in sorted(replica_nodes.get(node, ())) for r in self._volumes[v].healthy() if r.node == node}
+        reps = {
+            r.name: {"spec": {"name": r.name}}
+            for v in sorted(replica_nodes.get(node, ()))
+            for r in self._volumes[v].healthy()
+            if r.node == node
+        }
         return {"currentState": "running", "ownerID": node, "instanceEngines": eng, "instanceReplicas": reps}
 
     def _im_pod(self, node: str, im: Obj, ca_enabled: bool) -> Obj:
         annotations = {SAFE_TO_EVICT: "true"} if ca_enabled else {}
         return {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
-                "name": f"instance-manager-{node}", "namespace": NAMESPACE,
-                "labels": self._im_labels(node), "annotations": annotations,
-                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "InstanceManager",
-                                     "name": im["metadata"]["name"], "uid": im["metadata"]["uid"],
-                                     "controller": True, "blockOwnerDeletion": True}],
+                "name": f"instance-manager-{node}",
+                "namespace": NAMESPACE,
+                "labels": self._im_labels(node),
+                "annotations": annotations,
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": "InstanceManager",
+                        "name": im["metadata"]["name"],
+                        "uid": im["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
             "spec": {
                 "nodeName": node,
-                "containers": [{"name": "instance-manager", "image": "longhornio/longhorn-instance-manager:sim",
-                                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
-                                "volumeMounts": [{"name": "dev", "mountPath": "/host/dev"}]}],
+                "containers": [
+                    {
+                        "name": "instance-manager",
+                        "image": "longhornio/longhorn-instance-manager:sim",
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                        "volumeMounts": [{"name": "dev", "mountPath": "/host/dev"}],
+                    }
+                ],
                 # hostPath mounts: what Cluster Autoscaler calls local storage (seed 003).
                 "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
                 "tolerations": [{"operator": "Exists"}],
@@ -589,25 +656,50 @@ class SimLonghorn:
         }
 
     def _ensure_backing_image_managers(self, nodes: dict[str, Obj]) -> None:
-        existing = {p["metadata"]["labels"][LABEL_NODE]: p["metadata"]["name"] for p in self.api.items(
-            f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"{LABEL_COMPONENT}={BIM_COMPONENT}")}
+        existing = {
+            p["metadata"]["labels"][LABEL_NODE]: p["metadata"]["name"]
+            for p in self.api.items(
+                f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=f"{LABEL_COMPONENT}={BIM_COMPONENT}"
+            )
+        }
         for node in sorted(self._bim_nodes & set(nodes)):
             if node in existing:
                 continue
             owner = self._upsert_cr("backingimagemanagers", f"{BIM_COMPONENT}-{node}", {"nodeID": node}, {})
-            self.api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", {
-                "metadata": {
-                    "name": f"{BIM_COMPONENT}-{node}", "namespace": NAMESPACE,
-                    # Never annotated safe-to-evict: Longhorn keeps this node (seed 003).
-                    "labels": {LABEL_COMPONENT: BIM_COMPONENT, LABEL_NODE: node, LABEL_MANAGED_BY: "longhorn-manager"},
-                    "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "BackingImageManager",
-                                         "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-                                         "controller": True}],
+            self.api.create(
+                f"/api/v1/namespaces/{NAMESPACE}/pods",
+                {
+                    "metadata": {
+                        "name": f"{BIM_COMPONENT}-{node}",
+                        "namespace": NAMESPACE,
+                        # Never annotated safe-to-evict: Longhorn keeps this node (seed 003).
+                        "labels": {
+                            LABEL_COMPONENT: BIM_COMPONENT,
+                            LABEL_NODE: node,
+                            LABEL_MANAGED_BY: "longhorn-manager",
+                        },
+                        "ownerReferences": [
+                            {
+                                "apiVersion": f"{GROUP}/{VERSION}",
+                                "kind": "BackingImageManager",
+                                "name": owner["metadata"]["name"],
+                                "uid": owner["metadata"]["uid"],
+                                "controller": True,
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [
+                            {
+                                "name": "backing-image-manager",
+                                "image": "longhornio/backing-image-manager:sim",
+                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                            }
+                        ],
+                    },
                 },
-                "spec": {"nodeName": node,
-                         "containers": [{"name": "backing-image-manager", "image": "longhornio/backing-image-manager:sim",
-                                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}}]},
-            })
+            )
         for node, pod in existing.items():
             if node not in self._bim_nodes:
                 self.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}")
@@ -621,10 +713,13 @@ class SimLonghorn:
         if self._written.get(path) == fingerprint and path in self._objs:
             return self._objs[path]
         current = self.api.get(path)
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": _KINDS[plural],
-                "metadata": {"name": name, "namespace": NAMESPACE,
-                             "labels": {LABEL_MANAGED_BY: "longhorn-manager"}},
-                "spec": spec, "status": status}
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": _KINDS[plural],
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {LABEL_MANAGED_BY: "longhorn-manager"}},
+            "spec": spec,
+            "status": status,
+        }
         if current is None:
             obj = self.api.create(self._cr_path(plural), body)
         else:
@@ -647,27 +742,48 @@ class SimLonghorn:
         want: dict[str, set[str]] = {"volumes": set(), "replicas": set(), "engines": set()}
         for vol in self._volumes.values():
             healthy = len(vol.healthy())
-            robustness = ("unknown" if not vol.started else "faulted" if healthy == 0
-                          else "degraded" if healthy < vol.replicas_wanted else "healthy")
-            self._upsert_cr("volumes", vol.name,
-                            {"numberOfReplicas": vol.replicas_wanted, "size": str(vol.size), "nodeID": vol.node or ""},
-                            {"state": vol.state, "currentNodeID": vol.node or "", "robustness": robustness})
+            robustness = (
+                "unknown"
+                if not vol.started
+                else "faulted"
+                if healthy == 0
+                else "degraded"
+                if healthy < vol.replicas_wanted
+                else "healthy"
+            )
+            self._upsert_cr(
+                "volumes",
+                vol.name,
+                {"numberOfReplicas": vol.replicas_wanted, "size": str(vol.size), "nodeID": vol.node or ""},
+                {"state": vol.state, "currentNodeID": vol.node or "", "robustness": robustness},
+            )
             want["volumes"].add(vol.name)
             running = vol.state == "attached"
             for r in vol.replicas:
                 state = "error" if r.failed_at else ("running" if running and r.healthy else "stopped")
-                self._upsert_cr("replicas", r.name,
-                                {"volumeName": vol.name, "nodeID": r.node, "healthyAt": r.healthy_at,
-                                 "failedAt": r.failed_at, "desireState": "running" if running else "stopped"},
-                                {"currentState": state, "ownerID": r.node})
+                self._upsert_cr(
+                    "replicas",
+                    r.name,
+                    {
+                        "volumeName": vol.name,
+                        "nodeID": r.node,
+                        "healthyAt": r.healthy_at,
+                        "failedAt": r.failed_at,
+                        "desireState": "running" if running else "stopped",
+                    },
+                    {"currentState": state, "ownerID": r.node},
+                )
                 want["replicas"].add(r.name)
             if running and vol.node:
-                self._upsert_cr("engines", f"{vol.name}-e-0",
-                                {"volumeName": vol.name, "nodeID": vol.node, "desireState": "running"},
-                                {"currentState": "running", "ownerID": vol.node})
+                self._upsert_cr(
+                    "engines",
+                    f"{vol.name}-e-0",
+                    {"volumeName": vol.name, "nodeID": vol.node, "desireState": "running"},
+                    {"currentState": "running", "ownerID": vol.node},
+                )
                 want["engines"].add(f"{vol.name}-e-0")
         for plural, names in want.items():
             prefix = f"{self._cr_path(plural)}/"
             for path in [p for p in self._written if p.startswith(prefix)]:
-                if path[len(prefix):] not in names:
-                    self._delete_cr(plural, path[len(prefix):])
+                if path[len(prefix) :] not in names:
+                    self._delete_cr(plural, path[len(prefix) :])

@@ -10,6 +10,10 @@ from starters.scenarios.storage import StorageScenario
 # The fleet loop's scenario has no Kubernetes cluster: starters/fleet_demo.py runs it, not Demo.
 FLEET = "fleet"
 
-SCENARIOS: dict[str, type[Scenario]] = {"burst": BurstScenario, "scale-down": ScaleDownScenario, "storage": StorageScenario}
+SCENARIOS: dict[str, type[Scenario]] = {
+    "burst": BurstScenario,
+    "scale-down": ScaleDownScenario,
+    "storage": StorageScenario,
+}
 
 __all__ = ["FLEET", "SCENARIOS", "Scenario"]

@@ -58,8 +58,11 @@ def base_cluster(name: str = BASE) -> dict[str, Any]:
         "spec": {
             "version": "v8.5.0",
             "pd": {"replicas": 1, "requests": {"cpu": "1", "memory": "1Gi"}},
-            "tikv": {"replicas": 3, "requests": {"cpu": "2", "memory": "4Gi", "storage": "100Gi"},
-                     "limits": {"cpu": "2", "memory": "4Gi"}},
+            "tikv": {
+                "replicas": 3,
+                "requests": {"cpu": "2", "memory": "4Gi", "storage": "100Gi"},
+                "limits": {"cpu": "2", "memory": "4Gi"},
+            },
             "tidb": {"replicas": 2, "requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
         },
     }
@@ -78,8 +81,12 @@ def autoscaler(name: str = BASE, cluster: str = BASE, broken: bool = False) -> d
         "scaleOutIntervalSeconds": SCALE_OUT_S,
         "scaleInIntervalSeconds": SCALE_IN_S,
     }
-    return {"apiVersion": f"{G}/{V}", "kind": "TidbClusterAutoScaler", "metadata": {"name": name},
-            "spec": {"cluster": {"name": cluster}, "tikv": tikv}}
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "TidbClusterAutoScaler",
+        "metadata": {"name": name},
+        "spec": {"cluster": {"name": cluster}, "tikv": tikv},
+    }
 
 
 async def _wait(check: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
@@ -175,12 +182,19 @@ async def run_components_scenario(
         await _wait(lambda: _ge(tikv_running, 3), phase_timeout_s, "basic's 3 TiKV instances")
         handles = {}
         for name in (BASE, "broken"):
-            settings = ComponentAutoscalerSettings(namespace=NAMESPACE, name=name, scan_interval_s=scan_interval_s,
-                                                   iterations_per_run=500, activity_timeout_s=30)
+            settings = ComponentAutoscalerSettings(
+                namespace=NAMESPACE,
+                name=name,
+                scan_interval_s=scan_interval_s,
+                iterations_per_run=500,
+                activity_timeout_s=30,
+            )
             try:
                 handles[name] = await temporal.start_workflow(
-                    ComponentAutoscalerWorkflow.run, ComponentAutoscalerInput(settings=settings),
-                    id=workflow_id(NAMESPACE, name), task_queue=task_queue,
+                    ComponentAutoscalerWorkflow.run,
+                    ComponentAutoscalerInput(settings=settings),
+                    id=workflow_id(NAMESPACE, name),
+                    task_queue=task_queue,
                 )
             except WorkflowAlreadyStartedError:
                 handles[name] = temporal.get_workflow_handle(workflow_id(NAMESPACE, name))
@@ -195,23 +209,35 @@ async def run_components_scenario(
 
         progress("load ramps: TiKV at 95% of its quota")
         await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 5.7}})
-        await _wait(lambda: reached(lambda r: r.counters.homogeneous_scale_outs >= 1), phase_timeout_s,
-                    "a homogeneous scale-out")
+        await _wait(
+            lambda: reached(lambda r: r.counters.homogeneous_scale_outs >= 1),
+            phase_timeout_s,
+            "a homogeneous scale-out",
+        )
 
         progress("a hot subset: one TiKV pinned at 95% while the average is low")
         await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 2.0}, "pods": {f"{NAMESPACE}/{BASE}-tikv-0": 1.9}})
-        await _wait(lambda: reached(lambda r: bool(r.counters.heterogeneous_created)), phase_timeout_s,
-                    "a heterogeneous auto-<hash> cluster")
+        await _wait(
+            lambda: reached(lambda r: bool(r.counters.heterogeneous_created)),
+            phase_timeout_s,
+            "a heterogeneous auto-<hash> cluster",
+        )
 
         progress("storage fills: 90% of every store")
         rep = await counters()
         tikv = (rep.components["tikv"].homogeneous_replicas if rep else 6) + sum(
             g.replicas for g in (rep.components["tikv"].groups.values() if rep else [])
         )
-        await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 2.0}, "pods": {f"{NAMESPACE}/{BASE}-tikv-0": 1.9},
-                    "storage": {f"{NAMESPACE}/{BASE}": int(0.9 * tikv * 100 * GIB)}})
-        await _wait(lambda: reached(lambda r: r.counters.storage_scale_outs >= 1), phase_timeout_s,
-                    "a storage scale-out")
+        await load(
+            {
+                "demand": {f"{NAMESPACE}/{BASE}/tikv": 2.0},
+                "pods": {f"{NAMESPACE}/{BASE}-tikv-0": 1.9},
+                "storage": {f"{NAMESPACE}/{BASE}": int(0.9 * tikv * 100 * GIB)},
+            }
+        )
+        await _wait(
+            lambda: reached(lambda r: r.counters.storage_scale_outs >= 1), phase_timeout_s, "a storage scale-out"
+        )
 
         progress("load drops: every TiKV under 20%")
         await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 0.2}, "storage": {f"{NAMESPACE}/{BASE}": 10 * GIB}})

@@ -82,16 +82,35 @@ class HetznerBurstScenario(BurstScenario):
         proc = procs.start(
             "fake-hetzner",
             [
-                sys.executable, "-m", "sim.clouds.hetzner", "--port", "0", "--token", api_token,
-                "--kube-url", server, "--kube-token", kube_token, "--join-token", join_token,
-                "--boot-delay", "0.5",
+                sys.executable,
+                "-m",
+                "sim.clouds.hetzner",
+                "--port",
+                "0",
+                "--token",
+                api_token,
+                "--kube-url",
+                server,
+                "--kube-token",
+                kube_token,
+                "--join-token",
+                join_token,
+                "--boot-delay",
+                "0.5",
             ],
         )
         endpoint = proc.wait_for_line(r"fake Hetzner API at (\S+)", 30).group(1)
         self.base_url = endpoint.removesuffix("/v1")
         for (server_type, location), count in CAPACITY.items():
-            control(self.base_url, "POST", "/capacity", {"server_type": server_type, "location": location, "count": count})
-        return {"endpoint": endpoint, "token_file": str(token_file), "join_token_file": str(join_file), "join_endpoint": server}
+            control(
+                self.base_url, "POST", "/capacity", {"server_type": server_type, "location": location, "count": count}
+            )
+        return {
+            "endpoint": endpoint,
+            "token_file": str(token_file),
+            "join_token_file": str(join_file),
+            "join_endpoint": server,
+        }
 
     def providers(self, workdir: Path, extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {

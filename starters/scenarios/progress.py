@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
-from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.status import AutoscalerStatus
 
 
 def short_id(request_id: str) -> str:
@@ -39,7 +39,9 @@ class RequestLog:
             return
         self.seen[r.id] = key
         attempt = f"{last.pool}: {last.result.value}" if last else "-"
-        self.out(f"{time.strftime('%H:%M:%S')}  request {short_id(r.id)}  pool {r.current_pool:<14} phase {r.phase.value:<12} attempt {attempt}")
+        self.out(
+            f"{time.strftime('%H:%M:%S')}  request {short_id(r.id)}  pool {r.current_pool:<14} phase {r.phase.value:<12} attempt {attempt}"
+        )
 
 
 class PodWatch:
@@ -68,7 +70,7 @@ class PodWatch:
         """Seconds from a pod being unschedulable to the NodeRequest covering it being started."""
         out = []
         for started_at, uids in requests.started.values():
-            ts = started_at.replace(tzinfo=started_at.tzinfo or timezone.utc).timestamp()
+            ts = started_at.replace(tzinfo=started_at.tzinfo or UTC).timestamp()
             for uid in uids:
                 if uid in self.first_unschedulable:
                     out.append(max(0.0, ts - self.first_unschedulable[uid]))

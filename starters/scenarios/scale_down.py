@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.models import LABEL_GROUP
+from scaling.nodes.status import AutoscalerStatus
 from starters.scenarios.burst import BurstScenario
 
 if TYPE_CHECKING:
@@ -74,12 +74,17 @@ class ScaleDownScenario(BurstScenario):
                 return nodes
             if time.monotonic() - last_say > 3:
                 phases = Counter(sd.phase.value for sd in status.scale_downs)
-                print(f"  nodes {len(nodes)} (target {target}); removals in progress {dict(phases)}; "
-                      f"blocked {tally.counts()}", flush=True)
+                print(
+                    f"  nodes {len(nodes)} (target {target}); removals in progress {dict(phases)}; "
+                    f"blocked {tally.counts()}",
+                    flush=True,
+                )
                 last_say = time.monotonic()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"still {len(nodes)} nodes after {self.args.timeout:.0f}s (target {target}); "
-                                   f"candidates: {[(c.node, c.state, c.reason) for c in status.candidates]}")
+                raise TimeoutError(
+                    f"still {len(nodes)} nodes after {self.args.timeout:.0f}s (target {target}); "
+                    f"candidates: {[(c.node, c.state, c.reason) for c in status.candidates]}"
+                )
             await asyncio.sleep(0.5)
 
     async def run(self, demo: Demo) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED
+from sim.storage.longhorn import SimLonghorn
 from starters.kube import deployment, node_group
 from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
-from sim.storage.longhorn import SimLonghorn
 
 if TYPE_CHECKING:
     from starters.demo import Demo
@@ -55,14 +55,22 @@ class StorageScenario(ScaleDownScenario):
             self.longhorn = None
 
     def node_groups(self) -> list[dict[str, Any]]:
-        return [node_group("storage", [{"provider": "kwok", "serverType": ["cx22"], "priority": 100}],
-                           maxNodes=20, scaleDown=SCALE_DOWN)]
+        return [
+            node_group(
+                "storage",
+                [{"provider": "kwok", "serverType": ["cx22"], "priority": 100}],
+                maxNodes=20,
+                scaleDown=SCALE_DOWN,
+            )
+        ]
 
     async def _replicas(self, demo: Demo, replicas: int) -> None:
         """Set the deployment's replicas and wait until that many pods run and nothing is in flight."""
         apps, core = client.AppsV1Api(demo.api), client.CoreV1Api(demo.api)
         try:
-            await asyncio.to_thread(apps.patch_namespaced_deployment_scale, self.app, "default", {"spec": {"replicas": replicas}})
+            await asyncio.to_thread(
+                apps.patch_namespaced_deployment_scale, self.app, "default", {"spec": {"replicas": replicas}}
+            )
         except client.ApiException as e:
             if e.status != 404:
                 raise
@@ -70,7 +78,9 @@ class StorageScenario(ScaleDownScenario):
             await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
         deadline = time.monotonic() + self.args.timeout
         while True:
-            pods = (await asyncio.to_thread(core.list_namespaced_pod, "default", label_selector=f"app={self.app}")).items
+            pods = (
+                await asyncio.to_thread(core.list_namespaced_pod, "default", label_selector=f"app={self.app}")
+            ).items
             running = sum(1 for p in pods if p.status.phase == "Running")
             status = await demo.status()
             if running == replicas == len(pods) and not status.in_flight:
@@ -111,7 +121,9 @@ class StorageScenario(ScaleDownScenario):
         peak = len(doubled)
         new = [n for n in doubled if n not in original]
         for n in new:  # the seed pins the new nodes so that only the old ones go
-            await asyncio.to_thread(core.patch_node, n, {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_DISABLED: "true"}}})
+            await asyncio.to_thread(
+                core.patch_node, n, {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_DISABLED: "true"}}}
+            )
         print(f"  doubled to {peak} nodes; new nodes {new} pinned", flush=True)
 
         t0 = time.monotonic()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -86,8 +87,16 @@ def attach_worker(
     api = kube_client(kubeconfig)
     apply_crds(api)
     return LocalCluster(
-        procs, workdir, temporal, kubeconfig, config_path, task_queue, api, worker,
-        metrics_url=f"http://{metrics}/metrics", health_url=f"http://{health}",
+        procs,
+        workdir,
+        temporal,
+        kubeconfig,
+        config_path,
+        task_queue,
+        api,
+        worker,
+        metrics_url=f"http://{metrics}/metrics",
+        health_url=f"http://{health}",
     )
 
 

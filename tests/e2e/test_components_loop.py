@@ -35,14 +35,20 @@ async def test_components_scenario(temporal_server: TemporalServer, tmp_path: Pa
         with TidbWorld(sim.store, operator_interval=0.05) as world:
             settings = Settings(
                 kubernetes=KubeSettings(kubeconfig=str(kubeconfig)),
-                components=ComponentsSettings(prometheus_url=world.prometheus_url, pd_url=world.pd_url_template,
-                                              cpu_window_s=10, http_timeout_s=5),
+                components=ComponentsSettings(
+                    prometheus_url=world.prometheus_url, pd_url=world.pd_url_template, cpu_window_s=10, http_timeout_s=5
+                ),
             )
             temporal = await temporal_server.client()
             tq = f"components-{uuid.uuid4().hex[:6]}"
             with ThreadPoolExecutor(max_workers=8) as executor:
-                async with Worker(temporal, task_queue=tq, workflows=WORKFLOWS, activities=build_activities(settings),
-                                  activity_executor=executor):
+                async with Worker(
+                    temporal,
+                    task_queue=tq,
+                    workflows=WORKFLOWS,
+                    activities=build_activities(settings),
+                    activity_executor=executor,
+                ):
                     summary = await run_components_scenario(temporal, tq, api, world.server.url)
                     # The violation count is over real Events: several change rounds were written.
                     assert len(change_events(core, "basic")) >= 4
@@ -75,9 +81,13 @@ def test_interval_violations_counts_rounds_closer_than_the_interval() -> None:
     from starters.scenarios.components import interval_violations
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    ok = [(t0, "tikv", "ScaledOut"), (t0 + timedelta(seconds=1), "tikv", "ScaledIn"),  # one round
-          (t0 + timedelta(seconds=9), "tikv", "ScaledOut"), (t0 + timedelta(seconds=22), "tikv", "ScaledIn"),
-          (t0 + timedelta(seconds=5), "tidb", "ScaledOut")]
+    ok = [
+        (t0, "tikv", "ScaledOut"),
+        (t0 + timedelta(seconds=1), "tikv", "ScaledIn"),  # one round
+        (t0 + timedelta(seconds=9), "tikv", "ScaledOut"),
+        (t0 + timedelta(seconds=22), "tikv", "ScaledIn"),
+        (t0 + timedelta(seconds=5), "tidb", "ScaledOut"),
+    ]
     assert interval_violations(ok, 8, 12) == 0
     bad = [(t0, "tikv", "ScaledOut"), (t0 + timedelta(seconds=4), "tikv", "ScaledIn")]
     assert interval_violations(bad, 8, 12) == 1

@@ -16,19 +16,19 @@ from typing import Any
 from kubernetes import client
 from temporalio.service import RPCError
 
-from scaling.nodes.contracts import CreateNodeInput
 from activities.nodes.providers.hetzner import HetznerProvider
+from scaling.kube.labels import request_key
+from scaling.nodes.contracts import CreateNodeInput
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, Pool
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
-from scaling.kube.labels import request_key
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, Pool
 from sim.clouds.hetzner import FakeHetzner
 from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
 from tests.e2e.conftest import TemporalServer, attach_worker, wait_for
-from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
 
 API_TOKEN = "e2e-hcloud-token"
 JOIN = "e2e000.0123456789abcdef"
@@ -72,7 +72,9 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
         # A server growth created but lost track of: its join token is wrong, so it never
         # becomes a Node, and no NodeRequest of this cluster has its id.
         ghost_request = f"{autoscaler_id(cluster)}/request/ghost"
-        rogue = HetznerProvider.from_settings({**providers["hetzner"], "join_token_file": str(secrets / "wrong-join-token")})
+        rogue = HetznerProvider.from_settings(
+            {**providers["hetzner"], "join_token_file": str(secrets / "wrong-join-token")}
+        )
         ghost = await rogue.create_node(
             CreateNodeInput(
                 cluster=cluster,
@@ -88,8 +90,13 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
                 NodeAutoscalerWorkflow.run,
                 AutoscalerInput(
                     settings=AutoscalerSettings(
-                        cluster=cluster, scan_interval_s=1.0, readiness_timeout_s=30, readiness_poll_s=0.25, request_ttl_s=60,
-                        machine_gc_interval_s=1.0, machine_gc_grace_s=3.0,
+                        cluster=cluster,
+                        scan_interval_s=1.0,
+                        readiness_timeout_s=30,
+                        readiness_poll_s=0.25,
+                        request_ttl_s=60,
+                        machine_gc_interval_s=1.0,
+                        machine_gc_grace_s=3.0,
                     )
                 ),
                 id=autoscaler_id(cluster),
@@ -150,7 +157,11 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
 
         # The removed type is reported on the group's status; the autoscaler kept working.
         group = await asyncio.to_thread(
-            client.CustomObjectsApi(api).get_cluster_custom_object, CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general"
+            client.CustomObjectsApi(api).get_cluster_custom_object,
+            CRD_GROUP,
+            CRD_VERSION,
+            "nodegroupswithpriority",
+            "general",
         )
         unusable = {p["pool"]: p["reason"] for p in group["status"]["unusablePools"]}
         assert set(unusable) == {"hetzner-cx31"}
@@ -161,11 +172,12 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
             except RPCError:
                 pass
         try:
-            async for wf in temporal.list_workflows(f'WorkflowId STARTS_WITH "{autoscaler_id(cluster)}/request/" AND ExecutionStatus="Running"'):
+            async for wf in temporal.list_workflows(
+                f'WorkflowId STARTS_WITH "{autoscaler_id(cluster)}/request/" AND ExecutionStatus="Running"'
+            ):
                 await temporal.get_workflow_handle(wf.id).terminate()
         except RPCError:
             pass
         procs.stop_all()
         if hz is not None:
             hz.stop()
-

@@ -13,9 +13,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_demo(tmp_path: Path, scenario: str, *extra: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "starters.demo", "--headless", "--scenario", scenario, "--temporal-port", "0",
-         "--ui-port", "0", "--workdir", str(tmp_path / scenario), "--timeout", "120", "--scan-interval", "1", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "starters.demo",
+            "--headless",
+            "--scenario",
+            scenario,
+            "--temporal-port",
+            "0",
+            "--ui-port",
+            "0",
+            "--workdir",
+            str(tmp_path / scenario),
+            "--timeout",
+            "120",
+            "--scan-interval",
+            "1",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -50,9 +70,9 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     the drain retries; a new worker resumes it; once the PDB allows, the node goes, once."""
     from kubernetes import client
 
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
-    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from starters.kube import apply_node_group, deployment, node_group
     from tests.e2e.conftest import wait_for
     from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -62,13 +82,22 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     apply_node_group(lc.api, node_group("g", [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}]))
     q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
     for n in ("old", "spare"):
-        core.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
-                                       "annotations": {"kwok.x-k8s.io/node": "fake"}},
-                          "spec": {"providerID": f"kwok://{n}"}, "status": {"allocatable": q, "capacity": q}})
+        core.create_node(
+            {
+                "metadata": {
+                    "name": n,
+                    "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                },
+                "spec": {"providerID": f"kwok://{n}"},
+                "status": {"allocatable": q, "capacity": q},
+            }
+        )
     core.patch_node("spare", {"spec": {"unschedulable": True}})  # the pod starts on "old"
     apps.create_namespaced_deployment("default", deployment("db", 1, cpu="100m", memory="64Mi"))
     client.PolicyV1Api(lc.api).create_namespaced_pod_disruption_budget(
-        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    )
 
     async def db_running_on_old():  # noqa: ANN202
         pods = core.list_namespaced_pod("default", label_selector="app=db").items
@@ -80,8 +109,11 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     cluster = f"kill{lc.workdir.name[-6:]}".lower().replace("_", "")
     handle = await temporal.start_workflow(
         NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, pdb_retry_s=120, eviction_retry_s=0.5)),
-        id=autoscaler_id(cluster), task_queue=lc.task_queue,
+        AutoscalerInput(
+            settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, pdb_retry_s=120, eviction_retry_s=0.5)
+        ),
+        id=autoscaler_id(cluster),
+        task_queue=lc.task_queue,
     )
     try:
         await wait_for(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
@@ -92,7 +124,9 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
 
         async def refused():  # noqa: ANN202
             s = await handle.query(NodeAutoscalerWorkflow.status)
-            return any(sd.node == "old" and sd.phase.value == "Draining" and sd.evictions_refused >= 2 for sd in s.scale_downs)
+            return any(
+                sd.node == "old" and sd.phase.value == "Draining" and sd.evictions_refused >= 2 for sd in s.scale_downs
+            )
 
         await wait_for(refused, 60, "drain retrying evictions refused by the PDB")
         lc.worker.kill()
@@ -112,6 +146,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         async def db_on_spare():  # noqa: ANN202
             pods = core.list_namespaced_pod("default", label_selector="app=db").items
             return [p for p in pods if p.spec.node_name == "spare"]
+
         await wait_for(db_on_spare, 60, "db pod recreated on the spare node")
     finally:
         await handle.terminate()
@@ -129,9 +164,9 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
     backing-image-manager pod stays; an otherwise identical node goes."""
     from kubernetes import client
 
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
-    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from sim.storage.longhorn import SimLonghorn
     from starters.kube import apply_node_group, node_group
     from tests.e2e.conftest import wait_for
@@ -139,13 +174,27 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
     core = client.CoreV1Api(lc.api)
-    apply_node_group(lc.api, node_group("g", [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}],
-                                        scaleDown={"unneededTime": "2s", "delayAfterAdd": "0s"}))
+    apply_node_group(
+        lc.api,
+        node_group(
+            "g",
+            [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}],
+            scaleDown={"unneededTime": "2s", "delayAfterAdd": "0s"},
+        ),
+    )
     q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
     for n in ("keep", "go"):
-        core.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
-                                       "annotations": {"kwok.x-k8s.io/node": "fake"}},
-                          "spec": {"providerID": f"kwok://{n}"}, "status": {"allocatable": q, "capacity": q}})
+        core.create_node(
+            {
+                "metadata": {
+                    "name": n,
+                    "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                },
+                "spec": {"providerID": f"kwok://{n}"},
+                "status": {"allocatable": q, "capacity": q},
+            }
+        )
     longhorn = SimLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
     try:
         bim = longhorn.add_backing_image_manager("keep")
@@ -160,9 +209,11 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
         handle = await temporal.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1)),
-            id=autoscaler_id(cluster), task_queue=lc.task_queue,
+            id=autoscaler_id(cluster),
+            task_queue=lc.task_queue,
         )
         try:
+
             async def go_removed():  # noqa: ANN202
                 s = await handle.query(NodeAutoscalerWorkflow.status)
                 return s if s.scale_down_by_phase.get("Removed") == 1 else None

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from kubernetes import client
 
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
 from starters.kube import apply_node_group, deployment, node_group
 from starters.metrics import fetch, value
 from tests.e2e.conftest import LocalCluster, wait_for
@@ -26,9 +26,28 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_burst_headless_shows_fallback(tmp_path: Path) -> None:
     """`make demo HEADLESS=1` in small: every pod runs, and the preferred pool's exhaustion shows."""
     proc = subprocess.run(
-        [sys.executable, "-m", "starters.demo", "--headless", "--temporal-port", "0", "--ui-port", "0",
-         "--workdir", str(tmp_path / "demo"), "--pods", "24", "--timeout", "120", "--scan-interval", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "starters.demo",
+            "--headless",
+            "--temporal-port",
+            "0",
+            "--ui-port",
+            "0",
+            "--workdir",
+            str(tmp_path / "demo"),
+            "--pods",
+            "24",
+            "--timeout",
+            "120",
+            "--scan-interval",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -102,7 +121,9 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
 
 async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster) -> None:  # noqa: ANN001
     lc: LocalCluster = local_cluster()
-    apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22", "cx32"], "priority": 10}]))
+    apply_node_group(
+        lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22", "cx32"], "priority": 10}])
+    )
     # A broken group is refused with the field named on its status; the good group keeps working.
     apply_node_group(lc.api, node_group("broken", [{"provider": "kwok", "serverType": ["cx22"], "priority": -1}]))
     handle = await start_autoscaler(lc, "huge")
@@ -131,7 +152,9 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
 
     status = await wait_for(later, 60, "three more loops")
     assert sum(status.requests_by_phase.values()) == requests_then
-    broken = client.CustomObjectsApi(lc.api).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
+    broken = client.CustomObjectsApi(lc.api).get_cluster_custom_object(
+        CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken"
+    )
     assert broken["status"]["valid"] is False and "priority" in broken["status"]["field"]
     assert [p.name for p in status.invalid_groups] == ["broken"]
     # The worker's Prometheus endpoint tells the same story (labelled by cluster), next to the SDK's metrics.
@@ -155,9 +178,25 @@ def test_interactive_demo_stops_what_it_started_on_ctrl_c(tmp_path: Path) -> Non
         return out.split()
 
     demo = subprocess.Popen(
-        [sys.executable, "-m", "starters.demo", "--temporal-port", "0", "--ui-port", "0",
-         "--workdir", str(workdir), "--pods", "3", "--scan-interval", "1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "starters.demo",
+            "--temporal-port",
+            "0",
+            "--ui-port",
+            "0",
+            "--workdir",
+            str(workdir),
+            "--pods",
+            "3",
+            "--scan-interval",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert demo.stdout is not None

@@ -36,8 +36,19 @@ def test_every_field_is_a_flag_in_start_help(capsys: pytest.CaptureFixture[str])
 def test_flags_override_the_settings_file_which_overrides_defaults(tmp_path: Path) -> None:
     settings = settings_from(tmp_path, {"autoscaler": {"scan_interval_s": 3, "max_attempts": 2, "pdb_retry_s": 30}})
     args = parse_args(
-        ["--cluster", "prod", "start", "--max-attempts", "7", "--max-nodes", "40", "--no-scale-down-enabled",
-         "--search-attributes", "--drain-timeout", "90.5"]
+        [
+            "--cluster",
+            "prod",
+            "start",
+            "--max-attempts",
+            "7",
+            "--max-nodes",
+            "40",
+            "--no-scale-down-enabled",
+            "--search-attributes",
+            "--drain-timeout",
+            "90.5",
+        ]
     )
     auto = start_settings(settings, args)
     assert auto.cluster == "prod"

@@ -12,14 +12,15 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
-from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.models import AttemptResult, RequestPhase
+from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from tests.e2e.conftest import LocalCluster, wait_for
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -56,7 +57,9 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
 
     request_ids: list[str] = []
     try:
-        out = (await cli(lc, "start", "--scan-interval", "0.5", "--readiness-timeout", "60", "--request-ttl", "5")).stdout
+        out = (
+            await cli(lc, "start", "--scan-interval", "0.5", "--readiness-timeout", "60", "--request-ttl", "5")
+        ).stdout
         assert f"started NodeAutoscaler {autoscaler_id(CLUSTER)}" in out
         assert lc.task_queue in out
         assert "already running" in (await cli(lc, "start")).stdout  # idempotent
@@ -82,7 +85,9 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert "general/kwok-cx22" in (await cli(lc, "ban-pool", "general/kwok-cx22")).stdout
         apps = client.AppsV1Api(lc.api)
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
-        stuck = await wait_for(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request")
+        stuck = await wait_for(
+            lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request"
+        )
         request_ids.append(stuck.id)
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text

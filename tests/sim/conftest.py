@@ -14,8 +14,9 @@ from sim.cluster import SimCluster
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T], timeout: float = 30.0, interval: float = 0.02,
-               message: str = "condition not met") -> T:
+def eventually(
+    probe: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, message: str = "condition not met"
+) -> T:
     """Poll until probe() returns something truthy, or fail after timeout seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -65,18 +66,26 @@ def apiext(api_client: client.ApiClient) -> client.ApiextensionsV1Api:
     return client.ApiextensionsV1Api(api_client)
 
 
-def pod_body(name: str | None = None, *, labels: dict[str, str] | None = None, cpu: str | None = None,
-             memory: str | None = None, node_selector: dict[str, str] | None = None,
-             tolerations: list[dict[str, Any]] | None = None, node_name: str | None = None,
-             generate_name: str | None = None) -> dict[str, Any]:
+def pod_body(
+    name: str | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    node_selector: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    node_name: str | None = None,
+    generate_name: str | None = None,
+) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     meta: dict[str, Any] = {"labels": labels or {}}
     if name:
         meta["name"] = name
     if generate_name:
         meta["generateName"] = generate_name
-    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "registry.local/app:1",
-                                            "resources": {"requests": requests}}]}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": "registry.local/app:1", "resources": {"requests": requests}}]
+    }
     if node_selector:
         spec["nodeSelector"] = node_selector
     if tolerations:
@@ -87,10 +96,17 @@ def pod_body(name: str | None = None, *, labels: dict[str, str] | None = None, c
 
 
 def deployment_body(name: str, replicas: int, image: str = "img") -> dict[str, Any]:
-    return {"metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        },
+    }
 
 
 def ready_replicas(apps: client.AppsV1Api, name: str, namespace: str = "default") -> int:
@@ -98,12 +114,23 @@ def ready_replicas(apps: client.AppsV1Api, name: str, namespace: str = "default"
     return int((status.ready_replicas if status else 0) or 0)
 
 
-def node_body(name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "110", fake: bool = True,
-              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def node_body(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    fake: bool = True,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     annotations = {"kwok.x-k8s.io/node": "fake"} if fake else {}
     spec: dict[str, Any] = {"taints": taints} if taints else {}
-    return {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations},
-            "spec": spec, "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods}}}
+    return {
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations},
+        "spec": spec,
+        "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods}},
+    }
 
 
 def is_ready(node: Any) -> bool:

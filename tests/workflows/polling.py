@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
@@ -27,7 +27,9 @@ async def eventually(
             if check(status):
                 return status
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not reached; last status: {status and status.model_dump_json(indent=1)[:2000]}")
+            raise AssertionError(
+                f"condition not reached; last status: {status and status.model_dump_json(indent=1)[:2000]}"
+            )
         await asyncio.sleep(0.25)
 
 

@@ -7,11 +7,19 @@ from dataclasses import dataclass, field
 from temporalio import activity
 
 from scaling.nodes import contracts
-from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
 from scaling.nodes.catalogue import kwok_catalogue
+from scaling.nodes.contracts import (
+    ClusterObservation,
+    CreateNodeInput,
+    CreateNodeResult,
+    DeleteNodeInput,
+    GroupStatusInput,
+    LabelNodeInput,
+    PodEvent,
+    PodEventsInput,
+    WaitReadyInput,
+)
 from scaling.nodes.models import ServerType, SpecProblem
-from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
-from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
 
 
 @dataclass

@@ -53,11 +53,15 @@ with workflow.unsafe.imports_passed_through():
 WORKFLOW_NAME = "ComponentAutoscaler"
 UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
 READ_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10), maximum_attempts=3,
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
     non_retryable_error_types=UNAVAILABLE,
 )
 WRITE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5,
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
     non_retryable_error_types=[c.UNKNOWN_CLUSTER],
 )
 
@@ -82,10 +86,18 @@ class ComponentAutoscalerWorkflow:
     def status(self) -> AutoscalerReport:
         s, st = self.settings, self.state
         return AutoscalerReport(
-            namespace=s.namespace, name=s.name, base_cluster=st.base_cluster, planner=s.planner,
-            paused=st.overrides.paused, overrides=st.overrides, components=st.components,
+            namespace=s.namespace,
+            name=s.name,
+            base_cluster=st.base_cluster,
+            planner=s.planner,
+            paused=st.overrides.paused,
+            overrides=st.overrides,
+            components=st.components,
             errors=[*st.object_errors, *(e for cs in st.components.values() for e in cs.errors)],
-            counters=st.counters, rounds=st.rounds, runs=st.runs, messages=st.messages,
+            counters=st.counters,
+            rounds=st.rounds,
+            runs=st.runs,
+            messages=st.messages,
         )
 
     @workflow.update
@@ -190,8 +202,11 @@ class ComponentAutoscalerWorkflow:
         """Run an activity; None when it failed (remembered), so a round degrades, never fails."""
         try:
             return await workflow.execute_activity(
-                name, arg, result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=self.settings.activity_timeout_s), retry_policy=retry,
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=self.settings.activity_timeout_s),
+                retry_policy=retry,
             )
         except ActivityError as exc:
             cause = exc.cause
@@ -209,9 +224,16 @@ class ComponentAutoscalerWorkflow:
         s = self.settings
         await self._act(
             c.EMIT_AUTOSCALER_EVENT,
-            c.AutoscalerEvent(**self._ref(), name=s.name, uid=self.state.uid, reason=reason, message=message[:1000],
-                              type="Warning" if warning else "Normal"),
-            None, WRITE_RETRY,
+            c.AutoscalerEvent(
+                **self._ref(),
+                name=s.name,
+                uid=self.state.uid,
+                reason=reason,
+                message=message[:1000],
+                type="Warning" if warning else "Normal",
+            ),
+            None,
+            WRITE_RETRY,
         )
 
     async def _round(self) -> None:
@@ -275,8 +297,10 @@ class ComponentAutoscalerWorkflow:
             return
         s = self.settings
         res = await self._act(
-            c.WRITE_AUTOSCALER_STATUS, c.WriteStatusInput(**self._ref(), name=s.name, status=body),
-            c.WriteStatusResult, WRITE_RETRY,
+            c.WRITE_AUTOSCALER_STATUS,
+            c.WriteStatusInput(**self._ref(), name=s.name, status=body),
+            c.WriteStatusResult,
+            WRITE_RETRY,
         )
         if res is not None:
             self.state.status_digest = digest
@@ -318,7 +342,8 @@ class ComponentAutoscalerWorkflow:
             done = await self._act(
                 c.DELETE_AUTO_CLUSTER,
                 c.DeleteAutoClusterInput(**self._ref(), name=gone.name, uid=gone.uid),
-                c.DeleteAutoClusterResult, WRITE_RETRY,
+                c.DeleteAutoClusterResult,
+                WRITE_RETRY,
             )
             if done is None:
                 cs.groups[gone.name] = gone  # try again next round
@@ -328,12 +353,20 @@ class ComponentAutoscalerWorkflow:
             await self._event("GroupDeleted", f"{component} group {gone.name} ({gone.group}) drained and deleted")
 
         shape = c.Shape(
-            cpu_milli=cpu_millis(view.cpu) if view.cpu else 0, memory_bytes=memory_bytes(view.memory) if view.memory else 0
+            cpu_milli=cpu_millis(view.cpu) if view.cpu else 0,
+            memory_bytes=memory_bytes(view.memory) if view.memory else 0,
         )
         inp = PlanInput(
-            namespace=s.namespace, autoscaler=s.name, base_cluster=base.name, spec=spec,
-            homogeneous_replicas=view.replicas, homogeneous_shape=shape,
-            base_cpu=view.cpu, base_memory=view.memory, base_storage=view.storage, groups=rec.groups,
+            namespace=s.namespace,
+            autoscaler=s.name,
+            base_cluster=base.name,
+            spec=spec,
+            homogeneous_replicas=view.replicas,
+            homogeneous_shape=shape,
+            base_cpu=view.cpu,
+            base_memory=view.memory,
+            base_storage=view.storage,
+            groups=rec.groups,
         )
         plan = await self._plan(spec, inp, pd_answer, cs)
         if plan is None:
@@ -346,8 +379,9 @@ class ComponentAutoscalerWorkflow:
         cs.headroom = plan.headroom
         now = workflow.now()
         pinned = [ch for ch in plan.changes if ch.reason == "pinned by an operator"]
-        gated = gate(plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}),
-                     cs.timing, spec, now)
+        gated = gate(
+            plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}), cs.timing, spec, now
+        )
         cs.deferred, cs.deferred_until = gated.deferred, gated.retry_at
         applied = []
         for change in [*pinned, *gated.allowed]:
@@ -364,11 +398,17 @@ class ComponentAutoscalerWorkflow:
         if spec.external is not None:
             answer: c.ExternalAnswer | None = await self._act(
                 c.ASK_EXTERNAL_ENDPOINT,
-                c.AskExternalInput(namespace=s.namespace, cluster=inp.base_cluster, component=spec.component,
-                                   endpoint=spec.external.endpoint),
+                c.AskExternalInput(
+                    namespace=s.namespace,
+                    cluster=inp.base_cluster,
+                    component=spec.component,
+                    endpoint=spec.external.endpoint,
+                ),
                 c.ExternalAnswer,
             )
-            return await self._metrics_outcome(cs, None if answer is None else plan_from_external(inp, answer.recommended_replicas))
+            return await self._metrics_outcome(
+                cs, None if answer is None else plan_from_external(inp, answer.recommended_replicas)
+            )
         if s.planner == "pd":
             if pd_answer is None or not pd_answer.answered:
                 cs.notes = ["PD gave no plan (null or unreachable): nothing decided"]
@@ -378,9 +418,12 @@ class ComponentAutoscalerWorkflow:
         metrics: c.ComponentMetrics | None = await self._act(
             c.QUERY_METRICS,
             c.MetricsInput(
-                **self._ref(), base_cluster=inp.base_cluster, component=spec.component,
+                **self._ref(),
+                base_cluster=inp.base_cluster,
+                component=spec.component,
                 clusters=metric_clusters(inp.base_cluster, cs.groups),
-                hot_threshold=cpu.max_threshold if cpu else None, storage="storage" in spec.rules,
+                hot_threshold=cpu.max_threshold if cpu else None,
+                storage="storage" in spec.rules,
             ),
             c.ComponentMetrics,
         )
@@ -423,9 +466,12 @@ class ComponentAutoscalerWorkflow:
                 rec = cs.groups.get(cluster)
                 changes.append(
                     Change(
-                        cluster=cluster, group=HOMOGENEOUS if cluster == inp.base_cluster else (rec.group if rec else ""),
+                        cluster=cluster,
+                        group=HOMOGENEOUS if cluster == inp.base_cluster else (rec.group if rec else ""),
                         direction="out" if replicas > current[cluster] else "in",
-                        from_replicas=current[cluster], to_replicas=replicas, reason="pinned by an operator",
+                        from_replicas=current[cluster],
+                        to_replicas=replicas,
+                        reason="pinned by an operator",
                     )
                 )
         if ov.scale_in_blocked(component):
@@ -442,7 +488,8 @@ class ComponentAutoscalerWorkflow:
             res = await self._act(
                 c.PATCH_REPLICAS,
                 c.PatchReplicasInput(**self._ref(), cluster=base, component=component, replicas=ch.to_replicas),
-                c.PatchReplicasResult, WRITE_RETRY,
+                c.PatchReplicasResult,
+                WRITE_RETRY,
             )
             if res is None or not res.found:
                 return False
@@ -464,16 +511,30 @@ class ComponentAutoscalerWorkflow:
             created: c.CreateAutoClusterResult | None = await self._act(
                 c.CREATE_AUTO_CLUSTER,
                 c.CreateAutoClusterInput(
-                    **self._ref(), base_cluster=base, name=ch.cluster, autoscaler=s.name, component=component,
-                    group=ch.group, replicas=ch.to_replicas, cpu=ch.cpu, memory=ch.memory, storage=ch.storage,
+                    **self._ref(),
+                    base_cluster=base,
+                    name=ch.cluster,
+                    autoscaler=s.name,
+                    component=component,
+                    group=ch.group,
+                    replicas=ch.to_replicas,
+                    cpu=ch.cpu,
+                    memory=ch.memory,
+                    storage=ch.storage,
                     labels=ch.labels,
                 ),
-                c.CreateAutoClusterResult, WRITE_RETRY,
+                c.CreateAutoClusterResult,
+                WRITE_RETRY,
             )
             if created is None:
                 return False
-            rec = GroupRecord(name=ch.cluster, uid=created.uid, group=ch.group, resource_type=ch.resource_type,
-                              replicas=created.replicas)
+            rec = GroupRecord(
+                name=ch.cluster,
+                uid=created.uid,
+                group=ch.group,
+                resource_type=ch.resource_type,
+                replicas=created.replicas,
+            )
             cs.groups[ch.cluster] = rec
             # Counted when first recorded: a create whose answer was lost is found (created=False)
             # on the retry, and is still this autoscaler's new group.
@@ -485,14 +546,16 @@ class ComponentAutoscalerWorkflow:
             res = await self._act(
                 c.PATCH_REPLICAS,
                 c.PatchReplicasInput(**self._ref(), cluster=ch.cluster, component=component, replicas=ch.to_replicas),
-                c.PatchReplicasResult, WRITE_RETRY,
+                c.PatchReplicasResult,
+                WRITE_RETRY,
             )
             if res is None or not res.found:
                 return False
         draining = ch.to_replicas == 0
         cs.groups[ch.cluster] = rec.model_copy(
             update={
-                "replicas": ch.to_replicas, "last_change_at": now,
+                "replicas": ch.to_replicas,
+                "last_change_at": now,
                 "phase": "draining" if draining else "active",
                 "draining_since": (rec.draining_since or now) if draining else None,
             }

@@ -17,16 +17,32 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
-    from scaling.nodes.removals import ScaleDownStatus
-    from scaling.nodes.state import AutoscalerInput, AutoscalerState, LoopSummary, REPORTED_PODS_KEPT, groups_fingerprint, in_flight_for_planner, record_request_update, record_scale_down_update
-    from scaling.nodes.status import AutoscalerStatus, status_of
-    from scaling.nodes.loop import apply_attempt_backoff, fresh_problems, may_scale_down, never_satisfiable_of, prune_never_satisfiable, unavailable_pools
     from scaling.nodes.catalogue import catalogue_index
-    from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
+    from scaling.nodes.loop import (
+        apply_attempt_backoff,
+        fresh_problems,
+        may_scale_down,
+        never_satisfiable_of,
+        prune_never_satisfiable,
+        unavailable_pools,
+    )
+    from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
     from scaling.nodes.observation import never_satisfiable_events
     from scaling.nodes.planning import plan_scale_up
+    from scaling.nodes.removals import ScaleDownStatus
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+    from scaling.nodes.state import (
+        REPORTED_PODS_KEPT,
+        AutoscalerInput,
+        AutoscalerState,
+        LoopSummary,
+        groups_fingerprint,
+        in_flight_for_planner,
+        record_request_update,
+        record_scale_down_update,
+    )
+    from scaling.nodes.status import AutoscalerStatus, status_of
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
@@ -178,7 +194,7 @@ class NodeAutoscalerWorkflow:
             self.wake = False
             try:
                 await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=settings.scan_interval_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _iterate(self) -> None:
@@ -345,6 +361,7 @@ class NodeAutoscalerWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=EVENTS_RETRY,
         )
+
 
 def _validate_node(node: str) -> None:
     if not node or "/" in node:

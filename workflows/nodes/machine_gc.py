@@ -11,7 +11,6 @@ deleting is irreversible, waiting is cheap. Continue-as-new keeps the history bo
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from pydantic import BaseModel, Field
@@ -21,13 +20,16 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
-    from scaling.nodes.contracts import CollectedMachine, UnusablePool
-    from scaling.nodes.contracts import DeleteNodeInput, ProviderMachine
+    from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
     from scaling.nodes.leaks import find_leaked_machines
     from scaling.nodes.models import LABEL_GROUP, LABEL_REQUEST
 
-FACTS_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5)
-DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1), maximum_attempts=10)
+FACTS_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
+)
+DELETE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1), maximum_attempts=10
+)
 REPORT_RETRY = RetryPolicy(maximum_attempts=3)
 COLLECTED_KEPT = 100
 
@@ -98,7 +100,7 @@ class MachineGCWorkflow:
             self.wake = False
             try:
                 await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=self.settings.interval_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _round(self) -> None:

@@ -39,9 +39,9 @@ def request_finished(cluster: str, status: NodeRequestStatus) -> None:
         if attempt.result in FAILED_ATTEMPTS:
             failed.add(1, {"cluster": cluster, "pool": attempt.pool, "reason": attempt.result.value})
     if status.started_at is not None and status.finished_at is not None:
-        meter.create_histogram_float(
-            names.NODE_REQUEST_DURATION, "NodeRequest start to Ready or Unmet", "s"
-        ).record(_seconds(status.started_at, status.finished_at), {"cluster": cluster, "phase": status.phase.value})
+        meter.create_histogram_float(names.NODE_REQUEST_DURATION, "NodeRequest start to Ready or Unmet", "s").record(
+            _seconds(status.started_at, status.finished_at), {"cluster": cluster, "phase": status.phase.value}
+        )
 
 
 def scale_down_finished(inp: NodeScaleDownInput, status: ScaleDownStatus) -> None:

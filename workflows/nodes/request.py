@@ -16,10 +16,21 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
-    from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput
+    from scaling.nodes.contracts import (
+        CreateNodeInput,
+        CreateNodeResult,
+        DeleteNodeInput,
+        LabelNodeInput,
+        WaitReadyInput,
+    )
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
-    from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
-    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, attempt_result_of, attempts_exhausted, request_labels
+    from scaling.nodes.requests import (
+        NodeRequestInput,
+        NodeRequestStatus,
+        attempt_result_of,
+        attempts_exhausted,
+        request_labels,
+    )
     from workflows.nodes import metrics
     from workflows.search import request_attributes
 
@@ -157,7 +168,9 @@ class NodeRequestWorkflow:
     async def _wait_ready(self, inp: NodeRequestInput, node_name: str) -> bool:
         waiting = workflow.start_activity(
             contracts.WAIT_NODE_READY,
-            WaitReadyInput(cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s),
+            WaitReadyInput(
+                cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s
+            ),
             result_type=bool,
             start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),
             heartbeat_timeout=timedelta(seconds=max(10.0, inp.readiness_poll_s * 4)),
@@ -178,9 +191,14 @@ class NodeRequestWorkflow:
         """One entry per pool tried: its result is updated in place as the attempt progresses."""
         entry = Attempt(pool=pool.name, result=result, timestamp=workflow.now(), node_name=node_name, message=message)
         attempts = self.status.attempts
-        if attempts and attempts[-1].pool == pool.name and attempts[-1].result in (
-            AttemptResult.PENDING,
-            AttemptResult.PROVISIONING,
+        if (
+            attempts
+            and attempts[-1].pool == pool.name
+            and attempts[-1].result
+            in (
+                AttemptResult.PENDING,
+                AttemptResult.PROVISIONING,
+            )
         ):
             attempts[-1] = entry
         else:

@@ -11,19 +11,28 @@ where the history says it was and removes the node once.
 
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.nodes import contracts
-    from scaling.nodes.contracts import DeleteNodeInput
-    from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
-    from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.kube.drain import NOT_ENOUGH_PDB, marked_for_deletion, pods_to_evict
+    from scaling.nodes import contracts
+    from scaling.nodes.contracts import (
+        DeleteNodeInput,
+        EvictPodInput,
+        EvictResult,
+        MarkNodeInput,
+        NodeEvent,
+        NodeEventsInput,
+        NodeRef,
+        ScaleDownObservation,
+        UnmarkNodeInput,
+        WaitPodsGoneInput,
+    )
+    from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.scale_down import NodeState, blocking, cancel_code, still_removable
     from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
@@ -44,7 +53,7 @@ def scale_down_id(cluster: str, node: str) -> str:
 
 
 def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @workflow.defn(name="NodeScaleDown")
@@ -79,11 +88,26 @@ class NodeScaleDownWorkflow:
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
-        marked = await self._kube(contracts.MARK_NODE_FOR_SCALE_DOWN, MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)), bool)
+        marked = await self._kube(
+            contracts.MARK_NODE_FOR_SCALE_DOWN,
+            MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)),
+            bool,
+        )
         if not marked:
-            return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
+            return await self._finish(
+                inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
+            )
         await self._publish(inp)
-        await self._events(inp.cluster, [NodeEvent(node=inp.node, reason="ScaleDown", message=f"{inp.kind.lower()} node marked for scale-down at {rfc3339(inp.scale_down_at)}")])
+        await self._events(
+            inp.cluster,
+            [
+                NodeEvent(
+                    node=inp.node,
+                    reason="ScaleDown",
+                    message=f"{inp.kind.lower()} node marked for scale-down at {rfc3339(inp.scale_down_at)}",
+                )
+            ],
+        )
 
         wait_s = inp.scale_down_at - workflow.now().timestamp()
         if wait_s > 0:
@@ -91,7 +115,7 @@ class NodeScaleDownWorkflow:
                 await workflow.wait_condition(
                     lambda: self.cancel_reason is not None or self.now_requested, timeout=timedelta(seconds=wait_s)
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if self.cancel_reason is not None:
             code, message = self.cancel_reason
@@ -100,10 +124,14 @@ class NodeScaleDownWorkflow:
         # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
         self.status.phase = ScaleDownPhase.CHECKING
         await self._publish(inp)
-        obs: ScaleDownObservation = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60)
+        obs: ScaleDownObservation = await self._kube(
+            contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60
+        )
         node = next((n for n in obs.nodes if n.name == inp.node), None)
         if node is None:
-            return await self._finish(inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False)
+            return await self._finish(
+                inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
+            )
         leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | {inp.node}
         check = still_removable(
             node,
@@ -119,7 +147,13 @@ class NodeScaleDownWorkflow:
         )
         blockers = blocking(inp.kind, check.blockers)
         if blockers:
-            return await self._finish(inp, ScaleDownPhase.CANCELLED, cancel_code(blockers[0]), "; ".join(b.message for b in blockers), blocked=True)
+            return await self._finish(
+                inp,
+                ScaleDownPhase.CANCELLED,
+                cancel_code(blockers[0]),
+                "; ".join(b.message for b in blockers),
+                blocked=True,
+            )
 
         # Drain: from here the node goes unless a PDB holds a pod past the bounded retry time.
         self.status.phase = ScaleDownPhase.DRAINING
@@ -135,7 +169,14 @@ class NodeScaleDownWorkflow:
         await self._publish(inp)
         await self._delete_machine(inp)
         await self._kube(contracts.DELETE_NODE_OBJECT, NodeRef(cluster=inp.cluster, node=inp.node))
-        return await self._finish(inp, ScaleDownPhase.REMOVED, None, f"node {inp.node} removed ({inp.kind.lower()})", unmark=False, event="ScaleDown")
+        return await self._finish(
+            inp,
+            ScaleDownPhase.REMOVED,
+            None,
+            f"node {inp.node} removed ({inp.kind.lower()})",
+            unmark=False,
+            event="ScaleDown",
+        )
 
     async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
         deadline = workflow.now().timestamp() + inp.pdb_retry_s
@@ -145,7 +186,9 @@ class NodeScaleDownWorkflow:
             last_message = ""
             for key in left:
                 ns, name = key.split("/", 1)
-                res: EvictResult = await self._kube(contracts.EVICT_POD, EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult)
+                res: EvictResult = await self._kube(
+                    contracts.EVICT_POD, EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult
+                )
                 if res.outcome == "refused":
                     refused.append(key)
                     last_message = res.message
@@ -181,7 +224,9 @@ class NodeScaleDownWorkflow:
             try:
                 await workflow.execute_activity(
                     contracts.DELETE_NODE,
-                    DeleteNodeInput(cluster=inp.cluster, provider=inp.provider, node_name=inp.node, provider_id=inp.provider_id),
+                    DeleteNodeInput(
+                        cluster=inp.cluster, provider=inp.provider, node_name=inp.node, provider_id=inp.provider_id
+                    ),
                     start_to_close_timeout=timedelta(minutes=2),
                     retry_policy=PROVIDER_ROUND,
                 )
@@ -190,8 +235,17 @@ class NodeScaleDownWorkflow:
                 self.status.provider_delete_failures += 1
                 self.status.last_error = f"provider delete failed: {_cause(err)}"
                 await self._publish(inp)
-                await self._events(inp.cluster, [NodeEvent(node=inp.node, reason="ScaleDownFailed", type="Warning",
-                                              message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {_cause(err)}")])
+                await self._events(
+                    inp.cluster,
+                    [
+                        NodeEvent(
+                            node=inp.node,
+                            reason="ScaleDownFailed",
+                            type="Warning",
+                            message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {_cause(err)}",
+                        )
+                    ],
+                )
                 await workflow.sleep(timedelta(seconds=pause))
                 pause = min(pause * 2, PROVIDER_BACKOFF_MAX_S)
 
@@ -208,13 +262,17 @@ class NodeScaleDownWorkflow:
         event: str | None = None,
     ) -> ScaleDownStatus:
         if unmark:
-            await self._kube(contracts.UNMARK_NODE, UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon))
+            await self._kube(
+                contracts.UNMARK_NODE, UnmarkNodeInput(cluster=inp.cluster, node=inp.node, uncordon=uncordon)
+            )
         self.status.phase, self.status.reason, self.status.message = phase, reason, message
         metrics.scale_down_finished(inp, self.status)
         ev = event or ("ScaleDownBlocked" if blocked else "ScaleDown")
         warn = phase in (ScaleDownPhase.FAILED,) or blocked
         text = message if phase == ScaleDownPhase.REMOVED else f"scale-down {phase.value.lower()}: {reason}: {message}"
-        await self._events(inp.cluster, [NodeEvent(node=inp.node, reason=ev, message=text, type="Warning" if warn else "Normal")])
+        await self._events(
+            inp.cluster, [NodeEvent(node=inp.node, reason=ev, message=text, type="Warning" if warn else "Normal")]
+        )
         await self._publish(inp)
         return self.status
 
@@ -230,7 +288,10 @@ class NodeScaleDownWorkflow:
     async def _events(self, cluster: str, events: list[NodeEvent]) -> None:
         try:
             await workflow.execute_activity(
-                contracts.EMIT_NODE_EVENTS, NodeEventsInput(cluster=cluster, events=events), start_to_close_timeout=timedelta(seconds=30), retry_policy=EVENTS_RETRY
+                contracts.EMIT_NODE_EVENTS,
+                NodeEventsInput(cluster=cluster, events=events),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=EVENTS_RETRY,
             )
         except ActivityError:
             workflow.logger.warning("could not write node events for %s", events[0].node if events else "?")
@@ -243,7 +304,9 @@ class NodeScaleDownWorkflow:
         if not inp.parent_workflow_id:
             return
         try:
-            await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal("scale_down_changed", self.status)
+            await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal(
+                "scale_down_changed", self.status
+            )
         except FailureError:
             workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)
 

@@ -15,30 +15,29 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.nodes import contracts
-    from scaling.nodes.orphans import provider_of
-    from scaling.nodes.contracts import OrphanCheckInput, OrphanObservation, ScaleDownObservation
-    from scaling.nodes.orphans import mark_reported, orphans_from
-    from scaling.nodes.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import AutoscalerState
     from scaling.kube.drain import marked_for_deletion
     from scaling.kube.models import NodeInfo
+    from scaling.nodes import contracts
+    from scaling.nodes.contracts import OrphanCheckInput, OrphanObservation, ScaleDownObservation
     from scaling.nodes.models import LABEL_GROUP
+    from scaling.nodes.orphans import mark_reported, orphans_from, provider_of
+    from scaling.nodes.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.scale_down import (
+        CANCELLED_BY_PODS,
+        MANUAL,
         NodeRemoval,
         NodeState,
         ScaleDownInput,
         ScaleDownLoopSettings,
         ScaleDownPlan,
-        CANCELLED_BY_PODS,
-        MANUAL,
         data_loss_blockers,
         is_empty,
         plan_from_input,
         pool_of,
         still_removable,
     )
+    from scaling.nodes.settings import AutoscalerSettings
+    from scaling.nodes.state import AutoscalerState
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
@@ -120,7 +119,9 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
     return plan
 
 
-def removal_input(settings: AutoscalerSettings, state: AutoscalerState, removal: NodeRemoval, node: NodeInfo) -> NodeScaleDownInput:
+def removal_input(
+    settings: AutoscalerSettings, state: AutoscalerState, removal: NodeRemoval, node: NodeInfo
+) -> NodeScaleDownInput:
     return NodeScaleDownInput(
         cluster=settings.cluster,
         node=removal.name,
@@ -163,7 +164,9 @@ async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp:
 
 async def _signal_cancel(sd: ScaleDownStatus, code: str, message: str) -> None:
     try:
-        await workflow.get_external_workflow_handle(sd.workflow_id).signal(NodeScaleDownWorkflow.cancel, args=[code, message])
+        await workflow.get_external_workflow_handle(sd.workflow_id).signal(
+            NodeScaleDownWorkflow.cancel, args=[code, message]
+        )
     except Exception:  # noqa: BLE001 - the child finished in between; its final report arrives
         workflow.logger.warning("could not cancel %s", sd.workflow_id)
 
@@ -201,18 +204,25 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         raise ApplicationError(f"node {node} is not managed by growth (no {LABEL_GROUP} label)", type="NotManaged")
     leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(state.scale_downs) | {node}
     check = still_removable(
-        target, obs.pods, obs.pdbs, obs.storage, obs.nodes, groups=obs.groups, in_progress=leaving,
+        target,
+        obs.pods,
+        obs.pdbs,
+        obs.storage,
+        obs.nodes,
+        groups=obs.groups,
+        in_progress=leaving,
         settings=loop_settings(settings),
     )
     loses = data_loss_blockers(check.blockers)
     if loses:
-        raise ApplicationError(
-            "; ".join(str(b) for b in loses), type="WouldLoseData", non_retryable=True
-        )
+        raise ApplicationError("; ".join(str(b) for b in loses), type="WouldLoseData", non_retryable=True)
     if node in state.protected_nodes:
         state.protected_nodes.remove(node)  # an explicit remove wins over an earlier protect
     removal = NodeRemoval(
-        name=node, group=target.labels[LABEL_GROUP], pool=pool_of(target), kind=NodeState.UNDERUSED,
+        name=node,
+        group=target.labels[LABEL_GROUP],
+        pool=pool_of(target),
+        kind=NodeState.UNDERUSED,
         scale_down_at=workflow.now().timestamp(),
     )
     inp = removal_input(settings, state, removal, target)
@@ -234,4 +244,6 @@ async def check_orphans(settings: AutoscalerSettings, state: AutoscalerState, pr
     now = workflow.now().timestamp()
     # A node being removed legitimately loses its machine first.
     obs.nodes = {k: v for k, v in obs.nodes.items() if k not in state.scale_downs}
-    state.orphans = mark_reported(orphans_from(obs, state.orphans, now, settings.orphan_grace_s), now, settings.orphan_grace_s)
+    state.orphans = mark_reported(
+        orphans_from(obs, state.orphans, now, settings.orphan_grace_s), now, settings.orphan_grace_s
+    )

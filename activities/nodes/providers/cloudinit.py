@@ -33,9 +33,7 @@ def kubelet_flags(labels: dict[str, str], taints: list[Taint]) -> list[str]:
     if labels:
         flags.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if taints:
-        rendered = [
-            f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in taints
-        ]
+        rendered = [f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in taints]
         flags.append("--register-with-taints=" + ",".join(rendered))
     return flags
 

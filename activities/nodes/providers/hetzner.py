@@ -21,10 +21,11 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import requests
 from hcloud import APIException, Client
@@ -39,11 +40,11 @@ from hcloud.ssh_keys import SSHKey
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
-from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from activities.nodes.providers.cloudinit import render_user_data
-from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
+from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
 
 LABEL_ATTEMPT = "growth.autoscaling.dev/attempt"
@@ -203,9 +204,7 @@ class HetznerProvider:
             return client
         if not token:
             where = self.settings.token_file or f"${self.settings.token_env}"
-            raise ApplicationError(
-                f"no Hetzner API token: set {where}", type="InvalidToken", non_retryable=True
-            )
+            raise ApplicationError(f"no Hetzner API token: set {where}", type="InvalidToken", non_retryable=True)
         s = self.settings
         client = Client(
             token=token,
@@ -281,9 +280,7 @@ class HetznerProvider:
     # ------------------------------------------------------------------ catalogue
 
     def _fetch_catalogue(self, client: Client) -> _Catalogue:
-        types = {
-            str(t.name).lower(): _server_type_json(t) for t in client.server_types.get_all()
-        }
+        types = {str(t.name).lower(): _server_type_json(t) for t in client.server_types.get_all()}
         locations = {str(loc.name) for loc in client.locations.get_all()}
         return _Catalogue(fetched_at=time.monotonic(), types=types, locations=locations)
 
@@ -314,15 +311,13 @@ class HetznerProvider:
         """Usable server types (allocatable after the system reserve, hourly net price in the
         first configured location). Unusable ones are left out; see unusable_types()."""
         cat = await self._get_catalogue()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         out: list[ServerType] = []
-        for name, data in sorted(cat.types.items()):
+        for _name, data in sorted(cat.types.items()):
             locations = [loc for loc in self.settings.locations if loc in cat.locations]
             if unusable_reason(data, locations, now, self.settings.allow_deprecated) is not None:
                 continue
-            out.append(
-                server_type_from_api(data, locations, self.settings.system_reserve, self.settings.max_pods)
-            )
+            out.append(server_type_from_api(data, locations, self.settings.system_reserve, self.settings.max_pods))
         return out
 
     async def unusable_types(
@@ -331,7 +326,7 @@ class HetznerProvider:
         """Server type → why a pool of it cannot get machines (removed, deprecated, not in the
         configured locations). `wanted` adds types the API no longer lists at all."""
         cat = await self._get_catalogue()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         locs = [loc for loc in (locations or self.settings.locations) if loc in cat.locations]
         names = set(cat.types) | {w.lower() for w in wanted or []}
         problems: dict[str, str] = {}
@@ -406,7 +401,7 @@ class HetznerProvider:
         st: ServerType | None = None
         if cat is not None:
             reason = unusable_reason(
-                cat.types.get(type_name), locations, datetime.now(timezone.utc), self.settings.allow_deprecated
+                cat.types.get(type_name), locations, datetime.now(UTC), self.settings.allow_deprecated
             )
             if reason is not None:
                 return CreateNodeResult(outcome="no_capacity", message=f"server type {type_name}: {reason}")

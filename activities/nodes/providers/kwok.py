@@ -16,9 +16,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from activities.kube.client import ClusterClients, cluster_clients, raw_list
-from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
-from scaling.nodes.catalogue import kwok_catalogue
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE
+from scaling.nodes.catalogue import kwok_catalogue
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"

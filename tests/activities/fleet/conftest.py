@@ -32,7 +32,9 @@ def fleet_settings(ocm: FakeOcm, tmp_path: Path) -> FleetSettings:
     return FleetSettings(
         ocm=OcmSettings(base_url=ocm.url, token_file=str(tmp_path / "ocm-token"), timeout_s=5),
         identity_provider=IdentityProviderSettings(client_secret_file=str(tmp_path / "idp-secret")),
-        agent_api=AgentApiSettings(public_url="http://127.0.0.1:9999", token_secret_file=str(tmp_path / "agent-secret")),
+        agent_api=AgentApiSettings(
+            public_url="http://127.0.0.1:9999", token_secret_file=str(tmp_path / "agent-secret")
+        ),
     )
 
 

@@ -101,7 +101,9 @@ async def test_create_finds_a_cluster_with_its_name(acts: OcmActivities, ocm: Fa
     is the same cluster: no 'already exists' failure, no second cluster."""
     name = ocm_cluster_name("c-by-name")
     with ocm_http(ocm) as http:
-        made = http.post("/clusters", json={"name": name, "cloud_provider": {"id": "aws"}, "region": {"id": "r"}}).json()
+        made = http.post(
+            "/clusters", json={"name": name, "cloud_provider": {"id": "aws"}, "region": {"id": "r"}}
+        ).json()
     got = await ENV.run(acts.create_ocm_cluster, create_input("c-by-name"))
     assert got.ocm_id == made["id"] and not got.created
     assert ocm.stats()["clusters_created"] == 1
@@ -263,7 +265,8 @@ async def test_identity_provider_created_and_secret_required(
     other = OcmActivities(fleet_settings.model_copy(update={"identity_provider": idp}))
     try:
         err = await fails(
-            other.ensure_identity_provider, IdentityProviderInput(ocm_id=c.ocm_id, cluster_id=c.cluster_id, name="other")
+            other.ensure_identity_provider,
+            IdentityProviderInput(ocm_id=c.ocm_id, cluster_id=c.cluster_id, name="other"),
         )
         assert err.non_retryable and "/nonexistent" in str(err) and IDP_SECRET not in str(err)
     finally:
@@ -295,7 +298,10 @@ async def test_addons_install_poll_and_fleetshard_credentials(
     assert (await ENV.run(acts.install_addon, strimzi)).state == "installing"
     assert (await ENV.run(acts.install_addon, strimzi)).state == "installing"  # the existing one, no error
     fleetshard = AddonInput(
-        ocm_id=c.ocm_id, cluster_id=c.cluster_id, addon_id=contracts.FLEETSHARD_ADDON, parameters={"poll-interval": "15s"}
+        ocm_id=c.ocm_id,
+        cluster_id=c.cluster_id,
+        addon_id=contracts.FLEETSHARD_ADDON,
+        parameters={"poll-interval": "15s"},
     )
     await ENV.run(acts.install_addon, fleetshard)
     ref = AddonRef(ocm_id=c.ocm_id, cluster_id=c.cluster_id, addon_id=contracts.STRIMZI_ADDON)

@@ -97,11 +97,21 @@ async def test_each_clusters_activities_reach_its_own_api_server(
 
     # A node name that exists only in west, acted on as east: east answers "gone", west is untouched.
     west_node = made["west"].node_name
-    assert env.run(acts[contracts.MARK_NODE_FOR_SCALE_DOWN], MarkNodeInput(cluster="east", node=west_node, scale_down_at="x")) is False
+    assert (
+        env.run(
+            acts[contracts.MARK_NODE_FOR_SCALE_DOWN], MarkNodeInput(cluster="east", node=west_node, scale_down_at="x")
+        )
+        is False
+    )
     env.run(acts[contracts.DELETE_NODE_OBJECT], NodeRef(cluster="east", node=west_node))
     assert nodes_of(two_clusters["west"]) == [west_node]
     # The same calls as west act on west.
-    assert env.run(acts[contracts.MARK_NODE_FOR_SCALE_DOWN], MarkNodeInput(cluster="west", node=west_node, scale_down_at="x")) is True
+    assert (
+        env.run(
+            acts[contracts.MARK_NODE_FOR_SCALE_DOWN], MarkNodeInput(cluster="west", node=west_node, scale_down_at="x")
+        )
+        is True
+    )
     await env.run(acts[contracts.DELETE_NODE], DeleteNodeInput(cluster="west", provider="kwok", node_name=west_node))
     assert nodes_of(two_clusters["west"]) == []
     assert nodes_of(two_clusters["east"]) == [made["east"].node_name]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
 from activities.nodes.providers.hetzner import LABEL_ATTEMPT, HetznerProvider, HetznerSettings
 from scaling.kube.labels import request_key
-from scaling.nodes.leaks import find_leaked_machines
 from scaling.kube.models import Taint
+from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
+from scaling.nodes.leaks import find_leaked_machines
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_REQUEST, Pool
 from sim.clouds.hetzner import FakeHetzner, parse_kubelet_user_data
 
@@ -241,7 +241,9 @@ async def test_transient_5xx_is_retryable_error(hz: FakeHetzner, secrets: Path) 
 async def test_delete_is_idempotent(hz: FakeHetzner, secrets: Path) -> None:
     provider = make_provider(hz, secrets)
     created = await provider.create_node(req(pool()))
-    inp = DeleteNodeInput(cluster="prod", provider="hetzner", node_name=created.node_name, provider_id=created.provider_id)
+    inp = DeleteNodeInput(
+        cluster="prod", provider="hetzner", node_name=created.node_name, provider_id=created.provider_id
+    )
     await provider.delete_node(inp)
     assert hz.servers() == []
     await provider.delete_node(inp)  # 404 = already done
@@ -338,9 +340,10 @@ async def test_created_server_joins_sim_cluster_as_labelled_node(secrets: Path) 
     import urllib.request
 
     cluster_mod = pytest.importorskip("sim.cluster")
-    with cluster_mod.SimCluster(node_ready_delay=0.1) as cluster, FakeHetzner(
-        TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05
-    ) as hz:
+    with (
+        cluster_mod.SimCluster(node_ready_delay=0.1) as cluster,
+        FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
+    ):
         provider = make_provider(hz, secrets)
         result = await provider.create_node(req(pool("cax11")))
 
@@ -370,7 +373,9 @@ async def test_created_server_joins_sim_cluster_as_labelled_node(secrets: Path) 
         assert labels["kubernetes.io/arch"] == "arm64"
         assert {"key": "dedicated", "value": "data", "effect": "NoSchedule"} in node["spec"]["taints"]
         await provider.delete_node(
-            DeleteNodeInput(cluster="prod", provider="hetzner", node_name=result.node_name, provider_id=result.provider_id)
+            DeleteNodeInput(
+                cluster="prod", provider="hetzner", node_name=result.node_name, provider_id=result.provider_id
+            )
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and await asyncio.to_thread(get_node) is not None:

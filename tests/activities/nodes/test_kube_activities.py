@@ -3,22 +3,28 @@ official client (no monkeypatching)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
 from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
-from activities.nodes.kube import KubeActivities
 from activities.kube.client import api_client
-from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
+from activities.nodes.kube import KubeActivities
 from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings, load_settings
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool, SpecProblem
-from scaling.nodes.contracts import GroupStatusInput, PodEvent, PodEventsInput
-from scaling.nodes.contracts import LabelNodeInput, WaitReadyInput
+from scaling.nodes.contracts import (
+    CreateNodeInput,
+    DeleteNodeInput,
+    GroupStatusInput,
+    LabelNodeInput,
+    PodEvent,
+    PodEventsInput,
+    WaitReadyInput,
+)
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
 from tests.sim.conftest import eventually
@@ -42,7 +48,9 @@ def pool(name: str = "kwok-cx22", server_type: str = "cx22") -> Pool:
 
 async def test_kwok_create_is_idempotent_per_request_attempt(api: client.ApiClient) -> None:
     provider = KwokProvider(api)
-    inp = CreateNodeInput(cluster="c1", request_id="nodes/c1/request/000001-ab", attempt=0, pool=pool(), labels={LABEL_POOL: "kwok-cx22"})
+    inp = CreateNodeInput(
+        cluster="c1", request_id="nodes/c1/request/000001-ab", attempt=0, pool=pool(), labels={LABEL_POOL: "kwok-cx22"}
+    )
     first = await provider.create_node(inp)
     again = await provider.create_node(inp)  # a retried or replayed activity
     assert first.outcome == again.outcome == "created"
@@ -81,15 +89,28 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     provider = KwokProvider(api)
     kube = KubeActivities(api, known_providers=["kwok"])
     ok = await provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool()))
-    stuck = await provider.create_node(CreateNodeInput(cluster="c1", request_id="r2", attempt=0, pool=pool("kwok-stuck-cx22")))
+    stuck = await provider.create_node(
+        CreateNodeInput(cluster="c1", request_id="r2", attempt=0, pool=pool("kwok-stuck-cx22"))
+    )
     env = ActivityEnvironment()
     heartbeats: list = []
     env.on_heartbeat = lambda *a: heartbeats.append(a)
-    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05)) is True
-    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)) is False
+    assert (
+        env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05))
+        is True
+    )
+    assert (
+        env.run(
+            kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)
+        )
+        is False
+    )
     assert heartbeats  # a dead worker is noticed through missed heartbeats
     # A node that has not registered yet (404) is waited for, not an error.
-    assert env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name="not-yet", timeout_s=0.3, poll_s=0.05)) is False
+    assert (
+        env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name="not-yet", timeout_s=0.3, poll_s=0.05))
+        is False
+    )
 
 
 def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiClient) -> None:
@@ -98,7 +119,11 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     apply_node_group(api, node_group("broken", [{"provider": "nowhere", "serverType": ["cx22"], "priority": 10}]))
     client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="250m", memory="64Mi"))
     kube = KubeActivities(api, known_providers=["kwok"])
-    obs = eventually(lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o, timeout=60, message="pods unschedulable")
+    obs = eventually(
+        lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o,
+        timeout=60,
+        message="pods unschedulable",
+    )
     assert {p.requests.cpu_m for p in obs.unschedulable} == {250}
     assert all(p.controller_kind == "ReplicaSet" for p in obs.unschedulable)
     assert [g.name for g in obs.groups] == ["general"]
@@ -107,7 +132,11 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     custom = client.CustomObjectsApi(api)
     broken = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken")
     good = custom.get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
-    assert broken["status"] == {"valid": False, "field": "spec.pools[0].provider", "message": obs.invalid_groups[0].message}
+    assert broken["status"] == {
+        "valid": False,
+        "field": "spec.pools[0].provider",
+        "message": obs.invalid_groups[0].message,
+    }
     assert good["status"]["valid"] is True
 
 
@@ -128,11 +157,22 @@ def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client
     core.create_namespaced_pod(
         "default",
         {
-            "metadata": {"name": "ds-pod", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}]},
+            "metadata": {
+                "name": "ds-pod",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}
+                ],
+            },
             "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "50"}}}]},
         },
     )
-    eventually(lambda: any(c.reason == "Unschedulable" for c in (core.read_namespaced_pod("ds-pod", "default").status.conditions or [])), timeout=60, message="ds pod marked")
+    eventually(
+        lambda: any(
+            c.reason == "Unschedulable" for c in (core.read_namespaced_pod("ds-pod", "default").status.conditions or [])
+        ),
+        timeout=60,
+        message="ds pod marked",
+    )
     assert kube.observe_cluster("c1").unschedulable == []  # DaemonSet pods are never demand
 
 
@@ -150,7 +190,9 @@ def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> 
     config.write_text(yaml.safe_dump({"node_groups_file": "nodegroups.yaml", "providers": {"kwok": {}}}))
     settings = load_settings(str(config))
     assert settings.node_groups_file == str(groups_file)  # relative to the settings file
-    obs = KubeActivities(api, known_providers=["kwok"], node_groups_file=settings.node_groups_file).observe_cluster("c1")
+    obs = KubeActivities(api, known_providers=["kwok"], node_groups_file=settings.node_groups_file).observe_cluster(
+        "c1"
+    )
     assert [g.name for g in obs.groups] == ["general"]
     assert [(p.name, p.field) for p in obs.invalid_groups] == [("bad", "spec.pools[0].serverType")]
 
@@ -159,11 +201,32 @@ def test_label_node_and_pod_events(api: client.ApiClient) -> None:
     import asyncio
 
     core = client.CoreV1Api(api)
-    made = asyncio.run(KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
+    made = asyncio.run(
+        KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool()))
+    )
     kube = KubeActivities(api, known_providers=["kwok"])
-    kube.label_node(LabelNodeInput(cluster="c1", node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"}))
+    kube.label_node(
+        LabelNodeInput(cluster="c1", node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"})
+    )
     assert core.read_node(made.node_name).metadata.labels["growth.autoscaling.dev/node-group"] == "general"
-    pod = core.create_namespaced_pod("default", {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
-    kube.emit_pod_events(PodEventsInput(cluster="c1", events=[PodEvent(namespace="default", pod_name="p1", pod_uid=pod.metadata.uid, reason="TriggeredScaleUp", message="pod triggered scale-up")]))
+    pod = core.create_namespaced_pod(
+        "default", {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    )
+    kube.emit_pod_events(
+        PodEventsInput(
+            cluster="c1",
+            events=[
+                PodEvent(
+                    namespace="default",
+                    pod_name="p1",
+                    pod_uid=pod.metadata.uid,
+                    reason="TriggeredScaleUp",
+                    message="pod triggered scale-up",
+                )
+            ],
+        )
+    )
     events = core.list_namespaced_event("default", field_selector="involvedObject.name=p1").items
-    assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [("TriggeredScaleUp", pod.metadata.uid, "growth")]
+    assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [
+        ("TriggeredScaleUp", pod.metadata.uid, "growth")
+    ]

@@ -15,16 +15,15 @@ from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
 from activities.nodes.machines import MachineActivities
-from scaling.nodes.contracts import CollectedMachine
-from scaling.nodes.contracts import CreateNodeInput
 from activities.nodes.providers.hetzner import HetznerProvider, HetznerSettings
-from scaling.nodes.catalogue import catalogue_index
 from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.catalogue import catalogue_index
+from scaling.nodes.contracts import CollectedMachine, CreateNodeInput
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups
 from scaling.nodes.planning import plan_scale_up
-from sim.cluster import SimCluster
 from sim.clouds.hetzner import FakeHetzner
+from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, node_group
 
 TOKEN = "hz-token"
@@ -41,14 +40,17 @@ GROUP = node_group(
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SimCluster, FakeHetzner, MachineActivities]]:
+def world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[SimCluster, FakeHetzner, MachineActivities]]:
     token_file = tmp_path / "hcloud-token"
     token_file.write_text(TOKEN)
     join_file = tmp_path / "join-token"
     join_file.write_text(JOIN)
-    with SimCluster(node_ready_delay=0.1) as cluster, FakeHetzner(
-        TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05
-    ) as hz:
+    with (
+        SimCluster(node_ready_delay=0.1) as cluster,
+        FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
+    ):
         provider = HetznerProvider(
             HetznerSettings(
                 api_endpoint=hz.url,
@@ -69,7 +71,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Sim
 
 
 def group_status(acts: MachineActivities) -> dict[str, Any]:
-    obj = client.CustomObjectsApi(acts.clusters.api("prod")).get_cluster_custom_object(CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general")
+    obj = client.CustomObjectsApi(acts.clusters.api("prod")).get_cluster_custom_object(
+        CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "general"
+    )
     return obj.get("status") or {}
 
 
@@ -96,7 +100,13 @@ async def test_removed_and_deprecated_types_are_reported_and_other_pools_keep_wo
     groups, problems = load_node_groups([GROUP], {"hetzner"})
     assert not problems
     pods = [
-        PodInfo(namespace="default", name=f"p{i}", uid=f"u{i}", requests=Resources(cpu_m=500, memory=GIB // 2, pods=1), unschedulable=True)
+        PodInfo(
+            namespace="default",
+            name=f"p{i}",
+            uid=f"u{i}",
+            requests=Resources(cpu_m=500, memory=GIB // 2, pods=1),
+            unschedulable=True,
+        )
         for i in range(4)
     ]
     plan = plan_scale_up(pods, [], groups, catalogue, [])
@@ -105,7 +115,9 @@ async def test_removed_and_deprecated_types_are_reported_and_other_pools_keep_wo
     assert tried and tried.isdisjoint({"hetzner-cx31", "hetzner-cax11"})
     # A create on the removed type answers "no capacity" (the request moves on), never raises.
     cx31 = next(p for p in flatten_pools(groups[0]) if p.name == "hetzner-cx31")
-    result = await provider.create_node(CreateNodeInput(cluster="prod", request_id="nodes/prod/request/r1", attempt=0, pool=cx31))
+    result = await provider.create_node(
+        CreateNodeInput(cluster="prod", request_id="nodes/prod/request/r1", attempt=0, pool=cx31)
+    )
     assert result.outcome == "no_capacity" and "cx31" in result.message
 
     # The operator drops the dead pools from the group: the report clears.
@@ -122,7 +134,9 @@ async def test_machines_nodes_and_collected_report(world) -> None:  # noqa: ANN0
     env = ActivityEnvironment()
     provider = acts.providers["hetzner"]
     cx32 = next(p for p in flatten_pools(load_node_groups([GROUP], {"hetzner"})[0][0]) if p.name == "hetzner-cx32")
-    made = await provider.create_node(CreateNodeInput(cluster="prod", request_id="nodes/prod/request/r2", attempt=0, pool=cx32))
+    made = await provider.create_node(
+        CreateNodeInput(cluster="prod", request_id="nodes/prod/request/r2", attempt=0, pool=cx32)
+    )
     assert made.outcome == "created"
     machines = await env.run(acts.list_provider_machines, "prod")
     assert [m.provider_id for m in machines] == [made.provider_id]
@@ -137,7 +151,9 @@ async def test_machines_nodes_and_collected_report(world) -> None:  # noqa: ANN0
 
     env.run(
         acts.report_collected_machine,
-        CollectedMachine(cluster="prod", provider="hetzner", provider_id="hcloud://9", name="gone", group="general", reason="test"),
+        CollectedMachine(
+            cluster="prod", provider="hetzner", provider_id="hcloud://9", name="gone", group="general", reason="test"
+        ),
     )
     events = client.CoreV1Api(acts.clusters.api("prod")).list_namespaced_event("default").items
     [ev] = [e for e in events if e.reason == "LeakedMachineDeleted"]

@@ -10,8 +10,16 @@ from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
 from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
-from scaling.nodes.contracts import EvictPodInput, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, UnmarkNodeInput, WaitPodsGoneInput
 from scaling.kube.drain import TAINT_TO_BE_DELETED
+from scaling.nodes.contracts import (
+    EvictPodInput,
+    MarkNodeInput,
+    NodeEvent,
+    NodeEventsInput,
+    NodeRef,
+    UnmarkNodeInput,
+    WaitPodsGoneInput,
+)
 from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
 from sim.storage.longhorn import SimLonghorn
@@ -30,8 +38,13 @@ def core(cluster: SimCluster) -> client.CoreV1Api:
     api = client.CoreV1Api(cluster.api_client())
     for n in ("n1", "n2"):
         q = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-        api.create_node({"metadata": {"name": n, "labels": {LABEL_GROUP: "g"}, "annotations": {"kwok.x-k8s.io/node": "fake"}}, "spec": {"providerID": f"kwok://{n}"},
-                         "status": {"allocatable": q, "capacity": q, "conditions": [{"type": "Ready", "status": "True"}]}})
+        api.create_node(
+            {
+                "metadata": {"name": n, "labels": {LABEL_GROUP: "g"}, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": {"providerID": f"kwok://{n}"},
+                "status": {"allocatable": q, "capacity": q, "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
     return api
 
 
@@ -41,13 +54,21 @@ def acts(cluster: SimCluster, core: client.CoreV1Api) -> ScaleDownActivities:
 
 
 def bound_pod(core: client.CoreV1Api, name: str, node: str, labels: dict[str, str] | None = None) -> None:
-    core.create_namespaced_pod("default", {
-        "metadata": {"name": name, "labels": labels or {"app": "web"}},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]},
-    })
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": name, "labels": labels or {"app": "web"}},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+            },
+        },
+    )
 
 
-def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
+def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
     core.patch_node("n1", {"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="2030-01-01T00:00:00Z"))
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="2030-01-01T00:00:00Z"))
@@ -69,11 +90,14 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(acts: S
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
 
 
-def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
+def test_evict_honours_pdbs_and_reports_gone_pods(
+    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster
+) -> None:
     bound_pod(core, "web-1", "n1")
     bound_pod(core, "db-1", "n1", labels={"app": "db"})
-    client.PolicyV1Api(cluster.api_client()).create_namespaced_pod_disruption_budget("default", {
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    client.PolicyV1Api(cluster.api_client()).create_namespaced_pod_disruption_budget(
+        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    )
     deadline = time.monotonic() + 60  # KWOK starts the pods; a PDB only guards running pods
     while any(p.status.phase != "Running" for p in core.list_namespaced_pod("default").items):
         assert time.monotonic() < deadline, "pods never ran"
@@ -85,12 +109,20 @@ def test_evict_honours_pdbs_and_reports_gone_pods(acts: ScaleDownActivities, cor
     # The evicted pod goes (waited for with a generous deadline: the call returns as soon as it
     # is gone); the one a PDB holds is still there when the wait gives up.
     env = ActivityEnvironment()
-    assert env.run(acts.wait_pods_gone, WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1"], timeout_s=30, poll_s=0.1)) == []
+    assert (
+        env.run(
+            acts.wait_pods_gone,
+            WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1"], timeout_s=30, poll_s=0.1),
+        )
+        == []
+    )
     held = WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1", "default/db-1"], timeout_s=0.3, poll_s=0.1)
     assert env.run(acts.wait_pods_gone, held) == ["default/db-1"]
 
 
-def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster) -> None:
+def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
+    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster
+) -> None:
     bound_pod(core, "web-1", "n1")
     obs = acts.observe_scale_down("c")
     assert {n.name for n in obs.nodes} == {"n1", "n2"} and [p.name for p in obs.pods] == ["web-1"]
@@ -99,16 +131,26 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(acts: Scale
         lh.create_volume("vol-1", replicas=2)
         lh.attach("vol-1", "n1")
         assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=60)
-        assert lh.wait_until(lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"), timeout=60)
+        assert lh.wait_until(
+            lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"),
+            timeout=60,
+        )
         obs = acts.observe_scale_down("c")
         assert obs.storage is not None and {r.node for r in obs.storage.replicas} == {"n1", "n2"}
         assert {p.namespace for p in obs.pdbs} == {"longhorn-system"} and len(obs.pdbs) == 2
 
 
 def test_delete_node_object_and_events(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
-    acts.emit_node_events(NodeEventsInput(cluster="c", events=[NodeEvent(node="n1", reason="ScaleDownBlocked", message="NotEnoughPdb: held", type="Warning")]))
+    acts.emit_node_events(
+        NodeEventsInput(
+            cluster="c",
+            events=[NodeEvent(node="n1", reason="ScaleDownBlocked", message="NotEnoughPdb: held", type="Warning")],
+        )
+    )
     events = core.list_namespaced_event("default").items
-    assert [(e.involved_object.kind, e.involved_object.name, e.reason) for e in events] == [("Node", "n1", "ScaleDownBlocked")]
+    assert [(e.involved_object.kind, e.involved_object.name, e.reason) for e in events] == [
+        ("Node", "n1", "ScaleDownBlocked")
+    ]
     acts.delete_node_object(NodeRef(cluster="c", node="n1"))
     acts.delete_node_object(NodeRef(cluster="c", node="n1"))  # already gone: success
     assert [n.metadata.name for n in core.list_node().items] == ["n2"]

@@ -36,15 +36,21 @@ def test_schema_declares_every_field_the_parser_reads() -> None:
     for component in ("tikv", "tidb"):
         props = spec[component]["properties"]
         assert {"resources", "rules", "scaleInIntervalSeconds", "scaleOutIntervalSeconds", "external"} <= set(props)
-        assert set(props["rules"]["additionalProperties"]["properties"]) == {"max_threshold", "min_threshold", "resource_types"}
+        assert set(props["rules"]["additionalProperties"]["properties"]) == {
+            "max_threshold",
+            "min_threshold",
+            "resource_types",
+        }
         assert {"cpu", "memory", "storage", "count"} == set(props["resources"]["additionalProperties"]["properties"])
         assert {"endpoint", "maxReplicas"} == set(props["external"]["properties"])
 
 
 def test_example_autoscaler_is_valid() -> None:
     obj = load("deploy/examples/tidbclusterautoscaler.yaml")
-    base = {"tikv": ComponentView(replicas=3, cpu="2", memory="8Gi", storage="100Gi"),
-            "tidb": ComponentView(replicas=2, cpu="2", memory="4Gi")}
+    base = {
+        "tikv": ComponentView(replicas=3, cpu="2", memory="8Gi", storage="100Gi"),
+        "tidb": ComponentView(replicas=2, cpu="2", memory="4Gi"),
+    }
     parsed, errors = parse_spec(obj["spec"], obj["metadata"]["namespace"], base)
     assert errors == {}
     tikv = parsed.components["tikv"]

@@ -63,8 +63,13 @@ def test_unscaled_quantities_as_go_keeps_them(quantity: str, expected: int) -> N
 def test_seed_example_name() -> None:
     labels = {"group": "a", "specialUse": "hotRegion", "zone": "A"}
     seed = {
-        "namespace": "prod", "tas": "auto", "component": "tikv",
-        "cpu": 1, "memory": 8589934592, "storage": 107374182400, "labels": labels,
+        "namespace": "prod",
+        "tas": "auto",
+        "component": "tikv",
+        "cpu": 1,
+        "memory": 8589934592,
+        "storage": 107374182400,
+        "labels": labels,
     }
     name = auto_cluster_name("prod", "auto", "tikv", "1", "8Gi", "100Gi", labels)
     assert name == reference_name(seed)
@@ -83,6 +88,13 @@ def test_name_depends_on_every_seed_field() -> None:
 
 def test_label_escapes_reach_the_hash() -> None:
     labels = {"zone": "a&b"}
-    seed = {"namespace": "ns", "tas": "t", "component": "tidb", "cpu": 2, "memory": 4294967296, "storage": 0,
-            "labels": labels}
+    seed = {
+        "namespace": "ns",
+        "tas": "t",
+        "component": "tidb",
+        "cpu": 2,
+        "memory": 4294967296,
+        "storage": 0,
+        "labels": labels,
+    }
     assert auto_cluster_name("ns", "t", "tidb", "2", "4Gi", "", labels) == reference_name(seed)

@@ -43,19 +43,41 @@ def hom(n: int, ratio: float, hot: int = 0, hot_ratio: float = 0.0, storage: flo
     cool = n - hot
     used = cool * 2 * ratio + hot * 2 * hot_ratio
     return GroupMetrics(
-        group=HOMOGENEOUS, instances=n, cpu_used=used, cpu_quota=2 * n,
+        group=HOMOGENEOUS,
+        instances=n,
+        cpu_used=used,
+        cpu_quota=2 * n,
         max_ratio=max(ratio if cool else 0, hot_ratio if hot else 0),
-        hot_instances=hot, hot_cpu_used=hot * 2 * hot_ratio, hot_cpu_quota=hot * 2,
-        storage_instances=n if storage else 0, storage_used=storage * 100 * n, storage_capacity=100 * n if storage else 0,
+        hot_instances=hot,
+        hot_cpu_used=hot * 2 * hot_ratio,
+        hot_cpu_quota=hot * 2,
+        storage_instances=n if storage else 0,
+        storage_used=storage * 100 * n,
+        storage_capacity=100 * n if storage else 0,
     )
 
 
-def inp(spec: ComponentSpec, groups_metrics: list[GroupMetrics], replicas: int = 3, groups: list[Group] | None = None,
-        fits: dict[str, int] | None = None, managed: bool = False) -> PlanInput:
+def inp(
+    spec: ComponentSpec,
+    groups_metrics: list[GroupMetrics],
+    replicas: int = 3,
+    groups: list[Group] | None = None,
+    fits: dict[str, int] | None = None,
+    managed: bool = False,
+) -> PlanInput:
     return PlanInput(
-        namespace="ns", autoscaler="tas", base_cluster="db", spec=spec, homogeneous_replicas=replicas,
-        homogeneous_shape=HOM_SHAPE, base_cpu="2", base_memory="4Gi", base_storage="100Gi",
-        groups=groups or [], metrics=ComponentMetrics(component="tikv", groups=groups_metrics), fits=fits,
+        namespace="ns",
+        autoscaler="tas",
+        base_cluster="db",
+        spec=spec,
+        homogeneous_replicas=replicas,
+        homogeneous_shape=HOM_SHAPE,
+        base_cpu="2",
+        base_memory="4Gi",
+        base_storage="100Gi",
+        groups=groups or [],
+        metrics=ComponentMetrics(component="tikv", groups=groups_metrics),
+        fits=fits,
         growth_manages_nodes=managed,
     )
 
@@ -63,8 +85,13 @@ def inp(spec: ComponentSpec, groups_metrics: list[GroupMetrics], replicas: int =
 def existing(spec: ComponentSpec, resource_type: str, replicas: int) -> Group:
     labels = group_labels("tikv", resource_type)
     probe = inp(spec, [])
-    return Group(name=group_name(probe, spec.resources[resource_type], labels), group=labels["group"],
-                 resource_type=resource_type, replicas=replicas, labels=labels)
+    return Group(
+        name=group_name(probe, spec.resources[resource_type], labels),
+        group=labels["group"],
+        resource_type=resource_type,
+        replicas=replicas,
+        labels=labels,
+    )
 
 
 def test_cpu_average_over_max_scales_homogeneous_out_to_the_midpoint() -> None:
@@ -86,8 +113,16 @@ def test_hot_subset_scales_heterogeneous_out_by_cpu_descending_up_to_counts() ->
     # Big exhausted (count 1): the next need goes to small.
     m = hom(3, 0.3, hot=3, hot_ratio=0.95)  # not over max on average? (5.7/6 = 0.95) -> homogeneous instead
     assert plan_growth(inp(spec, [m])).changes[0].cluster == "db"
-    m2 = GroupMetrics(group=HOMOGENEOUS, instances=10, cpu_used=15.0, cpu_quota=20, max_ratio=1.0,
-                      hot_instances=4, hot_cpu_used=8, hot_cpu_quota=8)  # need 16-8 = 8 cores more... big gives 8
+    m2 = GroupMetrics(
+        group=HOMOGENEOUS,
+        instances=10,
+        cpu_used=15.0,
+        cpu_quota=20,
+        max_ratio=1.0,
+        hot_instances=4,
+        hot_cpu_used=8,
+        hot_cpu_quota=8,
+    )  # need 16-8 = 8 cores more... big gives 8
     big = existing(spec, "big", 1)
     plan = plan_growth(inp(spec, [m2], replicas=10, groups=[big]))
     outs = {c.resource_type: c.to_replicas for c in plan.changes}
@@ -97,8 +132,11 @@ def test_hot_subset_scales_heterogeneous_out_by_cpu_descending_up_to_counts() ->
 def test_all_under_min_scales_in_one_heterogeneous_instance_least_preferred_first() -> None:
     spec = tikv_spec(count_big=3, count_small=3)
     big, small = existing(spec, "big", 2), existing(spec, "small", 2)
-    metrics = [hom(3, 0.1), GroupMetrics(group=big.group, instances=2, cpu_used=1, cpu_quota=16, max_ratio=0.1),
-               GroupMetrics(group=small.group, instances=2, cpu_used=0.5, cpu_quota=8, max_ratio=0.1)]
+    metrics = [
+        hom(3, 0.1),
+        GroupMetrics(group=big.group, instances=2, cpu_used=1, cpu_quota=16, max_ratio=0.1),
+        GroupMetrics(group=small.group, instances=2, cpu_used=0.5, cpu_quota=8, max_ratio=0.1),
+    ]
     plan = plan_growth(inp(spec, metrics, groups=[big, small]))
     assert [(c.cluster, c.direction, c.to_replicas) for c in plan.changes] == [(small.name, "in", 1)]
 
@@ -161,8 +199,10 @@ def test_no_metrics_decides_nothing() -> None:
 def test_pd_plan_is_the_full_group_set() -> None:
     spec = tikv_spec(count_big=2, count_small=5)
     small = existing(spec, "small", 2)
-    plans = [PdPlan(component="tikv", count=3, resource_type="big", labels={"group": "g-big"}),
-             PdPlan(component="tidb", count=1, resource_type="big")]
+    plans = [
+        PdPlan(component="tikv", count=3, resource_type="big", labels={"group": "g-big"}),
+        PdPlan(component="tidb", count=1, resource_type="big"),
+    ]
     plan = plan_from_pd(inp(spec, [], groups=[small]), plans)
     by = {c.resource_type: c for c in plan.changes}
     assert by["small"].to_replicas == 0 and by["small"].direction == "in"
@@ -186,7 +226,8 @@ ratios = st.floats(min_value=0.0, max_value=1.5, allow_nan=False)
 @st.composite
 def situations(draw: st.DrawFn) -> PlanInput:
     spec = tikv_spec(
-        count_big=draw(st.none() | st.integers(0, 4)), count_small=draw(st.none() | st.integers(0, 4)),
+        count_big=draw(st.none() | st.integers(0, 4)),
+        count_small=draw(st.none() | st.integers(0, 4)),
         storage=draw(st.booleans()),
     )
     n = draw(st.integers(1, 12))
@@ -201,8 +242,10 @@ def situations(draw: st.DrawFn) -> PlanInput:
             q = spec.resources[t].cpu_milli / 1000 * r
             ratio = draw(ratios)
             metrics.append(GroupMetrics(group=g.group, instances=r, cpu_used=ratio * q, cpu_quota=q, max_ratio=ratio))
-    fits = draw(st.none() | st.fixed_dictionaries({HOMOGENEOUS: st.integers(0, 5), "big": st.integers(0, 3),
-                                                    "small": st.integers(0, 3)}))
+    fits = draw(
+        st.none()
+        | st.fixed_dictionaries({HOMOGENEOUS: st.integers(0, 5), "big": st.integers(0, 3), "small": st.integers(0, 3)})
+    )
     return inp(spec, metrics, replicas=n, groups=groups, fits=fits, managed=draw(st.booleans()))
 
 

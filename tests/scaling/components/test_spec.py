@@ -24,16 +24,20 @@ def test_defaults_resources_from_the_base_cluster_and_rule_types_from_resources(
     res = tikv.resources["default_tikv"]
     assert (res.cpu, res.memory, res.storage, res.count) == ("2", "4Gi", "100Gi", None)
     assert tikv.rules["cpu"].resource_types == ["default_tikv"]
-    assert (tikv.scale_in_interval_s, tikv.scale_out_interval_s) == (DEFAULT_SCALE_IN_S, DEFAULT_SCALE_OUT_S) == (500, 300)
+    assert (
+        (tikv.scale_in_interval_s, tikv.scale_out_interval_s) == (DEFAULT_SCALE_IN_S, DEFAULT_SCALE_OUT_S) == (500, 300)
+    )
     assert parsed.cluster_name == "db" and parsed.cluster_namespace == "ns"
 
 
 def test_rule_without_resource_types_gets_every_declared_type() -> None:
-    raw = spec(tidb={
-        "resources": {"big": {"cpu": "8", "memory": "16Gi", "count": 2}, "small": {"cpu": "2", "memory": "4Gi"}},
-        "rules": {"cpu": {"max_threshold": 0.7, "min_threshold": 0.1}},
-        "scaleOutIntervalSeconds": 60,
-    })
+    raw = spec(
+        tidb={
+            "resources": {"big": {"cpu": "8", "memory": "16Gi", "count": 2}, "small": {"cpu": "2", "memory": "4Gi"}},
+            "rules": {"cpu": {"max_threshold": 0.7, "min_threshold": 0.1}},
+            "scaleOutIntervalSeconds": 60,
+        }
+    )
     parsed, errors = parse_spec(raw, "ns", BASE)
     assert errors == {}
     tidb = parsed.components["tidb"]
@@ -53,7 +57,10 @@ def test_rule_without_resource_types_gets_every_declared_type() -> None:
         ({"min_threshold": 0.1}, "spec.tikv.rules.cpu.max_threshold"),
         ({"max_threshold": 0.8}, "spec.tikv.rules.cpu.min_threshold"),
         ({"max_threshold": "high", "min_threshold": 0.1}, "spec.tikv.rules.cpu.max_threshold"),
-        ({"max_threshold": 0.8, "min_threshold": 0.1, "resource_types": ["nope"]}, "spec.tikv.rules.cpu.resource_types"),
+        (
+            {"max_threshold": 0.8, "min_threshold": 0.1, "resource_types": ["nope"]},
+            "spec.tikv.rules.cpu.resource_types",
+        ),
     ],
 )
 def test_bad_thresholds_are_reported_with_their_field(rule: dict, field: str) -> None:
@@ -83,8 +90,10 @@ def test_one_bad_component_leaves_the_other_working() -> None:
         ({"resources": {"a": {"cpu": "2", "memory": "4Gi", "count": -1}}}, "spec.tikv.resources.a.count"),
         ({"resources": {"a": {"cpu": "two", "memory": "4Gi"}}}, "spec.tikv.resources.a.cpu"),
         ({"resources": {"a": {"cpu": "2"}}}, "spec.tikv.resources.a.memory"),
-        ({"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.1}}, "scaleInIntervalSeconds": -5},
-         "spec.tikv.scaleInIntervalSeconds"),
+        (
+            {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.1}}, "scaleInIntervalSeconds": -5},
+            "spec.tikv.scaleInIntervalSeconds",
+        ),
         ({"external": {"endpoint": {"host": "rec", "port": 80}}}, "spec.tikv.external.maxReplicas"),
         ({"external": {"endpoint": {"host": "rec"}, "maxReplicas": 3}}, "spec.tikv.external.endpoint"),
         ({}, "spec.tikv.rules"),
@@ -106,7 +115,9 @@ def test_missing_cluster_and_defaults_without_base_requests() -> None:
     parsed, errors = parse_spec({"tikv": {}}, "ns", BASE)
     assert parsed is None and errors[""][0].field == "spec.cluster.name"
     no_requests = {"tikv": ComponentView(replicas=3)}
-    _, errors = parse_spec(spec(tikv={"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.1}}}), "ns", no_requests)
+    _, errors = parse_spec(
+        spec(tikv={"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.1}}}), "ns", no_requests
+    )
     assert errors["tikv"][0].field == "spec.tikv.resources"
 
 

@@ -16,8 +16,13 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def spec() -> ComponentSpec:
-    raw = {"cluster": {"name": "db"}, "tidb": {"resources": {"a": {"cpu": "1", "memory": "1Gi"}},
-           "rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}}}
+    raw = {
+        "cluster": {"name": "db"},
+        "tidb": {
+            "resources": {"a": {"cpu": "1", "memory": "1Gi"}},
+            "rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}},
+        },
+    }
     return parse_spec(raw, "ns", {})[0].components["tidb"]
 
 
@@ -27,7 +32,9 @@ def change(cluster: str, direction: str, create: bool = False) -> Change:
 
 
 def test_first_change_goes_at_once() -> None:
-    g = gate(ComponentPlan(component="tidb", changes=[change("auto-x", "out", create=True)]), ComponentTiming(), spec(), T0)
+    g = gate(
+        ComponentPlan(component="tidb", changes=[change("auto-x", "out", create=True)]), ComponentTiming(), spec(), T0
+    )
     assert len(g.allowed) == 1 and g.deferred == []
 
 

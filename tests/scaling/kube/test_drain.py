@@ -81,13 +81,20 @@ def test_kube_system_daemonset_pod_is_never_evicted() -> None:
 def test_safe_to_evict_true_lifts_not_replicated_local_storage_and_kube_system() -> None:
     ann = {ANNOTATION_SAFE_TO_EVICT: "true"}
     assert pod_blocker(pod("bare", controller_kind=None, annotations=ann), []) is None
-    assert pod_blocker(pod("im", controller_kind="InstanceManager", has_local_storage=True, annotations=ann), []) is None
+    assert (
+        pod_blocker(pod("im", controller_kind="InstanceManager", has_local_storage=True, annotations=ann), []) is None
+    )
     assert pod_blocker(pod("x", ns="kube-system", controller_kind=None, annotations=ann), []) is None
 
 
 def test_safe_to_evict_true_does_not_lift_a_pdb() -> None:
-    im = pod("im-1", ns="longhorn-system", controller_kind="InstanceManager",
-             labels={"im": "n1"}, annotations={ANNOTATION_SAFE_TO_EVICT: "true"})
+    im = pod(
+        "im-1",
+        ns="longhorn-system",
+        controller_kind="InstanceManager",
+        labels={"im": "n1"},
+        annotations={ANNOTATION_SAFE_TO_EVICT: "true"},
+    )
     blockers = drain_blockers("n1", [im], [pdb("im-pdb", {"im": "n1"}, 0, ns="longhorn-system")])
     assert codes(blockers) == [NOT_ENOUGH_PDB]
     assert "longhorn-system/im-1" in blockers[0].message and "longhorn-system/im-pdb" in blockers[0].message
@@ -102,8 +109,10 @@ def test_pdb_counts_all_pods_of_the_node_it_selects() -> None:
 
 
 def test_terminal_and_mirror_pods_are_ignored() -> None:
-    pods = [PodInfo(namespace="default", name="done", uid="u1", node_name="n1", phase="Succeeded"),
-            PodInfo(namespace="kube-system", name="etcd", uid="u2", node_name="n1", phase="Running", is_mirror=True)]
+    pods = [
+        PodInfo(namespace="default", name="done", uid="u1", node_name="n1", phase="Succeeded"),
+        PodInfo(namespace="kube-system", name="etcd", uid="u2", node_name="n1", phase="Running", is_mirror=True),
+    ]
     assert drain_blockers("n1", pods, []) == []
 
 
@@ -142,11 +151,15 @@ def test_pdb_from_object_and_selectors() -> None:
     assert not p.selects(pod("a", ns="other", labels={"app": "x", "tier": "web"}))
     # Null selector selects nothing; empty selector selects the whole namespace.
     assert not pdb_from_object({"metadata": {"name": "n", "namespace": "ns"}, "spec": {}}).selects(pod("a", ns="ns"))
-    assert pdb_from_object({"metadata": {"name": "n", "namespace": "ns"}, "spec": {"selector": {}}}).selects(pod("a", ns="ns"))
-    sel = LabelSelector(match_expressions=[
-        LabelSelectorRequirement(key="a", operator="Exists"),
-        LabelSelectorRequirement(key="b", operator="DoesNotExist"),
-        LabelSelectorRequirement(key="c", operator="NotIn", values=["1"]),
-    ])
+    assert pdb_from_object({"metadata": {"name": "n", "namespace": "ns"}, "spec": {"selector": {}}}).selects(
+        pod("a", ns="ns")
+    )
+    sel = LabelSelector(
+        match_expressions=[
+            LabelSelectorRequirement(key="a", operator="Exists"),
+            LabelSelectorRequirement(key="b", operator="DoesNotExist"),
+            LabelSelectorRequirement(key="c", operator="NotIn", values=["1"]),
+        ]
+    )
     assert sel.matches({"a": ""}) and sel.matches({"a": "", "c": "2"})
     assert not sel.matches({}) and not sel.matches({"a": "", "b": ""}) and not sel.matches({"a": "", "c": "1"})

@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from scaling.kube.models import Resources, Taint
@@ -21,14 +21,20 @@ def node(**status: Any) -> dict[str, Any]:
 def running(cpu: str, mem: str, phase: str = "Running") -> dict[str, Any]:
     return {
         "metadata": {"name": "p"},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}]},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}}}],
+        },
         "status": {"phase": phase},
     }
 
 
 def test_node_info_reads_allocatable_requested_and_metadata() -> None:
     info = node_info(
-        node(allocatable={"cpu": "3920m", "memory": "8Gi", "pods": "110"}, capacity={"cpu": "4", "memory": "9Gi", "pods": "110"}),
+        node(
+            allocatable={"cpu": "3920m", "memory": "8Gi", "pods": "110"},
+            capacity={"cpu": "4", "memory": "9Gi", "pods": "110"},
+        ),
         [running("1", "1Gi"), running("500m", "1Gi"), running("8", "8Gi", phase="Succeeded")],
     )
     assert info.ready
@@ -37,7 +43,7 @@ def test_node_info_reads_allocatable_requested_and_metadata() -> None:
     assert info.taints == [Taint(key="k", value="v", effect="NoSchedule")]
     assert info.provider_id == "kwok://n1"
     assert info.labels == {"a": "b"}
-    assert info.created_at == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert info.created_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
     assert not info.unschedulable
 
 

@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,8 +16,12 @@ def pod(containers: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str
         "status": {
             "phase": "Pending",
             "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                 "lastTransitionTime": "2024-05-01T10:00:00Z"}
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "lastTransitionTime": "2024-05-01T10:00:00Z",
+                }
             ],
         },
     }
@@ -103,7 +107,7 @@ def test_pod_info_fields() -> None:
     assert info.controller_kind == "ReplicaSet"
     assert info.has_local_storage and info.pvc_names == ["data"]
     assert info.unschedulable
-    assert info.unschedulable_since == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert info.unschedulable_since == datetime(2024, 5, 1, 10, tzinfo=UTC)
 
 
 def test_host_path_is_local_storage_and_configmap_is_not() -> None:

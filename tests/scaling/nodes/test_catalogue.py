@@ -22,7 +22,9 @@ def test_allocatable_is_below_capacity_and_grows_with_size() -> None:
 
 
 def test_fixed_reserve_without_tiers() -> None:
-    r = allocatable_after_reserve(4, 8 * GIB, Reserve(tiered=False, cpu_m=100, memory=GIB, eviction_memory=0, max_pods=58))
+    r = allocatable_after_reserve(
+        4, 8 * GIB, Reserve(tiered=False, cpu_m=100, memory=GIB, eviction_memory=0, max_pods=58)
+    )
     assert (r.cpu_m, r.memory, r.pods) == (3900, 7 * GIB, 58)
 
 

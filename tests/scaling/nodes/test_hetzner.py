@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
 from scaling.kube.models import Resources
+from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 GIB = 1024**3
 
 
@@ -58,10 +58,12 @@ def test_unusable_reasons() -> None:
     assert "deprecated" in str(unusable_reason(dep_soon, ["fsn1"], NOW))
     assert unusable_reason(dep_soon, ["fsn1"], NOW, allow_deprecated=True) is None
     # Deprecated in one configured location only: still usable through the other.
-    mixed = st_json(locations=[
-        {"name": "fsn1", "deprecation": gone, "available": True},
-        {"name": "hel1", "deprecation": None, "available": True},
-    ])
+    mixed = st_json(
+        locations=[
+            {"name": "fsn1", "deprecation": gone, "available": True},
+            {"name": "hel1", "deprecation": None, "available": True},
+        ]
+    )
     assert unusable_reason(mixed, ["fsn1", "hel1"], NOW) is None
     # Type-level deprecation (older API shape, no per-location list).
     legacy = st_json(locations=[], deprecation=gone)

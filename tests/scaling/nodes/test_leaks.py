@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling.nodes.contracts import ProviderMachine
 from scaling.kube.labels import is_label_value, label_value, request_key
+from scaling.nodes.contracts import ProviderMachine
 from scaling.nodes.leaks import find_leaked_machines
 from scaling.nodes.models import LABEL_REQUEST
 

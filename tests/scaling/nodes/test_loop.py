@@ -76,7 +76,9 @@ def test_scale_down_runs_only_in_a_settled_loop_with_something_to_remove() -> No
     assert not may_scale_down(settled, False, [growth_node], removals_running=False)
     assert not may_scale_down(settled, True, [other_node], removals_running=False)
     assert may_scale_down(settled, True, [other_node], removals_running=True)
-    scaled_up = ScaleUpPlan(new_nodes=[PlannedNode(group="g", pool="p", pod_uids=["a"], candidates=[], requirements=Resources())])
+    scaled_up = ScaleUpPlan(
+        new_nodes=[PlannedNode(group="g", pool="p", pod_uids=["a"], candidates=[], requirements=Resources())]
+    )
     assert not may_scale_down(scaled_up, True, [growth_node], removals_running=True)
     assert not may_scale_down(ScaleUpPlan(fits_existing=["a"]), True, [growth_node], removals_running=False)
     assert not may_scale_down(ScaleUpPlan(covered_in_flight=["a"]), True, [growth_node], removals_running=False)

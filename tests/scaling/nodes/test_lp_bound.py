@@ -38,7 +38,8 @@ def test_lp_mixes_types_when_demand_is_unbalanced() -> None:
 @given(
     st.lists(
         st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.integers(1, 9)),
-        min_size=1, max_size=2,
+        min_size=1,
+        max_size=2,
     ),
     st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(0, 8)),
 )
@@ -62,10 +63,18 @@ def test_bench_small_size_is_complete_and_within_ten_percent() -> None:
 
 
 def test_bench_module_prints_json_last_line() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.main()"],
-        cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout.strip().splitlines()
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.main()"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     last = json.loads(out[-1])
     assert set(last) == {"pods", "plan_seconds", "nodes", "cost", "cost_lower_bound", "cost_ratio"}
     assert last["pods"] == 500 and last["cost_ratio"] >= 1.0

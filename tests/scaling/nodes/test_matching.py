@@ -1,6 +1,12 @@
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
-from scaling.nodes.matching import match_pods_to_groups, node_labels_for, pod_fits_node_shape, selector_matches, tolerates
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, PodInfo, Taint, Toleration
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.matching import (
+    match_pods_to_groups,
+    node_labels_for,
+    pod_fits_node_shape,
+    selector_matches,
+    tolerates,
+)
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
 
@@ -25,14 +31,23 @@ def test_selector_and_shape() -> None:
     assert selector_matches({}, {"a": "b"})
     assert selector_matches({"a": "b"}, {"a": "b", "c": "d"})
     assert not selector_matches({"a": "b"}, {"a": "c"})
-    pod = PodInfo(namespace="n", name="p", uid="u", node_selector={"a": "b"}, tolerations=[Toleration(key="dedicated", operator="Exists")])
+    pod = PodInfo(
+        namespace="n",
+        name="p",
+        uid="u",
+        node_selector={"a": "b"},
+        tolerations=[Toleration(key="dedicated", operator="Exists")],
+    )
     assert pod_fits_node_shape(pod, {"a": "b"}, [NS])
     assert not pod_fits_node_shape(pod, {"a": "x"}, [NS])
 
 
 def group(name: str, types: list[str], **spec) -> object:
     return parse_node_group(
-        {"metadata": {"name": name}, "spec": {"pools": [{"provider": "kwok", "serverType": types, "priority": 1}], **spec}},
+        {
+            "metadata": {"name": name},
+            "spec": {"pools": [{"provider": "kwok", "serverType": types, "priority": 1}], **spec},
+        },
         {"kwok"},
     )
 
@@ -41,7 +56,13 @@ def test_node_labels_include_growth_labels_and_arch() -> None:
     g = group("g", ["CAX11"], labels={"team": "a"})
     pool = flatten_pools(g)[0]
     labels = node_labels_for(g, pool, CAT[("kwok", "cax11")])
-    assert labels == {"team": "a", LABEL_GROUP: "g", LABEL_POOL: "kwok-cax11", LABEL_INSTANCE_TYPE: "cax11", LABEL_ARCH: "arm64"}
+    assert labels == {
+        "team": "a",
+        LABEL_GROUP: "g",
+        LABEL_POOL: "kwok-cax11",
+        LABEL_INSTANCE_TYPE: "cax11",
+        LABEL_ARCH: "arm64",
+    }
 
 
 def pod(uid: str, **kw) -> PodInfo:

@@ -29,8 +29,14 @@ def obj(**spec: Any) -> dict[str, Any]:
             "scaleDown": {"unneededTime": "5m", "utilizationThreshold": 0.4, "delayAfterAdd": "1h30m"},
             "pools": [
                 {"provider": "hetzner", "serverType": ["CAX11"], "priority": 90},
-                {"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50, "maxNodes": 10, "minNodes": 1,
-                 "config": {"location": "fsn1"}},
+                {
+                    "provider": "hetzner",
+                    "serverType": ["CX31", "CX32"],
+                    "priority": 50,
+                    "maxNodes": 10,
+                    "minNodes": 1,
+                    "config": {"location": "fsn1"},
+                },
             ],
         },
     }
@@ -58,10 +64,12 @@ def test_flatten_one_pool_per_server_type_and_tiers() -> None:
 
 
 def test_list_of_types_equals_separate_entries_of_same_priority() -> None:
-    split = obj(pools=[
-        {"provider": "hetzner", "serverType": ["CX31"], "priority": 50},
-        {"provider": "hetzner", "serverType": ["CX32"], "priority": 50},
-    ])
+    split = obj(
+        pools=[
+            {"provider": "hetzner", "serverType": ["CX31"], "priority": 50},
+            {"provider": "hetzner", "serverType": ["CX32"], "priority": 50},
+        ]
+    )
     joined = obj(pools=[{"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50}])
     assert flatten_pools(parse_node_group(split, KNOWN)) == flatten_pools(parse_node_group(joined, KNOWN))
 

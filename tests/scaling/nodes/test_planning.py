@@ -4,9 +4,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint, Toleration
-from scaling.nodes.models import InFlightRequest, LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleUpPlan
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
 from scaling.nodes.planning import fallback_candidates, plan_scale_up
 
@@ -22,7 +22,13 @@ def group(name: str = "g", pools: list[tuple[list[str], int]] | list[dict[str, A
 
 def pods(n: int, cpu_m: int = 500, mem: int = 512 * MI, prefix: str = "p", **kw: Any) -> list[PodInfo]:
     return [
-        PodInfo(namespace="ns", name=f"{prefix}{i}", uid=f"{prefix}{i}", requests=Resources(cpu_m=cpu_m, memory=mem, pods=1), **kw)
+        PodInfo(
+            namespace="ns",
+            name=f"{prefix}{i}",
+            uid=f"{prefix}{i}",
+            requests=Resources(cpu_m=cpu_m, memory=mem, pods=1),
+            **kw,
+        )
         for i in range(n)
     ]
 
@@ -76,9 +82,13 @@ def test_fallback_candidate_order() -> None:
     # chosen, rest of its tier cheapest first (cx41 deprecated, nosuch unknown), then lower
     # tiers by priority then price; cx22 cannot hold 3 cores.
     assert names == ["kwok-cx33", "kwok-cx32", "kwok-cx42", "kwok-cax41", "kwok-cx52", "kwok-ccx33"]
-    without = [p.name for p in fallback_candidates(g, flat["kwok-cx33"], req, CAT, {("g", "kwok-cx42"), ("kwok", "cx52")})]
+    without = [
+        p.name for p in fallback_candidates(g, flat["kwok-cx33"], req, CAT, {("g", "kwok-cx42"), ("kwok", "cx52")})
+    ]
     assert without == ["kwok-cx33", "kwok-cx32", "kwok-cax41", "kwok-ccx33"]
-    arm_only = [p.name for p in fallback_candidates(g, flat["kwok-cx33"], req, CAT, allowed={"kwok-cx33", "kwok-cax41"})]
+    arm_only = [
+        p.name for p in fallback_candidates(g, flat["kwok-cx33"], req, CAT, allowed={"kwok-cx33", "kwok-cax41"})
+    ]
     assert arm_only == ["kwok-cx33", "kwok-cax41"]
 
 
@@ -93,8 +103,15 @@ def as_in_flight(plan: ScaleUpPlan, offset: int = 0) -> list[InFlightRequest]:
     for i, n in enumerate(plan.new_nodes):
         pool = n.candidates[0]
         out.append(
-            InFlightRequest(id=f"r{offset + i}", group=n.group, pool=pool.name, server_type=pool.server_type,
-                            provider=pool.provider, requirements=n.requirements, pod_uids=n.pod_uids)
+            InFlightRequest(
+                id=f"r{offset + i}",
+                group=n.group,
+                pool=pool.name,
+                server_type=pool.server_type,
+                provider=pool.provider,
+                requirements=n.requirements,
+                pod_uids=n.pod_uids,
+            )
         )
     return out
 
@@ -113,8 +130,10 @@ def test_in_flight_requests_are_not_double_counted_across_rounds() -> None:
     third = plan_scale_up(more, [], [g], CAT, flight)
     covered_q = [u for u in third.covered_in_flight if u.startswith("q")]
     spare = sum(
-        min((CAT[("kwok", "cx33")].allocatable.cpu_m - r.requirements.cpu_m) // 500,
-            (CAT[("kwok", "cx33")].allocatable.memory - r.requirements.memory) // (512 * MI))
+        min(
+            (CAT[("kwok", "cx33")].allocatable.cpu_m - r.requirements.cpu_m) // 500,
+            (CAT[("kwok", "cx33")].allocatable.memory - r.requirements.memory) // (512 * MI),
+        )
         for r in flight
     )
     assert len(covered_q) == min(spare, 12)
@@ -125,8 +144,17 @@ def test_in_flight_requests_are_not_double_counted_across_rounds() -> None:
 
 def test_in_flight_spare_room_respects_the_requests_arch() -> None:
     g = group(pools=[(["cax21", "cx33"], 50)])
-    flight = [InFlightRequest(id="r", group="g", pool="kwok-cx33", server_type="cx33", provider="kwok",
-                              requirements=Resources(cpu_m=500, memory=512 * MI, pods=1), pod_uids=["other"])]
+    flight = [
+        InFlightRequest(
+            id="r",
+            group="g",
+            pool="kwok-cx33",
+            server_type="cx33",
+            provider="kwok",
+            requirements=Resources(cpu_m=500, memory=512 * MI, pods=1),
+            pod_uids=["other"],
+        )
+    ]
     plan = plan_scale_up(pods(1, node_selector={"kubernetes.io/arch": "arm64"}), [], [g], CAT, flight)
     assert plan.covered_in_flight == [] and [n.pool for n in plan.new_nodes] == ["kwok-cax21"]
 
@@ -153,16 +181,34 @@ def test_no_matching_group() -> None:
 
 
 def labelled_node(name: str, pool: str, group_name: str = "g") -> NodeInfo:
-    return NodeInfo(name=name, labels={LABEL_GROUP: group_name, LABEL_POOL: pool}, ready=True,
-                    allocatable=Resources(cpu_m=1000, memory=GI, pods=110), requested=Resources(cpu_m=1000, memory=GI, pods=5))
+    return NodeInfo(
+        name=name,
+        labels={LABEL_GROUP: group_name, LABEL_POOL: pool},
+        ready=True,
+        allocatable=Resources(cpu_m=1000, memory=GI, pods=110),
+        requested=Resources(cpu_m=1000, memory=GI, pods=5),
+    )
 
 
 def test_pool_max_nodes_counts_existing_and_in_flight_then_falls_to_lower_tier() -> None:
-    g = group(pools=[{"provider": "kwok", "serverType": ["cx22"], "priority": 90, "maxNodes": 3},
-                     {"provider": "kwok", "serverType": ["cx52"], "priority": 10}])
+    g = group(
+        pools=[
+            {"provider": "kwok", "serverType": ["cx22"], "priority": 90, "maxNodes": 3},
+            {"provider": "kwok", "serverType": ["cx52"], "priority": 10},
+        ]
+    )
     existing = [labelled_node("n1", "kwok-cx22")]
-    flight = [InFlightRequest(id="r", group="g", pool="kwok-cx22", server_type="cx22", provider="kwok",
-                              requirements=Resources(cpu_m=1900, memory=GI, pods=1), pod_uids=["x"])]
+    flight = [
+        InFlightRequest(
+            id="r",
+            group="g",
+            pool="kwok-cx22",
+            server_type="cx22",
+            provider="kwok",
+            requirements=Resources(cpu_m=1900, memory=GI, pods=1),
+            pod_uids=["x"],
+        )
+    ]
     plan = plan_scale_up(pods(6, cpu_m=1500), existing, [g], CAT, flight)
     c = Counter(n.pool for n in plan.new_nodes)
     assert c["kwok-cx22"] == 1  # 3 - 1 existing - 1 in flight
@@ -191,7 +237,9 @@ def test_pools_in_backoff_are_skipped() -> None:
 
 
 def test_pods_fitting_existing_ready_nodes_are_left_to_the_scheduler() -> None:
-    room = dict(allocatable=Resources(cpu_m=2000, memory=4 * GI, pods=110), requested=Resources(cpu_m=1000, memory=GI, pods=3))
+    room = dict(
+        allocatable=Resources(cpu_m=2000, memory=4 * GI, pods=110), requested=Resources(cpu_m=1000, memory=GI, pods=3)
+    )
     nodes = [
         NodeInfo(name="notready", ready=False, **room),
         NodeInfo(name="cordoned", ready=True, unschedulable=True, **room),
@@ -209,7 +257,11 @@ def test_pods_fitting_existing_ready_nodes_are_left_to_the_scheduler() -> None:
 
 def test_daemonset_mirror_and_bound_pods_are_never_demand() -> None:
     g = group(pools=[(["cx33"], 50)])
-    ps = pods(1, prefix="ds", is_daemonset=True) + pods(1, prefix="m", is_mirror=True) + pods(1, prefix="b", node_name="n")
+    ps = (
+        pods(1, prefix="ds", is_daemonset=True)
+        + pods(1, prefix="m", is_mirror=True)
+        + pods(1, prefix="b", node_name="n")
+    )
     plan = plan_scale_up(ps, [], [g], CAT, [])
     assert plan == ScaleUpPlan()
 
@@ -228,10 +280,15 @@ shape_st = st.tuples(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shapes=st.lists(shape_st, min_size=1, max_size=6),
-    tiers=st.lists(st.tuples(st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True),
-                             st.integers(min_value=0, max_value=3),
-                             st.one_of(st.none(), st.integers(min_value=0, max_value=5))),
-                   min_size=1, max_size=3),
+    tiers=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True),
+            st.integers(min_value=0, max_value=3),
+            st.one_of(st.none(), st.integers(min_value=0, max_value=5)),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
     group_max=st.one_of(st.none(), st.integers(min_value=0, max_value=30)),
     existing_free=st.lists(st.integers(min_value=0, max_value=4000), max_size=4),
     in_flight_share=st.integers(min_value=0, max_value=3),
@@ -249,17 +306,36 @@ def test_packer_properties(shapes, tiers, group_max, existing_free, in_flight_sh
     for i, (cpu, mem, n, arch) in enumerate(shapes):
         sel = {"kubernetes.io/arch": arch} if arch else {}
         all_pods += pods(n, cpu_m=cpu, mem=mem * MI, prefix=f"s{i}-", node_selector=sel)
-    nodes = [NodeInfo(name=f"e{i}", ready=True, allocatable=Resources(cpu_m=4000, memory=8 * GI, pods=110),
-                      requested=Resources(cpu_m=4000 - f, memory=8 * GI - f * MI, pods=1)) for i, f in enumerate(existing_free)]
+    nodes = [
+        NodeInfo(
+            name=f"e{i}",
+            ready=True,
+            allocatable=Resources(cpu_m=4000, memory=8 * GI, pods=110),
+            requested=Resources(cpu_m=4000 - f, memory=8 * GI - f * MI, pods=1),
+        )
+        for i, f in enumerate(existing_free)
+    ]
     # Some pods already have an in-flight request of their own.
-    flight = [InFlightRequest(id=f"r{i}", group="g", pool=flatten_pools(g)[0].name, server_type=flatten_pools(g)[0].server_type,
-                              provider="kwok", requirements=p.requests, pod_uids=[p.uid])
-              for i, p in enumerate(all_pods[:in_flight_share])]
+    flight = [
+        InFlightRequest(
+            id=f"r{i}",
+            group="g",
+            pool=flatten_pools(g)[0].name,
+            server_type=flatten_pools(g)[0].server_type,
+            provider="kwok",
+            requirements=p.requests,
+            pod_uids=[p.uid],
+        )
+        for i, p in enumerate(all_pods[:in_flight_share])
+    ]
     plan = plan_scale_up(all_pods, nodes, [g], CAT, flight)
 
     by_uid = {p.uid: p for p in all_pods}
     accounted = (
-        [u for n in plan.new_nodes for u in n.pod_uids] + plan.fits_existing + plan.covered_in_flight + [p.uid for p in plan.problems]
+        [u for n in plan.new_nodes for u in n.pod_uids]
+        + plan.fits_existing
+        + plan.covered_in_flight
+        + [p.uid for p in plan.problems]
     )
     assert Counter(accounted) == Counter(list(by_uid))  # every pod exactly once
     per_pool = Counter(n.pool for n in plan.new_nodes)

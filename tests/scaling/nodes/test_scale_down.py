@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings as hsettings
+from hypothesis import given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from scaling.kube.drain import (
@@ -46,7 +47,9 @@ from scaling.nodes.storage import LAST_HEALTHY_REPLICA, VOLUME_ATTACHED, Longhor
 GI = 1024**3
 
 
-def node(name: str, cpu: int = 4000, mem: int = 8 * GI, group: str | None = "g", pool: str = "kwok-small", **kw) -> NodeInfo:
+def node(
+    name: str, cpu: int = 4000, mem: int = 8 * GI, group: str | None = "g", pool: str = "kwok-small", **kw
+) -> NodeInfo:
     labels = dict(kw.pop("labels", {}))
     if group is not None:
         labels[LABEL_GROUP] = group
@@ -57,8 +60,15 @@ def node(name: str, cpu: int = 4000, mem: int = 8 * GI, group: str | None = "g",
 
 def pod(name: str, on: str | None, cpu: int = 100, mem: int = 128 * 1024**2, ns: str = "default", **kw) -> PodInfo:
     kw.setdefault("controller_kind", "ReplicaSet")
-    return PodInfo(namespace=ns, name=name, uid=f"{ns}/{name}", node_name=on, phase="Running",
-                   requests=Resources(cpu_m=cpu, memory=mem, pods=1), **kw)
+    return PodInfo(
+        namespace=ns,
+        name=name,
+        uid=f"{ns}/{name}",
+        node_name=on,
+        phase="Running",
+        requests=Resources(cpu_m=cpu, memory=mem, pods=1),
+        **kw,
+    )
 
 
 def ds(name: str, on: str, cpu: int = 100) -> PodInfo:
@@ -73,11 +83,32 @@ def group(name: str = "g", min_nodes: int = 0, **sd) -> NodeGroup:
     )
 
 
-def plan(nodes, pods, *, pdbs=(), groups=None, storage=None, now=10_000.0, since=None, last_up=None,
-         protected=(), in_progress=(), **loop) -> ScaleDownPlan:
+def plan(
+    nodes,
+    pods,
+    *,
+    pdbs=(),
+    groups=None,
+    storage=None,
+    now=10_000.0,
+    since=None,
+    last_up=None,
+    protected=(),
+    in_progress=(),
+    **loop,
+) -> ScaleDownPlan:
     return plan_scale_down(
-        list(nodes), list(pods), list(pdbs), groups if groups is not None else [group()], storage, now,
-        dict(since or {}), last_up, set(protected), set(in_progress), ScaleDownLoopSettings(**loop),
+        list(nodes),
+        list(pods),
+        list(pdbs),
+        groups if groups is not None else [group()],
+        storage,
+        now,
+        dict(since or {}),
+        last_up,
+        set(protected),
+        set(in_progress),
+        ScaleDownLoopSettings(**loop),
     )
 
 
@@ -106,7 +137,12 @@ def test_is_empty_ignores_daemonset_mirror_and_finished_pods() -> None:
 
 
 def test_empty_node_is_selected_at_once_with_scale_down_at_in_the_future() -> None:
-    p = plan([node("n1"), node("big", group=None)], [ds("proxy", "n1"), *BUSY], groups=[group(unneeded_time_s=300)], now=1000.0)
+    p = plan(
+        [node("n1"), node("big", group=None)],
+        [ds("proxy", "n1"), *BUSY],
+        groups=[group(unneeded_time_s=300)],
+        now=1000.0,
+    )
     assert state(p, "n1") == (NodeState.EMPTY, None)
     [r] = p.to_remove
     assert (r.name, r.kind, r.scale_down_at, r.pods_to_evict) == ("n1", NodeState.EMPTY, 1300.0, [])
@@ -126,8 +162,16 @@ def test_unmanaged_and_in_progress_nodes_are_left_alone() -> None:
 def test_utilization_is_the_larger_of_cpu_and_memory() -> None:
     n = node("n1", cpu=1000, mem=1000)
     assert utilization(n, [pod("a", "n1", cpu=100, mem=700)]) == 0.7
-    assert utilization(n, [pod("a", "n1", cpu=600, mem=100), ds("d", "n1", cpu=100).model_copy(
-        update={"requests": Resources(cpu_m=100, memory=0, pods=1)})]) == 0.7
+    assert (
+        utilization(
+            n,
+            [
+                pod("a", "n1", cpu=600, mem=100),
+                ds("d", "n1", cpu=100).model_copy(update={"requests": Resources(cpu_m=100, memory=0, pods=1)}),
+            ],
+        )
+        == 0.7
+    )
 
 
 def test_underused_node_waits_for_unneeded_time_then_goes() -> None:
@@ -193,8 +237,13 @@ def test_at_most_n_removals_per_loop_empty_first_then_least_utilized() -> None:
 
 def test_pool_never_goes_below_min_nodes() -> None:
     nodes = [node("a"), node("b"), node("c"), node("o1", pool="kwok-other")]
-    g = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["small"], priority=10, minNodes=2),
-                                   PoolSpec(provider="kwok", serverType=["other"], priority=5)])
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["small"], priority=10, minNodes=2),
+            PoolSpec(provider="kwok", serverType=["other"], priority=5),
+        ],
+    )
     p = plan(nodes, [], groups=[g])
     assert removed(p) == ["a", "o1"]
     assert state(p, "b") == (NodeState.BLOCKED, MIN_NODES) and state(p, "c") == (NodeState.BLOCKED, MIN_NODES)
@@ -227,9 +276,11 @@ def test_each_pod_blocker_names_the_pod() -> None:
 
 def test_safe_to_evict_true_lifts_those_blockers() -> None:
     ann = {ANNOTATION_SAFE_TO_EVICT: "true"}
-    for p in (pod("x", "n1", controller_kind=None, annotations=ann),
-              pod("x", "n1", has_local_storage=True, annotations=ann),
-              pod("x", "n1", ns="kube-system", controller_kind="InstanceManager", annotations=ann)):
+    for p in (
+        pod("x", "n1", controller_kind=None, annotations=ann),
+        pod("x", "n1", has_local_storage=True, annotations=ann),
+        pod("x", "n1", ns="kube-system", controller_kind="InstanceManager", annotations=ann),
+    ):
         assert removed(_one_pod_plan(p)) == ["n1"]
 
 
@@ -242,7 +293,9 @@ def test_scale_down_disabled_annotation_and_operator_protection() -> None:
 
 
 def test_pdb_that_would_be_violated_blocks() -> None:
-    pdb = PdbInfo(namespace="default", name="web", selector=LabelSelector(match_labels={"app": "web"}), disruptions_allowed=0)
+    pdb = PdbInfo(
+        namespace="default", name="web", selector=LabelSelector(match_labels={"app": "web"}), disruptions_allowed=0
+    )
     p = _one_pod_plan(pod("web-1", "n1", labels={"app": "web"}), pdbs=[pdb])
     assert state(p, "n1") == (NodeState.BLOCKED, NOT_ENOUGH_PDB)
     assert "default/web-1" in p.decisions["n1"].reasons[0].message
@@ -251,8 +304,11 @@ def test_pdb_that_would_be_violated_blocks() -> None:
 
 
 def test_pods_must_fit_elsewhere() -> None:
-    p = plan([node("n1", cpu=4000), node("n2", cpu=4000)], [pod("a", "n1", cpu=1500), pod("b", "n2", cpu=3000)],
-             since={"n1": 0.0})
+    p = plan(
+        [node("n1", cpu=4000), node("n2", cpu=4000)],
+        [pod("a", "n1", cpu=1500), pod("b", "n2", cpu=3000)],
+        since={"n1": 0.0},
+    )
     assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
     assert "default/a" in p.decisions["n1"].reasons[0].message
 
@@ -264,8 +320,13 @@ def test_never_move_pods_onto_cordoned_tainted_or_leaving_nodes() -> None:
         node("leaving"),
         node("notready", ready=False),
     ]
-    p = plan([node("n1"), *targets], [pod("a", "n1")], since={"n1": 0.0}, in_progress={"leaving"},
-             protected={"cordoned", "tainted", "notready"})
+    p = plan(
+        [node("n1"), *targets],
+        [pod("a", "n1")],
+        since={"n1": 0.0},
+        in_progress={"leaving"},
+        protected={"cordoned", "tainted", "notready"},
+    )
     assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
 
 
@@ -303,7 +364,9 @@ def test_a_destination_of_a_removed_node_waits_for_the_next_loop() -> None:
 
 
 def test_nodes_removed_together_share_pdb_budget() -> None:
-    pdb = PdbInfo(namespace="default", name="web", selector=LabelSelector(match_labels={"app": "web"}), disruptions_allowed=1)
+    pdb = PdbInfo(
+        namespace="default", name="web", selector=LabelSelector(match_labels={"app": "web"}), disruptions_allowed=1
+    )
     nodes = [node("n1"), node("n2"), node("big", group=None, cpu=64000, mem=64 * GI)]
     pods = [pod("w1", "n1", labels={"app": "web"}), pod("w2", "n2", labels={"app": "web"}), pod("x", "big", cpu=40000)]
     p = plan(nodes, pods, pdbs=[pdb], since={"n1": 0.0, "n2": 0.0})
@@ -311,8 +374,9 @@ def test_nodes_removed_together_share_pdb_budget() -> None:
 
 
 def test_plan_from_input_round_trips_through_json() -> None:
-    inp = ScaleDownInput(nodes=[node("n1"), node("big", group=None)], pods=[*BUSY], groups=[group()], now=5.0,
-                         protected=["big"])
+    inp = ScaleDownInput(
+        nodes=[node("n1"), node("big", group=None)], pods=[*BUSY], groups=[group()], now=5.0, protected=["big"]
+    )
     again = ScaleDownInput.model_validate_json(inp.model_dump_json())
     p = plan_from_input(again)
     assert removed(p) == ["n1"]
@@ -325,8 +389,10 @@ def test_plan_from_input_round_trips_through_json() -> None:
 def test_longhorn_attached_volume_and_last_replica_block_in_the_plan() -> None:
     storage = LonghornState(
         volumes=[LonghornVolume(name="vol-1", state="attached", node="n1"), LonghornVolume(name="vol-2")],
-        replicas=[LonghornReplica(name="r1", volume="vol-1", node="n2", healthy=True),
-                  LonghornReplica(name="r2", volume="vol-2", node="n3", healthy=True)],
+        replicas=[
+            LonghornReplica(name="r1", volume="vol-1", node="n2", healthy=True),
+            LonghornReplica(name="r2", volume="vol-2", node="n3", healthy=True),
+        ],
     )
     p = plan([node("n1"), node("n2"), node("n3"), node("big", group=None)], [*BUSY], storage=storage)
     assert state(p, "n1") == (NodeState.BLOCKED, VOLUME_ATTACHED)
@@ -337,8 +403,10 @@ def test_longhorn_attached_volume_and_last_replica_block_in_the_plan() -> None:
 def test_two_nodes_with_the_only_replicas_are_never_removed_together() -> None:
     storage = LonghornState(
         volumes=[LonghornVolume(name="vol-1")],
-        replicas=[LonghornReplica(name="r1", volume="vol-1", node="n1", healthy=True),
-                  LonghornReplica(name="r2", volume="vol-1", node="n2", healthy=True)],
+        replicas=[
+            LonghornReplica(name="r1", volume="vol-1", node="n1", healthy=True),
+            LonghornReplica(name="r2", volume="vol-1", node="n2", healthy=True),
+        ],
     )
     p = plan([node("n1"), node("n2"), node("big", group=None)], [*BUSY], storage=storage)
     assert removed(p) == ["n1"]
@@ -351,8 +419,9 @@ def test_two_nodes_with_the_only_replicas_are_never_removed_together() -> None:
 def test_still_removable() -> None:
     tainted = node("n1", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")])
     nodes = [tainted, node("n2")]
-    assert still_removable(tainted, nodes=nodes, pods=[ds("p", "n1")], pdbs=[], storage=None,
-                           in_progress={"n1"}, require_empty=True).ok
+    assert still_removable(
+        tainted, nodes=nodes, pods=[ds("p", "n1")], pdbs=[], storage=None, in_progress={"n1"}, require_empty=True
+    ).ok
     landed = still_removable(tainted, nodes=nodes, pods=[pod("web", "n1")], pdbs=[], storage=None, require_empty=True)
     assert not landed.ok and landed.blockers[0].code == NOT_EMPTY and "default/web" in landed.blockers[0].message
     # Without require_empty a movable pod is fine; a protected node is not.
@@ -400,7 +469,8 @@ def test_plan_invariants(loads: list[int], min_nodes: int, limit: int) -> None:
 @given(
     placement=st.lists(
         st.lists(st.tuples(st.integers(min_value=0, max_value=5), st.booleans()), min_size=1, max_size=3),
-        min_size=1, max_size=4,
+        min_size=1,
+        max_size=4,
     ),
     attached=st.lists(st.one_of(st.none(), st.integers(min_value=0, max_value=5)), min_size=4, max_size=4),
 )
@@ -409,10 +479,17 @@ def test_plan_never_removes_every_healthy_copy_of_a_volume(placement, attached) 
     volumes, replicas = [], []
     for v, reps in enumerate(placement):
         at = attached[v]
-        volumes.append(LonghornVolume(name=f"vol-{v}", state="attached" if at is not None else "detached",
-                                      node=f"n{at}" if at is not None else None))
-        replicas += [LonghornReplica(name=f"vol-{v}-r{j}", volume=f"vol-{v}", node=f"n{i}", healthy=h)
-                     for j, (i, h) in enumerate(reps)]
+        volumes.append(
+            LonghornVolume(
+                name=f"vol-{v}",
+                state="attached" if at is not None else "detached",
+                node=f"n{at}" if at is not None else None,
+            )
+        )
+        replicas += [
+            LonghornReplica(name=f"vol-{v}-r{j}", volume=f"vol-{v}", node=f"n{i}", healthy=h)
+            for j, (i, h) in enumerate(reps)
+        ]
     p = plan(nodes, [], storage=LonghornState(volumes=volumes, replicas=replicas))
     gone = set(removed(p))
     for vol in volumes:

@@ -32,7 +32,12 @@ def codes(bs) -> list[str]:
 
 def test_no_longhorn_no_blockers() -> None:
     assert storage_blockers("n1", None, ALL) == []
-    assert storage_blockers("n1", LonghornState(present=False, volumes=[LonghornVolume(name="v", state="attached", node="n1")]), ALL) == []
+    assert (
+        storage_blockers(
+            "n1", LonghornState(present=False, volumes=[LonghornVolume(name="v", state="attached", node="n1")]), ALL
+        )
+        == []
+    )
 
 
 def test_attached_volume_keeps_its_node() -> None:
@@ -70,7 +75,10 @@ def test_peer_on_an_unschedulable_node_does_not_count() -> None:
 
 
 def test_backing_image_and_share_manager_pods_keep_the_node() -> None:
-    s = state(backing_image_manager_pods={"n1": ["backing-image-manager-abc"]}, share_manager_pods={"n2": ["share-manager-pvc-1"]})
+    s = state(
+        backing_image_manager_pods={"n1": ["backing-image-manager-abc"]},
+        share_manager_pods={"n2": ["share-manager-pvc-1"]},
+    )
     b1 = storage_blockers("n1", s, ALL)
     assert codes(b1) == [BACKING_IMAGE_MANAGER] and "backing-image-manager-abc" in b1[0].message
     assert codes(storage_blockers("n2", s, ALL)) == [SHARE_MANAGER]
@@ -79,28 +87,62 @@ def test_backing_image_and_share_manager_pods_keep_the_node() -> None:
 
 def test_state_from_longhorn_objects() -> None:
     volumes = [
-        {"metadata": {"name": "vol-1"}, "spec": {"numberOfReplicas": 2, "nodeID": "n1"},
-         "status": {"state": "attached", "currentNodeID": "n1"}},
-        {"metadata": {"name": "vol-2"}, "spec": {"numberOfReplicas": 2, "nodeID": ""},
-         "status": {"state": "detached", "currentNodeID": ""}},
+        {
+            "metadata": {"name": "vol-1"},
+            "spec": {"numberOfReplicas": 2, "nodeID": "n1"},
+            "status": {"state": "attached", "currentNodeID": "n1"},
+        },
+        {
+            "metadata": {"name": "vol-2"},
+            "spec": {"numberOfReplicas": 2, "nodeID": ""},
+            "status": {"state": "detached", "currentNodeID": ""},
+        },
     ]
     replicas = [
-        {"metadata": {"name": "vol-2-r-a"}, "spec": {"volumeName": "vol-2", "nodeID": "n1",
-                                                   "healthyAt": "2024-01-01T00:00:00Z", "failedAt": ""},
-         "status": {"currentState": "stopped"}},
-        {"metadata": {"name": "vol-2-r-b"}, "spec": {"volumeName": "vol-2", "nodeID": "n2",
-                                                   "healthyAt": "2024-01-01T00:00:00Z", "failedAt": "2024-01-02T00:00:00Z"},
-         "status": {"currentState": "stopped"}},
-        {"metadata": {"name": "vol-2-r-c"}, "spec": {"volumeName": "vol-2", "nodeID": "n3", "healthyAt": ""},
-         "status": {"currentState": "running"}},
+        {
+            "metadata": {"name": "vol-2-r-a"},
+            "spec": {"volumeName": "vol-2", "nodeID": "n1", "healthyAt": "2024-01-01T00:00:00Z", "failedAt": ""},
+            "status": {"currentState": "stopped"},
+        },
+        {
+            "metadata": {"name": "vol-2-r-b"},
+            "spec": {
+                "volumeName": "vol-2",
+                "nodeID": "n2",
+                "healthyAt": "2024-01-01T00:00:00Z",
+                "failedAt": "2024-01-02T00:00:00Z",
+            },
+            "status": {"currentState": "stopped"},
+        },
+        {
+            "metadata": {"name": "vol-2-r-c"},
+            "spec": {"volumeName": "vol-2", "nodeID": "n3", "healthyAt": ""},
+            "status": {"currentState": "running"},
+        },
     ]
-    engines = [{"metadata": {"name": "vol-3-e-0"}, "spec": {"volumeName": "vol-3", "nodeID": "n3"},
-                "status": {"currentState": "running"}}]
-    ims = [{"metadata": {"name": "instance-manager-n1"}, "spec": {"nodeID": "n1", "type": "aio"},
-            "status": {"instanceEngines": {"vol-1-e-0": {}}, "instanceReplicas": {"vol-1-r": {}}}}]
+    engines = [
+        {
+            "metadata": {"name": "vol-3-e-0"},
+            "spec": {"volumeName": "vol-3", "nodeID": "n3"},
+            "status": {"currentState": "running"},
+        }
+    ]
+    ims = [
+        {
+            "metadata": {"name": "instance-manager-n1"},
+            "spec": {"nodeID": "n1", "type": "aio"},
+            "status": {"instanceEngines": {"vol-1-e-0": {}}, "instanceReplicas": {"vol-1-r": {}}},
+        }
+    ]
     pods = [
-        PodInfo(namespace="longhorn-system", name="backing-image-manager-x", uid="1", node_name="n2",
-                phase="Running", labels={"longhorn.io/component": "backing-image-manager"}),
+        PodInfo(
+            namespace="longhorn-system",
+            name="backing-image-manager-x",
+            uid="1",
+            node_name="n2",
+            phase="Running",
+            labels={"longhorn.io/component": "backing-image-manager"},
+        ),
         PodInfo(namespace="longhorn-system", name="share-manager-pvc-1", uid="2", node_name="n3", phase="Running"),
         PodInfo(namespace="default", name="share-manager-not-longhorn", uid="3", node_name="n1", phase="Running"),
     ]

@@ -91,7 +91,12 @@ def test_pagination_walks_every_page(hz: FakeHetzner) -> None:
     status, _, body = raw(hz, "GET", "/v1/servers?per_page=3&page=2")
     assert status == 200
     assert body["meta"]["pagination"] == {
-        "page": 2, "per_page": 3, "previous_page": 1, "next_page": 3, "last_page": 3, "total_entries": 7,
+        "page": 2,
+        "per_page": 3,
+        "previous_page": 1,
+        "next_page": 3,
+        "last_page": 3,
+        "total_entries": 7,
     }
     c.servers.max_per_page = 3
     assert sorted(s.name for s in c.servers.get_all()) == [f"n{i}" for i in range(7)]
@@ -267,9 +272,10 @@ def test_boot_registers_node_in_sim_cluster_and_delete_removes_it() -> None:
         '--register-with-taints=dedicated=data:NoSchedule"\n'
         f"  - kubeadm join 10.0.0.1:6443 --token {join} --node-name n1\n"
     )
-    with cluster_mod.SimCluster(node_ready_delay=0.1) as cluster, FakeHetzner(
-        TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=join, boot_delay_s=0.05
-    ) as hz:
+    with (
+        cluster_mod.SimCluster(node_ready_delay=0.1) as cluster,
+        FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=join, boot_delay_s=0.05) as hz,
+    ):
         c = client(hz)
         good = create(c, "good-node", user_data=user_data)
         bad = create(c, "bad-node", user_data=user_data.replace(join, "stolen.0000000000000000"))

@@ -37,7 +37,10 @@ def cluster_body(name: str = "gf-one", external_id: str = "c1", **kw: Any) -> di
         "cloud_provider": {"id": "aws"},
         "region": {"id": "us-east-1"},
         "multi_az": True,
-        "nodes": {"compute_machine_type": {"id": "m5.2xlarge"}, "autoscale_compute": {"min_replicas": 6, "max_replicas": 18}},  # fmt: skip
+        "nodes": {
+            "compute_machine_type": {"id": "m5.2xlarge"},
+            "autoscale_compute": {"min_replicas": 6, "max_replicas": 18},
+        },  # fmt: skip
     }
     body.update(kw)
     return body
@@ -91,7 +94,9 @@ def test_create_validation_names_the_field(http: httpx.Client) -> None:
     assert_ocm_error(http.post("/clusters", json=cluster_body(name="Not_A_Label")), 400, "'name'")
     assert_ocm_error(http.post("/clusters", json=cluster_body(name="a-name-far-too-long")), 400, "15")
     assert_ocm_error(http.post("/clusters", json=cluster_body(region={})), 400, "'region.id'")
-    assert_ocm_error(http.post("/clusters", json=cluster_body(cloud_provider={"id": "moon"})), 400, "'cloud_provider.id'")
+    assert_ocm_error(
+        http.post("/clusters", json=cluster_body(cloud_provider={"id": "moon"})), 400, "'cloud_provider.id'"
+    )
     odd = {"autoscale_compute": {"min_replicas": 4, "max_replicas": 18}}
     assert_ocm_error(http.post("/clusters", json=cluster_body(nodes=odd)), 400, "min_replicas", "multiple of 3")
     assert_ocm_error(http.post("/clusters", content=b"{not json"), 400, "JSON")

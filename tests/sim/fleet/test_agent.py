@@ -90,7 +90,10 @@ def kafka(itype: str, units: int, name: str = "k") -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": name,
-            "labels": {"bf2.org/kafkaInstanceProfileType": itype, "bf2.org/kafkaInstanceProfileQuotaConsumed": str(units)},  # fmt: skip
+            "labels": {
+                "bf2.org/kafkaInstanceProfileType": itype,
+                "bf2.org/kafkaInstanceProfileQuotaConsumed": str(units),
+            },  # fmt: skip
         }
     }
 

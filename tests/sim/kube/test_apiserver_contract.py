@@ -37,6 +37,7 @@ def status_body(exc: ApiException) -> dict[str, Any]:
 
 # ---- create / get / delete ----------------------------------------------------------------
 
+
 def test_create_returns_201_with_server_fields(core: client.CoreV1Api) -> None:
     pod, code, _ = core.create_namespaced_pod_with_http_info("default", pod_body("web"))
     assert code == 201
@@ -47,8 +48,7 @@ def test_create_returns_201_with_server_fields(core: client.CoreV1Api) -> None:
 
 
 def test_generate_name_gives_distinct_names(core: client.CoreV1Api) -> None:
-    names = {core.create_namespaced_pod("default", pod_body(generate_name="worker-")).metadata.name
-             for _ in range(5)}
+    names = {core.create_namespaced_pod("default", pod_body(generate_name="worker-")).metadata.name for _ in range(5)}
     assert len(names) == 5
     assert all(n.startswith("worker-") and len(n) == len("worker-") + 5 for n in names)
 
@@ -116,6 +116,7 @@ def test_finalizers_defer_deletion_until_removed(core: client.CoreV1Api) -> None
 
 # ---- optimistic concurrency ---------------------------------------------------------------
 
+
 def test_update_with_stale_resource_version_is_409_conflict(core: client.CoreV1Api) -> None:
     created = core.create_namespace({"metadata": {"name": "team-a"}})
     stale = created.metadata.resource_version
@@ -133,9 +134,11 @@ def test_update_with_stale_resource_version_is_409_conflict(core: client.CoreV1A
 
 
 def test_resource_version_is_global_and_monotonic(core: client.CoreV1Api) -> None:
-    versions = [int(core.create_namespaced_config_map("default", {"metadata": {"name": "c1"}}).metadata.resource_version),
-                int(core.create_node(node_body("rv-node")).metadata.resource_version),
-                int(core.create_namespaced_pod("default", pod_body("rv-pod")).metadata.resource_version)]
+    versions = [
+        int(core.create_namespaced_config_map("default", {"metadata": {"name": "c1"}}).metadata.resource_version),
+        int(core.create_node(node_body("rv-node")).metadata.resource_version),
+        int(core.create_namespaced_pod("default", pod_body("rv-pod")).metadata.resource_version),
+    ]
     assert versions == sorted(versions) and len(set(versions)) == 3
     listed = core.list_namespaced_pod("default")
     assert int(listed.metadata.resource_version) >= versions[-1]
@@ -158,6 +161,7 @@ def test_pod_spec_is_immutable(core: client.CoreV1Api) -> None:
 
 # ---- patches ------------------------------------------------------------------------------
 
+
 def test_patch_flavours(core: client.CoreV1Api) -> None:
     core.create_node(node_body("patchy", labels={"a": "1", "b": "2"}))
     # The client sends a dict body as a strategic merge patch.
@@ -165,9 +169,13 @@ def test_patch_flavours(core: client.CoreV1Api) -> None:
     assert core.read_node("patchy").metadata.labels == {"a": "10"}
     core.patch_node("patchy", {"spec": {"unschedulable": True}}, _content_type="application/merge-patch+json")
     assert core.read_node("patchy").spec.unschedulable is True
-    core.patch_node("patchy", [{"op": "add", "path": "/spec/taints",
-                                "value": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
-                               {"op": "replace", "path": "/metadata/labels/a", "value": "11"}])
+    core.patch_node(
+        "patchy",
+        [
+            {"op": "add", "path": "/spec/taints", "value": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+            {"op": "replace", "path": "/metadata/labels/a", "value": "11"},
+        ],
+    )
     node = core.read_node("patchy")
     assert node.spec.taints[0].key == "k" and node.metadata.labels["a"] == "11"
     with pytest.raises(ApiException) as info:
@@ -176,9 +184,14 @@ def test_patch_flavours(core: client.CoreV1Api) -> None:
 
 
 def test_strategic_merge_patch_merges_conditions_by_type(core: client.CoreV1Api) -> None:
-    core.create_node({**node_body("cond", fake=False),
-                      "status": {"conditions": [{"type": "Ready", "status": "False"},
-                                                {"type": "DiskPressure", "status": "False"}]}})
+    core.create_node(
+        {
+            **node_body("cond", fake=False),
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False"}, {"type": "DiskPressure", "status": "False"}]
+            },
+        }
+    )
     core.patch_node_status("cond", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
     conditions = {c.type: c.status for c in core.read_node("cond").status.conditions}
     assert conditions == {"Ready": "True", "DiskPressure": "False"}
@@ -188,16 +201,22 @@ def test_patch_with_stale_resource_version_is_409(core: client.CoreV1Api) -> Non
     node = core.create_node(node_body("guarded"))
     core.patch_node("guarded", {"metadata": {"labels": {"x": "1"}}})
     with pytest.raises(ApiException) as info:
-        core.patch_node("guarded", {"metadata": {"resourceVersion": node.metadata.resource_version,
-                                                 "labels": {"x": "2"}}})
+        core.patch_node(
+            "guarded", {"metadata": {"resourceVersion": node.metadata.resource_version, "labels": {"x": "2"}}}
+        )
     assert info.value.status == 409
 
 
 # ---- selectors and lists ------------------------------------------------------------------
 
+
 def test_label_selectors(core: client.CoreV1Api) -> None:
-    for name, labels in {"a": {"app": "web", "tier": "front"}, "b": {"app": "web", "tier": "back"},
-                         "c": {"app": "db"}, "d": {}}.items():
+    for name, labels in {
+        "a": {"app": "web", "tier": "front"},
+        "b": {"app": "web", "tier": "back"},
+        "c": {"app": "db"},
+        "d": {},
+    }.items():
         core.create_namespaced_pod("default", pod_body(name, labels=labels))
 
     def names(selector: str) -> list[str]:
@@ -235,9 +254,16 @@ def test_field_selectors(core: client.CoreV1Api) -> None:
 
 def test_event_field_selectors(core: client.CoreV1Api) -> None:
     for name, kind, target in (("e1", "Pod", "web"), ("e2", "Node", "web"), ("e3", "Pod", "db")):
-        core.create_namespaced_event("default", {
-            "metadata": {"name": name}, "reason": "Test", "message": "m", "type": "Normal",
-            "involvedObject": {"kind": kind, "name": target, "namespace": "default"}})
+        core.create_namespaced_event(
+            "default",
+            {
+                "metadata": {"name": name},
+                "reason": "Test",
+                "message": "m",
+                "type": "Normal",
+                "involvedObject": {"kind": kind, "name": target, "namespace": "default"},
+            },
+        )
     found = core.list_namespaced_event("default", field_selector="involvedObject.kind=Pod,involvedObject.name=web")
     assert [e.metadata.name for e in found.items] == ["e1"]
 
@@ -262,15 +288,19 @@ def test_cross_namespace_list_and_pagination(core: client.CoreV1Api) -> None:
 
 # ---- watch --------------------------------------------------------------------------------
 
+
 def test_watch_streams_events_from_resource_version(core: client.CoreV1Api) -> None:
     start = core.list_namespaced_pod("default").metadata.resource_version
     core.create_namespaced_pod("default", pod_body("w1", labels={"app": "web"}))
     core.patch_namespaced_pod("w1", "default", {"metadata": {"labels": {"extra": "1"}}})
     core.create_namespaced_pod("default", pod_body("other", labels={"app": "db"}))
     core.delete_namespaced_pod("w1", "default")
-    events = [(e["type"], e["object"].metadata.name)
-              for e in watch.Watch().stream(core.list_namespaced_pod, "default", label_selector="app=web",
-                                            resource_version=start, timeout_seconds=1)]
+    events = [
+        (e["type"], e["object"].metadata.name)
+        for e in watch.Watch().stream(
+            core.list_namespaced_pod, "default", label_selector="app=web", resource_version=start, timeout_seconds=1
+        )
+    ]
     assert events == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")]
 
 
@@ -292,8 +322,11 @@ def test_watch_delivers_live_events(core: client.CoreV1Api) -> None:
 
 def test_watch_honours_timeout_seconds(core: client.CoreV1Api) -> None:
     started = time.monotonic()
-    events = list(watch.Watch().stream(core.list_namespaced_pod, "default", label_selector="app=none",
-                                       timeout_seconds=1, _request_timeout=60))
+    events = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod, "default", label_selector="app=none", timeout_seconds=1, _request_timeout=60
+        )
+    )
     elapsed = time.monotonic() - started
     # The server ends the stream by itself (a hang would run into the 60 s client timeout).
     assert events == [] and 1 <= elapsed < 60
@@ -305,9 +338,12 @@ def test_watch_selector_transitions(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("t", labels={"app": "db"}, node_name="n1"))
     core.patch_namespaced_pod("t", "default", {"metadata": {"labels": {"app": "web"}}})
     core.patch_namespaced_pod("t", "default", {"metadata": {"labels": {"app": "db"}}})
-    events = [e["type"] for e in watch.Watch().stream(core.list_namespaced_pod, "default",
-                                                       label_selector="app=web", resource_version=start,
-                                                       timeout_seconds=1)]
+    events = [
+        e["type"]
+        for e in watch.Watch().stream(
+            core.list_namespaced_pod, "default", label_selector="app=web", resource_version=start, timeout_seconds=1
+        )
+    ]
     assert events == ["ADDED", "DELETED"]
 
 
@@ -317,26 +353,35 @@ def test_watch_stop_closes_stream(core: client.CoreV1Api, cluster: SimCluster) -
     for _ in w.stream(core.list_namespaced_pod, "default", _request_timeout=5):
         w.stop()
     # The server notices the closed connection and ends the watch (counted when it ends).
-    eventually(lambda: cluster.control_request("GET", "/sim/v1/stats")["by_verb"].get("watch") == 1,
-               message="watch ended server-side")
+    eventually(
+        lambda: cluster.control_request("GET", "/sim/v1/stats")["by_verb"].get("watch") == 1,
+        message="watch ended server-side",
+    )
 
 
 # ---- eviction and disruption budgets -------------------------------------------------------
 
+
 def _running_pod(core: client.CoreV1Api, name: str, labels: dict[str, str]) -> None:
     core.create_namespaced_pod("default", pod_body(name, labels=labels, node_name="n1"))
-    core.patch_namespaced_pod_status(name, "default", {"status": {
-        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    core.patch_namespaced_pod_status(
+        name, "default", {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    )
 
 
 def test_eviction_refused_with_429_by_pdb(core: client.CoreV1Api, policy: client.PolicyV1Api) -> None:
     for name in ("db-0", "db-1"):
         _running_pod(core, name, {"app": "db"})
-    policy.create_namespaced_pod_disruption_budget("default", {
-        "metadata": {"name": "db"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}})
+    policy.create_namespaced_pod_disruption_budget(
+        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}}
+    )
     pdb = policy.read_namespaced_pod_disruption_budget("db", "default")
-    assert (pdb.status.current_healthy, pdb.status.desired_healthy, pdb.status.disruptions_allowed,
-            pdb.status.expected_pods) == (2, 2, 0, 2)
+    assert (
+        pdb.status.current_healthy,
+        pdb.status.desired_healthy,
+        pdb.status.disruptions_allowed,
+        pdb.status.expected_pods,
+    ) == (2, 2, 0, 2)
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "db-0", "namespace": "default"}}
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod_eviction("db-0", "default", eviction)
@@ -349,8 +394,10 @@ def test_eviction_refused_with_429_by_pdb(core: client.CoreV1Api, policy: client
 def test_eviction_allowed_when_budget_permits(core: client.CoreV1Api, policy: client.PolicyV1Api) -> None:
     for name in ("web-0", "web-1", "web-2"):
         _running_pod(core, name, {"app": "web"})
-    policy.create_namespaced_pod_disruption_budget("default", {
-        "metadata": {"name": "web"}, "spec": {"minAvailable": "60%", "selector": {"matchLabels": {"app": "web"}}}})
+    policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": "60%", "selector": {"matchLabels": {"app": "web"}}}},
+    )
     assert policy.read_namespaced_pod_disruption_budget("web", "default").status.disruptions_allowed == 1
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0", "namespace": "default"}}
     _, code, _ = core.create_namespaced_pod_eviction_with_http_info("web-0", "default", eviction)
@@ -365,7 +412,8 @@ def test_eviction_allowed_when_budget_permits(core: client.CoreV1Api, policy: cl
 def test_eviction_without_pdb_deletes_pod(core: client.CoreV1Api) -> None:
     _running_pod(core, "lonely", {"app": "x"})
     _, code, _ = core.create_namespaced_pod_eviction_with_http_info(
-        "lonely", "default", {"metadata": {"name": "lonely", "namespace": "default"}})
+        "lonely", "default", {"metadata": {"name": "lonely", "namespace": "default"}}
+    )
     assert code == 201
     assert core.list_namespaced_pod("default", field_selector="metadata.name=lonely").items == []
 
@@ -373,14 +421,23 @@ def test_eviction_without_pdb_deletes_pod(core: client.CoreV1Api) -> None:
 # ---- custom resources ---------------------------------------------------------------------
 
 CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "nodegroups.example.dev"},
-    "spec": {"group": "example.dev", "scope": "Namespaced",
-             "names": {"plural": "nodegroups", "singular": "nodegroup", "kind": "NodeGroup"},
-             "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                           "subresources": {"status": {}},
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
+    "spec": {
+        "group": "example.dev",
+        "scope": "Namespaced",
+        "names": {"plural": "nodegroups", "singular": "nodegroup", "kind": "NodeGroup"},
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
 }
 
 
@@ -389,14 +446,22 @@ def test_crd_backed_custom_objects(apiext: client.ApiextensionsV1Api, custom: cl
     crd = apiext.read_custom_resource_definition(CRD["metadata"]["name"])
     assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
     args = ("example.dev", "v1alpha1", "default", "nodegroups")
-    created = custom.create_namespaced_custom_object(*args, {
-        "apiVersion": "example.dev/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "pool-a"},
-        "spec": {"priority": 10}, "status": {"ignored": True}})
+    created = custom.create_namespaced_custom_object(
+        *args,
+        {
+            "apiVersion": "example.dev/v1alpha1",
+            "kind": "NodeGroup",
+            "metadata": {"name": "pool-a"},
+            "spec": {"priority": 10},
+            "status": {"ignored": True},
+        },
+    )
     assert isinstance(created, dict) and created["metadata"]["uid"]
     assert "status" not in created  # status subresource: status is not settable on create
     with pytest.raises(ApiException) as info:
-        custom.create_namespaced_custom_object(*args, {"apiVersion": "example.dev/v1alpha1", "kind": "NodeGroup",
-                                                       "metadata": {"name": "pool-a"}})
+        custom.create_namespaced_custom_object(
+            *args, {"apiVersion": "example.dev/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "pool-a"}}
+        )
     assert info.value.status == 409
     custom.patch_namespaced_custom_object_status(*args, "pool-a", {"status": {"nodes": 3}})
     custom.patch_namespaced_custom_object(*args, "pool-a", {"spec": {"priority": 20}})
@@ -419,13 +484,18 @@ def test_cluster_scoped_crd(apiext: client.ApiextensionsV1Api, custom: client.Cu
     body["metadata"]["name"] = "regions.example.dev"
     body["spec"].update(scope="Cluster", names={"plural": "regions", "kind": "Region"})
     apiext.create_custom_resource_definition(body)
-    created = custom.create_cluster_custom_object("example.dev", "v1alpha1", "regions", {
-        "apiVersion": "example.dev/v1alpha1", "kind": "Region", "metadata": {"name": "fsn1"}})
+    created = custom.create_cluster_custom_object(
+        "example.dev",
+        "v1alpha1",
+        "regions",
+        {"apiVersion": "example.dev/v1alpha1", "kind": "Region", "metadata": {"name": "fsn1"}},
+    )
     assert "namespace" not in created["metadata"]
     assert custom.get_cluster_custom_object("example.dev", "v1alpha1", "regions", "fsn1")["kind"] == "Region"
 
 
 # ---- other semantics the product relies on -------------------------------------------------
+
 
 def test_requests_without_token_are_401(cluster: SimCluster) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
@@ -450,8 +520,12 @@ def test_deleting_node_deletes_its_pods(core: client.CoreV1Api) -> None:
 
 def test_binding_subresource(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("bindme"))
-    target = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bindme"},
-              "target": {"apiVersion": "v1", "kind": "Node", "name": "n7"}}
+    target = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "bindme"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n7"},
+    }
     # The apiserver answers a Status, which the client cannot read as a V1Binding: ask raw.
     response = core.create_namespaced_pod_binding("bindme", "default", target, _preload_content=False)
     assert response.status == 201
@@ -475,42 +549,64 @@ def test_deployment_controller_recreates_and_scales(core: client.CoreV1Api, apps
     assert owner.kind == "ReplicaSet" and owner.controller is True
     assert apps.read_namespaced_replica_set(owner.name, "default").metadata.owner_references[0].kind == "Deployment"
     core.delete_namespaced_pod(pods[0].metadata.name, "default")
-    eventually(lambda: len(web_pods()) == 3 and pods[0].metadata.name not in {p.metadata.name for p in web_pods()},
-               message="deleted pod replaced")
+    eventually(
+        lambda: len(web_pods()) == 3 and pods[0].metadata.name not in {p.metadata.name for p in web_pods()},
+        message="deleted pod replaced",
+    )
     eventually(lambda: ready_replicas(apps, "web") == 3, message="deployment ready")
     apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 1}})
     eventually(lambda: len(web_pods()) == 1, message="scaled to 1")
     apps.delete_namespaced_deployment("web", "default")
-    eventually(lambda: not web_pods() and not apps.list_namespaced_replica_set("default").items,
-               message="garbage collected")
+    eventually(
+        lambda: not web_pods() and not apps.list_namespaced_replica_set("default").items, message="garbage collected"
+    )
 
 
 def test_daemonset_puts_one_pod_per_node(core: client.CoreV1Api, apps: client.AppsV1Api) -> None:
     for name in ("d1", "d2"):
         core.create_node(node_body(name, taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]))
-    apps.create_namespaced_daemon_set("default", {
-        "metadata": {"name": "agent"},
-        "spec": {"selector": {"matchLabels": {"app": "agent"}},
-                 "template": {"metadata": {"labels": {"app": "agent"}},
-                              "spec": {"containers": [{"name": "c", "image": "img"}]}}}})
-    pods = eventually(lambda: (lambda items: len(items) == 2 and items)(
-        core.list_namespaced_pod("default", label_selector="app=agent").items), message="2 daemon pods")
+    apps.create_namespaced_daemon_set(
+        "default",
+        {
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "c", "image": "img"}]},
+                },
+            },
+        },
+    )
+    pods = eventually(
+        lambda: (lambda items: len(items) == 2 and items)(
+            core.list_namespaced_pod("default", label_selector="app=agent").items
+        ),
+        message="2 daemon pods",
+    )
     assert sorted(p.spec.node_name for p in pods) == ["d1", "d2"]
     core.create_node(node_body("d3"))
-    eventually(lambda: len(core.list_namespaced_pod("default", label_selector="app=agent").items) == 3,
-               message="daemon pod on the new node")
+    eventually(
+        lambda: len(core.list_namespaced_pod("default", label_selector="app=agent").items) == 3,
+        message="daemon pod on the new node",
+    )
 
 
 def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Api) -> None:
     cluster.control_request("DELETE", "/sim/v1/stats")
     core.list_node()
     # The server counts a request after answering it: wait for the count, don't race it.
-    stats = eventually(lambda: (s := cluster.control_request("GET", "/sim/v1/stats"))["by_verb"].get("list") and s,
-                       message="list counted")
+    stats = eventually(
+        lambda: (s := cluster.control_request("GET", "/sim/v1/stats"))["by_verb"].get("list") and s,
+        message="list counted",
+    )
     assert stats["requests_total"] >= 1 and stats["by_verb"]["list"] == 1
     assert stats["objects"]["namespaces"] == 4
-    cluster.control_request("POST", "/sim/v1/faults", {"request_failures": [
-        {"method": "GET", "path_regex": "^/api/v1/nodes$", "status": 503, "times": 1}]})
+    cluster.control_request(
+        "POST",
+        "/sim/v1/faults",
+        {"request_failures": [{"method": "GET", "path_regex": "^/api/v1/nodes$", "status": 503, "times": 1}]},
+    )
     with pytest.raises(ApiException) as info:
         core.list_node()
     assert info.value.status == 503
@@ -522,9 +618,24 @@ def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Ap
 
 def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cluster", "--port", "0", "--kubeconfig", str(kubeconfig),
-                             "--node-ready-delay", "0.1", "--scoring", "most-allocated"],
-                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sim.cluster",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--node-ready-delay",
+            "0.1",
+            "--scoring",
+            "most-allocated",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("sim cluster ready: https://127.0.0.1:")
@@ -541,13 +652,18 @@ def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
 
 
 def test_pdb_counts_controller_scale_while_replacement_starts(
-        cluster: SimCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api) -> None:
+    cluster: SimCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api
+) -> None:
     core.create_node(node_body("host", cpu="8"))
     apps.create_namespaced_deployment("default", deployment_body("api", 3))
-    policy.create_namespaced_pod_disruption_budget("default", {
-        "metadata": {"name": "api"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "api"}}}})
-    eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
-               message="budget healthy")
+    policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {"metadata": {"name": "api"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "api"}}}},
+    )
+    eventually(
+        lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
+        message="budget healthy",
+    )
     cluster.control.pod_start_delay = 3600  # the replacement stays unready until the test says so
     first, second = [p.metadata.name for p in core.list_namespaced_pod("default", label_selector="app=api").items][:2]
     core.create_namespaced_pod_eviction(first, "default", {"metadata": {"name": first, "namespace": "default"}})
@@ -557,8 +673,10 @@ def test_pdb_counts_controller_scale_while_replacement_starts(
         core.create_namespaced_pod_eviction(second, "default", {"metadata": {"name": second, "namespace": "default"}})
     assert info.value.status == 429
     cluster.control.pod_start_delay = 0
-    eventually(lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
-               message="replacement Ready restores the budget")
+    eventually(
+        lambda: policy.read_namespaced_pod_disruption_budget("api", "default").status.disruptions_allowed == 1,
+        message="replacement Ready restores the budget",
+    )
 
 
 def test_watch_from_compacted_resource_version_is_410(cluster: SimCluster, core: client.CoreV1Api) -> None:
@@ -567,6 +685,7 @@ def test_watch_from_compacted_resource_version_is_410(cluster: SimCluster, core:
     for i in range(20):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
     with pytest.raises(ApiException) as info:
-        list(watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start,
-                                  timeout_seconds=1))
+        list(
+            watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start, timeout_seconds=1)
+        )
     assert info.value.status == 410

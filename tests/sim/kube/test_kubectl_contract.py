@@ -32,7 +32,9 @@ from sim.kube.tables import human_duration, json_path, table_version
 from tests.sim.conftest import deployment_body, eventually, node_body, pod_body, ready_nodes, ready_replicas
 
 REPO = Path(__file__).resolve().parents[3]
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+TABLE = (
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+)
 GROUP, VERSION, PLURAL = "growth.autoscaling.dev", "v1alpha1", "nodegroupswithpriority"
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
@@ -53,8 +55,9 @@ def kube(kubeconfig: Path) -> Iterator[client.ApiClient]:
 
 def request(api: client.ApiClient, path: str, accept: str = "application/json", **query: str) -> Any:
     """A GET through the official client's own transport (its CA, token and connection pool)."""
-    method, url, headers, _, _ = api.param_serialize("GET", path, query_params=list(query.items()),
-                                                     header_params={"Accept": accept}, auth_settings=["BearerToken"])
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", path, query_params=list(query.items()), header_params={"Accept": accept}, auth_settings=["BearerToken"]
+    )
     response = api.call_api(method, url, header_params=headers)
     assert response.status == 200, response.read()
     return response
@@ -64,8 +67,13 @@ def get(api: client.ApiClient, path: str, accept: str = "application/json", **qu
     return json.loads(request(api, path, accept, **query).read())
 
 
-def raw(cluster: SimCluster, path: str, token: str | None = None, accept: str = "application/json",
-        context: ssl.SSLContext | None = None) -> tuple[int, bytes, str]:
+def raw(
+    cluster: SimCluster,
+    path: str,
+    token: str | None = None,
+    accept: str = "application/json",
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, bytes, str]:
     headers = {"Accept": accept, **({"Authorization": f"Bearer {token}"} if token else {})}
     request = urllib.request.Request(cluster.url + path, headers=headers)
     try:
@@ -86,11 +94,14 @@ def columns(table: dict[str, Any], wide: bool = False) -> list[str]:
 
 def cells(table: dict[str, Any], name: str) -> dict[str, Any]:
     names = [c["name"] for c in table["columnDefinitions"]]
-    row = next(r for r in table["rows"] if r["cells"][0] == name or r.get("object", {}).get("metadata", {}).get("name") == name)
+    row = next(
+        r for r in table["rows"] if r["cells"][0] == name or r.get("object", {}).get("metadata", {}).get("name") == name
+    )
     return dict(zip(names, row["cells"], strict=True))
 
 
 # ---- transport: HTTPS, CA, token ------------------------------------------------------------
+
 
 def test_kubeconfig_carries_the_ca_and_the_token(cluster: SimCluster, kubeconfig: Path) -> None:
     cfg = yaml.safe_load(kubeconfig.read_text())
@@ -143,6 +154,7 @@ def test_the_official_client_reuses_its_connections(cluster: SimCluster, kube: c
 
 # ---- Table output ---------------------------------------------------------------------------
 
+
 def test_accept_header_negotiation() -> None:
     assert table_version(TABLE) == "v1"
     assert table_version("application/json;as=Table;v=v1beta1;g=meta.k8s.io") == "v1beta1"
@@ -167,8 +179,13 @@ def test_node_table(cluster: SimCluster, kube: client.ApiClient) -> None:
     core.patch_node("w1", {"spec": {"unschedulable": True}})
     table = get(kube, "/api/v1/nodes", TABLE)
     assert columns(table) == ["Name", "Status", "Roles", "Age", "Version"]
-    assert columns(table, wide=True)[5:] == ["Internal-IP", "External-IP", "OS-Image", "Kernel-Version",
-                                             "Container-Runtime"]
+    assert columns(table, wide=True)[5:] == [
+        "Internal-IP",
+        "External-IP",
+        "OS-Image",
+        "Kernel-Version",
+        "Container-Runtime",
+    ]
     w1 = cells(table, "w1")
     assert (w1["Status"], w1["Roles"]) == ("Ready,SchedulingDisabled", "worker")
     assert w1["Age"].endswith("s") and w1["Internal-IP"].startswith("10.")
@@ -189,13 +206,25 @@ def test_pod_deployment_and_namespace_tables(cluster: SimCluster, kube: client.A
     assert columns(pods, wide=True)[5:] == ["IP", "Node", "Nominated Node", "Readiness Gates"]
     web = next(r["object"]["metadata"]["name"] for r in pods["rows"] if r["cells"][0].startswith("web-"))
     assert {k: cells(pods, web)[k] for k in ("Ready", "Status", "Restarts", "Node")} == {
-        "Ready": "1/1", "Status": "Running", "Restarts": 0, "Node": "host"}
+        "Ready": "1/1",
+        "Status": "Running",
+        "Restarts": 0,
+        "Node": "host",
+    }
     assert {k: cells(pods, "stuck")[k] for k in ("Ready", "Status", "Node")} == {
-        "Ready": "0/1", "Status": "Pending", "Node": "<none>"}
+        "Ready": "0/1",
+        "Status": "Pending",
+        "Node": "<none>",
+    }
     deployments = get(kube, "/apis/apps/v1/namespaces/default/deployments", TABLE)
     assert columns(deployments) == ["Name", "Ready", "Up-to-date", "Available", "Age"]
     assert {k: cells(deployments, "web")[k] for k in ("Ready", "Up-to-date", "Available", "Images", "Selector")} == {
-        "Ready": "2/2", "Up-to-date": 2, "Available": 2, "Images": "img:1", "Selector": "app=web"}
+        "Ready": "2/2",
+        "Up-to-date": 2,
+        "Available": 2,
+        "Images": "img:1",
+        "Selector": "app=web",
+    }
     namespaces = get(kube, "/api/v1/namespaces", TABLE)
     assert columns(namespaces) == ["Name", "Status", "Age"] and cells(namespaces, "default")["Status"] == "Active"
     config_maps = get(kube, "/api/v1/namespaces/kube-public/configmaps", TABLE)
@@ -203,30 +232,61 @@ def test_pod_deployment_and_namespace_tables(cluster: SimCluster, kube: client.A
 
 
 def test_event_table(kube: client.ApiClient) -> None:
-    client.CoreV1Api(kube).create_namespaced_event("default", {
-        "metadata": {"name": "e1"}, "type": "Warning", "reason": "NotTriggerScaleUp", "message": "no group",
-        "involvedObject": {"kind": "Pod", "name": "p1", "namespace": "default"},
-        "lastTimestamp": "2020-01-01T00:00:00Z", "count": 3, "source": {"component": "growth"}})
+    client.CoreV1Api(kube).create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "e1"},
+            "type": "Warning",
+            "reason": "NotTriggerScaleUp",
+            "message": "no group",
+            "involvedObject": {"kind": "Pod", "name": "p1", "namespace": "default"},
+            "lastTimestamp": "2020-01-01T00:00:00Z",
+            "count": 3,
+            "source": {"component": "growth"},
+        },
+    )
     table = get(kube, "/api/v1/namespaces/default/events", TABLE)
     assert columns(table) == ["Last Seen", "Type", "Reason", "Object", "Message"]
     row = cells(table, "e1")
     assert {k: row[k] for k in ("Type", "Reason", "Object", "Message", "Count", "Source")} == {
-        "Type": "Warning", "Reason": "NotTriggerScaleUp", "Object": "pod/p1", "Message": "no group",
-        "Count": 3, "Source": "growth"}
+        "Type": "Warning",
+        "Reason": "NotTriggerScaleUp",
+        "Object": "pod/p1",
+        "Message": "no group",
+        "Count": 3,
+        "Source": "growth",
+    }
     assert re.fullmatch(r"\d+y(\d+d)?", row["Last Seen"])  # years ago
 
 
 def test_crd_printer_columns(kube: client.ApiClient) -> None:
     apply_crd(kube)
     custom = client.CustomObjectsApi(kube)
-    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeGroupWithPriority", "metadata": {"name": "g1"},
-        "spec": {"pools": []}})
-    custom.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, "g1",
-                                              {"status": {"valid": False, "message": "pools: empty"}})
-    custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "NodeGroupWithPriority", "metadata": {"name": "g2"},
-        "spec": {"pools": []}})
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeGroupWithPriority",
+            "metadata": {"name": "g1"},
+            "spec": {"pools": []},
+        },
+    )
+    custom.patch_cluster_custom_object_status(
+        GROUP, VERSION, PLURAL, "g1", {"status": {"valid": False, "message": "pools: empty"}}
+    )
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NodeGroupWithPriority",
+            "metadata": {"name": "g2"},
+            "spec": {"pools": []},
+        },
+    )
     table = get(kube, f"/apis/{GROUP}/{VERSION}/{PLURAL}", TABLE)
     assert columns(table) == ["Name", "Valid", "Message"]  # the CRD's additionalPrinterColumns
     assert cells(table, "g1") == {"Name": "g1", "Valid": False, "Message": "pools: empty"}
@@ -262,15 +322,35 @@ def test_table_watch_sends_columns_once(cluster: SimCluster, kube: client.ApiCli
     response.response.release_conn()
     added, ready = events[0], events[1]
     assert added["type"] == "ADDED" and added["object"]["kind"] == "Table"
-    assert [c["name"] for c in added["object"]["columnDefinitions"]][:5] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert [c["name"] for c in added["object"]["columnDefinitions"]][:5] == [
+        "Name",
+        "Status",
+        "Roles",
+        "Age",
+        "Version",
+    ]
     assert ready["type"] == "MODIFIED" and ready["object"]["columnDefinitions"] == []
     assert ready["object"]["rows"][0]["cells"][:2] == ["wn", "Ready"]
 
 
 def test_human_ages_and_json_paths() -> None:
-    assert [human_duration(s) for s in (-5, 0, 45, 119, 150, 600, 3 * 3600 + 60, 7 * 3600, 30 * 3600,
-                                        3 * 86400 + 3600, 40 * 86400, 800 * 86400)] == [
-        "<invalid>", "0s", "45s", "119s", "2m30s", "10m", "3h1m", "7h", "30h", "3d1h", "40d", "2y70d"]
+    assert [
+        human_duration(s)
+        for s in (
+            -5,
+            0,
+            45,
+            119,
+            150,
+            600,
+            3 * 3600 + 60,
+            7 * 3600,
+            30 * 3600,
+            3 * 86400 + 3600,
+            40 * 86400,
+            800 * 86400,
+        )
+    ] == ["<invalid>", "0s", "45s", "119s", "2m30s", "10m", "3h1m", "7h", "30h", "3d1h", "40d", "2y70d"]
     obj = {"status": {"valid": True, "pools": [{"n": "a"}, {"n": "b"}]}, "metadata": {"labels": {"a.io/b": "x"}}}
     assert json_path(obj, ".status.valid") == [True]
     assert json_path(obj, "{.status.pools[*].n}") == ["a", "b"]
@@ -281,6 +361,7 @@ def test_human_ages_and_json_paths() -> None:
 
 # ---- OpenAPI --------------------------------------------------------------------------------
 
+
 def test_openapi_v3_lists_every_group_version_with_field_validation(kube: client.ApiClient) -> None:
     apply_crd(kube)
     root = get(kube, "/openapi/v3")["paths"]
@@ -290,16 +371,21 @@ def test_openapi_v3_lists_every_group_version_with_field_validation(kube: client
     doc = get(kube, url.split("?")[0])
     item = doc["paths"][f"/apis/{GROUP}/{VERSION}/{PLURAL}/{{name}}"]
     # What kubectl looks for before it leaves validation to the server (fieldValidation=Strict).
-    assert item["patch"]["x-kubernetes-group-version-kind"] == {"group": GROUP, "version": VERSION,
-                                                                "kind": "NodeGroupWithPriority"}
+    assert item["patch"]["x-kubernetes-group-version-kind"] == {
+        "group": GROUP,
+        "version": VERSION,
+        "kind": "NodeGroupWithPriority",
+    }
     assert any(p["name"] == "fieldValidation" and p["in"] == "query" for p in item["patch"]["parameters"])
     # No strategic merge patch advertised: kubectl then uses its compiled-in patch metadata.
     assert "application/strategic-merge-patch+json" not in item["patch"]["requestBody"]["content"]
     schema = doc["components"]["schemas"]["dev.autoscaling.growth.v1alpha1.NodeGroupWithPriority"]
     assert schema["properties"]["status"]["properties"]["valid"] == {"type": "boolean"}  # the CRD's own schema
     core = get(kube, "/openapi/v3/api/v1")
-    assert core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["x-kubernetes-group-version-kind"][
-        "kind"] == "Pod"
+    assert (
+        core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["x-kubernetes-group-version-kind"]["kind"]
+        == "Pod"
+    )
 
 
 def test_openapi_v3_hash_changes_with_the_crds(kube: client.ApiClient) -> None:
@@ -318,6 +404,7 @@ def test_openapi_v2_protobuf_and_json(cluster: SimCluster) -> None:
 
 
 # ---- the real kubectl (when installed) ------------------------------------------------------
+
 
 def kubectl(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     assert KUBECTL is not None
@@ -353,25 +440,40 @@ def test_kubectl_get_nodes_and_pods(cluster: SimCluster, kubeconfig: Path) -> No
 @needs_kubectl
 def test_kubectl_apply_validates_without_flags(cluster: SimCluster, kubeconfig: Path, tmp_path: Path) -> None:
     kubectl(kubeconfig, "apply", "-f", "deploy/crds/")
-    eventually(lambda: "nodegroupswithpriority" in kubectl(kubeconfig, "api-resources").stdout,
-               message="the CRD is discovered")
+    eventually(
+        lambda: "nodegroupswithpriority" in kubectl(kubeconfig, "api-resources").stdout, message="the CRD is discovered"
+    )
     applied = kubectl(kubeconfig, "apply", "-f", "deploy/examples/nodegroups.yaml")
     assert "nodegroupwithpriority.growth.autoscaling.dev/general created" in applied.stdout
     groups = kubectl(kubeconfig, "get", "nodegroupswithpriority").stdout
     assert header(groups) == ["NAME", "VALID", "MESSAGE"]
     assert [line.split()[0] for line in groups.splitlines()[1:]] == ["general", "kwok"]
     manifest = tmp_path / "app.yaml"
-    manifest.write_text(yaml.safe_dump_all([
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         **deployment_body("web", 1, image="registry.k8s.io/pause:3.9"), "metadata": {"name": "web", "namespace": "demo"}}]))
+    manifest.write_text(
+        yaml.safe_dump_all(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    **deployment_body("web", 1, image="registry.k8s.io/pause:3.9"),
+                    "metadata": {"name": "web", "namespace": "demo"},
+                },
+            ]
+        )
+    )
     assert "deployment.apps/web created" in kubectl(kubeconfig, "apply", "-f", str(manifest)).stdout
     manifest.write_text(manifest.read_text().replace("replicas: 1", "replicas: 2"))
     assert "deployment.apps/web configured" in kubectl(kubeconfig, "apply", "-f", str(manifest)).stdout
     apps = client.AppsV1Api(cluster.api_client())
     assert apps.read_namespaced_deployment("web", "demo").spec.replicas == 2
     assert header(kubectl(kubeconfig, "get", "deployments", "-n", "demo").stdout) == [
-        "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+        "NAME",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "AGE",
+    ]
 
 
 @needs_kubectl
@@ -397,8 +499,9 @@ def test_kubectl_get_nodes_watch(cluster: SimCluster, kubeconfig: Path) -> None:
     core.create_node(node_body("early"))
     ready_nodes(core, "early")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
-    proc = subprocess.Popen([KUBECTL, "get", "nodes", "-w"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [KUBECTL, "get", "nodes", "-w"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lines: list[str] = []
     timer = threading.Timer(60, proc.kill)  # a generous deadline; the test ends as soon as it sees Ready
     timer.start()
@@ -421,16 +524,41 @@ def test_kubectl_get_nodes_watch(cluster: SimCluster, kubeconfig: Path) -> None:
 # ---- server-side field validation (what kubectl's fieldValidation=Strict relies on) ---------
 
 WIDGETS = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.example.dev"},
-    "spec": {"group": "example.dev", "scope": "Namespaced",
-             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                     "size": {"type": "integer"},
-                     "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}},
-                     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                     "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}}}]}}
+    "spec": {
+        "group": "example.dev",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "size": {"type": "integer"},
+                                    "parts": {
+                                        "type": "array",
+                                        "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+                                    },
+                                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
 
 
 def widget(name: str, **spec: Any) -> dict[str, Any]:
@@ -452,16 +580,20 @@ def test_strict_field_validation_of_custom_resources(kube: client.ApiClient) -> 
     client.ApiextensionsV1Api(kube).create_custom_resource_definition(WIDGETS)
     custom = client.CustomObjectsApi(kube)
     with pytest.raises(client.ApiException) as err:
-        custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets",
-                                               widget("w1", size=1, colour="red"), field_validation="Strict")
+        custom.create_namespaced_custom_object(
+            "example.dev", "v1", "default", "widgets", widget("w1", size=1, colour="red"), field_validation="Strict"
+        )
     assert err.value.status == 400 and 'unknown field \\"spec.colour\\"' in err.value.body
-    custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets",
-                                           widget("w1", size=1, colour="red"), field_validation="Warn")
-    custom.create_namespaced_custom_object("example.dev", "v1", "default", "widgets", widget("w2", size=2),
-                                           field_validation="Strict")
+    custom.create_namespaced_custom_object(
+        "example.dev", "v1", "default", "widgets", widget("w1", size=1, colour="red"), field_validation="Warn"
+    )
+    custom.create_namespaced_custom_object(
+        "example.dev", "v1", "default", "widgets", widget("w2", size=2), field_validation="Strict"
+    )
     with pytest.raises(client.ApiException) as err:
-        custom.patch_namespaced_custom_object("example.dev", "v1", "default", "widgets", "w2",
-                                              {"spec": {"weight": 3}}, field_validation="Strict")
+        custom.patch_namespaced_custom_object(
+            "example.dev", "v1", "default", "widgets", "w2", {"spec": {"weight": 3}}, field_validation="Strict"
+        )
     assert err.value.status == 400
 
 
@@ -469,8 +601,9 @@ def test_strict_field_validation_of_custom_resources(kube: client.ApiClient) -> 
 def test_kubectl_apply_reports_unknown_fields(cluster: SimCluster, kubeconfig: Path, tmp_path: Path) -> None:
     client.ApiextensionsV1Api(cluster.api_client()).create_custom_resource_definition(WIDGETS)
     manifest = tmp_path / "widget.yaml"
-    manifest.write_text(yaml.safe_dump({**widget("w1", size=1, colour="red"), "metadata": {"name": "w1",
-                                                                                          "namespace": "default"}}))
+    manifest.write_text(
+        yaml.safe_dump({**widget("w1", size=1, colour="red"), "metadata": {"name": "w1", "namespace": "default"}})
+    )
     done = kubectl(kubeconfig, "apply", "-f", str(manifest), check=False)
     assert done.returncode != 0 and 'unknown field "spec.colour"' in done.stderr
     manifest.write_text(manifest.read_text().replace("colour: red", "parts: [{name: a}]"))

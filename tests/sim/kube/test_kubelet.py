@@ -30,17 +30,28 @@ def user_data(token: str = JOIN, ca_hash: str | None = None) -> str:
 
 
 def machine(name: str = "m1", **kw: Any) -> Machine:
-    return Machine(name=name, provider_id=f"fake://{name}", user_data=kw.pop("user_data", user_data()),
-                   cpu_cores=4, memory_bytes=8 * 1024**3, disk_gb=80, arch="arm64", serial=7,
-                   cloud_labels={"node.kubernetes.io/instance-type": "cax21"}, **kw)
+    return Machine(
+        name=name,
+        provider_id=f"fake://{name}",
+        user_data=kw.pop("user_data", user_data()),
+        cpu_cores=4,
+        memory_bytes=8 * 1024**3,
+        disk_gb=80,
+        arch="arm64",
+        serial=7,
+        cloud_labels={"node.kubernetes.io/instance-type": "cax21"},
+        **kw,
+    )
 
 
 def test_join_command_and_kubelet_flags_are_parsed() -> None:
     config = parse_join(user_data(ca_hash="sha256:" + "ab" * 32))
     assert config.token == JOIN and config.ca_cert_hash == "sha256:" + "ab" * 32
     assert config.labels == {"team": "data", "growth.autoscaling.dev/pool": "p1"}
-    assert config.taints == [{"key": "dedicated", "value": "data", "effect": "NoSchedule"},
-                             {"key": "gpu", "effect": "NoExecute"}]
+    assert config.taints == [
+        {"key": "dedicated", "value": "data", "effect": "NoSchedule"},
+        {"key": "gpu", "effect": "NoExecute"},
+    ]
 
 
 def test_pinned_join_registers_a_node_that_becomes_ready(cluster: SimCluster, core: client.CoreV1Api) -> None:
@@ -54,7 +65,9 @@ def test_pinned_join_registers_a_node_that_becomes_ready(cluster: SimCluster, co
     assert node.metadata.labels["kubernetes.io/arch"] == "arm64"
     assert node.metadata.labels["node.kubernetes.io/instance-type"] == "cax21"
     assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [
-        ("dedicated", "data", "NoSchedule"), ("gpu", None, "NoExecute")]
+        ("dedicated", "data", "NoSchedule"),
+        ("gpu", None, "NoExecute"),
+    ]
     assert node.status.capacity["cpu"] == "4" and node.status.allocatable["cpu"] == "3900m"
     assert node.status.node_info.architecture == "arm64"
 

@@ -35,7 +35,10 @@ def score(slow: SimCluster) -> Iterator[client.CoreV1Api]:
 
 
 def ready_delay(cluster: SimCluster, seconds: float) -> None:
-    assert cluster.control_request("POST", "/sim/v1/settings", {"node_ready_delay": seconds})["node_ready_delay"] == seconds
+    assert (
+        cluster.control_request("POST", "/sim/v1/settings", {"node_ready_delay": seconds})["node_ready_delay"]
+        == seconds
+    )
 
 
 def test_node_is_not_ready_before_its_delay(slow: SimCluster, score: client.CoreV1Api) -> None:
@@ -93,8 +96,10 @@ def test_pods_on_kwok_node_run_and_become_ready(slow: SimCluster, score: client.
     pod = score.read_namespaced_pod("direct", "default")
     assert pod.status.phase == "Pending"  # node not Ready (an hour's delay): nothing runs
     ready_delay(slow, 0)
-    pod = eventually(lambda: (lambda p: p.status.phase == "Running" and p)(score.read_namespaced_pod("direct", "default")),
-                     message="pod Running")
+    pod = eventually(
+        lambda: (lambda p: p.status.phase == "Running" and p)(score.read_namespaced_pod("direct", "default")),
+        message="pod Running",
+    )
     conditions = {c.type: c.status for c in pod.status.conditions}
     assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
     assert pod.status.pod_ip and pod.status.container_statuses[0].ready is True

@@ -39,14 +39,17 @@ def test_binds_pending_pod_when_room(cluster: SimCluster, core: client.CoreV1Api
     core.create_node(node_body("n1", cpu="2"))
     ready_nodes(core, "n1")
     core.create_namespaced_pod("default", pod_body("p", cpu="1500m", memory="1Gi"))
-    pod = eventually(lambda: (lambda p: p.status.phase == "Running" and p)(core.read_namespaced_pod("p", "default")),
-                     message="pod running")
+    pod = eventually(
+        lambda: (lambda p: p.status.phase == "Running" and p)(core.read_namespaced_pod("p", "default")),
+        message="pod running",
+    )
     assert pod.spec.node_name == "n1"
     assert pod.status.pod_ip
 
 
 def test_unschedulable_condition_with_reason_and_stable_transition_time(
-        manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    manual: SimCluster, mcore: client.CoreV1Api
+) -> None:
     for name in ("a", "b", "c"):
         mcore.create_node(node_body(name, cpu="1"))
     ready_nodes(mcore, "a", "b", "c")
@@ -81,13 +84,15 @@ def test_mixed_reasons_are_counted_and_sorted(manual: SimCluster, mcore: client.
         "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, "
         "1 node(s) had untolerated taint {gpu: yes}, "
         "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
-        "1 node(s) were unschedulable.")
+        "1 node(s) were unschedulable."
+    )
 
 
 def test_node_selector_and_taints(manual: SimCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("plain"))
-    mcore.create_node(node_body("gpu", labels={"accel": "gpu"},
-                                taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
+    mcore.create_node(
+        node_body("gpu", labels={"accel": "gpu"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])
+    )
     ready_nodes(mcore, "plain", "gpu")
     mcore.create_namespaced_pod("default", pod_body("wants-gpu", node_selector={"accel": "gpu"}))
     manual.scheduler.schedule_once()
@@ -95,9 +100,14 @@ def test_node_selector_and_taints(manual: SimCluster, mcore: client.CoreV1Api) -
     assert condition.reason == "Unschedulable"
     assert "1 node(s) didn't match Pod's node affinity/selector" in condition.message
     mcore.delete_namespaced_pod("wants-gpu", "default")
-    mcore.create_namespaced_pod("default", pod_body(
-        "tolerant", node_selector={"accel": "gpu"},
-        tolerations=[{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]))
+    mcore.create_namespaced_pod(
+        "default",
+        pod_body(
+            "tolerant",
+            node_selector={"accel": "gpu"},
+            tolerations=[{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}],
+        ),
+    )
     mcore.create_namespaced_pod("default", pod_body("ordinary"))
     assert manual.scheduler.schedule_once() == 2
     assert mcore.read_namespaced_pod("tolerant", "default").spec.node_name == "gpu"
@@ -147,17 +157,27 @@ def test_required_node_affinity(manual: SimCluster, mcore: client.CoreV1Api) -> 
     mcore.create_node(node_body("zone-b", labels={"zone": "b"}))
     ready_nodes(mcore, "zone-a", "zone-b")
     body = pod_body("affine")
-    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}}}
+    body["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
+            }
+        }
+    }
     mcore.create_namespaced_pod("default", body)
     manual.scheduler.schedule_once()
     assert mcore.read_namespaced_pod("affine", "default").spec.node_name == "zone-b"
 
 
 def test_pod_requests_arithmetic() -> None:
-    pod = {"spec": {
-        "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
-                       {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
-        "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2", "memory": "10Mi"}}}],
-        "overhead": {"cpu": "100m"}}}
+    pod = {
+        "spec": {
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+            ],
+            "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "2", "memory": "10Mi"}}}],
+            "overhead": {"cpu": "100m"},
+        }
+    }
     assert pod_requests(pod) == {"cpu": 2100, "memory": 64 * 2**20 + 2**30, "pods": 1}

@@ -26,22 +26,29 @@ class Kube:
     """A tiny test client: the cluster as an operator or growth would touch it."""
 
     def __init__(self, cluster: SimCluster) -> None:
-        self.http = httpx.Client(base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"},
-                                 verify=cluster.ssl_context())
+        self.http = httpx.Client(
+            base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"}, verify=cluster.ssl_context()
+        )
 
     def add_node(self, name: str) -> None:
         body = {
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                       "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]},
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"kubernetes.io/hostname": name},
+            },
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
         }
         assert self.http.post("/api/v1/nodes", json=body).status_code == 201
 
     def patch_node(self, name: str, spec: dict) -> None:
-        r = self.http.patch(f"/api/v1/nodes/{name}", json={"spec": spec},
-                            headers={"Content-Type": "application/merge-patch+json"})
+        r = self.http.patch(
+            f"/api/v1/nodes/{name}", json={"spec": spec}, headers={"Content-Type": "application/merge-patch+json"}
+        )
         assert r.status_code == 200, r.text
 
     def taint_for_deletion(self, name: str) -> None:
@@ -90,7 +97,12 @@ def longhorn(cluster: SimCluster, kube: Kube) -> Iterator[SimLonghorn]:
 
 def test_installs_crds_and_an_instance_manager_per_node(cluster: SimCluster, kube: Kube, longhorn: SimLonghorn) -> None:
     crds = {c["metadata"]["name"] for c in kube.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")}
-    assert {"volumes.longhorn.io", "replicas.longhorn.io", "engines.longhorn.io", "instancemanagers.longhorn.io"} <= crds
+    assert {
+        "volumes.longhorn.io",
+        "replicas.longhorn.io",
+        "engines.longhorn.io",
+        "instancemanagers.longhorn.io",
+    } <= crds
     setting = kube.http.get(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/settings/{SETTING_AUTOSCALER}").json()
     assert setting["value"] == "true"
     pods = kube.pods("longhorn.io/component=instance-manager")
@@ -112,11 +124,21 @@ def test_pdbs_follow_attach_and_detach_but_keep_the_last_healthy_replica(kube: K
     assert pdb["spec"]["minAvailable"] == 1 and pdb["status"]["disruptionsAllowed"] == 0
     assert kube.evict("instance-manager-n1") == 429  # the PDB holds the engine's node
     # The CRs are mirrored later in the same pass as the PDBs: poll for them too.
-    assert longhorn.wait_until(lambda: [
-        (v["status"]["state"], v["status"]["currentNodeID"])
-        for v in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/volumes")] == [("attached", "n1")])
-    assert longhorn.wait_until(lambda: [
-        e["spec"]["nodeID"] for e in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/engines")] == ["n1"])
+    assert longhorn.wait_until(
+        lambda: (
+            [
+                (v["status"]["state"], v["status"]["currentNodeID"])
+                for v in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/volumes")
+            ]
+            == [("attached", "n1")]
+        )
+    )
+    assert longhorn.wait_until(
+        lambda: (
+            [e["spec"]["nodeID"] for e in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/engines")]
+            == ["n1"]
+        )
+    )
 
     longhorn.detach("vol-1")
     # One replica keeps its PDB (the node it was attached to); the other is released.
@@ -150,10 +172,15 @@ def test_deleted_nodes_fail_their_replicas_and_losing_all_is_detectable(kube: Ku
     kube.delete_node("n2")
     assert longhorn.wait_until(lambda: ("n2", False) in longhorn.volume("vol-1")["replicas"])
     assert longhorn.checksum("vol-1") == before  # n1 still holds a healthy copy
-    assert longhorn.wait_until(lambda: sorted(
-        (r["spec"]["nodeID"], bool(r["spec"]["failedAt"]), r["status"]["currentState"])
-        for r in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/replicas"))
-        == [("n1", False, "stopped"), ("n2", True, "error")])
+    assert longhorn.wait_until(
+        lambda: (
+            sorted(
+                (r["spec"]["nodeID"], bool(r["spec"]["failedAt"]), r["status"]["currentState"])
+                for r in kube.list(f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}/replicas")
+            )
+            == [("n1", False, "stopped"), ("n2", True, "error")]
+        )
+    )
     kube.delete_node("n1")
     assert longhorn.wait_until(lambda: ("n1", False) in longhorn.volume("vol-1")["replicas"])
     with pytest.raises(VolumeDataLost):
@@ -194,9 +221,12 @@ def test_backing_image_manager_pod_is_not_safe_to_evict(kube: Kube, longhorn: Si
 def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhorn: SimLonghorn) -> None:
     longhorn.set_setting(SETTING_AUTOSCALER, False)
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == set(NODES))
-    assert longhorn.wait_until(lambda: all(
-        SAFE_TO_EVICT not in (p["metadata"].get("annotations") or {})
-        for p in kube.pods("longhorn.io/component=instance-manager")))
+    assert longhorn.wait_until(
+        lambda: all(
+            SAFE_TO_EVICT not in (p["metadata"].get("annotations") or {})
+            for p in kube.pods("longhorn.io/component=instance-manager")
+        )
+    )
     longhorn.set_setting(SETTING_AUTOSCALER, True)
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == set())
 
@@ -211,8 +241,11 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     from scaling.nodes.storage import longhorn_state_from_objects
 
     for n in NODES:
-        kube.http.patch(f"/api/v1/nodes/{n}", json={"metadata": {"labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-x"}}},
-                        headers={"Content-Type": "application/merge-patch+json"})
+        kube.http.patch(
+            f"/api/v1/nodes/{n}",
+            json={"metadata": {"labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-x"}}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
     longhorn.create_volume("vol-1", replicas=2)
     longhorn.attach("vol-1", "n1")
     longhorn.write("vol-1", b"data")
@@ -221,11 +254,18 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     def plan():
         base = f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}"
         raw_pods = kube.list("/api/v1/pods")
-        nodes = [node_info(n, [p for p in raw_pods if p["spec"].get("nodeName") == n["metadata"]["name"]])
-                 for n in kube.list("/api/v1/nodes")]
+        nodes = [
+            node_info(n, [p for p in raw_pods if p["spec"].get("nodeName") == n["metadata"]["name"]])
+            for n in kube.list("/api/v1/nodes")
+        ]
         pods = [pod_info(p) for p in raw_pods]
-        storage = longhorn_state_from_objects(kube.list(f"{base}/volumes"), kube.list(f"{base}/replicas"),
-                                              kube.list(f"{base}/engines"), kube.list(f"{base}/instancemanagers"), pods)
+        storage = longhorn_state_from_objects(
+            kube.list(f"{base}/volumes"),
+            kube.list(f"{base}/replicas"),
+            kube.list(f"{base}/engines"),
+            kube.list(f"{base}/instancemanagers"),
+            pods,
+        )
         pdbs = [pdb_from_object(p) for p in kube.list("/apis/policy/v1/poddisruptionbudgets")]
         # Every node runs an instance-manager pod, so none is "empty": they are underused,
         # and unneeded for long enough.
@@ -250,7 +290,9 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     assert sorted(r.name for r in p.to_remove) == ["n2", "n3"]
 
 
-def test_seed_scenario_scale_down_all_nodes_holding_replicas(cluster: SimCluster, kube: Kube, longhorn: SimLonghorn) -> None:
+def test_seed_scenario_scale_down_all_nodes_holding_replicas(
+    cluster: SimCluster, kube: Kube, longhorn: SimLonghorn
+) -> None:
     """Seed 003 "scale down all nodes containing volume replicas", with growth's rules deciding
     and this test acting as the NodeScaleDown workflow would: taint, evict, delete the Node."""
     from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED, pdb_from_object
@@ -274,18 +316,26 @@ def test_seed_scenario_scale_down_all_nodes_holding_replicas(cluster: SimCluster
         meta: dict = {"labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-x"}}
         if n in new:  # the seed pins the new nodes so only the old ones go
             meta["annotations"] = {ANNOTATION_SCALE_DOWN_DISABLED: "true"}
-        kube.http.patch(f"/api/v1/nodes/{n}", json={"metadata": meta},
-                        headers={"Content-Type": "application/merge-patch+json"})
+        kube.http.patch(
+            f"/api/v1/nodes/{n}", json={"metadata": meta}, headers={"Content-Type": "application/merge-patch+json"}
+        )
     assert longhorn.wait_until(lambda: all(kube.im_running(n) for n in new))
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"n1"})
 
     def plan():
         raw_pods = kube.list("/api/v1/pods")
-        nodes = [node_info(n, [p for p in raw_pods if p["spec"].get("nodeName") == n["metadata"]["name"]])
-                 for n in kube.list("/api/v1/nodes")]
+        nodes = [
+            node_info(n, [p for p in raw_pods if p["spec"].get("nodeName") == n["metadata"]["name"]])
+            for n in kube.list("/api/v1/nodes")
+        ]
         pods = [pod_info(p) for p in raw_pods]
-        storage = longhorn_state_from_objects(kube.list(f"{base}/volumes"), kube.list(f"{base}/replicas"),
-                                              kube.list(f"{base}/engines"), kube.list(f"{base}/instancemanagers"), pods)
+        storage = longhorn_state_from_objects(
+            kube.list(f"{base}/volumes"),
+            kube.list(f"{base}/replicas"),
+            kube.list(f"{base}/engines"),
+            kube.list(f"{base}/instancemanagers"),
+            pods,
+        )
         pdbs = [pdb_from_object(p) for p in kube.list("/apis/policy/v1/poddisruptionbudgets")]
         since = {n.name: 0.0 for n in nodes}
         return plan_scale_down(nodes, pods, pdbs, [], storage, 1e9, since, None, set(), set())
@@ -302,7 +352,10 @@ def test_seed_scenario_scale_down_all_nodes_holding_replicas(cluster: SimCluster
     # Original number + 1 blocked node: n1 holds the last healthy replica.
     assert longhorn.wait_until(lambda: [(n, h) for n, h in longhorn.volume("vol-1")["replicas"] if h] == [("n1", True)])
     p = plan()
-    assert p.to_remove == [] and {b.code for b in p.decisions["n1"].reasons} == {"NotEnoughPdb", "LonghornLastHealthyReplica"}
+    assert p.to_remove == [] and {b.code for b in p.decisions["n1"].reasons} == {
+        "NotEnoughPdb",
+        "LonghornLastHealthyReplica",
+    }
 
     longhorn.attach("vol-1", "m1")  # rebuilds on m1, then up to 3 replicas on m2, m3
     assert longhorn.wait_until(lambda: sum(h for _, h in longhorn.volume("vol-1")["replicas"]) >= 3)

@@ -77,7 +77,10 @@ class TidbWorld:
         hot_n, hot_ratio = self.hot.get(comp, (0, 0.0))
         hot_n = min(hot_n, n)
         hom = c.GroupMetrics(
-            group="", instances=n, cpu_used=HOM_CPU * ((n - hot_n) * ratio + hot_n * hot_ratio), cpu_quota=HOM_CPU * n,
+            group="",
+            instances=n,
+            cpu_used=HOM_CPU * ((n - hot_n) * ratio + hot_n * hot_ratio),
+            cpu_quota=HOM_CPU * n,
             max_ratio=max(ratio, hot_ratio if hot_n else 0.0),
             hot_instances=hot_n if hot_ratio > (inp.hot_threshold or 1) else 0,
             hot_cpu_used=HOM_CPU * hot_n * hot_ratio if hot_ratio > (inp.hot_threshold or 1) else 0.0,
@@ -88,8 +91,15 @@ class TidbWorld:
             hom.storage_used = self.storage_fill * 100.0 * n
         out = [hom]
         for a in groups:
-            out.append(c.GroupMetrics(group=inp.clusters.get(a.name, a.name), instances=a.pods, cpu_used=a.cpu * a.pods * ratio,
-                                      cpu_quota=a.cpu * a.pods, max_ratio=ratio))
+            out.append(
+                c.GroupMetrics(
+                    group=inp.clusters.get(a.name, a.name),
+                    instances=a.pods,
+                    cpu_used=a.cpu * a.pods * ratio,
+                    cpu_quota=a.cpu * a.pods,
+                    max_ratio=ratio,
+                )
+            )
         return c.ComponentMetrics(component=comp, groups=out)
 
     def activities(self) -> list:
@@ -115,8 +125,9 @@ class TidbWorld:
             if inp.name != world.base:
                 return c.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
             comps = {
-                comp: c.ComponentView(replicas=r, pods=r, ready=r, cpu="2", memory="4Gi",
-                                      storage="100Gi" if comp == "tikv" else "")
+                comp: c.ComponentView(
+                    replicas=r, pods=r, ready=r, cpu="2", memory="4Gi", storage="100Gi" if comp == "tikv" else ""
+                )
                 for comp, r in world.replicas.items()
             }
             return c.TidbClusterView(found=True, namespace=inp.namespace, name=inp.name, uid="db-uid", components=comps)
@@ -126,7 +137,11 @@ class TidbWorld:
             return c.AutoClusterList(
                 items=[
                     c.AutoClusterView(
-                        name=a.name, uid=a.uid, group=a.group, base_tc=world.base, labels=a.labels,
+                        name=a.name,
+                        uid=a.uid,
+                        group=a.group,
+                        base_tc=world.base,
+                        labels=a.labels,
                         component=c.ComponentView(replicas=a.replicas, pods=a.pods, ready=a.pods),
                     )
                     for a in world.autos.values()
@@ -163,8 +178,14 @@ class TidbWorld:
             existing = world.autos.get(inp.name)
             if existing is None:
                 existing = AutoCluster(
-                    name=inp.name, uid=f"uid-{next(world._uids)}", component=inp.component, group=inp.group,
-                    replicas=inp.replicas, pods=inp.replicas, cpu=cpu_millis(inp.cpu) / 1000, labels=inp.labels,
+                    name=inp.name,
+                    uid=f"uid-{next(world._uids)}",
+                    component=inp.component,
+                    group=inp.group,
+                    replicas=inp.replicas,
+                    pods=inp.replicas,
+                    cpu=cpu_millis(inp.cpu) / 1000,
+                    labels=inp.labels,
                     resource_type=inp.labels.get("resource-type", inp.group),
                 )
                 world.autos[inp.name] = existing
@@ -177,7 +198,9 @@ class TidbWorld:
                         await asyncio.Event().wait()
                     except asyncio.CancelledError:
                         raise RuntimeError("worker went away before answering") from None
-                return c.CreateAutoClusterResult(name=inp.name, uid=existing.uid, created=True, replicas=existing.replicas)
+                return c.CreateAutoClusterResult(
+                    name=inp.name, uid=existing.uid, created=True, replicas=existing.replicas
+                )
             return c.CreateAutoClusterResult(name=inp.name, uid=existing.uid, created=False, replicas=existing.replicas)
 
         @activity.defn(name=c.PATCH_REPLICAS)
@@ -208,8 +231,18 @@ class TidbWorld:
             return [c.AutoscalerRef(namespace=world.namespace, name=world.name)]
 
         return [
-            get_autoscaler, write_status, emit_event, get_tidb_cluster, list_auto_clusters, query_metrics,
-            observe_capacity, ask_pd, ask_external, create_auto_cluster, patch_replicas, delete_auto_cluster,
+            get_autoscaler,
+            write_status,
+            emit_event,
+            get_tidb_cluster,
+            list_auto_clusters,
+            query_metrics,
+            observe_capacity,
+            ask_pd,
+            ask_external,
+            create_auto_cluster,
+            patch_replicas,
+            delete_auto_cluster,
             list_autoscalers,
         ]
 

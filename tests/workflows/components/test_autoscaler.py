@@ -162,8 +162,17 @@ def _auto(name: str, replicas: int, cpu: float = 4.0):  # type: ignore[no-untype
     from tests.workflows.components.stubs import AutoCluster
 
     labels = {"group": "pd-auto-scaling-tikv-big", "resource-type": "big", "specialUse": "hotRegion"}
-    return AutoCluster(name=name, uid=f"uid-{name}", component="tikv", group=labels["group"], replicas=replicas,
-                       pods=replicas, cpu=cpu, labels=labels, resource_type="big")
+    return AutoCluster(
+        name=name,
+        uid=f"uid-{name}",
+        component="tikv",
+        group=labels["group"],
+        replicas=replicas,
+        pods=replicas,
+        cpu=cpu,
+        labels=labels,
+        resource_type="big",
+    )
 
 
 async def test_hot_subset_creates_a_group_then_graceful_scale_in_deletes_it(env: WorkflowEnvironment) -> None:
@@ -213,8 +222,12 @@ async def test_overrides_pause_pin_and_block_scale_in(env: WorkflowEnvironment) 
                 ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", cluster="auto-nope", replicas=1)
             )
         with pytest.raises(WorkflowUpdateFailedError):
-            await handle.execute_update(ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=-1))
-        pins = await handle.execute_update(ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=5))
+            await handle.execute_update(
+                ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=-1)
+            )
+        pins = await handle.execute_update(
+            ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=5)
+        )
         assert pins == {"tikv/db": 5}
         await until(lambda: world.replicas["tikv"] == 5)
         await handle.execute_update(ComponentAutoscalerWorkflow.pause)
@@ -245,8 +258,10 @@ async def test_pd_null_plans_nothing_and_pd_plans_are_the_full_group_set(env: Wo
 
 
 async def test_external_recommendation_capped_at_max_replicas(env: WorkflowEnvironment) -> None:
-    spec = {"cluster": {"name": "db"},
-            "tidb": {"external": {"endpoint": {"host": "rec", "port": 8080}, "maxReplicas": 4}}}
+    spec = {
+        "cluster": {"name": "db"},
+        "tidb": {"external": {"endpoint": {"host": "rec", "port": 8080}, "maxReplicas": 4}},
+    }
     world = TidbWorld(spec=spec, recommended=9)
     async with autoscaler(env, world):
         await until(lambda: len(world.autos) == 1)
@@ -262,8 +277,10 @@ async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: Workf
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30)
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
-            ComponentAutoscalerWorkflow.run, ComponentAutoscalerInput(settings=settings),
-            id=f"components/ns/tas-{uuid.uuid4().hex[:6]}", task_queue=tq,
+            ComponentAutoscalerWorkflow.run,
+            ComponentAutoscalerInput(settings=settings),
+            id=f"components/ns/tas-{uuid.uuid4().hex[:6]}",
+            task_queue=tq,
         )
         await until(lambda: bool(world.statuses))
         world.found = False

@@ -19,8 +19,11 @@ from workflows.components import WORKFLOWS
 
 async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
     name = f"tas-{uuid.uuid4().hex[:6]}"
-    world = TidbWorld(spec={"cluster": {"name": "db"}, "tikv": {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}}},
-                      name=name, load={"tikv": 1.0})
+    world = TidbWorld(
+        spec={"cluster": {"name": "db"}, "tikv": {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}}},
+        name=name,
+        load={"tikv": 1.0},
+    )
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = Settings(temporal=TemporalSettings(task_queue=tq))
 

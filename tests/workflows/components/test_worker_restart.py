@@ -26,18 +26,22 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30, activity_timeout_s=20)
     handle = None
     # No workflow cache: the second worker replays the history, as a new process would.
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(),
-                      max_cached_workflows=0):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), max_cached_workflows=0
+    ):
         handle = await env.client.start_workflow(
-            ComponentAutoscalerWorkflow.run, ComponentAutoscalerInput(settings=settings),
-            id=f"components/ns/tas-{uuid.uuid4().hex[:6]}", task_queue=tq,
+            ComponentAutoscalerWorkflow.run,
+            ComponentAutoscalerInput(settings=settings),
+            id=f"components/ns/tas-{uuid.uuid4().hex[:6]}",
+            task_queue=tq,
         )
         await asyncio.wait_for(world.crashed.wait(), timeout=60)
     # The first worker is gone; the object exists but the workflow never heard of it.
     assert world.objects_created and len(world.autos) == 1
     try:
-        async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(),
-                          max_cached_workflows=0):
+        async with Worker(
+            env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), max_cached_workflows=0
+        ):
             await skip(env, 30)
             await until(lambda: "auto" in str((world.last_status().get("tikv") or {}).keys()))
             rep = await report(handle)

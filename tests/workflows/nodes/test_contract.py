@@ -35,10 +35,14 @@ def names_called(source: str, path: str) -> set[str]:
         arg = node.args[0]
         if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "contracts":
             value = getattr(contracts, arg.attr, None)
-            assert value in contracts.ACTIVITY_NAMES, f"{path}:{node.lineno}: contracts.{arg.attr} is not in ACTIVITY_NAMES"
+            assert value in contracts.ACTIVITY_NAMES, (
+                f"{path}:{node.lineno}: contracts.{arg.attr} is not in ACTIVITY_NAMES"
+            )
             called.add(value)
         else:
-            assert isinstance(arg, ast.Name), f"{path}:{node.lineno}: activity named by {ast.unparse(arg)}, not a contracts constant"
+            assert isinstance(arg, ast.Name), (
+                f"{path}:{node.lineno}: activity named by {ast.unparse(arg)}, not a contracts constant"
+            )
     return called
 
 

@@ -29,7 +29,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def carried_state(cluster: str) -> AutoscalerState:
     """What a previous run hands over: one request and one scale-down in flight, paused."""
-    request = NodeRequestStatus(id=f"nodes/{cluster}/request/000001-abcd", group="general", current_pool="kwok-cx22", started_at=T0)
+    request = NodeRequestStatus(
+        id=f"nodes/{cluster}/request/000001-abcd", group="general", current_pool="kwok-cx22", started_at=T0
+    )
     removal = ScaleDownStatus(node="n1", workflow_id=f"nodes/{cluster}/scale-down/n1", kind="Empty", scale_down_at=0)
     return AutoscalerState(
         paused=True,
@@ -49,11 +51,17 @@ async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEn
         state = carried_state(cluster)
         (request,) = state.in_flight.values()
         final = request.model_copy(
-            update={"phase": RequestPhase.READY, "node_name": "growth-1", "attempts": [Attempt(pool="kwok-cx22", result=AttemptResult.READY, timestamp=T0)]}
+            update={
+                "phase": RequestPhase.READY,
+                "node_name": "growth-1",
+                "attempts": [Attempt(pool="kwok-cx22", result=AttemptResult.READY, timestamp=T0)],
+            }
         )
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state),
+            AutoscalerInput(
+                settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state
+            ),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="request_changed",
@@ -76,7 +84,9 @@ async def test_scale_down_report_in_the_first_activation_is_applied(env: Workflo
         final = state.scale_downs["n1"].model_copy(update={"phase": ScaleDownPhase.REMOVED})
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state),
+            AutoscalerInput(
+                settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=state
+            ),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="scale_down_changed",
@@ -97,7 +107,10 @@ async def test_resume_in_the_first_activation_is_applied(env: WorkflowEnvironmen
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False), state=carried_state(cluster)),
+            AutoscalerInput(
+                settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False),
+                state=carried_state(cluster),
+            ),
             id=f"nodes/{cluster}",
             task_queue=TASK_QUEUE,
             start_signal="resume",

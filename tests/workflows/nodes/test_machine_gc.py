@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
 from temporalio import activity
@@ -16,11 +16,16 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.nodes.contracts import CollectedMachine, UnusablePool
-from scaling.nodes.contracts import DeleteNodeInput, ProviderMachine
 from scaling.kube.labels import request_key
+from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
-from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCStatus, MachineGCWorkflow, machine_gc_id
+from workflows.nodes.machine_gc import (
+    MachineGCInput,
+    MachineGCSettings,
+    MachineGCStatus,
+    MachineGCWorkflow,
+    machine_gc_id,
+)
 
 OLD = 0.0  # created at the epoch: far older than any grace period
 YOUNG = 1e12  # created in the far future: never past the grace period
@@ -88,7 +93,9 @@ class Cloud:
         ]
 
 
-async def poll(handle: WorkflowHandle, check: Callable[[MachineGCStatus], bool], timeout: float = 20.0) -> MachineGCStatus:
+async def poll(
+    handle: WorkflowHandle, check: Callable[[MachineGCStatus], bool], timeout: float = 20.0
+) -> MachineGCStatus:
     deadline = asyncio.get_running_loop().time() + timeout
     status = None
     while True:
@@ -177,7 +184,9 @@ async def test_nothing_is_deleted_when_the_autoscaler_cannot_say_what_is_in_flig
 async def test_failed_delete_is_retried_next_round_and_state_survives_continue_as_new(gc) -> None:  # noqa: ANN001
     # Polling queries does not skip time here, so rounds run on a short real interval.
     cloud = Cloud(machines=[machine(1, OLD)], fail_deletes=3)
-    cloud.unusable = [UnusablePool(group="g", pool="hetzner-cx31", provider="hetzner", server_type="CX31", reason="removed")]
+    cloud.unusable = [
+        UnusablePool(group="g", pool="hetzner-cx31", provider="hetzner", server_type="CX31", reason="removed")
+    ]
     handle = await gc(cloud, rounds_per_run=2)
     first = await poll(handle, lambda s: s.state.delete_failures >= 1)
     assert cloud.deleted == []

@@ -15,11 +15,11 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.contracts import ClusterObservation
+from scaling.nodes.models import NodeGroup, PoolSpec, RequestPhase, SpecProblem
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
-from scaling.kube.models import PodInfo, Resources
-from scaling.nodes.models import NodeGroup, PoolSpec, RequestPhase, SpecProblem
-from scaling.nodes.contracts import ClusterObservation
 from tests.workflows.polling import eventually, until
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
@@ -41,7 +41,10 @@ def pod(i: int, cpu_m: int = 500, memory: int = GIB // 2) -> PodInfo:
 
 GENERAL = NodeGroup(
     name="general",
-    pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=100), PoolSpec(provider="kwok", serverType=["cx32"], priority=50)],
+    pools=[
+        PoolSpec(provider="kwok", serverType=["cx22"], priority=100),
+        PoolSpec(provider="kwok", serverType=["cx32"], priority=50),
+    ],
 )
 
 
@@ -52,7 +55,17 @@ async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[Wor
     cluster = f"c{uuid.uuid4().hex[:6]}"
     handle = await env.client.start_workflow(
         NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(**{"cluster": cluster, "scan_interval_s": 0.2, "readiness_timeout_s": 60, "machine_gc": False, **settings})),
+        AutoscalerInput(
+            settings=AutoscalerSettings(
+                **{
+                    "cluster": cluster,
+                    "scan_interval_s": 0.2,
+                    "readiness_timeout_s": 60,
+                    "machine_gc": False,
+                    **settings,
+                }
+            )
+        ),
         id=f"nodes/{cluster}",
         task_queue=tq,
     )
@@ -197,7 +210,9 @@ async def test_pause_stops_planning_until_resumed(running) -> None:  # noqa: ANN
 
 async def test_invalid_groups_are_reported_and_valid_ones_keep_working(running) -> None:  # noqa: ANN001
     world = World(hold_readiness=True)
-    problem = SpecProblem(kind="NodeGroupWithPriority", name="broken", field="spec.pools[0].priority", message="must be >= 0")
+    problem = SpecProblem(
+        kind="NodeGroupWithPriority", name="broken", field="spec.pools[0].priority", message="must be >= 0"
+    )
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL], invalid_groups=[problem])
     handle = await running(world)
     status = await eventually(handle, lambda s: s.in_flight)

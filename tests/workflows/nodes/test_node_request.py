@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from scaling.kube.models import Resources
-from scaling.nodes.models import AttemptResult, LABEL_GROUP, LABEL_POOL, Pool, RequestPhase
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.requests import NodeRequestInput
 from tests.workflows.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow
@@ -21,7 +21,9 @@ HISTORIES = Path(__file__).parents[1] / "histories"
 
 
 def pools(*names: str, priority: int = 50) -> list[Pool]:
-    return [Pool(group="general", name=n, provider="kwok", server_type=n.split("-", 1)[1], priority=priority) for n in names]
+    return [
+        Pool(group="general", name=n, provider="kwok", server_type=n.split("-", 1)[1], priority=priority) for n in names
+    ]
 
 
 def request(candidates: list[Pool], **kw) -> NodeRequestInput:

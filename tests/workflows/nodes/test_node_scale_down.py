@@ -16,15 +16,27 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.nodes.contracts import DeleteNodeInput
-from scaling.nodes.contracts import EvictPodInput, EvictResult, MarkNodeInput, NodeEvent, NodeEventsInput, NodeRef, OrphanCheckInput, OrphanObservation, ScaleDownObservation, UnmarkNodeInput, WaitPodsGoneInput
+from scaling.kube.drain import PdbInfo
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.contracts import (
+    ClusterObservation,
+    DeleteNodeInput,
+    EvictPodInput,
+    EvictResult,
+    MarkNodeInput,
+    NodeEvent,
+    NodeEventsInput,
+    NodeRef,
+    OrphanCheckInput,
+    OrphanObservation,
+    ScaleDownObservation,
+    UnmarkNodeInput,
+    WaitPodsGoneInput,
+)
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
 from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
-from scaling.kube.drain import PdbInfo
-from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
-from scaling.nodes.contracts import ClusterObservation
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
@@ -37,21 +49,37 @@ GROUP = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"]
 def node(name: str, managed: bool = True) -> NodeInfo:
     labels = {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"} if managed else {}
     return NodeInfo(
-        name=name, labels=labels, ready=True, provider_id=f"kwok://{name}",
+        name=name,
+        labels=labels,
+        ready=True,
+        provider_id=f"kwok://{name}",
         allocatable=Resources(cpu_m=2000, memory=4 * GIB, pods=110),
     )
 
 
 def app_pod(name: str, on: str, labels: dict[str, str] | None = None) -> PodInfo:
     return PodInfo(
-        namespace="default", name=name, uid=name, node_name=on, phase="Running", controller_kind="ReplicaSet",
-        labels=labels or {"app": "web"}, requests=Resources(cpu_m=100, memory=GIB // 8, pods=1),
+        namespace="default",
+        name=name,
+        uid=name,
+        node_name=on,
+        phase="Running",
+        controller_kind="ReplicaSet",
+        labels=labels or {"app": "web"},
+        requests=Resources(cpu_m=100, memory=GIB // 8, pods=1),
     )
 
 
 def ds_pod(name: str, on: str) -> PodInfo:
-    return PodInfo(namespace="kube-system", name=name, uid=name, node_name=on, phase="Running",
-                   controller_kind="DaemonSet", is_daemonset=True)
+    return PodInfo(
+        namespace="kube-system",
+        name=name,
+        uid=name,
+        node_name=on,
+        phase="Running",
+        controller_kind="DaemonSet",
+        is_daemonset=True,
+    )
 
 
 @dataclass
@@ -104,7 +132,9 @@ class DownWorld(World):
         async def evict(inp: EvictPodInput) -> EvictResult:
             key = f"{inp.namespace}/{inp.name}"
             if key in w.refuse:
-                return EvictResult(outcome="refused", message="Cannot evict pod as it would violate the pod's disruption budget.")
+                return EvictResult(
+                    outcome="refused", message="Cannot evict pod as it would violate the pod's disruption budget."
+                )
             w.calls.append(("evict", key))
             return EvictResult(outcome="evicted")
 
@@ -124,7 +154,18 @@ class DownWorld(World):
         async def orphans(inp: OrphanCheckInput) -> OrphanObservation:
             return OrphanObservation()
 
-        return base + [delete_node, observe_scale_down, mark, unmark, cordon, evict, wait_gone, delete_obj, events, orphans]
+        return base + [
+            delete_node,
+            observe_scale_down,
+            mark,
+            unmark,
+            cordon,
+            evict,
+            wait_gone,
+            delete_obj,
+            events,
+            orphans,
+        ]
 
 
 async def poll(check, timeout: float = 30.0):  # noqa: ANN001, ANN201
@@ -164,11 +205,15 @@ async def worker(env: WorkflowEnvironment):
 
 
 async def run_child(env: WorkflowEnvironment, tq: str, inp: NodeScaleDownInput) -> WorkflowHandle:
-    return await env.client.start_workflow(NodeScaleDownWorkflow.run, inp, id=f"sd-{uuid.uuid4().hex[:6]}", task_queue=tq)
+    return await env.client.start_workflow(
+        NodeScaleDownWorkflow.run, inp, id=f"sd-{uuid.uuid4().hex[:6]}", task_queue=tq
+    )
 
 
 async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[ds_pod("ds-a", "a")], groups=[GROUP]))
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[ds_pod("ds-a", "a")], groups=[GROUP])
+    )
     tq, _ = await worker(world)
     now = (await env.get_current_time()).timestamp()
     h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 600, kind="Empty"))
@@ -185,7 +230,9 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
 
 
 async def test_pod_landing_during_the_wait_cancels_and_unmarks(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[app_pod("web-1", "a")], groups=[GROUP]))
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[app_pod("web-1", "a")], groups=[GROUP])
+    )
     tq, _ = await worker(world)
     now = (await env.get_current_time()).timestamp()
     h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 600, kind="Empty"))
@@ -196,17 +243,28 @@ async def test_pod_landing_during_the_wait_cancels_and_unmarks(env: WorkflowEnvi
     assert world.node_events[-1].reason == "ScaleDownBlocked" and "web-1" in world.node_events[-1].message
 
 
-async def test_pdb_refusal_is_retried_for_a_bounded_time_then_the_node_is_kept(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+async def test_pdb_refusal_is_retried_for_a_bounded_time_then_the_node_is_kept(
+    env: WorkflowEnvironment, worker
+) -> None:  # noqa: ANN001
     pods = [app_pod("web-1", "a"), app_pod("web-2", "a")]
     world = DownWorld(
-        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=pods, groups=[GROUP],
-                                      pdbs=[PdbInfo(namespace="default", name="web", disruptions_allowed=5)]),
+        down_obs=ScaleDownObservation(
+            nodes=[node("a"), node("b")],
+            pods=pods,
+            groups=[GROUP],
+            pdbs=[PdbInfo(namespace="default", name="web", disruptions_allowed=5)],
+        ),
         refuse={"default/web-2"},
     )
     tq, _ = await worker(world)
     now = (await env.get_current_time()).timestamp()
-    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now, kind="Underused",
-                                                    pdb_retry_s=60, eviction_retry_s=5))
+    h = await run_child(
+        env,
+        tq,
+        NodeScaleDownInput(
+            cluster="c", node="a", scale_down_at=now, kind="Underused", pdb_retry_s=60, eviction_retry_s=5
+        ),
+    )
     result = await h.result()
     assert result.phase == ScaleDownPhase.FAILED and result.reason == "NotEnoughPdb"
     assert result.evicted == ["default/web-1"]
@@ -217,7 +275,9 @@ async def test_pdb_refusal_is_retried_for_a_bounded_time_then_the_node_is_kept(e
 
 
 async def test_provider_delete_failures_are_retried_reported_and_delete_once(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    world = DownWorld(down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[], groups=[GROUP]), provider_failures=4)
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[], groups=[GROUP]), provider_failures=4
+    )
     tq, _ = await worker(world)
     now = (await env.get_current_time()).timestamp()
     h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now, kind="Empty"))
@@ -232,12 +292,17 @@ async def test_provider_delete_failures_are_retried_reported_and_delete_once(env
 # -- through the NodeAutoscaler --------------------------------------------------------------
 
 
-async def start_autoscaler(env: WorkflowEnvironment, world: DownWorld, handles: list, tq: str, **settings) -> WorkflowHandle:
+async def start_autoscaler(
+    env: WorkflowEnvironment, world: DownWorld, handles: list, tq: str, **settings
+) -> WorkflowHandle:
     cluster = f"c{uuid.uuid4().hex[:6]}"
     h = await env.client.start_workflow(
         NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(**{"cluster": cluster, "scan_interval_s": 1, "machine_gc": False, **settings})),
-        id=f"nodes/{cluster}", task_queue=tq,
+        AutoscalerInput(
+            settings=AutoscalerSettings(**{"cluster": cluster, "scan_interval_s": 1, "machine_gc": False, **settings})
+        ),
+        id=f"nodes/{cluster}",
+        task_queue=tq,
     )
     handles.append(h)
     return h

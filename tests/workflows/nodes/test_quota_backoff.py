@@ -10,14 +10,14 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.backoff import BACKOFF_INITIAL_S
+from scaling.nodes.contracts import ClusterObservation
+from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
-from scaling.nodes.backoff import BACKOFF_INITIAL_S
-from scaling.kube.models import PodInfo, Resources
-from scaling.nodes.models import NodeGroup, PoolSpec
-from scaling.nodes.contracts import ClusterObservation
-from tests.workflows.stubs import World
 from tests.workflows.polling import eventually
+from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
@@ -50,7 +50,11 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, machine_gc=False)),
+            AutoscalerInput(
+                settings=AutoscalerSettings(
+                    cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, machine_gc=False
+                )
+            ),
             id=f"nodes/{cluster}",
             task_queue=tq,
         )
@@ -64,7 +68,10 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
             assert status.attempts_by_pool["kwok-cx32"]["Ready"] >= 3
             until = status.backoff_until["general/kwok-cx22"]
             quota_at = next(
-                a.timestamp for r in [*status.recent, *status.in_flight] for a in r.attempts if a.result.value == "QuotaExceeded"
+                a.timestamp
+                for r in [*status.recent, *status.in_flight]
+                for a in r.attempts
+                if a.result.value == "QuotaExceeded"
             )
             # Backed off for the first-failure period, counted from when the quota was hit.
             assert abs(until - (quota_at.timestamp() + BACKOFF_INITIAL_S)) < 5

@@ -11,9 +11,8 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.testing import WorkflowEnvironment
 
-from scaling.nodes.contracts import ScaleDownObservation
+from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
-from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.storage import LonghornReplica, LonghornState, LonghornVolume
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     GROUP,
@@ -34,8 +33,11 @@ def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
 
 
 async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10, minNodes=1)],
-                      scaleDown={"unneeded_time_s": 3})
+    group = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10, minNodes=1)],
+        scaleDown={"unneeded_time_s": 3},
+    )
     world = DownWorld()
     nodes = [node("a"), node("b"), node("c"), node("static", managed=False)]
     world.observation = ClusterObservation(nodes=nodes, groups=[group])
@@ -64,8 +66,11 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
     world = DownWorld()
     nodes = [node("a"), node("b"), node("c")]
     world.down_obs = ScaleDownObservation(
-        storage=LonghornState(volumes=[LonghornVolume(name="vol", state="attached", node="b")],
-                              replicas=[LonghornReplica(name="r1", volume="vol", node="b", healthy=True)]))
+        storage=LonghornState(
+            volumes=[LonghornVolume(name="vol", state="attached", node="b")],
+            replicas=[LonghornReplica(name="r1", volume="vol", node="b", healthy=True)],
+        )
+    )
     observed(world, nodes, [app_pod("web-1", "a"), app_pod("web-2", "b"), app_pod("web-3", "c")])
     tq, handles = await worker(world)
     # Long timers: nothing is removed by the loop during this test; only the operator acts.
@@ -80,7 +85,9 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
         await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
 
     assert await h.execute_update(NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
-    status = await poll(lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates)))
+    status = await poll(
+        lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates))
+    )
     assert status.protected_nodes == ["c"]
     assert await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "c") == []
 
@@ -96,8 +103,11 @@ async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
 
 
 async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
-    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
-                      scaleDown={"unneeded_time_s": 300})  # the timer never fires during the test
+    group = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+        scaleDown={"unneeded_time_s": 300},
+    )  # the timer never fires during the test
     world = DownWorld()
     nodes = [node("a"), node("b")]
     busy = [app_pod("web-1", "b")]
@@ -112,7 +122,9 @@ async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: Workf
     assert ("mark", "a") in world.calls
     # A pod lands on a during the wait: the removal is cancelled and the node unmarked.
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=[*busy, app_pod("web-2", "a")], groups=[group])
-    cancelled = await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1 and not _waiting(s, "a")))
+    cancelled = await poll(
+        lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1 and not _waiting(s, "a"))
+    )
     assert any(c[0].startswith("unmark") and c[1] == "a" for c in world.calls)
     assert [r.node for r in cancelled.recent_scale_downs if r.phase.value == "Cancelled"] == ["a"]
     # It empties again: a new wait is armed, with a later ScaleDownAt.
@@ -132,14 +144,18 @@ def _waiting(status, node_name: str):  # noqa: ANN001, ANN202
 def _async(check):  # noqa: ANN001, ANN202
     async def probe():  # noqa: ANN202
         return check()
+
     return probe
 
 
 async def test_no_scale_down_while_pending_pods_are_about_to_land(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
     """A just-Ready node is empty until the scheduler binds the pods it was made for: it must not
     be marked (tainted) meanwhile, or those pods are stranded and another node is made."""
-    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
-                      scaleDown={"unneeded_time_s": 300, "delay_after_add_s": 0})
+    group = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+        scaleDown={"unneeded_time_s": 300, "delay_after_add_s": 0},
+    )
     world = DownWorld()
     nodes = [node("fresh")]
     pending = app_pod("web-1", "").model_copy(update={"node_name": None, "phase": "Pending", "unschedulable": True})
