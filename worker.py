@@ -27,7 +27,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
-from activities import nodes
+from activities import components, nodes
 from activities.kube.client import ClusterClients
 from activities.settings import (
     ObservabilitySettings,
@@ -94,7 +94,7 @@ def build_activities(settings: Settings, clusters: ClusterClients | None = None)
     """Every loop's activities; each loop package builds its own. One ClusterClients for all, so
     every loop reaches a cluster through the same cached client."""
     clusters = clusters or ClusterClients(settings)
-    built = [*nodes.build_activities(settings, clusters)]
+    built = [*nodes.build_activities(settings, clusters), *components.build_activities(settings, clusters)]
     if settings.fleet is not None:  # only a worker configured for the fleet loop talks to OCM
         from activities import fleet
 
