@@ -229,6 +229,9 @@ REQUIRED = [
     (CRD_GROUP, f"{NODE_GROUP_PLURAL}/status", ["patch"]),
     ("longhorn.io", "volumes", ["get", "list"]),
     ("longhorn.io", "replicas", ["get", "list"]),
+    # the components loop's activities (activities/components/kube.py)
+    ("pingcap.com", "tidbclusterautoscalers", ["get", "list", "update"]),
+    ("pingcap.com", "tidbclusters", ["get", "list", "create", "patch", "delete"]),
 ]
 
 
