@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 HEADLESS ?=
 SCENARIO ?= burst
 PROVIDER ?= kwok
+# Test files run side by side: most of the suite waits on servers and timers, not the CPU.
+TEST_WORKERS ?= 3
 
 .PHONY: demo test lint bench install clean
 
@@ -21,7 +23,7 @@ demo: $(STAMP)
 	$(PY) -m starters.demo --scenario $(SCENARIO) --provider $(PROVIDER) $(if $(HEADLESS),--headless,)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
