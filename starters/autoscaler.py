@@ -36,6 +36,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
+from activities.updates import execute_update
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
@@ -220,12 +221,15 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         await handle.signal(NodeAutoscalerWorkflow.resume, rpc_timeout=RPC_TIMEOUT)
         return f"resume sent to {wf_id}"
     if args.command == "cancel-request":
-        return await handle.execute_update(
-            NodeAutoscalerWorkflow.cancel_request, request_workflow_id(args.cluster, args.id), rpc_timeout=RPC_TIMEOUT
+        return await execute_update(
+            handle,
+            NodeAutoscalerWorkflow.cancel_request,
+            request_workflow_id(args.cluster, args.id),
+            rpc_timeout=RPC_TIMEOUT,
         )
     if args.command in ("ban-pool", "unban-pool"):
         update = NodeAutoscalerWorkflow.ban_pool if args.command == "ban-pool" else NodeAutoscalerWorkflow.unban_pool
-        banned = await handle.execute_update(update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
+        banned = await execute_update(handle, update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
         return f"banned pools of {wf_id}: {', '.join(banned) or 'none'}"
     if args.command in ("protect-node", "unprotect-node"):
         update = (
@@ -233,10 +237,10 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
             if args.command == "protect-node"
             else NodeAutoscalerWorkflow.unprotect_node
         )
-        protected = await handle.execute_update(update, args.node, rpc_timeout=RPC_TIMEOUT)
+        protected = await execute_update(handle, update, args.node, rpc_timeout=RPC_TIMEOUT)
         return f"protected nodes of {wf_id}: {', '.join(protected) or 'none'}"
     if args.command == "remove-node":
-        return await handle.execute_update(NodeAutoscalerWorkflow.remove_node, args.node, rpc_timeout=RPC_TIMEOUT)
+        return await execute_update(handle, NodeAutoscalerWorkflow.remove_node, args.node, rpc_timeout=RPC_TIMEOUT)
     raise CliError(f"unknown command {args.command}", 2)
 
 

@@ -26,6 +26,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
+from activities.updates import execute_update
 from scaling.components.state import (
     AutoscalerReport,
     BlockScaleInRequest,
@@ -147,17 +148,17 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         report: AutoscalerReport = await handle.query(wf.status, rpc_timeout=RPC_TIMEOUT)
         return report.model_dump_json(indent=2) if args.json else format_report(report)
     if args.command in ("pause", "resume"):
-        await handle.execute_update(wf.pause if args.command == "pause" else wf.resume, rpc_timeout=RPC_TIMEOUT)
+        await execute_update(handle, wf.pause if args.command == "pause" else wf.resume, rpc_timeout=RPC_TIMEOUT)
         return f"{wf_id} {args.command}d"
     if args.command in ("pin", "unpin"):
         req = PinRequest(
             component=args.component, cluster=args.cluster, replicas=args.replicas if args.command == "pin" else None
         )
-        pins = await handle.execute_update(wf.pin_replicas, req, rpc_timeout=RPC_TIMEOUT)
+        pins = await execute_update(handle, wf.pin_replicas, req, rpc_timeout=RPC_TIMEOUT)
         return f"pins now: {pins or 'none'}"
     if args.command in ("block-scale-in", "unblock-scale-in"):
         req2 = BlockScaleInRequest(component=args.component, blocked=args.command == "block-scale-in")
-        blocked = await handle.execute_update(wf.block_scale_in, req2, rpc_timeout=RPC_TIMEOUT)
+        blocked = await execute_update(handle, wf.block_scale_in, req2, rpc_timeout=RPC_TIMEOUT)
         return f"scale-in blocked for: {', '.join(blocked) or 'none'}"
     raise CliError(f"unknown command {args.command}", 2)
 

@@ -28,6 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
+from activities.updates import execute_update
 from scaling.fleet.config import FleetConfigError, load_fleet_config
 from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
@@ -162,17 +163,17 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         return status.model_dump_json(indent=2) if args.json else format_status(status)
     if args.command == "create-instance":
         req = CreateInstanceRequest(id=args.id, instance_type=args.instance_type, size=args.size)
-        placed = await handle.execute_update(FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
+        placed = await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
         return format_placement(placed)
     if args.command == "delete-instance":
-        gone = await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, args.id, rpc_timeout=RPC_TIMEOUT)
+        gone = await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, args.id, rpc_timeout=RPC_TIMEOUT)
         if not gone:
             raise CliError(f"no instance {args.id} in {wf_id}", 2)
         return f"instance {args.id} deleted"
     if args.command in ("approve-deletion", "block-deletion"):
         approve = args.command == "approve-deletion"
         update = FleetAutoscalerWorkflow.approve_deletion if approve else FleetAutoscalerWorkflow.block_deletion
-        await handle.execute_update(update, args.cluster, rpc_timeout=RPC_TIMEOUT)
+        await execute_update(handle, update, args.cluster, rpc_timeout=RPC_TIMEOUT)
         return f"deletion of {args.cluster} {'approved' if approve else 'blocked'}"
     if args.command in ("pause", "resume"):
         signal = FleetAutoscalerWorkflow.pause if args.command == "pause" else FleetAutoscalerWorkflow.resume

@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
+from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
 
@@ -121,7 +122,7 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
             raise ApiError(400, field_errors(err)) from None
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            await handle.execute_update(contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
+            await execute_update(handle, contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
         except WorkflowUpdateFailedError as err:
             # the workflow's validator refused it; its message names the field
             cause = err.cause

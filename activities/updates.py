@@ -1,0 +1,45 @@
+"""Sending workflow updates from outside a workflow (CLIs, the demo, the fleet agent API).
+
+On a busy worker a workflow task can time out after it received an update; the server then
+rejects that update with the failure type `UnprocessedUpdate` (it was never accepted, so no
+handler ran). The request is safe to send again, and the caller should not see that failure:
+measured under a loaded 2-core machine in the fleet scenario test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+UNPROCESSED_UPDATE = "UnprocessedUpdate"
+
+
+def was_not_processed(err: WorkflowUpdateFailedError) -> bool:
+    """True when the server rejected the update before any handler saw it."""
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE
+
+
+async def execute_update(
+    handle: WorkflowHandle[Any, Any],
+    update: Any,
+    *args: Any,
+    rpc_timeout: timedelta | None = None,
+    attempts: int = 5,
+    backoff_s: float = 0.5,
+) -> Any:
+    """`handle.execute_update`, sent again (up to `attempts` times) while the server answers
+    that the worker did not process it. Every other failure (a validator's rejection, a
+    handler's error) is raised at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await handle.execute_update(update, *args, rpc_timeout=rpc_timeout)
+        except WorkflowUpdateFailedError as err:
+            if attempt == attempts or not was_not_processed(err):
+                raise
+        await asyncio.sleep(backoff_s * attempt)
+    raise AssertionError("unreachable")
