@@ -51,6 +51,14 @@ node_prewarming:
 CLUSTER_UNITS = 10
 
 
+@pytest.fixture
+def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    """The real dev server: these tests poll in real time anyway, and under load the
+    time-skipping server failed a child's workflow tasks ("invalid history builder state for
+    action"), leaving a cluster in cluster_accepted until the test timed out."""
+    return dev_env
+
+
 def settings(**kw: object) -> FleetAutoscalerSettings:
     base: dict = dict(
         provider="aws",
