@@ -152,8 +152,13 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
         [collected] = gc_status.state.collected
         assert collected.provider_id == ghost.provider_id
         assert collected.request == request_key(ghost_request)
-        events = await asyncio.to_thread(core.list_namespaced_event, "default")
-        assert any(e.reason == "LeakedMachineDeleted" and ghost.provider_id in e.message for e in events.items)
+
+        # The Event is reported by an activity after the status counts the deletion: await it.
+        async def leak_event() -> Any:
+            events = await asyncio.to_thread(core.list_namespaced_event, "default")
+            return any(e.reason == "LeakedMachineDeleted" and ghost.provider_id in e.message for e in events.items)
+
+        await wait_for(leak_event, 60, "a LeakedMachineDeleted Event naming the ghost")
 
         # The removed type is reported on the group's status; the autoscaler kept working.
         group = await asyncio.to_thread(
