@@ -112,7 +112,26 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    def temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
+    def temporal(
+        self, db_file: Path | None, port: int | None = None, ui_port: int | None = None, ui: bool = True
+    ) -> tuple[int, int | None]:
+        """Start the dev server; returns its (port, Web UI port or None when headless).
+
+        Ports left None are picked free here, and picked again if the server exits at start:
+        between our probe and its bind another process (a parallel test) may take the port."""
+        tries = 3 if port is None or (ui and ui_port is None) else 1
+        for attempt in range(1, tries + 1):
+            p = port or free_port()
+            u = (ui_port or free_port()) if ui else None
+            try:
+                self._start_temporal(p, u, db_file)
+                return p, u
+            except RuntimeError:
+                if attempt == tries:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
         argv = [
             str(BIN / "temporal"),
             "server",

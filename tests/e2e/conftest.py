@@ -39,8 +39,7 @@ class TemporalServer:
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
     workdir = tmp_path_factory.mktemp("temporal")
     procs = Processes(workdir)
-    port = free_port()
-    procs.temporal(port, None, workdir / "temporal.db")
+    port, _ = procs.temporal(workdir / "temporal.db", ui=False)
     yield TemporalServer(port, procs)
     procs.stop_all()
 

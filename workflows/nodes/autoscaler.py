@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         prune_never_satisfiable,
         unavailable_pools,
     )
-    from scaling.nodes.models import AttemptResult, PlannedNode, PodProblem, ServerType
+    from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, ServerType
     from scaling.nodes.observation import never_satisfiable_events
     from scaling.nodes.planning import plan_scale_up
     from scaling.nodes.removals import ScaleDownStatus
@@ -53,6 +53,8 @@ EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
 ORPHAN_CHECK_EVERY = 10  # loops
 # workflow.patched id: runs started before the loop began starting MachineGC replay without it.
 MACHINE_GC_CHILD = "machine-gc-child"
+# Runs that started children one per workflow task and awaited their pod events replay so.
+CONCURRENT_STARTS = "concurrent-child-starts"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -71,6 +73,7 @@ class NodeAutoscalerWorkflow:
         # Updates that await (protect_node, remove_node) and the loop's scale-down step both
         # read and change scale_downs/protected_nodes: one at a time.
         self.scale_down_lock = asyncio.Lock()
+        self.event_tasks: set[asyncio.Task[None]] = set()
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -189,6 +192,7 @@ class NodeAutoscalerWorkflow:
                 iterations_this_run += 1
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                await asyncio.gather(*self.event_tasks)
                 self.state.runs += 1
                 workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
             self.wake = False
@@ -243,8 +247,17 @@ class NodeAutoscalerWorkflow:
         groups = {g.name: g for g in obs.groups}
         pods_by_uid = {p.uid: p for p in pods}
         events: list[PodEvent] = self._new_problem_events(plan.problems)
-        for planned in plan.new_nodes:
-            request_id = await self._start_request(planned, groups[planned.group])
+        # Ids and state first (in plan order, so replays decide the same), then every child
+        # start in one workflow task: hundreds of children start together, not one per task.
+        requests = [(self._record_request(planned, groups[planned.group]), planned) for planned in plan.new_nodes]
+        concurrent = workflow.patched(CONCURRENT_STARTS)
+        if concurrent:
+            await asyncio.gather(*(self._start_request(inp) for inp, _ in requests))
+        else:
+            for inp, _ in requests:
+                await self._start_request(inp)
+        for inp, planned in requests:
+            request_id = inp.id
             events.extend(
                 PodEvent(
                     namespace=p.namespace,
@@ -274,15 +287,27 @@ class NodeAutoscalerWorkflow:
             pods_running=obs.pods_running,
         )
         metrics.loop_done(settings.cluster, started)
-        if events:
+        if events and concurrent:
+            # Events are a report, not a step: the next loop does not wait for them.
+            self.event_tasks.add(asyncio.create_task(self._emit_pod_events(events)))
+        elif events:
+            await self._emit_pod_events(events)
+
+    async def _emit_pod_events(self, events: list[PodEvent]) -> None:
+        try:
             await workflow.execute_activity(
                 contracts.EMIT_POD_EVENTS,
-                PodEventsInput(cluster=settings.cluster, events=events),
+                PodEventsInput(cluster=self.inp.settings.cluster, events=events),
                 start_to_close_timeout=timedelta(seconds=120),
                 retry_policy=EVENTS_RETRY,
             )
+        except ActivityError as err:
+            workflow.logger.warning("pod events not emitted: %s", err)
+        finally:
+            self.event_tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
 
-    async def _start_request(self, planned: PlannedNode, group) -> str:  # noqa: ANN001 (NodeGroup)
+    def _record_request(self, planned: PlannedNode, group: NodeGroup) -> NodeRequestInput:
+        """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
         settings = self.inp.settings
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
@@ -314,17 +339,20 @@ class NodeAutoscalerWorkflow:
             pod_uids=planned.pod_uids,
             started_at=workflow.now(),
         )
+        return inp
+
+    async def _start_request(self, inp: NodeRequestInput) -> None:
+        settings = self.inp.settings
         await workflow.start_child_workflow(
             NodeRequestWorkflow.run,
             inp,
-            id=request_id,
+            id=inp.id,
             # Requests outlive a continue-as-new or a restart of the loop.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             search_attributes=initial_attributes(settings.cluster, "Pending")
             if settings.use_search_attributes
             else None,
         )
-        return request_id
 
     def _new_problem_events(self, problems: list[PodProblem]) -> list[PodEvent]:
         fresh, self.state.reported_pods = fresh_problems(problems, self.state.reported_pods, REPORTED_PODS_KEPT)

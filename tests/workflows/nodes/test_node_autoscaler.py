@@ -120,6 +120,23 @@ async def test_in_flight_requests_are_not_double_counted(running) -> None:  # no
     assert covered == sorted(f"uid-{i}" for i in range(6))
 
 
+async def test_planned_children_start_together_in_one_workflow_task(running) -> None:  # noqa: ANN001
+    # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans eight nodes.
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(8)], groups=[GENERAL])
+    handle = await running(world)
+    await eventually(handle, lambda s: len(s.in_flight) == 8)
+    starts = [
+        e.start_child_workflow_execution_initiated_event_attributes
+        async for e in handle.fetch_history_events()
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    requests = [a for a in starts if "/request/" in a.workflow_id]
+    assert len(requests) == 8
+    # One workflow task issued every start (one at a time, each start took its own task).
+    assert len({a.workflow_task_completed_event_id for a in requests}) == 1
+
+
 async def test_requests_fall_back_and_are_recorded(running) -> None:  # noqa: ANN001
     world = World(no_capacity_pools={"kwok-cx22"})
     world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(3)], groups=[GENERAL])
