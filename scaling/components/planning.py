@@ -13,6 +13,8 @@ TidbClusters (one per group). Rules, per component:
 - When the nodes cannot hold a homogeneous scale-out and growth does not manage the nodes,
   heterogeneous instances are scaled in first to make room; whatever still does not fit is a
   headroom request in the plan (and, where growth manages the nodes, pending pods get nodes).
+  A plan that makes room this way grows no heterogeneous group (the CPU hot-subset scale-out
+  of the same round is dropped): it never shrinks and grows temporary instances at once.
 - A resource type whose count was lowered below its groups' replicas is brought down to it.
 
 Every change carries its direction; intervals are applied afterwards by `timing.gate`.
@@ -197,6 +199,16 @@ class _Targets:
         self.target[cluster] = replicas
         self.reasons[cluster] = reason
 
+    def drop_heterogeneous_scale_outs(self) -> list[str]:
+        """Undo every heterogeneous scale-out planned so far (new groups included)."""
+        dropped = []
+        for name in self.meta:
+            if name != self.inp.base_cluster and self.target[name] > self.current[name]:
+                self.target[name] = self.current[name]
+                self.reasons.pop(name, None)
+                dropped.append(name)
+        return dropped
+
     def of_type(self, resource_type: str) -> list[str]:
         return [n for n, c in self.meta.items() if n != self.inp.base_cluster and c.resource_type == resource_type]
 
@@ -361,6 +373,18 @@ def _homogeneous_out(
     removed_quota = 0.0
     freed_cpu = freed_mem = 0
     # Where growth manages the nodes, pending pods get nodes: no instance is sacrificed.
+    standing = [n for n in t.meta if n != inp.base_cluster and min(t.current[n], t.target[n]) > 0]
+    if not inp.growth_manages_nodes and add > room and standing:
+        # Heterogeneous instances are about to be scaled in because the nodes are full (seed
+        # 002): growing other heterogeneous groups in the same plan would take the very room
+        # being made (and shrink and grow temporary instances at once). The homogeneous
+        # scale-out wins; the hot subset is looked at again next round.
+        dropped = t.drop_heterogeneous_scale_outs()
+        if dropped:
+            plan.headroom = [h for h in plan.headroom if h.resource_type == HOMOGENEOUS]
+            plan.notes.append(
+                f"heterogeneous scale-out of {', '.join(sorted(dropped))} dropped: making room for a homogeneous one"
+            )
     victims = [] if inp.growth_manages_nodes else _least_preferred_groups(inp, t)
     # Make room by scaling heterogeneous instances in, one at a time, while the need exceeds it.
     while add > room + _slots(freed_cpu, freed_mem, shape) and victims:

@@ -173,6 +173,44 @@ def test_no_room_scales_heterogeneous_in_first_and_asks_for_headroom() -> None:
     assert [(h.resource_type, h.count) for h in plan.headroom] == [(HOMOGENEOUS, 4)]
 
 
+def test_making_room_drops_the_heterogeneous_scale_out_of_the_same_round() -> None:
+    # Found by test_property_bounds: storage full and no node for a homogeneous instance, so the
+    # idle small group is scaled in to make room; the hot instance alone would create a big
+    # group (a node fits one). Both in one plan would shrink and grow temporary instances at once.
+    spec = tikv_spec(count_big=None, count_small=None)
+    small = existing(spec, "small", 1)
+    metrics = [
+        GroupMetrics(
+            group=HOMOGENEOUS,
+            instances=1,
+            cpu_used=2.0,
+            cpu_quota=2.0,
+            max_ratio=1.0,
+            hot_instances=1,
+            hot_cpu_used=2.0,
+            hot_cpu_quota=2.0,
+            storage_instances=1,
+            storage_used=100,
+            storage_capacity=100,
+        ),
+        GroupMetrics(group=small.group, instances=1, cpu_used=0.0, cpu_quota=4.0, max_ratio=0.0),
+    ]
+    p = inp(spec, metrics, replicas=1, groups=[small], fits={HOMOGENEOUS: 0, "big": 1, "small": 0})
+    plan = plan_growth(p)
+    # cpu 2 of 6 cores on average (not over max) but one instance hot; storage 100% -> +1
+    # homogeneous (100 / 0.7 = 143 of capacity), which only the small instance's room can hold.
+    assert [(c.cluster, c.direction, c.from_replicas, c.to_replicas) for c in plan.changes] == [
+        (small.name, "in", 1, 0),
+        ("db", "out", 1, 2),
+    ]
+    assert plan.headroom == []
+    assert any("dropped" in n for n in plan.notes)
+    # Without the storage pressure the hot instance does get its big group.
+    calm = [metrics[0].model_copy(update={"storage_used": 10}), metrics[1]]
+    plan = plan_growth(p.model_copy(update={"metrics": ComponentMetrics(component="tikv", groups=calm)}))
+    assert [(c.resource_type, c.direction, c.create) for c in plan.changes] == [("big", "out", True)]
+
+
 def test_managed_nodes_keep_heterogeneous_and_plan_the_full_need() -> None:
     spec = tikv_spec(count_big=2, count_small=2)
     small = existing(spec, "small", 1)
