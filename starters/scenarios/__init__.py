@@ -9,6 +9,8 @@ from starters.scenarios.storage import StorageScenario
 
 # The fleet loop's scenario has no Kubernetes cluster: starters/fleet_demo.py runs it, not Demo.
 FLEET = "fleet"
+# The components loop's scenario runs no NodeAutoscaler: starters/components_demo.py runs it.
+COMPONENTS = "components"
 
 SCENARIOS: dict[str, type[Scenario]] = {
     "burst": BurstScenario,
@@ -16,4 +18,4 @@ SCENARIOS: dict[str, type[Scenario]] = {
     "storage": StorageScenario,
 }
 
-__all__ = ["FLEET", "SCENARIOS", "Scenario"]
+__all__ = ["COMPONENTS", "FLEET", "SCENARIOS", "Scenario"]

@@ -8,14 +8,16 @@ reported on its status while the first keeps working. Then:
 2. a hot subset: one TiKV pinned near its quota while the average is fine -> a heterogeneous
    `auto-<hash>` TidbCluster (the larger resource type first);
 3. storage fills: average store use over max -> homogeneous TiKV scale-out;
-4. load drops: every instance under min -> heterogeneous instances go one per interval, the
-   emptied group is drained and deleted.
+4. load drops: every instance under min -> heterogeneous instances go one per scale-in
+   interval; the scenario ends when the emptied group has been drained and deleted.
 
 `run_components_scenario` needs a Temporal client whose worker registers the components
-workflows and activities, a Kubernetes ApiClient for the cluster, and the sim's control URL
-(`python -m sim.tidb.world` prints it). The headless summary's last line:
+workflows and activities, a Kubernetes ApiClient for a cluster with room for the pods
+(`add_nodes`), and the sim's control URL (`python -m sim.tidb.world` prints it). It returns
+the headless summary (starters/components_demo.py prints it as its last line):
     {"scenario": "components", "homogeneous_scale_outs": n, "heterogeneous_created": [names],
-     "storage_scale_outs": n, "scale_ins": n, "interval_violations": 0, "invalid_specs_reported": n}
+     "storage_scale_outs": n, "scale_ins": n, "groups_deleted": n, "interval_violations": 0,
+     "invalid_specs_reported": n, "change_events": n, "invalid_spec_status": "..."}
 interval_violations is counted independently of the workflow, from the Events it wrote on the
 TidbClusterAutoScaler: two change rounds of a component closer than the later change's interval.
 """
@@ -68,7 +70,9 @@ def base_cluster(name: str = BASE) -> dict[str, Any]:
     }
 
 
-def autoscaler(name: str = BASE, cluster: str = BASE, broken: bool = False) -> dict[str, Any]:
+def autoscaler(
+    name: str = BASE, cluster: str = BASE, broken: bool = False, out_s: int = SCALE_OUT_S, in_s: int = SCALE_IN_S
+) -> dict[str, Any]:
     cpu = {"max_threshold": 0.8, "min_threshold": 0.2}
     if broken:
         cpu = {"max_threshold": 0.3, "min_threshold": 0.6}  # min above max: reported on status
@@ -78,8 +82,8 @@ def autoscaler(name: str = BASE, cluster: str = BASE, broken: bool = False) -> d
             "small": {"cpu": "2", "memory": "4Gi", "storage": "100Gi", "count": 2},
         },
         "rules": {"cpu": cpu, "storage": {"max_threshold": 0.8, "min_threshold": 0.6}},
-        "scaleOutIntervalSeconds": SCALE_OUT_S,
-        "scaleInIntervalSeconds": SCALE_IN_S,
+        "scaleOutIntervalSeconds": out_s,
+        "scaleInIntervalSeconds": in_s,
     }
     return {
         "apiVersion": f"{G}/{V}",
@@ -87,6 +91,35 @@ def autoscaler(name: str = BASE, cluster: str = BASE, broken: bool = False) -> d
         "metadata": {"name": name},
         "spec": {"cluster": {"name": cluster}, "tikv": tikv},
     }
+
+
+def add_nodes(api: client.ApiClient, count: int, cpu: str, memory: str, timeout: float = 60.0) -> list[str]:
+    """`count` fake (KWOK) nodes for the database's pods; returns once all are Ready."""
+    core = client.CoreV1Api(api)
+    names = [f"db-{i}" for i in range(count)]
+    for name in names:
+        body = {
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"}},
+        }
+        try:
+            core.create_node(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = [
+            n.metadata.name
+            for n in core.list_node().items
+            if n.metadata.name in names
+            and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        ]
+        if len(ready) == count:
+            return names
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"components scenario: nodes {names} not Ready within {timeout}s (ready: {ready})")
+        time.sleep(0.5)
 
 
 async def _wait(check: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
@@ -158,6 +191,8 @@ async def run_components_scenario(
     control_url: str,
     *,
     scan_interval_s: float = 2.0,
+    scale_out_s: int = SCALE_OUT_S,
+    scale_in_s: int = SCALE_IN_S,
     phase_timeout_s: float = 120.0,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
@@ -168,8 +203,8 @@ async def run_components_scenario(
         if exc.status != 409:
             raise
     _create(custom, "tidbclusters", base_cluster())
-    _create(custom, "tidbclusterautoscalers", autoscaler())
-    _create(custom, "tidbclusterautoscalers", autoscaler("broken", broken=True))
+    _create(custom, "tidbclusterautoscalers", autoscaler(out_s=scale_out_s, in_s=scale_in_s))
+    _create(custom, "tidbclusterautoscalers", autoscaler("broken", broken=True, out_s=scale_out_s, in_s=scale_in_s))
     async with httpx.AsyncClient(base_url=control_url, timeout=10) as sim:
 
         async def load(body: dict[str, Any]) -> None:
@@ -214,6 +249,7 @@ async def run_components_scenario(
             phase_timeout_s,
             "a homogeneous scale-out",
         )
+        progress(f"  homogeneous scale-out: {_tikv(await counters())}")
 
         progress("a hot subset: one TiKV pinned at 95% while the average is low")
         await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 2.0}, "pods": {f"{NAMESPACE}/{BASE}-tikv-0": 1.9}})
@@ -222,6 +258,7 @@ async def run_components_scenario(
             phase_timeout_s,
             "a heterogeneous auto-<hash> cluster",
         )
+        progress(f"  heterogeneous cluster created: {_tikv(await counters())}")
 
         progress("storage fills: 90% of every store")
         rep = await counters()
@@ -238,22 +275,65 @@ async def run_components_scenario(
         await _wait(
             lambda: reached(lambda r: r.counters.storage_scale_outs >= 1), phase_timeout_s, "a storage scale-out"
         )
+        progress(f"  storage scale-out: {_tikv(await counters())}")
 
-        progress("load drops: every TiKV under 20%")
+        progress("load drops: every TiKV under 20%; heterogeneous instances go one per scale-in interval")
         await load({"demand": {f"{NAMESPACE}/{BASE}/tikv": 0.2}, "storage": {f"{NAMESPACE}/{BASE}": 10 * GIB}})
-        await _wait(lambda: reached(lambda r: r.counters.scale_ins >= 1), phase_timeout_s, "a heterogeneous scale-in")
+        seen_ins = 0
+
+        async def scaled_in_and_gone() -> AutoscalerReport | None:
+            nonlocal seen_ins
+            rep = await counters()
+            if rep is None:
+                return None
+            if rep.counters.scale_ins > seen_ins:
+                seen_ins = rep.counters.scale_ins
+                progress(f"  heterogeneous scale-in: {_tikv(rep)}")
+            tikv_groups = rep.components["tikv"].groups if "tikv" in rep.components else {}
+            done = rep.counters.scale_ins >= 1 and rep.counters.groups_deleted >= 1 and not tikv_groups
+            return rep if done else None
+
+        await _wait(scaled_in_and_gone, phase_timeout_s, "every heterogeneous TiKV scaled in and its cluster deleted")
+        progress(f"  heterogeneous clusters drained and deleted: {_tikv(await counters())}")
         broken = await _wait(lambda: _report(handles["broken"]), phase_timeout_s, "the broken autoscaler's status")
         final = await _wait(counters, phase_timeout_s, "the final status")
-    violations = interval_violations(change_events(core, BASE), SCALE_OUT_S, SCALE_IN_S)
+
+        async def broken_condition() -> str | None:
+            obj = await asyncio.to_thread(
+                custom.get_namespaced_custom_object, G, V, NAMESPACE, "tidbclusterautoscalers", "broken"
+            )
+            conds = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "SpecValid"]
+            if conds and conds[0].get("status") == "False":
+                return conds[0].get("message") or "(no message)"
+            return None
+
+        invalid_status = await _wait(broken_condition, phase_timeout_s, "SpecValid=False on tidb/broken's status")
+    events = change_events(core, BASE)
+    violations = interval_violations(events, scale_out_s, scale_in_s)
     return {
         "scenario": "components",
         "homogeneous_scale_outs": final.counters.homogeneous_scale_outs,
         "heterogeneous_created": final.counters.heterogeneous_created,
         "storage_scale_outs": final.counters.storage_scale_outs,
         "scale_ins": final.counters.scale_ins,
+        "groups_deleted": final.counters.groups_deleted,
         "interval_violations": violations,
         "invalid_specs_reported": final.counters.invalid_specs_reported + broken.counters.invalid_specs_reported,
+        # Evidence behind the counts: the Events interval_violations was counted over, and the
+        # error as written on the invalid TidbClusterAutoScaler's status.
+        "change_events": len(events),
+        "invalid_spec_status": invalid_status,
     }
+
+
+def _tikv(rep: AutoscalerReport | None) -> str:
+    """TiKV replicas per cluster as the loop last set them, for progress lines."""
+    cs = rep.components.get("tikv") if rep else None
+    if cs is None:
+        return "(no status yet)"
+    parts = [f"{BASE} {cs.homogeneous_replicas}"]
+    parts += [f"{name} {g.replicas} ({g.phase})" for name, g in sorted(cs.groups.items())]
+    return "TiKV replicas " + ", ".join(parts)
 
 
 async def _ge(probe: Callable[[], Awaitable[int]], n: int) -> bool:

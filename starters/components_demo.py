@@ -1,0 +1,136 @@
+"""`make demo SCENARIO=components`: the components loop on the local default (seed 002).
+
+Starts the Temporal dev server, the simulated cluster with the sim's TiDB world in one process
+(`python -m sim.tidb.world`: the TidbCluster controller, a fake Prometheus and a fake PD), and
+the worker with `components:` settings pointing at those fakes; adds three big fake nodes, then
+runs `run_components_scenario` with short intervals: it creates TidbCluster `tidb/basic` and
+its TidbClusterAutoScaler (plus an invalid one), starts `components/tidb/basic` and drives the
+load. Headless: the last line is its JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from starters.kube import kube_client
+from starters.metrics import fetch, totals
+from starters.processes import Processes, free_port
+from starters.scenarios.components import add_nodes, run_components_scenario
+
+TASK_QUEUE = "growth"
+# Short enough that the headless run ends in well under a minute, long enough that the
+# scenario's independent interval check (Event timestamps, whole seconds) tells rounds apart.
+SCALE_OUT_S = 4
+SCALE_IN_S = 5
+
+
+def say(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
+
+
+class ComponentsDemo:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(args.workdir).resolve()
+        self.procs = Processes(self.workdir)
+
+    def start_processes(self) -> None:
+        a = self.args
+        db = self.workdir / "temporal.db"
+        db.unlink(missing_ok=True)  # every demo run is a fresh scenario
+        self.temporal_port = a.temporal_port or free_port()
+        ui_port = a.ui_port if a.ui_port is not None else free_port()
+        self.ui_url = f"http://127.0.0.1:{ui_port}"
+        say(f"starting Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
+        self.procs.temporal(self.temporal_port, ui_port, db)
+
+        self.kubeconfig = self.workdir / "kubeconfig"
+        say("starting the simulated cluster with the TiDB world (operator, fake Prometheus, fake PD)")
+        world = self.procs.start(
+            "sim-tidb-world",
+            [sys.executable, "-m", "sim.tidb.world", "--kubeconfig", str(self.kubeconfig),
+             "--node-ready-delay", "0.5"],
+        )  # fmt: skip
+        self.world: dict[str, str] = json.loads(world.wait_for_line(r"sim tidb world ready: (\{.*\})", 30).group(1))
+        self.control_url = self.world["control_url"].removesuffix("/sim/v1")
+
+        self.metrics_address = f"127.0.0.1:{a.metrics_port or free_port()}"
+        config: dict[str, Any] = {
+            "kubernetes": {"kubeconfig": str(self.kubeconfig)},
+            "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
+            "observability": {"metrics_address": self.metrics_address, "health_address": f"127.0.0.1:{free_port()}"},
+            "components": {
+                "prometheus_url": self.world["prometheus_url"],
+                "pd_url": self.world["pd_url_template"],
+                "cpu_window_s": 10,
+                "http_timeout_s": 5,
+                "drain_poll_s": 0.5,
+            },
+        }
+        self.config_path = self.workdir / "growth-components.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        say(
+            f"starting the growth worker (Prometheus {self.world['prometheus_url']}, metrics http://{self.metrics_address}/metrics)"
+        )
+        self.procs.worker(self.config_path)
+
+    async def run(self) -> int:
+        api = None
+        try:
+            self.start_processes()
+            api = kube_client(self.kubeconfig)
+            say("adding three 32-core fake nodes for the database")
+            await asyncio.to_thread(add_nodes, api, 3, "32", "128Gi")
+            client = await Client.connect(f"127.0.0.1:{self.temporal_port}", data_converter=pydantic_data_converter)
+            say(
+                "creating TidbCluster tidb/basic and TidbClusterAutoScalers tidb/basic and tidb/broken; "
+                f"starting ComponentAutoscaler components/tidb/basic (see {self.ui_url})"
+            )
+            summary = await asyncio.wait_for(
+                run_components_scenario(
+                    client,
+                    TASK_QUEUE,
+                    api,
+                    self.control_url,
+                    scan_interval_s=self.args.scan_interval,
+                    scale_out_s=SCALE_OUT_S,
+                    scale_in_s=SCALE_IN_S,
+                    phase_timeout_s=min(120.0, self.args.timeout),
+                    progress=say,
+                ),
+                self.args.timeout,
+            )
+            url = f"http://{self.metrics_address}/metrics"
+            summary["metrics"] = await asyncio.to_thread(lambda: totals(fetch(url)))
+        except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
+            say(f"demo failed: {err!r}")
+            if self.args.headless:
+                print(json.dumps({"scenario": "components", "error": str(err) or repr(err)}), flush=True)
+                return 1
+            raise
+        finally:
+            if api is not None and self.args.headless:
+                api.close()
+        if self.args.headless:
+            print(json.dumps(summary), flush=True)
+            return 0
+        say(json.dumps(summary))
+        say(
+            f"done. Explore the Web UI at {self.ui_url}; KUBECONFIG={self.kubeconfig} kubectl get "
+            "tidbclusters,tidbclusterautoscalers -n tidb; Ctrl-C stops everything the demo started."
+        )
+        while True:
+            await asyncio.sleep(3600)
+
+    def stop(self) -> None:
+        self.procs.stop_all()

@@ -1,0 +1,62 @@
+"""Components loop end to end: `make demo SCENARIO=components HEADLESS=1` as a subprocess —
+the Temporal dev server, the simulated cluster with the sim's TiDB world (TidbCluster
+controller, fake Prometheus and PD) and the real worker process, all on 127.0.0.1, driven by
+`run_components_scenario` in real time (intervals of 4 s out / 5 s in)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from starters.scenarios.components import interval_violations
+
+ROOT = Path(__file__).resolve().parents[2]
+SUMMARY_KEYS = [
+    "scenario", "homogeneous_scale_outs", "heterogeneous_created", "storage_scale_outs", "scale_ins",
+    "groups_deleted", "interval_violations", "invalid_specs_reported", "change_events", "invalid_spec_status",
+    "metrics",
+]  # fmt: skip
+
+
+def test_demo_components_headless(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "starters.demo", "--scenario", "components", "--headless", "--temporal-port", "0",
+         "--ui-port", "0", "--workdir", str(tmp_path / "demo"), "--timeout", "150"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert list(summary) == SUMMARY_KEYS
+    assert summary["scenario"] == "components"
+    assert summary["homogeneous_scale_outs"] >= 1 and summary["storage_scale_outs"] >= 1
+    (created,) = summary["heterogeneous_created"]  # one hot subset, one resource type's group
+    assert created.startswith("auto-")
+    # Load drops: every heterogeneous instance goes, one per scale-in interval, and the emptied
+    # group is drained and deleted.
+    assert summary["scale_ins"] >= 1 and summary["groups_deleted"] == 1
+    # Counted from the Events on the TidbClusterAutoScaler, not from the workflow: at least the
+    # three scale-out rounds and one scale-in were there to check.
+    assert summary["interval_violations"] == 0 and summary["change_events"] >= 4
+    # The invalid autoscaler was reported (counter and its object's status) while `basic` worked.
+    assert summary["invalid_specs_reported"] == 1
+    assert summary["invalid_spec_status"].startswith("spec.tikv.rules.cpu.min_threshold:")
+    # Progress lines name what changed.
+    assert re.search(rf"heterogeneous cluster created: TiKV replicas basic \d+, {created} 1 ", proc.stdout)
+
+
+def test_interval_violations_counts_rounds_closer_than_the_interval() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    ok = [
+        (t0, "tikv", "ScaledOut"),
+        (t0 + timedelta(seconds=1), "tikv", "ScaledIn"),  # one round
+        (t0 + timedelta(seconds=9), "tikv", "ScaledOut"),
+        (t0 + timedelta(seconds=22), "tikv", "ScaledIn"),
+        (t0 + timedelta(seconds=5), "tidb", "ScaledOut"),
+    ]
+    assert interval_violations(ok, 8, 12) == 0
+    bad = [(t0, "tikv", "ScaledOut"), (t0 + timedelta(seconds=4), "tikv", "ScaledIn")]
+    assert interval_violations(bad, 8, 12) == 1
