@@ -2,8 +2,8 @@
 AutoscalerSettings is a `growth-autoscaler start` flag without touching the CLI.
 
 A field `readiness_timeout_s` is `--readiness-timeout` (a trailing `_s` means seconds and is
-left out of the flag); a bool is `--x/--no-x`; `int | None` accepts `none`; lists, dicts and nested
-models take JSON. A flag not given is absent from the parsed namespace, so the model's default
+left out of the flag); a bool is `--x/--no-x`; `int | None` accepts `none`; a Literal shows its
+values (`--planner growth|pd`); lists, dicts and nested models take JSON. A flag not given is absent from the parsed namespace, so the model's default
 (or the settings file's `autoscaler:` value) applies.
 """
 
@@ -46,6 +46,8 @@ def _parser(annotation: Any) -> Callable[[str], Any]:
 
 
 def _metavar(annotation: Any) -> str:
+    if typing.get_origin(annotation) is typing.Literal:
+        return "|".join(str(v) for v in typing.get_args(annotation))
     names = {float: "SECONDS", int: "N", str: "TEXT"}
     base = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     return names.get(base[0], "JSON") if len(base) == 1 else "JSON"

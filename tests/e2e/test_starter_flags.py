@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import yaml
@@ -79,10 +80,14 @@ def test_a_new_field_of_any_type_becomes_a_flag() -> None:
         inner: Inner = Inner()
         window_s: float = 5.0
         dry_run: bool = False
+        planner: Literal["growth", "pd"] = "growth"
 
     parser = argparse.ArgumentParser()
     fields = add_model_flags(parser, Future)
-    args = parser.parse_args(["--pools", '["a", "b"]', "--inner", '{"a": 4}', "--window", "2", "--dry-run"])
+    args = parser.parse_args(
+        ["--pools", '["a", "b"]', "--inner", '{"a": 4}', "--window", "2", "--dry-run", "--planner", "pd"]
+    )
     values = Future.model_validate(given(args, fields))
-    assert values == Future(pools=["a", "b"], inner=Inner(a=4), window_s=2.0, dry_run=True)
+    assert values == Future(pools=["a", "b"], inner=Inner(a=4), window_s=2.0, dry_run=True, planner="pd")
     assert given(parser.parse_args([]), fields) == {}  # flags not given leave the defaults alone
+    assert "--planner growth|pd" in parser.format_help()  # a Literal shows its values
