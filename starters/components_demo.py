@@ -48,11 +48,10 @@ class ComponentsDemo:
         a = self.args
         db = self.workdir / "temporal.db"
         db.unlink(missing_ok=True)  # every demo run is a fresh scenario
-        self.temporal_port = a.temporal_port or free_port()
-        ui_port = a.ui_port if a.ui_port is not None else free_port()
+        say("starting the Temporal dev server")
+        self.temporal_port, ui_port = self.procs.temporal(db, a.temporal_port, a.ui_port)
         self.ui_url = f"http://127.0.0.1:{ui_port}"
-        say(f"starting Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
-        self.procs.temporal(self.temporal_port, ui_port, db)
+        say(f"Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
 
         self.kubeconfig = self.workdir / "kubeconfig"
         say("starting the simulated cluster with the TiDB world (operator, fake Prometheus, fake PD)")
