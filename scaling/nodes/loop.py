@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from scaling.kube.models import NodeInfo
 from scaling.nodes.backoff import pool_backoff_seconds
 from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PodProblem, ScaleUpPlan
+from scaling.nodes.requests import NodeRequestStatus
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
 
@@ -30,9 +31,21 @@ def apply_attempt_backoff(
     if attempt.result == AttemptResult.QUOTA_EXCEEDED:
         failures[key] = failures.get(key, 0) + 1
         until[key] = now + pool_backoff_seconds(failures[key])
-    elif attempt.result == AttemptResult.READY:
-        failures.pop(key, None)
+    elif attempt.result == AttemptResult.READY and failures.pop(key, None) is not None:
         until.pop(key, None)
+
+
+def newly_reported_attempt(previous: NodeRequestStatus | None, update: NodeRequestStatus) -> Attempt | None:
+    """The update's latest attempt, unless the request already reported it as it is now.
+
+    A request reports after every attempt and again when it ends; an attempt must count once
+    (a quota backoff doubles per counted failure)."""
+    if not update.attempts:
+        return None
+    latest = update.attempts[-1]
+    if previous is not None and previous.attempts and previous.attempts[-1] == latest:
+        return None
+    return latest
 
 
 def prune_never_satisfiable(
@@ -49,9 +62,13 @@ def never_satisfiable_of(problems: Iterable[PodProblem]) -> dict[str, PodProblem
     return {p.uid: p for p in problems if p.reason == NEVER_SATISFIABLE}
 
 
-def unavailable_pools(banned: Iterable[str], backoff_until: dict[str, float], now: float) -> set[tuple[str, str]]:
-    """(group, pool) pairs the planner must skip: banned by an operator or backing off."""
-    keys = set(banned) | {k for k, until in backoff_until.items() if until > now}
+def unavailable_pools(
+    banned: Iterable[str], backoff_until: dict[str, float], now: float, capacity_until: dict[str, float] | None = None
+) -> set[tuple[str, str]]:
+    """Pairs the planner must skip: (group, pool) banned by an operator or backing off, and
+    (provider, server type) out of capacity (capacity memory)."""
+    timed = {**backoff_until, **(capacity_until or {})}
+    keys = set(banned) | {k for k, until in timed.items() if until > now}
     return {(group, pool) for group, _, pool in (k.partition("/") for k in keys)}
 
 

@@ -113,6 +113,8 @@ class RequestPhase(str, Enum):
     PROVISIONING = "Provisioning"
     READY = "Ready"
     UNMET = "Unmet"
+    # Its pool had no capacity: it ended and its pods went back to the planner (capacity memory).
+    REPLANNED = "Replanned"
 
 
 class AttemptResult(str, Enum):

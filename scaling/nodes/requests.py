@@ -35,6 +35,10 @@ class NodeRequestInput(BaseModel):
     ttl_s: float = 3600.0
     parent_workflow_id: str | None = None
     use_search_attributes: bool = False
+    # Set by the NodeAutoscaler: on no capacity/quota, end Replanned instead of falling back
+    # with the same pods (the loop re-plans them for the next pool). Off for requests started
+    # by hand, which fall back through their candidates.
+    replan_when_unavailable: bool = False
 
 
 class NodeRequestStatus(BaseModel):
@@ -55,7 +59,7 @@ class NodeRequestStatus(BaseModel):
 
     @property
     def final(self) -> bool:
-        return self.phase in (RequestPhase.READY, RequestPhase.UNMET)
+        return self.phase in (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
 
 
 # Results after which a request moves on to its next candidate pool.

@@ -24,6 +24,9 @@ class AutoscalerSettings(BaseModel):
     eviction_retry_s: float = 2.0
     drain_timeout_s: float = 300.0  # evicted pods must be gone within this
     orphan_grace_s: float = 600.0
+    capacity_memory_s: float = Field(
+        default=180.0, description="seconds a server type that had no capacity is skipped by the planner"
+    )
     # MachineGC (nodes/<cluster>/gc) started by the loop as a child that outlives it.
     machine_gc: bool = Field(default=True, description="run MachineGC (nodes/<cluster>/gc) beside the loop")
     machine_gc_interval_s: float = Field(default=60.0, description="seconds between MachineGC rounds")

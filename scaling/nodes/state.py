@@ -55,6 +55,8 @@ class AutoscalerState(BaseModel):
     banned_pools: list[str] = Field(default_factory=list)  # "group/pool"
     backoff_until: dict[str, float] = Field(default_factory=dict)  # "group/pool" -> epoch seconds
     backoff_failures: dict[str, int] = Field(default_factory=dict)
+    # "provider/server type" -> epoch seconds: no capacity there until then (capacity memory).
+    capacity_unavailable_until: dict[str, float] = Field(default_factory=dict)
     last_loop: LoopSummary = Field(default_factory=LoopSummary)
     # scale-down
     last_scale_up_at: float | None = None

@@ -31,6 +31,7 @@ class AutoscalerStatus(BaseModel):
     invalid_groups: list[SpecProblem]
     banned_pools: list[str]
     backoff_until: dict[str, float]
+    capacity_unavailable_until: dict[str, float] = Field(default_factory=dict)
     last_loop: LoopSummary
     candidates: list[CandidateState] = Field(default_factory=list)
     scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
@@ -64,6 +65,7 @@ def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> Autoscale
         invalid_groups=state.invalid_groups,
         banned_pools=state.banned_pools,
         backoff_until=state.backoff_until,
+        capacity_unavailable_until=state.capacity_unavailable_until,
         last_loop=state.last_loop,
         candidates=sorted(state.candidates.values(), key=lambda c: c.node),
         scale_downs=sorted(state.scale_downs.values(), key=lambda c: c.node),

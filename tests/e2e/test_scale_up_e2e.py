@@ -53,12 +53,15 @@ def test_demo_burst_headless_shows_fallback(tmp_path: Path) -> None:
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["scenario"] == "burst"
     assert summary["pods_running"] == summary["pods"] == 24
-    assert set(summary["requests"]) == {"Ready"}
+    assert set(summary["requests"]) <= {"Ready", "Replanned"}
     assert summary["nodes_created"] == summary["requests"]["Ready"]
     preferred = summary["attempts"]["kwok-cx22"]
     assert preferred["Ready"] == 3 and preferred["InsufficientCapacity"] >= 1
+    # Capacity memory: every request that found cx22 full handed its pods back, and they were
+    # planned again packed for the bigger fallback type, not one half-empty cx32 per cx22-sized set.
+    assert summary["requests"]["Replanned"] == preferred["InsufficientCapacity"]
     fallback_ready = sum(summary["attempts"].get(p, {}).get("Ready", 0) for p in ("kwok-cx32", "kwok-cpx31"))
-    assert fallback_ready == preferred["InsufficientCapacity"]
+    assert 1 <= fallback_ready < preferred["InsufficientCapacity"]
     # Every pod waited for its decision within the run (latencies measured on the same clock).
     assert summary["decision_latency_p99_s"] <= summary["seconds_to_all_running"]
     # The worker's Prometheus endpoint agrees with the cluster: one scale-up per node created, one

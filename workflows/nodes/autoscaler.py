@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
+    from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
     from scaling.nodes.loop import (
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         fresh_problems,
         may_scale_down,
         never_satisfiable_of,
+        newly_reported_attempt,
         prune_never_satisfiable,
         unavailable_pools,
     )
@@ -95,12 +97,21 @@ class NodeAutoscalerWorkflow:
 
     @workflow.signal
     def request_changed(self, update: NodeRequestStatus) -> None:
+        attempt = newly_reported_attempt(self.state.in_flight.get(update.id), update)
         record_request_update(self.state, update)
         if update.final:
             self.wake = True  # capacity changed: plan again without waiting a whole interval
         now = workflow.now().timestamp()
-        for attempt in update.attempts[-1:]:
+        if attempt is not None:
             apply_attempt_backoff(self.state.backoff_failures, self.state.backoff_until, update.group, attempt, now)
+            if attempt.result == AttemptResult.INSUFFICIENT_CAPACITY:
+                self.state.capacity_unavailable_until = remember_insufficient_capacity(
+                    self.state.capacity_unavailable_until,
+                    update.provider,
+                    update.server_type,
+                    now,
+                    self.inp.settings.capacity_memory_s,
+                )
             if attempt.result == AttemptResult.READY:
                 self.state.last_scale_up_at = now
 
@@ -232,7 +243,12 @@ class NodeAutoscalerWorkflow:
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=OBSERVE_RETRY,
             )
-        unavailable = unavailable_pools(self.state.banned_pools, self.state.backoff_until, workflow.now().timestamp())
+        unavailable = unavailable_pools(
+            self.state.banned_pools,
+            self.state.backoff_until,
+            workflow.now().timestamp(),
+            self.state.capacity_unavailable_until,
+        )
         plan = plan_scale_up(
             pods,
             obs.nodes,
@@ -328,6 +344,7 @@ class NodeAutoscalerWorkflow:
             ttl_s=settings.request_ttl_s,
             parent_workflow_id=workflow.info().workflow_id,
             use_search_attributes=settings.use_search_attributes,
+            replan_when_unavailable=True,
         )
         self.state.in_flight[request_id] = NodeRequestStatus(
             id=request_id,

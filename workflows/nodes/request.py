@@ -1,7 +1,8 @@
-"""NodeRequest `nodes/<cluster>/request/<id>`: Pending → Provisioning → Ready | Unmet (seed 004, steps 5-7).
+"""NodeRequest `nodes/<cluster>/request/<id>`: Pending → Provisioning → Ready | Unmet | Replanned (seed 004, steps 5-7).
 
 Tries its candidate pools in order. A provider with no capacity or quota moves it to the next
-pool; a node that is not Ready within the readiness wait is removed and the next pool tried;
+pool, or, for a request the NodeAutoscaler started, ends it Replanned: the loop plans its pods
+again, onto the next pool and packed for it (capacity memory, scaling/nodes/capacity.py); a node that is not Ready within the readiness wait is removed and the next pool tried;
 after max attempts it is Unmet. Its final state stays queryable for a TTL.
 """
 
@@ -16,6 +17,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
+    from scaling.nodes.capacity import hands_back_pods
     from scaling.nodes.contracts import (
         CreateNodeInput,
         CreateNodeResult,
@@ -87,7 +89,12 @@ class NodeRequestWorkflow:
                 break
             if await self._try_pool(inp, pool, attempt_no):
                 break
-        if self.status.phase != RequestPhase.READY:
+            last = self.status.attempts[-1]
+            if hands_back_pods(last.result, inp.replan_when_unavailable):
+                self.status.phase = RequestPhase.REPLANNED
+                self.status.message = f"{pool.name}: {last.result.value}; its pods go back to the autoscaler's planner"
+                break
+        if self.status.phase not in (RequestPhase.READY, RequestPhase.REPLANNED):
             self.status.phase = RequestPhase.UNMET
             self.status.message = self.cancel_reason if self.cancel_requested else self._unmet_reason(inp)
         self.status.finished_at = workflow.now()

@@ -8,16 +8,26 @@ from datetime import UTC, datetime
 from scaling.kube.drain import LOCAL_STORAGE, Blocker
 from scaling.kube.models import NodeInfo, Resources
 from scaling.nodes.backoff import BACKOFF_INITIAL_S
+from scaling.nodes.capacity import hands_back_pods, offering_key, remember_insufficient_capacity
 from scaling.nodes.loop import (
     apply_attempt_backoff,
     fresh_problems,
     may_scale_down,
     never_satisfiable_of,
+    newly_reported_attempt,
     prune_never_satisfiable,
     unavailable_pools,
 )
-from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
-from scaling.nodes.requests import attempt_result_of
+from scaling.nodes.models import (
+    LABEL_GROUP,
+    Attempt,
+    AttemptResult,
+    PlannedNode,
+    PodProblem,
+    RequestPhase,
+    ScaleUpPlan,
+)
+from scaling.nodes.requests import NodeRequestStatus, attempt_result_of
 from scaling.nodes.scale_down import (
     CANCELLED_BY_PODS,
     MANUAL,
@@ -110,3 +120,51 @@ def test_provider_outcomes_map_to_attempt_results() -> None:
     assert attempt_result_of("quota_exceeded") == AttemptResult.QUOTA_EXCEEDED
     assert attempt_result_of(None) == AttemptResult.PROVIDER_ERROR
     assert attempt_result_of("something_new") == AttemptResult.PROVIDER_ERROR
+
+
+# -- capacity memory -----------------------------------------------------------------------
+
+
+def _status(*attempts: Attempt, phase: RequestPhase = RequestPhase.PENDING) -> NodeRequestStatus:
+    return NodeRequestStatus(id="r1", group="general", phase=phase, attempts=list(attempts))
+
+
+def test_an_attempt_reported_again_with_the_final_status_counts_once() -> None:
+    ice = Attempt(pool="kwok-cx22", result=AttemptResult.INSUFFICIENT_CAPACITY, timestamp=datetime(2026, 1, 1))
+    pending = Attempt(pool="kwok-cx22", result=AttemptResult.PENDING, timestamp=datetime(2026, 1, 1))
+    assert newly_reported_attempt(None, _status(ice)) == ice
+    assert newly_reported_attempt(_status(pending), _status(ice)) == ice  # updated in place: new
+    assert newly_reported_attempt(_status(ice), _status(ice, phase=RequestPhase.REPLANNED)) is None
+    assert newly_reported_attempt(_status(ice), _status()) is None
+
+
+def test_insufficient_capacity_is_remembered_per_offering_for_its_ttl() -> None:
+    memory = remember_insufficient_capacity({}, "kwok", "CX22", now=1000.0, ttl_s=180.0)
+    assert memory == {offering_key("kwok", "cx22"): 1180.0}
+    # Every pool offering that type is skipped while remembered, and planned onto again after.
+    assert unavailable_pools([], {}, 1100.0, memory) == {("kwok", "cx22")}
+    assert unavailable_pools([], {}, 1181.0, memory) == set()
+    # A later miss extends it; expired entries are dropped, so the memory stays bounded.
+    memory = remember_insufficient_capacity(memory, "kwok", "cx22", now=1100.0, ttl_s=180.0)
+    assert memory[offering_key("kwok", "cx22")] == 1280.0
+    memory = remember_insufficient_capacity(memory, "hetzner", "cax11", now=5000.0, ttl_s=180.0)
+    assert memory == {offering_key("hetzner", "cax11"): 5180.0}
+    assert remember_insufficient_capacity({}, "kwok", "cx22", now=0.0, ttl_s=0.0) == {}  # memory off
+
+
+def test_only_no_capacity_or_quota_hands_pods_back_and_only_for_autoscaler_requests() -> None:
+    assert hands_back_pods(AttemptResult.INSUFFICIENT_CAPACITY, replanning=True)
+    assert hands_back_pods(AttemptResult.QUOTA_EXCEEDED, replanning=True)
+    assert not hands_back_pods(AttemptResult.READINESS_TIMEOUT, replanning=True)
+    assert not hands_back_pods(AttemptResult.PROVIDER_ERROR, replanning=True)
+    assert not hands_back_pods(AttemptResult.INSUFFICIENT_CAPACITY, replanning=False)
+
+
+def test_a_ready_node_does_not_clear_capacity_memory_but_clears_a_quota_backoff() -> None:
+    failures: dict[str, int] = {}
+    until: dict[str, float] = {}
+    t = datetime(2026, 1, 1)
+    apply_attempt_backoff(failures, until, "g", Attempt(pool="p", result=AttemptResult.QUOTA_EXCEEDED, timestamp=t), 0)
+    assert "g/p" in until
+    apply_attempt_backoff(failures, until, "g", Attempt(pool="p", result=AttemptResult.READY, timestamp=t), 10)
+    assert until == {} and failures == {}

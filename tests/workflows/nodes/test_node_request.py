@@ -64,6 +64,17 @@ async def test_falls_back_to_next_pool_on_insufficient_capacity(env: WorkflowEnv
     assert world.deleted == []
 
 
+async def test_autoscaler_request_hands_its_pods_back_on_insufficient_capacity(env: WorkflowEnvironment) -> None:
+    """Started by the NodeAutoscaler (replan_when_unavailable): no fallback with a pod set sized
+    for the full pool; the request ends Replanned and the loop plans its pods again."""
+    world = World(no_capacity_pools={"kwok-cx22"})
+    _, status = await run_request(env, world, request(pools("kwok-cx22", "kwok-cx32"), replan_when_unavailable=True))
+    assert status.phase == RequestPhase.REPLANNED and status.final
+    assert [(a.pool, a.result) for a in status.attempts] == [("kwok-cx22", AttemptResult.INSUFFICIENT_CAPACITY)]
+    assert [c.pool.name for c in world.created] == ["kwok-cx22"]  # the next pool was not tried
+    assert "kwok-cx22" in status.message and not status.node_name
+
+
 async def test_node_never_ready_is_removed_and_next_pool_tried(env: WorkflowEnvironment) -> None:
     world = World(never_ready_pools={"kwok-cx22"})
     _, status = await run_request(env, world, request(pools("kwok-cx22", "kwok-cx32")))
