@@ -110,12 +110,17 @@ class OcmActivities:
         )
 
     async def _find(self, cluster_id: str) -> dict[str, Any] | None:
-        """The OCM cluster growth made for `cluster_id`: by external id, then by derived name."""
+        """The OCM cluster growth made for `cluster_id`: by external id, then by derived name.
+        A live one first; else one that is uninstalling, which is still ours: OCM keeps its name
+        taken until it is gone, so skipping it would make the create fail with "already
+        exists" (and a create under another name would be a duplicate)."""
+        uninstalling: dict[str, Any] | None = None
         for terms in ({"external_id": cluster_id}, {"name": ocm_cluster_name(cluster_id)}):
-            found = [c for c in await self.ocm.search_clusters(**terms) if cluster_state(c) != "uninstalling"]
-            if found:
-                return found[0]
-        return None
+            for c in await self.ocm.search_clusters(**terms):
+                if cluster_state(c) != "uninstalling":
+                    return c
+                uninstalling = uninstalling or c
+        return uninstalling
 
     async def _resolve(self, ref: OcmClusterRef) -> dict[str, Any] | None:
         if ref.ocm_id:

@@ -8,6 +8,9 @@ the clusters that are no longer needed, without creating any again (no flaps).
     {"scenario": "fleet", "instances": n, "instances_placed": n, "clusters_created": n,
      "clusters_deleted": n, "clusters_final": n, "flaps": 0, "phases_seen": [...],
      "ocm_clusters_leaked": 0, "seconds_to_all_placed": s}
+It ends once the region is steady: `SETTLED_EVALUATIONS` evaluations made after the deletions
+in a row with every cluster ready, nothing to add or remove, and nothing changing (so an empty
+cluster's deprovisioning, and any scale-up it would cause, happen before the summary).
 What it needs from the outside world is passed in: how many clusters OCM still holds (for the
 leak count). The demo's processes (fake OCM, agent API, fake agents, worker) start it.
 """
@@ -17,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import CreateInstanceRequest
 from scaling.fleet.lifecycle import DataPlaneClusterState
@@ -31,7 +36,8 @@ from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 PHASE_ORDER = [p.value for p in ClusterPhase]
-SETTLED_POLLS = 5  # consecutive polls with nothing moving before the scenario calls it done
+SETTLED_EVALUATIONS = 5  # evaluations in a row with nothing moving before the scenario calls it done
+RPC_TIMEOUT = timedelta(seconds=30)
 
 
 def demo_fleet_config(provider: str = "aws", region: str = "us-east-1", limit: int | None = 100) -> str:
@@ -67,6 +73,43 @@ supported_instance_types:
 node_prewarming:
   standard: {{num_reserved_instances: 1, base_streaming_unit_size: x1}}
 """
+
+
+def _fingerprint(st: RegionStatus) -> tuple[Any, ...]:
+    """What must not move in a steady region: its clusters and phases, and its counters."""
+    clusters = tuple((c.id, c.phase.value) for c in st.clusters)
+    return clusters, st.clusters_created, st.clusters_deleted, st.clusters_failed, st.flaps
+
+
+def _quiet(st: RegionStatus) -> bool:
+    """Every cluster ready, nothing waiting, and the last evaluation neither adds nor removes."""
+    return (
+        st.instances_waiting == 0
+        and all(c.phase == ClusterPhase.READY for c in st.clusters)
+        and not any(t.remove is not None or t.scale_up.needed for t in st.last_evaluation)
+    )
+
+
+class SteadyState:
+    """The region is steady once `SETTLED_EVALUATIONS` evaluations (made after
+    `after_evaluation`) in a row saw it quiet and unchanged. A removal shows as a cluster
+    deprovisioning (or as the evaluation's `remove`) until the cluster has left the registry,
+    and a scale-up as a cluster not ready, so a region that is still moving never passes."""
+
+    def __init__(self, after_evaluation: int, evaluations: int = SETTLED_EVALUATIONS) -> None:
+        self.after_evaluation = after_evaluation
+        self.evaluations = evaluations
+        self.since: int | None = None  # the first evaluation of the current quiet stretch
+        self.fingerprint: tuple[Any, ...] | None = None
+
+    def check(self, st: RegionStatus) -> bool:
+        if st.evaluations <= self.after_evaluation or not _quiet(st):
+            self.since = self.fingerprint = None
+            return False
+        fp = _fingerprint(st)
+        if fp != self.fingerprint:
+            self.since, self.fingerprint = st.evaluations, fp
+        return st.evaluations - self.since >= self.evaluations
 
 
 async def _status(handle: WorkflowHandle) -> RegionStatus | None:
@@ -110,7 +153,7 @@ async def run_fleet_burst(
     t0 = time.monotonic()
     for i in range(instances):
         req = CreateInstanceRequest(id=f"burst-{i}", instance_type="standard", size=size)
-        await handle.execute_update(FleetAutoscalerWorkflow.create_instance, req)
+        await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
     say(f"{instances} instances created; waiting until every one is placed")
     st = await poll(lambda s: s.instances_placed == instances and s.instances_waiting == 0, "all instances placed")
     seconds_to_all_placed = time.monotonic() - t0
@@ -118,16 +161,16 @@ async def run_fleet_burst(
     say(f"all {placed} placed on {len(st.clusters)} clusters in {seconds_to_all_placed:.1f}s; deleting them")
 
     for i in range(instances):
-        await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, f"burst-{i}")
-    settled = 0
-
-    def quiet(s: RegionStatus) -> bool:
-        nonlocal settled
-        still = all(c.phase == ClusterPhase.READY for c in s.clusters) and not any(t.remove for t in s.last_evaluation)
-        settled = settled + 1 if still else 0
-        return settled >= SETTLED_POLLS
-
-    st = await poll(quiet, "a settled region")
+        await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, f"burst-{i}", rpc_timeout=RPC_TIMEOUT)
+    # Only evaluations that ran after the last delete count: until then `last_evaluation` is the
+    # one made while the burst was still placed (it never names a removal), and a loop busy
+    # sending the released instances to their clusters can take seconds to evaluate again.
+    after = await poll(lambda s: True, "a status after the deletions")
+    steady = SteadyState(after_evaluation=after.evaluations)
+    st = await poll(steady.check, f"a steady region ({SETTLED_EVALUATIONS} evaluations without a change)")
+    say(
+        f"steady {time.monotonic() - t0:.1f}s after the burst began: {len(st.clusters)} clusters, {st.clusters_deleted} deleted"
+    )
     # Phases clusters went through that a poll may have missed: their own recorded history.
     for cid in seen_clusters:
         try:

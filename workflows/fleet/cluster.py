@@ -211,7 +211,7 @@ class DataPlaneClusterWorkflow:
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            if created.state in ("error", "gone"):
+            if created.state in ("error", "uninstalling", "gone"):  # none of them becomes ready
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
             created = await self._call("provisioning", deadline, contracts.GET_OCM_CLUSTER, self._ref(), OcmCluster)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -25,7 +26,7 @@ from activities.fleet.tokens import AgentTokens
 from scaling.fleet import contracts
 from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from sim.clouds.ocm import FakeOcm, Timings
+from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
 from tests.workflows.fleet.stubs import until
@@ -162,19 +163,78 @@ async def test_addon_that_never_gets_ready_fails_the_cluster_after_the_step_time
 async def test_worker_restart_mid_terraforming_makes_one_cluster(
     dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
 ) -> None:
+    """The worker stops while the workflow waits (a durable timer) between polls of the strimzi
+    addon, four terraforming steps done; a new worker replays the history and goes on without
+    redoing a step or creating anything twice."""
     ocm.timings.addon_install_s = 3600  # hold terraforming at the addons step
     async with world(dev_env, ocm, world_settings) as (tq, _agents):
         handle = await start(dev_env, tq)
         await until(lambda: _addons_installing(handle), timeout=60)
-    # The first worker is gone; a new one (same task queue) picks the workflow up.
+        st = await state(handle)
+        assert st.phase == ClusterPhase.PROVISIONED and len(st.steps_done) == 4
+    # The first worker is gone; a new one (same task queue, no cached workflow) picks it up.
     ocm.timings.addon_install_s = 0.3
     async with world(dev_env, ocm, world_settings, tq):
         await until(lambda: _phase_is(handle, ClusterPhase.READY), timeout=90)
-        stats = ocm.stats()
-        assert stats["clusters_created"] == 1 and stats["clusters_leaked"] == 0
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
         await handle.signal(DataPlaneClusterWorkflow.delete)
         assert (await asyncio.wait_for(handle.result(), 90)).phase == ClusterPhase.DELETED
+    stats = ocm.stats()
+    assert stats["clusters_created"] == 1 and stats["clusters_leaked"] == 0 and stats["clusters_live"] == 0
+    assert _posts(ocm) == {"clusters": 1, "machine_pools": 1, "identity_providers": 1, "syncsets": 1, "addons": 2}
+
+
+async def test_worker_stopped_during_an_ocm_call_makes_one_machine_pool(
+    dev_env: WorkflowEnvironment, ocm: FakeOcm, world_settings: FleetSettings
+) -> None:
+    """The worker stops while its machine-pool create is in flight: OCM made the pool, the
+    answer never came back. The new worker's retry finds that pool (409, then read): one pool,
+    one cluster, and the lifecycle completes."""
+    # OCM applies the create and holds its answer longer than the test; the HTTP client waits
+    # longer still, so only the worker's stop can end that first attempt.
+    ocm.slow_responses(600, 1, method="POST", path="/machine_pools$")
+    patient = world_settings.model_copy(update={"ocm": world_settings.ocm.model_copy(update={"timeout_s": 900})})
+    async with world(dev_env, ocm, patient) as (tq, _agents):
+        handle = await start(dev_env, tq)
+        await until(lambda: _pools_at_ocm_is(ocm, 1), timeout=60)
+        st = await state(handle)
+        assert st.phase == ClusterPhase.PROVISIONED and st.steps_done == []
+    async with world(dev_env, ocm, patient, tq):
+        await until(lambda: _phase_is(handle, ClusterPhase.READY), timeout=120)
+        st = await state(handle)
+        assert st.steps_done == ["machine_pools", "ingress_dns", "identity_provider", "cluster_resources", "addons"]
+        await handle.signal(DataPlaneClusterWorkflow.deprovision)
+        await handle.signal(DataPlaneClusterWorkflow.delete)
+        assert (await asyncio.wait_for(handle.result(), 90)).phase == ClusterPhase.DELETED
+    stats = ocm.stats()
+    assert stats["clusters_created"] == 1 and stats["clusters_leaked"] == 0 and stats["clusters_live"] == 0
+    # The pool create was sent twice (the lost one and the retry, which found the pool).
+    assert _posts(ocm)["machine_pools"] == 2 and _posts(ocm)["clusters"] == 1
+
+
+def _posts(ocm: FakeOcm) -> dict[str, int]:
+    """POSTs the fake OCM received, per kind of resource."""
+    out: dict[str, int] = {}
+    for route, n in ocm.stats()["requests_by_route"].items():
+        method, path = route.split(" ", 1)
+        if method == "POST":
+            kind = path.rstrip("/").rsplit("/", 1)[-1]
+            out[kind] = out.get(kind, 0) + n
+    return out
+
+
+async def _pools_at_ocm(ocm: FakeOcm) -> int:
+    """Machine pools the fake OCM holds (asked over its API, as anyone would)."""
+    async with httpx.AsyncClient(base_url=ocm.url + API, headers={"Authorization": f"Bearer {OCM_TOKEN}"}) as http:
+        n = 0
+        for c in ocm.clusters():
+            resp = await http.get(f"/clusters/{c['id']}/machine_pools")
+            n += len(resp.json().get("items") or [])
+        return n
+
+
+async def _pools_at_ocm_is(ocm: FakeOcm, n: int) -> bool:
+    return await _pools_at_ocm(ocm) == n
 
 
 async def _phase_is(handle: WorkflowHandle, want: ClusterPhase) -> bool:

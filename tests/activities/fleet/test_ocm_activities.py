@@ -109,6 +109,29 @@ async def test_create_finds_a_cluster_with_its_name(acts: OcmActivities, ocm: Fa
     assert ocm.stats()["clusters_created"] == 1
 
 
+async def test_create_finds_its_cluster_while_it_is_uninstalling(acts: OcmActivities, ocm: FakeOcm) -> None:
+    """OCM keeps an uninstalling cluster's name taken: a create for the same id (a retry whose
+    cluster was deleted meanwhile, a reset workflow) answers with that cluster, never with
+    "already exists" and never with a second cluster; once it is gone, the name is free."""
+    c = await ready(acts, ocm)
+    await ENV.run(acts.delete_ocm_cluster, OcmClusterRef(ocm_id=c.ocm_id, cluster_id=c.cluster_id))
+    again = await ENV.run(acts.create_ocm_cluster, create_input())
+    assert again.ocm_id == c.ocm_id and again.state == "uninstalling" and not again.created
+    assert ocm.stats()["clusters_created"] == 1
+    # A live cluster with the external id (a stray made by hand) wins over the uninstalling one.
+    with ocm_http(ocm) as http:
+        body = {"name": "stray", "external_id": c.cluster_id, "cloud_provider": {"id": "aws"}, "region": {"id": "r"}}
+        stray = http.post("/clusters", json=body).json()
+    assert (await ENV.run(acts.create_ocm_cluster, create_input())).ocm_id == stray["id"]
+    ocm.advance(200)
+    with ocm_http(ocm) as http:
+        http.delete(f"/clusters/{stray['id']}").raise_for_status()
+    ocm.advance(200)
+    fresh = await ENV.run(acts.create_ocm_cluster, create_input())
+    assert fresh.created and fresh.ocm_id not in (c.ocm_id, stray["id"]) and fresh.name == c.name
+    assert ocm.stats()["clusters_leaked"] == 0
+
+
 async def test_states_error_and_gone(acts: OcmActivities, ocm: FakeOcm) -> None:
     ocm.clusters_end_in_error(1, "no quota in us-east-1")
     created = await ENV.run(acts.create_ocm_cluster, create_input("bad"))

@@ -62,6 +62,9 @@ class FleetWorld:
     hold_addons: bool = False  # get_addon answers "installing" until released
     dns_missing_calls: int = 0  # ensure_ingress_dns fails (retryably) this many times first
     pool_error: str = ""  # create_machine_pool raises an ApplicationError of this type
+    # create_machine_pool makes the pool, then never answers (its worker dies mid-call)
+    hang_after_pool_created: bool = False
+    hanging: asyncio.Event = field(default_factory=asyncio.Event)  # set while a call hangs
 
     def live_clusters(self) -> list[StubCluster]:
         return [c for c in self.clusters.values() if not c.gone]
@@ -95,8 +98,9 @@ class FleetWorld:
                 created = True
             else:
                 created = False
+            state = "uninstalling" if found.deleted and not found.gone else found.state
             return OcmCluster(
-                ocm_id=found.ocm_id, cluster_id=inp.cluster_id, name=found.name, state=found.state, created=created
+                ocm_id=found.ocm_id, cluster_id=inp.cluster_id, name=found.name, state=state, created=created
             )
 
         @activity.defn(name=contracts.GET_OCM_CLUSTER)
@@ -124,6 +128,9 @@ class FleetWorld:
             pools = world.pools.setdefault(inp.ocm_id, {})
             created = inp.pool_id not in pools
             pools.setdefault(inp.pool_id, inp)
+            if world.hang_after_pool_created:
+                world.hanging.set()
+                await asyncio.Event().wait()  # until the worker's shutdown cancels it
             return MachinePoolResult(
                 pool_id=inp.pool_id, min_nodes=inp.min_nodes, max_nodes=inp.max_nodes, created=created
             )

@@ -3,6 +3,7 @@ under the contract's activity names."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -17,10 +18,10 @@ from temporalio.worker import Replayer, Worker
 
 from scaling.fleet import contracts
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines
-from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
+from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance, ocm_cluster_name
 from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.workflows.fleet.stubs import FleetWorld, StubCluster, until
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 TERRAFORMING = [
@@ -170,6 +171,23 @@ async def test_ocm_error_fails_and_cleans_up(env: WorkflowEnvironment) -> None:
     assert contracts.CREATE_MACHINE_POOL not in world.calls
 
 
+async def test_cluster_found_uninstalling_at_create_fails_at_once(env: WorkflowEnvironment) -> None:
+    """The create finds the id's cluster already being uninstalled at OCM (deleted behind the
+    workflow's back, or a reset workflow): it can never become ready, so provisioning fails at
+    once (no polling until it is gone) and the removal runs; no second cluster."""
+    world = FleetWorld()
+    inp = cluster_input()
+    world.clusters[inp.cluster_id] = StubCluster(
+        ocm_id="ocm-old", external_id=inp.cluster_id, name=ocm_cluster_name(inp.cluster_id), deleted=True
+    )
+    async with running(env, world, inp) as handle:
+        final: DataPlaneClusterState = await handle.result()
+    assert final.phase == ClusterPhase.FAILED and final.failed_step == "provisioning"
+    assert "uninstalling" in final.message and final.cleaned_up and final.ocm_id == "ocm-old"
+    assert world.calls[:2] == [contracts.CREATE_OCM_CLUSTER, contracts.DELETE_OCM_CLUSTER]
+    assert len(world.clusters) == 1 and world.clusters[inp.cluster_id].gone
+
+
 async def test_refused_token_fails_the_step_at_once_and_cleans_up(env: WorkflowEnvironment) -> None:
     world = FleetWorld(pool_error=contracts.ERR_OCM_UNAUTHORIZED)
     inp = cluster_input()
@@ -211,16 +229,28 @@ async def test_lost_create_response_makes_no_second_cluster(env: WorkflowEnviron
     assert len(world.clusters) == 1
 
 
-async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(env: WorkflowEnvironment) -> None:
-    world = FleetWorld(hold_addons=True)
+@pytest.mark.parametrize("stopped_in", ["a timer between addon polls", "a machine-pool call"])
+async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
+    env: WorkflowEnvironment, stopped_in: str
+) -> None:
+    """The worker stops mid-terraforming, either while the workflow waits on a durable timer
+    (four steps done) or while an activity is in flight whose effect OCM already applied (the
+    pool exists, the answer never came). A new worker replays the history (no workflow cache, as
+    a new process would), retries only what never answered, and the lifecycle completes."""
+    in_flight = stopped_in == "a machine-pool call"
+    world = FleetWorld(hold_addons=not in_flight, hang_after_pool_created=in_flight)
     inp = cluster_input()
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
-    # No workflow cache: the restarted worker must replay the history, as a new process would.
     async with running(env, world, inp, tq=tq, max_cached_workflows=0) as handle:
-        await until(lambda: contracts.GET_ADDON in world.calls)
-        assert await phase(handle) == ClusterPhase.PROVISIONED
+        if in_flight:
+            await asyncio.wait_for(world.hanging.wait(), 60)
+        else:
+            await until(lambda: contracts.GET_ADDON in world.calls)
+        st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
+        assert st.phase == ClusterPhase.PROVISIONED and len(st.steps_done) == (0 if in_flight else 4)
     # The first worker is gone mid-terraforming; a new one picks the workflow up.
-    world.hold_addons = False
+    world.hold_addons = world.hang_after_pool_created = False
+    calls_before = len(world.calls)
     async with Worker(
         env.client,
         task_queue=tq,
@@ -235,8 +265,14 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(env: W
         final: DataPlaneClusterState = await handle.result()
     assert final.phase == ClusterPhase.DELETED
     assert len(world.clusters) == 1 and world.calls.count(contracts.CREATE_OCM_CLUSTER) == 1
-    assert world.calls.count(contracts.CREATE_MACHINE_POOL) == 1
-    assert len(world.pools) == 1
+    assert len(world.pools) == 1 and len(world.pools[final.ocm_id]) == 1
+    after = world.calls[calls_before:]
+    if in_flight:  # the lost call again, by the new worker, which found the pool
+        assert world.calls.count(contracts.CREATE_MACHINE_POOL) == 2 and after[0] == contracts.CREATE_MACHINE_POOL
+    else:  # nothing done before the stop is done again
+        assert world.calls.count(contracts.CREATE_MACHINE_POOL) == 1 and after[0] == contracts.GET_ADDON
+        for step in TERRAFORMING[1:4]:
+            assert world.calls.count(step) == 1
 
 
 async def test_restore_takes_a_deprovisioning_cluster_back_to_ready(env: WorkflowEnvironment) -> None:

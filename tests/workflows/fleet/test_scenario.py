@@ -12,9 +12,13 @@ from temporalio.worker import Worker
 
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
+from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.lifecycle import ClusterTimeouts
-from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings
-from starters.scenarios.fleet import demo_fleet_config, run_fleet_burst
+from scaling.fleet.models import ClusterPhase, ClusterRecord
+from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
+from scaling.fleet.scale_down import RemovalDecision, RemovalReason
+from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
+from starters.scenarios.fleet import SteadyState, demo_fleet_config, run_fleet_burst
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import _terminate_all, fake_agents
 from workflows.fleet import WORKFLOWS
@@ -67,3 +71,30 @@ async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
         "deleted",
     ]
     assert summary["seconds_to_all_placed"] > 0
+
+
+def _status(evaluations: int, *phases: ClusterPhase, remove: str = "", deleted: int = 0) -> RegionStatus:
+    clusters = [ClusterRecord(id=f"c{i}", instance_type="standard", phase=p) for i, p in enumerate(phases)]
+    removal = RemovalDecision(cluster_id=remove, removable=True, reason=RemovalReason.REMOVABLE) if remove else None
+    up = ScaleUpDecision(needed=False, reason=ScaleUpReason.ENOUGH_CAPACITY)
+    return RegionStatus(
+        provider="aws", region="r", paused=False, clusters=clusters, instances_placed=0, instances_waiting=0,
+        awaiting_approval=[], last_evaluation=[TypeEvaluation(instance_type="standard", scale_up=up, remove=removal)],
+        events=[], rounds=evaluations, evaluations=evaluations, clusters_created=len(phases) + deleted,
+        clusters_deleted=deleted, clusters_failed=0, flaps=0, runs=0,
+    )  # fmt: skip
+
+
+def test_steady_state_needs_fresh_unchanged_evaluations() -> None:
+    """The scenario's end: evaluations made before the burst was deleted never count (the demo
+    once ended on such a stale one, before any removal), and every change starts over."""
+    ready = ClusterPhase.READY
+    steady = SteadyState(after_evaluation=10, evaluations=3)
+    assert not any(steady.check(_status(n, ready, ready)) for n in range(5, 11))  # stale: quiet-looking
+    assert not steady.check(_status(11, ready, ready, remove="c1"))
+    assert not steady.check(_status(12, ready, ClusterPhase.DEPROVISIONING))
+    assert not steady.check(_status(14, ready, deleted=1))  # the stretch starts here
+    assert not steady.check(_status(15, ready, deleted=1))
+    assert not steady.check(_status(16, ready, ready, deleted=1))  # a cluster came back: start over
+    assert not steady.check(_status(18, ready, deleted=1))
+    assert steady.check(_status(21, ready, deleted=1))
