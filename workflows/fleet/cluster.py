@@ -70,6 +70,8 @@ OCM_RETRY = RetryPolicy(
 REMOVAL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
+# workflow.patched id: provisioning fails at once on an uninstalling OCM cluster (it polled before).
+UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
 
 
 class StepFailed(Exception):
@@ -211,7 +213,10 @@ class DataPlaneClusterWorkflow:
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            if created.state in ("error", "uninstalling", "gone"):  # none of them becomes ready
+            # None of them becomes ready. Runs that polled an uninstalling cluster replay so.
+            if created.state in ("error", "gone") or (
+                created.state == "uninstalling" and workflow.patched(UNINSTALLING_FAILS_PROVISIONING)
+            ):
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
             created = await self._call("provisioning", deadline, contracts.GET_OCM_CLUSTER, self._ref(), OcmCluster)
