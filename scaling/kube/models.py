@@ -20,6 +20,11 @@ LABEL_ARCH = "kubernetes.io/arch"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 
+LABEL_OS = "kubernetes.io/os"
+# Every node growth creates runs Linux (the kubelet sets this label; planned nodes carry it too).
+NODE_OS = "linux"
+
+
 class Resources(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -62,6 +67,23 @@ class Toleration(BaseModel):
     effect: str = ""  # empty matches every effect
 
 
+class NodeSelectorRequirement(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"] = "In"
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(BaseModel):
+    """One term of required node affinity: its expressions ANDed (terms are ORed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
 class PodInfo(BaseModel):
     """What growth needs to know about one pod (built from the API object by scaling.kube.pods)."""
 
@@ -72,6 +94,7 @@ class PodInfo(BaseModel):
     annotations: dict[str, str] = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
+    node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)  # required terms, ORed
     requests: Resources = Resources(pods=1)
     node_name: str | None = None
     phase: str = "Pending"

@@ -1,7 +1,7 @@
 """Which pods may land on which nodes: taints/tolerations, nodeSelector, node groups.
 
 A node growth creates carries the group's labels plus its own (group, pool, instance type,
-arch); `node_labels_for` is the one place that set is defined, so the planner's idea of a
+arch, os); `node_labels_for` is the one place that set is defined, so the planner's idea of a
 future node and the node the provider creates agree.
 """
 
@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, PodInfo, Taint, Toleration
+from scaling.kube.affinity import node_affinity_matches
+from scaling.kube.models import (
+    LABEL_ARCH,
+    LABEL_INSTANCE_TYPE,
+    LABEL_OS,
+    NODE_OS,
+    NodeSelectorTerm,
+    PodInfo,
+    Taint,
+    Toleration,
+)
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 
@@ -34,14 +44,25 @@ def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]
     return all(labels.get(k) == v for k, v in node_selector.items())
 
 
-def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
+def labels_admit(
+    node_selector: Mapping[str, str],
+    node_affinity: Sequence[NodeSelectorTerm],
+    labels: Mapping[str, str],
+    node_name: str = "",
+) -> bool:
+    """nodeSelector and required node affinity admit a node with these labels ("" = a future node)."""
+    return selector_matches(node_selector, labels) and node_affinity_matches(node_affinity, labels, node_name)
+
+
+def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterable[Taint], node_name: str = "") -> bool:
     """Labels and taints admit the pod (resources are checked elsewhere)."""
-    return selector_matches(pod.node_selector, labels) and tolerates(pod.tolerations, taints)
+    return labels_admit(pod.node_selector, pod.node_affinity, labels, node_name) and tolerates(pod.tolerations, taints)
 
 
 def node_labels_for(group: NodeGroup, pool: Pool, server_type: ServerType | None) -> dict[str, str]:
     """The labels a node of `pool` will carry; arch only when the type is known."""
     labels = dict(group.labels)
+    labels[LABEL_OS] = NODE_OS
     labels[LABEL_GROUP] = group.name
     labels[LABEL_POOL] = pool.name
     labels[LABEL_INSTANCE_TYPE] = server_type.name if server_type else pool.server_type.lower()
@@ -56,14 +77,15 @@ def eligible_pools(
     group: NodeGroup,
     catalogue: Mapping[tuple[str, str], ServerType],
     pools: Sequence[Pool] | None = None,
+    node_affinity: Sequence[NodeSelectorTerm] = (),
 ) -> list[Pool]:
-    """The group's pools whose future nodes admit a pod with this selector and tolerations."""
+    """The group's pools whose future nodes admit a pod with this selector, affinity and tolerations."""
     if not tolerates(tolerations, group.taints):
         return []
     out = []
     for pool in pools if pools is not None else flatten_pools(group):
         stype = catalogue.get((pool.provider, pool.server_type.lower()))
-        if selector_matches(node_selector, node_labels_for(group, pool, stype)):
+        if labels_admit(node_selector, node_affinity, node_labels_for(group, pool, stype)):
             out.append(pool)
     return out
 
@@ -86,11 +108,15 @@ def match_pods_to_groups(
     matched: dict[str, list[PodInfo]] = {g.name: [] for g in groups}
     problems: list[PodProblem] = []
     for pod in pods:
-        key = (tuple(sorted(pod.node_selector.items())), tuple(pod.tolerations))
+        key = (tuple(sorted(pod.node_selector.items())), tuple(pod.tolerations), tuple(pod.node_affinity))
         names = cache.get(key)
         if names is None:
             names = [
-                g.name for g in groups if eligible_pools(pod.node_selector, pod.tolerations, g, catalogue, flat[g.name])
+                g.name
+                for g in groups
+                if eligible_pools(
+                    pod.node_selector, pod.tolerations, g, catalogue, flat[g.name], node_affinity=pod.node_affinity
+                )
             ]
             cache[key] = names
         if len(names) == 1:

@@ -19,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scaling.kube.models import NodeInfo, PodInfo, Resources, Toleration
+from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 from scaling.kube.pods import counts_as_demand
 from scaling.kube.quantity import format_cpu, format_memory
-from scaling.nodes.matching import eligible_pools, node_labels_for, selector_matches, tolerates
+from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
     LABEL_GROUP,
     LABEL_POOL,
@@ -47,6 +47,7 @@ class _Shape:
     req: tuple[int, int, int]
     node_selector: dict[str, str]
     tolerations: tuple[Toleration, ...]
+    node_affinity: tuple[NodeSelectorTerm, ...]
     pods: list[PodInfo]
     taken: int = 0  # pods at the front of `pods` already placed or reported
     eligible: dict[str, list[Pool]] = field(default_factory=dict)  # group -> pools admitting it
@@ -60,8 +61,10 @@ class _Shape:
         self.taken += len(out)
         return out
 
-    def admits(self, labels: Mapping[str, str], taints: Sequence) -> bool:
-        return selector_matches(self.node_selector, labels) and tolerates(self.tolerations, taints)
+    def admits(self, labels: Mapping[str, str], taints: Sequence, node_name: str = "") -> bool:
+        return labels_admit(self.node_selector, self.node_affinity, labels, node_name) and tolerates(
+            self.tolerations, taints
+        )
 
 
 def _vec(r: Resources) -> tuple[int, int, int]:
@@ -83,10 +86,13 @@ def _shapes(pods: Sequence[PodInfo]) -> list[_Shape]:
             continue  # never demand, or already bound
         sel = tuple(sorted(p.node_selector.items()))
         tols = tuple(p.tolerations)
-        key = (p.requests.cpu_m, p.requests.memory, p.requests.pods, sel, tols)
+        affinity = tuple(p.node_affinity)
+        key = (p.requests.cpu_m, p.requests.memory, p.requests.pods, sel, tols, affinity)
         s = by_key.get(key)
         if s is None:
-            s = by_key[key] = _Shape(req=_vec(p.requests), node_selector=dict(sel), tolerations=tols, pods=[])
+            s = by_key[key] = _Shape(
+                req=_vec(p.requests), node_selector=dict(sel), tolerations=tols, node_affinity=affinity, pods=[]
+            )
         s.pods.append(p)
     # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
     return sorted(by_key.values(), key=lambda s: -(s.req[0] / 1000 + s.req[1] / 2**32))
@@ -156,7 +162,7 @@ def _fits_existing(shapes: list[_Shape], nodes: Sequence[NodeInfo]) -> list[str]
             if s.left == 0:
                 break
             n = min(_fit_count(s.req, room), s.left)
-            if n <= 0 or not s.admits(node.labels, node.taints):
+            if n <= 0 or not s.admits(node.labels, node.taints, node.name):
                 continue
             for r in range(3):
                 room[r] -= s.req[r] * n
@@ -245,7 +251,9 @@ def plan_scale_up(
         if s.left == 0:
             continue
         for g in groups:
-            pools = eligible_pools(s.node_selector, list(s.tolerations), g, catalogue, flat[g.name])
+            pools = eligible_pools(
+                s.node_selector, list(s.tolerations), g, catalogue, flat[g.name], node_affinity=s.node_affinity
+            )
             if pools:
                 s.eligible[g.name] = pools
         if len(s.eligible) == 1:

@@ -46,7 +46,7 @@ from scaling.kube.drain import (
     stays_with_node,
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
-from scaling.nodes.matching import selector_matches, tolerates
+from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.storage import (
@@ -178,8 +178,8 @@ def utilization(node: NodeInfo, pods: list[PodInfo]) -> float:
 
 
 def can_land(pod: PodInfo, node: NodeInfo) -> bool:
-    """nodeSelector and hard taints; resources are checked by the caller."""
-    return selector_matches(pod.node_selector, node.labels) and tolerates(pod.tolerations, node.taints)
+    """nodeSelector, required node affinity and hard taints; resources are checked by the caller."""
+    return pod_fits_node_shape(pod, node.labels, node.taints, node.name)
 
 
 def needs_room(pod: PodInfo, replicated_kinds: frozenset[str] = REPLICATED_KINDS) -> bool:

@@ -43,7 +43,23 @@ class BurstScenario(Scenario):
         ]
 
     def workload(self) -> dict[str, Any]:
-        return deployment(self.app, self.args.pods, cpu="500m", memory="512Mi")
+        # Selectors as charts commonly write them: the well-known os label and an arch affinity.
+        return deployment(
+            self.app,
+            self.args.pods,
+            cpu="500m",
+            memory="512Mi",
+            nodeSelector={"kubernetes.io/os": "linux"},
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+                        ]
+                    }
+                }
+            },
+        )
 
     async def scale_up(self, demo: Demo) -> dict[str, Any]:
         """Create the workload and follow it until every pod runs; the burst summary."""

@@ -13,7 +13,7 @@ from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 
 async def eventually(
-    handle: WorkflowHandle, check: Callable[[AutoscalerStatus], bool], timeout: float = 30.0
+    handle: WorkflowHandle, check: Callable[[AutoscalerStatus], bool], timeout: float = 90.0
 ) -> AutoscalerStatus:
     """Poll the status query until `check` holds (a condition, not a sleep)."""
     deadline = asyncio.get_running_loop().time() + timeout

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from activities.kube.client import ClusterClients, cluster_clients, raw_list
-from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE
+from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_OS, NODE_OS
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
@@ -76,6 +76,7 @@ class KwokProvider:
             LABEL_CLUSTER: inp.cluster,
             LABEL_INSTANCE_TYPE: stype.name,
             LABEL_ARCH: stype.arch,
+            LABEL_OS: NODE_OS,
             LABEL_HOSTNAME: name,
             "type": "kwok",
         }

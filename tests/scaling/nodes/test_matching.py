@@ -1,4 +1,4 @@
-from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, PodInfo, Taint, Toleration
+from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, LABEL_OS, PodInfo, Taint, Toleration
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.matching import (
     match_pods_to_groups,
@@ -62,6 +62,7 @@ def test_node_labels_include_growth_labels_and_arch() -> None:
         LABEL_POOL: "kwok-cax11",
         LABEL_INSTANCE_TYPE: "cax11",
         LABEL_ARCH: "arm64",
+        LABEL_OS: "linux",
     }
 
 

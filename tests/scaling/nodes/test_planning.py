@@ -4,7 +4,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint, Toleration
+from scaling.kube.models import (
+    NodeInfo,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodInfo,
+    Resources,
+    Taint,
+    Toleration,
+)
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
@@ -96,6 +104,39 @@ def test_planned_nodes_carry_candidates_that_respect_pod_arch() -> None:
     g = group(pools=[(["cax21", "cx33"], 50)])
     plan = plan_scale_up(pods(2, node_selector={"kubernetes.io/arch": "arm64"}), [], [g], CAT, [])
     assert [[c.name for c in n.candidates] for n in plan.new_nodes] == [["kwok-cax21"]]
+
+
+def test_a_linux_node_selector_is_met_by_every_planned_node() -> None:
+    # Nodes growth creates run Linux; a selector on the well-known os label must not be a problem.
+    g = group(pools=[(["cx22"], 50)])
+    plan = plan_scale_up(pods(2, node_selector={"kubernetes.io/os": "linux"}), [], [g], CAT, [])
+    assert not plan.problems and len(plan.new_nodes) == 1
+    plan = plan_scale_up(pods(1, node_selector={"kubernetes.io/os": "windows"}), [], [g], CAT, [])
+    assert [p.reason for p in plan.problems] == ["NoMatchingNodeGroup"] and not plan.new_nodes
+
+
+def test_required_node_affinity_steers_pools_and_groups() -> None:
+    arm_only = [
+        NodeSelectorTerm(
+            match_expressions=(NodeSelectorRequirement(key="kubernetes.io/arch", operator="In", values=("arm64",)),)
+        )
+    ]
+    g = group(pools=[(["cax21", "cx33"], 50)])
+    plan = plan_scale_up(pods(2, node_affinity=arm_only), [], [g], CAT, [])
+    assert [[c.name for c in n.candidates] for n in plan.new_nodes] == [["kwok-cax21"]]
+    # NotIn on a group's label keeps the pod off that group: the other one is the only match.
+    not_batch = [
+        NodeSelectorTerm(match_expressions=(NodeSelectorRequirement(key="team", operator="NotIn", values=("batch",)),))
+    ]
+    batch = group("batch", pools=[(["cx22"], 50)], labels={"team": "batch"})
+    web = group("web", pools=[(["cx22"], 50)], labels={"team": "web"})
+    plan = plan_scale_up(pods(1, node_affinity=not_batch), [], [batch, web], CAT, [])
+    assert [n.group for n in plan.new_nodes] == ["web"] and not plan.problems
+    # An existing node the affinity excludes is not counted as room.
+    node = labelled_node("n1", "kwok-cx22", "batch")
+    node = node.model_copy(update={"labels": {**node.labels, "team": "batch"}})
+    plan = plan_scale_up(pods(1, node_affinity=not_batch), [node], [batch, web], CAT, [])
+    assert not plan.fits_existing and [n.group for n in plan.new_nodes] == ["web"]
 
 
 def as_in_flight(plan: ScaleUpPlan, offset: int = 0) -> list[InFlightRequest]:

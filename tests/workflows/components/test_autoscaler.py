@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
@@ -42,12 +43,21 @@ def tikv_spec(**extra: object) -> dict:
 
 
 async def skip(env: WorkflowEnvironment, seconds: float) -> None:
-    """Skip server time in scan-sized steps: one long skip through dozens of rounds can outlast
-    the skip call's own RPC deadline on a loaded machine."""
-    while seconds > 0:
-        step = min(seconds, 2 * SCAN_S)
-        await env.sleep(step)
-        seconds -= step
+    """Skip `seconds` of server time in scan-sized steps, measured on the server's clock.
+
+    On a loaded machine a step can outlast the sleep call's own RPC deadline ("Timeout
+    expired") while the server still moved time on: the next step skips only what is left."""
+    target = await env.get_current_time() + timedelta(seconds=seconds)
+    for _ in range(1000):
+        left = (target - await env.get_current_time()).total_seconds()
+        if left <= 0:
+            return
+        try:
+            await env.sleep(min(left, 2 * SCAN_S))
+        except RPCError as err:
+            if "Timeout expired" not in str(err):
+                raise
+    raise AssertionError(f"server time did not reach {target}")
 
 
 async def report(handle: WorkflowHandle) -> AutoscalerReport:
