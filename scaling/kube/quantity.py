@@ -6,6 +6,7 @@ server: a quantity converted to an integer unit rounds up (a pod asking 0.5 byte
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 
@@ -16,9 +17,12 @@ _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 # The exponent alternative comes first so "1E3" is 1000 while a bare "1E" is one exa.
+# ASCII digits only: Python's \d and Decimal also take other scripts' digits ("١٢", "１"),
+# which the API server rejects.
 _QUANTITY = re.compile(
-    r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?"
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<exp>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?",
+    re.ASCII,
 )
 
 
@@ -29,6 +33,8 @@ def parse_quantity(s: str | int | float) -> Decimal:
     if isinstance(s, int):
         return Decimal(s)
     if isinstance(s, float):
+        if not math.isfinite(s):
+            raise ValueError(f"invalid quantity {s!r}: not a finite number")
         # JSON numbers arrive as floats; their shortest repr is what the user wrote.
         return Decimal(repr(s))
     if not isinstance(s, str):

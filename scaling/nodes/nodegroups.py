@@ -21,7 +21,7 @@ KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", re.ASCII)  # ASCII digits only
 _DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

@@ -106,3 +106,24 @@ def attempt_result_of(outcome: str | None) -> AttemptResult:
     if outcome is None:
         return AttemptResult.PROVIDER_ERROR
     return _OUTCOME_RESULT.get(outcome, AttemptResult.PROVIDER_ERROR)
+
+
+# An attempt's message goes into the request's status, its history and the autoscaler's state:
+# bounded, whatever a provider answers.
+ATTEMPT_MESSAGE_MAX = 500
+
+
+def failure_message(messages: list[str], limit: int = ATTEMPT_MESSAGE_MAX) -> str:
+    """One line from a failure's messages, outermost first: the outer message is the one written
+    for an operator (growth's provider code names the token file, the pool, the fix), the causes
+    add the provider's own words. A cause the text already contains is left out; the result is
+    cut to ``limit`` characters (ending in an ellipsis)."""
+    text = ""
+    for raw in messages:
+        m = " ".join(raw.split())
+        if not m or m in text:
+            continue
+        text = f"{text}: {m}" if text else m
+    if len(text) > limit:
+        text = text[: max(limit - 1, 0)].rstrip() + "\u2026"
+    return text

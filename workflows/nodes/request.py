@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         NodeRequestStatus,
         attempt_result_of,
         attempts_exhausted,
+        failure_message,
         request_labels,
     )
     from workflows.nodes import metrics
@@ -127,7 +128,7 @@ class NodeRequestWorkflow:
                 retry_policy=PROVIDER_RETRY,
             )
         except ActivityError as err:
-            self._record(pool, attempt_result_of(None), message=_cause(err))
+            self._record(pool, attempt_result_of(None), message=failure_text(err))
             await self._publish(inp)
             return False
         result = attempt_result_of(created.outcome)
@@ -231,7 +232,19 @@ class NodeRequestWorkflow:
             workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)
 
 
-def _cause(err: BaseException) -> str:
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return str(err)
+def failure_text(err: BaseException) -> str:
+    """What failed, for an attempt's message: the outermost application error's text and then
+    its causes (scaling.nodes.requests.failure_message), without Temporal's wrappers ("Activity
+    task failed"), which say nothing about the provider."""
+    messages: list[str] = []
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, FailureError):
+            if not isinstance(e, (ActivityError, ChildWorkflowError)):
+                messages.append(e.message)  # str() would prefix the error type
+        else:
+            messages.append(str(e) or type(e).__name__)
+        e = e.__cause__
+    return failure_message(messages) or str(err)

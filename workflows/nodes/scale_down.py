@@ -37,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
 
+from workflows.nodes.request import failure_text
+
 KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
 # One round of provider deletes; the workflow reports a failed round and tries again later.
@@ -233,7 +235,7 @@ class NodeScaleDownWorkflow:
                 return
             except ActivityError as err:
                 self.status.provider_delete_failures += 1
-                self.status.last_error = f"provider delete failed: {_cause(err)}"
+                self.status.last_error = f"provider delete failed: {failure_text(err)}"
                 await self._publish(inp)
                 await self._events(
                     inp.cluster,
@@ -242,7 +244,7 @@ class NodeScaleDownWorkflow:
                             node=inp.node,
                             reason="ScaleDownFailed",
                             type="Warning",
-                            message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {_cause(err)}",
+                            message=f"deleting the machine at {inp.provider} failed, retrying in {pause:.0f}s: {failure_text(err)}",
                         )
                     ],
                 )
@@ -309,9 +311,3 @@ class NodeScaleDownWorkflow:
             )
         except FailureError:
             workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)
-
-
-def _cause(err: BaseException) -> str:
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return str(err)

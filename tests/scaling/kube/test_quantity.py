@@ -50,6 +50,35 @@ def test_parse_quantity_rejects_and_names_the_string(bad: str) -> None:
     assert repr(bad) in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "\u0661\u0662",  # Arabic-Indic "12": Python's \\d and Decimal both accept it
+        "\uff11",  # fullwidth "1"
+        "\uff11Gi",
+        "1\u0660\u0660m",  # ASCII first digit, Arabic-Indic rest
+        "1.\u0665",
+        "1e\u0663",  # the exponent too
+        "\u0967\u0966Mi",  # Devanagari "10"
+    ],
+)
+def test_parse_quantity_accepts_ascii_digits_only(bad: str) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_quantity(bad)
+    assert repr(bad) in str(e.value)
+    with pytest.raises(ValueError):
+        cpu_millis(bad)
+    with pytest.raises(ValueError):
+        memory_bytes(bad)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_json_numbers_are_rejected(bad: float) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_quantity(bad)
+    assert repr(bad) in str(e.value)
+
+
 def test_json_numbers_are_accepted_and_booleans_are_not() -> None:
     assert parse_quantity(2) == 2
     assert parse_quantity(0.5) == Decimal("0.5")

@@ -98,6 +98,14 @@ def bad(path: list[Any], value: Any) -> dict[str, Any]:
         (bad(["spec", "scaleDown", "utilizationThreshold"], "lots"), "spec.scaleDown.utilizationThreshold", "lots"),
         (bad(["spec", "scaleDown", "utilizationThreshold"], "1500m"), "spec.scaleDown.utilizationThreshold", "between"),
         (bad(["spec", "scaleDown", "unneededTime"], "soon"), "spec.scaleDown.unneededTime", "duration"),
+        # Arabic-Indic and fullwidth digits: Python's \d takes them, a Go duration does not.
+        (bad(["spec", "scaleDown", "unneededTime"], "\u0661\u0660m"), "spec.scaleDown.unneededTime", "duration"),
+        (bad(["spec", "scaleDown", "delayAfterAdd"], "\uff15m"), "spec.scaleDown.delayAfterAdd", "duration"),
+        (
+            bad(["spec", "scaleDown", "utilizationThreshold"], "\uff10.\uff15"),
+            "spec.scaleDown.utilizationThreshold",
+            "quantity",
+        ),
         (bad(["spec", "labels"], {"a": 1}), "spec.labels.a", "string"),
         (bad(["metadata", "name"], "Bad_Name"), "metadata.name", "DNS"),
         (bad(["apiVersion"], "growth/v1alpha1"), "apiVersion", "growth.autoscaling.dev/v1alpha1"),

@@ -6,12 +6,17 @@ import json
 import uuid
 from pathlib import Path
 
+from hcloud import APIException
+from temporalio import activity
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from scaling.kube.models import Resources
+from scaling.nodes import contracts
+from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.requests import NodeRequestInput
 from tests.workflows.stubs import World
@@ -127,6 +132,36 @@ async def test_final_state_is_kept_for_the_ttl(env: WorkflowEnvironment) -> None
     # The run closed only after the TTL timer: its close time is >= ttl after the request finished.
     assert status.finished_at is not None and desc.close_time is not None
     assert (desc.close_time - status.finished_at).total_seconds() >= inp.ttl_s - 1
+
+
+async def test_provider_error_keeps_the_actionable_outer_message(env: WorkflowEnvironment) -> None:
+    """An InvalidToken from the provider: the attempt says which token (growth's outer message)
+    and what the API answered (the cause), not only "unable to authenticate"."""
+    world = World()
+    outer = (
+        "Hetzner API rejected the token (401 unauthorized): the token in /etc/growth/hcloud-token is invalid or revoked"
+    )
+
+    @activity.defn(name=contracts.CREATE_NODE)
+    async def create_node(inp: CreateNodeInput) -> CreateNodeResult:
+        world.created.append(inp)
+        try:
+            raise APIException(code="unauthorized", message="unable to authenticate", details=None)
+        except APIException as exc:
+            raise ApplicationError(outer, type="InvalidToken", non_retryable=True) from exc
+
+    stubs = [a for a in world.activities() if a.__temporal_activity_definition.name != contracts.CREATE_NODE]
+    inp = request(pools("kwok-cx22", "kwok-cx32"))
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=tq, workflows=[NodeRequestWorkflow], activities=[create_node, *stubs]):
+        handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
+        status = await handle.result()
+    assert status.phase == RequestPhase.UNMET
+    assert [a.result for a in status.attempts] == [AttemptResult.PROVIDER_ERROR, AttemptResult.PROVIDER_ERROR]
+    assert len(world.created) == 2  # non-retryable: one call per pool
+    for a in status.attempts:
+        assert a.message == f"{outer}: unable to authenticate (unauthorized)"
+        assert "Activity task failed" not in a.message
 
 
 async def test_replay_of_recorded_fallback_history() -> None:
