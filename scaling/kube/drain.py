@@ -4,10 +4,16 @@ Pure functions over the shared models plus a small PDB model. Every blocker carr
 reason code (the Cluster Autoscaler names where one exists) and a message naming the object.
 
 Rule order per pod, first match wins for the pod:
+0. A pod deleted longer ago than its terminationGracePeriodSeconds plus 30 s (Cluster
+   Autoscaler's "long terminating" rule) is treated as gone: it neither blocks nor is moved,
+   nor counts towards utilization. Its kubelet is probably dead (a NotReady node keeps such
+   pods forever); a drain waiting for it would time out.
 1. ``safe-to-evict: "false"`` blocks (NotSafeToEvictAnnotation).
 2. Unless ``safe-to-evict: "true"``: kube-system pods that are not DaemonSet pods and have no
    PDB (UnmovableKubeSystemPod), pods without a recognised workload controller (NotReplicated),
-   pods with emptyDir/hostPath volumes (LocalStorageRequested).
+   pods with local-storage volumes (LocalStorageRequested): hostPath and emptyDir on disk; an
+   emptyDir with medium Memory is not local storage, and volumes named in
+   ``safe-to-evict-local-volumes: "vol1,vol2"`` do not block.
 3. PDBs always apply, even to ``safe-to-evict: "true"`` pods: Longhorn (seed 003) annotates
    its instance-manager pods "true" and relies on their PDBs to hold a node with attached
    volumes or the last healthy replica.
@@ -23,6 +29,7 @@ from scaling.kube.models import NodeInfo, PodInfo
 from scaling.kube.pods import follows_node
 
 ANNOTATION_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # Cluster Autoscaler's taint on a node it is deleting. growth uses the same key so that
 # software that reacts to CA (Longhorn releases its instance-manager PDBs, seed 003) also
@@ -33,6 +40,9 @@ KUBE_SYSTEM = "kube-system"
 # Controllers that recreate an evicted pod somewhere else (Deployments act through ReplicaSets).
 REPLICATED_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController", "Job"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# Cluster Autoscaler's PodLongTerminatingExtraThreshold, and the API's default grace period.
+LONG_TERMINATING_MARGIN_S = 30.0
+DEFAULT_GRACE_PERIOD_S = 30
 
 # Stable reason codes.
 NOT_SAFE_TO_EVICT = "NotSafeToEvictAnnotation"
@@ -130,6 +140,21 @@ def is_terminal(pod: PodInfo) -> bool:
     return pod.phase in TERMINAL_PHASES
 
 
+def is_long_terminating(pod: PodInfo, now: float) -> bool:
+    """Deleted more than its grace period plus LONG_TERMINATING_MARGIN_S ago (``now`` in epoch
+    seconds): scale-down treats it as gone (rule 0 above)."""
+    if pod.deletion_timestamp is None:
+        return False
+    grace = pod.termination_grace_period_s
+    if grace is None:
+        grace = DEFAULT_GRACE_PERIOD_S
+    return pod.deletion_timestamp.timestamp() + grace + LONG_TERMINATING_MARGIN_S < now
+
+
+def without_long_terminating(pods: list[PodInfo], now: float) -> list[PodInfo]:
+    return [p for p in pods if not is_long_terminating(p, now)]
+
+
 def stays_with_node(pod: PodInfo) -> bool:
     """DaemonSet, mirror and finished pods are not evicted: they go away with the node."""
     return follows_node(pod) or is_terminal(pod)
@@ -151,6 +176,24 @@ def safe_to_evict(pod: PodInfo) -> bool | None:
     if value == "false":
         return False
     return None
+
+
+def safe_local_volumes(pod: PodInfo) -> set[str]:
+    """Volume names the pod's safe-to-evict-local-volumes annotation lists."""
+    value = pod.annotations.get(ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES, "")
+    return {v.strip() for v in value.split(",") if v.strip()}
+
+
+def blocking_local_volumes(pod: PodInfo) -> list[str]:
+    """The pod's local-storage volumes its annotation does not list as safe to lose."""
+    safe = safe_local_volumes(pod)
+    return [v for v in pod.local_volumes if v not in safe]
+
+
+def has_blocking_local_storage(pod: PodInfo) -> bool:
+    if pod.local_volumes:
+        return bool(blocking_local_volumes(pod))
+    return pod.has_local_storage  # built without volume names: every local volume blocks
 
 
 def marked_for_deletion(node: NodeInfo) -> bool:
@@ -203,11 +246,17 @@ def pod_blocker(
             message=f"pod {key} is owned by {pod.controller_kind}, not a workload controller",
             pod=key,
         )
-    if pod.has_local_storage:
+    if has_blocking_local_storage(pod):
+        names = blocking_local_volumes(pod)
+        what = f"volume {', '.join(names)}" if names else "emptyDir or hostPath"
         return Blocker(
             code=LOCAL_STORAGE,
-            message=f"pod {key} uses local storage (emptyDir or hostPath)",
+            message=(
+                f"pod {key} uses local storage ({what}); list the volumes that may be lost in "
+                f"annotation {ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES}"
+            ),
             pod=key,
+            volume=names[0] if names else None,
         )
     return None
 

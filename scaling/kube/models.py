@@ -103,8 +103,11 @@ class PodInfo(BaseModel):
     is_mirror: bool = False
     unschedulable: bool = False
     unschedulable_since: datetime | None = None
-    has_local_storage: bool = False  # emptyDir or hostPath volumes
+    has_local_storage: bool = False  # emptyDir (not medium Memory) or hostPath volumes
+    local_volumes: list[str] = Field(default_factory=list)  # their names
     pvc_names: list[str] = Field(default_factory=list)
+    deletion_timestamp: datetime | None = None  # set once the pod is being deleted
+    termination_grace_period_s: int | None = None  # spec.terminationGracePeriodSeconds (None: 30)
 
 
 class NodeInfo(BaseModel):

@@ -122,8 +122,39 @@ def unschedulable_since(pod: dict[str, Any]) -> datetime | None:
     return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
 
 
+def _is_local_volume(v: dict[str, Any]) -> bool:
+    """hostPath, or an emptyDir on the node's disk: an emptyDir with medium Memory is tmpfs,
+    gone with the pod wherever it runs, so it holds nothing a drain would lose (as Cluster
+    Autoscaler's drain rules count it)."""
+    if "hostPath" in v:
+        return True
+    if "emptyDir" in v:
+        return ((v.get("emptyDir") or {}).get("medium") or "") != "Memory"
+    return False
+
+
+def local_volumes(pod: dict[str, Any]) -> list[str]:
+    """Names of the pod's local-storage volumes (the safe-to-evict-local-volumes annotation
+    names them; scaling.kube.drain decides whether they block)."""
+    return [v.get("name") or "" for v in (pod.get("spec") or {}).get("volumes") or [] if _is_local_volume(v)]
+
+
 def has_local_storage(pod: dict[str, Any]) -> bool:
-    return any("emptyDir" in v or "hostPath" in v for v in (pod.get("spec") or {}).get("volumes") or [])
+    return bool(local_volumes(pod))
+
+
+def _deletion_timestamp(pod: dict[str, Any]) -> datetime | None:
+    stamp = (pod.get("metadata") or {}).get("deletionTimestamp")
+    if not stamp:
+        return None
+    if isinstance(stamp, datetime):
+        return stamp
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+
+
+def _grace_period_s(pod: dict[str, Any]) -> int | None:
+    v = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def pvc_names(pod: dict[str, Any]) -> list[str]:
@@ -166,5 +197,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         unschedulable=is_unschedulable(pod),
         unschedulable_since=unschedulable_since(pod),
         has_local_storage=has_local_storage(pod),
+        local_volumes=local_volumes(pod),
         pvc_names=pvc_names(pod),
+        deletion_timestamp=_deletion_timestamp(pod),
+        termination_grace_period_s=_grace_period_s(pod),
     )

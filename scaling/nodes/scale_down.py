@@ -9,6 +9,14 @@ Two kinds of removable node:
   its pods fit elsewhere) for ``unneeded_time_s`` before it is selected, with
   ``scale_down_at = now``: the waiting already happened untainted.
 
+A NotReady node waits ``unready_time_s`` (loop-wide, Cluster Autoscaler's
+scale-down-unready-time, 20 min) instead of its group's ``unneeded_time_s``, in either kind.
+
+Pods deleted for longer than their grace period plus 30 s (``is_long_terminating``) are
+treated as gone on the nodes considered for removal: they do not pin a node, are not moved and
+do not count as utilization. On target nodes their requests still count: the scheduler keeps
+counting a terminating pod's room until it is gone.
+
 Both wait ``delay_after_add_s`` after the last scale-up, both obey the pool's minNodes and a
 per-loop removal limit. Several nodes removed in one loop are checked together: pods of an
 earlier node take room on the targets, PDB budgets are shared, a node being removed is never
@@ -44,6 +52,7 @@ from scaling.kube.drain import (
     pods_on_node,
     pods_to_evict,
     stays_with_node,
+    without_long_terminating,
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
 from scaling.nodes.matching import pod_fits_node_shape
@@ -62,6 +71,7 @@ GROUP_SCALE_DOWN_DISABLED = "ScaleDownDisabledForGroup"
 LIMIT_REACHED = "ScaleDownLimitReached"
 DESTINATION = "DestinationOfRemovedNode"
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
+UNREADY_TIME = "UnreadyTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
 NOT_EMPTY = "NodeNotEmpty"
 UTILIZED = "NodeUtilized"
@@ -81,6 +91,7 @@ class ScaleDownLoopSettings(BaseModel):
     """Loop-wide settings; per-group thresholds and timers come from NodeGroup.scale_down."""
 
     max_removals_per_loop: int = 10
+    unready_time_s: float = 1200.0  # how long a NotReady node must be unneeded (CA: 20 min)
     default: ScaleDownSettings = Field(default_factory=ScaleDownSettings)  # unknown groups
     replicated_kinds: list[str] = Field(default_factory=lambda: sorted(REPLICATED_KINDS))
 
@@ -258,6 +269,12 @@ def _group_settings(node: NodeInfo, groups: dict[str, NodeGroup], settings: Scal
     return g.scale_down if g is not None else settings.default
 
 
+def removal_wait_s(node: NodeInfo, gs: ScaleDownSettings, settings: ScaleDownLoopSettings) -> float:
+    """How long a node must stay unneeded before it goes: its group's unneeded time when
+    Ready, the loop's unready time when NotReady (Cluster Autoscaler keeps the two apart)."""
+    return gs.unneeded_time_s if node.ready else settings.unready_time_s
+
+
 def _used_by_node(pods: list[PodInfo]) -> dict[str, Resources]:
     used: dict[str, Resources] = {}
     for p in pods:
@@ -310,7 +327,8 @@ def plan_scale_down(
     settings = settings or ScaleDownLoopSettings()
     kinds = frozenset(settings.replicated_kinds)
     by_group = {g.name: g for g in groups}
-    used = _used_by_node(pods)
+    used = _used_by_node(pods)  # what targets hold, long-terminating pods included
+    pods = without_long_terminating(pods, now)
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     plan = ScaleDownPlan()
     ready: list[tuple[NodeDecision, ScaleDownSettings]] = []
@@ -349,13 +367,13 @@ def plan_scale_down(
         since = unneeded_since.get(node.name, now)
         dec.unneeded_since = since
         plan.unneeded_since[node.name] = since
-        if not empty and now - since < gs.unneeded_time_s:
-            left = gs.unneeded_time_s - (now - since)
+        wait_s = removal_wait_s(node, gs, settings)
+        if not empty and now - since < wait_s:
+            left = wait_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
+            code, what = (UNNEEDED_TIME, "unneeded") if node.ready else (UNREADY_TIME, "NotReady and unneeded")
             dec.reasons = [
-                Blocker(
-                    code=UNNEEDED_TIME, message=f"node {node.name} unneeded for {now - since:.0f}s, {left:.0f}s to go"
-                )
+                Blocker(code=code, message=f"node {node.name} {what} for {now - since:.0f}s, {left:.0f}s to go")
             ]
             continue
         if last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
@@ -471,7 +489,7 @@ def _select(
         removed.add(node.name)
         pool_size[key] = pool_size.get(key, 0) - 1
         dec.selected = True
-        delay = gs.unneeded_time_s if dec.state == NodeState.EMPTY else 0.0
+        delay = removal_wait_s(node, gs, settings) if dec.state == NodeState.EMPTY else 0.0
         plan.to_remove.append(
             NodeRemoval(
                 name=node.name,
@@ -499,14 +517,19 @@ def still_removable(
     in_progress: set[str] | frozenset[str] = frozenset(),
     require_empty: bool = False,
     settings: ScaleDownLoopSettings | None = None,
+    now: float | None = None,
 ) -> RemovalCheck:
     """Re-check one node right before draining it (the NodeScaleDown timer fired).
 
     ``in_progress`` are the other nodes being removed (the node itself may be in it). With
     ``require_empty`` (seed 004's empty-node path), any pod that needs evicting cancels it.
-    The node is expected to carry the deletion taint by now; that does not block it.
+    The node is expected to carry the deletion taint by now; that does not block it. With
+    ``now``, long-terminating pods are treated as gone (see the module doc).
     """
     settings = settings or ScaleDownLoopSettings()
+    used = _used_by_node(pods)
+    if now is not None:
+        pods = without_long_terminating(pods, now)
     groups = groups or []
     kinds = frozenset(settings.replicated_kinds)
     others_leaving = set(in_progress) - {node.name}
@@ -543,7 +566,7 @@ def still_removable(
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
     targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
-    b, _ = _individual_blockers(node, pods, pdbs, storage, targets, _used_by_node(pods), set(protected), kinds)
+    b, _ = _individual_blockers(node, pods, pdbs, storage, targets, used, set(protected), kinds)
     blockers += b
     return RemovalCheck(ok=not blockers, blockers=blockers)
 

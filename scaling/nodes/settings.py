@@ -20,6 +20,11 @@ class AutoscalerSettings(BaseModel):
     # thresholds come from each NodeGroupWithPriority's scaleDown.
     scale_down_enabled: bool = True
     max_scale_down_per_loop: int = 10
+    scale_down_unready_time_s: float = Field(
+        default=1200.0,
+        description="seconds a NotReady growth node must be unneeded before it is removed "
+        "(Cluster Autoscaler's scale-down-unready-time; Ready nodes wait their group's unneededTime)",
+    )
     pdb_retry_s: float = 120.0  # how long a drain retries evictions refused by a PDB (429)
     eviction_retry_s: float = 2.0
     drain_timeout_s: float = 300.0  # evicted pods must be gone within this

@@ -18,7 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import NOT_ENOUGH_PDB, marked_for_deletion, pods_to_evict
+    from scaling.kube.drain import NOT_ENOUGH_PDB, marked_for_deletion, pods_to_evict, without_long_terminating
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         DeleteNodeInput,
@@ -146,6 +146,7 @@ class NodeScaleDownWorkflow:
             in_progress=leaving,
             require_empty=inp.kind == NodeState.EMPTY.value,
             settings=inp.settings,
+            now=workflow.now().timestamp(),
         )
         blockers = blocking(inp.kind, check.blockers)
         if blockers:
@@ -161,7 +162,9 @@ class NodeScaleDownWorkflow:
         self.status.phase = ScaleDownPhase.DRAINING
         await self._publish(inp)
         await self._kube(contracts.CORDON_NODE, NodeRef(cluster=inp.cluster, node=inp.node))
-        evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, obs.pods))
+        # A pod long past its grace period is not waited for: a dead kubelet never finishes it.
+        live = without_long_terminating(obs.pods, workflow.now().timestamp())
+        evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, live))
         failed = await self._drain(inp, evict)
         if failed is not None:
             code, message = failed

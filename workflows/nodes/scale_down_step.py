@@ -15,7 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import marked_for_deletion
+    from scaling.kube.drain import marked_for_deletion, without_long_terminating
     from scaling.kube.models import NodeInfo
     from scaling.nodes import contracts
     from scaling.nodes.contracts import OrphanCheckInput, OrphanObservation, ScaleDownObservation
@@ -45,7 +45,9 @@ OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_inter
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
-    return ScaleDownLoopSettings(max_removals_per_loop=settings.max_scale_down_per_loop)
+    return ScaleDownLoopSettings(
+        max_removals_per_loop=settings.max_scale_down_per_loop, unready_time_s=settings.scale_down_unready_time_s
+    )
 
 
 async def observe(cluster: str) -> ScaleDownObservation:
@@ -107,10 +109,11 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
     by_name = {n.name: n for n in obs.nodes}
+    live = without_long_terminating(obs.pods, now)
     for name, sd in list(state.scale_downs.items()):
         node = by_name.get(name)
         if sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value and node is not None:
-            if not is_empty(node, obs.pods):
+            if not is_empty(node, live):
                 await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
 
     for removal in plan.to_remove:
@@ -212,6 +215,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         groups=obs.groups,
         in_progress=leaving,
         settings=loop_settings(settings),
+        now=workflow.now().timestamp(),
     )
     loses = data_loss_blockers(check.blockers)
     if loses:

@@ -140,6 +140,31 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
         assert {p.namespace for p in obs.pdbs} == {"longhorn-system"} and len(obs.pdbs) == 2
 
 
+def test_observe_carries_deletion_grace_and_local_volumes(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
+    """What the long-terminating and local-storage rules need survives the official client."""
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "stuck", "finalizers": ["example.com/hold"]},
+            "spec": {
+                "nodeName": "n1",
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{"name": "c", "image": "pause"}],
+                "volumes": [
+                    {"name": "shm", "emptyDir": {"medium": "Memory"}},
+                    {"name": "scratch", "emptyDir": {}},
+                ],
+            },
+        },
+    )
+    before = time.time()
+    core.delete_namespaced_pod("stuck", "default")  # held by its finalizer: deletionTimestamp set
+    [pod] = acts.observe_scale_down("c").pods
+    assert pod.termination_grace_period_s == 5
+    assert pod.deletion_timestamp is not None and pod.deletion_timestamp.timestamp() >= before - 2
+    assert pod.local_volumes == ["scratch"] and pod.has_local_storage
+
+
 def test_delete_node_object_and_events(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
     acts.emit_node_events(
         NodeEventsInput(

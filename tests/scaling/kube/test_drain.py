@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from scaling.kube.drain import (
     ANNOTATION_SAFE_TO_EVICT,
+    ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES,
     ANNOTATION_SCALE_DOWN_DISABLED,
     LOCAL_STORAGE,
     NOT_ENOUGH_PDB,
@@ -17,6 +20,7 @@ from scaling.kube.drain import (
     PdbBudget,
     PdbInfo,
     drain_blockers,
+    is_long_terminating,
     node_blockers,
     pdb_from_object,
     pod_blocker,
@@ -61,6 +65,43 @@ def test_custom_controller_kind_is_not_replicated() -> None:
 def test_local_storage_blocks() -> None:
     b = pod_blocker(pod("cache", has_local_storage=True), [])
     assert b is not None and b.code == LOCAL_STORAGE
+
+
+def test_local_storage_blocker_names_the_volumes_and_the_annotation() -> None:
+    b = pod_blocker(pod("cache", has_local_storage=True, local_volumes=["scratch", "logs"]), [])
+    assert b is not None and b.code == LOCAL_STORAGE
+    assert "scratch, logs" in b.message and ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES in b.message
+    assert b.volume == "scratch"
+
+
+def test_safe_to_evict_local_volumes_lifts_the_listed_volumes_only() -> None:
+    vols = {"has_local_storage": True, "local_volumes": ["scratch", "logs"]}
+
+    def with_annotation(value: str) -> PodInfo:
+        return pod("cache", annotations={ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES: value}, **vols)
+
+    assert pod_blocker(with_annotation("scratch,logs"), []) is None
+    assert pod_blocker(with_annotation(" logs , scratch "), []) is None
+    partly = pod_blocker(with_annotation("scratch"), [])
+    assert partly is not None and partly.code == LOCAL_STORAGE and "volume logs" in partly.message
+    assert pod_blocker(with_annotation(""), []) is not None
+    assert pod_blocker(with_annotation("other"), []) is not None
+    # It lifts only local storage: a pod without a controller still blocks.
+    bare = with_annotation("scratch,logs").model_copy(update={"controller_kind": None})
+    assert pod_blocker(bare, []).code == NOT_REPLICATED
+
+
+def test_long_terminating_is_deletion_plus_grace_plus_30s() -> None:
+    deleted = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    t0 = deleted.timestamp()
+    default_grace = pod("web", deletion_timestamp=deleted)
+    assert not is_long_terminating(default_grace, t0 + 60)  # 30 s grace + 30 s margin, not past
+    assert is_long_terminating(default_grace, t0 + 61)
+    long_grace = pod("db", deletion_timestamp=deleted, termination_grace_period_s=600)
+    assert not is_long_terminating(long_grace, t0 + 630) and is_long_terminating(long_grace, t0 + 631)
+    zero = pod("quick", deletion_timestamp=deleted, termination_grace_period_s=0)
+    assert is_long_terminating(zero, t0 + 31)
+    assert not is_long_terminating(pod("alive"), t0 + 10**6)
 
 
 def test_kube_system_pod_without_pdb_blocks_and_with_pdb_does_not() -> None:

@@ -115,6 +115,30 @@ def test_host_path_is_local_storage_and_configmap_is_not() -> None:
     assert not pod_info(pod([c("1")], volumes=[{"name": "c", "configMap": {"name": "x"}}])).has_local_storage
 
 
+def test_memory_medium_empty_dir_is_not_local_storage() -> None:
+    """tmpfs goes with the pod wherever it runs: Cluster Autoscaler does not count it."""
+    vols = [
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+        {"name": "tmp", "emptyDir": {"medium": ""}},
+        {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "logs", "hostPath": {"path": "/var/log"}},
+    ]
+    info = pod_info(pod([c("1")], volumes=vols))
+    assert info.local_volumes == ["tmp", "cache", "logs"] and info.has_local_storage
+    only_memory = pod_info(pod([c("1")], volumes=[{"name": "shm", "emptyDir": {"medium": "Memory"}}]))
+    assert only_memory.local_volumes == [] and not only_memory.has_local_storage
+
+
+def test_deletion_timestamp_and_grace_period() -> None:
+    p = pod([c("1")], terminationGracePeriodSeconds=120)
+    p["metadata"]["deletionTimestamp"] = "2024-05-01T10:00:00Z"
+    info = pod_info(p)
+    assert info.deletion_timestamp == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    assert info.termination_grace_period_s == 120
+    plain = pod_info(pod([c("1")]))
+    assert plain.deletion_timestamp is None and plain.termination_grace_period_s is None
+
+
 def test_bad_quantity_names_the_string() -> None:
     with pytest.raises(ValueError, match="'lots'"):
         pod_demand(pod([c("lots")]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -31,6 +33,7 @@ from scaling.nodes.scale_down import (
     LIMIT_REACHED,
     NOT_EMPTY,
     UNNEEDED_TIME,
+    UNREADY_TIME,
     NodeState,
     ScaleDownInput,
     ScaleDownLoopSettings,
@@ -435,6 +438,80 @@ def test_still_removable() -> None:
     assert [b.code for b in still_removable(tainted, [], [], storage, nodes).blockers] == [VOLUME_ATTACHED]
     g = [group(min_nodes=2)]
     assert [b.code for b in still_removable(tainted, [], [], None, nodes, groups=g).blockers] == [MIN_NODES]
+
+
+# --- Cluster Autoscaler parity: long-terminating pods, NotReady nodes ------------------------
+
+DELETED_AT = 1_000_000.0
+
+
+def terminating(name: str, on: str, grace: int | None = None, **kw) -> PodInfo:
+    """A pod deleted at DELETED_AT (default grace: 30 s, so long-terminating from +60 s)."""
+    stamp = datetime.fromtimestamp(DELETED_AT, UTC)
+    return pod(name, on, deletion_timestamp=stamp, termination_grace_period_s=grace, **kw)
+
+
+def test_long_terminating_pods_do_not_pin_a_node_and_are_not_moved() -> None:
+    nodes = [node("n1"), node("n2")]
+    # A bare pod would block (NotReplicated); a huge one would not fit on n2 and hold n1 utilized.
+    stuck = [terminating("orphan", "n1", controller_kind=None), terminating("big", "n1", cpu=3900)]
+    p = plan(nodes, [*stuck, pod("api", "n2", cpu=2500)], groups=[group(unneeded_time_s=300)], now=DELETED_AT + 61)
+    assert state(p, "n1") == (NodeState.EMPTY, None) and p.decisions["n1"].utilization == 0.0
+    [r] = p.to_remove
+    assert (r.name, r.pods_to_evict, r.destinations) == ("n1", [], {})
+    # Within grace plus the 30 s margin the same pods still count.
+    early = plan(nodes, [*stuck, pod("api", "n2", cpu=2500)], groups=[group(unneeded_time_s=300)], now=DELETED_AT + 60)
+    assert state(early, "n1") == (NodeState.UTILIZED, None) and early.to_remove == []
+
+
+def test_grace_period_sets_when_a_pod_is_long_terminating() -> None:
+    nodes = [node("n1"), node("n2")]
+    pods = [terminating("db", "n1", grace=600, controller_kind=None)]
+    assert state(plan(nodes, pods, now=DELETED_AT + 630), "n1") == (NodeState.BLOCKED, NOT_REPLICATED)
+    assert state(plan(nodes, pods, now=DELETED_AT + 631), "n1") == (NodeState.EMPTY, None)
+
+
+def test_long_terminating_pods_on_a_target_still_take_its_room() -> None:
+    """The scheduler counts a terminating pod's requests until it is gone: so does the fit."""
+    nodes = [node("n1"), node("n2")]
+    pods = [pod("web", "n1", cpu=1000), terminating("stuck", "n2", cpu=3500)]
+    p = plan(nodes, pods, now=DELETED_AT + 61, since={"n1": 0.0})
+    assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
+
+
+def test_still_removable_treats_long_terminating_pods_as_gone_when_given_now() -> None:
+    tainted = node("n1", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")])
+    pods = [terminating("web", "n1")]
+    kw = {"nodes": [tainted, node("n2")], "pdbs": [], "storage": None, "in_progress": {"n1"}, "require_empty": True}
+    assert still_removable(tainted, pods=pods, now=DELETED_AT + 61, **kw).ok
+    early = still_removable(tainted, pods=pods, now=DELETED_AT + 30, **kw)
+    assert [b.code for b in early.blockers] == [NOT_EMPTY]
+
+
+def test_not_ready_node_waits_the_unready_time_not_the_unneeded_time() -> None:
+    nodes = [node("n1", ready=False), node("n2")]
+    pods = [pod("web", "n1", cpu=500), pod("api", "n2", cpu=2500)]
+    g = [group(unneeded_time_s=600)]
+    at_600 = plan(nodes, pods, groups=g, now=1600.0, since={"n1": 1000.0})
+    assert state(at_600, "n1") == (NodeState.UNNEEDED_WAITING, UNREADY_TIME)
+    assert "NotReady" in at_600.decisions["n1"].reasons[0].message
+    at_1200 = plan(nodes, pods, groups=g, now=2200.0, since={"n1": 1000.0})
+    assert state(at_1200, "n1") == (NodeState.UNDERUSED, None) and removed(at_1200) == ["n1"]
+    # The same node Ready goes after its group's 600 s.
+    ready = plan([node("n1"), node("n2")], pods, groups=g, now=1600.0, since={"n1": 1000.0})
+    assert removed(ready) == ["n1"]
+    # The unready time is a loop setting.
+    short = plan(nodes, pods, groups=g, now=1100.0, since={"n1": 1000.0}, unready_time_s=100)
+    assert removed(short) == ["n1"]
+
+
+def test_empty_not_ready_node_is_marked_with_the_unready_time() -> None:
+    nodes = [node("n1", ready=False), node("big", group=None)]
+    p = plan(nodes, BUSY, groups=[group(unneeded_time_s=300)], now=1000.0)
+    [r] = p.to_remove
+    assert (r.name, r.kind, r.scale_down_at) == ("n1", NodeState.EMPTY, 2200.0)
+    p2 = plan(nodes, BUSY, groups=[group(unneeded_time_s=300)], now=1000.0, unready_time_s=60)
+    assert [(r.name, r.scale_down_at) for r in p2.to_remove] == [("n1", 1060.0)]
 
 
 # --- properties ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 from temporalio import activity
@@ -227,6 +228,25 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
     assert [e.reason for e in world.node_events] == ["ScaleDown", "ScaleDown"]
     # The durable timer really ran: the workflow ended after ScaleDownAt.
     assert (await env.get_current_time()).timestamp() >= now + 600
+
+
+async def test_long_terminating_pod_neither_cancels_nor_is_waited_for(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """A pod deleted long ago (its kubelet gone) stays listed on the node: Cluster Autoscaler's
+    rule treats it as gone, so the empty node is still removed and the drain does not evict it
+    or wait for it."""
+    now = (await env.get_current_time()).timestamp()
+    stuck = app_pod("stuck", "a").model_copy(
+        update={"controller_kind": None, "deletion_timestamp": datetime.fromtimestamp(now - 3600, UTC)}
+    )
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[ds_pod("ds-a", "a"), stuck], groups=[GROUP])
+    )
+    tq, _ = await worker(world)
+    h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 60, kind="Empty"))
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert world.deleted == ["a"]
+    assert not any(c == "evict" for c, _ in world.calls) and result.evicted == []
 
 
 async def test_pod_landing_during_the_wait_cancels_and_unmarks(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
