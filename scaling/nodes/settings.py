@@ -12,6 +12,11 @@ class AutoscalerSettings(BaseModel):
     readiness_timeout_s: float = 300.0
     readiness_poll_s: float = 2.0
     max_attempts: int = 5
+    enforce_min_nodes: bool = Field(
+        default=True,
+        description="request nodes for pools below their minNodes even without pending pods "
+        "(Cluster Autoscaler's --enforce-node-group-min-size)",
+    )
     request_ttl_s: float = 3600.0
     use_search_attributes: bool = False
     # Bound the history of one run even when the server does not suggest continue-as-new yet.

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         prune_never_satisfiable,
         unavailable_pools,
     )
+    from scaling.nodes.min_size import requests_to_reach_min_nodes
     from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, ServerType
     from scaling.nodes.observation import never_satisfiable_events
     from scaling.nodes.planning import plan_scale_up
@@ -57,6 +58,8 @@ ORPHAN_CHECK_EVERY = 10  # loops
 MACHINE_GC_CHILD = "machine-gc-child"
 # Runs that started children one per workflow task and awaited their pod events replay so.
 CONCURRENT_STARTS = "concurrent-child-starts"
+# Runs started before the loop raised pools to their minNodes replay without it.
+ENFORCE_MIN_NODES = "enforce-min-nodes"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -249,15 +252,25 @@ class NodeAutoscalerWorkflow:
             workflow.now().timestamp(),
             self.state.capacity_unavailable_until,
         )
+        in_flight = in_flight_for_planner(self.state.in_flight)
         plan = plan_scale_up(
             pods,
             obs.nodes,
             obs.groups,
             catalogue_index(catalogue),
-            in_flight_for_planner(self.state.in_flight),
+            in_flight,
             max_nodes_total=settings.max_nodes_total,
             unavailable_pools=unavailable,
         )
+        if settings.enforce_min_nodes and workflow.patched(ENFORCE_MIN_NODES):
+            plan.new_nodes += requests_to_reach_min_nodes(
+                obs.groups,
+                obs.nodes,
+                in_flight,
+                plan.new_nodes,
+                unavailable=unavailable,
+                max_nodes_total=settings.max_nodes_total,
+            )
         self.state.never_satisfiable.update(never_satisfiable_of(plan.problems))
 
         groups = {g.name: g for g in obs.groups}

@@ -15,9 +15,9 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.kube.models import PodInfo, Resources
+from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.contracts import ClusterObservation
-from scaling.nodes.models import NodeGroup, PoolSpec, RequestPhase, SpecProblem
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec, RequestPhase, SpecProblem
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.polling import eventually, until
@@ -135,6 +135,35 @@ async def test_planned_children_start_together_in_one_workflow_task(running) -> 
     assert len(requests) == 8
     # One workflow task issued every start (one at a time, each start took its own task).
     assert len({a.workflow_task_completed_event_id for a in requests}) == 1
+
+
+async def test_pools_below_min_nodes_get_requests_once(running) -> None:  # noqa: ANN001
+    """No pending pod, one node in a pool with minNodes 3: two requests pinned to that pool, and
+    no more in later loops while they are in flight (CA's --enforce-node-group-min-size)."""
+    group = NodeGroup(
+        name="general",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=100, minNodes=3),
+            PoolSpec(provider="kwok", serverType=["cx32"], priority=50),
+        ],
+    )
+    have = NodeInfo(name="n1", labels={LABEL_GROUP: "general", LABEL_POOL: "kwok-cx22"}, ready=True)
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(nodes=[have], groups=[group])
+    # Scale-down off: these stubs do not observe for it (a growth node exists here).
+    handle = await running(world, scale_down_enabled=False)
+    first = await eventually(handle, lambda s: len(s.in_flight) >= 2)
+    status = await eventually(handle, lambda s: s.iterations >= first.iterations + 4)
+    assert len(status.in_flight) == 2 and len(world.created) == 2
+    assert {(c.pool.name, c.request_id in {r.id for r in status.in_flight}) for c in world.created} == {
+        ("kwok-cx22", True)
+    }
+
+    off = World(hold_readiness=True)
+    off.observation = ClusterObservation(nodes=[have], groups=[group])
+    handle = await running(off, enforce_min_nodes=False, scale_down_enabled=False)
+    status = await eventually(handle, lambda s: s.iterations >= 4)
+    assert status.in_flight == [] and off.created == []
 
 
 async def test_requests_fall_back_and_are_recorded(running) -> None:  # noqa: ANN001
