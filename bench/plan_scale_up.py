@@ -43,7 +43,7 @@ def run(size: int) -> dict[str, float | int]:
     t0 = time.perf_counter()
     plan = plan_scale_up(w.pods, w.nodes, [w.group], w.catalogue, [])
     seconds = time.perf_counter() - t0
-    planned = sum(len(n.pod_uids) for n in plan.new_nodes)
+    planned = sum(sum(n.pods.values()) for n in plan.new_nodes)
     if planned != size or plan.problems or plan.fits_existing:
         raise SystemExit(f"plan incomplete: {planned}/{size} planned, {len(plan.problems)} problems")
     cost = plan_cost(w, plan)

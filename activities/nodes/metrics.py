@@ -20,10 +20,10 @@ def record_observation(cluster: str, obs: ClusterObservation) -> None:
         return
     meter = activity.metric_meter()
     meter.create_gauge(names.UNSCHEDULABLE_PODS, "pods Pending with PodScheduled=False, reason Unschedulable").set(
-        len(obs.unschedulable), {"cluster": cluster}
+        obs.demand.unschedulable, {"cluster": cluster}
     )
     gauge = meter.create_gauge(names.NODES, "growth-managed nodes by node group and pool")
-    counts = names.nodes_by_pool(obs.nodes)
+    counts = names.nodes_by_pool(obs.demand.nodes)
     with _seen_lock:
         gone = _seen.get(cluster, set()) - set(counts)
         _seen[cluster] = set(counts)

@@ -15,6 +15,7 @@ from scaling.kube.models import (
     PodInfo,
     Taint,
 )
+from scaling.nodes.demand import PendingDemand
 from scaling.nodes.models import (
     NodeGroup,
     Pool,
@@ -77,6 +78,8 @@ ACTIVITY_NAMES = frozenset(
 
 
 class ClusterObservation(BaseModel):
+    demand: PendingDemand = Field(default_factory=PendingDemand)  # pods and nodes, aggregated
+    # Per pod and per node: what observers sent before demand was aggregated (replays read it).
     unschedulable: list[PodInfo] = Field(default_factory=list)
     nodes: list[NodeInfo] = Field(default_factory=list)
     groups: list[NodeGroup] = Field(default_factory=list)

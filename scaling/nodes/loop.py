@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scaling.kube.models import NodeInfo
 from scaling.nodes.backoff import pool_backoff_seconds
-from scaling.nodes.models import LABEL_GROUP, Attempt, AttemptResult, PodProblem, ScaleUpPlan
+from scaling.nodes.demand import NodeTally
+from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
 from scaling.nodes.requests import NodeRequestStatus
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
@@ -49,17 +49,26 @@ def newly_reported_attempt(previous: NodeRequestStatus | None, update: NodeReque
 
 
 def prune_never_satisfiable(
-    known: dict[str, PodProblem], pending_uids: set[str], groups_changed: bool
+    known: dict[str, PodProblem], pending: set[str], groups_changed: bool
 ) -> dict[str, PodProblem]:
-    """Never-satisfiable pods still worth remembering: none when the groups changed (a new
-    pool may hold them), otherwise those still pending."""
+    """Never-satisfiable pod shapes still worth remembering: none when the groups changed (a
+    new pool may hold them), otherwise those still pending (`pending`: shape keys)."""
     if groups_changed:
         return {}
-    return {uid: p for uid, p in known.items() if uid in pending_uids}
+    return {key: p for key, p in known.items() if key in pending}
 
 
 def never_satisfiable_of(problems: Iterable[PodProblem]) -> dict[str, PodProblem]:
-    return {p.uid: p for p in problems if p.reason == NEVER_SATISFIABLE}
+    """By shape (one entry however many pods): the planner reports whole shapes."""
+    out: dict[str, PodProblem] = {}
+    for p in problems:
+        if p.reason == NEVER_SATISFIABLE:
+            key = p.key or p.uid
+            if key in out:
+                out[key] = out[key].model_copy(update={"count": out[key].count + p.count})
+            else:
+                out[key] = p
+    return out
 
 
 def unavailable_pools(
@@ -72,16 +81,16 @@ def unavailable_pools(
     return {(group, pool) for group, _, pool in (k.partition("/") for k in keys)}
 
 
-def may_scale_down(plan: ScaleUpPlan, enabled: bool, nodes: list[NodeInfo], removals_running: bool) -> bool:
+def may_scale_down(plan: ScaleUpPlan, enabled: bool, nodes: NodeTally, removals_running: bool) -> bool:
     """Whether this loop runs its scale-down step.
 
     Not in a loop that scaled up (Cluster Autoscaler's rule; the new nodes are empty), nor while
     pods are about to land on an existing or coming node (a just-Ready node looks empty until
     the scheduler binds them; marking it would strand them and cause another scale-up). And
     only when growth could remove something: a growth node exists or a removal is running."""
-    if not enabled or plan.new_nodes or plan.fits_existing or plan.covered_in_flight:
+    if not enabled or plan.new_nodes or plan.pods_fit_existing or plan.pods_covered:
         return False
-    return removals_running or any(LABEL_GROUP in n.labels for n in nodes)
+    return removals_running or any(c.count for c in nodes.groups)
 
 
 def fresh_problems(problems: list[PodProblem], reported: list[str], keep: int) -> tuple[list[PodProblem], list[str]]:
@@ -96,3 +105,10 @@ def fresh_problems(problems: list[PodProblem], reported: list[str], keep: int) -
             fresh.append(p)
     updated = reported + [f"{p.uid}/{p.reason}" for p in fresh]
     return fresh, updated[-keep:] if keep > 0 else []
+
+
+def within_in_flight_limit(planned: list[PlannedNode], in_flight: int, limit: int) -> list[PlannedNode]:
+    """The planned nodes to request now: no more than `limit` requests in flight. The rest
+    of the pods stay pending and the next loop plans them again (in plan order: largest
+    pods first, minNodes requests last)."""
+    return planned[: max(limit - in_flight, 0)]

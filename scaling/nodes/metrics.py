@@ -10,10 +10,8 @@ recorded during replay, so counters never double-count), activities through
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
-from scaling.kube.models import NodeInfo
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+from scaling.nodes.demand import NodeTally
 
 # Gauges, set by observe_cluster every loop.
 UNSCHEDULABLE_PODS = "growth_unschedulable_pods_count"  # {cluster}
@@ -43,6 +41,9 @@ HISTOGRAM_BUCKETS: dict[str, list[float]] = {
 }
 
 
-def nodes_by_pool(nodes: Iterable[NodeInfo]) -> Counter[tuple[str, str]]:
+def nodes_by_pool(tally: NodeTally) -> Counter[tuple[str, str]]:
     """growth-managed nodes counted by (group, pool); nodes growth did not make are left out."""
-    return Counter((n.labels[LABEL_GROUP], n.labels.get(LABEL_POOL, "")) for n in nodes if LABEL_GROUP in n.labels)
+    counts: Counter[tuple[str, str]] = Counter()
+    for c in tally.groups:
+        counts[(c.group, c.pool)] += c.count
+    return counts

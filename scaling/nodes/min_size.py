@@ -15,18 +15,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Sequence
 
-from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, Resources
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, PlannedNode, Pool
+from scaling.kube.models import NodeInfo, Resources
+from scaling.nodes.demand import NodeCount, NodeTally, tally_nodes
+from scaling.nodes.models import InFlightRequest, NodeGroup, PlannedNode, Pool
 from scaling.nodes.nodegroups import flatten_pools
 
 
-def node_pool(node: NodeInfo, pools: Sequence[Pool]) -> str | None:
-    """The pool a node of the group belongs to: its pool label, else the first pool whose
-    server type is its instance type (how scale-down counts a pool's nodes too)."""
-    name = node.labels.get(LABEL_POOL)
-    if name:
-        return name
-    itype = (node.labels.get(LABEL_INSTANCE_TYPE) or "").lower()
+def node_pool(node: NodeCount, pools: Sequence[Pool]) -> str | None:
+    """The pool nodes of the group belong to: their pool label, else the first pool whose
+    server type is their instance type (how scale-down counts a pool's nodes too)."""
+    if node.pool:
+        return node.pool
+    itype = node.instance_type.lower()
     return next((p.name for p in pools if itype and p.server_type.lower() == itype), None)
 
 
@@ -37,7 +37,7 @@ def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> boo
 
 def requests_to_reach_min_nodes(
     groups: Sequence[NodeGroup],
-    nodes: Sequence[NodeInfo],
+    nodes: NodeTally | Sequence[NodeInfo],
     in_flight: Sequence[InFlightRequest],
     planned: Sequence[PlannedNode] = (),
     *,
@@ -45,21 +45,19 @@ def requests_to_reach_min_nodes(
     max_nodes_total: int | None = None,
 ) -> list[PlannedNode]:
     """The nodes to request so that every pool has at least its minNodes (see module doc)."""
+    tally = nodes if isinstance(nodes, NodeTally) else tally_nodes(nodes)
     per_pool: Counter[tuple[str, str]] = Counter()
     per_group: Counter[str] = Counter()
     flat = {g.name: flatten_pools(g) for g in groups}
-    for n in nodes:
-        g = n.labels.get(LABEL_GROUP)
-        if not g:
-            continue
-        per_group[g] += 1
-        pool = node_pool(n, flat.get(g, []))
+    for c in tally.groups:
+        per_group[c.group] += c.count
+        pool = node_pool(c, flat.get(c.group, []))
         if pool:
-            per_pool[(g, pool)] += 1
+            per_pool[(c.group, pool)] += c.count
     for item in [*in_flight, *planned]:
         per_group[item.group] += 1
         per_pool[(item.group, item.pool)] += 1
-    total_left = None if max_nodes_total is None else max_nodes_total - len(nodes) - len(in_flight) - len(planned)
+    total_left = None if max_nodes_total is None else max_nodes_total - tally.total - len(in_flight) - len(planned)
 
     out: list[PlannedNode] = []
     for group in sorted(groups, key=lambda g: g.name):

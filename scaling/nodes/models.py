@@ -106,6 +106,8 @@ class PodProblem(BaseModel):
     uid: str
     reason: str  # e.g. NeverSatisfiable, MultipleNodeGroups, NoMatchingNodeGroup, MaxNodesReached
     message: str
+    key: str = ""  # the pod's shape (scaling.nodes.demand): pods of one shape share the problem
+    count: int = 1  # this pod and the unnamed pods of its shape it stands for
 
 
 class RequestPhase(str, Enum):
@@ -143,7 +145,8 @@ class PlannedNode(BaseModel):
     pool: str  # the planner's first choice
     candidates: list[Pool]  # ordered: first choice, rest of its tier, then lower tiers
     requirements: Resources  # summed requests of the pods it is for
-    pod_uids: list[str]
+    pod_uids: list[str]  # those of its pods that are named (a sample when observed)
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
 
 
 class InFlightRequest(BaseModel):
@@ -155,12 +158,15 @@ class InFlightRequest(BaseModel):
     server_type: str
     provider: str
     requirements: Resources
-    pod_uids: list[str]
+    pod_uids: list[str] = Field(default_factory=list)  # requests recorded before shapes
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it was made for
     phase: RequestPhase = RequestPhase.PENDING
 
 
 class ScaleUpPlan(BaseModel):
     new_nodes: list[PlannedNode] = Field(default_factory=list)
-    fits_existing: list[str] = Field(default_factory=list)  # pod uids that fit ready nodes
-    covered_in_flight: list[str] = Field(default_factory=list)  # pod uids held by in-flight requests
+    fits_existing: list[str] = Field(default_factory=list)  # named pods that fit ready nodes
+    covered_in_flight: list[str] = Field(default_factory=list)  # named pods in-flight requests hold
+    pods_fit_existing: int = 0  # all of them, named or not
+    pods_covered: int = 0
     problems: list[PodProblem] = Field(default_factory=list)

@@ -18,3 +18,11 @@ def never_satisfiable_events(problems: list[PodProblem]) -> list[PodEvent]:
         )
         for p in problems
     ]
+
+
+# Events per emit_pod_events call: each call's input stays well under 256 KB of history.
+EVENTS_PER_CALL = 200
+
+
+def event_batches(events: list[PodEvent], size: int = EVENTS_PER_CALL) -> list[list[PodEvent]]:
+    return [events[i : i + size] for i in range(0, len(events), size)]

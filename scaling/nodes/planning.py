@@ -1,7 +1,9 @@
 """The scale-up planner: unschedulable pods in, new nodes (with fallback pools) out.
 
-Steps, each on groups of identical pods ("shapes") so 30,000 replicas cost what a dozen do:
-  a. pods that fit the free room of Ready, schedulable nodes are left to the scheduler;
+Steps, each on groups of identical pods ("shapes", scaling.nodes.demand) so 30,000 replicas
+cost what a dozen do:
+  a. pods that fit the free room of Ready, schedulable nodes are left to the scheduler (the
+     observer settles them: plan_demand starts from what is left);
   b. pods an in-flight NodeRequest was made for, or that fit its spare room, are covered;
   c. the rest are matched to exactly one node group (ambiguity and no match are problems);
   d. per group, pods go to the highest-priority tier with a type that can hold them, packed
@@ -15,17 +17,15 @@ forms are accepted, so a provider-wide backoff of one type can be passed as it i
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
-from scaling.kube.pods import counts_as_demand
 from scaling.kube.quantity import format_cpu, format_memory
+from scaling.nodes.demand import NodeTally, PendingDemand, PodRef, PodShape, fit_count, observe_demand
 from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
-    LABEL_GROUP,
-    LABEL_POOL,
     InFlightRequest,
     NodeGroup,
     PlannedNode,
@@ -42,23 +42,26 @@ Catalogue = Mapping[tuple[str, str], ServerType]
 
 @dataclass
 class _Shape:
-    """Pods with identical requests, selector and tolerations, in the order given."""
+    """Pending pods the planner cannot tell apart: `count` of them, the first of which are named."""
 
+    key: str
     req: tuple[int, int, int]
     node_selector: dict[str, str]
     tolerations: tuple[Toleration, ...]
     node_affinity: tuple[NodeSelectorTerm, ...]
-    pods: list[PodInfo]
-    taken: int = 0  # pods at the front of `pods` already placed or reported
+    count: int
+    pods: list[PodRef]  # the first pods of the shape (all of them in-process, a sample observed)
+    taken: int = 0  # pods at the front already placed or reported
     eligible: dict[str, list[Pool]] = field(default_factory=dict)  # group -> pools admitting it
 
     @property
     def left(self) -> int:
-        return len(self.pods) - self.taken
+        return self.count - self.taken
 
-    def take(self, n: int) -> list[PodInfo]:
+    def take(self, n: int) -> list[PodRef]:
+        """Place or report `n` more pods; returns those of them that are named."""
         out = self.pods[self.taken : self.taken + n]
-        self.taken += len(out)
+        self.taken += n
         return out
 
     def admits(self, labels: Mapping[str, str], taints: Sequence, node_name: str = "") -> bool:
@@ -71,31 +74,20 @@ def _vec(r: Resources) -> tuple[int, int, int]:
     return (r.cpu_m, r.memory, r.pods)
 
 
-def _fit_count(req: tuple[int, int, int], room: list[int]) -> int:
-    n = None
-    for q, c in zip(req, room):
-        if q > 0:
-            n = c // q if n is None else min(n, c // q)
-    return max(n or 0, 0)
-
-
-def _shapes(pods: Sequence[PodInfo]) -> list[_Shape]:
-    by_key: dict[tuple, _Shape] = {}
-    for p in pods:
-        if not counts_as_demand(p) or p.node_name:
-            continue  # never demand, or already bound
-        sel = tuple(sorted(p.node_selector.items()))
-        tols = tuple(p.tolerations)
-        affinity = tuple(p.node_affinity)
-        key = (p.requests.cpu_m, p.requests.memory, p.requests.pods, sel, tols, affinity)
-        s = by_key.get(key)
-        if s is None:
-            s = by_key[key] = _Shape(
-                req=_vec(p.requests), node_selector=dict(sel), tolerations=tols, node_affinity=affinity, pods=[]
-            )
-        s.pods.append(p)
-    # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
-    return sorted(by_key.values(), key=lambda s: -(s.req[0] / 1000 + s.req[1] / 2**32))
+def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
+    return [
+        _Shape(
+            key=d.key,
+            req=_vec(d.requests),
+            node_selector=dict(d.node_selector),
+            tolerations=tuple(d.tolerations),
+            node_affinity=tuple(d.node_affinity),
+            count=d.count,
+            pods=list(d.pods),
+        )
+        for d in demand
+        if d.count > 0
+    ]
 
 
 def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
@@ -140,34 +132,23 @@ def fallback_candidates(
     return out
 
 
-def _problem(pod: PodInfo, reason: str, message: str) -> PodProblem:
-    return PodProblem(namespace=pod.namespace, name=pod.name, uid=pod.uid, reason=reason, message=message)
+def _problems(shape: _Shape, reason: str, message: str) -> list[PodProblem]:
+    """Report every pod of `shape` still left: one problem per named pod, the unnamed rest
+    counted on the last one."""
+    n = shape.left
+    named = shape.take(n)
+    if not named:
+        return []
+    out = [
+        PodProblem(namespace=p.namespace, name=p.name, uid=p.uid, key=shape.key, reason=reason, message=message)
+        for p in named
+    ]
+    out[-1].count += n - len(named)
+    return out
 
 
 def _describe(req: tuple[int, int, int]) -> str:
     return f"cpu={format_cpu(req[0])} memory={format_memory(req[1])} pods={req[2]}"
-
-
-def _fits_existing(shapes: list[_Shape], nodes: Sequence[NodeInfo]) -> list[str]:
-    """Step a: place pods into the free room of Ready, schedulable nodes (largest shapes first)."""
-    free: list[tuple[NodeInfo, list[int]]] = []
-    for n in nodes:
-        room = list(_vec(n.allocatable - n.requested))
-        # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
-        if n.ready and not n.unschedulable and min(room) > 0:
-            free.append((n, room))
-    out: list[str] = []
-    for s in shapes:
-        for node, room in free:
-            if s.left == 0:
-                break
-            n = min(_fit_count(s.req, room), s.left)
-            if n <= 0 or not s.admits(node.labels, node.taints, node.name):
-                continue
-            for r in range(3):
-                room[r] -= s.req[r] * n
-            out.extend(p.uid for p in s.take(n))
-    return out
 
 
 def _covered_in_flight(
@@ -175,15 +156,32 @@ def _covered_in_flight(
     in_flight: Sequence[InFlightRequest],
     groups: Mapping[str, NodeGroup],
     catalogue: Catalogue,
-) -> list[str]:
-    """Step b: pods a request was made for, then pods that fit a request's spare room."""
-    assigned = {uid for r in in_flight for uid in r.pod_uids}
-    out: list[str] = []
-    if assigned:
-        for s in shapes:
-            keep = [p for p in s.pods[s.taken :] if p.uid not in assigned]
-            out.extend(p.uid for p in s.pods[s.taken :] if p.uid in assigned)
-            s.pods[s.taken :] = keep
+) -> tuple[int, list[str]]:
+    """Step b: pods a request was made for (counted per shape; by uid for requests recorded
+    before shapes), then pods that fit a request's spare room. Returns how many, and the
+    named ones."""
+    made_for: Counter[str] = Counter()
+    assigned: set[str] = set()
+    for r in in_flight:
+        if r.pods:
+            made_for.update(r.pods)
+        else:
+            assigned.update(r.pod_uids)
+    covered, out = 0, []
+
+    def cover(s: _Shape, n: int) -> None:
+        nonlocal covered
+        covered += n
+        out.extend(p.uid for p in s.take(n))
+
+    for s in shapes:
+        cover(s, min(s.left, made_for[s.key]))
+        if assigned:
+            rest = s.pods[s.taken :]
+            hit = [p for p in rest if p.uid in assigned]
+            if hit:
+                s.pods[s.taken :] = hit + [p for p in rest if p.uid not in assigned]
+                cover(s, min(len(hit), s.left))
     for r in in_flight:
         group = groups.get(r.group)
         stype = catalogue.get((r.provider, r.server_type.lower()))
@@ -195,24 +193,22 @@ def _covered_in_flight(
         labels = node_labels_for(group, pool, stype)
         room = list(_vec(stype.allocatable - r.requirements))
         for s in shapes:
-            n = min(_fit_count(s.req, room), s.left)
+            n = min(fit_count(s.req, room), s.left)
             if n <= 0 or not s.admits(labels, group.taints):
                 continue
             for i in range(3):
                 room[i] -= s.req[i] * n
-            out.extend(p.uid for p in s.take(n))
-    return out
+            cover(s, n)
+    return covered, out
 
 
-def _node_counts(nodes: Sequence[NodeInfo], in_flight: Sequence[InFlightRequest]) -> tuple[dict, dict]:
+def _node_counts(tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> tuple[dict, dict]:
     per_pool: dict[tuple[str, str], int] = defaultdict(int)
     per_group: dict[str, int] = defaultdict(int)
-    for n in nodes:
-        g = n.labels.get(LABEL_GROUP)
-        if g:
-            per_group[g] += 1
-            if n.labels.get(LABEL_POOL):
-                per_pool[(g, n.labels[LABEL_POOL])] += 1
+    for c in tally.groups:
+        per_group[c.group] += c.count
+        if c.pool:
+            per_pool[(c.group, c.pool)] += c.count
     for r in in_flight:
         per_group[r.group] += 1
         per_pool[(r.group, r.pool)] += 1
@@ -236,13 +232,32 @@ def plan_scale_up(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
 ) -> ScaleUpPlan:
+    """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand."""
+    return plan_demand(
+        observe_demand(pods, nodes),
+        groups,
+        catalogue,
+        in_flight,
+        max_nodes_total=max_nodes_total,
+        unavailable_pools=unavailable_pools,
+    )
+
+
+def plan_demand(
+    demand: PendingDemand,
+    groups: Sequence[NodeGroup],
+    catalogue: Catalogue,
+    in_flight: Sequence[InFlightRequest],
+    *,
+    max_nodes_total: int | None = None,
+    unavailable_pools: Collection[tuple[str, str]] = (),
+) -> ScaleUpPlan:
     unavailable = set(unavailable_pools)
-    plan = ScaleUpPlan()
-    shapes = _shapes(pods)
+    plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
+    shapes = _shapes(demand.shapes)
     group_by_name = {g.name: g for g in groups}
 
-    plan.fits_existing = _fits_existing(shapes, nodes)
-    plan.covered_in_flight = _covered_in_flight(shapes, in_flight, group_by_name, catalogue)
+    plan.pods_covered, plan.covered_in_flight = _covered_in_flight(shapes, in_flight, group_by_name, catalogue)
 
     # c. match shapes to groups
     flat = {g.name: flatten_pools(g) for g in groups}
@@ -264,11 +279,11 @@ def plan_scale_up(
             msg = f"pod matches node groups {', '.join(sorted(s.eligible))}; make their labels or taints disjoint"
         else:
             reason, msg = "NoMatchingNodeGroup", "no node group's labels and taints admit this pod"
-        plan.problems.extend(_problem(p, reason, msg) for p in s.take(s.left))
+        plan.problems.extend(_problems(s, reason, msg))
 
     # d. pack per group, tier by tier
-    per_pool_count, per_group_count = _node_counts(nodes, in_flight)
-    total = Budget(None if max_nodes_total is None else max_nodes_total - len(nodes) - len(in_flight))
+    per_pool_count, per_group_count = _node_counts(demand.nodes, in_flight)
+    total = Budget(None if max_nodes_total is None else max_nodes_total - demand.nodes.total - len(in_flight))
     for gname in sorted(per_group):
         group = group_by_name[gname]
         group_budget = Budget(None if group.max_nodes is None else group.max_nodes - per_group_count[gname])
@@ -288,11 +303,11 @@ def plan_scale_up(
         live: list[_Shape] = []
         for s in gshapes:
             holders = [(p, types[p.name]) for p in s.eligible[gname] if p.name in types]
-            if any(_fit_count(s.req, list(_vec(t.allocatable))) > 0 for _, t in holders):
+            if any(fit_count(s.req, list(_vec(t.allocatable))) > 0 for _, t in holders):
                 live.append(s)
                 continue
             msg = f"pod requests {_describe(s.req)}; no server type of the matching pools can hold it: {_largest(holders)}"
-            plan.problems.extend(_problem(p, "NeverSatisfiable", msg) for p in s.take(s.left))
+            plan.problems.extend(_problems(s, "NeverSatisfiable", msg))
 
         cand_cache: dict[tuple, list[Pool]] = {}
         for tier in priority_tiers(flat[gname]):
@@ -304,7 +319,7 @@ def plan_scale_up(
                     continue
                 names = frozenset(p.name for p in s.eligible[gname])
                 if any(
-                    b.key in names and (b.slots is None or b.slots > 0) and _fit_count(s.req, list(b.cap)) > 0
+                    b.key in names and (b.slots is None or b.slots > 0) and fit_count(s.req, list(b.cap)) > 0
                     for b in tier_bins
                 ):
                     items.append(Item(req=s.req, count=s.left, bins=names))
@@ -330,15 +345,23 @@ def plan_scale_up(
                     cand_cache[ckey] = cands
                 for _ in range(pat.repeat):
                     uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
+                    made_for = {owners[i].key: n for i, n in pat.counts.items()}
                     plan.new_nodes.append(
-                        PlannedNode(group=gname, pool=chosen.name, candidates=cands, requirements=reqs, pod_uids=uids)
+                        PlannedNode(
+                            group=gname,
+                            pool=chosen.name,
+                            candidates=cands,
+                            requirements=reqs,
+                            pod_uids=uids,
+                            pods=made_for,
+                        )
                     )
 
         # e (second half). Pods left after every tier: limits or backoff stopped them.
         for s in live:
             if s.left == 0:
                 continue
-            holders = [p for p in s.eligible[gname] if p.name in bins and _fit_count(s.req, list(bins[p.name].cap)) > 0]
+            holders = [p for p in s.eligible[gname] if p.name in bins and fit_count(s.req, list(bins[p.name].cap)) > 0]
             if holders and all(_is_unavailable(p, unavailable) for p in holders):
                 reason = "NoAvailablePool"
                 msg = f"every pool that can hold this pod is backing off: {', '.join(p.name for p in holders)}"
@@ -353,5 +376,5 @@ def plan_scale_up(
                 if full_pools:
                     limits.append(f"pools at maxNodes: {', '.join(full_pools)}")
                 msg = "node limits reached: " + ("; ".join(limits) or "no pool may add nodes")
-            plan.problems.extend(_problem(p, reason, msg) for p in s.take(s.left))
+            plan.problems.extend(_problems(s, reason, msg))
     return plan

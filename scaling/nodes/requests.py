@@ -27,7 +27,8 @@ class NodeRequestInput(BaseModel):
     group_labels: dict[str, str] = Field(default_factory=dict)
     group_taints: list[Taint] = Field(default_factory=list)
     requirements: Resources
-    pod_uids: list[str] = Field(default_factory=list)
+    pod_uids: list[str] = Field(default_factory=list)  # its named pods (a sample per shape)
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
     candidates: list[Pool]  # tried in this order
     readiness_timeout_s: float = 300.0
     readiness_poll_s: float = 2.0
@@ -54,6 +55,7 @@ class NodeRequestStatus(BaseModel):
     message: str = ""
     requirements: Resources = Resources()
     pod_uids: list[str] = Field(default_factory=list)
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
     started_at: datetime | None = None
     finished_at: datetime | None = None
 

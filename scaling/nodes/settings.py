@@ -17,6 +17,12 @@ class AutoscalerSettings(BaseModel):
         description="request nodes for pools below their minNodes even without pending pods "
         "(Cluster Autoscaler's --enforce-node-group-min-size)",
     )
+    max_requests_in_flight: int = Field(
+        default=300,
+        ge=1,
+        description="most NodeRequests in flight at once; pods beyond wait for a later loop (they are "
+        "the loop's state, carried across continue-as-new; like Cluster Autoscaler's --max-nodes-per-scaleup)",
+    )
     request_ttl_s: float = 3600.0
     use_search_attributes: bool = False
     # Bound the history of one run even when the server does not suggest continue-as-new yet.

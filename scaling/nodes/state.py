@@ -20,10 +20,12 @@ from scaling.nodes.removals import CandidateState, ScaleDownPhase, ScaleDownStat
 from scaling.nodes.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 
-RECENT_REQUESTS_KEPT = 200
+# Finished requests and removals kept for status; with the in-flight records (at most
+# max_requests_in_flight) they are most of the state carried across continue-as-new.
+RECENT_REQUESTS_KEPT = 50
 
 
-REPORTED_PODS_KEPT = 5000
+REPORTED_PODS_KEPT = 1000  # ~45 KB of state: a sample of each shape's pods is named per loop
 
 
 class LoopSummary(BaseModel):
@@ -91,6 +93,7 @@ def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlig
             provider=r.provider,
             requirements=r.requirements,
             pod_uids=r.pod_uids,
+            pods=r.pods,
             phase=r.phase,
         )
         for r in requests.values()
@@ -100,6 +103,10 @@ def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlig
 
 def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> None:
     """Fold a NodeRequest's reported status into the autoscaler's state."""
+    known = state.in_flight.get(update.id)
+    if known is not None and not (update.pods or update.pod_uids):
+        # Requests report without their pods (signals stay small): keep what was recorded.
+        update = update.model_copy(update={"pods": known.pods, "pod_uids": known.pod_uids})
     if not update.final:
         state.in_flight[update.id] = update
         return
@@ -112,7 +119,7 @@ def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> 
         per_pool[a.result.value] = per_pool.get(a.result.value, 0) + 1
     if update.phase == RequestPhase.READY:
         state.nodes_created += 1
-    state.recent.append(update)
+    state.recent.append(update.model_copy(update={"pods": {}}))  # shapes matter only in flight
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 

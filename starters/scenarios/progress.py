@@ -67,7 +67,8 @@ class PodWatch:
                     self.first_unschedulable.setdefault(p.metadata.uid, now)
 
     def decision_latencies(self, requests: RequestLog) -> list[float]:
-        """Seconds from a pod being unschedulable to the NodeRequest covering it being started."""
+        """Seconds from a pod being unschedulable to the NodeRequest covering it being started,
+        for the pods requests name (a few per request: requests hold the rest by count)."""
         out = []
         for started_at, uids in requests.started.values():
             ts = started_at.replace(tzinfo=started_at.tzinfo or UTC).timestamp()

@@ -19,6 +19,7 @@ from scaling.nodes.contracts import (
     PodEventsInput,
     WaitReadyInput,
 )
+from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.models import ServerType, SpecProblem
 
 
@@ -71,7 +72,10 @@ class World:
         @activity.defn(name=contracts.OBSERVE_CLUSTER)
         async def observe_cluster(cluster: str) -> ClusterObservation:
             world.observe_calls += 1
-            return world.observation
+            # Aggregated as the real observer does: tests describe pods and nodes one by one.
+            obs = world.observation
+            demand = observe_demand(obs.unschedulable, obs.nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES)
+            return obs.model_copy(update={"demand": demand, "unschedulable": [], "nodes": []})
 
         @activity.defn(name=contracts.GET_CATALOGUE)
         async def get_catalogue(providers: list[str]) -> list[ServerType]:

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
+    from scaling.nodes.demand import demand_key, observe_demand
     from scaling.nodes.loop import (
         apply_attempt_backoff,
         fresh_problems,
@@ -28,11 +29,12 @@ with workflow.unsafe.imports_passed_through():
         newly_reported_attempt,
         prune_never_satisfiable,
         unavailable_pools,
+        within_in_flight_limit,
     )
     from scaling.nodes.min_size import requests_to_reach_min_nodes
     from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, ServerType
-    from scaling.nodes.observation import never_satisfiable_events
-    from scaling.nodes.planning import plan_scale_up
+    from scaling.nodes.observation import event_batches, never_satisfiable_events
+    from scaling.nodes.planning import plan_demand
     from scaling.nodes.removals import ScaleDownStatus
     from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
     from scaling.nodes.state import (
@@ -60,6 +62,10 @@ MACHINE_GC_CHILD = "machine-gc-child"
 CONCURRENT_STARTS = "concurrent-child-starts"
 # Runs started before the loop raised pools to their minNodes replay without it.
 ENFORCE_MIN_NODES = "enforce-min-nodes"
+# Pods an in-flight record names (for `explain` and progress); its counts cover the rest.
+NAMED_IN_STATE = 2
+# Runs whose observations carried every pending pod and node replay by aggregating them here.
+AGGREGATED_DEMAND = "aggregated-demand"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -227,18 +233,29 @@ class NodeAutoscalerWorkflow:
             retry_policy=OBSERVE_RETRY,
         )
         await self._report_invalid_groups(obs)
+        aggregated = workflow.patched(AGGREGATED_DEMAND)
+        if aggregated:
+            demand = obs.demand
+        else:  # runs recorded when the observer sent every pod and node
+            demand = observe_demand(obs.unschedulable, obs.nodes)
         fingerprint = groups_fingerprint(obs.groups)
         self.state.never_satisfiable = prune_never_satisfiable(
             self.state.never_satisfiable,
-            pending_uids={p.uid for p in obs.unschedulable},
+            pending={s.key for s in demand.shapes},
             groups_changed=fingerprint != self.state.groups_fingerprint,
         )
         self.state.groups_fingerprint = fingerprint
-        pods = [p for p in obs.unschedulable if p.uid not in self.state.never_satisfiable]
+        shapes = [s for s in demand.shapes if s.key not in self.state.never_satisfiable]
+        # Those runs asked for the catalogue while any pod was pending, even one that fit a node.
+        wanted = (
+            shapes
+            if aggregated
+            else [p for p in obs.unschedulable if demand_key(p) not in self.state.never_satisfiable]
+        )
 
         catalogue: list[ServerType] = []
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
-        if pods and providers:
+        if wanted and providers:
             catalogue = await workflow.execute_activity(
                 contracts.GET_CATALOGUE,
                 providers,
@@ -253,9 +270,8 @@ class NodeAutoscalerWorkflow:
             self.state.capacity_unavailable_until,
         )
         in_flight = in_flight_for_planner(self.state.in_flight)
-        plan = plan_scale_up(
-            pods,
-            obs.nodes,
+        plan = plan_demand(
+            demand.model_copy(update={"shapes": shapes}),
             obs.groups,
             catalogue_index(catalogue),
             in_flight,
@@ -265,16 +281,23 @@ class NodeAutoscalerWorkflow:
         if settings.enforce_min_nodes and workflow.patched(ENFORCE_MIN_NODES):
             plan.new_nodes += requests_to_reach_min_nodes(
                 obs.groups,
-                obs.nodes,
+                demand.nodes,
                 in_flight,
                 plan.new_nodes,
                 unavailable=unavailable,
                 max_nodes_total=settings.max_nodes_total,
             )
         self.state.never_satisfiable.update(never_satisfiable_of(plan.problems))
+        # In-flight requests are the state carried across continue-as-new: bounded.
+        plan.new_nodes = within_in_flight_limit(
+            plan.new_nodes, len(self.state.in_flight), settings.max_requests_in_flight
+        )
+        if not aggregated:
+            for planned in plan.new_nodes:
+                planned.pods = {}  # those runs' requests covered their pods by uid
 
         groups = {g.name: g for g in obs.groups}
-        pods_by_uid = {p.uid: p for p in pods}
+        named = {p.uid: p for s in shapes for p in s.pods}
         events: list[PodEvent] = self._new_problem_events(plan.problems)
         # Ids and state first (in plan order, so replays decide the same), then every child
         # start in one workflow task: hundreds of children start together, not one per task.
@@ -295,32 +318,35 @@ class NodeAutoscalerWorkflow:
                     reason="TriggeredScaleUp",
                     message=f"pod triggered scale-up: group {planned.group}, pool {planned.pool}, request {request_id}",
                 )
-                for p in (pods_by_uid[u] for u in planned.pod_uids if u in pods_by_uid)
+                for p in (named[u] for u in planned.pod_uids if u in named)
             )
         if plan.new_nodes:
             self.state.last_scale_up_at = workflow.now().timestamp()
-        if may_scale_down(plan, settings.scale_down_enabled, obs.nodes, removals_running=bool(self.state.scale_downs)):
+        if may_scale_down(
+            plan, settings.scale_down_enabled, demand.nodes, removals_running=bool(self.state.scale_downs)
+        ):
             async with self.scale_down_lock:
                 await scale_down_step.step(settings, self.state)
             if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
                 await scale_down_step.check_orphans(settings, self.state, providers)
         self.state.last_loop = LoopSummary(
             at=workflow.now(),
-            unschedulable=len(obs.unschedulable),
-            fits_existing=len(plan.fits_existing),
-            covered_in_flight=len(plan.covered_in_flight),
+            unschedulable=demand.unschedulable,
+            fits_existing=plan.pods_fit_existing,
+            covered_in_flight=plan.pods_covered,
             planned_nodes=len(plan.new_nodes),
-            problems=len(plan.problems),
-            nodes=len(obs.nodes),
+            problems=sum(p.count for p in plan.problems),
+            nodes=demand.nodes.total,
             pods_total=obs.pods_total,
             pods_running=obs.pods_running,
         )
         metrics.loop_done(settings.cluster, started)
-        if events and concurrent:
-            # Events are a report, not a step: the next loop does not wait for them.
-            self.event_tasks.add(asyncio.create_task(self._emit_pod_events(events)))
-        elif events:
-            await self._emit_pod_events(events)
+        for batch in event_batches(events):
+            if concurrent:
+                # Events are a report, not a step: the next loop does not wait for them.
+                self.event_tasks.add(asyncio.create_task(self._emit_pod_events(batch)))
+            else:
+                await self._emit_pod_events(batch)
 
     async def _emit_pod_events(self, events: list[PodEvent]) -> None:
         try:
@@ -350,6 +376,7 @@ class NodeAutoscalerWorkflow:
             group_taints=group.taints,
             requirements=planned.requirements,
             pod_uids=planned.pod_uids,
+            pods=planned.pods,
             candidates=planned.candidates,
             readiness_timeout_s=settings.readiness_timeout_s,
             readiness_poll_s=settings.readiness_poll_s,
@@ -366,7 +393,8 @@ class NodeAutoscalerWorkflow:
             server_type=first.server_type,
             provider=first.provider,
             requirements=planned.requirements,
-            pod_uids=planned.pod_uids,
+            pod_uids=planned.pod_uids[:NAMED_IN_STATE],
+            pods=planned.pods,
             started_at=workflow.now(),
         )
         return inp

@@ -59,6 +59,7 @@ class NodeRequestWorkflow:
             group=inp.group,
             requirements=inp.requirements,
             pod_uids=inp.pod_uids,
+            pods=inp.pods,
             started_at=workflow.now(),
         )
         if inp.candidates:
@@ -226,7 +227,8 @@ class NodeRequestWorkflow:
             return
         parent = workflow.get_external_workflow_handle(inp.parent_workflow_id)
         try:
-            await parent.signal("request_changed", self.status)
+            # Without its pods: the autoscaler recorded them when it started this request.
+            await parent.signal("request_changed", self.status.model_copy(update={"pod_uids": [], "pods": {}}))
         except FailureError:
             # The autoscaler is gone (terminated); the request still finishes on its own.
             workflow.logger.warning("autoscaler %s did not take the update", inp.parent_workflow_id)

@@ -26,7 +26,7 @@ from scaling.nodes.contracts import (
     NodeRef,
     WaitReadyInput,
 )
-from scaling.nodes.models import LABEL_CLUSTER, Pool
+from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, Pool
 from sim.cluster import SimCluster
 
 POOL = Pool(group="general", name="kwok-cx22", provider="kwok", server_type="cx22", priority=10)
@@ -87,10 +87,16 @@ async def test_each_clusters_activities_reach_its_own_api_server(
         node = made[name].node_name
         ready = WaitReadyInput(cluster=name, node_name=node, timeout_s=30, poll_s=0.05)
         assert env.run(acts[contracts.WAIT_NODE_READY], ready) is True
-        env.run(acts[contracts.LABEL_NODE], LabelNodeInput(cluster=name, node_name=node, labels={"seen-by": name}))
+        labels = {LABEL_GROUP: f"seen-by-{name}"}
+        env.run(acts[contracts.LABEL_NODE], LabelNodeInput(cluster=name, node_name=node, labels=labels))
         obs = env.run(acts[contracts.OBSERVE_CLUSTER], name)
-        assert [n.name for n in obs.nodes] == [node]
-        assert obs.nodes[0].labels["seen-by"] == name and obs.nodes[0].labels[LABEL_CLUSTER] == name
+        assert obs.demand.nodes.total == 1
+        assert [c.group for c in obs.demand.nodes.groups] == [f"seen-by-{name}"]
+        api = two_clusters[name].api_client()
+        try:
+            assert client.CoreV1Api(api).read_node(node).metadata.labels[LABEL_CLUSTER] == name
+        finally:
+            api.close()
         machines = await env.run(acts[contracts.LIST_PROVIDER_MACHINES], name)
         assert [m.name for m in machines] == [node]
         assert env.run(acts[contracts.LIST_NODE_PROVIDER_IDS], name) == [made[name].provider_id]

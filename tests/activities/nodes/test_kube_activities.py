@@ -120,12 +120,14 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="250m", memory="64Mi"))
     kube = KubeActivities(api, known_providers=["kwok"])
     obs = eventually(
-        lambda: (o := kube.observe_cluster("c1")) and len(o.unschedulable) == 2 and o,
+        lambda: (o := kube.observe_cluster("c1")) and o.demand.unschedulable == 2 and o,
         timeout=60,
         message="pods unschedulable",
     )
-    assert {p.requests.cpu_m for p in obs.unschedulable} == {250}
-    assert all(p.controller_kind == "ReplicaSet" for p in obs.unschedulable)
+    # Two replicas, one shape: what crosses history is the shape and its count.
+    [shape] = obs.demand.shapes
+    assert shape.count == 2 and shape.requests.cpu_m == 250
+    assert all(p.name.startswith("web-") for p in shape.pods) and len(shape.pods) == 2
     assert [g.name for g in obs.groups] == ["general"]
     assert [(p.name, p.field) for p in obs.invalid_groups] == [("broken", "spec.pools[0].provider")]
     kube.report_node_group_status(GroupStatusInput(cluster="c1", problems=obs.invalid_groups))
@@ -140,20 +142,18 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
     assert good["status"]["valid"] is True
 
 
-def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client.ApiClient) -> None:
+def test_observe_counts_nodes_and_ignores_daemonset_pods(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     provider = KwokProvider(api)
     import asyncio
 
-    made = asyncio.run(provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
+    asyncio.run(provider.create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())))
     client.AppsV1Api(api).create_namespaced_deployment("default", deployment("web", 2, cpu="300m", memory="64Mi"))
     kube = KubeActivities(api, known_providers=["kwok"])
     obs = eventually(
         lambda: (o := kube.observe_cluster("c1")) and o.pods_running == 2 and o, timeout=60, message="pods running"
     )
-    node = [n for n in obs.nodes if n.name == made.node_name][0]
-    assert node.ready and node.requested.cpu_m == 600 and node.requested.pods == 2
-    assert obs.unschedulable == []
+    assert obs.demand.nodes.total == 1 and obs.demand.unschedulable == 0
     core.create_namespaced_pod(
         "default",
         {
@@ -173,7 +173,7 @@ def test_observe_counts_requests_on_nodes_and_ignores_daemonset_pods(api: client
         timeout=60,
         message="ds pod marked",
     )
-    assert kube.observe_cluster("c1").unschedulable == []  # DaemonSet pods are never demand
+    assert kube.observe_cluster("c1").demand.unschedulable == 0  # DaemonSet pods are never demand
 
 
 def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from scaling.kube.drain import LOCAL_STORAGE, Blocker
 from scaling.kube.models import NodeInfo, Resources
 from scaling.nodes.backoff import BACKOFF_INITIAL_S
 from scaling.nodes.capacity import hands_back_pods, offering_key, remember_insufficient_capacity
+from scaling.nodes.demand import tally_nodes
 from scaling.nodes.loop import (
     apply_attempt_backoff,
     fresh_problems,
@@ -67,8 +68,8 @@ def test_quota_backs_a_pool_off_longer_each_time_and_ready_clears_it() -> None:
 
 def test_never_satisfiable_pods_are_forgotten_when_no_longer_pending_or_groups_change() -> None:
     known = {"a": problem("a"), "b": problem("b")}
-    assert set(prune_never_satisfiable(known, pending_uids={"a", "c"}, groups_changed=False)) == {"a"}
-    assert prune_never_satisfiable(known, pending_uids={"a", "b"}, groups_changed=True) == {}
+    assert set(prune_never_satisfiable(known, pending={"a", "c"}, groups_changed=False)) == {"a"}
+    assert prune_never_satisfiable(known, pending={"a", "b"}, groups_changed=True) == {}
     found = never_satisfiable_of([problem("x"), problem("y", reason="MaxNodesReached")])
     assert set(found) == {"x"}
 
@@ -79,19 +80,19 @@ def test_unavailable_pools_are_banned_ones_and_those_still_backing_off() -> None
 
 
 def test_scale_down_runs_only_in_a_settled_loop_with_something_to_remove() -> None:
-    growth_node = NodeInfo(name="n", labels={LABEL_GROUP: "g"})
-    other_node = NodeInfo(name="m")
+    growth_node = tally_nodes([NodeInfo(name="n", labels={LABEL_GROUP: "g"})])
+    other_node = tally_nodes([NodeInfo(name="m")])
     settled = ScaleUpPlan()
-    assert may_scale_down(settled, True, [growth_node], removals_running=False)
-    assert not may_scale_down(settled, False, [growth_node], removals_running=False)
-    assert not may_scale_down(settled, True, [other_node], removals_running=False)
-    assert may_scale_down(settled, True, [other_node], removals_running=True)
+    assert may_scale_down(settled, True, growth_node, removals_running=False)
+    assert not may_scale_down(settled, False, growth_node, removals_running=False)
+    assert not may_scale_down(settled, True, other_node, removals_running=False)
+    assert may_scale_down(settled, True, other_node, removals_running=True)
     scaled_up = ScaleUpPlan(
         new_nodes=[PlannedNode(group="g", pool="p", pod_uids=["a"], candidates=[], requirements=Resources())]
     )
-    assert not may_scale_down(scaled_up, True, [growth_node], removals_running=True)
-    assert not may_scale_down(ScaleUpPlan(fits_existing=["a"]), True, [growth_node], removals_running=False)
-    assert not may_scale_down(ScaleUpPlan(covered_in_flight=["a"]), True, [growth_node], removals_running=False)
+    assert not may_scale_down(scaled_up, True, growth_node, removals_running=True)
+    assert not may_scale_down(ScaleUpPlan(pods_fit_existing=1), True, growth_node, removals_running=False)
+    assert not may_scale_down(ScaleUpPlan(pods_covered=1), True, growth_node, removals_running=False)
 
 
 def test_problem_events_once_per_pod_and_reason_and_bounded() -> None:

@@ -1,0 +1,198 @@
+"""Pending demand, aggregated so that what crosses history does not grow with the cluster.
+
+The observer groups unschedulable pods into shapes (identical requests, nodeSelector,
+tolerations and required node affinity: everything the planner reads), settles the pods that
+fit the free room of Ready nodes (the scheduler will place them), and counts nodes per
+(group, pool, instance type). A shape keeps its count and a bounded sample of its pods (for
+events, problems and explanations); 30,000 replicas of one Deployment cost one shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
+from scaling.kube.pods import counts_as_demand
+from scaling.nodes.matching import labels_admit, tolerates
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+
+# Pods named per shape by the observer: enough for events and `explain`, bounded per shape.
+SHAPE_SAMPLE = 5
+# Shapes returned per loop; the smallest beyond this wait for a later loop (pods_deferred).
+MAX_SHAPES = 200
+
+
+class PodRef(BaseModel):
+    namespace: str
+    name: str
+    uid: str
+
+
+class PodShape(BaseModel):
+    """Pending pods the planner cannot tell apart."""
+
+    key: str
+    requests: Resources
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
+    count: int
+    pods: list[PodRef] = Field(default_factory=list)  # the first `count` pods, or a sample of them
+
+
+class NodeCount(BaseModel):
+    """Nodes of one node group with the same pool and instance-type labels."""
+
+    group: str
+    pool: str = ""
+    instance_type: str = ""
+    count: int = 0
+
+
+class NodeTally(BaseModel):
+    total: int = 0
+    groups: list[NodeCount] = Field(default_factory=list)  # growth's nodes only (group label)
+
+
+class PendingDemand(BaseModel):
+    shapes: list[PodShape] = Field(default_factory=list)  # largest first
+    unschedulable: int = 0  # pods pending as demand, before settling
+    fits_existing: int = 0  # of them, pods that fit the free room of Ready nodes
+    fits_existing_pods: list[PodRef] = Field(default_factory=list)  # a sample when observed
+    pods_deferred: int = 0  # pods of shapes beyond MAX_SHAPES, planned in a later loop
+    nodes: NodeTally = Field(default_factory=NodeTally)
+
+
+def demand_key(pod: PodInfo) -> str:
+    """The shape a pending pod belongs to: a digest of everything the planner reads."""
+    blob = json.dumps(
+        [
+            pod.requests.model_dump(),
+            sorted(pod.node_selector.items()),
+            [t.model_dump() for t in pod.tolerations],
+            [t.model_dump() for t in pod.node_affinity],
+        ],
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _size(shape: PodShape) -> tuple[float, str]:
+    # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
+    return (-(shape.requests.cpu_m / 1000 + shape.requests.memory / 2**32), shape.key)
+
+
+def aggregate_demand(pods: Sequence[PodInfo]) -> list[PodShape]:
+    """Unbound pods that count as demand, grouped into shapes (largest first), pods in order."""
+    by_key: dict[str, PodShape] = {}
+    for p in pods:
+        if not counts_as_demand(p) or p.node_name:
+            continue  # never demand, or already bound
+        key = demand_key(p)
+        s = by_key.get(key)
+        if s is None:
+            s = by_key[key] = PodShape(
+                key=key,
+                requests=p.requests,
+                node_selector=p.node_selector,
+                tolerations=p.tolerations,
+                node_affinity=p.node_affinity,
+                count=0,
+            )
+        s.count += 1
+        s.pods.append(PodRef(namespace=p.namespace, name=p.name, uid=p.uid))
+    return sorted(by_key.values(), key=_size)
+
+
+def tally_nodes(nodes: Sequence[NodeInfo]) -> NodeTally:
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for n in nodes:
+        group = n.labels.get(LABEL_GROUP)
+        if group:
+            counts[(group, n.labels.get(LABEL_POOL, ""), n.labels.get(LABEL_INSTANCE_TYPE, ""))] += 1
+    return NodeTally(
+        total=len(nodes),
+        groups=[NodeCount(group=g, pool=p, instance_type=t, count=c) for (g, p, t), c in sorted(counts.items())],
+    )
+
+
+def _vec(r: Resources) -> tuple[int, int, int]:
+    return (r.cpu_m, r.memory, r.pods)
+
+
+def fit_count(req: tuple[int, int, int], room: Sequence[int]) -> int:
+    """How many pods of `req` fit in `room` (cpu, memory, pod slots)."""
+    n = None
+    for q, c in zip(req, room):
+        if q > 0:
+            n = c // q if n is None else min(n, c // q)
+    return max(n or 0, 0)
+
+
+def settle_on_existing(shapes: list[PodShape], nodes: Sequence[NodeInfo]) -> list[PodRef]:
+    """Pods that fit the free room of Ready, schedulable nodes are left to the scheduler:
+    their shapes' counts drop (largest shapes first); returns the pods settled."""
+    free: list[tuple[NodeInfo, list[int]]] = []
+    for n in nodes:
+        room = list(_vec(n.allocatable - n.requested))
+        # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
+        if n.ready and not n.unschedulable and min(room) > 0:
+            free.append((n, room))
+    settled: list[PodRef] = []
+    for s in shapes:
+        req = _vec(s.requests)
+        for node, room in free:
+            if s.count == 0:
+                break
+            n = min(fit_count(req, room), s.count)
+            if n <= 0:
+                continue
+            if not (
+                labels_admit(s.node_selector, s.node_affinity, node.labels, node.name)
+                and tolerates(s.tolerations, node.taints)
+            ):
+                continue
+            for r in range(3):
+                room[r] -= req[r] * n
+            s.count -= n
+            settled.extend(s.pods[:n])
+            del s.pods[:n]
+    return settled
+
+
+def observe_demand(
+    pods: Sequence[PodInfo],
+    nodes: Sequence[NodeInfo],
+    *,
+    sample: int | None = None,
+    max_shapes: int | None = None,
+) -> PendingDemand:
+    """What the planner needs of the pods and nodes: shapes after settling, counts of nodes.
+    `sample` bounds the pods named per shape, `max_shapes` the shapes (the observer's bounds;
+    in-process callers pass neither and keep every pod)."""
+    shapes = aggregate_demand(pods)
+    unschedulable = sum(s.count for s in shapes)
+    settled = settle_on_existing(shapes, nodes)
+    shapes = [s for s in shapes if s.count > 0]
+    deferred = 0
+    if max_shapes is not None and len(shapes) > max_shapes:
+        keep = {s.key for s in sorted(shapes, key=lambda s: (-s.count, s.key))[:max_shapes]}
+        deferred = sum(s.count for s in shapes if s.key not in keep)
+        shapes = [s for s in shapes if s.key in keep]
+    if sample is not None:
+        for s in shapes:
+            del s.pods[sample:]
+        del settled[sample:]
+    return PendingDemand(
+        shapes=shapes,
+        unschedulable=unschedulable,
+        fits_existing=unschedulable - sum(s.count for s in shapes) - deferred,
+        fits_existing_pods=settled,
+        pods_deferred=deferred,
+        nodes=tally_nodes(nodes),
+    )

@@ -1,0 +1,193 @@
+"""What crosses history does not grow with the cluster: a 30,000-pending-pod, 5,000-node
+burst, measured with the data converter the worker uses."""
+
+from datetime import UTC, datetime
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from scaling.kube.models import LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources, Toleration
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.contracts import ClusterObservation, PodEvent, PodEventsInput
+from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
+from scaling.nodes.loop import within_in_flight_limit
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Attempt, AttemptResult, NodeGroup, RequestPhase
+from scaling.nodes.nodegroups import parse_node_group
+from scaling.nodes.observation import event_batches
+from scaling.nodes.planning import plan_demand
+from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import (
+    RECENT_REQUESTS_KEPT,
+    AutoscalerInput,
+    AutoscalerState,
+    in_flight_for_planner,
+    record_request_update,
+)
+from workflows.nodes.autoscaler import NAMED_IN_STATE
+
+LIMIT = 256 * 1024
+GI = 2**30
+
+
+def size(value: object) -> int:
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0].ByteSize()
+
+
+def burst() -> tuple[list[PodInfo], list[NodeInfo], list[NodeGroup]]:
+    pods: list[PodInfo] = []
+    # 28,000 replicas of 40 Deployments, and 2,000 pods each with its own requests (worst case).
+    for d in range(40):
+        for i in range(700):
+            pods.append(
+                PodInfo(
+                    namespace=f"team-{d % 7}",
+                    name=f"app-{d}-{i:05d}",
+                    uid=f"{d:04d}-{i:08d}-0000-0000-000000000000",
+                    labels={"app": f"app-{d}", "pod-template-hash": "5d8f7c9b4"},
+                    requests=Resources(cpu_m=100 + 10 * d, memory=(128 + 16 * d) * 2**20, pods=1),
+                    tolerations=[Toleration(key="dedicated", value="batch")] if d % 5 == 0 else [],
+                    controller_kind="ReplicaSet",
+                    unschedulable=True,
+                )
+            )
+    for i in range(2000):
+        pods.append(
+            PodInfo(
+                namespace="jobs",
+                name=f"job-{i:05d}",
+                uid=f"ffff-{i:08d}-0000-0000-000000000000",
+                requests=Resources(cpu_m=50 + i, memory=64 * 2**20, pods=1),
+                controller_kind="Job",
+                unschedulable=True,
+            )
+        )
+    nodes = [
+        NodeInfo(
+            name=f"node-{i:05d}",
+            labels={
+                LABEL_HOSTNAME: f"node-{i:05d}",
+                LABEL_INSTANCE_TYPE: "cx32",
+                **({LABEL_GROUP: "general", LABEL_POOL: "kwok-cx32"} if i % 2 else {}),
+            },
+            allocatable=Resources(cpu_m=4000, memory=8 * GI, pods=110),
+            requested=Resources(cpu_m=4000, memory=6 * GI, pods=30),  # full: nothing settles
+            ready=True,
+        )
+        for i in range(5000)
+    ]
+    group = parse_node_group(
+        {
+            "metadata": {"name": "general"},
+            "spec": {
+                "pools": [
+                    {"provider": "kwok", "serverType": ["cx22", "cx32", "cx42", "cx52"], "priority": 10},
+                ],
+            },
+        },
+        ["kwok"],
+    )
+    return pods, nodes, [group]
+
+
+def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
+    pods, nodes, groups = burst()
+    full = ClusterObservation(unschedulable=pods, nodes=nodes, groups=groups)
+    assert size(full) > 8 * LIMIT  # what the observer sent before aggregating: many MB
+
+    demand = observe_demand(pods, nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES)
+    obs = ClusterObservation(demand=demand, groups=groups, pods_total=len(pods), pods_running=0)
+    assert size(obs) < LIMIT
+    assert demand.unschedulable == 30_000 and demand.nodes.total == 5000
+    assert len(demand.shapes) == MAX_SHAPES
+    assert sum(s.count for s in demand.shapes) + demand.pods_deferred == 30_000
+
+    plan = plan_demand(demand, groups, catalogue_index(kwok_catalogue()), [])
+    assert plan.new_nodes and not plan.problems
+    # Every pod of every planned shape is on a planned node (count), though few are named.
+    assert sum(sum(n.pods.values()) for n in plan.new_nodes) == 30_000 - demand.pods_deferred
+
+    settings = AutoscalerSettings(cluster="big")
+    state = AutoscalerState()
+    biggest_input = biggest_signal = 0
+    requested = within_in_flight_limit(plan.new_nodes, 0, settings.max_requests_in_flight)
+    assert len(plan.new_nodes) > len(requested) == settings.max_requests_in_flight
+    for i, planned in enumerate(requested):
+        rid = f"nodes/big/request/{i:06d}-abcd"
+        inp = NodeRequestInput(
+            id=rid,
+            cluster="big",
+            group=planned.group,
+            requirements=planned.requirements,
+            pod_uids=planned.pod_uids,
+            pods=planned.pods,
+            candidates=planned.candidates,
+        )
+        biggest_input = max(biggest_input, size(inp))
+        first = planned.candidates[0]
+        record = NodeRequestStatus(
+            id=rid,
+            group=planned.group,
+            current_pool=first.name,
+            server_type=first.server_type,
+            provider=first.provider,
+            requirements=planned.requirements,
+            pod_uids=planned.pod_uids[:NAMED_IN_STATE],
+            pods=planned.pods,
+            started_at=datetime.now(UTC),
+        )
+        state.in_flight[rid] = record
+        # What a request signals: its status without its pods (the autoscaler kept them).
+        signal = record.model_copy(update={"pod_uids": [], "pods": {}})
+        biggest_signal = max(biggest_signal, size(signal))
+        record_request_update(state, signal)
+    assert biggest_input < 16 * 1024 and biggest_signal < 4 * 1024
+    held = sum(sum(r.pods.values()) for r in in_flight_for_planner(state.in_flight))
+    assert held == sum(sum(n.pods.values()) for n in requested)
+
+    # The next loop sees the same pods: those the requests hold are covered, the rest planned
+    # anew (the same nodes the first plan had beyond the limit).
+    again = plan_demand(demand, groups, catalogue_index(kwok_catalogue()), in_flight_for_planner(state.in_flight))
+    assert again.pods_covered >= held
+    assert len(again.new_nodes) <= len(plan.new_nodes) - len(requested)
+    assert within_in_flight_limit(again.new_nodes, len(state.in_flight), settings.max_requests_in_flight) == []
+
+    # Finished requests kept for status, each with the attempts a fallback makes.
+    for i in range(RECENT_REQUESTS_KEPT + 10):
+        rid = f"nodes/big/request/{100000 + i:06d}-abcd"
+        attempts = [
+            Attempt(
+                pool=f"kwok-cx{n}2",
+                result=AttemptResult.INSUFFICIENT_CAPACITY,
+                timestamp=datetime.now(UTC),
+                message="server type cx22 is unavailable in location fsn1 (resource_unavailable)",
+            )
+            for n in range(2, 6)
+        ]
+        state.in_flight[rid] = NodeRequestStatus(id=rid, group="general", pods={"k": 3}, pod_uids=["u1", "u2"])
+        final = NodeRequestStatus(id=rid, group="general", phase=RequestPhase.READY, attempts=attempts)
+        record_request_update(state, final)
+    assert len(state.recent) == RECENT_REQUESTS_KEPT and len(state.in_flight) == settings.max_requests_in_flight
+
+    carried = AutoscalerInput(settings=settings, state=state)
+    print(
+        f"\nobservation {size(obs)} B (per pod and node: {size(full)} B), {len(plan.new_nodes)} nodes planned,"
+        f" largest input {biggest_input} B, largest signal {biggest_signal} B, state {size(carried)} B"
+    )
+    assert size(carried) < LIMIT
+
+    # Events go to the named pods, a bounded sample, in batches.
+    named = [p for s in demand.shapes for p in s.pods]
+    assert len(named) <= MAX_SHAPES * SHAPE_SAMPLE
+    events = [
+        PodEvent(
+            namespace=p.namespace,
+            pod_name=p.name,
+            pod_uid=p.uid,
+            reason="TriggeredScaleUp",
+            message="pod triggered scale-up: group general, pool kwok-cx52, request nodes/big/request/000123-abcd",
+        )
+        for p in named
+    ]
+    batches = event_batches(events)
+    assert sum(len(b) for b in batches) == len(events)
+    assert max(size(PodEventsInput(cluster="big", events=b)) for b in batches) < LIMIT
