@@ -200,6 +200,9 @@ def format_status(s: AutoscalerStatus) -> str:
     if s.never_satisfiable:
         lines.append(f"never satisfiable pods: {len(s.never_satisfiable)}")
         lines.extend(f"  {p.namespace}/{p.name}: {p.message}" for p in s.never_satisfiable[:10])
+    if s.last_loop.headroom_problems:
+        lines.append("headroom not planned:")
+        lines.extend(f"  {p.name}: {p.reason}: {p.message}" for p in s.last_loop.headroom_problems)
     if s.invalid_groups:
         lines.append("invalid node groups:")
         lines.extend(f"  {g.name}: {g.field}: {g.message}" for g in s.invalid_groups)

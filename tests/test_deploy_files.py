@@ -16,6 +16,7 @@ import yaml
 from activities.nodes.kube import NODE_GROUP_PLURAL
 from activities.nodes.providers.hetzner import HetznerSettings
 from activities.settings import Settings, load_settings
+from scaling.kube.models import Resources
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import KIND, flatten_pools, parse_node_groups_yaml, priority_tiers
 from starters.processes import SEARCH_ATTRIBUTES
@@ -207,6 +208,7 @@ def test_example_node_groups_are_valid_and_keep_seed_004s_priorities() -> None:
     assert {"general", "kwok"} <= set(by_name)
     tiers = [[p.name for p in tier] for tier in priority_tiers(flatten_pools(by_name["general"]))]
     assert tiers == [["hetzner-cax11"], ["hetzner-cx31", "hetzner-cx32"]]
+    assert by_name["general"].headroom == Resources(cpu_m=2000, memory=4 * 2**30, pods=1)
     assert {p.provider for p in by_name["kwok"].pools} == {"kwok"}
 
 

@@ -21,6 +21,7 @@ from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from scaling.nodes import contracts
 from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
+from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 
@@ -86,7 +87,9 @@ class KubeActivities:
         infos = [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes]
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
-            demand=observe_demand(unschedulable, infos, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES),
+            demand=observe_demand(
+                unschedulable, infos, virtual=headroom_pods(groups), sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES
+            ),
             groups=groups,
             invalid_groups=problems,
             pods_total=len(pods),

@@ -169,20 +169,39 @@ def observe_demand(
     pods: Sequence[PodInfo],
     nodes: Sequence[NodeInfo],
     *,
+    virtual: Sequence[PodInfo] = (),
     sample: int | None = None,
     max_shapes: int | None = None,
 ) -> PendingDemand:
     """What the planner needs of the pods and nodes: shapes after settling, counts of nodes.
-    `sample` bounds the pods named per shape, `max_shapes` the shapes (the observer's bounds;
-    in-process callers pass neither and keep every pod)."""
+
+    `virtual` pods (a group's headroom) are planned like pending pods but are not pods: each is
+    a shape of its own keyed by its uid, always named, never deferred, and left out of the
+    counts. `sample` bounds the pods named per shape, `max_shapes` the shapes (the observer's
+    bounds; in-process callers pass neither and keep every pod)."""
     shapes = aggregate_demand(pods)
     unschedulable = sum(s.count for s in shapes)
-    settled = settle_on_existing(shapes, nodes)
+    virtual_keys = {p.uid for p in virtual}
+    for p in virtual:
+        shapes.append(
+            PodShape(
+                key=p.uid,
+                requests=p.requests,
+                node_selector=p.node_selector,
+                tolerations=p.tolerations,
+                node_affinity=p.node_affinity,
+                count=1,
+                pods=[PodRef(namespace=p.namespace, name=p.name, uid=p.uid)],
+            )
+        )
+    shapes.sort(key=_size)  # stable: virtual shapes after real ones of the same size
+    settled = [p for p in settle_on_existing(shapes, nodes) if p.uid not in virtual_keys]
     shapes = [s for s in shapes if s.count > 0]
+    real = [s for s in shapes if s.key not in virtual_keys]
     deferred = 0
-    if max_shapes is not None and len(shapes) > max_shapes:
-        keep = {s.key for s in sorted(shapes, key=lambda s: (-s.count, s.key))[:max_shapes]}
-        deferred = sum(s.count for s in shapes if s.key not in keep)
+    if max_shapes is not None and len(real) > max_shapes:
+        keep = {s.key for s in sorted(real, key=lambda s: (-s.count, s.key))[:max_shapes]} | virtual_keys
+        deferred = sum(s.count for s in real if s.key not in keep)
         shapes = [s for s in shapes if s.key in keep]
     if sample is not None:
         for s in shapes:
@@ -191,7 +210,7 @@ def observe_demand(
     return PendingDemand(
         shapes=shapes,
         unschedulable=unschedulable,
-        fits_existing=unschedulable - sum(s.count for s in shapes) - deferred,
+        fits_existing=unschedulable - sum(s.count for s in shapes if s.key not in virtual_keys) - deferred,
         fits_existing_pods=settled,
         pods_deferred=deferred,
         nodes=tally_nodes(nodes),

@@ -74,6 +74,8 @@ class NodeGroup(BaseModel):
     pools: list[PoolSpec]
     max_nodes: int | None = Field(default=None, alias="maxNodes")
     scale_down: ScaleDownSettings = Field(default_factory=ScaleDownSettings, alias="scaleDown")
+    # Free room kept on one of the group's Ready nodes at all times (scaling.nodes.headroom).
+    headroom: Resources | None = None
 
 
 class Pool(BaseModel):

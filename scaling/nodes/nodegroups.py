@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from scaling.kube.models import Taint
-from scaling.kube.quantity import parse_quantity
+from scaling.kube.models import Resources, Taint
+from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, NodeGroup, Pool, PoolSpec, ScaleDownSettings, SpecProblem
 
 KIND = "NodeGroupWithPriority"
@@ -129,6 +129,42 @@ def _scale_down(v: Any, field: str) -> ScaleDownSettings:
     return ScaleDownSettings(**kwargs)
 
 
+def _headroom(v: Any, field: str) -> Resources | None:
+    """spec.headroom: {cpu, memory, pods} as Kubernetes quantities; pods (slots) defaults to 1.
+
+    It is the room one placeholder pod would ask for (see scaling.nodes.headroom)."""
+    if v is None:
+        return None
+    raw = _mapping(v, field)
+    unknown = set(raw) - {"cpu", "memory", "pods"}
+    if unknown:
+        raise InvalidSpec(f"{field}.{sorted(unknown, key=str)[0]}", "unknown field (known: cpu, memory, pods)")
+    if not raw:
+        raise InvalidSpec(field, "must set cpu, memory or pods")
+    amounts: dict[str, int] = {}
+    for key, convert in (("cpu", cpu_millis), ("memory", memory_bytes)):
+        if key in raw:
+            f = f"{field}.{key}"
+            try:
+                value = parse_quantity(raw[key])
+            except ValueError as e:
+                raise InvalidSpec(f, str(e)) from None
+            if value < 0:
+                raise InvalidSpec(f, f"must not be negative, got {raw[key]!r}")
+            amounts[key] = convert(raw[key])
+    pods = 1
+    if "pods" in raw:
+        f = f"{field}.pods"
+        try:
+            n = parse_quantity(raw["pods"])
+        except ValueError as e:
+            raise InvalidSpec(f, str(e)) from None
+        if n != n.to_integral_value() or n < 1:
+            raise InvalidSpec(f, f"must be a whole number of pods, at least 1, got {raw['pods']!r}")
+        pods = int(n)
+    return Resources(cpu_m=amounts.get("cpu", 0), memory=amounts.get("memory", 0), pods=pods)
+
+
 def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
     if not isinstance(v, dict):
         raise InvalidSpec(field, "must be a mapping")
@@ -212,6 +248,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
         pools=pools,
         maxNodes=max_nodes,
         scaleDown=_scale_down(spec.get("scaleDown"), "spec.scaleDown"),
+        headroom=_headroom(spec.get("headroom"), "spec.headroom"),
     )
 
 

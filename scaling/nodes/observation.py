@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from scaling.nodes.contracts import PodEvent
+from scaling.nodes.headroom import is_headroom
 from scaling.nodes.models import PodProblem
 
 
 def never_satisfiable_events(problems: list[PodProblem]) -> list[PodEvent]:
+    """NotTriggerScaleUp events for real pods (a headroom's virtual pod is no Kubernetes object)."""
     return [
         PodEvent(
             namespace=p.namespace,
@@ -17,6 +19,7 @@ def never_satisfiable_events(problems: list[PodProblem]) -> list[PodEvent]:
             type="Warning",
         )
         for p in problems
+        if not is_headroom(p.uid)
     ]
 
 

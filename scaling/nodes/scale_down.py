@@ -17,10 +17,12 @@ treated as gone on the nodes considered for removal: they do not pin a node, are
 do not count as utilization. On target nodes their requests still count: the scheduler keeps
 counting a terminating pod's room until it is gone.
 
-Both wait ``delay_after_add_s`` after the last scale-up, both obey the pool's minNodes and a
-per-loop removal limit. Several nodes removed in one loop are checked together: pods of an
-earlier node take room on the targets, PDB budgets are shared, a node being removed is never
-a target and never counts as the schedulable home of a Longhorn replica.
+Both wait ``delay_after_add_s`` after the last scale-up, both obey the pool's minNodes, the
+group's headroom (a node stays when no other node of its group would hold it once the node's
+pods moved; scaling.nodes.headroom) and a per-loop removal limit. Several nodes removed in one
+loop are checked together: pods of an earlier node take room on the targets, PDB budgets are
+shared, a node being removed is never a target and never counts as the schedulable home of a
+Longhorn replica.
 
 Pods that need room elsewhere are those a workload controller recreates (ReplicaSet,
 StatefulSet, ReplicationController, Job). A bare pod or a custom-controller pod may only be
@@ -55,6 +57,7 @@ from scaling.kube.drain import (
     without_long_terminating,
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
+from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
@@ -283,6 +286,15 @@ def _used_by_node(pods: list[PodInfo]) -> dict[str, Resources]:
     return used
 
 
+def _after_moves(used: dict[str, Resources], placements: dict[str, str], pods: list[PodInfo]) -> dict[str, Resources]:
+    """What each node holds once the placed pods moved to their targets."""
+    by_key = {pod_key(p): p for p in pods}
+    out = dict(used)
+    for pk, dest in placements.items():
+        out[dest] = out.get(dest, Resources()) + by_key[pk].requests
+    return out
+
+
 def _individual_blockers(
     node: NodeInfo,
     pods: list[PodInfo],
@@ -425,6 +437,7 @@ def _select(
 ) -> None:
     """Pick nodes in order (empty first, then least utilised), checking them together."""
     by_name = {n.name: n for n in nodes}
+    by_group = {g.name: g for g in groups}
     ready.sort(key=lambda d: (d[0].state != NodeState.EMPTY, d[0].utilization, d[0].name))
     pool_size: dict[tuple[str | None, str | None], int] = {}
     for n in nodes:
@@ -473,6 +486,10 @@ def _select(
             if not fit.ok:
                 assert fit.blocker is not None
                 blockers.append(fit.blocker)
+            elif (
+                room := headroom_blocker(node, by_group, left, _after_moves(used, fit.placements, movers))
+            ) is not None:
+                blockers.append(room)
         if blockers:
             # Held by what the nodes chosen before it take; alone it was removable, so its
             # unneeded timer keeps running.
@@ -566,8 +583,14 @@ def still_removable(
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
     targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
-    b, _ = _individual_blockers(node, pods, pdbs, storage, targets, used, set(protected), kinds)
+    b, fit = _individual_blockers(node, pods, pdbs, storage, targets, used, set(protected), kinds)
     blockers += b
+    if fit is not None and fit.ok:
+        movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
+        after = _after_moves(used, fit.placements, movers)
+        room = headroom_blocker(node, {g.name: g for g in groups}, targets, after)
+        if room is not None:
+            blockers.append(room)
     return RemovalCheck(ok=not blockers, blockers=blockers)
 
 

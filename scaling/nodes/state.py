@@ -38,6 +38,7 @@ class LoopSummary(BaseModel):
     nodes: int = 0
     pods_total: int = 0
     pods_running: int = 0
+    headroom_problems: list[PodProblem] = Field(default_factory=list)  # groups whose headroom could not be planned
 
 
 class AutoscalerState(BaseModel):

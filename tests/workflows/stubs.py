@@ -20,6 +20,7 @@ from scaling.nodes.contracts import (
     WaitReadyInput,
 )
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
+from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import ServerType, SpecProblem
 
 
@@ -74,7 +75,13 @@ class World:
             world.observe_calls += 1
             # Aggregated as the real observer does: tests describe pods and nodes one by one.
             obs = world.observation
-            demand = observe_demand(obs.unschedulable, obs.nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES)
+            demand = observe_demand(
+                obs.unschedulable,
+                obs.nodes,
+                virtual=headroom_pods(obs.groups),
+                sample=SHAPE_SAMPLE,
+                max_shapes=MAX_SHAPES,
+            )
             return obs.model_copy(update={"demand": demand, "unschedulable": [], "nodes": []})
 
         @activity.defn(name=contracts.GET_CATALOGUE)

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
     from scaling.nodes.demand import demand_key, observe_demand
+    from scaling.nodes.headroom import headroom_pods, is_headroom, split_headroom
     from scaling.nodes.loop import (
         apply_attempt_backoff,
         fresh_problems,
@@ -237,7 +238,7 @@ class NodeAutoscalerWorkflow:
         if aggregated:
             demand = obs.demand
         else:  # runs recorded when the observer sent every pod and node
-            demand = observe_demand(obs.unschedulable, obs.nodes)
+            demand = observe_demand(obs.unschedulable, obs.nodes, virtual=headroom_pods(obs.groups))
         fingerprint = groups_fingerprint(obs.groups)
         self.state.never_satisfiable = prune_never_satisfiable(
             self.state.never_satisfiable,
@@ -270,14 +271,17 @@ class NodeAutoscalerWorkflow:
             self.state.capacity_unavailable_until,
         )
         in_flight = in_flight_for_planner(self.state.in_flight)
-        plan = plan_demand(
-            demand.model_copy(update={"shapes": shapes}),
-            obs.groups,
-            catalogue_index(catalogue),
-            in_flight,
-            max_nodes_total=settings.max_nodes_total,
-            unavailable_pools=unavailable,
+        split = split_headroom(  # from here on, the plan's pods and problems are real pods only
+            plan_demand(
+                demand.model_copy(update={"shapes": shapes}),
+                obs.groups,
+                catalogue_index(catalogue),
+                in_flight,
+                max_nodes_total=settings.max_nodes_total,
+                unavailable_pools=unavailable,
+            )
         )
+        plan = split.plan
         if settings.enforce_min_nodes and workflow.patched(ENFORCE_MIN_NODES):
             plan.new_nodes += requests_to_reach_min_nodes(
                 obs.groups,
@@ -318,7 +322,7 @@ class NodeAutoscalerWorkflow:
                     reason="TriggeredScaleUp",
                     message=f"pod triggered scale-up: group {planned.group}, pool {planned.pool}, request {request_id}",
                 )
-                for p in (named[u] for u in planned.pod_uids if u in named)
+                for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
             )
         if plan.new_nodes:
             self.state.last_scale_up_at = workflow.now().timestamp()
@@ -339,6 +343,7 @@ class NodeAutoscalerWorkflow:
             nodes=demand.nodes.total,
             pods_total=obs.pods_total,
             pods_running=obs.pods_running,
+            headroom_problems=split.problems,
         )
         metrics.loop_done(settings.cluster, started)
         for batch in event_batches(events):

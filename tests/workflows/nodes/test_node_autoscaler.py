@@ -15,11 +15,12 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec, RequestPhase, SpecProblem
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
+from starters.autoscaler import format_status
 from tests.workflows.polling import eventually, until
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
@@ -164,6 +165,42 @@ async def test_pools_below_min_nodes_get_requests_once(running) -> None:  # noqa
     handle = await running(off, enforce_min_nodes=False, scale_down_enabled=False)
     status = await eventually(handle, lambda s: s.iterations >= 4)
     assert status.in_flight == [] and off.created == []
+
+
+async def test_headroom_gets_a_node_with_no_pending_pod_and_never_an_event(running) -> None:  # noqa: ANN001
+    """A group with headroom and no pod gets one request sized for it, not repeated while in
+    flight; the virtual pods get no events (a headroom no type can hold is in the loop summary)."""
+    warm = NodeGroup(
+        name="warm",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22", "cx32"], priority=10)],
+        headroom=Resources(cpu_m=3000, memory=2 * GIB, pods=1),  # more than a cx22 holds
+    )
+    huge = NodeGroup(
+        name="huge",
+        taints=[Taint(key="dedicated", value="huge")],
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+        headroom=Resources(cpu_m=64_000, pods=1),  # no server type holds it
+    )
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(groups=[warm, huge])
+    # Scale-down off: these stubs do not observe for it.
+    handle = await running(world, scale_down_enabled=False)
+    first = await eventually(handle, lambda s: s.in_flight and s.last_loop.headroom_problems)
+    status = await eventually(handle, lambda s: s.iterations >= first.iterations + 4)
+    [request] = status.in_flight
+    assert (request.group, request.current_pool, request.pod_uids) == ("warm", "kwok-cx32", ["headroom/warm"])
+    assert request.requirements == Resources(cpu_m=3000, memory=2 * GIB, pods=1)
+    assert len(world.created) == 1
+    assert [(p.uid, p.reason) for p in status.last_loop.headroom_problems] == [("headroom/huge", "NeverSatisfiable")]
+    assert "  headroom/huge: NeverSatisfiable: pod requests cpu=64" in format_status(status)  # the CLI's status
+    assert status.never_satisfiable == [] and status.last_loop.problems == 0
+    assert world.events == []  # neither TriggeredScaleUp nor NotTriggerScaleUp for a virtual pod
+
+    # A real pod that does not fit the spare room of the headroom's node gets a node and its event.
+    world.observation = ClusterObservation(unschedulable=[pod(1, cpu_m=1500)], groups=[warm, huge])
+    await until(lambda: any(e.pod_uid == "uid-1" for e in world.events))
+    assert {(e.pod_uid, e.reason) for e in world.events} == {("uid-1", "TriggeredScaleUp")}
+    await until(lambda: len(world.created) == 2)  # its request's machine (the child starts it)
 
 
 async def test_requests_fall_back_and_are_recorded(running) -> None:  # noqa: ANN001
