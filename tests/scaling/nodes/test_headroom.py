@@ -9,6 +9,7 @@ import pytest
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.demand import tally_nodes
 from scaling.nodes.headroom import (
     HEADROOM,
     headroom_blocker,
@@ -225,8 +226,8 @@ def test_split_headroom_keeps_virtual_pods_out_of_events_and_scale_down_gating()
     assert [(p.uid, p.reason) for p in split.problems] == [("headroom/big", "NeverSatisfiable")]
     assert never_satisfiable_of(split.plan.problems) == {}
     # Headroom held by an existing node does not hold scale-down back the way a pending pod does.
-    assert not may_scale_down(plan, True, [n1], removals_running=False)
-    assert may_scale_down(split.plan, True, [n1], removals_running=False)
+    assert not may_scale_down(plan, True, tally_nodes([n1]), removals_running=False)
+    assert may_scale_down(split.plan, True, tally_nodes([n1]), removals_running=False)
 
 
 def test_never_satisfiable_events_skip_virtual_pods() -> None:
