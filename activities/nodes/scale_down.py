@@ -29,12 +29,15 @@ from scaling.nodes.contracts import (
     NodeRef,
     OrphanCheckInput,
     OrphanObservation,
+    ScaleDownEvaluation,
+    ScaleDownEvaluationInput,
     ScaleDownObservation,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
+from scaling.nodes.scale_down_eval import evaluate_scale_down
 from scaling.nodes.storage import longhorn_state_from_objects
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
@@ -100,6 +103,16 @@ class ScaleDownActivities:
     def observe_scale_down(self, cluster: str) -> ScaleDownObservation:
         """All pods (scale-down must see every pod, not only pending ones), nodes, PDBs with
         their status, node groups, and Longhorn's objects when its CRDs exist."""
+        return self._observe(cluster)
+
+    @activity.defn(name=contracts.EVALUATE_SCALE_DOWN)
+    def evaluate_scale_down(self, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+        """The loop's scale-down evaluation beside the cluster: observe as observe_scale_down
+        does, plan with the workflow's timers (scaling.nodes.scale_down_eval), return only the
+        bounded result. The cluster's objects stay in this process."""
+        return evaluate_scale_down(self._observe(inp.cluster), inp)
+
+    def _observe(self, cluster: str) -> ScaleDownObservation:
         core = self._core(cluster)
         raw_pods = raw_list(core.list_pod_for_all_namespaces)
         raw_nodes = raw_list(core.list_node)

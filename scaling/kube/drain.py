@@ -164,6 +164,16 @@ def pods_on_node(node_name: str, pods: list[PodInfo]) -> list[PodInfo]:
     return [p for p in pods if p.node_name == node_name]
 
 
+def pods_by_node(pods: list[PodInfo]) -> dict[str, list[PodInfo]]:
+    """Bound pods grouped by node, in their original order: index once, then each per-node
+    helper (pods_on_node, pods_to_evict, utilization...) reads its node's list, not all pods."""
+    out: dict[str, list[PodInfo]] = {}
+    for p in pods:
+        if p.node_name:
+            out.setdefault(p.node_name, []).append(p)
+    return out
+
+
 def pods_to_evict(node_name: str, pods: list[PodInfo]) -> list[PodInfo]:
     return [p for p in pods_on_node(node_name, pods) if not stays_with_node(p)]
 

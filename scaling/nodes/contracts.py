@@ -21,6 +21,8 @@ from scaling.nodes.models import (
     Pool,
     SpecProblem,
 )
+from scaling.nodes.removals import CandidateState
+from scaling.nodes.scale_down import NodeState, ScaleDownLoopSettings
 from scaling.nodes.storage import LonghornState
 
 # Activity names (registered by activities/nodes, called by workflows/nodes). Every input that
@@ -35,6 +37,7 @@ CREATE_NODE = "create_node"
 DELETE_NODE = "delete_node"
 GET_CATALOGUE = "get_catalogue"
 OBSERVE_SCALE_DOWN = "observe_scale_down"
+EVALUATE_SCALE_DOWN = "evaluate_scale_down"
 MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
 UNMARK_NODE = "unmark_node"
 CORDON_NODE = "cordon_node"
@@ -60,6 +63,7 @@ ACTIVITY_NAMES = frozenset(
         DELETE_NODE,
         GET_CATALOGUE,
         OBSERVE_SCALE_DOWN,
+        EVALUATE_SCALE_DOWN,
         MARK_NODE_FOR_SCALE_DOWN,
         UNMARK_NODE,
         CORDON_NODE,
@@ -165,13 +169,63 @@ class ProviderMachine(BaseModel):
 
 
 class ScaleDownObservation(BaseModel):
-    """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster."""
+    """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster.
+
+    It holds every node and pod, so it grows with the cluster: the NodeAutoscaler's loop no
+    longer fetches it (evaluate_scale_down plans beside the cluster); runs recorded before the
+    "bounded-scale-down" patch still replay it."""
 
     nodes: list[NodeInfo] = Field(default_factory=list)
     pods: list[PodInfo] = Field(default_factory=list)
     pdbs: list[PdbInfo] = Field(default_factory=list)
     groups: list[NodeGroup] = Field(default_factory=list)
     storage: LonghornState | None = None
+
+
+class ScaleDownEvaluationInput(BaseModel):
+    """evaluate_scale_down's input: the NodeAutoscaler's scale-down state, never the cluster's
+    objects (the activity lists those itself, for ``cluster``). The ScaleDownInput fields
+    that the workflow owns, plus the removals whose emptiness it must watch."""
+
+    cluster: str
+    now: float  # workflow time: the timers are the workflow's
+    unneeded_since: dict[str, float] = Field(default_factory=dict)
+    last_scale_up_at: float | None = None
+    protected: list[str] = Field(default_factory=list)
+    in_progress: list[str] = Field(default_factory=list)  # nodes with a NodeScaleDown running
+    # Nodes marked EMPTY and still waiting on their timer: seed 004 cancels them when pods land.
+    watch_empty: list[str] = Field(default_factory=list)
+    settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+
+
+class RemovalTarget(BaseModel):
+    """A node the plan selected, with only what starting its NodeScaleDown reads."""
+
+    name: str
+    group: str
+    pool: str | None = None
+    kind: NodeState  # EMPTY or UNDERUSED
+    scale_down_at: float
+    provider_id: str = ""
+
+
+class ScaleDownEvaluation(BaseModel):
+    """evaluate_scale_down's result, bounded whatever the cluster's size: the plan's removals
+    (at most max_removals_per_loop), the changes to the unneeded timers (not the timers again:
+    the workflow sent them), and growth-managed nodes' states for the status query, capped
+    (see scaling.nodes.scale_down_eval)."""
+
+    to_remove: list[RemovalTarget] = Field(default_factory=list)
+    # The plan's unneeded_since is the input's, less unneeded_ended, plus unneeded_started at `now`.
+    unneeded_started: list[str] = Field(default_factory=list)
+    unneeded_ended: list[str] = Field(default_factory=list)
+    # Managed nodes only, most telling first (removing, removable, waiting, blocked, utilized),
+    # at most MAX_CANDIDATES of them and CANDIDATES_MAX_BYTES of JSON, messages shortened.
+    candidates: list[CandidateState] = Field(default_factory=list)
+    candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
+    not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
+    nodes: int = 0  # what was evaluated, for the record
+    pods: int = 0
 
 
 class MarkNodeInput(BaseModel):

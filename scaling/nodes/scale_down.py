@@ -51,6 +51,7 @@ from scaling.kube.drain import (
     marked_for_deletion,
     node_blockers,
     pod_key,
+    pods_by_node,
     pods_on_node,
     pods_to_evict,
     stays_with_node,
@@ -217,16 +218,23 @@ def pods_fit_elsewhere(
     ``used`` is what each target already holds; without it, NodeInfo.requested is used.
     Targets are tried in the order given (callers pass them sorted by name for determinism).
     """
+    # Free room is worked out for a target when a pod first tries it: a large cluster has
+    # thousands of targets and a few pods to place.
     free: dict[str, Resources] = {}
-    for n in target_nodes:
-        taken = used.get(n.name, Resources()) if used is not None else n.requested
-        free[n.name] = n.allocatable - taken
+
+    def room(n: NodeInfo) -> Resources:
+        r = free.get(n.name)
+        if r is None:
+            taken = used.get(n.name, Resources()) if used is not None else n.requested
+            r = free[n.name] = n.allocatable - taken
+        return r
+
     order = sorted(pods, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))
     placements: dict[str, str] = {}
     for pod in order:
         need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
         for node in target_nodes:
-            if can_land(pod, node) and need.fits_in(free[node.name]):
+            if can_land(pod, node) and need.fits_in(room(node)):
                 free[node.name] = free[node.name] - need
                 placements[pod_key(pod)] = node.name
                 break
@@ -306,12 +314,14 @@ def _individual_blockers(
     kinds: frozenset[str],
 ) -> tuple[list[Blocker], FitResult | None]:
     blockers = node_blockers(node, protected)
-    schedulable = {t.name for t in targets if t.name != node.name}
-    blockers += storage_blockers(node.name, storage, schedulable)
+    if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
+        blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
     blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
     if blockers:
         return blockers, None
     movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
+    if not movers:  # nothing to place (and no need to copy the target list)
+        return [], FitResult(ok=True)
     fit = pods_fit_elsewhere(movers, [t for t in targets if t.name != node.name], used)
     if not fit.ok:
         assert fit.blocker is not None
@@ -341,17 +351,19 @@ def plan_scale_down(
     by_group = {g.name: g for g in groups}
     used = _used_by_node(pods)  # what targets hold, long-terminating pods included
     pods = without_long_terminating(pods, now)
+    on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     plan = ScaleDownPlan()
     ready: list[tuple[NodeDecision, ScaleDownSettings]] = []
 
     for node in sorted(nodes, key=lambda n: n.name):
+        mine = on_node.get(node.name, [])
         dec = NodeDecision(
             name=node.name,
             state=NodeState.NOT_MANAGED,
             group=node.labels.get(LABEL_GROUP),
             pool=pool_of(node),
-            utilization=utilization(node, pods),
+            utilization=utilization(node, mine),
         )
         plan.decisions[node.name] = dec
         if not is_managed(node):
@@ -366,11 +378,11 @@ def plan_scale_down(
                 Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {dec.group}")
             ]
             continue
-        empty = is_empty(node, pods)
+        empty = is_empty(node, mine)
         if not empty and dec.utilization >= gs.utilization_threshold:
             dec.state = NodeState.UTILIZED
             continue
-        blockers, _ = _individual_blockers(node, pods, pdbs, storage, targets, used, protected, kinds)
+        blockers, _ = _individual_blockers(node, mine, pdbs, storage, targets, used, protected, kinds)
         if blockers:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
@@ -400,7 +412,7 @@ def plan_scale_down(
         dec.state = NodeState.EMPTY if empty else NodeState.UNDERUSED
         ready.append((dec, gs))
 
-    _select(plan, ready, nodes, pods, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds)
+    _select(plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds)
     return plan
 
 
@@ -424,7 +436,7 @@ def _select(
     plan: ScaleDownPlan,
     ready: list[tuple[NodeDecision, ScaleDownSettings]],
     nodes: list[NodeInfo],
-    pods: list[PodInfo],
+    on_node: dict[str, list[PodInfo]],
     pdbs: list[PdbInfo],
     groups: list[NodeGroup],
     storage: LonghornState | None,
@@ -475,7 +487,7 @@ def _select(
             continue
         left = [t for t in targets if t.name not in removed and t.name != node.name]
         blockers = storage_blockers(node.name, storage, {t.name for t in left})
-        evict = pods_to_evict(node.name, pods)
+        evict = pods_to_evict(node.name, on_node.get(node.name, []))
         pdb_block = budget.check(evict)
         if pdb_block is not None:
             blockers.append(pdb_block)

@@ -64,7 +64,8 @@ class AutoscalerState(BaseModel):
     # scale-down
     last_scale_up_at: float | None = None
     unneeded_since: dict[str, float] = Field(default_factory=dict)
-    candidates: dict[str, CandidateState] = Field(default_factory=dict)
+    candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down_eval
+    candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
     recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     scale_down_by_phase: dict[str, int] = Field(default_factory=dict)

@@ -33,7 +33,8 @@ class AutoscalerStatus(BaseModel):
     backoff_until: dict[str, float]
     capacity_unavailable_until: dict[str, float] = Field(default_factory=dict)
     last_loop: LoopSummary
-    candidates: list[CandidateState] = Field(default_factory=list)
+    candidates: list[CandidateState] = Field(default_factory=list)  # the most telling managed nodes
+    candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
     scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
@@ -68,6 +69,7 @@ def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> Autoscale
         capacity_unavailable_until=state.capacity_unavailable_until,
         last_loop=state.last_loop,
         candidates=sorted(state.candidates.values(), key=lambda c: c.node),
+        candidates_by_state=state.candidates_by_state,
         scale_downs=sorted(state.scale_downs.values(), key=lambda c: c.node),
         recent_scale_downs=state.recent_scale_downs[-50:],
         scale_down_by_phase=state.scale_down_by_phase,

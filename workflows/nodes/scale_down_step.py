@@ -1,9 +1,11 @@
 """The NodeAutoscaler's scale-down half, called once per loop (workflow code, no I/O).
 
-gather (observe_scale_down) → plan_from_input (scaling/) → start NodeScaleDown children for the
-nodes to remove; cancel waiting children of empty nodes that pods landed on. The state it needs
-across loops (unneeded_since, candidates, running children) lives in AutoscalerState, so it is
-carried through continue-as-new with the rest.
+evaluate_scale_down (the activity lists the cluster and runs plan_from_input from scaling/ beside
+it, with this workflow's timers) → start NodeScaleDown children for the nodes to remove; cancel
+waiting children of empty nodes that pods landed on. Only the bounded evaluation crosses the
+history, never the cluster's nodes and pods. The state it needs across loops (unneeded_since,
+candidates, running children) lives in AutoscalerState, so it is carried through
+continue-as-new with the rest.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.kube.drain import marked_for_deletion, without_long_terminating
-    from scaling.kube.models import NodeInfo
     from scaling.nodes import contracts
-    from scaling.nodes.contracts import OrphanCheckInput, OrphanObservation, ScaleDownObservation
+    from scaling.nodes.contracts import (
+        OrphanCheckInput,
+        OrphanObservation,
+        RemovalTarget,
+        ScaleDownEvaluation,
+        ScaleDownEvaluationInput,
+        ScaleDownObservation,
+    )
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.orphans import mark_reported, orphans_from, provider_of
     from scaling.nodes.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
@@ -36,12 +44,16 @@ with workflow.unsafe.imports_passed_through():
         pool_of,
         still_removable,
     )
+    from scaling.nodes.scale_down_eval import apply_unneeded, compact_candidates
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+# workflow.patched id: runs recorded while the step fetched the whole cluster (observe_scale_down,
+# every node and pod into the history) and planned in the workflow replay that way.
+BOUNDED_SCALE_DOWN = "bounded-scale-down"
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
@@ -60,34 +72,67 @@ async def observe(cluster: str) -> ScaleDownObservation:
     )
 
 
-def node_provider(node: NodeInfo) -> str:
+async def evaluate(inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+    return await workflow.execute_activity(
+        contracts.EVALUATE_SCALE_DOWN,
+        inp,
+        result_type=ScaleDownEvaluation,
+        start_to_close_timeout=timedelta(seconds=120),
+        retry_policy=OBSERVE_RETRY,
+    )
+
+
+def node_provider(provider_id: str) -> str:
     # A node without a providerID can only be one growth made through KWOK.
-    return provider_of(node.provider_id) or "kwok"
+    return provider_of(provider_id) or "kwok"
 
 
-def record_candidates(state: AutoscalerState, plan: ScaleDownPlan) -> None:
-    state.candidates = {
-        name: CandidateState(
-            node=name,
-            state=d.state.value,
-            reason=d.reason,
-            message="; ".join(b.message for b in d.reasons),
-            group=d.group,
-            pool=d.pool,
-            utilization=round(d.utilization, 3),
-            unneeded_since=d.unneeded_since,
-        )
-        for name, d in plan.decisions.items()
-        if d.state != NodeState.NOT_MANAGED
-    }
+def record_candidates(state: AutoscalerState, candidates: list[CandidateState], by_state: dict[str, int]) -> None:
+    state.candidates = {c.node: c for c in candidates}
+    state.candidates_by_state = dict(by_state)
     for name, sd in state.scale_downs.items():  # a running child's phase says more than "Removing"
         if name in state.candidates:
             state.candidates[name].reason = sd.phase.value
             state.candidates[name].message = sd.last_error or sd.message
 
 
-async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownPlan:
-    """One scale-down evaluation; returns the plan it acted on."""
+def _waiting_empty(sd: ScaleDownStatus) -> bool:
+    return sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value
+
+
+async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownEvaluation | ScaleDownPlan:
+    """One scale-down evaluation; returns what it acted on."""
+    if not workflow.patched(BOUNDED_SCALE_DOWN):
+        return await _observed_step(settings, state)
+    now = workflow.now().timestamp()
+    ev = await evaluate(
+        ScaleDownEvaluationInput(
+            cluster=settings.cluster,
+            now=now,
+            unneeded_since=state.unneeded_since,
+            last_scale_up_at=state.last_scale_up_at,
+            protected=state.protected_nodes,
+            in_progress=sorted(state.scale_downs),
+            watch_empty=sorted(name for name, sd in state.scale_downs.items() if _waiting_empty(sd)),
+            settings=loop_settings(settings),
+        )
+    )
+    state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
+    record_candidates(state, ev.candidates, ev.candidates_by_state)
+
+    # Seed 004: a pod landing on a marked empty node cancels its scale-down.
+    landed = set(ev.not_empty)
+    for name, sd in list(state.scale_downs.items()):
+        if name in landed and _waiting_empty(sd):
+            await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
+
+    for target in ev.to_remove:
+        await start_child(settings, state, removal_input(settings, state, target, target.provider_id))
+    return ev
+
+
+async def _observed_step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownPlan:
+    """The step before BOUNDED_SCALE_DOWN, kept for replay: the whole cluster into the history."""
     now = workflow.now().timestamp()
     obs = await observe(settings.cluster)
     inp = ScaleDownInput(
@@ -105,33 +150,36 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
     )
     plan = plan_from_input(inp)
     state.unneeded_since = dict(plan.unneeded_since)
-    record_candidates(state, plan)
+    record_candidates(state, *compact_candidates(plan.decisions))
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
     by_name = {n.name: n for n in obs.nodes}
     live = without_long_terminating(obs.pods, now)
     for name, sd in list(state.scale_downs.items()):
         node = by_name.get(name)
-        if sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value and node is not None:
+        if _waiting_empty(sd) and node is not None:
             if not is_empty(node, live):
                 await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
 
     for removal in plan.to_remove:
         node = by_name[removal.name]
-        await start_child(settings, state, removal_input(settings, state, removal, node))
+        await start_child(settings, state, removal_input(settings, state, removal, node.provider_id))
     return plan
 
 
 def removal_input(
-    settings: AutoscalerSettings, state: AutoscalerState, removal: NodeRemoval, node: NodeInfo
+    settings: AutoscalerSettings,
+    state: AutoscalerState,
+    removal: NodeRemoval | RemovalTarget,
+    provider_id: str,
 ) -> NodeScaleDownInput:
     return NodeScaleDownInput(
         cluster=settings.cluster,
         node=removal.name,
         group=removal.group,
         pool=removal.pool,
-        provider=node_provider(node),
-        provider_id=node.provider_id,
+        provider=node_provider(provider_id),
+        provider_id=provider_id,
         kind=removal.kind.value,
         scale_down_at=removal.scale_down_at,
         parent_workflow_id=workflow.info().workflow_id,
@@ -229,7 +277,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         kind=NodeState.UNDERUSED,
         scale_down_at=workflow.now().timestamp(),
     )
-    inp = removal_input(settings, state, removal, target)
+    inp = removal_input(settings, state, removal, target.provider_id)
     inp.kind = MANUAL
     return await start_child(settings, state, inp)
 

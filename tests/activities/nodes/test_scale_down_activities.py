@@ -17,6 +17,7 @@ from scaling.nodes.contracts import (
     NodeEvent,
     NodeEventsInput,
     NodeRef,
+    ScaleDownEvaluationInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
@@ -138,6 +139,36 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
         obs = acts.observe_scale_down("c")
         assert obs.storage is not None and {r.node for r in obs.storage.replicas} == {"n1", "n2"}
         assert {p.namespace for p in obs.pdbs} == {"longhorn-system"} and len(obs.pdbs) == 2
+
+
+def test_evaluate_plans_beside_the_cluster_and_returns_growth_nodes_only(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """evaluate_scale_down lists the cluster itself: n2 (empty) is chosen with its providerID,
+    n1 runs a bare pod (blocked, and no longer empty if it were waiting), the static node is
+    not growth's and never appears."""
+    q = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    core.create_node(
+        {
+            "metadata": {"name": "static"},
+            "status": {"allocatable": q, "capacity": q, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    bound_pod(core, "web-1", "n1")
+    now = time.time()
+    ev = acts.evaluate_scale_down(
+        ScaleDownEvaluationInput(cluster="c", now=now, watch_empty=["n1", "n2", "gone"], unneeded_since={"gone": 1.0})
+    )
+    assert [(t.name, t.kind.value, t.provider_id, t.scale_down_at) for t in ev.to_remove] == [
+        ("n2", "Empty", "kwok://n2", now + 600)
+    ]
+    assert {c.node: (c.state, c.reason) for c in ev.candidates} == {
+        "n1": ("Blocked", "NotReplicated"),
+        "n2": ("Empty", None),
+    }
+    assert ev.not_empty == ["n1"]
+    assert (ev.unneeded_started, ev.unneeded_ended) == (["n2"], ["gone"])
+    assert (ev.nodes, ev.pods) == (3, 1)
 
 
 def test_observe_carries_deletion_grace_and_local_volumes(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:

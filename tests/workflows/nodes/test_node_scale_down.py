@@ -30,12 +30,15 @@ from scaling.nodes.contracts import (
     NodeRef,
     OrphanCheckInput,
     OrphanObservation,
+    ScaleDownEvaluation,
+    ScaleDownEvaluationInput,
     ScaleDownObservation,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
 from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
+from scaling.nodes.scale_down_eval import evaluate_scale_down
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.stubs import World
@@ -92,8 +95,9 @@ class DownWorld(World):
     provider_failures: int = 0  # delete_node raises this many times first
     calls: list[tuple[str, str]] = field(default_factory=list)
     node_events: list[NodeEvent] = field(default_factory=list)
-    observe_gate: asyncio.Event | None = None  # observe_scale_down waits on it when set
-    observing: int = 0  # observe_scale_down calls under way
+    observe_gate: asyncio.Event | None = None  # observe/evaluate_scale_down wait on it when set
+    observing: int = 0  # observe/evaluate_scale_down calls under way
+    evaluations: list[ScaleDownEvaluation] = field(default_factory=list)  # what the loop got back
 
     def activities(self) -> list:
         w = self
@@ -113,6 +117,18 @@ class DownWorld(World):
                 if w.observe_gate is not None:
                     await w.observe_gate.wait()
                 return w.down_obs
+            finally:
+                w.observing -= 1
+
+        @activity.defn(name="evaluate_scale_down")
+        async def evaluate(inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+            # The real activity's evaluation, on the world's observation instead of a cluster's.
+            w.observing += 1
+            try:
+                if w.observe_gate is not None:
+                    await w.observe_gate.wait()
+                w.evaluations.append(evaluate_scale_down(w.down_obs, inp))
+                return w.evaluations[-1]
             finally:
                 w.observing -= 1
 
@@ -158,6 +174,7 @@ class DownWorld(World):
         return base + [
             delete_node,
             observe_scale_down,
+            evaluate,
             mark,
             unmark,
             cordon,

@@ -60,6 +60,10 @@ async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: Work
     c = next(x for x in status.candidates if x.node == "c")
     assert c.state in ("Utilized", "Blocked", "UnneededWaiting")
     assert "static" not in {x.node for x in status.candidates}
+    assert sum(status.candidates_by_state.values()) == 3  # growth's nodes only
+    # The loop evaluated beside the cluster: no observation of every node and pod in its history.
+    assert await scheduled(h, "evaluate_scale_down") >= 1
+    assert await scheduled(h, "observe_scale_down") == 0
 
 
 async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
@@ -181,14 +185,15 @@ async def test_remove_node_waits_for_the_loops_scale_down_step(env: WorkflowEnvi
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
     handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b"))
-    await poll(lambda: _true(world.observing == 1))  # the loop's step is observing, held
+    await poll(lambda: _true(world.observing == 1))  # the loop's step is evaluating, held
     update = await h.start_update(NodeAutoscalerWorkflow.remove_node, "a", wait_for_stage=WorkflowUpdateStage.ACCEPTED)
     # The task that accepted the update has completed: without the lock it would have scheduled
-    # the update's observe_scale_down beside the loop's.
-    assert await scheduled(h, "observe_scale_down") == 1
+    # the update's observe_scale_down beside the loop's evaluate_scale_down.
+    assert await scheduled(h, "evaluate_scale_down") == 1
+    assert await scheduled(h, "observe_scale_down") == 0
     world.observe_gate.set()
     assert await update.result() == f"{h.id}/scale-down/a"
-    assert await scheduled(h, "observe_scale_down") >= 2
+    assert await scheduled(h, "observe_scale_down") >= 1
 
 
 async def _true(value: bool) -> bool:
