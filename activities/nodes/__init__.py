@@ -55,6 +55,7 @@ def build_activities(settings: Settings, clusters: ClusterClients | None = None)
         prov.get_catalogue,
         down.observe_scale_down,
         down.evaluate_scale_down,
+        down.check_node_removal,
         down.mark_node_for_scale_down,
         down.unmark_node,
         down.cordon_node,

@@ -27,6 +27,8 @@ from scaling.nodes.contracts import (
     MarkNodeInput,
     NodeEventsInput,
     NodeRef,
+    NodeRemovalCheck,
+    NodeRemovalCheckInput,
     OrphanCheckInput,
     OrphanObservation,
     ScaleDownEvaluation,
@@ -37,7 +39,7 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.nodes.scale_down_eval import evaluate_scale_down
+from scaling.nodes.scale_down_eval import check_node_removal, evaluate_scale_down
 from scaling.nodes.storage import longhorn_state_from_objects
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
@@ -102,7 +104,8 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.OBSERVE_SCALE_DOWN)
     def observe_scale_down(self, cluster: str) -> ScaleDownObservation:
         """All pods (scale-down must see every pod, not only pending ones), nodes, PDBs with
-        their status, node groups, and Longhorn's objects when its CRDs exist."""
+        their status, node groups, and Longhorn's objects when its CRDs exist. Only runs from
+        before the bounded-scale-down patches call it (it grows with the cluster)."""
         return self._observe(cluster)
 
     @activity.defn(name=contracts.EVALUATE_SCALE_DOWN)
@@ -111,6 +114,12 @@ class ScaleDownActivities:
         does, plan with the workflow's timers (scaling.nodes.scale_down_eval), return only the
         bounded result. The cluster's objects stay in this process."""
         return evaluate_scale_down(self._observe(inp.cluster), inp)
+
+    @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
+    def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
+        """Re-check one node beside the cluster (scaling.nodes.scale_down_eval); only the
+        verdict about that node goes back."""
+        return check_node_removal(self._observe(inp.cluster), inp)
 
     def _observe(self, cluster: str) -> ScaleDownObservation:
         core = self._core(cluster)

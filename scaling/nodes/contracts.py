@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from scaling.kube.drain import PdbInfo
+from scaling.kube.drain import Blocker, PdbInfo
 from scaling.kube.models import (
     NodeInfo,
     PodInfo,
@@ -38,6 +38,7 @@ DELETE_NODE = "delete_node"
 GET_CATALOGUE = "get_catalogue"
 OBSERVE_SCALE_DOWN = "observe_scale_down"
 EVALUATE_SCALE_DOWN = "evaluate_scale_down"
+CHECK_NODE_REMOVAL = "check_node_removal"
 MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
 UNMARK_NODE = "unmark_node"
 CORDON_NODE = "cordon_node"
@@ -64,6 +65,7 @@ ACTIVITY_NAMES = frozenset(
         GET_CATALOGUE,
         OBSERVE_SCALE_DOWN,
         EVALUATE_SCALE_DOWN,
+        CHECK_NODE_REMOVAL,
         MARK_NODE_FOR_SCALE_DOWN,
         UNMARK_NODE,
         CORDON_NODE,
@@ -171,9 +173,10 @@ class ProviderMachine(BaseModel):
 class ScaleDownObservation(BaseModel):
     """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster.
 
-    It holds every node and pod, so it grows with the cluster: the NodeAutoscaler's loop no
-    longer fetches it (evaluate_scale_down plans beside the cluster); runs recorded before the
-    "bounded-scale-down" patch still replay it."""
+    It holds every node and pod, so it grows with the cluster: workflows no longer fetch it
+    (evaluate_scale_down and check_node_removal work beside the cluster and return only their
+    verdict). Runs recorded before the "bounded-scale-down" (NodeAutoscaler) and
+    "bounded-removal-check" (NodeScaleDown) patches still call observe_scale_down."""
 
     nodes: list[NodeInfo] = Field(default_factory=list)
     pods: list[PodInfo] = Field(default_factory=list)
@@ -226,6 +229,32 @@ class ScaleDownEvaluation(BaseModel):
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0
+
+
+class NodeRemovalCheckInput(BaseModel):
+    """check_node_removal's input: one node to re-check right before it is drained (the
+    NodeScaleDown timer fired) or removed by an operator (remove_node), beside the cluster.
+    Nodes tainted for deletion count as leaving without being named here."""
+
+    cluster: str
+    node: str
+    now: float  # workflow time: pods deleted long before it are treated as gone
+    in_progress: list[str] = Field(default_factory=list)  # other nodes being removed
+    protected: list[str] = Field(default_factory=list)
+    require_empty: bool = False  # seed 004's empty-node path: any pod to evict blocks it
+    settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+
+
+class NodeRemovalCheck(BaseModel):
+    """check_node_removal's result: about the one node, bounded by the pods it runs."""
+
+    found: bool
+    managed: bool = False  # carries growth's group label
+    group: str | None = None
+    pool: str | None = None
+    provider_id: str = ""
+    blockers: list[Blocker] = Field(default_factory=list)  # scaling.nodes.scale_down.still_removable's
+    pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name", long-terminating ones left out
 
 
 class MarkNodeInput(BaseModel):

@@ -1,4 +1,6 @@
-"""The NodeAutoscaler's scale-down evaluation, run beside the cluster (evaluate_scale_down).
+"""Scale-down evaluations run beside the cluster: the NodeAutoscaler's loop (evaluate_scale_down)
+and the re-check of one node (check_node_removal: NodeScaleDown's timer fired, or an operator's
+remove_node).
 
 The workflow owns the timers and acts; the cluster's nodes and pods never cross its history.
 It sends its state (ScaleDownEvaluationInput), the activity lists the cluster and calls
@@ -21,16 +23,27 @@ What bounds the result (ScaleDownEvaluation):
 
 from __future__ import annotations
 
-from scaling.kube.drain import pods_by_node, without_long_terminating
+from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.contracts import (
+    NodeRemovalCheck,
+    NodeRemovalCheckInput,
     RemovalTarget,
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
     ScaleDownObservation,
 )
+from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.removals import CandidateState
-from scaling.nodes.scale_down import NodeDecision, NodeState, ScaleDownInput, is_empty, plan_from_input
+from scaling.nodes.scale_down import (
+    NodeDecision,
+    NodeState,
+    ScaleDownInput,
+    is_empty,
+    plan_from_input,
+    pool_of,
+    still_removable,
+)
 
 MAX_CANDIDATES = 1000
 CANDIDATES_MAX_BYTES = 100_000
@@ -146,4 +159,36 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
         nodes=len(obs.nodes),
         pods=len(obs.pods),
+    )
+
+
+def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
+    """still_removable for one node of the observed cluster, and the pods a drain would evict.
+    Nodes tainted for deletion, ``in_progress`` and the node itself count as leaving."""
+    node = next((n for n in obs.nodes if n.name == inp.node), None)
+    if node is None:
+        return NodeRemovalCheck(found=False)
+    leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(inp.in_progress) | {node.name}
+    check = still_removable(
+        node,
+        obs.pods,
+        obs.pdbs,
+        obs.storage,
+        obs.nodes,
+        groups=obs.groups,
+        protected=set(inp.protected),
+        in_progress=leaving,
+        require_empty=inp.require_empty,
+        settings=inp.settings,
+        now=inp.now,
+    )
+    live = without_long_terminating(obs.pods, inp.now)
+    return NodeRemovalCheck(
+        found=True,
+        managed=LABEL_GROUP in node.labels,
+        group=node.labels.get(LABEL_GROUP),
+        pool=pool_of(node),
+        provider_id=node.provider_id,
+        blockers=check.blockers,
+        pods_to_evict=sorted(pod_key(p) for p in pods_to_evict(node.name, live)),
     )

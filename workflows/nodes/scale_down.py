@@ -1,6 +1,7 @@
 """NodeScaleDown `nodes/<cluster>/scale-down/<node>`: seed 004 steps 8-9 with CA's safe drain.
 
-Marked (taint + ScaleDownAt) → durable timer → Checking (still_removable) → Draining (cordon,
+Marked (taint + ScaleDownAt) → durable timer → Checking (check_node_removal: still_removable beside
+the cluster) → Draining (cordon,
 evict through the Eviction API, wait for the pods to be gone) → Deleting (machine at the
 provider, then the Node) → Removed. Cancelled when pods land on an empty node during the
 wait, when an operator protects the node, or when the re-check finds a blocker; Failed when a
@@ -18,7 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import NOT_ENOUGH_PDB, marked_for_deletion, pods_to_evict, without_long_terminating
+    from scaling.kube.drain import NOT_ENOUGH_PDB, pods_to_evict, without_long_terminating
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         DeleteNodeInput,
@@ -28,12 +29,15 @@ with workflow.unsafe.imports_passed_through():
         NodeEvent,
         NodeEventsInput,
         NodeRef,
+        NodeRemovalCheck,
+        NodeRemovalCheckInput,
         ScaleDownObservation,
         UnmarkNodeInput,
         WaitPodsGoneInput,
     )
     from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.nodes.scale_down import NodeState, blocking, cancel_code, still_removable
+    from scaling.nodes.scale_down import NodeState, blocking, cancel_code
+    from scaling.nodes.scale_down_eval import check_node_removal
     from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
 
@@ -47,6 +51,9 @@ PROVIDER_ROUND = RetryPolicy(
 )
 PROVIDER_BACKOFF_MAX_S = 300.0
 CANCELLED_BY_OPERATOR = "CancelledByOperator"
+# workflow.patched id: runs recorded while the re-check fetched the whole cluster
+# (observe_scale_down) and checked in the workflow replay that way.
+BOUNDED_RECHECK = "bounded-removal-check"
 DRAIN_TIMEOUT = "DrainTimeout"
 
 
@@ -126,28 +133,27 @@ class NodeScaleDownWorkflow:
         # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
         self.status.phase = ScaleDownPhase.CHECKING
         await self._publish(inp)
-        obs: ScaleDownObservation = await self._kube(
-            contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60
+        recheck = NodeRemovalCheckInput(
+            cluster=inp.cluster,
+            node=inp.node,
+            now=workflow.now().timestamp(),
+            protected=inp.protected,
+            require_empty=inp.kind == NodeState.EMPTY.value,
+            settings=inp.settings,
         )
-        node = next((n for n in obs.nodes if n.name == inp.node), None)
-        if node is None:
+        obs: ScaleDownObservation | None = None  # only on the path runs before the patch took
+        if workflow.patched(BOUNDED_RECHECK):
+            check: NodeRemovalCheck = await self._kube(
+                contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck, timeout=60
+            )
+        else:
+            obs = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60)
+            recheck.now = workflow.now().timestamp()
+            check = check_node_removal(obs, recheck)
+        if not check.found:
             return await self._finish(
                 inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
             )
-        leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | {inp.node}
-        check = still_removable(
-            node,
-            obs.pods,
-            obs.pdbs,
-            obs.storage,
-            obs.nodes,
-            groups=obs.groups,
-            protected=set(inp.protected),
-            in_progress=leaving,
-            require_empty=inp.kind == NodeState.EMPTY.value,
-            settings=inp.settings,
-            now=workflow.now().timestamp(),
-        )
         blockers = blocking(inp.kind, check.blockers)
         if blockers:
             return await self._finish(
@@ -163,8 +169,10 @@ class NodeScaleDownWorkflow:
         await self._publish(inp)
         await self._kube(contracts.CORDON_NODE, NodeRef(cluster=inp.cluster, node=inp.node))
         # A pod long past its grace period is not waited for: a dead kubelet never finishes it.
-        live = without_long_terminating(obs.pods, workflow.now().timestamp())
-        evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, live))
+        evict = check.pods_to_evict
+        if obs is not None:  # (as runs before the patch worked it out: after the cordon)
+            live = without_long_terminating(obs.pods, workflow.now().timestamp())
+            evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, live))
         failed = await self._drain(inp, evict)
         if failed is not None:
             code, message = failed

@@ -17,9 +17,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import marked_for_deletion, without_long_terminating
+    from scaling.kube.drain import without_long_terminating
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
+        NodeRemovalCheck,
+        NodeRemovalCheckInput,
         OrphanCheckInput,
         OrphanObservation,
         RemovalTarget,
@@ -41,10 +43,8 @@ with workflow.unsafe.imports_passed_through():
         data_loss_blockers,
         is_empty,
         plan_from_input,
-        pool_of,
-        still_removable,
     )
-    from scaling.nodes.scale_down_eval import apply_unneeded, compact_candidates
+    from scaling.nodes.scale_down_eval import apply_unneeded, check_node_removal, compact_candidates
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
@@ -247,24 +247,29 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
     if sd is not None:
         await workflow.get_external_workflow_handle(sd.workflow_id).signal(NodeScaleDownWorkflow.remove_now)
         return f"{sd.workflow_id}: timer skipped"
-    obs = await observe(settings.cluster)
-    target = next((n for n in obs.nodes if n.name == node), None)
-    if target is None:
-        raise ApplicationError(f"node {node} does not exist", type="NodeNotFound")
-    if LABEL_GROUP not in target.labels:
-        raise ApplicationError(f"node {node} is not managed by growth (no {LABEL_GROUP} label)", type="NotManaged")
-    leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(state.scale_downs) | {node}
-    check = still_removable(
-        target,
-        obs.pods,
-        obs.pdbs,
-        obs.storage,
-        obs.nodes,
-        groups=obs.groups,
-        in_progress=leaving,
-        settings=loop_settings(settings),
+    check_inp = NodeRemovalCheckInput(
+        cluster=settings.cluster,
+        node=node,
         now=workflow.now().timestamp(),
+        in_progress=sorted(state.scale_downs),
+        settings=loop_settings(settings),
     )
+    if workflow.patched(BOUNDED_SCALE_DOWN):
+        check: NodeRemovalCheck = await workflow.execute_activity(
+            contracts.CHECK_NODE_REMOVAL,
+            check_inp,
+            result_type=NodeRemovalCheck,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=OBSERVE_RETRY,
+        )
+    else:  # runs recorded before the patch: the whole cluster into the history
+        obs = await observe(settings.cluster)
+        check_inp.now, check_inp.in_progress = workflow.now().timestamp(), sorted(state.scale_downs)
+        check = check_node_removal(obs, check_inp)
+    if not check.found:
+        raise ApplicationError(f"node {node} does not exist", type="NodeNotFound")
+    if not check.managed:
+        raise ApplicationError(f"node {node} is not managed by growth (no {LABEL_GROUP} label)", type="NotManaged")
     loses = data_loss_blockers(check.blockers)
     if loses:
         raise ApplicationError("; ".join(str(b) for b in loses), type="WouldLoseData", non_retryable=True)
@@ -272,12 +277,12 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         state.protected_nodes.remove(node)  # an explicit remove wins over an earlier protect
     removal = NodeRemoval(
         name=node,
-        group=target.labels[LABEL_GROUP],
-        pool=pool_of(target),
+        group=check.group or "",
+        pool=check.pool,
         kind=NodeState.UNDERUSED,
         scale_down_at=workflow.now().timestamp(),
     )
-    inp = removal_input(settings, state, removal, target.provider_id)
+    inp = removal_input(settings, state, removal, check.provider_id)
     inp.kind = MANUAL
     return await start_child(settings, state, inp)
 

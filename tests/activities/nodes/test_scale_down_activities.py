@@ -17,6 +17,7 @@ from scaling.nodes.contracts import (
     NodeEvent,
     NodeEventsInput,
     NodeRef,
+    NodeRemovalCheckInput,
     ScaleDownEvaluationInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
@@ -169,6 +170,14 @@ def test_evaluate_plans_beside_the_cluster_and_returns_growth_nodes_only(
     assert ev.not_empty == ["n1"]
     assert (ev.unneeded_started, ev.unneeded_ended) == (["n2"], ["gone"])
     assert (ev.nodes, ev.pods) == (3, 1)
+    # One node's re-check, beside the cluster too.
+    n1 = acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="n1", now=now))
+    assert n1.found and n1.managed and n1.provider_id == "kwok://n1"
+    assert [b.code for b in n1.blockers] == ["NotReplicated"] and n1.pods_to_evict == ["default/web-1"]
+    n2 = acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="n2", now=now, require_empty=True))
+    assert n2.found and n2.blockers == [] and n2.pods_to_evict == []
+    assert not acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="gone", now=now)).found
+    assert not acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="static", now=now)).managed
 
 
 def test_observe_carries_deletion_grace_and_local_volumes(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:

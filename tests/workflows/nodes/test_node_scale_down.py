@@ -28,6 +28,8 @@ from scaling.nodes.contracts import (
     NodeEvent,
     NodeEventsInput,
     NodeRef,
+    NodeRemovalCheck,
+    NodeRemovalCheckInput,
     OrphanCheckInput,
     OrphanObservation,
     ScaleDownEvaluation,
@@ -38,7 +40,7 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
 from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
-from scaling.nodes.scale_down_eval import evaluate_scale_down
+from scaling.nodes.scale_down_eval import check_node_removal, evaluate_scale_down
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.stubs import World
@@ -132,6 +134,11 @@ class DownWorld(World):
             finally:
                 w.observing -= 1
 
+        @activity.defn(name="check_node_removal")
+        async def check(inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
+            w.calls.append(("check", inp.node))
+            return check_node_removal(w.down_obs, inp)
+
         @activity.defn(name="mark_node_for_scale_down")
         async def mark(inp: MarkNodeInput) -> bool:
             w.calls.append(("mark", inp.node))
@@ -175,6 +182,7 @@ class DownWorld(World):
             delete_node,
             observe_scale_down,
             evaluate,
+            check,
             mark,
             unmark,
             cordon,
@@ -239,7 +247,7 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
     assert result.phase == ScaleDownPhase.REMOVED
     # Order matters: marked before cordon, machine deleted before the Node object.
     names = [c for c, n in world.calls if n == "a"]
-    assert names == ["mark", "cordon", "delete-node"]
+    assert names == ["mark", "check", "cordon", "delete-node"]  # re-checked beside the cluster
     assert world.deleted == ["a"]
     assert not any(c == "evict" for c, _ in world.calls)  # DaemonSet pods go with the node
     assert [e.reason for e in world.node_events] == ["ScaleDown", "ScaleDown"]

@@ -188,12 +188,12 @@ async def test_remove_node_waits_for_the_loops_scale_down_step(env: WorkflowEnvi
     await poll(lambda: _true(world.observing == 1))  # the loop's step is evaluating, held
     update = await h.start_update(NodeAutoscalerWorkflow.remove_node, "a", wait_for_stage=WorkflowUpdateStage.ACCEPTED)
     # The task that accepted the update has completed: without the lock it would have scheduled
-    # the update's observe_scale_down beside the loop's evaluate_scale_down.
+    # the update's check_node_removal beside the loop's evaluate_scale_down.
     assert await scheduled(h, "evaluate_scale_down") == 1
-    assert await scheduled(h, "observe_scale_down") == 0
+    assert await scheduled(h, "check_node_removal") == 0
     world.observe_gate.set()
     assert await update.result() == f"{h.id}/scale-down/a"
-    assert await scheduled(h, "observe_scale_down") >= 1
+    assert await scheduled(h, "check_node_removal") >= 1
 
 
 async def _true(value: bool) -> bool:
