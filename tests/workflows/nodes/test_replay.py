@@ -8,6 +8,7 @@ still be open, and they must keep replaying along the patch's old branch."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_histories_from_before_bounded_scale_down_take_the_old_branch() -> None:
             if "activityTaskScheduledEventAttributes" in e
         }
         for p in BEFORE_PATCHES
-        if p.parent.name == "bounded-scale-down"
+        if p.parent.name in ("bounded-scale-down", "bounded-removal-check")
     }
     assert set(names) == {"nodes_NodeAutoscaler", "nodes_NodeScaleDown"}
     assert all("observe_scale_down" in n and "evaluate_scale_down" not in n for n in names.values())
@@ -74,3 +75,23 @@ def test_histories_from_before_bounded_scale_down_take_the_old_branch() -> None:
     }
     assert "evaluate_scale_down" in current["NodeAutoscaler"] and "check_node_removal" in current["NodeScaleDown"]
     assert not any("observe_scale_down" in n for n in current.values())
+
+
+def patches_in(events: list[dict]) -> set[str]:
+    out = set()
+    for e in events:
+        marker = e.get("markerRecordedEventAttributes")
+        if marker and marker.get("markerName") == "core_patch":
+            for payload in marker["details"]["patch-data"]["payloads"]:
+                out.add(json.loads(base64.b64decode(payload["data"]))["id"])
+    return out
+
+
+@pytest.mark.parametrize("path", BEFORE_PATCHES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_history_kept_for_a_patch_predates_it_and_the_current_one_has_it(path: Path) -> None:
+    """before/<patch id>/ holds runs recorded without that patch; the current recording of the
+    same type went through it (so both branches of the patch are replayed)."""
+    old = json.loads(path.read_text())["events"]
+    current = json.loads(node_history_file(path.stem.removeprefix("nodes_")).read_text())["events"]
+    assert path.parent.name not in patches_in(old)
+    assert path.parent.name in patches_in(current)
