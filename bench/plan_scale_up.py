@@ -1,6 +1,8 @@
-"""Benchmark of the scale-up planner: time and cost against the LP lower bound.
+"""Benchmark of the scale-up planner: time and cost against the LP lower bound, and on
+several workload families against what Cluster Autoscaler's price expander and Karpenter
+would buy (bench/baselines.py).
 
-python -m bench.plan_scale_up   (last line is JSON for the 30,000-pod run)
+python -m bench.plan_scale_up   (last line is JSON: the 30,000-pod run, with the families)
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ import json
 import time
 from fractions import Fraction
 
+from bench.baselines import cluster_autoscaler_price, karpenter
 from bench.lp import lp_lower_bound
-from bench.workload import POOL_TYPES, PROVIDER, Workload, workload
+from bench.workload import FAMILIES, POOL_TYPES, PROVIDER, Workload, workload
 from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.planning import plan_scale_up
 
 SIZES = (1_000, 10_000, 30_000)
+FAMILY_PODS = 2_000  # the baselines are simple first-fit simulations: slower than the planner
 
 
 def plan_cost(w: Workload, plan: ScaleUpPlan) -> float:
@@ -58,14 +62,38 @@ def run(size: int) -> dict[str, float | int]:
     }
 
 
+def family(name: str) -> dict[str, float | int | str]:
+    w = workload(FAMILY_PODS, family=name)
+    plan = plan_scale_up(w.pods, w.nodes, [w.group], w.catalogue, [])
+    if plan.problems or sum(sum(n.pods.values()) for n in plan.new_nodes) != FAMILY_PODS:
+        raise SystemExit(f"{name}: plan incomplete")
+    types = [w.catalogue[(PROVIDER, t)] for t in POOL_TYPES]
+    growth, lb = plan_cost(w, plan), cost_lower_bound(w)
+    ca, kp = cluster_autoscaler_price(w.pods, types), karpenter(w.pods, types)
+    return {
+        "family": name,
+        "growth": round(growth / lb, 4),
+        "cluster_autoscaler": round(ca / lb, 4),
+        "karpenter": round(kp / lb, 4),
+    }
+
+
 def main() -> None:
+    fams = [family(name) for name in FAMILIES]
+    print(f"cost / LP lower bound, {FAMILY_PODS} pods per family:")
+    for f in fams:
+        worst = "" if f["growth"] <= min(f["cluster_autoscaler"], f["karpenter"]) else "  <- dearer than a baseline"
+        print(
+            f"  {f['family']:<14} growth={f['growth']:.4f}  cluster-autoscaler(price)={f['cluster_autoscaler']:.4f}"
+            f"  karpenter={f['karpenter']:.4f}{worst}"
+        )
     results = [run(n) for n in SIZES]
     for r in results:
         print(
             f"pods={r['pods']:>6}  plan={r['plan_seconds']:.3f}s  nodes={r['nodes']:>5}  "
             f"cost={r['cost']:.4f}/h  lp_bound={r['cost_lower_bound']:.4f}/h  ratio={r['cost_ratio']:.4f}"
         )
-    print(json.dumps(results[-1]))
+    print(json.dumps({**results[-1], "families": fams}))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,25 @@ SHAPES = (
 )
 
 
+# Workload families (issue 8 item 4): every family's pods, as (name, cpu m, memory MiB, share).
+FAMILIES: dict[str, tuple[tuple[str, int, int, float], ...]] = {
+    "mixed": SHAPES,
+    "uniform-small": (("web", 100, 128, 1.0),),
+    "memory-heavy": (("cache", 250, 4096, 0.6), ("analytics", 500, 8192, 0.4)),
+    "cpu-heavy": (("worker", 2000, 1024, 0.7), ("batch", 4000, 2048, 0.3)),
+    # A few pods near the largest general-purpose type, many small ones: the case where a
+    # per-node choice strands room (growth was 5.7% dearer than CA's price expander here).
+    "few-large": (("huge", 14000, 24576, 0.02), ("api", 500, 512, 0.58), ("web", 100, 128, 0.40)),
+    "spread": (
+        ("s1", 100, 256, 0.2),
+        ("s2", 300, 1024, 0.2),
+        ("s3", 700, 1536, 0.2),
+        ("s4", 1500, 3072, 0.2),
+        ("s5", 3000, 5120, 0.2),
+    ),  # fmt: skip
+}
+
+
 @dataclass
 class Workload:
     group: NodeGroup
@@ -89,11 +108,12 @@ def existing_nodes(catalogue: dict[tuple[str, str], ServerType], count: int = 10
     return nodes
 
 
-def pending_pods(count: int, seed: int = 7) -> list[PodInfo]:
+def pending_pods(count: int, seed: int = 7, family: str = "mixed") -> list[PodInfo]:
+    shapes = FAMILIES[family]
     rng = random.Random(seed)
-    names = [s[0] for s in SHAPES]
-    weights = [s[3] for s in SHAPES]
-    by_name = {s[0]: s for s in SHAPES}
+    names = [s[0] for s in shapes]
+    weights = [s[3] for s in shapes]
+    by_name = {s[0]: s for s in shapes}
     pods = []
     for i, name in enumerate(rng.choices(names, weights=weights, k=count)):
         _, cpu, mem, _ = by_name[name]
@@ -110,11 +130,11 @@ def pending_pods(count: int, seed: int = 7) -> list[PodInfo]:
     return pods
 
 
-def workload(pod_count: int, node_count: int = 1000) -> Workload:
+def workload(pod_count: int, node_count: int = 1000, family: str = "mixed") -> Workload:
     catalogue = catalogue_index(kwok_catalogue(PROVIDER))
     return Workload(
         group=node_group(),
         catalogue=catalogue,
         nodes=existing_nodes(catalogue, node_count),
-        pods=pending_pods(pod_count),
+        pods=pending_pods(pod_count, family=family),
     )

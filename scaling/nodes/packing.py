@@ -212,5 +212,108 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
         for bg in budgets:
             bg.take(repeat)
         result.patterns.append(Pattern(bin=b.key, counts=counts, repeat=repeat, used=used))
+    backfill(result, items, bins)
     result.leftover = {i: n for i, n in enumerate(remaining) if n > 0}
     return result
+
+
+# --- backfill -------------------------------------------------------------------------------
+
+# Nodes fuller than this are never emptied: moving their pods rarely frees a whole node.
+BACKFILL_MAX_FILL = 0.6
+
+
+def _fill_fraction(used: Vec, cap: Vec) -> float:
+    return max(used[0] / cap[0] if cap[0] else 0.0, used[1] / cap[1] if cap[1] else 0.0)
+
+
+@dataclass
+class _Receiver:
+    """A pattern's nodes while a donor's pods are tried on them: some taken (with extras)."""
+
+    pattern: Pattern
+    cap: Vec
+    untouched: int  # nodes of the pattern without extra pods yet
+    taken: list[tuple[dict[int, int], list[int]]] = field(default_factory=list)  # (extra, room)
+
+    def room(self) -> list[int]:
+        u = self.pattern.used
+        return [self.cap[0] - u[0], self.cap[1] - u[1], self.cap[2] - u[2]]
+
+
+def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver]) -> int:
+    """Put up to `n` pods of `item` in the receivers' free room (nodes already taken first,
+    then fresh ones); returns how many did not fit."""
+    for r in receivers:
+        for extra, room in r.taken:
+            k = min(_fits(req, room), n)
+            if k > 0:
+                extra[item] = extra.get(item, 0) + k
+                for d in range(3):
+                    room[d] -= req[d] * k
+                n -= k
+            if n == 0:
+                return 0
+        while r.untouched > 0 and n > 0:
+            room = r.room()
+            k = min(_fits(req, room), n)
+            if k <= 0:
+                break
+            r.untouched -= 1
+            for d in range(3):
+                room[d] -= req[d] * k
+            r.taken.append(({item: k}, room))
+            n -= k
+        if n == 0:
+            return 0
+    return n
+
+
+def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int:
+    """Empty lightly used new nodes into the free room of the others (Karpenter's
+    consolidation, applied to the plan before anything is bought). Returns nodes dropped.
+
+    Donors are taken emptiest first, one node at a time; a donor goes only if every one of
+    its pods finds room on a node that admits it, and nodes that received pods are never
+    emptied afterwards (no cycles)."""
+    cap = {b.key: b.cap for b in bins}
+    order = sorted(
+        range(len(result.patterns)),
+        key=lambda i: (_fill_fraction(result.patterns[i].used, cap[result.patterns[i].bin]), i),
+    )
+    dropped = 0
+    received: set[int] = set()  # ids of patterns that took pods: they stay
+    patterns = result.patterns
+    for di in order:
+        donor = patterns[di]
+        if id(donor) in received or _fill_fraction(donor.used, cap[donor.bin]) > BACKFILL_MAX_FILL:
+            continue
+        while donor.repeat > 0:
+            receivers = [
+                _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
+                for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
+                if p.repeat > 0 and (p is not donor or p.repeat > 1)
+            ]
+            ok = True
+            for item, n in sorted(donor.counts.items(), key=lambda kv: -items[kv[0]].req[0]):
+                allowed = [r for r in receivers if r.pattern.bin in items[item].bins]
+                if _place(items[item].req, n, item, allowed) > 0:
+                    ok = False
+                    break
+            if not ok:
+                break
+            # Commit: the donor loses a node; each taken receiver node becomes its own pattern.
+            donor.repeat -= 1
+            dropped += 1
+            for r in receivers:
+                for extra, room in r.taken:
+                    counts = dict(r.pattern.counts)
+                    for i, k in extra.items():
+                        counts[i] = counts.get(i, 0) + k
+                    used = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
+                    grown = Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=used)
+                    patterns.append(grown)
+                    received.add(id(grown))
+                    r.pattern.repeat -= 1
+    result.patterns = [p for p in patterns if p.repeat > 0]
+    return dropped

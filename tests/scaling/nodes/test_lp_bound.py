@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bench.lp import lp_lower_bound
 from bench.plan_scale_up import run
+from bench.workload import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,7 +66,7 @@ def test_bench_small_size_is_complete_and_within_ten_percent() -> None:
 def test_bench_module_prints_json_last_line() -> None:
     out = (
         subprocess.run(
-            [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.main()"],
+            [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = 200; b.main()"],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -76,5 +77,8 @@ def test_bench_module_prints_json_last_line() -> None:
         .splitlines()
     )
     last = json.loads(out[-1])
-    assert set(last) == {"pods", "plan_seconds", "nodes", "cost", "cost_lower_bound", "cost_ratio"}
+    assert set(last) == {"pods", "plan_seconds", "nodes", "cost", "cost_lower_bound", "cost_ratio", "families"}
     assert last["pods"] == 500 and last["cost_ratio"] >= 1.0
+    # Every family is priced for growth and both baselines, each at or above the LP bound.
+    assert [f["family"] for f in last["families"]] == list(FAMILIES)
+    assert all(min(f["growth"], f["cluster_autoscaler"], f["karpenter"]) >= 1.0 for f in last["families"])

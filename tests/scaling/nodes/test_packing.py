@@ -1,0 +1,65 @@
+from scaling.nodes.packing import Bin, Item, PackResult, Pattern, backfill, pack
+
+BIG = Bin(key="big", cap=(4000, 8000, 110), price=0.02, slots=None)
+SMALL = Bin(key="small", cap=(2000, 4000, 110), price=0.01, slots=None)
+
+
+def plan(*patterns: Pattern) -> PackResult:
+    return PackResult(patterns=list(patterns))
+
+
+def test_a_lightly_used_node_is_emptied_into_the_others_free_room() -> None:
+    items = [Item(req=(1000, 1000, 1), count=6, bins=frozenset({"big"})), Item(req=(500, 500, 1), count=1, bins=frozenset({"big", "small"}))]  # fmt: skip
+    full = Pattern(bin="big", counts={0: 3}, repeat=2, used=(3000, 3000, 3))
+    light = Pattern(bin="small", counts={1: 1}, repeat=1, used=(500, 500, 1))
+    result = plan(full, light)
+    assert backfill(result, items, [BIG, SMALL]) == 1
+    nodes = sorted((p.bin, sorted(p.counts.items()), p.repeat) for p in result.patterns)
+    assert nodes == [("big", [(0, 3)], 1), ("big", [(0, 3), (1, 1)], 1)]
+    # Every pod still has a node, and the plan costs one small node less.
+    placed = {i: sum(p.counts.get(i, 0) * p.repeat for p in result.patterns) for i in range(2)}
+    assert placed == {0: 6, 1: 1}
+
+
+def test_pods_move_only_to_nodes_that_admit_them_and_only_whole_nodes_go() -> None:
+    pinned = Item(req=(500, 500, 1), count=1, bins=frozenset({"small"}))  # its pool admits only "small"
+    items = [Item(req=(1000, 1000, 1), count=3, bins=frozenset({"big"})), pinned]
+    result = plan(Pattern(bin="big", counts={0: 3}, repeat=1, used=(3000, 3000, 3)),
+                  Pattern(bin="small", counts={1: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0 and len(result.patterns) == 2
+    # Two pods on the light node, room for one elsewhere: it stays whole.
+    items = [Item(req=(1000, 1000, 1), count=3, bins=frozenset({"big"})), Item(req=(600, 600, 1), count=2, bins=frozenset({"big", "small"}))]  # fmt: skip
+    result = plan(Pattern(bin="big", counts={0: 3}, repeat=1, used=(3000, 3000, 3)),
+                  Pattern(bin="small", counts={1: 2}, repeat=1, used=(1200, 1200, 2)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0
+    assert sorted(sorted(p.counts.items()) for p in result.patterns) == [[(0, 3)], [(1, 2)]]
+
+
+def test_the_emptiest_node_goes_first_and_a_node_that_took_pods_stays() -> None:
+    items = [Item(req=(1000, 1000, 1), count=2, bins=frozenset({"big", "small"}))]
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(1000, 1000, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(1000, 1000, 1)))  # fmt: skip
+    # The big node is a quarter full, the small one half: the emptiest goes first, into the
+    # small node's room; the small node took pods, so it is never emptied afterwards.
+    assert backfill(result, items, [BIG, SMALL]) == 1
+    assert [(p.bin, p.counts, p.repeat) for p in result.patterns] == [("small", {0: 2}, 1)]
+
+
+def test_pack_places_every_pod_within_each_nodes_capacity() -> None:
+    items = [Item(req=(1500, 3000, 1), count=5, bins=frozenset({"big", "small"})), Item(req=(300, 300, 1), count=7, bins=frozenset({"big", "small"}))]  # fmt: skip
+    result = pack(items, [Bin(key=b.key, cap=b.cap, price=b.price, slots=None) for b in (BIG, SMALL)])
+    assert result.leftover == {}
+    placed = {i: sum(p.counts.get(i, 0) * p.repeat for p in result.patterns) for i in range(2)}
+    assert placed == {0: 5, 1: 7}
+    for p in result.patterns:
+        cap = BIG.cap if p.bin == "big" else SMALL.cap
+        used = [sum(items[i].req[d] * n for i, n in p.counts.items()) for d in range(3)]
+        assert all(u <= c for u, c in zip(used, cap))
+
+
+def test_a_node_fuller_than_the_bound_is_not_emptied() -> None:
+    items = [Item(req=(1300, 1300, 1), count=3, bins=frozenset({"big", "small"}))]
+    # Two-thirds full small node (above BACKFILL_MAX_FILL) and room for it on the big one.
+    result = plan(Pattern(bin="big", counts={0: 2}, repeat=1, used=(2600, 2600, 2)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(1300, 1300, 1)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0
