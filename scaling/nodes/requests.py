@@ -15,9 +15,12 @@ from scaling.nodes.models import (
     LABEL_REQUEST,
     Attempt,
     AttemptResult,
+    NodeGroup,
+    PlannedNode,
     Pool,
     RequestPhase,
 )
+from scaling.nodes.settings import AutoscalerSettings
 
 
 class NodeRequestInput(BaseModel):
@@ -129,3 +132,47 @@ def failure_message(messages: list[str], limit: int = ATTEMPT_MESSAGE_MAX) -> st
     if len(text) > limit:
         text = text[: max(limit - 1, 0)].rstrip() + "\u2026"
     return text
+
+
+# Pods an in-flight record names (for `explain` and progress); its counts cover the rest.
+NAMED_IN_STATE = 2
+
+
+def request_input(
+    request_id: str, planned: PlannedNode, group: NodeGroup, settings: AutoscalerSettings, parent_workflow_id: str
+) -> NodeRequestInput:
+    """The NodeRequest child's input for a planned node."""
+    return NodeRequestInput(
+        id=request_id,
+        cluster=settings.cluster,
+        group=planned.group,
+        group_labels=group.labels,
+        group_taints=group.taints,
+        requirements=planned.requirements,
+        pod_uids=planned.pod_uids,
+        pods=planned.pods,
+        candidates=planned.candidates,
+        readiness_timeout_s=settings.readiness_timeout_s,
+        readiness_poll_s=settings.readiness_poll_s,
+        max_attempts=settings.max_attempts,
+        ttl_s=settings.request_ttl_s,
+        parent_workflow_id=parent_workflow_id,
+        use_search_attributes=settings.use_search_attributes,
+        replan_when_unavailable=True,
+    )
+
+
+def in_flight_record(request_id: str, planned: PlannedNode, started_at: datetime) -> NodeRequestStatus:
+    """What the autoscaler keeps of a request it started, until the request reports."""
+    first = planned.candidates[0]
+    return NodeRequestStatus(
+        id=request_id,
+        group=planned.group,
+        current_pool=first.name,
+        server_type=first.server_type,
+        provider=first.provider,
+        requirements=planned.requirements,
+        pod_uids=planned.pod_uids[:NAMED_IN_STATE],
+        pods=planned.pods,
+        started_at=started_at,
+    )

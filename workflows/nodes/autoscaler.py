@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.observation import event_batches, never_satisfiable_events
     from scaling.nodes.planning import plan_demand
     from scaling.nodes.removals import ScaleDownStatus
-    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, in_flight_record, request_input
     from scaling.nodes.state import (
         REPORTED_PODS_KEPT,
         AutoscalerInput,
@@ -63,8 +63,6 @@ MACHINE_GC_CHILD = "machine-gc-child"
 CONCURRENT_STARTS = "concurrent-child-starts"
 # Runs started before the loop raised pools to their minNodes replay without it.
 ENFORCE_MIN_NODES = "enforce-min-nodes"
-# Pods an in-flight record names (for `explain` and progress); its counts cover the rest.
-NAMED_IN_STATE = 2
 # Runs whose observations carried every pending pod and node replay by aggregating them here.
 AGGREGATED_DEMAND = "aggregated-demand"
 
@@ -372,36 +370,8 @@ class NodeAutoscalerWorkflow:
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
         request_id = f"{autoscaler_id(settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
-        first = planned.candidates[0]
-        inp = NodeRequestInput(
-            id=request_id,
-            cluster=settings.cluster,
-            group=planned.group,
-            group_labels=group.labels,
-            group_taints=group.taints,
-            requirements=planned.requirements,
-            pod_uids=planned.pod_uids,
-            pods=planned.pods,
-            candidates=planned.candidates,
-            readiness_timeout_s=settings.readiness_timeout_s,
-            readiness_poll_s=settings.readiness_poll_s,
-            max_attempts=settings.max_attempts,
-            ttl_s=settings.request_ttl_s,
-            parent_workflow_id=workflow.info().workflow_id,
-            use_search_attributes=settings.use_search_attributes,
-            replan_when_unavailable=True,
-        )
-        self.state.in_flight[request_id] = NodeRequestStatus(
-            id=request_id,
-            group=planned.group,
-            current_pool=first.name,
-            server_type=first.server_type,
-            provider=first.provider,
-            requirements=planned.requirements,
-            pod_uids=planned.pod_uids[:NAMED_IN_STATE],
-            pods=planned.pods,
-            started_at=workflow.now(),
-        )
+        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id)
+        self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
         return inp
 
     async def _start_request(self, inp: NodeRequestInput) -> None:

@@ -14,7 +14,7 @@ from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Attempt, AttemptResult
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.observation import event_batches
 from scaling.nodes.planning import plan_demand
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.requests import NodeRequestStatus, in_flight_record, request_input
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
     RECENT_REQUESTS_KEPT,
@@ -23,7 +23,6 @@ from scaling.nodes.state import (
     in_flight_for_planner,
     record_request_update,
 )
-from workflows.nodes.autoscaler import NAMED_IN_STATE
 
 LIMIT = 256 * 1024
 GI = 2**30
@@ -113,28 +112,9 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
     assert len(plan.new_nodes) > len(requested) == settings.max_requests_in_flight
     for i, planned in enumerate(requested):
         rid = f"nodes/big/request/{i:06d}-abcd"
-        inp = NodeRequestInput(
-            id=rid,
-            cluster="big",
-            group=planned.group,
-            requirements=planned.requirements,
-            pod_uids=planned.pod_uids,
-            pods=planned.pods,
-            candidates=planned.candidates,
-        )
+        inp = request_input(rid, planned, groups[0], settings, "nodes/big")
         biggest_input = max(biggest_input, size(inp))
-        first = planned.candidates[0]
-        record = NodeRequestStatus(
-            id=rid,
-            group=planned.group,
-            current_pool=first.name,
-            server_type=first.server_type,
-            provider=first.provider,
-            requirements=planned.requirements,
-            pod_uids=planned.pod_uids[:NAMED_IN_STATE],
-            pods=planned.pods,
-            started_at=datetime.now(UTC),
-        )
+        record = in_flight_record(rid, planned, datetime.now(UTC))
         state.in_flight[rid] = record
         # What a request signals: its status without its pods (the autoscaler kept them).
         signal = record.model_copy(update={"pod_uids": [], "pods": {}})
