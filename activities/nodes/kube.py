@@ -85,10 +85,31 @@ class KubeActivities:
         else:
             groups, problems = load_node_groups(self._node_group_objects(cluster), self.known_providers)
         infos = [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes]
+        # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread).
+        node_pods = (
+            {
+                name: [
+                    (
+                        (p.get("metadata") or {}).get("namespace") or "default",
+                        (p.get("metadata") or {}).get("labels") or {},
+                    )
+                    for p in on_node
+                    if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
+                ]
+                for name, on_node in by_node.items()
+            }
+            if any(p.spreads for p in unschedulable)
+            else {}
+        )
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
             demand=observe_demand(
-                unschedulable, infos, virtual=headroom_pods(groups), sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES
+                unschedulable,
+                infos,
+                virtual=headroom_pods(groups),
+                sample=SHAPE_SAMPLE,
+                max_shapes=MAX_SHAPES,
+                node_pods=node_pods,
             ),
             groups=groups,
             invalid_groups=problems,

@@ -21,6 +21,12 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 
 LABEL_OS = "kubernetes.io/os"
+
+
+LABEL_REGION = "topology.kubernetes.io/region"
+
+
+LABEL_ZONE = "topology.kubernetes.io/zone"
 # Every node growth creates runs Linux (the kubelet sets this label; planned nodes carry it too).
 NODE_OS = "linux"
 
@@ -84,6 +90,24 @@ class NodeSelectorTerm(BaseModel):
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
+class PodSpread(BaseModel):
+    """A per-node limit on pods matching a selector, from required pod anti-affinity or a
+    DoNotSchedule topology spread constraint, both with topologyKey kubernetes.io/hostname
+    (scaling.kube.affinity.pod_spreads builds it).
+
+    The pod fits a node where fewer than `limit` pods matching the selector (in `namespaces`;
+    empty = every namespace) run. `counts_self`: the pod matches its own selector, so each one
+    placed counts too, and a new node takes at most `limit` of them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()  # In, NotIn, Exists, DoesNotExist
+    namespaces: tuple[str, ...] = ()
+    limit: int = 1
+    counts_self: bool = True
+
+
 class PodInfo(BaseModel):
     """What growth needs to know about one pod (built from the API object by scaling.kube.pods)."""
 
@@ -95,6 +119,7 @@ class PodInfo(BaseModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)  # required terms, ORed
+    spreads: list[PodSpread] = Field(default_factory=list)  # per-node limits (hostname anti-affinity, spread)
     requests: Resources = Resources(pods=1)
     node_name: str | None = None
     phase: str = "Pending"

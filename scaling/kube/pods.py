@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scaling.kube.affinity import required_node_affinity
+from scaling.kube.affinity import pod_spreads, required_node_affinity
 from scaling.kube.models import PodInfo, Resources, Toleration
 from scaling.kube.quantity import cpu_millis, memory_bytes
 
@@ -188,6 +188,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
         node_affinity=required_node_affinity(spec),
+        spreads=pod_spreads(meta, spec),
         requests=pod_demand(pod),
         node_name=spec.get("nodeName") or None,
         phase=status.get("phase") or "Pending",

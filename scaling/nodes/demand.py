@@ -1,8 +1,9 @@
 """Pending demand, aggregated so that what crosses history does not grow with the cluster.
 
 The observer groups unschedulable pods into shapes (identical requests, nodeSelector,
-tolerations and required node affinity: everything the planner reads), settles the pods that
-fit the free room of Ready nodes (the scheduler will place them), and counts nodes per
+tolerations, required node affinity and per-node limits from hostname anti-affinity or spread:
+everything the planner reads, never the pods' labels), settles the pods that fit the free room
+of Ready nodes (the scheduler will place them), and counts nodes per
 (group, pool, instance type). A shape keeps its count and a bounded sample of its pods (for
 events, problems and explanations); 30,000 replicas of one Deployment cost one shape.
 """
@@ -12,11 +13,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
+from scaling.kube.affinity import spread_room
+from scaling.kube.models import (
+    LABEL_INSTANCE_TYPE,
+    NodeInfo,
+    NodeSelectorTerm,
+    PodInfo,
+    PodSpread,
+    Resources,
+    Toleration,
+)
 from scaling.kube.pods import counts_as_demand
 from scaling.nodes.matching import labels_admit, tolerates
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
@@ -41,6 +51,7 @@ class PodShape(BaseModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
+    spreads: list[PodSpread] = Field(default_factory=list)  # per-node limits (PodInfo.spreads)
     count: int
     pods: list[PodRef] = Field(default_factory=list)  # the first `count` pods, or a sample of them
 
@@ -69,16 +80,19 @@ class PendingDemand(BaseModel):
 
 
 def demand_key(pod: PodInfo) -> str:
-    """The shape a pending pod belongs to: a digest of everything the planner reads."""
-    blob = json.dumps(
-        [
-            pod.requests.model_dump(),
-            sorted(pod.node_selector.items()),
-            [t.model_dump() for t in pod.tolerations],
-            [t.model_dump() for t in pod.node_affinity],
-        ],
-        sort_keys=True,
-    )
+    """The shape a pending pod belongs to: a digest of everything the planner reads.
+
+    Per-node limits join the digest only when the pod has some, so every other pod keeps the
+    key it had before they were read (keys live in recorded histories and in-flight requests)."""
+    parts: list = [
+        pod.requests.model_dump(),
+        sorted(pod.node_selector.items()),
+        [t.model_dump() for t in pod.tolerations],
+        [t.model_dump() for t in pod.node_affinity],
+    ]
+    if pod.spreads:
+        parts.append([s.model_dump() for s in pod.spreads])
+    blob = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -102,6 +116,7 @@ def aggregate_demand(pods: Sequence[PodInfo]) -> list[PodShape]:
                 node_selector=p.node_selector,
                 tolerations=p.tolerations,
                 node_affinity=p.node_affinity,
+                spreads=p.spreads,
                 count=0,
             )
         s.count += 1
@@ -134,17 +149,30 @@ def fit_count(req: tuple[int, int, int], room: Sequence[int]) -> int:
     return max(n or 0, 0)
 
 
-def settle_on_existing(shapes: list[PodShape], nodes: Sequence[NodeInfo]) -> list[PodRef]:
+NodePods = Mapping[str, Sequence[tuple[str, Mapping[str, str]]]]  # node -> (namespace, labels) of its pods
+
+
+def settle_on_existing(
+    shapes: list[PodShape], nodes: Sequence[NodeInfo], node_pods: NodePods | None = None
+) -> list[PodRef]:
     """Pods that fit the free room of Ready, schedulable nodes are left to the scheduler:
-    their shapes' counts drop (largest shapes first); returns the pods settled."""
+    their shapes' counts drop (largest shapes first); returns the pods settled.
+
+    A shape with per-node limits (hostname anti-affinity, spread) settles on a node only as far
+    as the pods already running there allow, which needs `node_pods`; without them such
+    shapes never settle (conservative: a new node is planned rather than a pod left pending)."""
     free: list[tuple[NodeInfo, list[int]]] = []
     for n in nodes:
         room = list(_vec(n.allocatable - n.requested))
         # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
         if n.ready and not n.unschedulable and min(room) > 0:
             free.append((n, room))
+    # Pods settled in this pass that count against a per-node limit: node -> limit -> pods.
+    placed: dict[str, Counter[PodSpread]] = {}
     settled: list[PodRef] = []
     for s in shapes:
+        if s.spreads and node_pods is None:
+            continue
         req = _vec(s.requests)
         for node, room in free:
             if s.count == 0:
@@ -157,6 +185,16 @@ def settle_on_existing(shapes: list[PodShape], nodes: Sequence[NodeInfo]) -> lis
                 and tolerates(s.tolerations, node.taints)
             ):
                 continue
+            if s.spreads:
+                assert node_pods is not None
+                extra = placed.setdefault(node.name, Counter())
+                limit = spread_room(s.spreads, node_pods.get(node.name, ()), extra)
+                n = n if limit is None else min(n, limit)
+                if n <= 0:
+                    continue
+                for t in s.spreads:
+                    if t.counts_self:
+                        extra[t] += n
             for r in range(3):
                 room[r] -= req[r] * n
             s.count -= n
@@ -172,13 +210,15 @@ def observe_demand(
     virtual: Sequence[PodInfo] = (),
     sample: int | None = None,
     max_shapes: int | None = None,
+    node_pods: NodePods | None = None,
 ) -> PendingDemand:
     """What the planner needs of the pods and nodes: shapes after settling, counts of nodes.
 
     `virtual` pods (a group's headroom) are planned like pending pods but are not pods: each is
     a shape of its own keyed by its uid, always named, never deferred, and left out of the
     counts. `sample` bounds the pods named per shape, `max_shapes` the shapes (the observer's
-    bounds; in-process callers pass neither and keep every pod)."""
+    bounds; in-process callers pass neither and keep every pod). `node_pods`: the pods running
+    on each node, for per-node limits (settle_on_existing)."""
     shapes = aggregate_demand(pods)
     unschedulable = sum(s.count for s in shapes)
     virtual_keys = {p.uid for p in virtual}
@@ -195,7 +235,7 @@ def observe_demand(
             )
         )
     shapes.sort(key=_size)  # stable: virtual shapes after real ones of the same size
-    settled = [p for p in settle_on_existing(shapes, nodes) if p.uid not in virtual_keys]
+    settled = [p for p in settle_on_existing(shapes, nodes, node_pods) if p.uid not in virtual_keys]
     shapes = [s for s in shapes if s.count > 0]
     real = [s for s in shapes if s.key not in virtual_keys]
     deferred = 0

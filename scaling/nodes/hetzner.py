@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from scaling.kube.models import Resources
+from scaling.kube.models import LABEL_REGION, Resources
 from scaling.nodes.models import ServerType
 
 PROVIDER = "hetzner"
@@ -147,3 +147,16 @@ def unusable_reason(
     if hourly_price(data, locations) is None and data.get("prices"):
         return f"not priced in configured locations {', '.join(locations)}"
     return None
+
+
+def pool_locations(config: dict[str, Any]) -> list[str]:
+    """The locations a pool's config names (`locations` or `location`); [] = the worker's default."""
+    locs = config.get("locations") or config.get("location") or []
+    return [locs] if isinstance(locs, str) else [str(x) for x in locs]
+
+
+def topology_labels(location: str) -> dict[str, str]:
+    """The topology labels of a node in `location`, as hcloud-cloud-controller-manager sets
+    them: region = the location (fsn1). Its zone is the datacenter (fsn1-dc14), which only the
+    created server knows, so growth leaves the zone label to the cloud controller manager."""
+    return {LABEL_REGION: location}

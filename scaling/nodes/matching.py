@@ -1,8 +1,16 @@
 """Which pods may land on which nodes: taints/tolerations, nodeSelector, node groups.
 
 A node growth creates carries the group's labels plus its own (group, pool, instance type,
-arch, os); `node_labels_for` is the one place that set is defined, so the planner's idea of a
-future node and the node the provider creates agree.
+arch, os, topology); `node_labels_for` is the one place that set is defined, so the planner's
+idea of a future node and the node the provider creates agree.
+
+Topology (`pool_topology`): a KWOK pool's nodes carry topology.kubernetes.io/region and zone
+from its config (`region`, `zone`; defaults "kwok" and "kwok-a"). A Hetzner node's region is
+its location (fsn1), as hcloud-cloud-controller-manager labels it; the planner knows it only
+when the pool's config names exactly one location (with several, the provider picks at create
+time). The zone (the datacenter, e.g. fsn1-dc14) is the cloud controller manager's to set.
+kubernetes.io/hostname is the node's name, unknown before it exists: a planned node has none,
+so a pod selecting a hostname matches existing nodes only.
 """
 
 from __future__ import annotations
@@ -14,12 +22,15 @@ from scaling.kube.models import (
     LABEL_ARCH,
     LABEL_INSTANCE_TYPE,
     LABEL_OS,
+    LABEL_REGION,
+    LABEL_ZONE,
     NODE_OS,
     NodeSelectorTerm,
     PodInfo,
     Taint,
     Toleration,
 )
+from scaling.nodes import hetzner
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 
@@ -59,9 +70,27 @@ def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterabl
     return labels_admit(pod.node_selector, pod.node_affinity, labels, node_name) and tolerates(pod.tolerations, taints)
 
 
+KWOK_REGION = "kwok"
+KWOK_ZONE = "kwok-a"
+
+
+def pool_topology(pool: Pool) -> dict[str, str]:
+    """The topology labels every node of `pool` carries (those known before it is created)."""
+    if pool.provider == "kwok":
+        return {
+            LABEL_REGION: str(pool.config.get("region") or KWOK_REGION),
+            LABEL_ZONE: str(pool.config.get("zone") or KWOK_ZONE),
+        }
+    if pool.provider == hetzner.PROVIDER:
+        locations = hetzner.pool_locations(pool.config)
+        return hetzner.topology_labels(locations[0]) if len(locations) == 1 else {}
+    return {}
+
+
 def node_labels_for(group: NodeGroup, pool: Pool, server_type: ServerType | None) -> dict[str, str]:
     """The labels a node of `pool` will carry; arch only when the type is known."""
     labels = dict(group.labels)
+    labels.update(pool_topology(pool))
     labels[LABEL_OS] = NODE_OS
     labels[LABEL_GROUP] = group.name
     labels[LABEL_POOL] = pool.name

@@ -34,11 +34,13 @@ class Bin:
 
 @dataclass
 class Item:
-    """Identical pods: `count` of them, each needing `req`, allowed on the bins in `bins`."""
+    """Identical pods: `count` of them, each needing `req`, allowed on the bins in `bins`,
+    at most `per_node` on one node (None: as many as fit)."""
 
     req: Vec
     count: int
     bins: frozenset[str]
+    per_node: int | None = None
 
 
 @dataclass
@@ -76,6 +78,12 @@ def _fits(req: Vec, room: Sequence[int]) -> int:
     return 0 if n is None else n
 
 
+def _per_node(item: Item, cap: Vec) -> int:
+    """How many of the item's pods one node of `cap` holds (its per-node cap included)."""
+    n = _fits(item.req, cap)
+    return n if item.per_node is None else min(n, item.per_node)
+
+
 _BIG = 1 << 62
 
 
@@ -98,7 +106,8 @@ def _fill(
     w1 = weights[1] / (c1 * c1) if c1 else 0.0
     w2 = weights[2] / (c2 * c2) if c2 else 0.0
     reqs = {i: items[i].req for i in live}
-    left = {i: remaining[i] for i in live}
+    # What may still go on this node: the pods left, and no more than the item's per-node cap.
+    left = {i: remaining[i] if items[i].per_node is None else min(remaining[i], items[i].per_node) for i in live}
     while live:
         best = -1
         best_score = -1.0
@@ -157,12 +166,12 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
     # Static facts, computed once: which items each bin admits and holds, and each item's
     # standalone price per bin (price / how many fit), cheapest first.
     holds: dict[str, list[int]] = {
-        b.key: [i for i, it in enumerate(items) if b.key in it.bins and _fits(it.req, b.cap) > 0] for b in bins
+        b.key: [i for i, it in enumerate(items) if b.key in it.bins and _per_node(it, b.cap) > 0] for b in bins
     }
     share_prices: list[list[tuple[float, str]]] = [[] for _ in items]
     for b in bins:
         for i in holds[b.key]:
-            share = 1 / _fits(items[i].req, b.cap)  # whole pods: a pod too big for two pays the node
+            share = 1 / _per_node(items[i], b.cap)  # whole pods: a pod too big for two pays the node
             share_prices[i].append((b.price * share, b.key))
     for sp in share_prices:
         sp.sort()

@@ -8,6 +8,8 @@ cost what a dozen do:
   c. the rest are matched to exactly one node group (ambiguity and no match are problems);
   d. per group, pods go to the highest-priority tier with a type that can hold them, packed
      at least cost (scaling.nodes.packing) within per-pool, per-group and cluster node limits;
+     a shape with hostname anti-affinity or spread puts at most its limit on each new node
+     (limits across shapes, e.g. two Deployments selecting each other, are not modelled);
   e. pods no type of any matching pool can hold are NeverSatisfiable; pods left over when
      limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could).
 
@@ -21,6 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 from scaling.kube.quantity import format_cpu, format_memory
 from scaling.nodes.demand import NodeTally, PendingDemand, PodRef, PodShape, fit_count, observe_demand
@@ -51,6 +54,7 @@ class _Shape:
     node_affinity: tuple[NodeSelectorTerm, ...]
     count: int
     pods: list[PodRef]  # the first pods of the shape (all of them in-process, a sample observed)
+    cap: int | None = None  # at most this many per new node (hostname anti-affinity, spread)
     taken: int = 0  # pods at the front already placed or reported
     eligible: dict[str, list[Pool]] = field(default_factory=dict)  # group -> pools admitting it
 
@@ -84,6 +88,7 @@ def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
             node_affinity=tuple(d.node_affinity),
             count=d.count,
             pods=list(d.pods),
+            cap=per_node_cap(d.spreads),
         )
         for d in demand
         if d.count > 0
@@ -194,6 +199,8 @@ def _covered_in_flight(
         room = list(_vec(stype.allocatable - r.requirements))
         for s in shapes:
             n = min(fit_count(s.req, room), s.left)
+            if s.cap is not None:  # its node holds the pods it was made for, and takes cap in all
+                n = min(n, s.cap - r.pods.get(s.key, 0))
             if n <= 0 or not s.admits(labels, group.taints):
                 continue
             for i in range(3):
@@ -232,9 +239,16 @@ def plan_scale_up(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
 ) -> ScaleUpPlan:
-    """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand."""
+    """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
+
+    `pods` bound to a node (node_name set) tell which nodes already run pods that a pending
+    pod's anti-affinity or spread counts."""
+    node_pods: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
+    for p in pods:
+        if p.node_name:
+            node_pods[p.node_name].append((p.namespace, p.labels))
     return plan_demand(
-        observe_demand(pods, nodes),
+        observe_demand(pods, nodes, node_pods=node_pods),
         groups,
         catalogue,
         in_flight,
@@ -322,7 +336,7 @@ def plan_demand(
                     b.key in names and (b.slots is None or b.slots > 0) and fit_count(s.req, list(b.cap)) > 0
                     for b in tier_bins
                 ):
-                    items.append(Item(req=s.req, count=s.left, bins=names))
+                    items.append(Item(req=s.req, count=s.left, bins=names, per_node=s.cap))
                     owners.append(s)
             if not items:
                 continue

@@ -44,7 +44,14 @@ from activities.nodes.providers.cloudinit import render_user_data
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
-from scaling.nodes.hetzner import ErrorDecision, decide_error, server_type_from_api, unusable_reason
+from scaling.nodes.hetzner import (
+    ErrorDecision,
+    decide_error,
+    pool_locations,
+    server_type_from_api,
+    topology_labels,
+    unusable_reason,
+)
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
 
 LABEL_ATTEMPT = "growth.autoscaling.dev/attempt"
@@ -304,8 +311,7 @@ class HetznerProvider:
         return fresh
 
     def _locations_for(self, config: dict[str, Any]) -> list[str]:
-        locs = config.get("locations") or config.get("location") or self.settings.locations
-        return [locs] if isinstance(locs, str) else [str(x) for x in locs]
+        return pool_locations(config) or list(self.settings.locations)
 
     async def server_types(self) -> list[ServerType]:
         """Usable server types (allocatable after the system reserve, hourly net price in the
@@ -366,8 +372,10 @@ class HetznerProvider:
             )
         return token, endpoint, os.environ.get(s.ca_cert_hash_env, "").strip()
 
-    def _node_labels(self, inp: CreateNodeInput, st: ServerType | None) -> dict[str, str]:
+    def _node_labels(self, inp: CreateNodeInput, st: ServerType | None, location: str = "") -> dict[str, str]:
         labels = {k: label_value(v) for k, v in inp.labels.items()}
+        if location:  # the region label the cloud controller manager would set (fsn1)
+            labels.update(topology_labels(location))
         labels.setdefault(LABEL_CLUSTER, label_value(inp.cluster))
         labels.setdefault(LABEL_GROUP, label_value(inp.pool.group))
         labels.setdefault(LABEL_POOL, label_value(inp.pool.name))
@@ -408,20 +416,22 @@ class HetznerProvider:
             st = server_type_from_api(cat.types[type_name], locations, self.settings.system_reserve)
 
         join_token, join_endpoint, ca_hash = self._join_secrets()
-        user_data = render_user_data(
-            cluster=inp.cluster,
-            node_name=name,
-            join_endpoint=join_endpoint,
-            join_token=join_token,
-            ca_cert_hash=ca_hash,
-            labels=self._node_labels(inp, st),
-            taints=inp.taints,
-        )
+
+        def user_data(location: str) -> str:  # the node registers labelled with its location
+            return render_user_data(
+                cluster=inp.cluster,
+                node_name=name,
+                join_endpoint=join_endpoint,
+                join_token=join_token,
+                ca_cert_hash=ca_hash,
+                labels=self._node_labels(inp, st, location),
+                taints=inp.taints,
+            )
+
         kwargs: dict[str, Any] = {
             "name": name,
             "server_type": HServerType(name=type_name),
             "image": Image(name=str(config.get("image") or self.settings.image)),
-            "user_data": user_data,
             "labels": labels,
             "start_after_create": True,
         }
@@ -440,7 +450,9 @@ class HetznerProvider:
         for location in locations:
             try:
                 response = await self._call(
-                    lambda c, loc=location: c.servers.create(location=Location(name=loc), **kwargs)
+                    lambda c, loc=location: c.servers.create(
+                        location=Location(name=loc), user_data=user_data(loc), **kwargs
+                    )
                 )
                 return self._created(response.server, f"created in {location}")
             except APIException as exc:

@@ -3,6 +3,10 @@
 Settings (providers.kwok in the worker config):
   capacity: {"<pool name>": <max nodes>}   how many nodes a pool may have before it reports
                                             no capacity, so fallback can be shown and tested
+
+A node carries what a kubelet and cloud controller manager would set: kubernetes.io/hostname
+(its name), os, arch, instance type, and topology.kubernetes.io/region and zone from the pool's
+config (`region`, `zone`; scaling.nodes.matching.pool_topology).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from activities.kube.client import ClusterClients, cluster_clients, raw_list
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_OS, NODE_OS
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
+from scaling.nodes.matching import pool_topology
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -78,6 +83,7 @@ class KwokProvider:
             LABEL_ARCH: stype.arch,
             LABEL_OS: NODE_OS,
             LABEL_HOSTNAME: name,
+            **pool_topology(pool),  # region and zone, as the planner expects them
             "type": "kwok",
         }
         body = {

@@ -91,6 +91,7 @@ async def test_create_names_labels_and_user_data(hz: FakeHetzner, secrets: Path)
     assert token == JOIN
     assert node_labels["team"] == "data"
     assert node_labels["kubernetes.io/arch"] == "arm64"
+    assert node_labels["topology.kubernetes.io/region"] == "fsn1"  # the location, as hcloud's CCM sets it
     assert node_labels[LABEL_REQUEST] == request_key("nodes/prod/request/r1")
     assert taints == [{"key": "dedicated", "value": "data", "effect": "NoSchedule"}]
     assert JOIN not in str(req(pool("cax11")).model_dump())
@@ -103,6 +104,9 @@ async def test_resource_unavailable_falls_back_across_locations(hz: FakeHetzner,
     result = await provider.create_node(req(pool()))
     assert result.outcome == "created"
     assert hz.servers()[0]["location"]["name"] == "hel1"
+    # The node registers labelled with the location it was created in, not the first tried.
+    _, node_labels, _ = parse_kubelet_user_data(hz.server_user_data(hz.servers()[0]["id"]))
+    assert node_labels["topology.kubernetes.io/region"] == "hel1"
 
 
 async def test_no_capacity_anywhere_reports_no_capacity(hz: FakeHetzner, secrets: Path) -> None:

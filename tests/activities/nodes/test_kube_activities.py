@@ -15,6 +15,8 @@ from activities.kube.client import api_client
 from activities.nodes.kube import KubeActivities
 from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings, load_settings
+from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.contracts import (
     CreateNodeInput,
     DeleteNodeInput,
@@ -24,7 +26,10 @@ from scaling.nodes.contracts import (
     PodEventsInput,
     WaitReadyInput,
 )
+from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool
+from scaling.nodes.nodegroups import flatten_pools, parse_node_group
+from scaling.nodes.requests import request_labels
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
 from tests.sim.conftest import eventually
@@ -63,6 +68,29 @@ async def test_kwok_create_is_idempotent_per_request_attempt(api: client.ApiClie
     assert node.spec.provider_id == f"kwok://{first.node_name}"
     other = await provider.create_node(inp.model_copy(update={"attempt": 1}))
     assert other.node_name != first.node_name
+
+
+async def test_kwok_nodes_carry_the_labels_the_planner_expects(api: client.ApiClient) -> None:
+    group = parse_node_group(
+        {
+            "metadata": {"name": "general"},
+            "spec": {
+                "labels": {"team": "a"},
+                "pools": [{"provider": "kwok", "serverType": "cax21", "priority": 10, "config": {"zone": "kwok-b"}}],
+            },
+        },
+        {"kwok"},
+    )
+    (arm,) = flatten_pools(group)
+    labels = {**group.labels, **request_labels("c1", group.name, arm, "r9")}  # as NodeRequest passes them
+    created = await KwokProvider(api).create_node(
+        CreateNodeInput(cluster="c1", request_id="r9", attempt=0, pool=arm, labels=labels)
+    )
+    labels = client.CoreV1Api(api).read_node(created.node_name).metadata.labels
+    expected = node_labels_for(group, arm, catalogue_index(kwok_catalogue())[("kwok", "cax21")])
+    assert {k: labels.get(k) for k in expected} == expected
+    assert labels[LABEL_HOSTNAME] == created.node_name
+    assert (labels[LABEL_REGION], labels[LABEL_ZONE], labels[LABEL_ARCH]) == ("kwok", "kwok-b", "arm64")
 
 
 async def test_kwok_capacity_limit_reports_no_capacity(api: client.ApiClient) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scaling.kube.affinity import node_affinity_matches, required_node_affinity
+from scaling.kube.affinity import node_affinity_matches, per_node_cap, required_node_affinity, spread_room
 from scaling.kube.models import NodeSelectorRequirement, NodeSelectorTerm
 from scaling.kube.pods import pod_info
 
@@ -82,3 +82,59 @@ def test_parsed_from_the_pod_spec() -> None:
         term(("disk", "Exists", ())),
     ]
     assert required_node_affinity({}) == []
+
+
+def _pod(spec: dict, labels: dict | None = None, namespace: str = "web") -> dict:
+    return {
+        "metadata": {"name": "p", "namespace": namespace, "uid": "u", "labels": labels or {"app": "web"}},
+        "spec": {"containers": [{"name": "c"}], **spec},
+    }
+
+
+def _anti(selector: dict | None, key: str = "kubernetes.io/hostname", **extra: object) -> dict:
+    term = {"topologyKey": key, **extra}
+    if selector is not None:
+        term["labelSelector"] = selector
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def test_hostname_anti_affinity_on_its_own_labels_is_one_per_node() -> None:
+    (s,) = pod_info(_pod(_anti({"matchLabels": {"app": "web"}}))).spreads
+    assert (s.limit, s.counts_self, s.namespaces, s.match_labels) == (1, True, ("web",), (("app", "web"),))
+    assert per_node_cap([s]) == 1
+    assert spread_room([s], []) == 1
+    assert spread_room([s], [("web", {"app": "web"})]) == 0
+    assert spread_room([s], [("other", {"app": "web"})]) == 1  # another namespace does not count
+    # Against other pods only: a node without them takes any number, a new node is no limit.
+    (other,) = pod_info(_pod(_anti({"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]}))).spreads
+    assert not other.counts_self and per_node_cap([other]) is None
+    assert spread_room([other], [("web", {"app": "web"})]) is None
+    assert spread_room([other], [("web", {"app": "db"})]) == 0
+    # matchLabelKeys folds the pod's own values in; a namespaceSelector reads as every namespace.
+    (keyed,) = pod_info(
+        _pod(_anti({}, matchLabelKeys=["pod-template-hash"]), labels={"app": "web", "pod-template-hash": "h1"})
+    ).spreads
+    assert keyed.match_labels == (("pod-template-hash", "h1"),)
+    (wide,) = pod_info(_pod(_anti({"matchLabels": {"app": "web"}}, namespaceSelector={}))).spreads
+    assert wide.namespaces == () and spread_room([wide], [("other", {"app": "web"})]) == 0
+
+
+def test_terms_growth_does_not_read_set_no_limit() -> None:
+    assert pod_info(_pod(_anti({"matchLabels": {"app": "web"}}, key="topology.kubernetes.io/zone"))).spreads == []
+    assert pod_info(_pod(_anti(None))).spreads == []  # a null selector selects no pod
+    soft = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
+    soft["labelSelector"] = {"matchLabels": {"app": "web"}}
+    assert pod_info(_pod({"topologySpreadConstraints": [soft]})).spreads == []
+    assert pod_info(_pod({})).spreads == []
+
+
+def test_hostname_spread_is_max_skew_per_node() -> None:
+    c = {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}
+    (s,) = pod_info(_pod({"topologySpreadConstraints": [{**c, "whenUnsatisfiable": "DoNotSchedule"}]})).spreads
+    assert (s.limit, s.counts_self, per_node_cap([s])) == (2, True, 2)
+    assert spread_room([s], [("web", {"app": "web"})]) == 1
+    # Not selecting itself: the node may hold up to maxSkew of the others (skew vs an empty node).
+    (o,) = pod_info(_pod({"topologySpreadConstraints": [c]}, labels={"app": "api"})).spreads
+    assert (o.limit, o.counts_self) == (3, False)
+    assert spread_room([o], [("web", {"app": "web"})] * 2) is None
+    assert spread_room([o], [("web", {"app": "web"})] * 3) == 0

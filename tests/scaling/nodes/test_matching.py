@@ -1,6 +1,19 @@
-from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, LABEL_OS, PodInfo, Taint, Toleration
+from scaling.kube.models import (
+    LABEL_ARCH,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_OS,
+    LABEL_REGION,
+    LABEL_ZONE,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodInfo,
+    Taint,
+    Toleration,
+)
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.matching import (
+    eligible_pools,
     match_pods_to_groups,
     node_labels_for,
     pod_fits_node_shape,
@@ -63,7 +76,59 @@ def test_node_labels_include_growth_labels_and_arch() -> None:
         LABEL_INSTANCE_TYPE: "cax11",
         LABEL_ARCH: "arm64",
         LABEL_OS: "linux",
+        LABEL_REGION: "kwok",
+        LABEL_ZONE: "kwok-a",
     }
+
+
+def hetzner_group(config: dict) -> object:
+    return parse_node_group(
+        {
+            "metadata": {"name": "h"},
+            "spec": {"pools": [{"provider": "hetzner", "serverType": "cx22", "priority": 1, "config": config}]},
+        },
+        {"hetzner"},
+    )
+
+
+def test_topology_labels_per_provider() -> None:
+    # KWOK: the pool's config, or the defaults; a group label cannot override them.
+    g = group("g", ["cx22"], labels={LABEL_ZONE: "mine"})
+    g.pools[0].config.update({"region": "r1", "zone": "r1-b"})
+    labels = node_labels_for(g, flatten_pools(g)[0], None)
+    assert (labels[LABEL_REGION], labels[LABEL_ZONE]) == ("r1", "r1-b")
+    # Hetzner: the region is the location (as hcloud's cloud controller manager sets it), known
+    # only when the pool names one; the zone (datacenter) never before creation.
+    one = hetzner_group({"locations": ["nbg1"]})
+    assert node_labels_for(one, flatten_pools(one)[0], None)[LABEL_REGION] == "nbg1"
+    assert LABEL_ZONE not in node_labels_for(one, flatten_pools(one)[0], None)
+    single = hetzner_group({"location": "hel1"})
+    assert node_labels_for(single, flatten_pools(single)[0], None)[LABEL_REGION] == "hel1"
+    several = hetzner_group({"locations": ["fsn1", "nbg1"]})
+    assert LABEL_REGION not in node_labels_for(several, flatten_pools(several)[0], None)
+    # A planned node has no hostname: it is unknown until the node exists.
+    assert LABEL_HOSTNAME not in labels
+
+
+def test_planner_selects_pools_by_zone_region_and_not_hostname() -> None:
+    g = parse_node_group(
+        {
+            "metadata": {"name": "g"},
+            "spec": {
+                "pools": [
+                    {"provider": "kwok", "serverType": "cx22", "priority": 1, "config": {"zone": "kwok-b"}},
+                    {"provider": "kwok", "serverType": "cx32", "priority": 1},
+                ]
+            },
+        },
+        {"kwok"},
+    )
+    by_zone = eligible_pools({LABEL_ZONE: "kwok-b"}, [], g, CAT)
+    assert [p.server_type for p in by_zone] == ["cx22"]
+    assert [p.server_type for p in eligible_pools({LABEL_REGION: "kwok"}, [], g, CAT)] == ["cx22", "cx32"]
+    assert eligible_pools({LABEL_HOSTNAME: "n1"}, [], g, CAT) == []
+    affinity = [NodeSelectorTerm(match_expressions=(NodeSelectorRequirement(key=LABEL_ZONE, values=("kwok-a",)),))]
+    assert [p.server_type for p in eligible_pools({}, [], g, CAT, node_affinity=affinity)] == ["cx32"]
 
 
 def pod(uid: str, **kw) -> PodInfo:

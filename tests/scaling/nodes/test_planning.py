@@ -9,11 +9,13 @@ from scaling.kube.models import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PodInfo,
+    PodSpread,
     Resources,
     Taint,
     Toleration,
 )
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.demand import demand_key, observe_demand
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
 from scaling.nodes.planning import fallback_candidates, plan_scale_up
@@ -407,3 +409,82 @@ def test_packer_properties(shapes, tiers, group_max, existing_free, in_flight_sh
                 for p in flatten_pools(g)
                 if arch in (None, CAT[("kwok", p.server_type)].arch)
             )
+
+
+ONE_PER_NODE = [PodSpread(match_labels=(("app", "web"),), namespaces=("ns",), limit=1)]
+
+
+def test_burst_with_hostname_anti_affinity_gets_one_node_per_replica() -> None:
+    g = group(pools=[(["cx33"], 50)])
+    spread = plan_scale_up(pods(5, labels={"app": "web"}, spreads=ONE_PER_NODE), [], [g], CAT, [])
+    assert len(spread.new_nodes) == 5
+    assert all(len(n.pod_uids) == 1 and sum(n.pods.values()) == 1 for n in spread.new_nodes)
+    # The same replicas without it share one node.
+    assert len(plan_scale_up(pods(5, labels={"app": "web"}), [], [g], CAT, []).new_nodes) == 1
+
+
+def test_anti_affinity_pods_share_new_nodes_with_other_pods() -> None:
+    g = group(pools=[(["cx33"], 50)])
+    plan = plan_scale_up(pods(3, spreads=ONE_PER_NODE) + pods(6, prefix="q"), [], [g], CAT, [])
+    assert len(plan.new_nodes) == 3  # the 6 plain pods fill the 3 nodes beside one each
+    assert sorted(sum(1 for u in n.pod_uids if u.startswith("p")) for n in plan.new_nodes) == [1, 1, 1]
+
+
+def test_hostname_spread_puts_at_most_max_skew_per_new_node() -> None:
+    g = group(pools=[(["cx33"], 50)])
+    two = [PodSpread(match_labels=(("app", "web"),), namespaces=("ns",), limit=2)]
+    plan = plan_scale_up(pods(6, labels={"app": "web"}, spreads=two), [], [g], CAT, [])
+    assert sorted(len(n.pod_uids) for n in plan.new_nodes) == [2, 2, 2]
+
+
+def test_anti_affinity_settles_only_on_nodes_without_a_matching_pod() -> None:
+    room = dict(allocatable=Resources(cpu_m=4000, memory=8 * GI, pods=110), ready=True)
+    nodes = [NodeInfo(name="busy", **room), NodeInfo(name="free", **room)]
+    running = PodInfo(namespace="ns", name="r", uid="r", node_name="busy", labels={"app": "web"})
+    g = group(pools=[(["cx33"], 50)])
+    plan = plan_scale_up([running, *pods(3, labels={"app": "web"}, spreads=ONE_PER_NODE)], nodes, [g], CAT, [])
+    assert plan.pods_fit_existing == 1  # "free" takes one; "busy" already runs one
+    assert len(plan.new_nodes) == 2
+    # A running pod elsewhere (another namespace) does not count.
+    other = running.model_copy(update={"namespace": "other"})
+    plan = plan_scale_up([other, *pods(3, labels={"app": "web"}, spreads=ONE_PER_NODE)], nodes, [g], CAT, [])
+    assert plan.pods_fit_existing == 2 and len(plan.new_nodes) == 1
+    # Without knowing what runs where, such pods never settle (a node is planned instead).
+    demand = observe_demand(pods(3, spreads=ONE_PER_NODE), nodes)
+    assert demand.fits_existing == 0 and demand.shapes[0].count == 3
+
+
+def test_in_flight_spare_room_takes_no_second_anti_affinity_pod() -> None:
+    g = group(pools=[(["cx33"], 50)])
+    reps = pods(2, labels={"app": "web"}, spreads=ONE_PER_NODE)
+    first = plan_scale_up(reps[:1], [], [g], CAT, [])
+    (node,) = first.new_nodes
+    flight = [
+        InFlightRequest(
+            id="r0",
+            group="g",
+            pool=node.pool,
+            server_type="cx33",
+            provider="kwok",
+            requirements=node.requirements,
+            pods=node.pods,
+        )
+    ]
+    second = plan_scale_up(reps, [], [g], CAT, flight)
+    assert second.pods_covered == 1 and len(second.new_nodes) == 1  # the request's room is not its
+
+
+def test_per_node_limits_join_the_shape_key_but_labels_do_not() -> None:
+    base = pods(1)[0]
+    # Unchanged for a pod without limits: keys live in recorded histories and in-flight requests.
+    legacy = base.model_copy(
+        update={"node_selector": {"kubernetes.io/os": "linux"}, "tolerations": [Toleration(key="k", operator="Exists")]}
+    )
+    assert demand_key(legacy) == "d4105a5807ff63be"
+    limited = base.model_copy(update={"spreads": ONE_PER_NODE})
+    assert demand_key(limited) != demand_key(base)
+    assert demand_key(limited.model_copy(update={"labels": {"app": "web", "pod-template-hash": "x"}})) == demand_key(
+        limited
+    )
+    two = [ONE_PER_NODE[0].model_copy(update={"limit": 2})]
+    assert demand_key(base.model_copy(update={"spreads": two})) != demand_key(limited)
