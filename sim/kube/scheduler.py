@@ -3,7 +3,11 @@
 Filters, in the default plugin order: NodeUnschedulable (cordon), TaintToleration (NoSchedule
 and NoExecute; a NotReady node counts as tainted node.kubernetes.io/not-ready), NodeAffinity
 (nodeSelector and required node affinity), NodeResourcesFit (requests vs allocatable, one pod
-slot). Scores with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go
+slot), PodTopologySpread (whenUnsatisfiable DoNotSchedule, any topologyKey: the node's domain
+may not exceed the least loaded eligible domain by more than maxSkew; nodeAffinityPolicy Honor,
+nodeTaintsPolicy Ignore, minDomains, matchLabelKeys), InterPodAffinity (required pod
+anti-affinity, any topologyKey, both the incoming pod's terms and those of pods already placed;
+required pod affinity is not modelled). Scores with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go
 to the first node by name so runs are reproducible. Pods that fit nowhere get
 PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" message.
 """
@@ -18,6 +22,7 @@ from sim.kube.actor import Actor
 from sim.kube.control import SimControl
 from sim.kube.errors import ApiError
 from sim.kube.kwok import is_ready
+from sim.kube.selectors import Requirement, label_selector_to_requirements
 from sim.kube.store import Obj, Store, now_rfc3339
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -110,6 +115,113 @@ def affinity_matches(pod: Obj, node: Obj) -> bool:
     return False
 
 
+def _labels(obj: Obj) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _namespace(pod: Obj) -> str:
+    return (pod.get("metadata") or {}).get("namespace") or "default"
+
+
+def _selector(selector: Obj | None, match_label_keys: list[str], labels: dict[str, str]) -> list[Requirement] | None:
+    reqs = label_selector_to_requirements(selector)
+    if reqs is None:
+        return None  # a null selector selects no pod
+    return reqs + [Requirement(k, "=", (labels[k],)) for k in match_label_keys if k in labels]
+
+
+def _selects(reqs: list[Requirement] | None, namespaces: set[str] | None, pod: Obj) -> bool:
+    if reqs is None or (namespaces is not None and _namespace(pod) not in namespaces):
+        return False
+    labels = _labels(pod)
+    return all(r.matches(labels) for r in reqs)
+
+
+AntiTerms = list[tuple[str, list[Requirement] | None, set[str] | None]]
+
+
+def anti_affinity_terms(pod: Obj) -> AntiTerms:
+    """(topologyKey, selector, namespaces or None for all) per required anti-affinity term."""
+    terms = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    out = []
+    for t in terms:
+        if t.get("namespaceSelector") is not None:
+            namespaces = None  # namespace labels are not modelled: every namespace
+        else:
+            namespaces = set(t.get("namespaces") or [_namespace(pod)])
+        out.append(
+            (
+                t.get("topologyKey") or "",
+                _selector(t.get("labelSelector"), t.get("matchLabelKeys") or [], _labels(pod)),
+                namespaces,
+            )
+        )
+    return out
+
+
+def anti_affinity_blocked(
+    pod: Obj, nodes: list[Obj], placed: dict[str, list[Obj]], placed_terms: list[tuple[str, Obj, AntiTerms]]
+) -> set[str]:
+    """Nodes the pod may not join: a term of its own, or of a pod already placed
+    (`placed_terms`: node, pod, its terms), selects a pod in the same topology domain (nodes
+    sharing the value of the term's topologyKey)."""
+    labels_of = {n["metadata"]["name"]: _labels(n) for n in nodes}
+    forbidden: set[tuple[str, str]] = set()  # (topologyKey, value)
+    own = anti_affinity_terms(pod)
+    if own:
+        for node_name, pods in placed.items():
+            labels = labels_of.get(node_name)
+            if labels is None:
+                continue
+            for key, reqs, namespaces in own:
+                if key in labels and any(_selects(reqs, namespaces, other) for other in pods):
+                    forbidden.add((key, labels[key]))
+    for node_name, _other, terms in placed_terms:  # symmetry: theirs against this pod
+        labels = labels_of.get(node_name)
+        if labels is None:
+            continue
+        for key, reqs, namespaces in terms:
+            if key in labels and _selects(reqs, namespaces, pod):
+                forbidden.add((key, labels[key]))
+    if not forbidden:
+        return set()
+    return {name for name, labels in labels_of.items() if any(labels.get(k) == v for k, v in forbidden)}
+
+
+def spread_blocked(pod: Obj, nodes: list[Obj], placed: dict[str, list[Obj]]) -> set[str]:
+    """Nodes a DoNotSchedule topology spread constraint of the pod rules out."""
+    spec = pod.get("spec") or {}
+    blocked: set[str] = set()
+    for c in spec.get("topologySpreadConstraints") or []:
+        if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        key = c.get("topologyKey") or ""
+        reqs = _selector(c.get("labelSelector"), c.get("matchLabelKeys") or [], _labels(pod))
+        namespaces = {_namespace(pod)}
+        honour_affinity = c.get("nodeAffinityPolicy", "Honor") == "Honor"
+        counts: Counter[str] = Counter()
+        for n in nodes:
+            labels = _labels(n)
+            if key not in labels or (honour_affinity and not affinity_matches(pod, n)):
+                continue
+            counts[labels[key]] += sum(
+                1 for p in placed.get(n["metadata"]["name"], []) if _selects(reqs, namespaces, p)
+            )
+        domains = len(counts)
+        least = min(counts.values()) if counts else 0
+        if domains < int(c.get("minDomains") or 1):
+            least = 0
+        self_match = 1 if _selects(reqs, namespaces, pod) else 0
+        skew = int(c.get("maxSkew") or 1)
+        for n in nodes:
+            value = _labels(n).get(key)
+            if value is None or counts.get(value, 0) + self_match - least > skew:
+                blocked.add(n["metadata"]["name"])
+    return blocked
+
+
 def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[str]:
     """Reasons the node cannot take the pod; empty when it fits."""
     spec = pod.get("spec") or {}
@@ -190,11 +302,16 @@ class Scheduler(Actor):
             order = {p["metadata"]["uid"]: self.store.order(p) for p in pods}
             self._last_rv = self.store.rv
         used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
+        placed: dict[str, list[Obj]] = {}  # node -> its running pods, for pod anti-affinity and spread
+        placed_terms: list[tuple[str, Obj, AntiTerms]] = []  # those of them with anti-affinity
         pending = []
         for pod in pods:
             node_name = pod["spec"].get("nodeName")
             if node_name:
                 if node_name in used and not is_terminal(pod):
+                    placed.setdefault(node_name, []).append(pod)
+                    if terms := anti_affinity_terms(pod):
+                        placed_terms.append((node_name, pod, terms))
                     try:
                         used[node_name].update(self._requests_of(pod))
                     except ValueError:
@@ -218,9 +335,15 @@ class Scheduler(Actor):
                 continue
             reasons: Counter[str] = Counter()
             best: tuple[float, str] | None = None
+            anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
+            spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
             for node in nodes:
                 name = node["metadata"]["name"]
                 failed = filter_node(pod, req, node, used[name])
+                if not failed and name in spread:
+                    failed = ["node(s) didn't match pod topology spread constraints"]
+                if not failed and name in anti:
+                    failed = ["node(s) didn't match pod anti-affinity rules"]
                 if failed:
                     reasons.update(failed)
                     continue
@@ -232,6 +355,9 @@ class Scheduler(Actor):
                 continue
             if self._bind(pod, best[1]):
                 used[best[1]].update(req)
+                placed.setdefault(best[1], []).append(pod)
+                if terms := anti_affinity_terms(pod):
+                    placed_terms.append((best[1], pod, terms))
                 bound += 1
         return bound
 

@@ -204,6 +204,36 @@ def test_observe_counts_nodes_and_ignores_daemonset_pods(api: client.ApiClient) 
     assert kube.observe_cluster("c1").demand.unschedulable == 0  # DaemonSet pods are never demand
 
 
+def test_observe_leaves_anti_affinity_replicas_beyond_one_per_node_as_demand(api: client.ApiClient) -> None:
+    import asyncio
+
+    for i in range(2):
+        asyncio.run(
+            KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id=f"r{i}", attempt=0, pool=pool()))
+        )
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": LABEL_HOSTNAME, "labelSelector": {"matchLabels": {"app": "web"}}}
+            ]
+        }
+    }
+    # Five small replicas: two nodes with room for all of them take one each (the sim's
+    # scheduler honours the rule), three stay pending, and the observer sees all three as demand.
+    client.AppsV1Api(api).create_namespaced_deployment(
+        "default", deployment("web", 5, cpu="100m", memory="64Mi", affinity=anti)
+    )
+    kube = KubeActivities(api, known_providers=["kwok"])
+    obs = eventually(
+        lambda: (o := kube.observe_cluster("c1")) and o.pods_running == 2 and o.demand.unschedulable == 3 and o,
+        timeout=60,
+        message="two replicas running, three unschedulable",
+    )
+    assert obs.demand.fits_existing == 0
+    (shape,) = obs.demand.shapes
+    assert shape.count == 3 and [s.limit for s in shape.spreads] == [1]
+
+
 def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> None:
     groups_file = tmp_path / "nodegroups.yaml"
     groups_file.write_text(

@@ -6,6 +6,7 @@ each pass's outcome is deterministic; one test checks the running loop end to en
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,6 +168,85 @@ def test_required_node_affinity(manual: SimCluster, mcore: client.CoreV1Api) -> 
     mcore.create_namespaced_pod("default", body)
     manual.scheduler.schedule_once()
     assert mcore.read_namespaced_pod("affine", "default").spec.node_name == "zone-b"
+
+
+HOST = "kubernetes.io/hostname"
+
+
+def three_hosts(manual: SimCluster, mcore: client.CoreV1Api, **zones: str) -> None:
+    for name in ("h1", "h2", "h3"):
+        labels = {HOST: name, "topology.kubernetes.io/zone": zones.get(name, "z1")}
+        mcore.create_node(node_body(name, labels=labels))
+    ready_nodes(mcore, "h1", "h2", "h3")
+
+
+def placement(mcore: client.CoreV1Api, names: list[str]) -> dict[str, str | None]:
+    return {n: mcore.read_namespaced_pod(n, "default").spec.node_name for n in names}
+
+
+def test_hostname_anti_affinity_is_one_replica_per_node(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    three_hosts(manual, mcore)
+    names = [f"web{i}" for i in range(4)]
+    for name in names:
+        body = pod_body(name, labels={"app": "web"}, cpu="100m")
+        body["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": HOST, "labelSelector": {"matchLabels": {"app": "web"}}}
+                ]
+            }
+        }
+        mcore.create_namespaced_pod("default", body)
+    assert manual.scheduler.schedule_once() == 3
+    where = placement(mcore, names)
+    assert sorted(v for v in where.values() if v) == ["h1", "h2", "h3"]  # one each, room for many
+    (left,) = [n for n, v in where.items() if v is None]
+    assert "didn't match pod anti-affinity rules" in scheduled_condition(mcore, left).message
+    # Symmetry: a pod the placed replicas' terms select is kept off their nodes as well.
+    mcore.create_node(node_body("h4", labels={HOST: "h4"}))
+    ready_nodes(mcore, "h4")
+    mcore.create_namespaced_pod("default", pod_body("plain", labels={"app": "web"}, cpu="100m"))
+    manual.scheduler.schedule_once()
+    assert {placement(mcore, ["plain"])["plain"], placement(mcore, [left])[left]} == {"h4", None}
+
+
+def test_hostname_and_zone_spread_do_not_schedule(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    three_hosts(manual, mcore, h3="z2")
+
+    def spread(name: str, key: str, skew: int) -> dict:
+        body = pod_body(name, labels={"app": key}, cpu="100m")
+        body["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": skew,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": key}},
+            }
+        ]
+        return body
+
+    # h1 already runs two matching pods (no requests: by room alone h1 ties and wins by name).
+    for i in range(2):
+        mcore.create_namespaced_pod("default", pod_body(f"old{i}", labels={"app": HOST}, node_name="h1"))
+    hosts = [f"h-{i}" for i in range(4)]
+    for name in hosts:
+        mcore.create_namespaced_pod("default", spread(name, HOST, 1))
+    manual.scheduler.schedule_once()
+    assert Counter(placement(mcore, hosts).values()) == {"h2": 2, "h3": 2}  # h1 would exceed the skew
+    zones = [f"z-{i}" for i in range(4)]
+    for name in zones:
+        mcore.create_namespaced_pod("default", spread(name, "topology.kubernetes.io/zone", 1))
+    manual.scheduler.schedule_once()
+    in_zone = Counter("z2" if v == "h3" else "z1" for v in placement(mcore, zones).values() if v)
+    assert in_zone == {"z1": 2, "z2": 2}
+
+
+def test_node_selector_on_hostname_and_zone(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+    three_hosts(manual, mcore, h2="z2")
+    mcore.create_namespaced_pod("default", pod_body("pinned", node_selector={HOST: "h3"}))
+    mcore.create_namespaced_pod("default", pod_body("zoned", node_selector={"topology.kubernetes.io/zone": "z2"}))
+    manual.scheduler.schedule_once()
+    assert placement(mcore, ["pinned", "zoned"]) == {"pinned": "h3", "zoned": "h2"}
 
 
 def test_pod_requests_arithmetic() -> None:
