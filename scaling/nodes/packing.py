@@ -250,12 +250,19 @@ class _Receiver:
         return [self.cap[0] - u[0], self.cap[1] - u[1], self.cap[2] - u[2]]
 
 
-def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver]) -> int:
+def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node: int | None = None) -> int:
     """Put up to `n` pods of `item` in the receivers' free room (nodes already taken first,
-    then fresh ones); returns how many did not fit."""
+    then fresh ones), at most `per_node` of them on one node (anti-affinity, spread);
+    returns how many did not fit."""
+
+    def cap(r: _Receiver, extra: dict[int, int]) -> int:
+        if per_node is None:
+            return n
+        return max(per_node - r.pattern.counts.get(item, 0) - extra.get(item, 0), 0)
+
     for r in receivers:
         for extra, room in r.taken:
-            k = min(_fits(req, room), n)
+            k = min(_fits(req, room), n, cap(r, extra))
             if k > 0:
                 extra[item] = extra.get(item, 0) + k
                 for d in range(3):
@@ -265,7 +272,7 @@ def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver]) -> int:
                 return 0
         while r.untouched > 0 and n > 0:
             room = r.room()
-            k = min(_fits(req, room), n)
+            k = min(_fits(req, room), n, cap(r, {}))
             if k <= 0:
                 break
             r.untouched -= 1
@@ -306,7 +313,7 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             ok = True
             for item, n in sorted(donor.counts.items(), key=lambda kv: -items[kv[0]].req[0]):
                 allowed = [r for r in receivers if r.pattern.bin in items[item].bins]
-                if _place(items[item].req, n, item, allowed) > 0:
+                if _place(items[item].req, n, item, allowed, items[item].per_node) > 0:
                     ok = False
                     break
             if not ok:

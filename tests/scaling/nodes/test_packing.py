@@ -63,3 +63,16 @@ def test_a_node_fuller_than_the_bound_is_not_emptied() -> None:
     result = plan(Pattern(bin="big", counts={0: 2}, repeat=1, used=(2600, 2600, 2)),
                   Pattern(bin="small", counts={0: 1}, repeat=1, used=(1300, 1300, 1)))  # fmt: skip
     assert backfill(result, items, [BIG, SMALL]) == 0
+
+
+def test_backfill_keeps_a_per_node_limit() -> None:
+    # One replica per node (hostname anti-affinity): the light node's replica cannot join
+    # the node that already runs one, though it has room.
+    replica = Item(req=(500, 500, 1), count=2, bins=frozenset({"big", "small"}), per_node=1)
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(500, 500, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, [replica], [BIG, SMALL]) == 0
+    unlimited = Item(req=(500, 500, 1), count=2, bins=frozenset({"big", "small"}))
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(500, 500, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, [unlimited], [BIG, SMALL]) == 1
