@@ -46,7 +46,9 @@ async def skip(env: WorkflowEnvironment, seconds: float) -> None:
     """Skip `seconds` of server time in scan-sized steps, measured on the server's clock.
 
     On a loaded machine a step can outlast the sleep call's own RPC deadline ("Timeout
-    expired") while the server still moved time on: the next step skips only what is left."""
+    expired"), or its HTTP/2 stream can be reset ("h2 protocol error", seen once with a CPU hog
+    and three test runs beside it), while the server still moved time on: the next step
+    skips only what is left."""
     target = await env.get_current_time() + timedelta(seconds=seconds)
     for _ in range(1000):
         left = (target - await env.get_current_time()).total_seconds()
@@ -55,7 +57,7 @@ async def skip(env: WorkflowEnvironment, seconds: float) -> None:
         try:
             await env.sleep(min(left, 2 * SCAN_S))
         except RPCError as err:
-            if "Timeout expired" not in str(err):
+            if "Timeout expired" not in str(err) and "h2 protocol error" not in str(err):
                 raise
     raise AssertionError(f"server time did not reach {target}")
 
