@@ -7,22 +7,29 @@
     growth-autoscaler cancel-request ID          (full workflow id, or the part after request/)
     growth-autoscaler ban-pool GROUP/POOL | unban-pool GROUP/POOL
     growth-autoscaler protect-node NODE | unprotect-node NODE | remove-node NODE
+    growth-autoscaler explain pod NAMESPACE/NAME [--json]   (which request it waits for, or why none)
+    growth-autoscaler explain node NAME [--json]            (why it is kept, or when it goes)
 
 Connects to Temporal exactly as the worker does (the same settings file: address, namespace,
-task queue, mTLS files, API key environment variable), so one file configures both. `start`
+task queue, mTLS files, API key environment variable), so one file configures both; `explain`
+also reads the pod or node from the cluster with the file's kubeconfig for --cluster. `start`
 takes its defaults from the file's `autoscaler:` section (or GROWTH_AUTOSCALER__<FIELD>), then
 the flags given.
-Exit codes: 0 done, 1 no such autoscaler or Temporal unreachable, 2 refused by the workflow.
+Exit codes: 0 done, 1 no such autoscaler, pod or node, or Temporal/the cluster unreachable,
+2 refused by the workflow.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
 
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 from temporalio.client import (
     Client,
@@ -35,8 +42,19 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
+from activities.kube.client import api_client
 from activities.settings import Settings, SettingsError, load_settings
 from activities.updates import execute_update
+from scaling.kube.pods import counts_as_demand, pod_info
+from scaling.nodes.demand import demand_key
+from scaling.nodes.explain import (
+    ExplainNodeInput,
+    ExplainPodInput,
+    NodeExplanation,
+    PodExplanation,
+    RequestRef,
+)
+from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
@@ -108,6 +126,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("remove-node", "remove a growth node now (refused when that would lose data)"),
     ):
         sub.add_parser(name, help=text).add_argument("node")
+    explain = sub.add_parser(
+        "explain",
+        help="why a pod waits (which node group, pool and NodeRequest, or why none) or why a node stays",
+        description="Reads the pod or node from the cluster (the settings' kubeconfig for --cluster), "
+        "then asks the NodeAutoscaler with a query.",
+    )
+    explain.add_argument("kind", choices=["pod", "node"])
+    explain.add_argument("name", help="NAMESPACE/NAME of a pod (NAME alone: namespace default), or a node's name")
+    explain.add_argument("--json", action="store_true", help="the explanation as JSON")
     return p.parse_args(argv)
 
 
@@ -159,6 +186,43 @@ def _when(ts: float | datetime | None) -> str:
 
 def _counts(d: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(d.items())) or "none"
+
+
+def _request_line(r: RequestRef) -> str:
+    node = f"  node {r.node_name}" if r.node_name else ""
+    shape = f"  {r.pods_of_shape} pod(s) of its shape" if r.pods_of_shape else ""
+    named = "  (names this pod)" if r.names_pod else ""
+    return f"  {r.id}  group {r.group}  pool {r.pool}  {r.phase}{node}{shape}{named}"
+
+
+def format_pod_explanation(e: PodExplanation) -> str:
+    lines = [f"pod {e.namespace}/{e.name}: {e.outcome}", f"  {e.summary}"]
+    if e.requests:
+        lines.append("in-flight requests:")
+        lines.extend(_request_line(r) for r in e.requests)
+    if e.recent is not None and e.outcome != "RecentlyFinished":
+        lines.append("last finished request for it or its shape:")
+        lines.append(_request_line(e.recent) + f"  at {_when(e.recent.finished_at)}")
+    if e.key:
+        lines.append(f"shape {e.key}: {e.shape_pending} pod(s) pending in the last loop ({_when(e.last_loop_at)})")
+    lines.extend(f"note: {n}" for n in e.notes)
+    return "\n".join(lines)
+
+
+def format_node_explanation(e: NodeExplanation) -> str:
+    lines = [f"node {e.node}: {e.outcome}", f"  {e.summary}"]
+    c = e.candidate
+    if c is not None:
+        where = f" group {c.group} pool {c.pool}," if c.group else ""
+        lines.append(f"last evaluation:{where} state {c.state}, utilization {c.utilization:.0%}")
+    if e.unneeded_since is not None:
+        lines.append(f"unneeded since {_when(e.unneeded_since)}")
+    if e.removable_at is not None:
+        lines.append(f"removal at {_when(e.removable_at)}")
+    if e.made_by is not None:
+        lines.append(f"made by {e.made_by.id} (group {e.made_by.group}, pool {e.made_by.pool})")
+    lines.extend(f"note: {n}" for n in e.notes)
+    return "\n".join(lines)
 
 
 def format_status(s: AutoscalerStatus) -> str:
@@ -244,7 +308,93 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
         return f"protected nodes of {wf_id}: {', '.join(protected) or 'none'}"
     if args.command == "remove-node":
         return await execute_update(handle, NodeAutoscalerWorkflow.remove_node, args.node, rpc_timeout=RPC_TIMEOUT)
+    if args.command == "explain":
+        if args.kind == "pod":
+            pod = await explain_pod(handle, settings, args)
+            return pod.model_dump_json(indent=2) if args.json else format_pod_explanation(pod)
+        node = await explain_node(handle, settings, args)
+        return node.model_dump_json(indent=2) if args.json else format_node_explanation(node)
     raise CliError(f"unknown command {args.command}", 2)
+
+
+# -- explain: the pod or node from the cluster, then the autoscaler's query ------------------
+
+
+async def read_from_cluster(settings: Settings, cluster: str, what: str, read: str, *args: str) -> dict | None:
+    """One object as the API's JSON, or None when it does not exist (CliError when unreachable)."""
+    kube = settings.kube_for(cluster)
+    if kube is None:
+        raise CliError(f"cluster {cluster!r} is not in the settings' clusters: cannot read {what}")
+
+    def _read() -> dict | None:
+        api = api_client(kube)
+        try:
+            resp = getattr(k8s.CoreV1Api(api), read)(*args, _preload_content=False, _request_timeout=30)
+            return json.loads(resp.data)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise CliError(f"the cluster refused reading {what}: {err.status} {err.reason}") from None
+        finally:
+            api.close()
+
+    try:
+        return await asyncio.to_thread(_read)
+    except CliError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a bad kubeconfig or an unreachable API server
+        raise CliError(f"cannot read {what} from cluster {cluster}: {err}") from None
+
+
+async def explain_pod(handle: WorkflowHandle, settings: Settings, args: argparse.Namespace) -> PodExplanation:
+    namespace, _, name = args.name.rpartition("/")
+    namespace = namespace or "default"
+    raw = await read_from_cluster(
+        settings, args.cluster, f"pod {namespace}/{name}", "read_namespaced_pod", name, namespace
+    )
+    if raw is None:
+        raise CliError(f"no pod {namespace}/{name} in cluster {args.cluster}")
+    pod = pod_info(raw)
+    key = demand_key(pod)
+    facts = {"namespace": namespace, "name": name, "uid": pod.uid, "key": key}
+    # What the pod itself answers: the autoscaler is not asked about pods it never plans for.
+    if pod.node_name:
+        return PodExplanation(
+            outcome="Scheduled", summary=f"pod {namespace}/{name} is scheduled on node {pod.node_name}", **facts
+        )
+    if not counts_as_demand(pod):
+        kind = "a DaemonSet pod" if pod.is_daemonset else "a mirror (static) pod"
+        return PodExplanation(
+            outcome="NotDemand",
+            summary=f"pod {namespace}/{name} is {kind}: it follows its node and never asks for a new one",
+            **facts,
+        )
+    if pod.phase != "Pending":
+        return PodExplanation(
+            outcome="NotPending", summary=f"pod {namespace}/{name} is {pod.phase}, not waiting for a node", **facts
+        )
+    answer: PodExplanation = await handle.query(
+        NodeAutoscalerWorkflow.explain_pod, ExplainPodInput(**facts), rpc_timeout=RPC_TIMEOUT
+    )
+    if pod.deletion_timestamp is not None:
+        answer.notes.append("the pod is being deleted")
+    elif not pod.unschedulable:
+        answer.notes.append(
+            "the scheduler has not marked the pod Unschedulable (yet): growth plans only for unschedulable pods"
+        )
+    return answer
+
+
+async def explain_node(handle: WorkflowHandle, settings: Settings, args: argparse.Namespace) -> NodeExplanation:
+    raw = await read_from_cluster(settings, args.cluster, f"node {args.name}", "read_node", args.name)
+    if raw is None:
+        raise CliError(f"no node {args.name} in cluster {args.cluster}")
+    managed = LABEL_GROUP in ((raw.get("metadata") or {}).get("labels") or {})
+    return await handle.query(
+        NodeAutoscalerWorkflow.explain_node,
+        ExplainNodeInput(name=args.name, managed=managed),
+        rpc_timeout=RPC_TIMEOUT,
+    )
 
 
 def _cause(err: BaseException) -> str:

@@ -33,6 +33,7 @@ class CandidateState(BaseModel):
     pool: str | None = None
     utilization: float = 0.0
     unneeded_since: float | None = None
+    removable_at: float | None = None  # UnneededWaiting: when the timer holding it runs out
 
 
 class NodeScaleDownInput(BaseModel):

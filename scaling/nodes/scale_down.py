@@ -108,6 +108,7 @@ class NodeDecision(BaseModel):
     utilization: float = 0.0
     reasons: list[Blocker] = Field(default_factory=list)
     unneeded_since: float | None = None
+    removable_at: float | None = None  # UNNEEDED_WAITING: when its timer runs out
     selected: bool = False
 
     @property
@@ -395,6 +396,7 @@ def plan_scale_down(
         if not empty and now - since < wait_s:
             left = wait_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
+            dec.removable_at = since + wait_s
             code, what = (UNNEEDED_TIME, "unneeded") if node.ready else (UNREADY_TIME, "NotReady and unneeded")
             dec.reasons = [
                 Blocker(code=code, message=f"node {node.name} {what} for {now - since:.0f}s, {left:.0f}s to go")
@@ -403,6 +405,7 @@ def plan_scale_down(
         if last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
             left = gs.delay_after_add_s - (now - last_scale_up_at)
             dec.state = NodeState.UNNEEDED_WAITING
+            dec.removable_at = last_scale_up_at + gs.delay_after_add_s
             dec.reasons = [
                 Blocker(
                     code=DELAY_AFTER_ADD, message=f"last scale-up {now - last_scale_up_at:.0f}s ago, {left:.0f}s to go"

@@ -79,6 +79,7 @@ def candidate_of(d: NodeDecision) -> CandidateState:
         pool=d.pool,
         utilization=round(d.utilization, 3),
         unneeded_since=d.unneeded_since,
+        removable_at=d.removable_at,
     )
 
 

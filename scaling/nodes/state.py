@@ -25,6 +25,8 @@ from scaling.nodes.settings import AutoscalerSettings
 RECENT_REQUESTS_KEPT = 50
 
 
+# Shape keys a finished request keeps (for `explain pod`); in flight it keeps all of them.
+RECENT_SHAPES_KEPT = 8
 REPORTED_PODS_KEPT = 1000  # ~45 KB of state: a sample of each shape's pods is named per loop
 
 
@@ -61,9 +63,13 @@ class AutoscalerState(BaseModel):
     # "provider/server type" -> epoch seconds: no capacity there until then (capacity memory).
     capacity_unavailable_until: dict[str, float] = Field(default_factory=dict)
     last_loop: LoopSummary = Field(default_factory=LoopSummary)
+    # The last loop per pod shape, for `explain pod` (scaling.nodes.explain bounds both):
+    last_demand: dict[str, int] = Field(default_factory=dict)  # shape key -> pods pending
+    last_problems: dict[str, PodProblem] = Field(default_factory=dict)  # shape key -> its problem
     # scale-down
     last_scale_up_at: float | None = None
     unneeded_since: dict[str, float] = Field(default_factory=dict)
+    scale_down_evaluated_at: float | None = None  # epoch seconds of the last evaluation
     candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down_eval
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
@@ -121,7 +127,9 @@ def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> 
         per_pool[a.result.value] = per_pool.get(a.result.value, 0) + 1
     if update.phase == RequestPhase.READY:
         state.nodes_created += 1
-    state.recent.append(update.model_copy(update={"pods": {}}))  # shapes matter only in flight
+    # A few shape keys stay for `explain pod`; the full record matters only in flight.
+    kept = dict(sorted(update.pods.items(), key=lambda kv: (-kv[1], kv[0]))[:RECENT_SHAPES_KEPT])
+    state.recent.append(update.model_copy(update={"pods": kept}))
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 

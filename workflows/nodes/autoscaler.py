@@ -16,11 +16,19 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.nodes import contracts
+    from scaling.nodes import contracts, explain
     from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
     from scaling.nodes.demand import demand_key, observe_demand
+    from scaling.nodes.explain import (
+        ExplainNodeInput,
+        ExplainPodInput,
+        NodeExplanation,
+        PodExplanation,
+        last_demand_of,
+        problems_by_shape,
+    )
     from scaling.nodes.headroom import headroom_pods, is_headroom, split_headroom
     from scaling.nodes.loop import (
         apply_attempt_backoff,
@@ -89,6 +97,16 @@ class NodeAutoscalerWorkflow:
     @workflow.query
     def status(self) -> AutoscalerStatus:
         return status_of(self.inp.settings, self.state)
+
+    @workflow.query
+    def explain_pod(self, inp: ExplainPodInput) -> PodExplanation:
+        """Which NodeRequest a pending pod waits for, or why none (`growth-autoscaler explain pod`)."""
+        return explain.explain_pod(self.inp.settings, self.state, inp)
+
+    @workflow.query
+    def explain_node(self, inp: ExplainNodeInput) -> NodeExplanation:
+        """Why a node is kept, or when its removal comes (`growth-autoscaler explain node`)."""
+        return explain.explain_node(self.inp.settings, self.state, inp)
 
     @workflow.signal
     def pause(self) -> None:
@@ -343,6 +361,8 @@ class NodeAutoscalerWorkflow:
             pods_running=obs.pods_running,
             headroom_problems=split.problems,
         )
+        self.state.last_demand = last_demand_of((s.key, s.count) for s in demand.shapes if not is_headroom(s.key))
+        self.state.last_problems = problems_by_shape(plan.problems)
         metrics.loop_done(settings.cluster, started)
         for batch in event_batches(events):
             if concurrent:

@@ -118,6 +118,7 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
         )
     )
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
+    state.scale_down_evaluated_at = now
     record_candidates(state, ev.candidates, ev.candidates_by_state)
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
@@ -150,6 +151,7 @@ async def _observed_step(settings: AutoscalerSettings, state: AutoscalerState) -
     )
     plan = plan_from_input(inp)
     state.unneeded_since = dict(plan.unneeded_since)
+    state.scale_down_evaluated_at = now
     record_candidates(state, *compact_candidates(plan.decisions))
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.

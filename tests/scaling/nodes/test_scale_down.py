@@ -185,6 +185,7 @@ def test_underused_node_waits_for_unneeded_time_then_goes() -> None:
     assert state(p1, "n1") == (NodeState.UNNEEDED_WAITING, UNNEEDED_TIME)
     assert state(p1, "n2") == (NodeState.UTILIZED, None)
     assert p1.to_remove == [] and p1.unneeded_since == {"n1": 1000.0}
+    assert p1.decisions["n1"].removable_at == 1600.0  # since + the group's unneeded time (for `explain node`)
     p2 = plan(nodes, pods, groups=g, now=1599.0, since=p1.unneeded_since)
     assert state(p2, "n1")[0] == NodeState.UNNEEDED_WAITING and p2.unneeded_since == {"n1": 1000.0}
     p3 = plan(nodes, pods, groups=g, now=1600.0, since=p2.unneeded_since)
@@ -216,6 +217,7 @@ def test_delay_after_scale_up_holds_every_removal() -> None:
     p = plan(nodes, [*BUSY], groups=g, now=1000.0, last_up=500.0)
     assert state(p, "n1") == (NodeState.UNNEEDED_WAITING, DELAY_AFTER_ADD) and p.to_remove == []
     assert "n1" in p.unneeded_since  # the unneeded timer runs meanwhile
+    assert p.decisions["n1"].removable_at == 1100.0  # the last scale-up + the delay after it
     assert removed(plan(nodes, [*BUSY], groups=g, now=1100.0, last_up=500.0)) == ["n1"]
 
 
