@@ -16,11 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
+from activities.settings import load_settings
+from scaling.nodes.explain import ExplainNodeInput
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.status import AutoscalerStatus
+from starters.autoscaler import CliError, _when, parse_args, run_command
 from starters.kube import apply_node_group, deployment, node_group
 from tests.e2e.conftest import LocalCluster, wait_for
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -37,6 +41,12 @@ async def cli(lc: LocalCluster, *args: str, expect: int = 0) -> subprocess.Compl
     return proc
 
 
+async def explain(lc: LocalCluster, tc: Client, *args: str) -> str:
+    """`growth-autoscaler explain ...` in this process."""
+    argv = ["--config", str(lc.config_path), "--cluster", CLUSTER, "explain", *args]
+    return await run_command(tc, load_settings(str(lc.config_path)), parse_args(argv))
+
+
 async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., LocalCluster]) -> None:
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "1", "--never-ready", "*-kwok-cx32-*"])
     apply_node_group(
@@ -47,6 +57,8 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
                 {"provider": "kwok", "serverType": ["cx22"], "priority": 100},
                 {"provider": "kwok", "serverType": ["cx32"], "priority": 50},
             ],
+            # A half-used node is below this: `explain node` names what holds it (blocker or timer).
+            scaleDown={"utilizationThreshold": "0.9"},
         ),
     )
     tc: Client = await lc.temporal.client()
@@ -92,6 +104,19 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text
 
+        # explain pod: the CLI reads the pod from the cluster and the loop names its request.
+        core = client.CoreV1Api(lc.api)
+        pods = await asyncio.to_thread(core.list_namespaced_pod, "default", label_selector="app=cli")
+        waiting = f"default/{pods.items[0].metadata.name}"
+        text = (await cli(lc, "explain", "pod", waiting)).stdout
+        assert f"pod {waiting}: InFlight" in text and stuck.id in text and "pool kwok-cx32" in text
+        # The rest in-process (the same run_command; a subprocess costs seconds each).
+        explained = json.loads(await explain(lc, tc, "pod", waiting, "--json"))
+        assert explained["requests"][0]["id"] == stuck.id and explained["requests"][0]["group"] == "general"
+        with pytest.raises(CliError, match="no pod default/nope") as err:
+            await explain(lc, tc, "pod", "default/nope")
+        assert err.value.code == 1
+
         # Unban first (the in-flight request still covers the pods), then cancel it by its short id:
         # the request ends Unmet/Cancelled and the autoscaler plans again on the preferred pool.
         assert (await cli(lc, "unban-pool", "general/kwok-cx22")).stdout.strip().endswith("none")
@@ -105,8 +130,21 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         request_ids.append(ready.id)
         assert (await status()).banned_pools == []
 
-        # Scale-down overrides on the node growth just made.
+        # explain node: the loop's last scale-down evaluation says what holds growth's new node.
         node = ready.node_name
+        why = await wait_for(lambda: _explained_node(handle, node), 60, "a scale-down evaluation of the node")
+        text = (await cli(lc, "explain", "node", node)).stdout
+        assert f"node {node}: {why.outcome}" in text and f"made by {ready.id}" in text
+        if why.outcome == "Kept":  # a blocker (no other node takes its pods), named
+            assert why.candidate.state == "Blocked" and why.candidate.reason in text
+        else:  # its pods fit elsewhere: the group's unneeded timer runs
+            assert f"removal at {_when(why.removable_at)}" in text
+        assert f"pod {waiting} is scheduled on node" in await explain(lc, tc, "pod", waiting)
+        with pytest.raises(CliError, match="no node no-such-node") as err:
+            await explain(lc, tc, "node", "no-such-node")
+        assert err.value.code == 1
+
+        # Scale-down overrides on the node growth just made.
         assert node in (await cli(lc, "protect-node", node)).stdout
         assert (await status()).protected_nodes == [node]
         assert f"protected nodes: {node}" in (await cli(lc, "status")).stdout
@@ -130,6 +168,11 @@ async def _status_or_none(status: Callable[[], Any]) -> AutoscalerStatus | None:
         return await status()
     except Exception:  # noqa: BLE001
         return None
+
+
+async def _explained_node(handle: WorkflowHandle, node: str) -> Any:
+    e = await handle.query(NodeAutoscalerWorkflow.explain_node, ExplainNodeInput(name=node, managed=True))
+    return e if e.candidate is not None and e.outcome in ("Kept", "UnneededWaiting") else None
 
 
 async def _loops_done(status: Callable[[], Any]) -> bool:
