@@ -9,6 +9,7 @@ from scaling.kube.models import LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, NodeInfo, P
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.contracts import ClusterObservation, PodEvent, PodEventsInput
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
+from scaling.nodes.explain import last_demand_of, problems_by_shape
 from scaling.nodes.loop import within_in_flight_limit
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Attempt, AttemptResult, NodeGroup, RequestPhase
 from scaling.nodes.nodegroups import parse_node_group
@@ -147,6 +148,13 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
         final = NodeRequestStatus(id=rid, group="general", phase=RequestPhase.READY, attempts=attempts)
         record_request_update(state, final)
     assert len(state.recent) == RECENT_REQUESTS_KEPT and len(state.in_flight) == settings.max_requests_in_flight
+
+    # What `explain` keeps of the last loop: pods per shape, and one problem per shape (here
+    # every shape's: a group limit leaves all but one node's pods MaxNodesReached).
+    capped = plan_demand(demand, [groups[0].model_copy(update={"max_nodes": 1})], catalogue_index(kwok_catalogue()), [])
+    state.last_demand = last_demand_of((s.key, s.count) for s in demand.shapes)
+    state.last_problems = problems_by_shape(capped.problems)
+    assert len(state.last_problems) >= MAX_SHAPES - 1
 
     carried = AutoscalerInput(settings=settings, state=state)
     print(
