@@ -20,6 +20,7 @@ from scaling.kube.nodes import node_info
 from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from scaling.nodes import contracts
 from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
+from scaling.nodes.daemonsets import daemonset_shapes
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
@@ -85,6 +86,9 @@ class KubeActivities:
         else:
             groups, problems = load_node_groups(self._node_group_objects(cluster), self.known_providers)
         infos = [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes]
+        daemonsets = daemonset_shapes(
+            raw_list(client.AppsV1Api(self.clusters.api(cluster)).list_daemon_set_for_all_namespaces)
+        )
         # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread).
         node_pods = (
             {
@@ -110,7 +114,7 @@ class KubeActivities:
                 sample=SHAPE_SAMPLE,
                 max_shapes=MAX_SHAPES,
                 node_pods=node_pods,
-            ),
+            ).model_copy(update={"daemonsets": daemonsets}),
             groups=groups,
             invalid_groups=problems,
             pods_total=len(pods),

@@ -77,6 +77,7 @@ class PendingDemand(BaseModel):
     fits_existing_pods: list[PodRef] = Field(default_factory=list)  # a sample when observed
     pods_deferred: int = 0  # pods of shapes beyond MAX_SHAPES, planned in a later loop
     nodes: NodeTally = Field(default_factory=NodeTally)
+    daemonsets: list[PodShape] = Field(default_factory=list)  # templates: room they take on a new node
 
 
 def demand_key(pod: PodInfo) -> str:

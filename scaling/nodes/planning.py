@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
 from scaling.kube.quantity import format_cpu, format_memory
+from scaling.nodes.daemonsets import daemonset_overhead, room_for_pods
 from scaling.nodes.demand import NodeTally, PendingDemand, PodRef, PodShape, fit_count, observe_demand
 from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
@@ -112,17 +113,19 @@ def fallback_candidates(
     unavailable: Collection[tuple[str, str]] = (),
     *,
     allowed: Collection[str] | None = None,
+    room: Mapping[str, Resources] | None = None,
 ) -> list[Pool]:
     """The pools a NodeRequest tries, in order: `chosen`, then the rest of its tier cheapest
     first, then lower tiers (priority descending, cheapest first within each).
 
     Only pools whose type is known, not deprecated and can hold `requirements`; `unavailable`
-    pools are left out; `allowed` (pool names) narrows to pools whose labels the pods accept.
+    pools are left out; `allowed` (pool names) narrows to pools whose labels the pods accept;
+    `room` (pool name -> room for pods, after DaemonSets) replaces a type's allocatable.
     """
 
     def ok(p: Pool) -> ServerType | None:
         t = _usable_type(p, catalogue)
-        if t is None or not requirements.fits_in(t.allocatable):
+        if t is None or not requirements.fits_in((room or {}).get(p.name, t.allocatable)):
             return None
         if _is_unavailable(p, unavailable) or (allowed is not None and p.name not in allowed):
             return None
@@ -156,11 +159,20 @@ def _describe(req: tuple[int, int, int]) -> str:
     return f"cpu={format_cpu(req[0])} memory={format_memory(req[1])} pods={req[2]}"
 
 
+def _pool_room(group: NodeGroup, pool: Pool, t: ServerType, daemonsets: Sequence[PodShape]) -> Resources:
+    """Room for pending pods on a new node of `pool`: allocatable less its DaemonSets."""
+    if not daemonsets:
+        return t.allocatable
+    overhead = daemonset_overhead(daemonsets, node_labels_for(group, pool, t), group.taints)
+    return room_for_pods(t.allocatable, overhead)
+
+
 def _covered_in_flight(
     shapes: list[_Shape],
     in_flight: Sequence[InFlightRequest],
     groups: Mapping[str, NodeGroup],
     catalogue: Catalogue,
+    daemonsets: Sequence[PodShape] = (),
 ) -> tuple[int, list[str]]:
     """Step b: pods a request was made for (counted per shape; by uid for requests recorded
     before shapes), then pods that fit a request's spare room. Returns how many, and the
@@ -196,7 +208,7 @@ def _covered_in_flight(
         if pool is None:
             continue
         labels = node_labels_for(group, pool, stype)
-        room = list(_vec(stype.allocatable - r.requirements))
+        room = list(_vec(_pool_room(group, pool, stype, daemonsets) - r.requirements))
         for s in shapes:
             n = min(fit_count(s.req, room), s.left)
             if s.cap is not None:  # its node holds the pods it was made for, and takes cap in all
@@ -222,11 +234,12 @@ def _node_counts(tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> tupl
     return per_pool, per_group
 
 
-def _largest(types: Sequence[tuple[Pool, ServerType]]) -> str:
-    if not types:
+def _largest(rooms: Sequence[tuple[Pool, Resources]], daemonsets: bool) -> str:
+    if not rooms:
         return "no pool has a known, current server type"
-    pool, t = max(types, key=lambda pt: (pt[1].allocatable.cpu_m, pt[1].allocatable.memory, pt[0].name))
-    return f"the largest type is {pool.name} ({_describe(_vec(t.allocatable))})"
+    pool, r = max(rooms, key=lambda pr: (pr[1].cpu_m, pr[1].memory, pr[0].name))
+    what = "room for pods after DaemonSets" if daemonsets else "allocatable"
+    return f"the largest type is {pool.name} ({what} {_describe(_vec(r))})"
 
 
 def plan_scale_up(
@@ -271,7 +284,9 @@ def plan_demand(
     shapes = _shapes(demand.shapes)
     group_by_name = {g.name: g for g in groups}
 
-    plan.pods_covered, plan.covered_in_flight = _covered_in_flight(shapes, in_flight, group_by_name, catalogue)
+    plan.pods_covered, plan.covered_in_flight = _covered_in_flight(
+        shapes, in_flight, group_by_name, catalogue, demand.daemonsets
+    )
 
     # c. match shapes to groups
     flat = {g.name: flatten_pools(g) for g in groups}
@@ -302,25 +317,26 @@ def plan_demand(
         group = group_by_name[gname]
         group_budget = Budget(None if group.max_nodes is None else group.max_nodes - per_group_count[gname])
         bins: dict[str, Bin] = {}
-        types: dict[str, ServerType] = {}
+        rooms: dict[str, Resources] = {}  # pool -> room for pods on a new node (after DaemonSets)
         for p in flat[gname]:
             t = _usable_type(p, catalogue)
             if t is None:
                 continue
-            types[p.name] = t
+            rooms[p.name] = _pool_room(group, p, t, demand.daemonsets)
             slots = None if p.max_nodes is None else max(p.max_nodes - per_pool_count[(gname, p.name)], 0)
-            bins[p.name] = Bin(key=p.name, cap=_vec(t.allocatable), price=t.price_hourly, slots=slots)
+            bins[p.name] = Bin(key=p.name, cap=_vec(rooms[p.name]), price=t.price_hourly, slots=slots)
         pool_by_name = {p.name: p for p in flat[gname]}
         gshapes = per_group[gname]
 
         # e (first half). Never satisfiable: no current type of any admitting pool holds one pod.
         live: list[_Shape] = []
         for s in gshapes:
-            holders = [(p, types[p.name]) for p in s.eligible[gname] if p.name in types]
-            if any(fit_count(s.req, list(_vec(t.allocatable))) > 0 for _, t in holders):
+            holders = [(p, rooms[p.name]) for p in s.eligible[gname] if p.name in rooms]
+            if any(fit_count(s.req, list(_vec(r))) > 0 for _, r in holders):
                 live.append(s)
                 continue
-            msg = f"pod requests {_describe(s.req)}; no server type of the matching pools can hold it: {_largest(holders)}"
+            largest = _largest(holders, bool(demand.daemonsets))
+            msg = f"pod requests {_describe(s.req)}; no server type of the matching pools can hold it: {largest}"
             plan.problems.extend(_problems(s, "NeverSatisfiable", msg))
 
         cand_cache: dict[tuple, list[Pool]] = {}
@@ -353,7 +369,9 @@ def plan_demand(
                 ckey = (chosen.name, reqs, allowed)
                 cands = cand_cache.get(ckey)
                 if cands is None:
-                    cands = fallback_candidates(group, chosen, reqs, catalogue, unavailable | full, allowed=allowed)
+                    cands = fallback_candidates(
+                        group, chosen, reqs, catalogue, unavailable | full, allowed=allowed, room=rooms
+                    )
                     if not cands or cands[0].name != chosen.name:
                         cands = [chosen, *(c for c in cands if c.name != chosen.name)]
                     cand_cache[ckey] = cands

@@ -234,6 +234,23 @@ def test_observe_leaves_anti_affinity_replicas_beyond_one_per_node_as_demand(api
     assert shape.count == 3 and [s.limit for s in shape.spreads] == [1]
 
 
+def test_observe_sends_daemonset_templates_for_the_room_they_take(api: client.ApiClient) -> None:
+    template = {
+        "metadata": {"labels": {"app": "agent"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "150m", "memory": "32Mi"}}}],
+        },
+    }
+    client.AppsV1Api(api).create_namespaced_daemon_set(
+        "kube-system",
+        {"metadata": {"name": "agent"}, "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template}},
+    )
+    [agent] = KubeActivities(api, known_providers=["kwok"]).observe_cluster("c1").demand.daemonsets
+    assert agent.requests.cpu_m == 150 and agent.requests.memory == 32 * 2**20
+    assert agent.node_selector == {"kubernetes.io/os": "linux"}
+
+
 def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> None:
     groups_file = tmp_path / "nodegroups.yaml"
     groups_file.write_text(
