@@ -9,7 +9,7 @@ PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test lint bench bench-e2e install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.plan_scale_up
+
+# The real stack (dev server, simulated cluster, worker) for 1,000/5,000/10,000-pod bursts; slow.
+bench-e2e: $(STAMP)
+	$(PY) -m bench.e2e
 
 clean:
 	rm -rf $(VENV) .growth

@@ -28,6 +28,8 @@ class AutoscalerStatus(BaseModel):
     attempts_by_pool: dict[str, dict[str, int]]
     nodes_created: int
     never_satisfiable: list[PodProblem]
+    # The last loop's pods it could not plan, one per shape (MaxNodesReached, NoAvailablePool, ...).
+    problems: list[PodProblem] = Field(default_factory=list)
     invalid_groups: list[SpecProblem]
     banned_pools: list[str]
     backoff_until: dict[str, float]
@@ -63,6 +65,7 @@ def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> Autoscale
         attempts_by_pool=dict(attempts),
         nodes_created=state.nodes_created,
         never_satisfiable=list(state.never_satisfiable.values()),
+        problems=list(state.last_problems.values()),
         invalid_groups=state.invalid_groups,
         banned_pools=state.banned_pools,
         backoff_until=state.backoff_until,

@@ -14,12 +14,17 @@ from kubernetes import client
 from scaling.nodes.models import LABEL_GROUP
 from starters.kube import deployment, node_group
 from starters.scenarios.base import Scenario
-from starters.scenarios.progress import PodWatch, RequestLog, draw, percentile, progress_bar
+from starters.scenarios.progress import PodWatch, RequestLog, draw, percentile, problem_summary, progress_bar
 
 if TYPE_CHECKING:
     from starters.demo import Demo
 
 PREFERRED_CAPACITY = 3  # nodes the preferred pool can give before it reports no capacity
+
+
+def max_nodes_for(pods: int) -> int:
+    """The demo group's maxNodes: a node per pod at worst, so `--pods N` fits for any N."""
+    return max(50, pods)
 
 
 class BurstScenario(Scenario):
@@ -38,7 +43,7 @@ class BurstScenario(Scenario):
                     {"provider": "kwok", "serverType": ["cx32", "cpx31"], "priority": 50},
                 ],
                 labels={"growth.autoscaling.dev/demo": "true"},
-                maxNodes=50,
+                maxNodes=max_nodes_for(self.args.pods),
             )
         ]
 
@@ -82,7 +87,7 @@ class BurstScenario(Scenario):
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"only {watch.running}/{self.args.pods} pods running after {self.args.timeout:.0f}s "
-                    f"(requests: {status.requests_by_phase}, problems: {len(status.never_satisfiable)})"
+                    f"(requests: {status.requests_by_phase}; {problem_summary(status)})"
                 )
             await asyncio.sleep(0.2)
         seconds = time.monotonic() - t0

@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 
 from starters.kube import node_group
-from starters.scenarios.burst import BurstScenario
+from starters.scenarios.burst import BurstScenario, max_nodes_for
 from workflows.nodes.machine_gc import MachineGCWorkflow
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class HetznerBurstScenario(BurstScenario):
                     {"provider": "hetzner", "serverType": ["CX33"], "priority": 10},
                 ],
                 labels={"growth.autoscaling.dev/demo": "true"},
-                maxNodes=50,
+                maxNodes=max_nodes_for(self.args.pods),
             )
         ]
 

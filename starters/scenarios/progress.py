@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from kubernetes import client
 
@@ -53,18 +53,26 @@ class PodWatch:
         self.first_unschedulable: dict[str, float] = {}
         self.running = 0
         self.total = 0
-        self.pods: list[Any] = []
 
     async def poll(self) -> None:
-        pods = await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=self.selector)
+        # Raw JSON: the client's model deserialization of thousands of pods costs seconds a poll.
+        resp = await asyncio.to_thread(
+            self.core.list_pod_for_all_namespaces, label_selector=self.selector, _preload_content=False
+        )
+        pods = json.loads(resp.data)["items"]
         now = time.time()
-        self.pods = pods.items
-        self.total = len(pods.items)
-        self.running = sum(1 for p in pods.items if p.status.phase == "Running")
-        for p in pods.items:
-            for c in p.status.conditions or []:
-                if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
-                    self.first_unschedulable.setdefault(p.metadata.uid, now)
+        self.total = len(pods)
+        self.running = 0
+        for p in pods:
+            status = p.get("status") or {}
+            self.running += status.get("phase") == "Running"
+            for c in status.get("conditions") or []:
+                if (
+                    c.get("type") == "PodScheduled"
+                    and c.get("status") == "False"
+                    and c.get("reason") == "Unschedulable"
+                ):
+                    self.first_unschedulable.setdefault(p["metadata"]["uid"], now)
 
     def decision_latencies(self, requests: RequestLog) -> list[float]:
         """Seconds from a pod being unschedulable to the NodeRequest covering it being started,
@@ -76,6 +84,19 @@ class PodWatch:
                 if uid in self.first_unschedulable:
                     out.append(max(0.0, ts - self.first_unschedulable[uid]))
         return out
+
+
+def problem_summary(status: AutoscalerStatus) -> str:
+    """Why pods are not planned, for a stuck run's message: each reason with its pod count and
+    first message (e.g. MaxNodesReached: node limits reached: node group general maxNodes=50)."""
+    problems = [*status.problems, *status.never_satisfiable]
+    if not problems:
+        return "no planning problems"
+    by_reason: dict[str, tuple[int, str]] = {}
+    for p in problems:
+        count, message = by_reason.get(p.reason, (0, p.message))
+        by_reason[p.reason] = (count + p.count, message)
+    return "problems: " + "; ".join(f"{r} ({n} pods): {m}" for r, (n, m) in sorted(by_reason.items()))
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:

@@ -1,0 +1,50 @@
+"""`starters.demo --pods N` works for any N: the demo group's maxNodes follows N, and a run that is
+stuck says why (MaxNodesReached and the limit) instead of "problems: 0". No server needed."""
+
+from __future__ import annotations
+
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.models import PodProblem
+from scaling.nodes.nodegroups import parse_node_group
+from scaling.nodes.planning import plan_scale_up
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerState
+from scaling.nodes.status import status_of
+from starters.demo import parse_args
+from starters.scenarios.burst import BurstScenario
+from starters.scenarios.progress import problem_summary
+
+
+def burst_pods(n: int) -> list[PodInfo]:
+    # The burst workload's requests (starters/scenarios/burst.py).
+    return [
+        PodInfo(
+            namespace="default", name=f"b{i}", uid=f"b{i}", requests=Resources(cpu_m=500, memory=512 * 2**20, pods=1)
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_demo_group_has_room_for_any_burst() -> None:
+    for pods in (40, 1_000, 3_000):
+        spec = BurstScenario(parse_args(["--pods", str(pods)])).node_groups()[0]
+        group = parse_node_group(spec, {"kwok"})
+        plan = plan_scale_up(burst_pods(pods), [], [group], catalogue_index(kwok_catalogue()), [])
+        assert plan.problems == [], (pods, plan.problems[:1])
+        assert sum(len(n.pod_uids) for n in plan.new_nodes) >= len(plan.new_nodes)  # pods were placed
+
+
+def test_a_stuck_run_names_the_limit_from_the_status() -> None:
+    limit = "node limits reached: node group general maxNodes=50"
+    state = AutoscalerState(
+        last_problems={
+            "shapeA": PodProblem(
+                namespace="default", name="b7", uid="b7", reason="MaxNodesReached", message=limit, count=950
+            )
+        }
+    )
+    status = status_of(AutoscalerSettings(cluster="demo"), state)
+    assert [p.reason for p in status.problems] == ["MaxNodesReached"]
+    assert problem_summary(status) == f"problems: MaxNodesReached (950 pods): {limit}"
+    assert problem_summary(status_of(AutoscalerSettings(cluster="demo"), AutoscalerState())) == "no planning problems"
