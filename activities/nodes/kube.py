@@ -89,7 +89,8 @@ class KubeActivities:
         daemonsets = daemonset_shapes(
             raw_list(client.AppsV1Api(self.clusters.api(cluster)).list_daemon_set_for_all_namespaces)
         )
-        # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread).
+        # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread) or
+        # spreads over zones or regions.
         node_pods = (
             {
                 name: [
@@ -102,7 +103,7 @@ class KubeActivities:
                 ]
                 for name, on_node in by_node.items()
             }
-            if any(p.spreads for p in unschedulable)
+            if any(p.spreads or p.topology_spreads for p in unschedulable)
             else {}
         )
         obs = ClusterObservation(

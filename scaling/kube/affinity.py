@@ -6,8 +6,10 @@ Gt, Lt (integers). `matchFields` can only name `metadata.name`, which a node not
 does not have: such a term never matches a future node.
 
 Per-node limits (`pod_spreads`): required pod anti-affinity and topology spread constraints
-with whenUnsatisfiable DoNotSchedule, both only with topologyKey kubernetes.io/hostname. Other
-topology keys (zone, region) and required pod affinity are not read: the planner ignores them.
+with whenUnsatisfiable DoNotSchedule, both only with topologyKey kubernetes.io/hostname.
+Spread constraints on any other key (zone, region) are `topology_spreads`: the planner shares
+pods out over those domains (scaling.nodes.topology). Pod anti-affinity on other keys and
+required pod affinity are not read: the planner ignores them.
 A spread's skew is measured against the least loaded eligible node; growth takes that minimum
 as 0 (a new node is empty), so maxSkew N reads as "fewer than N matching pods on the node"
 (N per new node): conservative, never more pods per node than the scheduler allows.
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scaling.kube.models import LABEL_HOSTNAME, NodeSelectorRequirement, NodeSelectorTerm, PodSpread
+from scaling.kube.models import LABEL_HOSTNAME, NodeSelectorRequirement, NodeSelectorTerm, PodSpread, TopologySpread
 
 
 def required_node_affinity(spec: Mapping[str, Any]) -> list[NodeSelectorTerm]:
@@ -89,7 +91,7 @@ def _selector(
     return tuple(sorted(match_labels.items())), exprs
 
 
-def spread_selects(spread: PodSpread, namespace: str, labels: Mapping[str, str]) -> bool:
+def spread_selects(spread: PodSpread | TopologySpread, namespace: str, labels: Mapping[str, str]) -> bool:
     """The pod (namespace, labels) counts against `spread` (an empty selector selects all)."""
     if spread.namespaces and namespace not in spread.namespaces:
         return False
@@ -131,6 +133,32 @@ def pod_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[PodSpr
         s = PodSpread(match_labels=ml, match_expressions=me, namespaces=(namespace,), limit=skew)
         own = spread_selects(s, namespace, labels)
         out.append(s.model_copy(update={"counts_self": own, "limit": skew if own else skew + 1}))
+    return out
+
+
+def topology_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[TopologySpread]:
+    """The pod's DoNotSchedule spread constraints over a key other than the hostname.
+
+    minDomains and nodeTaintsPolicy are not read; nodeAffinityPolicy Ignore is read as Honor
+    (the domains are those of nodes the pod may use), as the planner only adds such nodes."""
+    namespace = meta.get("namespace") or "default"
+    labels = dict(meta.get("labels") or {})
+    out: list[TopologySpread] = []
+    for c in spec.get("topologySpreadConstraints") or []:
+        key = c.get("topologyKey") or ""
+        if not key or key == LABEL_HOSTNAME or c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        if c.get("labelSelector") is None:
+            continue
+        ml, me = _selector(c["labelSelector"], c.get("matchLabelKeys") or [], labels)
+        t = TopologySpread(
+            key=key,
+            match_labels=ml,
+            match_expressions=me,
+            namespaces=(namespace,),
+            max_skew=max(int(c.get("maxSkew") or 1), 1),
+        )
+        out.append(t.model_copy(update={"counts_self": spread_selects(t, namespace, labels)}))
     return out
 
 

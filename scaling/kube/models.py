@@ -108,6 +108,21 @@ class PodSpread(BaseModel):
     counts_self: bool = True
 
 
+class TopologySpread(BaseModel):
+    """A DoNotSchedule topology spread constraint over domains wider than a node (zone, region):
+    pods matching the selector may differ by at most `max_skew` between the domains (values of
+    `key`) of the nodes the pod may use (scaling.kube.affinity.topology_spreads builds it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    max_skew: int = 1
+    counts_self: bool = True
+
+
 class PodInfo(BaseModel):
     """What growth needs to know about one pod (built from the API object by scaling.kube.pods)."""
 
@@ -120,6 +135,7 @@ class PodInfo(BaseModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)  # required terms, ORed
     spreads: list[PodSpread] = Field(default_factory=list)  # per-node limits (hostname anti-affinity, spread)
+    topology_spreads: list[TopologySpread] = Field(default_factory=list)  # zone/region spread
     requests: Resources = Resources(pods=1)
     node_name: str | None = None
     phase: str = "Pending"

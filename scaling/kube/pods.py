@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scaling.kube.affinity import pod_spreads, required_node_affinity
+from scaling.kube.affinity import pod_spreads, required_node_affinity, topology_spreads
 from scaling.kube.models import PodInfo, Resources, Toleration
 from scaling.kube.quantity import cpu_millis, memory_bytes
 
@@ -189,6 +189,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
         node_affinity=required_node_affinity(spec),
         spreads=pod_spreads(meta, spec),
+        topology_spreads=topology_spreads(meta, spec),
         requests=pod_demand(pod),
         node_name=spec.get("nodeName") or None,
         phase=status.get("phase") or "Pending",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -26,10 +26,12 @@ from scaling.kube.models import (
     PodSpread,
     Resources,
     Toleration,
+    TopologySpread,
 )
 from scaling.kube.pods import counts_as_demand
 from scaling.nodes.matching import labels_admit, tolerates
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+from scaling.nodes.topology import NodePods, domain_counts, room_in_domain
 
 # Pods named per shape by the observer: enough for events and `explain`, bounded per shape.
 SHAPE_SAMPLE = 5
@@ -52,6 +54,9 @@ class PodShape(BaseModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
     spreads: list[PodSpread] = Field(default_factory=list)  # per-node limits (PodInfo.spreads)
+    topology_spreads: list[TopologySpread] = Field(default_factory=list)  # zone/region (PodInfo.topology_spreads)
+    # Per topology spread: matching pods per domain after settling (scaling.nodes.topology).
+    domain_counts: list[dict[str, int]] = Field(default_factory=list)
     count: int
     pods: list[PodRef] = Field(default_factory=list)  # the first `count` pods, or a sample of them
 
@@ -93,6 +98,8 @@ def demand_key(pod: PodInfo) -> str:
     ]
     if pod.spreads:
         parts.append([s.model_dump() for s in pod.spreads])
+    if pod.topology_spreads:
+        parts.append({"topology": [t.model_dump() for t in pod.topology_spreads]})
     blob = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -118,6 +125,7 @@ def aggregate_demand(pods: Sequence[PodInfo]) -> list[PodShape]:
                 tolerations=p.tolerations,
                 node_affinity=p.node_affinity,
                 spreads=p.spreads,
+                topology_spreads=p.topology_spreads,
                 count=0,
             )
         s.count += 1
@@ -150,9 +158,6 @@ def fit_count(req: tuple[int, int, int], room: Sequence[int]) -> int:
     return max(n or 0, 0)
 
 
-NodePods = Mapping[str, Sequence[tuple[str, Mapping[str, str]]]]  # node -> (namespace, labels) of its pods
-
-
 def settle_on_existing(
     shapes: list[PodShape], nodes: Sequence[NodeInfo], node_pods: NodePods | None = None
 ) -> list[PodRef]:
@@ -160,8 +165,10 @@ def settle_on_existing(
     their shapes' counts drop (largest shapes first); returns the pods settled.
 
     A shape with per-node limits (hostname anti-affinity, spread) settles on a node only as far
-    as the pods already running there allow, which needs `node_pods`; without them such
-    shapes never settle (conservative: a new node is planned rather than a pod left pending)."""
+    as the pods already running there allow, which needs `node_pods`; a shape with zone or
+    region spread only as far as its domain's skew allows, and gets its domains' counts
+    (PodShape.domain_counts). Without `node_pods` such shapes never settle (conservative: a
+    new node is planned rather than a pod left pending)."""
     free: list[tuple[NodeInfo, list[int]]] = []
     for n in nodes:
         room = list(_vec(n.allocatable - n.requested))
@@ -172,7 +179,11 @@ def settle_on_existing(
     placed: dict[str, Counter[PodSpread]] = {}
     settled: list[PodRef] = []
     for s in shapes:
-        if s.spreads and node_pods is None:
+        if s.topology_spreads and node_pods is not None:
+            s.domain_counts = [
+                domain_counts(t, s.node_selector, s.node_affinity, nodes, node_pods) for t in s.topology_spreads
+            ]
+        if (s.spreads or s.topology_spreads) and node_pods is None:
             continue
         req = _vec(s.requests)
         for node, room in free:
@@ -196,6 +207,15 @@ def settle_on_existing(
                 for t in s.spreads:
                     if t.counts_self:
                         extra[t] += n
+            for t, counts in zip(s.topology_spreads, s.domain_counts):
+                domain = node.labels.get(t.key)
+                limit = None if domain is None else room_in_domain(t, counts, domain)
+                n = 0 if domain is None else n if limit is None else min(n, limit)
+            if n <= 0:
+                continue
+            for t, counts in zip(s.topology_spreads, s.domain_counts):
+                if t.counts_self:
+                    counts[node.labels[t.key]] += n
             for r in range(3):
                 room[r] -= req[r] * n
             s.count -= n

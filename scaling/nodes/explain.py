@@ -21,6 +21,7 @@ from scaling.nodes.requests import NodeRequestStatus
 from scaling.nodes.scale_down import NodeState
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
+from scaling.nodes.topology import same_shape
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
 LAST_LOOP_SHAPES_KEPT = 200
@@ -127,6 +128,11 @@ def problems_by_shape(problems: Iterable[PodProblem], keep: int = LAST_LOOP_SHAP
 # -- pods ---------------------------------------------------------------------------------------
 
 
+def _pods_of_shape(r: NodeRequestStatus, key: str) -> int:
+    """Pods of the shape the request was made for, in any domain's share (zone spread)."""
+    return sum(n for k, n in r.pods.items() if same_shape(k, key)) if key else 0
+
+
 def _ref(r: NodeRequestStatus, key: str, uid: str) -> RequestRef:
     return RequestRef(
         id=r.id,
@@ -136,7 +142,7 @@ def _ref(r: NodeRequestStatus, key: str, uid: str) -> RequestRef:
         phase=r.phase.value,
         node_name=r.node_name,
         message=r.message,
-        pods_of_shape=r.pods.get(key, 0) if key else 0,
+        pods_of_shape=_pods_of_shape(r, key),
         names_pod=bool(uid) and uid in r.pod_uids,
         finished_at=r.finished_at,
     )
@@ -164,7 +170,7 @@ def explain_pod(settings: AutoscalerSettings, state: AutoscalerState, inp: Expla
     who = f"{inp.namespace}/{inp.name}"
 
     holding = [
-        _ref(r, key, uid) for r in state.in_flight.values() if (uid and uid in r.pod_uids) or (key and key in r.pods)
+        _ref(r, key, uid) for r in state.in_flight.values() if (uid and uid in r.pod_uids) or _pods_of_shape(r, key)
     ]
     holding.sort(key=lambda r: (not r.names_pod, r.id))
     if holding:
@@ -248,7 +254,7 @@ def explain_pod(settings: AutoscalerSettings, state: AutoscalerState, inp: Expla
 
 def _recent_for(recent: list[NodeRequestStatus], key: str, uid: str) -> RequestRef | None:
     for r in reversed(recent):
-        if (uid and uid in r.pod_uids) or (key and key in r.pods):
+        if (uid and uid in r.pod_uids) or _pods_of_shape(r, key):
             return _ref(r, key, uid)
     return None
 

@@ -32,8 +32,14 @@ class InvalidSpec(ValueError):
         self.message = message
 
 
-def pool_name(provider: str, server_type: str) -> str:
-    return f"{provider}-{server_type}".lower()
+def pool_name(provider: str, server_type: str, zone: str = "") -> str:
+    """`<provider>-<type>`, and `-<zone>` for an entry pinned to a zone (config.zone), so one
+    type can be a pool in each of several zones."""
+    return f"{provider}-{server_type}{f'-{zone}' if zone else ''}".lower()
+
+
+def _zone(config: dict[str, Any]) -> str:
+    return str(config.get("zone") or "")
 
 
 def _is_int(v: Any) -> bool:
@@ -227,11 +233,11 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
     if not isinstance(pools_raw, list) or not pools_raw:
         raise InvalidSpec("spec.pools", "must list at least one pool")
     pools = [_pool(p, f"spec.pools[{i}]", known_providers) for i, p in enumerate(pools_raw)]
-    # Pool names must be unique: a server type may appear in one entry only.
+    # Pool names must be unique: a server type may appear in one entry only (per zone).
     seen: dict[str, str] = {}
     for i, p in enumerate(pools):
         for j, t in enumerate(p.server_types):
-            n = pool_name(p.provider, t)
+            n = pool_name(p.provider, t, _zone(p.config))
             if n in seen:
                 raise InvalidSpec(f"spec.pools[{i}].serverType[{j}]", f"{t!r} is already listed at {seen[n]}")
             seen[n] = f"spec.pools[{i}]"
@@ -293,7 +299,7 @@ def flatten_pools(group: NodeGroup) -> list[Pool]:
     return [
         Pool(
             group=group.name,
-            name=pool_name(spec.provider, t),
+            name=pool_name(spec.provider, t, _zone(spec.config)),
             provider=spec.provider,
             server_type=t,
             priority=spec.priority,

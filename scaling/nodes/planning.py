@@ -12,6 +12,8 @@ cost what a dozen do:
      (limits across shapes, e.g. two Deployments selecting each other, are not modelled);
   e. pods no type of any matching pool can hold are NeverSatisfiable; pods left over when
      limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could).
+Before b, a shape with zone or region spread is shared out over the domains its pools reach
+(split_by_topology); pods no domain may take are TopologySpread problems.
 
 `unavailable_pools` holds (group, pool name) pairs or (provider, server type) pairs: both
 forms are accepted, so a provider-wide backoff of one type can be passed as it is.
@@ -40,6 +42,7 @@ from scaling.nodes.models import (
 )
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
 from scaling.nodes.packing import Bin, Budget, Item, pack
+from scaling.nodes.topology import base_key, reachable_domains, share_key, share_out
 
 Catalogue = Mapping[tuple[str, str], ServerType]
 
@@ -96,6 +99,52 @@ def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
     ]
 
 
+def split_by_topology(
+    demand: Sequence[PodShape], groups: Sequence[NodeGroup], catalogue: Catalogue
+) -> tuple[list[PodShape], list[tuple[PodShape, str]]]:
+    """Zone/region spread: each such shape becomes one share per domain its pools can add nodes
+    in (scaling.nodes.topology.share_out), restricted to that domain by a node selector and
+    keyed "<key>@<domain>" so in-flight requests keep covering it. Returns the shapes to plan
+    and the pods no domain may take, with why."""
+    out: list[PodShape] = []
+    blocked: list[tuple[PodShape, str]] = []
+    for d in demand:
+        if not d.topology_spreads or d.count <= 0:
+            out.append(d)
+            continue
+        spread = d.topology_spreads[0]
+        counts = d.domain_counts[0] if d.domain_counts else {}
+        reachable = reachable_domains(spread.key, d.node_selector, d.tolerations, d.node_affinity, groups, catalogue)
+        if not reachable and not any(
+            eligible_pools(d.node_selector, list(d.tolerations), g, catalogue, node_affinity=d.node_affinity)
+            for g in groups
+        ):
+            out.append(d)  # no group admits it at all: the planner says so (NoMatchingNodeGroup)
+            continue
+        share, left = share_out(counts, reachable, d.count, spread)
+        pods = list(d.pods)
+        for domain, n in sorted(share.items()):
+            out.append(
+                d.model_copy(
+                    update={
+                        "key": share_key(d.key, domain),
+                        "node_selector": {**d.node_selector, spread.key: domain},
+                        "count": n,
+                        "pods": pods[:n],
+                    }
+                )
+            )
+            del pods[:n]
+        if left:
+            where = f"{spread.key} spread (maxSkew {spread.max_skew}, pods per domain {dict(sorted(counts.items()))})"
+            if reachable:
+                msg = f"{where}: the least loaded domain is one no matching pool adds nodes in (pools reach {', '.join(sorted(reachable))})"
+            else:
+                msg = f"{where}: no matching pool's nodes carry the label {spread.key}"
+            blocked.append((d.model_copy(update={"count": left, "pods": pods}), msg))
+    return out, blocked
+
+
 def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
     return (pool.group, pool.name) in unavailable or (pool.provider, pool.server_type.lower()) in unavailable
 
@@ -148,7 +197,9 @@ def _problems(shape: _Shape, reason: str, message: str) -> list[PodProblem]:
     if not named:
         return []
     out = [
-        PodProblem(namespace=p.namespace, name=p.name, uid=p.uid, key=shape.key, reason=reason, message=message)
+        PodProblem(
+            namespace=p.namespace, name=p.name, uid=p.uid, key=base_key(shape.key), reason=reason, message=message
+        )
         for p in named
     ]
     out[-1].count += n - len(named)
@@ -281,7 +332,10 @@ def plan_demand(
 ) -> ScaleUpPlan:
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
-    shapes = _shapes(demand.shapes)
+    planned, blocked = split_by_topology(demand.shapes, groups, catalogue)
+    for shape, msg in blocked:
+        plan.problems.extend(_problems(_shapes([shape])[0], "TopologySpread", msg))
+    shapes = _shapes(planned)
     group_by_name = {g.name: g for g in groups}
 
     plan.pods_covered, plan.covered_in_flight = _covered_in_flight(

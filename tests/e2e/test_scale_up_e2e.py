@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kubernetes import client
 
+from scaling.kube.models import LABEL_ZONE
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
@@ -167,6 +168,39 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
     assert value(samples, "growth_unschedulable_pods_count", cluster="huge") == 1  # the huge pod
     assert value(samples, "growth_loop_duration_seconds_count", cluster="huge") >= 3  # the loops waited for above
     assert any(name.startswith("temporal_") for name, _, _ in samples)
+    await handle.terminate()
+
+
+async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None:  # noqa: ANN001
+    """A Deployment spread over zones (DoNotSchedule, maxSkew 1): growth plans its nodes zone by
+    zone, so the scheduler can place every pod; all in one zone would leave half pending."""
+    lc: LocalCluster = local_cluster()
+    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10, "config": {"zone": z}} for z in ("za", "zb")]
+    apply_node_group(lc.api, node_group("zoned", pools))
+    handle = await start_autoscaler(lc, "zones")
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": LABEL_ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}},
+    }
+    # 1.5 cores: one pod per cx22 node.
+    web = deployment("spread", 4, cpu="1500m", memory="256Mi", topologySpreadConstraints=[spread])
+    client.AppsV1Api(lc.api).create_namespaced_deployment("default", web)
+
+    async def all_running() -> AutoscalerStatus | None:
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return s if pods_running(lc.api, "spread") == 4 and not s.in_flight else None
+
+    status = await wait_for(all_running, 120, "every spread pod running")
+    core = client.CoreV1Api(lc.api)
+    zone_of = {
+        n.metadata.name: n.metadata.labels[LABEL_ZONE] for n in core.list_node(label_selector=LABEL_REQUEST).items
+    }
+    pods = core.list_namespaced_pod("default", label_selector="app=spread").items
+    assert Counter(zone_of[p.spec.node_name] for p in pods) == {"za": 2, "zb": 2}
+    assert status.nodes_created == len(zone_of) == 4
+    assert {r.current_pool for r in status.recent} == {"kwok-cx22-za", "kwok-cx22-zb"}
     await handle.terminate()
 
 
