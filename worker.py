@@ -41,6 +41,10 @@ from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
 
 log = logging.getLogger("growth.worker")
+# A burst keeps hundreds of NodeRequests waiting for their nodes at once. Those waits are async
+# activities (no thread while waiting), but they hold a slot each: with few slots, the loop's own
+# observation queued behind them (10,000 pods: 18 s a loop with 32 slots). Threads start lazily.
+ACTIVITY_SLOTS = 256
 
 
 def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
@@ -157,14 +161,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
     client = await connect(settings.temporal, runtime)
-    with ThreadPoolExecutor(max_workers=32) as executor:
+    with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as executor:
         worker = Worker(
             client,
             task_queue=settings.temporal.task_queue,
             workflows=WORKFLOWS,
             activities=build_activities(settings, clusters),
             activity_executor=executor,
-            max_concurrent_activities=32,
+            max_concurrent_activities=ACTIVITY_SLOTS,
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)

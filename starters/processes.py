@@ -143,7 +143,20 @@ class Processes:
             "--log-level",
             "warn",
         ]
-        argv += ["--db-filename", str(db_file)] if db_file else []
+        # WAL without a sync per commit: a burst's child starts are many small transactions.
+        # An application crash loses nothing; only an OS crash could lose the last commits.
+        argv += (
+            [
+                "--db-filename",
+                str(db_file),
+                "--sqlite-pragma",
+                "journal_mode=wal",
+                "--sqlite-pragma",
+                "synchronous=normal",
+            ]
+            if db_file
+            else []
+        )
         argv += (
             ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"]
             if ui_port

@@ -5,6 +5,7 @@ Thin adapters: every decision about what the objects mean is made in scaling/.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Collection
@@ -126,23 +127,20 @@ class KubeActivities:
 
     # -- nodes ---------------------------------------------------------------------------
     @activity.defn(name=contracts.WAIT_NODE_READY)
-    def wait_node_ready(self, inp: WaitReadyInput) -> bool:
-        """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed."""
+    async def wait_node_ready(self, inp: WaitReadyInput) -> bool:
+        """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed.
+
+        Async: hundreds of requests wait at once in a burst, and a waiting one must not hold a
+        worker thread that the loop's own observation needs (each read runs in a thread)."""
         deadline = time.monotonic() + inp.timeout_s
         core = self._core(inp.cluster)
         while True:
             activity.heartbeat()
-            try:
-                node = core.read_node(inp.node_name)
-                for cond in node.status.conditions or []:
-                    if cond.type == "Ready" and cond.status == "True":
-                        return True
-            except ApiException as e:
-                if e.status != 404:  # a node registers some time after the machine starts
-                    raise
+            if await asyncio.to_thread(_node_ready, core, inp.node_name):
+                return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(min(inp.poll_s, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(min(inp.poll_s, max(0.0, deadline - time.monotonic())))
 
     @activity.defn(name=contracts.LABEL_NODE)
     def label_node(self, inp: LabelNodeInput) -> None:
@@ -178,3 +176,13 @@ class KubeActivities:
             custom.patch_cluster_custom_object_status(
                 CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL, name, {"status": status}
             )
+
+
+def _node_ready(core: client.CoreV1Api, name: str) -> bool:
+    try:
+        node = core.read_node(name)
+    except ApiException as e:
+        if e.status == 404:  # a node registers some time after the machine starts
+            return False
+        raise
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])

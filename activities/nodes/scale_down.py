@@ -7,6 +7,7 @@ already deleted succeeds.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection
 from typing import Any
@@ -229,14 +230,17 @@ class ScaleDownActivities:
         return EvictResult(outcome="evicted")
 
     @activity.defn(name=contracts.WAIT_PODS_GONE)
-    def wait_pods_gone(self, inp: WaitPodsGoneInput) -> list[str]:
-        """Poll until none of ``pods`` is still on the node; returns those left at the timeout."""
+    async def wait_pods_gone(self, inp: WaitPodsGoneInput) -> list[str]:
+        """Poll until none of ``pods`` is still on the node; returns those left at the timeout.
+        Async, like wait_node_ready: a wait holds no worker thread."""
         deadline = time.monotonic() + inp.timeout_s
         wanted = set(inp.pods)
         core = self._core(inp.cluster)
         while True:
             activity.heartbeat()
-            on_node = raw_list(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}")
+            on_node = await asyncio.to_thread(
+                raw_list, core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}"
+            )
             left = sorted(
                 f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}"
                 for p in on_node
@@ -244,7 +248,7 @@ class ScaleDownActivities:
             )
             if not left or time.monotonic() >= deadline:
                 return left
-            time.sleep(inp.poll_s)
+            await asyncio.sleep(inp.poll_s)
 
     @activity.defn(name=contracts.DELETE_NODE_OBJECT)
     def delete_node_object(self, inp: NodeRef) -> None:

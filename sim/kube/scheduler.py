@@ -14,6 +14,7 @@ PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -222,7 +223,25 @@ def spread_blocked(pod: Obj, nodes: list[Obj], placed: dict[str, list[Obj]]) -> 
     return blocked
 
 
-def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[str]:
+def equivalence_key(pod: Obj, anti_affinity_placed: bool) -> str | None:
+    """What the filters read of a pod, for pods whose fit no other pending pod changes for the
+    better: None for pods with topology spread or pod anti-affinity of their own."""
+    spec = pod.get("spec") or {}
+    if spec.get("topologySpreadConstraints") or (spec.get("affinity") or {}).get("podAntiAffinity"):
+        return None
+    parts = [
+        [c.get("resources") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])],
+        spec.get("overhead"),
+        spec.get("nodeSelector"),
+        spec.get("affinity"),
+        spec.get("tolerations"),
+    ]
+    if anti_affinity_placed:  # placed pods' anti-affinity reads the pod's labels and namespace
+        parts += [pod["metadata"].get("namespace"), pod["metadata"].get("labels")]
+    return json.dumps(parts, sort_keys=True)
+
+
+def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources | None = None) -> list[str]:
     """Reasons the node cannot take the pod; empty when it fits."""
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
@@ -238,7 +257,7 @@ def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[st
             return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
     if not affinity_matches(pod, node):
         return ["node(s) didn't match Pod's node affinity/selector"]
-    alloc = allocatable(node)
+    alloc = allocatable(node) if alloc is None else alloc
     reasons = []
     for name, amount in sorted(req.items()):
         if amount <= 0 or (name == "ephemeral-storage" and name not in alloc):
@@ -248,8 +267,8 @@ def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources) -> list[st
     return reasons
 
 
-def score(req: Resources, node: Obj, used: Resources, strategy: str) -> float:
-    alloc = allocatable(node)
+def score(req: Resources, node: Obj, used: Resources, strategy: str, alloc: Resources | None = None) -> float:
+    alloc = allocatable(node) if alloc is None else alloc
     parts = []
     for name in ("cpu", "memory"):
         capacity = alloc.get(name, 0)
@@ -327,11 +346,19 @@ class Scheduler(Actor):
         self._requests = {u: r for u, r in self._requests.items() if u in live}
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
         bound = 0
+        alloc = {n["metadata"]["name"]: allocatable(n) for n in nodes}
+        # Within a pass room only shrinks and placed pods only add anti-affinity: a pod like one
+        # that fit nowhere fits nowhere either (unless spread or anti-affinity of its own apply).
+        failed_like: dict[str, str] = {}
         for pod in pending:
             try:
                 req = self._requests_of(pod)
             except ValueError as exc:
                 self._mark_unschedulable(pod, f"invalid resource request: {exc}")
+                continue
+            like = equivalence_key(pod, bool(placed_terms))
+            if like is not None and like in failed_like:
+                self._mark_unschedulable(pod, failed_like[like])
                 continue
             reasons: Counter[str] = Counter()
             best: tuple[float, str] | None = None
@@ -339,7 +366,7 @@ class Scheduler(Actor):
             spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
             for node in nodes:
                 name = node["metadata"]["name"]
-                failed = filter_node(pod, req, node, used[name])
+                failed = filter_node(pod, req, node, used[name], alloc[name])
                 if not failed and name in spread:
                     failed = ["node(s) didn't match pod topology spread constraints"]
                 if not failed and name in anti:
@@ -347,11 +374,14 @@ class Scheduler(Actor):
                 if failed:
                     reasons.update(failed)
                     continue
-                s = score(req, node, used[name], self.control.scoring)
+                s = score(req, node, used[name], self.control.scoring, alloc[name])
                 if best is None or s > best[0]:
                     best = (s, name)
             if best is None:
-                self._mark_unschedulable(pod, unschedulable_message(len(nodes), reasons))
+                message = unschedulable_message(len(nodes), reasons)
+                if like is not None:
+                    failed_like[like] = message
+                self._mark_unschedulable(pod, message)
                 continue
             if self._bind(pod, best[1]):
                 used[best[1]].update(req)
@@ -372,6 +402,10 @@ class Scheduler(Actor):
         return True
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        current = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if current and current.get("reason") == "Unschedulable" and current.get("message") == message:
+            return  # already says so: no write (a write would start another pass)
+
         def update(obj: Obj) -> Obj | None:
             if obj["spec"].get("nodeName"):
                 return None

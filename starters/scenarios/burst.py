@@ -66,10 +66,10 @@ class BurstScenario(Scenario):
             },
         )
 
-    async def scale_up(self, demo: Demo) -> dict[str, Any]:
+    async def scale_up(self, demo: Demo, watch: PodWatch | None = None) -> dict[str, Any]:
         """Create the workload and follow it until every pod runs; the burst summary."""
         apps = client.AppsV1Api(demo.api)
-        watch = PodWatch(demo.api, f"app={self.app}")
+        watch = watch or PodWatch(demo.api, f"app={self.app}")
         requests = RequestLog()
         t0 = time.monotonic()
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", self.workload())
@@ -89,12 +89,13 @@ class BurstScenario(Scenario):
                     f"only {watch.running}/{self.args.pods} pods running after {self.args.timeout:.0f}s "
                     f"(requests: {status.requests_by_phase}; {problem_summary(status)})"
                 )
-            await asyncio.sleep(0.2)
+            # Listing thousands of pods costs the simulated API server seconds: poll less often.
+            await asyncio.sleep(max(0.2, self.args.pods / 2500))
         seconds = time.monotonic() - t0
         draw(progress_bar(watch.running, self.args.pods), not self.args.headless)
         print(flush=True)
         nodes = await asyncio.to_thread(client.CoreV1Api(demo.api).list_node, label_selector=LABEL_GROUP)
-        latencies = watch.decision_latencies(requests)
+        latencies = watch.decision_latencies(requests.started.values())
         return {
             "scenario": self.name,
             "pods": self.args.pods,

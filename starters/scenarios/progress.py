@@ -6,10 +6,12 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from kubernetes import client
 
+from scaling.nodes.headroom import is_headroom
 from scaling.nodes.requests import NodeRequestStatus
 from scaling.nodes.status import AutoscalerStatus
 
@@ -23,7 +25,7 @@ class RequestLog:
 
     def __init__(self, out=print) -> None:  # noqa: ANN001
         self.seen: dict[str, tuple[str, str, int]] = {}
-        self.started: dict[str, tuple[datetime, list[str]]] = {}
+        self.started: dict[str, tuple[float, int]] = {}  # request -> its start, pods made for
         self.out = out
 
     def update(self, status: AutoscalerStatus) -> None:
@@ -32,7 +34,7 @@ class RequestLog:
 
     def _one(self, r: NodeRequestStatus) -> None:
         if r.started_at is not None and r.id not in self.started:
-            self.started[r.id] = (r.started_at, list(r.pod_uids))
+            self.started[r.id] = request_start(r)
         last = r.attempts[-1] if r.attempts else None
         key = (r.phase.value, r.current_pool, len(r.attempts) * 10 + (hash(last.result.value) % 10 if last else 0))
         if self.seen.get(r.id) == key:
@@ -45,7 +47,7 @@ class RequestLog:
 
 
 class PodWatch:
-    """Polls the workload's pods: when each was first seen unschedulable, how many run."""
+    """Polls the workload's pods: since when each is unschedulable, how many run."""
 
     def __init__(self, api: client.ApiClient, selector: str) -> None:
         self.core = client.CoreV1Api(api)
@@ -72,18 +74,45 @@ class PodWatch:
                     and c.get("status") == "False"
                     and c.get("reason") == "Unschedulable"
                 ):
-                    self.first_unschedulable.setdefault(p["metadata"]["uid"], now)
+                    # Since when, as the scheduler recorded it (whole seconds): a slow poll does
+                    # not shorten the latency measured.
+                    since = _timestamp(c.get("lastTransitionTime")) or now
+                    self.first_unschedulable.setdefault(p["metadata"]["uid"], min(since, now))
 
-    def decision_latencies(self, requests: RequestLog) -> list[float]:
-        """Seconds from a pod being unschedulable to the NodeRequest covering it being started,
-        for the pods requests name (a few per request: requests hold the rest by count)."""
-        out = []
-        for started_at, uids in requests.started.values():
-            ts = started_at.replace(tzinfo=started_at.tzinfo or UTC).timestamp()
-            for uid in uids:
-                if uid in self.first_unschedulable:
-                    out.append(max(0.0, ts - self.first_unschedulable[uid]))
-        return out
+    def decision_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
+        """Decision latency per pod (fifo_latencies) for requests (start, pods made for)."""
+        return fifo_latencies(list(self.first_unschedulable.values()), started)
+
+
+def request_start(r: NodeRequestStatus) -> tuple[float, int]:
+    """When a request started (epoch seconds) and how many real pods it was made for."""
+    assert r.started_at is not None
+    at = r.started_at.replace(tzinfo=r.started_at.tzinfo or UTC).timestamp()
+    return at, sum(n for key, n in r.pods.items() if not is_headroom(key)) or len(r.pod_uids)
+
+
+def fifo_latencies(since: Iterable[float], started: Iterable[tuple[float, int]]) -> list[float]:
+    """Seconds from a pod becoming unschedulable to the start of the request that covers it.
+
+    Requests hold pods by count, not by name, so pods are matched first come, first served:
+    pods in the order they became unschedulable, requests in the order they started, each
+    taking as many pods as it was made for. Pods left over (they fit free room or a request's
+    spare room) have no request of their own and are not counted."""
+    pods = sorted(since)
+    out: list[float] = []
+    for at, n in sorted(started):
+        for t in pods[len(out) : len(out) + n]:
+            out.append(max(0.0, at - t))
+    return out
+
+
+def _timestamp(rfc3339: str | None) -> float | None:
+    if not rfc3339:
+        return None
+    try:
+        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def problem_summary(status: AutoscalerStatus) -> str:

@@ -48,3 +48,13 @@ def test_a_stuck_run_names_the_limit_from_the_status() -> None:
     assert [p.reason for p in status.problems] == ["MaxNodesReached"]
     assert problem_summary(status) == f"problems: MaxNodesReached (950 pods): {limit}"
     assert problem_summary(status_of(AutoscalerSettings(cluster="demo"), AutoscalerState())) == "no planning problems"
+
+
+def test_decision_latency_matches_pods_to_requests_first_come_first_served() -> None:
+    from starters.scenarios.progress import fifo_latencies
+
+    since = [100.0, 101.0, 102.0, 103.0, 104.0]
+    # Two requests: one made for 3 pods started at 110, one for 1 pod at 120; the fifth pod fit
+    # a request's spare room and has no request of its own.
+    assert fifo_latencies(since, [(120.0, 1), (110.0, 3)]) == [10.0, 9.0, 8.0, 17.0]
+    assert fifo_latencies(since, []) == []

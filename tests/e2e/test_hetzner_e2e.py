@@ -56,7 +56,7 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
         (secrets / "hcloud-token").write_text(API_TOKEN)
         (secrets / "join-token").write_text(JOIN)
         (secrets / "wrong-join-token").write_text("bad000.0000000000000000")
-        scenario = HetznerBurstScenario(argparse.Namespace())
+        scenario = HetznerBurstScenario(argparse.Namespace(pods=PODS))
         extra = {
             "endpoint": hz.url,
             "token_file": str(secrets / "hcloud-token"),

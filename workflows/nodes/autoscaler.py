@@ -73,6 +73,8 @@ CONCURRENT_STARTS = "concurrent-child-starts"
 ENFORCE_MIN_NODES = "enforce-min-nodes"
 # Runs whose observations carried every pending pod and node replay by aggregating them here.
 AGGREGATED_DEMAND = "aggregated-demand"
+# Runs whose loop waited for the server to start every child it asked for replay so.
+BACKGROUND_STARTS = "background-child-starts"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -91,7 +93,7 @@ class NodeAutoscalerWorkflow:
         # Updates that await (protect_node, remove_node) and the loop's scale-down step both
         # read and change scale_downs/protected_nodes: one at a time.
         self.scale_down_lock = asyncio.Lock()
-        self.event_tasks: set[asyncio.Task[None]] = set()
+        self.background: set[asyncio.Task[None]] = set()  # pod events and child starts in progress
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -229,7 +231,7 @@ class NodeAutoscalerWorkflow:
                 iterations_this_run += 1
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                await asyncio.gather(*self.event_tasks)
+                await asyncio.gather(*self.background)
                 self.state.runs += 1
                 workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
             self.wake = False
@@ -323,7 +325,13 @@ class NodeAutoscalerWorkflow:
         # start in one workflow task: hundreds of children start together, not one per task.
         requests = [(self._record_request(planned, groups[planned.group]), planned) for planned in plan.new_nodes]
         concurrent = workflow.patched(CONCURRENT_STARTS)
-        if concurrent:
+        if requests and workflow.patched(BACKGROUND_STARTS):
+            # The loop goes on while the server starts them: in a burst, starting hundreds of
+            # children takes seconds, and the next observation need not wait for it (the
+            # requests are in flight in the state already).
+            for inp, _ in requests:
+                self.background.add(asyncio.create_task(self._start_request(inp)))
+        elif concurrent:
             await asyncio.gather(*(self._start_request(inp) for inp, _ in requests))
         else:
             for inp, _ in requests:
@@ -367,7 +375,7 @@ class NodeAutoscalerWorkflow:
         for batch in event_batches(events):
             if concurrent:
                 # Events are a report, not a step: the next loop does not wait for them.
-                self.event_tasks.add(asyncio.create_task(self._emit_pod_events(batch)))
+                self.background.add(asyncio.create_task(self._emit_pod_events(batch)))
             else:
                 await self._emit_pod_events(batch)
 
@@ -382,7 +390,7 @@ class NodeAutoscalerWorkflow:
         except ActivityError as err:
             workflow.logger.warning("pod events not emitted: %s", err)
         finally:
-            self.event_tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def _record_request(self, planned: PlannedNode, group: NodeGroup) -> NodeRequestInput:
         """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
@@ -396,16 +404,19 @@ class NodeAutoscalerWorkflow:
 
     async def _start_request(self, inp: NodeRequestInput) -> None:
         settings = self.inp.settings
-        await workflow.start_child_workflow(
-            NodeRequestWorkflow.run,
-            inp,
-            id=inp.id,
-            # Requests outlive a continue-as-new or a restart of the loop.
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            search_attributes=initial_attributes(settings.cluster, "Pending")
-            if settings.use_search_attributes
-            else None,
-        )
+        try:
+            await workflow.start_child_workflow(
+                NodeRequestWorkflow.run,
+                inp,
+                id=inp.id,
+                # Requests outlive a continue-as-new or a restart of the loop.
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                search_attributes=initial_attributes(settings.cluster, "Pending")
+                if settings.use_search_attributes
+                else None,
+            )
+        finally:
+            self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def _new_problem_events(self, problems: list[PodProblem]) -> list[PodEvent]:
         fresh, self.state.reported_pods = fresh_problems(problems, self.state.reported_pods, REPORTED_PODS_KEPT)

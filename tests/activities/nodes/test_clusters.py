@@ -86,7 +86,7 @@ async def test_each_clusters_activities_reach_its_own_api_server(
     for name in ("east", "west"):
         node = made[name].node_name
         ready = WaitReadyInput(cluster=name, node_name=node, timeout_s=30, poll_s=0.05)
-        assert env.run(acts[contracts.WAIT_NODE_READY], ready) is True
+        assert await env.run(acts[contracts.WAIT_NODE_READY], ready) is True
         labels = {LABEL_GROUP: f"seen-by-{name}"}
         env.run(acts[contracts.LABEL_NODE], LabelNodeInput(cluster=name, node_name=node, labels=labels))
         obs = env.run(acts[contracts.OBSERVE_CLUSTER], name)

@@ -124,11 +124,13 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     heartbeats: list = []
     env.on_heartbeat = lambda *a: heartbeats.append(a)
     assert (
-        env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05))
+        await env.run(
+            kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05)
+        )
         is True
     )
     assert (
-        env.run(
+        await env.run(
             kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)
         )
         is False
@@ -136,7 +138,9 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     assert heartbeats  # a dead worker is noticed through missed heartbeats
     # A node that has not registered yet (404) is waited for, not an error.
     assert (
-        env.run(kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name="not-yet", timeout_s=0.3, poll_s=0.05))
+        await env.run(
+            kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name="not-yet", timeout_s=0.3, poll_s=0.05)
+        )
         is False
     )
 

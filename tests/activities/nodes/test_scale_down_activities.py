@@ -92,7 +92,7 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
 
 
-def test_evict_honours_pdbs_and_reports_gone_pods(
+async def test_evict_honours_pdbs_and_reports_gone_pods(
     acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster
 ) -> None:
     bound_pod(core, "web-1", "n1")
@@ -112,14 +112,14 @@ def test_evict_honours_pdbs_and_reports_gone_pods(
     # is gone); the one a PDB holds is still there when the wait gives up.
     env = ActivityEnvironment()
     assert (
-        env.run(
+        await env.run(
             acts.wait_pods_gone,
             WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1"], timeout_s=30, poll_s=0.1),
         )
         == []
     )
     held = WaitPodsGoneInput(cluster="c", node="n1", pods=["default/web-1", "default/db-1"], timeout_s=0.3, poll_s=0.1)
-    assert env.run(acts.wait_pods_gone, held) == ["default/db-1"]
+    assert await env.run(acts.wait_pods_gone, held) == ["default/db-1"]
 
 
 def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(

@@ -261,3 +261,23 @@ def test_pod_requests_arithmetic() -> None:
         }
     }
     assert pod_requests(pod) == {"cpu": 2100, "memory": 64 * 2**20 + 2**30, "pods": 1}
+
+
+def test_pods_like_one_that_fit_nowhere_get_its_verdict_and_others_their_own(
+    manual: SimCluster, mcore: client.CoreV1Api
+) -> None:
+    """A pass reuses the verdict for pods identical to one that fit nowhere; a different pod is
+    still searched for."""
+    mcore.create_node(node_body("n1", cpu="1"))
+    ready_nodes(mcore, "n1")
+    for i in range(3):
+        mcore.create_namespaced_pod("default", pod_body(f"big{i}", cpu="2"))
+    mcore.create_namespaced_pod("default", pod_body("small", cpu="500m"))
+    assert manual.scheduler.schedule_once() == 1
+    for i in range(3):
+        condition = scheduled_condition(mcore, f"big{i}")
+        assert (condition.reason, condition.message) == (
+            "Unschedulable",
+            "0/1 nodes are available: 1 Insufficient cpu.",
+        )
+    assert mcore.read_namespaced_pod("small", "default").spec.node_name == "n1"
