@@ -64,6 +64,15 @@ def test_pod_named_by_an_in_flight_request_gets_that_request() -> None:
     assert "made for it" in e.summary and mine.id in e.summary and "pool kwok-cx22" in e.summary
 
 
+def test_a_zone_spread_pod_finds_the_requests_made_for_its_zones_shares() -> None:
+    # Zone spread plans one share per zone, keyed "<shape>@<zone>" (scaling.nodes.topology).
+    a = request("000001-aaaa", {"shapeA@za": 2}, ["uid-7"])
+    b = request("000002-bbbb", {"shapeA@zb": 2, "shapeAB": 1}, ["uid-8"])
+    e = ask(state(in_flight={r.id: r for r in (a, b)}))
+    assert e.outcome == "InFlight"
+    assert [r.pods_of_shape for r in e.requests] == [2, 2]  # not shapeAB, a different shape
+
+
 def test_pod_of_a_shape_held_in_flight_counts_the_shapes_pods() -> None:
     a = request("000001-aaaa", {"shapeA": 3, "shapeB": 1}, ["uid-7"])
     b = request("000002-bbbb", {"shapeA": 2}, ["uid-8"])
