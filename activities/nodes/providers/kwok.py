@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import threading
 from typing import Any
 
 from kubernetes import client
@@ -46,6 +47,10 @@ class KwokProvider:
         settings = settings or {}
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (settings.get("capacity") or {}).items()}
         self._types = {t.name: t for t in kwok_catalogue()}
+        # Counting a pool's nodes and creating one must be one step, or concurrent creates (a
+        # burst's requests) all see room and overshoot the limit. Per worker process: KWOK is
+        # the local stand-in, run by one worker.
+        self._capacity_lock = threading.Lock()
 
     async def server_types(self) -> list[ServerType]:
         return list(self._types.values())
@@ -63,14 +68,20 @@ class KwokProvider:
         except ApiException as e:
             if e.status != 404:
                 raise
-        limit = self.capacity.get(pool.name.lower())
-        if limit is not None:
+        if pool.name.lower() not in self.capacity:
+            return self._create_unchecked(core, inp, name)
+        with self._capacity_lock:
+            limit = self.capacity[pool.name.lower()]
             in_pool = raw_list(core.list_node, label_selector=f"{LABEL_POOL}={pool.name}")
             if len(in_pool) >= limit:
                 return CreateNodeResult(
                     outcome="no_capacity",
                     message=f"pool {pool.name} has no capacity left ({len(in_pool)}/{limit} nodes)",
                 )
+            return self._create_unchecked(core, inp, name)
+
+    def _create_unchecked(self, core: client.CoreV1Api, inp: CreateNodeInput, name: str) -> CreateNodeResult:
+        pool = inp.pool
         stype = self._types.get(pool.server_type.lower())
         if stype is None:
             return CreateNodeResult(outcome="no_capacity", message=f"unknown server type {pool.server_type}")

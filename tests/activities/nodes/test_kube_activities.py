@@ -3,6 +3,7 @@ official client (no monkeypatching)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +102,16 @@ async def test_kwok_capacity_limit_reports_no_capacity(api: client.ApiClient) ->
     assert full.outcome == "no_capacity" and "kwok-cx22" in full.message
     # The first request retried still finds its node: idempotency wins over the limit.
     assert (await provider.create_node(base)).outcome == "created"
+
+
+async def test_kwok_capacity_limit_holds_when_a_burst_creates_at_once(api: client.ApiClient) -> None:
+    provider = KwokProvider(api, {"capacity": {"kwok-cx22": 3}})
+    base = CreateNodeInput(cluster="c1", request_id="r", attempt=0, pool=pool(), labels={LABEL_POOL: "kwok-cx22"})
+    results = await asyncio.gather(
+        *(provider.create_node(base.model_copy(update={"request_id": f"burst-{i}"})) for i in range(12))
+    )
+    assert sorted(r.outcome for r in results) == ["created"] * 3 + ["no_capacity"] * 9
+    assert len(client.CoreV1Api(api).list_node(label_selector=f"{LABEL_POOL}=kwok-cx22").items) == 3
 
 
 async def test_kwok_delete_is_idempotent(api: client.ApiClient) -> None:
