@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
@@ -107,6 +108,16 @@ def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlig
         for r in requests.values()
         if r.phase in (RequestPhase.PENDING, RequestPhase.PROVISIONING)
     ]
+
+
+def with_landing_requests(
+    in_flight: list[InFlightRequest], before: Sequence[InFlightRequest], ready: Collection[str]
+) -> list[InFlightRequest]:
+    """The requests in flight now, plus those of `before` (in flight when the observation
+    began) that reported Ready since: their node may be missing from that observation, or not
+    Ready in it, and without them the planner would plan their pods a second node."""
+    ids = {r.id for r in in_flight}
+    return [*in_flight, *(r for r in before if r.id in ready and r.id not in ids)]
 
 
 def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> None:

@@ -199,7 +199,8 @@ async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None: 
     }
     pods = core.list_namespaced_pod("default", label_selector="app=spread").items
     assert Counter(zone_of[p.spec.node_name] for p in pods) == {"za": 2, "zb": 2}
-    assert status.nodes_created == len(zone_of) == 4
+    made = [(r.id[-11:], r.current_pool, r.pods, r.started_at.time() if r.started_at else None) for r in status.recent]
+    assert status.nodes_created == len(zone_of) == 4, made
     assert {r.current_pool for r in status.recent} == {"kwok-cx22-za", "kwok-cx22-zb"}
     await handle.terminate()
 

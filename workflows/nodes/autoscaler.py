@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         within_in_flight_limit,
     )
     from scaling.nodes.min_size import requests_to_reach_min_nodes
-    from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, ServerType
+    from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, RequestPhase, ServerType
     from scaling.nodes.observation import event_batches, never_satisfiable_events
     from scaling.nodes.planning import plan_demand
     from scaling.nodes.removals import ScaleDownStatus
@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         in_flight_for_planner,
         record_request_update,
         record_scale_down_update,
+        with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
     from workflows.nodes import metrics, scale_down_step
@@ -75,6 +76,8 @@ ENFORCE_MIN_NODES = "enforce-min-nodes"
 AGGREGATED_DEMAND = "aggregated-demand"
 # Runs whose loop waited for the server to start every child it asked for replay so.
 BACKGROUND_STARTS = "background-child-starts"
+# Runs that forgot a request once it reported Ready, even mid-observation, replay so.
+LANDING_REQUESTS = "count-landing-requests"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -94,6 +97,7 @@ class NodeAutoscalerWorkflow:
         # read and change scale_downs/protected_nodes: one at a time.
         self.scale_down_lock = asyncio.Lock()
         self.background: set[asyncio.Task[None]] = set()  # pod events and child starts in progress
+        self.ready_since_observed: set[str] = set()  # requests Ready since this loop's observation began
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -127,6 +131,8 @@ class NodeAutoscalerWorkflow:
     def request_changed(self, update: NodeRequestStatus) -> None:
         attempt = newly_reported_attempt(self.state.in_flight.get(update.id), update)
         record_request_update(self.state, update)
+        if update.phase == RequestPhase.READY:
+            self.ready_since_observed.add(update.id)
         if update.final:
             self.wake = True  # capacity changed: plan again without waiting a whole interval
         now = workflow.now().timestamp()
@@ -244,6 +250,8 @@ class NodeAutoscalerWorkflow:
         settings = self.inp.settings
         self.state.iterations += 1
         started = workflow.now()
+        in_flight_before = in_flight_for_planner(self.state.in_flight)
+        self.ready_since_observed.clear()
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             settings.cluster,
@@ -289,6 +297,8 @@ class NodeAutoscalerWorkflow:
             self.state.capacity_unavailable_until,
         )
         in_flight = in_flight_for_planner(self.state.in_flight)
+        if workflow.patched(LANDING_REQUESTS):
+            in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
         split = split_headroom(  # from here on, the plan's pods and problems are real pods only
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),

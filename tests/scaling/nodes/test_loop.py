@@ -169,3 +169,44 @@ def test_a_ready_node_does_not_clear_capacity_memory_but_clears_a_quota_backoff(
     assert "g/p" in until
     apply_attempt_backoff(failures, until, "g", Attempt(pool="p", result=AttemptResult.READY, timestamp=t), 10)
     assert until == {} and failures == {}
+
+
+def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() -> None:
+    from scaling.kube.models import PodInfo
+    from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+    from scaling.nodes.demand import observe_demand
+    from scaling.nodes.models import InFlightRequest
+    from scaling.nodes.nodegroups import parse_node_group
+    from scaling.nodes.planning import plan_demand
+    from scaling.nodes.state import with_landing_requests
+
+    group = parse_node_group(
+        {"metadata": {"name": "g"}, "spec": {"pools": [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}]}},
+        {"kwok"},
+    )
+    pods = [
+        PodInfo(namespace="ns", name=f"p{i}", uid=f"p{i}", requests=Resources(cpu_m=1500, memory=2**30, pods=1))
+        for i in range(2)
+    ]
+    demand = observe_demand(pods, [])
+    key = demand.shapes[0].key
+
+    def req(rid: str) -> InFlightRequest:
+        return InFlightRequest(
+            id=rid,
+            group="g",
+            pool="kwok-cx22",
+            server_type="cx22",
+            provider="kwok",
+            requirements=pods[0].requests,
+            pods={key: 1},
+        )
+
+    landed, replanned, flying = req("a"), req("b"), req("c")
+    # a reported Ready and b Replanned during the observation, which saw neither a's node Ready.
+    in_flight = with_landing_requests([flying], [landed, replanned, flying], ready={"a"})
+    assert [r.id for r in in_flight] == ["c", "a"]
+    cat = catalogue_index(kwok_catalogue())
+    assert plan_demand(demand, [group], cat, in_flight).new_nodes == []
+    # Forgetting a would plan its pod a second node.
+    assert len(plan_demand(demand, [group], cat, [flying]).new_nodes) == 1
