@@ -65,8 +65,10 @@ async def skip(env: WorkflowEnvironment, seconds: float) -> None:
 async def report(handle: WorkflowHandle) -> AutoscalerReport:
     for _ in range(50):
         try:
-            return await handle.query(ComponentAutoscalerWorkflow.status)
-        except RPCError as exc:  # a query racing a continue-as-new hand-over
+            # A deadline: under a CPU hog the time-skipping server once left a query unanswered
+            # until pytest's 300 s timeout; asking again is what a caller would do.
+            return await handle.query(ComponentAutoscalerWorkflow.status, rpc_timeout=timedelta(seconds=20))
+        except RPCError as exc:  # a query racing a continue-as-new hand-over, or past its deadline
             error = exc
             await asyncio.sleep(0.1)
     raise AssertionError(f"status query kept failing: {error}")
