@@ -404,7 +404,7 @@ class Scheduler(Actor):
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
         current = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         if current and current.get("reason") == "Unschedulable" and current.get("message") == message:
-            return  # already says so: no write (a write would start another pass)
+            return  # already says so: skip the read-modify-write (it would change nothing)
 
         def update(obj: Obj) -> Obj | None:
             if obj["spec"].get("nodeName"):

@@ -7,10 +7,11 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC
 
 from kubernetes import client
 
+from scaling.kube.pods import is_unschedulable, unschedulable_since
 from scaling.nodes.headroom import is_headroom
 from scaling.nodes.requests import NodeRequestStatus
 from scaling.nodes.status import AutoscalerStatus
@@ -66,18 +67,13 @@ class PodWatch:
         self.total = len(pods)
         self.running = 0
         for p in pods:
-            status = p.get("status") or {}
-            self.running += status.get("phase") == "Running"
-            for c in status.get("conditions") or []:
-                if (
-                    c.get("type") == "PodScheduled"
-                    and c.get("status") == "False"
-                    and c.get("reason") == "Unschedulable"
-                ):
-                    # Since when, as the scheduler recorded it (whole seconds): a slow poll does
-                    # not shorten the latency measured.
-                    since = _timestamp(c.get("lastTransitionTime")) or now
-                    self.first_unschedulable.setdefault(p["metadata"]["uid"], min(since, now))
+            self.running += (p.get("status") or {}).get("phase") == "Running"
+            if is_unschedulable(p):  # as the autoscaler's observer reads it
+                # Since when, as the scheduler recorded it (whole seconds): a slow poll does not
+                # shorten the latency measured.
+                since = unschedulable_since(p)
+                at = now if since is None else min(since.timestamp(), now)
+                self.first_unschedulable.setdefault(p["metadata"]["uid"], at)
 
     def decision_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
         """Decision latency per pod (fifo_latencies) for requests (start, pods made for)."""
@@ -104,15 +100,6 @@ def fifo_latencies(since: Iterable[float], started: Iterable[tuple[float, int]])
         for t in pods[len(out) : len(out) + n]:
             out.append(max(0.0, at - t))
     return out
-
-
-def _timestamp(rfc3339: str | None) -> float | None:
-    if not rfc3339:
-        return None
-    try:
-        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def problem_summary(status: AutoscalerStatus) -> str:
