@@ -70,6 +70,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     the drain retries; a new worker resumes it; once the PDB allows, the node goes, once."""
     from kubernetes import client
 
+    from activities.updates import execute_update
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
@@ -119,8 +120,8 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         await wait_for(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
         # spare is empty, so growth marks it for scale-down at once (seed 004); keep it as the
         # pod's new home. Protecting it cancels that removal and lifts the taint.
-        await handle.execute_update(NodeAutoscalerWorkflow.protect_node, "spare")
-        await handle.execute_update(NodeAutoscalerWorkflow.remove_node, "old")
+        await execute_update(handle, NodeAutoscalerWorkflow.protect_node, "spare")
+        await execute_update(handle, NodeAutoscalerWorkflow.remove_node, "old")
 
         async def refused():  # noqa: ANN202
             s = await handle.query(NodeAutoscalerWorkflow.status)

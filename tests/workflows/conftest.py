@@ -6,18 +6,6 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-# One time-skipping server per module: a module that leaves a timer or activity behind cannot
-# hold up time skipping for the next one.
-
-
-@pytest.fixture(scope="module")
-async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=temporal_test_server_path,
-        data_converter=pydantic_data_converter,
-    ) as e:
-        yield e
-
 
 @pytest.fixture(scope="session")
 async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:

@@ -3,12 +3,10 @@ the DataPlaneCluster workflow, OCM replaced by the stubs under the contract's ac
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet.agent_api import PREFIX, create_app
@@ -20,14 +18,6 @@ from scaling.fleet.models import ClusterPhase
 from tests.workflows.fleet.stubs import FleetWorld, until
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, report, running
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-
-
-@pytest.fixture(scope="module")
-async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=temporal_test_server_path, data_converter=pydantic_data_converter
-    ) as e:
-        yield e
 
 
 @pytest.fixture

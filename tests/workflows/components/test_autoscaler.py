@@ -17,6 +17,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.updates import execute_update
 from scaling.components.state import (
     AutoscalerReport,
     BlockScaleInRequest,
@@ -225,32 +226,36 @@ async def test_overrides_pause_pin_and_block_scale_in(env: WorkflowEnvironment) 
     world.autos["auto-x"] = _auto("auto-x", replicas=2)
     async with autoscaler(env, world) as handle:
         await until(lambda: world.autos["auto-x"].replicas == 1)  # all cool: one instance goes
-        await handle.execute_update(ComponentAutoscalerWorkflow.block_scale_in, BlockScaleInRequest(component="tikv"))
+        await execute_update(handle, ComponentAutoscalerWorkflow.block_scale_in, BlockScaleInRequest(component="tikv"))
         await skip(env, 600)
         rep = await rounds_past(env, handle, 2)
         assert world.autos["auto-x"].replicas == 1 and any("blocked" in n for n in rep.components["tikv"].notes)
         with pytest.raises(WorkflowUpdateFailedError):
-            await handle.execute_update(ComponentAutoscalerWorkflow.block_scale_in, BlockScaleInRequest(component="pd"))
-        with pytest.raises(WorkflowUpdateFailedError):
-            await handle.execute_update(
-                ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", cluster="auto-nope", replicas=1)
+            await execute_update(
+                handle, ComponentAutoscalerWorkflow.block_scale_in, BlockScaleInRequest(component="pd")
             )
         with pytest.raises(WorkflowUpdateFailedError):
-            await handle.execute_update(
-                ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=-1)
+            await execute_update(
+                handle,
+                ComponentAutoscalerWorkflow.pin_replicas,
+                PinRequest(component="tikv", cluster="auto-nope", replicas=1),
             )
-        pins = await handle.execute_update(
-            ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=5)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await execute_update(
+                handle, ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=-1)
+            )
+        pins = await execute_update(
+            handle, ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=5)
         )
         assert pins == {"tikv/db": 5}
         await until(lambda: world.replicas["tikv"] == 5)
-        await handle.execute_update(ComponentAutoscalerWorkflow.pause)
+        await execute_update(handle, ComponentAutoscalerWorkflow.pause)
         world.load["tikv"] = 50.0
         await skip(env, 900)
         await rounds_past(env, handle, 2)
         assert world.replicas["tikv"] == 5 and (await report(handle)).paused
-        await handle.execute_update(ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv"))
-        await handle.execute_update(ComponentAutoscalerWorkflow.resume)
+        await execute_update(handle, ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv"))
+        await execute_update(handle, ComponentAutoscalerWorkflow.resume)
         await until(lambda: world.replicas["tikv"] > 5)
 
 
@@ -312,7 +317,7 @@ async def test_history_replays_deterministically(env: WorkflowEnvironment) -> No
         world.hot, world.load["tikv"] = {}, 0.2
         await skip(env, 600)
         await until(lambda: world.deletes != [])
-        await handle.execute_update(ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=4))
+        await execute_update(handle, ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=4))
         await until(lambda: world.replicas["tikv"] == 4)
         history = await handle.fetch_history()
     await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(history)

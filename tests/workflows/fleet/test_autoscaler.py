@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, CreateInstanceRequest, InstancePlacement
@@ -118,7 +119,7 @@ async def fake_agents(client: Client, region_handle: WorkflowHandle) -> None:
                     }
                 )
                 with suppress(WorkflowUpdateFailedError):
-                    await h.execute_update(DataPlaneClusterWorkflow.report_agent_status, report)
+                    await execute_update(h, DataPlaneClusterWorkflow.report_agent_status, report)
         await asyncio.sleep(0.3)
 
 
@@ -150,8 +151,10 @@ async def eventually(
 
 
 async def create(handle: WorkflowHandle, iid: str, size: str = "x1") -> InstancePlacement:
-    return await handle.execute_update(
-        FleetAutoscalerWorkflow.create_instance, CreateInstanceRequest(id=iid, instance_type="standard", size=size)
+    return await execute_update(
+        handle,
+        FleetAutoscalerWorkflow.create_instance,
+        CreateInstanceRequest(id=iid, instance_type="standard", size=size),
     )
 
 
@@ -181,7 +184,7 @@ async def test_burst_creates_clusters_places_everything_then_scales_down_without
 
         # The burst goes away: one empty cluster is removed, the last one stays.
         for i in range(15):
-            assert await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
+            assert await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
         st = await eventually(handle, lambda st: st.clusters_deleted == 1 and len(st.clusters) == 1)
         assert phases(st) == [ClusterPhase.READY] and st.flaps == 0 and st.clusters_created == 2
         rounds = st.rounds
@@ -199,7 +202,7 @@ async def test_bad_instance_requests_are_refused_naming_the_field(env: WorkflowE
             (CreateInstanceRequest(id="a", instance_type="standard", size="x9"), "size"),
         ):
             with pytest.raises(WorkflowUpdateFailedError) as info:
-                await handle.execute_update(FleetAutoscalerWorkflow.create_instance, req)
+                await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req)
             assert info.value.cause.message.startswith(field), info.value.cause
         await create(handle, "same")
         again = await create(handle, "same")  # the same request again: the same instance
@@ -214,8 +217,8 @@ async def test_bad_instance_requests_are_refused_naming_the_field(env: WorkflowE
             await create(handle, "one-too-many", size="x2")
         assert "limit" in str(info.value.cause)
         with pytest.raises(WorkflowUpdateFailedError):
-            await handle.execute_update(FleetAutoscalerWorkflow.approve_deletion, "no-such-cluster")
-        assert not await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, "no-such-instance")
+            await execute_update(handle, FleetAutoscalerWorkflow.approve_deletion, "no-such-cluster")
+        assert not await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "no-such-instance")
 
 
 async def test_paused_loop_creates_nothing_until_resumed(env: WorkflowEnvironment) -> None:
@@ -240,17 +243,17 @@ async def test_removal_waits_for_approval_and_a_block_restores_it(env: WorkflowE
             lambda st: st.instances_placed == 10 and len(st.clusters) == 2 and phases(st) == [ClusterPhase.READY] * 2,
         )
         for i in range(10):
-            await handle.execute_update(FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
+            await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
         st = await eventually(handle, lambda st: len(st.awaiting_approval) == 1)
         candidate = st.awaiting_approval[0]
         assert ClusterPhase.DEPROVISIONING not in phases(st)
 
-        await handle.execute_update(FleetAutoscalerWorkflow.approve_deletion, candidate)
+        await execute_update(handle, FleetAutoscalerWorkflow.approve_deletion, candidate)
         await eventually(
             handle, lambda st: any(c.id == candidate and c.phase == ClusterPhase.DEPROVISIONING for c in st.clusters)
         )
         # Blocked before the re-check: the re-check brings it back to ready and it stays.
-        await handle.execute_update(FleetAutoscalerWorkflow.block_deletion, candidate)
+        await execute_update(handle, FleetAutoscalerWorkflow.block_deletion, candidate)
         st = await eventually(handle, lambda st: any("back to ready" in e for e in st.events))
         st = await eventually(handle, lambda st: phases(st) == [ClusterPhase.READY] * 2)
         assert st.clusters_deleted == 0 and contracts.DELETE_OCM_CLUSTER not in world.calls

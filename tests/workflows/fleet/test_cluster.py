@@ -16,6 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
+from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance, ocm_cluster_name
@@ -97,16 +98,16 @@ async def test_lifecycle_from_accepted_to_deleted(env: WorkflowEnvironment) -> N
         assert view.capacity["standard"].max_nodes == 18  # multi-AZ: 20 rounded down to 18
         assert view.reserved == []  # reserved instances only for ready clusters
 
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(max_units=12, remaining=9))
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report(max_units=12, remaining=9))
         assert await phase(handle) == ClusterPhase.READY
         view = await handle.query(DataPlaneClusterWorkflow.agent_view)
         assert view.capacity["standard"].max_units == 12 and view.capacity["standard"].remaining_units == 9
         assert [r.id for r in view.reserved] == ["reserved-kafka-standard-1"]
 
         # ready <-> waiting on the agent's Ready condition
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
         assert await phase(handle) == ClusterPhase.WAITING
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         assert await phase(handle) == ClusterPhase.READY
 
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
@@ -148,11 +149,11 @@ async def test_bad_reports_are_refused_naming_the_field(env: WorkflowEnvironment
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         wrong_type = report().model_copy(update={"capacity": {"developer": report().capacity["standard"]}})
         with pytest.raises(WorkflowUpdateFailedError) as info:
-            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, wrong_type)
+            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, wrong_type)
         assert info.value.cause.message.startswith("capacity.developer")
         no_ready = report().model_copy(update={"conditions": []})
         with pytest.raises(WorkflowUpdateFailedError) as info:
-            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, no_ready)
+            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, no_ready)
         assert info.value.cause.message.startswith("conditions")
         assert await phase(handle) == ClusterPhase.WAITING  # nothing was applied
         st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
@@ -259,7 +260,7 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
         max_cached_workflows=0,
     ):
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
         await handle.signal(DataPlaneClusterWorkflow.delete)
         final: DataPlaneClusterState = await handle.result()
@@ -279,7 +280,7 @@ async def test_restore_takes_a_deprovisioning_cluster_back_to_ready(env: Workflo
     world = FleetWorld()
     async with running(env, world, cluster_input()) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
         await until(lambda: in_phase(handle, ClusterPhase.DEPROVISIONING))
         view: AgentClusterView = await handle.query(DataPlaneClusterWorkflow.agent_view)
@@ -296,7 +297,7 @@ async def test_continue_as_new_keeps_state(env: WorkflowEnvironment) -> None:
     async with running(env, world, inp) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         for i in range(7):
-            await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(remaining=10 - i))
+            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report(remaining=10 - i))
         await until(lambda: in_phase(handle, ClusterPhase.READY))
         latest = env.client.get_workflow_handle(handle.id)
         st: DataPlaneClusterState = await latest.query(DataPlaneClusterWorkflow.status)
@@ -326,9 +327,9 @@ async def record_history(env: WorkflowEnvironment) -> None:
     world = FleetWorld()
     async with running(env, world, cluster_input()) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
-        await handle.execute_update(DataPlaneClusterWorkflow.report_agent_status, report())
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
+        await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
         await handle.signal(DataPlaneClusterWorkflow.delete)
         await handle.result()

@@ -7,6 +7,7 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from activities.updates import execute_update
 from scaling.kube.models import PodInfo
 from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
 from scaling.nodes.demand import demand_key
@@ -90,6 +91,6 @@ async def test_explain_node_names_the_timer_the_blocker_and_protection(env: Work
     kept = await poll(lambda: explained("b", "Kept"))
     assert kept.candidate.reason == "NotReplicated" and "default/solo" in kept.summary
 
-    await h.execute_update(NodeAutoscalerWorkflow.protect_node, "a")
+    await execute_update(h, NodeAutoscalerWorkflow.protect_node, "a")
     protected = await h.query(NodeAutoscalerWorkflow.explain_node, ExplainNodeInput(name="a"))
     assert protected.outcome == "Protected"

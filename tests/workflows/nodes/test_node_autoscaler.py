@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.updates import execute_update
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec, RequestPhase, SpecProblem
@@ -258,11 +259,11 @@ async def test_cancel_request_update_validates_and_cancels(running) -> None:  # 
     handle = await running(world)
     status = await eventually(handle, lambda s: any(r.phase == RequestPhase.PROVISIONING for r in s.in_flight))
     with pytest.raises(WorkflowUpdateFailedError) as err:
-        await handle.execute_update(NodeAutoscalerWorkflow.cancel_request, "nodes/nope/request/1")
+        await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, "nodes/nope/request/1")
     assert "request_id" in str(err.value.cause)
     world.observation = ClusterObservation(groups=[GENERAL])  # stop re-planning for the pod
     rid = status.in_flight[0].id
-    await handle.execute_update(NodeAutoscalerWorkflow.cancel_request, rid)
+    await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, rid)
     done = await eventually(handle, lambda s: not s.in_flight)
     cancelled = [r for r in done.recent if r.id == rid][0]
     assert cancelled.phase == RequestPhase.UNMET and cancelled.attempts[-1].result.value == "Cancelled"
@@ -308,9 +309,9 @@ async def test_ban_pool_update_rejects_bad_input_and_steers_planning(running) ->
     world.observation = ClusterObservation(groups=[GENERAL])
     handle = await running(world)
     with pytest.raises(WorkflowUpdateFailedError) as err:
-        await handle.execute_update(NodeAutoscalerWorkflow.ban_pool, "no-slash")
+        await execute_update(handle, NodeAutoscalerWorkflow.ban_pool, "no-slash")
     assert "group_pool" in str(err.value.cause)
-    await handle.execute_update(NodeAutoscalerWorkflow.ban_pool, "general/kwok-cx22")
+    await execute_update(handle, NodeAutoscalerWorkflow.ban_pool, "general/kwok-cx22")
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
     status = await eventually(handle, lambda s: s.in_flight)
     assert status.in_flight[0].current_pool == "kwok-cx32"

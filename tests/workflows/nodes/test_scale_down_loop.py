@@ -11,6 +11,7 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.testing import WorkflowEnvironment
 
+from activities.updates import execute_update
 from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.storage import LonghornReplica, LonghornState, LonghornVolume
@@ -83,19 +84,19 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
     await poll(lambda: _status_has(h, lambda s: len(s.candidates) == 3))
 
     with pytest.raises(WorkflowUpdateFailedError) as err:
-        await h.execute_update(NodeAutoscalerWorkflow.remove_node, "b")
+        await execute_update(h, NodeAutoscalerWorkflow.remove_node, "b")
     assert "LonghornVolumeAttached" in str(err.value.cause) or "volume vol attached" in str(err.value.cause)
     with pytest.raises(WorkflowUpdateFailedError):
-        await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
+        await execute_update(h, NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
 
-    assert await h.execute_update(NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
+    assert await execute_update(h, NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
     status = await poll(
         lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates))
     )
     assert status.protected_nodes == ["c"]
-    assert await h.execute_update(NodeAutoscalerWorkflow.unprotect_node, "c") == []
+    assert await execute_update(h, NodeAutoscalerWorkflow.unprotect_node, "c") == []
 
-    wid = await h.execute_update(NodeAutoscalerWorkflow.remove_node, "a")
+    wid = await execute_update(h, NodeAutoscalerWorkflow.remove_node, "a")
     assert wid.endswith("/scale-down/a")
     await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
     assert world.deleted == ["a"] and ("evict", "default/web-1") in world.calls
