@@ -44,7 +44,7 @@ from temporalio.service import RPCStatusCode
 
 from activities.kube.client import api_client
 from activities.settings import Settings, SettingsError, load_settings
-from activities.updates import execute_update
+from activities.updates import execute_update, query
 from scaling.kube.pods import counts_as_demand, pod_info
 from scaling.nodes.demand import demand_key
 from scaling.nodes.explain import (
@@ -279,7 +279,7 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
     wf_id = autoscaler_id(args.cluster)
     handle: WorkflowHandle = client.get_workflow_handle_for(NodeAutoscalerWorkflow.run, wf_id)  # type: ignore[arg-type]
     if args.command == "status":
-        status: AutoscalerStatus = await handle.query(NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        status: AutoscalerStatus = await query(handle, NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
         return status.model_dump_json(indent=2) if args.json else format_status(status)
     if args.command == "pause":
         await handle.signal(NodeAutoscalerWorkflow.pause, rpc_timeout=RPC_TIMEOUT)
@@ -373,8 +373,8 @@ async def explain_pod(handle: WorkflowHandle, settings: Settings, args: argparse
         return PodExplanation(
             outcome="NotPending", summary=f"pod {namespace}/{name} is {pod.phase}, not waiting for a node", **facts
         )
-    answer: PodExplanation = await handle.query(
-        NodeAutoscalerWorkflow.explain_pod, ExplainPodInput(**facts), rpc_timeout=RPC_TIMEOUT
+    answer: PodExplanation = await query(
+        handle, NodeAutoscalerWorkflow.explain_pod, ExplainPodInput(**facts), rpc_timeout=RPC_TIMEOUT
     )
     if pod.deletion_timestamp is not None:
         answer.notes.append("the pod is being deleted")
@@ -390,7 +390,8 @@ async def explain_node(handle: WorkflowHandle, settings: Settings, args: argpars
     if raw is None:
         raise CliError(f"no node {args.name} in cluster {args.cluster}")
     managed = LABEL_GROUP in ((raw.get("metadata") or {}).get("labels") or {})
-    return await handle.query(
+    return await query(
+        handle,
         NodeAutoscalerWorkflow.explain_node,
         ExplainNodeInput(name=args.name, managed=managed),
         rpc_timeout=RPC_TIMEOUT,

@@ -26,7 +26,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
-from activities.updates import execute_update
+from activities.updates import execute_update, query
 from scaling.components.state import (
     AutoscalerReport,
     BlockScaleInRequest,
@@ -145,7 +145,7 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
     handle: WorkflowHandle = client.get_workflow_handle(wf_id)
     wf = ComponentAutoscalerWorkflow
     if args.command == "status":
-        report: AutoscalerReport = await handle.query(wf.status, rpc_timeout=RPC_TIMEOUT)
+        report: AutoscalerReport = await query(handle, wf.status, rpc_timeout=RPC_TIMEOUT)
         return report.model_dump_json(indent=2) if args.json else format_report(report)
     if args.command in ("pause", "resume"):
         await execute_update(handle, wf.pause if args.command == "pause" else wf.resume, rpc_timeout=RPC_TIMEOUT)

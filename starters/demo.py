@@ -21,6 +21,7 @@ import yaml
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from activities.updates import query
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
@@ -100,7 +101,7 @@ class Demo:
 
     async def status(self) -> AutoscalerStatus:
         assert self.handle is not None
-        return await self.handle.query(NodeAutoscalerWorkflow.status)
+        return await query(self.handle, NodeAutoscalerWorkflow.status)
 
     # -- run --------------------------------------------------------------------------------
     async def run(self) -> int:

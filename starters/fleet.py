@@ -28,7 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
-from activities.updates import execute_update
+from activities.updates import execute_update, query
 from scaling.fleet.config import FleetConfigError, load_fleet_config
 from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
@@ -159,7 +159,7 @@ async def run_command(client: Client, settings: Settings, args: argparse.Namespa
     wf_id = autoscaler_workflow_id(args.provider, args.region)
     handle: WorkflowHandle = client.get_workflow_handle(wf_id)
     if args.command == "status":
-        status: RegionStatus = await handle.query(FleetAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        status: RegionStatus = await query(handle, FleetAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
         return status.model_dump_json(indent=2) if args.json else format_status(status)
     if args.command == "create-instance":
         req = CreateInstanceRequest(id=args.id, instance_type=args.instance_type, size=args.size)

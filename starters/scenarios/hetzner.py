@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from kubernetes import client
 
+from activities.updates import query
 from starters.kube import node_group
 from starters.scenarios.burst import BurstScenario, max_nodes_for
 from workflows.nodes.machine_gc import MachineGCWorkflow
@@ -156,7 +157,7 @@ class HetznerBurstScenario(BurstScenario):
         nodes = await asyncio.to_thread(client.CoreV1Api(demo.api).list_node)
         node_ids = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
         leaked = [s for s in servers if f"hcloud://{s['id']}" not in node_ids]
-        gc = await demo.gc_handle.query(MachineGCWorkflow.status)
+        gc = await query(demo.gc_handle, MachineGCWorkflow.status)
         summary.update(
             {
                 "provider": self.provider,

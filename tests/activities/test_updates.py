@@ -1,5 +1,6 @@
 """Updates the server rejected as unprocessed (a worker's workflow task timed out) are sent
-again; a validator's or handler's failure reaches the caller at once."""
+again; a validator's or handler's failure reaches the caller at once. Queries the server could
+not answer yet are asked again; a query of an unknown workflow fails at once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
-from activities.updates import UNPROCESSED_UPDATE, execute_update
+from activities.updates import UNPROCESSED_UPDATE, execute_update, query
 
 
 class ScriptedHandle:
@@ -20,7 +22,13 @@ class ScriptedHandle:
         self.calls: list[tuple[Any, ...]] = []
 
     async def execute_update(self, update: Any, *args: Any, rpc_timeout: Any = None) -> Any:
-        self.calls.append((update, *args))
+        return self._answer(update, *args)
+
+    async def query(self, query_fn: Any, *args: Any, rpc_timeout: Any = None) -> Any:
+        return self._answer(query_fn, *args)
+
+    def _answer(self, *call: Any) -> Any:
+        self.calls.append(call)
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
@@ -50,3 +58,28 @@ async def test_gives_up_after_its_attempts() -> None:
     with pytest.raises(WorkflowUpdateFailedError):
         await execute_update(handle, "pause", attempts=3, backoff_s=0.01)  # type: ignore[arg-type]
     assert len(handle.calls) == 3
+
+
+def rpc_error(status: RPCStatusCode, message: str) -> RPCError:
+    return RPCError(message, status, b"")
+
+
+async def test_a_query_the_server_could_not_answer_yet_is_asked_again() -> None:
+    busy = rpc_error(RPCStatusCode.RESOURCE_EXHAUSTED, "consistent query buffer is full")
+    handle = ScriptedHandle(busy, busy, {"rounds": 3})
+    assert await query(handle, "status", backoff_s=0.01) == {"rounds": 3}  # type: ignore[arg-type]
+    assert handle.calls == [("status",)] * 3
+
+
+async def test_a_query_of_an_unknown_workflow_fails_at_once() -> None:
+    handle = ScriptedHandle(rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found"), "never")
+    with pytest.raises(RPCError, match="not found"):
+        await query(handle, "status", backoff_s=0.01)  # type: ignore[arg-type]
+    assert len(handle.calls) == 1
+
+
+async def test_a_query_gives_up_after_its_attempts() -> None:
+    handle = ScriptedHandle(*[rpc_error(RPCStatusCode.UNAVAILABLE, "down")] * 2)
+    with pytest.raises(RPCError, match="down"):
+        await query(handle, "status", attempts=2, backoff_s=0.01)  # type: ignore[arg-type]
+    assert len(handle.calls) == 2
