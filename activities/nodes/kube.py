@@ -20,12 +20,20 @@ from activities.nodes import metrics
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from scaling.nodes import contracts
-from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, LabelNodeInput, PodEventsInput, WaitReadyInput
+from scaling.nodes.contracts import (
+    ClusterObservation,
+    GroupStatusInput,
+    LabelNodeInput,
+    ObserveInput,
+    PodEventsInput,
+    WaitReadyInput,
+)
 from scaling.nodes.daemonsets import daemonset_shapes
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
+from scaling.nodes.state import requests_with_ready_node
 
 NODE_GROUP_PLURAL = "nodegroupswithpriority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -63,8 +71,12 @@ class KubeActivities:
         return list(resp.get("items", []))
 
     @activity.defn(name=contracts.OBSERVE_CLUSTER)
-    def observe_cluster(self, cluster: str) -> ClusterObservation:
-        """One list of pods and one of nodes per loop: cheap on the API server, consistent enough."""
+    def observe_cluster(self, inp: ObserveInput | str) -> ClusterObservation:
+        """One list of pods and one of nodes per loop: cheap on the API server, consistent enough.
+
+        A bare cluster name is what loops started before ObserveInput send."""
+        inp = ObserveInput(cluster=inp) if isinstance(inp, str) else inp
+        cluster = inp.cluster
         core = self._core(cluster)
         pods = raw_list(core.list_pod_for_all_namespaces)
         nodes = raw_list(core.list_node)
@@ -121,6 +133,7 @@ class KubeActivities:
             invalid_groups=problems,
             pods_total=len(pods),
             pods_running=running,
+            requests_with_ready_node=requests_with_ready_node(inp.requests, infos),
         )
         metrics.record_observation(cluster, obs)
         return obs

@@ -83,6 +83,13 @@ ACTIVITY_NAMES = frozenset(
 )
 
 
+class ObserveInput(BaseModel):
+    cluster: str
+    # In-flight NodeRequest id -> its node's name ("" until the request reported it): the
+    # observation says which of them already have a Ready node (bounded by the in-flight cap).
+    requests: dict[str, str] = Field(default_factory=dict)
+
+
 class ClusterObservation(BaseModel):
     demand: PendingDemand = Field(default_factory=PendingDemand)  # pods and nodes, aggregated
     # Per pod and per node: what observers sent before demand was aggregated (replays read it).
@@ -92,6 +99,7 @@ class ClusterObservation(BaseModel):
     invalid_groups: list[SpecProblem] = Field(default_factory=list)
     pods_total: int = 0
     pods_running: int = 0
+    requests_with_ready_node: list[str] = Field(default_factory=list)  # of ObserveInput.requests
 
 
 class NodeRef(BaseModel):

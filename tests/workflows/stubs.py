@@ -15,6 +15,7 @@ from scaling.nodes.contracts import (
     DeleteNodeInput,
     GroupStatusInput,
     LabelNodeInput,
+    ObserveInput,
     PodEvent,
     PodEventsInput,
     WaitReadyInput,
@@ -22,6 +23,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import ServerType, SpecProblem
+from scaling.nodes.state import requests_with_ready_node
 
 
 @dataclass
@@ -71,8 +73,9 @@ class World:
             world.deleted.append(inp.node_name)
 
         @activity.defn(name=contracts.OBSERVE_CLUSTER)
-        async def observe_cluster(cluster: str) -> ClusterObservation:
+        async def observe_cluster(inp: ObserveInput | str) -> ClusterObservation:
             world.observe_calls += 1
+            requests = {} if isinstance(inp, str) else inp.requests
             # Aggregated as the real observer does: tests describe pods and nodes one by one.
             obs = world.observation
             demand = observe_demand(
@@ -82,7 +85,14 @@ class World:
                 sample=SHAPE_SAMPLE,
                 max_shapes=MAX_SHAPES,
             )
-            return obs.model_copy(update={"demand": demand, "unschedulable": [], "nodes": []})
+            return obs.model_copy(
+                update={
+                    "demand": demand,
+                    "unschedulable": [],
+                    "nodes": [],
+                    "requests_with_ready_node": requests_with_ready_node(requests, obs.nodes),
+                }
+            )
 
         @activity.defn(name=contracts.GET_CATALOGUE)
         async def get_catalogue(providers: list[str]) -> list[ServerType]:

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
     from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
-    from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, PodEvent, PodEventsInput
+    from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
     from scaling.nodes.demand import demand_key, observe_demand
     from scaling.nodes.explain import (
         ExplainNodeInput,
@@ -78,6 +78,9 @@ AGGREGATED_DEMAND = "aggregated-demand"
 BACKGROUND_STARTS = "background-child-starts"
 # Runs that forgot a request once it reported Ready, even mid-observation, replay so.
 LANDING_REQUESTS = "count-landing-requests"
+# Runs that counted a request in flight even when its node was Ready in the observation (and
+# so counted it twice) replay so.
+READY_NODES_SEEN = "requests-with-ready-node"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -252,9 +255,12 @@ class NodeAutoscalerWorkflow:
         started = workflow.now()
         in_flight_before = in_flight_for_planner(self.state.in_flight)
         self.ready_since_observed.clear()
+        ready_nodes_seen = workflow.patched(READY_NODES_SEEN)
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
-            settings.cluster,
+            ObserveInput(cluster=settings.cluster, requests={r.id: r.node_name for r in self.state.in_flight.values()})
+            if ready_nodes_seen
+            else settings.cluster,
             result_type=ClusterObservation,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=OBSERVE_RETRY,
@@ -299,6 +305,9 @@ class NodeAutoscalerWorkflow:
         in_flight = in_flight_for_planner(self.state.in_flight)
         if workflow.patched(LANDING_REQUESTS):
             in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
+        if ready_nodes_seen:  # their nodes are in the observation, with their room
+            landed = set(obs.requests_with_ready_node)
+            in_flight = [r for r in in_flight if r.id not in landed]
         split = split_headroom(  # from here on, the plan's pods and problems are real pods only
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),

@@ -23,6 +23,7 @@ from scaling.nodes.contracts import (
     DeleteNodeInput,
     GroupStatusInput,
     LabelNodeInput,
+    ObserveInput,
     PodEvent,
     PodEventsInput,
     WaitReadyInput,
@@ -183,6 +184,29 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
         "message": obs.invalid_groups[0].message,
     }
     assert good["status"]["valid"] is True
+
+
+async def test_observe_says_which_requests_in_flight_already_have_a_ready_node(
+    api: client.ApiClient, sim: SimCluster
+) -> None:
+    """The loop sends its in-flight requests; the observation names those whose node is Ready
+    (KWOK nodes carry their request's label from creation)."""
+    provider = KwokProvider(api)
+    rid, other = "nodes/c1/request/000001-ab", "nodes/c1/request/000002-cd"
+    created = await provider.create_node(
+        CreateNodeInput(
+            cluster="c1", request_id=rid, attempt=0, pool=pool(), labels=request_labels("c1", "general", pool(), rid)
+        )
+    )
+    kube = KubeActivities(api, known_providers=["kwok"])
+    asking = ObserveInput(cluster="c1", requests={rid: created.node_name, other: ""})
+    obs = eventually(
+        lambda: (o := kube.observe_cluster(asking)) and o.requests_with_ready_node and o,
+        timeout=60,
+        message="the request's node Ready",
+    )
+    assert obs.requests_with_ready_node == [rid]
+    assert kube.observe_cluster("c1").requests_with_ready_node == []  # a loop that does not ask
 
 
 def test_observe_counts_nodes_and_ignores_daemonset_pods(api: client.ApiClient) -> None:

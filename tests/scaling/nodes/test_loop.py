@@ -210,3 +210,25 @@ def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() 
     assert plan_demand(demand, [group], cat, in_flight).new_nodes == []
     # Forgetting a would plan its pod a second node.
     assert len(plan_demand(demand, [group], cat, [flying]).new_nodes) == 1
+
+
+def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -> None:
+    from scaling.kube.labels import request_key
+    from scaling.kube.models import NodeInfo
+    from scaling.nodes.models import LABEL_REQUEST
+    from scaling.nodes.state import requests_with_ready_node
+
+    requests = {
+        "nodes/c/request/000001-aa": "",  # its node name not reported yet: found by the label
+        "nodes/c/request/000002-bb": "hcloud-b",  # found by name (labelled only once Ready)
+        "nodes/c/request/000003-cc": "n-c",  # its node is not Ready yet
+        "nodes/c/request/000004-dd": "",  # no node yet
+    }
+    nodes = [
+        NodeInfo(name="kwok-a", labels={LABEL_REQUEST: request_key("nodes/c/request/000001-aa")}, ready=True),
+        NodeInfo(name="hcloud-b", ready=True),
+        NodeInfo(name="n-c", labels={LABEL_REQUEST: request_key("nodes/c/request/000003-cc")}, ready=False),
+        NodeInfo(name="other", labels={LABEL_REQUEST: request_key("nodes/c/request/999999-zz")}, ready=True),
+    ]
+    assert requests_with_ready_node(requests, nodes) == ["nodes/c/request/000001-aa", "nodes/c/request/000002-bb"]
+    assert requests_with_ready_node({}, nodes) == []

@@ -16,9 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.updates import execute_update
+from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.contracts import ClusterObservation
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec, RequestPhase, SpecProblem
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, NodeGroup, PoolSpec, RequestPhase, SpecProblem
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
@@ -137,6 +138,34 @@ async def test_planned_children_start_together_in_one_workflow_task(running) -> 
     assert len(requests) == 8
     # One workflow task issued every start (one at a time, each start took its own task).
     assert len({a.workflow_task_completed_event_id for a in requests}) == 1
+
+
+async def test_a_ready_node_whose_request_is_still_in_flight_counts_once(running) -> None:  # noqa: ANN001
+    """A node is Ready seconds before its request reports it. In that window the observation
+    has the node, with room, while the request is still in flight: the planner counts the node
+    and not the request too, or its room would hide pods that need another node."""
+    world = World(hold_readiness=True)  # the requests stay Provisioning
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(4)], groups=[GENERAL])
+    # Scale-down off: these stubs do not observe for it (growth nodes exist here).
+    handle = await running(world, scale_down_enabled=False)
+    first = await eventually(handle, lambda s: len(s.in_flight) == 4)  # a cx22 per pod
+    # Their four nodes are Ready, the pods not bound yet, and two more pods came.
+    landed = [
+        NodeInfo(
+            name=f"node-{i}",
+            labels={LABEL_GROUP: "general", LABEL_POOL: r.current_pool, LABEL_REQUEST: request_key(r.id)},
+            allocatable=Resources(cpu_m=2000, memory=4 * GIB, pods=110),
+            ready=True,
+        )
+        for i, r in enumerate(first.in_flight)
+    ]
+    world.observation = ClusterObservation(
+        unschedulable=[pod(i, cpu_m=1500) for i in range(6)], nodes=landed, groups=[GENERAL]
+    )
+    status = await eventually(handle, lambda s: s.last_loop.nodes == 4 and s.last_loop.unschedulable == 6)
+    status = await eventually(handle, lambda s: s.iterations >= status.iterations + 2)
+    assert len(world.created) == 6  # two more nodes, for the two new pods
+    assert status.last_loop.fits_existing == 4 and status.last_loop.covered_in_flight == 2
 
 
 async def test_pools_below_min_nodes_get_requests_once(running) -> None:  # noqa: ANN001
