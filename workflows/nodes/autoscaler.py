@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         AutoscalerInput,
         AutoscalerState,
         LoopSummary,
+        counted_once,
         groups_fingerprint,
         in_flight_for_planner,
         record_request_update,
@@ -306,8 +307,7 @@ class NodeAutoscalerWorkflow:
         if workflow.patched(LANDING_REQUESTS):
             in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
         if ready_nodes_seen:  # their nodes are in the observation, with their room
-            landed = set(obs.requests_with_ready_node)
-            in_flight = [r for r in in_flight if r.id not in landed]
+            in_flight = counted_once(in_flight, obs.requests_with_ready_node)
         split = split_headroom(  # from here on, the plan's pods and problems are real pods only
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),

@@ -232,3 +232,27 @@ def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -
     ]
     assert requests_with_ready_node(requests, nodes) == ["nodes/c/request/000001-aa", "nodes/c/request/000002-bb"]
     assert requests_with_ready_node({}, nodes) == []
+
+
+def test_a_request_with_a_ready_node_is_counted_once_unless_it_holds_a_zone_share() -> None:
+    from scaling.kube.models import Resources
+    from scaling.nodes.models import InFlightRequest
+    from scaling.nodes.state import counted_once
+    from scaling.nodes.topology import share_key
+
+    def req(rid: str, key: str) -> InFlightRequest:
+        return InFlightRequest(
+            id=rid,
+            group="g",
+            pool="kwok-cx22",
+            server_type="cx22",
+            provider="kwok",
+            requirements=Resources(cpu_m=1500, memory=2**30, pods=1),
+            pods={key: 1},
+        )
+
+    plain, spread, flying = req("a", "shape"), req("b", share_key("shape", "za")), req("c", "shape")
+    # a's and b's nodes are Ready in the observation: a's room is counted there instead, b
+    # keeps counting (the spread's skew may keep its pod off that node for now).
+    assert [r.id for r in counted_once([plain, spread, flying], ["a", "b"])] == ["b", "c"]
+    assert counted_once([plain, flying], []) == [plain, flying]
