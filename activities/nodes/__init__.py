@@ -13,6 +13,7 @@ from activities.nodes.machines import MachineActivities
 from activities.nodes.providers.base import NodeProvider
 from activities.nodes.providers.kwok import KwokProvider
 from activities.nodes.provisioning import ProviderActivities
+from activities.nodes.requests import start_node_requests
 from activities.nodes.scale_down import ScaleDownActivities
 from activities.settings import Settings
 
@@ -50,6 +51,7 @@ def build_activities(settings: Settings, clusters: ClusterClients | None = None)
         kube.label_node,
         kube.emit_pod_events,
         kube.report_node_group_status,
+        start_node_requests,
         prov.create_node,
         prov.delete_node,
         prov.get_catalogue,

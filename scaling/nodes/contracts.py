@@ -52,6 +52,7 @@ LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
 LIVE_NODE_REQUEST_IDS = "live_node_request_ids"
 REPORT_COLLECTED_MACHINE = "report_collected_machine"
 REPORT_UNUSABLE_POOLS = "report_unusable_pools"
+START_NODE_REQUESTS = "start_node_requests"
 
 ACTIVITY_NAMES = frozenset(
     {
@@ -60,6 +61,7 @@ ACTIVITY_NAMES = frozenset(
         LABEL_NODE,
         EMIT_POD_EVENTS,
         REPORT_NODE_GROUP_STATUS,
+        START_NODE_REQUESTS,
         CREATE_NODE,
         DELETE_NODE,
         GET_CATALOGUE,

@@ -45,6 +45,21 @@ class NodeRequestInput(BaseModel):
     replan_when_unavailable: bool = False
 
 
+# The NodeRequest workflow's type name: the loop's start activity starts it by name.
+NODE_REQUEST_WORKFLOW = "NodeRequest"
+# Requests per start activity: an input is ~1-2 KB, so a batch stays far below the history
+# payload aim (256 KB) however many nodes a burst plans.
+START_BATCH = 25
+
+
+class StartRequestsInput(BaseModel):
+    """NodeRequests the loop recorded as in flight, for the start activity to start."""
+
+    cluster: str
+    requests: list[NodeRequestInput]
+    use_search_attributes: bool = False
+
+
 class NodeRequestStatus(BaseModel):
     id: str
     group: str

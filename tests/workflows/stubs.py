@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from activities.nodes.requests import start_node_requests
 from scaling.nodes import contracts
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import (
@@ -115,4 +116,5 @@ class World:
             get_catalogue,
             emit_pod_events,
             report_node_group_status,
+            start_node_requests,  # the real one: it starts the requests on the test's own server
         ]

@@ -1,9 +1,9 @@
 """NodeAutoscaler `nodes/<cluster>`: the loop of seed 004 (steps 1-4).
 
 Every scan interval: observe (unschedulable pods, nodes, node groups) → plan (scaling/) →
-start a NodeRequest child per planned node. Children report back with a signal; the state
-needed to resume (in-flight requests, never-satisfiable pods, backoffs) is carried through
-continue-as-new, so the history of one run stays bounded.
+start a NodeRequest per planned node (through an activity, in batches). Requests report back
+with a signal; the state needed to resume (in-flight requests, never-satisfiable pods,
+backoffs) is carried through continue-as-new, so the history of one run stays bounded.
 """
 
 from __future__ import annotations
@@ -45,7 +45,14 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.observation import event_batches, never_satisfiable_events
     from scaling.nodes.planning import plan_demand
     from scaling.nodes.removals import ScaleDownStatus
-    from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, in_flight_record, request_input
+    from scaling.nodes.requests import (
+        START_BATCH,
+        NodeRequestInput,
+        NodeRequestStatus,
+        StartRequestsInput,
+        in_flight_record,
+        request_input,
+    )
     from scaling.nodes.state import (
         REPORTED_PODS_KEPT,
         AutoscalerInput,
@@ -66,6 +73,11 @@ with workflow.unsafe.imports_passed_through():
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
+# Starting requests: retried for minutes (the server may be briefly away); a batch that never
+# starts leaves the in-flight state, so the next loop plans its pods again.
+START_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
+)
 ORPHAN_CHECK_EVERY = 10  # loops
 # workflow.patched id: runs started before the loop began starting MachineGC replay without it.
 MACHINE_GC_CHILD = "machine-gc-child"
@@ -82,6 +94,9 @@ LANDING_REQUESTS = "count-landing-requests"
 # Runs that counted a request in flight even when its node was Ready in the observation (and
 # so counted it twice) replay so.
 READY_NODES_SEEN = "requests-with-ready-node"
+# Runs that started their requests as children (each recorded twice in the loop's own history)
+# replay so.
+ACTIVITY_STARTS = "requests-started-by-activity"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -344,7 +359,12 @@ class NodeAutoscalerWorkflow:
         # start in one workflow task: hundreds of children start together, not one per task.
         requests = [(self._record_request(planned, groups[planned.group]), planned) for planned in plan.new_nodes]
         concurrent = workflow.patched(CONCURRENT_STARTS)
-        if requests and workflow.patched(BACKGROUND_STARTS):
+        if requests and workflow.patched(ACTIVITY_STARTS):
+            # In the background, as below, through activities (activities/nodes/requests.py).
+            inputs = [inp for inp, _ in requests]
+            for i in range(0, len(inputs), START_BATCH):
+                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + START_BATCH])))
+        elif requests and workflow.patched(BACKGROUND_STARTS):
             # The loop goes on while the server starts them: in a burst, starting hundreds of
             # children takes seconds, and the next observation need not wait for it (the
             # requests are in flight in the state already).
@@ -420,6 +440,25 @@ class NodeAutoscalerWorkflow:
         inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id)
         self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
         return inp
+
+    async def _start_requests(self, batch: list[NodeRequestInput]) -> None:
+        settings = self.inp.settings
+        try:
+            await workflow.execute_activity(
+                contracts.START_NODE_REQUESTS,
+                StartRequestsInput(
+                    cluster=settings.cluster, requests=batch, use_search_attributes=settings.use_search_attributes
+                ),
+                result_type=int,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=START_RETRY,
+            )
+        except ActivityError as err:
+            for inp in batch:
+                self.state.in_flight.pop(inp.id, None)
+            workflow.logger.warning("%d NodeRequests did not start (%s); their pods are planned again", len(batch), err)
+        finally:
+            self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _start_request(self, inp: NodeRequestInput) -> None:
         settings = self.inp.settings

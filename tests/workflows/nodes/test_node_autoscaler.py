@@ -10,7 +10,7 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -18,6 +18,7 @@ from temporalio.worker import Worker
 from activities.updates import execute_update
 from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
+from scaling.nodes import contracts
 from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, NodeGroup, PoolSpec, RequestPhase, SpecProblem
 from scaling.nodes.settings import AutoscalerSettings
@@ -123,21 +124,23 @@ async def test_in_flight_requests_are_not_double_counted(running) -> None:  # no
     assert sum(n for r in status.in_flight for n in r.pods.values()) == 6
 
 
-async def test_planned_children_start_together_in_one_workflow_task(running) -> None:  # noqa: ANN001
+async def test_planned_requests_start_together_in_one_activity(running, env) -> None:  # noqa: ANN001
     # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans eight nodes.
     world = World(hold_readiness=True)
     world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(8)], groups=[GENERAL])
     handle = await running(world)
-    await eventually(handle, lambda s: len(s.in_flight) == 8)
+    status = await eventually(handle, lambda s: len(s.in_flight) == 8)
     starts = [
-        e.start_child_workflow_execution_initiated_event_attributes
+        e.activity_task_scheduled_event_attributes
         async for e in handle.fetch_history_events()
-        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == contracts.START_NODE_REQUESTS
     ]
-    requests = [a for a in starts if "/request/" in a.workflow_id]
-    assert len(requests) == 8
-    # One workflow task issued every start (one at a time, each start took its own task).
-    assert len({a.workflow_task_completed_event_id for a in requests}) == 1
+    # One activity started all eight (batches of START_BATCH), not a child each.
+    assert len(starts) == 1
+    await until(lambda: len(world.created) == 8)  # each request runs and creates its node
+    for r in status.in_flight:
+        assert (await env.client.get_workflow_handle(r.id).describe()).status == WorkflowExecutionStatus.RUNNING
 
 
 async def test_a_ready_node_whose_request_is_still_in_flight_counts_once(running) -> None:  # noqa: ANN001
