@@ -10,6 +10,7 @@ measured under a loaded 2-core machine in the fleet scenario test.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +38,21 @@ def was_not_processed(err: WorkflowUpdateFailedError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE
 
 
+async def _retrying(
+    call: Callable[[], Awaitable[Any]], again: Callable[[Exception], bool], attempts: int, backoff_s: float
+) -> Any:
+    """`call()`, made again (up to `attempts` times, backing off) while `again` says its
+    failure was the server's not yet; any other failure is raised at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call()
+        except Exception as err:
+            if attempt == attempts or not again(err):
+                raise
+        await asyncio.sleep(backoff_s * attempt)
+    raise AssertionError("unreachable")
+
+
 async def execute_update(
     handle: WorkflowHandle[Any, Any],
     update: Any,
@@ -48,14 +64,12 @@ async def execute_update(
     """`handle.execute_update`, sent again (up to `attempts` times) while the server answers
     that the worker did not process it. Every other failure (a validator's rejection, a
     handler's error) is raised at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return await handle.execute_update(update, *args, rpc_timeout=rpc_timeout)
-        except WorkflowUpdateFailedError as err:
-            if attempt == attempts or not was_not_processed(err):
-                raise
-        await asyncio.sleep(backoff_s * attempt)
-    raise AssertionError("unreachable")
+    return await _retrying(
+        lambda: handle.execute_update(update, *args, rpc_timeout=rpc_timeout),
+        lambda err: isinstance(err, WorkflowUpdateFailedError) and was_not_processed(err),
+        attempts,
+        backoff_s,
+    )
 
 
 async def query(
@@ -72,11 +86,9 @@ async def query(
     the dev server refused one with "consistent query buffer is full" (RESOURCE_EXHAUSTED)
     and the demo, which polls the status, ended. A query can also race a continue-as-new
     hand-over. Unknown workflows and queries fail at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return await handle.query(query_fn, *args, rpc_timeout=rpc_timeout)
-        except RPCError as err:
-            if attempt == attempts or err.status in FINAL_QUERY_CODES:
-                raise
-        await asyncio.sleep(backoff_s * attempt)
-    raise AssertionError("unreachable")
+    return await _retrying(
+        lambda: handle.query(query_fn, *args, rpc_timeout=rpc_timeout),
+        lambda err: isinstance(err, RPCError) and err.status not in FINAL_QUERY_CODES,
+        attempts,
+        backoff_s,
+    )

@@ -23,6 +23,7 @@ from scaling.nodes.models import (
     LABEL_GROUP,
     Attempt,
     AttemptResult,
+    InFlightRequest,
     PlannedNode,
     PodProblem,
     RequestPhase,
@@ -171,11 +172,23 @@ def test_a_ready_node_does_not_clear_capacity_memory_but_clears_a_quota_backoff(
     assert until == {} and failures == {}
 
 
+def in_flight_cx22(rid: str, key: str) -> InFlightRequest:
+    """A request in flight on kwok-cx22 for one pod of 1.5 cores (shape `key`)."""
+    return InFlightRequest(
+        id=rid,
+        group="g",
+        pool="kwok-cx22",
+        server_type="cx22",
+        provider="kwok",
+        requirements=Resources(cpu_m=1500, memory=2**30, pods=1),
+        pods={key: 1},
+    )
+
+
 def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() -> None:
     from scaling.kube.models import PodInfo
     from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
     from scaling.nodes.demand import observe_demand
-    from scaling.nodes.models import InFlightRequest
     from scaling.nodes.nodegroups import parse_node_group
     from scaling.nodes.planning import plan_demand
     from scaling.nodes.state import with_landing_requests
@@ -190,19 +203,7 @@ def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() 
     ]
     demand = observe_demand(pods, [])
     key = demand.shapes[0].key
-
-    def req(rid: str) -> InFlightRequest:
-        return InFlightRequest(
-            id=rid,
-            group="g",
-            pool="kwok-cx22",
-            server_type="cx22",
-            provider="kwok",
-            requirements=pods[0].requests,
-            pods={key: 1},
-        )
-
-    landed, replanned, flying = req("a"), req("b"), req("c")
+    landed, replanned, flying = (in_flight_cx22(rid, key) for rid in "abc")
     # a reported Ready and b Replanned during the observation, which saw neither a's node Ready.
     in_flight = with_landing_requests([flying], [landed, replanned, flying], ready={"a"})
     assert [r.id for r in in_flight] == ["c", "a"]
@@ -235,23 +236,11 @@ def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -
 
 
 def test_a_request_with_a_ready_node_is_counted_once_unless_it_holds_a_zone_share() -> None:
-    from scaling.kube.models import Resources
-    from scaling.nodes.models import InFlightRequest
     from scaling.nodes.state import counted_once
     from scaling.nodes.topology import share_key
 
-    def req(rid: str, key: str) -> InFlightRequest:
-        return InFlightRequest(
-            id=rid,
-            group="g",
-            pool="kwok-cx22",
-            server_type="cx22",
-            provider="kwok",
-            requirements=Resources(cpu_m=1500, memory=2**30, pods=1),
-            pods={key: 1},
-        )
-
-    plain, spread, flying = req("a", "shape"), req("b", share_key("shape", "za")), req("c", "shape")
+    plain, spread = in_flight_cx22("a", "shape"), in_flight_cx22("b", share_key("shape", "za"))
+    flying = in_flight_cx22("c", "shape")
     # a's and b's nodes are Ready in the observation: a's room is counted there instead, b
     # keeps counting (the spread's skew may keep its pod off that node for now).
     assert [r.id for r in counted_once([plain, spread, flying], ["a", "b"])] == ["b", "c"]
