@@ -25,7 +25,7 @@ from typing import Any
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
 from activities import components, nodes
 from activities.kube.client import ClusterClients
@@ -45,6 +45,8 @@ log = logging.getLogger("growth.worker")
 # activities (no thread while waiting), but they hold a slot each: with few slots, the loop's own
 # observation queued behind them (10,000 pods: 18 s a loop with 32 slots). Threads start lazily.
 ACTIVITY_SLOTS = 256
+WORKFLOW_TASK_SLOTS = 20
+WORKFLOW_TASK_POLLS = 10
 
 
 def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
@@ -169,6 +171,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             activities=build_activities(settings, clusters),
             activity_executor=executor,
             max_concurrent_activities=ACTIVITY_SLOTS,
+            # A burst starts hundreds of NodeRequests at once. Few workflow tasks at a time (each
+            # then finishes quickly instead of all sharing the interpreter) and as many polls of
+            # this worker's sticky queue as of the shared one keep the loop's own next task from
+            # waiting behind theirs (it waited 5-10 s with the defaults at 10,000 pending pods).
+            max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
+            workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
+            nonsticky_to_sticky_poll_ratio=1.0,
+            activity_task_poller_behavior=PollerBehaviorAutoscaling(),
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)

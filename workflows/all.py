@@ -1,5 +1,7 @@
 """Every workflow the worker registers: each loop package's list."""
 
-from workflows import components, fleet, nodes
+from workflows.components.registry import WORKFLOWS as COMPONENTS
+from workflows.fleet.registry import WORKFLOWS as FLEET
+from workflows.nodes.registry import WORKFLOWS as NODES
 
-WORKFLOWS = [*nodes.WORKFLOWS, *fleet.WORKFLOWS, *components.WORKFLOWS]
+WORKFLOWS = [*NODES, *FLEET, *COMPONENTS]

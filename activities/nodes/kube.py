@@ -6,6 +6,7 @@ Thin adapters: every decision about what the objects mean is made in scaling/.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import defaultdict
 from collections.abc import Collection
@@ -17,7 +18,7 @@ from temporalio import activity
 
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes import metrics
-from scaling.kube.nodes import node_info
+from scaling.kube.nodes import node_info, node_is_ready
 from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
@@ -193,9 +194,11 @@ class KubeActivities:
 
 def _node_ready(core: client.CoreV1Api, name: str) -> bool:
     try:
-        node = core.read_node(name)
+        # Raw JSON: in a burst hundreds of requests poll at once, and the client's model
+        # deserialisation of each Node was most of the worker's time spent waiting.
+        resp = core.read_node(name, _preload_content=False)
     except ApiException as e:
         if e.status == 404:  # a node registers some time after the machine starts
             return False
         raise
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    return node_is_ready(json.loads(resp.data))

@@ -24,6 +24,11 @@ def _ready(status: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
+def node_is_ready(node: dict[str, Any]) -> bool:
+    """The Node's Ready condition is True."""
+    return _ready(node.get("status") or {})
+
+
 def _timestamp(v: Any) -> datetime | None:
     if not v:
         return None

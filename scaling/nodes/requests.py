@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import Resources, Taint
@@ -77,10 +78,23 @@ class NodeRequestStatus(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
 
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Up to max_requests_in_flight of these are the state carried across continue-as-new:
+        # fields still at their defaults (a third of a Pending record) are left out.
+        data = handler(self)
+        return {k: v for k, v in data.items() if k not in _STATUS_DEFAULTS or getattr(self, k) != _STATUS_DEFAULTS[k]}
+
     @property
     def final(self) -> bool:
         return self.phase in (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
 
+
+_STATUS_DEFAULTS = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in NodeRequestStatus.model_fields.items()
+    if not field.is_required()
+}
 
 # Results after which a request moves on to its next candidate pool.
 MOVE_ON_RESULTS = frozenset(

@@ -35,6 +35,10 @@ class SimControl:
     node_ready_delay: float = 1.0
     pod_start_delay: float = 0.2
     scheduler_interval: float = 0.25
+    # kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds: how soon an unschedulable
+    # pod is tried (and its PodScheduled message rewritten) again.
+    pod_initial_backoff: float = 1.0
+    pod_max_backoff: float = 10.0
     scoring: str = "least-allocated"
     never_ready_nodes: list[str] = field(default_factory=list)
     failures: list[RequestFailure] = field(default_factory=list)
@@ -88,11 +92,19 @@ class SimControl:
             "node_ready_delay": self.node_ready_delay,
             "pod_start_delay": self.pod_start_delay,
             "scheduler_interval": self.scheduler_interval,
+            "pod_initial_backoff": self.pod_initial_backoff,
+            "pod_max_backoff": self.pod_max_backoff,
             "scoring": self.scoring,
         }
 
     def apply_settings(self, body: dict[str, Any]) -> None:
-        for key in ("node_ready_delay", "pod_start_delay", "scheduler_interval"):
+        for key in (
+            "node_ready_delay",
+            "pod_start_delay",
+            "scheduler_interval",
+            "pod_initial_backoff",
+            "pod_max_backoff",
+        ):
             if key in body:
                 value = float(body[key])
                 if value < 0:

@@ -15,6 +15,7 @@ PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -300,6 +301,11 @@ class Scheduler(Actor):
         self.store = store
         self.control = control
         self._requests: dict[str, Resources] = {}  # pod specs are immutable: cache by uid
+        # uid -> (when its message may be rewritten next, the backoff after that): kube-scheduler
+        # retries an unschedulable pod with a per-pod backoff, so a 10,000-pod burst does not have
+        # every pending pod rewritten on every pass while nodes join (the node count is in the
+        # message), which was most of the simulator's time.
+        self._backoff: dict[str, tuple[float, float]] = {}
         self._last_rv = -1
 
     def step(self) -> None:
@@ -344,6 +350,7 @@ class Scheduler(Actor):
                 pending.append(pod)
         live = {p["metadata"]["uid"] for p in pods}
         self._requests = {u: r for u, r in self._requests.items() if u in live}
+        self._backoff = {u: b for u, b in self._backoff.items() if u in live}
         pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
         bound = 0
         alloc = {n["metadata"]["name"]: allocatable(n) for n in nodes}
@@ -405,6 +412,14 @@ class Scheduler(Actor):
         current = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         if current and current.get("reason") == "Unschedulable" and current.get("message") == message:
             return  # already says so: skip the read-modify-write (it would change nothing)
+        uid, now = pod["metadata"]["uid"], time.monotonic()
+        if current and current.get("reason") == "Unschedulable":
+            due, backoff = self._backoff.get(uid, (0.0, self.control.pod_initial_backoff))
+            if now < due:
+                return  # tried again (and the message updated) when its backoff ends
+        else:
+            backoff = self.control.pod_initial_backoff
+        self._backoff[uid] = (now + backoff, min(2 * backoff, self.control.pod_max_backoff))
 
         def update(obj: Obj) -> Obj | None:
             if obj["spec"].get("nodeName"):

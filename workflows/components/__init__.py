@@ -1,5 +1,4 @@
 """The components loop's workflows: ComponentAutoscaler (one per TidbClusterAutoScaler)."""
 
-from workflows.components.autoscaler import ComponentAutoscalerWorkflow
-
-WORKFLOWS = [ComponentAutoscalerWorkflow]
+# Empty on purpose: the worker's sandbox imports this package again for every new workflow
+# instance, so it must not import every workflow module (registry.py lists them).

@@ -1,6 +1,4 @@
 """The fleet loop's workflows: FleetAutoscaler (a provider region) and DataPlaneCluster."""
 
-from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.cluster import DataPlaneClusterWorkflow
-
-WORKFLOWS = [FleetAutoscalerWorkflow, DataPlaneClusterWorkflow]
+# Empty on purpose: the worker's sandbox imports this package again for every new workflow
+# instance, so it must not import every workflow module (registry.py lists them).

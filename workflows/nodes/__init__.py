@@ -1,8 +1,4 @@
 """The node loop's workflows: NodeAutoscaler, NodeRequest, NodeScaleDown and MachineGC."""
 
-from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.nodes.machine_gc import MachineGCWorkflow
-from workflows.nodes.request import NodeRequestWorkflow
-from workflows.nodes.scale_down import NodeScaleDownWorkflow
-
-WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow, NodeScaleDownWorkflow, MachineGCWorkflow]
+# Empty on purpose: the worker's sandbox imports this package again for every new workflow
+# instance, so it must not import every workflow module (registry.py lists them).

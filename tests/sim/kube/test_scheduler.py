@@ -21,6 +21,8 @@ from tests.sim.conftest import eventually, node_body, pod_body, ready_nodes
 @pytest.fixture
 def manual() -> Iterator[SimCluster]:
     with SimCluster(node_ready_delay=0.05, pod_start_delay=0.05, run_scheduler=False) as sim:
+        # Each pass below stands for a retry after the pod's backoff (its own test covers that).
+        sim.control.pod_initial_backoff = sim.control.pod_max_backoff = 0.0
         yield sim
 
 
@@ -70,6 +72,27 @@ def test_unschedulable_condition_with_reason_and_stable_transition_time(
     condition = scheduled_condition(mcore, "big")
     assert condition.message == "0/4 nodes are available: 4 Insufficient cpu."
     assert condition.last_transition_time == first
+
+
+def test_an_unschedulable_pod_is_tried_again_after_its_backoff_not_on_every_pass(
+    manual: SimCluster, mcore: client.CoreV1Api
+) -> None:
+    manual.control.pod_initial_backoff = manual.control.pod_max_backoff = 0.5
+    mcore.create_node(node_body("a", cpu="1"))
+    ready_nodes(mcore, "a")
+    mcore.create_namespaced_pod("default", pod_body("big", cpu="2"))
+    manual.scheduler.schedule_once()  # the first mark is not held back
+    assert scheduled_condition(mcore, "big").message == "0/1 nodes are available: 1 Insufficient cpu."
+    mcore.create_node(node_body("b", cpu="1"))
+    ready_nodes(mcore, "b")
+    manual.scheduler.schedule_once()  # within the backoff: the condition is left as it was
+    assert scheduled_condition(mcore, "big").message == "0/1 nodes are available: 1 Insufficient cpu."
+
+    def retried() -> bool:
+        manual.scheduler.schedule_once()
+        return scheduled_condition(mcore, "big").message == "0/2 nodes are available: 2 Insufficient cpu."
+
+    eventually(retried, message="message rewritten once the backoff ended")
 
 
 def test_mixed_reasons_are_counted_and_sorted(manual: SimCluster, mcore: client.CoreV1Api) -> None:

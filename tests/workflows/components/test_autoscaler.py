@@ -27,8 +27,8 @@ from scaling.components.state import (
 )
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.polling import until
-from workflows.components import WORKFLOWS
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
+from workflows.components.registry import WORKFLOWS
 
 CPU_RULE = {"max_threshold": 0.8, "min_threshold": 0.2}
 SCAN_S = 30

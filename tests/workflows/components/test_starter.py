@@ -14,7 +14,7 @@ from starters.autoscaler import CliError, _cause
 from starters.components import parse_args, run_command, start_settings
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.polling import until
-from workflows.components import WORKFLOWS
+from workflows.components.registry import WORKFLOWS
 
 
 async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:

@@ -16,8 +16,8 @@ from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscal
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import report, rounds_past, skip, tikv_spec
 from tests.workflows.polling import until
-from workflows.components import WORKFLOWS
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
+from workflows.components.registry import WORKFLOWS
 
 
 async def test_worker_killed_between_creating_a_group_and_recording_it(env: WorkflowEnvironment) -> None:

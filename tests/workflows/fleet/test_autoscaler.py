@@ -22,9 +22,9 @@ from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, FleetAutoscalerState, RegionStatus
 from tests.workflows.fleet.stubs import FleetWorld, until
-from workflows.fleet import WORKFLOWS
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
+from workflows.fleet.registry import WORKFLOWS
 
 CONFIG = """
 supported_providers:

@@ -19,7 +19,7 @@ from starters.autoscaler import CliError
 from starters.fleet import parse_args, run_command
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
-from workflows.fleet import WORKFLOWS
+from workflows.fleet.registry import WORKFLOWS
 
 REGION_FLAGS = ["--provider", "aws", "--region", "us-east-1"]
 

@@ -21,8 +21,8 @@ from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
 from starters.scenarios.fleet import SteadyState, demo_fleet_config, run_fleet_burst
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import _terminate_all, fake_agents
-from workflows.fleet import WORKFLOWS
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.registry import WORKFLOWS
 
 
 async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:

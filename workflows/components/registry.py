@@ -1,0 +1,5 @@
+"""The components loop's workflows, as the worker registers them."""
+
+from workflows.components.autoscaler import ComponentAutoscalerWorkflow
+
+WORKFLOWS = [ComponentAutoscalerWorkflow]

@@ -1,0 +1,8 @@
+"""The nodes loop's workflows, as the worker registers them."""
+
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.nodes.machine_gc import MachineGCWorkflow
+from workflows.nodes.request import NodeRequestWorkflow
+from workflows.nodes.scale_down import NodeScaleDownWorkflow
+
+WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow, NodeScaleDownWorkflow, MachineGCWorkflow]
