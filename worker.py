@@ -171,10 +171,13 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             activities=build_activities(settings, clusters),
             activity_executor=executor,
             max_concurrent_activities=ACTIVITY_SLOTS,
-            # A burst starts hundreds of NodeRequests at once. Few workflow tasks at a time (each
-            # then finishes quickly instead of all sharing the interpreter) and as many polls of
-            # this worker's sticky queue as of the shared one keep the loop's own next task from
-            # waiting behind theirs (it waited 5-10 s with the defaults at 10,000 pending pods).
+            # A burst starts hundreds of NodeRequests at once (measured at 10,000 pending pods):
+            # - their first tasks come on the shared queue, which by default only one poll in five
+            #   takes from; letting every poller take from it brought their first activation from
+            #   11-12 s (mean) after the loop's start to 2-3.5 s;
+            # - with 100 tasks at a time they all share the interpreter and each takes long; the
+            #   loop's own next task then waited for a slot (the loop committed its last starts
+            #   9.5-18 s (p99) after their pods were pending with 100, 7-8.5 s with 20).
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             nonsticky_to_sticky_poll_ratio=1.0,
