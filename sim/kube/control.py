@@ -30,6 +30,16 @@ class RequestFailure:
         return (self.method in ("*", method)) and re.search(self.path_regex, path) is not None
 
 
+# The settings in seconds, read and set through the control API alike.
+SECONDS_SETTINGS = (
+    "node_ready_delay",
+    "pod_start_delay",
+    "scheduler_interval",
+    "pod_initial_backoff",
+    "pod_max_backoff",
+)
+
+
 @dataclass
 class SimControl:
     node_ready_delay: float = 1.0
@@ -88,23 +98,10 @@ class SimControl:
             self.by_status.clear()
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "node_ready_delay": self.node_ready_delay,
-            "pod_start_delay": self.pod_start_delay,
-            "scheduler_interval": self.scheduler_interval,
-            "pod_initial_backoff": self.pod_initial_backoff,
-            "pod_max_backoff": self.pod_max_backoff,
-            "scoring": self.scoring,
-        }
+        return {**{key: getattr(self, key) for key in SECONDS_SETTINGS}, "scoring": self.scoring}
 
     def apply_settings(self, body: dict[str, Any]) -> None:
-        for key in (
-            "node_ready_delay",
-            "pod_start_delay",
-            "scheduler_interval",
-            "pod_initial_backoff",
-            "pod_max_backoff",
-        ):
+        for key in SECONDS_SETTINGS:
             if key in body:
                 value = float(body[key])
                 if value < 0:

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
     from scaling.nodes.requests import (
+        NODE_REQUEST_WORKFLOW,
         NodeRequestInput,
         NodeRequestStatus,
         attempt_result_of,
@@ -49,7 +50,7 @@ KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 
 
-@workflow.defn(name="NodeRequest")
+@workflow.defn(name=NODE_REQUEST_WORKFLOW)
 class NodeRequestWorkflow:
     @workflow.init
     def __init__(self, inp: NodeRequestInput) -> None:
