@@ -142,3 +142,14 @@ def test_protection_and_data_safety_still_win_inside_the_window() -> None:
     blocked = plan([node("n1"), node("keep")], local, g, now=now, since=CREATED)
     assert (blocked.decisions["n1"].state, blocked.decisions["n1"].reason) == (NodeState.BLOCKED, LOCAL_STORAGE)
     assert blocked.to_remove == []
+
+
+def test_a_bursty_replay_buys_fewer_servers_and_pays_less_with_billing_aware_scale_down() -> None:
+    from bench.billing_day import bursty_day, node_group, simulate
+
+    arrivals = bursty_day(hours=3, seed=3)
+    aware = simulate(arrivals, node_group("1h"), hours=3)
+    plain = simulate(arrivals, node_group(0), hours=3)
+    assert aware.servers_created < plain.servers_created
+    assert aware.cost < plain.cost
+    assert aware.pod_wait_s_p50 < plain.pod_wait_s_p50  # pods land on kept nodes instead of waiting
