@@ -46,6 +46,7 @@ MIGRATED_FROM = f"{CRD_GROUP}/migrated-from"
 _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _DNS = re.compile(r"[^a-z0-9.-]+")
+_NODE_CONFIG_KEYS = {"cloudinit", "labels", "taints", "placementgroup"}  # CA's NodeConfig fields
 # CA flags growth has a setting for: flag -> (where, growth name). Durations are Go durations.
 _GROUP_FLAGS = {
     "scale-down-enabled": "enabled",
@@ -268,6 +269,8 @@ def migrate(ca: CaSettings) -> Migration:
                 for t in _ci(nc, "taints") or []
             ]
             g.placement_group = str(_ci(nc, "placementGroup") or "")
+            for key in sorted(k for k in nc if k.lower() not in _NODE_CONFIG_KEYS):
+                notes.append(f"nodeConfigs.{g.name}.{key} is not a field CA's Hetzner provider reads; not carried over")
             if _ci(nc, "cloudInit"):
                 notes.append(
                     f"nodeConfigs.{g.name}.cloudInit not copied: growth writes its own join user-data "

@@ -7,7 +7,9 @@ type's hourly list price; the planner opens a new node only while its price fits
 what the caps leave over per planned node (`within_price_caps`), so no fallback can push the
 spend past a cap. Nodes whose type the catalogue does not price count 0: growth cannot know
 their price, and refusing every plan for them would be worse. Like Cluster Autoscaler's
-`--max-nodes-total`, a cap bounds what the planner adds, never removes nodes.
+`--max-nodes-total`, a cap bounds what the planner adds, never removes nodes. A pool's
+minNodes is a floor the caps do not lower (scaling.nodes.min_size does not read them): the
+catalogue is only fetched when pods are pending, so a cap could not be priced there reliably.
 """
 
 from __future__ import annotations

@@ -196,7 +196,8 @@ def test_priority_expander_configmap_sets_pool_priorities() -> None:
 def test_images_per_arch_and_references_go_to_each_pool() -> None:
     config = {
         "imagesForArch": {"arm64": "ubuntu-24.04-arm", "amd64": "ubuntu-24.04"},
-        "nodeConfigs": {"arm": {"placementGroup": "42"}, "x86": {}},
+        # Go's encoding/json matches keys case-insensitively, so CA reads these too.
+        "NodeConfigs": {"arm": {"PlacementGroup": "42"}, "x86": {"labels": {"a": "b"}, "subnetIPRange": "10.0.1.0/24"}},
     }
     env = {
         "HCLOUD_CLUSTER_CONFIG": b64(json.dumps(config)),
@@ -207,13 +208,15 @@ def test_images_per_arch_and_references_go_to_each_pool() -> None:
     }
     result = migrate(CaSettings(args=["--nodes=0:3:cax11:hel1:arm", "--nodes=0:3:cx22:hel1:x86"], env=env))
     valid(result)
-    pools = {p["serverType"][0]: p["config"] for p in result.node_groups[0]["spec"]["pools"]}
+    pools = {p["serverType"][0]: p["config"] for g in result.node_groups for p in g["spec"]["pools"]}
     assert pools["cax11"]["image"] == "ubuntu-24.04-arm" and pools["cx22"]["image"] == "ubuntu-24.04"
     assert pools["cax11"]["placement_group"] == 42 and "placement_group" not in pools["cx22"]
     assert pools["cx22"]["networks"] == [1234] and pools["cx22"]["ssh_keys"] == ["ops"]
     assert "firewalls" not in pools["cx22"]  # a name: growth needs the id, and says so
     assert any("HCLOUD_FIREWALL='k8s-nodes' is a name" in n for n in result.notes)
     assert any("HCLOUD_PUBLIC_IPV4=false not carried over" in n for n in result.notes)
+    assert any("nodeConfigs.x86.subnetIPRange is not a field" in n for n in result.notes)
+    assert [g["spec"].get("labels") for g in result.node_groups] == [None, {"a": "b"}]  # two label sets, two groups
 
 
 def test_ca_flags_become_scale_down_and_loop_settings() -> None:
