@@ -218,7 +218,8 @@ def _billing(v: Any, field: str, provider: str) -> Billing | None:
         raise InvalidSpec(f"{field}.{sorted(unknown, key=str)[0]}", "unknown field (known: period, margin)")
     if "period" not in raw:
         raise InvalidSpec(f"{field}.period", "is required (e.g. '1h'; 0 turns billing-aware scale-down off)")
-    period = _duration_s(raw["period"], f"{field}.period")
+    # Go's time.ParseDuration takes a bare "0" too.
+    period = 0.0 if raw["period"] == "0" else _duration_s(raw["period"], f"{field}.period")
     if period == 0:
         return None
     margin = _duration_s(raw.get("margin", DEFAULT_MARGIN_S), f"{field}.margin")

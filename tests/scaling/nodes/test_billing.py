@@ -78,6 +78,7 @@ def test_hetzner_pools_bill_per_started_hour_by_default_kwok_pools_do_not() -> N
     assert flatten_pools(group())[0].billing == Billing(period_s=HOUR, margin_s=300)
     assert flatten_pools(group("kwok"))[0].billing is None
     assert flatten_pools(group(billing={"period": 0}))[0].billing is None
+    assert flatten_pools(group(billing={"period": "0"}))[0].billing is None
     assert flatten_pools(group("kwok", billing={"period": "1h", "margin": "2m"}))[0].billing == Billing(
         period_s=HOUR, margin_s=120
     )
