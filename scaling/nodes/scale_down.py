@@ -277,15 +277,15 @@ def min_nodes_for(node: NodeInfo, groups: list[NodeGroup]) -> int:
     return pool.min_nodes if pool is not None else 0
 
 
-def billing_hold(node: NodeInfo, groups: list[NodeGroup], now: float) -> tuple[float, Blocker] | None:
+def billing_hold(node: NodeInfo, pool: Pool | None, now: float) -> tuple[float, Blocker] | None:
     """When a node of a pool billed per started period is worth removing, and why it waits
     until then (scaling.nodes.billing); None when removing it now saves money."""
-    pool = pool_for(node, groups)
+    billing = pool.billing if pool is not None else None
     created = node.created_at.timestamp() if node.created_at is not None else None
-    opens = removable_from(created, now, pool.billing if pool is not None else None)
-    if opens is None or pool is None or pool.billing is None:
+    opens = removable_from(created, now, billing)
+    if opens is None or billing is None:
         return None
-    ends = opens + pool.billing.margin_s
+    ends = opens + billing.margin_s
     return opens, Blocker(
         code=BILLING_PERIOD,
         message=f"node {node.name}'s paid period ends in {ends - now:.0f}s: kept for pods until {opens - now:.0f}s from now",
@@ -409,15 +409,14 @@ def plan_scale_down(
         dec.unneeded_since = since
         plan.unneeded_since[node.name] = since
         wait_s = removal_wait_s(node, gs, settings)
-        hold = billing_hold(node, groups, now)
+        pool = pool_for(node, groups)
+        hold = billing_hold(node, pool, now)
         if hold is not None:  # paid for a while yet: kept untainted, so arriving pods can use it
             dec.state = NodeState.UNNEEDED_WAITING
             dec.removable_at, blocker = hold
             dec.reasons = [blocker]
             continue
-        billed = (
-            (pool := pool_for(node, groups)) is not None and pool.billing is not None and node.created_at is not None
-        )
+        billed = pool is not None and pool.billing is not None and node.created_at is not None
         if not empty and now - since < wait_s:
             left = wait_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
