@@ -81,7 +81,8 @@ def add_model_flags(
                 dest=name,
                 type=_parser(info.annotation),
                 default=argparse.SUPPRESS,
-                metavar=_metavar(info.annotation),
+                # Floats are seconds by the `_s` naming rule; a float without it is a plain number.
+                metavar=_metavar(info.annotation).replace("SECONDS", "SECONDS" if seconds else "NUMBER"),
                 help=help_,
             )
         added.append(name)

@@ -50,6 +50,23 @@ class ScaleDownSettings(BaseModel):
     delay_after_add_s: float = 600.0
 
 
+class GroupLimits(BaseModel):
+    """spec.limits: caps on what the planner adds to a group (scaling.nodes.money)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    price_per_hour: float | None = Field(default=None, alias="pricePerHour")  # catalogue currency
+
+
+class Billing(BaseModel):
+    """A pool's billing: servers are paid per started `period_s` (Hetzner: per started hour).
+
+    An unneeded node is kept until `margin_s` before its paid period ends (scaling.nodes.billing)."""
+
+    period_s: float
+    margin_s: float
+
+
 class PoolSpec(BaseModel):
     """A pool entry as the user writes it: a list of server types means equal-priority pools."""
 
@@ -61,6 +78,7 @@ class PoolSpec(BaseModel):
     min_nodes: int = Field(default=0, alias="minNodes")
     max_nodes: int | None = Field(default=None, alias="maxNodes")
     config: dict[str, Any] = Field(default_factory=dict)  # provider specifics (locations, image...)
+    billing: Billing | None = None  # None: paid by the second (or unknown), never held for it
 
 
 class NodeGroup(BaseModel):
@@ -76,6 +94,7 @@ class NodeGroup(BaseModel):
     scale_down: ScaleDownSettings = Field(default_factory=ScaleDownSettings, alias="scaleDown")
     # Free room kept on one of the group's Ready nodes at all times (scaling.nodes.headroom).
     headroom: Resources | None = None
+    limits: GroupLimits | None = None
 
 
 class Pool(BaseModel):
@@ -91,6 +110,7 @@ class Pool(BaseModel):
     min_nodes: int = 0
     max_nodes: int | None = None
     config: dict[str, Any] = Field(default_factory=dict)
+    billing: Billing | None = None
 
 
 class SpecProblem(BaseModel):

@@ -15,7 +15,18 @@ import yaml
 
 from scaling.kube.models import Resources, Taint
 from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, NodeGroup, Pool, PoolSpec, ScaleDownSettings, SpecProblem
+from scaling.nodes.billing import DEFAULT_BILLING, DEFAULT_MARGIN_S
+from scaling.nodes.models import (
+    CRD_GROUP,
+    CRD_VERSION,
+    Billing,
+    GroupLimits,
+    NodeGroup,
+    Pool,
+    PoolSpec,
+    ScaleDownSettings,
+    SpecProblem,
+)
 
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
@@ -171,6 +182,52 @@ def _headroom(v: Any, field: str) -> Resources | None:
     return Resources(cpu_m=amounts.get("cpu", 0), memory=amounts.get("memory", 0), pods=pods)
 
 
+def _price(v: Any, field: str) -> float:
+    """A price per hour: a number, or a decimal string ("0.25"); never negative."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise InvalidSpec(field, f"must be a number, got {v!r}")
+    try:
+        price = Decimal(str(v).strip())
+    except ArithmeticError:
+        raise InvalidSpec(field, f"must be a number, got {v!r}") from None
+    if not price.is_finite() or price < 0:
+        raise InvalidSpec(field, f"must be a finite number, at least 0, got {v!r}")
+    return float(price)
+
+
+def _limits(v: Any, field: str) -> GroupLimits | None:
+    """spec.limits: {pricePerHour} in the catalogue's currency (scaling.nodes.money)."""
+    if v is None:
+        return None
+    raw = _mapping(v, field)
+    unknown = set(raw) - {"pricePerHour"}
+    if unknown:
+        raise InvalidSpec(f"{field}.{sorted(unknown, key=str)[0]}", "unknown field (known: pricePerHour)")
+    price = raw.get("pricePerHour")
+    return GroupLimits(pricePerHour=None if price is None else _price(price, f"{field}.pricePerHour"))
+
+
+def _billing(v: Any, field: str, provider: str) -> Billing | None:
+    """pools[].billing: {period, margin} as durations; absent = the provider's default
+    (Hetzner: per started hour), period 0 = paid by the second (never hold a node for it)."""
+    if v is None:
+        return DEFAULT_BILLING.get(provider)
+    raw = _mapping(v, field)
+    unknown = set(raw) - {"period", "margin"}
+    if unknown:
+        raise InvalidSpec(f"{field}.{sorted(unknown, key=str)[0]}", "unknown field (known: period, margin)")
+    if "period" not in raw:
+        raise InvalidSpec(f"{field}.period", "is required (e.g. '1h'; 0 turns billing-aware scale-down off)")
+    # Go's time.ParseDuration takes a bare "0" too.
+    period = 0.0 if raw["period"] == "0" else _duration_s(raw["period"], f"{field}.period")
+    if period == 0:
+        return None
+    margin = _duration_s(raw.get("margin", DEFAULT_MARGIN_S), f"{field}.margin")
+    if margin >= period:
+        raise InvalidSpec(f"{field}.margin", f"must be shorter than the period ({raw['period']!r})")
+    return Billing(period_s=period, margin_s=margin)
+
+
 def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
     if not isinstance(v, dict):
         raise InvalidSpec(field, "must be a mapping")
@@ -209,6 +266,7 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
         minNodes=min_nodes,
         maxNodes=max_nodes,
         config=dict(config),
+        billing=_billing(v.get("billing"), f"{field}.billing", provider),
     )
 
 
@@ -255,6 +313,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
         maxNodes=max_nodes,
         scaleDown=_scale_down(spec.get("scaleDown"), "spec.scaleDown"),
         headroom=_headroom(spec.get("headroom"), "spec.headroom"),
+        limits=_limits(spec.get("limits"), "spec.limits"),
     )
 
 
@@ -306,6 +365,7 @@ def flatten_pools(group: NodeGroup) -> list[Pool]:
             min_nodes=spec.min_nodes,
             max_nodes=spec.max_nodes,
             config=spec.config,
+            billing=spec.billing,
         )
         for spec in group.pools
         for t in spec.server_types

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scaling.nodes.money import PriceBudget
+
 Vec = tuple[int, int, int]  # cpu millicores, memory bytes, pod slots
 
 
@@ -152,8 +154,15 @@ def _cheapest_holding(bins: Sequence[Bin], used: Vec, allowed: frozenset[str], s
 WEIGHTS = (1.0, 1.0, 0.05)
 
 
-def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] = ()) -> PackResult:
-    """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets.
+def pack(
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget] = (),
+    price_budgets: Sequence[PriceBudget] = (),
+) -> PackResult:
+    """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets
+    (node counts) and price budgets (money per hour: a bin is open only while one more of its
+    nodes is affordable, and a pattern repeats only as often as the money allows).
 
     Loop: price each item standalone; for every open bin build one node's contents (largest
     first, balanced); take the bin whose node costs the smallest fraction of its pods' worth;
@@ -179,7 +188,9 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
         budget_left = min((bg.left for bg in budgets if bg.left is not None), default=None)
         if budget_left is not None and budget_left <= 0:
             break
-        open_bins = [b for b in bins if b.slots is None or b.slots > 0]
+        open_bins = [
+            b for b in bins if (b.slots is None or b.slots > 0) and all(pb.affords(b.price) for pb in price_budgets)
+        ]
         open_keys = {b.key for b in open_bins}
         # Each item's standalone price among the bins still open.
         pi: list[float] = []
@@ -209,6 +220,10 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
             repeat = min(repeat, b.slots)
         if budget_left is not None:
             repeat = min(repeat, budget_left)
+        for pb in price_budgets:
+            affordable = pb.nodes_affordable(b.price)
+            if affordable is not None:
+                repeat = min(repeat, affordable)
         repeat = max(repeat, 1)
         allowed = frozenset.intersection(*(items[i].bins for i in counts))
         smaller = _cheapest_holding(open_bins, used, allowed, repeat)
@@ -220,6 +235,8 @@ def pack(items: Sequence[Item], bins: Sequence[Bin], budgets: Sequence[Budget] =
             b.slots -= repeat
         for bg in budgets:
             bg.take(repeat)
+        for pb in price_budgets:
+            pb.take(repeat, b.price)
         result.patterns.append(Pattern(bin=b.key, counts=counts, repeat=repeat, used=used))
     backfill(result, items, bins)
     result.leftover = {i: n for i, n in enumerate(remaining) if n > 0}

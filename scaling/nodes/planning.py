@@ -11,7 +11,8 @@ cost what a dozen do:
      a shape with hostname anti-affinity or spread puts at most its limit on each new node
      (limits across shapes, e.g. two Deployments selecting each other, are not modelled);
   e. pods no type of any matching pool can hold are NeverSatisfiable; pods left over when
-     limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could).
+     limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could),
+     or PriceLimitReached when a money cap stopped them (scaling.nodes.money).
 Before b, a shape with zone or region spread is shared out over the domains its pools reach
 (split_by_topology); pods no domain may take are TopologySpread problems.
 
@@ -39,6 +40,14 @@ from scaling.nodes.models import (
     Pool,
     ScaleUpPlan,
     ServerType,
+)
+from scaling.nodes.money import (
+    PRICE_LIMIT_REACHED,
+    PriceBudget,
+    blocking_caps,
+    cluster_price_budget,
+    group_price_budget,
+    within_price_caps,
 )
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
 from scaling.nodes.packing import Bin, Budget, Item, pack
@@ -302,6 +311,7 @@ def plan_scale_up(
     *,
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
+    max_price_per_hour_total: float | None = None,
 ) -> ScaleUpPlan:
     """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
 
@@ -318,6 +328,7 @@ def plan_scale_up(
         in_flight,
         max_nodes_total=max_nodes_total,
         unavailable_pools=unavailable_pools,
+        max_price_per_hour_total=max_price_per_hour_total,
     )
 
 
@@ -329,6 +340,7 @@ def plan_demand(
     *,
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
+    max_price_per_hour_total: float | None = None,
 ) -> ScaleUpPlan:
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
@@ -367,9 +379,13 @@ def plan_demand(
     # d. pack per group, tier by tier
     per_pool_count, per_group_count = _node_counts(demand.nodes, in_flight)
     total = Budget(None if max_nodes_total is None else max_nodes_total - demand.nodes.total - len(in_flight))
+    total_price = cluster_price_budget(max_price_per_hour_total, groups, demand.nodes, in_flight, catalogue)
+    price_caps: dict[str, list[PriceBudget]] = {}
     for gname in sorted(per_group):
         group = group_by_name[gname]
         group_budget = Budget(None if group.max_nodes is None else group.max_nodes - per_group_count[gname])
+        group_price = group_price_budget(group, demand.nodes, in_flight, catalogue)
+        price_caps[gname] = [group_price, total_price]
         bins: dict[str, Bin] = {}
         rooms: dict[str, Resources] = {}  # pool -> room for pods on a new node (after DaemonSets)
         for p in flat[gname]:
@@ -410,7 +426,7 @@ def plan_demand(
                     owners.append(s)
             if not items:
                 continue
-            result = pack(items, tier_bins, [group_budget, total])
+            result = pack(items, tier_bins, [group_budget, total], price_caps[gname])
             full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
             for pat in result.patterns:
                 chosen = pool_by_name[pat.bin]
@@ -448,9 +464,14 @@ def plan_demand(
             if s.left == 0:
                 continue
             holders = [p for p in s.eligible[gname] if p.name in bins and fit_count(s.req, list(bins[p.name].cap)) > 0]
+            cheapest = min((bins[p.name].price for p in holders if not _is_unavailable(p, unavailable)), default=None)
+            caps = [] if cheapest is None else blocking_caps([group_price, total_price], cheapest)
             if holders and all(_is_unavailable(p, unavailable) for p in holders):
                 reason = "NoAvailablePool"
                 msg = f"every pool that can hold this pod is backing off: {', '.join(p.name for p in holders)}"
+            elif caps:
+                reason = PRICE_LIMIT_REACHED
+                msg = f"price limits reached (cheapest pool that fits costs {cheapest:g}/h): " + "; ".join(caps)
             else:
                 reason = "MaxNodesReached"
                 limits = []
@@ -463,4 +484,5 @@ def plan_demand(
                     limits.append(f"pools at maxNodes: {', '.join(full_pools)}")
                 msg = "node limits reached: " + ("; ".join(limits) or "no pool may add nodes")
             plan.problems.extend(_problems(s, reason, msg))
+    plan.new_nodes = within_price_caps(plan.new_nodes, price_caps, catalogue)
     return plan

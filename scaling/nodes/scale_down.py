@@ -58,9 +58,10 @@ from scaling.kube.drain import (
     without_long_terminating,
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
+from scaling.nodes.billing import BILLING_PERIOD, removable_from
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.matching import pod_fits_node_shape
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ScaleDownSettings
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.storage import (
     BACKING_IMAGE_MANAGER,
@@ -255,25 +256,40 @@ def pool_of(node: NodeInfo) -> str | None:
     return node.labels.get(LABEL_POOL) or node.labels.get(LABEL_INSTANCE_TYPE)
 
 
-def min_nodes_for(node: NodeInfo, groups: list[NodeGroup]) -> int:
-    """The minNodes of the pool a node belongs to (0 if unknown).
-
-    A node's pool is its LABEL_POOL value, the flattened pool name; failing that, the first
-    pool of its group whose server type is the node's instance-type label.
-    """
+def pool_for(node: NodeInfo, groups: list[NodeGroup]) -> Pool | None:
+    """The pool a node belongs to: its LABEL_POOL value, the flattened pool name; failing that,
+    the first pool of its group whose server type is the node's instance-type label."""
     group = next((g for g in groups if g.name == node.labels.get(LABEL_GROUP)), None)
     if group is None:
-        return 0
+        return None
     pools = flatten_pools(group)
     name = node.labels.get(LABEL_POOL)
     for pool in pools:
         if name and pool.name == name:
-            return pool.min_nodes
+            return pool
     itype = (node.labels.get(LABEL_INSTANCE_TYPE) or "").lower()
-    for pool in pools:
-        if itype and pool.server_type.lower() == itype:
-            return pool.min_nodes
-    return 0
+    return next((p for p in pools if itype and p.server_type.lower() == itype), None)
+
+
+def min_nodes_for(node: NodeInfo, groups: list[NodeGroup]) -> int:
+    """The minNodes of the pool a node belongs to (0 if unknown)."""
+    pool = pool_for(node, groups)
+    return pool.min_nodes if pool is not None else 0
+
+
+def billing_hold(node: NodeInfo, pool: Pool | None, now: float) -> tuple[float, Blocker] | None:
+    """When a node of a pool billed per started period is worth removing, and why it waits
+    until then (scaling.nodes.billing); None when removing it now saves money."""
+    billing = pool.billing if pool is not None else None
+    created = node.created_at.timestamp() if node.created_at is not None else None
+    opens = removable_from(created, now, billing)
+    if opens is None or billing is None:
+        return None
+    ends = opens + billing.margin_s
+    return opens, Blocker(
+        code=BILLING_PERIOD,
+        message=f"node {node.name}'s paid period ends in {ends - now:.0f}s: kept for pods until {opens - now:.0f}s from now",
+    )
 
 
 def _group_settings(node: NodeInfo, groups: dict[str, NodeGroup], settings: ScaleDownLoopSettings) -> ScaleDownSettings:
@@ -355,7 +371,7 @@ def plan_scale_down(
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     plan = ScaleDownPlan()
-    ready: list[tuple[NodeDecision, ScaleDownSettings]] = []
+    ready: list[tuple[NodeDecision, ScaleDownSettings, bool]] = []  # (decision, settings, billed)
 
     for node in sorted(nodes, key=lambda n: n.name):
         mine = on_node.get(node.name, [])
@@ -393,6 +409,14 @@ def plan_scale_down(
         dec.unneeded_since = since
         plan.unneeded_since[node.name] = since
         wait_s = removal_wait_s(node, gs, settings)
+        pool = pool_for(node, groups)
+        hold = billing_hold(node, pool, now)
+        if hold is not None:  # paid for a while yet: kept untainted, so arriving pods can use it
+            dec.state = NodeState.UNNEEDED_WAITING
+            dec.removable_at, blocker = hold
+            dec.reasons = [blocker]
+            continue
+        billed = pool is not None and pool.billing is not None and node.created_at is not None
         if not empty and now - since < wait_s:
             left = wait_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
@@ -413,7 +437,7 @@ def plan_scale_down(
             ]
             continue
         dec.state = NodeState.EMPTY if empty else NodeState.UNDERUSED
-        ready.append((dec, gs))
+        ready.append((dec, gs, billed))
 
     _select(plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds)
     return plan
@@ -437,7 +461,7 @@ def plan_from_input(inp: ScaleDownInput) -> ScaleDownPlan:
 
 def _select(
     plan: ScaleDownPlan,
-    ready: list[tuple[NodeDecision, ScaleDownSettings]],
+    ready: list[tuple[NodeDecision, ScaleDownSettings, bool]],
     nodes: list[NodeInfo],
     on_node: dict[str, list[PodInfo]],
     pdbs: list[PdbInfo],
@@ -464,7 +488,7 @@ def _select(
     moved_in: dict[str, list[PodInfo]] = {}
     removed: set[str] = set()
 
-    for dec, gs in ready:
+    for dec, gs, billed in ready:
         node = by_name[dec.name]
         if len(plan.to_remove) >= settings.max_removals_per_loop:
             dec.reasons = [
@@ -521,7 +545,8 @@ def _select(
         removed.add(node.name)
         pool_size[key] = pool_size.get(key, 0) - 1
         dec.selected = True
-        delay = removal_wait_s(node, gs, settings) if dec.state == NodeState.EMPTY else 0.0
+        # A billed node's wait happened untainted, and its paid period ends within the margin.
+        delay = removal_wait_s(node, gs, settings) if dec.state == NodeState.EMPTY and not billed else 0.0
         plan.to_remove.append(
             NodeRemoval(
                 name=node.name,

@@ -9,6 +9,13 @@ class AutoscalerSettings(BaseModel):
     cluster: str
     scan_interval_s: float = 10.0
     max_nodes_total: int | None = None
+    max_price_per_hour_total: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="most the cluster's growth nodes may cost per hour, in the server-type catalogue's "
+        "prices (EUR for Hetzner); the planner adds no node past it (scaling.nodes.money)",
+    )
     readiness_timeout_s: float = 300.0
     readiness_poll_s: float = 2.0
     max_attempts: int = 5

@@ -331,6 +331,8 @@ class NodeAutoscalerWorkflow:
                 in_flight,
                 max_nodes_total=settings.max_nodes_total,
                 unavailable_pools=unavailable,
+                # None in every run started before money limits: their plans replay unchanged.
+                max_price_per_hour_total=settings.max_price_per_hour_total,
             )
         )
         plan = split.plan

@@ -20,7 +20,16 @@ from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes import contracts
 from scaling.nodes.contracts import ClusterObservation
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, NodeGroup, PoolSpec, RequestPhase, SpecProblem
+from scaling.nodes.models import (
+    LABEL_GROUP,
+    LABEL_POOL,
+    LABEL_REQUEST,
+    GroupLimits,
+    NodeGroup,
+    PoolSpec,
+    RequestPhase,
+    SpecProblem,
+)
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
@@ -263,6 +272,28 @@ async def test_pod_too_large_is_never_satisfiable_and_others_still_served(runnin
     # Reported once, not every loop.
     warnings = [e for e in world.events if e.pod_uid == "uid-99"]
     assert len(warnings) == 1 and warnings[0].reason == "NotTriggerScaleUp"
+
+
+@pytest.mark.parametrize("where", ["group", "cluster"])
+async def test_price_caps_stop_the_plan_and_say_which_cap(running, where: str) -> None:  # noqa: ANN001
+    # cx22 costs 0.006/h in the bundled catalogue: a cap of 0.01 pays for one node of the three.
+    group = NodeGroup(name="capped", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)])
+    settings: dict = {}
+    if where == "group":
+        group.limits = GroupLimits(pricePerHour=0.01)
+        cap = "node group capped pricePerHour=0.01"
+    else:
+        settings["max_price_per_hour_total"] = 0.01
+        cap = "cluster max_price_per_hour_total=0.01"
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(3)], groups=[group])
+    handle = await running(world, **settings)
+    status = await eventually(handle, lambda s: s.iterations >= 3 and bool(s.in_flight) and bool(s.problems))
+    assert len(status.in_flight) == 1  # later loops count it as spending the cap: never a second
+    assert {p.reason for p in status.problems} == {"PriceLimitReached"}
+    assert cap in status.problems[0].message
+    warnings = [e for e in world.events if e.reason == "NotTriggerScaleUp"]
+    assert len(warnings) == 2 and all(cap in e.message for e in warnings)
 
 
 async def test_continue_as_new_carries_in_flight_requests(running) -> None:  # noqa: ANN001
