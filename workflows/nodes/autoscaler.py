@@ -125,12 +125,12 @@ class NodeAutoscalerWorkflow:
 
     @workflow.query
     def explain_pod(self, inp: ExplainPodInput) -> PodExplanation:
-        """Which NodeRequest a pending pod waits for, or why none (`growth-autoscaler explain pod`)."""
+        """Which NodeRequest a pending pod waits for, or why none (`growth nodes explain pod`)."""
         return explain.explain_pod(self.inp.settings, self.state, inp)
 
     @workflow.query
     def explain_node(self, inp: ExplainNodeInput) -> NodeExplanation:
-        """Why a node is kept, or when its removal comes (`growth-autoscaler explain node`)."""
+        """Why a node is kept, or when its removal comes (`growth nodes explain node`)."""
         return explain.explain_node(self.inp.settings, self.state, inp)
 
     @workflow.signal
@@ -481,7 +481,7 @@ class NodeAutoscalerWorkflow:
         return never_satisfiable_events(fresh)
 
     async def _start_machine_gc(self) -> None:
-        """MachineGC beside the loop, so every `growth-autoscaler start` gets it. Started once
+        """MachineGC beside the loop, so every `growth nodes start` gets it. Started once
         per run; after a continue-as-new it is usually still running, which is fine."""
         settings = self.inp.settings
         gc = MachineGCSettings(
