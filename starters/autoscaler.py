@@ -46,6 +46,7 @@ from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.summaries import autoscaler_summary
 from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
 from starters.settings_flags import flag_for, given, model_options
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -89,6 +90,7 @@ async def start(client: Client, settings: Settings, cluster: str, flags: dict) -
             search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster)])
             if auto.use_search_attributes
             else None,
+            static_summary=autoscaler_summary(auto),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"NodeAutoscaler {wf_id} is already running (settings unchanged; terminate it to change them)"

@@ -29,6 +29,7 @@ from scaling.components.state import (
     ComponentAutoscalerSettings,
     PinRequest,
 )
+from scaling.components.summaries import components_summary
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
 from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
@@ -62,6 +63,7 @@ async def start(client: Client, settings: Settings, s: ComponentAutoscalerSettin
             ComponentAutoscalerInput(settings=s),
             id=wf_id,
             task_queue=settings.temporal.task_queue,
+            static_summary=components_summary(s),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"ComponentAutoscaler {wf_id} is already running (terminate it to change its settings)"

@@ -26,6 +26,7 @@ from activities.updates import execute_update, query
 from scaling.fleet.config import FleetConfigError, load_fleet_config
 from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
+from scaling.fleet.summaries import region_summary
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
 from starters.settings_flags import flag_for, given, model_options
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -76,6 +77,7 @@ async def start(client: Client, settings: Settings, provider: str, region: str, 
             id=wf_id,
             task_queue=settings.temporal.task_queue,
             search_attributes=attrs,
+            static_summary=region_summary(fleet),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"FleetAutoscaler {wf_id} is already running (terminate it to change its settings)"

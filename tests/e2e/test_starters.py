@@ -28,6 +28,7 @@ from scaling.nodes.status import AutoscalerStatus
 from starters.cli import CliError, invoke
 from starters.kube import apply_node_group, deployment, node_group
 from tests.e2e.conftest import LocalCluster, wait_for
+from tests.workflows.nodes.test_web_ui import web_ui
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "e2e-starters"
@@ -82,6 +83,10 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert "no running NodeAutoscaler nodes/no-such-cluster" in missing.stderr
 
         await wait_for(lambda: _loops_done(status), 60, "a first loop")
+        # The Web UI reads without a query: the list's summary, the page's current details.
+        summary, _, details = await web_ui(handle)
+        assert summary == f"NodeAutoscaler of cluster {CLUSTER}, every 0.5 s"
+        assert details.startswith("running: loop ")
         as_json = json.loads((await cli(lc, "status", "-o", "json")).stdout)
         assert as_json["cluster"] == CLUSTER and as_json["paused"] is False
         as_yaml = yaml.safe_load((await cli(lc, "-o", "yaml", "status")).stdout)
@@ -111,6 +116,9 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
             lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request"
         )
         request_ids.append(stuck.id)
+        summary, _, details = await web_ui(tc.get_workflow_handle(stuck.id))
+        assert summary == "NodeRequest cx32 for 2 pods of general, pool kwok-cx32"
+        assert details.startswith(f"Provisioning: pool kwok-cx32, node {stuck.node_name}")
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text
 

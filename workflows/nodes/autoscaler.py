@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
+    from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
@@ -254,6 +255,7 @@ class NodeAutoscalerWorkflow:
             if not self.state.paused:
                 await self._iterate()
                 iterations_this_run += 1
+            workflow.set_current_details(autoscaler_details(self.state))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await asyncio.gather(*self.background)
@@ -472,6 +474,8 @@ class NodeAutoscalerWorkflow:
                 search_attributes=initial_attributes(settings.cluster, "Pending")
                 if settings.use_search_attributes
                 else None,
+                static_summary=request_summary(inp),  # the Web UI's workflow list
+                static_details=request_static_details(inp),
             )
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
@@ -497,6 +501,7 @@ class NodeAutoscalerWorkflow:
                 id=machine_gc_id(settings.cluster),
                 # It outlives a continue-as-new or a restart of the loop, like the requests.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=machine_gc_summary(settings.cluster, gc.interval_s),  # the Web UI's workflow list
             )
         except WorkflowAlreadyStartedError:
             pass  # the collector from an earlier run is still at work
