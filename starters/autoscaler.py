@@ -254,7 +254,7 @@ def start_command(ctx: click.Context, **_: object) -> Call:
     async def run(client: Client, settings: Settings) -> Done:
         return Done(message=await start(client, settings, cluster, flags), data={"workflow_id": autoscaler_id(cluster)})
 
-    return Call(run=run)
+    return Call(run=run, check=lambda settings: start_settings(settings, cluster, flags))
 
 
 @nodes.command("status")

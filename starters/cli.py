@@ -73,6 +73,8 @@ class Call:
     table: Callable[[Any], str] = str
     not_found: str = ""  # what is missing, and how to start it, when Temporal says NOT_FOUND
     needs_client: bool = True
+    plain: bool = False  # printed as is whatever -o says (a completion script)
+    check: Callable[[Settings], object] | None = None  # refuses bad input (CliError) before connecting
 
 
 @dataclass(frozen=True)
@@ -205,17 +207,17 @@ def completion_command(shell: str) -> Call:
     async def run(client: Client, settings: Settings) -> str:
         return script
 
-    return Call(run=run, needs_client=False)
+    return Call(run=run, needs_client=False, plain=True)
 
 
 # -- parse → settings → connect → run → render ----------------------------------------------------
 
 
-def parse(argv: list[str], prog: str = "growth") -> tuple[Call | Passthrough | int, dict[str, Any]]:
+def parse(argv: list[str]) -> tuple[Call | Passthrough | int, dict[str, Any]]:
     """The command's Call (or an exit code after --help or a usage error) and the shared options."""
     ctx_meta: dict[str, Any] = {}
     try:
-        with growth.make_context(prog, list(argv)) as ctx:
+        with growth.make_context("growth", list(argv)) as ctx:  # usage and help name the new command
             ctx_meta = ctx.meta
             result = growth.invoke(ctx)
     except click.exceptions.Exit as done:
@@ -252,6 +254,8 @@ async def execute(call: Call, client: Client, settings: Settings) -> Any:
 
 
 def render(result: Any, call: Call, output: str) -> str:
+    if call.plain:
+        return str(result)
     if output == "table":
         return call.table(result) if not isinstance(result, Done) else result.message
     model = result if isinstance(result, BaseModel) else Done(message=str(result))
@@ -265,6 +269,8 @@ async def invoke(client: Client, settings: Settings, argv: list[str]) -> str:
     call, options = parse(argv)
     if not isinstance(call, Call):
         raise CliError(f"{argv}: not a command that calls Temporal (exit {call})", REFUSED)
+    if call.check is not None:
+        call.check(settings)
     return render(await execute(call, client, settings), call, options.get("output") or "table")
 
 
@@ -274,6 +280,8 @@ async def amain(call: Call, options: dict[str, Any]) -> str:
     from worker import connect  # the worker's imports are heavy: only commands that connect pay for them
 
     settings = settings_from(options)
+    if call.check is not None:
+        call.check(settings)
     try:
         client = await connect(settings.temporal)
     except RuntimeError as err:  # the SDK raises RuntimeError when it cannot connect
@@ -284,7 +292,7 @@ async def amain(call: Call, options: dict[str, Any]) -> str:
 def run_cli(argv: list[str] | None = None, prog: str = "growth") -> int:
     """Run one command; prints its answer (stdout) or the error (stderr); returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    call, options = parse(argv, prog)
+    call, options = parse(argv)
     if isinstance(call, int):
         return call
     if isinstance(call, Passthrough):

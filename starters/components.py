@@ -161,7 +161,7 @@ def start_command(ctx: click.Context, **_: object) -> Call:
         s = start_settings(namespace, name, flags)
         return Done(message=await start(client, settings, s), data={"workflow_id": workflow_id(namespace, name)})
 
-    return Call(run=run)
+    return Call(run=run, check=lambda settings: start_settings(namespace, name, flags))
 
 
 @components.command("status")

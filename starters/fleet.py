@@ -56,7 +56,8 @@ def start_settings(provider: str, region: str, flags: dict) -> FleetAutoscalerSe
         raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", REFUSED) from None
 
 
-async def start(client: Client, settings: Settings, provider: str, region: str, fleet_config: str, flags: dict) -> str:
+def start_input(provider: str, region: str, fleet_config: str, flags: dict) -> FleetAutoscalerInput:
+    """The loop's input from the fleet configuration file and the options; errors name the field."""
     try:
         config = load_fleet_config(fleet_config)
     except FleetConfigError as err:
@@ -65,7 +66,12 @@ async def start(client: Client, settings: Settings, provider: str, region: str, 
         raise CliError(f"--fleet-config: {err}", REFUSED) from None
     if config.region(provider, region) is None:
         raise CliError(f"{fleet_config}: supported_providers has no {provider}/{region}", REFUSED)
-    fleet = start_settings(provider, region, flags)
+    return FleetAutoscalerInput(settings=start_settings(provider, region, flags), config=config)
+
+
+async def start(client: Client, settings: Settings, provider: str, region: str, fleet_config: str, flags: dict) -> str:
+    inp = start_input(provider, region, fleet_config, flags)
+    fleet = inp.settings
     wf_id = autoscaler_workflow_id(provider, region)
     attrs = None
     if fleet.use_search_attributes:
@@ -73,7 +79,7 @@ async def start(client: Client, settings: Settings, provider: str, region: str, 
     try:
         handle = await client.start_workflow(
             FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(settings=fleet, config=config),
+            inp,
             id=wf_id,
             task_queue=settings.temporal.task_queue,
             search_attributes=attrs,
@@ -166,7 +172,7 @@ def start_command(ctx: click.Context, fleet_config: str, **_: object) -> Call:
         text = await start(client, settings, provider, region, fleet_config, flags)
         return Done(message=text, data={"workflow_id": autoscaler_workflow_id(provider, region)})
 
-    return Call(run=run)
+    return Call(run=run, check=lambda settings: start_input(provider, region, fleet_config, flags))
 
 
 @fleet.command("status")

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,22 +25,18 @@ from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.status import AutoscalerStatus
 from starters.cli import CliError, invoke
 from starters.kube import apply_node_group, deployment, node_group
+from tests.cli import growth
 from tests.e2e.conftest import LocalCluster, wait_for
 from tests.workflows.nodes.test_web_ui import web_ui
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "e2e-starters"
-SCRIPT = Path(sys.executable).parent / "growth"
 
 
 async def cli(
     lc: LocalCluster, *args: str, expect: int = 0, cluster: str = CLUSTER
 ) -> subprocess.CompletedProcess[str]:
-    argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "starters.cli"]
-    argv += ["--config", str(lc.config_path), "nodes", "--cluster", cluster, *args]
-    proc = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == expect, f"{args}: rc={proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
-    return proc
+    return await growth("--config", str(lc.config_path), "nodes", "--cluster", cluster, *args, expect=expect)
 
 
 async def explain(lc: LocalCluster, tc: Client, *args: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
+from tests.cli import growth
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.polling import until
 from workflows.components.registry import WORKFLOWS
@@ -49,6 +51,14 @@ async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
         assert "paused: true" in await invoke(
             env.client, settings, ["-o", "yaml", "components", "-n", "ns", name, "status"]
         )
+        # The same as an operator runs it: the `growth` command in its own process.
+        server = ["--address", env.client.service_client.config.target_host]
+        out = await growth(*server, "components", "-n", "ns", name, "status", "-o", "json")
+        assert json.loads(out.stdout)["paused"] is True
+        refused_pin = await growth(
+            *server, "components", "-n", "ns", name, "pin", "--component", "tidb", "--cluster", "auto-x", "1", expect=2
+        )
+        assert "not a tidb group" in refused_pin.stderr
         with pytest.raises(CliError, match="--scan-interval") as refused:
             await cli("start", "--scan-interval", "0")
         assert refused.value.code == REFUSED

@@ -8,6 +8,7 @@ import uuid
 from contextlib import suppress
 
 import pytest
+import yaml
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -15,6 +16,7 @@ from temporalio.worker import Worker
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
 from starters.cli import REFUSED, CliError, invoke
+from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
 from workflows.fleet.registry import WORKFLOWS
@@ -81,6 +83,14 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
             await asyncio.sleep(0.5)
         assert "resume sent" in await cli("resume")
         assert '"provider": "aws"' in await cli("status", "-o", "json")
+        # The same as an operator runs it: the `growth` command in its own process.
+        server = ["--address", client.service_client.config.target_host]
+        as_yaml = yaml.safe_load((await growth(*server, "fleet", *flags, "status", "-o", "yaml")).stdout)
+        assert as_yaml["region"] == region and as_yaml["clusters"][0]["id"] == cluster_id
+        refused = await growth(*server, "fleet", *flags, "approve-deletion", "nope", expect=2)
+        assert "refused: cluster_id: no cluster 'nope'" in refused.stderr
+        missing = await growth(*server, "fleet", "--region", "nowhere", "status", expect=1)
+        assert "no running FleetAutoscaler fleet/aws/nowhere" in missing.stderr
         assert "provider: aws" in await cli("-o", "yaml", "status")
 
         with suppress(RPCError):
