@@ -62,7 +62,7 @@ START_HELP = {
     "readiness_poll_s": "seconds between readiness checks",
     "max_attempts": "pools a request tries before Unmet",
     "request_ttl_s": "seconds a finished request stays visible",
-    "use_search_attributes": "set Growth* search attributes (register them on the namespace first, see README)",
+    "use_search_attributes": "set Growth* search attributes (register them on the namespace first, docs/operations.md)",
     "iterations_per_run": "loops per run before continue-as-new",
     "scale_down_enabled": "remove nodes growth added once they are not needed",
     "max_scale_down_per_loop": "most scale-downs started in one loop",

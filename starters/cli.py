@@ -303,6 +303,8 @@ def run_cli(argv: list[str] | None = None, prog: str = "growth") -> int:
     except CliError as err:
         print(f"{prog}: {err}", file=sys.stderr, flush=True)
         return err.code
+    except BrokenPipeError:  # `growth ... | head`: the reader has all it wanted
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - flushing the closed pipe again would raise
     return DONE
 
 
