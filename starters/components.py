@@ -1,31 +1,26 @@
-"""`growth-components`: start and steer the ComponentAutoscaler of one TidbClusterAutoScaler.
+"""`growth components`: start and steer the ComponentAutoscaler of one TidbClusterAutoScaler
+(old name: `growth-components`).
 
-    growth-components [--config growth.yaml] -n NAMESPACE NAME start [--planner growth|pd] [--scan-interval 30] ...
-                                              (one flag per ComponentAutoscalerSettings field)
-    growth-components -n NS NAME status [--json]     groups, replicas, intervals, errors, counters
-    growth-components -n NS NAME pause | resume
-    growth-components -n NS NAME pin --component tikv [--cluster auto-xxxx] REPLICAS
-    growth-components -n NS NAME unpin --component tikv [--cluster auto-xxxx]
-    growth-components -n NS NAME block-scale-in [--component tikv|tidb|*] | unblock-scale-in [...]
+    growth components -n NAMESPACE NAME start [--planner growth|pd] [--scan-interval 30] ...
+                                  (one option per ComponentAutoscalerSettings field)
+    growth components -n NS NAME status     groups, replicas, intervals, errors, counters
+    growth components -n NS NAME pause | resume
+    growth components -n NS NAME pin --component tikv [--cluster auto-xxxx] REPLICAS
+    growth components -n NS NAME unpin --component tikv [--cluster auto-xxxx]
+    growth components -n NS NAME block-scale-in [--component tikv|tidb|*] | unblock-scale-in [...]
 
-Connects to Temporal as the worker does (the same settings file). The workflow id is
-components/<namespace>/<name>. Exit codes: 0 done, 1 no such loop or Temporal unreachable,
-2 refused (bad input, or by the workflow's validator).
+Settings, connection, output and exit codes are `starters.cli`'s. The workflow id is
+components/<namespace>/<name>.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import sys
-
+import click
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
-from activities.settings import Settings, SettingsError, load_settings
+from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.components.state import (
     AutoscalerReport,
@@ -34,9 +29,9 @@ from scaling.components.state import (
     ComponentAutoscalerSettings,
     PinRequest,
 )
-from starters.autoscaler import RPC_TIMEOUT, CliError, _cause
-from starters.settings_flags import add_model_flags, flag_for, given
-from worker import connect
+from scaling.components.summaries import components_summary
+from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 
 FIXED = frozenset({"namespace", "name"})
@@ -51,41 +46,15 @@ START_HELP = {
 }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="growth-components", description="start and steer a TidbClusterAutoScaler's loop")
-    p.add_argument("--config", help="worker settings YAML (default: $GROWTH_CONFIG; Temporal connection only)")
-    p.add_argument("-n", "--namespace", default=os.environ.get("GROWTH_COMPONENTS_NAMESPACE", "default"))
-    p.add_argument("name", help="the TidbClusterAutoScaler's name")
-    sub = p.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("start", help="start components/<namespace>/<name> (no-op if it runs already)")
-    add_model_flags(start, ComponentAutoscalerSettings, skip=FIXED, help_text=START_HELP)
-    status = sub.add_parser("status", help="groups, replicas, intervals, errors, counters")
-    status.add_argument("--json", action="store_true", help="the full report as JSON")
-    sub.add_parser("pause", help="stop changing replicas (status is still written)")
-    sub.add_parser("resume", help="scale again")
-    for cmd, text in (("pin", "hold a cluster's replicas at REPLICAS"), ("unpin", "let the autoscaler decide again")):
-        sp = sub.add_parser(cmd, help=text)
-        sp.add_argument("--component", required=True, choices=["tikv", "tidb"])
-        sp.add_argument("--cluster", default="", help="an auto-<hash> group (default: the base TidbCluster)")
-        if cmd == "pin":
-            sp.add_argument("replicas", type=int)
-    for cmd in ("block-scale-in", "unblock-scale-in"):
-        sp = sub.add_parser(cmd, help=f"{cmd.split('-')[0]} scale-in for a component (or all)")
-        sp.add_argument("--component", default="*", help="tikv, tidb or * (default)")
-    return p.parse_args(argv)
-
-
-def start_settings(args: argparse.Namespace) -> ComponentAutoscalerSettings:
-    flags = given(args, [f for f in ComponentAutoscalerSettings.model_fields if f not in FIXED])
+def start_settings(namespace: str, name: str, flags: dict) -> ComponentAutoscalerSettings:
     try:
-        return ComponentAutoscalerSettings.model_validate({**flags, "namespace": args.namespace, "name": args.name})
+        return ComponentAutoscalerSettings.model_validate({**flags, "namespace": namespace, "name": name})
     except ValidationError as err:
         e = err.errors()[0]
-        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", 2) from None
+        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", REFUSED) from None
 
 
-async def start(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    s = start_settings(args)
+async def start(client: Client, settings: Settings, s: ComponentAutoscalerSettings) -> str:
     wf_id = workflow_id(s.namespace, s.name)
     # Search attributes (when enabled) are set by the workflow once it has read its base cluster.
     try:
@@ -94,6 +63,7 @@ async def start(client: Client, settings: Settings, args: argparse.Namespace) ->
             ComponentAutoscalerInput(settings=s),
             id=wf_id,
             task_queue=settings.temporal.task_queue,
+            static_summary=components_summary(s),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"ComponentAutoscaler {wf_id} is already running (terminate it to change its settings)"
@@ -138,70 +108,131 @@ def format_report(r: AutoscalerReport) -> str:
     return "\n".join(lines)
 
 
-async def run_command(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    if args.command == "start":
-        return await start(client, settings, args)
-    wf_id = workflow_id(args.namespace, args.name)
-    handle: WorkflowHandle = client.get_workflow_handle(wf_id)
-    wf = ComponentAutoscalerWorkflow
-    if args.command == "status":
-        report: AutoscalerReport = await query(handle, wf.status, rpc_timeout=RPC_TIMEOUT)
-        return report.model_dump_json(indent=2) if args.json else format_report(report)
-    if args.command in ("pause", "resume"):
-        await execute_update(handle, wf.pause if args.command == "pause" else wf.resume, rpc_timeout=RPC_TIMEOUT)
-        return f"{wf_id} {args.command}d"
-    if args.command in ("pin", "unpin"):
-        req = PinRequest(
-            component=args.component, cluster=args.cluster, replicas=args.replicas if args.command == "pin" else None
-        )
-        pins = await execute_update(handle, wf.pin_replicas, req, rpc_timeout=RPC_TIMEOUT)
-        return f"pins now: {pins or 'none'}"
-    if args.command in ("block-scale-in", "unblock-scale-in"):
-        req2 = BlockScaleInRequest(component=args.component, blocked=args.command == "block-scale-in")
-        blocked = await execute_update(handle, wf.block_scale_in, req2, rpc_timeout=RPC_TIMEOUT)
-        return f"scale-in blocked for: {', '.join(blocked) or 'none'}"
-    raise CliError(f"unknown command {args.command}", 2)
+# -- the commands: each parses, then returns what it does once connected ----------------------
+
+EXAMPLES = """\b
+Examples:
+  growth components -n tidb db-autoscaler start --planner pd --scan-interval 30
+  growth components -n tidb db-autoscaler status -o yaml
+  growth components -n tidb db-autoscaler pin --component tikv 5
+  growth components -n tidb db-autoscaler block-scale-in --component tidb
+"""
 
 
-async def amain(args: argparse.Namespace) -> str:
-    try:
-        settings = load_settings(args.config)
-    except SettingsError as err:
-        raise CliError(str(err)) from None
-    try:
-        client = await connect(settings.temporal)
-    except RuntimeError as err:
-        raise CliError(f"cannot connect to Temporal at {settings.temporal.address}: {err}") from None
-    try:
-        return await run_command(client, settings, args)
-    except WorkflowUpdateFailedError as err:
-        raise CliError(f"refused: {_cause(err)}", 2) from None
-    except WorkflowQueryFailedError as err:
-        raise CliError(f"query failed: {err}", 1) from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(
-                f"no running ComponentAutoscaler {workflow_id(args.namespace, args.name)} in namespace "
-                f"{settings.temporal.namespace} (start it with: growth-components -n {args.namespace} {args.name} start)"
-            ) from None
-        raise CliError(f"Temporal refused the call: {err}") from None
+@click.group("components", epilog=EXAMPLES)
+@click.option(
+    "-n",
+    "--namespace",
+    envvar="GROWTH_COMPONENTS_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="the TidbClusterAutoScaler's namespace",
+)
+@click.argument("name")
+@shared_options
+@click.pass_context
+def components(ctx: click.Context, namespace: str, name: str) -> None:
+    """Start and steer a TidbClusterAutoScaler's loop (NAME: the TidbClusterAutoScaler)."""
+    ctx.obj = (namespace, name)
 
 
-def run(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        print(asyncio.run(amain(args)), flush=True)
-    except CliError as err:
-        print(f"growth-components: {err}", file=sys.stderr, flush=True)
-        return err.code
-    return 0
+def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
+    wf_id = workflow_id(*where)
+
+    async def on(client: Client, settings: Settings):  # noqa: ANN202
+        handle: WorkflowHandle = client.get_workflow_handle(wf_id)
+        return await run(handle, settings)
+
+    namespace, name = where
+    hint = f"no running ComponentAutoscaler {wf_id} (start it with: growth components -n {namespace} {name} start)"
+    return Call(run=on, table=table, not_found=hint)
 
 
-def main(argv: list[str] | None = None) -> None:
-    code = run(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # see starters.autoscaler.main: the SDK's native threads can abort a normal exit
+@components.command("start")
+@model_options(ComponentAutoscalerSettings, skip=FIXED, help_text=START_HELP)
+@shared_options
+@click.pass_context
+def start_command(ctx: click.Context, **_: object) -> Call:
+    """Start components/<namespace>/<name> (no-op if it runs already)."""
+    namespace, name = ctx.obj
+    flags = given(ctx, [f for f in ComponentAutoscalerSettings.model_fields if f not in FIXED])
+
+    async def run(client: Client, settings: Settings) -> Done:
+        s = start_settings(namespace, name, flags)
+        return Done(message=await start(client, settings, s), data={"workflow_id": workflow_id(namespace, name)})
+
+    return Call(run=run, check=lambda settings: start_settings(namespace, name, flags))
+
+
+@components.command("status")
+@shared_options
+@click.pass_obj
+def status_command(where: tuple[str, str]) -> Call:
+    """Groups, replicas, intervals, errors, counters."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerReport:
+        return await query(handle, ComponentAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+
+    return _call(where, run, format_report)
+
+
+def _pause(name: str, update, text: str) -> None:  # noqa: ANN001
+    @components.command(name, help=text)
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str]) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            await execute_update(handle, update, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"{handle.id} {name}d")
+
+        return _call(where, run)
+
+
+_pause("pause", ComponentAutoscalerWorkflow.pause, "Stop changing replicas (status is still written).")
+_pause("resume", ComponentAutoscalerWorkflow.resume, "Scale again.")
+
+
+def _pin(name: str, text: str) -> None:
+    @components.command(name, help=text)
+    @click.option("--component", required=True, type=click.Choice(["tikv", "tidb"]))
+    @click.option("--cluster", default="", help="an auto-<hash> group (default: the base TidbCluster)")
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str], component: str, cluster: str, replicas: int | None = None) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            req = PinRequest(component=component, cluster=cluster, replicas=replicas)
+            pins = await execute_update(handle, ComponentAutoscalerWorkflow.pin_replicas, req, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"pins now: {pins or 'none'}", data={"pins": pins})
+
+        return _call(where, run)
+
+    if name == "pin":
+        click.argument("replicas", type=click.IntRange(min=0))(command)
+
+
+_pin("pin", "Hold a cluster's replicas at REPLICAS.")
+_pin("unpin", "Let the autoscaler decide again.")
+
+
+def _block(name: str, blocked: bool) -> None:
+    @components.command(name, help=f"{name.split('-')[0].capitalize()} scale-in for a component (or all).")
+    @click.option("--component", default="*", show_default=True, help="tikv, tidb or *")
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str], component: str) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            req = BlockScaleInRequest(component=component, blocked=blocked)
+            now = await execute_update(handle, ComponentAutoscalerWorkflow.block_scale_in, req, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"scale-in blocked for: {', '.join(now) or 'none'}", data={"block_scale_in": now})
+
+        return _call(where, run)
+
+
+_block("block-scale-in", True)
+_block("unblock-scale-in", False)
+
+
+main = alias("components", "growth-components")
 
 
 if __name__ == "__main__":

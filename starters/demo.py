@@ -25,6 +25,7 @@ from activities.updates import query
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
+from scaling.nodes.summaries import autoscaler_summary
 from starters.components_demo import ComponentsDemo
 from starters.fleet_demo import FleetDemo
 from starters.kube import apply_crds, apply_node_group, kube_client
@@ -94,6 +95,7 @@ class Demo:
             AutoscalerInput(settings=settings),
             id=autoscaler_id(CLUSTER),
             task_queue=TASK_QUEUE,
+            static_summary=autoscaler_summary(settings),  # the Web UI's workflow list
         )
         say(f"NodeAutoscaler started: workflow {autoscaler_id(CLUSTER)} (see {self.ui_url})")
         # The loop starts MachineGC (machines no Node or NodeRequest accounts for) as its child.

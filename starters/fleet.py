@@ -1,40 +1,34 @@
-"""`growth-fleet`: start and steer the FleetAutoscaler of one provider region.
+"""`growth fleet`: start and steer the FleetAutoscaler of one provider region (old name: `growth-fleet`).
 
-    growth-fleet [--config growth.yaml] [--provider aws] [--region us-east-1] start --fleet-config fleet.yaml
-                                              [--interval 30] ... (one flag per FleetAutoscalerSettings field)
-    growth-fleet status [--json]              clusters with phase and capacity, instances, counters
-    growth-fleet create-instance ID --type standard --size x1
-    growth-fleet delete-instance ID
-    growth-fleet approve-deletion CLUSTER | block-deletion CLUSTER
-    growth-fleet pause | resume
+    growth fleet [--provider aws] [--region us-east-1] start --fleet-config fleet.yaml
+                                  [--interval 30] ... (one option per FleetAutoscalerSettings field)
+    growth fleet status               clusters with phase and capacity, instances, counters
+    growth fleet create-instance ID --type standard --size x1
+    growth fleet delete-instance ID
+    growth fleet approve-deletion CLUSTER | block-deletion CLUSTER
+    growth fleet pause | resume
 
-Connects to Temporal as the worker does (the same settings file). The fleet configuration
-(seed 000's provider, dynamic-scaling, instance-type and prewarming sections) is validated
-before the loop starts; errors name the field.
-Exit codes: 0 done, 1 no such loop or Temporal unreachable, 2 refused (bad input, or by the workflow).
+Settings, connection, output and exit codes are `starters.cli`'s. The fleet configuration (seed
+000's provider, dynamic-scaling, instance-type and prewarming sections) is validated before the
+loop starts; errors name the field.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import sys
-
+import click
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
-from activities.settings import Settings, SettingsError, load_settings
+from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.fleet.config import FleetConfigError, load_fleet_config
 from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
-from starters.autoscaler import RPC_TIMEOUT, CliError, _cause
-from starters.settings_flags import add_model_flags, flag_for, given
-from worker import connect
+from scaling.fleet.summaries import region_summary
+from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.settings_flags import flag_for, given, model_options
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.search import PROVIDER, REGION
 
@@ -54,67 +48,42 @@ START_HELP = {
 }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="growth-fleet", description="start and steer a provider region's FleetAutoscaler")
-    p.add_argument("--config", help="worker settings YAML (default: $GROWTH_CONFIG; Temporal connection only)")
-    p.add_argument(
-        "--provider", default=os.environ.get("GROWTH_FLEET_PROVIDER", "aws"), help="cloud provider (default aws)"
-    )
-    p.add_argument(
-        "--region", default=os.environ.get("GROWTH_FLEET_REGION", "us-east-1"), help="region (default us-east-1)"
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("start", help="start fleet/<provider>/<region> (no-op if it runs already)")
-    start.add_argument("--fleet-config", required=True, help="fleet configuration YAML (seed 000's shapes)")
-    add_model_flags(start, FleetAutoscalerSettings, skip=frozenset({"provider", "region"}), help_text=START_HELP)
-    status = sub.add_parser("status", help="clusters with phase and capacity, instances, counters")
-    status.add_argument("--json", action="store_true", help="the full status as JSON")
-    create = sub.add_parser("create-instance", help="create a managed instance (placed, or waiting for a cluster)")
-    create.add_argument("id")
-    create.add_argument("--type", dest="instance_type", required=True, help="instance type, e.g. standard")
-    create.add_argument("--size", required=True, help="size of the type, e.g. x1")
-    sub.add_parser("delete-instance", help="delete a managed instance").add_argument("id")
-    sub.add_parser("approve-deletion", help="allow removing CLUSTER once it is empty").add_argument("cluster")
-    sub.add_parser("block-deletion", help="never remove CLUSTER (calls off a removal not yet confirmed)").add_argument(
-        "cluster"
-    )
-    sub.add_parser("pause", help="stop creating and removing clusters (placement goes on)")
-    sub.add_parser("resume", help="evaluate again")
-    return p.parse_args(argv)
-
-
-def start_settings(args: argparse.Namespace) -> FleetAutoscalerSettings:
-    flags = given(args, [f for f in FleetAutoscalerSettings.model_fields if f not in ("provider", "region")])
+def start_settings(provider: str, region: str, flags: dict) -> FleetAutoscalerSettings:
     try:
-        return FleetAutoscalerSettings.model_validate({**flags, "provider": args.provider, "region": args.region})
+        return FleetAutoscalerSettings.model_validate({**flags, "provider": provider, "region": region})
     except ValidationError as err:
         e = err.errors()[0]
-        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", 2) from None
+        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", REFUSED) from None
 
 
-async def start(client: Client, settings: Settings, args: argparse.Namespace) -> str:
+def start_input(provider: str, region: str, fleet_config: str, flags: dict) -> FleetAutoscalerInput:
+    """The loop's input from the fleet configuration file and the options; errors name the field."""
     try:
-        config = load_fleet_config(args.fleet_config)
+        config = load_fleet_config(fleet_config)
     except FleetConfigError as err:
-        raise CliError(f"{args.fleet_config}: {err}", 2) from None
+        raise CliError(f"{fleet_config}: {err}", REFUSED) from None
     except OSError as err:
-        raise CliError(f"--fleet-config: {err}", 2) from None
-    if config.region(args.provider, args.region) is None:
-        raise CliError(f"{args.fleet_config}: supported_providers has no {args.provider}/{args.region}", 2)
-    fleet = start_settings(args)
-    wf_id = autoscaler_workflow_id(args.provider, args.region)
+        raise CliError(f"--fleet-config: {err}", REFUSED) from None
+    if config.region(provider, region) is None:
+        raise CliError(f"{fleet_config}: supported_providers has no {provider}/{region}", REFUSED)
+    return FleetAutoscalerInput(settings=start_settings(provider, region, flags), config=config)
+
+
+async def start(client: Client, settings: Settings, provider: str, region: str, fleet_config: str, flags: dict) -> str:
+    inp = start_input(provider, region, fleet_config, flags)
+    fleet = inp.settings
+    wf_id = autoscaler_workflow_id(provider, region)
     attrs = None
     if fleet.use_search_attributes:
-        attrs = TypedSearchAttributes(
-            [SearchAttributePair(PROVIDER, args.provider), SearchAttributePair(REGION, args.region)]
-        )
+        attrs = TypedSearchAttributes([SearchAttributePair(PROVIDER, provider), SearchAttributePair(REGION, region)])
     try:
         handle = await client.start_workflow(
             FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(settings=fleet, config=config),
+            inp,
             id=wf_id,
             task_queue=settings.temporal.task_queue,
             search_attributes=attrs,
+            static_summary=region_summary(fleet),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         return f"FleetAutoscaler {wf_id} is already running (terminate it to change its settings)"
@@ -153,75 +122,146 @@ def format_placement(p: InstancePlacement) -> str:
     return f"instance {p.id} ({p.instance_type} {p.size}, {p.units} units): {where}"
 
 
-async def run_command(client: Client, settings: Settings, args: argparse.Namespace) -> str:
-    if args.command == "start":
-        return await start(client, settings, args)
-    wf_id = autoscaler_workflow_id(args.provider, args.region)
-    handle: WorkflowHandle = client.get_workflow_handle(wf_id)
-    if args.command == "status":
-        status: RegionStatus = await query(handle, FleetAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
-        return status.model_dump_json(indent=2) if args.json else format_status(status)
-    if args.command == "create-instance":
-        req = CreateInstanceRequest(id=args.id, instance_type=args.instance_type, size=args.size)
-        placed = await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
-        return format_placement(placed)
-    if args.command == "delete-instance":
-        gone = await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, args.id, rpc_timeout=RPC_TIMEOUT)
+# -- the commands: each parses, then returns what it does once connected ----------------------
+
+EXAMPLES = """\b
+Examples:
+  growth fleet --provider aws --region us-east-1 start --fleet-config fleet.yaml --interval 30
+  growth fleet status -o json
+  growth fleet create-instance kafka-1 --type standard --size x1
+  growth fleet approve-deletion us-east-1-standard-000002
+"""
+
+
+@click.group("fleet", epilog=EXAMPLES)
+@click.option("--provider", envvar="GROWTH_FLEET_PROVIDER", default="aws", show_default=True, help="cloud provider")
+@click.option("--region", envvar="GROWTH_FLEET_REGION", default="us-east-1", show_default=True, help="region")
+@shared_options
+@click.pass_context
+def fleet(ctx: click.Context, provider: str, region: str) -> None:
+    """Start and steer a provider region's FleetAutoscaler."""
+    ctx.obj = (provider, region)
+
+
+def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
+    wf_id = autoscaler_workflow_id(*where)
+
+    async def on(client: Client, settings: Settings):  # noqa: ANN202
+        handle: WorkflowHandle = client.get_workflow_handle(wf_id)
+        return await run(handle, settings)
+
+    provider, region = where
+    hint = (
+        f"no running FleetAutoscaler {wf_id} (start it with: "
+        f"growth fleet --provider {provider} --region {region} start --fleet-config ...)"
+    )
+    return Call(run=on, table=table, not_found=hint)
+
+
+@fleet.command("start")
+@click.option("--fleet-config", required=True, type=click.Path(dir_okay=False), help="fleet configuration YAML")
+@model_options(FleetAutoscalerSettings, skip=frozenset({"provider", "region"}), help_text=START_HELP)
+@shared_options
+@click.pass_context
+def start_command(ctx: click.Context, fleet_config: str, **_: object) -> Call:
+    """Start fleet/<provider>/<region> (no-op if it runs already)."""
+    provider, region = ctx.obj
+    flags = given(ctx, [f for f in FleetAutoscalerSettings.model_fields if f not in ("provider", "region")])
+
+    async def run(client: Client, settings: Settings) -> Done:
+        text = await start(client, settings, provider, region, fleet_config, flags)
+        return Done(message=text, data={"workflow_id": autoscaler_workflow_id(provider, region)})
+
+    return Call(run=run, check=lambda settings: start_input(provider, region, fleet_config, flags))
+
+
+@fleet.command("status")
+@shared_options
+@click.pass_obj
+def status_command(where: tuple[str, str]) -> Call:
+    """Clusters with phase and capacity, instances, counters."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> RegionStatus:
+        return await query(handle, FleetAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+
+    return _call(where, run, format_status)
+
+
+@fleet.command("create-instance")
+@click.argument("instance_id", metavar="ID")
+@click.option("--type", "instance_type", required=True, help="instance type, e.g. standard")
+@click.option("--size", required=True, help="size of the type, e.g. x1")
+@shared_options
+@click.pass_obj
+def create_instance_command(where: tuple[str, str], instance_id: str, instance_type: str, size: str) -> Call:
+    """Create a managed instance (placed, or waiting for a cluster)."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> InstancePlacement:
+        req = CreateInstanceRequest(id=instance_id, instance_type=instance_type, size=size)
+        return await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
+
+    return _call(where, run, format_placement)
+
+
+@fleet.command("delete-instance")
+@click.argument("instance_id", metavar="ID")
+@shared_options
+@click.pass_obj
+def delete_instance_command(where: tuple[str, str], instance_id: str) -> Call:
+    """Delete a managed instance."""
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+        gone = await execute_update(
+            handle, FleetAutoscalerWorkflow.delete_instance, instance_id, rpc_timeout=RPC_TIMEOUT
+        )
         if not gone:
-            raise CliError(f"no instance {args.id} in {wf_id}", 2)
-        return f"instance {args.id} deleted"
-    if args.command in ("approve-deletion", "block-deletion"):
-        approve = args.command == "approve-deletion"
-        update = FleetAutoscalerWorkflow.approve_deletion if approve else FleetAutoscalerWorkflow.block_deletion
-        await execute_update(handle, update, args.cluster, rpc_timeout=RPC_TIMEOUT)
-        return f"deletion of {args.cluster} {'approved' if approve else 'blocked'}"
-    if args.command in ("pause", "resume"):
-        signal = FleetAutoscalerWorkflow.pause if args.command == "pause" else FleetAutoscalerWorkflow.resume
-        await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
-        return f"{args.command} sent to {wf_id}"
-    raise CliError(f"unknown command {args.command}", 2)
+            raise CliError(f"no instance {instance_id} in {handle.id}", REFUSED)
+        return Done(message=f"instance {instance_id} deleted", data={"instance": instance_id})
+
+    return _call(where, run)
 
 
-async def amain(args: argparse.Namespace) -> str:
-    try:
-        settings = load_settings(args.config)
-    except SettingsError as err:
-        raise CliError(str(err)) from None
-    try:
-        client = await connect(settings.temporal)
-    except RuntimeError as err:
-        raise CliError(f"cannot connect to Temporal at {settings.temporal.address}: {err}") from None
-    try:
-        return await run_command(client, settings, args)
-    except WorkflowUpdateFailedError as err:
-        raise CliError(f"refused: {_cause(err)}", 2) from None
-    except WorkflowQueryFailedError as err:
-        raise CliError(f"query failed: {err}", 1) from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            wf_id = autoscaler_workflow_id(args.provider, args.region)
-            raise CliError(
-                f"no running FleetAutoscaler {wf_id} in namespace {settings.temporal.namespace}"
-                f" (start it with: growth-fleet --provider {args.provider} --region {args.region} start --fleet-config ...)"
-            ) from None
-        raise CliError(f"Temporal refused the call: {err}") from None
+def _deletion(name: str, update, done: str, text: str) -> None:  # noqa: ANN001
+    @fleet.command(name, help=text)
+    @click.argument("cluster")
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str], cluster: str) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            await execute_update(handle, update, cluster, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"deletion of {cluster} {done}", data={"cluster": cluster, "deletion": done})
+
+        return _call(where, run)
 
 
-def run(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        print(asyncio.run(amain(args)), flush=True)
-    except CliError as err:
-        print(f"growth-fleet: {err}", file=sys.stderr, flush=True)
-        return err.code
-    return 0
+_deletion(
+    "approve-deletion", FleetAutoscalerWorkflow.approve_deletion, "approved", "Allow removing CLUSTER once empty."
+)
+_deletion(
+    "block-deletion",
+    FleetAutoscalerWorkflow.block_deletion,
+    "blocked",
+    "Never remove CLUSTER (calls off a removal not yet confirmed).",
+)
 
 
-def main(argv: list[str] | None = None) -> None:
-    code = run(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # see starters.autoscaler.main: the SDK's native threads can abort a normal exit
+def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
+    @fleet.command(name, help=text)
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str]) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"{name} sent to {handle.id}")
+
+        return _call(where, run)
+
+
+_signal("pause", FleetAutoscalerWorkflow.pause, "Stop creating and removing clusters (placement goes on).")
+_signal("resume", FleetAutoscalerWorkflow.resume, "Evaluate again.")
+
+
+main = alias("fleet", "growth-fleet")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config
 from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings
+from scaling.fleet.summaries import region_summary
 from sim.fleet.agent import AgentFleet
 from starters.processes import Processes, free_port, port_open
 from starters.scenarios.fleet import demo_fleet_config, run_fleet_burst
@@ -146,6 +147,7 @@ class FleetDemo:
                 FleetAutoscalerInput(settings=settings, config=load_fleet_config(str(fleet_config))),
                 id=contracts.autoscaler_workflow_id(PROVIDER, REGION),
                 task_queue=TASK_QUEUE,
+                static_summary=region_summary(settings),  # the Web UI's workflow list
             )
             say(f"FleetAutoscaler {contracts.autoscaler_workflow_id(PROVIDER, REGION)} started (see {self.ui_url})")
             summary = await run_fleet_burst(

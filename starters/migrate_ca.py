@@ -1,6 +1,6 @@
-"""`growth-migrate-ca`: turn Cluster Autoscaler's Hetzner settings into growth's.
+"""`growth nodes migrate-from-ca` (alias `growth-migrate-ca`): turn Cluster Autoscaler's Hetzner settings into growth's.
 
-    growth-migrate-ca --deployment cluster-autoscaler.yaml [--priority-configmap priorities.yaml]
+    growth nodes migrate-from-ca --deployment cluster-autoscaler.yaml [--priority-configmap priorities.yaml]
                       [--cluster-config-file config.json] [--env-file ca.env] [--arg --nodes=1:10:CPX31:FSN1:pool1]
                       [--out DIR]
 
@@ -19,9 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
 from scaling.nodes.migrate_ca import PRIORITY_CONFIGMAP, CaSettings, MigrationError, migrate
+
+EXAMPLE = """\b
+Example:
+  growth nodes migrate-from-ca --deployment cluster-autoscaler.yaml \\
+      --priority-configmap priorities.yaml --out migrated/
+"""
 
 
 def _container(docs: list[Any]) -> dict[str, Any]:
@@ -72,19 +79,16 @@ def settings_from(args: argparse.Namespace, notes: list[str]) -> CaSettings:
     return ca
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="growth-migrate-ca", description=__doc__.splitlines()[0])
-    parser.add_argument("--deployment", help="CA's Deployment YAML (command, args and env of its container)")
-    parser.add_argument("--priority-configmap", help=f"the {PRIORITY_CONFIGMAP} ConfigMap YAML")
-    parser.add_argument("--cluster-config-file", help="the JSON HCLOUD_CLUSTER_CONFIG(_FILE) holds, decoded")
-    parser.add_argument("--env-file", help="KEY=VALUE lines: CA's environment")
-    parser.add_argument("--arg", action="append", default=[], help="a CA flag, e.g. --arg=--nodes=1:10:CPX31:FSN1:p1")
-    parser.add_argument("--out", help="directory for node-groups.yaml and worker-settings.yaml (default: print)")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+@click.command("migrate-from-ca", epilog=EXAMPLE)
+@click.option("--deployment", help="CA's Deployment YAML (command, args and env of its container)")
+@click.option("--priority-configmap", help=f"the {PRIORITY_CONFIGMAP} ConfigMap YAML")
+@click.option("--cluster-config-file", help="the JSON HCLOUD_CLUSTER_CONFIG(_FILE) holds, decoded")
+@click.option("--env-file", help="KEY=VALUE lines: CA's environment")
+@click.option("--arg", multiple=True, help="a CA flag, e.g. --arg=--nodes=1:10:CPX31:FSN1:p1 (repeatable)")
+@click.option("--out", help="directory for node-groups.yaml and worker-settings.yaml (default: print)")
+def migrate_from_ca(**options: Any) -> int:
+    """Turn Cluster Autoscaler's Hetzner settings into node groups and worker settings."""
+    args = argparse.Namespace(**{**options, "arg": list(options["arg"])})
     notes: list[str] = []
     try:
         result = migrate(settings_from(args, notes))
@@ -107,6 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     for note in [*notes, *result.notes]:
         print(f"not carried over / changed: {note}", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`growth-migrate-ca` and `growth nodes migrate-from-ca` (no Temporal connection needed)."""
+    try:
+        return migrate_from_ca.main(argv, prog_name="growth-migrate-ca", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as err:
+        err.show()
+        return 2
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def test_compose_worker_points_at_the_compose_services(compose: dict[str, Any]) 
     assert config_target in files, "the settings file the worker reads is mounted"
     for target, source in files.items():
         assert source.is_file(), f"{source} (mounted at {target}) exists"
-    assert env(worker)["GROWTH_CONFIG"] == config_target  # so growth-autoscaler finds it in the container
+    assert env(worker)["GROWTH_CONFIG"] == config_target  # so `growth` finds it in the container
     assert {"kwok"} <= depends_on(worker)
     assert "temporal" in depends_on(worker) | depends_on(services["temporal-setup"])
 
@@ -151,7 +151,7 @@ def test_compose_worker_points_at_the_compose_services(compose: dict[str, Any]) 
     assert metrics_host == "0.0.0.0" and int(metrics_port) in published(worker).values()
 
     starter = services["autoscaler"]
-    assert starter["command"][0] == "growth-autoscaler" and "start" in starter["command"]
+    assert starter["command"][:3] == ["growth", "nodes", "start"]
     assert services["autoscaler"]["depends_on"]["worker"]["condition"] == "service_healthy"
     assert mounts(starter)[env(starter)["GROWTH_CONFIG"]] == files[config_target]
     assert env(starter)["GROWTH_CLUSTER"] == env(worker)["GROWTH_CLUSTER"]
@@ -170,7 +170,7 @@ def test_dockerfile_installs_every_package_and_runs_the_worker() -> None:
         assert f"{module}.py" in copied
     assert "README.md" in copied and "pyproject.toml" in copied  # pyproject's readme must exist to build
     assert re.search(r'^CMD \["growth-worker"', text, re.M)
-    assert "growth-worker" in project["project"]["scripts"] and "growth-autoscaler" in project["project"]["scripts"]
+    assert "growth-worker" in project["project"]["scripts"] and "growth" in project["project"]["scripts"]
     assert re.search(r"^USER 10001$", text, re.M)
 
 

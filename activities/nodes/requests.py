@@ -19,6 +19,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from scaling.nodes import contracts
 from scaling.nodes.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, StartRequestsInput
+from scaling.nodes.summaries import request_static_details, request_summary
 from workflows.search import initial_attributes
 
 
@@ -42,6 +43,8 @@ async def start_node_requests(inp: StartRequestsInput) -> int:
                 task_queue=task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=attributes,
+                static_summary=request_summary(request),  # the Web UI's workflow list
+                static_details=request_static_details(request),
             )
         except WorkflowAlreadyStartedError:
             return False

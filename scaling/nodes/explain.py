@@ -1,6 +1,6 @@
 """Why a pod waits and why a node stays: answers from the NodeAutoscaler's state.
 
-`growth-autoscaler explain pod NS/NAME` and `explain node NAME` ask the running loop with a
+`growth nodes explain pod NS/NAME` and `explain node NAME` ask the running loop with a
 query; these pure functions compute the answer from the state the loop keeps anyway (in-flight
 requests by pod shape, never-satisfiable shapes, the last loop's per-shape demand and problems,
 scale-down candidates, timers and running removals). The CLI reads the pod or node from the
@@ -296,7 +296,7 @@ def explain_node(settings: AutoscalerSettings, state: AutoscalerState, inp: Expl
     if name in state.protected_nodes:
         return NodeExplanation(
             outcome="Protected",
-            summary=f"node {name} is kept: protected by an operator (growth-autoscaler unprotect-node {name})",
+            summary=f"node {name} is kept: protected by an operator (growth nodes unprotect-node {name})",
             notes=notes,
             **base,
         )

@@ -1,4 +1,4 @@
-"""NodeAutoscaler's status query: what `growth-autoscaler status` and the demo read."""
+"""NodeAutoscaler's status query: what `growth nodes status` and the demo read."""
 
 from __future__ import annotations
 

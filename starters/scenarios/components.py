@@ -38,6 +38,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from scaling.components.state import AutoscalerReport, ComponentAutoscalerInput, ComponentAutoscalerSettings
+from scaling.components.summaries import components_summary
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 
 T = TypeVar("T")
@@ -230,6 +231,7 @@ async def run_components_scenario(
                     ComponentAutoscalerInput(settings=settings),
                     id=workflow_id(NAMESPACE, name),
                     task_queue=task_queue,
+                    static_summary=components_summary(settings),  # the Web UI's workflow list
                 )
             except WorkflowAlreadyStartedError:
                 handles[name] = temporal.get_workflow_handle(workflow_id(NAMESPACE, name))

@@ -1,4 +1,4 @@
-"""End to end: the `growth-autoscaler` console script steering a real NodeAutoscaler.
+"""End to end: `growth nodes` steering a real NodeAutoscaler.
 
 Dev server + simulated cluster + the real worker (fixtures in conftest.py); every command runs
 as a subprocess with the same settings file as the worker, exactly as an operator would.
@@ -11,40 +11,38 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from temporalio.client import Client, WorkflowHandle
 
 from activities.settings import load_settings
-from scaling.nodes.explain import ExplainNodeInput
+from scaling.nodes.explain import ExplainNodeInput, when
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.status import AutoscalerStatus
-from starters.autoscaler import CliError, _when, parse_args, run_command
+from starters.cli import CliError, invoke
 from starters.kube import apply_node_group, deployment, node_group
+from tests.cli import growth
 from tests.e2e.conftest import LocalCluster, wait_for
+from tests.workflows.nodes.test_web_ui import web_ui
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "e2e-starters"
-SCRIPT = Path(sys.executable).parent / "growth-autoscaler"
 
 
-async def cli(lc: LocalCluster, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
-    argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "starters.autoscaler"]
-    argv += ["--config", str(lc.config_path), "--cluster", CLUSTER, *args]
-    proc = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == expect, f"{args}: rc={proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
-    return proc
+async def cli(
+    lc: LocalCluster, *args: str, expect: int = 0, cluster: str = CLUSTER
+) -> subprocess.CompletedProcess[str]:
+    return await growth("--config", str(lc.config_path), "nodes", "--cluster", cluster, *args, expect=expect)
 
 
 async def explain(lc: LocalCluster, tc: Client, *args: str) -> str:
-    """`growth-autoscaler explain ...` in this process."""
-    argv = ["--config", str(lc.config_path), "--cluster", CLUSTER, "explain", *args]
-    return await run_command(tc, load_settings(str(lc.config_path)), parse_args(argv))
+    """`growth nodes explain ...` in this process."""
+    argv = ["nodes", "--cluster", CLUSTER, "explain", *args]
+    return await invoke(tc, load_settings(str(lc.config_path)), argv)
 
 
 async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., LocalCluster]) -> None:
@@ -75,10 +73,18 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert f"started NodeAutoscaler {autoscaler_id(CLUSTER)}" in out
         assert lc.task_queue in out
         assert "already running" in (await cli(lc, "start")).stdout  # idempotent
+        missing = await cli(lc, "status", cluster="no-such-cluster", expect=1)
+        assert "no running NodeAutoscaler nodes/no-such-cluster" in missing.stderr
 
         await wait_for(lambda: _loops_done(status), 60, "a first loop")
-        as_json = json.loads((await cli(lc, "status", "--json")).stdout)
+        # The Web UI reads without a query: the list's summary, the page's current details.
+        summary, _, details = await web_ui(handle)
+        assert summary == f"NodeAutoscaler of cluster {CLUSTER}, every 0.5 s"
+        assert details.startswith("running: loop ")
+        as_json = json.loads((await cli(lc, "status", "-o", "json")).stdout)
         assert as_json["cluster"] == CLUSTER and as_json["paused"] is False
+        as_yaml = yaml.safe_load((await cli(lc, "-o", "yaml", "status")).stdout)
+        assert as_yaml["cluster"] == CLUSTER and as_yaml["iterations"] >= 1
 
         # pause / resume are signals: the workflow's own state changes.
         assert "pause sent" in (await cli(lc, "pause")).stdout
@@ -89,18 +95,24 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
 
         # Bad input is refused by the update validators, and the CLI says so with exit code 2.
         refused = await cli(lc, "ban-pool", "no-slash", expect=2)
+        # exit code 2 also for what never reaches the workflow: a usage error names the option
+        assert "--output" in (await cli(lc, "status", "-o", "xml", expect=2)).stderr
         assert "refused" in refused.stderr and "group_pool" in refused.stderr
         refused = await cli(lc, "cancel-request", "000999-none", expect=2)
         assert "not an in-flight NodeRequest" in refused.stderr
 
         # Ban the preferred pool: the workload's request must go to the next tier (kwok-cx32).
-        assert "general/kwok-cx22" in (await cli(lc, "ban-pool", "general/kwok-cx22")).stdout
+        banned = json.loads((await cli(lc, "ban-pool", "general/kwok-cx22", "-o", "json")).stdout)
+        assert banned["data"]["banned_pools"] == ["general/kwok-cx22"]
         apps = client.AppsV1Api(lc.api)
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
         stuck = await wait_for(
             lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request"
         )
         request_ids.append(stuck.id)
+        summary, _, details = await web_ui(tc.get_workflow_handle(stuck.id))
+        assert summary == "NodeRequest cx32 for 2 pods of general, pool kwok-cx32"
+        assert details.startswith(f"Provisioning: pool kwok-cx32, node {stuck.node_name}")
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text
 
@@ -111,7 +123,7 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         text = (await cli(lc, "explain", "pod", waiting)).stdout
         assert f"pod {waiting}: InFlight" in text and stuck.id in text and "pool kwok-cx32" in text
         # The rest in-process (the same run_command; a subprocess costs seconds each).
-        explained = json.loads(await explain(lc, tc, "pod", waiting, "--json"))
+        explained = json.loads(await explain(lc, tc, "pod", waiting, "-o", "json"))
         assert explained["requests"][0]["id"] == stuck.id and explained["requests"][0]["group"] == "general"
         with pytest.raises(CliError, match="no pod default/nope") as err:
             await explain(lc, tc, "pod", "default/nope")
@@ -138,7 +150,7 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         if why.outcome == "Kept":  # a blocker (no other node takes its pods), named
             assert why.candidate.state == "Blocked" and why.candidate.reason in text
         else:  # its pods fit elsewhere: the group's unneeded timer runs
-            assert f"removal at {_when(why.removable_at)}" in text
+            assert f"removal at {when(why.removable_at)}" in text
         assert f"pod {waiting} is scheduled on node" in await explain(lc, tc, "pod", waiting)
         with pytest.raises(CliError, match="no node no-such-node") as err:
             await explain(lc, tc, "node", "no-such-node")

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         remember,
     )
     from scaling.fleet.scale_down import removal_decision
+    from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
 
@@ -190,6 +191,7 @@ class FleetAutoscalerWorkflow:
                 await self._evaluate()
             await self._flush_outbox()
             iterations += 1
+            workflow.set_current_details(region_details(self.status()))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._flush_outbox()
@@ -337,6 +339,7 @@ class FleetAutoscalerWorkflow:
                 # Clusters outlive a continue-as-new or a restart of the region's loop.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=attrs,
+                static_summary=cluster_summary(inp),  # the Web UI's workflow list
             )
         except WorkflowAlreadyStartedError:
             pass  # replayed start of a child that exists: it reports to us anyway

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
+    from scaling.fleet.summaries import cluster_details
     from workflows.search import fleet_attributes
 
 # OCM calls: retry 429/5xx with backoff; a refused token or request ends the step at once.
@@ -424,6 +425,7 @@ class DataPlaneClusterWorkflow:
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase
         self.published = report
+        workflow.set_current_details(cluster_details(report))  # no command: not in history
         if inp.use_search_attributes and phase_changed:
             workflow.upsert_search_attributes(fleet_attributes(st.provider, st.region, st.phase.value, st.cluster_id))
         if not inp.parent_workflow_id:

@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
+    from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
@@ -125,12 +126,12 @@ class NodeAutoscalerWorkflow:
 
     @workflow.query
     def explain_pod(self, inp: ExplainPodInput) -> PodExplanation:
-        """Which NodeRequest a pending pod waits for, or why none (`growth-autoscaler explain pod`)."""
+        """Which NodeRequest a pending pod waits for, or why none (`growth nodes explain pod`)."""
         return explain.explain_pod(self.inp.settings, self.state, inp)
 
     @workflow.query
     def explain_node(self, inp: ExplainNodeInput) -> NodeExplanation:
-        """Why a node is kept, or when its removal comes (`growth-autoscaler explain node`)."""
+        """Why a node is kept, or when its removal comes (`growth nodes explain node`)."""
         return explain.explain_node(self.inp.settings, self.state, inp)
 
     @workflow.signal
@@ -254,6 +255,7 @@ class NodeAutoscalerWorkflow:
             if not self.state.paused:
                 await self._iterate()
                 iterations_this_run += 1
+            workflow.set_current_details(autoscaler_details(self.state))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await asyncio.gather(*self.background)
@@ -474,6 +476,8 @@ class NodeAutoscalerWorkflow:
                 search_attributes=initial_attributes(settings.cluster, "Pending")
                 if settings.use_search_attributes
                 else None,
+                static_summary=request_summary(inp),  # the Web UI's workflow list
+                static_details=request_static_details(inp),
             )
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
@@ -483,7 +487,7 @@ class NodeAutoscalerWorkflow:
         return never_satisfiable_events(fresh)
 
     async def _start_machine_gc(self) -> None:
-        """MachineGC beside the loop, so every `growth-autoscaler start` gets it. Started once
+        """MachineGC beside the loop, so every `growth nodes start` gets it. Started once
         per run; after a continue-as-new it is usually still running, which is fine."""
         settings = self.inp.settings
         gc = MachineGCSettings(
@@ -499,6 +503,7 @@ class NodeAutoscalerWorkflow:
                 id=machine_gc_id(settings.cluster),
                 # It outlives a continue-as-new or a restart of the loop, like the requests.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=machine_gc_summary(settings.cluster, gc.interval_s),  # the Web UI's workflow list
             )
         except WorkflowAlreadyStartedError:
             pass  # the collector from an earlier run is still at work

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
     from scaling.nodes.leaks import find_leaked_machines
     from scaling.nodes.models import LABEL_GROUP, LABEL_REQUEST
+    from scaling.nodes.summaries import machine_gc_details
 
 FACTS_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
@@ -93,6 +94,10 @@ class MachineGCWorkflow:
         while True:
             await self._round()
             rounds_this_run += 1
+            st = self.state
+            workflow.set_current_details(
+                machine_gc_details(st.rounds, st.machines_seen, st.collected_total, st.last_error)
+            )
             if workflow.info().is_continue_as_new_suggested() or rounds_this_run >= self.settings.rounds_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self.state.runs += 1

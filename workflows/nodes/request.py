@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
         request_labels,
     )
+    from scaling.nodes.summaries import request_details
     from workflows.nodes import metrics
     from workflows.search import request_attributes
 
@@ -222,6 +223,7 @@ class NodeRequestWorkflow:
 
     async def _publish(self, inp: NodeRequestInput) -> None:
         """Tell the autoscaler (by workflow id, so it reaches its latest run) and the Web UI."""
+        workflow.set_current_details(request_details(self.status, inp.ttl_s))  # no command: not in history
         if inp.use_search_attributes:
             workflow.upsert_search_attributes(request_attributes(inp.cluster, self.status))
         if not inp.parent_workflow_id:

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.scale_down import NodeState, blocking, cancel_code
     from scaling.nodes.scale_down_eval import check_node_removal
+    from scaling.nodes.summaries import scale_down_details
     from workflows.nodes import metrics
     from workflows.search import CLUSTER, NODE, PHASE
 
@@ -310,6 +311,7 @@ class NodeScaleDownWorkflow:
             workflow.logger.warning("could not write node events for %s", events[0].node if events else "?")
 
     async def _publish(self, inp: NodeScaleDownInput) -> None:
+        workflow.set_current_details(scale_down_details(self.status))  # no command: not in history
         if inp.use_search_attributes:
             workflow.upsert_search_attributes(
                 [CLUSTER.value_set(inp.cluster), NODE.value_set(inp.node), PHASE.value_set(self.status.phase.value)]

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down_eval import apply_unneeded, check_node_removal, compact_candidates
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
+    from scaling.nodes.summaries import scale_down_summary
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
@@ -208,6 +209,7 @@ async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp:
             search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
             if settings.use_search_attributes
             else None,
+            static_summary=scale_down_summary(inp),  # the Web UI's workflow list
         )
     except WorkflowAlreadyStartedError:
         # A child from an earlier run of the loop is still at work on this node: it reports in.

@@ -294,3 +294,13 @@ def test_settings_ca_would_refuse_are_refused_naming_the_setting(ca: CaSettings,
 def test_the_command_exits_2_naming_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--arg=--nodes=1:x:cx22:fsn1:p"]) == 2
     assert "refused: --nodes: max size 'x'" in capsys.readouterr().err
+
+
+def test_growth_nodes_migrate_from_ca_is_the_same_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from starters.cli import run_cli
+
+    out = tmp_path / "out"
+    assert run_cli(["nodes", "migrate-from-ca", "--arg=--nodes=0:2:cx22:fsn1:p", "--out", str(out)]) == 0
+    assert "kind: NodeGroupWithPriority" in (out / "node-groups.yaml").read_text()
+    assert run_cli(["nodes", "migrate-from-ca", "--arg=--nodes=1:x:cx22:fsn1:p"]) == 2
+    assert "refused: --nodes: max size 'x'" in capsys.readouterr().err

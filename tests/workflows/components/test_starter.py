@@ -1,17 +1,17 @@
-"""growth-components against a ComponentAutoscaler on the time-skipping server (stub world)."""
+"""`growth components` against a ComponentAutoscaler on the time-skipping server (stub world)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
-from starters.autoscaler import CliError, _cause
-from starters.components import parse_args, run_command, start_settings
+from starters.cli import REFUSED, CliError, invoke
+from tests.cli import growth
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.polling import until
 from workflows.components.registry import WORKFLOWS
@@ -28,7 +28,7 @@ async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
     settings = Settings(temporal=TemporalSettings(task_queue=tq))
 
     async def cli(*argv: str) -> str:
-        return await run_command(env.client, settings, parse_args(["-n", "ns", name, *argv]))
+        return await invoke(env.client, settings, ["components", "-n", "ns", name, *argv])
 
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         out = await cli("start", "--scan-interval", "30")
@@ -40,13 +40,29 @@ async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
         assert "tikv: homogeneous 3" in text
         assert await cli("pin", "--component", "tikv", "4") == "pins now: {'tikv/db': 4}"
         await until(lambda: world.replicas["tikv"] == 4)
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
+        with pytest.raises(CliError, match="refused: .*not a tikv group") as refused:
             await cli("pin", "--component", "tikv", "--cluster", "auto-nope", "1")
-        assert "not a tikv group" in _cause(refused.value)
+        assert refused.value.code == REFUSED
         assert await cli("block-scale-in", "--component", "tikv") == "scale-in blocked for: tikv"
         assert await cli("pause") == f"components/ns/{name} paused"
         assert "PAUSED" in await cli("status")
-        assert '"paused": true' in await cli("status", "--json")
-        with pytest.raises(CliError, match="--scan-interval"):
-            start_settings(parse_args(["-n", "ns", name, "start", "--scan-interval", "0"]))
+        assert '"paused": true' in await cli("status", "-o", "json")
+        # -o at any level before the loop's NAME argument, or on the command
+        assert "paused: true" in await invoke(
+            env.client, settings, ["-o", "yaml", "components", "-n", "ns", name, "status"]
+        )
+        # The same as an operator runs it: the `growth` command in its own process.
+        server = ["--address", env.client.service_client.config.target_host]
+        out = await growth(*server, "components", "-n", "ns", name, "status", "-o", "json")
+        assert json.loads(out.stdout)["paused"] is True
+        refused_pin = await growth(
+            *server, "components", "-n", "ns", name, "pin", "--component", "tidb", "--cluster", "auto-x", "1", expect=2
+        )
+        assert "not a tidb group" in refused_pin.stderr
+        with pytest.raises(CliError, match="--scan-interval") as refused:
+            await cli("start", "--scan-interval", "0")
+        assert refused.value.code == REFUSED
+        with pytest.raises(CliError, match=f"no running ComponentAutoscaler components/ns/{name}-gone") as missing:
+            await invoke(env.client, settings, ["components", "-n", "ns", f"{name}-gone", "status"])
+        assert missing.value.code == 1
         await env.client.get_workflow_handle(f"components/ns/{name}").terminate()

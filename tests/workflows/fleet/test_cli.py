@@ -1,4 +1,4 @@
-"""growth-fleet against the dev server: start a region loop, list clusters with phase and
+"""`growth fleet` against the dev server: start a region loop, list clusters with phase and
 capacity, create/delete instances, approve/block, pause/resume; refusals name the field."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import uuid
 from contextlib import suppress
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
+import yaml
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
-from starters.autoscaler import CliError
-from starters.fleet import parse_args, run_command
+from starters.cli import REFUSED, CliError, invoke
+from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
 from workflows.fleet.registry import WORKFLOWS
@@ -27,15 +27,14 @@ REGION_FLAGS = ["--provider", "aws", "--region", "us-east-1"]
 async def test_bad_fleet_config_is_refused_naming_the_field(tmp_path) -> None:
     bad = tmp_path / "fleet.yaml"
     bad.write_text(CONFIG.replace("capacity_consumed: 2", "capacity_consumed: 0"))
-    args = parse_args([*REGION_FLAGS, "start", "--fleet-config", str(bad)])
-    with pytest.raises(CliError) as info:
-        await run_command(None, Settings(), args)  # type: ignore[arg-type]  # refused before any call
-    assert info.value.code == 2 and "supported_instance_types[0].sizes[1].capacity_consumed" in str(info.value)
+    with pytest.raises(CliError) as info:  # refused before any call: no client
+        await invoke(None, Settings(), ["fleet", *REGION_FLAGS, "start", "--fleet-config", str(bad)])  # type: ignore[arg-type]
+    assert info.value.code == REFUSED and "supported_instance_types[0].sizes[1].capacity_consumed" in str(info.value)
     good = tmp_path / "good.yaml"
     good.write_text(CONFIG)
-    args = parse_args(["--provider", "gcp", "--region", "us-east-1", "start", "--fleet-config", str(good)])
+    argv = ["fleet", "--provider", "gcp", "--region", "us-east-1", "start", "--fleet-config", str(good)]
     with pytest.raises(CliError, match="no gcp/us-east-1"):
-        await run_command(None, Settings(), args)  # type: ignore[arg-type]
+        await invoke(None, Settings(), argv)  # type: ignore[arg-type]
 
 
 async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> None:
@@ -48,7 +47,7 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
     flags = ["--provider", "aws", "--region", region]
 
     async def cli(*argv: str) -> str:
-        return await run_command(client, settings, parse_args([*flags, *argv]))
+        return await invoke(client, settings, ["fleet", *flags, *argv])
 
     world = FleetWorld()
     async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
@@ -63,9 +62,9 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         assert "standard" in status and "USED/MAX UNITS" in status and "scale-up" in status
 
         assert "waiting for a ready cluster" in await cli("create-instance", "k1", "--type", "standard", "--size", "x2")
-        with pytest.raises(WorkflowUpdateFailedError) as info:
+        with pytest.raises(CliError, match="refused: size") as info:
             await cli("create-instance", "k2", "--type", "standard", "--size", "x7")
-        assert info.value.cause.message.startswith("size")
+        assert info.value.code == REFUSED
         assert await cli("delete-instance", "k1") == "instance k1 deleted"
         with pytest.raises(CliError):
             await cli("delete-instance", "k1")
@@ -74,15 +73,25 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         assert await cli("block-deletion", cluster_id) == f"deletion of {cluster_id} blocked"
         assert f"{cluster_id}" in (s := await cli("status")) and "blocked" in s
         assert await cli("approve-deletion", cluster_id) == f"deletion of {cluster_id} approved"
-        with pytest.raises(WorkflowUpdateFailedError):
+        with pytest.raises(CliError, match="refused") as info:
             await cli("approve-deletion", "nope")
+        assert info.value.code == REFUSED
         assert "pause sent" in await cli("pause")
         deadline = asyncio.get_running_loop().time() + 30
         while "PAUSED" not in (s := await cli("status")):
             assert asyncio.get_running_loop().time() < deadline, s
             await asyncio.sleep(0.5)
         assert "resume sent" in await cli("resume")
-        assert '"provider": "aws"' in await cli("status", "--json")
+        assert '"provider": "aws"' in await cli("status", "-o", "json")
+        # The same as an operator runs it: the `growth` command in its own process.
+        server = ["--address", client.service_client.config.target_host]
+        as_yaml = yaml.safe_load((await growth(*server, "fleet", *flags, "status", "-o", "yaml")).stdout)
+        assert as_yaml["region"] == region and as_yaml["clusters"][0]["id"] == cluster_id
+        refused = await growth(*server, "fleet", *flags, "approve-deletion", "nope", expect=2)
+        assert "refused: cluster_id: no cluster 'nope'" in refused.stderr
+        missing = await growth(*server, "fleet", "--region", "nowhere", "status", expect=1)
+        assert "no running FleetAutoscaler fleet/aws/nowhere" in missing.stderr
+        assert "provider: aws" in await cli("-o", "yaml", "status")
 
         with suppress(RPCError):
             await client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id)).terminate()

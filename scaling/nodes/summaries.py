@@ -1,0 +1,101 @@
+"""What the Temporal Web UI shows for the nodes loop's workflows without opening a query.
+
+A start's `static_summary` is the one line in the workflow list (fixed for the run), its
+`static_details` the fixed block on the workflow page; the workflow's current details
+(`workflow.set_current_details`) change with its phase. A NodeRequest keeps its final record for a
+TTL after it ends: its details say it is finished, and until when the record stays.
+"""
+
+from __future__ import annotations
+
+from scaling.nodes.explain import when
+from scaling.nodes.models import RequestPhase
+from scaling.nodes.removals import NodeScaleDownInput, ScaleDownStatus
+from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerState
+
+FINISHED_REQUEST = (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
+
+
+def _pods(n: int) -> str:
+    return f"{n} pod" if n == 1 else f"{n} pods"
+
+
+def request_summary(inp: NodeRequestInput) -> str:
+    """`NodeRequest cx32 for 7 pods of web, pool kwok-cx32` (web: the node group)."""
+    pods = sum(inp.pods.values()) or len(inp.pod_uids)
+    what = f"for {_pods(pods)} of {inp.group}" if pods else f"for node group {inp.group} (no pending pods)"
+    if not inp.candidates:
+        return f"NodeRequest {what}, no pool fits"
+    first = inp.candidates[0]
+    return f"NodeRequest {first.server_type} {what}, pool {first.name}"
+
+
+def request_static_details(inp: NodeRequestInput) -> str:
+    pools = ", ".join(f"{p.name} ({p.provider} {p.server_type})" for p in inp.candidates) or "none"
+    need = inp.requirements
+    return (
+        f"cluster {inp.cluster}, node group {inp.group}\n"
+        f"needs {need.cpu_m}m CPU, {need.memory // 2**20} MiB memory, {need.pods} pods\n"
+        f"pools in order: {pools}\n"
+        f"up to {inp.max_attempts} attempts, {inp.readiness_timeout_s:g} s each to become Ready; "
+        f"the final record stays {inp.ttl_s:g} s"
+    )
+
+
+def request_details(status: NodeRequestStatus, ttl_s: float) -> str:
+    attempt = f"attempt {len(status.attempts)}" if status.attempts else "no attempt yet"
+    node = f", node {status.node_name}" if status.node_name else ""
+    if status.phase not in FINISHED_REQUEST or status.finished_at is None:
+        return f"{status.phase.value}: pool {status.current_pool or '-'}{node} ({attempt})"
+    kept = status.finished_at.timestamp() + ttl_s
+    message = f": {status.message}" if status.message else ""
+    return (
+        f"Finished {status.phase.value} at {when(status.finished_at)}{node}, pool {status.current_pool or '-'}"
+        f"{message}. Record kept until {when(kept)}"
+    )
+
+
+def scale_down_summary(inp: NodeScaleDownInput) -> str:
+    where = f", pool {inp.pool}" if inp.pool else ""
+    return f"NodeScaleDown {inp.node} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
+
+
+def scale_down_details(status: ScaleDownStatus) -> str:
+    if status.final:
+        why = f": {status.reason}" if status.reason else ""
+        message = f" ({status.message})" if status.message else ""
+        return f"Finished {status.phase.value}{why}{message}"
+    at = f", removal at {when(status.scale_down_at)}" if status.scale_down_at else ""
+    evicted = f", {len(status.evicted)} pods evicted" if status.evicted else ""
+    return f"{status.phase.value}{at}{evicted}"
+
+
+def autoscaler_summary(settings: AutoscalerSettings) -> str:
+    cap = f", at most {settings.max_nodes_total} nodes" if settings.max_nodes_total is not None else ""
+    return f"NodeAutoscaler of cluster {settings.cluster}, every {settings.scan_interval_s:g} s{cap}"
+
+
+def autoscaler_details(state: AutoscalerState) -> str:
+    ll = state.last_loop
+    head = "PAUSED" if state.paused else "running"
+    lines = [f"{head}: loop {state.iterations}, run {state.runs}; {state.nodes_created} nodes created"]
+    if ll.at is not None:
+        lines.append(
+            f"last loop {when(ll.at)}: {ll.unschedulable} unschedulable pods, {ll.planned_nodes} nodes planned, "
+            f"{ll.nodes} nodes, {ll.problems} problems"
+        )
+    lines.append(f"{len(state.in_flight)} NodeRequests in flight, {len(state.scale_downs)} scale-downs under way")
+    if state.banned_pools:
+        lines.append(f"banned pools: {', '.join(state.banned_pools)}")
+    return "\n".join(lines)
+
+
+def machine_gc_summary(cluster: str, interval_s: float) -> str:
+    return f"MachineGC of cluster {cluster}, every {interval_s:g} s"
+
+
+def machine_gc_details(rounds: int, machines_seen: int, collected_total: int, last_error: str) -> str:
+    error = f"; last error: {last_error}" if last_error else ""
+    return f"round {rounds}: {machines_seen} machines seen, {collected_total} collected in all{error}"

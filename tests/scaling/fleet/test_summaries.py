@@ -1,0 +1,33 @@
+"""The Web UI's text for the fleet loop."""
+
+from __future__ import annotations
+
+from scaling.fleet.lifecycle import ClusterReport
+from scaling.fleet.models import ClusterPhase, ClusterRecord
+from scaling.fleet.region import FleetAutoscalerSettings, RegionStatus
+from scaling.fleet.summaries import cluster_details, region_details, region_summary
+
+
+def test_region_and_cluster_text() -> None:
+    settings = FleetAutoscalerSettings(provider="aws", region="us-east-1", deletion_requires_approval=True)
+    assert region_summary(settings) == "FleetAutoscaler aws/us-east-1, deletions need approval"
+    status = RegionStatus.model_construct(
+        paused=False,
+        evaluations=4,
+        runs=1,
+        clusters=[
+            ClusterRecord(id="a", instance_type="standard", phase=ClusterPhase.READY),
+            ClusterRecord(id="b", instance_type="standard", phase=ClusterPhase.READY),
+            ClusterRecord(id="c", instance_type="developer", phase=ClusterPhase.PROVISIONING),
+        ],
+        instances_placed=3,
+        instances_waiting=1,
+        awaiting_approval=["a"],
+    )
+    text = region_details(status)
+    assert "clusters: 1 cluster_provisioning, 2 ready" in text and "3 placed, 1 waiting" in text
+    assert "awaiting approval to remove: a" in text
+    report = ClusterReport(
+        cluster_id="a", instance_type="standard", phase=ClusterPhase.READY, max_units=10, remaining_units=7
+    )
+    assert cluster_details(report) == "ready, 3/10 units used"

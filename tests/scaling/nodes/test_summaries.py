@@ -1,0 +1,62 @@
+"""The Web UI's text for the nodes loop: one list line per start, details that follow the phase."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from scaling.kube.models import Resources
+from scaling.nodes.models import Pool, RequestPhase
+from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerState
+from scaling.nodes.summaries import (
+    autoscaler_details,
+    autoscaler_summary,
+    request_details,
+    request_summary,
+    scale_down_details,
+    scale_down_summary,
+)
+
+POOL = Pool(group="web", name="kwok-cx32", provider="kwok", server_type="cx32", priority=10)
+
+
+def request(**kw: object) -> NodeRequestInput:
+    fields = {"id": "nodes/c/request/000001-ab", "cluster": "c", "group": "web", "requirements": Resources()}
+    return NodeRequestInput(**{**fields, "candidates": [POOL], "pods": {"k1": 4, "k2": 3}, **kw})
+
+
+def test_request_summary_names_type_pods_group_and_pool() -> None:
+    assert request_summary(request()) == "NodeRequest cx32 for 7 pods of web, pool kwok-cx32"
+    assert request_summary(request(pods={}, pod_uids=["u"])) == "NodeRequest cx32 for 1 pod of web, pool kwok-cx32"
+    # min size or headroom: no pending pods behind it
+    assert request_summary(request(pods={})) == "NodeRequest cx32 for node group web (no pending pods), pool kwok-cx32"
+    assert request_summary(request(candidates=[])) == "NodeRequest for 7 pods of web, no pool fits"
+
+
+def test_finished_request_says_finished_and_until_when_its_record_stays() -> None:
+    status = NodeRequestStatus(id="r", group="web", current_pool="kwok-cx32", node_name="n1")
+    status.phase = RequestPhase.PROVISIONING
+    assert request_details(status, 600).startswith("Provisioning: pool kwok-cx32, node n1")
+    status.phase, status.finished_at = RequestPhase.READY, datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert request_details(status, 600) == (
+        "Finished Ready at 2026-01-01 12:00:00Z, node n1, pool kwok-cx32. Record kept until 2026-01-01 12:10:00Z"
+    )
+    status.phase, status.message, status.node_name = RequestPhase.UNMET, "cancelled by operator", ""
+    assert request_details(status, 60).startswith("Finished Unmet at 2026-01-01 12:00:00Z, pool kwok-cx32: cancelled")
+
+
+def test_scale_down_and_loop_text() -> None:
+    inp = NodeScaleDownInput(cluster="c", node="n1", pool="kwok-cx22", kind="Empty", scale_down_at=0)
+    assert scale_down_summary(inp) == "NodeScaleDown n1 (empty), cluster c, pool kwok-cx22"
+    marked = ScaleDownStatus(node="n1", scale_down_at=datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+    assert scale_down_details(marked) == "Marked, removal at 2026-01-01 00:00:00Z"
+    gone = ScaleDownStatus(node="n1", phase=ScaleDownPhase.CANCELLED, reason="PodsLanded", message="2 pods")
+    assert scale_down_details(gone) == "Finished Cancelled: PodsLanded (2 pods)"
+
+    settings = AutoscalerSettings(cluster="c", scan_interval_s=10, max_nodes_total=40)
+    assert autoscaler_summary(settings) == "NodeAutoscaler of cluster c, every 10 s, at most 40 nodes"
+    state = AutoscalerState(paused=True, iterations=3, banned_pools=["web/kwok-cx22"])
+    text = autoscaler_details(state)
+    assert text.startswith("PAUSED: loop 3, run 1") and "banned pools: web/kwok-cx22" in text
