@@ -258,7 +258,7 @@ def test_ask_pd(acts: ComponentActivities, world: TidbWorld, basic: None, contro
     world.load.set_demand(NS, "basic", "tikv", 5.9)
     answer = run(acts.ask_pd_autoscaling, ask)
     assert answer.answered and [(p.component, p.count, p.resource_type) for p in answer.plans] == [("tikv", 1, "big")]
-    assert answer.plans[0].labels["group"] == "pd-auto-scaling-tikv-big"
+    assert answer.plans[0].labels["group"] == "pd-auto-scaling-tikv"
     control.post("/sim/v1/faults", json={"pd": {"mode": "error", "times": 1}})
     unavailable(acts.ask_pd_autoscaling, ask, c.PD_UNAVAILABLE)
     unavailable(acts.ask_pd_autoscaling, ask.model_copy(update={"cluster": "nope"}), c.PD_UNAVAILABLE)

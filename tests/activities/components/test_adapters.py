@@ -101,7 +101,7 @@ def test_pd_plans_and_null(world: TidbWorld, basic: None, control: httpx.Client)
             "component": "tikv",
             "count": 1,
             "resource_type": "big",
-            "labels": {"group": "pd-auto-scaling-tikv-big", "resource-type": "big", "specialUse": "hotRegion"},
+            "labels": {"group": "pd-auto-scaling-tikv", "resource-type": "big", "specialUse": "hotRegion"},
         }
     ]
     control.post("/sim/v1/faults", json={"pd": {"mode": "empty", "times": 1}})
