@@ -4,6 +4,8 @@ there is nothing or metrics fail). Also the external recommender."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -147,6 +149,8 @@ def test_no_group_and_in_band_is_null_and_storage_is_ignored(world: TidbWorld, b
 def test_tidb_rule_scales_tidb(world: TidbWorld, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tidb", 3.9)  # of 4 cores
     answer = plans(http, strategy(component="tidb"))
+    released = json.loads((Path(__file__).parents[2] / "conformance/tidb/pd_autoscaling.json").read_text())
+    assert [set(p) for p in answer] == [set(released["response"][0])]  # PD's Plan keys, no more
     assert answer == [
         {
             "component": "tidb",
