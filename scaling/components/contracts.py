@@ -326,6 +326,7 @@ class ExternalEndpoint(BaseModel):
 
 
 class AskExternalInput(BaseModel):
+    kube_cluster: str = ""  # where the endpoint's tlsSecret is read
     namespace: str
     cluster: str  # the base TidbCluster's name (sent as ?name=)
     component: Component

@@ -399,6 +399,7 @@ class ComponentAutoscalerWorkflow:
             answer: c.ExternalAnswer | None = await self._act(
                 c.ASK_EXTERNAL_ENDPOINT,
                 c.AskExternalInput(
+                    kube_cluster=s.kube_cluster,
                     namespace=s.namespace,
                     cluster=inp.base_cluster,
                     component=spec.component,
