@@ -74,6 +74,10 @@ class PlanInput(BaseModel):
     # a missing key: unknown, treated as unlimited.
     fits: dict[str, int] | None = None
     growth_manages_nodes: bool = False
+    # False only to replay runs recorded before the `tidb-operator-parity` patch: scale-outs
+    # round up to the midpoint, PD's answer drains a component it has no plan for, and an
+    # external recommendation counts the homogeneous instances.
+    upstream_parity: bool = True
 
 
 class Change(BaseModel):
@@ -134,10 +138,13 @@ def _ceil(x: float) -> int:
     return max(0, math.ceil(x - EPS))
 
 
-def below_target(used: float, capacity: float, per_instance: float, target: float) -> int:
+def below_target(used: float, capacity: float, per_instance: float, target: float, strict: bool = True) -> int:
     """The fewest instances of `per_instance` that bring used/capacity strictly below `target`
     (seed 002: the new average is lower than the midpoint; landing on it would leave the next
-    reading one jitter away from another scale-out)."""
+    reading one jitter away from another scale-out). strict=False: at or below (before the
+    parity patch)."""
+    if not strict:
+        return _ceil((used / target - capacity) / per_instance) if per_instance > 0 and target > 0 else 0
     if per_instance <= 0 or target <= 0 or (capacity > 0 and used / capacity < target):
         return 0
     n = _ceil((used / target - capacity) / per_instance)
@@ -286,7 +293,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         average = used / quota
         hot = sum(g.hot_instances for g in groups.values())
         if average > cpu_rule.max_threshold and hom_cpu > 0:
-            add_cpu = below_target(used, quota, hom_cpu, cpu_rule.target)
+            add_cpu = below_target(used, quota, hom_cpu, cpu_rule.target, inp.upstream_parity)
             plan.notes.append(f"cpu average {average:.3f} > max {cpu_rule.max_threshold}: +{add_cpu} homogeneous")
         elif hot:
             hot_used = sum(g.hot_cpu_used for g in groups.values())
@@ -312,7 +319,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         s_n = hom.storage_instances if hom else 0
         per_storage = hom.storage_capacity / s_n if hom and s_n else 0.0
         if s_cap > 0 and per_storage > 0 and s_used / s_cap > storage_rule.max_threshold:
-            add_storage = below_target(s_used, s_cap, per_storage, storage_rule.target)
+            add_storage = below_target(s_used, s_cap, per_storage, storage_rule.target, inp.upstream_parity)
             plan.notes.append(
                 f"storage average {s_used / s_cap:.3f} > max {storage_rule.max_threshold}: +{add_storage} homogeneous"
             )
@@ -349,7 +356,8 @@ def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: 
         if room != math.inf:
             room = max(0, room - _ceil(spent_cpu / res.cpu_milli))
         # Strictly below the target: k * cores > need, so an exact fit takes one more.
-        wanted = min(math.floor(need / cores + EPS) + 1, available)
+        exceed = math.floor(need / cores + EPS) + 1 if inp.upstream_parity else _ceil(need / cores)
+        wanted = min(exceed, available)
         short = wanted - min(wanted, room)
         if short > 0:
             plan.headroom.append(
@@ -421,7 +429,7 @@ def _homogeneous_out(
         if t.target[name] == 0:
             victims.pop(0)
         if cpu_driven and cpu_rule and hom_cpu > 0:
-            add = max(add, below_target(used, quota - removed_quota, hom_cpu, cpu_rule.target))
+            add = max(add, below_target(used, quota - removed_quota, hom_cpu, cpu_rule.target, inp.upstream_parity))
             if cap is not None:
                 add = min(add, max(0, cap - t.target[inp.base_cluster]))
     placeable = room + _slots(freed_cpu, freed_mem, shape)
@@ -457,7 +465,7 @@ def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
     count. No plan at all for this component (PD answers nothing for a component within its
     thresholds, and growth asks once for both) changes nothing: it never drains the groups."""
     plan = ComponentPlan(component=inp.spec.component)
-    if not any(p.component == inp.spec.component for p in plans):
+    if inp.upstream_parity and not any(p.component == inp.spec.component for p in plans):
         plan.notes.append(f"PD gave no plan for {inp.spec.component}: nothing changed")
         return plan
     t = _Targets(inp)
@@ -496,6 +504,8 @@ def plan_from_external(inp: PlanInput, recommended: int) -> ComponentPlan:
         return plan
     t = _Targets(inp)
     extra = min(max(0, recommended), ext.max_replicas)
+    if not inp.upstream_parity:
+        extra = max(0, extra - inp.homogeneous_replicas)
     if recommended > ext.max_replicas:
         plan.notes.append(f"recommended {recommended} capped at maxReplicas {ext.max_replicas}")
     labels = {SPECIAL_USE_LABEL: HOT_REGION} if inp.spec.component == "tikv" else {}
