@@ -381,6 +381,13 @@ def test_property_bounds(p: PlanInput) -> None:
     if not p.growth_manages_nodes and p.fits is not None:
         for c in outs_het:
             assert c.to_replicas - c.from_replicas <= p.fits[c.resource_type]
+    cpu = p.spec.rules["cpu"]
+    used = sum(g.cpu_used for g in p.metrics.groups)
+    quota = sum(g.cpu_quota for g in p.metrics.groups)
+    if base is not None and base > p.homogeneous_replicas and (p.fits is None or p.growth_manages_nodes):
+        # a homogeneous scale-out with room for all of it lands strictly below (max+min)/2
+        added = (base - p.homogeneous_replicas) * p.metrics.groups[0].cpu_quota / p.homogeneous_replicas
+        assert used / (quota + added) < cpu.target or used / quota <= cpu.max_threshold
 
 
 def _type_of(p: PlanInput, plan, name: str) -> str:
