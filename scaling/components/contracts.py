@@ -13,9 +13,9 @@ worker's `clusters` settings; "" = the default `kubernetes:` connection): one wo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Component = Literal["tikv", "tidb"]
 
@@ -323,6 +323,12 @@ class ExternalEndpoint(BaseModel):
     port: int
     path: str = ""
     tls_secret: SecretRef | None = None  # set: HTTPS with the Secret's CA and client certificate
+
+    @field_validator("tls_secret", mode="before")
+    @classmethod
+    def _no_secret(cls, value: Any) -> Any:
+        # Inputs scheduled before the field became a SecretRef carried "" for "none".
+        return None if value == "" else value
 
 
 class AskExternalInput(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.components.contracts import ComponentView
+from scaling.components.contracts import ComponentView, ExternalEndpoint
 from scaling.components.spec import DEFAULT_CPU_MIN_THRESHOLD, DEFAULT_SCALE_IN_S, DEFAULT_SCALE_OUT_S, parse_spec
 
 BASE = {
@@ -168,3 +168,8 @@ def test_external_config() -> None:
     assert errors == {}
     ext = parsed.components["tikv"].external
     assert (ext.endpoint.host, ext.endpoint.port, ext.endpoint.path, ext.max_replicas) == ("rec", 8080, "/r", 7)
+
+
+def test_an_activity_input_from_before_tls_secret_was_a_secret_ref_still_reads() -> None:
+    old = {"host": "rec", "port": 80, "path": "/", "tls_secret": ""}
+    assert ExternalEndpoint.model_validate(old).tls_secret is None
