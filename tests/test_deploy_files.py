@@ -324,3 +324,15 @@ def test_example_settings_load() -> None:
     settings = load_settings(str(DEPLOY / "growth.example.yaml"))
     assert settings.temporal.task_queue == "growth"
     assert "kwok" in settings.providers
+
+
+def test_recommender_tls_role_grants_one_secret_to_the_worker() -> None:
+    # A tlsSecret is read with `get` on that Secret only; the ClusterRole stays secret-free.
+    path = DEPLOY / "examples" / "recommender-tls-rbac.yaml"
+    (role,) = find("Role", path)
+    (binding,) = find("RoleBinding", path)
+    (cluster_binding,) = find("ClusterRoleBinding", DEPLOY / "rbac.yaml")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["recommender-client"], "verbs": ["get"]}
+    ]
+    assert binding["subjects"] == cluster_binding["subjects"] and binding["roleRef"]["name"] == role["metadata"]["name"]

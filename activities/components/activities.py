@@ -9,6 +9,7 @@ turned into an empty answer that could read as "no load" or "no groups".
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -18,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.components.external import RecommenderUnavailable, endpoint_url, recommended_replicas
+from activities.components.external import RecommenderUnavailable, endpoint_url, recommended_replicas, tls_context
 from activities.components.kube import TAC_PLURAL, TC_PLURAL, TidbKube
 from activities.components.pd import PdClient, PdUnavailable
 from activities.components.prometheus import MetricsUnavailable, PrometheusClient
@@ -284,9 +285,16 @@ class ComponentActivities:
     def ask_external_endpoint(self, inp: c.AskExternalInput) -> c.ExternalAnswer:
         ep = inp.endpoint
         try:
-            url = endpoint_url({"host": ep.host, "port": ep.port, "path": ep.path, "tlsSecret": ep.tls_secret})
+            secret = ep.tls_secret.model_dump() if ep.tls_secret else None
+            url = endpoint_url({"host": ep.host, "port": ep.port, "path": ep.path, "tlsSecret": secret})
+            verify: ssl.SSLContext | bool = True
+            if ep.tls_secret is not None:
+                verify = tls_context(
+                    self.kube(inp.kube_cluster).secret_data(ep.tls_secret.namespace, ep.tls_secret.name),
+                    f"{ep.tls_secret.namespace}/{ep.tls_secret.name}",
+                )
             replicas = recommended_replicas(
-                url, inp.namespace, inp.cluster, inp.component, timeout_s=self.settings.http_timeout_s
+                url, inp.namespace, inp.cluster, inp.component, timeout_s=self.settings.http_timeout_s, verify=verify
             )
         except RecommenderUnavailable as exc:
             raise _unavailable(c.RECOMMENDER_UNAVAILABLE, exc) from None

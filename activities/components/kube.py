@@ -56,6 +56,17 @@ class TidbKube:
                 return None
             raise
 
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's `data` (base64 values), None when it does not exist. Callers keep the
+        bytes inside the activity: they never go to history or logs."""
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return dict(secret.data or {})
+
     def list_clusters(self, namespace: str, label_selector: str = "") -> list[Obj]:
         try:
             resp = self.custom.list_namespaced_custom_object(

@@ -13,9 +13,9 @@ worker's `clusters` settings; "" = the default `kubernetes:` connection): one wo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Component = Literal["tikv", "tidb"]
 
@@ -254,15 +254,25 @@ class ComponentMetrics(BaseModel):
 
 # ---- PD (planner "pd") ----------------------------------------------------------------------
 class PdRule(BaseModel):
+    """PD's CPURule: both thresholds always sent (tidb-operator defaults min to 0.1)."""
+
     max_threshold: float
-    min_threshold: float | None = None
+    min_threshold: float
+    resource_types: list[str] = Field(default_factory=list)
+
+
+class PdStorageRule(BaseModel):
+    """PD's StorageRule has only min_threshold, the share of storage left available: tidb-operator
+    sends 1 - the rule's max_threshold (autoRulesToStrategyRule)."""
+
+    min_threshold: float
     resource_types: list[str] = Field(default_factory=list)
 
 
 class PdComponentRule(BaseModel):
     component: Component
     cpu_rule: PdRule | None = None
-    storage_rule: PdRule | None = None
+    storage_rule: PdStorageRule | None = None
 
 
 class PdResource(BaseModel):
@@ -300,14 +310,29 @@ class PdAnswer(BaseModel):
 
 
 # ---- external recommender -------------------------------------------------------------------
+class SecretRef(BaseModel):
+    """tidb-operator's SecretRef: a Secret holding ca.crt, tls.crt and tls.key. Only the name
+    travels through history; the activity reads the keys from the Kubernetes API."""
+
+    name: str
+    namespace: str
+
+
 class ExternalEndpoint(BaseModel):
     host: str
     port: int
     path: str = ""
-    tls_secret: str = ""
+    tls_secret: SecretRef | None = None  # set: HTTPS with the Secret's CA and client certificate
+
+    @field_validator("tls_secret", mode="before")
+    @classmethod
+    def _no_secret(cls, value: Any) -> Any:
+        # Inputs scheduled before the field became a SecretRef carried "" for "none".
+        return None if value == "" else value
 
 
 class AskExternalInput(BaseModel):
+    kube_cluster: str = ""  # where the endpoint's tlsSecret is read
     namespace: str
     cluster: str  # the base TidbCluster's name (sent as ?name=)
     component: Component

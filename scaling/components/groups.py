@@ -14,11 +14,12 @@ from scaling.components.contracts import (
     PdComponentRule,
     PdResource,
     PdRule,
+    PdStorageRule,
     PdStrategy,
     Shape,
 )
 from scaling.components.planning import HOMOGENEOUS, RESOURCE_TYPE_LABEL, Group
-from scaling.components.spec import AutoscalerSpec, ComponentSpec
+from scaling.components.spec import DEFAULT_CPU_MIN_THRESHOLD, AutoscalerSpec, ComponentSpec
 from scaling.components.state import GroupRecord
 from scaling.kube.quantity import memory_bytes
 
@@ -79,9 +80,13 @@ def capacity_shapes(spec: ComponentSpec, homogeneous: Shape) -> dict[str, Shape]
 
 
 def pd_strategy(spec: AutoscalerSpec) -> PdStrategy:
-    """PD's /autoscaling request for every component that is not on an external recommender.
+    """PD's /autoscaling request for every component that is not on an external recommender,
+    with the rules translated as tidb-operator's autoRulesToStrategyRule does (cpu: both
+    thresholds; storage: min_threshold = 1 - max_threshold, the share PD must see available).
 
-    Resource types are one namespace at PD; a name defined by both components keeps the first."""
+    tidb-operator asks once per component; growth asks once for both, so a component PD has no
+    plan for is left alone (`plan_from_pd`). Resource types are one namespace at PD; a name
+    defined by both components keeps the first."""
     rules, resources = [], {}
     for _, cs in sorted(spec.components.items()):
         if cs.external is not None:
@@ -90,8 +95,18 @@ def pd_strategy(spec: AutoscalerSpec) -> PdStrategy:
         rules.append(
             PdComponentRule(
                 component=cs.component,
-                cpu_rule=PdRule(**cpu.model_dump()) if cpu else None,
-                storage_rule=PdRule(**storage.model_dump()) if storage else None,
+                cpu_rule=PdRule(
+                    max_threshold=cpu.max_threshold,
+                    min_threshold=DEFAULT_CPU_MIN_THRESHOLD if cpu.min_threshold is None else cpu.min_threshold,
+                    resource_types=cpu.resource_types,
+                )
+                if cpu
+                else None,
+                storage_rule=PdStorageRule(
+                    min_threshold=1.0 - storage.max_threshold, resource_types=storage.resource_types
+                )
+                if storage
+                else None,
             )
         )
         for name, res in cs.resources.items():

@@ -3,13 +3,16 @@
 Homogeneous instances are the base TidbCluster's; heterogeneous ones live in `auto-<hash>`
 TidbClusters (one per group). Rules, per component:
 
-- CPU, average over max: homogeneous scale-out so the average drops to the rule's target
-  ((max+min)/2). Homogeneous instances are never scaled in.
+- CPU, average over max: homogeneous scale-out so the average drops strictly below the rule's
+  target ((max+min)/2): the fewest instances after which used/quota < target, never equal to it.
+  Homogeneous instances are never scaled in, and never added past the spec's
+  `maxHomogeneousReplicas`.
 - CPU, average not over max but some instances over it: heterogeneous scale-out sized so those
   instances' share drops to the target; resource types by CPU descending, each up to its count.
 - CPU, every instance under min: one heterogeneous instance is scaled in (the least preferred
   type's group first).
-- Storage (TiKV): average used/capacity over max -> homogeneous scale-out to the target.
+- Storage (TiKV): average used/capacity over max -> homogeneous scale-out to strictly below
+  the target.
 - When the nodes cannot hold a homogeneous scale-out and growth does not manage the nodes,
   heterogeneous instances are scaled in first to make room; whatever still does not fit is a
   headroom request in the plan (and, where growth manages the nodes, pending pods get nodes).
@@ -71,6 +74,10 @@ class PlanInput(BaseModel):
     # a missing key: unknown, treated as unlimited.
     fits: dict[str, int] | None = None
     growth_manages_nodes: bool = False
+    # False only to replay runs recorded before the `tidb-operator-parity` patch: scale-outs
+    # round up to the midpoint, PD's answer drains a component it has no plan for, and an
+    # external recommendation counts the homogeneous instances.
+    upstream_parity: bool = True
 
 
 class Change(BaseModel):
@@ -129,6 +136,21 @@ def group_name(inp: PlanInput, resource: AutoResource, labels: dict[str, str] | 
 
 def _ceil(x: float) -> int:
     return max(0, math.ceil(x - EPS))
+
+
+def below_target(used: float, capacity: float, per_instance: float, target: float, strict: bool = True) -> int:
+    """The fewest instances of `per_instance` that bring used/capacity strictly below `target`
+    (seed 002: the new average is lower than the midpoint; landing on it would leave the next
+    reading one jitter away from another scale-out). strict=False: at or below (before the
+    parity patch)."""
+    if not strict:
+        return _ceil((used / target - capacity) / per_instance) if per_instance > 0 and target > 0 else 0
+    if per_instance <= 0 or target <= 0 or (capacity > 0 and used / capacity < target):
+        return 0
+    n = _ceil((used / target - capacity) / per_instance)
+    while used / (capacity + n * per_instance) >= target:  # floating point: step until strictly below
+        n += 1
+    return n
 
 
 def _fit(inp: PlanInput, key: str) -> float:
@@ -271,7 +293,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         average = used / quota
         hot = sum(g.hot_instances for g in groups.values())
         if average > cpu_rule.max_threshold and hom_cpu > 0:
-            add_cpu = _ceil((used / cpu_rule.target - quota) / hom_cpu)
+            add_cpu = below_target(used, quota, hom_cpu, cpu_rule.target, inp.upstream_parity)
             plan.notes.append(f"cpu average {average:.3f} > max {cpu_rule.max_threshold}: +{add_cpu} homogeneous")
         elif hot:
             hot_used = sum(g.hot_cpu_used for g in groups.values())
@@ -297,7 +319,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         s_n = hom.storage_instances if hom else 0
         per_storage = hom.storage_capacity / s_n if hom and s_n else 0.0
         if s_cap > 0 and per_storage > 0 and s_used / s_cap > storage_rule.max_threshold:
-            add_storage = _ceil((s_used / storage_rule.target - s_cap) / per_storage)
+            add_storage = below_target(s_used, s_cap, per_storage, storage_rule.target, inp.upstream_parity)
             plan.notes.append(
                 f"storage average {s_used / s_cap:.3f} > max {storage_rule.max_threshold}: +{add_storage} homogeneous"
             )
@@ -333,7 +355,9 @@ def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: 
         room = _fit(inp, res.name)
         if room != math.inf:
             room = max(0, room - _ceil(spent_cpu / res.cpu_milli))
-        wanted = min(_ceil(need / cores), available)
+        # Strictly below the target: k * cores > need, so an exact fit takes one more.
+        exceed = math.floor(need / cores + EPS) + 1 if inp.upstream_parity else _ceil(need / cores)
+        wanted = min(exceed, available)
         short = wanted - min(wanted, room)
         if short > 0:
             plan.headroom.append(
@@ -369,6 +393,13 @@ def _homogeneous_out(
     cpu_driven: bool,
 ) -> None:
     shape = inp.homogeneous_shape
+    cap = inp.spec.max_homogeneous_replicas
+    if cap is not None and t.target[inp.base_cluster] + add > cap:
+        allowed = max(0, cap - t.target[inp.base_cluster])
+        plan.notes.append(f"homogeneous scale-out of +{add} capped at maxHomogeneousReplicas {cap}: +{allowed}")
+        add = allowed
+        if add <= 0:
+            return
     room = _fit(inp, HOMOGENEOUS)
     removed_quota = 0.0
     freed_cpu = freed_mem = 0
@@ -398,7 +429,9 @@ def _homogeneous_out(
         if t.target[name] == 0:
             victims.pop(0)
         if cpu_driven and cpu_rule and hom_cpu > 0:
-            add = max(add, _ceil((used / cpu_rule.target - (quota - removed_quota)) / hom_cpu))
+            add = max(add, below_target(used, quota - removed_quota, hom_cpu, cpu_rule.target, inp.upstream_parity))
+            if cap is not None:
+                add = min(add, max(0, cap - t.target[inp.base_cluster]))
     placeable = room + _slots(freed_cpu, freed_mem, shape)
     grant = add if placeable == math.inf else int(min(add, placeable))
     if grant < add:
@@ -427,9 +460,14 @@ def _slots(cpu: int, mem: int, shape: Shape) -> float:
 
 # ---- other sources ---------------------------------------------------------------------------
 def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
-    """PD returns the full set of groups: each plan is a group's target; a standing group PD
-    left out goes to 0. Counts are capped by the resource type's count."""
+    """PD returns the full set of groups of a component it planned: each plan is a group's
+    target; a standing group PD left out goes to 0. Counts are capped by the resource type's
+    count. No plan at all for this component (PD answers nothing for a component within its
+    thresholds, and growth asks once for both) changes nothing: it never drains the groups."""
     plan = ComponentPlan(component=inp.spec.component)
+    if inp.upstream_parity and not any(p.component == inp.spec.component for p in plans):
+        plan.notes.append(f"PD gave no plan for {inp.spec.component}: nothing changed")
+        return plan
     t = _Targets(inp)
     wanted: set[str] = set()
     per_type: dict[str, int] = {}
@@ -456,15 +494,18 @@ def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
 
 
 def plan_from_external(inp: PlanInput, recommended: int) -> ComponentPlan:
-    """The recommender's total (capped at maxReplicas) beyond the homogeneous instances goes to
-    one heterogeneous group copying the base cluster's requests (TiKV: specialUse hotRegion)."""
+    """The recommendation, capped at maxReplicas, is the external group's own replicas (as
+    tidb-operator's syncExternal sets its `<cluster>-<component>-external` TidbCluster): one
+    heterogeneous group copying the base cluster's requests (TiKV: specialUse hotRegion); the
+    homogeneous instances are not counted against it. 0 scales the group to nothing."""
     plan = ComponentPlan(component=inp.spec.component)
     ext = inp.spec.external
     if ext is None:
         return plan
     t = _Targets(inp)
-    total = min(max(0, recommended), ext.max_replicas)
-    extra = max(0, total - inp.homogeneous_replicas)
+    extra = min(max(0, recommended), ext.max_replicas)
+    if not inp.upstream_parity:
+        extra = max(0, extra - inp.homogeneous_replicas)
     if recommended > ext.max_replicas:
         plan.notes.append(f"recommended {recommended} capped at maxReplicas {ext.max_replicas}")
     labels = {SPECIAL_USE_LABEL: HOT_REGION} if inp.spec.component == "tikv" else {}

@@ -6,13 +6,20 @@ The raw spec is camelCase as the CRD writes it; rules keep the seed's snake_case
     resources: {<type>: {cpu, memory, storage?, count?}}
     rules: {cpu|storage: {max_threshold, min_threshold?, resource_types?}}
     scaleInIntervalSeconds (500), scaleOutIntervalSeconds (300)
-    external: {endpoint: {host, port, path?, tlsSecret?}, maxReplicas}
+    external: {endpoint: {host, port, path?, tlsSecret?: {name, namespace}}, maxReplicas}
+    maxHomogeneousReplicas (growth's own; absent = no cap)
 
-Defaulting (seed 002): no resources -> one type `default_<component>` with the base
-TidbCluster's requests and no count; a rule without resource_types -> every resource type.
-Validation: 0 <= min < max <= 1 per rule; a rule's resource types must exist; storage rules are
-TiKV-only; counts and maxReplicas >= 0; quantities parse. Errors name the field, for status.
-A storage rule without min_threshold aims just under max (there is no midpoint to aim at).
+Defaulting as released tidb-operator does (pkg/autoscaler/autoscaler/util.go): no resources ->
+one type `default_<component>` with the base TidbCluster's requests and no count; a rule without
+resource_types -> every resource type; a cpu rule without min_threshold -> 0.1.
+Validation: 0 <= min < max <= 1 per rule (stricter than upstream's min <= max: equal thresholds
+would scale out and in on the same reading); a rule's resource types must exist; storage rules
+are TiKV-only; counts and maxReplicas >= 0; quantities parse. Errors name the field, for status.
+A TiDB resource type may carry `storage`, as the released CRD allows; TiDB has no volume, so it
+is ignored. A storage rule has no min_threshold upstream ("not applicable to storage"): it aims
+just under max.
+`maxHomogeneousReplicas` is seed 002's user-set cap on homogeneous instances: a homogeneous
+scale-out never takes the base cluster past it (released tidb-operator has no such field).
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from scaling.components.contracts import Component, ComponentView, ExternalEndpoint
+from scaling.components.contracts import Component, ComponentView, ExternalEndpoint, SecretRef
 from scaling.kube.quantity import cpu_millis, memory_bytes
 
 COMPONENTS: tuple[Component, ...] = ("tikv", "tidb")
 RULE_RESOURCES = ("cpu", "storage")
 DEFAULT_SCALE_IN_S = 500
 DEFAULT_SCALE_OUT_S = 300
+DEFAULT_CPU_MIN_THRESHOLD = 0.1  # tidb-operator's defaultBasicAutoScaler
 
 
 def default_type(component: str) -> str:
@@ -77,6 +85,7 @@ class ComponentSpec(BaseModel):
     scale_in_interval_s: int = DEFAULT_SCALE_IN_S
     scale_out_interval_s: int = DEFAULT_SCALE_OUT_S
     external: ExternalConfig | None = None
+    max_homogeneous_replicas: int | None = None  # None: no cap
 
     def preferred_types(self, rule: AutoRule) -> list[AutoResource]:
         """The rule's resource types, most CPU first (ties: more memory, then name)."""
@@ -117,7 +126,9 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _resource(name: str, raw: Any, at: str, component: str, errors: list[SpecError]) -> AutoResource | None:
+def _resource(
+    name: str, raw: Any, at: str, component: str, errors: list[SpecError], upstream: bool = True
+) -> AutoResource | None:
     if not isinstance(raw, dict):
         errors.append(SpecError(field=at, message="must be an object {cpu, memory, storage?, count?}"))
         return None
@@ -142,9 +153,11 @@ def _resource(name: str, raw: Any, at: str, component: str, errors: list[SpecErr
             values["cpu_milli"] = amount
         elif key == "memory":
             values["memory_bytes"] = amount
-    if values.get("storage") and component != "tikv":
+    if component != "tikv" and values.get("storage") and not upstream:
         errors.append(SpecError(field=f"{at}.storage", message="only TiKV instances have storage"))
         return None
+    if component != "tikv":
+        values.pop("storage", None)  # allowed by the CRD; a TiDB instance has no volume to size
     if raw.get("count") is not None:
         count = _int(raw["count"])
         if count is None or count < 0:
@@ -177,7 +190,9 @@ def _default_resource(
     return _resource(name, raw, f"{at}.resources.{name}", component, errors)
 
 
-def _rule(kind: str, raw: Any, at: str, component: str, types: list[str], errors: list[SpecError]) -> AutoRule | None:
+def _rule(
+    kind: str, raw: Any, at: str, component: str, types: list[str], errors: list[SpecError], upstream: bool = True
+) -> AutoRule | None:
     if kind not in RULE_RESOURCES:
         errors.append(SpecError(field=at, message=f"unknown rule resource {kind!r}; known: cpu, storage"))
         return None
@@ -197,11 +212,21 @@ def _rule(kind: str, raw: Any, at: str, component: str, types: list[str], errors
         if low is None:
             errors.append(SpecError(field=f"{at}.min_threshold", message="must be a number in [0, 1)"))
             return None
+    elif kind == "cpu" and upstream:
+        low = DEFAULT_CPU_MIN_THRESHOLD
     elif kind == "cpu":
         errors.append(SpecError(field=f"{at}.min_threshold", message="required for the cpu rule (scale-in threshold)"))
         return None
     if not 0 < high <= 1:
         errors.append(SpecError(field=f"{at}.max_threshold", message=f"must be in (0, 1], got {high}"))
+        return None
+    if low is not None and raw.get("min_threshold") is None and low >= high:
+        errors.append(
+            SpecError(
+                field=f"{at}.max_threshold",
+                message=f"must be above the default min_threshold {low} when min_threshold is not set, got {high}",
+            )
+        )
         return None
     if low is not None and not 0 <= low < high:
         errors.append(
@@ -256,14 +281,24 @@ def _external(raw: Any, at: str, errors: list[SpecError]) -> ExternalConfig | No
             SpecError(field=f"{at}.maxReplicas", message=f"required, an integer >= 0, got {raw.get('maxReplicas')!r}")
         )
         return None
-    endpoint = ExternalEndpoint(
-        host=str(ep["host"]), port=port, path=str(ep.get("path") or ""), tls_secret=str(ep.get("tlsSecret") or "")
-    )
+    secret = ep.get("tlsSecret")
+    tls_secret: SecretRef | None = None
+    if secret is not None:
+        # The released CRD requires both keys (SecretRef {name, namespace}).
+        if not isinstance(secret, dict) or not all(
+            isinstance(secret.get(k), str) and secret[k] for k in ("name", "namespace")
+        ):
+            errors.append(
+                SpecError(field=f"{at}.endpoint.tlsSecret", message=f"must be {{name, namespace}}, got {secret!r}")
+            )
+            return None
+        tls_secret = SecretRef(name=secret["name"], namespace=secret["namespace"])
+    endpoint = ExternalEndpoint(host=str(ep["host"]), port=port, path=str(ep.get("path") or ""), tls_secret=tls_secret)
     return ExternalConfig(endpoint=endpoint, max_replicas=max_replicas)
 
 
 def parse_component(
-    component: Component, raw: Any, base: ComponentView | None
+    component: Component, raw: Any, base: ComponentView | None, upstream: bool = True
 ) -> tuple[ComponentSpec | None, list[SpecError]]:
     at = f"spec.{component}"
     errors: list[SpecError] = []
@@ -275,7 +310,7 @@ def parse_component(
         if not isinstance(raw_resources, dict):
             return None, [SpecError(field=f"{at}.resources", message="must be a map of resource type -> resource")]
         for name, body in raw_resources.items():
-            res = _resource(str(name), body, f"{at}.resources.{name}", component, errors)
+            res = _resource(str(name), body, f"{at}.resources.{name}", component, errors, upstream)
             if res is not None:
                 resources[res.name] = res
     else:
@@ -289,12 +324,22 @@ def parse_component(
     if not isinstance(raw_rules, dict):
         return None, [SpecError(field=f"{at}.rules", message="must be a map cpu|storage -> rule")]
     for kind, body in raw_rules.items():
-        rule = _rule(str(kind), body, f"{at}.rules.{kind}", component, list(resources), errors)
+        rule = _rule(str(kind), body, f"{at}.rules.{kind}", component, list(resources), errors, upstream)
         if rule is not None:
             rules[str(kind)] = rule
     scale_in = _interval(raw, "scaleInIntervalSeconds", DEFAULT_SCALE_IN_S, at, errors)
     scale_out = _interval(raw, "scaleOutIntervalSeconds", DEFAULT_SCALE_OUT_S, at, errors)
     external = _external(raw["external"], f"{at}.external", errors) if raw.get("external") is not None else None
+    max_homogeneous: int | None = None
+    if raw.get("maxHomogeneousReplicas") is not None:
+        max_homogeneous = _int(raw["maxHomogeneousReplicas"])
+        if max_homogeneous is None or max_homogeneous < 0:
+            errors.append(
+                SpecError(
+                    field=f"{at}.maxHomogeneousReplicas",
+                    message=f"must be an integer >= 0, got {raw['maxHomogeneousReplicas']!r}",
+                )
+            )
     if not rules and external is None and not errors:
         errors.append(SpecError(field=f"{at}.rules", message="no rules and no external endpoint: nothing to scale on"))
     if errors:
@@ -307,16 +352,19 @@ def parse_component(
             scale_in_interval_s=scale_in,
             scale_out_interval_s=scale_out,
             external=external,
+            max_homogeneous_replicas=max_homogeneous,
         ),
         [],
     )
 
 
 def parse_spec(
-    raw: dict[str, Any], namespace: str, base_components: dict[str, ComponentView]
+    raw: dict[str, Any], namespace: str, base_components: dict[str, ComponentView], upstream: bool = True
 ) -> tuple[AutoscalerSpec | None, dict[str, list[SpecError]]]:
     """Parse, default and validate. Errors are per component ("" = the whole object), so one
-    bad component does not stop the other; the spec holds only the valid components."""
+    bad component does not stop the other; the spec holds only the valid components.
+    upstream=False replays runs from before the `tidb-operator-parity` patch: a cpu rule needs
+    min_threshold and a TiDB resource type may not carry storage."""
     ref = base_cluster_ref(raw, namespace)
     if isinstance(ref, SpecError):
         return None, {"": [ref]}
@@ -329,7 +377,7 @@ def parse_spec(
     for component in COMPONENTS:
         if raw.get(component) is None:
             continue
-        parsed, problems = parse_component(component, raw[component], base_components.get(component))
+        parsed, problems = parse_component(component, raw[component], base_components.get(component), upstream)
         if problems:
             errors[component] = problems
         elif parsed is not None:

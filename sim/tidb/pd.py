@@ -14,8 +14,11 @@ Released PD's autoscaling (not seed 002's proposal) works on CPU only and steps 
 Groups are what PD sees on its instances: a `group` label starting with `pd-auto-scaling`
 (TiKV: the store's labels; TiDB: its topology labels), here read from each instance's
 TidbCluster config (spec.tikv.config.server.labels, spec.tidb.config.labels). A new group's
-plan carries labels {group: pd-auto-scaling-<component>-<type>, resource-type: <type>} and,
-for TiKV, specialUse: hotRegion.
+plan carries labels {group: pd-auto-scaling-<component>, resource-type: <type>} and, for
+TiKV, specialUse: hotRegion (tikv/pd pkg/autoscaling/calculation.go, findBestGroupToScaleOut:
+one group per component, the first resource type of the cpu rule); a standing group's plan
+carries {group, resource-type} only. The request is read as PD's Strategy (pkg/autoscaling/
+types.go): `storage_rule` is {min_threshold, resource_types}, the available share.
 
 The answer is a JSON list of plans {component, count, resource_type, labels}, or `null` when
 there is none: released PD writes `null` both when no group exists and when it could not read
@@ -157,7 +160,7 @@ def autoscaling_plans(
             else:
                 types = cpu_rule.get("resource_types") or []
                 if types and _within(resources, types[0], 1):
-                    labels = {GROUP_LABEL: f"{GROUP_PREFIX}-{component}-{types[0]}", RESOURCE_TYPE_LABEL: types[0]}
+                    labels = {GROUP_LABEL: f"{GROUP_PREFIX}-{component}", RESOURCE_TYPE_LABEL: types[0]}
                     if component == "tikv":
                         labels[SPECIAL_USE_LABEL] = HOT_REGION
                     groups = [{"component": component, "count": 1, "resource_type": types[0], "labels": labels}]

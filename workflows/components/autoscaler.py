@@ -52,6 +52,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
+# Patch ids, with why each was added.
+# tidb-operator parity (issue 18): cpu min_threshold defaults to 0.1 and storage on a TiDB type is
+# accepted (objects refused before now scale), scale-outs land strictly below the midpoint, a PD
+# answer without a plan for a component leaves it alone, and an external recommendation is the
+# external group's own replicas. Runs recorded before it replay the earlier decisions.
+TIDB_OPERATOR_PARITY = "tidb-operator-parity"
 UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -81,6 +87,7 @@ class ComponentAutoscalerWorkflow:
         self.done = False
         self._last_failure: tuple[str, str] = ("", "")
         self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
+        self._parity = True  # set each round by workflow.patched(TIDB_OPERATOR_PARITY)
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -269,7 +276,8 @@ class ComponentAutoscalerWorkflow:
             await self._report_errors([missing], {})
             await self._write_status()
             return
-        spec, errors = parse_spec(obj.spec, s.namespace, base.components)
+        self._parity = workflow.patched(TIDB_OPERATOR_PARITY)
+        spec, errors = parse_spec(obj.spec, s.namespace, base.components, upstream=self._parity)
         await self._report_errors(errors.get("", []), errors)
         if spec is not None and not st.overrides.paused:
             pd_answer = await self._ask_pd(spec) if s.planner == "pd" else None
@@ -369,6 +377,7 @@ class ComponentAutoscalerWorkflow:
             base_memory=view.memory,
             base_storage=view.storage,
             groups=rec.groups,
+            upstream_parity=self._parity,
         )
         plan = await self._plan(spec, inp, pd_answer, cs)
         if plan is None:
@@ -401,6 +410,7 @@ class ComponentAutoscalerWorkflow:
             answer: c.ExternalAnswer | None = await self._act(
                 c.ASK_EXTERNAL_ENDPOINT,
                 c.AskExternalInput(
+                    kube_cluster=s.kube_cluster,
                     namespace=s.namespace,
                     cluster=inp.base_cluster,
                     component=spec.component,

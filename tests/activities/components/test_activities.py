@@ -3,7 +3,12 @@ clients: objects, the graceful group lifecycle, metrics sources and their failur
 
 from __future__ import annotations
 
+import base64
+import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -17,6 +22,7 @@ from activities.components.settings import ComponentsSettings
 from activities.kube.client import ClusterClients
 from activities.settings import Settings
 from scaling.components import contracts as c
+from sim.kube.tls import ServingCerts, generate
 from sim.tidb.world import TidbWorld
 from starters.kube import apply_crds, apply_node_group, node_group
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
@@ -258,7 +264,7 @@ def test_ask_pd(acts: ComponentActivities, world: TidbWorld, basic: None, contro
     world.load.set_demand(NS, "basic", "tikv", 5.9)
     answer = run(acts.ask_pd_autoscaling, ask)
     assert answer.answered and [(p.component, p.count, p.resource_type) for p in answer.plans] == [("tikv", 1, "big")]
-    assert answer.plans[0].labels["group"] == "pd-auto-scaling-tikv-big"
+    assert answer.plans[0].labels["group"] == "pd-auto-scaling-tikv"
     control.post("/sim/v1/faults", json={"pd": {"mode": "error", "times": 1}})
     unavailable(acts.ask_pd_autoscaling, ask, c.PD_UNAVAILABLE)
     unavailable(acts.ask_pd_autoscaling, ask.model_copy(update={"cluster": "nope"}), c.PD_UNAVAILABLE)
@@ -275,8 +281,68 @@ def test_ask_external(acts: ComponentActivities, world: TidbWorld, control: http
     unavailable(acts.ask_external_endpoint, ask, c.RECOMMENDER_UNAVAILABLE)  # nothing scripted: 404
     world.load.set_external(NS, "basic", "tidb", 4)
     assert run(acts.ask_external_endpoint, ask) == c.ExternalAnswer(recommended_replicas=4)
-    tls = ask.model_copy(update={"endpoint": ask.endpoint.model_copy(update={"tls_secret": "s"})})
-    unavailable(acts.ask_external_endpoint, tls, c.RECOMMENDER_UNAVAILABLE)
+
+
+@pytest.fixture
+def https_recommender() -> Iterator[tuple[ServingCerts, int]]:
+    """A recommender over HTTPS on 127.0.0.1 answering as tidb-operator expects."""
+    certs = generate()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            q = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            body = json.dumps({**q, "recommendedReplicas": 3}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = certs.server_context().wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield certs, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _tls_secret(core: client.CoreV1Api, name: str, certs: ServingCerts, **drop: bool) -> None:
+    data = {"ca.crt": certs.ca_pem, "tls.crt": certs.cert_pem, "tls.key": certs.key_pem}
+    body = {k: base64.b64encode(v).decode() for k, v in data.items() if not drop.get(k.replace(".", "_"))}
+    core.create_namespaced_secret(NS, {"metadata": {"name": name}, "type": "kubernetes.io/tls", "data": body})
+
+
+def test_ask_external_over_https_with_the_tls_secret(
+    acts: ComponentActivities, api: client.ApiClient, https_recommender: tuple[ServingCerts, int]
+) -> None:
+    certs, port = https_recommender
+    core = client.CoreV1Api(api)
+    _tls_secret(core, "rec-tls", certs)
+    _tls_secret(core, "other-ca", generate())  # a CA that did not sign the server's certificate
+    _tls_secret(core, "no-key", certs, tls_key=True)
+
+    def ask(secret: str) -> c.AskExternalInput:
+        endpoint = c.ExternalEndpoint(
+            host="127.0.0.1", port=port, path="/recommend", tls_secret=c.SecretRef(name=secret, namespace=NS)
+        )
+        return c.AskExternalInput(namespace=NS, cluster="basic", component="tikv", endpoint=endpoint)
+
+    assert run(acts.ask_external_endpoint, ask("rec-tls")) == c.ExternalAnswer(recommended_replicas=3)
+    untrusted = unavailable(acts.ask_external_endpoint, ask("other-ca"), c.RECOMMENDER_UNAVAILABLE)
+    assert "https://127.0.0.1" in str(untrusted)  # https, and the server was not trusted
+    missing = unavailable(acts.ask_external_endpoint, ask("no-key"), c.RECOMMENDER_UNAVAILABLE)
+    assert f"Secret {NS}/no-key lacks tls.key" in str(missing)
+    gone = unavailable(acts.ask_external_endpoint, ask("absent"), c.RECOMMENDER_UNAVAILABLE)
+    assert f"Secret {NS}/absent not found" in str(gone)
+    key = certs.key_pem.decode().splitlines()[1]
+    for err in (untrusted, missing, gone):  # the key material never leaves the activity
+        assert key not in str(err) and base64.b64encode(certs.key_pem).decode()[:40] not in str(err)
 
 
 # ---- capacity -------------------------------------------------------------------------------------------

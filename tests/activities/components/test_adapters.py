@@ -101,7 +101,7 @@ def test_pd_plans_and_null(world: TidbWorld, basic: None, control: httpx.Client)
             "component": "tikv",
             "count": 1,
             "resource_type": "big",
-            "labels": {"group": "pd-auto-scaling-tikv-big", "resource-type": "big", "specialUse": "hotRegion"},
+            "labels": {"group": "pd-auto-scaling-tikv", "resource-type": "big", "specialUse": "hotRegion"},
         }
     ]
     control.post("/sim/v1/faults", json={"pd": {"mode": "empty", "times": 1}})
@@ -145,8 +145,10 @@ def test_external_recommendation(world: TidbWorld, control: httpx.Client) -> Non
         recommended_replicas(url, NS, "basic", "tikv")
     world.load.set_external(NS, "basic", "tikv", 6)
     assert recommended_replicas(url, NS, "basic", "tikv") == 6
-    with pytest.raises(RecommenderUnavailable, match="tlsSecret"):
-        endpoint_url({"host": "h", "port": 1, "path": "/", "tlsSecret": {"name": "s", "namespace": NS}})
+    # tidb-operator's scheme rule: https exactly when a tlsSecret is named
+    assert endpoint_url({"host": "h", "port": 1, "path": "/r", "tlsSecret": {"name": "s", "namespace": NS}}) == (
+        "https://h:1/r"
+    )
 
 
 def test_external_answer_about_another_cluster_is_refused() -> None:

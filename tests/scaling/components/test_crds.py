@@ -18,7 +18,7 @@ def load(path: str) -> dict:
 
 def test_crds_are_tidb_operators_names() -> None:
     for path, plural, kind, short in [
-        ("deploy/crds/tidbclusterautoscaler.yaml", "tidbclusterautoscalers", "TidbClusterAutoScaler", "tac"),
+        ("deploy/crds/tidbclusterautoscaler.yaml", "tidbclusterautoscalers", "TidbClusterAutoScaler", "ta"),
         ("deploy/crds/tidbcluster.yaml", "tidbclusters", "TidbCluster", "tc"),
     ]:
         crd = load(path)

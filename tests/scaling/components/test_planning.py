@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -248,13 +249,86 @@ def test_pd_plan_is_the_full_group_set() -> None:
     assert by["big"].group == "g-big"
 
 
-def test_external_recommendation_capped_and_beyond_homogeneous() -> None:
+def test_external_recommendation_is_the_external_groups_own_replicas_capped() -> None:
+    # tidb-operator's syncExternal: min(recommendedReplicas, maxReplicas) becomes the external
+    # TidbCluster's replicas; the homogeneous instances are not subtracted.
     raw = {"cluster": {"name": "db"}, "tikv": {"external": {"endpoint": {"host": "r", "port": 1}, "maxReplicas": 6}}}
     spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
     plan = plan_from_external(inp(spec, []), 9)
-    assert len(plan.changes) == 1 and plan.changes[0].to_replicas == 3 and plan.changes[0].create
+    assert len(plan.changes) == 1 and plan.changes[0].to_replicas == 6 and plan.changes[0].create
     assert plan.changes[0].labels == {"specialUse": "hotRegion"} and plan.changes[0].cpu == "2"
-    assert plan_from_external(inp(spec, []), 2).changes == []
+    assert [c.to_replicas for c in plan_from_external(inp(spec, []), 2).changes] == [2]  # 3 homogeneous stand
+    assert plan_from_external(inp(spec, []), 0).changes == []
+    standing = Group(name=plan.changes[0].cluster, group="external", resource_type="external", replicas=4)
+    down = plan_from_external(inp(spec, [], groups=[standing]), 0).changes
+    assert [(c.direction, c.to_replicas) for c in down] == [("in", 0)]
+
+
+def test_pd_no_plan_for_a_component_changes_nothing_for_it() -> None:
+    spec = tikv_spec(count_big=2, count_small=5)
+    small = existing(spec, "small", 2)
+    only_tidb = [PdPlan(component="tidb", count=1, resource_type="big")]
+    for plans in ([], only_tidb):
+        plan = plan_from_pd(inp(spec, [], groups=[small]), plans)
+        assert plan.changes == [] and "no plan for tikv" in plan.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("n", "ratio", "rule"),
+    [
+        (3, 0.9, {"max_threshold": 0.8, "min_threshold": 0.2}),  # 5.4 cores at target 0.5: 10.8 = 5.4 instances
+        (4, 0.75, {"max_threshold": 0.7, "min_threshold": 0.3}),  # 6 cores at 0.5: exactly 12 = 6 instances
+        (5, 0.9, {"max_threshold": 0.85, "min_threshold": 0.35}),  # 9 cores at 0.6: exactly 15
+        (2, 1.0, {"max_threshold": 0.5}),  # default min 0.1: target 0.3
+    ],
+)
+def test_cpu_scale_out_lands_strictly_below_the_midpoint(n: int, ratio: float, rule: dict) -> None:
+    raw = {"cluster": {"name": "db"}, "tikv": {"rules": {"cpu": rule}}}
+    spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
+    target = spec.rules["cpu"].target
+    plan = plan_growth(inp(spec, [hom(n, ratio)], replicas=n))
+    after = plan.target("db")
+    used = n * 2 * ratio
+    assert after is not None and used / (after * 2) < target  # strictly below (max+min)/2
+    assert used / ((after - 1) * 2) >= target  # and the fewest that do
+
+
+def test_storage_scale_out_lands_strictly_below_the_midpoint() -> None:
+    # 3 stores of 100, 240 used (0.8 > max 0.7): target (0.7+0.5)/2 = 0.6 -> 400 exactly would
+    # sit on it, so 5 stores.
+    raw = {
+        "cluster": {"name": "db"},
+        "tikv": {"rules": {"storage": {"max_threshold": 0.7, "min_threshold": 0.5}}},
+    }
+    spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
+    plan = plan_growth(inp(spec, [hom(3, 0.1, storage=0.8)]))
+    assert plan.target("db") == 5 and 240 / 500 < 0.6 <= 240 / 400
+
+
+def test_hot_subset_scale_out_lands_strictly_below_the_midpoint() -> None:
+    spec = tikv_spec(count_big=None, count_small=None)
+    # one hot 2-core instance at 1.0 (2 cores used) and target 0.5: 4 cores, 2 more needed exactly
+    plan = plan_growth(inp(spec, [hom(3, 0.3, hot=1, hot_ratio=1.0)]))
+    added = sum(
+        (c.to_replicas - c.from_replicas) * spec.resources[c.resource_type].cpu_milli / 1000
+        for c in plan.changes
+        if c.cluster != "db"
+    )
+    assert 2 / (2 + added) < 0.5
+
+
+def test_homogeneous_scale_out_stops_at_max_homogeneous_replicas() -> None:
+    raw = {
+        "cluster": {"name": "db"},
+        "tikv": {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}, "maxHomogeneousReplicas": 4},
+    }
+    spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
+    plan = plan_growth(inp(spec, [hom(3, 0.9)]))
+    assert plan.target("db") == 4 and "maxHomogeneousReplicas 4" in " ".join(plan.notes)
+    at_cap = plan_growth(inp(spec, [hom(4, 0.95)], replicas=4))
+    assert at_cap.target("db") is None and at_cap.headroom == []
+    over = plan_growth(inp(spec, [hom(6, 0.95)], replicas=6))  # set by hand above the cap: never reduced
+    assert over.target("db") is None
 
 
 # ---- properties ------------------------------------------------------------------------------
@@ -307,6 +381,13 @@ def test_property_bounds(p: PlanInput) -> None:
     if not p.growth_manages_nodes and p.fits is not None:
         for c in outs_het:
             assert c.to_replicas - c.from_replicas <= p.fits[c.resource_type]
+    cpu = p.spec.rules["cpu"]
+    used = sum(g.cpu_used for g in p.metrics.groups)
+    quota = sum(g.cpu_quota for g in p.metrics.groups)
+    if base is not None and base > p.homogeneous_replicas and (p.fits is None or p.growth_manages_nodes):
+        # a homogeneous scale-out with room for all of it lands strictly below (max+min)/2
+        added = (base - p.homogeneous_replicas) * p.metrics.groups[0].cpu_quota / p.homogeneous_replicas
+        assert used / (quota + added) < cpu.target or used / quota <= cpu.max_threshold
 
 
 def _type_of(p: PlanInput, plan, name: str) -> str:
@@ -323,6 +404,5 @@ def test_property_external_never_above_max_replicas(p: PlanInput, recommended: i
     spec = parse_spec(raw, "ns", BASE)[0].components["tikv"]
     q = p.model_copy(update={"spec": spec, "groups": []})
     plan = plan_from_external(q, recommended)
-    extra = sum(c.to_replicas for c in plan.changes)
-    assert q.homogeneous_replicas + extra <= max(8, q.homogeneous_replicas)
+    assert [c.to_replicas for c in plan.changes] == ([min(recommended, 8)] if recommended else [])
     assert plan.target("db") is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.components.contracts import ComponentView
-from scaling.components.spec import DEFAULT_SCALE_IN_S, DEFAULT_SCALE_OUT_S, parse_spec
+from scaling.components.contracts import ComponentView, ExternalEndpoint
+from scaling.components.spec import DEFAULT_CPU_MIN_THRESHOLD, DEFAULT_SCALE_IN_S, DEFAULT_SCALE_OUT_S, parse_spec
 
 BASE = {
     "tikv": ComponentView(replicas=3, cpu="2", memory="4Gi", storage="100Gi"),
@@ -55,7 +55,7 @@ def test_rule_without_resource_types_gets_every_declared_type() -> None:
         ({"max_threshold": 1.2, "min_threshold": 0.1}, "spec.tikv.rules.cpu.max_threshold"),
         ({"max_threshold": 0, "min_threshold": 0}, "spec.tikv.rules.cpu.max_threshold"),
         ({"min_threshold": 0.1}, "spec.tikv.rules.cpu.max_threshold"),
-        ({"max_threshold": 0.8}, "spec.tikv.rules.cpu.min_threshold"),
+        ({"max_threshold": 0.05}, "spec.tikv.rules.cpu.max_threshold"),  # under the default min 0.1
         ({"max_threshold": "high", "min_threshold": 0.1}, "spec.tikv.rules.cpu.max_threshold"),
         (
             {"max_threshold": 0.8, "min_threshold": 0.1, "resource_types": ["nope"]},
@@ -104,6 +104,47 @@ def test_other_invalid_fields(component: dict, field: str) -> None:
     assert field in [e.field for e in errors["tikv"]]
 
 
+def test_cpu_min_threshold_defaults_to_tidb_operators_value() -> None:
+    # tidb-operator's defaultBasicAutoScaler sets a missing cpu min_threshold to 0.1.
+    parsed, errors = parse_spec(spec(tikv={"rules": {"cpu": {"max_threshold": 0.8}}}), "ns", BASE)
+    assert errors == {}
+    rule = parsed.components["tikv"].rules["cpu"]
+    assert rule.min_threshold == DEFAULT_CPU_MIN_THRESHOLD == 0.1 and rule.target == pytest.approx(0.45)
+
+
+def test_storage_on_a_tidb_resource_type_is_accepted_and_ignored() -> None:
+    raw = spec(
+        tidb={
+            "resources": {"s": {"cpu": "1", "memory": "2Gi", "storage": "10Gi"}},
+            "rules": {"cpu": {"max_threshold": 0.8}},
+        }
+    )
+    parsed, errors = parse_spec(raw, "ns", BASE)
+    assert errors == {} and parsed.components["tidb"].resources["s"].storage == ""
+
+
+def test_max_homogeneous_replicas() -> None:
+    rules = {"cpu": {"max_threshold": 0.8}}
+    parsed, errors = parse_spec(spec(tikv={"rules": rules, "maxHomogeneousReplicas": 5}), "ns", BASE)
+    assert errors == {} and parsed.components["tikv"].max_homogeneous_replicas == 5
+    parsed, _ = parse_spec(spec(tikv={"rules": rules}), "ns", BASE)
+    assert parsed.components["tikv"].max_homogeneous_replicas is None
+    _, errors = parse_spec(spec(tikv={"rules": rules, "maxHomogeneousReplicas": -1}), "ns", BASE)
+    assert [e.field for e in errors["tikv"]] == ["spec.tikv.maxHomogeneousReplicas"]
+
+
+def test_tls_secret_is_a_secret_ref() -> None:
+    ext = {"endpoint": {"host": "rec", "port": 443, "path": "/r", "tlsSecret": {"name": "rec-tls", "namespace": "ops"}}}
+    parsed, errors = parse_spec(spec(tikv={"external": {**ext, "maxReplicas": 3}}), "ns", BASE)
+    assert errors == {}
+    secret = parsed.components["tikv"].external.endpoint.tls_secret
+    assert (secret.name, secret.namespace) == ("rec-tls", "ops")
+    for bad in ("rec-tls", {"name": "rec-tls"}):
+        ext["endpoint"]["tlsSecret"] = bad
+        _, errors = parse_spec(spec(tikv={"external": {**ext, "maxReplicas": 3}}), "ns", BASE)
+        assert [e.field for e in errors["tikv"]] == ["spec.tikv.external.endpoint.tlsSecret"]
+
+
 def test_storage_rule_is_tikv_only_and_min_is_optional() -> None:
     _, errors = parse_spec(spec(tidb={"rules": {"storage": {"max_threshold": 0.8}}}), "ns", BASE)
     assert errors["tidb"][0].field == "spec.tidb.rules.storage"
@@ -127,3 +168,8 @@ def test_external_config() -> None:
     assert errors == {}
     ext = parsed.components["tikv"].external
     assert (ext.endpoint.host, ext.endpoint.port, ext.endpoint.path, ext.max_replicas) == ("rec", 8080, "/r", 7)
+
+
+def test_an_activity_input_from_before_tls_secret_was_a_secret_ref_still_reads() -> None:
+    old = {"host": "rec", "port": 80, "path": "/", "tls_secret": ""}
+    assert ExternalEndpoint.model_validate(old).tls_secret is None

@@ -4,6 +4,8 @@ there is nothing or metrics fail). Also the external recommender."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +18,7 @@ from tests.sim.tidb.conftest import NS, running, tc_body
 
 G, V, TC = "pingcap.com", "v1alpha1", "tidbclusters"
 PD = f"/pd/{NS}/basic"
-GROUP = "pd-auto-scaling-tikv-hot"
+GROUP = "pd-auto-scaling-tikv"  # the label released PD gives a new TiKV group
 
 
 def strategy(max_t: float = 0.8, min_t: float = 0.2, count: int | None = 2, component: str = "tikv") -> dict[str, Any]:
@@ -28,7 +30,8 @@ def strategy(max_t: float = 0.8, min_t: float = 0.2, count: int | None = 2, comp
             {
                 "component": component,
                 "cpu_rule": {"max_threshold": max_t, "min_threshold": min_t, "resource_types": ["hot"]},
-                "storage_rule": {"max_threshold": 0.1, "min_threshold": 0.05},
+                # tidb-operator's translation of a storage max_threshold of 0.9 (1 - 0.9)
+                "storage_rule": {"min_threshold": 0.1, "resource_types": ["hot"]},
             }
         ],
         "resources": [resource],
@@ -146,12 +149,14 @@ def test_no_group_and_in_band_is_null_and_storage_is_ignored(world: TidbWorld, b
 def test_tidb_rule_scales_tidb(world: TidbWorld, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tidb", 3.9)  # of 4 cores
     answer = plans(http, strategy(component="tidb"))
+    released = json.loads((Path(__file__).parents[2] / "conformance/tidb/pd_autoscaling.json").read_text())
+    assert [set(p) for p in answer] == [set(released["response"][0])]  # PD's Plan keys, no more
     assert answer == [
         {
             "component": "tidb",
             "count": 1,
             "resource_type": "hot",
-            "labels": {"group": "pd-auto-scaling-tidb-hot", "resource-type": "hot"},
+            "labels": {"group": "pd-auto-scaling-tidb", "resource-type": "hot"},
         }
     ]
 

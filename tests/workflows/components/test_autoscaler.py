@@ -268,6 +268,11 @@ async def test_pd_null_plans_nothing_and_pd_plans_are_the_full_group_set(env: Wo
         await skip(env, 1000)
         await rounds_past(env, handle, 2)
         assert world.patches == [] and world.autos["auto-x"].replicas == 2  # null is not "no groups"
+        # A plan for the other component only (PD within thresholds for tikv): tikv's groups stay.
+        world.pd_plans = [PdPlan(component="tidb", count=1, resource_type="big", labels={"group": "g"})]
+        await skip(env, 1000)
+        await rounds_past(env, handle, 2)
+        assert world.patches == [] and world.autos["auto-x"].replicas == 2
         labels = {"group": "pd-auto-scaling-tikv-big", "resource-type": "big", "specialUse": "hotRegion"}
         world.pd_plans = [PdPlan(component="tikv", count=1, resource_type="big", labels=labels)]
         await skip(env, 40)
@@ -285,7 +290,8 @@ async def test_external_recommendation_capped_at_max_replicas(env: WorkflowEnvir
     async with autoscaler(env, world):
         await until(lambda: len(world.autos) == 1)
         (auto,) = world.autos.values()
-        assert auto.component == "tidb" and auto.replicas == 2  # 4 - 2 homogeneous
+        # tidb-operator's syncExternal: min(9, maxReplicas 4) is the external group's own count
+        assert auto.component == "tidb" and auto.replicas == 4
         assert auto.labels == {}
 
 

@@ -95,5 +95,5 @@ def test_a_history_kept_for_a_patch_predates_it_and_the_current_one_has_it(path:
     old = json.loads(path.read_text())["events"]
     assert path.parent.name not in patches_in(old)
     later = [p for p in BEFORE_PATCHES if p.name == path.name and p != path]
-    recordings = [node_history_file(path.stem.removeprefix("nodes_")), *later]
+    recordings = [HISTORIES / path.name, *later]  # the current recording has the same file name
     assert any(path.parent.name in patches_in(json.loads(r.read_text())["events"]) for r in recordings)
