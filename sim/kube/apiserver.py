@@ -164,6 +164,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- plumbing -------------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
+        if self.command != "GET":
+            self.server.api.store.sync()  # acknowledged writes are durable (etcd answers after its fsync)
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         head = (
             f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
@@ -531,7 +533,7 @@ class _Handler(BaseHTTPRequestHandler):
         first = [True]  # a Table watch sends its columns once, like the apiserver
 
         def encode(kind: str, obj: Obj) -> bytes:
-            if printer is not None and kind != "ERROR":
+            if printer is not None and kind not in ("ERROR", "BOOKMARK"):
                 obj = tables.table(
                     printer,
                     [obj],
@@ -568,6 +570,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return ("DELETED", obj)
             return None
 
+        # allowWatchBookmarks: BOOKMARK events carry only kind, apiVersion and resourceVersion.
+        bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
+        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
+
+        def bookmark(rv: int) -> Obj:
+            return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+
         try:
             send(initial)
             while not api.stopping.is_set():
@@ -576,17 +585,25 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 with store.cond:
                     if store.rv <= position:
-                        store.cond.wait(min(WATCH_SLICE, remaining))
+                        wait = min(WATCH_SLICE, remaining)
+                        if bookmarks:
+                            wait = max(0.0, min(wait, next_bookmark - time.monotonic()))
+                        store.cond.wait(wait)
                     events, ok = store.events_after(position)
                     if not ok:
                         gone = ApiError(
-                            410, "Expired", f"too old resource version: {position} ({store.events[0].rv - 1})"
+                            410, "Expired", f"too old resource version: {position} ({store.oldest_rv()})"
                         ).status()
                         send([("ERROR", gone)])
                         break
                     out = [c for c in map(classify, events) if c is not None]
                     if events:
                         position = events[-1].rv
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        # Progress without a change: the client may resume from here later.
+                        out.append(("BOOKMARK", bookmark(store.rv)))
+                        position = max(position, store.rv)
+                        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
                 send(out)
                 if not events and self._client_gone():
                     break
