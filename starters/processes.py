@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,13 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+def fresh_sim_data_dir(workdir: Path) -> Path:
+    """The simulated cluster's data directory in a demo's workdir, emptied: every run starts fresh."""
+    path = workdir / "sim-cluster"
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 @dataclass
