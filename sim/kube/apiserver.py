@@ -47,6 +47,7 @@ PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 # Readable without credentials, as kubeadm's RBAC allows system:anonymous: the join discovery.
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
+FRESH_TIMEOUT = 3.0  # the watch cache's blockTimeout: how long a watch from a future resourceVersion waits
 
 
 class _Server(ThreadingHTTPServer):
@@ -119,6 +120,18 @@ class ApiServer:
                     pass
         if self.thread:
             self.thread.join(timeout=5)
+
+
+def too_large(rv: int, current: int) -> Obj:
+    """The Status of a watch from a resourceVersion the store has not reached (retry after 1 s)."""
+    status = ApiError(
+        504,
+        "Timeout",
+        f"Too large resource version: {rv}, current: {current}",
+        causes=[{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+    ).status()
+    status["details"]["retryAfterSeconds"] = 1
+    return status
 
 
 def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
@@ -579,6 +592,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             send(initial)
+            if position > store.rv and not self._wait_fresh(position):
+                # A resourceVersion this store never reached (e.g. restored from an older data
+                # dir): the watch cache waits 3 s, then ends the watch with 504 Timeout.
+                send([("ERROR", too_large(position, store.rv))])
+                self.wfile.write(b"0\r\n\r\n")
+                return
             while not api.stopping.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -610,6 +629,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
+
+    def _wait_fresh(self, rv: int) -> bool:
+        store = self.server.api.store
+        deadline = time.monotonic() + FRESH_TIMEOUT
+        with store.cond:
+            while store.rv < rv and (left := deadline - time.monotonic()) > 0:
+                store.cond.wait(left)
+            return store.rv >= rv
 
     def _client_gone(self) -> bool:
         try:

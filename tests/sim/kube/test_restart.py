@@ -226,3 +226,23 @@ def test_bookmarks_only_when_allowed(cluster: SimCluster, core: client.CoreV1Api
         watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=start, timeout_seconds=1)
     )
     assert [e["type"] for e in plain] == ["ADDED"]
+
+
+def test_watch_from_a_version_never_reached_is_504_too_large(tmp_path: Path) -> None:
+    # A cluster restored from an older copy of its data dir (etcd restored from a backup): a
+    # client still holds resourceVersions the store never reached.
+    data = tmp_path / "data"
+    with SimCluster(data_dir=data, run_scheduler=False) as first:
+        core = _core(first)
+        core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+        future = first.store.rv + 10
+    with SimCluster(data_dir=data, run_scheduler=False) as second:
+        core = _core(second)
+        with pytest.raises(ApiException) as info:
+            list(
+                watch.Watch().stream(
+                    core.list_namespaced_config_map, "default", resource_version=str(future), timeout_seconds=10
+                )
+            )
+        assert info.value.status == 504
+        assert info.value.reason == f"Timeout: Too large resource version: {future}, current: {second.store.rv}"
