@@ -8,6 +8,10 @@ or from a shell: `python -m sim.cluster --port 0 --kubeconfig PATH --node-ready-
 The API server speaks HTTPS only, with a CA generated at start: the kubeconfig carries it
 (certificate-authority-data) and a bearer token, so kubectl and the official client verify
 the server and send the token. In-process callers use `ssl_context()` or `ca_file`.
+
+With `data_dir` (`--data-dir`) the cluster lives on disk: the store (sim/kube/journal.py), the
+CA and serving certificate, the token and the port, so a killed and restarted process is the
+same cluster at the same address, and clients keep their kubeconfig.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from sim.kube import tls
 from sim.kube.apiserver import ApiServer
 from sim.kube.control import SCORING, SimControl
 from sim.kube.controllers import Controllers
+from sim.kube.journal import write_atomically
 from sim.kube.kwok import Kwok
 from sim.kube.scheduler import Scheduler
 from sim.kube.store import Store
@@ -51,13 +56,18 @@ class SimCluster:
         run_scheduler: bool = True,
         run_kwok: bool = True,
         run_controllers: bool = True,
+        data_dir: str | Path | None = None,
+        fsync: bool = True,
     ) -> None:
         if scoring not in SCORING:
             raise ValueError(f"scoring must be one of {SCORING}")
-        self.token = token or secrets.token_hex(16)
-        self.certs = tls.generate()
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.token = self._kept("token", lambda: (token or secrets.token_hex(16)).encode(), token).decode()
+        self.certs = self._kept_certs()
+        if self.data_dir is not None and port == 0 and (self.data_dir / "port").exists():
+            port = int((self.data_dir / "port").read_text())  # the same address after a restart
         self._ca_dir: str | None = None
-        self.store = Store()
+        self.store = Store(data_dir=self.data_dir, fsync=fsync)
         self.control = SimControl(
             node_ready_delay=node_ready_delay,
             pod_start_delay=pod_start_delay,
@@ -76,12 +86,39 @@ class SimCluster:
         ]
         self._started = False
 
+    def _kept(self, name: str, make: Any, given: str | None = None) -> bytes:
+        """A secret kept in the data directory across restarts (made once; `given` replaces it)."""
+        if self.data_dir is None:
+            return make()
+        path = self.data_dir / name
+        if path.exists() and given is None:
+            return path.read_bytes()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        value = make()
+        write_atomically(path, value, 0o600)
+        return value
+
+    def _kept_certs(self) -> tls.ServingCerts:
+        if self.data_dir is None:
+            return tls.generate()
+        pki = self.data_dir / "pki"
+        files = {"ca_pem": pki / "ca.crt", "cert_pem": pki / "apiserver.crt", "key_pem": pki / "apiserver.key"}
+        if all(f.exists() for f in files.values()):
+            return tls.ServingCerts(**{k: f.read_bytes() for k, f in files.items()})
+        certs = tls.generate()
+        pki.mkdir(parents=True, exist_ok=True)
+        for key, f in files.items():
+            write_atomically(f, getattr(certs, key), 0o600)
+        return certs
+
     @property
     def url(self) -> str:
         return self.apiserver.url
 
     def start(self) -> SimCluster:
         self._publish_cluster_info()
+        if self.data_dir is not None:
+            write_atomically(self.data_dir / "port", str(self.apiserver.httpd.server_address[1]).encode())
         self.apiserver.start()
         for actor in self._actors:
             actor.start()
@@ -95,6 +132,7 @@ class SimCluster:
         for actor in self._actors:
             actor.stop()
         self.apiserver.stop()
+        self.store.close()
         if self._ca_dir is not None:
             shutil.rmtree(self._ca_dir, ignore_errors=True)
             self._ca_dir = None
@@ -118,6 +156,8 @@ class SimCluster:
                 {"name": "", "cluster": {"server": self.url, "certificate-authority-data": self.certs.ca_data}}
             ],
         }
+        if self.store.find(self.store.builtin("configmaps"), "kube-public", "cluster-info") is not None:
+            return  # restarted on its data directory: published when first started
         self.store.create(
             self.store.builtin("configmaps"),
             "kube-public",
@@ -197,6 +237,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="GLOB",
         help="node names matching this glob never become Ready (repeatable)",
     )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="keep the store, CA, token and port here; a restart on it is the same cluster",
+    )
+    parser.add_argument(
+        "--no-fsync",
+        dest="fsync",
+        action="store_false",
+        help="with --data-dir: do not fsync before answering a write (a kill still loses nothing)",
+    )
     args = parser.parse_args(argv)
     cluster = SimCluster(
         host=args.host,
@@ -207,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         scheduler_interval=args.scheduler_interval,
         scoring=args.scoring,
         never_ready_nodes=args.never_ready,
+        data_dir=args.data_dir,
+        fsync=args.fsync,
     )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -24,7 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from starters.kube import kube_client
 from starters.metrics import fetch, totals
-from starters.processes import Processes, free_port
+from starters.processes import Processes, free_port, fresh_sim_data_dir
 from starters.scenarios.components import add_nodes, run_components_scenario
 
 TASK_QUEUE = "growth"
@@ -58,7 +58,7 @@ class ComponentsDemo:
         world = self.procs.start(
             "sim-tidb-world",
             [sys.executable, "-m", "sim.tidb.world", "--kubeconfig", str(self.kubeconfig),
-             "--node-ready-delay", "0.5"],
+             "--node-ready-delay", "0.5", "--data-dir", str(fresh_sim_data_dir(self.workdir))],
         )  # fmt: skip
         self.world: dict[str, str] = json.loads(world.wait_for_line(r"sim tidb world ready: (\{.*\})", 30).group(1))
         self.control_url = self.world["control_url"].removesuffix("/sim/v1")

@@ -30,7 +30,7 @@ from starters.components_demo import ComponentsDemo
 from starters.fleet_demo import FleetDemo
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
-from starters.processes import Processes, free_port
+from starters.processes import Processes, free_port, fresh_sim_data_dir
 from starters.scenarios import COMPONENTS, FLEET, SCENARIOS, Scenario
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.nodes.machine_gc import machine_gc_id
@@ -59,7 +59,10 @@ class Demo:
         say(f"Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
         kubeconfig = self.workdir / "kubeconfig"
         say("starting the simulated cluster")
-        _, self.kube_url = self.procs.sim_cluster(kubeconfig, self.scenario.sim_args())
+        # On disk (kill-safe, no fsync): a restart is the same cluster, and its Events outlive the run.
+        _, self.kube_url = self.procs.sim_cluster(
+            kubeconfig, [*self.scenario.sim_args(), "--no-fsync"], data_dir=fresh_sim_data_dir(self.workdir)
+        )
         self.kubeconfig = kubeconfig
         self.extra = self.scenario.start_extra(self.procs, self.workdir, self.kube_url, kubeconfig)
         self.metrics_address = f"127.0.0.1:{a.metrics_port or free_port()}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,13 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+def fresh_sim_data_dir(workdir: Path) -> Path:
+    """The simulated cluster's data directory in a demo's workdir, emptied: every run starts fresh."""
+    path = workdir / "sim-cluster"
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 @dataclass
@@ -78,6 +86,13 @@ class Proc:
         """SIGKILL: the crash case (no clean shutdown)."""
         self.stop(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process hangs (connections stay open, nothing answers) until resume()."""
+        os.killpg(self.popen.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.popen.pid, signal.SIGCONT)
+
 
 class Processes:
     def __init__(self, workdir: Path) -> None:
@@ -85,6 +100,8 @@ class Processes:
         self.logs = workdir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.procs: list[Proc] = []
+        self.sim: Proc | None = None  # the simulated cluster, restartable when it has a data dir
+        self._sim_argv: list[str] = []
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
         log_path = self.logs / f"{name}.log"
@@ -174,11 +191,31 @@ class Processes:
             time.sleep(0.1)
         return proc
 
-    def sim_cluster(self, kubeconfig: Path, extra: list[str] | None = None) -> tuple[Proc, str]:
+    def sim_cluster(
+        self, kubeconfig: Path, extra: list[str] | None = None, data_dir: Path | None = None
+    ) -> tuple[Proc, str]:
+        """Start the simulated cluster; with `data_dir` it keeps its store, CA, token and port
+        there, so restart_sim_cluster() brings back the same cluster at the same URL."""
         argv = [sys.executable, "-m", "sim.cluster", "--port", "0", "--kubeconfig", str(kubeconfig), *(extra or [])]
-        proc = self.start("sim-cluster", argv)
+        if data_dir is not None:
+            argv += ["--data-dir", str(data_dir)]
+        self._sim_argv = argv
+        return self._start_sim()
+
+    def _start_sim(self) -> tuple[Proc, str]:
+        proc = self.start("sim-cluster", self._sim_argv)
         url = proc.wait_for_line(r"sim cluster ready: (\S+)", 30).group(1)
+        self.sim = proc
         return proc, url
+
+    def restart_sim_cluster(self, sig: int = signal.SIGKILL) -> tuple[Proc, str]:
+        """End the simulated cluster with `sig` (SIGKILL: a crash) and start it again on its data
+        directory: same objects, uids, resourceVersions, CA, token and URL; open watches drop."""
+        if self.sim is None or "--data-dir" not in self._sim_argv:
+            raise ValueError("restart_sim_cluster needs a cluster started with sim_cluster(data_dir=...)")
+        self.sim.stop(sig)
+        self.procs.remove(self.sim)
+        return self._start_sim()
 
     def worker(self, config: Path, name: str = "worker") -> Proc:
         proc = self.start(

@@ -1037,7 +1037,8 @@ def main() -> None:
         action_delay_s=args.action_delay,
     )
     sim.start()
-    print(f"fake Hetzner API at {sim.url} (token {args.token!r}); control at {sim.base_url}/sim/v1")
+    # Never the token: logs are scanned for secrets (tests/e2e/leaks.py).
+    print(f"fake Hetzner API at {sim.url} (control at {sim.base_url}/sim/v1)")
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

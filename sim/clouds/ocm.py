@@ -916,7 +916,8 @@ def main() -> None:
     args = parser.parse_args()
     timings = Timings(args.pending, args.installing, args.uninstalling, args.addon_install)
     sim = FakeOcm(args.token, port=args.port, timings=timings).start()
-    print(f"fake OCM API at {sim.url}{API} (token {args.token!r}); control at {sim.url}/sim/v1", flush=True)
+    # Never the token: logs are scanned for secrets (tests/e2e/leaks.py).
+    print(f"fake OCM API at {sim.url}{API} (control at {sim.url}/sim/v1)", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

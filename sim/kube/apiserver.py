@@ -47,6 +47,7 @@ PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 # Readable without credentials, as kubeadm's RBAC allows system:anonymous: the join discovery.
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
+FRESH_TIMEOUT = 3.0  # the watch cache's blockTimeout: how long a watch from a future resourceVersion waits
 
 
 class _Server(ThreadingHTTPServer):
@@ -121,6 +122,18 @@ class ApiServer:
             self.thread.join(timeout=5)
 
 
+def too_large(rv: int, current: int) -> Obj:
+    """The Status of a watch from a resourceVersion the store has not reached (retry after 1 s)."""
+    status = ApiError(
+        504,
+        "Timeout",
+        f"Too large resource version: {rv}, current: {current}",
+        causes=[{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+    ).status()
+    status["details"]["retryAfterSeconds"] = 1
+    return status
+
+
 def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
     values = query.get(key)
     return values[0] if values else default
@@ -164,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- plumbing -------------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
+        if self.command != "GET":
+            self.server.api.store.sync()  # acknowledged writes are durable (etcd answers after its fsync)
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         head = (
             f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
@@ -531,7 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
         first = [True]  # a Table watch sends its columns once, like the apiserver
 
         def encode(kind: str, obj: Obj) -> bytes:
-            if printer is not None and kind != "ERROR":
+            if printer is not None and kind not in ("ERROR", "BOOKMARK"):
                 obj = tables.table(
                     printer,
                     [obj],
@@ -568,31 +583,60 @@ class _Handler(BaseHTTPRequestHandler):
                 return ("DELETED", obj)
             return None
 
+        # allowWatchBookmarks: BOOKMARK events carry only kind, apiVersion and resourceVersion.
+        bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
+        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
+
+        def bookmark(rv: int) -> Obj:
+            return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+
         try:
             send(initial)
+            if position > store.rv and not self._wait_fresh(position):
+                # A resourceVersion this store never reached (e.g. restored from an older data
+                # dir): the watch cache waits 3 s, then ends the watch with 504 Timeout.
+                send([("ERROR", too_large(position, store.rv))])
+                self.wfile.write(b"0\r\n\r\n")
+                return
             while not api.stopping.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 with store.cond:
                     if store.rv <= position:
-                        store.cond.wait(min(WATCH_SLICE, remaining))
+                        wait = min(WATCH_SLICE, remaining)
+                        if bookmarks:
+                            wait = max(0.0, min(wait, next_bookmark - time.monotonic()))
+                        store.cond.wait(wait)
                     events, ok = store.events_after(position)
                     if not ok:
                         gone = ApiError(
-                            410, "Expired", f"too old resource version: {position} ({store.events[0].rv - 1})"
+                            410, "Expired", f"too old resource version: {position} ({store.oldest_rv()})"
                         ).status()
                         send([("ERROR", gone)])
                         break
                     out = [c for c in map(classify, events) if c is not None]
                     if events:
                         position = events[-1].rv
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        # Progress without a change: the client may resume from here later.
+                        out.append(("BOOKMARK", bookmark(store.rv)))
+                        position = max(position, store.rv)
+                        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
                 send(out)
                 if not events and self._client_gone():
                     break
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
+
+    def _wait_fresh(self, rv: int) -> bool:
+        store = self.server.api.store
+        deadline = time.monotonic() + FRESH_TIMEOUT
+        with store.cond:
+            while store.rv < rv and (left := deadline - time.monotonic()) > 0:
+                store.cond.wait(left)
+            return store.rv >= rv
 
     def _client_gone(self) -> bool:
         try:

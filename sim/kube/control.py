@@ -37,6 +37,7 @@ SECONDS_SETTINGS = (
     "scheduler_interval",
     "pod_initial_backoff",
     "pod_max_backoff",
+    "watch_bookmark_interval",
 )
 
 
@@ -49,6 +50,8 @@ class SimControl:
     # pod is tried (and its PodScheduled message rewritten) again.
     pod_initial_backoff: float = 1.0
     pod_max_backoff: float = 10.0
+    # How often a watch that allowed bookmarks gets one (the apiserver's bookmark frequency: 1 minute).
+    watch_bookmark_interval: float = 60.0
     scoring: str = "least-allocated"
     never_ready_nodes: list[str] = field(default_factory=list)
     failures: list[RequestFailure] = field(default_factory=list)

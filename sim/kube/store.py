@@ -5,6 +5,11 @@ layer, KWOK, the scheduler and the controllers all see the same history a real c
 watchers would. Stored objects are never mutated after they are committed: writers build a
 new dict, which lets readers serialize them outside the lock.
 
+With a data directory the store is kept on disk (sim/kube/journal.py) and a new Store on the
+same directory is the same cluster: objects, uids and resourceVersions continue. Its watch
+window then starts at the restored resourceVersion, as a restarted kube-apiserver's watch
+cache starts at its initial list: a watch from an older resourceVersion gets 410 Gone.
+
 Simplifications (documented, deliberate): deletion is immediate unless the object carries
 finalizers (no graceful pod termination); garbage collection of owned objects and of pods on
 a deleted node runs synchronously inside the delete; a namespace's contents go with it at once.
@@ -20,10 +25,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sim.kube import disruption
 from sim.kube.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
+from sim.kube.journal import Journal
 from sim.kube.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sim.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 
@@ -127,6 +134,9 @@ class Store:
     event_log_size: int = 50_000
     lock: threading.RLock = field(default_factory=threading.RLock)
     rv: int = 1
+    data_dir: Path | None = None  # None: memory only
+    fsync: bool = True
+    compact_after: int = 100_000  # journal records before a snapshot replaces them
 
     def __post_init__(self) -> None:
         self.cond = threading.Condition(self.lock)
@@ -139,8 +149,66 @@ class Store:
         self.write_listeners: list[Callable[[], None]] = []
         for rt in BUILTIN_TYPES:
             self.register(rt)
+        self.journal: Journal | None = None
+        if self.data_dir is not None:
+            self.journal = Journal(Path(self.data_dir), self.fsync, self.compact_after)
+            snapshot, records = self.journal.load()
+            self.journal.open()
+            if snapshot is not None or records:
+                self._restore(snapshot, records)
+                return
         for ns in DEFAULT_NAMESPACES:
             self.create(self.builtin("namespaces"), "", {"metadata": {"name": ns}})
+
+    # ---- persistence ----------------------------------------------------------------------
+    def _restore(self, snapshot: Obj | None, records: list[Obj]) -> None:
+        """Rebuild storage and its indexes from the snapshot and the commits after it."""
+        if snapshot is not None:
+            self.rv = snapshot["rv"]
+            for item in snapshot["objects"]:
+                self.storage.setdefault((item["g"], item["p"]), {})[(item["ns"], item["n"])] = item["o"]
+                self.created_seq[item["o"]["metadata"]["uid"]] = item["seq"]
+        for rec in records:
+            bucket = self.storage.setdefault((rec["g"], rec["p"]), {})
+            if rec["t"] == "DELETED":
+                gone = bucket.pop((rec["ns"], rec["n"]), None)
+                if gone is not None:
+                    self.created_seq.pop(gone["metadata"]["uid"], None)
+            else:
+                bucket[(rec["ns"], rec["n"])] = rec["o"]
+                if rec["t"] == "ADDED":
+                    self.created_seq[rec["o"]["metadata"]["uid"]] = rec["rv"]
+            self.rv = rec["rv"]
+        for gr, bucket in self.storage.items():
+            for (ns, name), obj in bucket.items():
+                meta = obj["metadata"]
+                self.uids[meta["uid"]] = (gr, ns, name)
+                for ref in meta.get("ownerReferences") or []:
+                    if ref.get("uid"):
+                        self.children.setdefault(ref["uid"], set()).add((gr, ns, name))
+        crds = self.builtin("customresourcedefinitions", "apiextensions.k8s.io")
+        for crd in list(self.storage[crds.gr].values()):
+            self._serve_crd(crd)
+
+    def _snapshot(self) -> Obj:
+        return {
+            "rv": self.rv,
+            "objects": [
+                {"g": gr[0], "p": gr[1], "ns": ns, "n": name, "o": obj, "seq": self.order(obj)}
+                for gr, bucket in self.storage.items()
+                for (ns, name), obj in bucket.items()
+            ],
+        }
+
+    def sync(self) -> None:
+        """Durable up to here (the API server calls it before acknowledging a write)."""
+        if self.journal is not None:
+            self.journal.sync()
+
+    def close(self) -> None:
+        if self.journal is not None:
+            with self.lock:
+                self.journal.close()
 
     # ---- resource types -------------------------------------------------------------------
     def register(self, rt: ResourceType) -> None:
@@ -224,6 +292,12 @@ class Store:
             bucket.pop((ns, name), None)
         else:
             bucket[(ns, name)] = obj
+        if self.journal is not None:
+            # Logged before anyone can see it: what a reader saw survives a kill.
+            record = {"rv": self.rv, "g": rt.gr[0], "p": rt.gr[1], "t": kind, "ns": ns, "n": name}
+            self.journal.append(record if kind == "DELETED" else {**record, "o": obj})
+            if self.journal.due():
+                self.journal.compact(self._snapshot())
         self.events.append(WatchEvent(self.rv, rt.gr, kind, obj, old))
         if len(self.events) > 2 * self.event_log_size:
             del self.events[: len(self.events) - self.event_log_size]
@@ -644,15 +718,19 @@ class Store:
         self._commit(crds, "", crd["metadata"]["name"], new, "MODIFIED", current)
 
     # ---- watch ----------------------------------------------------------------------------
+    def oldest_rv(self) -> int:
+        """The oldest resourceVersion a watch can start from (the apiserver's "oldest-1")."""
+        with self.lock:
+            return self.events[0].rv - 1 if self.events else self.rv
+
     def events_after(self, rv: int) -> tuple[list[WatchEvent], bool]:
         """Events with resourceVersion > rv; False when rv is older than the kept log (410)."""
         with self.lock:
-            if not self.events:
-                return [], rv >= self.rv - 1 or rv == 0
-            first = self.events[0].rv
-            if rv < first - 1:
+            if rv < self.oldest_rv():
                 return [], False
-            start = max(0, rv - first + 1)
+            if not self.events:
+                return [], True
+            start = max(0, rv - self.events[0].rv + 1)
             return self.events[start:], True
 
     # ---- eviction -------------------------------------------------------------------------

@@ -109,12 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="a removed TiKV's store stays Offline this long before its pod is deleted",
     )
+    parser.add_argument("--data-dir", default=None, help="keep the cluster's store here (see sim.cluster)")
     args = parser.parse_args(argv)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     with (
-        SimCluster(node_ready_delay=args.node_ready_delay) as cluster,
+        SimCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
         TidbWorld(cluster.store, port=args.port) as world,
     ):
         cluster.write_kubeconfig(args.kubeconfig)

@@ -104,10 +104,11 @@ def start_local_cluster(
     workdir: Path,
     providers: dict[str, Any],
     sim_args: list[str] | None = None,
+    sim_data_dir: Path | None = None,
 ) -> LocalCluster:
     procs = Processes(workdir)
     kubeconfig = workdir / "kubeconfig"
-    procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"])
+    procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"], data_dir=sim_data_dir)
     return attach_worker(procs, workdir, temporal, kubeconfig, providers)
 
 
@@ -115,8 +116,10 @@ def start_local_cluster(
 def local_cluster(temporal_server: TemporalServer, tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     started: list[LocalCluster] = []
 
-    def _start(providers: dict[str, Any] | None = None, sim_args: list[str] | None = None) -> LocalCluster:
-        lc = start_local_cluster(temporal_server, tmp_path, providers or {"kwok": {}}, sim_args)
+    def _start(
+        providers: dict[str, Any] | None = None, sim_args: list[str] | None = None, sim_data_dir: Path | None = None
+    ) -> LocalCluster:
+        lc = start_local_cluster(temporal_server, tmp_path, providers or {"kwok": {}}, sim_args, sim_data_dir)
         started.append(lc)
         return lc
 

@@ -5,6 +5,7 @@ controller, fake Prometheus and PD) and the real worker process, all on 127.0.0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from starters.scenarios.components import interval_violations
+from tests.e2e.leaks import scan_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = [
@@ -46,6 +48,10 @@ def test_demo_components_headless(tmp_path: Path) -> None:
     assert summary["invalid_spec_status"].startswith("spec.tikv.rules.cpu.min_threshold:")
     # Progress lines name what changed.
     assert re.search(rf"heterogeneous cluster created: TiKV replicas basic \d+, {created} 1 ", proc.stdout)
+    # Secrets never in history (issue 20): the sim API server's token (and any token the config names).
+    scan = asyncio.run(scan_demo(tmp_path / "demo"))
+    assert "kubeconfig:token" in scan.secrets and scan.histories >= 1 and scan.events >= 1
+    assert scan.found == []
 
 
 def test_interval_violations_counts_rounds_closer_than_the_interval() -> None:

@@ -3,10 +3,13 @@ the fake OCM, the real worker process (fleet activities + agent API) and the fak
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.e2e.leaks import scan_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 LIFECYCLE_TO_READY = [
@@ -41,3 +44,8 @@ def test_demo_fleet_headless(tmp_path: Path) -> None:
     assert summary["flaps"] == 0 and summary["ocm_clusters_leaked"] == 0
     assert summary["phases_seen"] == [*LIFECYCLE_TO_READY, "deprovisioning", "cleanup", "deleted"]
     assert 0 < summary["seconds_to_all_placed"] < 150
+    # Secrets never in history (issue 20): OCM token, IdP secret, agent-token secret, every agent token.
+    scan = asyncio.run(scan_demo(tmp_path / "demo"))
+    assert {"growth-fleet.yaml:token_file", "growth-fleet.yaml:token_secret_file"} <= set(scan.secrets)
+    assert sum(name.startswith("agent token of ") for name in scan.secrets) == summary["clusters_created"]
+    assert scan.histories > summary["clusters_created"] and scan.found == []
