@@ -39,15 +39,31 @@ PREFIX = "/api/kafkas_mgmt/v1/agent-clusters"
 PROFILE_QUOTA_LABEL = "bf2.org/kafkaInstanceProfileQuotaConsumed"
 
 
+# kas-fleet-manager's error codes (pkg/errors/errors.go), so an agent's logs read the same as
+# against the real one: code KAFKAS-MGMT-<n>, href /api/kafkas_mgmt/v1/errors/<n>.
+ERR_FORBIDDEN = 4
+ERR_GENERAL = 9
+ERR_UNAUTHENTICATED = 15
+ERR_MALFORMED = 17
+ERR_BAD_REQUEST = 21
+ERR_FIELD_VALIDATION = 37
+FIELD_VALIDATION_REASON = "Field validation failed"
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, code: int = ERR_BAD_REQUEST) -> None:
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.code = status, reason, code
 
 
-def error_body(status: int, reason: str) -> dict[str, Any]:
-    # kas-fleet-manager's error shape, so an agent's logs read the same as against the real one
-    return {"kind": "Error", "code": f"KAFKAS-MGMT-{status}", "reason": reason}
+def error_body(err: ApiError) -> dict[str, Any]:
+    return {
+        "id": str(err.code),
+        "kind": "Error",
+        "href": f"/api/kafkas_mgmt/v1/errors/{err.code}",
+        "code": f"KAFKAS-MGMT-{err.code}",
+        "reason": err.reason,
+    }
 
 
 def field_errors(err: ValidationError) -> str:
@@ -76,14 +92,14 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(err.status, err.reason), status_code=err.status)
+        return JSONResponse(error_body(err), status_code=err.status)
 
     def authorize(request: Request, cluster_id: str) -> None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "a bearer token is required")
+            raise ApiError(401, "a bearer token is required", ERR_UNAUTHENTICATED)
         if not tokens.verify(cluster_id, token.strip()):
-            raise ApiError(403, f"the token is not valid for cluster {cluster_id}")
+            raise ApiError(403, f"the token is not valid for cluster {cluster_id}", ERR_FORBIDDEN)
 
     async def view(cluster_id: str) -> AgentClusterView:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
@@ -91,19 +107,22 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
             return await handle.query(contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                raise ApiError(404, f"unknown cluster {cluster_id}") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
+                # upstream answers 400 here: 404 is kept for refused tokens
+                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
 
     @app.get(PREFIX + "/{cluster_id}")
     @app.get(PREFIX + "/{cluster_id}/", include_in_schema=False)  # httpx base_url + "" ends in "/"
     async def get_cluster(cluster_id: str, request: Request) -> dict[str, Any]:
         authorize(request, cluster_id)
         v = await view(cluster_id)
+        # DataplaneClusterAgentConfig: everything under `spec`, as the agent reads it
         return {
-            "kind": "DataPlaneClusterAgentConfig",
-            "id": v.cluster_id,
-            "phase": v.phase.value,
-            "capacity": {t: {"maxNodes": c.max_nodes} for t, c in sorted(v.capacity.items())},
+            "spec": {
+                "net": {"private": False},
+                "capacity": {t: {"maxNodes": c.max_nodes} for t, c in sorted(v.capacity.items())},
+                "observability": {"channel": "", "repository": "", "tag": ""},
+            }
         }
 
     @app.get(PREFIX + "/{cluster_id}/kafkas")
@@ -119,7 +138,10 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
         try:
             report = AgentStatusReport.model_validate_json(await request.body())
         except ValidationError as err:
-            raise ApiError(400, field_errors(err)) from None
+            raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
+        problems = report.strimzi_problems()
+        if problems:
+            raise ApiError(400, f"{FIELD_VALIDATION_REASON}: {problems[0]}", ERR_FIELD_VALIDATION)
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
             await execute_update(handle, contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
@@ -129,8 +151,8 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
             raise ApiError(400, getattr(cause, "message", None) or str(cause)) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:  # never created, or already deleted
-                raise ApiError(400, f"unknown cluster {cluster_id}") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
+                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
         return Response(status_code=204)
 
     return app

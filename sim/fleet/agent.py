@@ -3,9 +3,14 @@
 It stands for the software a real data-plane cluster runs, so it never imports growth's
 packages: it speaks the agent API's JSON (camelCase, as kas-fleetshard does):
 
-- GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}          -> capacity.<type>.maxNodes
+- GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}          -> spec.capacity.<type>.maxNodes
 - GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas   -> the instances placed there
 - PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/status   <- conditions, capacity, strimzi
+
+Bodies are shaped as kas-fleet-manager's generated Go client writes them
+(openapi/kas-fleet-manager-private.yaml, internal/kafka/internal/api/private/model_*.go): a field
+holding zero or "" is omitted (`{"maxUnits": 4}` = none remaining), and conditions carry
+kas-fleetshard's `lastTransitionTime`.
 
 Each report computes, per instance type, maxUnits = floor(nodes x units_per_node) from the nodes
 the agent was told about (`set_nodes`) or, by default, the machine pool's maxNodes growth gives
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +82,7 @@ class FakeAgent:
         self.interval_s = interval_s
         self.stats = AgentStats()
         self._nodes: dict[str, int] = {}
+        self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._lock = threading.Lock()
         self._http = httpx.Client(
             base_url=f"{api_url.rstrip('/')}{AGENT_API}/{cluster_id}",
@@ -90,6 +97,8 @@ class FakeAgent:
     def set_ready(self, ready: bool) -> None:
         """Flip the Ready condition; a running agent reports at once."""
         with self._lock:
+            if ready != self.ready:
+                self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             self.ready = ready
         self._wake.set()
 
@@ -116,7 +125,8 @@ class FakeAgent:
     # -- the report -----------------------------------------------------------------------
     def status(self, config: dict[str, Any], kafkas: list[dict[str, Any]]) -> dict[str, Any]:
         """The status body from growth's config (maxNodes per type) and the instances running."""
-        max_nodes = {t: int((c or {}).get("maxNodes") or 0) for t, c in (config.get("capacity") or {}).items()}
+        spec_capacity = (config.get("spec") or {}).get("capacity") or {}
+        max_nodes = {t: int((c or {}).get("maxNodes") or 0) for t, c in spec_capacity.items()}
         with self._lock:
             nodes = {**max_nodes, **self._nodes}
             ready = self.ready
@@ -128,14 +138,12 @@ class FakeAgent:
         capacity = {}
         for itype, n in sorted(nodes.items()):
             max_units = math.floor(n * self.units_per_node.get(itype, 1.0))
-            capacity[itype] = {"maxUnits": max_units, "remainingUnits": max(0, max_units - used.get(itype, 0))}
-        condition = {
-            "type": "Ready",
-            "status": "True" if ready else "False",
-            "reason": "" if ready else "AgentNotReady",
-            "message": "" if ready else "the agent reports the cluster not ready",
-        }
-        return {"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi}
+            cap = {"maxUnits": max_units, "remainingUnits": max(0, max_units - used.get(itype, 0))}
+            capacity[itype] = omit_empty(cap)
+        condition = {"type": "Ready", "status": "True", "lastTransitionTime": self._since}
+        if not ready:
+            condition.update(status="False", reason="Error", message="the agent reports the cluster not ready")
+        return omit_empty({"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi})
 
     def report(self) -> int:
         """Read config and instances, PUT the status; the HTTP status (0 on a transport error)."""
@@ -178,6 +186,11 @@ class FakeAgent:
             self._thread.join(timeout=15)
             self._thread = None
         self._http.close()
+
+
+def omit_empty(body: dict[str, Any]) -> dict[str, Any]:
+    """Drop zero, "" and empty fields, as the Go client's `omitempty` does (booleans stay)."""
+    return {k: v for k, v in body.items() if isinstance(v, bool) or v not in (0, "", None, [], {})}
 
 
 def instance_type_and_units(kafka: dict[str, Any]) -> tuple[str, int]:

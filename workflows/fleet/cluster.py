@@ -122,10 +122,9 @@ class DataPlaneClusterWorkflow:
     # -- the agent's report -----------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_AGENT_STATUS)
     def report_agent_status(self, report: AgentStatusReport) -> None:
+        # Outside waiting/ready the report changes nothing (upstream ignores it too).
         if apply_report(self.state, report, workflow.now()):
-            self.changed = True
-        elif report.capacity:
-            self.changed = True  # capacity moved: the autoscaler's registry wants it
+            self.changed = True  # phase or capacity moved: the autoscaler's registry wants it
         self.reports_this_run += 1
 
     @report_agent_status.validator
