@@ -3,9 +3,13 @@
 - PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/status: the body (AgentStatusReport) becomes the
   `report_agent_status` update on `fleet/cluster/<id>`; 204, or 400 naming the field (the body
   or the workflow's validator refused it) or the unknown cluster.
-- GET /api/kafkas_mgmt/v1/agent-clusters/{id}: capacity.<type>.maxNodes, from query `agent_view`.
+- GET /api/kafkas_mgmt/v1/agent-clusters/{id}: DataplaneClusterAgentConfig (spec.capacity.<type>
+  .maxNodes), from query `agent_view`.
 - GET /api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas: the instances placed there and the reserved
-  ones, as ManagedKafka-shaped items (labels carry type and units, as fleetshard reads them).
+  ones, as ManagedKafka objects (labels carry type and units, annotations bf2.org/id and
+  bf2.org/placementId, spec.versions and spec.deleted, as fleetshard reads them).
+- PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas/status: instance id -> status, the
+  `report_instance_statuses` update (placed -> ready, deleting -> gone); 200.
 
 Auth: a bearer token per cluster (activities.fleet.tokens): no token -> 401, a token that is not
 this cluster's -> 403 (an HMAC token names no cluster, so another cluster's token and a forged
@@ -23,7 +27,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -31,12 +35,14 @@ from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
 from activities.updates import execute_update
 from scaling.fleet import contracts
-from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
+from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, InstanceStatusReport, ManagedInstance
+from scaling.fleet.models import InstanceVersions
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/kafkas_mgmt/v1/agent-clusters"
 PROFILE_QUOTA_LABEL = "bf2.org/kafkaInstanceProfileQuotaConsumed"
+SUSPENDED_LABEL = "bf2.org/suspended"
 
 
 # kas-fleet-manager's error codes (pkg/errors/errors.go), so an agent's logs read the same as
@@ -71,18 +77,40 @@ def field_errors(err: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in err.errors())
 
 
-def managed_kafka(inst: ManagedInstance, cluster_id: str) -> dict[str, Any]:
+def managed_kafka(inst: ManagedInstance, versions: InstanceVersions | None, reserved: bool) -> dict[str, Any]:
+    """A ManagedKafka as upstream's services/kafka.go builds it (the parts growth knows: no
+    capacity, oauth, owners or service accounts). Placement id: the instance id on its cluster
+    (growth places an instance once); a reserved one's is its id, as upstream's."""
     labels = {
         **inst.labels,
         contracts.INSTANCE_PROFILE_LABEL: inst.instance_type,
         PROFILE_QUOTA_LABEL: str(inst.units),
     }
+    if reserved:
+        labels[contracts.RESERVED_DEPLOYMENT_LABEL] = "reserved"
+    else:
+        labels[SUSPENDED_LABEL] = "false"
+    placement = inst.id if reserved else f"{inst.id}.{inst.cluster_id}"
     return {
-        "kind": "ManagedKafka",
         "id": inst.id,
-        "metadata": {"name": inst.id, "namespace": inst.namespace or inst.id, "labels": labels},
-        "spec": {"clusterId": cluster_id, "instanceType": inst.instance_type, "size": inst.size, "units": inst.units},
+        "kind": "ManagedKafka",
+        "apiVersion": "managedkafka.bf2.org/v1alpha1",
+        "metadata": {
+            "name": inst.id,
+            "namespace": inst.namespace or inst.id,
+            "annotations": {"bf2.org/id": inst.id, "bf2.org/placementId": placement},
+            "labels": labels,
+        },
+        "spec": {
+            "endpoint": {"bootstrapServerHost": f"{inst.id}-dummyhost" if reserved else ""},
+            "versions": (versions or InstanceVersions()).model_dump(by_alias=True),
+            "deleted": inst.deleted,
+            "owners": [],
+        },
     }
+
+
+INSTANCE_STATUSES = TypeAdapter(dict[str, InstanceStatusReport])
 
 
 def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens | None = None) -> FastAPI:
@@ -129,7 +157,10 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     async def get_kafkas(cluster_id: str, request: Request) -> dict[str, Any]:
         authorize(request, cluster_id)
         v = await view(cluster_id)
-        items = [managed_kafka(i, cluster_id) for i in [*v.instances, *v.reserved]]
+        # upstream lists reserved ones only when a ready Strimzi version is known (else it fails)
+        reserved = v.reserved if v.versions is not None else []
+        items = [managed_kafka(i.model_copy(update={"cluster_id": cluster_id}), v.versions, False) for i in v.instances]
+        items += [managed_kafka(i, v.versions, True) for i in reserved]
         return {"kind": "ManagedKafkaList", "items": items}
 
     @app.put(PREFIX + "/{cluster_id}/status", status_code=204)
@@ -142,9 +173,26 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
         problems = report.strimzi_problems()
         if problems:
             raise ApiError(400, f"{FIELD_VALIDATION_REASON}: {problems[0]}", ERR_FIELD_VALIDATION)
+        await update(cluster_id, contracts.UPDATE_AGENT_STATUS, report)
+        return Response(status_code=204)
+
+    @app.put(PREFIX + "/{cluster_id}/kafkas/status")
+    async def put_kafka_statuses(cluster_id: str, request: Request) -> Response:
+        authorize(request, cluster_id)
+        try:
+            reports = INSTANCE_STATUSES.validate_json(await request.body())
+        except ValidationError as err:
+            raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
+        if reports:
+            await update(cluster_id, contracts.UPDATE_INSTANCE_STATUSES, reports)
+        else:
+            await view(cluster_id)  # nothing to record; an unknown cluster is still 400
+        return Response(status_code=200)  # upstream answers 200 here, 204 for the cluster's status
+
+    async def update(cluster_id: str, name: str, arg: Any) -> None:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            await execute_update(handle, contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
+            await execute_update(handle, name, arg, rpc_timeout=timeout)
         except WorkflowUpdateFailedError as err:
             # the workflow's validator refused it; its message names the field
             cause = err.cause
@@ -153,7 +201,6 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
             if err.status == RPCStatusCode.NOT_FOUND:  # never created, or already deleted
                 raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
             raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
-        return Response(status_code=204)
 
     return app
 

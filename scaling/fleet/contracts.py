@@ -38,7 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from scaling.fleet.models import ClusterPhase, ManagedInstance, TypeCapacity
+from scaling.fleet.models import ClusterPhase, InstanceVersions, ManagedInstance, TypeCapacity
 
 # -- activity names (registered by activities/fleet, called by workflows/fleet) ------------
 CREATE_OCM_CLUSTER = "create_ocm_cluster"
@@ -73,6 +73,7 @@ AUTOSCALER_WORKFLOW = "FleetAutoscaler"
 
 # DataPlaneCluster
 UPDATE_AGENT_STATUS = "report_agent_status"  # AgentStatusReport -> None; validator refuses bad reports
+UPDATE_INSTANCE_STATUSES = "report_instance_statuses"  # dict[id, InstanceStatusReport] -> None
 QUERY_CLUSTER_STATUS = "status"  # -> the cluster's state model (workflows/fleet)
 QUERY_AGENT_VIEW = "agent_view"  # -> AgentClusterView (GET agent-clusters/{id}, .../kafkas)
 # ... and what its region's FleetAutoscaler tells it (signals):
@@ -353,11 +354,21 @@ class AgentStatusReport(_AgentModel):
         return []
 
 
+class InstanceStatusReport(_AgentModel):
+    """One instance's entry in PUT .../agent-clusters/{id}/kafkas/status (upstream's
+    DataPlaneKafkaStatus, keyed by instance id). growth reads the Ready condition and the
+    versions; capacity, routes and adminServerURI are accepted and not kept."""
+
+    conditions: list[AgentCondition] = Field(default_factory=list)
+    versions: InstanceVersions = Field(default_factory=InstanceVersions)
+
+
 class AgentClusterView(BaseModel):
     """What GET agent-clusters/{id} and GET agent-clusters/{id}/kafkas read from the cluster's
     workflow (query `agent_view`): its phase, max_nodes per type (capacity.maxNodes), the
     instances placed on it and the reserved (prewarming) instances, which are empty unless the
-    cluster is ready."""
+    cluster is ready. `versions` (the latest ready Strimzi version the agent reported, with its
+    latest Kafka and IBP versions) goes into each ManagedKafka's spec.versions."""
 
     cluster_id: str
     provider: str
@@ -366,6 +377,7 @@ class AgentClusterView(BaseModel):
     capacity: dict[str, TypeCapacity] = Field(default_factory=dict)
     instances: list[ManagedInstance] = Field(default_factory=list)
     reserved: list[ManagedInstance] = Field(default_factory=list)
+    versions: InstanceVersions | None = None  # the latest ready Strimzi's; None = none reported
 
 
 # -- autoscaler updates (CLI) ------------------------------------------------------------

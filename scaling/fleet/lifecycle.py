@@ -89,6 +89,7 @@ class DataPlaneClusterState(BaseModel):
     reports: int = 0  # agent reports received (all runs)
     last_report_at: datetime | None = None
     instances: list[ManagedInstance] = Field(default_factory=list)
+    deleted_instances: list[str] = Field(default_factory=list)  # the agent reported them gone (latest last)
     history: list[PhaseChange] = Field(default_factory=list)
     deletion_confirmed: bool = False  # the autoscaler's re-check passed: delete at OCM
     accepted_at: datetime | None = None

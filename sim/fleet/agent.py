@@ -6,6 +6,8 @@ packages: it speaks the agent API's JSON (camelCase, as kas-fleetshard does):
 - GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}          -> spec.capacity.<type>.maxNodes
 - GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas   -> the instances placed there
 - PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/status   <- conditions, capacity, strimzi
+- PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas/status <- instance id -> status: Ready
+  with the versions it was asked for, or Deleted once spec.deleted is set (sent when it changes)
 
 Bodies are shaped as kas-fleet-manager's generated Go client writes them
 (openapi/kas-fleet-manager-private.yaml, internal/kafka/internal/api/private/model_*.go): a field
@@ -83,6 +85,7 @@ class FakeAgent:
         self.stats = AgentStats()
         self._nodes: dict[str, int] = {}
         self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._sent: dict[str, dict[str, Any]] = {}  # instance statuses last accepted
         self._lock = threading.Lock()
         self._http = httpx.Client(
             base_url=f"{api_url.rstrip('/')}{AGENT_API}/{cluster_id}",
@@ -132,6 +135,8 @@ class FakeAgent:
             ready = self.ready
         used: dict[str, int] = {}
         for k in kafkas:
+            if (k.get("spec") or {}).get("deleted"):
+                continue  # being removed: its room is free
             itype, units = instance_type_and_units(k)
             if itype:
                 used[itype] = used.get(itype, 0) + units
@@ -145,10 +150,32 @@ class FakeAgent:
             condition.update(status="False", reason="Error", message="the agent reports the cluster not ready")
         return omit_empty({"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi})
 
+    def kafka_statuses(self, kafkas: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each ManagedKafka's status as fleetshard reports it: Deleted when spec.deleted, else
+        Ready running the versions its spec asks for."""
+        out: dict[str, dict[str, Any]] = {}
+        for k in kafkas:
+            kid = k.get("id") or ((k.get("metadata") or {}).get("annotations") or {}).get("bf2.org/id", "")
+            spec = k.get("spec") or {}
+            if spec.get("deleted"):
+                cond = {"type": "Ready", "status": "False", "reason": "Deleted", "lastTransitionTime": self._since}
+                out[kid] = {"conditions": [cond]}
+            else:
+                cond = {"type": "Ready", "status": "True", "lastTransitionTime": self._since}
+                out[kid] = omit_empty({"conditions": [cond], "versions": omit_empty(spec.get("versions") or {})})
+        return out
+
     def report(self) -> int:
-        """Read config and instances, PUT the status; the HTTP status (0 on a transport error)."""
+        """Read config and instances, PUT the status (and the instances' statuses that changed);
+        the HTTP status of the cluster's report (0 on a transport error)."""
         try:
-            body = self.status(self.config(), self.kafkas())
+            kafkas = self.kafkas()
+            statuses = self.kafka_statuses(kafkas)
+            changed = {kid: st for kid, st in statuses.items() if self._sent.get(kid) != st}
+            if changed:
+                self._http.put("/kafkas/status", json=changed).raise_for_status()
+                self._sent = statuses
+            body = self.status(self.config(), kafkas)
             resp = self._http.put("/status", json=body)
         except httpx.HTTPStatusError as err:
             return self._refused(err.response)

@@ -35,11 +35,18 @@ with workflow.unsafe.imports_passed_through():
         IdentityProviderInput,
         IdentityProviderResult,
         IngressDns,
+        InstanceStatusReport,
         MachinePoolResult,
         ManagedInstance,
         OcmCluster,
         OcmClusterRef,
         ocm_cluster_name,
+    )
+    from scaling.fleet.instances import (
+        MAX_DELETED_KEPT,
+        apply_instance_statuses,
+        latest_ready_versions,
+        mark_deleted,
     )
     from scaling.fleet.lifecycle import (
         STEP_ADDONS,
@@ -117,6 +124,7 @@ class DataPlaneClusterWorkflow:
             capacity=st.capacity,
             instances=st.instances,
             reserved=self.inp.reserved if st.phase == ClusterPhase.READY else [],
+            versions=latest_ready_versions(st.strimzi),
         )
 
     # -- the agent's report -----------------------------------------------------------
@@ -132,6 +140,15 @@ class DataPlaneClusterWorkflow:
         problems = report_problems(report, self.state)
         if problems:
             raise ValueError("; ".join(problems))
+
+    @workflow.update(name=contracts.UPDATE_INSTANCE_STATUSES)
+    def report_instance_statuses(self, reports: dict[str, InstanceStatusReport]) -> None:
+        """The agent's per-instance reports: placed -> ready, deleting -> gone (see
+        scaling.fleet.instances). Unknown and reserved ids change nothing, as upstream."""
+        st = self.state
+        st.instances, gone = apply_instance_statuses(st.instances, reports)
+        st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
+        self.reports_this_run += 1
 
     # -- the region's autoscaler --------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_DEPROVISION)
@@ -162,7 +179,8 @@ class DataPlaneClusterWorkflow:
 
     @workflow.signal(name=contracts.SIGNAL_INSTANCE_RELEASED)
     def instance_released(self, instance_id: str) -> None:
-        self.state.instances = [i for i in self.state.instances if i.id != instance_id]
+        # ManagedKafka spec.deleted: the agent removes it, then reports it Deleted
+        self.state.instances = mark_deleted(self.state.instances, instance_id)
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run

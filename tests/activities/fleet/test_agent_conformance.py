@@ -12,9 +12,9 @@ import yaml
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet.settings import AgentApiSettings
-from scaling.fleet.contracts import SIGNAL_DEPROVISION
+from scaling.fleet.contracts import SIGNAL_DEPROVISION, SIGNAL_INSTANCE_PLACED, SIGNAL_INSTANCE_RELEASED
 from scaling.fleet.lifecycle import DataPlaneClusterState
-from scaling.fleet.models import ClusterPhase
+from scaling.fleet.models import ClusterPhase, ManagedInstance
 from tests.activities.fleet.test_agent_api import api
 from tests.workflows.fleet.stubs import FleetWorld, until
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, running
@@ -135,3 +135,66 @@ def test_the_fake_agent_sends_the_go_client_shape() -> None:
         assert set(body) <= set(shape) and set(body["strimzi"][0]) == set(shape["strimzi"][0])
     finally:
         agent.stop()
+
+
+def keys(d: dict, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        out.add(prefix + k)
+        if isinstance(v, dict) and k not in ("annotations", "labels"):
+            out |= keys(v, prefix + k + ".")
+    return out
+
+
+async def test_instances_move_placed_ready_deleted_on_the_agents_reports(
+    env: WorkflowEnvironment, settings: AgentApiSettings
+) -> None:
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        assert (await http.put("/status", json=upstream("agent_status_with_strimzi.yaml"))).status_code == 204
+        await handle.signal(
+            SIGNAL_INSTANCE_PLACED,
+            ManagedInstance(id="k1", instance_type="standard", size="x2", units=2, cluster_id=inp.cluster_id),
+        )
+        await until(lambda: _has_instance(handle, "k1"))
+
+        items = {i["id"]: i for i in (await http.get("/kafkas")).json()["items"]}
+        example = upstream("managed_kafka_example.yaml")
+        real, reserved = items["k1"], items["reserved-kafka-standard-1"]
+        for item in (real, reserved):
+            assert keys(example) <= keys(item)
+            assert item["metadata"]["annotations"]["bf2.org/id"] == item["id"]
+            assert item["spec"]["versions"] == {
+                "kafka": "2.7.0",
+                "strimzi": "strimzi-cluster-operator.v0.23.0-0",
+                "kafkaIbp": "2.7",
+            }
+        assert real["metadata"]["labels"]["bf2.org/kafkaInstanceProfileQuotaConsumed"] == "2"
+        assert "bf2.org/deployment" not in real["metadata"]["labels"] and real["spec"]["deleted"] is False
+        assert reserved["metadata"]["labels"]["bf2.org/deployment"] == "reserved"
+        assert reserved["metadata"]["annotations"]["bf2.org/placementId"] == "reserved-kafka-standard-1"
+
+        statuses = upstream("kafka_statuses.yaml")
+        body = {"k1": statuses["ready"], "reserved-kafka-standard-1": statuses["ready"], "no-such": statuses["ready"]}
+        assert (await http.put("/kafkas/status", json=body)).status_code == 200
+        (k1,) = (await status(handle)).instances
+        assert k1.phase == "ready" and k1.versions.kafka == "2.7.0"
+
+        await handle.signal(SIGNAL_INSTANCE_RELEASED, "k1")
+        await until(lambda: _instance_deleting(handle, "k1"))
+        (item,) = [i for i in (await http.get("/kafkas")).json()["items"] if i["id"] == "k1"]
+        assert item["spec"]["deleted"] is True
+        assert (await http.put("/kafkas/status", json={"k1": statuses["deleted"]})).status_code == 200
+        st = await status(handle)
+        assert st.instances == [] and st.deleted_instances == ["k1"]
+        assert (await http.put("/kafkas/status", content=b"[]")).status_code == 400
+        await handle.terminate()
+
+
+async def _has_instance(handle, iid: str) -> bool:  # type: ignore[no-untyped-def]
+    return any(i.id == iid for i in (await status(handle)).instances)
+
+
+async def _instance_deleting(handle, iid: str) -> bool:  # type: ignore[no-untyped-def]
+    return any(i.id == iid and i.deleted for i in (await status(handle)).instances)
