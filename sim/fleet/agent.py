@@ -9,10 +9,10 @@ packages: it speaks the agent API's JSON (camelCase, as kas-fleetshard does):
 - PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas/status <- instance id -> status: Ready
   with the versions it was asked for, or Deleted once spec.deleted is set (sent when it changes)
 
-Bodies are shaped as kas-fleet-manager's generated Go client writes them
-(openapi/kas-fleet-manager-private.yaml, internal/kafka/internal/api/private/model_*.go): a field
-holding zero or "" is omitted (`{"maxUnits": 4}` = none remaining), and conditions carry
-kas-fleetshard's `lastTransitionTime`.
+Bodies are shaped as kas-fleetshard's sync writes them (its api module's v1alpha1
+ManagedKafkaAgentStatus and ManagedKafkaStatus, serialised leaving out null fields): conditions
+with `lastTransitionTime`, `updatedTimestamp`, capacity with both units (zero included), and an
+instance's status only when it changed.
 
 Each report computes, per instance type, maxUnits = floor(nodes x units_per_node) from the nodes
 the agent was told about (`set_nodes`) or, by default, the machine pool's maxNodes growth gives
@@ -84,7 +84,7 @@ class FakeAgent:
         self.interval_s = interval_s
         self.stats = AgentStats()
         self._nodes: dict[str, int] = {}
-        self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._since = now()
         self._sent: dict[str, dict[str, Any]] = {}  # instance statuses last accepted
         self._lock = threading.Lock()
         self._http = httpx.Client(
@@ -101,7 +101,7 @@ class FakeAgent:
         """Flip the Ready condition; a running agent reports at once."""
         with self._lock:
             if ready != self.ready:
-                self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                self._since = now()
             self.ready = ready
         self._wake.set()
 
@@ -143,12 +143,11 @@ class FakeAgent:
         capacity = {}
         for itype, n in sorted(nodes.items()):
             max_units = math.floor(n * self.units_per_node.get(itype, 1.0))
-            cap = {"maxUnits": max_units, "remainingUnits": max(0, max_units - used.get(itype, 0))}
-            capacity[itype] = omit_empty(cap)
+            capacity[itype] = {"maxUnits": max_units, "remainingUnits": max(0, max_units - used.get(itype, 0))}
         condition = {"type": "Ready", "status": "True", "lastTransitionTime": self._since}
         if not ready:
             condition.update(status="False", reason="Error", message="the agent reports the cluster not ready")
-        return omit_empty({"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi})
+        return {"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi, "updatedTimestamp": now()}
 
     def kafka_statuses(self, kafkas: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Each ManagedKafka's status as fleetshard reports it: Deleted when spec.deleted, else
@@ -158,11 +157,10 @@ class FakeAgent:
             kid = k.get("id") or ((k.get("metadata") or {}).get("annotations") or {}).get("bf2.org/id", "")
             spec = k.get("spec") or {}
             if spec.get("deleted"):
-                cond = {"type": "Ready", "status": "False", "reason": "Deleted", "lastTransitionTime": self._since}
-                out[kid] = {"conditions": [cond]}
+                out[kid] = {"conditions": [{"type": "Ready", "status": "False", "reason": "Deleted"}]}
             else:
-                cond = {"type": "Ready", "status": "True", "lastTransitionTime": self._since}
-                out[kid] = omit_empty({"conditions": [cond], "versions": omit_empty(spec.get("versions") or {})})
+                versions = {k: v for k, v in (spec.get("versions") or {}).items() if v}
+                out[kid] = {"conditions": [{"type": "Ready", "status": "True"}], "versions": versions}
         return out
 
     def report(self) -> int:
@@ -173,7 +171,9 @@ class FakeAgent:
             statuses = self.kafka_statuses(kafkas)
             changed = {kid: st for kid, st in statuses.items() if self._sent.get(kid) != st}
             if changed:
-                self._http.put("/kafkas/status", json=changed).raise_for_status()
+                stamp = now()
+                body = {kid: stamped(st, stamp) for kid, st in changed.items()}
+                self._http.put("/kafkas/status", json=body).raise_for_status()
                 self._sent = statuses
             body = self.status(self.config(), kafkas)
             resp = self._http.put("/status", json=body)
@@ -215,9 +215,14 @@ class FakeAgent:
         self._http.close()
 
 
-def omit_empty(body: dict[str, Any]) -> dict[str, Any]:
-    """Drop zero, "" and empty fields, as the Go client's `omitempty` does (booleans stay)."""
-    return {k: v for k, v in body.items() if isinstance(v, bool) or v not in (0, "", None, [], {})}
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def stamped(status: dict[str, Any], at: str) -> dict[str, Any]:
+    """An instance status as sent: its conditions' lastTransitionTime and updatedTimestamp."""
+    conditions = [{**c, "lastTransitionTime": at} for c in status["conditions"]]
+    return {**status, "conditions": conditions, "updatedTimestamp": at}
 
 
 def instance_type_and_units(kafka: dict[str, Any]) -> tuple[str, int]:

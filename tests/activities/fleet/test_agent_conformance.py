@@ -116,25 +116,36 @@ async def test_reports_while_deprovisioning_are_taken_and_change_nothing(
         await handle.terminate()
 
 
-def test_the_fake_agent_sends_the_go_client_shape() -> None:
-    """sim/fleet's agent omits zero fields and reads spec.capacity, as the upstream shapes say."""
+def test_the_fake_agent_sends_kas_fleetshards_shape() -> None:
+    """sim/fleet's agent reads spec.capacity and sends what kas-fleetshard's sync sends."""
     from sim.fleet.agent import FakeAgent
 
     agent = FakeAgent("http://127.0.0.1:9", "c1", "t", units_per_node={"standard": 0.5})
     try:
         config = upstream("agent_config_schema.yaml")
         config["spec"]["capacity"] = {"standard": {"maxNodes": 8}}
-        kafkas = [{"metadata": {"labels": {"bf2.org/kafkaInstanceProfileType": "standard",
-                                           "bf2.org/kafkaInstanceProfileQuotaConsumed": "4"}}}]  # fmt: skip
-        body = agent.status(config, kafkas)
-        assert body["capacity"] == {"standard": {"maxUnits": 4}}  # remaining 0 is omitted
-        (cond,) = body["conditions"]
-        assert cond["type"] == "Ready" and cond["status"] == "True" and "reason" not in cond
+        labels = {"bf2.org/kafkaInstanceProfileType": "standard", "bf2.org/kafkaInstanceProfileQuotaConsumed": "4"}
+        body = agent.status(config, [{"metadata": {"labels": labels}}])
+        shape = upstream("fleetshard_agent_status.yaml")
+        assert set(body) == set(shape)
+        assert body["capacity"] == {"standard": {"maxUnits": 4, "remainingUnits": 0}}
+        assert set(body["conditions"][0]) == set(shape["conditions"][0])
+        assert set(body["strimzi"][0]) == set(shape["strimzi"][0])
         assert all(s["version"] and s["kafkaVersions"] and s["kafkaIbpVersions"] for s in body["strimzi"])
-        shape = upstream("agent_status_with_strimzi.yaml")
-        assert set(body) <= set(shape) and set(body["strimzi"][0]) == set(shape["strimzi"][0])
     finally:
         agent.stop()
+
+
+async def test_kas_fleetshards_report_is_taken(env: WorkflowEnvironment, settings: AgentApiSettings) -> None:
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        resp = await http.put("/status", json=upstream("fleetshard_agent_status.yaml"))
+        assert resp.status_code == 204, resp.text
+        st = await status(handle)
+        assert st.phase == ClusterPhase.READY and set(st.capacity) == {"standard"}
+        assert (st.capacity["standard"].max_units, st.capacity["standard"].remaining_units) == (6, 0)
+        await handle.terminate()
 
 
 def keys(d: dict, prefix: str = "") -> set[str]:
