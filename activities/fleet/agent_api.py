@@ -79,12 +79,13 @@ def field_errors(err: ValidationError) -> str:
 
 def managed_kafka(inst: ManagedInstance, versions: InstanceVersions | None, reserved: bool) -> dict[str, Any]:
     """A ManagedKafka as upstream's services/kafka.go builds it (the parts growth knows: no
-    capacity, oauth, owners or service accounts). Placement id: the instance id on its cluster
-    (growth places an instance once); a reserved one's is its id, as upstream's."""
+        capacity, oauth, owners or service accounts). Placement id: the instance id on its cluster
+        (growth places an instance once); a reserved one's is its id, as upstream's. The quota label is
+    the size's quotaConsumed, or its units when the config gives no quota."""
     labels = {
         **inst.labels,
         contracts.INSTANCE_PROFILE_LABEL: inst.instance_type,
-        PROFILE_QUOTA_LABEL: str(inst.units),
+        PROFILE_QUOTA_LABEL: str(inst.quota or inst.units),
     }
     if reserved:
         labels[contracts.RESERVED_DEPLOYMENT_LABEL] = "reserved"

@@ -89,6 +89,7 @@ class ManagedInstance(BaseModel):
     instance_type: str
     size: str
     units: int = Field(ge=1)
+    quota: int = Field(default=0, ge=0)  # its size's quotaConsumed (0 = not known: units stand in)
     cluster_id: str = ""
     namespace: str = ""
     labels: dict[str, str] = Field(default_factory=dict)

@@ -166,7 +166,7 @@ async def test_instances_move_placed_ready_deleted_on_the_agents_reports(
         assert (await http.put("/status", json=upstream("agent_status_with_strimzi.yaml"))).status_code == 204
         await handle.signal(
             SIGNAL_INSTANCE_PLACED,
-            ManagedInstance(id="k1", instance_type="standard", size="x2", units=2, cluster_id=inp.cluster_id),
+            ManagedInstance(id="k1", instance_type="standard", size="x2", units=2, quota=3, cluster_id=inp.cluster_id),
         )
         await until(lambda: _has_instance(handle, "k1"))
 
@@ -181,7 +181,8 @@ async def test_instances_move_placed_ready_deleted_on_the_agents_reports(
                 "strimzi": "strimzi-cluster-operator.v0.23.0-0",
                 "kafkaIbp": "2.7",
             }
-        assert real["metadata"]["labels"]["bf2.org/kafkaInstanceProfileQuotaConsumed"] == "2"
+        assert real["metadata"]["labels"]["bf2.org/kafkaInstanceProfileQuotaConsumed"] == "3"  # quota, not units
+        assert reserved["metadata"]["labels"]["bf2.org/kafkaInstanceProfileQuotaConsumed"] == "1"  # no quota: units
         assert "bf2.org/deployment" not in real["metadata"]["labels"] and real["spec"]["deleted"] is False
         assert reserved["metadata"]["labels"]["bf2.org/deployment"] == "reserved"
         assert reserved["metadata"]["annotations"]["bf2.org/placementId"] == "reserved-kafka-standard-1"

@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from scaling.fleet.config import FleetConfigError, load_fleet_config, load_fleet_config_text, load_kas_fleet_manager_dir
+from scaling.fleet.models import ClusterPhase
+from scaling.fleet.placement import instance_quota, reserved_instances
 
 UPSTREAM = Path(__file__).parent / "upstream"
 
@@ -30,6 +32,20 @@ def test_upstream_files_load_as_they_are() -> None:
     dev_machines = cfg.machines("aws", "developer")
     assert dev_machines is not None and dev_machines.compute_node_autoscaling.max_compute_nodes == 3
     assert cfg.node_prewarming["standard"].num_reserved_instances == 0
+
+
+def test_reserved_and_placed_instances_carry_the_sizes_quota() -> None:
+    doc = yaml.safe_load((UPSTREAM / "kafka-instance-types-configuration.yaml").read_text())
+    doc["supported_instance_types"][0]["sizes"][0]["quotaConsumed"] = 5  # standard x1
+    cfg = load_fleet_config_text(
+        yaml.safe_dump({**doc, "node_prewarming": {"standard": {"num_reserved_instances": 2}}})
+    )
+    assert (instance_quota(cfg, "standard", "x1"), instance_quota(cfg, "standard", "x9")) == (5, 0)
+    reserved = reserved_instances("c1", ClusterPhase.READY, ["standard"], cfg)
+    assert [(r.id, r.units, r.quota) for r in reserved] == [
+        ("reserved-kafka-standard-1", 1, 5),
+        ("reserved-kafka-standard-2", 1, 5),
+    ]
 
 
 def test_a_missing_file_leaves_its_section_at_the_default(tmp_path: Path) -> None:
