@@ -35,11 +35,18 @@ with workflow.unsafe.imports_passed_through():
         IdentityProviderInput,
         IdentityProviderResult,
         IngressDns,
+        InstanceStatusReport,
         MachinePoolResult,
         ManagedInstance,
         OcmCluster,
         OcmClusterRef,
         ocm_cluster_name,
+    )
+    from scaling.fleet.instances import (
+        MAX_DELETED_KEPT,
+        apply_instance_statuses,
+        latest_ready_versions,
+        mark_deleted,
     )
     from scaling.fleet.lifecycle import (
         STEP_ADDONS,
@@ -118,15 +125,15 @@ class DataPlaneClusterWorkflow:
             capacity=st.capacity,
             instances=st.instances,
             reserved=self.inp.reserved if st.phase == ClusterPhase.READY else [],
+            versions=latest_ready_versions(st.strimzi),
         )
 
     # -- the agent's report -----------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_AGENT_STATUS)
     def report_agent_status(self, report: AgentStatusReport) -> None:
+        # Outside waiting/ready the report changes nothing (upstream ignores it too).
         if apply_report(self.state, report, workflow.now()):
-            self.changed = True
-        elif report.capacity:
-            self.changed = True  # capacity moved: the autoscaler's registry wants it
+            self.changed = True  # phase or capacity moved: the autoscaler's registry wants it
         self.reports_this_run += 1
 
     @report_agent_status.validator
@@ -134,6 +141,15 @@ class DataPlaneClusterWorkflow:
         problems = report_problems(report, self.state)
         if problems:
             raise ValueError("; ".join(problems))
+
+    @workflow.update(name=contracts.UPDATE_INSTANCE_STATUSES)
+    def report_instance_statuses(self, reports: dict[str, InstanceStatusReport]) -> None:
+        """The agent's per-instance reports: placed -> ready, deleting -> gone (see
+        scaling.fleet.instances). Unknown and reserved ids change nothing, as upstream."""
+        st = self.state
+        st.instances, gone = apply_instance_statuses(st.instances, reports)
+        st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
+        self.reports_this_run += 1
 
     # -- the region's autoscaler --------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_DEPROVISION)
@@ -164,7 +180,8 @@ class DataPlaneClusterWorkflow:
 
     @workflow.signal(name=contracts.SIGNAL_INSTANCE_RELEASED)
     def instance_released(self, instance_id: str) -> None:
-        self.state.instances = [i for i in self.state.instances if i.id != instance_id]
+        # ManagedKafka spec.deleted: the agent removes it, then reports it Deleted
+        self.state.instances = mark_deleted(self.state.instances, instance_id)
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
