@@ -40,10 +40,10 @@ async def test_bad_fleet_config_is_refused_naming_the_field(tmp_path) -> None:
 
 async def test_fleet_config_may_be_a_kas_fleet_manager_config_directory() -> None:
     upstream = Path(__file__).parents[2] / "scaling" / "fleet" / "upstream"
-    args = parse_args(["--provider", "gcp", "--region", "us-east1", "start", "--fleet-config", str(upstream)])
+    argv = ["fleet", "--provider", "gcp", "--region", "us-east1", "start", "--fleet-config", str(upstream)]
     # loaded (its provider file lists aws only), refused before any call
     with pytest.raises(CliError, match="no gcp/us-east1"):
-        await run_command(None, Settings(), args)  # type: ignore[arg-type]
+        await invoke(None, Settings(), argv)  # type: ignore[arg-type]
 
 
 async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> None:
