@@ -897,8 +897,12 @@ class FakeHetzner:
             images = [i for i in images if i.type in query["type"]]
         if "architecture" in query:
             images = [i for i in images if i.architecture in query["architecture"]]
-        if "status" in query and "available" not in query["status"]:
-            images = []  # every image of the fake is available
+        if "status" in query:
+            wrong = [v for v in query["status"] if v not in ("available", "creating", "unavailable")]
+            if wrong:
+                raise ApiError("invalid_input", f"invalid input in field 'status': {wrong[0]!r}")
+            if "available" not in query["status"]:
+                images = []  # every image of the fake is available
         if "label_selector" in query:
             terms = parse_label_selector(query["label_selector"][0])
             images = [i for i in images if selector_matches(terms, i.labels)]

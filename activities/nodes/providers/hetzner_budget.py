@@ -1,0 +1,111 @@
+"""The request gate every Hetzner API call of a worker passes, one per project.
+
+Each HTTP request (hcloud's own retries and pages included) waits in `ProjectBudget.acquire`
+until `scaling.nodes.hetzner_budget.wait_before` lets its kind go, and each answer's RateLimit-*
+headers update the gate. The gate is a transport adapter under hcloud's requests.Session, so no
+call can bypass it. Calls run in threads (hcloud is blocking), hence a threading.Condition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from scaling.nodes.hetzner_budget import BudgetSettings, BudgetView, RequestKind, view_from_headers, wait_before
+
+_kind = threading.local()
+
+
+@contextlib.contextmanager
+def spending(kind: RequestKind) -> Iterator[None]:
+    """Requests sent by this thread inside the block count as `kind`."""
+    before = getattr(_kind, "value", None)
+    _kind.value = kind
+    try:
+        yield
+    finally:
+        _kind.value = before
+
+
+def current_kind() -> RequestKind:
+    return getattr(_kind, "value", None) or RequestKind.CREATE
+
+
+class ProjectBudget:
+    """One project's bucket as this process sees it; shared by every provider of the project."""
+
+    def __init__(self, settings: BudgetSettings | None = None) -> None:
+        self.settings = settings or BudgetSettings()
+        self._cond = threading.Condition()
+        self._view: BudgetView | None = None
+        self._in_flight = 0
+        self.sent = 0
+        self.waited_s = 0.0
+        self.responses_429 = 0
+
+    @property
+    def view(self) -> BudgetView | None:
+        return self._view
+
+    def remaining(self) -> int | None:
+        """The project's remaining requests as the last answer said (None before any answer)."""
+        return None if self._view is None else int(self._view.remaining)
+
+    def acquire(self, kind: RequestKind) -> None:
+        started = time.monotonic()
+        with self._cond:
+            while True:
+                delay = wait_before(kind, self._view, time.time(), self._in_flight, self.settings)
+                if delay <= 0:
+                    break
+                self._cond.wait(delay)
+            self._in_flight += 1
+            self.sent += 1
+            self.waited_s += time.monotonic() - started
+
+    def release(self, response: requests.Response | None) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if response is not None:
+                if response.status_code == 429:
+                    self.responses_429 += 1
+                view = view_from_headers(dict(response.headers), time.time(), self.settings.rate_limit_per_hour)
+                if view is not None:
+                    self._view = view
+            self._cond.notify_all()
+
+
+class BudgetAdapter(HTTPAdapter):
+    """requests transport adapter: every request waits for the budget, every answer updates it."""
+
+    def __init__(self, budget: ProjectBudget, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.budget = budget
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        self.budget.acquire(current_kind())
+        response: requests.Response | None = None
+        try:
+            response = super().send(request, *args, **kwargs)
+            return response
+        finally:
+            self.budget.release(response)
+
+
+_budgets: dict[str, ProjectBudget] = {}
+_budgets_lock = threading.Lock()
+
+
+def project_budget(project: str, settings: BudgetSettings) -> ProjectBudget:
+    """The process's one gate for `project` (every provider instance naming it shares it)."""
+    with _budgets_lock:
+        budget = _budgets.get(project)
+        if budget is None:
+            budget = _budgets[project] = ProjectBudget(settings)
+        return budget
