@@ -41,6 +41,8 @@ class BudgetSettings(BaseModel):
     reserve_delete: float = Field(0.03, ge=0, le=1)
     reserve_list: float = Field(0.10, ge=0, le=1)
     max_wait_step_s: float = Field(5.0, gt=0)  # re-check at least this often while waiting
+    # An answer older than this says little about what other tools spent since: probe again.
+    stale_after_s: float = Field(30.0, gt=0)
 
 
 class BudgetView(BaseModel):
@@ -85,9 +87,9 @@ def wait_before(
 ) -> float:
     """Seconds to wait before sending one request of `kind` (0 = send now).
 
-    Before any answer, one request goes alone: its answer's headers show the bucket (which other
-    tools may have nearly emptied) before more are sent."""
-    if view is None:
+    Before any answer, or when the last one is stale, one request goes alone: its answer's headers
+    show the bucket (which other tools may have nearly emptied) before more are sent."""
+    if view is None or now - view.seen_at > settings.stale_after_s:
         return 0.0 if spent_since == 0 else settings.max_wait_step_s
     need = reserve_for(kind, view.limit, settings) + 1.0
     have = estimate_remaining(view, now, spent_since)

@@ -520,6 +520,7 @@ class FakeHetzner:
                 "nodes_registered": sum(1 for s in self._servers.values() if s.node_registered),
                 "join_refused": list(self.join_refused),
                 "rate_limit_remaining": int(self._bucket(DEFAULT_PROJECT, time.time()).remaining),
+                "rate_limit_per_hour": self.rate_limit_per_hour,
                 "projects": {
                     name: {"requests": b.requests, "responses_429": b.limited, "rate_limit_remaining": int(b.remaining)}
                     for name, b in self._buckets.items()

@@ -52,7 +52,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.nodes.providers.cloudinit import render_user_data
-from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudget, project_budget, spending
+from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudget, spending
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
@@ -107,8 +107,9 @@ class HetznerSettings(BaseModel):
     retry_cap_s: float = 60.0
     timeout_s: float = 30.0
     default_rate_limit_retry_s: float = 60.0
-    # The project these tokens belong to: every provider naming it shares one request budget.
-    project: str = "default"
+    # A location that answered resource_unavailable for a type is skipped for this long (each
+    # try costs a request from the project's budget; capacity rarely returns within a minute).
+    capacity_memory_s: float = 60.0
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
 
@@ -211,10 +212,13 @@ class HetznerProvider:
         self._rate_seen = _RateLimitSeen()
         self.last_rate_limit_remaining: int | None = None
         s = self.settings
-        self.budget: ProjectBudget = project_budget(f"{s.api_endpoint}#{s.project}", s.budget)
+        # One gate per worker: every loop's calls pass it. Workers (and other tools) of the project
+        # stay in step through the RateLimit-* headers, the count Hetzner keeps for all of them.
+        self.budget = ProjectBudget(s.budget)
         self._images: dict[tuple[str, str], tuple[float, int]] = {}  # (selector, arch) → (fetched, id)
         self._groups_lock = threading.Lock()
         self._groups: dict[str, dict[int, int]] = {}  # group name prefix → {group id: servers}
+        self._no_capacity: dict[tuple[str, str], float] = {}  # (type, location) → monotonic time seen
 
     @classmethod
     def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
@@ -566,6 +570,10 @@ class HetznerProvider:
 
         misses: list[str] = []
         for location in locations:
+            seen = self._no_capacity.get((type_name, location))
+            if seen is not None and time.monotonic() - seen < self.settings.capacity_memory_s:
+                misses.append(f"{location}: resource_unavailable {time.monotonic() - seen:.0f}s ago")
+                continue
             gid: int | None = None
             if spread:
                 gid = await self._call(lambda c: self._spread_group(c, inp))
@@ -585,6 +593,8 @@ class HetznerProvider:
                     gid = None
                 decision = decide_error(exc.code)
                 if decision is ErrorDecision.NEXT_LOCATION:
+                    if exc.code == "resource_unavailable":
+                        self._no_capacity[(type_name, location)] = time.monotonic()
                     misses.append(f"{location}: {exc.code}")
                     continue
                 if decision is ErrorDecision.QUOTA_EXCEEDED:

@@ -17,7 +17,14 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
-from scaling.nodes.hetzner_budget import BudgetSettings, BudgetView, RequestKind, view_from_headers, wait_before
+from scaling.nodes.hetzner_budget import (
+    BudgetSettings,
+    BudgetView,
+    RequestKind,
+    estimate_remaining,
+    view_from_headers,
+    wait_before,
+)
 
 _kind = threading.local()
 
@@ -58,6 +65,7 @@ class ProjectBudget:
         return None if self._view is None else int(self._view.remaining)
 
     def acquire(self, kind: RequestKind) -> None:
+        """Wait until a request of `kind` may go."""
         started = time.monotonic()
         with self._cond:
             while True:
@@ -70,13 +78,22 @@ class ProjectBudget:
             self.waited_s += time.monotonic() - started
 
     def release(self, response: requests.Response | None) -> None:
+        """An answer (or none). Each answer bounds what is left now (its Remaining plus the refill
+        since, dated by its arrival: the server counted before). Answers to concurrent requests
+        arrive in any order, so the view is the answer that leaves the least."""
         with self._cond:
             self._in_flight -= 1
             if response is not None:
                 if response.status_code == 429:
                     self.responses_429 += 1
-                view = view_from_headers(dict(response.headers), time.time(), self.settings.rate_limit_per_hour)
-                if view is not None:
+                now = time.time()
+                view = view_from_headers(dict(response.headers), now, self.settings.rate_limit_per_hour)
+                current = self._view
+                if view is not None and (
+                    current is None
+                    or now - current.seen_at > self.settings.stale_after_s
+                    or estimate_remaining(view, now) <= estimate_remaining(current, now)
+                ):
                     self._view = view
             self._cond.notify_all()
 
@@ -96,16 +113,3 @@ class BudgetAdapter(HTTPAdapter):
             return response
         finally:
             self.budget.release(response)
-
-
-_budgets: dict[str, ProjectBudget] = {}
-_budgets_lock = threading.Lock()
-
-
-def project_budget(project: str, settings: BudgetSettings) -> ProjectBudget:
-    """The process's one gate for `project` (every provider instance naming it shares it)."""
-    with _budgets_lock:
-        budget = _budgets.get(project)
-        if budget is None:
-            budget = _budgets[project] = ProjectBudget(settings)
-        return budget

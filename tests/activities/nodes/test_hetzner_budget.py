@@ -87,16 +87,9 @@ async def test_creates_go_before_listing_when_the_budget_is_short(secrets: Path)
         assert hz.stats()["projects"]["default"]["responses_429"] == 0
 
 
-async def test_two_providers_of_one_project_in_one_process_share_the_gate(hz: FakeHetzner, secrets: Path) -> None:
-    a = make_provider(hz, secrets)
-    b = make_provider(hz, secrets)
-    other = make_provider(hz, secrets, project="other")
-    assert a.budget is b.budget and other.budget is not a.budget
-
-
 async def test_reserve_for_other_tools_is_left_in_the_bucket(secrets: Path) -> None:
     with FakeHetzner(TOKEN, rate_time_scale=50.0) as hz:
-        provider = make_provider(hz, secrets, project="reserve", budget=BudgetSettings(reserve_for_other_tools=3000))
+        provider = make_provider(hz, secrets, budget=BudgetSettings(reserve_for_other_tools=3000))
         await provider.server_types()
         started = time.monotonic()
         hz.set_rate_remaining(3000)
@@ -171,9 +164,27 @@ async def test_a_group_filled_elsewhere_is_left_for_a_new_one(hz: FakeHetzner, s
 
 
 def test_settings_name_the_project_and_budget() -> None:
-    provider = HetznerProvider.from_settings(
-        {"project": "prod", "budget": {"rate_limit_per_hour": 7200, "reserve_for_other_tools": 500}}
-    )
+    provider = HetznerProvider.from_settings({"budget": {"rate_limit_per_hour": 7200, "reserve_for_other_tools": 500}})
     assert provider.settings.budget.rate_limit_per_hour == 7200
     with pytest.raises(ValueError, match="reserve_for_other_tools"):
         HetznerProvider.from_settings({"budget": {"reserve_for_other_tools": -1}})
+
+
+async def test_a_location_out_of_capacity_is_not_asked_again_for_a_while(hz: FakeHetzner, secrets: Path) -> None:
+    """A burst's later requests skip a location that just said resource_unavailable (each try
+    spends budget); after capacity_memory_s it is asked again."""
+    hz.set_capacity("cax11", "fsn1", 0)
+    provider = make_provider(hz, secrets, capacity_memory_s=0.5)
+    for i in range(3):
+        result = await provider.create_node(req(pool("cax11"), request_id=f"nodes/prod/request/m{i}"))
+        assert result.outcome == "created" and "nbg1" in result.message
+    routes = hz.stats()["requests_by_route"]
+    assert routes["POST /servers"] == 4  # fsn1 once, then nbg1 three times
+    hz.set_capacity("cax11", "fsn1", None)
+    deadline = time.monotonic() + 30
+    while True:  # the memory expires: fsn1 is tried again
+        result = await provider.create_node(req(pool("cax11"), request_id=f"nodes/prod/request/e{time.monotonic()}"))
+        if "fsn1" in result.message or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert "created in fsn1" in result.message

@@ -52,6 +52,8 @@ def test_an_empty_bucket_waits_for_one_refill_and_in_flight_requests_count() -> 
     # Nothing seen yet: one request goes alone, the rest wait for its answer.
     assert wait_before(RequestKind.CREATE, None, 1000.0, 0, SETTINGS) == 0
     assert wait_before(RequestKind.CREATE, None, 1000.0, 1, SETTINGS) > 0
+    stale = view(3000, 600, now=1000.0 - SETTINGS.stale_after_s - 1)
+    assert wait_before(RequestKind.CREATE, stale, 1000.0, 1, SETTINGS) > 0
 
 
 def test_reserve_for_other_tools_is_never_spent() -> None:
