@@ -9,7 +9,7 @@ PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test lint bench bench-e2e install clean
+.PHONY: demo test lint bench bench-e2e bench-hetzner install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ bench: $(STAMP)
 # The real stack (dev server, simulated cluster, worker) for 1,000/5,000/10,000-pod bursts; slow.
 bench-e2e: $(STAMP)
 	$(PY) -m bench.e2e
+
+# A 500-node burst through the fake Hetzner API, 3,600/h, another tool spending 1,000/h (~30 s).
+bench-hetzner: $(STAMP)
+	$(PY) -m bench.hetzner_budget $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .growth

@@ -41,6 +41,9 @@ class BudgetSettings(BaseModel):
     reserve_delete: float = Field(0.03, ge=0, le=1)
     reserve_list: float = Field(0.10, ge=0, le=1)
     max_wait_step_s: float = Field(5.0, gt=0)  # re-check at least this often while waiting
+    # Requests always left spare: other tools' requests land between an answer and the next
+    # send (before their rate is measured, too), and a spare keeps both sides clear of 429s.
+    spare: float = Field(2.0, ge=0)
     # An answer older than this says little about what other tools spent since: probe again.
     stale_after_s: float = Field(30.0, gt=0)
 
@@ -52,6 +55,7 @@ class BudgetView(BaseModel):
     remaining: float
     reset_at: float  # Unix time the bucket is full again
     seen_at: float  # when that answer arrived
+    others_per_s: float = 0.0  # what other tools (and workers) of the project spend, as measured
 
 
 def refill_per_s(view: BudgetView) -> float:
@@ -65,10 +69,23 @@ def refill_per_s(view: BudgetView) -> float:
 
 
 def estimate_remaining(view: BudgetView, now: float, spent_since: int = 0) -> float:
-    """Remaining now: what the last answer said, plus the refill since, less what this process
-    has sent since (its own requests still in flight or not yet reflected)."""
-    refilled = max(0.0, now - view.seen_at) * refill_per_s(view)
+    """Remaining now: what the last answer said, plus the refill since less what other tools
+    spend meanwhile, less what this process has sent since (its requests still in flight)."""
+    refilled = max(0.0, now - view.seen_at) * (refill_per_s(view) - view.others_per_s)
     return min(float(view.limit), view.remaining + refilled) - spent_since
+
+
+def others_per_s(start: tuple[float, float], own_answered: int, view: BudgetView, safety: float = 1.5) -> float:
+    """Requests a second the rest of the project spent between two answers: the first answer's
+    Remaining (`start`: time, remaining) plus the refill since, less this process's answered
+    requests, is what Remaining would be if nobody else had spent; the shortfall is theirs.
+    Rounding of Remaining telescopes away over the span. `safety` errs on the side of waiting."""
+    t0, r0 = start
+    span = view.seen_at - t0
+    if span <= 0:
+        return 0.0
+    expected = r0 + span * refill_per_s(view) - own_answered
+    return max(0.0, (expected - view.remaining) / span) * safety
 
 
 def reserve_for(kind: RequestKind, limit: int, settings: BudgetSettings) -> float:
@@ -91,11 +108,12 @@ def wait_before(
     show the bucket (which other tools may have nearly emptied) before more are sent."""
     if view is None or now - view.seen_at > settings.stale_after_s:
         return 0.0 if spent_since == 0 else settings.max_wait_step_s
-    need = reserve_for(kind, view.limit, settings) + 1.0
+    need = reserve_for(kind, view.limit, settings) + settings.spare + 1.0
     have = estimate_remaining(view, now, spent_since)
     if have >= need:
         return 0.0
-    return min(settings.max_wait_step_s, (need - have) / refill_per_s(view))
+    net = max(refill_per_s(view) - view.others_per_s, refill_per_s(view) / 10)
+    return min(settings.max_wait_step_s, (need - have) / net)
 
 
 def view_from_headers(headers: dict[str, str], now: float, fallback_limit: int) -> BudgetView | None:

@@ -207,6 +207,7 @@ class HetznerProvider:
         self._local = threading.local()  # one hcloud Client (requests.Session) per thread
         self._cache_lock = threading.Lock()
         self._catalogue: _Catalogue | None = None
+        self._catalogue_lock: asyncio.Lock | None = None
         self._requests = 0
         self._count_lock = threading.Lock()
         self._rate_seen = _RateLimitSeen()
@@ -330,22 +331,29 @@ class HetznerProvider:
 
     async def _get_catalogue(self, force: bool = False) -> _Catalogue:
         cached = self._catalogue
-        if cached is not None and not force:
-            if time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
-                return cached
-        try:
-            fresh = await self._call(self._fetch_catalogue)
-        except ApplicationError as err:
-            if err.type == "InvalidToken" or cached is None:
-                raise
-            return cached  # rate limited: a stale catalogue beats no catalogue
-        except (APIException, requests.RequestException):
-            if cached is None:
-                raise
+        if cached is not None and not force and time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
             return cached
-        with self._cache_lock:
-            self._catalogue = fresh
-        return fresh
+        # One fetch at a time: a burst's creates all find the cache empty at once, and each
+        # fetch costs two requests of the project's budget.
+        if self._catalogue_lock is None:
+            self._catalogue_lock = asyncio.Lock()
+        async with self._catalogue_lock:
+            cached = self._catalogue
+            if cached is not None and not force and time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
+                return cached
+            try:
+                fresh = await self._call(self._fetch_catalogue)
+            except ApplicationError as err:
+                if err.type == "InvalidToken" or cached is None:
+                    raise
+                return cached  # rate limited: a stale catalogue beats no catalogue
+            except (APIException, requests.RequestException):
+                if cached is None:
+                    raise
+                return cached
+            with self._cache_lock:
+                self._catalogue = fresh
+            return fresh
 
     def _locations_for(self, config: dict[str, Any]) -> list[str]:
         return pool_locations(config) or list(self.settings.locations)
@@ -690,3 +698,14 @@ class HetznerProvider:
             )
             for s in servers
         ]
+
+    async def servers_not_running(self, cluster: str) -> set[str]:
+        """Provider ids of the cluster's servers still booting: one paged list filtered by status
+        (a poll costs one request while fewer than 50 boot, never a GET per server). For tools
+        that wait on the cloud rather than on Nodes, such as the budget bench."""
+        selector = f"{LABEL_CLUSTER}={label_value(cluster)}"
+        servers = await self._call(
+            lambda c: c.servers.get_all(label_selector=selector, status=["initializing", "starting"]),
+            RequestKind.POLL,
+        )
+        return {f"{PROVIDER_ID_PREFIX}{s.id}" for s in servers}

@@ -22,6 +22,7 @@ from scaling.nodes.hetzner_budget import (
     BudgetView,
     RequestKind,
     estimate_remaining,
+    others_per_s,
     view_from_headers,
     wait_before,
 )
@@ -55,6 +56,11 @@ class ProjectBudget:
         self.sent = 0
         self.waited_s = 0.0
         self.responses_429 = 0
+        # Measuring what the rest of the project spends: an answer's (time, remaining), and this
+        # process's answers since. Restarted when the bucket is (nearly) full, where refill stops.
+        self._window: tuple[float, float] | None = None
+        self._window_own = 0
+        self._others_per_s = 0.0
 
     @property
     def view(self) -> BudgetView | None:
@@ -88,6 +94,8 @@ class ProjectBudget:
                     self.responses_429 += 1
                 now = time.time()
                 view = view_from_headers(dict(response.headers), now, self.settings.rate_limit_per_hour)
+                if view is not None:
+                    view = self._measure_others(view, spent=response.status_code != 429)
                 current = self._view
                 if view is not None and (
                     current is None
@@ -96,6 +104,14 @@ class ProjectBudget:
                 ):
                     self._view = view
             self._cond.notify_all()
+
+    def _measure_others(self, view: BudgetView, spent: bool) -> BudgetView:
+        self._window_own += spent  # a 429 answer took nothing from the bucket
+        if self._window is None or view.remaining >= view.limit - 1 or view.seen_at - self._window[0] > 120:
+            self._window, self._window_own = (view.seen_at, float(view.remaining)), 0
+        elif view.seen_at - self._window[0] >= 2.0:  # a span long enough to average rounding out
+            self._others_per_s = others_per_s(self._window, self._window_own, view)
+        return view.model_copy(update={"others_per_s": self._others_per_s})
 
 
 class BudgetAdapter(HTTPAdapter):

@@ -7,6 +7,7 @@ from scaling.nodes.hetzner_budget import (
     BudgetView,
     RequestKind,
     estimate_remaining,
+    others_per_s,
     refill_per_s,
     view_from_headers,
     wait_before,
@@ -46,9 +47,11 @@ def test_creates_go_first_when_the_budget_is_short() -> None:
 
 
 def test_an_empty_bucket_waits_for_one_refill_and_in_flight_requests_count() -> None:
+    # One a second, and `spare` (2) requests stay in the bucket for other tools' jitter.
     v = view(0, 3600)
-    assert wait_before(RequestKind.CREATE, v, 1000.0, 0, SETTINGS) == 1.0  # one a second
-    assert wait_before(RequestKind.CREATE, view(3, 3597), 1000.0, 3, SETTINGS) == 1.0
+    assert wait_before(RequestKind.CREATE, v, 1000.0, 0, SETTINGS) == 3.0
+    assert wait_before(RequestKind.CREATE, view(3, 3597), 1000.0, 0, SETTINGS) == 0
+    assert wait_before(RequestKind.CREATE, view(3, 3597), 1000.0, 3, SETTINGS) == 3.0
     # Nothing seen yet: one request goes alone, the rest wait for its answer.
     assert wait_before(RequestKind.CREATE, None, 1000.0, 0, SETTINGS) == 0
     assert wait_before(RequestKind.CREATE, None, 1000.0, 1, SETTINGS) > 0
@@ -58,8 +61,8 @@ def test_an_empty_bucket_waits_for_one_refill_and_in_flight_requests_count() -> 
 
 def test_reserve_for_other_tools_is_never_spent() -> None:
     settings = BudgetSettings(reserve_for_other_tools=100)
-    assert wait_before(RequestKind.CREATE, view(100, 3500), 1000.0, 0, settings) > 0
-    assert wait_before(RequestKind.CREATE, view(101, 3499), 1000.0, 0, settings) == 0
+    assert wait_before(RequestKind.CREATE, view(102, 3498), 1000.0, 0, settings) > 0
+    assert wait_before(RequestKind.CREATE, view(103, 3497), 1000.0, 0, settings) == 0
 
 
 def test_view_from_headers() -> None:
@@ -68,3 +71,14 @@ def test_view_from_headers() -> None:
     assert v is not None and (v.limit, v.remaining, v.reset_at, v.seen_at) == (3600, 12, 1_700_000_000.0, 5.0)
     assert view_from_headers({}, 5.0, 3600) is None
     assert view_from_headers({"RateLimit-Remaining": "x", "RateLimit-Reset": "1"}, 5.0, 3600) is None
+
+
+def test_what_other_tools_spend_is_measured_and_slows_the_estimate() -> None:
+    """Between two answers 10 s apart the bucket refilled 10 and this process spent 4: Remaining
+    should have grown by 6; it grew by 1, so the others spent 0.5 a second (x1.5 to be safe)."""
+    later = view(101, 3499, now=1010.0)
+    assert others_per_s((1000.0, 100.0), 4, later, safety=1.0) == 0.5
+    assert others_per_s((1000.0, 100.0), 4, later) == 0.75
+    assert others_per_s((1000.0, 100.0), 9, later) == 0  # nobody else: never negative
+    measured = later.model_copy(update={"others_per_s": 0.5})
+    assert estimate_remaining(measured, 1020.0) == 106.0  # refill 1/s less their 0.5/s
