@@ -212,3 +212,20 @@ def pick_placement_group(members: dict[int, int]) -> int | None:
     if not open_groups:
         return None
     return max(open_groups)[1]
+
+
+def config_problem(config: dict[str, Any]) -> tuple[str, str] | None:
+    """(field under `config`, reason) for a Hetzner pool config growth cannot use, or None."""
+    per_arch = config.get("images_for_arch")
+    if per_arch is not None:
+        if not isinstance(per_arch, dict):
+            return "images_for_arch", f"must be a mapping of amd64/arm64 to an image, got {type(per_arch).__name__}"
+        for arch, image in per_arch.items():
+            if arch not in ("amd64", "arm64"):
+                return f"images_for_arch.{arch}", "architecture must be amd64 or arm64"
+            if not isinstance(image, (str, int)) or not str(image).strip():
+                return f"images_for_arch.{arch}", f"must be an image name, id or label selector, got {image!r}"
+    group = config.get("placement_group")
+    if group is not None and not wants_spread(config) and not str(group).isdigit():
+        return "placement_group", f"must be a placement group id or 'spread', got {group!r}"
+    return None
