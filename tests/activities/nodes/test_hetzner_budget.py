@@ -15,9 +15,7 @@ from activities.nodes.providers.hetzner import HetznerProvider
 from scaling.nodes.contracts import CreateNodeInput
 from scaling.nodes.hetzner_budget import BudgetSettings
 from sim.clouds.hetzner import FakeHetzner
-from tests.activities.nodes.test_hetzner_provider import TOKEN, make_provider, pool, req
-
-pytest_plugins = ["tests.activities.nodes.test_hetzner_provider"]  # its `secrets` fixture
+from tests.activities.nodes.test_hetzner_provider import TOKEN, make_provider, pool, req, secrets  # noqa: F401
 
 
 @pytest.fixture
