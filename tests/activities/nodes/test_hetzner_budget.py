@@ -186,3 +186,16 @@ async def test_a_location_out_of_capacity_is_not_asked_again_for_a_while(hz: Fak
             break
         await asyncio.sleep(0.1)
     assert "created in fsn1" in result.message
+
+
+async def test_readiness_is_one_list_for_every_booting_server(secrets: Path) -> None:
+    with FakeHetzner(TOKEN, action_delay_s=1.0) as hz:
+        provider = make_provider(hz, secrets)
+        made = {(await provider.create_node(r)).provider_id for r in reqs(3)}
+        before = hz.stats()["requests_by_route"].get("GET /servers", 0)
+        assert await provider.servers_not_running("prod") == made
+        assert hz.stats()["requests_by_route"]["GET /servers"] == before + 1
+        deadline = time.monotonic() + 30
+        while await provider.servers_not_running("prod") and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert await provider.servers_not_running("prod") == set()
