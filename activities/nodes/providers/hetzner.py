@@ -32,6 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -110,6 +111,7 @@ class HetznerSettings(BaseModel):
     # A location that answered resource_unavailable for a type is skipped for this long (each
     # try costs a request from the project's budget; capacity rarely returns within a minute).
     capacity_memory_s: float = 60.0
+    max_concurrent_calls: int = Field(16, gt=0)  # the provider's own threads (hcloud blocks)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
 
@@ -216,6 +218,7 @@ class HetznerProvider:
         # One gate per worker: every loop's calls pass it. Workers (and other tools) of the project
         # stay in step through the RateLimit-* headers, the count Hetzner keeps for all of them.
         self.budget = ProjectBudget(s.budget)
+        self._executor = ThreadPoolExecutor(max_workers=s.max_concurrent_calls, thread_name_prefix="hetzner")
         self._images: dict[tuple[str, str], tuple[float, int]] = {}  # (selector, arch) → (fetched, id)
         self._groups_lock = threading.Lock()
         self._groups: dict[str, dict[int, int]] = {}  # group name prefix → {group id: servers}
@@ -292,7 +295,10 @@ class HetznerProvider:
                 self._count()
                 raise
 
-        return await asyncio.to_thread(run)
+        # Wait for the budget without a thread, then send on the provider's own threads: calls
+        # waiting for the budget never hold the threads the Kubernetes activities run on.
+        await self.budget.ready(kind)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def _translate(self, exc: APIException) -> Exception:
         decision = decide_error(exc.code)

@@ -8,6 +8,7 @@ call can bypass it. Calls run in threads (hcloud is blocking), hence a threading
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -69,6 +70,17 @@ class ProjectBudget:
     def remaining(self) -> int | None:
         """The project's remaining requests as the last answer said (None before any answer)."""
         return None if self._view is None else int(self._view.remaining)
+
+    def delay(self, kind: RequestKind) -> float:
+        """Seconds a request of `kind` would wait now (0 = it may go), without taking a slot."""
+        with self._cond:
+            return wait_before(kind, self._view, time.time(), self._in_flight, self.settings)
+
+    async def ready(self, kind: RequestKind) -> None:
+        """Wait on the event loop (no thread held) until a request of `kind` would go. The thread
+        that sends still passes `acquire`, which then rarely waits."""
+        while (delay := self.delay(kind)) > 0:
+            await asyncio.sleep(delay)
 
     def acquire(self, kind: RequestKind) -> None:
         """Wait until a request of `kind` may go."""

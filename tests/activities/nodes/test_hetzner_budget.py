@@ -199,3 +199,18 @@ async def test_readiness_is_one_list_for_every_booting_server(secrets: Path) -> 
         while await provider.servers_not_running("prod") and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         assert await provider.servers_not_running("prod") == set()
+
+
+async def test_calls_waiting_for_the_budget_hold_no_shared_thread(secrets: Path) -> None:
+    """A budget that admits nothing keeps 40 creates waiting; the event loop's default threads
+    (where the Kubernetes activities run their blocking calls) stay free meanwhile."""
+    with FakeHetzner(TOKEN) as hz:
+        provider = make_provider(hz, secrets, budget=BudgetSettings(reserve_for_other_tools=3600))
+        await provider.list_machines("prod")  # the first request probes; its answer shows the bucket
+        waiting = [asyncio.create_task(provider.create_node(r)) for r in reqs(40)]
+        await asyncio.sleep(0.2)
+        assert not any(t.done() for t in waiting)
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), timeout=10) == "free"
+        for t in waiting:
+            t.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
