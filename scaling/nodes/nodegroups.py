@@ -27,6 +27,7 @@ from scaling.nodes.models import (
     ScaleDownSettings,
     SpecProblem,
 )
+from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
@@ -259,6 +260,8 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
         if min_nodes > max_nodes:
             raise InvalidSpec(f"{field}.minNodes", f"minNodes {min_nodes} exceeds maxNodes {max_nodes}")
     config = _mapping(v.get("config"), f"{field}.config")
+    if provider == "hetzner" and (problem := hetzner_config_problem(config)) is not None:
+        raise InvalidSpec(f"{field}.config.{problem[0]}", problem[1])
     return PoolSpec(
         provider=provider,
         serverType=list(types),
