@@ -16,6 +16,7 @@ import yaml
 from scaling.kube.models import Resources, Taint
 from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
 from scaling.nodes.billing import DEFAULT_BILLING, DEFAULT_MARGIN_S
+from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 from scaling.nodes.models import (
     CRD_GROUP,
     CRD_VERSION,
@@ -27,7 +28,6 @@ from scaling.nodes.models import (
     ScaleDownSettings,
     SpecProblem,
 )
-from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
