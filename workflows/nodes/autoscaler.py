@@ -248,6 +248,8 @@ class NodeAutoscalerWorkflow:
     @workflow.run
     async def run(self, inp: AutoscalerInput) -> None:
         settings = inp.settings
+        # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
+        workflow.set_current_details(autoscaler_details(self.state))
         if settings.machine_gc and workflow.patched(MACHINE_GC_CHILD):
             await self._start_machine_gc()
         iterations_this_run = 0
