@@ -63,9 +63,11 @@ class _Inbound(ActivityInboundInterceptor):
             beat.cancel()
 
     async def _beat(self, every_s: float) -> None:
+        # Sleep first: the server's timeout runs from the start, and most activities end before
+        # a first beat, so they cost no heartbeat call at all.
         while True:
-            self._outbound.heartbeat(*self._outbound.details)
             await asyncio.sleep(every_s)
+            self._outbound.heartbeat(*self._outbound.details)
 
 
 def resumed_deadline(timeout_s: float) -> float:

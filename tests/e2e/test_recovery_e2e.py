@@ -98,6 +98,7 @@ async def test_worker_killed_mid_create_is_retried_on_the_other_worker_within_se
     )
     victim = next(p for who, p in workers.items() if creating.last_worker_identity.startswith(who))
     survivor = next(p for p in workers.values() if p is not victim)
+    loops_before = (await handle.query(NodeAutoscalerWorkflow.status)).iterations
     victim.kill()
     killed_at = time.monotonic()
     lease = coord.read_namespaced_lease(capacity_lease_name(POOL), LEASE_NAMESPACE)
@@ -114,6 +115,12 @@ async def test_worker_killed_mid_create_is_retried_on_the_other_worker_within_se
     recovery = time.monotonic() - killed_at
     print(f"\nrecovery: create_node caught in a SIGKILLed worker ran again on the other after {recovery:.1f} s")
     assert recovery < 45  # before heartbeats: its whole 2-minute start-to-close limit
+
+    async def loop_moves() -> bool:  # two more loops (1 s apart): the loop runs on the survivor
+        return (await handle.query(NodeAutoscalerWorkflow.status)).iterations >= loops_before + 2
+
+    await wait_for(loop_moves, 60, "the loop iterating again", every=0.1)
+    print(f"recovery: the loop iterated twice more {time.monotonic() - killed_at:.1f} s after the kill")
 
     status = await wait_for(lambda: all_done(handle, lc, 2), 90, "every pod running")
     nodes = one_node_per_request(lc)
