@@ -7,7 +7,9 @@ The interceptor tests run on the dev server: heartbeat timeouts are the server's
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -58,12 +60,20 @@ def test_a_rolling_update_waits_for_the_graceful_shutdown() -> None:
 # -- the interceptor, on the dev server ----------------------------------------------------------
 
 HEARTBEAT_S = 2.0
+EXECUTOR = ThreadPoolExecutor(max_workers=4)
 
 
 @activity.defn(name="silent")
 async def silent(seconds: float) -> str:
     """Runs longer than its heartbeat timeout and never beats itself."""
     await asyncio.sleep(seconds)
+    return "done"
+
+
+@activity.defn(name="silent_thread")
+def silent_thread(seconds: float) -> str:
+    """The same in a worker thread, as most of growth's Kubernetes activities run."""
+    time.sleep(seconds)
     return "done"
 
 
@@ -105,7 +115,8 @@ def make_worker(env: WorkflowEnvironment, tq: str, interceptors: list) -> Worker
         env.client,
         task_queue=tq,
         workflows=[RunOne],
-        activities=[silent, resuming, waiting],
+        activities=[silent, silent_thread, resuming, waiting],
+        activity_executor=EXECUTOR,
         interceptors=interceptors,
         max_heartbeat_throttle_interval=timedelta(seconds=0.5),
         default_heartbeat_throttle_interval=timedelta(seconds=0.5),
@@ -117,17 +128,18 @@ async def run_one(env: WorkflowEnvironment, tq: str, name: str, arg: float | Non
     return await env.client.execute_workflow(RunOne.run, args=[name, arg], id=f"{name}-{uuid.uuid4()}", task_queue=tq)
 
 
+@pytest.mark.parametrize("name", ["silent", "silent_thread"])
 async def test_an_activity_that_never_beats_stays_alive_past_its_heartbeat_timeout(
-    dev_env: WorkflowEnvironment,
+    dev_env: WorkflowEnvironment, name: str
 ) -> None:
     tq = f"hb-{uuid.uuid4()}"
     async with make_worker(dev_env, tq, [HeartbeatInterceptor()]):
-        assert await run_one(dev_env, tq, "silent", HEARTBEAT_S * 2.5) == "done"
+        assert await run_one(dev_env, tq, name, HEARTBEAT_S * 2.5) == "done"
     # Without the interceptor the server gives up on it: the check above can fail.
     tq = f"hb-{uuid.uuid4()}"
     async with make_worker(dev_env, tq, []):
         with pytest.raises(Exception) as err:
-            await run_one(dev_env, tq, "silent", HEARTBEAT_S * 2.5)
+            await run_one(dev_env, tq, name, HEARTBEAT_S * 2.5)
     timeout = err.value.__cause__.__cause__
     assert isinstance(timeout, ActivityTimeout) and timeout.type == TimeoutType.HEARTBEAT
 
