@@ -88,6 +88,7 @@ class KwokProvider:
             self.clusters.api(inp.cluster),
             self.lease_namespace,
             capacity_lease_name(pool.name),
+            # The request's attempt: its own retry (the first try's worker dead) takes over at once.
             holder=f"{inp.request_id}/{inp.attempt}",
         )
         with lease:
