@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.summaries import cluster_details
+    from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
 # OCM calls: retry 429/5xx with backoff; a refused token or request ends the step at once.
@@ -409,7 +410,7 @@ class DataPlaneClusterWorkflow:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=min(CALL_TIMEOUT, left),
+                **FLEET_ACTIVITIES[name].timeouts(min(CALL_TIMEOUT, left)),
                 schedule_to_close_timeout=left,
                 retry_policy=OCM_RETRY,
             )
@@ -421,7 +422,7 @@ class DataPlaneClusterWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=CALL_TIMEOUT,
+            **FLEET_ACTIVITIES[name].timeouts(CALL_TIMEOUT),
             retry_policy=REMOVAL_RETRY,
         )
 
