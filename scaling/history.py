@@ -27,6 +27,7 @@ class RecordedEvent(BaseModel):
     input: list[Any] = Field(default_factory=list)
     result: Any = None  # an activity's result (None until it completed)
     completed_event_id: int = 0  # where the result entered the history (0: never)
+    completed_at: datetime | None = None
     failed: str = ""  # an activity's failure message, when it failed or timed out
     workflow_id: str = ""  # a child's workflow id
 
@@ -40,3 +41,47 @@ class RecordedHistory(BaseModel):
 
 def first_input(event: RecordedEvent) -> Any:
     return event.input[0] if event.input else None
+
+
+class TrailEntry(BaseModel):
+    """One step in an object's decision trail (`growth <loop> trail`)."""
+
+    at: datetime
+    what: str  # a short CamelCase kind: Planned, Attempt, Ready, Kept, Removed...
+    detail: str
+    workflow_id: str = ""  # whose history says so
+    repeated: int = 1  # identical consecutive entries folded into one (first time shown)
+    until: datetime | None = None  # the last of the folded entries
+
+
+class Trail(BaseModel):
+    subject: str  # node, cluster id, namespace/name
+    entries: list[TrailEntry] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)  # workflow ids read (and their runs)
+    truncated: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
+def fold_repeats(entries: list[TrailEntry]) -> list[TrailEntry]:
+    """Consecutive entries with the same kind and detail become one, counted (a node kept
+    for the same reason in 300 evaluations is one line, not 300)."""
+    out: list[TrailEntry] = []
+    for e in sorted(entries, key=lambda e: e.at):
+        last = out[-1] if out else None
+        if last is not None and (last.what, last.detail) == (e.what, e.detail):
+            last.repeated += 1
+            last.until = e.at
+        else:
+            out.append(e.model_copy())
+    return out
+
+
+def bounded(trail: Trail, max_entries: int) -> Trail:
+    """At most `max_entries`: the first half and the last half, with a note of what was cut."""
+    if len(trail.entries) <= max_entries:
+        return trail
+    head, tail = max_entries // 2, max_entries - max_entries // 2
+    cut = len(trail.entries) - max_entries
+    trail.entries = trail.entries[:head] + trail.entries[len(trail.entries) - tail :]
+    trail.truncated = (trail.truncated + "; " if trail.truncated else "") + f"{cut} entries in the middle left out"
+    return trail

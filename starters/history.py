@@ -53,6 +53,7 @@ def decode_events(run_id: str, events: Iterable[HistoryEvent]) -> list[RecordedE
                 values = _values(a.result)
                 ev.result = values[0] if values else None
                 ev.completed_event_id = e.event_id
+                ev.completed_at = at
         elif t == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             ev = activities.get(e.activity_task_failed_event_attributes.scheduled_event_id)
             if ev is not None:
@@ -115,12 +116,23 @@ def history_from_file(path: str, max_events: int = MAX_EVENTS) -> RecordedHistor
     )
 
 
+async def executions_of(client: Client, workflow_id: str, limit: int = 10) -> list[str]:
+    """Run ids of every execution under `workflow_id` that visibility lists (an id reused after
+    an execution closed, as NodeScaleDown's is), newest first; at most `limit`."""
+    query = f'WorkflowId = "{workflow_id}"'
+    return [e.run_id async for e in client.list_workflows(query, limit=limit)]
+
+
 async def history_from_temporal(
-    client: Client, workflow_id: str, max_runs: int = MAX_RUNS, max_events: int = MAX_EVENTS
+    client: Client,
+    workflow_id: str,
+    max_runs: int = MAX_RUNS,
+    max_events: int = MAX_EVENTS,
+    run_id: str | None = None,
 ) -> RecordedHistory:
-    """Every run of `workflow_id`, following continue-as-new back from the newest run."""
+    """Every run of `workflow_id` (from `run_id`, else the newest run), following continue-as-new
+    back to the first."""
     runs: list[tuple[str, list[HistoryEvent]]] = []
-    run_id: str | None = None
     read = 0
     truncated = ""
     while True:

@@ -132,7 +132,7 @@ def _status_of(inp: NodeRequestInput, at: datetime) -> NodeRequestStatus:
     )
 
 
-def _started_of(event: RecordedEvent) -> list[NodeRequestInput]:
+def started_requests(event: RecordedEvent) -> list[NodeRequestInput]:
     if event.kind == "activity" and event.name == contracts.START_NODE_REQUESTS:
         return StartRequestsInput.model_validate(first_input(event)).requests
     if event.kind == "child" and event.name == REQUEST_TYPE:  # runs that started children
@@ -245,7 +245,7 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
             )
             loops.append(current)
             deciding = True
-        elif started := _started_of(event):
+        elif started := started_requests(event):
             if current is not None:
                 current.started.extend(started)
             for inp in started:
