@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 # "task": a workflow task completed (the workflow acted on everything delivered before it).
-Kind = Literal["started", "activity", "child", "signal", "update", "timer", "task", "continued", "closed"]
+# "signal_out": a signal this workflow sent to another (workflow_id names the receiver).
+Kind = Literal["started", "activity", "child", "signal", "signal_out", "update", "timer", "task", "continued", "closed"]
 
 
 class RecordedEvent(BaseModel):
@@ -29,7 +30,7 @@ class RecordedEvent(BaseModel):
     completed_event_id: int = 0  # where the result entered the history (0: never)
     completed_at: datetime | None = None
     failed: str = ""  # an activity's failure message, when it failed or timed out
-    workflow_id: str = ""  # a child's workflow id
+    workflow_id: str = ""  # a child's workflow id, or a sent signal's receiver
 
 
 class RecordedHistory(BaseModel):

@@ -79,6 +79,17 @@ def decode_events(run_id: str, events: Iterable[HistoryEvent]) -> list[RecordedE
         elif t == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             req = e.workflow_execution_update_accepted_event_attributes.accepted_request
             out.append(RecordedEvent(kind="update", name=req.input.name, input=_values(req.input.args), **base))
+        elif t == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            a = e.signal_external_workflow_execution_initiated_event_attributes
+            out.append(
+                RecordedEvent(
+                    kind="signal_out",
+                    name=a.signal_name,
+                    input=_values(a.input),
+                    workflow_id=a.workflow_execution.workflow_id,
+                    **base,
+                )
+            )
         elif t == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             out.append(RecordedEvent(kind="task", **base))
         elif t == EventType.EVENT_TYPE_TIMER_STARTED:
