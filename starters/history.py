@@ -16,8 +16,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
-from scaling.history import RecordedEvent, RecordedHistory
+from scaling.history import RecordedEvent, RecordedHistory, Trail
 from starters.cli import CliError
 
 MAX_RUNS = 50
@@ -175,3 +176,25 @@ async def history_from_temporal(
         runs=[rid for rid, _ in runs],
         truncated=truncated,
     )
+
+
+async def optional_history(
+    client: Client, workflow_id: str, max_events: int, run_id: str | None = None
+) -> RecordedHistory | None:
+    try:
+        return await history_from_temporal(client, workflow_id, max_runs=1, max_events=max_events, run_id=run_id)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None  # never existed, or past the namespace's retention
+        raise
+
+
+def format_trail(t: Trail) -> str:
+    lines = [f"trail of {t.subject} (from {', '.join(t.sources)})"]
+    for e in t.entries:
+        times = f" x{e.repeated} until {e.until:%H:%M:%S}" if e.repeated > 1 and e.until else ""
+        lines.append(f"{e.at:%Y-%m-%d %H:%M:%S}  {e.what:<18} {e.detail}{times}")
+    if t.truncated:
+        lines.append(f"note: truncated: {t.truncated}")
+    lines.extend(f"note: {n}" for n in t.notes)
+    return "\n".join(lines)

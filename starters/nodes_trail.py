@@ -5,39 +5,16 @@ from __future__ import annotations
 
 import click
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings
 from scaling.history import RecordedHistory, Trail
 from scaling.nodes.trail import MAX_ENTRIES, node_trail, request_of_node
 from starters.cli import Call, CliError, shared_options
-from starters.history import MAX_EVENTS, MAX_RUNS, executions_of, history_from_temporal
+from starters.history import MAX_EVENTS, MAX_RUNS, executions_of, format_trail, history_from_temporal, optional_history
 from workflows.nodes.autoscaler import autoscaler_id
 from workflows.nodes.scale_down import scale_down_id
 
 MAX_REMOVALS_READ = 5  # NodeScaleDown executions of one node (cancelled ones, then the removal)
-
-
-def format_trail(t: Trail) -> str:
-    lines = [f"trail of {t.subject} (from {', '.join(t.sources)})"]
-    for e in t.entries:
-        times = f" x{e.repeated} until {e.until:%H:%M:%S}" if e.repeated > 1 and e.until else ""
-        lines.append(f"{e.at:%Y-%m-%d %H:%M:%S}  {e.what:<18} {e.detail}{times}")
-    if t.truncated:
-        lines.append(f"note: truncated: {t.truncated}")
-    lines.extend(f"note: {n}" for n in t.notes)
-    return "\n".join(lines)
-
-
-async def _optional(
-    client: Client, workflow_id: str, max_events: int, run_id: str | None = None
-) -> RecordedHistory | None:
-    try:
-        return await history_from_temporal(client, workflow_id, max_runs=1, max_events=max_events, run_id=run_id)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None  # never existed, or past the namespace's retention
-        raise
 
 
 def _merged(histories: list[RecordedHistory]) -> RecordedHistory | None:
@@ -73,11 +50,11 @@ def trail_command(cluster: str, node: str, max_runs: int, max_events: int, max_e
     async def run(client: Client, settings: Settings) -> Trail:
         autoscaler = await history_from_temporal(client, autoscaler_id(cluster), max_runs, max_events)
         request_id = request_of_node(autoscaler, node)
-        request = await _optional(client, request_id, max_events) if request_id else None
+        request = await optional_history(client, request_id, max_events) if request_id else None
         removals = []
         sd_id = scale_down_id(cluster, node)
         for run_id in await executions_of(client, sd_id, MAX_REMOVALS_READ):
-            found = await _optional(client, sd_id, max_events, run_id)
+            found = await optional_history(client, sd_id, max_events, run_id)
             if found is not None:
                 removals.append(found)
         trail = node_trail(node, autoscaler, request, _merged(removals), max_entries)
