@@ -10,7 +10,8 @@ decisions. As for the nodes loop, rounds are not chained through the counterfact
 only the what-if would start does not appear in later rounds, so a type the what-if wants and
 the recording never started is counted in every round until the recorded registry changes
 (the totals count decisions, not clusters). The failure backoff and max_clusters are not
-replayed.
+replayed. A second cluster of one type started before the loop waits again begins a new round
+(a round starts at most one cluster per type).
 """
 
 from __future__ import annotations
@@ -106,6 +107,41 @@ def _fold(clusters: dict[str, ClusterRecord], instances: dict[str, ManagedInstan
         rec.delete_sent = True
 
 
+def _is_decision(e: RecordedEvent) -> bool:
+    return (
+        (e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW)
+        or (e.kind == "signal_out" and e.name == contracts.SIGNAL_DEPROVISION)
+        or e.kind in ("timer", "continued")
+    )
+
+
+def _loop_order(events: list[RecordedEvent]) -> list[RecordedEvent]:
+    """The events with each round's placements ahead of its decisions.
+
+    The loop places waiting instances (and its handlers place or release them) before it
+    evaluates, but their signals to the clusters are sent when the outbox is flushed, after the
+    round's cluster starts (often in a later workflow task). So an instance placed or released
+    that is recorded after a decision, before the loop waits again, counted for that decision;
+    anything else recorded in between (a report, an update) is applied after the decisions."""
+    out: list[RecordedEvent] = []
+    held: list[RecordedEvent] = []  # decisions waiting for the placements flushed after them
+    after: list[RecordedEvent] = []  # what else came in meanwhile: applied after the decisions
+    moved = (contracts.SIGNAL_INSTANCE_PLACED, contracts.SIGNAL_INSTANCE_RELEASED)
+    for e in events:
+        closer = e.kind in ("timer", "continued", "started")
+        if closer:
+            out.extend(held + after)
+            held, after = [], []
+            out.append(e)
+        elif e.kind == "signal_out" and e.name in moved or e.kind == "task" or (not held and not _is_decision(e)):
+            out.append(e)
+        elif _is_decision(e):
+            held.append(e)
+        else:
+            after.append(e)
+    return out + held + after
+
+
 def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
     rounds: list[RecordedRound] = []
     clusters: dict[str, ClusterRecord] = {}
@@ -118,7 +154,25 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
     def registry() -> list[ClusterRecord]:
         return [c.model_copy() for c in clusters.values()]
 
-    for e in history.events:
+    def close(e: RecordedEvent) -> None:
+        """The round ends: evaluated on the registry before its first decision."""
+        nonlocal snapshot, started, marked
+        assert inp is not None
+        rounds.append(
+            RecordedRound(
+                run_id=e.run_id,
+                at=e.at,
+                clusters=snapshot if snapshot is not None else registry(),
+                started=started,
+                marked=marked,
+                provider=inp.settings.provider,
+                region=inp.settings.region,
+                config=inp.config,
+            )
+        )
+        snapshot, started, marked = None, [], []
+
+    for e in _loop_order(history.events):
         if e.kind == "started":
             inp = FleetAutoscalerInput.model_validate(first_input(e))
             state = inp.state
@@ -130,6 +184,8 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
             continue
         if e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW:
             child = DataPlaneClusterInput.model_validate(first_input(e))
+            if child.instance_type in started:  # a round decides once per type: this is the next round
+                close(e)
             snapshot = snapshot if snapshot is not None else registry()
             started.append(child.instance_type)
             clusters[child.cluster_id] = ClusterRecord(id=child.cluster_id, instance_type=child.instance_type)
@@ -138,19 +194,7 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
             snapshot = snapshot if snapshot is not None else registry()
             marked.append(e.workflow_id.rsplit("/", 1)[-1])
         if e.kind in ("timer", "continued"):
-            rounds.append(
-                RecordedRound(
-                    run_id=e.run_id,
-                    at=e.at,
-                    clusters=snapshot if snapshot is not None else registry(),
-                    started=started,
-                    marked=marked,
-                    provider=inp.settings.provider,
-                    region=inp.settings.region,
-                    config=inp.config,
-                )
-            )
-            snapshot, started, marked = None, [], []
+            close(e)
             continue
         _fold(clusters, instances, e)
     return rounds
