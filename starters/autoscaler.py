@@ -9,6 +9,8 @@
     growth nodes protect-node NODE | unprotect-node NODE | remove-node NODE
     growth nodes explain pod NAMESPACE/NAME   (which request it waits for, or why none)
     growth nodes explain node NAME            (why it is kept, or when it goes)
+    growth nodes what-if [--node-groups F] [--max-nodes-total N] ...  (replay the recorded loops)
+    growth nodes trail NODE                   (the node's decision trail, from the histories)
 
 Settings, connection, output and exit codes are `starters.cli`'s. `explain` also reads the pod or
 node from the cluster with the settings' kubeconfig for --cluster. `start` takes its defaults from
@@ -49,6 +51,8 @@ from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.summaries import autoscaler_summary
 from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
 from starters.migrate_ca import migrate_from_ca
+from starters.nodes_trail import trail_command
+from starters.nodes_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
@@ -457,6 +461,8 @@ async def explain_node(handle: WorkflowHandle, settings: Settings, cluster: str,
 
 # Reads files only (no Temporal): the migration's own command, mounted here.
 nodes.add_command(migrate_from_ca)
+nodes.add_command(what_if_command)  # reads a history: its own module
+nodes.add_command(trail_command)
 
 main = alias("nodes", "growth-autoscaler")
 

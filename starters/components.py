@@ -8,6 +8,7 @@
     growth components -n NS NAME pin --component tikv [--cluster auto-xxxx] REPLICAS
     growth components -n NS NAME unpin --component tikv [--cluster auto-xxxx]
     growth components -n NS NAME block-scale-in [--component tikv|tidb|*] | unblock-scale-in [...]
+    growth components -n NS NAME trail [--component tikv]   (changes and their reasons, from the history)
 
 Settings, connection, output and exit codes are `starters.cli`'s. The workflow id is
 components/<namespace>/<name>.
@@ -31,6 +32,7 @@ from scaling.components.state import (
 )
 from scaling.components.summaries import components_summary
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.components_trail import trail_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 
@@ -231,6 +233,7 @@ def _block(name: str, blocked: bool) -> None:
 _block("block-scale-in", True)
 _block("unblock-scale-in", False)
 
+components.add_command(trail_command)  # reads a history: its own module
 
 main = alias("components", "growth-components")
 

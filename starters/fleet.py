@@ -7,6 +7,8 @@
     growth fleet delete-instance ID
     growth fleet approve-deletion CLUSTER | block-deletion CLUSTER
     growth fleet pause | resume
+    growth fleet what-if --fleet-config F   (the recorded rounds under another configuration)
+    growth fleet trail CLUSTER              (the cluster's decision trail, from the histories)
 
 Settings, connection, output and exit codes are `starters.cli`'s. The fleet configuration (seed
 000's provider, dynamic-scaling, instance-type and prewarming sections) is validated before the
@@ -28,6 +30,8 @@ from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, au
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.fleet_trail import trail_command
+from starters.fleet_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.search import PROVIDER, REGION
@@ -265,6 +269,8 @@ def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
 _signal("pause", FleetAutoscalerWorkflow.pause, "Stop creating and removing clusters (placement goes on).")
 _signal("resume", FleetAutoscalerWorkflow.resume, "Evaluate again.")
 
+fleet.add_command(what_if_command)  # reads a history: its own module
+fleet.add_command(trail_command)
 
 main = alias("fleet", "growth-fleet")
 
