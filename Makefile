@@ -9,7 +9,7 @@ PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test lint bench bench-e2e install clean
+.PHONY: demo test lint bench bench-e2e chaos install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: $(STAMP)
 # The real stack (dev server, simulated cluster, worker) for 1,000/5,000/10,000-pod bursts; slow.
 bench-e2e: $(STAMP)
 	$(PY) -m bench.e2e
+
+# Faults on the real stack (two workers): kills, restarts, a hang, 5xx/429 storms; invariants and
+# recovery per fault, one JSON line per scenario, JSON over all last. Several minutes.
+chaos: $(STAMP)
+	$(PY) -m bench.chaos
 
 clean:
 	rm -rf $(VENV) .growth

@@ -1,0 +1,490 @@
+"""`make chaos`: the real stack under faults, and the invariants checked after each run.
+
+The stack is the demo's: the Temporal dev server on a database file, the simulated cluster and
+two growth workers on one task queue (as deploy/worker.yaml runs them). Each scenario runs a
+loop's workload with a fault schedule, then checks the invariants (issue 20):
+
+- every pod runs; nodes created equal the fault-free run's;
+- no second node for one request, no node no Ready request accounts for (leaked);
+- no workflow failed, terminated or timed out; no non-determinism (a workflow task failed
+  with a non-deterministic cause, or said so in a worker log);
+
+and prints one JSON line per scenario: the faults injected (or skipped, with why), the
+violations (each named) and the recovery per fault: from the fault's end to the moment every
+activity that was in progress when it struck has completed (the work it stalled moves again),
+or, when none was, to the loop's next completed activity. The last line is JSON over all
+scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`.
+
+Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a chosen activity
+(observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
+restart on the same database, API server kill and restart (needs a simulated cluster that keeps
+its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
+hang (SIGSTOP), and a 5xx/429 storm on node creation. Not covered yet: fleet, components and
+Hetzner loops (see README "Faults").
+
+python -m bench.chaos [--scenarios node-burst,...] [--pause-s 60] [--pods 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client
+from temporalio.api.enums.v1 import EventType, PendingActivityState, WorkflowTaskFailedCause
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from scaling.nodes.contracts import CREATE_NODE, OBSERVE_CLUSTER, START_NODE_REQUESTS, WAIT_NODE_READY
+from scaling.nodes.models import LABEL_REQUEST
+from scaling.nodes.settings import AutoscalerSettings
+from scaling.nodes.state import AutoscalerInput
+from scaling.nodes.status import AutoscalerStatus
+from starters.kube import apply_crds, apply_node_group, deployment, kube_client, node_group
+from starters.processes import Proc, Processes, free_port
+from starters.scenarios.progress import percentile
+from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
+COMPLETED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+}
+
+
+def sim_keeps_state() -> bool:
+    """Whether this checkout's simulated cluster can restart as the same cluster (a data dir)."""
+    out = subprocess.run([sys.executable, "-m", "sim.cluster", "--help"], capture_output=True, text=True).stdout
+    return "--data-dir" in out and hasattr(Processes, "restart_sim_cluster")
+
+
+# -- the stack ----------------------------------------------------------------------------------
+@dataclass
+class Stack:
+    """Dev server on a database file, simulated cluster, two workers on one task queue."""
+
+    workdir: Path
+    procs: Processes = field(init=False)
+    port: int = 0
+    workers: dict[str, Proc] = field(default_factory=dict)
+    restarts: int = 0
+    sim_url: str = ""
+
+    def start(self, sim_args: list[str]) -> None:
+        self.procs = Processes(self.workdir)
+        self.db = self.workdir / "temporal.db"
+        self.port, _ = self.procs.temporal(self.db, ui=False)
+        self.kubeconfig = self.workdir / "kubeconfig"
+        if sim_keeps_state():
+            _, self.sim_url = self.procs.sim_cluster(self.kubeconfig, sim_args, data_dir=self.workdir / "etcd")  # type: ignore[call-arg]
+        else:
+            _, self.sim_url = self.procs.sim_cluster(self.kubeconfig, sim_args)
+        self.task_queue = f"growth-chaos-{self.workdir.name}"
+        for name in ("worker-a", "worker-b"):
+            self.workers[name] = self.procs.worker(self.worker_config(name), name=name)
+        self.api = kube_client(self.kubeconfig)
+        apply_crds(self.api)
+
+    def worker_config(self, name: str) -> Path:
+        """Each worker its own ports (metrics, probes); one task queue for all."""
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "kubernetes": {"kubeconfig": str(self.kubeconfig)},
+                    "temporal": {"address": f"127.0.0.1:{self.port}", "task_queue": self.task_queue},
+                    "observability": {
+                        "metrics_address": f"127.0.0.1:{free_port()}",
+                        "health_address": f"127.0.0.1:{free_port()}",
+                    },
+                    "providers": {"kwok": {}},
+                }
+            )
+        )
+        return path
+
+    async def client(self) -> Client:
+        return await Client.connect(f"127.0.0.1:{self.port}", data_converter=pydantic_data_converter)
+
+    def worker_by_pid(self, pid: int) -> str | None:
+        return next((n for n, p in self.workers.items() if p.popen.pid == pid and p.alive()), None)
+
+    def replace_worker(self, name: str) -> None:
+        """A Deployment would start a new pod for the dead one."""
+        self.restarts += 1
+        name_now = f"{name}-{self.restarts}"
+        self.workers[name] = self.procs.worker(self.worker_config(name_now), name=name_now)
+
+    def temporal_proc(self) -> Proc:
+        return next(p for p in reversed(self.procs.procs) if p.name == "temporal")
+
+    def restart_temporal(self) -> None:
+        proc = self.temporal_proc()
+        proc.kill()
+        self.procs.procs.remove(proc)
+        self.procs.temporal(self.db, port=self.port, ui=False)
+
+    def worker_logs(self) -> str:
+        return "\n".join(p.log_path.read_text() for p in self.procs.procs if p.name.startswith("worker"))
+
+    def stop(self) -> None:
+        self.procs.stop_all()
+
+
+# -- pending work, for choosing the moment and measuring recovery ------------------------------
+@dataclass(frozen=True)
+class Pending:
+    workflow_id: str
+    run_id: str
+    activity_id: str
+    activity_type: str
+    started: bool
+    worker_pid: int | None
+
+
+async def pending_activities(temporal: Client) -> list[Pending]:
+    out: list[Pending] = []
+    async for wf in temporal.list_workflows('ExecutionStatus="Running"'):
+        try:
+            desc = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).describe()
+        except Exception:  # closed between the list and the describe
+            continue
+        for a in desc.raw_description.pending_activities:
+            ident = a.last_worker_identity.split("@", 1)[0]
+            out.append(
+                Pending(
+                    wf.id,
+                    wf.run_id,
+                    a.activity_id,
+                    a.activity_type.name,
+                    a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+                    int(ident) if ident.isdigit() else None,
+                )
+            )
+    return out
+
+
+async def wait_for_activity(temporal: Client, activity_type: str, timeout: float) -> Pending | None:
+    """The first started activity of this type (polled fast: most last tens of milliseconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in await pending_activities(temporal):
+            if p.activity_type == activity_type and p.started and p.worker_pid:
+                return p
+        await asyncio.sleep(0.02)
+    return None
+
+
+# -- faults ------------------------------------------------------------------------------------
+@dataclass
+class FaultRecord:
+    name: str
+    started: float = 0.0  # epoch seconds
+    ended: float = 0.0
+    stalled: list[Pending] = field(default_factory=list)  # activities in progress when it struck
+    skipped: str = ""  # why it was not injected
+    recovery_s: float | None = None
+
+
+Fault = Callable[[Stack, Client, FaultRecord], Awaitable[None]]
+
+
+def kill_worker_during(activity_type: str, sig: int = signal.SIGKILL) -> Fault:
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        target = await wait_for_activity(temporal, activity_type, 60)
+        name = stack.worker_by_pid(target.worker_pid) if target and target.worker_pid else None
+        if name is None:
+            rec.skipped = f"no {activity_type} seen running on a worker of ours"
+            return
+        rec.stalled = await pending_activities(temporal)
+        rec.started = time.time()
+        stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
+        rec.ended = time.time()  # the other worker is alive throughout
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
+async def _strike_when(temporal: Client, activity_type: str | None, rec: FaultRecord) -> bool:
+    """Wait for a started activity of this type (None: strike now); False when none came."""
+    if activity_type is not None and await wait_for_activity(temporal, activity_type, 60) is None:
+        rec.skipped = f"no {activity_type} seen running"
+        return False
+    return True
+
+
+def restart_temporal(during: str | None = WAIT_NODE_READY) -> Fault:
+    """SIGKILL the dev server and start it again on the same database and port."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        if not await _strike_when(temporal, during, rec):
+            return
+        rec.stalled = await pending_activities(temporal)
+        rec.started = time.time()
+        await asyncio.to_thread(stack.restart_temporal)
+        rec.ended = time.time()
+
+    return inject
+
+
+def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
+    """SIGKILL the simulated cluster and start it again on its data directory."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        if not sim_keeps_state():
+            rec.skipped = "sim.cluster keeps no state across a restart here (no --data-dir): issue 20 item 2"
+            return
+        if not await _strike_when(temporal, during, rec):
+            return
+        rec.stalled = await pending_activities(temporal)
+        rec.started = time.time()
+        await asyncio.to_thread(stack.procs.restart_sim_cluster)  # type: ignore[attr-defined]
+        rec.ended = time.time()
+
+    return inject
+
+
+def pause_api_server(seconds: float) -> Fault:
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        if not await _strike_when(temporal, WAIT_NODE_READY, rec):
+            return
+        sim = next(p for p in reversed(stack.procs.procs) if p.name == "sim-cluster")
+        rec.stalled = await pending_activities(temporal)
+        rec.started = time.time()
+        os.killpg(sim.popen.pid, signal.SIGSTOP)  # hangs: connections stay open, nothing answers
+        try:
+            await asyncio.sleep(seconds)  # the fault's length, not synchronisation
+        finally:
+            os.killpg(sim.popen.pid, signal.SIGCONT)
+        rec.ended = time.time()
+
+    return inject
+
+
+def node_create_storm(status: int, seconds: float) -> Fault:
+    """Every node create answered `status` for `seconds` (the KWOK provider's API is the cloud)."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": 100_000}
+        failure["reason"] = "TooManyRequests" if status == 429 else "ServiceUnavailable"
+        if not await _strike_when(temporal, OBSERVE_CLUSTER, rec):
+            return
+        async with httpx.AsyncClient(verify=False, timeout=10) as http:
+            rec.stalled = await pending_activities(temporal)
+            rec.started = time.time()
+            (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
+            await asyncio.sleep(seconds)  # the storm's length
+            (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
+        rec.ended = time.time()
+
+    return inject
+
+
+FAULTS: dict[str, Fault] = {
+    "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER),
+    "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS),
+    "kill-worker-during-create": kill_worker_during(CREATE_NODE),
+    "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
+    "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
+    "restart-temporal": restart_temporal(),
+    "restart-api-server": restart_api_server(),
+    "node-create-503-storm": node_create_storm(503, 5),
+    "node-create-429-storm": node_create_storm(429, 5),
+}
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    scenario: str
+    faults: list[FaultRecord]
+    violations: list[str]
+    nodes_created: int
+    seconds: float
+
+    def line(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "faults_injected": sum(1 for f in self.faults if not f.skipped),
+            "faults": [
+                {"fault": f.name, "skipped": f.skipped}
+                if f.skipped
+                else {
+                    "fault": f.name,
+                    "recovery_s": f.recovery_s,
+                    "stalled": sorted({p.activity_type for p in f.stalled}),
+                }
+                for f in self.faults
+            ],
+            "invariant_violations": self.violations,
+            "nodes_created": self.nodes_created,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def running_pods(api: client.ApiClient, app: str) -> tuple[int, int]:
+    pods = client.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"app={app}").items
+    return sum(1 for p in pods if p.status.phase == "Running"), len(pods)
+
+
+async def node_burst(
+    workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600
+) -> tuple[Outcome, Stack, Client]:
+    """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool; the faults run
+    one after another while it scales up. Returns with the stack still up, for the checks."""
+    stack = Stack(workdir)
+    stack.start(["--node-ready-delay", "2"])
+    temporal = await stack.client()
+    apply_node_group(stack.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
+    settings = AutoscalerSettings(
+        cluster="chaos", scan_interval_s=1, readiness_timeout_s=120, readiness_poll_s=0.5, request_ttl_s=600
+    )
+    handle = await temporal.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=settings),
+        id=autoscaler_id("chaos"),
+        task_queue=stack.task_queue,
+    )
+    began = time.monotonic()
+    client.AppsV1Api(stack.api).create_namespaced_deployment("default", deployment("burst", pods, "500m", "256Mi"))
+    records = [FaultRecord(name) for name, _ in faults]
+
+    async def schedule() -> None:
+        for (_, inject), rec in zip(faults, records):
+            await inject(stack, temporal, rec)
+
+    faults_done = asyncio.create_task(schedule())
+    status: AutoscalerStatus | None = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if faults_done.done():
+            faults_done.result()
+            running, total = running_pods(stack.api, "burst")
+            if running == total == pods:  # pods first, then the status (it must be the newer)
+                status = await handle.query(NodeAutoscalerWorkflow.status)
+                if not status.in_flight:
+                    break
+        await asyncio.sleep(0.5)
+    violations = [] if status is not None else [f"pods not all running within {timeout:.0f} s"]
+    return Outcome("node-burst", records, violations, 0, time.monotonic() - began), stack, temporal
+
+
+async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes: int | None) -> None:
+    """The invariants, appended to outcome.violations; recovery per fault."""
+    v = outcome.violations
+    nodes = client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items
+    per_request = Counter(n.metadata.labels[LABEL_REQUEST] for n in nodes)
+    v += [f"second node for request {r}" for r, n in per_request.items() if n > 1]
+    status = await temporal.get_workflow_handle(autoscaler_id("chaos")).query(NodeAutoscalerWorkflow.status)
+    outcome.nodes_created = status.nodes_created
+    if len(nodes) != status.nodes_created:
+        v.append(f"leaked nodes: {len(nodes)} nodes, {status.nodes_created} requests Ready")
+    if expected_nodes is not None and status.nodes_created != expected_nodes:
+        v.append(f"nodes created {status.nodes_created}, fault-free run {expected_nodes}")
+    completions: dict[tuple[str, str, str], float] = {}
+    activity_done: list[float] = []  # any activity of the loop, when it completed
+    async for wf in temporal.list_workflows():
+        if wf.status in BAD_ENDINGS:
+            v.append(f"workflow {wf.id} {wf.status.name.lower()}")
+        history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        ids: dict[int, str] = {}
+        for e in history.events:
+            at = e.event_time.ToDatetime().timestamp()
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                ids[e.event_id] = e.activity_task_scheduled_event_attributes.activity_id
+            elif e.event_type in COMPLETED:
+                sid = getattr(e, COMPLETED[e.event_type]).scheduled_event_id
+                completions[(wf.id, wf.run_id, ids.get(sid, ""))] = at
+                activity_done.append(at)
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                cause = e.workflow_task_failed_event_attributes.cause
+                if cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR:
+                    v.append(f"non-determinism in {wf.id}")
+    if "nondetermin" in stack.worker_logs().lower():
+        v.append("a worker logged non-determinism")
+    for f in outcome.faults:
+        if f.skipped:
+            continue
+        stalled = [completions.get((p.workflow_id, p.run_id, p.activity_id)) for p in f.stalled]
+        ends = [t for t in stalled if t is not None]
+        if not ends:
+            ends = [min((t for t in activity_done if t > f.ended), default=f.ended)]
+        f.recovery_s = round(max(0.0, max(ends) - f.ended), 2)
+
+
+async def run_node_burst(base: Path, names: list[str], pods: int, expected: int | None) -> Outcome:
+    workdir = Path(tempfile.mkdtemp(prefix="burst-", dir=base))
+    outcome, stack, temporal = await node_burst(workdir, [(n, FAULTS[n]) for n in names], pods)
+    try:
+        await check(stack, temporal, outcome, expected)
+    finally:
+        stack.stop()
+    outcome.scenario = "node-burst/" + ("+".join(names) or "fault-free")
+    return outcome
+
+
+# Each runs the burst once with its faults, after a fault-free run sets the node count.
+SCHEDULES: dict[str, list[str]] = {
+    "kill-observe": ["kill-worker-during-observe"],
+    "kill-start": ["kill-worker-during-start"],
+    "kill-create": ["kill-worker-during-create"],
+    "kill-readiness": ["kill-worker-during-readiness"],
+    "sigterm": ["sigterm-worker-during-readiness"],
+    "temporal-restart": ["restart-temporal"],
+    "api-restart": ["restart-api-server"],
+    "api-pause": ["pause-api-server"],
+    "storm-503": ["node-create-503-storm"],
+    "storm-429": ["node-create-429-storm"],
+}
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    recoveries = [f.recovery_s for o in outcomes for f in o.faults if f.recovery_s is not None]
+    return {
+        "scenarios": len(outcomes),
+        "faults_injected": sum(1 for o in outcomes for f in o.faults if not f.skipped),
+        "invariant_violations": sum(len(o.violations) for o in outcomes),
+        "recovery_p99_s": percentile(recoveries, 99) if recoveries else None,
+        "recovery_max_s": max(recoveries, default=None),
+    }
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    FAULTS["pause-api-server"] = pause_api_server(args.pause_s)
+    base = Path(tempfile.mkdtemp(prefix="growth-chaos-"))
+    baseline = await run_node_burst(base, [], args.pods, None)
+    outcomes = [baseline]
+    print(json.dumps(baseline.line()), flush=True)
+    for key in args.scenarios.split(","):
+        o = await run_node_burst(base, SCHEDULES[key], args.pods, baseline.nodes_created)
+        outcomes.append(o)
+        print(json.dumps(o.line()), flush=True)
+    return summary(outcomes)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.chaos", description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default=",".join(SCHEDULES), help=f"of: {', '.join(SCHEDULES)}")
+    parser.add_argument("--pods", type=int, default=24)
+    parser.add_argument("--pause-s", type=float, default=60.0, help="how long the API server hangs")
+    args = parser.parse_args(argv)
+    print(json.dumps(asyncio.run(amain(args))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
