@@ -49,7 +49,15 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, WorkflowTas
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from scaling.nodes.contracts import CREATE_NODE, OBSERVE_CLUSTER, START_NODE_REQUESTS, WAIT_NODE_READY
+from scaling.nodes.contracts import (
+    CORDON_NODE,
+    CREATE_NODE,
+    EVICT_POD,
+    OBSERVE_CLUSTER,
+    START_NODE_REQUESTS,
+    WAIT_NODE_READY,
+    WAIT_PODS_GONE,
+)
 from scaling.nodes.models import LABEL_REQUEST
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
@@ -57,8 +65,10 @@ from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_crds, apply_node_group, deployment, kube_client, node_group
 from starters.processes import Proc, Processes, free_port
 from starters.scenarios.progress import percentile
+from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
+CLUSTER = "chaos"
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
 COMPLETED = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
@@ -83,6 +93,7 @@ class Stack:
     port: int = 0
     workers: dict[str, Proc] = field(default_factory=dict)
     restarts: int = 0
+    replicas: int = 0  # the workload's pods, all to be running at the end
     sim_url: str = ""
 
     def start(self, sim_args: list[str]) -> None:
@@ -179,15 +190,18 @@ async def pending_activities(temporal: Client) -> list[Pending]:
     return out
 
 
-async def wait_for_activity(temporal: Client, activity_type: str, timeout: float) -> Pending | None:
-    """The first started activity of this type (polled fast: most last tens of milliseconds)."""
+async def wait_for_activity(temporal: Client, activity_types: str | tuple[str, ...], timeout: float) -> list[Pending]:
+    """Every pending activity at the first moment one of these types is running on a worker,
+    that one first; [] when none came (polled fast: most last tens of milliseconds)."""
+    wanted = {activity_types} if isinstance(activity_types, str) else set(activity_types)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for p in await pending_activities(temporal):
-            if p.activity_type == activity_type and p.started and p.worker_pid:
-                return p
+        now = await pending_activities(temporal)
+        hit = next((p for p in now if p.activity_type in wanted and p.started and p.worker_pid), None)
+        if hit is not None:
+            return [hit, *(p for p in now if p != hit)]
         await asyncio.sleep(0.02)
-    return None
+    return []
 
 
 # -- faults ------------------------------------------------------------------------------------
@@ -204,37 +218,61 @@ class FaultRecord:
 Fault = Callable[[Stack, Client, FaultRecord], Awaitable[None]]
 
 
-def kill_worker_during(activity_type: str, sig: int = signal.SIGKILL) -> Fault:
+def sim_proc(stack: Stack) -> Proc:
+    return next(p for p in reversed(stack.procs.procs) if p.name == "sim-cluster")
+
+
+def kill_worker_during(
+    activity_type: str | tuple[str, ...], sig: int = signal.SIGKILL, hold_api: bool = False
+) -> Fault:
+    """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
+
+    `hold_api`: for activities too quick to catch (a KWOK create is one POST of ~20 ms), the API
+    server hangs (SIGSTOP) from the loop's start of requests until the kill, so the activity is
+    caught waiting on it; the fault ends when the API server answers again."""
+
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        target = await wait_for_activity(temporal, activity_type, 60)
-        name = stack.worker_by_pid(target.worker_pid) if target and target.worker_pid else None
-        if name is None:
-            rec.skipped = f"no {activity_type} seen running on a worker of ours"
+        if hold_api and not await wait_for_activity(temporal, START_NODE_REQUESTS, 60):
+            rec.skipped = f"no {START_NODE_REQUESTS} seen running"
             return
-        rec.stalled = await pending_activities(temporal)
-        rec.started = time.time()
-        stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
+        sim = sim_proc(stack)
+        if hold_api:
+            os.killpg(sim.popen.pid, signal.SIGSTOP)
+        try:
+            snapshot = await wait_for_activity(temporal, activity_type, 60)
+            name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
+            if name is None:
+                rec.skipped = f"no {activity_type} seen running on a worker of ours"
+                return
+            rec.stalled, rec.started = snapshot, time.time()
+            stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
+        finally:
+            if hold_api:
+                os.killpg(sim.popen.pid, signal.SIGCONT)
         rec.ended = time.time()  # the other worker is alive throughout
         await asyncio.to_thread(stack.replace_worker, name)
 
     return inject
 
 
-async def _strike_when(temporal: Client, activity_type: str | None, rec: FaultRecord) -> bool:
-    """Wait for a started activity of this type (None: strike now); False when none came."""
-    if activity_type is not None and await wait_for_activity(temporal, activity_type, 60) is None:
+async def _strike_when(temporal: Client, activity_type: str | tuple[str, ...] | None, rec: FaultRecord) -> bool:
+    """Wait for a started activity of this type (None: strike now), and note what is in
+    progress then; False when none came."""
+    if activity_type is None:
+        rec.stalled = await pending_activities(temporal)
+        return True
+    rec.stalled = await wait_for_activity(temporal, activity_type, 60)
+    if not rec.stalled:
         rec.skipped = f"no {activity_type} seen running"
-        return False
-    return True
+    return bool(rec.stalled)
 
 
-def restart_temporal(during: str | None = WAIT_NODE_READY) -> Fault:
+def restart_temporal(during: str | tuple[str, ...] | None = WAIT_NODE_READY) -> Fault:
     """SIGKILL the dev server and start it again on the same database and port."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         if not await _strike_when(temporal, during, rec):
             return
-        rec.stalled = await pending_activities(temporal)
         rec.started = time.time()
         await asyncio.to_thread(stack.restart_temporal)
         rec.ended = time.time()
@@ -251,7 +289,6 @@ def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
             return
         if not await _strike_when(temporal, during, rec):
             return
-        rec.stalled = await pending_activities(temporal)
         rec.started = time.time()
         await asyncio.to_thread(stack.procs.restart_sim_cluster)  # type: ignore[attr-defined]
         rec.ended = time.time()
@@ -263,8 +300,7 @@ def pause_api_server(seconds: float) -> Fault:
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         if not await _strike_when(temporal, WAIT_NODE_READY, rec):
             return
-        sim = next(p for p in reversed(stack.procs.procs) if p.name == "sim-cluster")
-        rec.stalled = await pending_activities(temporal)
+        sim = sim_proc(stack)
         rec.started = time.time()
         os.killpg(sim.popen.pid, signal.SIGSTOP)  # hangs: connections stay open, nothing answers
         try:
@@ -285,7 +321,6 @@ def node_create_storm(status: int, seconds: float) -> Fault:
         if not await _strike_when(temporal, OBSERVE_CLUSTER, rec):
             return
         async with httpx.AsyncClient(verify=False, timeout=10) as http:
-            rec.stalled = await pending_activities(temporal)
             rec.started = time.time()
             (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
             await asyncio.sleep(seconds)  # the storm's length
@@ -295,13 +330,16 @@ def node_create_storm(status: int, seconds: float) -> Fault:
     return inject
 
 
+DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE)  # a NodeScaleDown's steps once its timer ran out
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER),
     "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS),
-    "kill-worker-during-create": kill_worker_during(CREATE_NODE),
+    "kill-worker-during-create": kill_worker_during(CREATE_NODE, hold_api=True),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
+    "kill-worker-during-drain": kill_worker_during(DRAIN),
     "restart-temporal": restart_temporal(),
+    "restart-temporal-during-drain": restart_temporal(DRAIN),
     "restart-api-server": restart_api_server(),
     "node-create-503-storm": node_create_storm(503, 5),
     "node-create-429-storm": node_create_storm(429, 5),
@@ -342,46 +380,107 @@ def running_pods(api: client.ApiClient, app: str) -> tuple[int, int]:
     return sum(1 for p in pods if p.status.phase == "Running"), len(pods)
 
 
-async def node_burst(
-    workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600
-) -> tuple[Outcome, Stack, Client]:
-    """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool; the faults run
-    one after another while it scales up. Returns with the stack still up, for the checks."""
-    stack = Stack(workdir)
-    stack.start(["--node-ready-delay", "2"])
-    temporal = await stack.client()
-    apply_node_group(stack.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
-    settings = AutoscalerSettings(
-        cluster="chaos", scan_interval_s=1, readiness_timeout_s=120, readiness_poll_s=0.5, request_ttl_s=600
-    )
-    handle = await temporal.start_workflow(
-        NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=settings),
-        id=autoscaler_id("chaos"),
-        task_queue=stack.task_queue,
-    )
-    began = time.monotonic()
-    client.AppsV1Api(stack.api).create_namespaced_deployment("default", deployment("burst", pods, "500m", "256Mi"))
+def start_faults(
+    stack: Stack, temporal: Client, faults: list[tuple[str, Fault]]
+) -> tuple[list[FaultRecord], asyncio.Task]:
+    """The faults, one after another, beside the workload."""
     records = [FaultRecord(name) for name, _ in faults]
 
     async def schedule() -> None:
         for (_, inject), rec in zip(faults, records):
             await inject(stack, temporal, rec)
 
-    faults_done = asyncio.create_task(schedule())
-    status: AutoscalerStatus | None = None
+    return records, asyncio.create_task(schedule())
+
+
+async def settle(
+    stack: Stack, handle: Any, faults_done: asyncio.Task, done: Callable[[AutoscalerStatus], bool], timeout: float
+) -> AutoscalerStatus | None:
+    """Wait (deadline `timeout`) for the faults to be over and `done(status)`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if faults_done.done():
             faults_done.result()
-            running, total = running_pods(stack.api, "burst")
-            if running == total == pods:  # pods first, then the status (it must be the newer)
+            if running_pods(stack.api, "burst")[0] == stack.replicas:  # pods first: the status must be newer
                 status = await handle.query(NodeAutoscalerWorkflow.status)
-                if not status.in_flight:
-                    break
+                if done(status):
+                    return status
         await asyncio.sleep(0.5)
+    return None
+
+
+async def node_burst(
+    workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600, **group_spec: Any
+) -> tuple[Outcome, Stack, Client]:
+    """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool; the faults run
+    one after another while it scales up. Returns with the stack still up, for the checks."""
+    stack = Stack(workdir)
+    stack.start(["--node-ready-delay", "2"])
+    temporal = await stack.client()
+    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
+    apply_node_group(stack.api, node_group("general", pools, **group_spec))
+    settings = AutoscalerSettings(
+        cluster=CLUSTER,
+        scan_interval_s=1,
+        readiness_timeout_s=120,
+        readiness_poll_s=0.5,
+        request_ttl_s=600,
+        eviction_retry_s=0.5,
+    )
+    handle = await temporal.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=settings),
+        id=autoscaler_id(CLUSTER),
+        task_queue=stack.task_queue,
+    )
+    began = time.monotonic()
+    stack.replicas = pods
+    client.AppsV1Api(stack.api).create_namespaced_deployment("default", deployment("burst", pods, "500m", "256Mi"))
+    records, faults_done = start_faults(stack, temporal, faults)
+    status = await settle(stack, handle, faults_done, lambda s: not s.in_flight, timeout)
     violations = [] if status is not None else [f"pods not all running within {timeout:.0f} s"]
     return Outcome("node-burst", records, violations, 0, time.monotonic() - began), stack, temporal
+
+
+async def node_scale_down(
+    workdir: Path, faults: list[tuple[str, Fault]], pods: int, expected_final: int | None, timeout: float = 600
+) -> tuple[Outcome, Stack, Client, int]:
+    """The burst, then a PodDisruptionBudget (maxUnavailable 1) and the Deployment shrunk to a
+    quarter: underused nodes are drained (evictions the budget paces) and removed, with the
+    faults running meanwhile. Ends when the nodes are down to `expected_final` (the fault-free
+    run's count; None: no removal running and none for 20 s) with no removal running."""
+    outcome, stack, temporal = await node_burst(workdir, [], pods, scaleDown=SCALE_DOWN)
+    if outcome.violations:
+        return outcome, stack, temporal, 0
+    began = time.monotonic()
+    handle = temporal.get_workflow_handle(autoscaler_id(CLUSTER))
+    client.PolicyV1Api(stack.api).create_namespaced_pod_disruption_budget(
+        "default",
+        {"metadata": {"name": "burst"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "burst"}}}},
+    )
+    stack.replicas = max(1, pods // 4)
+    client.AppsV1Api(stack.api).patch_namespaced_deployment_scale(
+        "burst", "default", {"spec": {"replicas": stack.replicas}}
+    )
+    records, faults_done = start_faults(stack, temporal, faults)
+    quiet_since: list[float] = []
+
+    def done(s: AutoscalerStatus) -> bool:
+        if s.scale_downs or s.in_flight:
+            quiet_since.clear()
+            return False
+        nodes = len(client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items)
+        if expected_final is not None:
+            return nodes <= expected_final
+        quiet_since.append(time.monotonic())
+        return quiet_since[-1] - quiet_since[0] >= 20  # the fault-free run: nothing more to remove
+
+    status = await settle(stack, handle, faults_done, done, timeout)
+    if status is None:
+        outcome.violations.append(f"scale-down not finished within {timeout:.0f} s")
+    final = len(client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items)
+    outcome.faults, outcome.seconds = records, time.monotonic() - began
+    return outcome, stack, temporal, final
 
 
 async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes: int | None) -> None:
@@ -390,10 +489,11 @@ async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes
     nodes = client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items
     per_request = Counter(n.metadata.labels[LABEL_REQUEST] for n in nodes)
     v += [f"second node for request {r}" for r, n in per_request.items() if n > 1]
-    status = await temporal.get_workflow_handle(autoscaler_id("chaos")).query(NodeAutoscalerWorkflow.status)
+    status = await temporal.get_workflow_handle(autoscaler_id(CLUSTER)).query(NodeAutoscalerWorkflow.status)
     outcome.nodes_created = status.nodes_created
-    if len(nodes) != status.nodes_created:
-        v.append(f"leaked nodes: {len(nodes)} nodes, {status.nodes_created} requests Ready")
+    removed = status.scale_down_by_phase.get("Removed", 0)
+    if len(nodes) != status.nodes_created - removed:
+        v.append(f"leaked nodes: {len(nodes)} nodes, {status.nodes_created} requests Ready, {removed} removed")
     if expected_nodes is not None and status.nodes_created != expected_nodes:
         v.append(f"nodes created {status.nodes_created}, fault-free run {expected_nodes}")
     completions: dict[tuple[str, str, str], float] = {}
@@ -427,29 +527,42 @@ async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes
         f.recovery_s = round(max(0.0, max(ends) - f.ended), 2)
 
 
-async def run_node_burst(base: Path, names: list[str], pods: int, expected: int | None) -> Outcome:
-    workdir = Path(tempfile.mkdtemp(prefix="burst-", dir=base))
-    outcome, stack, temporal = await node_burst(workdir, [(n, FAULTS[n]) for n in names], pods)
+async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expected: dict[str, int]) -> Outcome:
+    """One scenario on a fresh stack; `expected` holds the fault-free run's figures (filled by it)."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{loop}-", dir=base))
+    faults = [(n, FAULTS[n]) for n in names]
+    if loop == "node-burst":
+        outcome, stack, temporal = await node_burst(workdir, faults, pods)
+    else:
+        outcome, stack, temporal, final = await node_scale_down(workdir, faults, pods, expected.get(f"{loop}/final"))
+        if not names:
+            expected[f"{loop}/final"] = final
+        elif final != expected.get(f"{loop}/final"):
+            outcome.violations.append(f"nodes left {final}, fault-free run {expected.get(f'{loop}/final')}")
     try:
-        await check(stack, temporal, outcome, expected)
+        await check(stack, temporal, outcome, expected.get(f"{loop}/created"))
     finally:
         stack.stop()
-    outcome.scenario = "node-burst/" + ("+".join(names) or "fault-free")
+    if not names:
+        expected[f"{loop}/created"] = outcome.nodes_created
+    outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
     return outcome
 
 
-# Each runs the burst once with its faults, after a fault-free run sets the node count.
-SCHEDULES: dict[str, list[str]] = {
-    "kill-observe": ["kill-worker-during-observe"],
-    "kill-start": ["kill-worker-during-start"],
-    "kill-create": ["kill-worker-during-create"],
-    "kill-readiness": ["kill-worker-during-readiness"],
-    "sigterm": ["sigterm-worker-during-readiness"],
-    "temporal-restart": ["restart-temporal"],
-    "api-restart": ["restart-api-server"],
-    "api-pause": ["pause-api-server"],
-    "storm-503": ["node-create-503-storm"],
-    "storm-429": ["node-create-429-storm"],
+# Scenario -> (loop, faults); each loop runs fault-free first, which sets the expected figures.
+SCHEDULES: dict[str, tuple[str, list[str]]] = {
+    "kill-observe": ("node-burst", ["kill-worker-during-observe"]),
+    "kill-start": ("node-burst", ["kill-worker-during-start"]),
+    "kill-create": ("node-burst", ["kill-worker-during-create"]),
+    "kill-readiness": ("node-burst", ["kill-worker-during-readiness"]),
+    "sigterm": ("node-burst", ["sigterm-worker-during-readiness"]),
+    "temporal-restart": ("node-burst", ["restart-temporal"]),
+    "api-restart": ("node-burst", ["restart-api-server"]),
+    "api-pause": ("node-burst", ["pause-api-server"]),
+    "storm-503": ("node-burst", ["node-create-503-storm"]),
+    "storm-429": ("node-burst", ["node-create-429-storm"]),
+    "sd-kill-drain": ("node-scale-down", ["kill-worker-during-drain"]),
+    "sd-temporal-restart": ("node-scale-down", ["restart-temporal-during-drain"]),
 }
 
 
@@ -459,7 +572,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "scenarios": len(outcomes),
         "faults_injected": sum(1 for o in outcomes for f in o.faults if not f.skipped),
         "invariant_violations": sum(len(o.violations) for o in outcomes),
-        "recovery_p99_s": percentile(recoveries, 99) if recoveries else None,
+        "recovery_p99_s": percentile(recoveries, 0.99) if recoveries else None,
         "recovery_max_s": max(recoveries, default=None),
     }
 
@@ -467,13 +580,14 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     FAULTS["pause-api-server"] = pause_api_server(args.pause_s)
     base = Path(tempfile.mkdtemp(prefix="growth-chaos-"))
-    baseline = await run_node_burst(base, [], args.pods, None)
-    outcomes = [baseline]
-    print(json.dumps(baseline.line()), flush=True)
-    for key in args.scenarios.split(","):
-        o = await run_node_burst(base, SCHEDULES[key], args.pods, baseline.nodes_created)
-        outcomes.append(o)
-        print(json.dumps(o.line()), flush=True)
+    expected: dict[str, int] = {}
+    outcomes: list[Outcome] = []
+    chosen = [SCHEDULES[key] for key in args.scenarios.split(",")]
+    for loop in dict.fromkeys(loop for loop, _ in chosen):
+        for names in [[], *(names for lp, names in chosen if lp == loop)]:
+            o = await run_scenario(base, loop, names, args.pods, expected)
+            outcomes.append(o)
+            print(json.dumps(o.line()), flush=True)
     return summary(outcomes)
 
 
