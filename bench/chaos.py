@@ -168,19 +168,26 @@ class Pending:
     worker_pid: int | None
 
 
-async def pending_activities(temporal: Client) -> list[Pending]:
+async def _running(temporal: Client, only: str | None) -> list[tuple[str, str | None]]:
+    if only is not None:  # one describe: fast enough to catch the loop's quick activities
+        return [(only, None)]
+    return [(wf.id, wf.run_id) async for wf in temporal.list_workflows('ExecutionStatus="Running"')]
+
+
+async def pending_activities(temporal: Client, only: str | None = None) -> list[Pending]:
+    """Activities pending now, in every running workflow or in the workflow `only`."""
     out: list[Pending] = []
-    async for wf in temporal.list_workflows('ExecutionStatus="Running"'):
+    for wf_id, run_id in await _running(temporal, only):
         try:
-            desc = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).describe()
+            desc = await temporal.get_workflow_handle(wf_id, run_id=run_id).describe()
         except Exception:  # closed between the list and the describe
             continue
         for a in desc.raw_description.pending_activities:
             ident = a.last_worker_identity.split("@", 1)[0]
             out.append(
                 Pending(
-                    wf.id,
-                    wf.run_id,
+                    wf_id,
+                    desc.run_id,
                     a.activity_id,
                     a.activity_type.name,
                     a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
@@ -190,14 +197,23 @@ async def pending_activities(temporal: Client) -> list[Pending]:
     return out
 
 
-async def wait_for_activity(temporal: Client, activity_types: str | tuple[str, ...], timeout: float) -> list[Pending]:
-    """Every pending activity at the first moment one of these types is running on a worker,
-    that one first; [] when none came (polled fast: most last tens of milliseconds)."""
+async def wait_for_activity(
+    temporal: Client,
+    activity_types: str | tuple[str, ...],
+    timeout: float,
+    only: str | None = None,
+    started: bool = True,
+) -> list[Pending]:
+    """Every pending activity at the first moment one of these types is running on a worker
+    (or, `started` False, is scheduled), that one first; [] when none came (polled fast: most
+    last tens of milliseconds). `only`: look in that workflow alone."""
     wanted = {activity_types} if isinstance(activity_types, str) else set(activity_types)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        now = await pending_activities(temporal)
-        hit = next((p for p in now if p.activity_type in wanted and p.started and p.worker_pid), None)
+        now = await pending_activities(temporal, only)
+        hit = next(
+            (p for p in now if p.activity_type in wanted and (not started or (p.started and p.worker_pid))), None
+        )
         if hit is not None:
             return [hit, *(p for p in now if p != hit)]
         await asyncio.sleep(0.02)
@@ -223,23 +239,25 @@ def sim_proc(stack: Stack) -> Proc:
 
 
 def kill_worker_during(
-    activity_type: str | tuple[str, ...], sig: int = signal.SIGKILL, hold_api: bool = False
+    activity_type: str | tuple[str, ...], sig: int = signal.SIGKILL, hold_api: bool = False, only: str | None = None
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
 
     `hold_api`: for activities too quick to catch (a KWOK create is one POST of ~20 ms), the API
     server hangs (SIGSTOP) from the loop's start of requests until the kill, so the activity is
-    caught waiting on it; the fault ends when the API server answers again."""
+    caught waiting on it; the fault ends when the API server answers again. `only`: the
+    workflow the activity runs in (polling one is faster), else any."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if hold_api and not await wait_for_activity(temporal, START_NODE_REQUESTS, 60):
+        loop = autoscaler_id(CLUSTER)
+        if hold_api and not await wait_for_activity(temporal, START_NODE_REQUESTS, 60, only=loop, started=False):
             rec.skipped = f"no {START_NODE_REQUESTS} seen running"
             return
         sim = sim_proc(stack)
         if hold_api:
             os.killpg(sim.popen.pid, signal.SIGSTOP)
         try:
-            snapshot = await wait_for_activity(temporal, activity_type, 60)
+            snapshot = await wait_for_activity(temporal, activity_type, 60, only=only)
             name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
             if name is None:
                 rec.skipped = f"no {activity_type} seen running on a worker of ours"
@@ -255,13 +273,15 @@ def kill_worker_during(
     return inject
 
 
-async def _strike_when(temporal: Client, activity_type: str | tuple[str, ...] | None, rec: FaultRecord) -> bool:
-    """Wait for a started activity of this type (None: strike now), and note what is in
-    progress then; False when none came."""
+async def _strike_when(
+    temporal: Client, activity_type: str | tuple[str, ...] | None, rec: FaultRecord, **where: Any
+) -> bool:
+    """Wait for a started activity of this type (None: strike now; `where`: wait_for_activity's
+    only and started), and note what is in progress then; False when none came."""
     if activity_type is None:
         rec.stalled = await pending_activities(temporal)
         return True
-    rec.stalled = await wait_for_activity(temporal, activity_type, 60)
+    rec.stalled = await wait_for_activity(temporal, activity_type, 60, **where)
     if not rec.stalled:
         rec.skipped = f"no {activity_type} seen running"
     return bool(rec.stalled)
@@ -318,7 +338,8 @@ def node_create_storm(status: int, seconds: float) -> Fault:
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": 100_000}
         failure["reason"] = "TooManyRequests" if status == 429 else "ServiceUnavailable"
-        if not await _strike_when(temporal, OBSERVE_CLUSTER, rec):
+        # As the creates begin: the loop has just planned them.
+        if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
             return
         async with httpx.AsyncClient(verify=False, timeout=10) as http:
             rec.started = time.time()
@@ -326,14 +347,16 @@ def node_create_storm(status: int, seconds: float) -> Fault:
             await asyncio.sleep(seconds)  # the storm's length
             (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
         rec.ended = time.time()
+        # The work it stalled: what was in progress as it began, and the creates still retrying.
+        rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
 
     return inject
 
 
 DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE)  # a NodeScaleDown's steps once its timer ran out
 FAULTS: dict[str, Fault] = {
-    "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER),
-    "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS),
+    "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
+    "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-create": kill_worker_during(CREATE_NODE, hold_api=True),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
