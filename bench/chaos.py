@@ -50,6 +50,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scaling.nodes.contracts import (
+    CHECK_NODE_REMOVAL,
     CORDON_NODE,
     CREATE_NODE,
     EVICT_POD,
@@ -239,19 +240,22 @@ def sim_proc(stack: Stack) -> Proc:
 
 
 def kill_worker_during(
-    activity_type: str | tuple[str, ...], sig: int = signal.SIGKILL, hold_api: bool = False, only: str | None = None
+    activity_type: str | tuple[str, ...],
+    sig: int = signal.SIGKILL,
+    hold_api: tuple[str, str | None] | None = None,
+    only: str | None = None,
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
 
-    `hold_api`: for activities too quick to catch (a KWOK create is one POST of ~20 ms), the API
-    server hangs (SIGSTOP) from the loop's start of requests until the kill, so the activity is
-    caught waiting on it; the fault ends when the API server answers again. `only`: the
-    workflow the activity runs in (polling one is faster), else any."""
+    `hold_api` (activity type, workflow or None for any): for activities too quick to catch (a
+    KWOK create is one POST of ~20 ms), the API server hangs (SIGSTOP) from the moment such an
+    activity is scheduled until the kill, so the activity is caught waiting on it; the fault
+    ends when the API server answers again. `only`: the workflow the activity runs in (polling
+    one is faster), else any."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        loop = autoscaler_id(CLUSTER)
-        if hold_api and not await wait_for_activity(temporal, START_NODE_REQUESTS, 60, only=loop, started=False):
-            rec.skipped = f"no {START_NODE_REQUESTS} seen running"
+        if hold_api and not await wait_for_activity(temporal, hold_api[0], 60, only=hold_api[1], started=False):
+            rec.skipped = f"no {hold_api[0]} seen"
             return
         sim = sim_proc(stack)
         if hold_api:
@@ -287,11 +291,11 @@ async def _strike_when(
     return bool(rec.stalled)
 
 
-def restart_temporal(during: str | tuple[str, ...] | None = WAIT_NODE_READY) -> Fault:
+def restart_temporal(during: str | tuple[str, ...] | None = WAIT_NODE_READY, started: bool = True) -> Fault:
     """SIGKILL the dev server and start it again on the same database and port."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, during, rec):
+        if not await _strike_when(temporal, during, rec, started=started):
             return
         rec.started = time.time()
         await asyncio.to_thread(stack.restart_temporal)
@@ -357,12 +361,14 @@ DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE)  # a NodeScaleDown's steps once
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
-    "kill-worker-during-create": kill_worker_during(CREATE_NODE, hold_api=True),
+    "kill-worker-during-create": kill_worker_during(
+        CREATE_NODE, hold_api=(START_NODE_REQUESTS, autoscaler_id(CLUSTER))
+    ),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
-    "kill-worker-during-drain": kill_worker_during(DRAIN),
+    "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api=(CORDON_NODE, None)),
     "restart-temporal": restart_temporal(),
-    "restart-temporal-during-drain": restart_temporal(DRAIN),
+    "restart-temporal-during-drain": restart_temporal((CHECK_NODE_REMOVAL, *DRAIN), started=False),
     "restart-api-server": restart_api_server(),
     "node-create-503-storm": node_create_storm(503, 5),
     "node-create-429-storm": node_create_storm(429, 5),
