@@ -53,6 +53,8 @@ from scaling.nodes.contracts import (
     CHECK_NODE_REMOVAL,
     CORDON_NODE,
     CREATE_NODE,
+    DELETE_NODE,
+    DELETE_NODE_OBJECT,
     EVICT_POD,
     OBSERVE_CLUSTER,
     START_NODE_REQUESTS,
@@ -357,7 +359,8 @@ def node_create_storm(status: int, seconds: float) -> Fault:
     return inject
 
 
-DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE)  # a NodeScaleDown's steps once its timer ran out
+# A NodeScaleDown's steps once its timer ran out: cordon, drain (an empty node has none), delete.
+DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
@@ -383,6 +386,7 @@ class Outcome:
     violations: list[str]
     nodes_created: int
     seconds: float
+    nodes_left: int | None = None
 
     def line(self) -> dict[str, Any]:
         return {
@@ -400,6 +404,7 @@ class Outcome:
             ],
             "invariant_violations": self.violations,
             "nodes_created": self.nodes_created,
+            **({} if self.nodes_left is None else {"nodes_left": self.nodes_left}),
             "seconds": round(self.seconds, 1),
         }
 
@@ -472,12 +477,11 @@ async def node_burst(
 
 
 async def node_scale_down(
-    workdir: Path, faults: list[tuple[str, Fault]], pods: int, expected_final: int | None, timeout: float = 600
+    workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600
 ) -> tuple[Outcome, Stack, Client, int]:
     """The burst, then a PodDisruptionBudget (maxUnavailable 1) and the Deployment shrunk to a
     quarter: underused nodes are drained (evictions the budget paces) and removed, with the
-    faults running meanwhile. Ends when the nodes are down to `expected_final` (the fault-free
-    run's count; None: no removal running and none for 20 s) with no removal running."""
+    faults running meanwhile. Ends when no removal has run for 20 s; returns the nodes left."""
     outcome, stack, temporal = await node_burst(workdir, [], pods, scaleDown=SCALE_DOWN)
     if outcome.violations:
         return outcome, stack, temporal, 0
@@ -498,11 +502,8 @@ async def node_scale_down(
         if s.scale_downs or s.in_flight:
             quiet_since.clear()
             return False
-        nodes = len(client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items)
-        if expected_final is not None:
-            return nodes <= expected_final
         quiet_since.append(time.monotonic())
-        return quiet_since[-1] - quiet_since[0] >= 20  # the fault-free run: nothing more to remove
+        return quiet_since[-1] - quiet_since[0] >= 20  # no removal for 20 s: nothing more to remove
 
     status = await settle(stack, handle, faults_done, done, timeout)
     if status is None:
@@ -563,11 +564,9 @@ async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expec
     if loop == "node-burst":
         outcome, stack, temporal = await node_burst(workdir, faults, pods)
     else:
-        outcome, stack, temporal, final = await node_scale_down(workdir, faults, pods, expected.get(f"{loop}/final"))
-        if not names:
-            expected[f"{loop}/final"] = final
-        elif final != expected.get(f"{loop}/final"):
-            outcome.violations.append(f"nodes left {final}, fault-free run {expected.get(f'{loop}/final')}")
+        # The nodes left depend on where the scheduler put the pods (2 or 3 of 8 in fault-free
+        # runs alike): reported, not compared.
+        outcome, stack, temporal, outcome.nodes_left = await node_scale_down(workdir, faults, pods)
     try:
         await check(stack, temporal, outcome, expected.get(f"{loop}/created"))
     finally:
