@@ -447,8 +447,19 @@ async def node_burst(
     workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600, **group_spec: Any
 ) -> tuple[Outcome, Stack, Client]:
     """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool; the faults run
-    one after another while it scales up. Returns with the stack still up, for the checks."""
+    one after another while it scales up. Returns with the stack still up, for the checks
+    (stopped when anything fails on the way)."""
     stack = Stack(workdir)
+    try:
+        return await _burst(stack, faults, pods, timeout, group_spec)
+    except BaseException:
+        stack.stop()
+        raise
+
+
+async def _burst(
+    stack: Stack, faults: list[tuple[str, Fault]], pods: int, timeout: float, group_spec: dict[str, Any]
+) -> tuple[Outcome, Stack, Client]:
     stack.start(["--node-ready-delay", "2"])
     temporal = await stack.client()
     pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
@@ -472,6 +483,7 @@ async def node_burst(
     client.AppsV1Api(stack.api).create_namespaced_deployment("default", deployment("burst", pods, "500m", "256Mi"))
     records, faults_done = start_faults(stack, temporal, faults)
     status = await settle(stack, handle, faults_done, lambda s: not s.in_flight, timeout)
+    faults_done.cancel()  # a fault still waiting for its moment when the run timed out
     violations = [] if status is not None else [f"pods not all running within {timeout:.0f} s"]
     return Outcome("node-burst", records, violations, 0, time.monotonic() - began), stack, temporal
 
@@ -485,6 +497,16 @@ async def node_scale_down(
     outcome, stack, temporal = await node_burst(workdir, [], pods, scaleDown=SCALE_DOWN)
     if outcome.violations:
         return outcome, stack, temporal, 0
+    try:
+        return await _shrink(stack, temporal, outcome, faults, pods, timeout)
+    except BaseException:
+        stack.stop()
+        raise
+
+
+async def _shrink(
+    stack: Stack, temporal: Client, outcome: Outcome, faults: list[tuple[str, Fault]], pods: int, timeout: float
+) -> tuple[Outcome, Stack, Client, int]:
     began = time.monotonic()
     handle = temporal.get_workflow_handle(autoscaler_id(CLUSTER))
     client.PolicyV1Api(stack.api).create_namespaced_pod_disruption_budget(
@@ -506,6 +528,7 @@ async def node_scale_down(
         return quiet_since[-1] - quiet_since[0] >= 20  # no removal for 20 s: nothing more to remove
 
     status = await settle(stack, handle, faults_done, done, timeout)
+    faults_done.cancel()  # a fault still waiting for its moment when the run timed out
     if status is None:
         outcome.violations.append(f"scale-down not finished within {timeout:.0f} s")
     final = len(client.CoreV1Api(stack.api).list_node(label_selector=LABEL_REQUEST).items)
