@@ -99,6 +99,9 @@ READY_NODES_SEEN = "requests-with-ready-node"
 # Runs that started their requests as children (each recorded twice in the loop's own history)
 # replay so.
 ACTIVITY_STARTS = "requests-started-by-activity"
+# Runs that kept counting a zone-spread request in flight once its node was Ready (counting that
+# node's room twice, before the observer reported the room the skew holds back) replay so.
+SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -327,7 +330,9 @@ class NodeAutoscalerWorkflow:
         if workflow.patched(LANDING_REQUESTS):
             in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
         if ready_nodes_seen:  # their nodes are in the observation, with their room
-            in_flight = counted_once(in_flight, obs.requests_with_ready_node)
+            in_flight = counted_once(
+                in_flight, obs.requests_with_ready_node, keep_zone_shares=not workflow.patched(SPREAD_ROOM_COUNTED_ONCE)
+            )
         split = split_headroom(  # from here on, the plan's pods and problems are real pods only
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),
