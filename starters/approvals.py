@@ -17,10 +17,9 @@ from temporalio.client import Client, RPCError, WorkflowHandle
 from temporalio.service import RPCStatusCode
 
 from activities.updates import execute_update
+from scaling.approvals import AWAITING_APPROVAL
 from scaling.nodes.explain import when
 from starters.cli import REFUSED, RPC_TIMEOUT, CliError, Done
-
-AWAITING_APPROVAL = "AwaitingApproval"
 
 
 class PendingApproval(BaseModel):

@@ -360,7 +360,7 @@ async def _pending_request(handle: WorkflowHandle) -> PendingApproval | None:
         return None
     return PendingApproval(
         id=status.id,
-        what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.pool}",
+        what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.step}",
         reason=wait.reason,
         deadline=wait.deadline,
         default=wait.default,

@@ -19,14 +19,12 @@ other pools, and onto this one only after the backoff, asking again.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from scaling.approvals import Default
 from scaling.nodes.models import ApprovalPolicy, NodeGroup, PlannedNode, ServerType
 
-Default = Literal["approve", "deny"]
 DEFAULT_TIMEOUT_S = ApprovalPolicy.model_fields["timeout_s"].default
 
 
@@ -37,18 +35,6 @@ class ApprovalGate(BaseModel):
     pools: dict[str, str] = Field(default_factory=dict)  # pool name -> why trying it waits
     timeout_s: float = DEFAULT_TIMEOUT_S
     default: Default = "deny"
-
-
-class ApprovalState(BaseModel):
-    """A request's wait for approval, in its status (and so in `growth nodes approvals`)."""
-
-    reason: str
-    pool: str
-    deadline: datetime
-    default: Default
-    decision: Literal["", "approved", "denied"] = ""
-    by: str = ""  # "operator" or "timeout"
-    note: str = ""
 
 
 def approval_gates(
@@ -95,20 +81,6 @@ def waits_for(gate: ApprovalGate | None, pool: str, approved: bool) -> str:
     if gate is None or approved:
         return ""
     return gate.nodes or gate.pools.get(pool, "")
-
-
-def applies_default(default: Default) -> bool:
-    """Whether a gate whose timeout passed without a decision is approved."""
-    return default == "approve"
-
-
-def decision_refused(awaiting: bool, approval: ApprovalState | None, what: str) -> str:
-    """Why an approve/deny is refused ("" when it is taken): only a wait still open is decided."""
-    if approval is not None and approval.decision:
-        return f"id: {what} was already {approval.decision} (by {approval.by})"
-    if not awaiting:
-        return f"id: {what} is not awaiting approval"
-    return ""
 
 
 def scale_up_event(request_id: str, planned: PlannedNode, approval: ApprovalGate | None) -> tuple[str, str]:

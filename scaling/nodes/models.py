@@ -147,7 +147,7 @@ class PodProblem(BaseModel):
 class RequestPhase(str, Enum):
     PENDING = "Pending"
     # Gated (scaling.nodes.approvals): waits for an operator's approve/deny or its timeout.
-    AWAITING_APPROVAL = "AwaitingApproval"
+    AWAITING_APPROVAL = "AwaitingApproval"  # scaling.approvals.AWAITING_APPROVAL
     PROVISIONING = "Provisioning"
     READY = "Ready"
     UNMET = "Unmet"

@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from scaling.approvals import ApprovalState
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import Resources, Taint
-from scaling.nodes.approvals import ApprovalGate, ApprovalState
+from scaling.nodes.approvals import ApprovalGate
 from scaling.nodes.models import (
     LABEL_CLUSTER,
     LABEL_GROUP,

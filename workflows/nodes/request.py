@@ -19,8 +19,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from scaling.approvals import ApprovalState, applies_default, decision_refused
     from scaling.nodes import contracts
-    from scaling.nodes.approvals import ApprovalState, applies_default, decision_refused, waits_for
+    from scaling.nodes.approvals import waits_for
     from scaling.nodes.capacity import hands_back_pods
     from scaling.nodes.contracts import (
         CreateNodeInput,
@@ -234,7 +235,7 @@ class NodeRequestWorkflow:
         status.current_pool, status.server_type, status.provider = pool.name, pool.server_type, pool.provider
         status.approval = ApprovalState(
             reason=reason,
-            pool=pool.name,
+            step=pool.name,
             deadline=workflow.now() + timedelta(seconds=gate.timeout_s),
             default=gate.default,
         )

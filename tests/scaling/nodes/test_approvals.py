@@ -5,14 +5,9 @@ from typing import Any
 
 import pytest
 
+from scaling.approvals import ApprovalState, decision_refused
 from scaling.kube.models import Resources
-from scaling.nodes.approvals import (
-    ApprovalState,
-    approval_gates,
-    decision_refused,
-    scale_up_event,
-    waits_for,
-)
+from scaling.nodes.approvals import approval_gates, scale_up_event, waits_for
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.loop import apply_attempt_backoff
 from scaling.nodes.models import Attempt, AttemptResult, NodeGroup, PlannedNode, RequestPhase
@@ -115,7 +110,7 @@ def test_the_gate_carries_timeout_and_default() -> None:
 
 
 def test_decisions_are_taken_once() -> None:
-    wait = ApprovalState(reason="r", pool="p", deadline=datetime.now(UTC), default="deny")
+    wait = ApprovalState(reason="r", step="p", deadline=datetime.now(UTC), default="deny")
     assert decision_refused(True, wait, "id1") == ""
     assert decision_refused(False, None, "id1") == "id: id1 is not awaiting approval"
     decided = wait.model_copy(update={"decision": "denied", "by": "timeout"})
