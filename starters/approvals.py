@@ -41,15 +41,13 @@ def awaiting_query(**attributes: str) -> str:
 
 
 async def list_awaiting(
-    client: Client, query: str, describe: Callable[[WorkflowHandle], Awaitable[PendingApproval | None]]
+    client: Client, query: str, describe: Callable[[WorkflowHandle], Awaitable[list[PendingApproval]]]
 ) -> PendingApprovals:
-    """Every workflow the query finds that still awaits a decision when asked (`describe` says
-    None for one decided since the visibility store last saw it)."""
+    """What the workflows the query finds still await when asked (`describe` leaves out a wait
+    decided since the visibility store last saw it)."""
     out = []
     async for execution in client.list_workflows(query, rpc_timeout=RPC_TIMEOUT):
-        pending = await describe(client.get_workflow_handle(execution.id))
-        if pending is not None:
-            out.append(pending)
+        out.extend(await describe(client.get_workflow_handle(execution.id)))
     return PendingApprovals(approvals=sorted(out, key=lambda p: p.id))
 
 

@@ -353,18 +353,20 @@ def approvals_command(cluster: str) -> Call:
     return Call(run=run, table=format_approvals)
 
 
-async def _pending_request(handle: WorkflowHandle) -> PendingApproval | None:
+async def _pending_request(handle: WorkflowHandle) -> list[PendingApproval]:
     status = await query(handle, NodeRequestWorkflow.describe, rpc_timeout=RPC_TIMEOUT)
     wait = status.approval
     if wait is None or wait.decision:
-        return None
-    return PendingApproval(
-        id=status.id,
-        what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.step}",
-        reason=wait.reason,
-        deadline=wait.deadline,
-        default=wait.default,
-    )
+        return []
+    return [
+        PendingApproval(
+            id=status.id,
+            what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.step}",
+            reason=wait.reason,
+            deadline=wait.deadline,
+            default=wait.default,
+        )
+    ]
 
 
 def _decision(name: str, approve: bool, text: str) -> None:

@@ -274,15 +274,15 @@ def approvals_command(where: tuple[str, str]) -> Call:
     return Call(run=run, table=format_approvals)
 
 
-async def _pending_cluster(handle: WorkflowHandle) -> PendingApproval | None:
+async def _pending_cluster(handle: WorkflowHandle) -> list[PendingApproval]:
     st = await query(handle, DataPlaneClusterWorkflow.status, rpc_timeout=RPC_TIMEOUT)
     wait = st.approval
     if wait is None or wait.decision:
-        return None
+        return []
     what = f"DataPlaneCluster {st.cluster_id} ({st.instance_type}): {wait.step}"
-    return PendingApproval(
-        id=st.cluster_id, what=what, reason=wait.reason, deadline=wait.deadline, default=wait.default
-    )
+    return [
+        PendingApproval(id=st.cluster_id, what=what, reason=wait.reason, deadline=wait.deadline, default=wait.default)
+    ]
 
 
 def _decision(name: str, approve: bool, text: str) -> None:

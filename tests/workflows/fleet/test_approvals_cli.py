@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from contextlib import suppress
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -22,18 +20,6 @@ from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
 from workflows.fleet.registry import WORKFLOWS
-from workflows.search import ALL
-
-
-@pytest.fixture(scope="module")
-async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-        search_attributes=ALL,
-    ) as e:
-        yield e
 
 
 async def test_cli_approves_and_denies_cluster_creation(search_env: WorkflowEnvironment, tmp_path) -> None:
