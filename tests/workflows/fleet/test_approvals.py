@@ -18,8 +18,10 @@ from scaling.fleet.approvals import ClusterApprovalGate
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.workflows.fleet.test_autoscaler import create, eventually, phases, region, settings
 from tests.workflows.fleet.test_cluster import LIFECYCLE_HISTORY, cluster_input, in_phase, report, running
 from tests.workflows.nodes.test_replay import patches_in
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import CLUSTER_APPROVAL_GATES, DataPlaneClusterWorkflow
 
 BEFORE = Path(__file__).parent / "histories" / "before" / CLUSTER_APPROVAL_GATES / LIFECYCLE_HISTORY.name
@@ -113,3 +115,47 @@ async def test_histories_before_and_after_the_patch_replay() -> None:
         history = WorkflowHistory.from_json(path.stem, {"events": events})
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, f"{path}: {result.replay_failure}"
+
+
+async def test_the_region_blocks_a_cluster_whose_deletion_was_denied(dev_env: WorkflowEnvironment) -> None:
+    """The whole loop on the dev server: a removable cluster waits before its deletion; denied, it
+    is back to ready in the region's registry, blocked until approve-deletion."""
+    world = FleetWorld()
+    async with region(dev_env, world, settings(approve_cluster_delete=True)) as handle:
+        await eventually(handle, lambda st: st.clusters_created == 1)
+        for i in range(10):
+            await create(handle, f"kafka-{i}")
+        await eventually(handle, lambda st: st.instances_placed == 10 and phases(st) == [ClusterPhase.READY] * 2)
+        for i in range(10):
+            await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, f"kafka-{i}")
+        clusters = [c.id for c in (await handle.query(FleetAutoscalerWorkflow.status)).clusters]
+        handles = {cid: dev_env.client.get_workflow_handle(contracts.cluster_workflow_id(cid)) for cid in clusters}
+
+        async def deletion_waiting() -> str | None:
+            for cid, h in handles.items():
+                if await awaiting(h, "delete"):
+                    return cid
+            return None
+
+        found: list[str] = []
+
+        async def check() -> bool:
+            cid = await deletion_waiting()
+            found[:] = [cid] if cid else []
+            return bool(cid)
+
+        await until(check)
+        [candidate] = found
+        await execute_update(handles[candidate], DataPlaneClusterWorkflow.deny, "keep capacity")
+        st = await eventually(
+            handle, lambda st: any(c.id == candidate and c.deletion_blocked for c in st.clusters), timeout=60
+        )
+        rec = next(c for c in st.clusters if c.id == candidate)
+        assert rec.phase == ClusterPhase.READY and not rec.delete_sent
+        assert any(f"{candidate}: delete denied by operator: keep capacity" in e for e in st.events)
+        later = st.rounds + 3  # blocked: later rounds neither mark it nor delete it
+        st = await eventually(handle, lambda st: st.rounds >= later)
+        rec = next(c for c in st.clusters if c.id == candidate)
+        assert rec.phase == ClusterPhase.READY and rec.deletion_blocked
+        # Nothing was deleted: the other empty cluster may be marked now, and waits for approval too.
+        assert contracts.DELETE_OCM_CLUSTER not in world.calls
