@@ -173,7 +173,12 @@ def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run
 
 
 @fleet.command("start")
-@click.option("--fleet-config", required=True, type=click.Path(dir_okay=False), help="fleet configuration YAML")
+@click.option(
+    "--fleet-config",
+    required=True,
+    type=click.Path(),
+    help="fleet configuration YAML, or a kas-fleet-manager config directory (its four files, as they are)",
+)
 @model_options(FleetAutoscalerSettings, skip=frozenset({"provider", "region"}), help_text=START_HELP)
 @shared_options
 @click.pass_context

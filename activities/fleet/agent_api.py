@@ -3,9 +3,13 @@
 - PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/status: the body (AgentStatusReport) becomes the
   `report_agent_status` update on `fleet/cluster/<id>`; 204, or 400 naming the field (the body
   or the workflow's validator refused it) or the unknown cluster.
-- GET /api/kafkas_mgmt/v1/agent-clusters/{id}: capacity.<type>.maxNodes, from query `agent_view`.
+- GET /api/kafkas_mgmt/v1/agent-clusters/{id}: DataplaneClusterAgentConfig (spec.capacity.<type>
+  .maxNodes), from query `agent_view`.
 - GET /api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas: the instances placed there and the reserved
-  ones, as ManagedKafka-shaped items (labels carry type and units, as fleetshard reads them).
+  ones, as ManagedKafka objects (labels carry type and units, annotations bf2.org/id and
+  bf2.org/placementId, spec.versions and spec.deleted, as fleetshard reads them).
+- PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas/status: instance id -> status, the
+  `report_instance_statuses` update (placed -> ready, deleting -> gone); 200.
 
 Auth: a bearer token per cluster (activities.fleet.tokens): no token -> 401, a token that is not
 this cluster's -> 403 (an HMAC token names no cluster, so another cluster's token and a forged
@@ -23,7 +27,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -31,23 +35,41 @@ from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
 from activities.updates import execute_update
 from scaling.fleet import contracts
-from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance
+from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, InstanceStatusReport, ManagedInstance
+from scaling.fleet.models import InstanceVersions
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/kafkas_mgmt/v1/agent-clusters"
 PROFILE_QUOTA_LABEL = "bf2.org/kafkaInstanceProfileQuotaConsumed"
+SUSPENDED_LABEL = "bf2.org/suspended"
+
+
+# kas-fleet-manager's error codes (pkg/errors/errors.go), so an agent's logs read the same as
+# against the real one: code KAFKAS-MGMT-<n>, href /api/kafkas_mgmt/v1/errors/<n>.
+ERR_FORBIDDEN = 4
+ERR_GENERAL = 9
+ERR_UNAUTHENTICATED = 15
+ERR_MALFORMED = 17
+ERR_BAD_REQUEST = 21
+ERR_FIELD_VALIDATION = 37
+FIELD_VALIDATION_REASON = "Field validation failed"
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, code: int = ERR_BAD_REQUEST) -> None:
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.code = status, reason, code
 
 
-def error_body(status: int, reason: str) -> dict[str, Any]:
-    # kas-fleet-manager's error shape, so an agent's logs read the same as against the real one
-    return {"kind": "Error", "code": f"KAFKAS-MGMT-{status}", "reason": reason}
+def error_body(err: ApiError) -> dict[str, Any]:
+    return {
+        "id": str(err.code),
+        "kind": "Error",
+        "href": f"/api/kafkas_mgmt/v1/errors/{err.code}",
+        "code": f"KAFKAS-MGMT-{err.code}",
+        "reason": err.reason,
+    }
 
 
 def field_errors(err: ValidationError) -> str:
@@ -55,18 +77,41 @@ def field_errors(err: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in err.errors())
 
 
-def managed_kafka(inst: ManagedInstance, cluster_id: str) -> dict[str, Any]:
+def managed_kafka(inst: ManagedInstance, versions: InstanceVersions | None, reserved: bool) -> dict[str, Any]:
+    """A ManagedKafka as upstream's services/kafka.go builds it (the parts growth knows: no
+        capacity, oauth, owners or service accounts). Placement id: the instance id on its cluster
+        (growth places an instance once); a reserved one's is its id, as upstream's. The quota label is
+    the size's quotaConsumed, or its units when the config gives no quota."""
     labels = {
         **inst.labels,
         contracts.INSTANCE_PROFILE_LABEL: inst.instance_type,
-        PROFILE_QUOTA_LABEL: str(inst.units),
+        PROFILE_QUOTA_LABEL: str(inst.quota or inst.units),
     }
+    if reserved:
+        labels[contracts.RESERVED_DEPLOYMENT_LABEL] = "reserved"
+    else:
+        labels[SUSPENDED_LABEL] = "false"
+    placement = inst.id if reserved else f"{inst.id}.{inst.cluster_id}"
     return {
-        "kind": "ManagedKafka",
         "id": inst.id,
-        "metadata": {"name": inst.id, "namespace": inst.namespace or inst.id, "labels": labels},
-        "spec": {"clusterId": cluster_id, "instanceType": inst.instance_type, "size": inst.size, "units": inst.units},
+        "kind": "ManagedKafka",
+        "apiVersion": "managedkafka.bf2.org/v1alpha1",
+        "metadata": {
+            "name": inst.id,
+            "namespace": inst.namespace or inst.id,
+            "annotations": {"bf2.org/id": inst.id, "bf2.org/placementId": placement},
+            "labels": labels,
+        },
+        "spec": {
+            "endpoint": {"bootstrapServerHost": f"{inst.id}-dummyhost" if reserved else ""},
+            "versions": (versions or InstanceVersions()).model_dump(by_alias=True),
+            "deleted": inst.deleted,
+            "owners": [],
+        },
     }
+
+
+INSTANCE_STATUSES = TypeAdapter(dict[str, InstanceStatusReport])
 
 
 def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens | None = None) -> FastAPI:
@@ -76,14 +121,14 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(err.status, err.reason), status_code=err.status)
+        return JSONResponse(error_body(err), status_code=err.status)
 
     def authorize(request: Request, cluster_id: str) -> None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "a bearer token is required")
+            raise ApiError(401, "a bearer token is required", ERR_UNAUTHENTICATED)
         if not tokens.verify(cluster_id, token.strip()):
-            raise ApiError(403, f"the token is not valid for cluster {cluster_id}")
+            raise ApiError(403, f"the token is not valid for cluster {cluster_id}", ERR_FORBIDDEN)
 
     async def view(cluster_id: str) -> AgentClusterView:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
@@ -91,26 +136,32 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
             return await handle.query(contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                raise ApiError(404, f"unknown cluster {cluster_id}") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
+                # upstream answers 400 here: 404 is kept for refused tokens
+                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
 
     @app.get(PREFIX + "/{cluster_id}")
     @app.get(PREFIX + "/{cluster_id}/", include_in_schema=False)  # httpx base_url + "" ends in "/"
     async def get_cluster(cluster_id: str, request: Request) -> dict[str, Any]:
         authorize(request, cluster_id)
         v = await view(cluster_id)
+        # DataplaneClusterAgentConfig: everything under `spec`, as the agent reads it
         return {
-            "kind": "DataPlaneClusterAgentConfig",
-            "id": v.cluster_id,
-            "phase": v.phase.value,
-            "capacity": {t: {"maxNodes": c.max_nodes} for t, c in sorted(v.capacity.items())},
+            "spec": {
+                "net": {"private": False},
+                "capacity": {t: {"maxNodes": c.max_nodes} for t, c in sorted(v.capacity.items())},
+                "observability": {"channel": "", "repository": "", "tag": ""},
+            }
         }
 
     @app.get(PREFIX + "/{cluster_id}/kafkas")
     async def get_kafkas(cluster_id: str, request: Request) -> dict[str, Any]:
         authorize(request, cluster_id)
         v = await view(cluster_id)
-        items = [managed_kafka(i, cluster_id) for i in [*v.instances, *v.reserved]]
+        # upstream lists reserved ones only when a ready Strimzi version is known (else it fails)
+        reserved = v.reserved if v.versions is not None else []
+        items = [managed_kafka(i.model_copy(update={"cluster_id": cluster_id}), v.versions, False) for i in v.instances]
+        items += [managed_kafka(i, v.versions, True) for i in reserved]
         return {"kind": "ManagedKafkaList", "items": items}
 
     @app.put(PREFIX + "/{cluster_id}/status", status_code=204)
@@ -119,19 +170,38 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
         try:
             report = AgentStatusReport.model_validate_json(await request.body())
         except ValidationError as err:
-            raise ApiError(400, field_errors(err)) from None
+            raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
+        problems = report.strimzi_problems()
+        if problems:
+            raise ApiError(400, f"{FIELD_VALIDATION_REASON}: {problems[0]}", ERR_FIELD_VALIDATION)
+        await update(cluster_id, contracts.UPDATE_AGENT_STATUS, report)
+        return Response(status_code=204)
+
+    @app.put(PREFIX + "/{cluster_id}/kafkas/status")
+    async def put_kafka_statuses(cluster_id: str, request: Request) -> Response:
+        authorize(request, cluster_id)
+        try:
+            reports = INSTANCE_STATUSES.validate_json(await request.body())
+        except ValidationError as err:
+            raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
+        if reports:
+            await update(cluster_id, contracts.UPDATE_INSTANCE_STATUSES, reports)
+        else:
+            await view(cluster_id)  # nothing to record; an unknown cluster is still 400
+        return Response(status_code=200)  # upstream answers 200 here, 204 for the cluster's status
+
+    async def update(cluster_id: str, name: str, arg: Any) -> None:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            await execute_update(handle, contracts.UPDATE_AGENT_STATUS, report, rpc_timeout=timeout)
+            await execute_update(handle, name, arg, rpc_timeout=timeout)
         except WorkflowUpdateFailedError as err:
             # the workflow's validator refused it; its message names the field
             cause = err.cause
             raise ApiError(400, getattr(cause, "message", None) or str(cause)) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:  # never created, or already deleted
-                raise ApiError(400, f"unknown cluster {cluster_id}") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}") from None
-        return Response(status_code=204)
+                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
+            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
 
     return app
 

@@ -8,13 +8,14 @@ section per file:
     node_prewarming:                # reserved instances per instance type
 
 `load_fleet_config` validates the whole document and raises FleetConfigError listing every
-problem with the dotted path of the field it is about.
+problem with the dotted path of the field it is about. Given a directory, it reads
+kas-fleet-manager's own files from it instead (`load_kas_fleet_manager_dir`), as they are.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -98,19 +99,54 @@ class DynamicScalingConfig(_Strict):
 
 
 # -- instance types ---------------------------------------------------------------------
-class InstanceSize(_Strict):
-    """A size of an instance type and the streaming units one instance of it consumes."""
+class _UpstreamStrict(_Strict):
+    # kas-fleet-manager's files spell some fields camelCase (capacityConsumed); growth reads
+    # either spelling, and error paths name the upstream one.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BillingModel(_Strict):
+    """A billing model of an instance type (upstream's supported_billing_models entry). growth
+    bills nothing; it is read so that the file loads as it is."""
+
+    id: str = Field(min_length=1)
+    ams_resource: str = Field(min_length=1)
+    ams_product: str = Field(min_length=1)
+    ams_billing_models: list[str] = Field(min_length=1)
+    grace_period_days: int = Field(default=0, ge=0)
+
+
+class InstanceSize(_UpstreamStrict):
+    """A size of an instance type and the streaming units one instance of it consumes
+    (capacityConsumed). The other fields are upstream's limits of a size; growth checks them as
+    upstream does (numbers above 0) and does not use them."""
 
     id: str = Field(min_length=1)
     display_name: str = ""
-    capacity_consumed: int = Field(ge=1)
+    capacity_consumed: int = Field(ge=1, alias="capacityConsumed")
+    quota_consumed: int | None = Field(default=None, ge=1, alias="quotaConsumed")
+    quota_type: str = Field(default="", alias="quotaType")  # deprecated upstream and ignored there
+    ingress_throughput_per_sec: str = Field(default="", alias="ingressThroughputPerSec")
+    egress_throughput_per_sec: str = Field(default="", alias="egressThroughputPerSec")
+    total_max_connections: int | None = Field(default=None, ge=1, alias="totalMaxConnections")
+    max_connection_attempts_per_sec: int | None = Field(default=None, ge=1, alias="maxConnectionAttemptsPerSec")
+    max_data_retention_size: str = Field(default="", alias="maxDataRetentionSize")
+    max_data_retention_period: str = Field(default="", alias="maxDataRetentionPeriod")
+    max_partitions: int | None = Field(default=None, ge=1, alias="maxPartitions")
+    max_message_size: str = Field(default="", alias="maxMessageSize")
+    min_in_sync_replicas: int | None = Field(default=None, ge=1, alias="minInSyncReplicas")
+    replication_factor: int | None = Field(default=None, ge=1, alias="replicationFactor")
+    supported_az_modes: list[Literal["single", "multi"]] = Field(default_factory=list, alias="supportedAZModes")
+    maturity_status: Literal["", "stable", "preview"] = Field(default="", alias="maturityStatus")
+    lifespan_seconds: int | None = Field(default=None, ge=1, alias="lifespanSeconds")
 
 
 class InstanceTypeConfig(_Strict):
-    """A managed-instance type (e.g. standard, developer) and its sizes."""
+    """A managed-instance type (e.g. standard, developer), its billing models and its sizes."""
 
     id: str = Field(min_length=1)
     display_name: str = ""
+    supported_billing_models: list[BillingModel] = Field(default_factory=list)
     sizes: list[InstanceSize] = Field(min_length=1)
 
     def size(self, size_id: str) -> InstanceSize | None:
@@ -122,10 +158,11 @@ class InstanceTypeConfig(_Strict):
 
 # -- prewarming -------------------------------------------------------------------------
 class PrewarmingConfig(_Strict):
-    """Reserved instances of one size that every ready cluster of the type keeps (0 = off)."""
+    """Reserved instances of one size that every ready cluster of the type keeps (0 = off);
+    the size defaults to x1, as upstream's."""
 
     num_reserved_instances: int = Field(default=0, ge=0)
-    base_streaming_unit_size: str = Field(min_length=1)
+    base_streaming_unit_size: str = Field(default="x1", min_length=1)
 
 
 # -- the document -----------------------------------------------------------------------
@@ -245,8 +282,39 @@ def parse_fleet_config(raw: Any) -> FleetConfig:
 
 
 def load_fleet_config(path: str | Path) -> FleetConfig:
+    """growth's one document, or a directory holding kas-fleet-manager's own files."""
+    if Path(path).is_dir():
+        return load_kas_fleet_manager_dir(path)
     return parse_fleet_config(yaml.safe_load(Path(path).read_text()))
 
 
 def load_fleet_config_text(text: str) -> FleetConfig:
     return parse_fleet_config(yaml.safe_load(text))
+
+
+# kas-fleet-manager's own files (its config/ directory) and the section of growth's document
+# each one becomes; each file loads as it is.
+KAS_FLEET_MANAGER_FILES = {
+    "kafka-instance-types-configuration.yaml": "supported_instance_types",
+    "provider-configuration.yaml": "supported_providers",
+    "dynamic-scaling-configuration.yaml": "dynamic_scaling",
+    "node-prewarming-configuration.yaml": "node_prewarming",
+}
+
+
+def load_kas_fleet_manager_dir(directory: str | Path) -> FleetConfig:
+    """growth's configuration from a kas-fleet-manager config directory (the files of
+    KAS_FLEET_MANAGER_FILES; a missing one leaves its section at its default). The instance-types
+    and provider files hold their section under its own key; the other two are the section."""
+    doc: dict[str, Any] = {}
+    for name, section in KAS_FLEET_MANAGER_FILES.items():
+        path = Path(directory) / name
+        if not path.exists():
+            continue
+        raw = yaml.safe_load(path.read_text())
+        if raw is None:
+            continue
+        if not isinstance(raw, dict):
+            raise FleetConfigError([(name, "must be a mapping")])
+        doc[section] = raw.get(section, []) if section in ("supported_instance_types", "supported_providers") else raw
+    return parse_fleet_config(doc)

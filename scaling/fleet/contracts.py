@@ -38,7 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from scaling.fleet.models import ClusterPhase, ManagedInstance, TypeCapacity
+from scaling.fleet.models import ClusterPhase, InstanceVersions, ManagedInstance, TypeCapacity
 
 # -- activity names (registered by activities/fleet, called by workflows/fleet) ------------
 CREATE_OCM_CLUSTER = "create_ocm_cluster"
@@ -73,6 +73,7 @@ AUTOSCALER_WORKFLOW = "FleetAutoscaler"
 
 # DataPlaneCluster
 UPDATE_AGENT_STATUS = "report_agent_status"  # AgentStatusReport -> None; validator refuses bad reports
+UPDATE_INSTANCE_STATUSES = "report_instance_statuses"  # dict[id, InstanceStatusReport] -> None
 QUERY_CLUSTER_STATUS = "status"  # -> the cluster's state model (workflows/fleet)
 QUERY_AGENT_VIEW = "agent_view"  # -> AgentClusterView (GET agent-clusters/{id}, .../kafkas)
 # ... and what its region's FleetAutoscaler tells it (signals):
@@ -273,40 +274,52 @@ class CleanupInput(BaseModel):
 # -- the agent (fleetshard) report --------------------------------------------------------
 class _AgentModel(BaseModel):
     # The agent speaks camelCase JSON (maxUnits, kafkaVersions); growth reads either spelling.
+    # Unknown fields (lastTransitionTime, ...) are ignored, as upstream's generated model does.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 class AgentCondition(_AgentModel):
-    """A status condition; growth reads type "Ready" with status "True"/"False"."""
+    """A status condition. Every field may be omitted (the Go client drops empty strings): a
+    deleted instance reports `{"type": "Ready", "reason": "Deleted"}` with no status."""
 
-    type: str
-    status: Literal["True", "False", "Unknown"]
+    type: str = ""
+    status: str = ""
     reason: str = ""
     message: str = ""
 
 
 class AgentCapacity(_AgentModel):
     """Capacity of one instance type on the cluster in streaming units, as the agent computes it
-    from the nodes it can get (max) and what is placed (remaining)."""
+    from the nodes it can get (max) and what is placed (remaining). A zero is omitted by the Go
+    client, so `{"maxUnits": 4}` means none remaining."""
 
-    max_units: int = Field(ge=0)
-    remaining_units: int = Field(ge=0)
+    max_units: int = Field(default=0, ge=0)
+    remaining_units: int = Field(default=0, ge=0)
 
 
 class StrimziVersion(_AgentModel):
     """A Strimzi operator version installed on the cluster and whether it is ready."""
 
-    version: str
+    version: str = ""
     ready: bool = False
     kafka_versions: list[str] = Field(default_factory=list)
     kafka_ibp_versions: list[str] = Field(default_factory=list)
 
 
+def parse_bool(value: str) -> bool | None:
+    """Go's strconv.ParseBool, which upstream reads a Ready condition's status with; None when
+    it is not a boolean."""
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    return None
+
+
 class AgentStatusReport(_AgentModel):
     """Body of PUT /api/kafkas_mgmt/v1/agent-clusters/{id}/status, delivered to the cluster's
-    workflow as the `report_agent_status` update. The update's validator refuses a report
-    naming the field: remaining > max, an instance type the cluster does not support, no Ready
-    condition."""
+    workflow as the `report_agent_status` update. Every field may be omitted, as upstream's
+    DataPlaneClusterUpdateStatusRequest allows."""
 
     conditions: list[AgentCondition] = Field(default_factory=list)
     capacity: dict[str, AgentCapacity] = Field(default_factory=dict)
@@ -320,19 +333,42 @@ class AgentStatusReport(_AgentModel):
                 raise ValueError(f"capacity.{itype}.remainingUnits exceeds maxUnits")
         return value
 
-    def ready(self) -> bool | None:
-        """The Ready condition: True/False, or None when the report carries none."""
+    def ready(self) -> bool:
+        """The first Ready condition's status; no Ready condition (or an unparsable status)
+        means not ready, as upstream reads it."""
         for cond in self.conditions:
             if cond.type == "Ready":
-                return cond.status == "True"
-        return None
+                return bool(parse_bool(cond.status))
+        return False
+
+    def strimzi_problems(self) -> list[str]:
+        """Upstream's checks of the strimzi entries, with its field paths (400)."""
+        for i, s in enumerate(self.strimzi):
+            for field, empty in (
+                ("version", not s.version),
+                ("kafkaVersions", not s.kafka_versions),
+                ("kafkaIbpVersions", not s.kafka_ibp_versions),
+            ):
+                if empty:
+                    return [f".status.strimzi[{i}].{field} cannot be empty"]
+        return []
+
+
+class InstanceStatusReport(_AgentModel):
+    """One instance's entry in PUT .../agent-clusters/{id}/kafkas/status (upstream's
+    DataPlaneKafkaStatus, keyed by instance id). growth reads the Ready condition and the
+    versions; capacity, routes and adminServerURI are accepted and not kept."""
+
+    conditions: list[AgentCondition] = Field(default_factory=list)
+    versions: InstanceVersions = Field(default_factory=InstanceVersions)
 
 
 class AgentClusterView(BaseModel):
     """What GET agent-clusters/{id} and GET agent-clusters/{id}/kafkas read from the cluster's
     workflow (query `agent_view`): its phase, max_nodes per type (capacity.maxNodes), the
     instances placed on it and the reserved (prewarming) instances, which are empty unless the
-    cluster is ready."""
+    cluster is ready. `versions` (the latest ready Strimzi version the agent reported, with its
+    latest Kafka and IBP versions) goes into each ManagedKafka's spec.versions."""
 
     cluster_id: str
     provider: str
@@ -341,6 +377,7 @@ class AgentClusterView(BaseModel):
     capacity: dict[str, TypeCapacity] = Field(default_factory=dict)
     instances: list[ManagedInstance] = Field(default_factory=list)
     reserved: list[ManagedInstance] = Field(default_factory=list)
+    versions: InstanceVersions | None = None  # the latest ready Strimzi's; None = none reported
 
 
 # -- autoscaler updates (CLI) ------------------------------------------------------------

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from scaling.approvals import ApprovalState
 from scaling.fleet.approvals import ClusterApprovalGate
 from scaling.fleet.config import WorkloadMachines
-from scaling.fleet.contracts import AgentStatusReport
+from scaling.fleet.contracts import AgentStatusReport, StrimziVersion, parse_bool
 from scaling.fleet.models import ClusterPhase, ManagedInstance, TypeCapacity
 
 MAX_PHASE_HISTORY = 20  # waiting <-> ready can flip forever; keep the last changes only
@@ -87,10 +87,12 @@ class DataPlaneClusterState(BaseModel):
     syncset_id: str = ""
     addons: dict[str, str] = Field(default_factory=dict)  # addon id -> last state seen
     agent_ready: bool | None = None
-    strimzi_versions: list[str] = Field(default_factory=list)
+    strimzi_versions: list[str] = Field(default_factory=list)  # the ready ones' names
+    strimzi: list[StrimziVersion] = Field(default_factory=list)  # as last reported (non-empty)
     reports: int = 0  # agent reports received (all runs)
     last_report_at: datetime | None = None
     instances: list[ManagedInstance] = Field(default_factory=list)
+    deleted_instances: list[str] = Field(default_factory=list)  # the agent reported them gone (latest last)
     history: list[PhaseChange] = Field(default_factory=list)
     deletion_confirmed: bool = False  # the autoscaler's re-check passed: delete at OCM
     approval: ApprovalState | None = None  # its latest wait for approval, if any
@@ -113,22 +115,26 @@ class ClusterReport(BaseModel):
     deletion_denied: bool = False  # once, right after an approval gate denied its deletion
 
 
+# Upstream takes agent reports in these phases only; in any other it answers 204 and changes
+# nothing (kas-fleet-manager services/data_plane_cluster.go clusterCanProcessStatusReports).
+REPORTING_PHASES = frozenset({ClusterPhase.WAITING, ClusterPhase.READY})
+
+
 def report_problems(report: AgentStatusReport, state: DataPlaneClusterState) -> list[str]:
-    """Why an agent report must be refused, each naming the field; [] = acceptable."""
-    problems: list[str] = []
-    if state.phase not in (
-        ClusterPhase.PROVISIONED,
-        ClusterPhase.WAITING,
-        ClusterPhase.READY,
-        ClusterPhase.DEPROVISIONING,
-    ):
-        problems.append(f"cluster is {state.phase.value}: no agent reports are expected")
-    if report.ready() is None:
-        problems.append("conditions: no Ready condition")
-    for itype in report.capacity:
-        if itype != state.instance_type:
-            problems.append(f"capacity.{itype}: instance type not supported by this cluster")
+    """Why an agent report must be refused (400), each naming the field; [] = acceptable.
+    Capacity for a type the cluster does not run is not a problem: it is ignored."""
+    problems = report.strimzi_problems()
+    for i, cond in enumerate(report.conditions):
+        if cond.type == "Ready":
+            if parse_bool(cond.status) is None:
+                problems.append(f"conditions[{i}].status: {cond.status!r} is not a boolean")
+            break
     return problems
+
+
+def supported_types(state: DataPlaneClusterState) -> list[str]:
+    """The instance types the cluster runs: the ones it has a machine pool (capacity) for."""
+    return sorted({state.instance_type, *state.capacity})
 
 
 def phase_after_report(phase: ClusterPhase, ready: bool) -> ClusterPhase:
@@ -141,20 +147,33 @@ def phase_after_report(phase: ClusterPhase, ready: bool) -> ClusterPhase:
 
 
 def apply_report(state: DataPlaneClusterState, report: AgentStatusReport, now: datetime) -> bool:
-    """Store the report's capacity, Ready and Strimzi versions; True when the phase changed."""
-    for itype, cap in report.capacity.items():
-        current = state.capacity.get(itype, TypeCapacity())
-        state.capacity[itype] = current.model_copy(
-            update={"max_units": cap.max_units, "remaining_units": cap.remaining_units}
-        )
-    state.agent_ready = bool(report.ready())
-    state.strimzi_versions = [s.version for s in report.strimzi if s.ready][:MAX_STRIMZI_VERSIONS]
+    """Fold an accepted report into the state as upstream does; True when the phase or the
+    capacity changed. Outside REPORTING_PHASES nothing changes. A not-ready report only moves
+    the cluster to waiting (its capacity and versions are not stored); a ready one stores the
+    capacity of the types the cluster runs (others are ignored) and, when it lists any, the
+    Strimzi versions."""
+    if state.phase not in REPORTING_PHASES:
+        return False
     state.reports += 1
     state.last_report_at = now
-    new = phase_after_report(state.phase, state.agent_ready)
-    if new == state.phase:
-        return False
-    set_phase(state, new, now, "agent reported Ready" if state.agent_ready else "agent reported not Ready")
+    state.agent_ready = report.ready()
+    changed = False
+    if state.agent_ready:
+        for itype in supported_types(state):
+            cap = report.capacity.get(itype)
+            if cap is None:
+                continue
+            current = state.capacity.get(itype, TypeCapacity())
+            new = current.model_copy(update={"max_units": cap.max_units, "remaining_units": cap.remaining_units})
+            changed = changed or new != current
+            state.capacity[itype] = new
+        if report.strimzi:
+            state.strimzi = report.strimzi[:MAX_STRIMZI_VERSIONS]
+            state.strimzi_versions = [s.version for s in state.strimzi if s.ready]
+    new_phase = phase_after_report(state.phase, state.agent_ready)
+    if new_phase == state.phase:
+        return changed
+    set_phase(state, new_phase, now, "agent reported Ready" if state.agent_ready else "agent reported not Ready")
     return True
 
 

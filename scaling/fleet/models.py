@@ -4,8 +4,10 @@ instances. Plain pydantic models shared by the rules, the workflows and the cont
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 
 class ClusterPhase(str, Enum):
@@ -59,15 +61,39 @@ class ClusterRecord(BaseModel):
     delete_sent: bool = False  # the re-check passed and the cluster was told to delete itself
 
 
+class InstanceVersions(BaseModel):
+    """Kafka, Strimzi and Kafka IBP versions of an instance (ManagedKafka spec.versions, or
+    what the agent reports running); "" = not known."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    kafka: str = ""
+    strimzi: str = ""
+    kafka_ibp: str = ""
+
+
+# An instance on a cluster, as the agent's per-instance reports move it (kas-fleet-manager's
+# provisioning -> ready, deprovision -> deleting; failed on an error, rejected when the agent
+# refuses it). Deleted instances leave the cluster's list.
+InstancePhase = Literal["placed", "ready", "deleting", "failed", "rejected"]
+
+
 class ManagedInstance(BaseModel):
     """A managed (Kafka-like) instance: its type, size and the streaming units it consumes.
 
-    `cluster_id` is empty while it waits for a ready cluster with room."""
+    `cluster_id` is empty while it waits for a ready cluster with room. On its cluster, `phase`
+    follows the agent's reports, `deleted` is ManagedKafka spec.deleted (removal asked, until the
+    agent reports it gone) and `versions` what the agent last reported running."""
 
     id: str
     instance_type: str
     size: str
     units: int = Field(ge=1)
+    quota: int = Field(default=0, ge=0)  # its size's quotaConsumed (0 = not known: units stand in)
     cluster_id: str = ""
     namespace: str = ""
     labels: dict[str, str] = Field(default_factory=dict)
+    phase: InstancePhase = "placed"
+    deleted: bool = False
+    versions: InstanceVersions = Field(default_factory=InstanceVersions)
+    message: str = ""  # the agent's reason when failed or rejected

@@ -17,6 +17,14 @@ def instance_units(cfg: FleetConfig, instance_type: str, size: str) -> int | Non
     return found.capacity_consumed if found else None
 
 
+def instance_quota(cfg: FleetConfig, instance_type: str, size: str) -> int:
+    """The quota one instance of `size` consumes (quotaConsumed, which upstream writes into the
+    ManagedKafka's quota label); 0 when the file gives none."""
+    spec = cfg.instance_type(instance_type)
+    found = spec.size(size) if spec else None
+    return (found.quota_consumed or 0) if found else 0
+
+
 def place_instance(units: int, clusters: Iterable[ClusterRecord], rules: TypeRules) -> str | None:
     """The first ready cluster of the type with `units` free, or None (the instance waits)."""
     for c in clusters:
@@ -58,6 +66,7 @@ def reserved_instances(
                     instance_type=itype,
                     size=pw.base_streaming_unit_size,
                     units=units,
+                    quota=instance_quota(cfg, itype, pw.base_streaming_unit_size),
                     cluster_id=cluster_id,
                     namespace=name,
                     labels={RESERVED_DEPLOYMENT_LABEL: "reserved"},

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from scaling.kube.models import LABEL_REGION, Resources
 from scaling.nodes.models import ServerType
@@ -160,3 +162,70 @@ def topology_labels(location: str) -> dict[str, str]:
     them: region = the location (fsn1). Its zone is the datacenter (fsn1-dc14), which only the
     created server knows, so growth leaves the zone label to the cloud controller manager."""
     return {LABEL_REGION: location}
+
+
+SPREAD_GROUP_MAX = 10  # servers one spread placement group holds (Hetzner's documented limit)
+_SELECTOR_MARKS = ("=", "!", "(", ",", " in ", " notin ")
+
+
+class ImageRef(BaseModel):
+    """A pool's image for one architecture: an id, a name (Hetzner resolves a name for the
+    server type's architecture itself) or a label selector over snapshots (newest wins)."""
+
+    kind: Literal["id", "name", "selector"]
+    value: str
+
+
+def image_ref(config: dict[str, Any], default: str, arch: str) -> ImageRef:
+    """The image a pool's server of `arch` (amd64/arm64) boots: `images_for_arch[arch]` (Cluster
+    Autoscaler's imagesForArch keys), else `image`, else the worker's default. As Cluster
+    Autoscaler reads HCLOUD_IMAGE: digits are an id, a value with selector syntax (`=`, `!=`,
+    `in (...)`, `!key`, commas) is a label selector, anything else a name."""
+    per_arch = config.get("images_for_arch") or {}
+    value = str(per_arch.get(arch) or config.get("image") or default).strip()
+    if value.isdigit():
+        return ImageRef(kind="id", value=value)
+    if any(mark in value for mark in _SELECTOR_MARKS):
+        return ImageRef(kind="selector", value=value)
+    return ImageRef(kind="name", value=value)
+
+
+def hetzner_architecture(arch: str) -> str:
+    """Kubernetes arch (amd64/arm64) → Hetzner's (x86/arm)."""
+    return "arm" if arch == "arm64" else "x86"
+
+
+def wants_spread(config: dict[str, Any]) -> bool:
+    """A pool asks for spread placement without naming a group: `placement_group: spread`."""
+    return str(config.get("placement_group", "")).strip().lower() == "spread"
+
+
+def placement_group_name(cluster: str, pool: str, index: int) -> str:
+    """The n-th spread group growth creates for a pool (names are unique per project)."""
+    return f"{cluster}-{pool}-spread-{index}"
+
+
+def pick_placement_group(members: dict[int, int]) -> int | None:
+    """The fullest spread group with room (filling groups keeps their number low), or None when
+    every group holds SPREAD_GROUP_MAX servers and a new one is needed."""
+    open_groups = [(count, gid) for gid, count in members.items() if count < SPREAD_GROUP_MAX]
+    if not open_groups:
+        return None
+    return max(open_groups)[1]
+
+
+def config_problem(config: dict[str, Any]) -> tuple[str, str] | None:
+    """(field under `config`, reason) for a Hetzner pool config growth cannot use, or None."""
+    per_arch = config.get("images_for_arch")
+    if per_arch is not None:
+        if not isinstance(per_arch, dict):
+            return "images_for_arch", f"must be a mapping of amd64/arm64 to an image, got {type(per_arch).__name__}"
+        for arch, image in per_arch.items():
+            if arch not in ("amd64", "arm64"):
+                return f"images_for_arch.{arch}", "architecture must be amd64 or arm64"
+            if not isinstance(image, (str, int)) or not str(image).strip():
+                return f"images_for_arch.{arch}", f"must be an image name, id or label selector, got {image!r}"
+    group = config.get("placement_group")
+    if group is not None and not wants_spread(config) and not str(group).isdigit():
+        return "placement_group", f"must be a placement group id or 'spread', got {group!r}"
+    return None

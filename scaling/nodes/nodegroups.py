@@ -16,6 +16,7 @@ import yaml
 from scaling.kube.models import Resources, Taint
 from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
 from scaling.nodes.billing import DEFAULT_BILLING, DEFAULT_MARGIN_S
+from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 from scaling.nodes.models import (
     CRD_GROUP,
     CRD_VERSION,
@@ -291,6 +292,8 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
         if min_nodes > max_nodes:
             raise InvalidSpec(f"{field}.minNodes", f"minNodes {min_nodes} exceeds maxNodes {max_nodes}")
     config = _mapping(v.get("config"), f"{field}.config")
+    if provider == "hetzner" and (problem := hetzner_config_problem(config)) is not None:
+        raise InvalidSpec(f"{field}.config.{problem[0]}", problem[1])
     return PoolSpec(
         provider=provider,
         serverType=list(types),

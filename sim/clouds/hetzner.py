@@ -4,7 +4,13 @@ It stands for the outside world, so it never imports growth's packages. What it 
 
 - the REST shapes hcloud parses: servers (list with label_selector/name/pagination, create,
   get, delete), server types (per-location prices and deprecation), locations, actions;
-- bearer-token auth (401 `unauthorized`), the hourly rate limit with RateLimit-* headers;
+- bearer-token auth (401 `unauthorized`); tokens belong to projects, and each project has one
+  request budget shared by all its tokens, as Hetzner documents it: a bucket of 3,600 requests
+  that refills by one a second (limit/3600 per second), RateLimit-Limit/-Remaining/-Reset
+  (the Unix time the bucket is full again) on every answer, 429 `rate_limit_exceeded` when empty.
+  `rate_time_scale` runs the refill clock faster (benchmarks only; the ratios stay the same);
+- images (system images per architecture, snapshots with labels) and spread placement groups
+  (at most 10 servers each, as Hetzner allows);
 - capacity per (server type, location) and a project server limit, answered with Hetzner's
   error codes: `resource_unavailable` (HTTP 403 in Hetzner's table), `placement_error` (412),
   `resource_limit_exceeded` (403), `rate_limit_exceeded` (429), `uniqueness_error` (409);
@@ -122,6 +128,43 @@ class LoseResponses:
 
 
 @dataclass
+class _Bucket:
+    """One project's request budget (Hetzner counts per project, not per token)."""
+
+    limit: int
+    remaining: float
+    updated: float
+    requests: int = 0
+    limited: int = 0  # 429 answers
+
+
+@dataclass
+class _Image:
+    id: int
+    name: str | None
+    type: str  # system | snapshot
+    architecture: str  # x86 | arm
+    created: float
+    labels: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass
+class _PlacementGroup:
+    id: int
+    name: str
+    type: str
+    labels: dict[str, str]
+    created: float
+
+
+SPREAD_GROUP_MAX = 10  # servers in one spread placement group (Hetzner's documented limit)
+DEFAULT_PROJECT = "default"
+# System images the fake offers, one per architecture like Hetzner's (same name, two ids).
+SYSTEM_IMAGES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+
+
+@dataclass
 class _Server:
     id: int
     name: str
@@ -137,6 +180,7 @@ class _Server:
     networks: list[int] = field(default_factory=list)
     firewalls: list[int] = field(default_factory=list)
     placement_group: int | None = None
+    image_id: int = 0
     node_registered: bool = False
     join_refused: bool = False
     register_attempts: int = 0
@@ -242,6 +286,8 @@ class FakeHetzner:
         capacity: dict[tuple[str, str], int] | None = None,
         server_limit: int | None = None,
         rate_limit_per_hour: int = 3600,
+        rate_time_scale: float = 1.0,
+        project: str = DEFAULT_PROJECT,
         action_delay_s: float = 0.0,
         boot_delay_s: float = 1.0,
         kube_url: str | None = None,
@@ -264,8 +310,17 @@ class FakeHetzner:
         self._capacity: dict[tuple[str, str], int] = dict(capacity or {})
         self.server_limit = server_limit
         self.rate_limit_per_hour = rate_limit_per_hour
-        self._rate_remaining = float(rate_limit_per_hour)
-        self._rate_updated = time.time()
+        self.rate_time_scale = rate_time_scale
+        self._tokens: dict[str, str] = {token: project}  # token → project
+        self._buckets: dict[str, _Bucket] = {}
+        self._images: dict[int, _Image] = {}
+        for i, name in enumerate(SYSTEM_IMAGES):
+            for j, arch in enumerate(("x86", "arm")):
+                image_id = 100_000 + 10 * i + j
+                self._images[image_id] = _Image(image_id, name, "system", arch, time.time() - 86400 * 30)
+        self._next_image_id = 200_000
+        self._placement_groups: dict[int, _PlacementGroup] = {}
+        self._next_placement_group_id = 1
         self._storm: tuple[int, float] = (0, 0.0)  # (requests left, reset at)
         self._faults: list[Fault] = []
         self._lose = LoseResponses()
@@ -405,7 +460,44 @@ class FakeHetzner:
             self._faults.clear()
             self._storm = (0, 0.0)
             self._lose = LoseResponses()
-            self._rate_remaining = float(self.rate_limit_per_hour)
+            self._buckets.clear()
+
+    # ------------------------------------------------------------------ projects, images
+
+    def add_token(self, token: str, project: str = DEFAULT_PROJECT) -> None:
+        """Another API token; tokens of one project share its request budget."""
+        with self._lock:
+            self._tokens[token] = project
+
+    def set_rate_remaining(self, remaining: float, project: str = DEFAULT_PROJECT) -> None:
+        """Start a project's bucket part-spent (as if another tool had used it)."""
+        with self._lock:
+            bucket = self._bucket(project, time.time())
+            bucket.remaining = max(0.0, min(float(bucket.limit), remaining))
+
+    def add_snapshot(
+        self, labels: dict[str, str], architecture: str = "x86", description: str = "", created: float | None = None
+    ) -> int:
+        """A snapshot image with labels (what a pool's label selector picks); returns its id."""
+        if architecture not in ("x86", "arm"):
+            raise ValueError("architecture must be x86 or arm")
+        with self._lock:
+            image_id = self._next_image_id
+            self._next_image_id += 1
+            self._images[image_id] = _Image(
+                image_id,
+                None,
+                "snapshot",
+                architecture,
+                created if created is not None else time.time(),
+                dict(labels),
+                description or f"snapshot {image_id}",
+            )
+            return image_id
+
+    def placement_groups(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [self._placement_group_json(g) for g in self._placement_groups.values()]
 
     # ------------------------------------------------------------------ inspection
 
@@ -427,7 +519,12 @@ class FakeHetzner:
                 "created_total": self.created_total,
                 "nodes_registered": sum(1 for s in self._servers.values() if s.node_registered),
                 "join_refused": list(self.join_refused),
-                "rate_limit_remaining": int(self._rate_remaining),
+                "rate_limit_remaining": int(self._bucket(DEFAULT_PROJECT, time.time()).remaining),
+                "rate_limit_per_hour": self.rate_limit_per_hour,
+                "projects": {
+                    name: {"requests": b.requests, "responses_429": b.limited, "rate_limit_remaining": int(b.remaining)}
+                    for name, b in self._buckets.items()
+                },
             }
 
     # ------------------------------------------------------------------ catalogue
@@ -543,17 +640,7 @@ class FakeHetzner:
             else {"id": 0, "name": s.server_type},
             "datacenter": None,
             "location": self._location_json(s.location),
-            "image": {
-                "id": 161547269,
-                "type": "system",
-                "status": "available",
-                "name": s.image,
-                "description": s.image,
-                "os_flavor": s.image.split("-")[0],
-                "os_version": s.image.split("-")[-1],
-                "rapid_deploy": True,
-                "architecture": self._types_spec.get(s.server_type, (0, 0, 0, 0, "x86"))[4],
-            },
+            "image": self._image_json(self._images[s.image_id]) if s.image_id in self._images else None,
             "iso": None,
             "rescue_enabled": False,
             "locked": False,
@@ -566,16 +653,42 @@ class FakeHetzner:
             "volumes": [],
             "load_balancers": [],
             "primary_disk_size": self._types_spec.get(s.server_type, (0, 0, 0, 0))[3],
-            "placement_group": None
-            if s.placement_group is None
-            else {
-                "id": s.placement_group,
-                "name": f"pg-{s.placement_group}",
-                "labels": {},
-                "type": "spread",
-                "servers": [x.id for x in self._servers.values() if x.placement_group == s.placement_group],
-                "created": _iso(s.created),
-            },
+            "placement_group": self._placement_group_json(self._placement_groups[s.placement_group])
+            if s.placement_group in self._placement_groups
+            else None,
+        }
+
+    def _image_json(self, image: _Image) -> dict[str, Any]:
+        name = image.name or ""
+        return {
+            "id": image.id,
+            "type": image.type,
+            "status": "available",
+            "name": image.name,
+            "description": image.description or name,
+            "image_size": None if image.type == "system" else 1.2,
+            "disk_size": 5,
+            "created": _iso(image.created),
+            "created_from": None,
+            "bound_to": None,
+            "os_flavor": name.split("-")[0] if name else "ubuntu",
+            "os_version": name.split("-")[-1] if name else None,
+            "rapid_deploy": image.type == "system",
+            "protection": {"delete": False},
+            "deprecated": None,
+            "deleted": None,
+            "labels": dict(image.labels),
+            "architecture": image.architecture,
+        }
+
+    def _placement_group_json(self, group: _PlacementGroup) -> dict[str, Any]:
+        return {
+            "id": group.id,
+            "name": group.name,
+            "labels": dict(group.labels),
+            "type": group.type,
+            "servers": [x.id for x in self._servers.values() if x.placement_group == group.id],
+            "created": _iso(group.created),
         }
 
     # ------------------------------------------------------------------ request handling
@@ -592,30 +705,29 @@ class FakeHetzner:
         self._actions[action.id] = action
         return action
 
-    def _rate_headers(self, now: float, limited_until: float | None = None) -> dict[str, str]:
-        per_s = self.rate_limit_per_hour / 3600.0
-        missing = self.rate_limit_per_hour - self._rate_remaining
-        reset = now + (missing / per_s if per_s > 0 else 0)
-        remaining = int(self._rate_remaining)
+    def _bucket(self, project: str, now: float) -> _Bucket:
+        """The project's bucket, refilled up to now (limit/3600 a second, times the time scale)."""
+        bucket = self._buckets.get(project)
+        if bucket is None:
+            bucket = self._buckets[project] = _Bucket(self.rate_limit_per_hour, float(self.rate_limit_per_hour), now)
+        per_s = bucket.limit / 3600.0 * self.rate_time_scale
+        bucket.remaining = min(float(bucket.limit), bucket.remaining + (now - bucket.updated) * per_s)
+        bucket.updated = now
+        return bucket
+
+    def _rate_headers(self, bucket: _Bucket | None, now: float, limited_until: float | None = None) -> dict[str, str]:
+        if bucket is None:  # unauthenticated: Hetzner still answers with the headers
+            bucket = _Bucket(self.rate_limit_per_hour, float(self.rate_limit_per_hour), now)
+        per_s = bucket.limit / 3600.0 * self.rate_time_scale
+        reset = now + ((bucket.limit - bucket.remaining) / per_s if per_s > 0 else 0)
+        remaining = int(bucket.remaining)
         if limited_until is not None:
             remaining, reset = 0, max(reset, limited_until)
         return {
-            "RateLimit-Limit": str(self.rate_limit_per_hour),
+            "RateLimit-Limit": str(bucket.limit),
             "RateLimit-Remaining": str(remaining),
             "RateLimit-Reset": str(int(math.ceil(reset))),
         }
-
-    def _consume_rate(self, now: float) -> bool:
-        """Refill (1 per 3600/limit s, as Hetzner does) and take one; False when exhausted."""
-        per_s = self.rate_limit_per_hour / 3600.0
-        self._rate_remaining = min(
-            float(self.rate_limit_per_hour), self._rate_remaining + (now - self._rate_updated) * per_s
-        )
-        self._rate_updated = now
-        if self._rate_remaining < 1:
-            return False
-        self._rate_remaining -= 1
-        return True
 
     def _route(self, method: str, path: str) -> str:
         return f"{method} " + re.sub(r"/\d+", "/{id}", path)
@@ -639,17 +751,25 @@ class FakeHetzner:
             route = self._route(method, sub)
             self.requests_by_route[route] = self.requests_by_route.get(route, 0) + 1
             limited_until: float | None = None
+            bucket: _Bucket | None = None
             try:
-                if headers.get("authorization") != f"Bearer {self.token}":
+                auth = headers.get("authorization", "")
+                project = self._tokens.get(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ") else None
+                if project is None:
                     raise ApiError("unauthorized", "unable to authenticate")
+                bucket = self._bucket(project, now)
+                bucket.requests += 1
                 storm_left, storm_reset = self._storm
                 if storm_left > 0:
                     self._storm = (storm_left - 1, storm_reset)
                     limited_until = storm_reset
+                    bucket.limited += 1
                     raise ApiError("rate_limit_exceeded", "limit of requests per hour reached")
-                if not self._consume_rate(now):
+                if bucket.remaining < 1:
                     limited_until = now
+                    bucket.limited += 1
                     raise ApiError("rate_limit_exceeded", "limit of requests per hour reached")
+                bucket.remaining -= 1
                 self._apply_faults(method, sub)
                 status, payload = self._dispatch(method, sub, query, body, now)
                 delay = 0.0
@@ -658,10 +778,10 @@ class FakeHetzner:
                     if self._lose.mode == "drop":
                         raise _Drop()
                     delay = self._lose.delay_s
-                return status, payload, self._rate_headers(now), delay
+                return status, payload, self._rate_headers(bucket, now), delay
             except ApiError as err:
                 error = {"code": err.code, "message": err.message, "details": err.details}
-                return err.status, {"error": error}, self._rate_headers(now, limited_until), 0.0
+                return err.status, {"error": error}, self._rate_headers(bucket, now, limited_until), 0.0
 
     def _apply_faults(self, method: str, sub: str) -> None:
         for fault in self._faults:
@@ -677,7 +797,7 @@ class FakeHetzner:
 
     def _dispatch(
         self, method: str, sub: str, query: dict[str, list[str]], body: bytes, now: float
-    ) -> tuple[int, dict[str, Any]]:
+    ) -> tuple[int, dict[str, Any] | None]:
         parts = [p for p in sub.split("/") if p]
         if parts == ["server_types"] and method == "GET":
             names = [n for n in self._types_spec if self._type_available(n)]
@@ -700,6 +820,35 @@ class FakeHetzner:
                 if str(spec[0]) == parts[1]:
                     return 200, {"location": self._location_json(n)}
             raise ApiError("not_found", "location not found")
+        if parts == ["images"] and method == "GET":
+            return 200, self._page("images", self._list_images(query), query)
+        if len(parts) == 2 and parts[0] == "images" and method == "GET":
+            image = self._images.get(int(parts[1])) if parts[1].isdigit() else None
+            if image is None:
+                raise ApiError("not_found", f"image with ID '{parts[1]}' not found")
+            return 200, {"image": self._image_json(image)}
+        if parts == ["placement_groups"] and method == "GET":
+            groups = list(self._placement_groups.values())
+            if "name" in query:
+                groups = [g for g in groups if g.name == query["name"][0]]
+            if "type" in query:
+                groups = [g for g in groups if g.type in query["type"]]
+            if "label_selector" in query:
+                terms = parse_label_selector(query["label_selector"][0])
+                groups = [g for g in groups if selector_matches(terms, g.labels)]
+            return 200, self._page("placement_groups", [self._placement_group_json(g) for g in groups], query)
+        if parts == ["placement_groups"] and method == "POST":
+            return 201, self._create_placement_group(body, now)
+        if len(parts) == 2 and parts[0] == "placement_groups" and method in ("GET", "DELETE"):
+            group = self._placement_groups.get(int(parts[1])) if parts[1].isdigit() else None
+            if group is None:
+                raise ApiError("not_found", f"placement group with ID '{parts[1]}' not found")
+            if method == "DELETE":
+                if any(x.placement_group == group.id for x in self._servers.values()):
+                    raise ApiError("conflict", "placement group still has servers")
+                del self._placement_groups[group.id]
+                return 204, None
+            return 200, {"placement_group": self._placement_group_json(group)}
         if parts == ["servers"] and method == "GET":
             servers = list(self._servers.values())
             if "name" in query:
@@ -739,6 +888,69 @@ class FakeHetzner:
             items = [a.json(now) for a in self._actions.values() if not ids or a.id in ids]
             return 200, self._page("actions", items, query)
         raise ApiError("not_found", f"{method} {sub} is not served by the fake")
+
+    def _list_images(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """GET /images filters: name, type, status, architecture, label_selector; sort by created/id."""
+        images = list(self._images.values())
+        if "name" in query:
+            images = [i for i in images if i.name == query["name"][0]]
+        if "type" in query:
+            images = [i for i in images if i.type in query["type"]]
+        if "architecture" in query:
+            images = [i for i in images if i.architecture in query["architecture"]]
+        if "status" in query:
+            wrong = [v for v in query["status"] if v not in ("available", "creating", "unavailable")]
+            if wrong:
+                raise ApiError("invalid_input", f"invalid input in field 'status': {wrong[0]!r}")
+            if "available" not in query["status"]:
+                images = []  # every image of the fake is available
+        if "label_selector" in query:
+            terms = parse_label_selector(query["label_selector"][0])
+            images = [i for i in images if selector_matches(terms, i.labels)]
+        for sort in reversed(query.get("sort", [])):
+            key, _, order = sort.partition(":")
+            if key not in ("id", "created", "name"):
+                raise ApiError("invalid_input", f"invalid input in field 'sort': {sort!r}")
+            images.sort(key=lambda i, k=key: getattr(i, k) or "", reverse=order == "desc")
+        return [self._image_json(i) for i in images]
+
+    def _resolve_image(self, ref: Any, architecture: str) -> _Image:
+        """A create's `image`: an id, or a name looked up for the server type's architecture."""
+        text = str(ref)
+        if text.isdigit():
+            image = self._images.get(int(text))
+            if image is None:
+                raise ApiError("invalid_input", f"image {text} not found")
+            if image.architecture != architecture:
+                raise ApiError(
+                    "invalid_input",
+                    f"image {text} has architecture {image.architecture}, the server type needs {architecture}",
+                )
+            return image
+        for image in self._images.values():
+            if image.name == text and image.architecture == architecture:
+                return image
+        raise ApiError("invalid_input", f"image {text!r} not found for architecture {architecture}")
+
+    def _create_placement_group(self, body: bytes, now: float) -> dict[str, Any]:
+        try:
+            data = json.loads(body or b"{}")
+        except ValueError as exc:
+            raise ApiError("json_error", "invalid JSON") from exc
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ApiError("invalid_input", "invalid input in field 'name'")
+        if data.get("type") != "spread":
+            raise ApiError("invalid_input", f"invalid input in field 'type': {data.get('type')!r}")
+        if any(g.name == name for g in self._placement_groups.values()):
+            raise ApiError(
+                "uniqueness_error", "placement group name is already used", details={"fields": [{"name": "name"}]}
+            )
+        labels = self._validate_labels(data.get("labels") or {})
+        group = _PlacementGroup(self._next_placement_group_id, name, "spread", labels, now)
+        self._next_placement_group_id += 1
+        self._placement_groups[group.id] = group
+        return {"placement_group": self._placement_group_json(group), "action": None}
 
     def _page(self, key: str, items: list[dict[str, Any]], query: dict[str, list[str]]) -> dict[str, Any]:
         try:
@@ -796,6 +1008,15 @@ class FakeHetzner:
             raise ApiError("invalid_input", f"location {data.get('location')!r} not found")
         if not data.get("image"):
             raise ApiError("invalid_input", "invalid input in field 'image': is required")
+        image = self._resolve_image(data["image"], self._types_spec[type_name][4])
+        group_id = data.get("placement_group")
+        if group_id is not None:
+            group = self._placement_groups.get(int(group_id)) if str(group_id).isdigit() else None
+            if group is None:
+                raise ApiError("invalid_input", f"placement group {group_id} not found")
+            members = sum(1 for x in self._servers.values() if x.placement_group == group.id)
+            if group.type == "spread" and members >= SPREAD_GROUP_MAX:
+                raise ApiError("placement_error", f"placement group {group.id} is full ({SPREAD_GROUP_MAX} servers)")
         user_data = data.get("user_data") or ""
         if len(user_data.encode()) > 32 * 1024:
             raise ApiError("invalid_input", "user_data is limited to 32 KiB")
@@ -836,7 +1057,8 @@ class FakeHetzner:
             name=name,
             server_type=type_name,
             location=location,
-            image=str(data["image"]),
+            image=image.name or str(image.id),
+            image_id=image.id,
             labels=labels,
             user_data=user_data,
             created=now,
@@ -845,7 +1067,7 @@ class FakeHetzner:
             boot_at=now + max(self.action_delay_s, self.boot_delay_s),
             networks=[int(n) for n in data.get("networks") or []],
             firewalls=[int(f["firewall"]) for f in data.get("firewalls") or []],
-            placement_group=data.get("placement_group"),
+            placement_group=int(group_id) if group_id is not None else None,
         )
         self._next_server_id += 1
         self._servers[server.id] = server

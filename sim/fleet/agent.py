@@ -3,9 +3,16 @@
 It stands for the software a real data-plane cluster runs, so it never imports growth's
 packages: it speaks the agent API's JSON (camelCase, as kas-fleetshard does):
 
-- GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}          -> capacity.<type>.maxNodes
+- GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}          -> spec.capacity.<type>.maxNodes
 - GET  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas   -> the instances placed there
 - PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/status   <- conditions, capacity, strimzi
+- PUT  {api}/api/kafkas_mgmt/v1/agent-clusters/{id}/kafkas/status <- instance id -> status: Ready
+  with the versions it was asked for, or Deleted once spec.deleted is set (sent when it changes)
+
+Bodies are shaped as kas-fleetshard's sync writes them (its api module's v1alpha1
+ManagedKafkaAgentStatus and ManagedKafkaStatus, serialised leaving out null fields): conditions
+with `lastTransitionTime`, `updatedTimestamp`, capacity with both units (zero included), and an
+instance's status only when it changed.
 
 Each report computes, per instance type, maxUnits = floor(nodes x units_per_node) from the nodes
 the agent was told about (`set_nodes`) or, by default, the machine pool's maxNodes growth gives
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +84,8 @@ class FakeAgent:
         self.interval_s = interval_s
         self.stats = AgentStats()
         self._nodes: dict[str, int] = {}
+        self._since = now()
+        self._sent: dict[str, dict[str, Any]] = {}  # instance statuses last accepted
         self._lock = threading.Lock()
         self._http = httpx.Client(
             base_url=f"{api_url.rstrip('/')}{AGENT_API}/{cluster_id}",
@@ -90,6 +100,8 @@ class FakeAgent:
     def set_ready(self, ready: bool) -> None:
         """Flip the Ready condition; a running agent reports at once."""
         with self._lock:
+            if ready != self.ready:
+                self._since = now()
             self.ready = ready
         self._wake.set()
 
@@ -116,12 +128,15 @@ class FakeAgent:
     # -- the report -----------------------------------------------------------------------
     def status(self, config: dict[str, Any], kafkas: list[dict[str, Any]]) -> dict[str, Any]:
         """The status body from growth's config (maxNodes per type) and the instances running."""
-        max_nodes = {t: int((c or {}).get("maxNodes") or 0) for t, c in (config.get("capacity") or {}).items()}
+        spec_capacity = (config.get("spec") or {}).get("capacity") or {}
+        max_nodes = {t: int((c or {}).get("maxNodes") or 0) for t, c in spec_capacity.items()}
         with self._lock:
             nodes = {**max_nodes, **self._nodes}
             ready = self.ready
         used: dict[str, int] = {}
         for k in kafkas:
+            if (k.get("spec") or {}).get("deleted"):
+                continue  # being removed: its room is free
             itype, units = instance_type_and_units(k)
             if itype:
                 used[itype] = used.get(itype, 0) + units
@@ -129,18 +144,38 @@ class FakeAgent:
         for itype, n in sorted(nodes.items()):
             max_units = math.floor(n * self.units_per_node.get(itype, 1.0))
             capacity[itype] = {"maxUnits": max_units, "remainingUnits": max(0, max_units - used.get(itype, 0))}
-        condition = {
-            "type": "Ready",
-            "status": "True" if ready else "False",
-            "reason": "" if ready else "AgentNotReady",
-            "message": "" if ready else "the agent reports the cluster not ready",
-        }
-        return {"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi}
+        condition = {"type": "Ready", "status": "True", "lastTransitionTime": self._since}
+        if not ready:
+            condition.update(status="False", reason="Error", message="the agent reports the cluster not ready")
+        return {"conditions": [condition], "capacity": capacity, "strimzi": self.strimzi, "updatedTimestamp": now()}
+
+    def kafka_statuses(self, kafkas: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each ManagedKafka's status as fleetshard reports it: Deleted when spec.deleted, else
+        Ready running the versions its spec asks for."""
+        out: dict[str, dict[str, Any]] = {}
+        for k in kafkas:
+            kid = k.get("id") or ((k.get("metadata") or {}).get("annotations") or {}).get("bf2.org/id", "")
+            spec = k.get("spec") or {}
+            if spec.get("deleted"):
+                out[kid] = {"conditions": [{"type": "Ready", "status": "False", "reason": "Deleted"}]}
+            else:
+                versions = {k: v for k, v in (spec.get("versions") or {}).items() if v}
+                out[kid] = {"conditions": [{"type": "Ready", "status": "True"}], "versions": versions}
+        return out
 
     def report(self) -> int:
-        """Read config and instances, PUT the status; the HTTP status (0 on a transport error)."""
+        """Read config and instances, PUT the status (and the instances' statuses that changed);
+        the HTTP status of the cluster's report (0 on a transport error)."""
         try:
-            body = self.status(self.config(), self.kafkas())
+            kafkas = self.kafkas()
+            statuses = self.kafka_statuses(kafkas)
+            changed = {kid: st for kid, st in statuses.items() if self._sent.get(kid) != st}
+            if changed:
+                stamp = now()
+                body = {kid: stamped(st, stamp) for kid, st in changed.items()}
+                self._http.put("/kafkas/status", json=body).raise_for_status()
+                self._sent = statuses
+            body = self.status(self.config(), kafkas)
             resp = self._http.put("/status", json=body)
         except httpx.HTTPStatusError as err:
             return self._refused(err.response)
@@ -178,6 +213,16 @@ class FakeAgent:
             self._thread.join(timeout=15)
             self._thread = None
         self._http.close()
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def stamped(status: dict[str, Any], at: str) -> dict[str, Any]:
+    """An instance status as sent: its conditions' lastTransitionTime and updatedTimestamp."""
+    conditions = [{**c, "lastTransitionTime": at} for c in status["conditions"]]
+    return {**status, "conditions": conditions, "updatedTimestamp": at}
 
 
 def instance_type_and_units(kafka: dict[str, Any]) -> tuple[str, int]:

@@ -1,8 +1,10 @@
 """burst on Hetzner Cloud: the same Deployment burst as `burst`, against the fake Hetzner API.
 
 The node group is seed 004's: CAX11 preferred, CX31/CX32 as an equal-priority backup, CX33 last.
-The preferred type has no room in the first location (fsn1) and only a few machines in the
-second, so requests first move across locations inside the provider, then across pools.
+The pods run a multi-arch image (no amd64-only affinity), so the arm64 CAX11 can take them. The
+preferred type has no room in the first location (fsn1) and only a few machines in the others,
+so requests first move across locations inside the provider, then across pools; the summary
+shows where servers landed, the API requests spent and what is left of the project's budget.
 Servers boot into the simulated cluster as Nodes (cloud-init join with the join token).
 
 Secrets go where a real deployment keeps them: the API token and the join token are files
@@ -23,7 +25,7 @@ import yaml
 from kubernetes import client
 
 from activities.updates import query
-from starters.kube import node_group
+from starters.kube import deployment, node_group
 from starters.scenarios.burst import BurstScenario, max_nodes_for
 from workflows.nodes.machine_gc import MachineGCWorkflow
 
@@ -144,6 +146,12 @@ class HetznerBurstScenario(BurstScenario):
             )
         ]
 
+    def workload(self) -> dict[str, Any]:
+        # Multi-arch image: only the os selector, so arm64 (CAX) and amd64 (CX) nodes both fit.
+        return deployment(
+            self.app, self.args.pods, cpu="500m", memory="512Mi", nodeSelector={"kubernetes.io/os": "linux"}
+        )
+
     def stats(self) -> dict[str, Any]:
         return control(self.base_url, "GET", "/stats")
 
@@ -158,12 +166,22 @@ class HetznerBurstScenario(BurstScenario):
         node_ids = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
         leaked = [s for s in servers if f"hcloud://{s['id']}" not in node_ids]
         gc = await query(demo.gc_handle, MachineGCWorkflow.status)
+        placed: dict[str, dict[str, int]] = {}
+        for s in servers:  # fallback across locations shows as one type in several locations
+            by_location = placed.setdefault(s["server_type"]["name"], {})
+            by_location[s["location"]["name"]] = by_location.get(s["location"]["name"], 0) + 1
+        project = stats["projects"].get("default", {})
         summary.update(
             {
                 "provider": self.provider,
                 "servers_created": int(stats["created_total"]),
                 "servers_leaked": len(leaked),
                 "api_requests": int(stats["requests"]),
+                "api_requests_per_server": round(int(stats["requests"]) / max(1, int(stats["created_total"])), 2),
+                "responses_429": int(project.get("responses_429", 0)),
+                "budget_left": int(project.get("rate_limit_remaining", 0)),
+                "budget_limit_per_hour": int(stats.get("rate_limit_per_hour", 3600)),
+                "servers_by_type_and_location": placed,
                 "machines_collected": gc.state.collected_total,
                 "unusable_pools": [f"{p.group}/{p.pool}: {p.reason}" for p in gc.state.unusable_pools],
             }

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.summaries import components_details
     from scaling.components.timing import gate, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
+    from workflows.components.activity_options import COMPONENT_ACTIVITIES
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -264,7 +265,7 @@ class ComponentAutoscalerWorkflow:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=self.settings.activity_timeout_s),
+                **COMPONENT_ACTIVITIES[name].timeouts(timedelta(seconds=self.settings.activity_timeout_s)),
                 retry_policy=retry,
             )
         except ActivityError as exc:

@@ -25,7 +25,13 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.evaluation import evaluate_region
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
     from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
-    from scaling.fleet.placement import instance_units, place_instance, reserved_instances, within_region_limit
+    from scaling.fleet.placement import (
+        instance_quota,
+        instance_units,
+        place_instance,
+        reserved_instances,
+        within_region_limit,
+    )
     from scaling.fleet.pools import cluster_multi_az
     from scaling.fleet.region import (
         ClusterMessage,
@@ -93,7 +99,11 @@ class FleetAutoscalerWorkflow:
         if existing is None:
             units = instance_units(self.config, req.instance_type, req.size) or 0
             st.instances[req.id] = ManagedInstance(
-                id=req.id, instance_type=req.instance_type, size=req.size, units=units
+                id=req.id,
+                instance_type=req.instance_type,
+                size=req.size,
+                units=units,
+                quota=instance_quota(self.config, req.instance_type, req.size),
             )
             st.waiting.append(req.id)
             self._place_waiting()

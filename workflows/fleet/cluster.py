@@ -40,11 +40,18 @@ with workflow.unsafe.imports_passed_through():
         IdentityProviderInput,
         IdentityProviderResult,
         IngressDns,
+        InstanceStatusReport,
         MachinePoolResult,
         ManagedInstance,
         OcmCluster,
         OcmClusterRef,
         ocm_cluster_name,
+    )
+    from scaling.fleet.instances import (
+        MAX_DELETED_KEPT,
+        apply_instance_statuses,
+        latest_ready_versions,
+        mark_deleted,
     )
     from scaling.fleet.lifecycle import (
         STEP_ADDONS,
@@ -63,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.summaries import cluster_details
+    from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
 # OCM calls: retry 429/5xx with backoff; a refused token or request ends the step at once.
@@ -127,15 +135,15 @@ class DataPlaneClusterWorkflow:
             capacity=st.capacity,
             instances=st.instances,
             reserved=self.inp.reserved if st.phase == ClusterPhase.READY else [],
+            versions=latest_ready_versions(st.strimzi),
         )
 
     # -- the agent's report -----------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_AGENT_STATUS)
     def report_agent_status(self, report: AgentStatusReport) -> None:
+        # Outside waiting/ready the report changes nothing (upstream ignores it too).
         if apply_report(self.state, report, workflow.now()):
-            self.changed = True
-        elif report.capacity:
-            self.changed = True  # capacity moved: the autoscaler's registry wants it
+            self.changed = True  # phase or capacity moved: the autoscaler's registry wants it
         self.reports_this_run += 1
 
     @report_agent_status.validator
@@ -143,6 +151,15 @@ class DataPlaneClusterWorkflow:
         problems = report_problems(report, self.state)
         if problems:
             raise ValueError("; ".join(problems))
+
+    @workflow.update(name=contracts.UPDATE_INSTANCE_STATUSES)
+    def report_instance_statuses(self, reports: dict[str, InstanceStatusReport]) -> None:
+        """The agent's per-instance reports: placed -> ready, deleting -> gone (see
+        scaling.fleet.instances). Unknown and reserved ids change nothing, as upstream."""
+        st = self.state
+        st.instances, gone = apply_instance_statuses(st.instances, reports)
+        st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
+        self.reports_this_run += 1
 
     # -- approval gates ---------------------------------------------------------------
     @workflow.update
@@ -239,7 +256,8 @@ class DataPlaneClusterWorkflow:
 
     @workflow.signal(name=contracts.SIGNAL_INSTANCE_RELEASED)
     def instance_released(self, instance_id: str) -> None:
-        self.state.instances = [i for i in self.state.instances if i.id != instance_id]
+        # ManagedKafka spec.deleted: the agent removes it, then reports it Deleted
+        self.state.instances = mark_deleted(self.state.instances, instance_id)
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
@@ -480,7 +498,7 @@ class DataPlaneClusterWorkflow:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=min(CALL_TIMEOUT, left),
+                **FLEET_ACTIVITIES[name].timeouts(min(CALL_TIMEOUT, left)),
                 schedule_to_close_timeout=left,
                 retry_policy=OCM_RETRY,
             )
@@ -492,7 +510,7 @@ class DataPlaneClusterWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=CALL_TIMEOUT,
+            **FLEET_ACTIVITIES[name].timeouts(CALL_TIMEOUT),
             retry_policy=REMOVAL_RETRY,
         )
 

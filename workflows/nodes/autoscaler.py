@@ -69,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
     from workflows.nodes import metrics, scale_down_step
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
     from workflows.search import initial_attributes
@@ -249,6 +250,8 @@ class NodeAutoscalerWorkflow:
     @workflow.run
     async def run(self, inp: AutoscalerInput) -> None:
         settings = inp.settings
+        # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
+        workflow.set_current_details(autoscaler_details(self.state))
         if settings.machine_gc and workflow.patched(MACHINE_GC_CHILD):
             await self._start_machine_gc()
         iterations_this_run = 0
@@ -281,7 +284,7 @@ class NodeAutoscalerWorkflow:
             if ready_nodes_seen
             else settings.cluster,
             result_type=ClusterObservation,
-            start_to_close_timeout=timedelta(seconds=60),
+            **NODE_ACTIVITIES[contracts.OBSERVE_CLUSTER].timeouts(),
             retry_policy=OBSERVE_RETRY,
         )
         await self._report_invalid_groups(obs)
@@ -312,7 +315,7 @@ class NodeAutoscalerWorkflow:
                 contracts.GET_CATALOGUE,
                 providers,
                 result_type=list[ServerType],
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
                 retry_policy=OBSERVE_RETRY,
             )
         prices = catalogue_index(catalogue)
@@ -427,7 +430,7 @@ class NodeAutoscalerWorkflow:
             await workflow.execute_activity(
                 contracts.EMIT_POD_EVENTS,
                 PodEventsInput(cluster=self.inp.settings.cluster, events=events),
-                start_to_close_timeout=timedelta(seconds=120),
+                **NODE_ACTIVITIES[contracts.EMIT_POD_EVENTS].timeouts(),
                 retry_policy=EVENTS_RETRY,
             )
         except ActivityError as err:
@@ -456,7 +459,7 @@ class NodeAutoscalerWorkflow:
                     cluster=settings.cluster, requests=batch, use_search_attributes=settings.use_search_attributes
                 ),
                 result_type=int,
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.START_NODE_REQUESTS].timeouts(),
                 retry_policy=START_RETRY,
             )
         except ActivityError as err:
@@ -517,7 +520,7 @@ class NodeAutoscalerWorkflow:
         await workflow.execute_activity(
             contracts.REPORT_NODE_GROUP_STATUS,
             GroupStatusInput(cluster=self.inp.settings.cluster, problems=obs.invalid_groups),
-            start_to_close_timeout=timedelta(seconds=60),
+            **NODE_ACTIVITIES[contracts.REPORT_NODE_GROUP_STATUS].timeouts(),
             retry_policy=EVENTS_RETRY,
         )
 

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.summaries import request_details
     from workflows.nodes import metrics
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.search import request_attributes
 
 PROVIDER_RETRY = RetryPolicy(
@@ -175,7 +176,7 @@ class NodeRequestWorkflow:
                     taints=inp.group_taints,
                 ),
                 result_type=CreateNodeResult,
-                start_to_close_timeout=timedelta(minutes=2),
+                **NODE_ACTIVITIES[contracts.CREATE_NODE].timeouts(),
                 retry_policy=PROVIDER_RETRY,
             )
         except ActivityError as err:
@@ -198,7 +199,7 @@ class NodeRequestWorkflow:
             await workflow.execute_activity(
                 contracts.LABEL_NODE,
                 LabelNodeInput(cluster=inp.cluster, node_name=created.node_name, labels=labels),
-                start_to_close_timeout=timedelta(seconds=30),
+                **NODE_ACTIVITIES[contracts.LABEL_NODE].timeouts(),
                 retry_policy=KUBE_RETRY,
             )
             status.phase = RequestPhase.READY
@@ -214,7 +215,7 @@ class NodeRequestWorkflow:
                 node_name=created.node_name,
                 provider_id=created.provider_id,
             ),
-            start_to_close_timeout=timedelta(minutes=2),
+            **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
             retry_policy=DELETE_RETRY,
         )
         result = AttemptResult.CANCELLED if self.cancel_requested else AttemptResult.READINESS_TIMEOUT
@@ -270,8 +271,7 @@ class NodeRequestWorkflow:
                 cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s
             ),
             result_type=bool,
-            start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),
-            heartbeat_timeout=timedelta(seconds=max(10.0, inp.readiness_poll_s * 4)),
+            **NODE_ACTIVITIES[contracts.WAIT_NODE_READY].timeouts(timedelta(seconds=inp.readiness_timeout_s + 60)),
             retry_policy=KUBE_RETRY,
         )
         await workflow.wait_condition(lambda: self.cancel_requested or waiting.done())

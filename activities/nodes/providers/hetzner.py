@@ -5,9 +5,19 @@ What it guards against (the complaints about Cluster Autoscaler's Hetzner provid
   `no_capacity` so the NodeRequest moves on to the next pool instead of retrying in place;
 - a server type Hetzner removed or deprecated makes only its pool unusable (reported by
   `unusable_types()`); the catalogue never raises for it;
-- the 3,600 requests/hour limit: the catalogue is cached, a create costs one lookup + one POST
-  (no action polling), and a rate-limited call surfaces as a retryable error whose delay is the
-  time until the limit resets.
+- the 3,600 requests/hour limit per project: every request passes the project's gate
+  (`hetzner_budget.py`), which paces on the RateLimit-* headers and lets scale-up creates go
+  before look-ups, deletes and listing; the catalogue, snapshot look-ups and placement groups
+  are cached, a first create costs one POST (no look-up first: the name is derived from the
+  request, so a second create of it is refused as `uniqueness_error` and found instead; a retry
+  looks first), no action polling; a rate-limited call surfaces as a retryable error whose delay
+  is the time until the limit resets;
+- images per architecture: a pool's image (`image`, or `images_for_arch` keyed amd64/arm64 as
+  Cluster Autoscaler's imagesForArch) is a name, an id or a label selector (the newest matching
+  snapshot of the server type's architecture wins, as Cluster Autoscaler's findImage picks it),
+  so one group can mix CAX (arm) and CX (x86) types;
+- `placement_group: spread` creates and fills spread placement groups of at most 10 servers
+  (Hetzner's limit) per pool, so a pool asks for spread without naming a group id.
 
 Secrets never pass through workflow inputs: the API token comes from HCLOUD_TOKEN or a token
 file, the cluster join token/endpoint from env or files, read when an activity runs.
@@ -22,6 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,20 +49,30 @@ from hcloud.server_types import ServerType as HServerType
 from hcloud.servers import BoundServer, Server
 from hcloud.ssh_keys import SSHKey
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.nodes.providers.cloudinit import render_user_data
+from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudget, spending
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from scaling.nodes.hetzner import (
+    SPREAD_GROUP_MAX,
     ErrorDecision,
+    ImageRef,
     decide_error,
+    hetzner_architecture,
+    image_ref,
+    pick_placement_group,
+    placement_group_name,
     pool_locations,
     server_type_from_api,
     topology_labels,
     unusable_reason,
+    wants_spread,
 )
+from scaling.nodes.hetzner_budget import BudgetSettings, RequestKind
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
 
 LABEL_ATTEMPT = "growth.autoscaling.dev/attempt"
@@ -87,6 +108,11 @@ class HetznerSettings(BaseModel):
     retry_cap_s: float = 60.0
     timeout_s: float = 30.0
     default_rate_limit_retry_s: float = 60.0
+    # A location that answered resource_unavailable for a type is skipped for this long (each
+    # try costs a request from the project's budget; capacity rarely returns within a minute).
+    capacity_memory_s: float = 60.0
+    max_concurrent_calls: int = Field(16, gt=0)  # the provider's own threads (hcloud blocks)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
 
 @dataclass
@@ -183,10 +209,20 @@ class HetznerProvider:
         self._local = threading.local()  # one hcloud Client (requests.Session) per thread
         self._cache_lock = threading.Lock()
         self._catalogue: _Catalogue | None = None
+        self._catalogue_lock: asyncio.Lock | None = None
         self._requests = 0
         self._count_lock = threading.Lock()
         self._rate_seen = _RateLimitSeen()
         self.last_rate_limit_remaining: int | None = None
+        s = self.settings
+        # One gate per worker: every loop's calls pass it. Workers (and other tools) of the project
+        # stay in step through the RateLimit-* headers, the count Hetzner keeps for all of them.
+        self.budget = ProjectBudget(s.budget)
+        self._executor = ThreadPoolExecutor(max_workers=s.max_concurrent_calls, thread_name_prefix="hetzner")
+        self._images: dict[tuple[str, str], tuple[float, int]] = {}  # (selector, arch) → (fetched, id)
+        self._groups_lock = threading.Lock()
+        self._groups: dict[str, dict[int, int]] = {}  # group name prefix → {group id: servers}
+        self._no_capacity: dict[tuple[str, str], float] = {}  # (type, location) → monotonic time seen
 
     @classmethod
     def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
@@ -224,6 +260,9 @@ class HetznerProvider:
         base._retry_max_retries = s.retry_max_retries
         base._retry_interval_func = lambda retries: min(s.retry_cap_s, s.retry_base_s * 2**retries)
         base._session.hooks["response"].append(self._on_response)
+        adapter = BudgetAdapter(self.budget)
+        base._session.mount("https://", adapter)
+        base._session.mount("http://", adapter)
         self._local.client = client
         self._local.token = token
         return client
@@ -237,14 +276,16 @@ class HetznerProvider:
             reset = response.headers.get("RateLimit-Reset")
             self._rate_seen.reset_at = float(reset) if reset and reset.isdigit() else None
 
-    async def _call(self, fn: Callable[[Client], T]) -> T:
-        """Run one blocking hcloud call in a thread; map auth and rate-limit errors."""
+    async def _call(self, fn: Callable[[Client], T], kind: RequestKind = RequestKind.CREATE) -> T:
+        """Run one blocking hcloud call in a thread, its requests counted as `kind` by the
+        project's budget; map auth and rate-limit errors."""
 
         def run() -> T:
             client = self._client()
             self._rate_seen.reset_at = None
             try:
-                return fn(client)
+                with spending(kind):
+                    return fn(client)
             except APIException as exc:
                 translated = self._translate(exc)
                 if translated is exc:
@@ -254,7 +295,10 @@ class HetznerProvider:
                 self._count()
                 raise
 
-        return await asyncio.to_thread(run)
+        # Wait for the budget without a thread, then send on the provider's own threads: calls
+        # waiting for the budget never hold the threads the Kubernetes activities run on.
+        await self.budget.ready(kind)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
     def _translate(self, exc: APIException) -> Exception:
         decision = decide_error(exc.code)
@@ -293,22 +337,29 @@ class HetznerProvider:
 
     async def _get_catalogue(self, force: bool = False) -> _Catalogue:
         cached = self._catalogue
-        if cached is not None and not force:
-            if time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
-                return cached
-        try:
-            fresh = await self._call(self._fetch_catalogue)
-        except ApplicationError as err:
-            if err.type == "InvalidToken" or cached is None:
-                raise
-            return cached  # rate limited: a stale catalogue beats no catalogue
-        except (APIException, requests.RequestException):
-            if cached is None:
-                raise
+        if cached is not None and not force and time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
             return cached
-        with self._cache_lock:
-            self._catalogue = fresh
-        return fresh
+        # One fetch at a time: a burst's creates all find the cache empty at once, and each
+        # fetch costs two requests of the project's budget.
+        if self._catalogue_lock is None:
+            self._catalogue_lock = asyncio.Lock()
+        async with self._catalogue_lock:
+            cached = self._catalogue
+            if cached is not None and not force and time.monotonic() - cached.fetched_at < self.settings.cache_ttl_s:
+                return cached
+            try:
+                fresh = await self._call(self._fetch_catalogue)
+            except ApplicationError as err:
+                if err.type == "InvalidToken" or cached is None:
+                    raise
+                return cached  # rate limited: a stale catalogue beats no catalogue
+            except (APIException, requests.RequestException):
+                if cached is None:
+                    raise
+                return cached
+            with self._cache_lock:
+                self._catalogue = fresh
+            return fresh
 
     def _locations_for(self, config: dict[str, Any]) -> list[str]:
         return pool_locations(config) or list(self.settings.locations)
@@ -385,6 +436,86 @@ class HetznerProvider:
             labels[LABEL_ARCH] = "arm64"
         return labels
 
+    async def _image(self, config: dict[str, Any], arch: str) -> Image:
+        """The pool's image for `arch`; a label selector costs one look-up per cache period."""
+        ref: ImageRef = image_ref(config, self.settings.image, arch)
+        if ref.kind == "id":
+            return Image(id=int(ref.value))
+        if ref.kind == "name":
+            return Image(name=ref.value)
+        harch = hetzner_architecture(arch)
+        cached = self._images.get((ref.value, harch))
+        if cached is not None and time.monotonic() - cached[0] < self.settings.cache_ttl_s:
+            return Image(id=cached[1])
+        # hcloud 2.27's images.get_list sends per_page as `status`, so the status filter is
+        # applied here: the newest available snapshot of one page (newest first).
+        page = await self._call(
+            lambda c: (
+                c.images.get_list(
+                    label_selector=ref.value,
+                    type=["snapshot"],
+                    architecture=[harch],
+                    sort=["created:desc"],
+                    per_page=10,
+                ).images
+            )
+        )
+        found = [i for i in page if i.status == "available"]
+        if not found:
+            field = f"images_for_arch.{arch}" if (config.get("images_for_arch") or {}).get(arch) else "image"
+            raise ApplicationError(
+                f"pool config {field}: no available {harch} snapshot matches label selector {ref.value!r}",
+                type="HetznerInvalidConfig",
+                non_retryable=True,
+            )
+        self._images[(ref.value, harch)] = (time.monotonic(), int(found[0].id))
+        return Image(id=int(found[0].id))
+
+    def _spread_group(self, client: Client, inp: CreateNodeInput) -> int:
+        """A spread group of this pool with room, created when all are full; its seat is taken
+        here (given back by `_spread_done` if the create fails)."""
+        key = f"{inp.cluster}/{inp.pool.name}"
+        cluster, pool = label_value(inp.cluster), label_value(inp.pool.name)
+        with self._groups_lock:
+            members = self._groups.get(key)
+            if members is None:
+                groups = client.placement_groups.get_all(
+                    label_selector=f"{LABEL_CLUSTER}={cluster},{LABEL_POOL}={pool}"
+                )
+                members = {int(g.id): len(g.servers or []) for g in groups if g.type == "spread"}
+                self._groups[key] = members
+            gid = pick_placement_group(members)
+            if gid is None:
+                index = len(members)
+                while True:  # another worker may have taken the next name: take the one after
+                    try:
+                        created = client.placement_groups.create(
+                            name=placement_group_name(
+                                _hostname_part(inp.cluster), _hostname_part(inp.pool.name), index
+                            ),
+                            type="spread",
+                            labels={LABEL_CLUSTER: cluster, LABEL_POOL: pool},
+                        )
+                        break
+                    except APIException as exc:
+                        if exc.code != "uniqueness_error":
+                            raise
+                        index += 1
+                gid = int(created.placement_group.id)
+                members[gid] = 0
+            members[gid] += 1
+            return gid
+
+    def _spread_done(self, inp: CreateNodeInput, gid: int, created: bool, full: bool = False) -> None:
+        with self._groups_lock:
+            members = self._groups.get(f"{inp.cluster}/{inp.pool.name}")
+            if members is None or gid not in members:
+                return
+            if full:
+                members[gid] = SPREAD_GROUP_MAX  # another worker filled it
+            elif not created:
+                members[gid] -= 1
+
     async def create_node(self, inp: CreateNodeInput) -> CreateNodeResult:
         """Create one server for (request_id, attempt), or return the one an earlier try made.
 
@@ -397,10 +528,14 @@ class HetznerProvider:
         labels = server_labels(inp)
         name = server_name(inp)
 
-        # Idempotency first: a retried or replayed activity must find the machine it made.
-        existing = await self._call(lambda c: self._find(c, labels))
-        if existing is not None:
-            return self._created(existing, "found existing server for this request attempt")
+        # Idempotency: a retried activity must find the machine its earlier try made, so a retry
+        # looks first. A first try goes straight to the create (one request, not two): the name
+        # is derived from (request, attempt), so a create made before is refused as
+        # `uniqueness_error` and recovered below.
+        if not (activity.in_activity() and activity.info().attempt == 1):
+            existing = await self._call(lambda c: self._find(c, labels), RequestKind.POLL)
+            if existing is not None:
+                return self._created(existing, "found existing server for this request attempt")
 
         try:
             cat = await self._get_catalogue()
@@ -431,7 +566,7 @@ class HetznerProvider:
         kwargs: dict[str, Any] = {
             "name": name,
             "server_type": HServerType(name=type_name),
-            "image": Image(name=str(config.get("image") or self.settings.image)),
+            "image": await self._image(config, st.arch if st is not None else "amd64"),
             "labels": labels,
             "start_after_create": True,
         }
@@ -443,27 +578,44 @@ class HetznerProvider:
             kwargs["networks"] = [Network(id=_ref_id(n)) for n in config["networks"]]
         if config.get("firewalls"):
             kwargs["firewalls"] = [Firewall(id=_ref_id(f)) for f in config["firewalls"]]
-        if config.get("placement_group") is not None:
+        spread = wants_spread(config)
+        if config.get("placement_group") is not None and not spread:
             kwargs["placement_group"] = PlacementGroup(id=_ref_id(config["placement_group"]))
 
         misses: list[str] = []
         for location in locations:
+            seen = self._no_capacity.get((type_name, location))
+            if seen is not None and time.monotonic() - seen < self.settings.capacity_memory_s:
+                misses.append(f"{location}: resource_unavailable {time.monotonic() - seen:.0f}s ago")
+                continue
+            gid: int | None = None
+            if spread:
+                gid = await self._call(lambda c: self._spread_group(c, inp))
+                kwargs["placement_group"] = PlacementGroup(id=gid)
+            created = False
             try:
                 response = await self._call(
                     lambda c, loc=location: c.servers.create(
                         location=Location(name=loc), user_data=user_data(loc), **kwargs
                     )
                 )
+                created = True
                 return self._created(response.server, f"created in {location}")
             except APIException as exc:
+                if gid is not None:
+                    self._spread_done(inp, gid, created=False, full=exc.code == "placement_error")
+                    gid = None
                 decision = decide_error(exc.code)
                 if decision is ErrorDecision.NEXT_LOCATION:
+                    if exc.code == "resource_unavailable":
+                        self._no_capacity[(type_name, location)] = time.monotonic()
                     misses.append(f"{location}: {exc.code}")
                     continue
                 if decision is ErrorDecision.QUOTA_EXCEEDED:
                     return CreateNodeResult(outcome="quota_exceeded", message=f"{exc.code}: {exc.message}")
                 if decision is ErrorDecision.ALREADY_EXISTS:
-                    # hcloud re-sent a create whose answer timed out; the first one took the name.
+                    # hcloud re-sent a create whose answer timed out, or an earlier try of this
+                    # attempt created it: the first one took the name.
                     return await self._recover(labels, name, f"name taken ({exc.code})")
                 if decision is ErrorDecision.RETRY:
                     raise ApplicationError(
@@ -476,7 +628,11 @@ class HetznerProvider:
                 ) from exc
             except requests.RequestException as exc:
                 # The answer was lost: the server may exist. Look before anyone creates again.
+                created = True  # keep the group seat: the server may hold it
                 return await self._recover(labels, name, f"create response lost ({type(exc).__name__})")
+            finally:
+                if gid is not None and not created:
+                    self._spread_done(inp, gid, created=False)
         return CreateNodeResult(
             outcome="no_capacity",
             message=f"no capacity for {type_name} in {', '.join(locations)}: {'; '.join(misses)}",
@@ -492,7 +648,7 @@ class HetznerProvider:
             return found
 
         try:
-            server = await self._call(look)
+            server = await self._call(look, RequestKind.POLL)
         except requests.RequestException as exc:
             raise ApplicationError(f"{why}; lookup failed too: {exc}", type="HetznerTransportError") from exc
         if server is not None:
@@ -524,7 +680,7 @@ class HetznerProvider:
                     raise
 
         try:
-            await self._call(delete)
+            await self._call(delete, RequestKind.DELETE)
         except APIException as exc:
             if decide_error(exc.code) is ErrorDecision.RETRY:
                 raise ApplicationError(
@@ -536,7 +692,8 @@ class HetznerProvider:
 
     async def list_machines(self, cluster: str) -> list[ProviderMachine]:
         selector = f"{LABEL_CLUSTER}={label_value(cluster)}"
-        servers = await self._call(lambda c: c.servers.get_all(label_selector=selector))
+        # One paged list (50 a page) for every machine of the cluster, never a GET per server.
+        servers = await self._call(lambda c: c.servers.get_all(label_selector=selector), RequestKind.LIST)
         return [
             ProviderMachine(
                 provider=self.name,
@@ -547,3 +704,14 @@ class HetznerProvider:
             )
             for s in servers
         ]
+
+    async def servers_not_running(self, cluster: str) -> set[str]:
+        """Provider ids of the cluster's servers still booting: one paged list filtered by status
+        (a poll costs one request while fewer than 50 boot, never a GET per server). For tools
+        that wait on the cloud rather than on Nodes, such as the budget bench."""
+        selector = f"{LABEL_CLUSTER}={label_value(cluster)}"
+        servers = await self._call(
+            lambda c: c.servers.get_all(label_selector=selector, status=["initializing", "starting"]),
+            RequestKind.POLL,
+        )
+        return {f"{PROVIDER_ID_PREFIX}{s.id}" for s in servers}

@@ -43,3 +43,10 @@ async def acts(fleet_settings: FleetSettings) -> AsyncIterator[OcmActivities]:
     built = OcmActivities(fleet_settings)
     yield built
     await built.ocm.aclose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> AgentApiSettings:
+    secret = tmp_path / "agent-secret"
+    secret.write_text("test-secret\n")
+    return AgentApiSettings(token_secret_file=str(secret))

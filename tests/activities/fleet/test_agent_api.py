@@ -3,10 +3,7 @@ the DataPlaneCluster workflow, OCM replaced by the stubs under the contract's ac
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
-import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet.agent_api import PREFIX, create_app
@@ -18,13 +15,6 @@ from scaling.fleet.models import ClusterPhase
 from tests.workflows.fleet.stubs import FleetWorld, until
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, report, running
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> AgentApiSettings:
-    secret = tmp_path / "agent-secret"
-    secret.write_text("test-secret\n")
-    return AgentApiSettings(token_secret_file=str(secret))
 
 
 def api(env: WorkflowEnvironment, settings: AgentApiSettings, cluster_id: str) -> httpx.AsyncClient:
@@ -47,7 +37,7 @@ async def test_reports_drive_the_cluster_and_reads_come_from_its_workflow(
     async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         config = (await http.get("")).json()
-        assert config["capacity"] == {"standard": {"maxNodes": 18}}
+        assert config["spec"]["capacity"] == {"standard": {"maxNodes": 18}}
         assert (await http.get("/kafkas")).json()["items"] == []  # reserved only once ready
 
         resp = await http.put("/status", json=body(max_units=12, remaining=9))
@@ -79,10 +69,10 @@ async def test_bad_bodies_and_refused_reports_are_400_naming_the_field(
         assert resp.status_code == 400 and "capacity.standard.maxUnits" in resp.json()["reason"]
         resp = await http.put("/status", content=b"not json")
         assert resp.status_code == 400
-        wrong_type = body()
-        wrong_type["capacity"] = {"developer": wrong_type["capacity"]["standard"]}  # the validator refuses it
-        resp = await http.put("/status", json=wrong_type)
-        assert resp.status_code == 400 and resp.json()["reason"].startswith("capacity.developer")
+        not_bool = body()
+        not_bool["conditions"][0]["status"] = "Maybe"  # the workflow's validator refuses it
+        resp = await http.put("/status", json=not_bool)
+        assert resp.status_code == 400 and resp.json()["reason"].startswith("conditions[0].status")
         st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
         assert st.reports == 0 and st.phase == ClusterPhase.WAITING
         await handle.terminate()
@@ -91,8 +81,9 @@ async def test_bad_bodies_and_refused_reports_are_400_naming_the_field(
 async def test_unknown_cluster(env: WorkflowEnvironment, settings: AgentApiSettings) -> None:
     async with api(env, settings, "no-such-cluster") as http:
         resp = await http.put("/status", json=body())
-        assert resp.status_code == 400 and "unknown cluster no-such-cluster" in resp.json()["reason"]
-        assert (await http.get("")).status_code == 404
+        assert resp.status_code == 400
+        assert resp.json()["reason"] == "cluster agent with ID 'no-such-cluster' not found"
+        assert (await http.get("")).status_code == 400
 
 
 async def test_each_agent_reports_only_for_its_own_cluster(

@@ -49,17 +49,51 @@ def test_apply_report_stores_capacity_and_keeps_max_nodes() -> None:
     cap = st.capacity["standard"]
     assert (cap.max_nodes, cap.max_units, cap.remaining_units) == (18, 10, 4)
     assert st.phase == ClusterPhase.READY and st.reports == 1 and st.last_report_at == NOW
-    assert not apply_report(st, report(standard=(10, 3)), NOW)  # no phase change
+    assert apply_report(st, report(standard=(10, 3)), NOW)  # capacity moved
+    assert not apply_report(st, report(standard=(10, 3)), NOW)  # nothing moved
 
 
 def test_report_problems_name_the_field() -> None:
     assert report_problems(report(standard=(1, 1)), state(ClusterPhase.WAITING)) == []
-    assert report_problems(report(developer=(1, 1)), state(ClusterPhase.READY)) == [
-        "capacity.developer: instance type not supported by this cluster"
+    assert report_problems(report(developer=(1, 1)), state(ClusterPhase.READY)) == []  # ignored, not refused
+    bad_strimzi = AgentStatusReport.model_validate({"strimzi": [{"version": "v1", "kafkaVersions": ["3.6.0"]}]})
+    assert report_problems(bad_strimzi, state(ClusterPhase.READY)) == [
+        ".status.strimzi[0].kafkaIbpVersions cannot be empty"
     ]
+    assert report_problems(report(ready="Maybe"), state(ClusterPhase.READY)) == [
+        "conditions[0].status: 'Maybe' is not a boolean"
+    ]
+
+
+def test_no_ready_condition_is_not_ready() -> None:
+    st = state(ClusterPhase.READY)
     no_ready = AgentStatusReport.model_validate({"conditions": [{"type": "Other", "status": "True"}]})
-    assert report_problems(no_ready, state(ClusterPhase.READY)) == ["conditions: no Ready condition"]
-    assert report_problems(report(), state(ClusterPhase.PROVISIONING))[0].startswith("cluster is cluster_provisioning")
+    assert report_problems(no_ready, st) == [] and apply_report(st, no_ready, NOW)
+    assert st.phase == ClusterPhase.WAITING and st.agent_ready is False
+
+
+def test_capacity_of_types_the_cluster_does_not_run_is_ignored() -> None:
+    st = state(ClusterPhase.WAITING)
+    st.capacity["standard"] = TypeCapacity(max_nodes=18)
+    assert apply_report(st, report(standard=(4, 0), developer=(90, 89)), NOW)
+    assert set(st.capacity) == {"standard"} and st.capacity["standard"].max_units == 4
+
+
+def test_not_ready_report_stores_no_capacity() -> None:
+    st = state(ClusterPhase.READY)
+    st.capacity["standard"] = TypeCapacity(max_nodes=18, max_units=10, remaining_units=4)
+    assert apply_report(st, report(ready="False", standard=(2, 2)), NOW)
+    assert st.phase == ClusterPhase.WAITING and st.capacity["standard"].max_units == 10
+
+
+@pytest.mark.parametrize(
+    "phase", [ClusterPhase.PROVISIONED, ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.FAILED]
+)
+def test_reports_outside_waiting_and_ready_change_nothing(phase: ClusterPhase) -> None:
+    st = state(phase)
+    before = st.model_copy(deep=True)
+    assert not apply_report(st, report(standard=(4, 1)), NOW)
+    assert st == before
 
 
 def test_report_with_remaining_above_max_is_invalid() -> None:

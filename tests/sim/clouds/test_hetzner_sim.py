@@ -306,3 +306,79 @@ def test_boot_without_cluster_just_runs(hz: FakeHetzner) -> None:
     wait_for(lambda: client(hz).servers.get_by_id(resp.server.id).status == "running")
     client(hz).servers.delete(resp.server)
     wait_for(lambda: hz.servers() == [])
+
+
+def test_tokens_of_one_project_share_its_budget_and_429_has_hetzners_shape() -> None:
+    """Hetzner counts per project: two tokens of one project draw on one bucket; another
+    project's token has its own. The 429 body is Hetzner's error object."""
+    with FakeHetzner(TOKEN, rate_limit_per_hour=3) as hz:
+        hz.add_token("other-tool", project="default")
+        hz.add_token("elsewhere", project="second")
+        assert raw(hz, "GET", "/v1/locations")[0] == 200
+        assert raw(hz, "GET", "/v1/locations", token="other-tool")[0] == 200
+        status, headers, body = raw(hz, "GET", "/v1/locations", token="other-tool")
+        assert (status, headers["RateLimit-Remaining"], headers["RateLimit-Limit"]) == (200, "0", "3")
+        status, headers, body = raw(hz, "GET", "/v1/locations")
+        assert status == 429
+        assert body["error"]["code"] == "rate_limit_exceeded" and body["error"]["message"]
+        assert headers["RateLimit-Remaining"] == "0"
+        assert raw(hz, "GET", "/v1/locations", token="elsewhere")[0] == 200
+        projects = hz.stats()["projects"]
+        assert projects["default"]["requests"] == 4 and projects["default"]["responses_429"] == 1
+        assert projects["second"]["requests"] == 1 and projects["second"]["responses_429"] == 0
+
+
+def test_bucket_refills_one_per_3600th_of_the_limit_scaled_by_the_time_scale() -> None:
+    """Remaining grows by limit/3600 a second (times rate_time_scale); Reset is when it is full."""
+    with FakeHetzner(TOKEN, rate_limit_per_hour=3600, rate_time_scale=100.0) as hz:
+        hz.set_rate_remaining(0)
+        before = time.time()
+        status, headers, _ = raw(hz, "GET", "/v1/locations")
+        assert status == 429
+        # Empty bucket: full again after 3600 requests at 100 a second = 36 s.
+        assert before + 35 <= int(headers["RateLimit-Reset"]) <= time.time() + 37
+        wait_for(lambda: raw(hz, "GET", "/v1/locations")[0] == 200, timeout=5)
+
+
+def test_images_by_name_per_architecture_and_snapshots_by_label(hz: FakeHetzner) -> None:
+    c = client(hz)
+    old = hz.add_snapshot({"os": "talos"}, "arm", created=time.time() - 100)
+    new = hz.add_snapshot({"os": "talos"}, "arm", created=time.time() - 10)
+    x86 = hz.add_snapshot({"os": "talos"}, "x86")
+    found = c.images.get_list(
+        label_selector="os=talos", type=["snapshot"], architecture=["arm"], sort=["created:desc"], per_page=1
+    ).images
+    assert [i.id for i in found] == [new]
+    assert {i.id for i in c.images.get_all(label_selector="os=talos")} == {old, new, x86}
+    arm = c.images.get_by_name_and_architecture("ubuntu-24.04", "arm")
+    amd = c.images.get_by_name_and_architecture("ubuntu-24.04", "x86")
+    assert arm.id != amd.id and arm.architecture == "arm"
+    # A name is resolved for the server type's architecture; an id of the other one is refused.
+    server = create(c, "arm-node", server_type="cax11").server
+    assert server.image.id == arm.id and server.image.architecture == "arm"
+    with pytest.raises(APIException) as info:
+        c.servers.create(
+            name="wrong-arch", server_type=ServerType(name="cx32"), image=Image(id=new), location=Location(name="fsn1")
+        )
+    assert info.value.code == "invalid_input"
+    from_snapshot = c.servers.create(
+        name="from-snapshot", server_type=ServerType(name="cax11"), image=Image(id=new), location=Location(name="fsn1")
+    )
+    assert from_snapshot.server.image.id == new
+
+
+def test_spread_placement_group_holds_ten_servers(hz: FakeHetzner) -> None:
+    from hcloud.placement_groups import PlacementGroup
+
+    c = client(hz)
+    group = c.placement_groups.create(name="spread-a", type="spread", labels={"pool": "a"}).placement_group
+    with pytest.raises(APIException) as dup:
+        c.placement_groups.create(name="spread-a", type="spread")
+    assert dup.value.code == "uniqueness_error"
+    for i in range(10):
+        create(c, f"pg-{i}", placement_group=PlacementGroup(id=group.id))
+    with pytest.raises(APIException) as info:
+        create(c, "pg-10", placement_group=PlacementGroup(id=group.id))
+    assert info.value.code == "placement_error"
+    [listed] = c.placement_groups.get_all(label_selector="pool=a")
+    assert len(listed.servers) == 10 and listed.type == "spread"

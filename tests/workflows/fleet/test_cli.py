@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from contextlib import suppress
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,6 +35,14 @@ async def test_bad_fleet_config_is_refused_naming_the_field(tmp_path) -> None:
     good.write_text(CONFIG)
     argv = ["fleet", "--provider", "gcp", "--region", "us-east-1", "start", "--fleet-config", str(good)]
     with pytest.raises(CliError, match="no gcp/us-east-1"):
+        await invoke(None, Settings(), argv)  # type: ignore[arg-type]
+
+
+async def test_fleet_config_may_be_a_kas_fleet_manager_config_directory() -> None:
+    upstream = Path(__file__).parents[2] / "scaling" / "fleet" / "upstream"
+    argv = ["fleet", "--provider", "gcp", "--region", "us-east1", "start", "--fleet-config", str(upstream)]
+    # loaded (its provider file lists aws only), refused before any call
+    with pytest.raises(CliError, match="no gcp/us-east1"):
         await invoke(None, Settings(), argv)  # type: ignore[arg-type]
 
 

@@ -19,7 +19,13 @@ from temporalio.worker import Replayer, Worker
 from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines
-from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, ManagedInstance, ocm_cluster_name
+from scaling.fleet.contracts import (
+    AgentClusterView,
+    AgentCondition,
+    AgentStatusReport,
+    ManagedInstance,
+    ocm_cluster_name,
+)
 from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from tests.workflows.fleet.stubs import FleetWorld, StubCluster, until
@@ -60,7 +66,14 @@ def report(ready: bool = True, max_units: int = 10, remaining: int = 10, **extra
     body = {
         "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         "capacity": {"standard": {"maxUnits": max_units, "remainingUnits": remaining}},
-        "strimzi": [{"version": "strimzi-cluster-operator.v0.23.0-4", "ready": True, "kafkaVersions": ["3.1.0"]}],
+        "strimzi": [
+            {
+                "version": "strimzi-cluster-operator.v0.23.0-4",
+                "ready": True,
+                "kafkaVersions": ["3.1.0"],
+                "kafkaIbpVersions": ["3.1"],
+            }
+        ],
         **extra,
     }
     return AgentStatusReport.model_validate(body)
@@ -147,14 +160,14 @@ async def test_bad_reports_are_refused_naming_the_field(env: WorkflowEnvironment
     world = FleetWorld()
     async with running(env, world, cluster_input()) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
-        wrong_type = report().model_copy(update={"capacity": {"developer": report().capacity["standard"]}})
+        no_version = report(strimzi=[{"version": "", "ready": True, "kafkaVersions": ["3.6.0"]}])
         with pytest.raises(WorkflowUpdateFailedError) as info:
-            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, wrong_type)
-        assert info.value.cause.message.startswith("capacity.developer")
-        no_ready = report().model_copy(update={"conditions": []})
+            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, no_version)
+        assert info.value.cause.message == ".status.strimzi[0].version cannot be empty"
+        not_bool = report().model_copy(update={"conditions": [AgentCondition(type="Ready", status="Maybe")]})
         with pytest.raises(WorkflowUpdateFailedError) as info:
-            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, no_ready)
-        assert info.value.cause.message.startswith("conditions")
+            await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, not_bool)
+        assert info.value.cause.message.startswith("conditions[0].status")
         assert await phase(handle) == ClusterPhase.WAITING  # nothing was applied
         st: DataPlaneClusterState = await handle.query(DataPlaneClusterWorkflow.status)
         assert st.reports == 0
