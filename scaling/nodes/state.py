@@ -110,7 +110,8 @@ def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlig
             phase=r.phase,
         )
         for r in requests.values()
-        if r.phase in (RequestPhase.PENDING, RequestPhase.PROVISIONING)
+        # A request awaiting approval holds its pods: they are not planned a second node.
+        if r.phase in (RequestPhase.PENDING, RequestPhase.AWAITING_APPROVAL, RequestPhase.PROVISIONING)
     ]
 
 

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
+    from scaling.nodes.approvals import ApprovalGate, approval_gates, scale_up_event
     from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
@@ -310,7 +311,7 @@ class NodeAutoscalerWorkflow:
             else [p for p in obs.unschedulable if demand_key(p) not in self.state.never_satisfiable]
         )
 
-        catalogue: list[ServerType] = []
+        catalogue: list[ServerType] = []  # also the prices approval gates compare
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
         if wanted and providers:
             catalogue = await workflow.execute_activity(
@@ -320,6 +321,7 @@ class NodeAutoscalerWorkflow:
                 **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
                 retry_policy=OBSERVE_RETRY,
             )
+        prices = catalogue_index(catalogue)
         unavailable = unavailable_pools(
             self.state.banned_pools,
             self.state.backoff_until,
@@ -337,7 +339,7 @@ class NodeAutoscalerWorkflow:
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),
                 obs.groups,
-                catalogue_index(catalogue),
+                prices,
                 in_flight,
                 max_nodes_total=settings.max_nodes_total,
                 unavailable_pools=unavailable,
@@ -369,7 +371,11 @@ class NodeAutoscalerWorkflow:
         events: list[PodEvent] = self._new_problem_events(plan.problems)
         # Ids and state first (in plan order, so replays decide the same), then every child
         # start in one workflow task: hundreds of children start together, not one per task.
-        requests = [(self._record_request(planned, groups[planned.group]), planned) for planned in plan.new_nodes]
+        gates = approval_gates(plan.new_nodes, groups, prices)  # (None for groups without spec.approval)
+        requests = [
+            (self._record_request(planned, groups[planned.group], gate), planned)
+            for planned, gate in zip(plan.new_nodes, gates, strict=True)
+        ]
         concurrent = workflow.patched(CONCURRENT_STARTS)
         if requests and workflow.patched(ACTIVITY_STARTS):
             # In the background, as below, through activities (activities/nodes/requests.py).
@@ -388,15 +394,9 @@ class NodeAutoscalerWorkflow:
             for inp, _ in requests:
                 await self._start_request(inp)
         for inp, planned in requests:
-            request_id = inp.id
+            reason, message = scale_up_event(inp.id, planned, inp.approval)
             events.extend(
-                PodEvent(
-                    namespace=p.namespace,
-                    pod_name=p.name,
-                    pod_uid=p.uid,
-                    reason="TriggeredScaleUp",
-                    message=f"pod triggered scale-up: group {planned.group}, pool {planned.pool}, request {request_id}",
-                )
+                PodEvent(namespace=p.namespace, pod_name=p.name, pod_uid=p.uid, reason=reason, message=message)
                 for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
             )
         if plan.new_nodes:
@@ -443,13 +443,15 @@ class NodeAutoscalerWorkflow:
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
-    def _record_request(self, planned: PlannedNode, group: NodeGroup) -> NodeRequestInput:
+    def _record_request(
+        self, planned: PlannedNode, group: NodeGroup, approval: ApprovalGate | None = None
+    ) -> NodeRequestInput:
         """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
         settings = self.inp.settings
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
         request_id = f"{autoscaler_id(settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
-        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id)
+        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id, approval)
         self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
         return inp
 
