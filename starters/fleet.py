@@ -100,9 +100,17 @@ def format_status(s: RegionStatus) -> str:
     if s.clusters:
         lines.append(f"  {'CLUSTER':<36} {'TYPE':<10} {'PHASE':<38} {'USED/MAX UNITS':>14}  INSTANCES")
         for c in s.clusters:
-            units = f"{c.consumed_units}/{c.max_units if c.max_units is not None else '?'}"
             flags = " blocked" if c.deletion_blocked else (" approved" if c.deletion_approved else "")
-            lines.append(f"  {c.id:<36} {c.instance_type:<10} {c.phase.value:<38} {units:>14}  {c.instances}{flags}")
+            flags += " registered" if c.manual else ""
+            flags += " enterprise" if c.cluster_type == "enterprise" else ""
+            flags += "" if c.schedulable else " unschedulable"
+            for n, (itype, u) in enumerate(c.types.items()):
+                units = f"{u.consumed_units}/{u.max_units if u.max_units is not None else '?'}"
+                if n == 0:
+                    row = f"  {c.id:<36} {itype:<10} {c.phase.value:<38} {units:>14}  {c.instances}{flags}"
+                else:  # a cluster running several types: one line per further type
+                    row = f"  {'':<36} {itype:<10} {'':<38} {units:>14}"
+                lines.append(row)
     for t in s.last_evaluation:
         remove = f", remove {t.remove.cluster_id}" if t.remove else ""
         lines.append(

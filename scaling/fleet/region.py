@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
-from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance
+from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
 
 MAX_EVENTS = 30  # recent decisions kept for the status query
 
@@ -104,9 +104,15 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
     registry lost with a restarted loop rebuilds itself from the clusters' reports."""
     if report.phase in FINISHED:
         return None
+    max_units = report.max_units_by_type or {report.instance_type: report.max_units}
     if record is None:
         return ClusterRecord(
-            id=report.cluster_id, instance_type=report.instance_type, phase=report.phase, max_units=report.max_units
+            id=report.cluster_id,
+            instance_type=report.instance_type,
+            phase=report.phase,
+            types={t: TypeUnits(max_units=m) for t, m in max_units.items()},
+            manual=report.manual,
+            cluster_type=report.cluster_type,
         )
     phase = report.phase
     serving = (ClusterPhase.READY, ClusterPhase.WAITING)
@@ -114,7 +120,10 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
         phase = ClusterPhase.DEPROVISIONING  # sent before the mark arrived
     elif phase == ClusterPhase.DEPROVISIONING and record.phase in serving:
         phase = record.phase  # sent before the restore arrived
-    return record.model_copy(update={"phase": phase, "max_units": report.max_units})
+    types = {
+        t: u.model_copy(update={"max_units": max_units[t]}) if t in max_units else u for t, u in record.types.items()
+    }
+    return record.model_copy(update={"phase": phase, "types": types})
 
 
 def remember(state: FleetAutoscalerState, event: str) -> None:

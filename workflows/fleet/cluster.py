@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ManagedInstance,
         OcmCluster,
         OcmClusterRef,
+        RejectedInstances,
         ocm_cluster_name,
     )
     from scaling.fleet.instances import (
@@ -80,6 +81,9 @@ CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
 # workflow.patched id: provisioning fails at once on an uninstalling OCM cluster (it polled before).
 UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
+# workflow.patched id: an instance the agent rejects leaves the cluster and goes back to the
+# region to be placed elsewhere, as upstream does (before, it stayed here marked rejected).
+REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
 class StepFailed(Exception):
@@ -104,10 +108,13 @@ class DataPlaneClusterWorkflow:
             instance_type=inp.instance_type,
             multi_az=inp.multi_az,
             ocm_name=ocm_cluster_name(inp.cluster_id),
+            # every type a registered cluster runs, so its agent's capacity for each is kept
+            capacity={t: TypeCapacity() for t in inp.instance_types},
         )
         self.changed = True  # something to tell the autoscaler and the Web UI
         self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
+        self.rejected: dict[str, str] = {}  # instance id -> reason, owed to the region
 
     # -- queries ----------------------------------------------------------------------
     @workflow.query(name=contracts.QUERY_CLUSTER_STATUS)
@@ -149,6 +156,12 @@ class DataPlaneClusterWorkflow:
         st = self.state
         st.instances, gone = apply_instance_statuses(st.instances, reports)
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
+        refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
+        if refused and self.inp.parent_workflow_id and workflow.patched(REJECTED_INSTANCES_REPLACED):
+            # Dropped here before the region re-places them: never on two clusters at once.
+            st.instances = [i for i in st.instances if i.id not in refused]
+            self.rejected.update(refused)
+            self.changed = True
         self.reports_this_run += 1
 
     # -- the region's autoscaler --------------------------------------------------------
@@ -191,6 +204,8 @@ class DataPlaneClusterWorkflow:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
         try:
+            if inp.manual and st.phase == ClusterPhase.ACCEPTED:
+                await self._registered()
             if st.phase in (ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING):
                 await self._provision()
             if st.phase == ClusterPhase.PROVISIONED:
@@ -204,12 +219,21 @@ class DataPlaneClusterWorkflow:
         await self._remove()
         return st
 
+    async def _registered(self) -> None:
+        """A cluster that exists already (registered, not created): straight to waiting for
+        its agent; no OCM create, no terraforming."""
+        st = self.state
+        st.waiting_since = workflow.now()
+        set_phase(st, ClusterPhase.WAITING, st.waiting_since, "registered; waiting for the agent")
+        await self._publish()
+
     async def _provision(self) -> None:
         st, t = self.state, self.inp.timeouts
         set_phase(st, ClusterPhase.PROVISIONING, workflow.now(), "creating the cluster at OCM")
         await self._publish()
         deadline = workflow.now() + timedelta(seconds=t.provisioning_s)
         machines = self.inp.cluster_machines
+        assert machines is not None, "a created cluster has its machines"
         created: OcmCluster = await self._call(
             "provisioning",
             deadline,
@@ -262,6 +286,7 @@ class DataPlaneClusterWorkflow:
 
     async def _machine_pools(self, deadline: datetime) -> None:
         st, inp = self.state, self.inp
+        assert inp.type_machines is not None, "a created cluster has its machines"
         spec = machine_pool_input(st.ocm_id, st.cluster_id, st.instance_type, inp.type_machines, st.multi_az)
         pool: MachinePoolResult = await self._call(
             STEP_MACHINE_POOLS, deadline, contracts.CREATE_MACHINE_POOL, spec, MachinePoolResult
@@ -335,6 +360,8 @@ class DataPlaneClusterWorkflow:
         while True:
             if self.changed:
                 await self._publish()
+            if self.rejected:
+                await self._hand_back_rejected()
             if st.deletion_confirmed:
                 return
             if st.phase == ClusterPhase.READY and st.ready_at is None:
@@ -364,6 +391,11 @@ class DataPlaneClusterWorkflow:
         failure alike, so nothing is left behind."""
         st, t = self.state, self.inp.timeouts
         failed = st.phase == ClusterPhase.FAILED
+        if self.inp.manual:
+            # Registered, not created: its owner keeps the cluster; growth made nothing to clean.
+            st.cleaned_up, st.finished_at = True, workflow.now()
+            await self._publish()
+            return
         if not failed:
             st.message = "deleting the cluster at OCM"
             await self._publish()
@@ -437,7 +469,7 @@ class DataPlaneClusterWorkflow:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
         st, inp = self.state, self.inp
-        report = cluster_report(st)
+        report = cluster_report(st, inp)
         if report == self.published:
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase
@@ -453,6 +485,17 @@ class DataPlaneClusterWorkflow:
         except FailureError:
             # The autoscaler is gone (terminated); the cluster's lifecycle goes on regardless.
             workflow.logger.warning("autoscaler %s did not take the report", inp.parent_workflow_id)
+
+    async def _hand_back_rejected(self) -> None:
+        refused, self.rejected = self.rejected, {}
+        parent = workflow.get_external_workflow_handle(self.inp.parent_workflow_id)
+        try:
+            await parent.signal(
+                contracts.SIGNAL_INSTANCES_REJECTED,
+                RejectedInstances(cluster_id=self.state.cluster_id, messages=refused),
+            )
+        except FailureError:
+            workflow.logger.warning("autoscaler %s did not take the rejected instances", self.inp.parent_workflow_id)
 
 
 def _cause(err: BaseException) -> str:
