@@ -82,6 +82,7 @@ SIGNAL_DELETE = "delete"  # the re-check passed: delete at OCM, clean up
 SIGNAL_RESTORE = "restore"  # the re-check failed (not empty / capacity needed): back to ready
 SIGNAL_INSTANCE_PLACED = "instance_placed"  # ManagedInstance
 SIGNAL_INSTANCE_RELEASED = "instance_released"  # instance id
+SIGNAL_CLUSTER_MESSAGES = "cluster_messages"  # ClusterMessages: the above, batched, in order
 
 # FleetAutoscaler
 UPDATE_CREATE_INSTANCE = "create_instance"  # CreateInstanceRequest -> InstancePlacement

@@ -43,6 +43,21 @@ class ClusterMessage(BaseModel):
     instance_id: str = ""
 
 
+class ClusterMessages(BaseModel):
+    """What a cluster is owed, sent as one signal (`contracts.SIGNAL_CLUSTER_MESSAGES`) and
+    applied in order. Bounded by what one round can place on one cluster (its capacity)."""
+
+    messages: list[ClusterMessage]
+
+
+def batch_by_cluster(outbox: list[ClusterMessage]) -> dict[str, ClusterMessages]:
+    """The outbox as one batch per cluster, each keeping the order its messages were owed in."""
+    out: dict[str, ClusterMessages] = {}
+    for msg in outbox:
+        out.setdefault(msg.cluster_id, ClusterMessages(messages=[])).messages.append(msg)
+    return out
+
+
 class FleetAutoscalerState(BaseModel):
     """The region's registry and counters: one model, carried across continue-as-new. Bounded
     by max_clusters and max_instances; finished clusters leave the registry."""

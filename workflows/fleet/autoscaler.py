@@ -11,6 +11,7 @@ continue-as-new; clusters report their phase and capacity to it by signal.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -35,9 +36,11 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.pools import cluster_multi_az
     from scaling.fleet.region import (
         ClusterMessage,
+        ClusterMessages,
         FleetAutoscalerInput,
         FleetAutoscalerState,
         RegionStatus,
+        batch_by_cluster,
         merge_cluster_report,
         region_status,
         remember,
@@ -46,6 +49,12 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
+
+
+# workflow.patched id: the outbox goes out as one signal per cluster, all clusters at once
+# (before: one signal per message, one after another), so a burst's placements cost a signal
+# per cluster and a round's latency does not grow with the burst.
+BATCHED_OUTBOX = "batched-outbox"
 
 
 @workflow.defn(name=contracts.AUTOSCALER_WORKFLOW)
@@ -451,8 +460,15 @@ class FleetAutoscalerWorkflow:
             pass  # replayed start of a child that exists: it reports to us anyway
 
     async def _flush_outbox(self) -> None:
-        """Send what the clusters are owed, in order; a cluster that is gone is skipped."""
+        """Send what the clusters are owed, in order; a cluster that is gone is skipped. One
+        signal per cluster with all it is owed, all clusters at once: a burst costs a signal per
+        cluster, not per instance."""
         st = self.state
+        if st.outbox and workflow.patched(BATCHED_OUTBOX):
+            batches = batch_by_cluster(st.outbox)
+            st.outbox = []
+            await asyncio.gather(*(self._send_batch(cid, batch) for cid, batch in batches.items()))
+            return
         while st.outbox:
             msg = st.outbox[0]
             handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(msg.cluster_id))
@@ -465,6 +481,13 @@ class FleetAutoscalerWorkflow:
             except FailureError:
                 workflow.logger.warning("cluster %s did not take %s", msg.cluster_id, msg.signal)
             st.outbox.pop(0)
+
+    async def _send_batch(self, cluster_id: str, batch: ClusterMessages) -> None:
+        handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(cluster_id))
+        try:
+            await handle.signal(contracts.SIGNAL_CLUSTER_MESSAGES, batch)
+        except FailureError:
+            workflow.logger.warning("cluster %s did not take %d messages", cluster_id, len(batch.messages))
 
 
 def _placement(inst: ManagedInstance) -> InstancePlacement:

@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
+    from scaling.fleet.region import ClusterMessages
     from scaling.fleet.summaries import cluster_details
     from workflows.search import fleet_attributes
 
@@ -195,6 +196,21 @@ class DataPlaneClusterWorkflow:
     def instance_released(self, instance_id: str) -> None:
         # ManagedKafka spec.deleted: the agent removes it, then reports it Deleted
         self.state.instances = mark_deleted(self.state.instances, instance_id)
+
+    @workflow.signal(name=contracts.SIGNAL_CLUSTER_MESSAGES)
+    def cluster_messages(self, batch: ClusterMessages) -> None:
+        """What the region owed this cluster since its last round, in the order it was owed."""
+        for msg in batch.messages:
+            if msg.signal == contracts.SIGNAL_INSTANCE_PLACED and msg.instance is not None:
+                self.instance_placed(msg.instance)
+            elif msg.signal == contracts.SIGNAL_INSTANCE_RELEASED:
+                self.instance_released(msg.instance_id)
+            elif msg.signal == contracts.SIGNAL_DEPROVISION:
+                self.deprovision()
+            elif msg.signal == contracts.SIGNAL_RESTORE:
+                self.restore()
+            elif msg.signal == contracts.SIGNAL_DELETE:
+                self.delete()
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
