@@ -44,5 +44,9 @@ bench-billing: $(STAMP)
 bench-hetzner: $(STAMP)
 	$(PY) -m bench.hetzner_budget $(BENCH_ARGS)
 
+# The fleet loop at fleet size: registered clusters, a burst of instance creations (minutes).
+bench-fleet: $(STAMP)
+	$(PY) -m bench.fleet_scale $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .growth
