@@ -15,6 +15,8 @@ loop starts; errors name the field.
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
@@ -23,7 +25,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.settings import Settings
 from activities.updates import execute_update, query
-from scaling.fleet.config import FleetConfigError, load_fleet_config
+from scaling.fleet.config import FleetConfigError, ManualCluster, load_fleet_config, load_manual_clusters
 from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
@@ -214,6 +216,34 @@ def create_instance_command(where: tuple[str, str], instance_id: str, instance_t
         return await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
 
     return _call(where, run, format_placement)
+
+
+@fleet.command("register-clusters")
+@click.argument("cluster_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@shared_options
+@click.pass_obj
+def register_clusters_command(where: tuple[str, str], cluster_file: str) -> Call:
+    """Register the region's clusters listed in FILE (kas-fleet-manager's
+    dataplane-cluster-configuration.yaml): existing clusters, never created at OCM."""
+    provider, region = where
+
+    def listed() -> list[ManualCluster]:
+        try:
+            clusters = load_manual_clusters(cluster_file)
+        except FleetConfigError as err:
+            raise CliError(f"refused: {err}", REFUSED) from None
+        return [c for c in clusters if (c.cloud_provider, c.region) == (provider, region)]
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+        mine = listed()
+        for c in mine:
+            await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, c, rpc_timeout=RPC_TIMEOUT)
+        ids = [c.cluster_id for c in mine]
+        return Done(
+            message=f"registered {len(ids)} cluster(s) in {provider}/{region}: {', '.join(ids)}", data={"clusters": ids}
+        )
+
+    return dataclasses.replace(_call(where, run), check=lambda settings: listed())
 
 
 @fleet.command("delete-instance")

@@ -338,6 +338,24 @@ def load_fleet_config_text(text: str) -> FleetConfig:
     return parse_fleet_config(yaml.safe_load(text))
 
 
+class _ClusterList(_Strict):
+    clusters: list[ManualCluster] = Field(default_factory=list)
+
+
+def load_manual_clusters(path: str | Path) -> list[ManualCluster]:
+    """The clusters of a dataplane-cluster-configuration.yaml file, as it is; FleetConfigError
+    names each bad field (`clusters[i].<field>`). Instance types are checked where they are
+    registered (the region knows its types)."""
+    raw = yaml.safe_load(Path(path).read_text())
+    if not isinstance(raw, dict):
+        raise FleetConfigError([("(document)", "must be a mapping with `clusters`")])
+    try:
+        return _ClusterList.model_validate(raw).clusters
+    except ValidationError as err:
+        problems = [(_dotted(e["loc"]), str(e["msg"]).removeprefix("Value error, ")) for e in err.errors()]
+        raise FleetConfigError(problems) from None
+
+
 # kas-fleet-manager's own files (its config/ directory) and the section of growth's document
 # each one becomes; each file loads as it is.
 KAS_FLEET_MANAGER_FILES = {

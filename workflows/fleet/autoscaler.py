@@ -137,9 +137,12 @@ class FleetAutoscalerWorkflow:
                 f"region: cluster {cluster.cluster_id} is in {cluster.cloud_provider}/{cluster.region}, "
                 f"not {s.provider}/{s.region}"
             )
-        unknown = [t for t in cluster.instance_types() if t not in self.rules]
-        if unknown:
-            raise ValueError(f"supported_instance_type: {', '.join(unknown)} not supported in {s.region}")
+        # Types the region does not offer are left out (upstream's default lists both types);
+        # a cluster with none of the region's types could never take an instance.
+        if not any(t in self.rules for t in cluster.instance_types()):
+            raise ValueError(
+                f"supported_instance_type: none of {cluster.supported_instance_type!r} is supported in {s.region}"
+            )
         if cluster.cluster_id not in self.state.clusters and len(self.state.clusters) >= s.max_clusters:
             raise ValueError(f"cluster_id: the registry holds its maximum of {s.max_clusters} clusters")
 
