@@ -5,15 +5,18 @@ and an instance their agent rejects is placed on another cluster, never on two a
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -57,6 +60,7 @@ clusters:
   - {cluster_id: elsewhere, cloud_provider: aws, region: eu-west-1, schedulable: true}
 """
 UNITS = 4
+HISTORIES = Path(__file__).parent / "histories"
 
 
 @pytest.fixture
@@ -161,3 +165,14 @@ async def test_listed_clusters_serve_several_types_and_a_rejected_instance_moves
         assert await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, added) == "late"
         st = await eventually(handle, lambda s: len(s.clusters) == 4 and s.clusters[3].phase == ClusterPhase.READY)
         assert world.clusters == {}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(HISTORIES.rglob("fleet_autoscaler_*.json")), ids=lambda p: str(p.relative_to(HISTORIES))
+)
+async def test_recorded_region_replays(path: Path) -> None:
+    """Committed FleetAutoscaler histories still replay: the current one and, under
+    before/<patch id>/, the one recorded before each patch (tests.workflows.fleet.record_region_history)."""
+    history = WorkflowHistory.from_json("fleet-region", json.loads(path.read_text()))
+    replayer = Replayer(workflows=[FleetAutoscalerWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
