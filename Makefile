@@ -49,5 +49,9 @@ bench-hetzner: $(STAMP)
 chaos: $(STAMP)
 	$(PY) -m bench.chaos
 
+# The fleet loop at fleet size: registered clusters, a burst of instance creations (minutes).
+bench-fleet: $(STAMP)
+	$(PY) -m bench.fleet_scale $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .growth

@@ -18,6 +18,8 @@ loop starts; errors name the field.
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
@@ -26,7 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.settings import Settings
 from activities.updates import execute_update, query
-from scaling.fleet.config import FleetConfigError, load_fleet_config
+from scaling.fleet.config import FleetConfigError, ManualCluster, load_fleet_config, load_manual_clusters
 from scaling.fleet.contracts import (
     CreateInstanceRequest,
     InstancePlacement,
@@ -116,9 +118,17 @@ def format_status(s: RegionStatus) -> str:
     if s.clusters:
         lines.append(f"  {'CLUSTER':<36} {'TYPE':<10} {'PHASE':<38} {'USED/MAX UNITS':>14}  INSTANCES")
         for c in s.clusters:
-            units = f"{c.consumed_units}/{c.max_units if c.max_units is not None else '?'}"
             flags = " blocked" if c.deletion_blocked else (" approved" if c.deletion_approved else "")
-            lines.append(f"  {c.id:<36} {c.instance_type:<10} {c.phase.value:<38} {units:>14}  {c.instances}{flags}")
+            flags += " registered" if c.manual else ""
+            flags += " enterprise" if c.cluster_type == "enterprise" else ""
+            flags += "" if c.schedulable else " unschedulable"
+            for n, (itype, u) in enumerate(c.types.items()):
+                units = f"{u.consumed_units}/{u.max_units if u.max_units is not None else '?'}"
+                if n == 0:
+                    row = f"  {c.id:<36} {itype:<10} {c.phase.value:<38} {units:>14}  {c.instances}{flags}"
+                else:  # a cluster running several types: one line per further type
+                    row = f"  {'':<36} {itype:<10} {'':<38} {units:>14}"
+                lines.append(row)
     for t in s.last_evaluation:
         remove = f", remove {t.remove.cluster_id}" if t.remove else ""
         lines.append(
@@ -224,6 +234,34 @@ def create_instance_command(where: tuple[str, str], instance_id: str, instance_t
         return await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
 
     return _call(where, run, format_placement)
+
+
+@fleet.command("register-clusters")
+@click.argument("cluster_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@shared_options
+@click.pass_obj
+def register_clusters_command(where: tuple[str, str], cluster_file: str) -> Call:
+    """Register the region's clusters listed in FILE (kas-fleet-manager's
+    dataplane-cluster-configuration.yaml): existing clusters, never created at OCM."""
+    provider, region = where
+
+    def listed() -> list[ManualCluster]:
+        try:
+            clusters = load_manual_clusters(cluster_file)
+        except FleetConfigError as err:
+            raise CliError(f"refused: {err}", REFUSED) from None
+        return [c for c in clusters if (c.cloud_provider, c.region) == (provider, region)]
+
+    async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+        mine = listed()
+        for c in mine:
+            await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, c, rpc_timeout=RPC_TIMEOUT)
+        ids = [c.cluster_id for c in mine]
+        return Done(
+            message=f"registered {len(ids)} cluster(s) in {provider}/{region}: {', '.join(ids)}", data={"clusters": ids}
+        )
+
+    return dataclasses.replace(_call(where, run), check=lambda settings: listed())
 
 
 @fleet.command("delete-instance")

@@ -29,7 +29,7 @@ from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings
 from scaling.fleet.summaries import region_summary
 from sim.fleet.agent import AgentFleet
 from starters.processes import Processes, free_port, port_open
-from starters.scenarios.fleet import demo_fleet_config, run_fleet_burst
+from starters.scenarios.fleet import demo_fleet_config, demo_region_limit, run_fleet_burst
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 
 PROVIDER, REGION = "aws", "us-east-1"
@@ -130,7 +130,8 @@ class FleetDemo:
             self.start_processes()
             client = await Client.connect(f"127.0.0.1:{self.temporal_port}", data_converter=pydantic_data_converter)
             fleet_config = self.workdir / "fleet.yaml"
-            fleet_config.write_text(demo_fleet_config(PROVIDER, REGION))
+            instances = self.args.instances
+            fleet_config.write_text(demo_fleet_config(PROVIDER, REGION, limit=demo_region_limit(instances)))
             settings = FleetAutoscalerSettings(
                 provider=PROVIDER,
                 region=REGION,
@@ -138,6 +139,7 @@ class FleetDemo:
                 recheck_delay_s=2.0,
                 failure_backoff_s=30.0,
                 flap_window_s=120.0,
+                max_instances=max(FleetAutoscalerSettings.model_fields["max_instances"].default, instances),
                 cluster_timeouts=ClusterTimeouts(
                     provisioning_s=120, step_s=60, agent_s=60, deletion_s=120, poll_s=0.5
                 ),  # fmt: skip

@@ -53,13 +53,25 @@ def gives_capacity(cluster: ClusterRecord) -> bool:
     return cluster.phase not in NO_CAPACITY
 
 
+def supports(cluster: ClusterRecord, instance_type: str) -> bool:
+    return instance_type in cluster.types
+
+
+def scaled(cluster: ClusterRecord, instance_type: str) -> bool:
+    """Whether the cluster counts in the type's dynamic scaling: it runs the type and is not an
+    enterprise cluster (upstream keeps those out of dynamic scaling and region limits)."""
+    return cluster.cluster_type != "enterprise" and supports(cluster, instance_type)
+
+
 def cluster_capacity_units(cluster: ClusterRecord, rules: TypeRules) -> int:
-    """Max streaming units: the agent's figure, or the expected capacity until it reports."""
-    return cluster.max_units if cluster.max_units is not None else rules.expected_units
+    """Max streaming units of the type: the agent's figure, or the expected capacity until it reports."""
+    max_units = cluster.units(rules.instance_type).max_units
+    return max_units if max_units is not None else rules.expected_units
 
 
 def cluster_free_units(cluster: ClusterRecord, rules: TypeRules) -> int:
-    return max(0, cluster_capacity_units(cluster, rules) - cluster.consumed_units)
+    used = cluster.units(rules.instance_type).consumed_units
+    return max(0, cluster_capacity_units(cluster, rules) - used)
 
 
 def can_hold_biggest(cluster: ClusterRecord, rules: TypeRules) -> bool:
@@ -86,25 +98,27 @@ class CapacityTally:
             return self
         return CapacityTally(
             total_units=self.total_units - cluster_capacity_units(cluster, rules),
-            consumed_units=self.consumed_units - cluster.consumed_units,
+            consumed_units=self.consumed_units - cluster.units(rules.instance_type).consumed_units,
             holders_of_biggest=self.holders_of_biggest - int(can_hold_biggest(cluster, rules)),
             scale_up_ongoing=self.scale_up_ongoing - int(cluster.phase in SCALE_UP_ONGOING),
         )
 
 
 def tally_capacity(clusters: Iterable[ClusterRecord], rules: TypeRules) -> CapacityTally:
-    """Sum the clusters of `rules.instance_type` that give capacity."""
+    """Sum the clusters that run `rules.instance_type`, give capacity and are scaled."""
     total = consumed = holders = ongoing = 0
     for c in clusters:
-        if c.instance_type != rules.instance_type or not gives_capacity(c):
+        if not scaled(c, rules.instance_type) or not gives_capacity(c):
             continue
         cap = cluster_capacity_units(c, rules)
+        used = c.units(rules.instance_type).consumed_units
         total += cap
-        consumed += c.consumed_units
-        holders += int(cap - c.consumed_units >= rules.biggest_units)
+        consumed += used
+        holders += int(cap - used >= rules.biggest_units)
         ongoing += int(c.phase in SCALE_UP_ONGOING)
     return CapacityTally(total, consumed, holders, ongoing)
 
 
 def ready_clusters(clusters: Iterable[ClusterRecord], instance_type: str) -> list[ClusterRecord]:
-    return [c for c in clusters if c.instance_type == instance_type and c.phase == ClusterPhase.READY]
+    """The ready clusters that count in the type's dynamic scaling."""
+    return [c for c in clusters if scaled(c, instance_type) and c.phase == ClusterPhase.READY]

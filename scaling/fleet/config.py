@@ -6,6 +6,7 @@ section per file:
     dynamic_scaling:                # machine types and machine-pool min/max per instance type
     supported_instance_types:       # instance types -> sizes -> streaming units consumed
     node_prewarming:                # reserved instances per instance type
+    clusters:                       # clusters listed by hand (dataplane-cluster-configuration)
 
 `load_fleet_config` validates the whole document and raises FleetConfigError listing every
 problem with the dotted path of the field it is about. Given a directory, it reads
@@ -165,6 +166,39 @@ class PrewarmingConfig(_Strict):
     base_streaming_unit_size: str = Field(default="x1", min_length=1)
 
 
+# -- manually listed clusters -------------------------------------------------------------
+class ManualCluster(_Strict):
+    """A cluster listed in kas-fleet-manager's dataplane-cluster-configuration.yaml, with its
+    fields and defaults (internal/kafka/internal/config/dataplane_cluster_config.go). growth
+    registers it into its region without creating it at OCM; `cluster_type` is growth's own
+    addition (upstream sets "enterprise" when an organisation registers a cluster by its API)."""
+
+    name: str = ""
+    cluster_id: str = Field(min_length=1)
+    cloud_provider: str = ""
+    region: str = ""
+    multi_az: bool = False
+    schedulable: bool = False  # a Go bool: absent = false
+    kafka_instance_limit: int = Field(default=0, ge=-1)  # -1 = no limit
+    status: Literal["cluster_provisioning", "cluster_provisioned", "ready"] = "cluster_provisioning"
+    provider_type: Literal["ocm", "standalone"] = "ocm"
+    cluster_dns: str = ""
+    supported_instance_type: str = "standard,developer"  # upstream's default: both
+    cluster_type: Literal["managed", "enterprise"] = "managed"
+
+    @model_validator(mode="after")
+    def _standalone_needs_dns_and_name(self) -> ManualCluster:
+        if self.provider_type == "standalone" and not (self.cluster_dns and self.name):
+            raise ValueError("a standalone cluster needs cluster_dns and name")
+        if not self.instance_types():
+            raise ValueError("supported_instance_type lists no instance type")
+        return self
+
+    def instance_types(self) -> list[str]:
+        """ "standard,developer" -> ["standard", "developer"], in the file's order."""
+        return [t.strip() for t in self.supported_instance_type.split(",") if t.strip()]
+
+
 # -- the document -----------------------------------------------------------------------
 class FleetConfig(_Strict):
     """The whole fleet configuration; cross-references are checked (see `_references`)."""
@@ -173,6 +207,7 @@ class FleetConfig(_Strict):
     dynamic_scaling: DynamicScalingConfig = Field(default_factory=DynamicScalingConfig)
     supported_instance_types: list[InstanceTypeConfig] = Field(default_factory=list)
     node_prewarming: dict[str, PrewarmingConfig] = Field(default_factory=dict)
+    clusters: list[ManualCluster] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> FleetConfig:
@@ -194,6 +229,9 @@ class FleetConfig(_Strict):
     def machines(self, provider: str, instance_type: str) -> WorkloadMachines | None:
         pm = self.dynamic_scaling.compute_machine_per_cloud_provider.get(provider)
         return pm.kafka_workload_per_instance_type.get(instance_type) if pm else None
+
+    def manual_clusters(self, provider: str, region: str) -> list[ManualCluster]:
+        return [c for c in self.clusters if c.cloud_provider == provider and c.region == region]
 
 
 def reference_problems(cfg: FleetConfig) -> list[tuple[str, str]]:
@@ -229,6 +267,14 @@ def reference_problems(cfg: FleetConfig) -> list[tuple[str, str]]:
                     f"size {pw.base_streaming_unit_size!r} is not a size of {itype!r}",
                 )
             )
+    seen_ids: set[str] = set()
+    for i, c in enumerate(cfg.clusters):
+        if c.cluster_id in seen_ids:
+            problems.append((f"clusters[{i}].cluster_id", f"duplicate cluster {c.cluster_id!r}"))
+        seen_ids.add(c.cluster_id)
+        for itype in c.instance_types():
+            if itype not in types:
+                problems.append((f"clusters[{i}].supported_instance_type", f"unknown instance type {itype!r}"))
     # A region that supports a type growth may create clusters for needs machines for it.
     if cfg.dynamic_scaling.enable_dynamic_data_plane_scale_up:
         for i, p in enumerate(cfg.supported_providers):
@@ -292,6 +338,24 @@ def load_fleet_config_text(text: str) -> FleetConfig:
     return parse_fleet_config(yaml.safe_load(text))
 
 
+class _ClusterList(_Strict):
+    clusters: list[ManualCluster] = Field(default_factory=list)
+
+
+def load_manual_clusters(path: str | Path) -> list[ManualCluster]:
+    """The clusters of a dataplane-cluster-configuration.yaml file, as it is; FleetConfigError
+    names each bad field (`clusters[i].<field>`). Instance types are checked where they are
+    registered (the region knows its types)."""
+    raw = yaml.safe_load(Path(path).read_text())
+    if not isinstance(raw, dict):
+        raise FleetConfigError([("(document)", "must be a mapping with `clusters`")])
+    try:
+        return _ClusterList.model_validate(raw).clusters
+    except ValidationError as err:
+        problems = [(_dotted(e["loc"]), str(e["msg"]).removeprefix("Value error, ")) for e in err.errors()]
+        raise FleetConfigError(problems) from None
+
+
 # kas-fleet-manager's own files (its config/ directory) and the section of growth's document
 # each one becomes; each file loads as it is.
 KAS_FLEET_MANAGER_FILES = {
@@ -299,13 +363,14 @@ KAS_FLEET_MANAGER_FILES = {
     "provider-configuration.yaml": "supported_providers",
     "dynamic-scaling-configuration.yaml": "dynamic_scaling",
     "node-prewarming-configuration.yaml": "node_prewarming",
+    "dataplane-cluster-configuration.yaml": "clusters",
 }
 
 
 def load_kas_fleet_manager_dir(directory: str | Path) -> FleetConfig:
     """growth's configuration from a kas-fleet-manager config directory (the files of
-    KAS_FLEET_MANAGER_FILES; a missing one leaves its section at its default). The instance-types
-    and provider files hold their section under its own key; the other two are the section."""
+    KAS_FLEET_MANAGER_FILES; a missing one leaves its section at its default). The instance-types,
+    provider and cluster files hold their section under its own key; the other two are the section."""
     doc: dict[str, Any] = {}
     for name, section in KAS_FLEET_MANAGER_FILES.items():
         path = Path(directory) / name
@@ -316,5 +381,6 @@ def load_kas_fleet_manager_dir(directory: str | Path) -> FleetConfig:
             continue
         if not isinstance(raw, dict):
             raise FleetConfigError([(name, "must be a mapping")])
-        doc[section] = raw.get(section, []) if section in ("supported_instance_types", "supported_providers") else raw
+        keyed = section in ("supported_instance_types", "supported_providers", "clusters")
+        doc[section] = (raw.get(section) or []) if keyed else raw
     return parse_fleet_config(doc)

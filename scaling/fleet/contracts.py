@@ -82,6 +82,7 @@ SIGNAL_DELETE = "delete"  # the re-check passed: delete at OCM, clean up
 SIGNAL_RESTORE = "restore"  # the re-check failed (not empty / capacity needed): back to ready
 SIGNAL_INSTANCE_PLACED = "instance_placed"  # ManagedInstance
 SIGNAL_INSTANCE_RELEASED = "instance_released"  # instance id
+SIGNAL_CLUSTER_MESSAGES = "cluster_messages"  # ClusterMessages: the above, batched, in order
 
 # FleetAutoscaler
 UPDATE_CREATE_INSTANCE = "create_instance"  # CreateInstanceRequest -> InstancePlacement
@@ -92,6 +93,8 @@ SIGNAL_PAUSE = "pause"
 SIGNAL_RESUME = "resume"
 QUERY_REGION_STATUS = "status"  # -> the region's state summary (workflows/fleet)
 SIGNAL_CLUSTER_CHANGED = "cluster_changed"  # from a DataPlaneCluster: its phase and capacity
+SIGNAL_INSTANCES_REJECTED = "instances_rejected"  # from a DataPlaneCluster: RejectedInstances
+UPDATE_REGISTER_CLUSTER = "register_cluster"  # ManualCluster -> cluster id; an existing cluster (no create)
 
 
 def cluster_workflow_id(cluster_id: str) -> str:
@@ -378,6 +381,14 @@ class AgentClusterView(BaseModel):
     instances: list[ManagedInstance] = Field(default_factory=list)
     reserved: list[ManagedInstance] = Field(default_factory=list)
     versions: InstanceVersions | None = None  # the latest ready Strimzi's; None = none reported
+
+
+class RejectedInstances(BaseModel):
+    """Instances a cluster's agent refused (Ready reason Rejected): the cluster has dropped them,
+    and the region places them elsewhere, as upstream moves a rejected Kafka to another cluster."""
+
+    cluster_id: str
+    messages: dict[str, str] = Field(default_factory=dict)  # instance id -> the agent's reason
 
 
 # -- autoscaler updates (CLI) ------------------------------------------------------------

@@ -45,7 +45,8 @@ def evaluate_region(
     scale-up removes nothing in the same evaluation."""
     by_type: dict[str, list[ClusterRecord]] = defaultdict(list)
     for c in clusters:
-        by_type[c.instance_type].append(c)
+        for itype in c.types:  # a cluster that runs several types counts for each
+            by_type[itype].append(c)
     out: list[TypeEvaluation] = []
     for itype in sorted(rules):
         r = rules[itype]

@@ -11,7 +11,7 @@ from scaling.approvals import ApprovalState
 from scaling.fleet.approvals import ClusterApprovalGate
 from scaling.fleet.config import WorkloadMachines
 from scaling.fleet.contracts import AgentStatusReport, StrimziVersion, parse_bool
-from scaling.fleet.models import ClusterPhase, ManagedInstance, TypeCapacity
+from scaling.fleet.models import ClusterPhase, ClusterType, ManagedInstance, TypeCapacity
 
 MAX_PHASE_HISTORY = 20  # waiting <-> ready can flip forever; keep the last changes only
 MAX_STRIMZI_VERSIONS = 10
@@ -44,8 +44,14 @@ class DataPlaneClusterInput(BaseModel):
     region: str
     instance_type: str
     multi_az: bool
-    cluster_machines: WorkloadMachines  # the default (cluster-wide) pool
-    type_machines: WorkloadMachines  # the `kafka-<type>` pool
+    cluster_machines: WorkloadMachines | None = None  # the default (cluster-wide) pool; None when registered
+    type_machines: WorkloadMachines | None = None  # the `kafka-<type>` pool; None when registered
+    # A registered cluster (dataplane-cluster-configuration or register_cluster): it exists
+    # already, so no OCM create or terraforming; it waits for its agent at once and is never
+    # deleted at OCM by growth. It may run several types (`instance_types`).
+    manual: bool = False
+    instance_types: list[str] = Field(default_factory=list)  # all it runs; [] = instance_type only
+    cluster_type: ClusterType = "managed"
     openshift_version: str = ""
     fleetshard_parameters: dict[str, str] = Field(default_factory=dict)  # non-secret addon parameters
     reserved: list[ManagedInstance] = Field(default_factory=list)  # prewarming, served when ready
@@ -113,6 +119,11 @@ class ClusterReport(BaseModel):
     remaining_units: int | None = None
     message: str = ""
     deletion_denied: bool = False  # once, right after an approval gate denied its deletion
+    # Every type it runs -> the agent's maxUnits (None before its report); {} in reports from
+    # before several types (then `instance_type` with `max_units`).
+    max_units_by_type: dict[str, int | None] = Field(default_factory=dict)
+    manual: bool = False
+    cluster_type: ClusterType = "managed"
 
 
 # Upstream takes agent reports in these phases only; in any other it answers 204 and changes
@@ -184,8 +195,11 @@ def set_phase(state: DataPlaneClusterState, phase: ClusterPhase, now: datetime, 
     del state.history[:-MAX_PHASE_HISTORY]
 
 
-def cluster_report(state: DataPlaneClusterState) -> ClusterReport:
+def cluster_report(state: DataPlaneClusterState, inp: DataPlaneClusterInput) -> ClusterReport:
     cap = state.capacity.get(state.instance_type, TypeCapacity())
+    by_type = {}
+    if len(supported_types(state)) > 1 or inp.manual:
+        by_type = {t: state.capacity.get(t, TypeCapacity()).max_units for t in supported_types(state)}
     return ClusterReport(
         cluster_id=state.cluster_id,
         instance_type=state.instance_type,
@@ -193,6 +207,9 @@ def cluster_report(state: DataPlaneClusterState) -> ClusterReport:
         max_units=cap.max_units,
         remaining_units=cap.remaining_units,
         message=state.message,
+        max_units_by_type=by_type,
+        manual=inp.manual,
+        cluster_type=inp.cluster_type,
     )
 
 

@@ -4,9 +4,9 @@ instances. Plain pydantic models shared by the rules, the workflows and the cont
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -43,22 +43,59 @@ class TypeCapacity(BaseModel):
     remaining_units: int | None = None
 
 
+class TypeUnits(BaseModel):
+    """One instance type's streaming units on one cluster, as the region's rules read them."""
+
+    max_units: int | None = None  # the agent's figure; None before its first report
+    consumed_units: int = 0  # what growth placed there (authoritative before the next report)
+
+
+# kas-fleet-manager's cluster types: its own clusters, and an organisation's registered ones,
+# which its dynamic scaling and region limits leave alone.
+ClusterType = Literal["managed", "enterprise"]
+MAX_REJECTED_BY = 20  # clusters an instance remembers refusing it
+
+
 class ClusterRecord(BaseModel):
     """One data-plane cluster as the region's autoscaler sees it: what the rules read.
 
-    `consumed_units` is what growth has placed there (its own record, authoritative even
-    before the agent's next report); `max_units` is the agent's figure, or None before the
-    first report (the rules then use the configured expected capacity)."""
+    `types` holds every instance type the cluster runs with its units (a cluster growth creates
+    runs one; one listed in the configuration may run several, e.g. "standard,developer").
+    `manual` clusters were registered, not created: growth never removes them. `schedulable` and
+    `instance_limit` are upstream's dataplane-cluster-configuration fields (-1 = no limit)."""
 
     id: str
-    instance_type: str
+    instance_type: str  # the type it was created for, or the first it lists
+    types: dict[str, TypeUnits] = Field(default_factory=dict)
     phase: ClusterPhase = ClusterPhase.ACCEPTED
-    max_units: int | None = None
-    consumed_units: int = 0
     instances: int = 0  # placed managed instances (reserved ones never count)
+    cluster_type: ClusterType = "managed"
+    manual: bool = False
+    schedulable: bool = True
+    instance_limit: int = -1
     deletion_blocked: bool = False  # an operator said: never remove this one
     deletion_approved: bool = False  # an operator approved its removal (when approval is required)
     delete_sent: bool = False  # the re-check passed and the cluster was told to delete itself
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_type_shape(cls, data: Any) -> Any:
+        """Records from before per-type units (histories, continued runs) held one type's
+        max_units/consumed_units at the top: they become that type's entry."""
+        if isinstance(data, dict) and ("max_units" in data or "consumed_units" in data or "types" not in data):
+            data = dict(data)
+            legacy = {k: data.pop(k) for k in ("max_units", "consumed_units") if k in data}
+            if not data.get("types") and data.get("instance_type"):
+                data["types"] = {data["instance_type"]: legacy}
+        return data
+
+    def units(self, instance_type: str) -> TypeUnits:
+        """The type's entry (a detached empty one when the cluster does not run the type)."""
+        return self.types.get(instance_type) or TypeUnits()
+
+    @property
+    def consumed_units(self) -> int:
+        return sum(u.consumed_units for u in self.types.values())
 
 
 class InstanceVersions(BaseModel):
@@ -97,3 +134,4 @@ class ManagedInstance(BaseModel):
     deleted: bool = False
     versions: InstanceVersions = Field(default_factory=InstanceVersions)
     message: str = ""  # the agent's reason when failed or rejected
+    rejected_by: list[str] = Field(default_factory=list)  # clusters whose agent refused it (latest last)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scaling.fleet.capacity import TypeRules, cluster_free_units
+from scaling.fleet.capacity import TypeRules, cluster_free_units, scaled
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.contracts import RESERVED_DEPLOYMENT_LABEL
 from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
@@ -25,13 +25,23 @@ def instance_quota(cfg: FleetConfig, instance_type: str, size: str) -> int:
     return (found.quota_consumed or 0) if found else 0
 
 
-def place_instance(units: int, clusters: Iterable[ClusterRecord], rules: TypeRules) -> str | None:
-    """The first ready cluster of the type with `units` free, or None (the instance waits)."""
-    for c in clusters:
-        if c.instance_type == rules.instance_type and c.phase == ClusterPhase.READY:
-            if cluster_free_units(c, rules) >= units:
-                return c.id
-    return None
+def can_take(cluster: ClusterRecord, instance: ManagedInstance, rules: TypeRules) -> bool:
+    """Whether `instance` may go on `cluster`: ready, running the type, schedulable, under its
+    instance limit, with the units free, not enterprise (upstream places only the owning
+    organisation's instances there) and not a cluster whose agent refused it before."""
+    return (
+        cluster.phase == ClusterPhase.READY
+        and scaled(cluster, rules.instance_type)
+        and cluster.schedulable
+        and (cluster.instance_limit < 0 or cluster.instances < cluster.instance_limit)
+        and cluster.id not in instance.rejected_by
+        and cluster_free_units(cluster, rules) >= instance.units
+    )
+
+
+def place_instance(instance: ManagedInstance, clusters: Iterable[ClusterRecord], rules: TypeRules) -> str | None:
+    """The first cluster that can take the instance, or None (it waits)."""
+    return next((c.id for c in clusters if can_take(c, instance, rules)), None)
 
 
 def within_region_limit(units: int, committed_units: int, limit: int | None) -> bool:

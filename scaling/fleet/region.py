@@ -12,7 +12,7 @@ from scaling.fleet.approvals import after_denied_deletion
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
-from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance
+from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
 
 MAX_EVENTS = 30  # recent decisions kept for the status query
 
@@ -48,6 +48,21 @@ class ClusterMessage(BaseModel):
     signal: str
     instance: ManagedInstance | None = None
     instance_id: str = ""
+
+
+class ClusterMessages(BaseModel):
+    """What a cluster is owed, sent as one signal (`contracts.SIGNAL_CLUSTER_MESSAGES`) and
+    applied in order. Bounded by what one round can place on one cluster (its capacity)."""
+
+    messages: list[ClusterMessage]
+
+
+def batch_by_cluster(outbox: list[ClusterMessage]) -> dict[str, ClusterMessages]:
+    """The outbox as one batch per cluster, each keeping the order its messages were owed in."""
+    out: dict[str, ClusterMessages] = {}
+    for msg in outbox:
+        out.setdefault(msg.cluster_id, ClusterMessages(messages=[])).messages.append(msg)
+    return out
 
 
 class FleetAutoscalerState(BaseModel):
@@ -111,19 +126,28 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
     registry lost with a restarted loop rebuilds itself from the clusters' reports."""
     if report.phase in FINISHED:
         return None
-    if record is not None and report.deletion_denied:
-        return after_denied_deletion(record, report.phase).model_copy(update={"max_units": report.max_units})
+    max_units = report.max_units_by_type or {report.instance_type: report.max_units}
     if record is None:
         return ClusterRecord(
-            id=report.cluster_id, instance_type=report.instance_type, phase=report.phase, max_units=report.max_units
+            id=report.cluster_id,
+            instance_type=report.instance_type,
+            phase=report.phase,
+            types={t: TypeUnits(max_units=m) for t, m in max_units.items()},
+            manual=report.manual,
+            cluster_type=report.cluster_type,
         )
+    types = {
+        t: u.model_copy(update={"max_units": max_units[t]}) if t in max_units else u for t, u in record.types.items()
+    }
+    if report.deletion_denied:
+        return after_denied_deletion(record, report.phase).model_copy(update={"types": types})
     phase = report.phase
     serving = (ClusterPhase.READY, ClusterPhase.WAITING)
     if record.phase == ClusterPhase.DEPROVISIONING and phase in serving:
         phase = ClusterPhase.DEPROVISIONING  # sent before the mark arrived
     elif phase == ClusterPhase.DEPROVISIONING and record.phase in serving:
         phase = record.phase  # sent before the restore arrived
-    return record.model_copy(update={"phase": phase, "max_units": report.max_units})
+    return record.model_copy(update={"phase": phase, "types": types})
 
 
 def remember(state: FleetAutoscalerState, event: str) -> None:

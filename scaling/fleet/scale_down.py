@@ -12,7 +12,7 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from scaling.fleet.capacity import TypeRules, ready_clusters, tally_capacity
+from scaling.fleet.capacity import TypeRules, ready_clusters, supports, tally_capacity
 from scaling.fleet.models import ClusterPhase, ClusterRecord
 from scaling.fleet.scale_up import ScaleUpReason, scale_up_decision
 
@@ -21,6 +21,7 @@ class RemovalReason(str, Enum):
     REMOVABLE = "removable"
     NOT_READY = "not_ready"
     OTHER_TYPE = "other_type"  # the rules passed are for another instance type
+    NOT_DYNAMIC = "not_dynamic"  # registered (manual) or enterprise: dynamic scaling never removes it
     NOT_EMPTY = "not_empty"
     BLOCKED = "blocked"
     WOULD_SCALE_UP = "would_scale_up"  # without it, the region would need a new cluster
@@ -40,6 +41,12 @@ def is_empty(cluster: ClusterRecord) -> bool:
     return cluster.instances == 0 and cluster.consumed_units == 0
 
 
+def removable_kind(cluster: ClusterRecord) -> bool:
+    """Only clusters growth created are removed by it: a registered cluster leaves when its
+    owner takes it off the list (as upstream's manual clusters), an enterprise one never here."""
+    return not cluster.manual and cluster.cluster_type != "enterprise"
+
+
 def removal_decision(
     cluster: ClusterRecord,
     clusters: Sequence[ClusterRecord],
@@ -49,8 +56,10 @@ def removal_decision(
 ) -> RemovalDecision:
     """May `cluster` be removed? `rechecking` is the second check once it is deprovisioning
     (seed 000: re-check emptiness and capacity before deleting), when it is no longer ready."""
-    if cluster.instance_type != rules.instance_type:
+    if not supports(cluster, rules.instance_type):
         return RemovalDecision(cluster_id=cluster.id, removable=False, reason=RemovalReason.OTHER_TYPE)
+    if not removable_kind(cluster):
+        return RemovalDecision(cluster_id=cluster.id, removable=False, reason=RemovalReason.NOT_DYNAMIC)
     expected_phase = ClusterPhase.DEPROVISIONING if rechecking else ClusterPhase.READY
     if cluster.phase != expected_phase:
         return RemovalDecision(cluster_id=cluster.id, removable=False, reason=RemovalReason.NOT_READY)
@@ -76,11 +85,13 @@ def cluster_to_remove(clusters: Sequence[ClusterRecord], rules: TypeRules) -> Re
     tally = tally_capacity(ready, rules)
     best: ClusterRecord | None = None
     for c in ready:
-        if c.deletion_blocked or not is_empty(c):
+        if c.deletion_blocked or not is_empty(c) or not removable_kind(c):
             continue
         if scale_up_decision(tally.without(c, rules), rules).needed:
             continue
-        if best is None or (c.max_units or 0) <= (best.max_units or 0):
+        if best is None or (c.units(rules.instance_type).max_units or 0) <= (
+            best.units(rules.instance_type).max_units or 0
+        ):
             best = c
     if best is None:
         return None

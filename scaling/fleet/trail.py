@@ -8,11 +8,14 @@ Repeats fold and the trail is bounded (scaling/history.py).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from scaling.fleet import contracts
 from scaling.fleet.capacity import type_rules
 from scaling.fleet.evaluation import evaluate_region
 from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
 from scaling.fleet.models import ManagedInstance
+from scaling.fleet.region import ClusterMessages
 from scaling.fleet.what_if import recorded_rounds
 from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 
@@ -60,26 +63,35 @@ def _autoscaler_entries(autoscaler: RecordedHistory, cluster_id: str) -> list[Tr
                     TrailEntry(at=e.at, what="Reported", detail=f"{report.phase.value}{cap}{msg}", workflow_id=wf)
                 )
         elif e.kind == "signal_out" and target == cluster_id:
-            if e.name == contracts.SIGNAL_INSTANCE_PLACED:
-                inst = ManagedInstance.model_validate(first_input(e))
-                units[inst.id] = inst.units
-                detail = f"instance {inst.id} placed ({inst.instance_type} {inst.size}, {inst.units} unit(s))"
-                out.append(TrailEntry(at=e.at, what="InstancePlaced", detail=detail, workflow_id=wf))
-            elif e.name == contracts.SIGNAL_INSTANCE_RELEASED:
-                iid = str(first_input(e))
-                detail = f"instance {iid} released ({units.pop(iid, '?')} unit(s))"
-                out.append(TrailEntry(at=e.at, what="InstanceReleased", detail=detail, workflow_id=wf))
+            if e.name == contracts.SIGNAL_CLUSTER_MESSAGES:  # the batched outbox (patch batched-outbox)
+                for msg in ClusterMessages.model_validate(first_input(e)).messages:
+                    arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
+                    out.append(_owed_entry(e.at, wf, msg.signal, arg, units))
             else:
-                what = {
-                    contracts.SIGNAL_DEPROVISION: ("Deprovisioning", "empty and not needed: marked deprovisioning"),
-                    contracts.SIGNAL_RESTORE: ("Restored", "re-check failed (not empty, or capacity needed): ready"),
-                    contracts.SIGNAL_DELETE: ("DeleteSent", "re-check passed: told to delete itself"),
-                }.get(e.name, (e.name, e.name))
-                out.append(TrailEntry(at=e.at, what=what[0], detail=what[1], workflow_id=wf))
+                out.append(_owed_entry(e.at, wf, e.name, first_input(e), units))
         elif e.kind == "update" and first_input(e) == cluster_id:
             if e.name in (contracts.UPDATE_APPROVE_DELETION, contracts.UPDATE_BLOCK_DELETION):
                 out.append(TrailEntry(at=e.at, what="Operator", detail=f"operator: {e.name}", workflow_id=wf))
     return out
+
+
+def _owed_entry(at: datetime, wf: str, signal: str, arg: object, units: dict[str, int]) -> TrailEntry:
+    """One message the region sent the cluster."""
+    if signal == contracts.SIGNAL_INSTANCE_PLACED:
+        inst = ManagedInstance.model_validate(arg)
+        units[inst.id] = inst.units
+        detail = f"instance {inst.id} placed ({inst.instance_type} {inst.size}, {inst.units} unit(s))"
+        return TrailEntry(at=at, what="InstancePlaced", detail=detail, workflow_id=wf)
+    if signal == contracts.SIGNAL_INSTANCE_RELEASED:
+        iid = str(arg)
+        detail = f"instance {iid} released ({units.pop(iid, '?')} unit(s))"
+        return TrailEntry(at=at, what="InstanceReleased", detail=detail, workflow_id=wf)
+    what, detail = {
+        contracts.SIGNAL_DEPROVISION: ("Deprovisioning", "empty and not needed: marked deprovisioning"),
+        contracts.SIGNAL_RESTORE: ("Restored", "re-check failed (not empty, or capacity needed): ready"),
+        contracts.SIGNAL_DELETE: ("DeleteSent", "re-check passed: told to delete itself"),
+    }.get(signal, (signal, signal))
+    return TrailEntry(at=at, what=what, detail=detail, workflow_id=wf)
 
 
 def _cluster_entries(cluster: RecordedHistory) -> list[TrailEntry]:

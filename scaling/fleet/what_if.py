@@ -27,8 +27,8 @@ from scaling.fleet.capacity import TypeRules, type_rules
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import evaluate_region
 from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
-from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
-from scaling.fleet.region import FleetAutoscalerInput, merge_cluster_report
+from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
+from scaling.fleet.region import ClusterMessages, FleetAutoscalerInput, merge_cluster_report
 from scaling.history import RecordedEvent, RecordedHistory, first_input
 
 
@@ -87,23 +87,36 @@ def _fold(clusters: dict[str, ClusterRecord], instances: dict[str, ManagedInstan
     if e.kind != "signal_out":
         return
     cid = e.workflow_id.rsplit("/", 1)[-1]
+    if e.name == contracts.SIGNAL_CLUSTER_MESSAGES:  # the batched outbox (patch batched-outbox)
+        for msg in ClusterMessages.model_validate(first_input(e)).messages:
+            arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
+            _owed(clusters, instances, cid, msg.signal, arg)
+    else:
+        _owed(clusters, instances, cid, e.name, first_input(e))
+
+
+def _owed(
+    clusters: dict[str, ClusterRecord], instances: dict[str, ManagedInstance], cid: str, signal: str, arg: object
+) -> None:
+    """One message the region sent cluster `cid`, as the loop applied it to its registry."""
     rec = clusters.get(cid)
-    if e.name == contracts.SIGNAL_INSTANCE_PLACED:
-        inst = ManagedInstance.model_validate(first_input(e))
+    if signal == contracts.SIGNAL_INSTANCE_PLACED:
+        inst = ManagedInstance.model_validate(arg)
         instances[inst.id] = inst
         if rec is not None:
-            rec.consumed_units += inst.units
+            rec.types.setdefault(inst.instance_type, TypeUnits()).consumed_units += inst.units
             rec.instances += 1
-    elif e.name == contracts.SIGNAL_INSTANCE_RELEASED:
-        inst = instances.pop(str(first_input(e)), None)
+    elif signal == contracts.SIGNAL_INSTANCE_RELEASED:
+        inst = instances.pop(str(arg), None)
         if rec is not None and inst is not None:
-            rec.consumed_units = max(0, rec.consumed_units - inst.units)
+            units = rec.types.setdefault(inst.instance_type, TypeUnits())
+            units.consumed_units = max(0, units.consumed_units - inst.units)
             rec.instances = max(0, rec.instances - 1)
-    elif rec is not None and e.name == contracts.SIGNAL_DEPROVISION:
+    elif rec is not None and signal == contracts.SIGNAL_DEPROVISION:
         rec.phase = ClusterPhase.DEPROVISIONING
-    elif rec is not None and e.name == contracts.SIGNAL_RESTORE:
+    elif rec is not None and signal == contracts.SIGNAL_RESTORE:
         rec.phase = ClusterPhase.READY
-    elif rec is not None and e.name == contracts.SIGNAL_DELETE:
+    elif rec is not None and signal == contracts.SIGNAL_DELETE:
         rec.delete_sent = True
 
 
@@ -213,10 +226,9 @@ def _decide(clusters: list[ClusterRecord], rules: Mapping[str, TypeRules], confi
 
 def _units(clusters: list[ClusterRecord], rules: Mapping[str, TypeRules]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for itype in sorted({c.instance_type for c in clusters}):
-        mine = [c for c in clusters if c.instance_type == itype]
-        consumed = sum(c.consumed_units for c in mine)
-        capacity = sum(c.max_units or 0 for c in mine)
+    for itype in sorted({t for c in clusters for t in [c.instance_type, *c.types]}):  # a cluster may run several
+        consumed = sum(c.units(itype).consumed_units for c in clusters)
+        capacity = sum(c.units(itype).max_units or 0 for c in clusters)
         out[itype] = f"{consumed}/{capacity}"
     return out
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.updates import execute_update
@@ -32,6 +32,7 @@ from scaling.fleet.contracts import CreateInstanceRequest
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import RegionStatus
+from starters.cli import cause_of
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
@@ -40,7 +41,16 @@ SETTLED_EVALUATIONS = 5  # evaluations in a row with nothing moving before the s
 RPC_TIMEOUT = timedelta(seconds=30)
 
 
-def demo_fleet_config(provider: str = "aws", region: str = "us-east-1", limit: int | None = 100) -> str:
+DEMO_REGION_LIMIT = 100  # units: the demo's region limit unless its burst needs more
+
+
+def demo_region_limit(instances: int) -> int:
+    """Room in the region's limit for a burst of `instances` of the demo's biggest size (2
+    units), as --pods sizes the node demo's maxNodes: the limit must not refuse the burst."""
+    return max(DEMO_REGION_LIMIT, 2 * instances)
+
+
+def demo_fleet_config(provider: str = "aws", region: str = "us-east-1", limit: int | None = DEMO_REGION_LIMIT) -> str:
     """A small fleet in seed 000's shapes: one region, `standard` instances of 1 or 2 units."""
     limit_text = "null" if limit is None else str(limit)
     return f"""
@@ -153,7 +163,10 @@ async def run_fleet_burst(
     t0 = time.monotonic()
     for i in range(instances):
         req = CreateInstanceRequest(id=f"burst-{i}", instance_type="standard", size=size)
-        await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
+        try:
+            await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
+        except WorkflowUpdateFailedError as err:  # the validator's reason, not just "update failed"
+            raise RuntimeError(f"instance {req.id} refused: {cause_of(err)}") from None
     say(f"{instances} instances created; waiting until every one is placed")
     st = await poll(lambda s: s.instances_placed == instances and s.instances_waiting == 0, "all instances placed")
     seconds_to_all_placed = time.monotonic() - t0

@@ -11,6 +11,7 @@ continue-as-new; clusters report their phase and capacity to it by signal.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -21,10 +22,11 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet import contracts
     from scaling.fleet.approvals import cluster_gate
     from scaling.fleet.capacity import TypeRules, type_rules
-    from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement
+    from scaling.fleet.config import ManualCluster
+    from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, RejectedInstances
     from scaling.fleet.evaluation import evaluate_region
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
-    from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
+    from scaling.fleet.models import MAX_REJECTED_BY, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
         instance_quota,
         instance_units,
@@ -35,9 +37,11 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.pools import cluster_multi_az
     from scaling.fleet.region import (
         ClusterMessage,
+        ClusterMessages,
         FleetAutoscalerInput,
         FleetAutoscalerState,
         RegionStatus,
+        batch_by_cluster,
         merge_cluster_report,
         region_status,
         remember,
@@ -46,6 +50,12 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
+
+
+# workflow.patched id: the outbox goes out as one signal per cluster, all clusters at once
+# (before: one signal per message, one after another), so a burst's placements cost a signal
+# per cluster and a round's latency does not grow with the burst.
+BATCHED_OUTBOX = "batched-outbox"
 
 
 @workflow.defn(name=contracts.AUTOSCALER_WORKFLOW)
@@ -75,6 +85,11 @@ class FleetAutoscalerWorkflow:
         before = st.clusters.get(report.cluster_id)
         after = merge_cluster_report(before, report)
         if after is not None:
+            listed = self._listed(report.cluster_id)
+            if before is None and listed is not None:  # a registry rebuilt from reports
+                after = after.model_copy(
+                    update={"schedulable": listed.schedulable, "instance_limit": listed.kafka_instance_limit}
+                )
             st.clusters[report.cluster_id] = after
         elif before is not None:
             del st.clusters[report.cluster_id]
@@ -90,6 +105,89 @@ class FleetAutoscalerWorkflow:
             st.marked_at.pop(report.cluster_id, None)
             remember(st, f"{report.cluster_id}: {report.message}; deletion blocked until approve-deletion")
         self.wake = True
+
+    @workflow.signal(name=contracts.SIGNAL_INSTANCES_REJECTED)
+    def instances_rejected(self, rejected: RejectedInstances) -> None:
+        """The cluster's agent refused these (the cluster has dropped them): free their units
+        there and place them on another cluster, never that one again."""
+        st = self.state
+        rec = st.clusters.get(rejected.cluster_id)
+        for iid, why in rejected.messages.items():
+            inst = st.instances.get(iid)
+            if inst is None or inst.cluster_id != rejected.cluster_id:
+                continue  # deleted meanwhile, or already moved
+            if rec is not None:
+                units = rec.types.get(inst.instance_type)
+                if units is not None:
+                    units.consumed_units = max(0, units.consumed_units - inst.units)
+                rec.instances = max(0, rec.instances - 1)
+            inst.rejected_by = [*inst.rejected_by, rejected.cluster_id][-MAX_REJECTED_BY:]
+            inst.cluster_id, inst.phase, inst.message = "", "placed", why
+            st.waiting.append(iid)
+            remember(st, f"{iid}: rejected by {rejected.cluster_id} ({why or 'no reason'}), placing it elsewhere")
+        self.wake = True
+
+    # -- registered clusters -----------------------------------------------------------
+    @workflow.update(name=contracts.UPDATE_REGISTER_CLUSTER)
+    async def register_cluster(self, cluster: ManualCluster) -> str:
+        await self._register(cluster)
+        return cluster.cluster_id
+
+    @register_cluster.validator
+    def _validate_register(self, cluster: ManualCluster) -> None:
+        s = self.settings
+        if (cluster.cloud_provider, cluster.region) != (s.provider, s.region):
+            raise ValueError(
+                f"region: cluster {cluster.cluster_id} is in {cluster.cloud_provider}/{cluster.region}, "
+                f"not {s.provider}/{s.region}"
+            )
+        # Types the region does not offer are left out (upstream's default lists both types);
+        # a cluster with none of the region's types could never take an instance.
+        if not any(t in self.rules for t in cluster.instance_types()):
+            raise ValueError(
+                f"supported_instance_type: none of {cluster.supported_instance_type!r} is supported in {s.region}"
+            )
+        if cluster.cluster_id not in self.state.clusters and len(self.state.clusters) >= s.max_clusters:
+            raise ValueError(f"cluster_id: the registry holds its maximum of {s.max_clusters} clusters")
+
+    def _listed(self, cluster_id: str) -> ManualCluster | None:
+        s = self.settings
+        return next((c for c in self.config.manual_clusters(s.provider, s.region) if c.cluster_id == cluster_id), None)
+
+    async def _register(self, mc: ManualCluster) -> None:
+        """Start a DataPlaneCluster for a cluster that exists (no OCM create): it waits for its
+        agent at once. Registering a known cluster again does nothing."""
+        st, s = self.state, self.settings
+        if mc.cluster_id in st.clusters:
+            return
+        types = [t for t in mc.instance_types() if t in self.rules]
+        inp = DataPlaneClusterInput(
+            cluster_id=mc.cluster_id,
+            provider=s.provider,
+            region=s.region,
+            instance_type=types[0],
+            instance_types=types,
+            multi_az=mc.multi_az,
+            manual=True,
+            cluster_type=mc.cluster_type,
+            fleetshard_parameters=s.fleetshard_parameters,
+            reserved=reserved_instances(mc.cluster_id, ClusterPhase.READY, types, self.config),
+            timeouts=s.cluster_timeouts,
+            parent_workflow_id=workflow.info().workflow_id,
+            use_search_attributes=s.use_search_attributes,
+            reports_per_run=s.cluster_reports_per_run,
+        )
+        st.clusters[mc.cluster_id] = ClusterRecord(
+            id=mc.cluster_id,
+            instance_type=types[0],
+            types={t: TypeUnits() for t in types},
+            manual=True,
+            cluster_type=mc.cluster_type,
+            schedulable=mc.schedulable,
+            instance_limit=mc.kafka_instance_limit,
+        )
+        remember(st, f"{mc.cluster_id}: registered ({', '.join(types)}, {mc.cluster_type})")
+        await self._start_child(inp)
 
     # -- instances ----------------------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_CREATE_INSTANCE)
@@ -141,7 +239,9 @@ class FleetAutoscalerWorkflow:
             st.waiting.remove(instance_id)
         rec = st.clusters.get(inst.cluster_id)
         if rec is not None:
-            rec.consumed_units = max(0, rec.consumed_units - inst.units)
+            units = rec.types.get(inst.instance_type)
+            if units is not None:
+                units.consumed_units = max(0, units.consumed_units - inst.units)
             rec.instances = max(0, rec.instances - 1)
             st.outbox.append(
                 ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=instance_id)
@@ -197,6 +297,8 @@ class FleetAutoscalerWorkflow:
         if s.use_search_attributes:
             workflow.upsert_search_attributes(fleet_attributes(s.provider, s.region, "running"))
         iterations = 0
+        for listed in self.config.manual_clusters(s.provider, s.region):
+            await self._register(listed)  # known ones (a continued run) are skipped
         while True:
             self.state.rounds += 1
             self._place_waiting()
@@ -228,12 +330,12 @@ class FleetAutoscalerWorkflow:
             rules = self.rules.get(inst.instance_type) if inst else None
             if inst is None or rules is None:
                 continue
-            cid = place_instance(inst.units, clusters, rules)
+            cid = place_instance(inst, clusters, rules)
             if cid is None:
                 still.append(iid)
                 continue
             rec = st.clusters[cid]
-            rec.consumed_units += inst.units
+            rec.types[inst.instance_type].consumed_units += inst.units
             rec.instances += 1
             inst.cluster_id, inst.namespace = cid, inst.namespace or iid
             st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
@@ -335,9 +437,15 @@ class FleetAutoscalerWorkflow:
                 s.approve_cluster_create, s.approve_cluster_delete, s.approval_timeout_s, s.approval_default
             ),
         )
-        st.clusters[cid] = ClusterRecord(id=cid, instance_type=itype, phase=ClusterPhase.ACCEPTED)
+        st.clusters[cid] = ClusterRecord(
+            id=cid, instance_type=itype, types={itype: TypeUnits()}, phase=ClusterPhase.ACCEPTED
+        )
         st.clusters_created += 1
         remember(st, f"{cid}: created for {itype}")
+        await self._start_child(inp)
+
+    async def _start_child(self, inp: DataPlaneClusterInput) -> None:
+        s = self.settings
         attrs = None
         if s.use_search_attributes:
             attrs = TypedSearchAttributes(
@@ -345,14 +453,14 @@ class FleetAutoscalerWorkflow:
                     SearchAttributePair(PROVIDER, s.provider),
                     SearchAttributePair(REGION, s.region),
                     SearchAttributePair(PHASE, ClusterPhase.ACCEPTED.value),
-                    SearchAttributePair(CLUSTER, cid),
+                    SearchAttributePair(CLUSTER, inp.cluster_id),
                 ]
             )
         try:
             await workflow.start_child_workflow(
                 DataPlaneClusterWorkflow.run,
                 inp,
-                id=contracts.cluster_workflow_id(cid),
+                id=contracts.cluster_workflow_id(inp.cluster_id),
                 # Clusters outlive a continue-as-new or a restart of the region's loop.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 search_attributes=attrs,
@@ -362,8 +470,15 @@ class FleetAutoscalerWorkflow:
             pass  # replayed start of a child that exists: it reports to us anyway
 
     async def _flush_outbox(self) -> None:
-        """Send what the clusters are owed, in order; a cluster that is gone is skipped."""
+        """Send what the clusters are owed, in order; a cluster that is gone is skipped. One
+        signal per cluster with all it is owed, all clusters at once: a burst costs a signal per
+        cluster, not per instance."""
         st = self.state
+        if st.outbox and workflow.patched(BATCHED_OUTBOX):
+            batches = batch_by_cluster(st.outbox)
+            st.outbox = []
+            await asyncio.gather(*(self._send_batch(cid, batch) for cid, batch in batches.items()))
+            return
         while st.outbox:
             msg = st.outbox[0]
             handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(msg.cluster_id))
@@ -376,6 +491,13 @@ class FleetAutoscalerWorkflow:
             except FailureError:
                 workflow.logger.warning("cluster %s did not take %s", msg.cluster_id, msg.signal)
             st.outbox.pop(0)
+
+    async def _send_batch(self, cluster_id: str, batch: ClusterMessages) -> None:
+        handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(cluster_id))
+        try:
+            await handle.signal(contracts.SIGNAL_CLUSTER_MESSAGES, batch)
+        except FailureError:
+            workflow.logger.warning("cluster %s did not take %d messages", cluster_id, len(batch.messages))
 
 
 def _placement(inst: ManagedInstance) -> InstancePlacement:

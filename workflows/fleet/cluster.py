@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ManagedInstance,
         OcmCluster,
         OcmClusterRef,
+        RejectedInstances,
         ocm_cluster_name,
     )
     from scaling.fleet.instances import (
@@ -69,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
+    from scaling.fleet.region import ClusterMessages
     from scaling.fleet.summaries import cluster_details
     from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
@@ -88,6 +90,9 @@ ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
 UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
 # Runs started before approval gates never wait for one (their input has none).
 CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
+# workflow.patched id: an instance the agent rejects leaves the cluster and goes back to the
+# region to be placed elsewhere, as upstream does (before, it stayed here marked rejected).
+REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
 class StepFailed(Exception):
@@ -112,12 +117,15 @@ class DataPlaneClusterWorkflow:
             instance_type=inp.instance_type,
             multi_az=inp.multi_az,
             ocm_name=ocm_cluster_name(inp.cluster_id),
+            # every type a registered cluster runs, so its agent's capacity for each is kept
+            capacity={t: TypeCapacity() for t in inp.instance_types},
         )
         self.changed = True  # something to tell the autoscaler and the Web UI
         self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
         self.gates = False  # workflow.patched(CLUSTER_APPROVAL_GATES), asked once per run
         self.decided = self.approved = False  # the current wait for approval
+        self.rejected: dict[str, str] = {}  # instance id -> reason, owed to the region
 
     # -- queries ----------------------------------------------------------------------
     @workflow.query(name=contracts.QUERY_CLUSTER_STATUS)
@@ -159,6 +167,12 @@ class DataPlaneClusterWorkflow:
         st = self.state
         st.instances, gone = apply_instance_statuses(st.instances, reports)
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
+        refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
+        if refused and self.inp.parent_workflow_id and workflow.patched(REJECTED_INSTANCES_REPLACED):
+            # Dropped here before the region re-places them: never on two clusters at once.
+            st.instances = [i for i in st.instances if i.id not in refused]
+            self.rejected.update(refused)
+            self.changed = True
         self.reports_this_run += 1
 
     # -- approval gates ---------------------------------------------------------------
@@ -259,6 +273,21 @@ class DataPlaneClusterWorkflow:
         # ManagedKafka spec.deleted: the agent removes it, then reports it Deleted
         self.state.instances = mark_deleted(self.state.instances, instance_id)
 
+    @workflow.signal(name=contracts.SIGNAL_CLUSTER_MESSAGES)
+    def cluster_messages(self, batch: ClusterMessages) -> None:
+        """What the region owed this cluster since its last round, in the order it was owed."""
+        for msg in batch.messages:
+            if msg.signal == contracts.SIGNAL_INSTANCE_PLACED and msg.instance is not None:
+                self.instance_placed(msg.instance)
+            elif msg.signal == contracts.SIGNAL_INSTANCE_RELEASED:
+                self.instance_released(msg.instance_id)
+            elif msg.signal == contracts.SIGNAL_DEPROVISION:
+                self.deprovision()
+            elif msg.signal == contracts.SIGNAL_RESTORE:
+                self.restore()
+            elif msg.signal == contracts.SIGNAL_DELETE:
+                self.delete()
+
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
@@ -274,6 +303,8 @@ class DataPlaneClusterWorkflow:
             await self._publish()
             return st
         try:
+            if inp.manual and st.phase == ClusterPhase.ACCEPTED:
+                await self._registered()
             if st.phase in (ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING):
                 await self._provision()
             if st.phase == ClusterPhase.PROVISIONED:
@@ -287,12 +318,21 @@ class DataPlaneClusterWorkflow:
         await self._remove()
         return st
 
+    async def _registered(self) -> None:
+        """A cluster that exists already (registered, not created): straight to waiting for
+        its agent; no OCM create, no terraforming."""
+        st = self.state
+        st.waiting_since = workflow.now()
+        set_phase(st, ClusterPhase.WAITING, st.waiting_since, "registered; waiting for the agent")
+        await self._publish()
+
     async def _provision(self) -> None:
         st, t = self.state, self.inp.timeouts
         set_phase(st, ClusterPhase.PROVISIONING, workflow.now(), "creating the cluster at OCM")
         await self._publish()
         deadline = workflow.now() + timedelta(seconds=t.provisioning_s)
         machines = self.inp.cluster_machines
+        assert machines is not None, "a created cluster has its machines"
         created: OcmCluster = await self._call(
             "provisioning",
             deadline,
@@ -345,6 +385,7 @@ class DataPlaneClusterWorkflow:
 
     async def _machine_pools(self, deadline: datetime) -> None:
         st, inp = self.state, self.inp
+        assert inp.type_machines is not None, "a created cluster has its machines"
         spec = machine_pool_input(st.ocm_id, st.cluster_id, st.instance_type, inp.type_machines, st.multi_az)
         pool: MachinePoolResult = await self._call(
             STEP_MACHINE_POOLS, deadline, contracts.CREATE_MACHINE_POOL, spec, MachinePoolResult
@@ -418,6 +459,8 @@ class DataPlaneClusterWorkflow:
         while True:
             if self.changed:
                 await self._publish()
+            if self.rejected:
+                await self._hand_back_rejected()
             if st.deletion_confirmed and not await self._approved(DELETE):
                 st.deletion_confirmed = False
                 back = ClusterPhase.READY if st.agent_ready else ClusterPhase.WAITING
@@ -453,6 +496,11 @@ class DataPlaneClusterWorkflow:
         failure alike, so nothing is left behind."""
         st, t = self.state, self.inp.timeouts
         failed = st.phase == ClusterPhase.FAILED
+        if self.inp.manual:
+            # Registered, not created: its owner keeps the cluster; growth made nothing to clean.
+            st.cleaned_up, st.finished_at = True, workflow.now()
+            await self._publish()
+            return
         if not failed:
             st.message = "deleting the cluster at OCM"
             await self._publish()
@@ -526,7 +574,7 @@ class DataPlaneClusterWorkflow:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
         st, inp = self.state, self.inp
-        report = cluster_report(st).model_copy(update={"deletion_denied": deletion_denied})
+        report = cluster_report(st, inp).model_copy(update={"deletion_denied": deletion_denied})
         if report == self.published:
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase
@@ -542,6 +590,17 @@ class DataPlaneClusterWorkflow:
         except FailureError:
             # The autoscaler is gone (terminated); the cluster's lifecycle goes on regardless.
             workflow.logger.warning("autoscaler %s did not take the report", inp.parent_workflow_id)
+
+    async def _hand_back_rejected(self) -> None:
+        refused, self.rejected = self.rejected, {}
+        parent = workflow.get_external_workflow_handle(self.inp.parent_workflow_id)
+        try:
+            await parent.signal(
+                contracts.SIGNAL_INSTANCES_REJECTED,
+                RejectedInstances(cluster_id=self.state.cluster_id, messages=refused),
+            )
+        except FailureError:
+            workflow.logger.warning("autoscaler %s did not take the rejected instances", self.inp.parent_workflow_id)
 
 
 def _cause(err: BaseException) -> str:

@@ -36,5 +36,5 @@ def test_a_denied_deletion_puts_the_cluster_back_and_blocks_its_deletion() -> No
     assert merge_cluster_report(marked, plain).phase == ClusterPhase.DEPROVISIONING
     # ... but a denial does, and the region will not mark it again until approve-deletion.
     after = merge_cluster_report(marked, plain.model_copy(update={"deletion_denied": True}))
-    assert after is not None and after.phase == ClusterPhase.READY and after.max_units == 10
+    assert after is not None and after.phase == ClusterPhase.READY and after.units("standard").max_units == 10
     assert after.deletion_blocked and not after.delete_sent and not after.deletion_approved

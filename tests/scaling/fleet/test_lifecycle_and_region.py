@@ -118,7 +118,7 @@ def rep(phase: ClusterPhase, max_units: int | None = 10) -> ClusterReport:
 
 def test_registry_takes_a_clusters_phase_and_capacity_and_keeps_its_own_counts() -> None:
     merged = merge_cluster_report(rec(ClusterPhase.WAITING), rep(ClusterPhase.READY, 12))
-    assert merged is not None and merged.phase == ClusterPhase.READY and merged.max_units == 12
+    assert merged is not None and merged.phase == ClusterPhase.READY and merged.units("standard").max_units == 12
     assert (merged.consumed_units, merged.instances) == (3, 2)
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scaling.fleet.capacity import TypeRules, cluster_free_units, type_rules
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines, load_fleet_config_text
-from scaling.fleet.models import ClusterPhase, ClusterRecord
+from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
 from scaling.fleet.placement import (
     instance_units,
     place_instance,
@@ -84,6 +84,10 @@ def ready(cid: str, max_units: int, consumed: int = 0, phase: ClusterPhase = Clu
     return ClusterRecord(id=cid, instance_type="standard", phase=phase, max_units=max_units, consumed_units=consumed)
 
 
+def inst(units: int, itype: str = "standard") -> ManagedInstance:
+    return ManagedInstance(id="i", instance_type=itype, size="x1", units=units)
+
+
 def test_placement_takes_the_first_ready_cluster_with_room() -> None:
     rules = type_rules(CFG, "aws", "us-east-1")["standard"]
     cs = [
@@ -92,14 +96,14 @@ def test_placement_takes_the_first_ready_cluster_with_room() -> None:
         ready("room", 10, consumed=8),
         ready("more", 10),
     ]
-    assert place_instance(2, cs, rules) == "room"
-    assert place_instance(3, cs, rules) == "more"
-    assert place_instance(11, cs, rules) is None
+    assert place_instance(inst(2), cs, rules) == "room"
+    assert place_instance(inst(3), cs, rules) == "more"
+    assert place_instance(inst(11), cs, rules) is None
 
 
 @given(clusters(), rules(), st.integers(1, 6))
 def test_placement_property(cs: list[ClusterRecord], r: TypeRules, units: int) -> None:
-    chosen = place_instance(units, cs, r)
+    chosen = place_instance(inst(units, r.instance_type), cs, r)
     fits = [
         c
         for c in cs

@@ -31,13 +31,13 @@ class Region:
         clusters are re-checked, then the rules are asked."""
         for c in self.clusters:
             if c.phase == ClusterPhase.ACCEPTED:
-                c.phase, c.max_units = ClusterPhase.READY, self.cluster_units
+                c.phase, c.types[self.rules.instance_type].max_units = ClusterPhase.READY, self.cluster_units
         for inst in self.instances.values():
             if not inst.cluster_id:
-                cid = place_instance(inst.units, self.clusters, self.rules)
+                cid = place_instance(inst, self.clusters, self.rules)
                 if cid:
                     rec = next(c for c in self.clusters if c.id == cid)
-                    rec.consumed_units += inst.units
+                    rec.types[inst.instance_type].consumed_units += inst.units
                     rec.instances += 1
                     inst.cluster_id = cid
         for c in list(self.clusters):
@@ -59,7 +59,7 @@ class Region:
         inst = self.instances.pop(iid)
         for c in self.clusters:
             if c.id == inst.cluster_id:
-                c.consumed_units -= inst.units
+                c.types[inst.instance_type].consumed_units -= inst.units
                 c.instances -= 1
 
     def waiting(self) -> int:

@@ -62,7 +62,7 @@ def test_blocked_cluster_is_kept() -> None:
 def test_recheck_while_deprovisioning() -> None:
     gone = ready("b").model_copy(update={"phase": ClusterPhase.DEPROVISIONING})
     assert removal_decision(gone, [ready("a"), gone], STD, rechecking=True).removable
-    busy = gone.model_copy(update={"instances": 1, "consumed_units": 1})
+    busy = ready("b", consumed=1).model_copy(update={"phase": ClusterPhase.DEPROVISIONING})
     assert removal_decision(busy, [ready("a"), busy], STD, rechecking=True).reason == RemovalReason.NOT_EMPTY
     assert removal_decision(gone, [gone], STD, rechecking=True).reason == RemovalReason.WOULD_SCALE_UP
 

@@ -102,6 +102,23 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         assert "no running FleetAutoscaler fleet/aws/nowhere" in missing.stderr
         assert "provider: aws" in await cli("-o", "yaml", "status")
 
+        # Registering existing clusters from kas-fleet-manager's cluster list (other regions'
+        # entries are left out); a bad entry is refused naming its field, before connecting.
+        listed = tmp_path / "dataplane-cluster-configuration.yaml"
+        entries = [
+            {"cluster_id": "mine", "cloud_provider": "aws", "region": region, "schedulable": True},
+            {"cluster_id": "theirs", "cloud_provider": "aws", "region": "eu-west-1"},
+        ]
+        listed.write_text(yaml.safe_dump({"clusters": entries}))
+        assert await cli("register-clusters", str(listed)) == f"registered 1 cluster(s) in aws/{region}: mine"
+        assert "registered" in [line for line in (await cli("status")).splitlines() if "mine" in line][0]
+        listed.write_text(yaml.safe_dump({"clusters": [{"cluster_id": "", "region": region}]}))
+        with pytest.raises(CliError, match=r"clusters\[0\]\.cluster_id") as info:
+            await cli("register-clusters", str(listed))
+        assert info.value.code == REFUSED
+        with suppress(RPCError):
+            await client.get_workflow_handle(contracts.cluster_workflow_id("mine")).terminate()
+
         with suppress(RPCError):
             await client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id)).terminate()
         await client.get_workflow_handle(contracts.autoscaler_workflow_id("aws", region)).terminate()

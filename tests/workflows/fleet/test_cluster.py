@@ -23,6 +23,7 @@ from scaling.fleet.contracts import (
     AgentClusterView,
     AgentCondition,
     AgentStatusReport,
+    InstanceStatusReport,
     ManagedInstance,
     ocm_cluster_name,
 )
@@ -291,9 +292,16 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
 
 async def test_restore_takes_a_deprovisioning_cluster_back_to_ready(env: WorkflowEnvironment) -> None:
     world = FleetWorld()
-    async with running(env, world, cluster_input()) as handle:
+    # A parent that does not exist: the cluster's signals to it fail and are logged, as when
+    # its region is gone; the history still holds them (and the rejected-instance patch).
+    inp = cluster_input().model_copy(update={"parent_workflow_id": "fleet/aws/recorded-region"})
+    async with running(env, world, inp) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
+        placed = ManagedInstance(id="k1", instance_type="standard", size="x1", units=1, cluster_id=inp.cluster_id)
+        await handle.signal(DataPlaneClusterWorkflow.instance_placed, placed)
+        refused = InstanceStatusReport(conditions=[AgentCondition(type="Ready", status="False", reason="Rejected")])
+        await execute_update(handle, DataPlaneClusterWorkflow.report_instance_statuses, {"k1": refused})
         await handle.signal(DataPlaneClusterWorkflow.deprovision)
         await until(lambda: in_phase(handle, ClusterPhase.DEPROVISIONING))
         view: AgentClusterView = await handle.query(DataPlaneClusterWorkflow.agent_view)
@@ -327,10 +335,14 @@ HISTORIES = Path(__file__).parent / "histories"
 LIFECYCLE_HISTORY = HISTORIES / "data_plane_cluster_lifecycle.json"
 
 
-async def test_recorded_lifecycle_replays(env: WorkflowEnvironment) -> None:
-    """A committed history of a whole lifecycle still replays: the workflow code changed in a
-    way running clusters can survive (re-record with tests.workflows.fleet.record_history)."""
-    history = WorkflowHistory.from_json("fleet-lifecycle", json.loads(LIFECYCLE_HISTORY.read_text()))
+@pytest.mark.parametrize(
+    "path", sorted(HISTORIES.rglob("data_plane_cluster_*.json")), ids=lambda p: str(p.relative_to(HISTORIES))
+)
+async def test_recorded_lifecycle_replays(env: WorkflowEnvironment, path: Path) -> None:
+    """Committed histories of a whole lifecycle still replay: the current one and, under
+    before/<patch id>/, the one recorded before each patch (re-record with
+    tests.workflows.fleet.record_history, after moving the current one there)."""
+    history = WorkflowHistory.from_json("fleet-lifecycle", json.loads(path.read_text()))
     replayer = Replayer(workflows=[DataPlaneClusterWorkflow], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
 
@@ -338,9 +350,16 @@ async def test_recorded_lifecycle_replays(env: WorkflowEnvironment) -> None:
 async def record_history(env: WorkflowEnvironment) -> None:
     """Used by tests.workflows.fleet.record_history to make the file above."""
     world = FleetWorld()
-    async with running(env, world, cluster_input()) as handle:
+    # A parent that does not exist: the cluster's signals to it fail and are logged, as when
+    # its region is gone; the history still holds them (and the rejected-instance patch).
+    inp = cluster_input().model_copy(update={"parent_workflow_id": "fleet/aws/recorded-region"})
+    async with running(env, world, inp) as handle:
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
+        placed = ManagedInstance(id="k1", instance_type="standard", size="x1", units=1, cluster_id=inp.cluster_id)
+        await handle.signal(DataPlaneClusterWorkflow.instance_placed, placed)
+        refused = InstanceStatusReport(conditions=[AgentCondition(type="Ready", status="False", reason="Rejected")])
+        await execute_update(handle, DataPlaneClusterWorkflow.report_instance_statuses, {"k1": refused})
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report(ready=False))
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         await handle.signal(DataPlaneClusterWorkflow.deprovision)

@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from contextlib import suppress
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -18,7 +19,7 @@ from scaling.fleet.models import ClusterPhase, ClusterRecord
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.scale_down import RemovalDecision, RemovalReason
 from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
-from starters.scenarios.fleet import SteadyState, demo_fleet_config, run_fleet_burst
+from starters.scenarios.fleet import SteadyState, demo_fleet_config, demo_region_limit, run_fleet_burst
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import _terminate_all, fake_agents
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -71,6 +72,39 @@ async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
         "deleted",
     ]
     assert summary["seconds_to_all_placed"] > 0
+
+
+async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment) -> None:
+    """The refusal's reason reaches the user (it used to end in a bare "Workflow update failed")."""
+    client = dev_env.client
+    region = f"scenario-{uuid.uuid4().hex[:6]}"
+    tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
+    settings = FleetAutoscalerSettings(provider="aws", region=region, interval_s=1.0)
+    config = load_fleet_config_text(demo_fleet_config(region=region, limit=3))
+    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+        handle = await client.start_workflow(
+            FleetAutoscalerWorkflow.run,
+            FleetAutoscalerInput(settings=settings, config=config),
+            id=contracts.autoscaler_workflow_id("aws", region),
+            task_queue=tq,
+        )
+
+        async def live() -> int:
+            return 0
+
+        try:
+            with pytest.raises(RuntimeError, match="burst-3 refused: instance_type: the region's standard limit of 3"):
+                await run_fleet_burst(client, "aws", region, instances=5, ocm_live_clusters=live, say=lambda _: None)
+        finally:
+            await _terminate_all(client, handle)
+
+
+def test_demo_region_is_sized_from_the_burst() -> None:
+    assert demo_region_limit(30) == 100  # the demo's default stays
+    assert demo_region_limit(1000) == 2000  # room for 1,000 of the biggest (2-unit) size
+    cfg = load_fleet_config_text(demo_fleet_config(limit=demo_region_limit(1000)))
+    region = cfg.region("aws", "us-east-1")
+    assert region is not None and region.supported_instance_type["standard"].limit == 2000
 
 
 def _status(evaluations: int, *phases: ClusterPhase, remove: str = "", deleted: int = 0) -> RegionStatus:

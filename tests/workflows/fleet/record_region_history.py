@@ -1,0 +1,72 @@
+"""Record a FleetAutoscaler history for the replay test (after an intended workflow change):
+
+.venv/bin/python -m tests.workflows.fleet.record_region_history [OUT.json]
+
+Three registered clusters whose agents report Ready; instances of two types are created, one is
+deleted, so the history holds child starts, cluster reports and the region's outbox sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from contextlib import suppress
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.updates import execute_update
+from scaling.fleet.config import load_fleet_config_text
+from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
+from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.fleet.test_autoscaler import settings
+from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.registry import WORKFLOWS
+
+REGION_HISTORY = Path(__file__).parent / "histories" / "fleet_autoscaler_registered.json"
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+async def record(out: Path) -> None:
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL), data_converter=pydantic_data_converter, dev_server_log_level="error"
+    ) as env:
+        tq = f"fleet-{uuid.uuid4().hex[:6]}"
+        async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+            handle = await env.client.start_workflow(
+                FleetAutoscalerWorkflow.run,
+                FleetAutoscalerInput(settings=settings(), config=load_fleet_config_text(CONFIG)),
+                id=f"fleet/aws/recorded-{uuid.uuid4().hex[:6]}",
+                task_queue=tq,
+            )
+            agent = asyncio.create_task(agents(env.client, handle))
+            while True:
+                st: RegionStatus = await handle.query(FleetAutoscalerWorkflow.status)
+                if [c.phase.value for c in st.clusters] == ["ready"] * 3:
+                    break
+                await asyncio.sleep(0.3)
+            await create(handle, "s1", "standard")
+            await create(handle, "s2", "standard")
+            await create(handle, "d1", "developer")
+            await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "s2")
+            before = st.rounds
+            while (await handle.query(FleetAutoscalerWorkflow.status)).rounds < before + 3:
+                await asyncio.sleep(0.3)  # a few rounds: the outbox has gone out
+            agent.cancel()
+            with suppress(asyncio.CancelledError):
+                await agent
+            history = await handle.fetch_history()
+            await handle.terminate()
+            for cid in ("both", "std", "ent"):
+                await env.client.get_workflow_handle(f"fleet/cluster/{cid}").terminate()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(history.to_json_dict(), indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(record(Path(sys.argv[1]) if len(sys.argv) > 1 else REGION_HISTORY))
