@@ -41,7 +41,9 @@ def test_more_slack_wants_a_second_cluster_once_the_first_is_ready() -> None:
     rounds = recorded_rounds(history)
     config = changed(rounds[0].config, min_available_capacity_slack_streaming_units=20)
     report = fleet_what_if(history, config)
-    ready = [r for r in rounds if any(c.units(c.instance_type).max_units for c in r.clusters)]  # the agent reported 18 units
+    ready = [
+        r for r in rounds if any(c.units(c.instance_type).max_units for c in r.clusters)
+    ]  # the agent reported 18 units
     assert ready
     rules = type_rules(config, ready[0].provider, ready[0].region)
     direct = evaluate_region(ready[0].clusters, rules)
