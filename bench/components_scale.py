@@ -82,6 +82,32 @@ def round_durations(events: list[Any], since: datetime) -> list[float]:
     return out
 
 
+def activity_times(events: list[Any], since: datetime, out: dict[str, list[tuple[float, float]]]) -> None:
+    """Per activity type: (wait for a worker slot, run) seconds, from scheduled/started/closed events."""
+    scheduled: dict[int, tuple[str, datetime]] = {}
+    started: dict[int, datetime] = {}
+    for ev in events:
+        at = ev.event_time.ToDatetime(tzinfo=UTC)
+        if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[ev.event_id] = (ev.activity_task_scheduled_event_attributes.activity_type.name, at)
+        elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started[ev.activity_task_started_event_attributes.scheduled_event_id] = at
+        elif ev.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED):
+            attrs = (
+                ev.activity_task_completed_event_attributes
+                if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+                else ev.activity_task_failed_event_attributes
+            )
+            name, sched = scheduled.get(attrs.scheduled_event_id, ("", at))
+            start = started.get(attrs.scheduled_event_id)
+            if name and start is not None and sched >= since:
+                out[name].append(((start - sched).total_seconds(), (at - start).total_seconds()))
+
+
+def sim_process_cpu(procs: Any) -> dict[str, float]:
+    return {p.name: cpu_seconds(p.popen.pid) for p in procs.procs}
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -181,7 +207,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.scan_interval * 2)
             since = datetime.now(UTC)
             stats0 = (await sim.get("/sim/v1/stats")).json()
-            cpu0, load0 = cpu_seconds(worker_pid), os.getloadavg()
+            cpu0, load0, procs0 = cpu_seconds(worker_pid), os.getloadavg(), sim_process_cpu(demo.procs)
             t0 = time.monotonic()
             print(f"a third go hot (95% of TiKV quota) for {args.seconds / 2:.0f} s", flush=True)
             (await sim.put("/sim/v1/load", json=bench.load(0.95))).raise_for_status()
@@ -191,11 +217,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.seconds / 2)
             elapsed = time.monotonic() - t0
             stats1 = (await sim.get("/sim/v1/stats")).json()
-            cpu1, load1 = cpu_seconds(worker_pid), os.getloadavg()
+            cpu1, load1, procs1 = cpu_seconds(worker_pid), os.getloadavg(), sim_process_cpu(demo.procs)
         durations: list[float] = []
+        activities: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for h in handles:
-            history = await h.fetch_history()
-            durations += round_durations(list(history.events), since)
+            events = list((await h.fetch_history()).events)
+            durations += round_durations(events, since)
+            activity_times(events, since, activities)
         for h in handles:
             await h.terminate("bench done")
         violations, changes = await asyncio.to_thread(bench.violations, api)
@@ -219,6 +247,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "change_events": changes,
         "interval_violations": violations,
         "worker_cpu_s": round(cpu1 - cpu0, 1),
+        "process_cpu_percent": {k: round(100 * (procs1[k] - procs0.get(k, 0.0)) / elapsed, 1) for k in procs1},
+        "activity_wait_run_p99_s": {
+            name: [round(percentile([w for w, _ in xs], 0.99), 2), round(percentile([r for _, r in xs], 0.99), 2)]
+            for name, xs in sorted(activities.items())
+        },
         "worker_cpu_percent": round(100 * (cpu1 - cpu0) / elapsed, 1),
         "loadavg_1m": [round(load0[0], 2), round(load1[0], 2)],
         "cores": os.cpu_count(),
@@ -250,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         f"worker CPU {result['worker_cpu_s']} s ({result['worker_cpu_percent']}% of a core); "
         f"load average {result['loadavg_1m'][0]} -> {result['loadavg_1m'][1]} on {result['cores']} cores"
     )
+    print(f"CPU by process (% of a core): {result['process_cpu_percent']}")
+    for name, (wait, ran) in result["activity_wait_run_p99_s"].items():
+        print(f"  {name}: p99 wait for a slot {wait} s, run {ran} s")
     print(json.dumps(result), flush=True)
     return 0
 
