@@ -162,7 +162,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     bench = Bench(args)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="growth-bench-components-"))
     demo = ComponentsDemo(
-        argparse.Namespace(temporal_port=0, ui_port=0, metrics_port=0, workdir=str(workdir), headless=True)
+        argparse.Namespace(
+            temporal_port=0,
+            ui_port=0,
+            metrics_port=0,
+            workdir=str(workdir),
+            headless=True,
+            components_settings={"prometheus_batch_s": args.prometheus_batch_s},
+        )
     )
     api = None
     try:
@@ -235,6 +242,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = len(durations)
     return {
         "autoscalers": args.autoscalers,
+        "prometheus_batch_s": args.prometheus_batch_s,
         "namespaces": len({ns for ns, _ in bench.names}),
         "seconds": round(elapsed, 1),
         "rounds": rounds,
@@ -266,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scan-interval", type=float, default=10.0)
     parser.add_argument("--scale-out-s", type=int, default=20)
     parser.add_argument("--scale-in-s", type=int, default=30)
+    parser.add_argument(
+        "--prometheus-batch-s",
+        type=float,
+        default=5.0,
+        help="the worker's components.prometheus_batch_s (0: every autoscaler queries for itself, as PD does)",
+    )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from activities.components.external import RecommenderUnavailable, endpoint_url, recommended_replicas, tls_context
 from activities.components.kube import TAC_PLURAL, TC_PLURAL, TidbKube
 from activities.components.pd import PdClient, PdUnavailable
-from activities.components.prometheus import MetricsUnavailable, PrometheusClient
+from activities.components.prometheus import BatchedPrometheus, MetricsUnavailable, PrometheusClient
 from activities.components.settings import ComponentsSettings, render
 from activities.components.tidbcluster import (
     LABEL_AUTO_COMPONENT,
@@ -86,13 +86,13 @@ class ComponentActivities:
         self.node_groups_file = node_groups_file
         self.component = component
         self._lock = threading.Lock()
-        self._prometheus: dict[str, PrometheusClient] = {}
+        self._prometheus: dict[str, PrometheusClient | BatchedPrometheus] = {}
         self._pd: dict[str, PdClient] = {}
 
     def kube(self, kube_cluster: str) -> TidbKube:
         return TidbKube(self.clusters.api(kube_cluster), self.component)
 
-    def _prometheus_for(self, namespace: str, cluster: str) -> PrometheusClient:
+    def _prometheus_for(self, namespace: str, cluster: str) -> PrometheusClient | BatchedPrometheus:
         if not self.settings.prometheus_url:
             raise MetricsUnavailable("no Prometheus configured (settings components.prometheus_url)")
         url = render(self.settings.prometheus_url, namespace, cluster)
@@ -103,6 +103,8 @@ class ComponentActivities:
             prom = self._prometheus.get(url)
             if prom is None:
                 prom = PrometheusClient(url, timeout_s=self.settings.http_timeout_s, token=token)
+                if self.settings.prometheus_batch_s > 0:
+                    prom = BatchedPrometheus(prom, self.settings.prometheus_batch_s)
                 self._prometheus[url] = prom
             return prom
 
