@@ -14,11 +14,11 @@ MetricsUnavailable: the caller treats it as "no data", never as "no load".
 from __future__ import annotations
 
 import math
-import threading
-import time
 from typing import Any
 
 import httpx
+
+from activities.components.shared import SharedAnswers
 
 USAGE_QUERY = {
     "tikv": "sum(increase(tikv_thread_cpu_seconds_total{{{match}}}[{window}s])) by (instance, kubernetes_namespace)",
@@ -126,26 +126,13 @@ class BatchedPrometheus:
 
     def __init__(self, prom: PrometheusClient, max_age_s: float) -> None:
         self.prom = prom
-        self.max_age_s = max_age_s
-        self._lock = threading.Lock()
-        self._answers: dict[str, tuple[float, dict[tuple[str, ...], float]]] = {}
-        self._in_flight: dict[str, threading.Lock] = {}
+        self.answers: SharedAnswers[dict[tuple[str, ...], float]] = SharedAnswers(max_age_s)
 
     def close(self) -> None:
         self.prom.close()
 
     def _vector(self, promql: str) -> dict[tuple[str, ...], float]:
-        with self._lock:
-            flight = self._in_flight.setdefault(promql, threading.Lock())
-        with flight:  # one request per query at a time; the others take its answer
-            with self._lock:
-                cached = self._answers.get(promql)
-            if cached is not None and time.monotonic() - cached[0] <= self.max_age_s:
-                return cached[1]
-            answer = self.prom.query_by(promql, BY_NAMESPACE)
-            with self._lock:
-                self._answers[promql] = (time.monotonic(), answer)
-            return answer
+        return self.answers.get(promql, lambda: self.prom.query_by(promql, BY_NAMESPACE))
 
     def _of(self, namespace: str, promql: str) -> dict[str, float]:
         return {instance: v for (ns, instance), v in self._vector(promql).items() if ns == namespace}

@@ -403,3 +403,21 @@ def test_batched_prometheus_serves_every_namespace_from_one_query_each(
     finally:
         batched.close()
         plain.close()
+
+
+def test_shared_capacity_is_read_once_for_its_max_age(
+    acts: ComponentActivities, basic: None, api: client.ApiClient
+) -> None:
+    shapes = {"small": c.Shape(cpu_milli=1000, memory_bytes=0)}
+    core = client.CoreV1Api(api)
+    eventually(lambda: all(p.spec.node_name for p in core.list_namespaced_pod(NS).items), message="pd pod bound")
+    shared = ComponentActivities(
+        ClusterClients(shared=api), acts.settings.model_copy(update={"capacity_max_age_s": 60})
+    )
+    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    core.create_node(node_body("more", cpu="16"))
+    ready_nodes(core, "more")
+    # Within its age the listing serves every autoscaler as it was; a reader that shares nothing sees the node.
+    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 97
+    shared.close()
