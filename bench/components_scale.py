@@ -168,7 +168,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             metrics_port=0,
             workdir=str(workdir),
             headless=True,
-            components_settings={"prometheus_batch_s": args.prometheus_batch_s},
+            components_settings={
+                "prometheus_batch_s": args.prometheus_batch_s,
+                "capacity_max_age_s": args.capacity_max_age_s,
+            },
         )
     )
     api = None
@@ -243,6 +246,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "autoscalers": args.autoscalers,
         "prometheus_batch_s": args.prometheus_batch_s,
+        "capacity_max_age_s": args.capacity_max_age_s,
         "namespaces": len({ns for ns, _ in bench.names}),
         "seconds": round(elapsed, 1),
         "rounds": rounds,
@@ -279,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=5.0,
         help="the worker's components.prometheus_batch_s (0: every autoscaler queries for itself, as PD does)",
+    )
+    parser.add_argument(
+        "--capacity-max-age-s",
+        type=float,
+        default=5.0,
+        help="the worker's components.capacity_max_age_s (0: every round lists every pod and node)",
     )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
