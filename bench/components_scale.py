@@ -243,6 +243,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         demo.stop()
     queries = sum(stats1.get(r, 0) - stats0.get(r, 0) for r in PROM_ROUTES)
     rounds = len(durations)
+    # Every round starts by reading its object: rounds begun in the window, finished or not.
+    begun = len(activities.get("components_get_autoscaler", []))
+    stack_cpu = sum(procs1[k] - procs0.get(k, 0.0) for k in procs1)
     return {
         "autoscalers": args.autoscalers,
         "prometheus_batch_s": args.prometheus_batch_s,
@@ -250,6 +253,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "namespaces": len({ns for ns, _ in bench.names}),
         "seconds": round(elapsed, 1),
         "rounds": rounds,
+        "rounds_begun": begun,
+        "stack_cpu_s_per_round": round(stack_cpu / max(1, begun), 3),
         "round_p50_s": round(percentile(durations, 0.5), 3),
         "round_p99_s": round(percentile(durations, 0.99), 3),
         "round_max_s": round(max(durations, default=0.0), 3),
@@ -308,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {result['loadavg_1m'][0]} -> {result['loadavg_1m'][1]} on {result['cores']} cores"
     )
     print(f"CPU by process (% of a core): {result['process_cpu_percent']}")
+    print(
+        f"{result['rounds_begun']} rounds begun: {result['stack_cpu_s_per_round']} CPU-s a round over the whole "
+        "stack (Temporal, sim, worker)"
+    )
     for name, (wait, ran) in result["activity_wait_run_p99_s"].items():
         print(f"  {name}: p99 wait for a slot {wait} s, run {ran} s")
     print(json.dumps(result), flush=True)
