@@ -86,9 +86,18 @@ def activity_times(events: list[Any], since: datetime, out: dict[str, list[tuple
     """Per activity type: (wait for a worker slot, run) seconds, from scheduled/started/closed events."""
     scheduled: dict[int, tuple[str, datetime]] = {}
     started: dict[int, datetime] = {}
+    task: dict[str, datetime] = {}  # the workflow task in progress: scheduled, started
     for ev in events:
         at = ev.event_time.ToDatetime(tzinfo=UTC)
-        if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        if ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            task = {"scheduled": at}
+        elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            task["started"] = at
+        elif ev.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and len(task) == 2 and at >= since:
+            out["(workflow task)"].append(
+                ((task["started"] - task["scheduled"]).total_seconds(), (at - task["started"]).total_seconds())
+            )
+        elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled[ev.event_id] = (ev.activity_task_scheduled_event_attributes.activity_type.name, at)
         elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started[ev.activity_task_started_event_attributes.scheduled_event_id] = at
