@@ -28,6 +28,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
 from activities import components, nodes
+from activities.heartbeat import HeartbeatInterceptor
 from activities.kube.client import ClusterClients
 from activities.settings import (
     ObservabilitySettings,
@@ -48,6 +49,19 @@ log = logging.getLogger("growth.worker")
 ACTIVITY_SLOTS = 256
 WORKFLOW_TASK_SLOTS = 20
 WORKFLOW_TASK_POLLS = 10
+# Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
+# waits hand themselves back at once, activities.heartbeat.pause), then cancels the rest so
+# they are retried elsewhere; deploy/worker.yaml's terminationGracePeriodSeconds (30) covers it.
+GRACEFUL_SHUTDOWN = timedelta(seconds=15)
+# A workflow's next task goes to the worker that ran its last one (its sticky queue) and moves to
+# the shared queue after this long unpicked: what a SIGKILLed worker costs each of its workflows
+# (the default 10 s; a shutdown worker tells the server at once). A live worker picks its
+# sticky tasks in well under this unless all its task slots are busy; then another worker
+# replays the history instead, which costs CPU but not correctness.
+STICKY_QUEUE_TIMEOUT = timedelta(seconds=5)
+# Heartbeats reach the server at most this far apart (the SDK's default is 0.8 x the heartbeat
+# timeout, which left one second of slack on a 6 s timeout): see workflows.activity_options.
+HEARTBEAT_THROTTLE = timedelta(seconds=3)
 
 
 def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
@@ -183,6 +197,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             nonsticky_to_sticky_poll_ratio=1.0,
             activity_task_poller_behavior=PollerBehaviorAutoscaling(),
+            interceptors=[HeartbeatInterceptor()],
+            graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+            sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)

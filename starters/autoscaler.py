@@ -9,6 +9,9 @@
     growth nodes protect-node NODE | unprotect-node NODE | remove-node NODE
     growth nodes explain pod NAMESPACE/NAME   (which request it waits for, or why none)
     growth nodes explain node NAME            (why it is kept, or when it goes)
+    growth nodes what-if [--node-groups F] [--max-nodes-total N] ...  (replay the recorded loops)
+    growth nodes trail NODE                   (the node's decision trail, from the histories)
+    growth nodes approvals | approve ID [--note T] | deny ID [--note T]   (approval gates)
 
 Settings, connection, output and exit codes are `starters.cli`'s. `explain` also reads the pod or
 node from the cluster with the settings' kubeconfig for --cluster. `start` takes its defaults from
@@ -47,10 +50,14 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.summaries import autoscaler_summary
+from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
 from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
 from starters.migrate_ca import migrate_from_ca
+from starters.nodes_trail import trail_command
+from starters.nodes_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+from workflows.nodes.request import NodeRequestWorkflow
 from workflows.search import CLUSTER
 
 # `start` flags: generated from AutoscalerSettings (a new field is a new flag). The names older
@@ -211,6 +218,8 @@ Examples:
   growth nodes ban-pool general/hetzner-cx22
   growth nodes cancel-request 000003-ab12
   growth nodes explain pod default/web-7f9c
+  growth nodes approvals
+  growth nodes approve 000007-c3d4 --note "planned migration"
 """
 
 
@@ -336,6 +345,53 @@ _update_list(
 )
 
 
+@nodes.command("approvals")
+@shared_options
+@click.pass_obj
+def approvals_command(cluster: str) -> Call:
+    """NodeRequests awaiting approval (spec.approval): why, and what their timeout will do."""
+
+    async def run(client: Client, settings: Settings) -> object:
+        return await list_awaiting(client, awaiting_query(GrowthCluster=cluster), _pending_request)
+
+    return Call(run=run, table=format_approvals)
+
+
+async def _pending_request(handle: WorkflowHandle) -> list[PendingApproval]:
+    status = await query(handle, NodeRequestWorkflow.describe, rpc_timeout=RPC_TIMEOUT)
+    wait = status.approval
+    if wait is None or wait.decision:
+        return []
+    return [
+        PendingApproval(
+            id=status.id,
+            what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.step}",
+            reason=wait.reason,
+            deadline=wait.deadline,
+            default=wait.default,
+        )
+    ]
+
+
+def _decision(name: str, approve: bool, text: str) -> None:
+    @nodes.command(name, help=text)
+    @click.argument("request_id", metavar="ID")
+    @click.option("--note", default="", help="why (kept in the request's status)")
+    @shared_options
+    @click.pass_obj
+    def command(cluster: str, request_id: str, note: str) -> Call:
+        async def run(client: Client, settings: Settings) -> Done:
+            handle = client.get_workflow_handle(request_workflow_id(cluster, request_id))
+            update = NodeRequestWorkflow.approve if approve else NodeRequestWorkflow.deny
+            return await decide(handle, update, note, approve)
+
+        return Call(run=run)
+
+
+_decision("approve", True, "Let a NodeRequest awaiting approval go ahead: its workflow id, or its last part.")
+_decision("deny", False, "Refuse a NodeRequest awaiting approval: it ends Unmet (Denied), its pool backs off.")
+
+
 @nodes.command("remove-node")
 @click.argument("node")
 @shared_options
@@ -457,6 +513,8 @@ async def explain_node(handle: WorkflowHandle, settings: Settings, cluster: str,
 
 # Reads files only (no Temporal): the migration's own command, mounted here.
 nodes.add_command(migrate_from_ca)
+nodes.add_command(what_if_command)  # reads a history: its own module
+nodes.add_command(trail_command)
 
 main = alias("nodes", "growth-autoscaler")
 

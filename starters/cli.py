@@ -2,10 +2,12 @@
 
     growth nodes [--cluster NAME] start | status | pause | resume | cancel-request ID | ban-pool GROUP/POOL
                  | unban-pool | protect-node NODE | unprotect-node | remove-node | explain pod|node NAME
+                 | what-if [--node-groups F] | trail NODE
     growth fleet [--provider aws] [--region us-east-1] start --fleet-config F | status | create-instance ID
                  | delete-instance ID | approve-deletion CLUSTER | block-deletion CLUSTER | pause | resume
+                 | what-if [--fleet-config F] | trail CLUSTER
     growth components -n NAMESPACE NAME start | status | pause | resume | pin | unpin | block-scale-in
-                 | unblock-scale-in
+                 | unblock-scale-in | trail
     growth worker [--config F]        growth demo [--scenario burst] ...
     growth completion bash|zsh|fish   (eval "$(growth completion bash)")
 

@@ -8,6 +8,8 @@
     growth components -n NS NAME pin --component tikv [--cluster auto-xxxx] REPLICAS
     growth components -n NS NAME unpin --component tikv [--cluster auto-xxxx]
     growth components -n NS NAME block-scale-in [--component tikv|tidb|*] | unblock-scale-in [...]
+    growth components -n NS NAME trail [--component tikv]   (changes and their reasons, from the history)
+    growth components -n NS NAME approvals | approve GROUP [--note T] | deny GROUP [--note T]
 
 Settings, connection, output and exit codes are `starters.cli`'s. The workflow id is
 components/<namespace>/<name>.
@@ -27,15 +29,21 @@ from scaling.components.state import (
     BlockScaleInRequest,
     ComponentAutoscalerInput,
     ComponentAutoscalerSettings,
+    DecisionRequest,
     PinRequest,
 )
 from scaling.components.summaries import components_summary
+from starters.approvals import PendingApproval, awaiting_query, format_approvals, list_awaiting
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.components_trail import trail_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 
 FIXED = frozenset({"namespace", "name"})
 START_HELP = {
+    "approve_group_create": "a new heterogeneous group waits for `growth components approve` (growth's own gate)",
+    "approval_timeout_s": "seconds a group's creation waits before its default applies",
+    "approval_default": "what a waiting creation's timeout does",
     "kube_cluster": "which of the worker's clusters holds the objects (default: its kubernetes: connection)",
     "planner": "growth: seed 002's algorithm in growth; pd: ask PD's /autoscaling",
     "scan_interval_s": "seconds between rounds (intervals between changes come from the object's spec)",
@@ -164,6 +172,49 @@ def start_command(ctx: click.Context, **_: object) -> Call:
     return Call(run=run, check=lambda settings: start_settings(namespace, name, flags))
 
 
+@components.command("approvals")
+@shared_options
+@click.pass_obj
+def approvals_command(where: tuple[str, str]) -> Call:
+    """Heterogeneous groups whose creation awaits approval, and what their timeout will do."""
+
+    async def run(client: Client, settings: Settings) -> object:
+        return await list_awaiting(client, awaiting_query(WorkflowId=workflow_id(*where)), _pending_groups)
+
+    return Call(run=run, table=format_approvals)
+
+
+async def _pending_groups(handle: WorkflowHandle) -> list[PendingApproval]:
+    rep = await query(handle, ComponentAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+    return [
+        PendingApproval(id=name, what=f"{component} group {name}", reason=wait.reason, deadline=wait.deadline,
+                        default=wait.default)
+        for component, cs in sorted(rep.components.items())
+        for name, wait in sorted(cs.approvals.items())
+        if not wait.decision
+    ]  # fmt: skip
+
+
+def _decision(name: str, approve: bool, text: str) -> None:
+    @components.command(name, help=text)
+    @click.argument("group")
+    @click.option("--note", default="", help="why (kept in the loop's status)")
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str], group: str, note: str) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            update = ComponentAutoscalerWorkflow.approve if approve else ComponentAutoscalerWorkflow.deny
+            req = DecisionRequest(id=group, note=note)
+            text = await execute_update(handle, update, req, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=text, data={"id": group, "decision": "approved" if approve else "denied"})
+
+        return _call(where, run)
+
+
+_decision("approve", True, "Create heterogeneous group GROUP (auto-<hash>) that awaits approval.")
+_decision("deny", False, "Do not create GROUP; the plan may ask again after the approval timeout.")
+
+
 @components.command("status")
 @shared_options
 @click.pass_obj
@@ -231,6 +282,7 @@ def _block(name: str, blocked: bool) -> None:
 _block("block-scale-in", True)
 _block("unblock-scale-in", False)
 
+components.add_command(trail_command)  # reads a history: its own module
 
 main = alias("components", "growth-components")
 

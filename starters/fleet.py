@@ -7,6 +7,9 @@
     growth fleet delete-instance ID
     growth fleet approve-deletion CLUSTER | block-deletion CLUSTER
     growth fleet pause | resume
+    growth fleet what-if --fleet-config F   (the recorded rounds under another configuration)
+    growth fleet trail CLUSTER              (the cluster's decision trail, from the histories)
+    growth fleet approvals | approve CLUSTER [--note T] | deny CLUSTER [--note T]   (approval gates)
 
 Settings, connection, output and exit codes are `starters.cli`'s. The fleet configuration (seed
 000's provider, dynamic-scaling, instance-type and prewarming sections) is validated before the
@@ -24,18 +27,31 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.fleet.config import FleetConfigError, load_fleet_config
-from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, autoscaler_workflow_id
+from scaling.fleet.contracts import (
+    CreateInstanceRequest,
+    InstancePlacement,
+    autoscaler_workflow_id,
+    cluster_workflow_id,
+)
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
+from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
 from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.fleet_trail import trail_command
+from starters.fleet_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.search import PROVIDER, REGION
 
 START_HELP = {
     "interval_s": "seconds between evaluations",
     "recheck_delay_s": "seconds between marking a cluster deprovisioning and its re-check",
     "deletion_requires_approval": "remove an empty cluster only after approve-deletion",
+    "approve_cluster_create": "a new cluster waits for `growth fleet approve` before it is created at OCM",
+    "approve_cluster_delete": "a removable cluster waits for `growth fleet approve` before it is deleted",
+    "approval_timeout_s": "seconds a gated step waits before its default applies",
+    "approval_default": "what a gated step's timeout does",
     "failure_backoff_s": "seconds without a new cluster of a type after one failed",
     "flap_window_s": "a scale-up this soon after a removal counts as a flap",
     "max_clusters": "most clusters the region's registry holds",
@@ -130,6 +146,8 @@ Examples:
   growth fleet status -o json
   growth fleet create-instance kafka-1 --type standard --size x1
   growth fleet approve-deletion us-east-1-standard-000002
+  growth fleet approvals
+  growth fleet approve us-east-1-standard-3-a1b2c3 --note "capacity for the sale"
 """
 
 
@@ -250,6 +268,51 @@ _deletion(
 )
 
 
+@fleet.command("approvals")
+@shared_options
+@click.pass_obj
+def approvals_command(where: tuple[str, str]) -> Call:
+    """Data-plane clusters whose creation or deletion awaits approval, and what their timeout will do."""
+    provider, region = where
+
+    async def run(client: Client, settings: Settings) -> object:
+        return await list_awaiting(
+            client, awaiting_query(GrowthProvider=provider, GrowthRegion=region), _pending_cluster
+        )
+
+    return Call(run=run, table=format_approvals)
+
+
+async def _pending_cluster(handle: WorkflowHandle) -> list[PendingApproval]:
+    st = await query(handle, DataPlaneClusterWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+    wait = st.approval
+    if wait is None or wait.decision:
+        return []
+    what = f"DataPlaneCluster {st.cluster_id} ({st.instance_type}): {wait.step}"
+    return [
+        PendingApproval(id=st.cluster_id, what=what, reason=wait.reason, deadline=wait.deadline, default=wait.default)
+    ]
+
+
+def _decision(name: str, approve: bool, text: str) -> None:
+    @fleet.command(name, help=text)
+    @click.argument("cluster")
+    @click.option("--note", default="", help="why (kept in the cluster's status)")
+    @shared_options
+    @click.pass_obj
+    def command(where: tuple[str, str], cluster: str, note: str) -> Call:
+        async def run(client: Client, settings: Settings) -> Done:
+            wf_id = cluster if cluster.startswith("fleet/cluster/") else cluster_workflow_id(cluster)
+            update = DataPlaneClusterWorkflow.approve if approve else DataPlaneClusterWorkflow.deny
+            return await decide(client.get_workflow_handle(wf_id), update, note, approve)
+
+        return Call(run=run)
+
+
+_decision("approve", True, "Let CLUSTER's creation or deletion that awaits approval go ahead.")
+_decision("deny", False, "Refuse it: a creation ends the cluster failed, a denied deletion blocks its deletion.")
+
+
 def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
     @fleet.command(name, help=text)
     @shared_options
@@ -265,6 +328,8 @@ def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
 _signal("pause", FleetAutoscalerWorkflow.pause, "Stop creating and removing clusters (placement goes on).")
 _signal("resume", FleetAutoscalerWorkflow.resume, "Evaluate again.")
 
+fleet.add_command(what_if_command)  # reads a history: its own module
+fleet.add_command(trail_command)
 
 main = alias("fleet", "growth-fleet")
 

@@ -234,6 +234,8 @@ REQUIRED = [
     # the components loop's activities (activities/components/kube.py)
     ("pingcap.com", "tidbclusterautoscalers", ["get", "list", "update"]),
     ("pingcap.com", "tidbclusters", ["get", "list", "create", "patch", "delete"]),
+    # the KWOK provider's capacity Lease (activities/kube/lease.py)
+    ("coordination.k8s.io", "leases", ["get", "create", "update"]),
 ]
 
 

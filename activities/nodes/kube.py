@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
 
+from activities.heartbeat import beat_progress, pause, resumed_deadline
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes import metrics
 from scaling.kube.nodes import node_info, node_is_ready
@@ -144,17 +145,19 @@ class KubeActivities:
     async def wait_node_ready(self, inp: WaitReadyInput) -> bool:
         """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed.
 
+        The deadline rides in the heartbeat, so a retry on another worker (this one killed or
+        shut down) keeps the request's readiness timeout instead of starting it again.
         Async: hundreds of requests wait at once in a burst, and a waiting one must not hold a
         worker thread that the loop's own observation needs (each read runs in a thread)."""
-        deadline = time.monotonic() + inp.timeout_s
+        deadline = resumed_deadline(inp.timeout_s)
         core = self._core(inp.cluster)
         while True:
-            activity.heartbeat()
+            beat_progress(deadline)
             if await asyncio.to_thread(_node_ready, core, inp.node_name):
                 return True
-            if time.monotonic() >= deadline:
+            if time.time() >= deadline:
                 return False
-            await asyncio.sleep(min(inp.poll_s, max(0.0, deadline - time.monotonic())))
+            await pause(min(inp.poll_s, deadline - time.time()))
 
     @activity.defn(name=contracts.LABEL_NODE)
     def label_node(self, inp: LabelNodeInput) -> None:

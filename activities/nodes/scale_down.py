@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
 
+from activities.heartbeat import beat_progress, pause, resumed_deadline
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
@@ -232,12 +233,12 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.WAIT_PODS_GONE)
     async def wait_pods_gone(self, inp: WaitPodsGoneInput) -> list[str]:
         """Poll until none of ``pods`` is still on the node; returns those left at the timeout.
-        Async, like wait_node_ready: a wait holds no worker thread."""
-        deadline = time.monotonic() + inp.timeout_s
+        Async, like wait_node_ready: a wait holds no worker thread, and a retry elsewhere keeps
+        the drain's deadline (carried in the heartbeat)."""
+        deadline = resumed_deadline(inp.timeout_s)
         wanted = set(inp.pods)
         core = self._core(inp.cluster)
         while True:
-            activity.heartbeat()
             on_node = await asyncio.to_thread(
                 raw_list, core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={inp.node}"
             )
@@ -246,9 +247,10 @@ class ScaleDownActivities:
                 for p in on_node
                 if f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" in wanted
             )
-            if not left or time.monotonic() >= deadline:
+            beat_progress(deadline, left=len(left))
+            if not left or time.time() >= deadline:
                 return left
-            await asyncio.sleep(inp.poll_s)
+            await pause(inp.poll_s)
 
     @activity.defn(name=contracts.DELETE_NODE_OBJECT)
     def delete_node_object(self, inp: NodeRef) -> None:

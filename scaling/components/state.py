@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from scaling.approvals import ApprovalState
 from scaling.components.planning import Change, Headroom
 from scaling.components.spec import SpecError
 from scaling.components.timing import ComponentTiming
@@ -34,6 +35,10 @@ class ComponentAutoscalerSettings(BaseModel):
     # must not end it).
     gone_rounds: int = Field(default=3, ge=1)
     use_search_attributes: bool = False
+    # Approval gate (scaling.components.approvals): a new heterogeneous group waits for approve.
+    approve_group_create: bool = False
+    approval_timeout_s: float = Field(default=1800.0, gt=0)
+    approval_default: Literal["approve", "deny"] = "deny"
 
 
 class GroupRecord(BaseModel):
@@ -53,6 +58,7 @@ class ComponentState(BaseModel):
     timing: ComponentTiming = Field(default_factory=ComponentTiming)
     groups: dict[str, GroupRecord] = Field(default_factory=dict)
     homogeneous_replicas: int = 0  # last seen on the base cluster
+    approvals: dict[str, ApprovalState] = Field(default_factory=dict)  # group name -> its create's wait
     errors: list[SpecError] = Field(default_factory=list)
     headroom: list[Headroom] = Field(default_factory=list)
     deferred_until: datetime | None = None
@@ -109,6 +115,13 @@ class PinRequest(BaseModel):
     component: Literal["tikv", "tidb"]
     cluster: str = ""  # "" = the base cluster (homogeneous); else an auto-<hash> group
     replicas: int | None = None  # None removes the pin
+
+
+class DecisionRequest(BaseModel):
+    """`growth components approve|deny ID`: ID is the group's name (auto-<hash>)."""
+
+    id: str
+    note: str = ""
 
 
 class BlockScaleInRequest(BaseModel):

@@ -7,6 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from scaling.approvals import ApprovalState
+from scaling.fleet.approvals import ClusterApprovalGate
 from scaling.fleet.config import WorkloadMachines
 from scaling.fleet.contracts import AgentStatusReport, StrimziVersion, parse_bool
 from scaling.fleet.models import ClusterPhase, ManagedInstance, TypeCapacity
@@ -51,6 +53,7 @@ class DataPlaneClusterInput(BaseModel):
     parent_workflow_id: str = ""  # the region's autoscaler, told of every phase/capacity change
     use_search_attributes: bool = False
     reports_per_run: int = 1000  # continue-as-new after this many agent reports
+    approval: ClusterApprovalGate | None = None  # steps that wait for an operator (scaling.fleet.approvals)
     state: DataPlaneClusterState | None = None
 
 
@@ -92,6 +95,7 @@ class DataPlaneClusterState(BaseModel):
     deleted_instances: list[str] = Field(default_factory=list)  # the agent reported them gone (latest last)
     history: list[PhaseChange] = Field(default_factory=list)
     deletion_confirmed: bool = False  # the autoscaler's re-check passed: delete at OCM
+    approval: ApprovalState | None = None  # its latest wait for approval, if any
     accepted_at: datetime | None = None
     waiting_since: datetime | None = None  # first entry into waiting_for_kas_fleetshard_operator
     ready_at: datetime | None = None
@@ -108,6 +112,7 @@ class ClusterReport(BaseModel):
     max_units: int | None = None
     remaining_units: int | None = None
     message: str = ""
+    deletion_denied: bool = False  # once, right after an approval gate denied its deletion
 
 
 # Upstream takes agent reports in these phases only; in any other it answers 204 and changes

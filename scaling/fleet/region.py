@@ -4,9 +4,11 @@ instances, carried across continue-as-new), its status, and the pure bookkeeping
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from scaling.fleet.approvals import after_denied_deletion
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
@@ -23,6 +25,11 @@ class FleetAutoscalerSettings(BaseModel):
     interval_s: float = 30.0
     recheck_delay_s: float = 30.0  # between marking a cluster deprovisioning and its re-check
     deletion_requires_approval: bool = False  # removals wait for approve_deletion
+    # Approval gates (scaling.fleet.approvals): a cluster's creation / deletion waits for approve.
+    approve_cluster_create: bool = False
+    approve_cluster_delete: bool = False
+    approval_timeout_s: float = Field(default=1800.0, gt=0)
+    approval_default: Literal["approve", "deny"] = "deny"
     failure_backoff_s: float = 600.0  # no new cluster of a type this long after one failed
     flap_window_s: float = 600.0  # a scale-up this soon after a removal of the type is a flap
     max_clusters: int = Field(default=200, ge=1)  # bounds the registry (and history)
@@ -104,6 +111,8 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
     registry lost with a restarted loop rebuilds itself from the clusters' reports."""
     if report.phase in FINISHED:
         return None
+    if record is not None and report.deletion_denied:
+        return after_denied_deletion(record, report.phase).model_copy(update={"max_units": report.max_units})
     if record is None:
         return ClusterRecord(
             id=report.cluster_id, instance_type=report.instance_type, phase=report.phase, max_units=report.max_units

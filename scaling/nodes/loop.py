@@ -23,12 +23,13 @@ def pool_key(group: str, pool: str) -> str:
 def apply_attempt_backoff(
     failures: dict[str, int], until: dict[str, float], group: str, attempt: Attempt, now: float
 ) -> None:
-    """A pool out of quota is skipped for a growing while; a Ready node from it clears that.
+    """A pool out of quota, or whose scale-up an approval gate denied, is skipped for a growing
+    while; a Ready node from it clears that.
 
     Other results (no capacity, errors) move the request on to its next pool without a
     backoff: capacity comes back by itself, quota needs an operator."""
     key = pool_key(group, attempt.pool)
-    if attempt.result == AttemptResult.QUOTA_EXCEEDED:
+    if attempt.result in (AttemptResult.QUOTA_EXCEEDED, AttemptResult.DENIED):
         failures[key] = failures.get(key, 0) + 1
         until[key] = now + pool_backoff_seconds(failures[key])
     elif attempt.result == AttemptResult.READY and failures.pop(key, None) is not None:

@@ -58,6 +58,17 @@ class GroupLimits(BaseModel):
     price_per_hour: float | None = Field(default=None, alias="pricePerHour")  # catalogue currency
 
 
+class ApprovalPolicy(BaseModel):
+    """spec.approval: scale-ups that wait for an operator (scaling.nodes.approvals)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    nodes_above: int | None = Field(default=None, alias="nodesAbove")
+    price_per_hour_above: float | None = Field(default=None, alias="pricePerHourAbove")
+    timeout_s: float = 1800.0  # 30 min
+    default: Literal["approve", "deny"] = "deny"
+
+
 class Billing(BaseModel):
     """A pool's billing: servers are paid per started `period_s` (Hetzner: per started hour).
 
@@ -95,6 +106,7 @@ class NodeGroup(BaseModel):
     # Free room kept on one of the group's Ready nodes at all times (scaling.nodes.headroom).
     headroom: Resources | None = None
     limits: GroupLimits | None = None
+    approval: ApprovalPolicy | None = None
 
 
 class Pool(BaseModel):
@@ -134,6 +146,8 @@ class PodProblem(BaseModel):
 
 class RequestPhase(str, Enum):
     PENDING = "Pending"
+    # Gated (scaling.nodes.approvals): waits for an operator's approve/deny or its timeout.
+    AWAITING_APPROVAL = "AwaitingApproval"  # scaling.approvals.AWAITING_APPROVAL
     PROVISIONING = "Provisioning"
     READY = "Ready"
     UNMET = "Unmet"
@@ -150,6 +164,7 @@ class AttemptResult(str, Enum):
     READINESS_TIMEOUT = "ReadinessTimeout"
     PROVIDER_ERROR = "ProviderError"
     CANCELLED = "Cancelled"
+    DENIED = "Denied"  # its approval gate was denied (by an operator or by the timeout's default)
 
 
 class Attempt(BaseModel):

@@ -20,6 +20,7 @@ from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 from scaling.nodes.models import (
     CRD_GROUP,
     CRD_VERSION,
+    ApprovalPolicy,
     Billing,
     GroupLimits,
     NodeGroup,
@@ -208,6 +209,37 @@ def _limits(v: Any, field: str) -> GroupLimits | None:
     return GroupLimits(pricePerHour=None if price is None else _price(price, f"{field}.pricePerHour"))
 
 
+_APPROVAL_FIELDS = ("nodesAbove", "pricePerHourAbove", "timeout", "default")
+
+
+def _approval(v: Any, field: str) -> ApprovalPolicy | None:
+    """spec.approval: {nodesAbove, pricePerHourAbove, timeout, default} (scaling.nodes.approvals)."""
+    if v is None:
+        return None
+    raw = _mapping(v, field)
+    unknown = set(raw) - set(_APPROVAL_FIELDS)
+    if unknown:
+        raise InvalidSpec(
+            f"{field}.{sorted(unknown, key=str)[0]}", f"unknown field (known: {', '.join(_APPROVAL_FIELDS)})"
+        )
+    if raw.get("nodesAbove") is None and raw.get("pricePerHourAbove") is None:
+        raise InvalidSpec(field, "must set nodesAbove or pricePerHourAbove")
+    kwargs: dict[str, Any] = {}
+    if raw.get("nodesAbove") is not None:
+        kwargs["nodes_above"] = _count(raw["nodesAbove"], f"{field}.nodesAbove")
+    if raw.get("pricePerHourAbove") is not None:
+        kwargs["price_per_hour_above"] = _price(raw["pricePerHourAbove"], f"{field}.pricePerHourAbove")
+    if "timeout" in raw:
+        kwargs["timeout_s"] = _duration_s(raw["timeout"], f"{field}.timeout")
+        if kwargs["timeout_s"] <= 0:
+            raise InvalidSpec(f"{field}.timeout", f"must be longer than 0, got {raw['timeout']!r}")
+    if "default" in raw:
+        if raw["default"] not in ("approve", "deny"):
+            raise InvalidSpec(f"{field}.default", f"must be approve or deny, got {raw['default']!r}")
+        kwargs["default"] = raw["default"]
+    return ApprovalPolicy(**kwargs)
+
+
 def _billing(v: Any, field: str, provider: str) -> Billing | None:
     """pools[].billing: {period, margin} as durations; absent = the provider's default
     (Hetzner: per started hour), period 0 = paid by the second (never hold a node for it)."""
@@ -317,6 +349,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
         scaleDown=_scale_down(spec.get("scaleDown"), "spec.scaleDown"),
         headroom=_headroom(spec.get("headroom"), "spec.headroom"),
         limits=_limits(spec.get("limits"), "spec.limits"),
+        approval=_approval(spec.get("approval"), "spec.approval"),
     )
 
 

@@ -14,7 +14,8 @@ cost what a dozen do:
      limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could),
      or PriceLimitReached when a money cap stopped them (scaling.nodes.money).
 Before b, a shape with zone or region spread is shared out over the domains its pools reach
-(split_by_topology); pods no domain may take are TopologySpread problems.
+(split_by_topology); pods no domain may take are TopologySpread problems, and pods the room of
+their domain's Ready nodes holds (kept off it by the skew for now) fit existing nodes.
 
 `unavailable_pools` holds (group, pool name) pairs or (provider, server type) pairs: both
 forms are accepted, so a provider-wide backoff of one type can be passed as it is.
@@ -110,13 +111,16 @@ def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
 
 def split_by_topology(
     demand: Sequence[PodShape], groups: Sequence[NodeGroup], catalogue: Catalogue
-) -> tuple[list[PodShape], list[tuple[PodShape, str]]]:
+) -> tuple[list[PodShape], list[tuple[PodShape, str]], list[PodShape]]:
     """Zone/region spread: each such shape becomes one share per domain its pools can add nodes
     in (scaling.nodes.topology.share_out), restricted to that domain by a node selector and
-    keyed "<key>@<domain>" so in-flight requests keep covering it. Returns the shapes to plan
-    and the pods no domain may take, with why."""
+    keyed "<key>@<domain>" so in-flight requests keep covering it. A share goes first to the
+    room the domain's Ready nodes still hold for it (PodShape.domain_room): the scheduler puts
+    those pods there once the skew allows. Returns the shapes to plan, the pods no domain may
+    take (with why) and the pods that wait for that room."""
     out: list[PodShape] = []
     blocked: list[tuple[PodShape, str]] = []
+    waiting: list[PodShape] = []
     for d in demand:
         if not d.topology_spreads or d.count <= 0:
             out.append(d)
@@ -131,8 +135,16 @@ def split_by_topology(
             out.append(d)  # no group admits it at all: the planner says so (NoMatchingNodeGroup)
             continue
         share, left = share_out(counts, reachable, d.count, spread)
+        room = d.domain_room[0] if d.domain_room else {}
         pods = list(d.pods)
         for domain, n in sorted(share.items()):
+            held = min(n, room.get(domain, 0))
+            if held:
+                waiting.append(d.model_copy(update={"count": held, "pods": pods[:held]}))
+                del pods[:held]
+                n -= held
+            if n == 0:
+                continue
             out.append(
                 d.model_copy(
                     update={
@@ -151,7 +163,7 @@ def split_by_topology(
             else:
                 msg = f"{where}: no matching pool's nodes carry the label {spread.key}"
             blocked.append((d.model_copy(update={"count": left, "pods": pods}), msg))
-    return out, blocked
+    return out, blocked, waiting
 
 
 def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
@@ -344,7 +356,9 @@ def plan_demand(
 ) -> ScaleUpPlan:
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
-    planned, blocked = split_by_topology(demand.shapes, groups, catalogue)
+    planned, blocked, waiting = split_by_topology(demand.shapes, groups, catalogue)
+    plan.pods_fit_existing += sum(w.count for w in waiting)
+    plan.fits_existing += [p.uid for w in waiting for p in w.pods]
     for shape, msg in blocked:
         plan.problems.extend(_problems(_shapes([shape])[0], "TopologySpread", msg))
     shapes = _shapes(planned)

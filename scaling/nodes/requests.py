@@ -7,8 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from scaling.approvals import ApprovalState
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import Resources, Taint
+from scaling.nodes.approvals import ApprovalGate
 from scaling.nodes.models import (
     LABEL_CLUSTER,
     LABEL_GROUP,
@@ -44,6 +46,8 @@ class NodeRequestInput(BaseModel):
     # with the same pods (the loop re-plans them for the next pool). Off for requests started
     # by hand, which fall back through their candidates.
     replan_when_unavailable: bool = False
+    # What must be approved before trying its pools (None: nothing; scaling.nodes.approvals).
+    approval: ApprovalGate | None = None
 
 
 # The NodeRequest workflow's type name: the loop's start activity starts it by name.
@@ -77,6 +81,7 @@ class NodeRequestStatus(BaseModel):
     pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    approval: ApprovalState | None = None  # its wait for approval, once it had one
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -168,7 +173,12 @@ NAMED_IN_STATE = 2
 
 
 def request_input(
-    request_id: str, planned: PlannedNode, group: NodeGroup, settings: AutoscalerSettings, parent_workflow_id: str
+    request_id: str,
+    planned: PlannedNode,
+    group: NodeGroup,
+    settings: AutoscalerSettings,
+    parent_workflow_id: str,
+    approval: ApprovalGate | None = None,
 ) -> NodeRequestInput:
     """The NodeRequest child's input for a planned node."""
     return NodeRequestInput(
@@ -188,6 +198,7 @@ def request_input(
         parent_workflow_id=parent_workflow_id,
         use_search_attributes=settings.use_search_attributes,
         replan_when_unavailable=True,
+        approval=approval,
     )
 
 

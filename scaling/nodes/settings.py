@@ -8,7 +8,9 @@ from pydantic import BaseModel, Field
 class AutoscalerSettings(BaseModel):
     cluster: str
     scan_interval_s: float = 10.0
-    max_nodes_total: int | None = None
+    max_nodes_total: int | None = Field(
+        default=None, ge=0, description="growth nodes in the cluster at most (none: no cap)"
+    )
     max_price_per_hour_total: float | None = Field(
         default=None,
         ge=0,

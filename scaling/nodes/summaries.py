@@ -47,6 +47,9 @@ def request_static_details(inp: NodeRequestInput) -> str:
 def request_details(status: NodeRequestStatus, ttl_s: float) -> str:
     attempt = f"attempt {len(status.attempts)}" if status.attempts else "no attempt yet"
     node = f", node {status.node_name}" if status.node_name else ""
+    wait = status.approval
+    if status.phase == RequestPhase.AWAITING_APPROVAL and wait is not None:
+        return f"AwaitingApproval: pool {status.current_pool or '-'}: {wait.reason}; {wait.default} at {when(wait.deadline)}"
     if status.phase not in FINISHED_REQUEST or status.finished_at is None:
         return f"{status.phase.value}: pool {status.current_pool or '-'}{node} ({attempt})"
     kept = status.finished_at.timestamp() + ttl_s

@@ -189,8 +189,12 @@ async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None: 
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", web)
 
     async def all_running() -> AutoscalerStatus | None:
+        # Pods first, then the status: a status answered earlier may predate the requests that
+        # made those pods' nodes (a loaded machine once answered from the first observation).
+        if pods_running(lc.api, "spread") != 4:
+            return None
         s = await handle.query(NodeAutoscalerWorkflow.status)
-        return s if pods_running(lc.api, "spread") == 4 and not s.in_flight else None
+        return s if not s.in_flight else None
 
     status = await wait_for(all_running, 120, "every spread pod running")
     core = client.CoreV1Api(lc.api)

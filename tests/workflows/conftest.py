@@ -17,3 +17,18 @@ async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
         dev_server_log_level="error",
     ) as e:
         yield e
+
+
+@pytest.fixture(scope="session")
+async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    """The dev server with growth's search attributes registered: `growth … approvals` lists by
+    GrowthPhase (a visibility query)."""
+    from workflows.search import ALL
+
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli_path,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+        search_attributes=ALL,
+    ) as e:
+        yield e

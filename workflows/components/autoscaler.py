@@ -23,7 +23,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from scaling.approvals import AWAITING_APPROVAL, decision_refused
     from scaling.components import contracts as c
+    from scaling.components.approvals import create_verdict, decided, next_deadline
     from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
     from scaling.components.planning import (
         HOMOGENEOUS,
@@ -42,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         BlockScaleInRequest,
         ComponentAutoscalerInput,
         ComponentState,
+        DecisionRequest,
         GroupRecord,
         PinRequest,
         status_body,
@@ -50,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.timing import gate, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
+    from workflows.components.activity_options import COMPONENT_ACTIVITIES
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -59,6 +63,9 @@ WORKFLOW_NAME = "ComponentAutoscaler"
 # answer without a plan for a component leaves it alone, and an external recommendation is the
 # external group's own replicas. Runs recorded before it replay the earlier decisions.
 TIDB_OPERATOR_PARITY = "tidb-operator-parity"
+# Runs that created every planned heterogeneous group at once replay so; asked only when the
+# approval gate is on (scaling.components.approvals), so ungated runs record no marker.
+GROUP_APPROVAL_GATE = "group-approval-gate"
 UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -158,6 +165,45 @@ class ComponentAutoscalerWorkflow:
         if req.component not in ("*", *COMPONENTS):
             raise ValueError(f"component: one of tikv, tidb or *, got {req.component!r}")
 
+    @workflow.update
+    def approve(self, req: DecisionRequest) -> str:
+        """Create the heterogeneous group that awaits approval (`growth components approve ID`)."""
+        return self._decide(req, True)
+
+    @approve.validator
+    def _validate_approve(self, req: DecisionRequest) -> None:
+        self._validate_decision(req)
+
+    @workflow.update
+    def deny(self, req: DecisionRequest) -> str:
+        """Do not create it; a plan may ask again after approval_timeout_s (`growth components deny ID`)."""
+        return self._decide(req, False)
+
+    @deny.validator
+    def _validate_deny(self, req: DecisionRequest) -> None:
+        self._validate_decision(req)
+
+    def _waiting(self, group: str) -> ComponentState | None:
+        return next((cs for cs in self.state.components.values() if group in cs.approvals), None)
+
+    def _validate_decision(self, req: DecisionRequest) -> None:
+        cs = self._waiting(req.id)
+        if cs is None:
+            raise ValueError(f"id: no heterogeneous group {req.id!r} awaits approval")
+        refused = decision_refused(True, cs.approvals[req.id], req.id)
+        if refused:
+            raise ValueError(refused)
+
+    def _decide(self, req: DecisionRequest, approve: bool) -> str:
+        cs = self._waiting(req.id)
+        assert cs is not None
+        s, now = self.settings, workflow.now()
+        entry = decided(cs.approvals[req.id], approve, "operator", req.note, now, s.approval_timeout_s)
+        cs.approvals[req.id] = entry
+        self.state.remember(f"group {req.id}: creation {entry.decision} by an operator")
+        self.wake = True
+        return f"{req.id}: {entry.decision}"
+
     # -- the loop ----------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: ComponentAutoscalerInput) -> str:
@@ -192,6 +238,9 @@ class ComponentAutoscalerWorkflow:
         for cs in self.state.components.values():
             if cs.deferred_until is not None:
                 wait = min(wait, max(timedelta(seconds=1), cs.deferred_until - now))
+            approval_due = next_deadline(cs.approvals)  # an open approval's default applies then
+            if approval_due is not None:
+                wait = min(wait, max(timedelta(seconds=1), approval_due - now))
         return wait
 
     def _phase(self) -> str:
@@ -199,6 +248,8 @@ class ComponentAutoscalerWorkflow:
             return "paused"
         if self.state.object_errors or any(cs.errors for cs in self.state.components.values()):
             return "invalid"
+        if any(next_deadline(cs.approvals) for cs in self.state.components.values()):
+            return AWAITING_APPROVAL
         return "running"
 
     def _cluster(self) -> str:
@@ -221,7 +272,7 @@ class ComponentAutoscalerWorkflow:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=timedelta(seconds=self.settings.activity_timeout_s),
+                **COMPONENT_ACTIVITIES[name].timeouts(timedelta(seconds=self.settings.activity_timeout_s)),
                 retry_policy=retry,
             )
         except ActivityError as exc:
@@ -401,8 +452,11 @@ class ComponentAutoscalerWorkflow:
             plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}), cs.timing, spec, now
         )
         cs.deferred, cs.deferred_until = gated.deferred, gated.retry_at
+        changes = [*pinned, *gated.allowed]
+        if self.settings.approve_group_create and workflow.patched(GROUP_APPROVAL_GATE):
+            changes = await self._through_approval(component, cs, changes, base.name, now)
         applied = []
-        for change in [*pinned, *gated.allowed]:
+        for change in changes:
             if not await self._apply(component, change, cs, base.name, now):
                 break
             applied.append(change)
@@ -410,6 +464,40 @@ class ComponentAutoscalerWorkflow:
         cs.timing = record(cs.timing, applied, now)
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
         metrics.sized(self._cluster(), component, len(cs.groups), replicas)
+
+    async def _through_approval(
+        self, component: str, cs: ComponentState, changes: list[Change], base: str, now: datetime
+    ) -> list[Change]:
+        """The changes that go ahead this round: a new group only once approved (the others at once)."""
+        s = self.settings
+        creates = {ch.cluster for ch in changes if ch.cluster != base and ch.cluster not in cs.groups}
+        # A wait the plan no longer wants goes; a denial stays until the plan may ask again.
+        cs.approvals = {
+            k: a for k, a in cs.approvals.items() if k in creates or (a.decision == "denied" and now < a.deadline)
+        }
+        out = []
+        for ch in changes:
+            if ch.cluster not in creates:
+                out.append(ch)
+                continue
+            reason = (
+                f"create {component} group {ch.cluster} ({ch.group or ch.resource_type}), {ch.to_replicas} replicas"
+            )
+            before = cs.approvals.get(ch.cluster)
+            verdict, entry, new = create_verdict(before, reason, now, s.approval_timeout_s, s.approval_default)
+            if before is not None and not before.decision and entry.decision:
+                self.state.remember(f"group {ch.cluster}: creation {entry.decision} by timeout")
+            cs.approvals[ch.cluster] = entry
+            if new:
+                self.state.remember(f"{component}: group {ch.cluster} awaits approval")
+                await self._event(
+                    "GroupCreateAwaitingApproval",
+                    f"{reason}: awaits approval until {entry.deadline.isoformat()} (then {entry.default}); "
+                    f"growth components approve|deny {ch.cluster}",
+                )
+            if verdict == "go":
+                out.append(ch)
+        return out
 
     async def _plan(
         self, spec: ComponentSpec, inp: PlanInput, pd_answer: c.PdAnswer | None, cs: ComponentState
@@ -567,6 +655,7 @@ class ComponentAutoscalerWorkflow:
                 replicas=created.replicas,
             )
             cs.groups[ch.cluster] = rec
+            cs.approvals.pop(ch.cluster, None)  # created: its approval is used up
             # Counted when first recorded: a create whose answer was lost is found (created=False)
             # on the retry, and is still this autoscaler's new group.
             names = [*st.counters.heterogeneous_created, ch.cluster]

@@ -19,6 +19,7 @@ from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.fleet import contracts
+    from scaling.fleet.approvals import cluster_gate
     from scaling.fleet.capacity import TypeRules, type_rules
     from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement
     from scaling.fleet.evaluation import evaluate_region
@@ -85,6 +86,9 @@ class FleetAutoscalerWorkflow:
                 st.clusters_deleted += 1
             remember(st, f"{report.cluster_id} {report.phase.value}: {report.message}")
             self._unplace_from(report.cluster_id)
+        if report.deletion_denied:
+            st.marked_at.pop(report.cluster_id, None)
+            remember(st, f"{report.cluster_id}: {report.message}; deletion blocked until approve-deletion")
         self.wake = True
 
     # -- instances ----------------------------------------------------------------------
@@ -327,6 +331,9 @@ class FleetAutoscalerWorkflow:
             parent_workflow_id=workflow.info().workflow_id,
             use_search_attributes=s.use_search_attributes,
             reports_per_run=s.cluster_reports_per_run,
+            approval=cluster_gate(
+                s.approve_cluster_create, s.approve_cluster_delete, s.approval_timeout_s, s.approval_default
+            ),
         )
         st.clusters[cid] = ClusterRecord(id=cid, instance_type=itype, phase=ClusterPhase.ACCEPTED)
         st.clusters_created += 1

@@ -9,6 +9,9 @@ cluster is then deleted at OCM and cleaned up all the same.
 
 Every OCM create carries the cluster id as its idempotency key, so a retried create (or one
 re-run after a worker restart) finds the OCM cluster the first one made.
+
+Gated steps (scaling.fleet.approvals): creating the cluster at OCM and deleting it wait, when the
+region's settings say so, for the `approve`/`deny` update or their durable timeout's default.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from scaling.approvals import AWAITING_APPROVAL, ApprovalState, applies_default, decision_refused
     from scaling.fleet import contracts
+    from scaling.fleet.approvals import CREATE, DELETE, gate_reason
     from scaling.fleet.contracts import (
         AddonInput,
         AddonInstallation,
@@ -65,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.summaries import cluster_details
+    from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
 # OCM calls: retry 429/5xx with backoff; a refused token or request ends the step at once.
@@ -80,6 +86,8 @@ CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
 # workflow.patched id: provisioning fails at once on an uninstalling OCM cluster (it polled before).
 UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
+# Runs started before approval gates never wait for one (their input has none).
+CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
 
 
 class StepFailed(Exception):
@@ -108,6 +116,8 @@ class DataPlaneClusterWorkflow:
         self.changed = True  # something to tell the autoscaler and the Web UI
         self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
+        self.gates = False  # workflow.patched(CLUSTER_APPROVAL_GATES), asked once per run
+        self.decided = self.approved = False  # the current wait for approval
 
     # -- queries ----------------------------------------------------------------------
     @workflow.query(name=contracts.QUERY_CLUSTER_STATUS)
@@ -151,6 +161,72 @@ class DataPlaneClusterWorkflow:
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
         self.reports_this_run += 1
 
+    # -- approval gates ---------------------------------------------------------------
+    @workflow.update
+    def approve(self, note: str = "") -> str:
+        """Go ahead with the gated step (`growth fleet approve ID`)."""
+        return self._decide(True, "operator", note)
+
+    @approve.validator
+    def _validate_approve(self, note: str = "") -> None:
+        self._validate_decision()
+
+    @workflow.update
+    def deny(self, note: str = "") -> str:
+        """Refuse the gated step (`growth fleet deny ID`)."""
+        return self._decide(False, "operator", note)
+
+    @deny.validator
+    def _validate_deny(self, note: str = "") -> None:
+        self._validate_decision()
+
+    def _validate_decision(self) -> None:
+        approval = self.state.approval
+        waiting = approval is not None and not approval.decision and not self.decided
+        refused = decision_refused(waiting, approval, workflow.info().workflow_id)
+        if refused:
+            raise ValueError(refused)
+
+    def _decide(self, approve: bool, by: str, note: str) -> str:
+        approval = self.state.approval
+        assert approval is not None
+        self.decided, self.approved = True, approve
+        approval.decision, approval.by, approval.note = ("approved" if approve else "denied"), by, note
+        return f"{workflow.info().workflow_id}: {approval.decision}"
+
+    async def _approved(self, step: str) -> bool:
+        """Whether `step` may go ahead: at once when not gated, else once approved (by an
+        operator, or by the timeout's default). The wait is a durable timer."""
+        st, gate = self.state, self.inp.approval
+        reason = gate_reason(gate, step, st.cluster_id, st.instance_type, st.region) if self.gates else ""
+        if not reason or gate is None:
+            return True
+        self.decided = self.approved = False
+        st.approval = ApprovalState(
+            reason=reason,
+            step=step,
+            deadline=workflow.now() + timedelta(seconds=gate.timeout_s),
+            default=gate.default,
+        )
+        st.message = f"awaiting approval: {reason}"
+        self.changed = True
+        await self._publish()  # (which sets GrowthPhase to the cluster's phase on a change: first)
+        self._search_phase(AWAITING_APPROVAL)
+        try:
+            await workflow.wait_condition(lambda: self.decided, timeout=timedelta(seconds=gate.timeout_s))
+        except TimeoutError:
+            self._decide(applies_default(gate.default), "timeout", f"no decision within {gate.timeout_s:g} s")
+        self._search_phase(st.phase.value)
+        note = f": {st.approval.note}" if st.approval.note else ""
+        st.message = f"{step} {st.approval.decision} by {st.approval.by}{note}"
+        self.changed = True
+        return self.approved
+
+    def _search_phase(self, phase: str) -> None:
+        st = self.state
+        if self.inp.use_search_attributes:
+            workflow.upsert_search_attributes(fleet_attributes(st.provider, st.region, phase, st.cluster_id))
+
     # -- the region's autoscaler --------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_DEPROVISION)
     def deprovision(self) -> None:
@@ -187,9 +263,16 @@ class DataPlaneClusterWorkflow:
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
         st = self.state
+        self.gates = workflow.patched(CLUSTER_APPROVAL_GATES)
         if st.accepted_at is None:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
+        if st.phase == ClusterPhase.ACCEPTED and not st.ocm_id and not await self._approved(CREATE):
+            # Nothing exists at OCM yet: failed, so the region backs off this type (failure_backoff_s).
+            st.failed_step, st.finished_at = "approval", workflow.now()
+            set_phase(st, ClusterPhase.FAILED, st.finished_at, st.message)
+            await self._publish()
+            return st
         try:
             if st.phase in (ClusterPhase.ACCEPTED, ClusterPhase.PROVISIONING):
                 await self._provision()
@@ -335,6 +418,12 @@ class DataPlaneClusterWorkflow:
         while True:
             if self.changed:
                 await self._publish()
+            if st.deletion_confirmed and not await self._approved(DELETE):
+                st.deletion_confirmed = False
+                back = ClusterPhase.READY if st.agent_ready else ClusterPhase.WAITING
+                set_phase(st, back, workflow.now(), st.message)
+                await self._publish(deletion_denied=True)  # the region blocks its deletion
+                continue
             if st.deletion_confirmed:
                 return
             if st.phase == ClusterPhase.READY and st.ready_at is None:
@@ -409,7 +498,7 @@ class DataPlaneClusterWorkflow:
                 name,
                 arg,
                 result_type=result_type,
-                start_to_close_timeout=min(CALL_TIMEOUT, left),
+                **FLEET_ACTIVITIES[name].timeouts(min(CALL_TIMEOUT, left)),
                 schedule_to_close_timeout=left,
                 retry_policy=OCM_RETRY,
             )
@@ -421,7 +510,7 @@ class DataPlaneClusterWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=CALL_TIMEOUT,
+            **FLEET_ACTIVITIES[name].timeouts(CALL_TIMEOUT),
             retry_policy=REMOVAL_RETRY,
         )
 
@@ -433,11 +522,11 @@ class DataPlaneClusterWorkflow:
         if workflow.now() >= deadline:
             raise StepFailed(step, f"timed out: {waiting_for}")
 
-    async def _publish(self) -> None:
+    async def _publish(self, deletion_denied: bool = False) -> None:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
         st, inp = self.state, self.inp
-        report = cluster_report(st)
+        report = cluster_report(st).model_copy(update={"deletion_denied": deletion_denied})
         if report == self.published:
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
+    from scaling.nodes.approvals import ApprovalGate, approval_gates, scale_up_event
     from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
@@ -68,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
     from workflows.nodes import metrics, scale_down_step
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
     from workflows.search import initial_attributes
@@ -98,6 +100,9 @@ READY_NODES_SEEN = "requests-with-ready-node"
 # Runs that started their requests as children (each recorded twice in the loop's own history)
 # replay so.
 ACTIVITY_STARTS = "requests-started-by-activity"
+# Runs that kept counting a zone-spread request in flight once its node was Ready (counting that
+# node's room twice, before the observer reported the room the skew holds back) replay so.
+SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -248,6 +253,8 @@ class NodeAutoscalerWorkflow:
     @workflow.run
     async def run(self, inp: AutoscalerInput) -> None:
         settings = inp.settings
+        # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
+        workflow.set_current_details(autoscaler_details(self.state))
         if settings.machine_gc and workflow.patched(MACHINE_GC_CHILD):
             await self._start_machine_gc()
         iterations_this_run = 0
@@ -280,7 +287,7 @@ class NodeAutoscalerWorkflow:
             if ready_nodes_seen
             else settings.cluster,
             result_type=ClusterObservation,
-            start_to_close_timeout=timedelta(seconds=60),
+            **NODE_ACTIVITIES[contracts.OBSERVE_CLUSTER].timeouts(),
             retry_policy=OBSERVE_RETRY,
         )
         await self._report_invalid_groups(obs)
@@ -304,16 +311,17 @@ class NodeAutoscalerWorkflow:
             else [p for p in obs.unschedulable if demand_key(p) not in self.state.never_satisfiable]
         )
 
-        catalogue: list[ServerType] = []
+        catalogue: list[ServerType] = []  # also the prices approval gates compare
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
         if wanted and providers:
             catalogue = await workflow.execute_activity(
                 contracts.GET_CATALOGUE,
                 providers,
                 result_type=list[ServerType],
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
                 retry_policy=OBSERVE_RETRY,
             )
+        prices = catalogue_index(catalogue)
         unavailable = unavailable_pools(
             self.state.banned_pools,
             self.state.backoff_until,
@@ -324,12 +332,14 @@ class NodeAutoscalerWorkflow:
         if workflow.patched(LANDING_REQUESTS):
             in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
         if ready_nodes_seen:  # their nodes are in the observation, with their room
-            in_flight = counted_once(in_flight, obs.requests_with_ready_node)
+            in_flight = counted_once(
+                in_flight, obs.requests_with_ready_node, keep_zone_shares=not workflow.patched(SPREAD_ROOM_COUNTED_ONCE)
+            )
         split = split_headroom(  # from here on, the plan's pods and problems are real pods only
             plan_demand(
                 demand.model_copy(update={"shapes": shapes}),
                 obs.groups,
-                catalogue_index(catalogue),
+                prices,
                 in_flight,
                 max_nodes_total=settings.max_nodes_total,
                 unavailable_pools=unavailable,
@@ -361,7 +371,11 @@ class NodeAutoscalerWorkflow:
         events: list[PodEvent] = self._new_problem_events(plan.problems)
         # Ids and state first (in plan order, so replays decide the same), then every child
         # start in one workflow task: hundreds of children start together, not one per task.
-        requests = [(self._record_request(planned, groups[planned.group]), planned) for planned in plan.new_nodes]
+        gates = approval_gates(plan.new_nodes, groups, prices)  # (None for groups without spec.approval)
+        requests = [
+            (self._record_request(planned, groups[planned.group], gate), planned)
+            for planned, gate in zip(plan.new_nodes, gates, strict=True)
+        ]
         concurrent = workflow.patched(CONCURRENT_STARTS)
         if requests and workflow.patched(ACTIVITY_STARTS):
             # In the background, as below, through activities (activities/nodes/requests.py).
@@ -380,15 +394,9 @@ class NodeAutoscalerWorkflow:
             for inp, _ in requests:
                 await self._start_request(inp)
         for inp, planned in requests:
-            request_id = inp.id
+            reason, message = scale_up_event(inp.id, planned, inp.approval)
             events.extend(
-                PodEvent(
-                    namespace=p.namespace,
-                    pod_name=p.name,
-                    pod_uid=p.uid,
-                    reason="TriggeredScaleUp",
-                    message=f"pod triggered scale-up: group {planned.group}, pool {planned.pool}, request {request_id}",
-                )
+                PodEvent(namespace=p.namespace, pod_name=p.name, pod_uid=p.uid, reason=reason, message=message)
                 for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
             )
         if plan.new_nodes:
@@ -427,7 +435,7 @@ class NodeAutoscalerWorkflow:
             await workflow.execute_activity(
                 contracts.EMIT_POD_EVENTS,
                 PodEventsInput(cluster=self.inp.settings.cluster, events=events),
-                start_to_close_timeout=timedelta(seconds=120),
+                **NODE_ACTIVITIES[contracts.EMIT_POD_EVENTS].timeouts(),
                 retry_policy=EVENTS_RETRY,
             )
         except ActivityError as err:
@@ -435,13 +443,15 @@ class NodeAutoscalerWorkflow:
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
-    def _record_request(self, planned: PlannedNode, group: NodeGroup) -> NodeRequestInput:
+    def _record_request(
+        self, planned: PlannedNode, group: NodeGroup, approval: ApprovalGate | None = None
+    ) -> NodeRequestInput:
         """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
         settings = self.inp.settings
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
         request_id = f"{autoscaler_id(settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
-        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id)
+        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id, approval)
         self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
         return inp
 
@@ -454,7 +464,7 @@ class NodeAutoscalerWorkflow:
                     cluster=settings.cluster, requests=batch, use_search_attributes=settings.use_search_attributes
                 ),
                 result_type=int,
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.START_NODE_REQUESTS].timeouts(),
                 retry_policy=START_RETRY,
             )
         except ActivityError as err:
@@ -515,7 +525,7 @@ class NodeAutoscalerWorkflow:
         await workflow.execute_activity(
             contracts.REPORT_NODE_GROUP_STATUS,
             GroupStatusInput(cluster=self.inp.settings.cluster, problems=obs.invalid_groups),
-            start_to_close_timeout=timedelta(seconds=60),
+            **NODE_ACTIVITIES[contracts.REPORT_NODE_GROUP_STATUS].timeouts(),
             retry_policy=EVENTS_RETRY,
         )
 

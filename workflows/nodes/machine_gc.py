@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.leaks import find_leaked_machines
     from scaling.nodes.models import LABEL_GROUP, LABEL_REQUEST
     from scaling.nodes.summaries import machine_gc_details
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
 
 FACTS_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=5
@@ -118,7 +119,7 @@ class MachineGCWorkflow:
                     contracts.REPORT_UNUSABLE_POOLS,
                     s.cluster,
                     result_type=list[UnusablePool],
-                    start_to_close_timeout=timedelta(seconds=60),
+                    **NODE_ACTIVITIES[contracts.REPORT_UNUSABLE_POOLS].timeouts(),
                     retry_policy=REPORT_RETRY,
                 )
             except ActivityError as err:
@@ -128,21 +129,21 @@ class MachineGCWorkflow:
                 contracts.LIST_PROVIDER_MACHINES,
                 s.cluster,
                 result_type=list[ProviderMachine],
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.LIST_PROVIDER_MACHINES].timeouts(),
                 retry_policy=FACTS_RETRY,
             )
             node_ids: list[str] = await workflow.execute_activity(
                 contracts.LIST_NODE_PROVIDER_IDS,
                 s.cluster,
                 result_type=list[str],
-                start_to_close_timeout=timedelta(seconds=60),
+                **NODE_ACTIVITIES[contracts.LIST_NODE_PROVIDER_IDS].timeouts(),
                 retry_policy=FACTS_RETRY,
             )
             live: list[str] | None = await workflow.execute_activity(
                 contracts.LIVE_NODE_REQUEST_IDS,
                 s.autoscaler_workflow_id or f"nodes/{s.cluster}",
                 result_type=list[str] | None,
-                start_to_close_timeout=timedelta(seconds=30),
+                **NODE_ACTIVITIES[contracts.LIVE_NODE_REQUEST_IDS].timeouts(),
                 retry_policy=FACTS_RETRY,
             )
         except ActivityError as err:
@@ -166,7 +167,7 @@ class MachineGCWorkflow:
             await workflow.execute_activity(
                 contracts.DELETE_NODE,
                 DeleteNodeInput(cluster=s.cluster, provider=m.provider, node_name=m.name, provider_id=m.provider_id),
-                start_to_close_timeout=timedelta(minutes=2),
+                **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
                 retry_policy=DELETE_RETRY,
             )
         except ActivityError as err:
@@ -193,7 +194,7 @@ class MachineGCWorkflow:
             await workflow.execute_activity(
                 contracts.REPORT_COLLECTED_MACHINE,
                 record,
-                start_to_close_timeout=timedelta(seconds=30),
+                **NODE_ACTIVITIES[contracts.REPORT_COLLECTED_MACHINE].timeouts(),
                 retry_policy=REPORT_RETRY,
             )
         except ActivityError as err:

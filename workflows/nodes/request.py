@@ -4,6 +4,9 @@ Tries its candidate pools in order. A provider with no capacity or quota moves i
 pool, or, for a request the NodeAutoscaler started, ends it Replanned: the loop plans its pods
 again, onto the next pool and packed for it (capacity memory, scaling/nodes/capacity.py); a node that is not Ready within the readiness wait is removed and the next pool tried;
 after max attempts it is Unmet. Its final state stays queryable for a TTL.
+
+A gated request (scaling.nodes.approvals) waits in AwaitingApproval before trying a gated pool,
+on a durable timer, until the `approve`/`deny` update or the timeout's default decides.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from scaling.approvals import ApprovalState, applies_default, decision_refused
     from scaling.nodes import contracts
+    from scaling.nodes.approvals import waits_for
     from scaling.nodes.capacity import hands_back_pods
     from scaling.nodes.contracts import (
         CreateNodeInput,
@@ -37,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.summaries import request_details
     from workflows.nodes import metrics
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.search import request_attributes
 
 PROVIDER_RETRY = RetryPolicy(
@@ -49,6 +55,8 @@ PROVIDER_RETRY = RetryPolicy(
 KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 # Removing a machine must eventually happen: retry without a cap, with backoff.
 DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
+# workflow.patched id: runs started before approval gates never wait for one (their input has none).
+APPROVAL_GATES = "approval-gates"
 
 
 @workflow.defn(name=NODE_REQUEST_WORKFLOW)
@@ -73,6 +81,8 @@ class NodeRequestWorkflow:
             )
         self.cancel_requested = False
         self.cancel_reason = ""
+        self.approved = False  # one approval covers the whole request
+        self.decided = False
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -84,12 +94,49 @@ class NodeRequestWorkflow:
         self.cancel_requested = True
         self.cancel_reason = reason
 
+    @workflow.update
+    def approve(self, note: str = "") -> str:
+        """Go ahead with the scale-up this request waits for (`growth nodes approve ID`)."""
+        return self._decide(True, "operator", note)
+
+    @approve.validator
+    def _validate_approve(self, note: str = "") -> None:
+        self._validate_decision()
+
+    @workflow.update
+    def deny(self, note: str = "") -> str:
+        """Refuse it: the request ends Unmet (Denied) (`growth nodes deny ID`)."""
+        return self._decide(False, "operator", note)
+
+    @deny.validator
+    def _validate_deny(self, note: str = "") -> None:
+        self._validate_decision()
+
+    def _validate_decision(self) -> None:
+        refused = decision_refused(
+            self.status.phase == RequestPhase.AWAITING_APPROVAL and not self.decided,
+            self.status.approval,
+            workflow.info().workflow_id,
+        )
+        if refused:
+            raise ValueError(refused)
+
+    def _decide(self, approve: bool, by: str, note: str) -> str:
+        approval = self.status.approval
+        assert approval is not None
+        self.decided, self.approved = True, approve
+        approval.decision, approval.by, approval.note = ("approved" if approve else "denied"), by, note
+        return f"{workflow.info().workflow_id}: {approval.decision}"
+
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
+        gates = workflow.patched(APPROVAL_GATES)
         await self._publish(inp)
         for attempt_no, pool in enumerate(inp.candidates):
             if self.cancel_requested or attempts_exhausted(self.status.attempts, inp.max_attempts):
+                break
+            if gates and not await self._approved(inp, pool):
                 break
             if await self._try_pool(inp, pool, attempt_no):
                 break
@@ -101,6 +148,8 @@ class NodeRequestWorkflow:
         if self.status.phase not in (RequestPhase.READY, RequestPhase.REPLANNED):
             self.status.phase = RequestPhase.UNMET
             self.status.message = self.cancel_reason if self.cancel_requested else self._unmet_reason(inp)
+            if self.decided and not self.approved and not self.cancel_requested:
+                self.status.message = self._denied_reason()
         self.status.finished_at = workflow.now()
         metrics.request_finished(inp.cluster, self.status)
         await self._publish(inp)
@@ -127,7 +176,7 @@ class NodeRequestWorkflow:
                     taints=inp.group_taints,
                 ),
                 result_type=CreateNodeResult,
-                start_to_close_timeout=timedelta(minutes=2),
+                **NODE_ACTIVITIES[contracts.CREATE_NODE].timeouts(),
                 retry_policy=PROVIDER_RETRY,
             )
         except ActivityError as err:
@@ -150,7 +199,7 @@ class NodeRequestWorkflow:
             await workflow.execute_activity(
                 contracts.LABEL_NODE,
                 LabelNodeInput(cluster=inp.cluster, node_name=created.node_name, labels=labels),
-                start_to_close_timeout=timedelta(seconds=30),
+                **NODE_ACTIVITIES[contracts.LABEL_NODE].timeouts(),
                 retry_policy=KUBE_RETRY,
             )
             status.phase = RequestPhase.READY
@@ -166,7 +215,7 @@ class NodeRequestWorkflow:
                 node_name=created.node_name,
                 provider_id=created.provider_id,
             ),
-            start_to_close_timeout=timedelta(minutes=2),
+            **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
             retry_policy=DELETE_RETRY,
         )
         result = AttemptResult.CANCELLED if self.cancel_requested else AttemptResult.READINESS_TIMEOUT
@@ -176,6 +225,45 @@ class NodeRequestWorkflow:
         await self._publish(inp)
         return False
 
+    async def _approved(self, inp: NodeRequestInput, pool: Pool) -> bool:
+        """Whether it may try `pool`: at once when nothing gates it, else once approved. Denied
+        (by an operator, or by the timeout's default) records a Denied attempt on the pool."""
+        reason = waits_for(inp.approval, pool.name, self.approved)
+        if not reason or inp.approval is None:
+            return True
+        gate, status = inp.approval, self.status
+        status.phase = RequestPhase.AWAITING_APPROVAL
+        status.current_pool, status.server_type, status.provider = pool.name, pool.server_type, pool.provider
+        status.approval = ApprovalState(
+            reason=reason,
+            step=pool.name,
+            deadline=workflow.now() + timedelta(seconds=gate.timeout_s),
+            default=gate.default,
+        )
+        await self._publish(inp)
+        try:
+            # A durable timer: the default applies after the timeout even across worker restarts.
+            await workflow.wait_condition(
+                lambda: self.decided or self.cancel_requested, timeout=timedelta(seconds=gate.timeout_s)
+            )
+        except TimeoutError:
+            self._decide(applies_default(gate.default), "timeout", f"no decision within {gate.timeout_s:g} s")
+        if self.cancel_requested:
+            return False
+        status.phase = RequestPhase.PENDING
+        if not self.approved:
+            self._record(pool, AttemptResult.DENIED, message=self._denied_reason())
+            return False
+        await self._publish(inp)  # out of AwaitingApproval (search attribute, Web UI) right away
+        return True
+
+    def _denied_reason(self) -> str:
+        approval = self.status.approval
+        if approval is None:
+            return "denied"
+        note = f": {approval.note}" if approval.note else ""
+        return f"Denied by {approval.by}{note} ({approval.reason})"
+
     async def _wait_ready(self, inp: NodeRequestInput, node_name: str) -> bool:
         waiting = workflow.start_activity(
             contracts.WAIT_NODE_READY,
@@ -183,8 +271,7 @@ class NodeRequestWorkflow:
                 cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s
             ),
             result_type=bool,
-            start_to_close_timeout=timedelta(seconds=inp.readiness_timeout_s + 60),
-            heartbeat_timeout=timedelta(seconds=max(10.0, inp.readiness_poll_s * 4)),
+            **NODE_ACTIVITIES[contracts.WAIT_NODE_READY].timeouts(timedelta(seconds=inp.readiness_timeout_s + 60)),
             retry_policy=KUBE_RETRY,
         )
         await workflow.wait_condition(lambda: self.cancel_requested or waiting.done())

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down_eval import check_node_removal
     from scaling.nodes.summaries import scale_down_details
     from workflows.nodes import metrics
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.search import CLUSTER, NODE, PHASE
 
 from workflows.nodes.request import failure_text
@@ -144,11 +145,9 @@ class NodeScaleDownWorkflow:
         )
         obs: ScaleDownObservation | None = None  # only on the path runs before the patch took
         if workflow.patched(BOUNDED_RECHECK):
-            check: NodeRemovalCheck = await self._kube(
-                contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck, timeout=60
-            )
+            check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         else:
-            obs = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation, timeout=60)
+            obs = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation)
             recheck.now = workflow.now().timestamp()
             check = check_node_removal(obs, recheck)
         if not check.found:
@@ -223,8 +222,7 @@ class NodeScaleDownWorkflow:
             contracts.WAIT_PODS_GONE,
             WaitPodsGoneInput(cluster=inp.cluster, node=inp.node, pods=pods, timeout_s=inp.drain_timeout_s),
             result_type=list[str],
-            start_to_close_timeout=timedelta(seconds=inp.drain_timeout_s + 60),
-            heartbeat_timeout=timedelta(seconds=30),
+            **NODE_ACTIVITIES[contracts.WAIT_PODS_GONE].timeouts(timedelta(seconds=inp.drain_timeout_s + 60)),
             retry_policy=KUBE_RETRY,
         )
         if remaining:
@@ -241,7 +239,7 @@ class NodeScaleDownWorkflow:
                     DeleteNodeInput(
                         cluster=inp.cluster, provider=inp.provider, node_name=inp.node, provider_id=inp.provider_id
                     ),
-                    start_to_close_timeout=timedelta(minutes=2),
+                    **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
                     retry_policy=PROVIDER_ROUND,
                 )
                 return
@@ -290,12 +288,12 @@ class NodeScaleDownWorkflow:
         await self._publish(inp)
         return self.status
 
-    async def _kube(self, name: str, arg, result_type=None, timeout: float = 30):  # noqa: ANN001, ANN202
+    async def _kube(self, name: str, arg, result_type=None):  # noqa: ANN001, ANN202
         return await workflow.execute_activity(
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=timedelta(seconds=timeout),
+            **NODE_ACTIVITIES[name].timeouts(),
             retry_policy=KUBE_RETRY,
         )
 
@@ -304,7 +302,7 @@ class NodeScaleDownWorkflow:
             await workflow.execute_activity(
                 contracts.EMIT_NODE_EVENTS,
                 NodeEventsInput(cluster=cluster, events=events),
-                start_to_close_timeout=timedelta(seconds=30),
+                **NODE_ACTIVITIES[contracts.EMIT_NODE_EVENTS].timeouts(),
                 retry_policy=EVENTS_RETRY,
             )
         except ActivityError:

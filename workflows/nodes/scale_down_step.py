@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
     from scaling.nodes.summaries import scale_down_summary
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
@@ -68,7 +69,7 @@ async def observe(cluster: str) -> ScaleDownObservation:
         contracts.OBSERVE_SCALE_DOWN,
         cluster,
         result_type=ScaleDownObservation,
-        start_to_close_timeout=timedelta(seconds=60),
+        **NODE_ACTIVITIES[contracts.OBSERVE_SCALE_DOWN].timeouts(),
         retry_policy=OBSERVE_RETRY,
     )
 
@@ -78,7 +79,7 @@ async def evaluate(inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
         contracts.EVALUATE_SCALE_DOWN,
         inp,
         result_type=ScaleDownEvaluation,
-        start_to_close_timeout=timedelta(seconds=120),
+        **NODE_ACTIVITIES[contracts.EVALUATE_SCALE_DOWN].timeouts(),
         retry_policy=OBSERVE_RETRY,
     )
 
@@ -263,7 +264,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
             contracts.CHECK_NODE_REMOVAL,
             check_inp,
             result_type=NodeRemovalCheck,
-            start_to_close_timeout=timedelta(seconds=60),
+            **NODE_ACTIVITIES[contracts.CHECK_NODE_REMOVAL].timeouts(),
             retry_policy=OBSERVE_RETRY,
         )
     else:  # runs recorded before the patch: the whole cluster into the history
@@ -299,7 +300,7 @@ async def check_orphans(settings: AutoscalerSettings, state: AutoscalerState, pr
         contracts.OBSERVE_ORPHANS,
         OrphanCheckInput(cluster=settings.cluster, providers=providers),
         result_type=OrphanObservation,
-        start_to_close_timeout=timedelta(seconds=60),
+        **NODE_ACTIVITIES[contracts.OBSERVE_ORPHANS].timeouts(),
         retry_policy=RetryPolicy(maximum_attempts=3),
     )
     now = workflow.now().timestamp()

@@ -3,6 +3,8 @@
 Settings (providers.kwok in the worker config):
   capacity: {"<pool name>": <max nodes>}   how many nodes a pool may have before it reports
                                             no capacity, so fallback can be shown and tested
+  lease_namespace: kube-system              where the Lease that serialises a limited pool's
+                                            count-and-create lives (activities.kube.lease)
 
 A node carries what a kubelet and cloud controller manager would set: kubernetes.io/hostname
 (its name), os, arch, instance type, and topology.kubernetes.io/region and zone from the pool's
@@ -14,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import threading
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from activities.kube.client import ClusterClients, cluster_clients, raw_list
+from activities.kube.lease import LeaseLock
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_OS, NODE_OS
 from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
@@ -37,6 +39,12 @@ def kwok_node_name(cluster: str, pool: str, request_id: str, attempt: int) -> st
     return re.sub(r"[^a-z0-9.-]+", "-", name)[:63].strip("-.")
 
 
+def capacity_lease_name(pool: str) -> str:
+    """The Lease serialising a limited pool's creates (a DNS subdomain, like every object name)."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"growth-kwok-capacity-{pool}".lower())
+    return name[:253].strip("-.")
+
+
 class KwokProvider:
     """Per cluster: a machine is a Node written into the cluster the request is for."""
 
@@ -48,9 +56,9 @@ class KwokProvider:
         self.capacity: dict[str, int] = {k.lower(): int(v) for k, v in (settings.get("capacity") or {}).items()}
         self._types = {t.name: t for t in kwok_catalogue()}
         # Counting a pool's nodes and creating one must be one step, or concurrent creates (a
-        # burst's requests) all see room and overshoot the limit. Per worker process: KWOK is
-        # the local stand-in, run by one worker.
-        self._capacity_lock = threading.Lock()
+        # burst's requests, on one worker or several) all see room and overshoot the limit: a
+        # Lease in the cluster, which every worker sees (activities.kube.lease says why).
+        self.lease_namespace = str(settings.get("lease_namespace") or "kube-system")
 
     async def server_types(self) -> list[ServerType]:
         return list(self._types.values())
@@ -70,15 +78,29 @@ class KwokProvider:
                 raise
         if pool.name.lower() not in self.capacity:
             return self._create_unchecked(core, inp, name)
-        with self._capacity_lock:
-            limit = self.capacity[pool.name.lower()]
-            in_pool = raw_list(core.list_node, label_selector=f"{LABEL_POOL}={pool.name}")
-            if len(in_pool) >= limit:
-                return CreateNodeResult(
-                    outcome="no_capacity",
-                    message=f"pool {pool.name} has no capacity left ({len(in_pool)}/{limit} nodes)",
-                )
-            return self._create_unchecked(core, inp, name)
+        limit = self.capacity[pool.name.lower()]
+        # A full pool answers without the Lease: nodes only come through it, so "full" read
+        # outside it is at most stale by a removal, as a cloud's capacity answer can be.
+        full = self._no_room(core, pool.name, limit)
+        if full is not None:
+            return full
+        lease = LeaseLock(
+            self.clusters.api(inp.cluster),
+            self.lease_namespace,
+            capacity_lease_name(pool.name),
+            # The request's attempt: its own retry (the first try's worker dead) takes over at once.
+            holder=f"{inp.request_id}/{inp.attempt}",
+        )
+        with lease:
+            return self._no_room(core, pool.name, limit) or self._create_unchecked(core, inp, name)
+
+    def _no_room(self, core: client.CoreV1Api, pool: str, limit: int) -> CreateNodeResult | None:
+        in_pool = raw_list(core.list_node, label_selector=f"{LABEL_POOL}={pool}")
+        if len(in_pool) < limit:
+            return None
+        return CreateNodeResult(
+            outcome="no_capacity", message=f"pool {pool} has no capacity left ({len(in_pool)}/{limit} nodes)"
+        )
 
     def _create_unchecked(self, core: client.CoreV1Api, inp: CreateNodeInput, name: str) -> CreateNodeResult:
         pool = inp.pool

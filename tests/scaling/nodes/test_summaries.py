@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from scaling.approvals import ApprovalState
 from scaling.kube.models import Resources
 from scaling.nodes.models import Pool, RequestPhase
 from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
@@ -45,6 +46,21 @@ def test_finished_request_says_finished_and_until_when_its_record_stays() -> Non
     )
     status.phase, status.message, status.node_name = RequestPhase.UNMET, "cancelled by operator", ""
     assert request_details(status, 60).startswith("Finished Unmet at 2026-01-01 12:00:00Z, pool kwok-cx32: cancelled")
+
+
+def test_a_request_awaiting_approval_says_why_and_what_its_timeout_does() -> None:
+    wait = ApprovalState(
+        reason="kwok cx52 costs 0.054/h (approval above 0.01/h)",
+        step="kwok-cx52",
+        deadline=datetime(2026, 1, 1, 12, 30, tzinfo=UTC),
+        default="deny",
+    )
+    status = NodeRequestStatus(
+        id="r", group="web", current_pool="kwok-cx52", phase=RequestPhase.AWAITING_APPROVAL, approval=wait
+    )
+    assert request_details(status, 600) == (
+        "AwaitingApproval: pool kwok-cx52: kwok cx52 costs 0.054/h (approval above 0.01/h); deny at 2026-01-01 12:30:00Z"
+    )
 
 
 def test_scale_down_and_loop_text() -> None:

@@ -146,3 +146,62 @@ def test_one_type_may_be_a_pool_in_each_zone() -> None:
     assert [p.server_types for p in group.pools] == [["cx22"], ["cx22"]]
     plan = plan_scale_up(web_pods(2), [], [group], CAT, [])
     assert sorted(n.pool for n in plan.new_nodes) == ["kwok-cx22-za", "kwok-cx22-zb"]
+
+
+def _zone_requests(plan) -> list:  # noqa: ANN001
+    """The in-flight records of a plan's nodes, as the loop keeps them (id = pool + index)."""
+    from scaling.nodes.models import InFlightRequest
+
+    return [
+        InFlightRequest(
+            id=f"{n.pool}-{i}",
+            group=n.group,
+            pool=n.pool,
+            server_type="cx22",
+            provider="kwok",
+            requirements=n.requirements,
+            pods=n.pods,
+        )
+        for i, n in enumerate(plan.new_nodes)
+    ]
+
+
+def test_a_ready_node_the_skew_keeps_empty_for_now_is_no_reason_for_another_node() -> None:
+    """The e2e's 5th node for 4 spread pods, forced: both za requests are Ready and finished
+    (out of flight); one za pod runs, the other za node is Ready but empty, and zb's nodes
+    exist but are not Ready yet. The scheduler keeps the second za pod off the empty za node
+    (za 2 vs zb 0 would break maxSkew 1) until zb runs one; that node's room is still where it
+    goes, so nothing new is planned."""
+    group = zoned_group(["za", "zb"])
+    first = plan_scale_up(web_pods(4), [], [group], CAT, [])
+    assert zones_of(first) == {"za": 2, "zb": 2}
+    in_zb = [r for r in _zone_requests(first) if r.pool.endswith("-zb")]
+    nodes = [
+        zone_node("a1", "za", cpu_m=2000, used_m=1500),
+        zone_node("a2", "za", cpu_m=2000),
+        zone_node("b1", "zb", cpu_m=2000).model_copy(update={"ready": False}),
+        zone_node("b2", "zb", cpu_m=2000).model_copy(update={"ready": False}),
+    ]
+    pods = web_pods(1, prefix="r", node="a1") + web_pods(3)
+    plan = plan_scale_up(pods, nodes, [group], CAT, in_zb)
+    assert plan.new_nodes == [] and plan.problems == []
+    assert plan.pods_covered == 2 and plan.pods_fit_existing == 1  # zb's requests, a2's room
+    # Without a2 the za pod does need a node, in za.
+    plan = plan_scale_up(pods, [n for n in nodes if n.name != "a2"], [group], CAT, in_zb)
+    assert zones_of(plan) == {"za": 1}
+
+
+def test_ready_nodes_of_in_flight_requests_are_counted_once_under_the_skew() -> None:
+    """All four nodes Ready, no pod bound yet, the requests not yet reported: the observer
+    settles within the skew (a1, b1, b2 in node order), a2's room waits for the skew; the
+    requests whose nodes are Ready count as those nodes only (counted_once), not twice."""
+    from scaling.nodes.state import counted_once
+
+    group = zoned_group(["za", "zb"])
+    first = plan_scale_up(web_pods(4), [], [group], CAT, [])
+    requests = _zone_requests(first)
+    nodes = [zone_node(n, z, cpu_m=2000) for n, z in (("a1", "za"), ("a2", "za"), ("b1", "zb"), ("b2", "zb"))]
+    in_flight = counted_once(requests, [r.id for r in requests])
+    assert in_flight == []
+    plan = plan_scale_up(web_pods(4), nodes, [group], CAT, in_flight)
+    assert plan.new_nodes == [] and plan.pods_fit_existing == 4

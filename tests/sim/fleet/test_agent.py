@@ -69,7 +69,7 @@ class GrowthStub:
                     self._answer(200, {"kind": "ManagedKafkaList", "items": stub.kafkas.get(cid, [])})
                 else:
                     caps = {t: {"maxNodes": n} for t, n in stub.max_nodes.get(cid, {}).items()}
-                    self._answer(200, {"id": cid, "capacity": caps})
+                    self._answer(200, {"id": cid, "spec": {"capacity": caps}})  # DataplaneClusterAgentConfig
 
             def do_PUT(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -117,7 +117,10 @@ def test_units_from_nodes_and_remaining_after_instances(growth: GrowthStub) -> N
             "standard": {"maxUnits": 9, "remainingUnits": 6},
             "developer": {"maxUnits": 2, "remainingUnits": 1},
         }
-        assert body["conditions"][0] == {"type": "Ready", "status": "True", "reason": "", "message": ""}
+        # kas-fleetshard leaves out null fields: no reason or message on a Ready condition
+        condition = body["conditions"][0]
+        assert condition == {"type": "Ready", "status": "True", "lastTransitionTime": condition["lastTransitionTime"]}
+        assert "updatedTimestamp" in body
         assert body["strimzi"][0]["ready"] is True and body["strimzi"][0]["kafkaVersions"]
         agent.set_nodes("standard", 4)  # told about fewer nodes than the pool's max
         agent.set_ready(False)

@@ -1,0 +1,120 @@
+"""The decision trail of one data-plane cluster (`growth fleet trail CLUSTER`), from recorded
+histories: the FleetAutoscaler's (the round that started it and the rule that decided, the
+cluster's reports, the instances placed on and released from it, deprovision, re-check,
+delete, an operator's approval or block) and the DataPlaneCluster's own (each provisioning
+step and its failures, the agent's reports, its end). Pure: the command fetches the histories.
+Repeats fold and the trail is bounded (scaling/history.py).
+"""
+
+from __future__ import annotations
+
+from scaling.fleet import contracts
+from scaling.fleet.capacity import type_rules
+from scaling.fleet.evaluation import evaluate_region
+from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
+from scaling.fleet.models import ManagedInstance
+from scaling.fleet.what_if import recorded_rounds
+from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+
+MAX_ENTRIES = 200
+
+
+def _why_started(autoscaler: RecordedHistory, cluster_id: str, instance_type: str) -> str:
+    """The rule that asked for the cluster, re-evaluated on the registry of its round."""
+    for r in recorded_rounds(autoscaler):
+        if instance_type not in r.started:
+            continue
+        if any(c.id == cluster_id for c in r.clusters):
+            continue  # a later round: the cluster existed already
+        ev = evaluate_region(r.clusters, type_rules(r.config, r.provider, r.region))
+        for t in ev.types:
+            if t.instance_type == instance_type:
+                up = t.scale_up
+                return (
+                    f"rule {up.reason.value}: {up.free_units} free of {up.total_units} units, "
+                    f"{up.consumed_units} consumed, {len(r.clusters)} cluster(s) then"
+                )
+    return "the deciding round is not in the history read"
+
+
+def _autoscaler_entries(autoscaler: RecordedHistory, cluster_id: str) -> list[TrailEntry]:
+    wf = autoscaler.workflow_id
+    out: list[TrailEntry] = []
+    units: dict[str, int] = {}
+    for e in autoscaler.events:
+        target = e.workflow_id.rsplit("/", 1)[-1] if e.workflow_id else ""
+        if e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW:
+            inp = DataPlaneClusterInput.model_validate(first_input(e))
+            if inp.cluster_id == cluster_id:
+                why = _why_started(autoscaler, cluster_id, inp.instance_type)
+                detail = f"started for instance type {inp.instance_type} in {inp.provider}/{inp.region}: {why}"
+                out.append(TrailEntry(at=e.at, what="Created", detail=detail, workflow_id=wf))
+        elif e.kind == "signal" and e.name == contracts.SIGNAL_CLUSTER_CHANGED:
+            report = ClusterReport.model_validate(first_input(e))
+            if report.cluster_id == cluster_id:
+                cap = (
+                    f", {report.remaining_units}/{report.max_units} units free" if report.max_units is not None else ""
+                )
+                msg = f": {report.message}" if report.message else ""
+                out.append(
+                    TrailEntry(at=e.at, what="Reported", detail=f"{report.phase.value}{cap}{msg}", workflow_id=wf)
+                )
+        elif e.kind == "signal_out" and target == cluster_id:
+            if e.name == contracts.SIGNAL_INSTANCE_PLACED:
+                inst = ManagedInstance.model_validate(first_input(e))
+                units[inst.id] = inst.units
+                detail = f"instance {inst.id} placed ({inst.instance_type} {inst.size}, {inst.units} unit(s))"
+                out.append(TrailEntry(at=e.at, what="InstancePlaced", detail=detail, workflow_id=wf))
+            elif e.name == contracts.SIGNAL_INSTANCE_RELEASED:
+                iid = str(first_input(e))
+                detail = f"instance {iid} released ({units.pop(iid, '?')} unit(s))"
+                out.append(TrailEntry(at=e.at, what="InstanceReleased", detail=detail, workflow_id=wf))
+            else:
+                what = {
+                    contracts.SIGNAL_DEPROVISION: ("Deprovisioning", "empty and not needed: marked deprovisioning"),
+                    contracts.SIGNAL_RESTORE: ("Restored", "re-check failed (not empty, or capacity needed): ready"),
+                    contracts.SIGNAL_DELETE: ("DeleteSent", "re-check passed: told to delete itself"),
+                }.get(e.name, (e.name, e.name))
+                out.append(TrailEntry(at=e.at, what=what[0], detail=what[1], workflow_id=wf))
+        elif e.kind == "update" and first_input(e) == cluster_id:
+            if e.name in (contracts.UPDATE_APPROVE_DELETION, contracts.UPDATE_BLOCK_DELETION):
+                out.append(TrailEntry(at=e.at, what="Operator", detail=f"operator: {e.name}", workflow_id=wf))
+    return out
+
+
+def _cluster_entries(cluster: RecordedHistory) -> list[TrailEntry]:
+    wf = cluster.workflow_id
+    out: list[TrailEntry] = []
+    for e in cluster.events:
+        if e.kind == "activity":
+            outcome = f"failed: {e.failed}" if e.failed else ("done" if e.completed_event_id else "not finished")
+            out.append(TrailEntry(at=e.at, what="Step", detail=f"{e.name}: {outcome}", workflow_id=wf))
+        elif e.kind == "update" and e.name == contracts.UPDATE_AGENT_STATUS:
+            report = first_input(e) or {}
+            ready = next((c.get("status") for c in report.get("conditions", []) if c.get("type") == "Ready"), "unknown")
+            out.append(TrailEntry(at=e.at, what="AgentReport", detail=f"agent status: Ready={ready}", workflow_id=wf))
+        elif e.kind == "signal":
+            out.append(TrailEntry(at=e.at, what="Signal", detail=f"received {e.name}", workflow_id=wf))
+        elif e.kind == "closed":
+            out.append(TrailEntry(at=e.at, what="Ended", detail=f"{wf} {e.name.lower()}", workflow_id=wf))
+    return out
+
+
+def cluster_trail(
+    cluster_id: str,
+    autoscaler: RecordedHistory,
+    cluster: RecordedHistory | None = None,
+    max_entries: int = MAX_ENTRIES,
+) -> Trail:
+    trail = Trail(subject=cluster_id, sources=[autoscaler.workflow_id])
+    entries = _autoscaler_entries(autoscaler, cluster_id)
+    if cluster is not None:
+        trail.sources.append(cluster.workflow_id)
+        entries += _cluster_entries(cluster)
+    else:
+        trail.notes.append(f"{contracts.cluster_workflow_id(cluster_id)}'s own history was not read")
+    if entries and not any(e.what == "Created" for e in entries):
+        trail.notes.append("the round that created it is before the history read")
+    trail.entries = fold_repeats(entries)
+    trail.truncated = "; ".join(t for t in (autoscaler.truncated, cluster.truncated if cluster else "") if t)
+    return bounded(trail, max_entries)

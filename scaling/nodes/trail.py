@@ -1,0 +1,277 @@
+"""The decision trail of one node (`growth nodes trail NODE`), built from recorded histories:
+the NodeAutoscaler's (the loop that planned it, the pods' shapes it was for, every scale-down
+evaluation of it), its NodeRequest's (each attempt, Ready) and its NodeScaleDown's (mark,
+re-check, evictions, deletion). Pure: the command fetches the histories.
+
+Bounded: repeated evaluations with the same outcome fold into one entry, and the trail keeps at
+most `max_entries` (first and last halves), saying what it left out.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.kube.models import Resources
+from scaling.nodes import contracts
+from scaling.nodes.contracts import ClusterObservation, ScaleDownEvaluation
+from scaling.nodes.removals import NodeScaleDownInput
+from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.what_if import started_requests
+
+MAX_ENTRIES = 200
+SHAPES_SHOWN = 5
+
+
+def request_of_node(autoscaler: RecordedHistory, node: str) -> str:
+    """The id of the NodeRequest whose node this is ("" when the history never names it)."""
+    for e in autoscaler.events:
+        if e.kind == "signal" and e.name == "request_changed":
+            status = NodeRequestStatus.model_validate(first_input(e))
+            if status.node_name == node or any(a.node_name == node for a in status.attempts):
+                return status.id
+    return ""
+
+
+def _resources(r: Resources) -> str:
+    return f"cpu {r.cpu_m}m, memory {r.memory // 2**20}Mi"
+
+
+def _planned(autoscaler: RecordedHistory, request_id: str) -> list[TrailEntry]:
+    """The loop that planned the request: its observation's shapes and the choice made."""
+    observation: ClusterObservation | None = None
+    for e in autoscaler.events:
+        if e.kind == "activity" and e.name == contracts.OBSERVE_CLUSTER and e.result is not None:
+            observation = ClusterObservation.model_validate(e.result)
+        for inp in started_requests(e):
+            if inp.id != request_id:
+                continue
+            return _planned_entries(autoscaler.workflow_id, e.at, inp, observation)
+    return []
+
+
+def _planned_entries(
+    wf: str, at: datetime, inp: NodeRequestInput, observation: ClusterObservation | None
+) -> list[TrailEntry]:
+    first = inp.candidates[0]
+    fallbacks = ", ".join(c.name for c in inp.candidates[1:]) or "none"
+    pods = sum(inp.pods.values()) or len(inp.pod_uids)
+    out = [
+        TrailEntry(
+            at=at,
+            what="Planned",
+            detail=f"loop planned {inp.id} for {pods} pod(s): group {inp.group}, pool {first.name}, "
+            f"{first.provider}/{first.server_type} (fallbacks: {fallbacks}); needs {_resources(inp.requirements)}",
+            workflow_id=wf,
+        )
+    ]
+    shapes = {s.key: s for s in (observation.demand.shapes if observation else [])}
+    for key, count in sorted(inp.pods.items(), key=lambda kv: -kv[1])[:SHAPES_SHOWN]:
+        shape = shapes.get(key)
+        if shape is None:
+            detail = f"{count} pod(s) of shape {key}"
+        else:
+            # The request's own named pods where the observation's sample has them, else the sample.
+            mine = [p for p in shape.pods if p.uid in inp.pod_uids] or shape.pods
+            names = ", ".join(f"{p.namespace}/{p.name}" for p in mine[:3])
+            detail = f"{count} pod(s) of shape {key} ({_resources(shape.requests)} each; e.g. {names})"
+        out.append(TrailEntry(at=at, what="AskedBy", detail=detail, workflow_id=wf))
+    return out
+
+
+def _request_entries(request: RecordedHistory, node: str) -> list[TrailEntry]:
+    wf = request.workflow_id
+    out: list[TrailEntry] = []
+    for e in request.events:
+        if e.kind == "activity" and e.name == contracts.CREATE_NODE:
+            inp = first_input(e) or {}
+            pool = (inp.get("pool") or {}).get("name", "?")
+            res = e.result or {}
+            outcome = res.get("outcome") or e.failed or "no answer"
+            made = f", node {res['node_name']}" if res.get("node_name") else ""
+            msg = f": {res['message']}" if res.get("message") else ""
+            out.append(
+                TrailEntry(
+                    at=e.at,
+                    what="Attempt",
+                    detail=f"attempt {inp.get('attempt', 0) + 1} on pool {pool}: {outcome}{made}{msg}",
+                    workflow_id=wf,
+                )
+            )
+        elif e.kind == "activity" and e.name == contracts.WAIT_NODE_READY:
+            ready = e.result is True
+            out.append(
+                TrailEntry(
+                    at=e.completed_at or e.at,
+                    what="Ready" if ready else "NotReady",
+                    detail=f"node {node} {'became Ready' if ready else 'did not become Ready in time'}",
+                    workflow_id=wf,
+                )
+            )
+        elif e.kind == "closed":
+            out.append(TrailEntry(at=e.at, what="RequestEnded", detail=f"{wf} {e.name.lower()}", workflow_id=wf))
+    return out
+
+
+def _reported_entries(autoscaler: RecordedHistory, request_id: str) -> list[TrailEntry]:
+    """Without the request's own history: its attempts and end as it reported them to the loop."""
+    out: list[TrailEntry] = []
+    seen: set[tuple[str, str, str]] = set()
+    for e in autoscaler.events:
+        if e.kind != "signal" or e.name != "request_changed":
+            continue
+        status = NodeRequestStatus.model_validate(first_input(e))
+        if status.id != request_id:
+            continue
+        for a in status.attempts:
+            key = (a.pool, a.result.value, a.timestamp.isoformat())
+            if key in seen:
+                continue
+            seen.add(key)
+            made = f", node {a.node_name}" if a.node_name else ""
+            out.append(
+                TrailEntry(
+                    at=a.timestamp.replace(tzinfo=None),
+                    what="Ready" if a.result.value == "Ready" else "Attempt",
+                    detail=f"pool {a.pool}: {a.result.value}{made}" + (f": {a.message}" if a.message else ""),
+                    workflow_id=request_id,
+                )
+            )
+    return out
+
+
+def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
+    out: list[TrailEntry] = []
+    wf = autoscaler.workflow_id
+    for e in autoscaler.events:
+        if (
+            e.kind == "update"
+            and e.name in ("protect_node", "unprotect_node", "remove_node")
+            and first_input(e) == node
+        ):
+            out.append(
+                TrailEntry(at=e.at, what="Operator", detail=f"operator: {e.name.replace('_', ' ')}", workflow_id=wf)
+            )
+        if e.kind == "child" and e.name == "NodeScaleDown":
+            inp = NodeScaleDownInput.model_validate(first_input(e))
+            if inp.node == node:
+                when = datetime.fromtimestamp(inp.scale_down_at, UTC).strftime("%H:%M:%S")
+                out.append(
+                    TrailEntry(
+                        at=e.at,
+                        what="ScaleDownStarted",
+                        detail=f"{inp.kind} node: removal at {when} ({e.workflow_id})",
+                        workflow_id=wf,
+                    )
+                )
+        if e.kind != "activity" or e.name != contracts.EVALUATE_SCALE_DOWN or e.result is None:
+            continue
+        ev = ScaleDownEvaluation.model_validate(e.result)
+        for c in ev.candidates:
+            if c.node != node:
+                continue
+            why = f"{c.state}" + (f" ({c.reason})" if c.reason else "") + f", utilization {c.utilization:.0%}"
+            removing = any(t.name == node for t in ev.to_remove)
+            out.append(
+                TrailEntry(
+                    at=e.at,
+                    what="Selected" if removing else "Kept",
+                    detail=f"scale-down evaluation: {why}" + (f": {c.message}" if c.message else ""),
+                    workflow_id=wf,
+                )
+            )
+    return out
+
+
+def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
+    wf = scale_down.workflow_id
+    out: list[TrailEntry] = []
+    evicted: list[str] = []
+    for e in scale_down.events:
+        if e.kind == "signal" and e.name == "remove_now":
+            out.append(TrailEntry(at=e.at, what="Operator", detail="operator: remove now", workflow_id=wf))
+        if e.kind != "activity":
+            continue
+        inp = first_input(e) or {}
+        if e.name == contracts.MARK_NODE_FOR_SCALE_DOWN:
+            out.append(
+                TrailEntry(
+                    at=e.at, what="Marked", detail=f"tainted, ScaleDownAt {inp.get('scale_down_at')}", workflow_id=wf
+                )
+            )
+        elif e.name == contracts.CHECK_NODE_REMOVAL and isinstance(e.result, dict):
+            blockers = e.result.get("blockers") or []
+            moving = e.result.get("pods_to_evict") or []
+            detail = (
+                "re-check: blocked by "
+                + ", ".join(str(b.get("reason", b)) if isinstance(b, dict) else str(b) for b in blockers)
+                if blockers
+                else f"re-check passed: {len(moving)} pod(s) to move"
+            )
+            out.append(TrailEntry(at=e.at, what="Rechecked", detail=detail, workflow_id=wf))
+        elif e.name == contracts.EVICT_POD:
+            evicted.append(f"{inp.get('namespace')}/{inp.get('name')}")
+            out.append(
+                TrailEntry(
+                    at=e.at,
+                    what="Evicted",
+                    detail=f"pod {inp.get('namespace')}/{inp.get('name')} evicted",
+                    workflow_id=wf,
+                )
+            )
+        elif e.name == contracts.DELETE_NODE:
+            out.append(
+                TrailEntry(
+                    at=e.at,
+                    what="DeletedAtProvider",
+                    detail=f"{inp.get('provider')} {inp.get('provider_id') or ''}".strip(),
+                    workflow_id=wf,
+                )
+            )
+        elif e.name == contracts.DELETE_NODE_OBJECT:
+            moved = f"; pods moved: {', '.join(evicted)}" if evicted else "; no pods to move"
+            out.append(TrailEntry(at=e.at, what="Removed", detail=f"Node object deleted{moved}", workflow_id=wf))
+    for e in scale_down.events:
+        if e.kind == "closed":
+            out.append(TrailEntry(at=e.at, what="ScaleDownEnded", detail=f"{wf} {e.name.lower()}", workflow_id=wf))
+    return out
+
+
+def node_trail(
+    node: str,
+    autoscaler: RecordedHistory,
+    request: RecordedHistory | None = None,
+    scale_down: RecordedHistory | None = None,
+    max_entries: int = MAX_ENTRIES,
+) -> Trail:
+    """One timeline for `node` from the histories given (module doc)."""
+    trail = Trail(subject=node, sources=[autoscaler.workflow_id])
+    entries: list[TrailEntry] = []
+    request_id = request.workflow_id if request is not None else request_of_node(autoscaler, node)
+    if request_id:
+        entries += _planned(autoscaler, request_id)
+        if not entries:
+            trail.notes.append(f"{request_id} was planned before the history read begins")
+    else:
+        trail.notes.append(f"no NodeRequest in {autoscaler.workflow_id}'s history names node {node}")
+    if request is not None:
+        trail.sources.append(request.workflow_id)
+        entries += _request_entries(request, node)
+    elif request_id:
+        entries += _reported_entries(autoscaler, request_id)
+        trail.notes.append(f"{request_id}'s own history was not read: attempts as the loop heard them")
+    entries += _evaluations(autoscaler, node)
+    if scale_down is not None:
+        trail.sources.append(scale_down.workflow_id)
+        entries += _removal_entries(scale_down)
+    trail.entries = fold_repeats(entries)
+    trail.truncated = "; ".join(
+        t
+        for t in (
+            autoscaler.truncated,
+            request.truncated if request else "",
+            scale_down.truncated if scale_down else "",
+        )
+        if t
+    )
+    return bounded(trail, max_entries)

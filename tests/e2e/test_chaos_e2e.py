@@ -1,0 +1,31 @@
+"""`make chaos` in small (bench/chaos.py): the node burst on the real stack (dev server on a
+database file, simulated cluster, two workers) with one kill of each process kind, and the
+invariants checked after it. Timing is the bench's business; this checks correctness only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.chaos import FAULTS, check, node_burst, restart_api_server, restart_temporal, sim_keeps_state
+
+# The worker dies while a node is awaited; the server and the API server go down right after,
+# whatever is in progress then (each waiting for a moment of its own could outlast the burst).
+SLICE = {
+    "kill-worker-during-readiness": FAULTS["kill-worker-during-readiness"],
+    "restart-temporal": restart_temporal(during=None),
+    "restart-api-server": restart_api_server(during=None),
+}
+
+
+async def test_one_kill_of_each_process_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    outcome, stack, temporal = await node_burst(tmp_path, list(SLICE.items()), pods=8, timeout=300)
+    try:
+        # 8 pods of 500m on cx22 (3 per node): 3 nodes, as the fault-free run makes them.
+        await check(stack, temporal, outcome, expected_nodes=3)
+    finally:
+        stack.stop()
+    injected = {f.name: f for f in outcome.faults if not f.skipped}
+    assert outcome.violations == [], outcome.line()
+    expected = set(SLICE) if sim_keeps_state() else set(SLICE) - {"restart-api-server"}
+    assert set(injected) == expected, outcome.line()
+    assert all(f.recovery_s is not None for f in injected.values())

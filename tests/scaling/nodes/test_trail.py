@@ -1,0 +1,61 @@
+"""A node's decision trail over the recorded histories (tests/workflows/histories/nodes_*.json,
+the demo's scale-up then scale-down): planned for the burst's pods, Ready, kept while utilized
+or too recently added, selected as Empty, and removed by its NodeScaleDown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scaling.history import bounded
+from scaling.nodes.trail import node_trail, request_of_node
+from starters.history import history_from_file
+
+HISTORIES = Path(__file__).parents[2] / "workflows" / "histories"
+REMOVED = "demo-kwok-cx32-02eb31f8"  # the node of nodes_NodeScaleDown.json
+REQUESTED = "demo-kwok-cx32-ce2a950c"  # the node of nodes_NodeRequest.json
+
+
+def load(name: str, workflow_id: str = ""):  # noqa: ANN201
+    h = history_from_file(str(HISTORIES / f"nodes_{name}.json"))
+    if workflow_id:
+        h.workflow_id = workflow_id
+    return h
+
+
+def test_a_removed_node_reads_from_plan_to_removal() -> None:
+    autoscaler = load("NodeAutoscaler", "nodes/demo")
+    trail = node_trail(REMOVED, autoscaler, None, load("NodeScaleDown", f"nodes/demo/scale-down/{REMOVED}"))
+    kinds = [e.what for e in trail.entries]
+    # In order: planned for pods, Ready, kept, selected, marked, re-checked, deleted, removed.
+    order = ["Planned", "AskedBy", "Ready", "Kept", "Selected", "ScaleDownStarted", "Marked", "Rechecked", "Removed"]
+    positions = [kinds.index(k) for k in order]
+    assert positions == sorted(positions), kinds
+    planned = trail.entries[0]
+    assert request_of_node(autoscaler, REMOVED) in planned.detail and "kwok/cx32" in planned.detail
+    kept = [e for e in trail.entries if e.what == "Kept"]
+    assert any("ScaleDownDelayAfterAdd" in e.detail for e in kept)  # why it was kept, in the evaluation's words
+    assert "Empty" in next(e for e in trail.entries if e.what == "Selected").detail
+    assert "no pods to move" in next(e for e in trail.entries if e.what == "Removed").detail
+    assert [e.at for e in trail.entries] == sorted(e.at for e in trail.entries)
+    assert any("own history was not read" in n for n in trail.notes)
+
+
+def test_a_requests_own_history_gives_its_attempts() -> None:
+    autoscaler = load("NodeAutoscaler", "nodes/demo")
+    request_id = request_of_node(autoscaler, REQUESTED)
+    trail = node_trail(REQUESTED, autoscaler, load("NodeRequest", request_id))
+    attempts = [e for e in trail.entries if e.what == "Attempt"]
+    assert len(attempts) == 1 and "created, node " + REQUESTED in attempts[0].detail
+    assert "became Ready" in next(e for e in trail.entries if e.what == "Ready").detail
+    assert request_id in trail.sources and not trail.notes
+
+
+def test_repeats_fold_and_the_trail_is_bounded() -> None:
+    autoscaler = load("NodeAutoscaler", "nodes/demo")
+    trail = node_trail(REMOVED, autoscaler)
+    utilized = [e for e in trail.entries if e.what == "Kept" and "Utilized" in e.detail]
+    assert utilized and utilized[0].repeated >= 2 and utilized[0].until is not None
+    cut = bounded(trail.model_copy(deep=True), 4)
+    assert len(cut.entries) == 4 and "left out" in cut.truncated
+    assert cut.entries[0] == trail.entries[0] and cut.entries[-1] == trail.entries[-1]
+    assert node_trail("no-such-node", autoscaler).entries == []

@@ -1,0 +1,99 @@
+"""Approval gate on creating a heterogeneous group (scaling.components.approvals), on the
+time-skipping server with the scripted TiDB world: the loop keeps working while a group waits,
+an operator's approve/deny is an update, and the timeout's default is a durable timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from activities.updates import execute_update
+from scaling.components.state import DecisionRequest
+from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.test_autoscaler import autoscaler, report, rounds_past, skip, tikv_spec
+from tests.workflows.nodes.test_replay import patches_in
+from tests.workflows.polling import until
+from workflows.components.autoscaler import GROUP_APPROVAL_GATE, ComponentAutoscalerWorkflow
+from workflows.components.registry import WORKFLOWS
+
+GATED = {"approve_group_create": True, "approval_timeout_s": 600}
+
+
+def hot_world() -> TidbWorld:
+    return TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+
+
+async def waiting_group(handle) -> str:  # noqa: ANN001
+    """The name of the group whose creation awaits approval, once the loop recorded the wait."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        tikv = (await report(handle)).components.get("tikv")
+        found = [k for k, a in (tikv.approvals if tikv else {}).items() if not a.decision]
+        if found:
+            return found[0]
+        assert asyncio.get_running_loop().time() < deadline, "no group awaits approval"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_group_waits_for_approval_then_is_created(env: WorkflowEnvironment) -> None:
+    world = hot_world()
+    async with autoscaler(env, world, **GATED) as handle:
+        name = await waiting_group(handle)
+        assert name.startswith("auto-") and world.autos == {}
+        rep = await rounds_past(env, handle, 2)  # the loop goes on; the group still waits
+        assert world.autos == {} and rep.components["tikv"].approvals[name].decision == ""
+        assert "GroupCreateAwaitingApproval" in world.reasons()
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await execute_update(handle, ComponentAutoscalerWorkflow.approve, DecisionRequest(id="auto-nope"))
+        assert refused.value.cause.message == "id: no heterogeneous group 'auto-nope' awaits approval"
+        assert (
+            await execute_update(handle, ComponentAutoscalerWorkflow.approve, DecisionRequest(id=name, note="ok"))
+            == f"{name}: approved"
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await execute_update(handle, ComponentAutoscalerWorkflow.deny, DecisionRequest(id=name))
+        assert refused.value.cause.message == f"id: {name} was already approved (by operator)"
+        await until(lambda: name in world.autos)
+        rep = await rounds_past(env, handle, 1)
+        assert rep.counters.heterogeneous_created == [name] and rep.components["tikv"].approvals == {}
+        history = await handle.fetch_history()
+    events = history.to_json_dict()["events"]
+    assert GROUP_APPROVAL_GATE in patches_in(events)
+    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(history)
+
+
+async def test_the_timeout_denies_and_the_plan_asks_again_later(env: WorkflowEnvironment) -> None:
+    world = hot_world()
+    async with autoscaler(env, world, **GATED) as handle:
+        name = await waiting_group(handle)
+        await skip(env, 660)  # past the 600 s deadline: the default (deny) applies
+        rep = await rounds_past(env, handle, 1)
+        denied = rep.components["tikv"].approvals[name]
+        assert (denied.decision, denied.by) == ("denied", "timeout") and world.autos == {}
+        assert any(f"group {name}: creation denied by timeout" in m for m in rep.messages)
+        await skip(env, 660)  # the denial's backoff (approval_timeout_s) passes: asked again
+        rep = await rounds_past(env, handle, 1)
+        again = rep.components["tikv"].approvals[name]
+        assert again.decision == "" and world.autos == {}
+
+
+async def test_an_operator_denial_keeps_the_group_out(env: WorkflowEnvironment) -> None:
+    world = hot_world()
+    async with autoscaler(env, world, **GATED, approval_default="approve") as handle:
+        name = await waiting_group(handle)
+        await execute_update(handle, ComponentAutoscalerWorkflow.deny, DecisionRequest(id=name, note="budget"))
+        rep = await rounds_past(env, handle, 3)
+        assert world.autos == {} and rep.components["tikv"].approvals[name].note == "budget"
+
+
+async def test_without_the_setting_groups_are_created_at_once(env: WorkflowEnvironment) -> None:
+    world = hot_world()
+    async with autoscaler(env, world) as handle:
+        await until(lambda: len(world.autos) == 1)
+        history = await handle.fetch_history()
+    assert GROUP_APPROVAL_GATE not in patches_in(history.to_json_dict()["events"])
