@@ -9,7 +9,7 @@ PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
 TEST_WORKERS ?= 3
 
-.PHONY: demo test lint bench bench-e2e bench-billing bench-hetzner chaos install clean
+.PHONY: demo test lint bench bench-e2e bench-billing bench-hetzner chaos bench-components install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ bench-billing: $(STAMP)
 # A 500-node burst through the fake Hetzner API, 3,600/h, another tool spending 1,000/h (~30 s).
 bench-hetzner: $(STAMP)
 	$(PY) -m bench.hetzner_budget $(BENCH_ARGS)
+
+# 200 TidbClusterAutoScalers on one worker, the real stack with the sim's TiDB world (~5 min).
+bench-components: $(STAMP)
+	$(PY) -m bench.components_scale $(BENCH_ARGS)
 
 # Faults on the real stack (two workers): kills, restarts, a hang, 5xx/429 storms; invariants and
 # recovery per fault, one JSON line per scenario, JSON over all last. Several minutes.

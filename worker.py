@@ -38,6 +38,7 @@ from activities.settings import (
     enabled_address,
     load_settings,
 )
+from scaling.components.loop_metrics import HISTOGRAM_BUCKETS as COMPONENT_BUCKETS
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
 
@@ -79,7 +80,7 @@ def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
                 metrics=PrometheusConfig(
                     bind_address=address,
                     durations_as_seconds=True,  # Prometheus convention; growth's histograms are seconds too
-                    histogram_bucket_overrides=HISTOGRAM_BUCKETS,
+                    histogram_bucket_overrides={**HISTOGRAM_BUCKETS, **COMPONENT_BUCKETS},
                 )
             )
         )

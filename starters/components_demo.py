@@ -74,6 +74,7 @@ class ComponentsDemo:
                 "cpu_window_s": 10,
                 "http_timeout_s": 5,
                 "drain_poll_s": 0.5,
+                **getattr(a, "components_settings", {}),  # bench.components_scale's overrides
             },
         }
         self.config_path = self.workdir / "growth-components.yaml"

@@ -22,8 +22,9 @@ from temporalio.exceptions import ApplicationError
 from activities.components.external import RecommenderUnavailable, endpoint_url, recommended_replicas, tls_context
 from activities.components.kube import TAC_PLURAL, TC_PLURAL, TidbKube
 from activities.components.pd import PdClient, PdUnavailable
-from activities.components.prometheus import MetricsUnavailable, PrometheusClient
+from activities.components.prometheus import BatchedPrometheus, MetricsUnavailable, PrometheusClient
 from activities.components.settings import ComponentsSettings, render
+from activities.components.shared import SharedAnswers
 from activities.components.tidbcluster import (
     LABEL_AUTO_COMPONENT,
     LABEL_AUTO_INSTANCE,
@@ -35,6 +36,7 @@ from activities.components.tidbcluster import (
 from activities.kube.client import ClusterClients
 from scaling.components import contracts as c
 from scaling.components.metrics import aggregate
+from scaling.kube.models import Resources
 from scaling.kube.nodes import node_info
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 
@@ -86,13 +88,14 @@ class ComponentActivities:
         self.node_groups_file = node_groups_file
         self.component = component
         self._lock = threading.Lock()
-        self._prometheus: dict[str, PrometheusClient] = {}
+        self._prometheus: dict[str, PrometheusClient | BatchedPrometheus] = {}
         self._pd: dict[str, PdClient] = {}
+        self._capacity: SharedAnswers[tuple[list[Resources], bool]] = SharedAnswers(self.settings.capacity_max_age_s)
 
     def kube(self, kube_cluster: str) -> TidbKube:
         return TidbKube(self.clusters.api(kube_cluster), self.component)
 
-    def _prometheus_for(self, namespace: str, cluster: str) -> PrometheusClient:
+    def _prometheus_for(self, namespace: str, cluster: str) -> PrometheusClient | BatchedPrometheus:
         if not self.settings.prometheus_url:
             raise MetricsUnavailable("no Prometheus configured (settings components.prometheus_url)")
         url = render(self.settings.prometheus_url, namespace, cluster)
@@ -103,6 +106,8 @@ class ComponentActivities:
             prom = self._prometheus.get(url)
             if prom is None:
                 prom = PrometheusClient(url, timeout_s=self.settings.http_timeout_s, token=token)
+                if self.settings.prometheus_batch_s > 0:
+                    prom = BatchedPrometheus(prom, self.settings.prometheus_batch_s)
                 self._prometheus[url] = prom
             return prom
 
@@ -304,25 +309,35 @@ class ComponentActivities:
     @activity.defn(name=c.OBSERVE_CAPACITY)
     def observe_capacity(self, inp: c.CapacityInput) -> c.CapacityAnswer:
         kube = self.kube(inp.kube_cluster)
+        if self.settings.capacity_max_age_s > 0:
+            free, manages = self._capacity.get(inp.kube_cluster, lambda: self._free_room(kube))
+        else:
+            free, manages = self._free_room(kube)
+        fits = dict.fromkeys(inp.shapes, 0)
+        for room in free:
+            for name, shape in inp.shapes.items():
+                slots = [room.pods]
+                if shape.cpu_milli:
+                    slots.append(room.cpu_m // shape.cpu_milli)
+                if shape.memory_bytes:
+                    slots.append(room.memory // shape.memory_bytes)
+                fits[name] += max(0, min(slots))
+        return c.CapacityAnswer(fits=fits, growth_manages_nodes=manages)
+
+    def _free_room(self, kube: TidbKube) -> tuple[list[Resources], bool]:
+        """Free room on each schedulable node (every pod listed), and whether growth adds nodes."""
         by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in kube.all_pods():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES:
                 by_node[node].append(pod)
-        fits = dict.fromkeys(inp.shapes, 0)
+        free: list[Resources] = []
         for raw in kube.nodes():
             node = node_info(raw, by_node.get(raw["metadata"]["name"], []))
             if not node.ready or node.unschedulable or any(t.effect != "PreferNoSchedule" for t in node.taints):
                 continue
-            free = node.allocatable - node.requested
-            for name, shape in inp.shapes.items():
-                slots = [free.pods]
-                if shape.cpu_milli:
-                    slots.append(free.cpu_m // shape.cpu_milli)
-                if shape.memory_bytes:
-                    slots.append(free.memory // shape.memory_bytes)
-                fits[name] += max(0, min(slots))
-        return c.CapacityAnswer(fits=fits, growth_manages_nodes=self._manages_nodes(kube))
+            free.append(node.allocatable - node.requested)
+        return free, self._manages_nodes(kube)
 
     def _manages_nodes(self, kube: TidbKube) -> bool:
         """growth adds nodes here when it has node groups for this cluster (file or CRs)."""

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from activities.components.shared import SharedAnswers
+
 USAGE_QUERY = {
     "tikv": "sum(increase(tikv_thread_cpu_seconds_total{{{match}}}[{window}s])) by (instance, kubernetes_namespace)",
     "tidb": 'sum(increase(process_cpu_seconds_total{{component="tidb",{match}}}[{window}s])) '
@@ -56,6 +58,10 @@ class PrometheusClient:
 
     def query(self, promql: str) -> dict[str, float]:
         """An instant query's vector as {instance: value}; samples without `instance` are dropped."""
+        return {key[0]: value for key, value in self.query_by(promql, ("instance",)).items()}
+
+    def query_by(self, promql: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+        """An instant query's vector keyed by `labels`' values; samples missing one are dropped."""
         try:
             resp = self.http.get("/api/v1/query", params={"query": promql})
         except httpx.HTTPError as exc:
@@ -70,13 +76,14 @@ class PrometheusClient:
         data = body.get("data") or {}
         if data.get("resultType") != "vector":
             raise MetricsUnavailable(f"Prometheus answered {data.get('resultType')!r}, expected a vector")
-        out: dict[str, float] = {}
+        out: dict[tuple[str, ...], float] = {}
         try:
             for sample in data.get("result") or []:
-                instance = (sample.get("metric") or {}).get("instance")
+                metric = sample.get("metric") or {}
+                key = tuple(metric.get(label) or "" for label in labels)
                 value = float(sample["value"][1])
-                if instance and math.isfinite(value):
-                    out[instance] = out.get(instance, 0.0) + value
+                if all(key) and math.isfinite(value):
+                    out[key] = out.get(key, 0.0) + value
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise MetricsUnavailable(f"Prometheus answered a malformed sample: {exc!r}") from None
         return out
@@ -97,4 +104,47 @@ class PrometheusClient:
         match = f'kubernetes_namespace="{_label_value(namespace)}"'
         capacity = self.query(STORE_SIZE_QUERY.format(kind="capacity", match=match))
         available = self.query(STORE_SIZE_QUERY.format(kind="available", match=match))
+        return {i: (capacity[i], max(0.0, capacity[i] - available[i])) for i in capacity if i in available}
+
+
+# Batched: one query per kind for every namespace, grouped by namespace and instance.
+ALL_NAMESPACES = 'kubernetes_namespace!=""'
+BY_NAMESPACE = ("kubernetes_namespace", "instance")
+BATCH_QUOTA_QUERY = {
+    k: q.replace("by (instance)", "by (instance, kubernetes_namespace)") for k, q in QUOTA_QUERY.items()
+}
+BATCH_STORE_SIZE_QUERY = STORE_SIZE_QUERY.replace("by (instance)", "by (instance, kubernetes_namespace)")
+
+
+class BatchedPrometheus:
+    """PrometheusClient's reads for many autoscalers sharing one Prometheus: each query runs once
+    over every namespace and its answer serves every caller for `max_age_s` (concurrent callers
+    wait for the one request in flight), so a round of N autoscalers costs a few queries, not 4 N.
+
+    PD and tidb-operator query per cluster (one Prometheus per TidbMonitor); this is growth's own,
+    for one worker serving a fleet. Answers are at most `max_age_s` old; failures are not kept."""
+
+    def __init__(self, prom: PrometheusClient, max_age_s: float) -> None:
+        self.prom = prom
+        self.answers: SharedAnswers[dict[tuple[str, ...], float]] = SharedAnswers(max_age_s)
+
+    def close(self) -> None:
+        self.prom.close()
+
+    def _vector(self, promql: str) -> dict[tuple[str, ...], float]:
+        return self.answers.get(promql, lambda: self.prom.query_by(promql, BY_NAMESPACE))
+
+    def _of(self, namespace: str, promql: str) -> dict[str, float]:
+        return {instance: v for (ns, instance), v in self._vector(promql).items() if ns == namespace}
+
+    def cpu_usage(self, namespace: str, component: str, window_s: int) -> dict[str, float]:
+        used = self._of(namespace, USAGE_QUERY[component].format(match=ALL_NAMESPACES, window=window_s))
+        return {instance: seconds / window_s for instance, seconds in used.items()}
+
+    def cpu_quota(self, namespace: str, component: str) -> dict[str, float]:
+        return self._of(namespace, BATCH_QUOTA_QUERY[component].format(match=ALL_NAMESPACES))
+
+    def store_sizes(self, namespace: str) -> dict[str, tuple[float, float]]:
+        capacity = self._of(namespace, BATCH_STORE_SIZE_QUERY.format(kind="capacity", match=ALL_NAMESPACES))
+        available = self._of(namespace, BATCH_STORE_SIZE_QUERY.format(kind="available", match=ALL_NAMESPACES))
         return {i: (capacity[i], max(0.0, capacity[i] - available[i])) for i in capacity if i in available}

@@ -16,6 +16,13 @@ class ComponentsSettings(BaseModel):
     # Prometheus HTTP API base URL; None: no Prometheus, only PD or external sources work.
     prometheus_url: str | None = "http://{cluster}-prometheus.{namespace}:9090"
     prometheus_token_file: str | None = None
+    # 0: each autoscaler's round queries Prometheus for its own namespace, as PD does. > 0: one
+    # Prometheus serves many clusters; each query runs once over every namespace and its answer
+    # serves all autoscalers for this many seconds (keep it well under the scan interval).
+    prometheus_batch_s: float = Field(default=0.0, ge=0)
+    # 0: each round lists every pod and node for the free room it checks scale-outs against. > 0:
+    # that listing serves every autoscaler of the Kubernetes cluster for this many seconds.
+    capacity_max_age_s: float = Field(default=0.0, ge=0)
     # PD's client URL (tidb-operator's Service <cluster>-pd on port 2379).
     pd_url: str = "http://{cluster}-pd.{namespace}:2379"
     # The window of the CPU usage query (PD's MetricsTimeDuration): at least two scrape intervals.

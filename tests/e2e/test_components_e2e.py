@@ -46,6 +46,14 @@ def test_demo_components_headless(tmp_path: Path) -> None:
     # The invalid autoscaler was reported (counter and its object's status) while `basic` worked.
     assert summary["invalid_specs_reported"] == 1
     assert summary["invalid_spec_status"].startswith("spec.tikv.rules.cpu.min_threshold:")
+    # The worker's /metrics (issue 21): the loop's changes, sizes and rounds. The counter is read
+    # after the last change the scenario waited for, and the loop may change more since.
+    metrics = summary["metrics"]
+    changes = summary["homogeneous_scale_outs"] + summary["storage_scale_outs"] + summary["scale_ins"] + 1
+    assert metrics["growth_component_changes_total"] >= changes  # + 1: the heterogeneous group's scale-out
+    assert "growth_component_groups_count" in metrics  # its value is checked in tests/workflows/components
+    assert metrics["growth_component_replicas_count"] >= 3
+    assert metrics["growth_component_round_duration_seconds_count"] >= 10
     # Progress lines name what changed.
     assert re.search(rf"heterogeneous cluster created: TiKV replicas basic \d+, {created} 1 ", proc.stdout)
     # Secrets never in history (issue 20): the sim API server's token (and any token the config names).

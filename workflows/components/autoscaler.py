@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.summaries import components_details
     from scaling.components.timing import gate, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
+    from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES
     from workflows.search import components_attributes
 
@@ -210,7 +211,9 @@ class ComponentAutoscalerWorkflow:
         iterations = 0
         while True:
             self.state.rounds += 1
+            started = workflow.now()
             await self._round()
+            metrics.round_done(self._cluster(), started)
             if self.done:
                 self.state.remember("the TidbClusterAutoScaler is gone; groups are left as they are")
                 self._search_attributes("gone")
@@ -249,11 +252,15 @@ class ComponentAutoscalerWorkflow:
             return AWAITING_APPROVAL
         return "running"
 
+    def _cluster(self) -> str:
+        """`<namespace>/<TidbCluster>`: the metrics' and search attributes' cluster."""
+        return f"{self.settings.namespace}/{self.state.base_cluster or self.settings.name}"
+
     def _search_attributes(self, phase: str) -> None:
         """Upsert only on change: every upsert is a history event, and the loop runs for months."""
         if not self.settings.use_search_attributes:
             return
-        cluster = f"{self.settings.namespace}/{self.state.base_cluster or self.settings.name}"
+        cluster = self._cluster()
         if (cluster, phase) != self._attributes:
             workflow.upsert_search_attributes(components_attributes(cluster, phase))
             self._attributes = (cluster, phase)
@@ -453,7 +460,10 @@ class ComponentAutoscalerWorkflow:
             if not await self._apply(component, change, cs, base.name, now):
                 break
             applied.append(change)
+            metrics.changed(self._cluster(), component, change, base.name)
         cs.timing = record(cs.timing, applied, now)
+        replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
+        metrics.sized(self._cluster(), component, len(cs.groups), replicas)
 
     async def _through_approval(
         self, component: str, cs: ComponentState, changes: list[Change], base: str, now: datetime
@@ -507,15 +517,18 @@ class ComponentAutoscalerWorkflow:
                 c.ExternalAnswer,
             )
             return await self._metrics_outcome(
-                cs, None if answer is None else plan_from_external(inp, answer.recommended_replicas)
+                cs,
+                None if answer is None else plan_from_external(inp, answer.recommended_replicas),
+                spec.component,
+                "external",
             )
         if s.planner == "pd":
             if pd_answer is None or not pd_answer.answered:
                 cs.notes = ["PD gave no plan (null or unreachable): nothing decided"]
-                return await self._metrics_outcome(cs, None) if pd_answer is None else None
-            return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans))
+                return await self._metrics_outcome(cs, None, spec.component, "pd") if pd_answer is None else None
+            return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans), spec.component, "pd")
         cpu = spec.rules.get("cpu")
-        metrics: c.ComponentMetrics | None = await self._act(
+        found: c.ComponentMetrics | None = await self._act(
             c.QUERY_METRICS,
             c.MetricsInput(
                 **self._ref(),
@@ -527,8 +540,8 @@ class ComponentAutoscalerWorkflow:
             ),
             c.ComponentMetrics,
         )
-        if metrics is None:
-            return await self._metrics_outcome(cs, None)
+        if found is None:
+            return await self._metrics_outcome(cs, None, spec.component, "prometheus")
         capacity: c.CapacityAnswer | None = await self._act(
             c.OBSERVE_CAPACITY,
             c.CapacityInput(kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)),
@@ -536,13 +549,19 @@ class ComponentAutoscalerWorkflow:
         )
         if capacity is not None:
             inp = inp.model_copy(update={"fits": capacity.fits, "growth_manages_nodes": capacity.growth_manages_nodes})
-        return await self._metrics_outcome(cs, plan_growth(inp.model_copy(update={"metrics": metrics})))
+        return await self._metrics_outcome(
+            cs, plan_growth(inp.model_copy(update={"metrics": found})), spec.component, "prometheus"
+        )
 
-    async def _metrics_outcome(self, cs: ComponentState, plan: ComponentPlan | None) -> ComponentPlan | None:
-        """A failed source plans nothing; the first failure after a success raises an Event."""
+    async def _metrics_outcome(
+        self, cs: ComponentState, plan: ComponentPlan | None, component: str, source: str
+    ) -> ComponentPlan | None:
+        """A failed source plans nothing; the first failure after a success raises an Event, and
+        every failed round is counted in the metric."""
         if plan is not None:
             cs.metrics_error = ""
             return plan
+        metrics.metrics_failed(self._cluster(), component, source)
         kind, message = self._last_failure
         text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
         if not cs.metrics_error:

@@ -367,3 +367,57 @@ def test_observe_capacity_counts_free_room_per_shape(
     apply_crds(api)
     apply_node_group(api, node_group("general", [{"name": "kwok-cx22", "provider": "kwok", "serverType": "cx22"}]))
     assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).growth_manages_nodes
+
+
+def test_batched_prometheus_serves_every_namespace_from_one_query_each(
+    world: TidbWorld, api: client.ApiClient, custom: client.CustomObjectsApi, control: httpx.Client, basic: None
+) -> None:
+    # The same TidbCluster name in a second namespace: its pods have the same instance names.
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": "other"}})
+    custom.create_namespaced_custom_object(G, V, "other", TC, tc_body("basic", tikv=2, tidb=1))
+    running(control, 8)
+    world.load.set_demand(NS, "basic", "tikv", 3.0)
+    world.load.set_demand("other", "basic", "tikv", 1.0)
+    world.load.set_storage(NS, "basic", "100Gi")
+    settings = ComponentsSettings(prometheus_url=world.prometheus_url, http_timeout_s=2, prometheus_batch_s=60)
+    batched = ComponentActivities(ClusterClients(shared=api), settings)
+    plain = ComponentActivities(ClusterClients(shared=api), settings.model_copy(update={"prometheus_batch_s": 0}))
+    try:
+        queries = lambda: control.get("/sim/v1/stats").json().get("/api/v1/query", 0)  # noqa: E731
+        before = queries()
+        mine = run(batched.query_metrics, metrics_input(clusters={"basic": ""}))
+        theirs = run(batched.query_metrics, metrics_input(namespace="other", clusters={"basic": ""}))
+        assert queries() - before == 4  # usage, quota, capacity, available: once for both namespaces
+        assert [g.instances for g in mine.groups] == [3] and [g.instances for g in theirs.groups] == [2]
+        # The same figures as the per-namespace queries PD would send (the load moves on in
+        # between, so CPU is compared loosely; quotas and stores exactly).
+        for ns, got in ((NS, mine), ("other", theirs)):
+            want = run(plain.query_metrics, metrics_input(namespace=ns, clusters={"basic": ""}))
+            (g,), (w,) = got.groups, want.groups
+            assert (g.cpu_quota, g.storage_capacity, g.storage_used) == (
+                w.cpu_quota,
+                w.storage_capacity,
+                w.storage_used,
+            )
+            assert g.cpu_used == pytest.approx(w.cpu_used, rel=0.2)
+    finally:
+        batched.close()
+        plain.close()
+
+
+def test_shared_capacity_is_read_once_for_its_max_age(
+    acts: ComponentActivities, basic: None, api: client.ApiClient
+) -> None:
+    shapes = {"small": c.Shape(cpu_milli=1000, memory_bytes=0)}
+    core = client.CoreV1Api(api)
+    eventually(lambda: all(p.spec.node_name for p in core.list_namespaced_pod(NS).items), message="pd pod bound")
+    shared = ComponentActivities(
+        ClusterClients(shared=api), acts.settings.model_copy(update={"capacity_max_age_s": 60})
+    )
+    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    core.create_node(node_body("more", cpu="16"))
+    ready_nodes(core, "more")
+    # Within its age the listing serves every autoscaler as it was; a reader that shares nothing sees the node.
+    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 97
+    shared.close()
