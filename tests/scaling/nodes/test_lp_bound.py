@@ -66,7 +66,11 @@ def test_bench_small_size_is_complete_and_within_ten_percent() -> None:
 def test_bench_module_prints_json_last_line() -> None:
     out = (
         subprocess.run(
-            [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.main()"],
+            [
+                sys.executable,
+                "-c",
+                "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.main()",
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
