@@ -257,7 +257,7 @@ def pack(
     (`improve`: cheaper types, backfill, merges); the one placing the most pods at the least
     cost wins and spends the real limits. Pods that cannot be placed are in `leftover`.
     """
-    best: tuple[tuple[int, float, int], PackResult] | None = None
+    built: list[tuple[tuple[int, float, int], PackResult]] = []
     starts: list[Bin | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
@@ -270,15 +270,29 @@ def pack(
             result = _first_type(first, items, remaining, trial_budgets, trial_prices)
         rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
         result.patterns.extend(rest.patterns)
-        improve(result, items, bins)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}
-        rank = (sum(result.leftover.values()), round(plan_price(result, bins), 9), n)
+        built.append((_rank(result, bins, n), result))
+    # Improving is the costly part: only the few cheapest constructions get it.
+    built.sort(key=lambda rr: rr[0])
+    best: tuple[tuple[int, float, int], PackResult] | None = None
+    for (_, _, n), result in built[:IMPROVE_BEST]:
+        improve(result, items, bins)
+        rank = _rank(result, bins, n)
         if best is None or rank < best[0]:
             best = (rank, result)
     assert best is not None
     result = best[1]
     _spend(result, bins, budgets, price_budgets)
     return result
+
+
+# Constructed plans (cheapest first) that the improvement passes run on.
+IMPROVE_BEST = 4
+
+
+def _rank(result: PackResult, bins: Sequence[Bin], n: int) -> tuple[int, float, int]:
+    """Most pods placed, then least cost, then the earlier strategy."""
+    return (sum(result.leftover.values()), round(plan_price(result, bins), 9), n)
 
 
 def plan_price(result: PackResult, bins: Sequence[Bin]) -> float:
@@ -370,6 +384,8 @@ def _pack_by_value(
 
 # Nodes fuller than this are never emptied: moving their pods rarely frees a whole node.
 BACKFILL_MAX_FILL = 0.6
+# Nodes tried per plan: each try walks every pattern, and a plan rarely has more light nodes.
+BACKFILL_MAX_ATTEMPTS = 64
 
 
 def _fill_fraction(used: Vec, cap: Vec) -> float:
@@ -437,14 +453,15 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
         range(len(result.patterns)),
         key=lambda i: (_fill_fraction(result.patterns[i].used, cap[result.patterns[i].bin]), i),
     )
-    dropped = 0
+    dropped = attempts = 0
     received: set[int] = set()  # ids of patterns that took pods: they stay
     patterns = result.patterns
     for di in order:
         donor = patterns[di]
         if id(donor) in received or _fill_fraction(donor.used, cap[donor.bin]) > BACKFILL_MAX_FILL:
             continue
-        while donor.repeat > 0:
+        while donor.repeat > 0 and attempts < BACKFILL_MAX_ATTEMPTS:
+            attempts += 1
             receivers = [
                 _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
                 for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
@@ -519,8 +536,10 @@ def shrink(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> in
     return moved
 
 
-# Merges look at this many of the emptiest patterns (pairs: quadratic).
+# Merges look at this many of the emptiest patterns (pairs: quadratic), for at most this
+# many rounds (each merges one pair's nodes).
 MERGE_CANDIDATES = 40
+MERGE_ROUNDS = 32
 
 
 def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int:
@@ -528,8 +547,9 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
     (most money saved first, until no pair saves). Returns nodes saved."""
     price = {b.key: b.price for b in bins}
     cap = {b.key: b.cap for b in bins}
+    envelope = tuple(max(b.cap[d] for b in bins) for d in range(3))
     saved_nodes = 0
-    while True:
+    for _ in range(MERGE_ROUNDS):
         on = _nodes_on(result.patterns)
         pats = sorted((p for p in result.patterns if p.repeat > 0), key=lambda p: _fill_fraction(p.used, cap[p.bin]))[
             :MERGE_CANDIDATES
@@ -542,7 +562,7 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
                 if k <= 0:
                     continue
                 used = tuple(pa.used[d] + pc.used[d] for d in range(3))
-                if any(
+                if not all(u <= x for u, x in zip(used, envelope)) or any(
                     items[i].per_node is not None and pa.counts.get(i, 0) + pc.counts.get(i, 0) > items[i].per_node
                     for i in set(pa.counts) | set(pc.counts)
                 ):
@@ -560,7 +580,7 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
                     if n > 0 and (best is None or gain * n > best[0]):
                         best = (gain * n, a, c, b, n)
         if best is None:
-            return saved_nodes
+            break
         _, a, c, b, n = best
         pa, pc = pats[a], pats[c]
         counts = dict(pa.counts)
@@ -573,6 +593,7 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
         result.patterns = [p for p in result.patterns if p.repeat > 0]
         result.patterns.append(Pattern(bin=b.key, counts=counts, repeat=n, used=used))
         saved_nodes += n
+    return saved_nodes
 
 
 def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> None:
