@@ -264,6 +264,19 @@ def pack(
     (`improve`: cheaper types, backfill, merges); the one placing the most pods at the least
     cost wins and spends the real limits. Pods that cannot be placed are in `leftover`.
     """
+    parts = _components(items)
+    unlimited = all(b.slots is None for b in bins) and all(bg.left is None for bg in budgets)
+    if len(parts) > 1 and unlimited and all(pb.left is None for pb in price_budgets):
+        # Pods that share no pool (one zone's share each) are packed apart: the strategies
+        # then try each part's own types, not every zone's. Only without limits, which the
+        # parts would otherwise have to share.
+        result = PackResult()
+        for part in parts:
+            sub = pack([items[i] for i in part], [b for b in bins if any(b.key in items[i].bins for i in part)])
+            for p in sub.patterns:
+                result.patterns.append(replace(p, counts={part[i]: n for i, n in p.counts.items()}))
+            result.leftover.update({part[i]: n for i, n in sub.leftover.items()})
+        return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     starts: list[Bin | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
     for n, start in enumerate(starts):
@@ -291,6 +304,20 @@ def pack(
     result = best[1]
     _spend(result, bins, budgets, price_budgets)
     return result
+
+
+def _components(items: Sequence[Item]) -> list[list[int]]:
+    """Items grouped so that no two groups share a bin (each list in index order)."""
+    parts: list[tuple[set[str], list[int]]] = []
+    for i, it in enumerate(items):
+        joined = [p for p in parts if p[0] & it.bins]
+        keys, members = set(it.bins), [i]
+        for p in joined:
+            keys |= p[0]
+            members += p[1]
+            parts.remove(p)
+        parts.append((keys, sorted(members)))
+    return [m for _, m in parts]
 
 
 # Constructed plans (cheapest first) that the improvement passes run on.

@@ -132,3 +132,14 @@ def test_pack_spends_the_limits_its_chosen_plan_uses() -> None:
     assert bins[1].slots == 3 - used["small"] >= 0
     assert nodes.left == 5 - sum(used.values()) >= 0
     assert money.left == pytest.approx(0.1 - plan_price(result, bins)) and money.left >= -1e-9
+
+
+def test_pods_that_share_no_pool_are_packed_apart_and_keep_their_indices() -> None:
+    za, zb = Bin(key="za", cap=SMALL.cap, price=0.01, slots=None), Bin(key="zb", cap=SMALL.cap, price=0.01, slots=None)
+    items = [Item(req=(500, 500, 1), count=4, bins=frozenset({"za"})), Item(req=(1000, 1000, 1), count=2, bins=frozenset({"zb"}))]  # fmt: skip
+    result = pack(items, [za, zb])
+    assert result.leftover == {}
+    assert sorted((p.bin, sorted(p.counts.items()), p.repeat) for p in result.patterns) == [
+        ("za", [(0, 4)], 1),
+        ("zb", [(1, 2)], 1),
+    ]
