@@ -1,94 +1,228 @@
 """What Cluster Autoscaler and Karpenter would buy for the same pending pods, simplified to
 their documented choice rules, so the planner's cost can be compared with theirs.
 
-- Cluster Autoscaler, price expander: each scale-up round estimates, for every node group
-  (here: every pool type), how many nodes the pods it can help need (first-fit decreasing,
-  like its binpacking estimator) and picks the option with the lowest price per unit of pod
-  requests it places; rounds repeat until every pod is placed.
+- Cluster Autoscaler: each scale-up round estimates, for every node group (here: every pool
+  type), how many nodes the pods it can help need (first-fit decreasing, like its binpacking
+  estimator) and lets the expander pick one option; rounds repeat until every pod is placed.
+  `price` (expander/price) takes the lowest price of the nodes per unit of pod requests they
+  place; `least-waste` (expander/waste/waste.go) the least wasted fraction of cpu plus
+  memory of the option's nodes. Upstream breaks ties at random; here the cheaper option wins,
+  which can only make the baseline cheaper.
 - Karpenter: pods largest first go onto the first open node claim that one of its remaining
   instance types can still hold, else open a claim with every type; at launch each claim
-  takes the cheapest type that holds what it got.
+  takes the cheapest type that holds what it got. With `consolidate`, the disruption
+  controller's methods then run until none acts (karpenter.sh concepts/disruption):
+  deletion (a node's pods all fit the others' free room), single-node replacement (by the
+  cheapest type that holds its pods, when cheaper) and multi-node replacement (two nodes by
+  one cheaper node that holds both).
+
+Pods carry a per-node limit (hostname anti-affinity or spread; scaling.kube.affinity) that
+every placement here keeps, like the planner's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import PodInfo
 from scaling.nodes.models import ServerType
 
 Vec = tuple[int, int, int]
 
 
-def _vec(p: PodInfo) -> Vec:
-    return (p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1))
+@dataclass(frozen=True)
+class _Pod:
+    req: Vec
+    kind: str  # pods of one kind share a per-node limit
+    cap: int | None
+
+
+@dataclass
+class _Node:
+    cap: Vec
+    used: list[int] = field(default_factory=lambda: [0, 0, 0])
+    pods: list[_Pod] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)
+
+    def takes(self, p: _Pod, cap: Vec | None = None) -> bool:
+        c = cap or self.cap
+        if p.cap is not None and self.kinds.get(p.kind, 0) >= p.cap:
+            return False
+        return all(u + r <= x for u, r, x in zip(self.used, p.req, c))
+
+    def add(self, p: _Pod) -> None:
+        for d in range(3):
+            self.used[d] += p.req[d]
+        self.pods.append(p)
+        self.kinds[p.kind] = self.kinds.get(p.kind, 0) + 1
+
+
+def _pods(pods: Sequence[PodInfo]) -> list[_Pod]:
+    return [
+        _Pod(
+            req=(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)),
+            kind=p.labels.get("app", p.name),
+            cap=per_node_cap(p.spreads),
+        )
+        for p in pods
+    ]
 
 
 def _cap(t: ServerType) -> Vec:
     return (t.allocatable.cpu_m, t.allocatable.memory, t.allocatable.pods)
 
 
-def _fits(used: Vec, req: Vec, cap: Vec) -> bool:
-    return all(u + r <= c for u, r, c in zip(used, req, cap))
-
-
 def _weight(req: Vec, cap: Vec) -> float:
     return req[0] / cap[0] + req[1] / cap[1]
 
 
-def _ffd_nodes(reqs: Sequence[Vec], cap: Vec) -> int:
-    """First-fit decreasing: how many nodes of `cap` hold `reqs` (CA's estimator, simplified)."""
-    nodes: list[list[int]] = []
-    for r in sorted(reqs, key=lambda r: -_weight(r, cap)):
+def _ffd(pods: Sequence[_Pod], cap: Vec) -> list[_Node]:
+    """First-fit decreasing onto nodes of `cap` (CA's binpacking estimator, simplified)."""
+    nodes: list[_Node] = []
+    for p in sorted(pods, key=lambda p: -_weight(p.req, cap)):
         for n in nodes:
-            if _fits(n, r, cap):  # type: ignore[arg-type]
-                for d in range(3):
-                    n[d] += r[d]
+            if n.takes(p):
+                n.add(p)
                 break
         else:
-            nodes.append(list(r))
-    return len(nodes)
+            n = _Node(cap=cap)
+            n.add(p)
+            nodes.append(n)
+    return nodes
 
 
-def cluster_autoscaler_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    reqs = [_vec(p) for p in pods]
+def cluster_autoscaler(pods: Sequence[PodInfo], types: Sequence[ServerType], expander: str = "price") -> float:
+    """Hourly cost of what CA buys with the `price` or `least-waste` expander."""
+    left = _pods(pods)
     largest = max(types, key=lambda t: _cap(t)[0] + _cap(t)[1] / 2**20)
     norm = _cap(largest)
     cost = 0.0
-    while reqs:
+    while left:
         best: tuple[float, float, list[int]] | None = None
         for t in types:
             cap = _cap(t)
-            helped = [i for i, r in enumerate(reqs) if _fits((0, 0, 0), r, cap)]
+            helped = [i for i, p in enumerate(left) if _Node(cap=cap).takes(p)]
             if not helped:
                 continue
-            n = _ffd_nodes([reqs[i] for i in helped], cap)
+            n = len(_ffd([left[i] for i in helped], cap))
             price = n * t.price_hourly
-            value = sum(_weight(reqs[i], norm) for i in helped)
-            score = price / value
-            if best is None or score < best[0]:
+            if expander == "price":
+                score = price / sum(_weight(left[i].req, norm) for i in helped)
+            else:  # least-waste: wasted share of the option's cpu plus that of its memory
+                cpu = sum(left[i].req[0] for i in helped)
+                mem = sum(left[i].req[1] for i in helped)
+                score = (n * cap[0] - cpu) / (n * cap[0]) + (n * cap[1] - mem) / (n * cap[1])
+            if best is None or (score, price) < best[:2]:
                 best = (score, price, helped)
         if best is None:
             raise ValueError("a pod fits no type")
         cost += best[1]
         keep = set(best[2])
-        reqs = [r for i, r in enumerate(reqs) if i not in keep]
+        left = [p for i, p in enumerate(left) if i not in keep]
     return cost
 
 
-def karpenter(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    caps = [(_cap(t), t.price_hourly) for t in types]
+def cluster_autoscaler_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
+    return cluster_autoscaler(pods, types, "price")
+
+
+def cluster_autoscaler_least_waste(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
+    return cluster_autoscaler(pods, types, "least-waste")
+
+
+def _cheapest(caps: Sequence[tuple[Vec, float]], pods: Sequence[_Pod]) -> int | None:
+    """Index of the cheapest type one node of which holds `pods` (None: none does)."""
+    best = None
+    for i, (cap, price) in enumerate(caps):
+        n = _Node(cap=cap)
+        if all(n.takes(p) and (n.add(p) or True) for p in pods):
+            if best is None or price < caps[best][1]:
+                best = i
+    return best
+
+
+def _launch(pods: list[_Pod], caps: Sequence[tuple[Vec, float]]) -> list[tuple[_Node, int]]:
+    """Karpenter's provisioning: claims filled largest first, each launched as the cheapest
+    of the types still holding it. Returns (node, type index)."""
     big = max(c[0][0] for c in caps), max(c[0][1] for c in caps)
-    claims: list[tuple[list[int], list[int]]] = []  # (used, indices of types still holding it)
-    for r in sorted((_vec(p) for p in pods), key=lambda r: -(r[0] / big[0] + r[1] / big[1])):
-        for used, options in claims:
-            still = [i for i in options if _fits(used, r, caps[i][0])]  # type: ignore[arg-type]
+    claims: list[tuple[_Node, list[int]]] = []
+    for p in sorted(pods, key=lambda p: -(p.req[0] / big[0] + p.req[1] / big[1])):
+        for node, options in claims:
+            still = [i for i in options if node.takes(p, caps[i][0])]
             if still:
-                for d in range(3):
-                    used[d] += r[d]
+                node.add(p)
                 options[:] = still
                 break
         else:
-            options = [i for i, (cap, _) in enumerate(caps) if _fits((0, 0, 0), r, cap)]
-            claims.append((list(r), options))
-    return sum(min(caps[i][1] for i in options) for _, options in claims)
+            options = [i for i, (cap, _) in enumerate(caps) if _Node(cap=cap).takes(p)]
+            if not options:
+                raise ValueError("a pod fits no type")
+            node = _Node(cap=(0, 0, 0))
+            node.add(p)
+            claims.append((node, options))
+    out = []
+    for node, options in claims:
+        i = min(options, key=lambda i: caps[i][1])
+        node.cap = caps[i][0]
+        out.append((node, i))
+    return out
+
+
+def _rebuild(pods: Sequence[_Pod], cap: Vec) -> _Node:
+    n = _Node(cap=cap)
+    for p in pods:
+        n.add(p)
+    return n
+
+
+def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+    """Deletion: the emptiest node whose pods all fit the others' free room goes."""
+    order = sorted(range(len(nodes)), key=lambda k: _weight(tuple(nodes[k][0].used), nodes[k][0].cap))  # type: ignore[arg-type]
+    for k in order:
+        others = [_rebuild(n.pods, n.cap) for j, (n, _) in enumerate(nodes) if j != k]
+        if all(any(o.takes(p) and (o.add(p) or True) for o in others) for p in nodes[k][0].pods):
+            kept = [t for j, (_, t) in enumerate(nodes) if j != k]
+            nodes[:] = list(zip(others, kept))
+            return True
+    return False
+
+
+def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+    """Single-node replacement by the cheapest type that holds the node's pods."""
+    for k, (node, t) in enumerate(nodes):
+        i = _cheapest(caps, node.pods)
+        if i is not None and caps[i][1] < caps[t][1]:
+            nodes[k] = (_rebuild(node.pods, caps[i][0]), i)
+            return True
+    return False
+
+
+def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+    """Multi-node replacement: the pair whose pods one cheaper node holds, most saved first."""
+    best: tuple[float, int, int, int] | None = None
+    for a in range(len(nodes)):
+        for b in range(a + 1, len(nodes)):
+            i = _cheapest(caps, nodes[a][0].pods + nodes[b][0].pods)
+            if i is None:
+                continue
+            saved = caps[nodes[a][1]][1] + caps[nodes[b][1]][1] - caps[i][1]
+            if saved > 1e-12 and (best is None or saved > best[0]):
+                best = (saved, a, b, i)
+    if best is None:
+        return False
+    _, a, b, i = best
+    merged = (_rebuild(nodes[a][0].pods + nodes[b][0].pods, caps[i][0]), i)
+    nodes[:] = [n for j, n in enumerate(nodes) if j not in (a, b)] + [merged]
+    return True
+
+
+def karpenter(pods: Sequence[PodInfo], types: Sequence[ServerType], consolidate: bool = False) -> float:
+    """Hourly cost of what Karpenter launches, and with `consolidate` what it keeps after its
+    consolidation methods ran to a fixed point."""
+    caps = [(_cap(t), t.price_hourly) for t in types]
+    nodes = _launch(_pods(pods), caps)
+    while consolidate and (_delete_one(nodes, caps) or _merge_two(nodes, caps) or _replace_one(nodes, caps)):
+        pass
+    return sum(caps[t][1] for _, t in nodes)

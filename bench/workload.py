@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.models import LABEL_ZONE, NodeInfo, PodInfo, PodSpread, Resources, TopologySpread
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ServerType
 from scaling.nodes.nodegroups import parse_node_group, pool_name
@@ -52,8 +52,11 @@ SHAPES = (
 )
 
 
-# Workload families (issue 8 item 4): every family's pods, as (name, cpu m, memory MiB, share).
-FAMILIES: dict[str, tuple[tuple[str, int, int, float], ...]] = {
+# Workload families (issue 8 item 4, issue 21 item 4): every family's pods, as (name, cpu m,
+# memory MiB, share) and optionally a per-node limit (hostname anti-affinity: at most this many
+# of the shape on one node).
+Shape = tuple[str, int, int, float] | tuple[str, int, int, float, int]
+FAMILIES: dict[str, tuple[Shape, ...]] = {
     "mixed": SHAPES,
     "uniform-small": (("web", 100, 128, 1.0),),
     "memory-heavy": (("cache", 250, 4096, 0.6), ("analytics", 500, 8192, 0.4)),
@@ -68,7 +71,18 @@ FAMILIES: dict[str, tuple[tuple[str, int, int, float], ...]] = {
         ("s4", 1500, 3072, 0.2),
         ("s5", 3000, 5120, 0.2),
     ),  # fmt: skip
+    # Two sizes far apart: a node type right for one strands room for the other.
+    "bimodal": (("small", 200, 256, 0.8), ("large", 6000, 12288, 0.2)),
+    "many-small-few-huge": (("tiny", 50, 64, 0.97), ("huge", 15000, 28672, 0.03)),
+    "memory-skewed": (("cache", 250, 6144, 0.5), ("api", 500, 512, 0.3), ("analytics", 1000, 16384, 0.2)),
+    "cpu-skewed": (("worker", 3000, 512, 0.5), ("web", 100, 128, 0.3), ("batch", 6000, 2048, 0.2)),
+    # Replicas that must not share a node (databases, 1 per node) or spread 3 per node.
+    "per-node-limit": (("db", 1500, 4096, 0.1, 1), ("web", 250, 256, 0.6, 3), ("api", 500, 1024, 0.3)),
+    # Every pod spread over three zones (maxSkew 1); the group has one pool set per zone.
+    "zone-spread": (("web", 250, 512, 0.6), ("api", 1000, 2048, 0.3), ("cache", 500, 6144, 0.1)),
 }
+ZONE_SPREAD_FAMILIES = {"zone-spread"}
+ZONES = ("za", "zb", "zc")
 
 
 @dataclass
@@ -79,13 +93,17 @@ class Workload:
     pods: list[PodInfo]
 
 
-def node_group() -> NodeGroup:
+def node_group(zones: tuple[str, ...] = ()) -> NodeGroup:
+    """The group: the 20 types in one tier, once per zone when `zones` are given."""
+    pools = [{"provider": PROVIDER, "serverType": list(POOL_TYPES), "priority": 50}]
+    if zones:
+        pools = [{**pools[0], "config": {"zone": z}} for z in zones]
     return parse_node_group(
         {
             "apiVersion": "growth.autoscaling.dev/v1alpha1",
             "kind": "NodeGroupWithPriority",
             "metadata": {"name": GROUP},
-            "spec": {"pools": [{"provider": PROVIDER, "serverType": list(POOL_TYPES), "priority": 50}]},
+            "spec": {"pools": pools},
         },
         known_providers={PROVIDER},
     )
@@ -116,7 +134,9 @@ def pending_pods(count: int, seed: int = 7, family: str = "mixed") -> list[PodIn
     by_name = {s[0]: s for s in shapes}
     pods = []
     for i, name in enumerate(rng.choices(names, weights=weights, k=count)):
-        _, cpu, mem, _ = by_name[name]
+        _, cpu, mem, _, *limit = by_name[name]
+        spreads = [PodSpread(match_labels=(("app", name),), namespaces=("bench",), limit=limit[0])] if limit else []
+        zoned = [TopologySpread(key=LABEL_ZONE, match_labels=(("app", name),), namespaces=("bench",))]
         pods.append(
             PodInfo(
                 namespace="bench",
@@ -124,6 +144,8 @@ def pending_pods(count: int, seed: int = 7, family: str = "mixed") -> list[PodIn
                 uid=f"uid-{i}",
                 labels={"app": name},
                 requests=Resources(cpu_m=cpu, memory=mem * MIB, pods=1),
+                spreads=spreads,
+                topology_spreads=zoned if family in ZONE_SPREAD_FAMILIES else [],
                 unschedulable=True,
             )
         )
@@ -133,7 +155,7 @@ def pending_pods(count: int, seed: int = 7, family: str = "mixed") -> list[PodIn
 def workload(pod_count: int, node_count: int = 1000, family: str = "mixed") -> Workload:
     catalogue = catalogue_index(kwok_catalogue(PROVIDER))
     return Workload(
-        group=node_group(),
+        group=node_group(ZONES if family in ZONE_SPREAD_FAMILIES else ()),
         catalogue=catalogue,
         nodes=existing_nodes(catalogue, node_count),
         pods=pending_pods(pod_count, family=family),

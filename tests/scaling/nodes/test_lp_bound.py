@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.lp import lp_lower_bound
-from bench.plan_scale_up import run
+from bench.plan_scale_up import BASELINES, run
 from bench.workload import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,7 +66,11 @@ def test_bench_small_size_is_complete_and_within_ten_percent() -> None:
 def test_bench_module_prints_json_last_line() -> None:
     out = (
         subprocess.run(
-            [sys.executable, "-c", "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = 200; b.main()"],
+            [
+                sys.executable,
+                "-c",
+                "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.main()",
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -79,6 +83,9 @@ def test_bench_module_prints_json_last_line() -> None:
     last = json.loads(out[-1])
     assert set(last) == {"pods", "plan_seconds", "nodes", "cost", "cost_lower_bound", "cost_ratio", "families"}
     assert last["pods"] == 500 and last["cost_ratio"] >= 1.0
-    # Every family is priced for growth and both baselines, each at or above the LP bound.
+    # Every family is priced for growth and each baseline, all at or above the LP bound, and
+    # growth is dearer than none of them.
     assert [f["family"] for f in last["families"]] == list(FAMILIES)
-    assert all(min(f["growth"], f["cluster_autoscaler"], f["karpenter"]) >= 1.0 for f in last["families"])
+    for f in last["families"]:
+        assert min(f[k] for k in ("growth", *BASELINES)) >= 1.0
+        assert f["dearer_than"] == "" and all(f["growth"] <= f[k] for k in BASELINES)
