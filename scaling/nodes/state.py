@@ -50,6 +50,8 @@ class LoopSummary(BaseModel):
 
 class AutoscalerState(BaseModel):
     paused: bool = False
+    # Kind -> resourceVersion of the last observation: the next one is at least as new.
+    resource_versions: dict[str, str] = Field(default_factory=dict)
     seq: int = 0
     iterations: int = 0
     runs: int = 1

@@ -47,6 +47,9 @@ PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 # Readable without credentials, as kubeadm's RBAC allows system:anonymous: the join discovery.
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
+# A watch that allows bookmarks gets one about every minute, and one just before it ends, as the
+# apiserver's watch cache sends them (cacher.go: bookmarkFrequency, and deadline - 2 s).
+BOOKMARK_EVERY_S = 60.0
 
 
 class _Server(ThreadingHTTPServer):
@@ -93,6 +96,7 @@ class ApiServer:
         self.httpd.api = self
         self.httpd.ssl_context = self.certs.server_context()
         self.thread: threading.Thread | None = None
+        self.bookmark_every_s = BOOKMARK_EVERY_S
 
     @property
     def url(self) -> str:
@@ -568,12 +572,32 @@ class _Handler(BaseHTTPRequestHandler):
                 return ("DELETED", obj)
             return None
 
+        bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
+
+        def next_bookmark_after(now: float) -> float:
+            last_call = deadline - 2  # the one just before the watch ends
+            if now + api.bookmark_every_s < last_call:
+                return now + api.bookmark_every_s
+            return last_call if now < last_call else float("inf")
+
+        next_bookmark = next_bookmark_after(time.monotonic())
+
+        def bookmark() -> tuple[str, Obj]:
+            # Only the version: "everything of this kind up to here was sent".
+            return (
+                "BOOKMARK",
+                {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(position)}},
+            )
+
         try:
             send(initial)
             while not api.stopping.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    send([bookmark()])
+                    next_bookmark = next_bookmark_after(time.monotonic())
                 with store.cond:
                     if store.rv <= position:
                         store.cond.wait(min(WATCH_SLICE, remaining))

@@ -115,6 +115,7 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
             in_progress=sorted(state.scale_downs),
             watch_empty=sorted(name for name, sd in state.scale_downs.items() if _waiting_empty(sd)),
             settings=loop_settings(settings),
+            fresh=state.resource_versions,
         )
     )
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
@@ -255,6 +256,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         now=workflow.now().timestamp(),
         in_progress=sorted(state.scale_downs),
         settings=loop_settings(settings),
+        from_cache=True,  # the NodeScaleDown it starts reads the API server before the drain
     )
     if workflow.patched(BOUNDED_SCALE_DOWN):
         check: NodeRemovalCheck = await workflow.execute_activity(
