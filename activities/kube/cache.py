@@ -130,20 +130,15 @@ class ClusterCache:
 
     def read(self, kinds: Iterable[str], fresh: dict[str, str] | None = None) -> dict[str, Informer]:
         """The informers of `kinds`, synced and at least as new as `fresh` names (kind ->
-        resourceVersion). An absent kind (its CRD not installed) is listed directly, as before
-        there was a cache; a sync that takes too long fails the activity, which retries."""
+        resourceVersion). An absent kind (its CRD not installed) reads as absent until the
+        informer's next try finds it (ABSENT_RETRY_S); a sync that takes too long fails the
+        activity, which retries."""
         out = {}
         for kind in kinds:
             inf = self.informer(kind)
             if not inf.wait_synced(SYNC_TIMEOUT_S):
                 raise TimeoutError(f"{kind}: the first list did not finish in {SYNC_TIMEOUT_S:.0f}s")
-            if inf.absent:
-                try:
-                    inf.relist()  # raises 404 again while the kind is not served
-                except client.ApiException as e:
-                    if e.status != 404:
-                        raise
-            else:
+            if not inf.absent:
                 wait_fresh(inf, (fresh or {}).get(kind), WAIT_S)
             out[kind] = inf
         return out

@@ -6,8 +6,8 @@ from the list's resourceVersion, as client-go's reflector does.
 - a watch that ends cleanly (its `timeoutSeconds`) or whose connection is refused is resumed
   from the last resourceVersion; 410 Gone (the version fell out of the server's window) or a
   connection dropped mid-stream relists, so an event lost in the break cannot stay lost;
-- a kind the server does not serve (404: a CRD not installed) is `absent`: readers list it
-  directly each time, and the informer keeps trying in the background.
+- a kind the server does not serve (404: a CRD not installed) is `absent` (readers see no
+  objects, and can tell) and is listed again every ABSENT_RETRY_S.
 
 Watch events are decoded as plain JSON dicts (kubernetes.watch.Watch without model
 deserialisation: the model classes cost several times the decoding on big clusters).
@@ -34,6 +34,9 @@ WATCH_TIMEOUT_S = 300
 # Read timeout beyond the watch's own end: a connection that went silent (no events, no
 # bookmark) for this long is dead.
 READ_SLACK_S = 90
+# How soon a kind the server did not serve (404: its CRD not installed) is tried again: a CRD
+# installed after the worker started is seen within this.
+ABSENT_RETRY_S = 2.0
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -139,6 +142,8 @@ class Informer:
                 if e.status == 404:
                     self._mark_absent()
                     need_list = True
+                    self._stop.wait(ABSENT_RETRY_S)
+                    continue
                 elif e.status == 410:
                     log.info("informer %s: resourceVersion %s expired (410 Gone): relisting", self.kind, self.rv_text)
                     need_list = True

@@ -109,6 +109,8 @@ def compact_candidates(
 def not_empty(nodes: list[NodeInfo], pods: list[PodInfo], names: list[str], now: float) -> list[str]:
     """Of ``names`` (nodes waiting as EMPTY), those that exist and now run a pod to evict
     (seed 004: a pod landing on a marked empty node cancels its scale-down)."""
+    if not names:
+        return []  # the usual case: no walk over every pod
     by_name = {n.name: n for n in nodes}
     live = pods_by_node(without_long_terminating(pods, now))
     return [n for n in names if (node := by_name.get(n)) is not None and not is_empty(node, live.get(n, []))]
