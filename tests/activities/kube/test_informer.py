@@ -15,9 +15,11 @@ import pytest
 from kubernetes import client
 
 from activities.kube.cache import ClusterCache
-from activities.kube.client import api_client
+from activities.kube.client import ClusterClients, api_client
 from activities.kube.informer import Informer
+from activities.nodes.kube import KubeActivities
 from activities.settings import KubeSettings
+from scaling.nodes.contracts import ObserveInput
 from sim.cluster import SimCluster
 from sim.kube.apiserver import ApiServer
 from tests.sim.conftest import eventually
@@ -190,3 +192,32 @@ def test_pods_by_node_and_node_infos_follow_the_watch(sim: SimCluster, api: clie
         assert [p.name for p in cache.pod_infos(infs["pods"])] == ["b"]
     finally:
         cache.close()
+
+
+def test_each_replica_keeps_its_own_cache_and_a_lagging_one_never_answers_older(
+    sim: SimCluster, tmp_path: Path
+) -> None:
+    kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+    replicas = [
+        KubeActivities(ClusterClients(shared=api_client(KubeSettings(kubeconfig=kubeconfig))), known_providers=["kwok"])
+        for _ in range(2)
+    ]
+    a, b = replicas
+    try:
+        assert a.clusters.caches("c") is not b.clusters.caches("c")
+        assert b.observe_cluster(ObserveInput(cluster="c")).pods_total == 0
+        # B's watch stalls (as a replica whose watch lags or hangs): B's cache stays behind.
+        b.clusters.caches("c").informer("pods").stop()
+        burst(sim, range(5))
+        seen = eventually(
+            lambda: (o := a.observe_cluster(ObserveInput(cluster="c"))) and o.pods_total == 5 and o,
+            timeout=20,
+            message="replica A to see the pods",
+        )
+        # The loop's next observation lands on B with what A showed: B catches up (it lists).
+        later = b.observe_cluster(ObserveInput(cluster="c", fresh=seen.resource_versions))
+        assert later.pods_total == 5
+        assert int(later.resource_versions["pods"]) >= int(seen.resource_versions["pods"])
+    finally:
+        for r in replicas:
+            r.clusters.close()
