@@ -214,6 +214,8 @@ class ScaleDownEvaluationInput(BaseModel):
     watch_empty: list[str] = Field(default_factory=list)
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
     fresh: dict[str, str] = Field(default_factory=dict)  # as ObserveInput.fresh
+    # The digest of the candidates the workflow holds: the same ones are not sent again.
+    candidates_digest: str = ""
 
 
 class RemovalTarget(BaseModel):
@@ -241,6 +243,10 @@ class ScaleDownEvaluation(BaseModel):
     # at most MAX_CANDIDATES of them and CANDIDATES_MAX_BYTES of JSON, messages shortened.
     candidates: list[CandidateState] = Field(default_factory=list)
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
+    # True: the candidates are those of the input's candidates_digest, and left out (an idle
+    # loop of 300 nodes wrote ~95 KB of the same candidates into the history every loop).
+    candidates_unchanged: bool = False
+    candidates_digest: str = ""
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0

@@ -79,6 +79,7 @@ class AutoscalerState(BaseModel):
     scale_down_evaluated_at: float | None = None  # epoch seconds of the last evaluation
     candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down_eval
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
+    candidates_digest: str = ""  # of the evaluation that sent `candidates`
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
     recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     scale_down_by_phase: dict[str, int] = Field(default_factory=dict)
