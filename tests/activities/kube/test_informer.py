@@ -6,7 +6,6 @@ restarts while writes go on (its store kept, as etcd outlives a kube-apiserver r
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,13 +82,19 @@ def test_a_watch_dropped_mid_burst_relists_and_loses_nothing(sim: SimCluster, ap
     try:
         inf = cache.read(["pods"])["pods"]
         assert inf.lists == 1
-        drops = []
+        drops: list[int] = []
+        watches = [0]
+
+        def cut() -> None:
+            # Cut a live watch: wait until the server answers a new watch after the last cut.
+            eventually(
+                lambda: sim.apiserver.watches_started > watches[0], timeout=20, message="the informer to watch again"
+            )
+            watches[0] = sim.apiserver.watches_started
+            drops.append(drop_connections(sim.apiserver))
+
         # 600 pods, the watch cut after every 150: each cut relists, the rest streams.
-        writer = threading.Thread(
-            target=burst, args=(sim, range(600), 150, lambda: drops.append(drop_connections(sim.apiserver)))
-        )
-        writer.start()
-        writer.join()
+        burst(sim, range(600), 150, cut)
         assert all(d >= 1 for d in drops), drops
         eventually(
             lambda: cached_pods(inf) == store_pods(sim),
