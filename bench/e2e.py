@@ -1,9 +1,11 @@
 """`make bench-e2e`: the real stack (Temporal dev server, simulated cluster, worker) scaling up
-for bursts of 1,000, 5,000 and 10,000 pending pods with enough pool room.
+for bursts of 1,000, 5,000, 10,000 and 30,000 pending pods with enough pool room, and the worker's
+cost once the 10,000 pods run and nothing is pending (idle, over `--idle-s` seconds).
 
-Prints one line per size; the last line is JSON for the largest size. Not a test: figures only.
+Prints one line per size; the last line is JSON for the largest size, with the idle figures.
+Not a test: figures only.
 
-python -m bench.e2e [--sizes 1000,5000,10000]
+python -m bench.e2e [--sizes 1000,5000,10000,30000] [--idle-s 300]
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
 from scaling.nodes.requests import NodeRequestStatus
@@ -27,7 +31,10 @@ from starters.scenarios.progress import PodWatch, percentile, request_start
 from workflows.nodes.autoscaler import autoscaler_id
 from workflows.nodes.request import NodeRequestWorkflow
 
-SIZES = (1_000, 5_000, 10_000)
+LOOPS = "growth_loop_duration_seconds_count"
+
+SIZES = (1_000, 5_000, 10_000, 30_000)
+IDLE_SIZE = 10_000  # the size whose run then stays idle and is measured
 KEYS = (
     "pods",
     "pods_running",
@@ -38,6 +45,7 @@ KEYS = (
     "max_payload_bytes",
     "insufficient_capacity_attempts",
     "requests",
+    "worker_cpu_s_per_loop",
 )
 
 # Beyond the issue's keys: where the time goes.
@@ -53,7 +61,11 @@ EXTRA = (
     "decided_latency_p50_s",
     "decided_latency_p99_s",
     "child_start_p99_s",
+    "loops",
+    "worker_cpu_s",
+    "load_average",
 )
+IDLE = ("idle_worker_cpu_percent", "idle_seconds", "idle_loops", "idle_max_event_bytes", "idle_load_average")
 
 
 class RoomyBurst(BurstScenario):
@@ -77,6 +89,36 @@ class RoomyBurst(BurstScenario):
                 maxNodes=max_nodes_for(self.args.pods),
             )
         ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/<pid>/stat, utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> float:
+    """The 1-minute load: the machine is shared, and the figures mean little without it."""
+    return round(os.getloadavg()[0], 2)
+
+
+async def largest_event_since(client: Client, workflow_id: str, since: float) -> int:
+    """The largest history event written after `since` (epoch seconds), over the current run
+    and the runs before it that reach back that far."""
+    largest, run_id = 0, None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        oldest = None
+        for e in history.events:
+            at = e.event_time.ToDatetime().timestamp()
+            oldest = at if oldest is None else min(oldest, at)
+            if at >= since:
+                largest = max(largest, e.ByteSize())
+        first = history.events[0] if history.events else None
+        attrs = first.workflow_execution_started_event_attributes if first is not None else None
+        if oldest is None or oldest < since or attrs is None or not attrs.continued_execution_run_id:
+            return largest
+        run_id = attrs.continued_execution_run_id
 
 
 async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> dict[str, Any]:
@@ -155,7 +197,27 @@ async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
     return dict(zip(ids, await asyncio.gather(*(one(i) for i in ids)), strict=True))
 
 
-async def one_size(pods: int, workdir: Path) -> dict[str, Any]:
+def tolerate_status_timeouts(demo: Demo) -> None:
+    """The burst follows the loop through its status query, which the workflow answers between
+    its workflow tasks: on a starved machine one timed out and ended a 30,000-pod run. The bench
+    keeps the last answer then and asks again at the next poll (the pods are followed through
+    the API server either way)."""
+    ask = demo.status
+    last: list[Any] = []
+
+    async def status() -> Any:
+        try:
+            last[:] = [await ask()]
+        except RPCError as err:
+            if not last:
+                raise
+            print(f"status query failed ({err}); polling on with the last answer", flush=True)
+        return last[0]
+
+    demo.status = status  # type: ignore[method-assign]
+
+
+async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, Any]:
     args = parse_args(
         [
             "--headless",
@@ -173,12 +235,20 @@ async def one_size(pods: int, workdir: Path) -> dict[str, Any]:
     )
     demo = Demo(args)
     demo.scenario = scenario = RoomyBurst(args)
+    tolerate_status_timeouts(demo)
     try:
         demo.start_processes()
         await demo.start_autoscaler()
         assert demo.client is not None and demo.handle is not None
         watch = PodWatch(demo.api, f"app={scenario.app}")
+        worker = next(p for p in demo.procs.procs if p.name == "worker").popen.pid
+        cpu0, loops0 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
         summary = await scenario.scale_up(demo, watch)
+        cpu1, loops1 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
+        summary["loops"] = int(loops1 - loops0)
+        summary["worker_cpu_s"] = round(cpu1 - cpu0, 1)
+        summary["worker_cpu_s_per_loop"] = round((cpu1 - cpu0) / max(loops1 - loops0, 1), 3)
+        summary["load_average"] = load_average()
         starts = await all_request_starts(demo.client)
         latencies = watch.decision_latencies(starts.values())
         summary["decision_latency_p50_s"] = percentile(latencies, 0.50)
@@ -205,17 +275,37 @@ async def one_size(pods: int, workdir: Path) -> dict[str, Any]:
         summary["insufficient_capacity_attempts"] = sum(
             results.get("InsufficientCapacity", 0) for results in summary["attempts"].values()
         )
-        return {k: summary[k] for k in (*KEYS, *EXTRA)}
+        if idle_s > 0:
+            summary.update(await idle(demo, worker, idle_s))
+        return {k: summary[k] for k in (*KEYS, *EXTRA, *IDLE) if k in summary}
     finally:
         demo.stop()
 
 
-async def main(sizes: list[int]) -> None:
+async def idle(demo: Demo, worker: int, seconds: float) -> dict[str, Any]:
+    """The worker's CPU while every pod runs and nothing is pending, and the largest history
+    event written meanwhile (what each idle loop costs the history)."""
+    assert demo.client is not None
+    since = time.time()
+    cpu0, loops0, t0 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0), time.monotonic()
+    await asyncio.sleep(seconds)  # a measuring window, not a wait for a condition
+    cpu1, loops1, t1 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0), time.monotonic()
+    return {
+        "idle_worker_cpu_percent": round(100 * (cpu1 - cpu0) / (t1 - t0), 2),
+        "idle_seconds": round(t1 - t0),
+        "idle_loops": int(loops1 - loops0),
+        "idle_max_event_bytes": await largest_event_since(demo.client, autoscaler_id("demo"), since),
+        "idle_load_average": load_average(),
+    }
+
+
+async def main(sizes: list[int], idle_s: float, idle_size: int = IDLE_SIZE) -> None:
     last: dict[str, Any] = {}
+    idle_figures: dict[str, Any] = {}
     for pods in sizes:
         with tempfile.TemporaryDirectory(prefix="growth-bench-e2e-") as tmp:
             t0 = time.monotonic()
-            last = await one_size(pods, Path(tmp))
+            last = await one_size(pods, Path(tmp), idle_s if pods == idle_size else 0.0)
         print(
             f"{pods:>6} pods: all running in {last['seconds_to_all_running']:.0f}s, "
             f"{last['nodes_created']} nodes, decision latency p50 {last['decision_latency_p50_s']:.1f}s "
@@ -225,13 +315,25 @@ async def main(sizes: list[int]) -> None:
             f"{last['max_payload_bytes'] / 1024:.0f} KB (aim < 256 KB), "
             f"{last['insufficient_capacity_attempts']} InsufficientCapacity, a loop takes "
             f"{last['loop_seconds_mean']:.1f}s on average (observing: {last['observe_cluster_run_s']:.1f}s, "
-            f"waiting for a worker {last['observe_cluster_wait_s']:.1f}s), wall {time.monotonic() - t0:.0f}s",
+            f"waiting for a worker {last['observe_cluster_wait_s']:.1f}s), worker CPU {last['worker_cpu_s_per_loop']:.2f}s "
+            f"per loop over {last['loops']} loops, load average {last['load_average']}, wall {time.monotonic() - t0:.0f}s",
             flush=True,
         )
-    print(json.dumps(last), flush=True)
+        if "idle_worker_cpu_percent" in last:
+            idle_figures = {k: last[k] for k in IDLE}
+            print(
+                f"{pods:>6} pods running, nothing pending: the worker used {last['idle_worker_cpu_percent']:.1f}% of a "
+                f"core over {last['idle_seconds']}s ({last['idle_loops']} loops; aim < 5%), largest history event "
+                f"meanwhile {last['idle_max_event_bytes'] / 1024:.1f} KB",
+                flush=True,
+            )
+    print(json.dumps({**last, **idle_figures}), flush=True)
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
-    asyncio.run(main([int(s) for s in p.parse_args().sizes.split(",")]))
+    p.add_argument("--idle-s", type=float, default=300.0, help=f"seconds measured idle after the {IDLE_SIZE}-pod burst")
+    p.add_argument("--idle-size", type=int, default=IDLE_SIZE, help="the size whose run is then measured idle")
+    a = p.parse_args()
+    asyncio.run(main([int(s) for s in a.sizes.split(",")], a.idle_s, a.idle_size))

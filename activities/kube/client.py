@@ -36,6 +36,18 @@ class ClusterClients:
         self._shared = shared  # set: every cluster name is answered by this one client
         self._clients: dict[str, client.ApiClient] = {}
         self._lock = threading.Lock()
+        self._caches: Any = None
+
+    @property
+    def caches(self) -> Any:
+        """The watch-fed cache of each cluster (activities.kube.cache), shared by the activities
+        built on these clients and closed with them."""
+        with self._lock:
+            if self._caches is None:
+                from activities.kube.cache import ClusterCaches
+
+                self._caches = ClusterCaches(self.api)
+            return self._caches
 
     def api(self, cluster: str) -> client.ApiClient:
         if self._shared is not None:
@@ -73,6 +85,8 @@ class ClusterClients:
                 raise SettingsError(f"{field}: cannot build a Kubernetes client: {err}") from err
 
     def close(self) -> None:
+        if self._caches is not None:
+            self._caches.close()
         with self._lock:
             for api in {id(a): a for a in self._clients.values()}.values():
                 api.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import defaultdict
 from collections.abc import Collection
 from typing import Any
 
@@ -17,10 +16,11 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
-from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
+from activities.kube.cache import NODE_GROUP_PLURAL, versions
+from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.nodes import metrics
-from scaling.kube.nodes import node_info, node_is_ready
-from scaling.kube.pods import counts_as_demand, is_unschedulable, pod_info
+from scaling.kube.nodes import node_is_ready
+from scaling.kube.pods import counts_as_demand
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     ClusterObservation,
@@ -37,7 +37,6 @@ from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.nodes.state import requests_with_ready_node
 
-NODE_GROUP_PLURAL = "nodegroupswithpriority"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -74,53 +73,50 @@ class KubeActivities:
 
     @activity.defn(name=contracts.OBSERVE_CLUSTER)
     def observe_cluster(self, inp: ObserveInput | str) -> ClusterObservation:
-        """One list of pods and one of nodes per loop: cheap on the API server, consistent enough.
+        """The loop's view from the worker's watch-fed cache (activities.kube.cache): no list per
+        loop, and only pods and nodes that changed since the last loop are decoded again.
 
         A bare cluster name is what loops started before ObserveInput send."""
         inp = ObserveInput(cluster=inp) if isinstance(inp, str) else inp
         cluster = inp.cluster
-        core = self._core(cluster)
-        pods = raw_list(core.list_pod_for_all_namespaces)
-        nodes = raw_list(core.list_node)
-        by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        unschedulable = []
-        running = 0
-        for pod in pods:
-            node_name = pod.get("spec", {}).get("nodeName")
-            if node_name:
-                by_node[node_name].append(pod)
-            if pod.get("status", {}).get("phase") == "Running":
-                running += 1
-            if is_unschedulable(pod):
-                info = pod_info(pod)
-                if counts_as_demand(info):
-                    unschedulable.append(info)
+        cache = self.clusters.caches(cluster)
+        kinds = ["pods", "nodes", "daemonsets"] + ([] if self.node_groups_file else [NODE_GROUP_PLURAL])
+        informers = cache.read(kinds, inp.fresh)
+        pods_inf = informers["pods"]
+        with pods_inf.cond:
+            index = cache.pod_index
+            pods_total, running = len(pods_inf.items), len(index.running)
+            pending_keys = sorted(index.unschedulable)
+        unschedulable = [p for p in cache.pod_infos(pods_inf, pending_keys) if counts_as_demand(p)]
         if self.node_groups_file:
             with open(self.node_groups_file) as f:
                 groups, problems = parse_node_groups_yaml(f.read(), self.known_providers)
         else:
-            groups, problems = load_node_groups(self._node_group_objects(cluster), self.known_providers)
-        infos = [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes]
-        daemonsets = daemonset_shapes(
-            raw_list(client.AppsV1Api(self.clusters.api(cluster)).list_daemon_set_for_all_namespaces)
-        )
+            groups_inf = informers[NODE_GROUP_PLURAL]
+            if groups_inf.absent:
+                # The CRD is not installed (yet): no groups, so nothing is scaled; say why.
+                activity.logger.warning("CRD %s.%s is not installed: no node groups", NODE_GROUP_PLURAL, CRD_GROUP)
+            with groups_inf.cond:
+                group_objs = list(groups_inf.items.values())
+            groups, problems = load_node_groups(group_objs, self.known_providers)
+        infos = cache.node_infos(informers["nodes"], pods_inf)
+        with informers["daemonsets"].cond:
+            daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
         # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread) or
         # spreads over zones or regions.
-        node_pods = (
-            {
-                name: [
-                    (
-                        (p.get("metadata") or {}).get("namespace") or "default",
-                        (p.get("metadata") or {}).get("labels") or {},
-                    )
-                    for p in on_node
-                    if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-                ]
-                for name, on_node in by_node.items()
-            }
-            if any(p.spreads or p.topology_spreads for p in unschedulable)
-            else {}
-        )
+        node_pods: dict[str, list[tuple[str, dict[str, str]]]] = {}
+        if any(p.spreads or p.topology_spreads for p in unschedulable):
+            with pods_inf.cond:
+                for name, keys in index.by_node.items():
+                    on_node = [pods_inf.items[k] for k in keys if k in pods_inf.items]
+                    node_pods[name] = [
+                        (
+                            (p.get("metadata") or {}).get("namespace") or "default",
+                            (p.get("metadata") or {}).get("labels") or {},
+                        )
+                        for p in on_node
+                        if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
+                    ]
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
             demand=observe_demand(
@@ -133,9 +129,10 @@ class KubeActivities:
             ).model_copy(update={"daemonsets": daemonsets}),
             groups=groups,
             invalid_groups=problems,
-            pods_total=len(pods),
+            pods_total=pods_total,
             pods_running=running,
             requests_with_ready_node=requests_with_ready_node(inp.requests, infos),
+            resource_versions=versions(informers),
         )
         metrics.record_observation(cluster, obs)
         return obs

@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
+from activities.kube.cache import LONGHORN_GROUP, LONGHORN_PLURALS, LONGHORN_VERSION, NODE_GROUP_PLURAL
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
@@ -47,8 +48,6 @@ from scaling.nodes.storage import longhorn_state_from_objects
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
-LONGHORN_GROUP, LONGHORN_VERSION = "longhorn.io", "v1beta2"
-NODE_GROUP_PLURAL = "nodegroupswithpriority"
 
 
 class ScaleDownActivities:
@@ -115,13 +114,47 @@ class ScaleDownActivities:
         """The loop's scale-down evaluation beside the cluster: observe as observe_scale_down
         does, plan with the workflow's timers (scaling.nodes.scale_down_eval), return only the
         bounded result. The cluster's objects stay in this process."""
-        return evaluate_scale_down(self._observe(inp.cluster), inp)
+        return evaluate_scale_down(self._cached(inp.cluster, inp.fresh), inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
     def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
         """Re-check one node beside the cluster (scaling.nodes.scale_down_eval); only the
-        verdict about that node goes back."""
-        return check_node_removal(self._observe(inp.cluster), inp)
+        verdict about that node goes back. From the cache when the input says so; the re-check
+        right before a machine is deleted reads the API server."""
+        obs = self._cached(inp.cluster, {}) if inp.from_cache else self._observe(inp.cluster)
+        return check_node_removal(obs, inp)
+
+    def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
+        """What _observe lists, from the worker's watch-fed cache (activities.kube.cache)."""
+        cache = self.clusters.caches(cluster)
+        kinds = ["pods", "nodes", "poddisruptionbudgets", *LONGHORN_PLURALS]
+        if not self.node_groups_file:
+            kinds.append(NODE_GROUP_PLURAL)
+        informers = cache.read(kinds, fresh)
+        pods = cache.pod_infos(informers["pods"])
+
+        def items(kind: str) -> list[dict[str, Any]] | None:
+            inf = informers[kind]
+            with inf.cond:
+                return None if inf.absent else list(inf.items.values())
+
+        storage = None
+        volumes = items("volumes")
+        if volumes is not None:
+            storage = longhorn_state_from_objects(
+                volumes, items("replicas") or [], items("engines") or [], items("instancemanagers") or [], pods
+            )
+        if self.node_groups_file:
+            groups = self._groups(cluster)
+        else:
+            groups, _ = load_node_groups(items(NODE_GROUP_PLURAL) or [], self.known_providers)
+        return ScaleDownObservation(
+            nodes=cache.node_infos(informers["nodes"], informers["pods"]),
+            pods=pods,
+            pdbs=[pdb_from_object(o) for o in items("poddisruptionbudgets") or []],
+            groups=groups,
+            storage=storage,
+        )
 
     def _observe(self, cluster: str) -> ScaleDownObservation:
         core = self._core(cluster)

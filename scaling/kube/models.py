@@ -6,6 +6,7 @@ and pydantic round-trips them through Temporal's JSON without loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -54,6 +55,15 @@ class Resources(BaseModel):
 
     def fits_in(self, other: Resources) -> bool:
         return self.cpu_m <= other.cpu_m and self.memory <= other.memory and self.pods <= other.pods
+
+    @staticmethod
+    def total(items: Iterable[Resources]) -> Resources:
+        """The sum as one model: adding models one by one builds one per pod, and a scale-down
+        evaluation of 10,000 pods spent most of its time doing that."""
+        cpu_m = memory = pods = 0
+        for r in items:
+            cpu_m, memory, pods = cpu_m + r.cpu_m, memory + r.memory, pods + r.pods
+        return Resources(cpu_m=cpu_m, memory=memory, pods=pods)
 
 
 class Taint(BaseModel):

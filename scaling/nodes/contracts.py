@@ -90,6 +90,9 @@ class ObserveInput(BaseModel):
     # In-flight NodeRequest id -> its node's name ("" until the request reported it): the
     # observation says which of them already have a Ready node (bounded by the in-flight cap).
     requests: dict[str, str] = Field(default_factory=dict)
+    # Kind -> resourceVersion the loop's last observation saw: the worker's cache must be at
+    # least that new (it waits for its watch, or lists), so a loop never sees time go back.
+    fresh: dict[str, str] = Field(default_factory=dict)
 
 
 class ClusterObservation(BaseModel):
@@ -102,6 +105,7 @@ class ClusterObservation(BaseModel):
     pods_total: int = 0
     pods_running: int = 0
     requests_with_ready_node: list[str] = Field(default_factory=list)  # of ObserveInput.requests
+    resource_versions: dict[str, str] = Field(default_factory=dict)  # kind -> what was seen
 
 
 class NodeRef(BaseModel):
@@ -209,6 +213,9 @@ class ScaleDownEvaluationInput(BaseModel):
     # Nodes marked EMPTY and still waiting on their timer: seed 004 cancels them when pods land.
     watch_empty: list[str] = Field(default_factory=list)
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+    fresh: dict[str, str] = Field(default_factory=dict)  # as ObserveInput.fresh
+    # The digest of the candidates the workflow holds: the same ones are not sent again.
+    candidates_digest: str = ""
 
 
 class RemovalTarget(BaseModel):
@@ -236,6 +243,10 @@ class ScaleDownEvaluation(BaseModel):
     # at most MAX_CANDIDATES of them and CANDIDATES_MAX_BYTES of JSON, messages shortened.
     candidates: list[CandidateState] = Field(default_factory=list)
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
+    # True: the candidates are those of the input's candidates_digest, and left out (an idle
+    # loop of 300 nodes wrote ~95 KB of the same candidates into the history every loop).
+    candidates_unchanged: bool = False
+    candidates_digest: str = ""
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0
@@ -253,6 +264,9 @@ class NodeRemovalCheckInput(BaseModel):
     protected: list[str] = Field(default_factory=list)
     require_empty: bool = False  # seed 004's empty-node path: any pod to evict blocks it
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+    # The worker's watch-fed cache answers (an operator's remove_node, checked again before the
+    # drain); False reads the API server itself: the re-check right before a machine goes.
+    from_cache: bool = False
 
 
 class NodeRemovalCheck(BaseModel):

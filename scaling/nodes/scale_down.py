@@ -175,11 +175,7 @@ def is_empty(node: NodeInfo, pods: list[PodInfo]) -> bool:
 
 
 def requested_on(node_name: str, pods: list[PodInfo]) -> Resources:
-    total = Resources()
-    for p in pods:
-        if p.node_name == node_name and not is_terminal(p):
-            total = total + p.requests
-    return total
+    return Resources.total(p.requests for p in pods if p.node_name == node_name and not is_terminal(p))
 
 
 def _ratio(used: int, alloc: int) -> float:
@@ -304,11 +300,11 @@ def removal_wait_s(node: NodeInfo, gs: ScaleDownSettings, settings: ScaleDownLoo
 
 
 def _used_by_node(pods: list[PodInfo]) -> dict[str, Resources]:
-    used: dict[str, Resources] = {}
+    requests: dict[str, list[Resources]] = {}
     for p in pods:
         if p.node_name and not is_terminal(p):
-            used[p.node_name] = used.get(p.node_name, Resources()) + p.requests
-    return used
+            requests.setdefault(p.node_name, []).append(p.requests)
+    return {name: Resources.total(rs) for name, rs in requests.items()}
 
 
 def _after_moves(used: dict[str, Resources], placements: dict[str, str], pods: list[PodInfo]) -> dict[str, Resources]:

@@ -23,6 +23,9 @@ What bounds the result (ScaleDownEvaluation):
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.contracts import (
@@ -106,9 +109,18 @@ def compact_candidates(
     return out, by_state
 
 
+def candidates_digest(candidates: list[CandidateState], by_state: dict[str, int], in_progress: list[str]) -> str:
+    """What the status query would show, as a short digest (the nodes being removed included:
+    the workflow overrides their reasons)."""
+    body = json.dumps([[c.model_dump(mode="json") for c in candidates], by_state, sorted(in_progress)], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
 def not_empty(nodes: list[NodeInfo], pods: list[PodInfo], names: list[str], now: float) -> list[str]:
     """Of ``names`` (nodes waiting as EMPTY), those that exist and now run a pod to evict
     (seed 004: a pod landing on a marked empty node cancels its scale-down)."""
+    if not names:
+        return []  # the usual case: no walk over every pod
     by_name = {n.name: n for n in nodes}
     live = pods_by_node(without_long_terminating(pods, now))
     return [n for n in names if (node := by_name.get(n)) is not None and not is_empty(node, live.get(n, []))]
@@ -141,6 +153,8 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
+    digest = candidates_digest(candidates, by_state, inp.in_progress)
+    unchanged = bool(inp.candidates_digest) and inp.candidates_digest == digest
     return ScaleDownEvaluation(
         to_remove=[
             RemovalTarget(
@@ -155,8 +169,10 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
         ],
         unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since),
         unneeded_ended=sorted(n for n in inp.unneeded_since if n not in plan.unneeded_since),
-        candidates=candidates,
+        candidates=[] if unchanged else candidates,
         candidates_by_state=by_state,
+        candidates_unchanged=unchanged,
+        candidates_digest=digest,
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
         nodes=len(obs.nodes),
         pods=len(obs.pods),

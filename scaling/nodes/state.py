@@ -50,6 +50,8 @@ class LoopSummary(BaseModel):
 
 class AutoscalerState(BaseModel):
     paused: bool = False
+    # Kind -> resourceVersion of the last observation: the next one is at least as new.
+    resource_versions: dict[str, str] = Field(default_factory=dict)
     seq: int = 0
     iterations: int = 0
     runs: int = 1
@@ -77,6 +79,7 @@ class AutoscalerState(BaseModel):
     scale_down_evaluated_at: float | None = None  # epoch seconds of the last evaluation
     candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down_eval
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
+    candidates_digest: str = ""  # of the evaluation that sent `candidates`
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
     recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     scale_down_by_phase: dict[str, int] = Field(default_factory=dict)

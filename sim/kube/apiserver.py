@@ -48,6 +48,8 @@ PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
 FRESH_TIMEOUT = 3.0  # the watch cache's blockTimeout: how long a watch from a future resourceVersion waits
+# A watch that allows bookmarks gets one every `watch_bookmark_interval` (SimControl, 60 s like the
+# apiserver's bookmarkFrequency) and one just before it ends (cacher.go: deadline - 2 s).
 
 
 class _Server(ThreadingHTTPServer):
@@ -90,6 +92,7 @@ class ApiServer:
         self.connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
         self.accepted = 0
+        self.watches_started = 0  # watch responses begun (tests cut a watch once it is live)
         self.httpd = _Server((host, port), _Handler)
         self.httpd.api = self
         self.httpd.ssl_context = self.certs.server_context()
@@ -540,6 +543,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self._status = 200
         self.close_connection = True
+        api.watches_started += 1
         version = tables.table_version(self.headers.get("Accept"))
         printer = self._printer(rt) if version is not None else None
         include = _first(query, "includeObject", "Metadata")
@@ -559,9 +563,12 @@ class _Handler(BaseHTTPRequestHandler):
             return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
         def send(events: list[tuple[str, Obj]]) -> None:
+            # One chunk per event, as kube-apiserver flushes after each: clients split lines
+            # per chunk (kubernetes.watch.iter_resp_lines copies the rest of a chunk for each
+            # line, so thousands of events in one chunk cost it seconds). One write for all.
             if events:
-                data = b"".join(encode(t, o) for t, o in events)
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                lines = [encode(t, o) for t, o in events]
+                self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines))
 
         def classify(event: WatchEvent) -> tuple[str, Obj] | None:
             if event.gr != rt.gr:
@@ -583,12 +590,23 @@ class _Handler(BaseHTTPRequestHandler):
                 return ("DELETED", obj)
             return None
 
-        # allowWatchBookmarks: BOOKMARK events carry only kind, apiVersion and resourceVersion.
         bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
-        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
 
-        def bookmark(rv: int) -> Obj:
-            return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+        def next_bookmark_after(now: float) -> float:
+            last_call = deadline - 2  # the one just before the watch ends
+            every = max(0.05, api.control.watch_bookmark_interval)
+            if now + every < last_call:
+                return now + every
+            return last_call if now < last_call else float("inf")
+
+        next_bookmark = next_bookmark_after(time.monotonic())
+
+        def bookmark() -> tuple[str, Obj]:
+            # Only the version: "everything of this kind up to here was sent".
+            return (
+                "BOOKMARK",
+                {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(position)}},
+            )
 
         try:
             send(initial)
@@ -602,6 +620,9 @@ class _Handler(BaseHTTPRequestHandler):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    send([bookmark()])
+                    next_bookmark = next_bookmark_after(time.monotonic())
                 with store.cond:
                     if store.rv <= position:
                         wait = min(WATCH_SLICE, remaining)
@@ -618,11 +639,6 @@ class _Handler(BaseHTTPRequestHandler):
                     out = [c for c in map(classify, events) if c is not None]
                     if events:
                         position = events[-1].rv
-                    if bookmarks and time.monotonic() >= next_bookmark:
-                        # Progress without a change: the client may resume from here later.
-                        out.append(("BOOKMARK", bookmark(store.rv)))
-                        position = max(position, store.rv)
-                        next_bookmark = time.monotonic() + max(0.05, api.control.watch_bookmark_interval)
                 send(out)
                 if not events and self._client_gone():
                     break

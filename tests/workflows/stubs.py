@@ -42,6 +42,7 @@ class World:
     events: list[PodEvent] = field(default_factory=list)
     group_problems: list[list[SpecProblem]] = field(default_factory=list)
     observe_calls: int = 0
+    observe_fresh: list[dict[str, str]] = field(default_factory=list)  # ObserveInput.fresh per call
 
     def activities(self) -> list:
         world = self
@@ -77,6 +78,7 @@ class World:
         async def observe_cluster(inp: ObserveInput | str) -> ClusterObservation:
             world.observe_calls += 1
             requests = {} if isinstance(inp, str) else inp.requests
+            world.observe_fresh.append({} if isinstance(inp, str) else dict(inp.fresh))
             # Aggregated as the real observer does: tests describe pods and nodes one by one.
             obs = world.observation
             demand = observe_demand(
@@ -92,6 +94,8 @@ class World:
                     "unschedulable": [],
                     "nodes": [],
                     "requests_with_ready_node": requests_with_ready_node(requests, obs.nodes),
+                    # As a watch-fed cache reports them: a version per kind, newer each call.
+                    "resource_versions": {"pods": str(100 + world.observe_calls), "nodes": "7"},
                 }
             )
 

@@ -283,13 +283,18 @@ class NodeAutoscalerWorkflow:
         ready_nodes_seen = workflow.patched(READY_NODES_SEEN)
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
-            ObserveInput(cluster=settings.cluster, requests={r.id: r.node_name for r in self.state.in_flight.values()})
+            ObserveInput(
+                cluster=settings.cluster,
+                requests={r.id: r.node_name for r in self.state.in_flight.values()},
+                fresh=self.state.resource_versions,
+            )
             if ready_nodes_seen
             else settings.cluster,
             result_type=ClusterObservation,
             **NODE_ACTIVITIES[contracts.OBSERVE_CLUSTER].timeouts(),
             retry_policy=OBSERVE_RETRY,
         )
+        self.state.resource_versions = obs.resource_versions or self.state.resource_versions
         await self._report_invalid_groups(obs)
         aggregated = workflow.patched(AGGREGATED_DEMAND)
         if aggregated:

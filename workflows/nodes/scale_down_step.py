@@ -89,8 +89,13 @@ def node_provider(provider_id: str) -> str:
     return provider_of(provider_id) or "kwok"
 
 
-def record_candidates(state: AutoscalerState, candidates: list[CandidateState], by_state: dict[str, int]) -> None:
-    state.candidates = {c.node: c for c in candidates}
+def record_candidates(
+    state: AutoscalerState, candidates: list[CandidateState] | None, by_state: dict[str, int]
+) -> None:
+    """None: the evaluation found the candidates the state holds (only the overrides below are
+    made again: a child's phase moves on without the candidates changing)."""
+    if candidates is not None:
+        state.candidates = {c.node: c for c in candidates}
     state.candidates_by_state = dict(by_state)
     for name, sd in state.scale_downs.items():  # a running child's phase says more than "Removing"
         if name in state.candidates:
@@ -117,11 +122,14 @@ async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDow
             in_progress=sorted(state.scale_downs),
             watch_empty=sorted(name for name, sd in state.scale_downs.items() if _waiting_empty(sd)),
             settings=loop_settings(settings),
+            fresh=state.resource_versions,
+            candidates_digest=state.candidates_digest,
         )
     )
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
     state.scale_down_evaluated_at = now
-    record_candidates(state, ev.candidates, ev.candidates_by_state)
+    record_candidates(state, None if ev.candidates_unchanged else ev.candidates, ev.candidates_by_state)
+    state.candidates_digest = ev.candidates_digest
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
     landed = set(ev.not_empty)
@@ -258,6 +266,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
         now=workflow.now().timestamp(),
         in_progress=sorted(state.scale_downs),
         settings=loop_settings(settings),
+        from_cache=True,  # the NodeScaleDown it starts reads the API server before the drain
     )
     if workflow.patched(BOUNDED_SCALE_DOWN):
         check: NodeRemovalCheck = await workflow.execute_activity(

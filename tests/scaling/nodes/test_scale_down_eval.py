@@ -368,3 +368,31 @@ def test_node_check_is_the_old_re_check_and_stays_small() -> None:
     took = time.perf_counter() - started
     print(f"\none node's re-check on 5,000 nodes / 30,000 pods: {took:.2f}s, {payload_bytes(check)} bytes")
     assert check.found and payload_bytes(check) < 4096
+
+
+def test_an_evaluation_leaves_out_the_candidates_the_workflow_already_holds() -> None:
+    """An idle loop finds the same candidates every time: sent once, then named by digest
+    (300 nodes wrote ~95 KB of the same candidates into the history every 2 s)."""
+    obs = big_cluster(n_nodes=600, n_pods=3000)
+    first = evaluate_scale_down(obs, ScaleDownEvaluationInput(cluster="prod", now=NOW))
+    assert first.candidates and not first.candidates_unchanged and first.candidates_digest
+    again = evaluate_scale_down(
+        obs, ScaleDownEvaluationInput(cluster="prod", now=NOW, candidates_digest=first.candidates_digest)
+    )
+    assert again.candidates == [] and again.candidates_unchanged
+    assert again.candidates_by_state == first.candidates_by_state
+    assert payload_bytes(again) < payload_bytes(first) // 10
+    # A node's removal started (the workflow overrides its reason): the candidates are sent again.
+    busy = evaluate_scale_down(
+        obs,
+        ScaleDownEvaluationInput(
+            cluster="prod", now=NOW, candidates_digest=first.candidates_digest, in_progress=[obs.nodes[0].name]
+        ),
+    )
+    assert busy.candidates and not busy.candidates_unchanged
+    # So is a change in what the nodes hold.
+    fuller = obs.model_copy(update={"pods": [*obs.pods, app("late", obs.nodes[0].name)]})
+    changed = evaluate_scale_down(
+        fuller, ScaleDownEvaluationInput(cluster="prod", now=NOW, candidates_digest=first.candidates_digest)
+    )
+    assert changed.candidates and not changed.candidates_unchanged

@@ -379,3 +379,15 @@ async def test_ban_pool_update_rejects_bad_input_and_steers_planning(running) ->
     status = await eventually(handle, lambda s: s.in_flight)
     assert status.in_flight[0].current_pool == "kwok-cx32"
     assert all(c.pool.name != "kwok-cx22" for c in world.created)
+
+
+async def test_each_observation_asks_for_the_versions_the_last_one_saw_across_runs(running) -> None:  # noqa: ANN001
+    # A loop never acts on an older view than the one it acted on, even when its next
+    # observation runs on a worker replica whose cache lags (that replica waits or lists).
+    world = World()
+    world.observation = ClusterObservation(groups=[GENERAL])
+    await running(world, iterations_per_run=2)  # continue-as-new every second loop
+    await until(lambda: world.observe_calls >= 5)
+    assert world.observe_fresh[0] == {}
+    for call, fresh in enumerate(world.observe_fresh[1:5], start=1):
+        assert fresh == {"pods": str(100 + call), "nodes": "7"}

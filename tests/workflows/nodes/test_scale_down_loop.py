@@ -6,6 +6,7 @@ test_node_scale_down.py with time skipping."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
@@ -204,3 +205,39 @@ async def _true(value: bool) -> bool:
 async def scheduled(h: WorkflowHandle, activity_type: str) -> int:
     events = [e async for e in h.fetch_history_events() if e.HasField("activity_task_scheduled_event_attributes")]
     return sum(1 for e in events if e.activity_task_scheduled_event_attributes.activity_type.name == activity_type)
+
+
+async def test_an_idle_loop_keeps_its_candidates_without_receiving_them_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    group = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+        scaleDown={"unneeded_time_s": 300},
+    )  # nothing is removed during the test
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "b")], groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    await poll(lambda: _evaluations(h, unchanged=True, at_least=3), timeout=60)
+    status = await h.query(NodeAutoscalerWorkflow.status)
+    # Sent once, then named by digest: the status still shows both nodes.
+    assert sorted(c.node for c in status.candidates) == ["a", "b"]
+    assert sum(status.candidates_by_state.values()) == 2
+    assert await _evaluations(h, unchanged=False, at_least=1)
+
+
+async def _evaluations(h: WorkflowHandle, unchanged: bool, at_least: int) -> bool:
+    """Whether at least `at_least` evaluate_scale_down results said (or did not say) that the
+    candidates were unchanged."""
+    names: dict[int, str] = {}
+    found = 0
+    async for e in h.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            names[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.HasField("activity_task_completed_event_attributes"):
+            attrs = e.activity_task_completed_event_attributes
+            if names.get(attrs.scheduled_event_id) == "evaluate_scale_down":
+                result = json.loads(attrs.result.payloads[0].data)
+                found += bool(result.get("candidates_unchanged")) == unchanged
+    return found >= at_least
