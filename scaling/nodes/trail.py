@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
-from scaling.nodes.contracts import ClusterObservation, ScaleDownEvaluation
+from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
 from scaling.nodes.removals import NodeScaleDownInput
 from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.what_if import started_requests
@@ -143,6 +143,7 @@ def _reported_entries(autoscaler: RecordedHistory, request_id: str) -> list[Trai
 def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
     out: list[TrailEntry] = []
     wf = autoscaler.workflow_id
+    held: list[CandidateState] = []  # the last evaluation's candidates, for one that names them by digest
     for e in autoscaler.events:
         if (
             e.kind == "update"
@@ -167,7 +168,10 @@ def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
         if e.kind != "activity" or e.name != contracts.EVALUATE_SCALE_DOWN or e.result is None:
             continue
         ev = ScaleDownEvaluation.model_validate(e.result)
-        for c in ev.candidates:
+        # An idle evaluation names the candidates it would repeat by digest: the last ones stand.
+        candidates = held if ev.candidates_unchanged else ev.candidates
+        held = candidates
+        for c in candidates:
             if c.node != node:
                 continue
             why = f"{c.state}" + (f" ({c.reason})" if c.reason else "") + f", utilization {c.utilization:.0%}"
