@@ -631,10 +631,15 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
 async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expected: dict[str, Any]) -> Outcome:
     """One scenario on a fresh stack; `expected` holds the fault-free run's figures (filled by it)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{loop}-", dir=base))
-    if loop == "fleet-burst":
-        from bench.chaos_fleet import fleet_burst  # it builds on this module
+    if loop in ("fleet-burst", "components-ramp"):
+        # Those modules build on this one.
+        from bench.chaos_components import components_ramp
+        from bench.chaos_fleet import fleet_burst
 
-        outcome = await fleet_burst(workdir, names, instances=max(2, pods // 4))
+        if loop == "fleet-burst":
+            outcome = await fleet_burst(workdir, names, instances=max(2, pods // 4))
+        else:
+            outcome = await components_ramp(workdir, names)
         created = outcome.created or {}
         if names and created != expected.get(loop, created):
             outcome.violations.append(f"created {created}, fault-free run {expected[loop]}")
@@ -677,6 +682,10 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "fleet-ocm-429": ("fleet-burst", ["ocm-create-429-storm"]),
     "fleet-ocm-lost-create": ("fleet-burst", ["ocm-lost-create-responses"]),
     "fleet-temporal-restart": ("fleet-burst", ["restart-temporal-during-ocm-create"]),
+    "comp-prometheus-503": ("components-ramp", ["prometheus-503-storm"]),
+    "comp-pd-503": ("components-ramp", ["pd-503-storm"]),
+    "comp-kill-group-create": ("components-ramp", ["kill-worker-during-group-create"]),
+    "comp-temporal-restart": ("components-ramp", ["restart-temporal-during-group-create"]),
 }
 
 
