@@ -4,8 +4,8 @@ The stack is starters/components_demo.py's (dev server on a database file, the s
 cluster with the TiDB world: operator, fake Prometheus, fake PD; one worker); the workload is
 its `run_components_scenario` (load ramps: homogeneous and heterogeneous scale-out; load drops:
 scale-in, the emptied group drained and deleted). Faults: Prometheus and PD answering 503 for
-a while, the worker SIGKILLed while it creates a heterogeneous group (held there by hanging the
-world's process) and replaced, the Temporal server restarted on its database. Invariants
+a while, the worker SIGKILLed while it creates a heterogeneous group (held there by the API
+server refusing TidbCluster creates) and replaced, the Temporal server restarted on its database. Invariants
 beyond bench/chaos.py's history checks: the scenario finishes, interval violations 0 (counted
 from the Events, independently of the workflow), no heterogeneous group created twice, none
 left behind.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -30,6 +29,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.chaos import Fault, FaultRecord, Outcome, _strike_when, check_histories, pending_activities
 from scaling.components.contracts import CREATE_AUTO_CLUSTER, QUERY_METRICS
+from sim.kube.kubeconfig import Endpoint
 from starters.components_demo import SCALE_IN_S, SCALE_OUT_S, TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
 from starters.processes import Proc
@@ -66,6 +66,12 @@ class ComponentsStack(ComponentsDemo):
     def worker_logs(self) -> str:
         return "\n".join(p.log_path.read_text() for p in self.procs.procs if p.name.startswith("worker"))
 
+    async def kube_faults(self, body: dict[str, Any]) -> None:
+        """The simulated API server's fault injection (its control API, beside the Kubernetes one)."""
+        url = Endpoint.from_kubeconfig(self.kubeconfig).url
+        async with httpx.AsyncClient(verify=False, timeout=10) as http:
+            (await http.post(f"{url}/sim/v1/faults", json=body)).raise_for_status()
+
     async def faults(self, method: str, body: dict[str, Any] | None = None) -> None:
         async with httpx.AsyncClient(timeout=10) as http:
             (await http.request(method, f"{self.control_url}/sim/v1/faults", json=body)).raise_for_status()
@@ -88,21 +94,22 @@ def storm(target: str, seconds: float) -> Fault:
 
 
 def kill_worker_during_group_create() -> Fault:
-    """The world hangs (SIGSTOP) once a group create is scheduled; the worker running it is
-    SIGKILLed and replaced; the fault ends when the world answers again."""
+    """The API server refuses TidbCluster creates (503) once the loop runs, so the next group
+    create keeps retrying; the worker is SIGKILLed with it in progress, the refusals end and a
+    new worker replaces it (a create is one POST: too quick to catch otherwise)."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP, started=False):
-            return
-        world = stack.world()
-        os.killpg(world.popen.pid, signal.SIGSTOP)
+        if not await _strike_when(temporal, QUERY_METRICS, rec, only=LOOP, started=False):
+            return  # the loop runs: the base TidbCluster exists, only group creates are refused
+        refuse = {"method": "POST", "path_regex": r"/tidbclusters$", "status": 503, "times": 100_000}
+        await stack.kube_faults({"request_failures": [{**refuse, "reason": "ServiceUnavailable"}]})
         try:
-            if not await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP):
+            if not await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP, started=False):
                 return
             rec.started = time.time()
             await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
         finally:
-            os.killpg(world.popen.pid, signal.SIGCONT)
+            await stack.kube_faults({"request_failures": []})
         rec.ended = time.time()
         await asyncio.to_thread(stack.replace_worker)
 
