@@ -8,19 +8,23 @@ loop's workload with a fault schedule, then checks the invariants (issue 20):
 - no second node for one request, no node no Ready request accounts for (leaked);
 - no workflow failed, terminated or timed out; no non-determinism (a workflow task failed
   with a non-deterministic cause, or said so in a worker log);
+- no pod evicted twice (evictions the API server accepted, from the drains' histories); no
+  removal that loses data (the scale-down runs beside a 3-replica Longhorn volume, which must
+  still read back unchanged);
 
 and prints one JSON line per scenario: the faults injected (or skipped, with why), the
 violations (each named) and the recovery per fault: from the fault's end to the moment every
 activity that was in progress when it struck has completed (the work it stalled moves again),
-or, when none was, to the loop's next completed activity. The last line is JSON over all
+or, when all of those completed before the fault ended, to the loop's next completed activity. The last line is JSON over all
 scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`.
 
 Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a chosen activity
 (observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
-hang (SIGSTOP), and a 5xx/429 storm on node creation. Not covered yet: fleet, components and
-Hetzner loops (see README "Faults").
+hang (SIGSTOP), and a 5xx/429 storm on node creation. The fleet loop's scenarios are in
+bench/chaos_fleet.py, the components loop's in bench/chaos_components.py. Not covered yet: the
+Hetzner burst (see docs/development.md "Faults").
 
 python -m bench.chaos [--scenarios node-burst,...] [--pause-s 60] [--pods 24]
 """
@@ -65,6 +69,7 @@ from scaling.nodes.models import LABEL_REQUEST
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
+from sim.storage.longhorn import LonghornError, SimLonghorn
 from starters.kube import apply_crds, apply_node_group, deployment, kube_client, node_group
 from starters.processes import Proc, Processes, free_port
 from starters.scenarios.progress import percentile
@@ -72,6 +77,7 @@ from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "chaos"
+VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
 COMPLETED = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
@@ -98,6 +104,8 @@ class Stack:
     restarts: int = 0
     replicas: int = 0  # the workload's pods, all to be running at the end
     sim_url: str = ""
+    longhorn: SimLonghorn | None = None
+    volume_checksum: str = ""  # as written, before the faults
 
     def start(self, sim_args: list[str]) -> None:
         self.procs = Processes(self.workdir)
@@ -157,6 +165,8 @@ class Stack:
         return "\n".join(p.log_path.read_text() for p in self.procs.procs if p.name.startswith("worker"))
 
     def stop(self) -> None:
+        if self.longhorn is not None:
+            self.longhorn.stop()
         self.procs.stop_all()
 
 
@@ -387,6 +397,7 @@ class Outcome:
     nodes_created: int
     seconds: float
     nodes_left: int | None = None
+    created: dict[str, int] | None = None  # what a loop other than nodes creates, by name
 
     def line(self) -> dict[str, Any]:
         return {
@@ -403,7 +414,7 @@ class Outcome:
                 for f in self.faults
             ],
             "invariant_violations": self.violations,
-            "nodes_created": self.nodes_created,
+            **(self.created or {"nodes_created": self.nodes_created}),
             **({} if self.nodes_left is None else {"nodes_left": self.nodes_left}),
             "seconds": round(self.seconds, 1),
         }
@@ -509,6 +520,7 @@ async def _shrink(
 ) -> tuple[Outcome, Stack, Client, int]:
     began = time.monotonic()
     handle = temporal.get_workflow_handle(autoscaler_id(CLUSTER))
+    await asyncio.to_thread(write_volume, stack)
     client.PolicyV1Api(stack.api).create_namespaced_pod_disruption_budget(
         "default",
         {"metadata": {"name": "burst"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "burst"}}}},
@@ -536,6 +548,17 @@ async def _shrink(
     return outcome, stack, temporal, final
 
 
+def write_volume(stack: Stack) -> None:
+    """A 3-replica Longhorn volume on the burst's nodes, written and detached: the scale-down
+    may remove its nodes only while another healthy replica remains (the storage scenario's rule)."""
+    lh = stack.longhorn = SimLonghorn.from_kubeconfig(stack.kubeconfig, interval=0.2).start()
+    on = lh.create_volume(VOLUME, 3)
+    lh.attach(VOLUME, on[0])
+    lh.write(VOLUME, b"chaos data " * 4096)
+    stack.volume_checksum = lh.checksum(VOLUME)
+    lh.detach(VOLUME)
+
+
 async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes: int | None) -> None:
     """The invariants, appended to outcome.violations; recovery per fault."""
     v = outcome.violations
@@ -549,40 +572,86 @@ async def check(stack: Stack, temporal: Client, outcome: Outcome, expected_nodes
         v.append(f"leaked nodes: {len(nodes)} nodes, {status.nodes_created} requests Ready, {removed} removed")
     if expected_nodes is not None and status.nodes_created != expected_nodes:
         v.append(f"nodes created {status.nodes_created}, fault-free run {expected_nodes}")
+    evicted = await check_histories(temporal, stack.worker_logs(), outcome)
+    v += [f"pod {pod} evicted {n} times" for pod, n in evicted.items() if n > 1]
+    if stack.longhorn is not None:
+        try:
+            if stack.longhorn.checksum(VOLUME) != stack.volume_checksum:
+                v.append(f"volume {VOLUME} changed by the scale-down")
+        except LonghornError as e:  # no healthy replica left: a removal lost the data
+            v.append(f"removal lost data: {e}")
+
+
+def _payload(payloads: Any) -> Any:
+    return json.loads(payloads.payloads[0].data)  # json/plain, as the pydantic converter writes it
+
+
+async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) -> Counter[str]:
+    """Every loop's invariants read from the histories (no workflow failed, terminated or timed
+    out; no non-determinism), appended to outcome.violations; recovery per fault. Returns per
+    pod the evictions the API server accepted, over all drains (more than one is a violation)."""
+    v = outcome.violations
     completions: dict[tuple[str, str, str], float] = {}
     activity_done: list[float] = []  # any activity of the loop, when it completed
+    evicted: Counter[str] = Counter()
     async for wf in temporal.list_workflows():
         if wf.status in BAD_ENDINGS:
             v.append(f"workflow {wf.id} {wf.status.name.lower()}")
         history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
         ids: dict[int, str] = {}
+        evictions: dict[int, str] = {}  # scheduled event -> the pod an evict_pod was for
         for e in history.events:
             at = e.event_time.ToDatetime().timestamp()
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                ids[e.event_id] = e.activity_task_scheduled_event_attributes.activity_id
+                attrs = e.activity_task_scheduled_event_attributes
+                ids[e.event_id] = attrs.activity_id
+                if attrs.activity_type.name == EVICT_POD:
+                    pod = _payload(attrs.input)
+                    evictions[e.event_id] = f"{pod['namespace']}/{pod['name']}"
             elif e.event_type in COMPLETED:
                 sid = getattr(e, COMPLETED[e.event_type]).scheduled_event_id
                 completions[(wf.id, wf.run_id, ids.get(sid, ""))] = at
                 activity_done.append(at)
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and sid in evictions:
+                    result = _payload(e.activity_task_completed_event_attributes.result)
+                    evicted[evictions[sid]] += result["outcome"] == "evicted"
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 cause = e.workflow_task_failed_event_attributes.cause
                 if cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR:
                     v.append(f"non-determinism in {wf.id}")
-    if "nondetermin" in stack.worker_logs().lower():
+    if "nondetermin" in worker_logs.lower():
         v.append("a worker logged non-determinism")
     for f in outcome.faults:
         if f.skipped:
             continue
         stalled = [completions.get((p.workflow_id, p.run_id, p.activity_id)) for p in f.stalled]
-        ends = [t for t in stalled if t is not None]
+        # Stalled work that completed while the fault lasted (a storm answered, then retried
+        # past it) says nothing of recovery: then the loop's next completion counts.
+        ends = [t for t in stalled if t is not None and t > f.ended]
         if not ends:
             ends = [min((t for t in activity_done if t > f.ended), default=f.ended)]
         f.recovery_s = round(max(0.0, max(ends) - f.ended), 2)
+    return evicted
 
 
-async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expected: dict[str, int]) -> Outcome:
+async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expected: dict[str, Any]) -> Outcome:
     """One scenario on a fresh stack; `expected` holds the fault-free run's figures (filled by it)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{loop}-", dir=base))
+    if loop in ("fleet-burst", "components-ramp"):
+        # Those modules build on this one.
+        from bench.chaos_components import components_ramp
+        from bench.chaos_fleet import fleet_burst
+
+        if loop == "fleet-burst":
+            outcome = await fleet_burst(workdir, names, instances=max(2, pods // 4))
+        else:
+            outcome = await components_ramp(workdir, names)
+        created = outcome.created or {}
+        if names and created != expected.get(loop, created):
+            outcome.violations.append(f"created {created}, fault-free run {expected[loop]}")
+        expected.setdefault(loop, created)
+        outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
+        return outcome
     faults = [(n, FAULTS[n]) for n in names]
     if loop == "node-burst":
         outcome, stack, temporal = await node_burst(workdir, faults, pods)
@@ -614,6 +683,15 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "storm-429": ("node-burst", ["node-create-429-storm"]),
     "sd-kill-drain": ("node-scale-down", ["kill-worker-during-drain"]),
     "sd-temporal-restart": ("node-scale-down", ["restart-temporal-during-drain"]),
+    "fleet-kill-ocm-create": ("fleet-burst", ["kill-worker-during-ocm-create"]),
+    "fleet-ocm-503": ("fleet-burst", ["ocm-create-503-storm"]),
+    "fleet-ocm-429": ("fleet-burst", ["ocm-create-429-storm"]),
+    "fleet-ocm-lost-create": ("fleet-burst", ["ocm-lost-create-responses"]),
+    "fleet-temporal-restart": ("fleet-burst", ["restart-temporal-during-ocm-create"]),
+    "comp-prometheus-503": ("components-ramp", ["prometheus-503-storm"]),
+    "comp-pd-503": ("components-ramp", ["pd-503-storm"]),
+    "comp-kill-group-create": ("components-ramp", ["kill-worker-during-group-create"]),
+    "comp-temporal-restart": ("components-ramp", ["restart-temporal-during-group-create"]),
 }
 
 
@@ -631,7 +709,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     FAULTS["pause-api-server"] = pause_api_server(args.pause_s)
     base = Path(tempfile.mkdtemp(prefix="growth-chaos-"))
-    expected: dict[str, int] = {}
+    expected: dict[str, Any] = {}
     outcomes: list[Outcome] = []
     chosen = [SCHEDULES[key] for key in args.scenarios.split(",")]
     for loop in dict.fromkeys(loop for loop, _ in chosen):

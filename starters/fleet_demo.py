@@ -125,33 +125,37 @@ class FleetDemo:
             resp.raise_for_status()
             return int(resp.json()["clusters_live"])
 
+    async def start_loop(self, client: Client) -> None:
+        """FleetAutoscaler for the demo region, with short timers (also bench/chaos_fleet.py)."""
+        fleet_config = self.workdir / "fleet.yaml"
+        instances = self.args.instances
+        fleet_config.write_text(demo_fleet_config(PROVIDER, REGION, limit=demo_region_limit(instances)))
+        settings = FleetAutoscalerSettings(
+            provider=PROVIDER,
+            region=REGION,
+            interval_s=1.0,
+            recheck_delay_s=2.0,
+            failure_backoff_s=30.0,
+            flap_window_s=120.0,
+            max_instances=max(FleetAutoscalerSettings.model_fields["max_instances"].default, instances),
+            cluster_timeouts=ClusterTimeouts(
+                provisioning_s=120, step_s=60, agent_s=60, deletion_s=120, poll_s=0.5
+            ),  # fmt: skip
+        )
+        await client.start_workflow(
+            FleetAutoscalerWorkflow.run,
+            FleetAutoscalerInput(settings=settings, config=load_fleet_config(str(fleet_config))),
+            id=contracts.autoscaler_workflow_id(PROVIDER, REGION),
+            task_queue=TASK_QUEUE,
+            static_summary=region_summary(settings),  # the Web UI's workflow list
+        )
+        say(f"FleetAutoscaler {contracts.autoscaler_workflow_id(PROVIDER, REGION)} started (see {self.ui_url})")
+
     async def run(self) -> int:
         try:
             self.start_processes()
             client = await Client.connect(f"127.0.0.1:{self.temporal_port}", data_converter=pydantic_data_converter)
-            fleet_config = self.workdir / "fleet.yaml"
-            instances = self.args.instances
-            fleet_config.write_text(demo_fleet_config(PROVIDER, REGION, limit=demo_region_limit(instances)))
-            settings = FleetAutoscalerSettings(
-                provider=PROVIDER,
-                region=REGION,
-                interval_s=1.0,
-                recheck_delay_s=2.0,
-                failure_backoff_s=30.0,
-                flap_window_s=120.0,
-                max_instances=max(FleetAutoscalerSettings.model_fields["max_instances"].default, instances),
-                cluster_timeouts=ClusterTimeouts(
-                    provisioning_s=120, step_s=60, agent_s=60, deletion_s=120, poll_s=0.5
-                ),  # fmt: skip
-            )
-            await client.start_workflow(
-                FleetAutoscalerWorkflow.run,
-                FleetAutoscalerInput(settings=settings, config=load_fleet_config(str(fleet_config))),
-                id=contracts.autoscaler_workflow_id(PROVIDER, REGION),
-                task_queue=TASK_QUEUE,
-                static_summary=region_summary(settings),  # the Web UI's workflow list
-            )
-            say(f"FleetAutoscaler {contracts.autoscaler_workflow_id(PROVIDER, REGION)} started (see {self.ui_url})")
+            await self.start_loop(client)
             summary = await run_fleet_burst(
                 client,
                 PROVIDER,

@@ -115,9 +115,11 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
 
         async def all_running() -> Any:
             pods = await asyncio.to_thread(core.list_namespaced_pod, "default", label_selector="app=burst")
-            running = sum(1 for p in pods.items if p.status.phase == "Running")
+            # Pods first (the truth), then the status: a status read before them may be stale.
+            if sum(1 for p in pods.items if p.status.phase == "Running") != PODS:
+                return None
             status = await auto.query(NodeAutoscalerWorkflow.status)
-            return status if running == PODS and not status.in_flight else None
+            return None if status.in_flight else status
 
         status = await wait_for(all_running, 60, "every burst pod Running and no request in flight")
 

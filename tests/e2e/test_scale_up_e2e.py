@@ -109,9 +109,11 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
     lc.restart_worker("worker-2")
 
     async def all_running() -> AutoscalerStatus | None:
+        # Pods first (the truth), then the status: a status read before them may be stale.
+        if pods_running(lc.api, "web") != 6:
+            return None
         s = await handle.query(NodeAutoscalerWorkflow.status)
-        done = pods_running(lc.api, "web") == 6 and not s.in_flight
-        return s if done else None
+        return None if s.in_flight else s
 
     status = await wait_for(all_running, 90, "all pods running after the worker restart")
     nodes = client.CoreV1Api(lc.api).list_node(label_selector=LABEL_REQUEST).items
@@ -136,8 +138,11 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
     apps.create_namespaced_deployment("default", deployment("small", 3, cpu="200m", memory="128Mi"))
 
     async def settled() -> AutoscalerStatus | None:
+        # Pods first (the truth), then the status: a status read before them may be stale.
+        if pods_running(lc.api, "small") != 3:
+            return None
         s = await handle.query(NodeAutoscalerWorkflow.status)
-        return s if s.never_satisfiable and pods_running(lc.api, "small") == 3 and not s.in_flight else None
+        return s if s.never_satisfiable and not s.in_flight else None
 
     status = await wait_for(settled, 60, "small pods running and the huge pod reported")
     core = client.CoreV1Api(lc.api)
