@@ -593,11 +593,9 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
 
         def next_bookmark_after(now: float) -> float:
+            nxt = now + max(0.05, api.control.watch_bookmark_interval)
             last_call = deadline - 2  # the one just before the watch ends
-            every = max(0.05, api.control.watch_bookmark_interval)
-            if now + every < last_call:
-                return now + every
-            return last_call if now < last_call else float("inf")
+            return last_call if now < last_call < nxt else nxt
 
         next_bookmark = next_bookmark_after(time.monotonic())
 

@@ -25,7 +25,7 @@ async def test_what_if_replays_every_run_by_workflow_id(local_cluster, tmp_path)
 
     async def settled() -> AutoscalerStatus | None:
         s = await handle.query(NodeAutoscalerWorkflow.status)
-        return s if pods_running(lc.api, "web") == 6 and not s.in_flight and s.runs >= 2 else None
+        return s if pods_running(lc.api, "web") == 6 and not s.in_flight and s.runs >= 3 else None  # runs counts from 1
 
     status = await wait_for(settled, 90, "6 pods running and two continue-as-new")
     connect = ["--address", lc.temporal.address, "--task-queue", lc.task_queue]
