@@ -7,7 +7,7 @@ HEADLESS ?=
 SCENARIO ?= burst
 PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 .PHONY: demo test lint bench bench-e2e bench-billing bench-hetzner chaos bench-components install clean
 
