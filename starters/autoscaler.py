@@ -51,7 +51,7 @@ from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.summaries import autoscaler_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
-from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
 from starters.migrate_ca import migrate_from_ca
 from starters.nodes_trail import trail_command
 from starters.nodes_what_if import what_if_command
@@ -240,13 +240,8 @@ def nodes(ctx: click.Context, cluster: str) -> None:
 
 def _call(cluster: str, run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
     wf_id = autoscaler_id(cluster)
-
-    async def on(client: Client, settings: Settings):  # noqa: ANN202
-        handle: WorkflowHandle = client.get_workflow_handle_for(NodeAutoscalerWorkflow.run, wf_id)  # type: ignore[arg-type]
-        return await run(handle, settings)
-
     hint = f"no running NodeAutoscaler {wf_id} (start it with: growth nodes --cluster {cluster} start)"
-    return Call(run=on, table=table, not_found=hint)
+    return workflow_call(wf_id, hint, run, table)
 
 
 @nodes.command(

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import click
 import yaml
 from pydantic import BaseModel
-from temporalio.client import Client, RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import Client, RPCError, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
@@ -77,6 +77,20 @@ class Call:
     needs_client: bool = True
     plain: bool = False  # printed as is whatever -o says (a completion script)
     check: Callable[[Settings], object] | None = None  # refuses bad input (CliError) before connecting
+
+
+def workflow_call(
+    wf_id: str,
+    not_found: str,
+    run: Callable[[WorkflowHandle, Settings], Awaitable[Any]],
+    table: Callable[[Any], str] = str,
+) -> Call:
+    """A command on one loop's workflow: `run` gets its handle; `not_found` says how to start it."""
+
+    async def on(client: Client, settings: Settings) -> Any:
+        return await run(client.get_workflow_handle(wf_id), settings)
+
+    return Call(run=on, table=table, not_found=not_found)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from scaling.components.state import (
 )
 from scaling.components.summaries import components_summary
 from starters.approvals import PendingApproval, awaiting_query, format_approvals, list_awaiting
-from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
 from starters.components_trail import trail_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
@@ -146,14 +146,9 @@ def components(ctx: click.Context, namespace: str, name: str) -> None:
 
 def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
     wf_id = workflow_id(*where)
-
-    async def on(client: Client, settings: Settings):  # noqa: ANN202
-        handle: WorkflowHandle = client.get_workflow_handle(wf_id)
-        return await run(handle, settings)
-
     namespace, name = where
     hint = f"no running ComponentAutoscaler {wf_id} (start it with: growth components -n {namespace} {name} start)"
-    return Call(run=on, table=table, not_found=hint)
+    return workflow_call(wf_id, hint, run, table)
 
 
 @components.command("start")

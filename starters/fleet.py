@@ -38,7 +38,7 @@ from scaling.fleet.contracts import (
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
-from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options
+from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
 from starters.fleet_trail import trail_command
 from starters.fleet_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
@@ -173,17 +173,12 @@ def fleet(ctx: click.Context, provider: str, region: str) -> None:
 
 def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run: (handle, settings) -> answer
     wf_id = autoscaler_workflow_id(*where)
-
-    async def on(client: Client, settings: Settings):  # noqa: ANN202
-        handle: WorkflowHandle = client.get_workflow_handle(wf_id)
-        return await run(handle, settings)
-
     provider, region = where
     hint = (
         f"no running FleetAutoscaler {wf_id} (start it with: "
         f"growth fleet --provider {provider} --region {region} start --fleet-config ...)"
     )
-    return Call(run=on, table=table, not_found=hint)
+    return workflow_call(wf_id, hint, run, table)
 
 
 @fleet.command("start")
