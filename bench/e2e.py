@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from starters.demo import Demo, parse_args
 from starters.kube import node_group
 from starters.scenarios.burst import BurstScenario, max_nodes_for

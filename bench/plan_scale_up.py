@@ -16,7 +16,7 @@ from bench.lp import lp_lower_bound
 from bench.workload import FAMILIES, POOL_TYPES, PROVIDER, ZONE_SPREAD_FAMILIES, ZONES, Workload, workload
 from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools
-from scaling.nodes.planning import plan_scale_up
+from scaling.nodes.scale_up.planning import plan_scale_up
 
 SIZES = (1_000, 10_000, 30_000)
 # Pods per family run: a few hundred (where one node's choice shows) and 2,000. The baselines

@@ -1,6 +1,6 @@
 """Approval gates, what every loop shares: a gated step waits durably (phase AwaitingApproval)
 for an operator's approve/deny, or until its timeout applies the default. Each loop's own rules
-(which steps are gated) live beside it: scaling.nodes.approvals, scaling.fleet.approvals."""
+(which steps are gated) live beside it: scaling.nodes.scale_up.approvals, scaling.fleet.approvals."""
 
 from __future__ import annotations
 

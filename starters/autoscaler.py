@@ -36,7 +36,6 @@ from activities.kube.client import api_client
 from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.kube.pods import counts_as_demand, pod_info
-from scaling.nodes.demand import demand_key
 from scaling.nodes.explain import (
     ExplainNodeInput,
     ExplainPodInput,
@@ -46,6 +45,7 @@ from scaling.nodes.explain import (
     when,
 )
 from scaling.nodes.models import LABEL_GROUP
+from scaling.nodes.scale_up.demand import demand_key
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus

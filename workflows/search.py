@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 CLUSTER = SearchAttributeKey.for_keyword("GrowthCluster")
 NODE_GROUP = SearchAttributeKey.for_keyword("GrowthNodeGroup")

@@ -30,11 +30,11 @@ from scaling.nodes.contracts import (
     PodEventsInput,
     WaitReadyInput,
 )
-from scaling.nodes.daemonsets import daemonset_shapes
-from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
+from scaling.nodes.scale_up.daemonsets import daemonset_shapes
+from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.state import requests_with_ready_node
 
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -1,7 +1,7 @@
 """Machine housekeeping activities: what the providers hold, what the cluster accounts for, and
 reports (leaked machines collected, pools whose server type a provider cannot supply).
 
-Thin adapters for the MachineGC workflow; the leak decision is scaling.nodes.leaks, the delete is
+Thin adapters for the MachineGC workflow; the leak decision is scaling.nodes.gc.leaks, the delete is
 the existing `delete_node` activity.
 """
 

@@ -18,7 +18,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from scaling.nodes import contracts
-from scaling.nodes.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, StartRequestsInput
+from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, StartRequestsInput
 from scaling.nodes.summaries import request_static_details, request_summary
 from workflows.search import initial_attributes
 

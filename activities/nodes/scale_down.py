@@ -42,8 +42,8 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.nodes.scale_down_eval import check_node_removal, evaluate_scale_down
-from scaling.nodes.storage import longhorn_state_from_objects
+from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_scale_down
+from scaling.nodes.scale_down.storage import longhorn_state_from_objects
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
@@ -112,13 +112,13 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.EVALUATE_SCALE_DOWN)
     def evaluate_scale_down(self, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
         """The loop's scale-down evaluation beside the cluster: observe as observe_scale_down
-        does, plan with the workflow's timers (scaling.nodes.scale_down_eval), return only the
+        does, plan with the workflow's timers (scaling.nodes.scale_down.evaluation), return only the
         bounded result. The cluster's objects stay in this process."""
         return evaluate_scale_down(self._cached(inp.cluster, inp.fresh), inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
     def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
-        """Re-check one node beside the cluster (scaling.nodes.scale_down_eval); only the
+        """Re-check one node beside the cluster (scaling.nodes.scale_down.evaluation); only the
         verdict about that node goes back. From the cache when the input says so; the re-check
         right before a machine is deleted reads the API server."""
         obs = self._cached(inp.cluster, {}) if inp.from_cache else self._observe(inp.cluster)

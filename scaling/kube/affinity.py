@@ -8,7 +8,7 @@ does not have: such a term never matches a future node.
 Per-node limits (`pod_spreads`): required pod anti-affinity and topology spread constraints
 with whenUnsatisfiable DoNotSchedule, both only with topologyKey kubernetes.io/hostname.
 Spread constraints on any other key (zone, region) are `topology_spreads`: the planner shares
-pods out over those domains (scaling.nodes.topology). Pod anti-affinity on other keys and
+pods out over those domains (scaling.nodes.scale_up.topology). Pod anti-affinity on other keys and
 required pod affinity are not read: the planner ignores them.
 A spread's skew is measured against the least loaded eligible node; growth takes that minimum
 as 0 (a new node is empty), so maxSkew N reads as "fewer than N matching pods on the node"

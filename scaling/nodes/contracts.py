@@ -15,15 +15,15 @@ from scaling.kube.models import (
     PodInfo,
     Taint,
 )
-from scaling.nodes.demand import PendingDemand
 from scaling.nodes.models import (
     NodeGroup,
     Pool,
     SpecProblem,
 )
-from scaling.nodes.removals import CandidateState
-from scaling.nodes.scale_down import NodeState, ScaleDownLoopSettings
-from scaling.nodes.storage import LonghornState
+from scaling.nodes.scale_down.candidates import NodeState, ScaleDownLoopSettings
+from scaling.nodes.scale_down.removals import CandidateState
+from scaling.nodes.scale_down.storage import LonghornState
+from scaling.nodes.scale_up.demand import PendingDemand
 
 # Activity names (registered by activities/nodes, called by workflows/nodes). Every input that
 # touches a cluster names it (`cluster`): one worker serves many clusters and resolves each
@@ -233,7 +233,7 @@ class ScaleDownEvaluation(BaseModel):
     """evaluate_scale_down's result, bounded whatever the cluster's size: the plan's removals
     (at most max_removals_per_loop), the changes to the unneeded timers (not the timers again:
     the workflow sent them), and growth-managed nodes' states for the status query, capped
-    (see scaling.nodes.scale_down_eval)."""
+    (see scaling.nodes.scale_down.evaluation)."""
 
     to_remove: list[RemovalTarget] = Field(default_factory=list)
     # The plan's unneeded_since is the input's, less unneeded_ended, plus unneeded_started at `now`.
@@ -277,7 +277,7 @@ class NodeRemovalCheck(BaseModel):
     group: str | None = None
     pool: str | None = None
     provider_id: str = ""
-    blockers: list[Blocker] = Field(default_factory=list)  # scaling.nodes.scale_down.still_removable's
+    blockers: list[Blocker] = Field(default_factory=list)  # scaling.nodes.scale_down.candidates.still_removable's
     pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name", long-terminating ones left out
 
 

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from scaling.nodes.models import PodProblem
-from scaling.nodes.removals import CandidateState, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestStatus
-from scaling.nodes.scale_down import NodeState
+from scaling.nodes.scale_down.candidates import NodeState
+from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
+from scaling.nodes.scale_up.topology import same_shape
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
-from scaling.nodes.topology import same_shape
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
 LAST_LOOP_SHAPES_KEPT = 200
@@ -33,7 +33,7 @@ class ExplainPodInput(BaseModel):
     namespace: str
     name: str
     uid: str = ""
-    key: str = ""  # the pod's shape: scaling.nodes.demand.demand_key
+    key: str = ""  # the pod's shape: scaling.nodes.scale_up.demand.demand_key
 
 
 class ExplainNodeInput(BaseModel):

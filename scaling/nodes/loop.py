@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scaling.nodes.backoff import pool_backoff_seconds
-from scaling.nodes.demand import NodeTally
 from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_up.backoff import pool_backoff_seconds
+from scaling.nodes.scale_up.demand import NodeTally
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
 

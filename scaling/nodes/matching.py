@@ -30,9 +30,9 @@ from scaling.kube.models import (
     Taint,
     Toleration,
 )
-from scaling.nodes import hetzner
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
 from scaling.nodes.nodegroups import flatten_pools
+from scaling.nodes.providers import hetzner
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 

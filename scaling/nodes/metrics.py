@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from scaling.nodes.demand import NodeTally
+from scaling.nodes.scale_up.demand import NodeTally
 
 # Gauges, set by observe_cluster every loop.
 UNSCHEDULABLE_PODS = "growth_unschedulable_pods_count"  # {cluster}

@@ -51,7 +51,7 @@ class ScaleDownSettings(BaseModel):
 
 
 class GroupLimits(BaseModel):
-    """spec.limits: caps on what the planner adds to a group (scaling.nodes.money)."""
+    """spec.limits: caps on what the planner adds to a group (scaling.nodes.scale_up.money)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -59,7 +59,7 @@ class GroupLimits(BaseModel):
 
 
 class ApprovalPolicy(BaseModel):
-    """spec.approval: scale-ups that wait for an operator (scaling.nodes.approvals)."""
+    """spec.approval: scale-ups that wait for an operator (scaling.nodes.scale_up.approvals)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -140,13 +140,13 @@ class PodProblem(BaseModel):
     uid: str
     reason: str  # e.g. NeverSatisfiable, MultipleNodeGroups, NoMatchingNodeGroup, MaxNodesReached
     message: str
-    key: str = ""  # the pod's shape (scaling.nodes.demand): pods of one shape share the problem
+    key: str = ""  # the pod's shape (scaling.nodes.scale_up.demand): pods of one shape share the problem
     count: int = 1  # this pod and the unnamed pods of its shape it stands for
 
 
 class RequestPhase(str, Enum):
     PENDING = "Pending"
-    # Gated (scaling.nodes.approvals): waits for an operator's approve/deny or its timeout.
+    # Gated (scaling.nodes.scale_up.approvals): waits for an operator's approve/deny or its timeout.
     AWAITING_APPROVAL = "AwaitingApproval"  # scaling.approvals.AWAITING_APPROVAL
     PROVISIONING = "Provisioning"
     READY = "Ready"

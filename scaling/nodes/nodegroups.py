@@ -16,7 +16,6 @@ import yaml
 from scaling.kube.models import Resources, Taint
 from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
 from scaling.nodes.billing import DEFAULT_BILLING, DEFAULT_MARGIN_S
-from scaling.nodes.hetzner import config_problem as hetzner_config_problem
 from scaling.nodes.models import (
     CRD_GROUP,
     CRD_VERSION,
@@ -29,6 +28,7 @@ from scaling.nodes.models import (
     ScaleDownSettings,
     SpecProblem,
 )
+from scaling.nodes.providers.hetzner import config_problem as hetzner_config_problem
 
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
@@ -198,7 +198,7 @@ def _price(v: Any, field: str) -> float:
 
 
 def _limits(v: Any, field: str) -> GroupLimits | None:
-    """spec.limits: {pricePerHour} in the catalogue's currency (scaling.nodes.money)."""
+    """spec.limits: {pricePerHour} in the catalogue's currency (scaling.nodes.scale_up.money)."""
     if v is None:
         return None
     raw = _mapping(v, field)
@@ -213,7 +213,7 @@ _APPROVAL_FIELDS = ("nodesAbove", "pricePerHourAbove", "timeout", "default")
 
 
 def _approval(v: Any, field: str) -> ApprovalPolicy | None:
-    """spec.approval: {nodesAbove, pricePerHourAbove, timeout, default} (scaling.nodes.approvals)."""
+    """spec.approval: {nodesAbove, pricePerHourAbove, timeout, default} (scaling.nodes.scale_up.approvals)."""
     if v is None:
         return None
     raw = _mapping(v, field)

@@ -16,7 +16,7 @@ class AutoscalerSettings(BaseModel):
         ge=0,
         allow_inf_nan=False,
         description="most the cluster's growth nodes may cost per hour, in the server-type catalogue's "
-        "prices (EUR for Hetzner); the planner adds no node past it (scaling.nodes.money)",
+        "prices (EUR for Hetzner); the planner adds no node past it (scaling.nodes.scale_up.money)",
     )
     readiness_timeout_s: float = 300.0
     readiness_poll_s: float = 2.0

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo
+from scaling.nodes.gc.orphans import Orphan
 from scaling.nodes.models import (
     LABEL_REQUEST,
     InFlightRequest,
@@ -19,11 +20,10 @@ from scaling.nodes.models import (
     RequestPhase,
     SpecProblem,
 )
-from scaling.nodes.orphans import Orphan
-from scaling.nodes.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
+from scaling.nodes.scale_up.topology import SHARE_SEPARATOR
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.topology import SHARE_SEPARATOR
 
 # Finished requests and removals kept for status; with the in-flight records (at most
 # max_requests_in_flight) they are most of the state carried across continue-as-new.

@@ -6,13 +6,13 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel, Field
 
+from scaling.nodes.gc.orphans import Orphan
 from scaling.nodes.models import (
     PodProblem,
     SpecProblem,
 )
-from scaling.nodes.orphans import Orphan
-from scaling.nodes.removals import CandidateState, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState, LoopSummary
 

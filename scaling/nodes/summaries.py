@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from scaling.nodes.explain import when
 from scaling.nodes.models import RequestPhase
-from scaling.nodes.removals import NodeScaleDownInput, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
 

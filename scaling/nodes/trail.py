@@ -15,8 +15,8 @@ from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_i
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
-from scaling.nodes.removals import NodeScaleDownInput
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_down.removals import NodeScaleDownInput
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.what_if import started_requests
 
 MAX_ENTRIES = 200

@@ -21,15 +21,15 @@ from pydantic import BaseModel, Field
 
 from scaling.history import RecordedEvent, RecordedHistory, first_input
 from scaling.nodes import contracts
-from scaling.nodes.capacity import remember_insufficient_capacity
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.headroom import is_headroom, split_headroom
 from scaling.nodes.loop import apply_attempt_backoff, newly_reported_attempt, unavailable_pools, within_in_flight_limit
-from scaling.nodes.min_size import requests_to_reach_min_nodes
 from scaling.nodes.models import AttemptResult, InFlightRequest, NodeGroup, PlannedNode, RequestPhase, ServerType
-from scaling.nodes.planning import Catalogue, plan_demand
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus, StartRequestsInput
+from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
+from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
+from scaling.nodes.scale_up.planning import Catalogue, plan_demand
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus, StartRequestsInput
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
     AutoscalerInput,

@@ -13,7 +13,7 @@ from kubernetes import client
 
 from scaling.kube.pods import is_unschedulable, unschedulable_since
 from scaling.nodes.headroom import is_headroom
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.status import AutoscalerStatus
 
 

@@ -7,7 +7,7 @@ from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.models import PodProblem
 from scaling.nodes.nodegroups import parse_node_group
-from scaling.nodes.planning import plan_scale_up
+from scaling.nodes.scale_up.planning import plan_scale_up
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
 from scaling.nodes.status import status_of

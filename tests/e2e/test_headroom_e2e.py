@@ -9,7 +9,7 @@ from temporalio.client import WorkflowHandle
 
 from scaling.nodes.headroom import headroom_uid
 from scaling.nodes.models import LABEL_GROUP
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus

@@ -21,9 +21,9 @@ from scaling.nodes.contracts import (
     PodEventsInput,
     WaitReadyInput,
 )
-from scaling.nodes.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import ServerType, SpecProblem
+from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.state import requests_with_ready_node
 
 

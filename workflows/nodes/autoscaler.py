@@ -17,11 +17,8 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
-    from scaling.nodes.approvals import ApprovalGate, approval_gates, scale_up_event
-    from scaling.nodes.capacity import remember_insufficient_capacity
     from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
-    from scaling.nodes.demand import demand_key, observe_demand
     from scaling.nodes.explain import (
         ExplainNodeInput,
         ExplainPodInput,
@@ -41,12 +38,15 @@ with workflow.unsafe.imports_passed_through():
         unavailable_pools,
         within_in_flight_limit,
     )
-    from scaling.nodes.min_size import requests_to_reach_min_nodes
     from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, RequestPhase, ServerType
     from scaling.nodes.observation import event_batches, never_satisfiable_events
-    from scaling.nodes.planning import plan_demand
-    from scaling.nodes.removals import ScaleDownStatus
-    from scaling.nodes.requests import (
+    from scaling.nodes.scale_down.removals import ScaleDownStatus
+    from scaling.nodes.scale_up.approvals import ApprovalGate, approval_gates, scale_up_event
+    from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
+    from scaling.nodes.scale_up.demand import demand_key, observe_demand
+    from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
+    from scaling.nodes.scale_up.planning import plan_demand
+    from scaling.nodes.scale_up.requests import (
         START_BATCH,
         NodeRequestInput,
         NodeRequestStatus,

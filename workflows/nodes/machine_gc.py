@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
-    from scaling.nodes.leaks import find_leaked_machines
+    from scaling.nodes.gc.leaks import find_leaked_machines
     from scaling.nodes.models import LABEL_GROUP, LABEL_REQUEST
     from scaling.nodes.summaries import machine_gc_details
     from workflows.nodes.activity_options import NODE_ACTIVITIES

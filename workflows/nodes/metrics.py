@@ -12,8 +12,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import metrics as names
     from scaling.nodes.models import AttemptResult, RequestPhase
-    from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.nodes.requests import NodeRequestStatus
+    from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 # Attempt results that are a failed scale-up (Cluster Autoscaler's failed_scale_ups_total{reason}).
 FAILED_ATTEMPTS = frozenset(

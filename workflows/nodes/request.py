@@ -2,10 +2,10 @@
 
 Tries its candidate pools in order. A provider with no capacity or quota moves it to the next
 pool, or, for a request the NodeAutoscaler started, ends it Replanned: the loop plans its pods
-again, onto the next pool and packed for it (capacity memory, scaling/nodes/capacity.py); a node that is not Ready within the readiness wait is removed and the next pool tried;
+again, onto the next pool and packed for it (capacity memory, scaling/nodes/scale_up/capacity.py); a node that is not Ready within the readiness wait is removed and the next pool tried;
 after max attempts it is Unmet. Its final state stays queryable for a TTL.
 
-A gated request (scaling.nodes.approvals) waits in AwaitingApproval before trying a gated pool,
+A gated request (scaling.nodes.scale_up.approvals) waits in AwaitingApproval before trying a gated pool,
 on a durable timer, until the `approve`/`deny` update or the timeout's default decides.
 """
 
@@ -21,8 +21,6 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureErro
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import ApprovalState, applies_default, decision_refused
     from scaling.nodes import contracts
-    from scaling.nodes.approvals import waits_for
-    from scaling.nodes.capacity import hands_back_pods
     from scaling.nodes.contracts import (
         CreateNodeInput,
         CreateNodeResult,
@@ -31,7 +29,9 @@ with workflow.unsafe.imports_passed_through():
         WaitReadyInput,
     )
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
-    from scaling.nodes.requests import (
+    from scaling.nodes.scale_up.approvals import waits_for
+    from scaling.nodes.scale_up.capacity import hands_back_pods
+    from scaling.nodes.scale_up.requests import (
         NODE_REQUEST_WORKFLOW,
         NodeRequestInput,
         NodeRequestStatus,
@@ -326,7 +326,7 @@ class NodeRequestWorkflow:
 
 def failure_text(err: BaseException) -> str:
     """What failed, for an attempt's message: the outermost application error's text and then
-    its causes (scaling.nodes.requests.failure_message), without Temporal's wrappers ("Activity
+    its causes (scaling.nodes.scale_up.requests.failure_message), without Temporal's wrappers ("Activity
     task failed"), which say nothing about the provider."""
     messages: list[str] = []
     seen: set[int] = set()

@@ -35,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
         UnmarkNodeInput,
         WaitPodsGoneInput,
     )
-    from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.nodes.scale_down import NodeState, blocking, cancel_code
-    from scaling.nodes.scale_down_eval import check_node_removal
+    from scaling.nodes.scale_down.candidates import NodeState, blocking, cancel_code
+    from scaling.nodes.scale_down.evaluation import check_node_removal
+    from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import scale_down_details
     from workflows.nodes import metrics
     from workflows.nodes.activity_options import NODE_ACTIVITIES

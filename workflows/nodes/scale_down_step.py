@@ -29,10 +29,9 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownEvaluationInput,
         ScaleDownObservation,
     )
+    from scaling.nodes.gc.orphans import mark_reported, orphans_from, provider_of
     from scaling.nodes.models import LABEL_GROUP
-    from scaling.nodes.orphans import mark_reported, orphans_from, provider_of
-    from scaling.nodes.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-    from scaling.nodes.scale_down import (
+    from scaling.nodes.scale_down.candidates import (
         CANCELLED_BY_PODS,
         MANUAL,
         NodeRemoval,
@@ -44,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
         is_empty,
         plan_from_input,
     )
-    from scaling.nodes.scale_down_eval import apply_unneeded, check_node_removal, compact_candidates
+    from scaling.nodes.scale_down.evaluation import apply_unneeded, check_node_removal, compact_candidates
+    from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
     from scaling.nodes.summaries import scale_down_summary

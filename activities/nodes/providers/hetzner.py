@@ -57,7 +57,8 @@ from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudg
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
-from scaling.nodes.hetzner import (
+from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
+from scaling.nodes.providers.hetzner import (
     SPREAD_GROUP_MAX,
     ErrorDecision,
     ImageRef,
@@ -72,8 +73,7 @@ from scaling.nodes.hetzner import (
     unusable_reason,
     wants_spread,
 )
-from scaling.nodes.hetzner_budget import BudgetSettings, RequestKind
-from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_POOL, LABEL_REQUEST, ServerType
+from scaling.nodes.providers.hetzner_budget import BudgetSettings, RequestKind
 
 LABEL_ATTEMPT = "growth.autoscaling.dev/attempt"
 PROVIDER_ID_PREFIX = "hcloud://"

@@ -1,7 +1,7 @@
 """The request gate every Hetzner API call of a worker passes, one per project.
 
 Each HTTP request (hcloud's own retries and pages included) waits in `ProjectBudget.acquire`
-until `scaling.nodes.hetzner_budget.wait_before` lets its kind go, and each answer's RateLimit-*
+until `scaling.nodes.providers.hetzner_budget.wait_before` lets its kind go, and each answer's RateLimit-*
 headers update the gate. The gate is a transport adapter under hcloud's requests.Session, so no
 call can bypass it. Calls run in threads (hcloud is blocking), hence a threading.Condition.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
-from scaling.nodes.hetzner_budget import (
+from scaling.nodes.providers.hetzner_budget import (
     BudgetSettings,
     BudgetView,
     RequestKind,

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.nodes.providers.hetzner import HetznerProvider
 from scaling.nodes.contracts import CreateNodeInput
-from scaling.nodes.hetzner_budget import BudgetSettings
+from scaling.nodes.providers.hetzner_budget import BudgetSettings
 from sim.clouds.hetzner import FakeHetzner
 from tests.activities.nodes.test_hetzner_provider import TOKEN, make_provider, pool, req, secrets  # noqa: F401
 

@@ -14,7 +14,7 @@ from activities.nodes.providers.hetzner import LABEL_ATTEMPT, HetznerProvider, H
 from scaling.kube.labels import request_key
 from scaling.kube.models import Taint
 from scaling.nodes.contracts import CreateNodeInput, DeleteNodeInput
-from scaling.nodes.leaks import find_leaked_machines
+from scaling.nodes.gc.leaks import find_leaked_machines
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_REQUEST, Pool
 from sim.clouds.hetzner import FakeHetzner, parse_kubelet_user_data
 

@@ -31,7 +31,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
-from scaling.nodes.requests import request_labels
+from scaling.nodes.scale_up.requests import request_labels
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
 from tests.sim.conftest import eventually

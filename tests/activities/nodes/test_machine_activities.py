@@ -21,7 +21,7 @@ from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import CollectedMachine, CreateNodeInput
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups
-from scaling.nodes.planning import plan_scale_up
+from scaling.nodes.scale_up.planning import plan_scale_up
 from sim.clouds.hetzner import FakeHetzner
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, node_group

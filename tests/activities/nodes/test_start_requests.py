@@ -7,7 +7,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.nodes.requests import start_node_requests
-from scaling.nodes.requests import StartRequestsInput
+from scaling.nodes.scale_up.requests import StartRequestsInput
 from tests.workflows.nodes.test_node_request import pools, request
 
 

@@ -15,8 +15,8 @@ from scaling.nodes.explain import (
     when,
 )
 from scaling.nodes.models import PodProblem, RequestPhase
-from scaling.nodes.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import RECENT_SHAPES_KEPT, AutoscalerState, LoopSummary, record_request_update
 
@@ -65,7 +65,7 @@ def test_pod_named_by_an_in_flight_request_gets_that_request() -> None:
 
 
 def test_a_zone_spread_pod_finds_the_requests_made_for_its_zones_shares() -> None:
-    # Zone spread plans one share per zone, keyed "<shape>@<zone>" (scaling.nodes.topology).
+    # Zone spread plans one share per zone, keyed "<shape>@<zone>" (scaling.nodes.scale_up.topology).
     a = request("000001-aaaa", {"shapeA@za": 2}, ["uid-7"])
     b = request("000002-bbbb", {"shapeA@zb": 2, "shapeAB": 1}, ["uid-8"])
     e = ask(state(in_flight={r.id: r for r in (a, b)}))

@@ -9,7 +9,6 @@ import pytest
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
-from scaling.nodes.demand import tally_nodes
 from scaling.nodes.headroom import (
     HEADROOM,
     headroom_blocker,
@@ -24,8 +23,9 @@ from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import InFlightRequest, NodeGroup, PodProblem
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups, parse_node_group
 from scaling.nodes.observation import never_satisfiable_events
-from scaling.nodes.planning import plan_scale_up
-from scaling.nodes.scale_down import NodeState, plan_scale_down, still_removable
+from scaling.nodes.scale_down.candidates import NodeState, plan_scale_down, still_removable
+from scaling.nodes.scale_up.demand import tally_nodes
+from scaling.nodes.scale_up.planning import plan_scale_up
 
 CAT = catalogue_index(kwok_catalogue())
 GI = 2**30

@@ -7,9 +7,6 @@ from datetime import UTC, datetime
 
 from scaling.kube.drain import LOCAL_STORAGE, Blocker
 from scaling.kube.models import NodeInfo, Resources
-from scaling.nodes.backoff import BACKOFF_INITIAL_S
-from scaling.nodes.capacity import hands_back_pods, offering_key, remember_insufficient_capacity
-from scaling.nodes.demand import tally_nodes
 from scaling.nodes.loop import (
     apply_attempt_backoff,
     fresh_problems,
@@ -29,8 +26,7 @@ from scaling.nodes.models import (
     RequestPhase,
     ScaleUpPlan,
 )
-from scaling.nodes.requests import NodeRequestStatus, attempt_result_of
-from scaling.nodes.scale_down import (
+from scaling.nodes.scale_down.candidates import (
     CANCELLED_BY_PODS,
     MANUAL,
     NOT_EMPTY,
@@ -39,7 +35,11 @@ from scaling.nodes.scale_down import (
     cancel_code,
     data_loss_blockers,
 )
-from scaling.nodes.storage import VOLUME_ATTACHED
+from scaling.nodes.scale_down.storage import VOLUME_ATTACHED
+from scaling.nodes.scale_up.backoff import BACKOFF_INITIAL_S
+from scaling.nodes.scale_up.capacity import hands_back_pods, offering_key, remember_insufficient_capacity
+from scaling.nodes.scale_up.demand import tally_nodes
+from scaling.nodes.scale_up.requests import NodeRequestStatus, attempt_result_of
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -188,9 +188,9 @@ def in_flight_cx22(rid: str, key: str) -> InFlightRequest:
 def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() -> None:
     from scaling.kube.models import PodInfo
     from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
-    from scaling.nodes.demand import observe_demand
     from scaling.nodes.nodegroups import parse_node_group
-    from scaling.nodes.planning import plan_demand
+    from scaling.nodes.scale_up.demand import observe_demand
+    from scaling.nodes.scale_up.planning import plan_demand
     from scaling.nodes.state import with_landing_requests
 
     group = parse_node_group(
@@ -236,8 +236,8 @@ def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -
 
 
 def test_a_request_with_a_ready_node_is_counted_once_even_when_it_holds_a_zone_share() -> None:
+    from scaling.nodes.scale_up.topology import share_key
     from scaling.nodes.state import counted_once
-    from scaling.nodes.topology import share_key
 
     plain, spread = in_flight_cx22("a", "shape"), in_flight_cx22("b", share_key("shape", "za"))
     flying = in_flight_cx22("c", "shape")

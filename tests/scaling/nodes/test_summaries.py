@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from scaling.approvals import ApprovalState
 from scaling.kube.models import Resources
 from scaling.nodes.models import Pool, RequestPhase
-from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
 from scaling.nodes.summaries import (

@@ -12,7 +12,7 @@ import pytest
 
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.nodegroups import parse_node_groups_yaml
-from scaling.nodes.planning import plan_demand
+from scaling.nodes.scale_up.planning import plan_demand
 from scaling.nodes.what_if import RecordedLoop, recorded_loops, what_if
 from starters.history import history_from_file
 from tests.cli import growth

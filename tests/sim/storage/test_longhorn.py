@@ -237,8 +237,8 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.scale_down import NodeState, plan_scale_down
-    from scaling.nodes.storage import longhorn_state_from_objects
+    from scaling.nodes.scale_down.candidates import NodeState, plan_scale_down
+    from scaling.nodes.scale_down.storage import longhorn_state_from_objects
 
     for n in NODES:
         kube.http.patch(
@@ -299,8 +299,8 @@ def test_seed_scenario_scale_down_all_nodes_holding_replicas(
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.scale_down import plan_scale_down
-    from scaling.nodes.storage import longhorn_state_from_objects
+    from scaling.nodes.scale_down.candidates import plan_scale_down
+    from scaling.nodes.scale_down.storage import longhorn_state_from_objects
 
     base = f"/apis/longhorn.io/v1beta2/namespaces/{NAMESPACE}"
     # Volume created, attached, written and detached before the scale-up.

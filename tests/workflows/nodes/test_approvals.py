@@ -1,4 +1,4 @@
-"""Approval gates on a NodeRequest (scaling.nodes.approvals), on the time-skipping server: the
+"""Approval gates on a NodeRequest (scaling.nodes.scale_up.approvals), on the time-skipping server: the
 wait is a durable timer, so awaiting the result skips to the timeout and its default applies;
 an operator's approve/deny is an update whose validator refuses a wait already decided."""
 
@@ -16,9 +16,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from scaling.nodes.approvals import ApprovalGate
 from scaling.nodes.models import AttemptResult, RequestPhase
-from scaling.nodes.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_up.approvals import ApprovalGate
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.nodes.test_replay import patches_in
 from tests.workflows.stubs import World

@@ -10,9 +10,9 @@ from temporalio.testing import WorkflowEnvironment
 from activities.updates import execute_update
 from scaling.kube.models import PodInfo
 from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
-from scaling.nodes.demand import demand_key
 from scaling.nodes.explain import ExplainNodeInput, ExplainPodInput, PodExplanation
 from scaling.nodes.models import NodeGroup, PoolSpec
+from scaling.nodes.scale_up.demand import demand_key
 from tests.workflows.nodes.test_node_autoscaler import GENERAL, pod, running  # noqa: F401 (fixture)
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     DownWorld,

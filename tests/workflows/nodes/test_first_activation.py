@@ -16,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from scaling.nodes.models import Attempt, AttemptResult, RequestPhase
-from scaling.nodes.removals import ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.requests import NodeRequestStatus
+from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput, AutoscalerState
 from tests.workflows.stubs import World

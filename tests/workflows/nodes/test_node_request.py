@@ -18,7 +18,7 @@ from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
-from scaling.nodes.requests import NodeRequestInput
+from scaling.nodes.scale_up.requests import NodeRequestInput
 from tests.workflows.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow
 

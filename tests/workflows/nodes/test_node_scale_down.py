@@ -39,8 +39,8 @@ from scaling.nodes.contracts import (
     WaitPodsGoneInput,
 )
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
-from scaling.nodes.removals import NodeScaleDownInput, ScaleDownPhase
-from scaling.nodes.scale_down_eval import check_node_removal, evaluate_scale_down
+from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_scale_down
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.stubs import World

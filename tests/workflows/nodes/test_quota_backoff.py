@@ -11,9 +11,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from scaling.kube.models import PodInfo, Resources
-from scaling.nodes.backoff import BACKOFF_INITIAL_S
 from scaling.nodes.contracts import ClusterObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
+from scaling.nodes.scale_up.backoff import BACKOFF_INITIAL_S
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.polling import eventually

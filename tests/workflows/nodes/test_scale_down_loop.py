@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.updates import execute_update
 from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
-from scaling.nodes.storage import LonghornReplica, LonghornState, LonghornVolume
+from scaling.nodes.scale_down.storage import LonghornReplica, LonghornState, LonghornVolume
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     GROUP,
     DownWorld,

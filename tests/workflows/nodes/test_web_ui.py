@@ -19,7 +19,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.nodes.requests import start_node_requests
-from scaling.nodes.requests import StartRequestsInput
+from scaling.nodes.scale_up.requests import StartRequestsInput
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow

@@ -1,0 +1,1 @@
+"""Garbage collection: machines and records the loop lost track of (leaks, orphans)."""

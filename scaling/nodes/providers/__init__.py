@@ -1,0 +1,1 @@
+"""Provider-specific rules: server types, configuration and budgets of each provider."""

@@ -1,0 +1,1 @@
+"""Scale-down: which nodes to remove and when, the re-check before a drain, and storage safety."""

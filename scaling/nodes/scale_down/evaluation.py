@@ -1,0 +1,211 @@
+"""Scale-down evaluations run beside the cluster: the NodeAutoscaler's loop (evaluate_scale_down)
+and the re-check of one node (check_node_removal: NodeScaleDown's timer fired, or an operator's
+remove_node).
+
+The workflow owns the timers and acts; the cluster's nodes and pods never cross its history.
+It sends its state (ScaleDownEvaluationInput), the activity lists the cluster and calls
+``evaluate_scale_down`` here: the pure planner (``plan_from_input``) plus the one other check the
+loop needs (has a pod landed on a node waiting as EMPTY?), reduced to what the workflow reads.
+
+What bounds the result (ScaleDownEvaluation):
+- ``to_remove``: at most ``max_removals_per_loop`` nodes, each with the fields starting its
+  NodeScaleDown reads (no pod lists: the child re-checks and drains on its own).
+- ``unneeded_started`` / ``unneeded_ended``: the changes to the loop's unneeded timers, by
+  node name (``apply_unneeded`` folds them into the workflow's map). The map itself is the
+  workflow's state and is sent in the input: one entry per unneeded managed node, ~50 bytes
+  each, never capped (dropping a timer would restart it).
+- ``candidates``: the status query's per-node view, growth-managed nodes only (unmanaged ones
+  were never shown). The most telling states first (Removing, Empty, Underused,
+  UnneededWaiting, Blocked, Utilized; then least utilized), at most MAX_CANDIDATES of them and
+  CANDIDATES_MAX_BYTES of JSON, each message at most MESSAGE_MAX_CHARS. Counts per state of
+  every managed node (``candidates_by_state``) keep the whole picture when the list is cut.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
+from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.contracts import (
+    NodeRemovalCheck,
+    NodeRemovalCheckInput,
+    RemovalTarget,
+    ScaleDownEvaluation,
+    ScaleDownEvaluationInput,
+    ScaleDownObservation,
+)
+from scaling.nodes.models import LABEL_GROUP
+from scaling.nodes.scale_down.candidates import (
+    NodeDecision,
+    NodeState,
+    ScaleDownInput,
+    is_empty,
+    plan_from_input,
+    pool_of,
+    still_removable,
+)
+from scaling.nodes.scale_down.removals import CandidateState
+
+MAX_CANDIDATES = 1000
+CANDIDATES_MAX_BYTES = 100_000
+MESSAGE_MAX_CHARS = 200
+# Most telling first: what the loop is doing, what it could do, what holds it, then the rest.
+STATE_RANK = {
+    s: i
+    for i, s in enumerate(
+        [
+            NodeState.REMOVING,
+            NodeState.EMPTY,
+            NodeState.UNDERUSED,
+            NodeState.UNNEEDED_WAITING,
+            NodeState.BLOCKED,
+            NodeState.UTILIZED,
+        ]
+    )
+}
+
+
+def shorten(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def candidate_of(d: NodeDecision) -> CandidateState:
+    """One managed node's decision as the status query shows it."""
+    return CandidateState(
+        node=d.name,
+        state=d.state.value,
+        reason=d.reason,
+        message=shorten("; ".join(b.message for b in d.reasons)),
+        group=d.group,
+        pool=d.pool,
+        utilization=round(d.utilization, 3),
+        unneeded_since=d.unneeded_since,
+        removable_at=d.removable_at,
+    )
+
+
+def compact_candidates(
+    decisions: dict[str, NodeDecision],
+    max_count: int = MAX_CANDIDATES,
+    max_bytes: int = CANDIDATES_MAX_BYTES,
+) -> tuple[list[CandidateState], dict[str, int]]:
+    """The managed nodes' decisions, most telling first, cut at ``max_count`` entries or
+    ``max_bytes`` of JSON; and the count per state of all of them."""
+    managed = [d for d in decisions.values() if d.state != NodeState.NOT_MANAGED]
+    by_state: dict[str, int] = {}
+    for d in managed:
+        by_state[d.state.value] = by_state.get(d.state.value, 0) + 1
+    managed.sort(key=lambda d: (STATE_RANK.get(d.state, len(STATE_RANK)), not d.selected, d.utilization, d.name))
+    out: list[CandidateState] = []
+    size = 2  # "[]"
+    for d in managed[:max_count]:
+        c = candidate_of(d)
+        size += len(c.model_dump_json()) + 1
+        if size > max_bytes:
+            break
+        out.append(c)
+    return out, by_state
+
+
+def candidates_digest(candidates: list[CandidateState], by_state: dict[str, int], in_progress: list[str]) -> str:
+    """What the status query would show, as a short digest (the nodes being removed included:
+    the workflow overrides their reasons)."""
+    body = json.dumps([[c.model_dump(mode="json") for c in candidates], by_state, sorted(in_progress)], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+def not_empty(nodes: list[NodeInfo], pods: list[PodInfo], names: list[str], now: float) -> list[str]:
+    """Of ``names`` (nodes waiting as EMPTY), those that exist and now run a pod to evict
+    (seed 004: a pod landing on a marked empty node cancels its scale-down)."""
+    if not names:
+        return []  # the usual case: no walk over every pod
+    by_name = {n.name: n for n in nodes}
+    live = pods_by_node(without_long_terminating(pods, now))
+    return [n for n in names if (node := by_name.get(n)) is not None and not is_empty(node, live.get(n, []))]
+
+
+def apply_unneeded(unneeded_since: dict[str, float], ev: ScaleDownEvaluation, now: float) -> dict[str, float]:
+    """The plan's unneeded timers from the ones sent and the changes returned."""
+    ended = set(ev.unneeded_ended)
+    out = {n: t for n, t in unneeded_since.items() if n not in ended}
+    out.update((n, now) for n in ev.unneeded_started)
+    return out
+
+
+def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+    """One scale-down evaluation of the observed cluster with the workflow's state."""
+    plan = plan_from_input(
+        ScaleDownInput(
+            nodes=obs.nodes,
+            pods=obs.pods,
+            pdbs=obs.pdbs,
+            groups=obs.groups,
+            storage=obs.storage,
+            now=inp.now,
+            unneeded_since=inp.unneeded_since,
+            last_scale_up_at=inp.last_scale_up_at,
+            protected=inp.protected,
+            in_progress=inp.in_progress,
+            settings=inp.settings,
+        )
+    )
+    provider_ids = {n.name: n.provider_id for n in obs.nodes}
+    candidates, by_state = compact_candidates(plan.decisions)
+    digest = candidates_digest(candidates, by_state, inp.in_progress)
+    unchanged = bool(inp.candidates_digest) and inp.candidates_digest == digest
+    return ScaleDownEvaluation(
+        to_remove=[
+            RemovalTarget(
+                name=r.name,
+                group=r.group,
+                pool=r.pool,
+                kind=r.kind,
+                scale_down_at=r.scale_down_at,
+                provider_id=provider_ids.get(r.name, ""),
+            )
+            for r in plan.to_remove
+        ],
+        unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since),
+        unneeded_ended=sorted(n for n in inp.unneeded_since if n not in plan.unneeded_since),
+        candidates=[] if unchanged else candidates,
+        candidates_by_state=by_state,
+        candidates_unchanged=unchanged,
+        candidates_digest=digest,
+        not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
+        nodes=len(obs.nodes),
+        pods=len(obs.pods),
+    )
+
+
+def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
+    """still_removable for one node of the observed cluster, and the pods a drain would evict.
+    Nodes tainted for deletion, ``in_progress`` and the node itself count as leaving."""
+    node = next((n for n in obs.nodes if n.name == inp.node), None)
+    if node is None:
+        return NodeRemovalCheck(found=False)
+    leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(inp.in_progress) | {node.name}
+    check = still_removable(
+        node,
+        obs.pods,
+        obs.pdbs,
+        obs.storage,
+        obs.nodes,
+        groups=obs.groups,
+        protected=set(inp.protected),
+        in_progress=leaving,
+        require_empty=inp.require_empty,
+        settings=inp.settings,
+        now=inp.now,
+    )
+    live = without_long_terminating(obs.pods, inp.now)
+    return NodeRemovalCheck(
+        found=True,
+        managed=LABEL_GROUP in node.labels,
+        group=node.labels.get(LABEL_GROUP),
+        pool=pool_of(node),
+        provider_id=node.provider_id,
+        blockers=check.blockers,
+        pods_to_evict=sorted(pod_key(p) for p in pods_to_evict(node.name, live)),
+    )

@@ -1,0 +1,72 @@
+"""NodeScaleDown: its input, its status record and phases (what crosses the autoscaler/child boundary)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from scaling.nodes.scale_down.candidates import ScaleDownLoopSettings
+
+
+class ScaleDownPhase(str, Enum):
+    MARKED = "Marked"  # tainted + ScaleDownAt annotation, waiting on the timer
+    CHECKING = "Checking"
+    DRAINING = "Draining"
+    DELETING = "Deleting"
+    REMOVED = "Removed"
+    CANCELLED = "Cancelled"  # pods landed, operator protected it, or the re-check found a blocker
+    FAILED = "Failed"  # drain refused past the bounded retry time: node kept and untainted
+
+
+FINAL_SCALE_DOWN_PHASES = frozenset({ScaleDownPhase.REMOVED, ScaleDownPhase.CANCELLED, ScaleDownPhase.FAILED})
+
+
+class CandidateState(BaseModel):
+    """One managed node as the last scale-down evaluation saw it (the status query lists these)."""
+
+    node: str
+    state: str  # scaling.scale_down.NodeState value
+    reason: str | None = None
+    message: str = ""
+    group: str | None = None
+    pool: str | None = None
+    utilization: float = 0.0
+    unneeded_since: float | None = None
+    removable_at: float | None = None  # UnneededWaiting: when the timer holding it runs out
+
+
+class NodeScaleDownInput(BaseModel):
+    cluster: str
+    node: str
+    group: str = ""
+    pool: str | None = None
+    provider: str = "kwok"
+    provider_id: str = ""
+    kind: str = "Empty"  # NodeState EMPTY / UNDERUSED, or "Manual" (operator's remove-now)
+    scale_down_at: float  # epoch seconds: seed 004's ScaleDownAt
+    parent_workflow_id: str | None = None
+    use_search_attributes: bool = False
+    pdb_retry_s: float = 120.0
+    eviction_retry_s: float = 2.0
+    drain_timeout_s: float = 300.0
+    protected: list[str] = Field(default_factory=list)
+    settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+
+
+class ScaleDownStatus(BaseModel):
+    node: str
+    workflow_id: str = ""
+    kind: str = "Empty"
+    phase: ScaleDownPhase = ScaleDownPhase.MARKED
+    scale_down_at: float = 0.0
+    reason: str | None = None  # a blocker code when cancelled/failed
+    message: str = ""
+    evicted: list[str] = Field(default_factory=list)
+    evictions_refused: int = 0
+    provider_delete_failures: int = 0
+    last_error: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.phase in FINAL_SCALE_DOWN_PHASES

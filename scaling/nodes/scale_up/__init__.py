@@ -1,0 +1,1 @@
+"""Scale-up: from pending pods to the nodes to request (demand, packing, planning, limits, backoff)."""

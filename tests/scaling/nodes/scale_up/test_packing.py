@@ -1,0 +1,156 @@
+import pytest
+
+from scaling.nodes.scale_up.money import PriceBudget
+from scaling.nodes.scale_up.packing import (
+    Bin,
+    Budget,
+    Item,
+    PackResult,
+    Pattern,
+    backfill,
+    merge,
+    pack,
+    plan_price,
+    shrink,
+)
+
+BIG = Bin(key="big", cap=(4000, 8000, 110), price=0.02, slots=None)
+SMALL = Bin(key="small", cap=(2000, 4000, 110), price=0.01, slots=None)
+
+
+def plan(*patterns: Pattern) -> PackResult:
+    return PackResult(patterns=list(patterns))
+
+
+def test_a_lightly_used_node_is_emptied_into_the_others_free_room() -> None:
+    items = [Item(req=(1000, 1000, 1), count=6, bins=frozenset({"big"})), Item(req=(500, 500, 1), count=1, bins=frozenset({"big", "small"}))]  # fmt: skip
+    full = Pattern(bin="big", counts={0: 3}, repeat=2, used=(3000, 3000, 3))
+    light = Pattern(bin="small", counts={1: 1}, repeat=1, used=(500, 500, 1))
+    result = plan(full, light)
+    assert backfill(result, items, [BIG, SMALL]) == 1
+    nodes = sorted((p.bin, sorted(p.counts.items()), p.repeat) for p in result.patterns)
+    assert nodes == [("big", [(0, 3)], 1), ("big", [(0, 3), (1, 1)], 1)]
+    # Every pod still has a node, and the plan costs one small node less.
+    placed = {i: sum(p.counts.get(i, 0) * p.repeat for p in result.patterns) for i in range(2)}
+    assert placed == {0: 6, 1: 1}
+
+
+def test_pods_move_only_to_nodes_that_admit_them_and_only_whole_nodes_go() -> None:
+    pinned = Item(req=(500, 500, 1), count=1, bins=frozenset({"small"}))  # its pool admits only "small"
+    items = [Item(req=(1000, 1000, 1), count=3, bins=frozenset({"big"})), pinned]
+    result = plan(Pattern(bin="big", counts={0: 3}, repeat=1, used=(3000, 3000, 3)),
+                  Pattern(bin="small", counts={1: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0 and len(result.patterns) == 2
+    # Two pods on the light node, room for one elsewhere: it stays whole.
+    items = [Item(req=(1000, 1000, 1), count=3, bins=frozenset({"big"})), Item(req=(600, 600, 1), count=2, bins=frozenset({"big", "small"}))]  # fmt: skip
+    result = plan(Pattern(bin="big", counts={0: 3}, repeat=1, used=(3000, 3000, 3)),
+                  Pattern(bin="small", counts={1: 2}, repeat=1, used=(1200, 1200, 2)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0
+    assert sorted(sorted(p.counts.items()) for p in result.patterns) == [[(0, 3)], [(1, 2)]]
+
+
+def test_the_emptiest_node_goes_first_and_a_node_that_took_pods_stays() -> None:
+    items = [Item(req=(1000, 1000, 1), count=2, bins=frozenset({"big", "small"}))]
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(1000, 1000, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(1000, 1000, 1)))  # fmt: skip
+    # The big node is a quarter full, the small one half: the emptiest goes first, into the
+    # small node's room; the small node took pods, so it is never emptied afterwards.
+    assert backfill(result, items, [BIG, SMALL]) == 1
+    assert [(p.bin, p.counts, p.repeat) for p in result.patterns] == [("small", {0: 2}, 1)]
+
+
+def test_pack_places_every_pod_within_each_nodes_capacity() -> None:
+    items = [Item(req=(1500, 3000, 1), count=5, bins=frozenset({"big", "small"})), Item(req=(300, 300, 1), count=7, bins=frozenset({"big", "small"}))]  # fmt: skip
+    result = pack(items, [Bin(key=b.key, cap=b.cap, price=b.price, slots=None) for b in (BIG, SMALL)])
+    assert result.leftover == {}
+    placed = {i: sum(p.counts.get(i, 0) * p.repeat for p in result.patterns) for i in range(2)}
+    assert placed == {0: 5, 1: 7}
+    for p in result.patterns:
+        cap = BIG.cap if p.bin == "big" else SMALL.cap
+        used = [sum(items[i].req[d] * n for i, n in p.counts.items()) for d in range(3)]
+        assert all(u <= c for u, c in zip(used, cap))
+
+
+def test_a_node_fuller_than_the_bound_is_not_emptied() -> None:
+    items = [Item(req=(1300, 1300, 1), count=3, bins=frozenset({"big", "small"}))]
+    # Two-thirds full small node (above BACKFILL_MAX_FILL) and room for it on the big one.
+    result = plan(Pattern(bin="big", counts={0: 2}, repeat=1, used=(2600, 2600, 2)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(1300, 1300, 1)))  # fmt: skip
+    assert backfill(result, items, [BIG, SMALL]) == 0
+
+
+def test_backfill_keeps_a_per_node_limit() -> None:
+    # One replica per node (hostname anti-affinity): the light node's replica cannot join
+    # the node that already runs one, though it has room.
+    replica = Item(req=(500, 500, 1), count=2, bins=frozenset({"big", "small"}), per_node=1)
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(500, 500, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, [replica], [BIG, SMALL]) == 0
+    unlimited = Item(req=(500, 500, 1), count=2, bins=frozenset({"big", "small"}))
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(500, 500, 1)),
+                  Pattern(bin="small", counts={0: 1}, repeat=1, used=(500, 500, 1)))  # fmt: skip
+    assert backfill(result, [unlimited], [BIG, SMALL]) == 1
+
+
+def test_shrink_moves_a_node_to_the_cheapest_type_that_holds_it_while_slots_last() -> None:
+    items = [Item(req=(1000, 1000, 1), count=3, bins=frozenset({"big", "small"}))]
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=3, used=(1000, 1000, 1)))
+    assert shrink(result, items, [BIG, SMALL]) == 3 and result.patterns[0].bin == "small"
+    # The small pool has two slots left: three nodes cannot all move, so none do.
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=3, used=(1000, 1000, 1)))
+    assert shrink(result, items, [BIG, Bin(key="small", cap=SMALL.cap, price=SMALL.price, slots=2)]) == 0
+    # A pod its pool admits only on "big" keeps its node there.
+    pinned = [Item(req=(1000, 1000, 1), count=1, bins=frozenset({"big"}))]
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=1, used=(1000, 1000, 1)))
+    assert shrink(result, pinned, [BIG, SMALL]) == 0
+
+
+def test_merge_replaces_two_nodes_by_one_cheaper_node_that_holds_both() -> None:
+    # Two small nodes (0.01 each), each with a 1.5-core pod: one big node (0.02) is not cheaper.
+    items = [Item(req=(1500, 1000, 1), count=2, bins=frozenset({"big", "small"}))]
+    result = plan(Pattern(bin="small", counts={0: 1}, repeat=2, used=(1500, 1000, 1)))
+    assert merge(result, items, [BIG, SMALL]) == 0
+    # The same on two big nodes: one big node holds both, for half the price.
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=2, used=(1500, 1000, 1)))
+    assert merge(result, items, [BIG, SMALL]) == 1
+    assert [(p.bin, p.counts, p.repeat) for p in result.patterns] == [("big", {0: 2}, 1)]
+    # One replica per node: never merged.
+    one = [Item(req=(1500, 1000, 1), count=2, bins=frozenset({"big", "small"}), per_node=1)]
+    result = plan(Pattern(bin="big", counts={0: 1}, repeat=2, used=(1500, 1000, 1)))
+    assert merge(result, one, [BIG, SMALL]) == 0
+
+
+def test_pack_finds_the_optimum_of_a_small_mix() -> None:
+    # 2 pods of 3 cores, 6 of 0.5 core. A 3-core pod needs a big node of its own (4 cores),
+    # whose last core takes two small pods; the 2 small pods left fill a small node:
+    # 2 x 0.02 + 0.01 is the least any plan costs.
+    items = [Item(req=(3000, 2000, 1), count=2, bins=frozenset({"big", "small"})), Item(req=(500, 500, 1), count=6, bins=frozenset({"big", "small"}))]  # fmt: skip
+    bins = [Bin(key=b.key, cap=b.cap, price=b.price, slots=None) for b in (BIG, SMALL)]
+    result = pack(items, bins)
+    assert result.leftover == {}
+    assert plan_price(result, bins) == pytest.approx(0.05)
+
+
+def test_pack_spends_the_limits_its_chosen_plan_uses() -> None:
+    items = [Item(req=(1000, 1000, 1), count=10, bins=frozenset({"big", "small"}))]
+    bins = [Bin(key="big", cap=BIG.cap, price=BIG.price, slots=None), Bin(key="small", cap=SMALL.cap, price=SMALL.price, slots=3)]  # fmt: skip
+    nodes, money = Budget(left=5), PriceBudget(left=0.1)
+    result = pack(items, bins, [nodes], [money])
+    used = {b.key: sum(p.repeat for p in result.patterns if p.bin == b.key) for b in bins}
+    placed = sum(p.counts[0] * p.repeat for p in result.patterns)
+    assert placed + result.leftover.get(0, 0) == 10
+    # Each limit lost exactly what the returned plan buys, and none went below zero.
+    assert bins[1].slots == 3 - used["small"] >= 0
+    assert nodes.left == 5 - sum(used.values()) >= 0
+    assert money.left == pytest.approx(0.1 - plan_price(result, bins)) and money.left >= -1e-9
+
+
+def test_pods_that_share_no_pool_are_packed_apart_and_keep_their_indices() -> None:
+    za, zb = Bin(key="za", cap=SMALL.cap, price=0.01, slots=None), Bin(key="zb", cap=SMALL.cap, price=0.01, slots=None)
+    items = [Item(req=(500, 500, 1), count=4, bins=frozenset({"za"})), Item(req=(1000, 1000, 1), count=2, bins=frozenset({"zb"}))]  # fmt: skip
+    result = pack(items, [za, zb])
+    assert result.leftover == {}
+    assert sorted((p.bin, sorted(p.counts.items()), p.repeat) for p in result.patterns) == [
+        ("za", [(0, 4)], 1),
+        ("zb", [(1, 2)], 1),
+    ]
