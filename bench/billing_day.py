@@ -23,7 +23,8 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup
 from scaling.nodes.nodegroups import parse_node_group
-from scaling.nodes.scale_down.candidates import ScaleDownLoopSettings, plan_scale_down
+from scaling.nodes.scale_down.candidates import plan_scale_down
+from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 from scaling.nodes.scale_up.planning import plan_scale_up
 
 PROVIDER = "hetzner"

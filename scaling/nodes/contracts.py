@@ -20,7 +20,7 @@ from scaling.nodes.models import (
     Pool,
     SpecProblem,
 )
-from scaling.nodes.scale_down.candidates import NodeState, ScaleDownLoopSettings
+from scaling.nodes.scale_down.models import NodeState, ScaleDownLoopSettings
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.nodes.scale_down.storage import LonghornState
 from scaling.nodes.scale_up.demand import PendingDemand
@@ -277,7 +277,7 @@ class NodeRemovalCheck(BaseModel):
     group: str | None = None
     pool: str | None = None
     provider_id: str = ""
-    blockers: list[Blocker] = Field(default_factory=list)  # scaling.nodes.scale_down.candidates.still_removable's
+    blockers: list[Blocker] = Field(default_factory=list)  # scaling.nodes.scale_down.recheck.still_removable's
     pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name", long-terminating ones left out
 
 

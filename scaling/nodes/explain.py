@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from scaling.nodes.models import PodProblem
-from scaling.nodes.scale_down.candidates import NodeState
+from scaling.nodes.scale_down.models import NodeState
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import same_shape

@@ -35,8 +35,9 @@ with workflow.unsafe.imports_passed_through():
         UnmarkNodeInput,
         WaitPodsGoneInput,
     )
-    from scaling.nodes.scale_down.candidates import NodeState, blocking, cancel_code
     from scaling.nodes.scale_down.evaluation import check_node_removal
+    from scaling.nodes.scale_down.models import NodeState
+    from scaling.nodes.scale_down.recheck import blocking, cancel_code
     from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import scale_down_details
     from workflows.nodes import metrics

@@ -31,19 +31,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.gc.orphans import mark_reported, orphans_from, provider_of
     from scaling.nodes.models import LABEL_GROUP
-    from scaling.nodes.scale_down.candidates import (
-        CANCELLED_BY_PODS,
-        MANUAL,
+    from scaling.nodes.scale_down.candidates import plan_from_input
+    from scaling.nodes.scale_down.checks import is_empty
+    from scaling.nodes.scale_down.evaluation import apply_unneeded, check_node_removal, compact_candidates
+    from scaling.nodes.scale_down.models import (
         NodeRemoval,
         NodeState,
         ScaleDownInput,
         ScaleDownLoopSettings,
         ScaleDownPlan,
-        data_loss_blockers,
-        is_empty,
-        plan_from_input,
     )
-    from scaling.nodes.scale_down.evaluation import apply_unneeded, check_node_removal, compact_candidates
+    from scaling.nodes.scale_down.recheck import CANCELLED_BY_PODS, MANUAL, data_loss_blockers
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState

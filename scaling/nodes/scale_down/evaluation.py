@@ -37,15 +37,10 @@ from scaling.nodes.contracts import (
     ScaleDownObservation,
 )
 from scaling.nodes.models import LABEL_GROUP
-from scaling.nodes.scale_down.candidates import (
-    NodeDecision,
-    NodeState,
-    ScaleDownInput,
-    is_empty,
-    plan_from_input,
-    pool_of,
-    still_removable,
-)
+from scaling.nodes.scale_down.candidates import plan_from_input
+from scaling.nodes.scale_down.checks import is_empty, pool_of
+from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput
+from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
 
 MAX_CANDIDATES = 1000

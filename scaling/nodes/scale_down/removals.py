@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from scaling.nodes.scale_down.candidates import ScaleDownLoopSettings
+from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 
 
 class ScaleDownPhase(str, Enum):

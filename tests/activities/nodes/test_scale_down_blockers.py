@@ -15,7 +15,8 @@ from activities.kube.client import api_client
 from activities.nodes.scale_down import ScaleDownActivities
 from activities.settings import KubeSettings
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-from scaling.nodes.scale_down.candidates import ScaleDownInput, plan_from_input
+from scaling.nodes.scale_down.candidates import plan_from_input
+from scaling.nodes.scale_down.models import ScaleDownInput
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, node_group
 from tests.sim.conftest import eventually

@@ -13,7 +13,8 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.billing import BILLING_PERIOD, paid_until, removable_from
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Billing, NodeGroup
 from scaling.nodes.nodegroups import InvalidSpec, flatten_pools, parse_node_group
-from scaling.nodes.scale_down.candidates import UNNEEDED_TIME, NodeState, ScaleDownLoopSettings, plan_scale_down
+from scaling.nodes.scale_down.candidates import UNNEEDED_TIME, plan_scale_down
+from scaling.nodes.scale_down.models import NodeState, ScaleDownLoopSettings
 
 GI = 1024**3
 CREATED = 1_000_000.0  # epoch seconds the node was created at

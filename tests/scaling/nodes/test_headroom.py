@@ -23,7 +23,9 @@ from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import InFlightRequest, NodeGroup, PodProblem
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups, parse_node_group
 from scaling.nodes.observation import never_satisfiable_events
-from scaling.nodes.scale_down.candidates import NodeState, plan_scale_down, still_removable
+from scaling.nodes.scale_down.candidates import plan_scale_down
+from scaling.nodes.scale_down.models import NodeState
+from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_up.demand import tally_nodes
 from scaling.nodes.scale_up.planning import plan_scale_up
 

@@ -1,11 +1,10 @@
-"""The NodeAutoscaler loop's decisions (scaling/nodes/loop.py), the remove-now data-loss
-policy and the provider outcome mapping, apart from any workflow."""
+"""The NodeAutoscaler loop's decisions (scaling/nodes/loop.py) and the provider outcome mapping,
+apart from any workflow."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scaling.kube.drain import LOCAL_STORAGE, Blocker
 from scaling.kube.models import NodeInfo, Resources
 from scaling.nodes.loop import (
     apply_attempt_backoff,
@@ -26,16 +25,6 @@ from scaling.nodes.models import (
     RequestPhase,
     ScaleUpPlan,
 )
-from scaling.nodes.scale_down.candidates import (
-    CANCELLED_BY_PODS,
-    MANUAL,
-    NOT_EMPTY,
-    UTILIZED,
-    blocking,
-    cancel_code,
-    data_loss_blockers,
-)
-from scaling.nodes.scale_down.storage import VOLUME_ATTACHED
 from scaling.nodes.scale_up.backoff import BACKOFF_INITIAL_S
 from scaling.nodes.scale_up.capacity import hands_back_pods, offering_key, remember_insufficient_capacity
 from scaling.nodes.scale_up.demand import tally_nodes
@@ -103,17 +92,6 @@ def test_problem_events_once_per_pod_and_reason_and_bounded() -> None:
     assert [p.reason for p in fresh] == ["MaxNodesReached"]
     _, reported = fresh_problems([problem(str(i)) for i in range(20)], reported, keep=5)
     assert reported == [f"{i}/NeverSatisfiable" for i in range(15, 20)]
-
-
-def test_remove_now_is_refused_only_for_data_loss() -> None:
-    volume = Blocker(code=VOLUME_ATTACHED, message="v")
-    local = Blocker(code=LOCAL_STORAGE, message="l")
-    busy = Blocker(code=UTILIZED, message="u")
-    assert data_loss_blockers([busy, volume, local]) == [volume, local]
-    assert blocking(MANUAL, [busy]) == []
-    assert blocking("Empty", [busy]) == [busy]
-    assert cancel_code(Blocker(code=NOT_EMPTY, message="pods")) == CANCELLED_BY_PODS
-    assert cancel_code(volume) == VOLUME_ATTACHED
 
 
 def test_provider_outcomes_map_to_attempt_results() -> None:

@@ -237,7 +237,8 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.scale_down.candidates import NodeState, plan_scale_down
+    from scaling.nodes.scale_down.candidates import plan_scale_down
+    from scaling.nodes.scale_down.models import NodeState
     from scaling.nodes.scale_down.storage import longhorn_state_from_objects
 
     for n in NODES:

@@ -1,4 +1,4 @@
-"""Scale-down planning: empty/underused nodes, timers, limits, blockers, joint checks."""
+"""Scale-down candidates: empty and underused nodes, timers, blockers of one node on its own."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from scaling.kube.drain import (
     ANNOTATION_SAFE_TO_EVICT,
     ANNOTATION_SCALE_DOWN_DISABLED,
     LOCAL_STORAGE,
-    MIN_NODES,
     NO_PLACE_TO_MOVE,
     NOT_ENOUGH_PDB,
     NOT_REPLICATED,
@@ -28,22 +27,18 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint, Toleration
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec, ScaleDownSettings
 from scaling.nodes.scale_down.candidates import (
     DELAY_AFTER_ADD,
-    DESTINATION,
-    GROUP_SCALE_DOWN_DISABLED,
-    LIMIT_REACHED,
-    NOT_EMPTY,
     UNNEEDED_TIME,
     UNREADY_TIME,
+    plan_from_input,
+    plan_scale_down,
+)
+from scaling.nodes.scale_down.checks import is_empty, pods_fit_elsewhere, utilization
+from scaling.nodes.scale_down.models import (
+    GROUP_SCALE_DOWN_DISABLED,
     NodeState,
     ScaleDownInput,
     ScaleDownLoopSettings,
     ScaleDownPlan,
-    is_empty,
-    plan_from_input,
-    plan_scale_down,
-    pods_fit_elsewhere,
-    still_removable,
-    utilization,
 )
 from scaling.nodes.scale_down.storage import (
     LAST_HEALTHY_REPLICA,
@@ -235,34 +230,6 @@ def test_group_with_scale_down_disabled() -> None:
 # --- limits -------------------------------------------------------------------------------
 
 
-def test_at_most_n_removals_per_loop_empty_first_then_least_utilized() -> None:
-    nodes = [node(f"e{i:02}") for i in range(12)] + [node("u1"), node("big", group=None, cpu=64000, mem=64 * GI)]
-    pods = [pod("w", "u1", cpu=200)]
-    p = plan(nodes, pods, since={"u1": 0.0})
-    assert removed(p) == [f"e{i:02}" for i in range(10)]
-    assert state(p, "e10") == (NodeState.EMPTY, LIMIT_REACHED) and not p.decisions["e10"].selected
-    assert state(p, "u1") == (NodeState.UNDERUSED, LIMIT_REACHED)
-    assert p.unneeded_since["e11"] == 10_000.0  # deferred, not reset
-    assert removed(plan(nodes, pods, since={"u1": 0.0}, max_removals_per_loop=3)) == ["e00", "e01", "e02"]
-
-
-def test_pool_never_goes_below_min_nodes() -> None:
-    nodes = [node("a"), node("b"), node("c"), node("o1", pool="kwok-other")]
-    g = NodeGroup(
-        name="g",
-        pools=[
-            PoolSpec(provider="kwok", serverType=["small"], priority=10, minNodes=2),
-            PoolSpec(provider="kwok", serverType=["other"], priority=5),
-        ],
-    )
-    p = plan(nodes, [], groups=[g])
-    assert removed(p) == ["a", "o1"]
-    assert state(p, "b") == (NodeState.BLOCKED, MIN_NODES) and state(p, "c") == (NodeState.BLOCKED, MIN_NODES)
-    # A node already being removed no longer counts towards the minimum.
-    p2 = plan(nodes, [], groups=[g], in_progress={"a"})
-    assert removed(p2) == ["o1"]
-
-
 # --- blockers -----------------------------------------------------------------------------
 
 
@@ -357,33 +324,6 @@ def test_fit_honours_node_selector_and_taints() -> None:
     assert not pods_fit_elsewhere([pod("p", None)], [full], {"full": Resources(pods=1)}).ok
 
 
-def test_nodes_removed_together_share_room() -> None:
-    # Each of n1/n2 (cordoned, so not targets) has a 1500m pod; t has room for one of them.
-    nodes = [node("n1", unschedulable=True), node("n2", unschedulable=True), node("t", cpu=4000)]
-    pods = [pod("a", "n1", cpu=1500), pod("b", "n2", cpu=1500), pod("c", "t", cpu=1900)]
-    p = plan(nodes, pods, since={"n1": 0.0, "n2": 0.0, "t": 0.0})
-    assert removed(p) == ["n1"]
-    assert state(p, "n2") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
-    assert p.unneeded_since["n2"] == 0.0  # alone it is removable: the timer keeps running
-
-
-def test_a_destination_of_a_removed_node_waits_for_the_next_loop() -> None:
-    nodes = [node("n1"), node("n2")]
-    p = plan(nodes, [pod("a", "n1", cpu=1000), pod("b", "n2", cpu=1000)], since={"n1": 0.0, "n2": 0.0})
-    assert removed(p) == ["n1"] and p.to_remove[0].destinations == {"default/a": "n2"}
-    assert state(p, "n2") == (NodeState.UNDERUSED, DESTINATION)
-
-
-def test_nodes_removed_together_share_pdb_budget() -> None:
-    pdb = PdbInfo(
-        namespace="default", name="web", selector=LabelSelector(match_labels={"app": "web"}), disruptions_allowed=1
-    )
-    nodes = [node("n1"), node("n2"), node("big", group=None, cpu=64000, mem=64 * GI)]
-    pods = [pod("w1", "n1", labels={"app": "web"}), pod("w2", "n2", labels={"app": "web"}), pod("x", "big", cpu=40000)]
-    p = plan(nodes, pods, pdbs=[pdb], since={"n1": 0.0, "n2": 0.0})
-    assert removed(p) == ["n1"] and state(p, "n2") == (NodeState.BLOCKED, NOT_ENOUGH_PDB)
-
-
 def test_plan_from_input_round_trips_through_json() -> None:
     inp = ScaleDownInput(
         nodes=[node("n1"), node("big", group=None)], pods=[*BUSY], groups=[group()], now=5.0, protected=["big"]
@@ -411,41 +351,7 @@ def test_longhorn_attached_volume_and_last_replica_block_in_the_plan() -> None:
     assert state(p, "n3") == (NodeState.BLOCKED, LAST_HEALTHY_REPLICA)
 
 
-def test_two_nodes_with_the_only_replicas_are_never_removed_together() -> None:
-    storage = LonghornState(
-        volumes=[LonghornVolume(name="vol-1")],
-        replicas=[
-            LonghornReplica(name="r1", volume="vol-1", node="n1", healthy=True),
-            LonghornReplica(name="r2", volume="vol-1", node="n2", healthy=True),
-        ],
-    )
-    p = plan([node("n1"), node("n2"), node("big", group=None)], [*BUSY], storage=storage)
-    assert removed(p) == ["n1"]
-    assert state(p, "n2") == (NodeState.BLOCKED, LAST_HEALTHY_REPLICA)
-
-
 # --- re-check when the timer fires ----------------------------------------------------------
-
-
-def test_still_removable() -> None:
-    tainted = node("n1", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")])
-    nodes = [tainted, node("n2")]
-    assert still_removable(
-        tainted, nodes=nodes, pods=[ds("p", "n1")], pdbs=[], storage=None, in_progress={"n1"}, require_empty=True
-    ).ok
-    landed = still_removable(tainted, nodes=nodes, pods=[pod("web", "n1")], pdbs=[], storage=None, require_empty=True)
-    assert not landed.ok and landed.blockers[0].code == NOT_EMPTY and "default/web" in landed.blockers[0].message
-    # Without require_empty a movable pod is fine; a protected node is not.
-    assert still_removable(tainted, [pod("web", "n1")], [], None, nodes).ok
-    prot = still_removable(tainted, [pod("web", "n1")], [], None, nodes, protected={"n1"})
-    assert [b.code for b in prot.blockers] == [PROTECTED]
-    # The only other node is leaving too: nowhere to go.
-    gone = still_removable(tainted, [pod("web", "n1")], [], None, nodes, in_progress={"n1", "n2"})
-    assert [b.code for b in gone.blockers] == [NO_PLACE_TO_MOVE]
-    storage = LonghornState(volumes=[LonghornVolume(name="v", state="attached", node="n1")])
-    assert [b.code for b in still_removable(tainted, [], [], storage, nodes).blockers] == [VOLUME_ATTACHED]
-    g = [group(min_nodes=2)]
-    assert [b.code for b in still_removable(tainted, [], [], None, nodes, groups=g).blockers] == [MIN_NODES]
 
 
 # --- Cluster Autoscaler parity: long-terminating pods, NotReady nodes ------------------------
@@ -485,15 +391,6 @@ def test_long_terminating_pods_on_a_target_still_take_its_room() -> None:
     pods = [pod("web", "n1", cpu=1000), terminating("stuck", "n2", cpu=3500)]
     p = plan(nodes, pods, now=DELETED_AT + 61, since={"n1": 0.0})
     assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
-
-
-def test_still_removable_treats_long_terminating_pods_as_gone_when_given_now() -> None:
-    tainted = node("n1", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")])
-    pods = [terminating("web", "n1")]
-    kw = {"nodes": [tainted, node("n2")], "pdbs": [], "storage": None, "in_progress": {"n1"}, "require_empty": True}
-    assert still_removable(tainted, pods=pods, now=DELETED_AT + 61, **kw).ok
-    early = still_removable(tainted, pods=pods, now=DELETED_AT + 30, **kw)
-    assert [b.code for b in early.blockers] == [NOT_EMPTY]
 
 
 def test_not_ready_node_waits_the_unready_time_not_the_unneeded_time() -> None:

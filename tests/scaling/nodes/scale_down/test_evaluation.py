@@ -26,15 +26,8 @@ from scaling.nodes.contracts import (
     ScaleDownObservation,
 )
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
-from scaling.nodes.scale_down.candidates import (
-    NodeDecision,
-    NodeState,
-    ScaleDownInput,
-    ScaleDownLoopSettings,
-    is_empty,
-    plan_from_input,
-    still_removable,
-)
+from scaling.nodes.scale_down.candidates import plan_from_input
+from scaling.nodes.scale_down.checks import is_empty
 from scaling.nodes.scale_down.evaluation import (
     CANDIDATES_MAX_BYTES,
     MAX_CANDIDATES,
@@ -44,6 +37,8 @@ from scaling.nodes.scale_down.evaluation import (
     compact_candidates,
     evaluate_scale_down,
 )
+from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownLoopSettings
+from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
 
 GI = 1 << 30

@@ -1,0 +1,205 @@
+"""Per-node checks that choosing, selecting and re-checking a removal share: emptiness,
+utilization, where evicted pods would land, a node's pool and minimum, its billing hold, and the
+blockers that hold one node on its own.
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import (
+    NO_PLACE_TO_MOVE,
+    REPLICATED_KINDS,
+    Blocker,
+    PdbInfo,
+    drain_blockers,
+    is_terminal,
+    marked_for_deletion,
+    node_blockers,
+    pod_key,
+    pods_on_node,
+    pods_to_evict,
+    stays_with_node,
+)
+from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
+from scaling.nodes.billing import BILLING_PERIOD, removable_from
+from scaling.nodes.matching import pod_fits_node_shape
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
+from scaling.nodes.nodegroups import flatten_pools
+from scaling.nodes.scale_down.models import FitResult, ScaleDownLoopSettings
+from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
+
+
+def is_managed(node: NodeInfo) -> bool:
+    return LABEL_GROUP in node.labels
+
+
+def is_empty(node: NodeInfo, pods: list[PodInfo]) -> bool:
+    """Seed 004 step 8: a growth node whose pods are only DaemonSet, mirror or finished ones."""
+    return is_managed(node) and all(stays_with_node(p) for p in pods_on_node(node.name, pods))
+
+
+def requested_on(node_name: str, pods: list[PodInfo]) -> Resources:
+    return Resources.total(p.requests for p in pods if p.node_name == node_name and not is_terminal(p))
+
+
+def _ratio(used: int, alloc: int) -> float:
+    if alloc <= 0:
+        return 0.0 if used <= 0 else 1.0
+    return used / alloc
+
+
+def utilization(node: NodeInfo, pods: list[PodInfo]) -> float:
+    """The larger of the cpu and memory request ratios (DaemonSet pods included, as CA does)."""
+    used = requested_on(node.name, pods)
+    return max(_ratio(used.cpu_m, node.allocatable.cpu_m), _ratio(used.memory, node.allocatable.memory))
+
+
+def can_land(pod: PodInfo, node: NodeInfo) -> bool:
+    """nodeSelector, required node affinity and hard taints; resources are checked by the caller."""
+    return pod_fits_node_shape(pod, node.labels, node.taints, node.name)
+
+
+def needs_room(pod: PodInfo, replicated_kinds: frozenset[str] = REPLICATED_KINDS) -> bool:
+    """Whether an evicted pod comes back and must be placed elsewhere (see the candidates module doc)."""
+    return pod.controller_kind in replicated_kinds
+
+
+def is_target(node: NodeInfo, excluded: set[str] | frozenset[str] = frozenset()) -> bool:
+    """A node pods may move to: ready, not cordoned, not tainted or chosen for deletion."""
+    return node.ready and not node.unschedulable and not marked_for_deletion(node) and node.name not in excluded
+
+
+def pods_fit_elsewhere(
+    pods: list[PodInfo],
+    target_nodes: list[NodeInfo],
+    used: dict[str, Resources] | None = None,
+) -> FitResult:
+    """First-fit-decreasing of ``pods`` onto ``target_nodes`` over cpu, memory and pod slots,
+    honouring nodeSelector and NoSchedule/NoExecute taints.
+
+    ``used`` is what each target already holds; without it, NodeInfo.requested is used.
+    Targets are tried in the order given (callers pass them sorted by name for determinism).
+    """
+    # Free room is worked out for a target when a pod first tries it: a large cluster has
+    # thousands of targets and a few pods to place.
+    free: dict[str, Resources] = {}
+
+    def room(n: NodeInfo) -> Resources:
+        r = free.get(n.name)
+        if r is None:
+            taken = used.get(n.name, Resources()) if used is not None else n.requested
+            r = free[n.name] = n.allocatable - taken
+        return r
+
+    order = sorted(pods, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))
+    placements: dict[str, str] = {}
+    for pod in order:
+        need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
+        for node in target_nodes:
+            if can_land(pod, node) and need.fits_in(room(node)):
+                free[node.name] = free[node.name] - need
+                placements[pod_key(pod)] = node.name
+                break
+        else:
+            return FitResult(
+                ok=False,
+                blocker=Blocker(
+                    code=NO_PLACE_TO_MOVE,
+                    message=f"pod {pod_key(pod)} fits on no other node",
+                    pod=pod_key(pod),
+                ),
+            )
+    return FitResult(ok=True, placements=placements)
+
+
+def pool_of(node: NodeInfo) -> str | None:
+    return node.labels.get(LABEL_POOL) or node.labels.get(LABEL_INSTANCE_TYPE)
+
+
+def pool_for(node: NodeInfo, groups: list[NodeGroup]) -> Pool | None:
+    """The pool a node belongs to: its LABEL_POOL value, the flattened pool name; failing that,
+    the first pool of its group whose server type is the node's instance-type label."""
+    group = next((g for g in groups if g.name == node.labels.get(LABEL_GROUP)), None)
+    if group is None:
+        return None
+    pools = flatten_pools(group)
+    name = node.labels.get(LABEL_POOL)
+    for pool in pools:
+        if name and pool.name == name:
+            return pool
+    itype = (node.labels.get(LABEL_INSTANCE_TYPE) or "").lower()
+    return next((p for p in pools if itype and p.server_type.lower() == itype), None)
+
+
+def min_nodes_for(node: NodeInfo, groups: list[NodeGroup]) -> int:
+    """The minNodes of the pool a node belongs to (0 if unknown)."""
+    pool = pool_for(node, groups)
+    return pool.min_nodes if pool is not None else 0
+
+
+def billing_hold(node: NodeInfo, pool: Pool | None, now: float) -> tuple[float, Blocker] | None:
+    """When a node of a pool billed per started period is worth removing, and why it waits
+    until then (scaling.nodes.billing); None when removing it now saves money."""
+    billing = pool.billing if pool is not None else None
+    created = node.created_at.timestamp() if node.created_at is not None else None
+    opens = removable_from(created, now, billing)
+    if opens is None or billing is None:
+        return None
+    ends = opens + billing.margin_s
+    return opens, Blocker(
+        code=BILLING_PERIOD,
+        message=f"node {node.name}'s paid period ends in {ends - now:.0f}s: kept for pods until {opens - now:.0f}s from now",
+    )
+
+
+def group_settings(node: NodeInfo, groups: dict[str, NodeGroup], settings: ScaleDownLoopSettings) -> ScaleDownSettings:
+    g = groups.get(node.labels.get(LABEL_GROUP, ""))
+    return g.scale_down if g is not None else settings.default
+
+
+def removal_wait_s(node: NodeInfo, gs: ScaleDownSettings, settings: ScaleDownLoopSettings) -> float:
+    """How long a node must stay unneeded before it goes: its group's unneeded time when
+    Ready, the loop's unready time when NotReady (Cluster Autoscaler keeps the two apart)."""
+    return gs.unneeded_time_s if node.ready else settings.unready_time_s
+
+
+def used_by_node(pods: list[PodInfo]) -> dict[str, Resources]:
+    requests: dict[str, list[Resources]] = {}
+    for p in pods:
+        if p.node_name and not is_terminal(p):
+            requests.setdefault(p.node_name, []).append(p.requests)
+    return {name: Resources.total(rs) for name, rs in requests.items()}
+
+
+def after_moves(used: dict[str, Resources], placements: dict[str, str], pods: list[PodInfo]) -> dict[str, Resources]:
+    """What each node holds once the placed pods moved to their targets."""
+    by_key = {pod_key(p): p for p in pods}
+    out = dict(used)
+    for pk, dest in placements.items():
+        out[dest] = out.get(dest, Resources()) + by_key[pk].requests
+    return out
+
+
+def individual_blockers(
+    node: NodeInfo,
+    pods: list[PodInfo],
+    pdbs: list[PdbInfo],
+    storage: LonghornState | None,
+    targets: list[NodeInfo],
+    used: dict[str, Resources],
+    protected: set[str],
+    kinds: frozenset[str],
+) -> tuple[list[Blocker], FitResult | None]:
+    blockers = node_blockers(node, protected)
+    if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
+        blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
+    blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
+    if blockers:
+        return blockers, None
+    movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
+    if not movers:  # nothing to place (and no need to copy the target list)
+        return [], FitResult(ok=True)
+    fit = pods_fit_elsewhere(movers, [t for t in targets if t.name != node.name], used)
+    if not fit.ok:
+        assert fit.blocker is not None
+        return [fit.blocker], fit
+    return [], fit

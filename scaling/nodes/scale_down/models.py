@@ -1,0 +1,96 @@
+"""The scale-down plan's vocabulary: node states, the loop's settings, a node's decision, a removal, and
+the plan and its input as values that cross a workflow boundary.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.drain import REPLICATED_KINDS, Blocker, PdbInfo
+from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.models import NodeGroup, ScaleDownSettings
+from scaling.nodes.scale_down.storage import LonghornState
+
+GROUP_SCALE_DOWN_DISABLED = "ScaleDownDisabledForGroup"
+
+
+class NodeState(str, Enum):
+    NOT_MANAGED = "NotManaged"  # no growth group label: never removed by growth
+    REMOVING = "Removing"  # a NodeScaleDown is already running for it
+    UTILIZED = "Utilized"  # at or above the utilization threshold
+    BLOCKED = "Blocked"  # a candidate that something holds; see reasons
+    UNNEEDED_WAITING = "UnneededWaiting"  # removable, waiting for a timer; see reasons
+    EMPTY = "Empty"  # removable now
+    UNDERUSED = "Underused"  # removable now
+
+
+class ScaleDownLoopSettings(BaseModel):
+    """Loop-wide settings; per-group thresholds and timers come from NodeGroup.scale_down."""
+
+    max_removals_per_loop: int = 10
+    unready_time_s: float = 1200.0  # how long a NotReady node must be unneeded (CA: 20 min)
+    default: ScaleDownSettings = Field(default_factory=ScaleDownSettings)  # unknown groups
+    replicated_kinds: list[str] = Field(default_factory=lambda: sorted(REPLICATED_KINDS))
+
+
+class NodeDecision(BaseModel):
+    name: str
+    state: NodeState
+    group: str | None = None
+    pool: str | None = None
+    utilization: float = 0.0
+    reasons: list[Blocker] = Field(default_factory=list)
+    unneeded_since: float | None = None
+    removable_at: float | None = None  # UNNEEDED_WAITING: when its timer runs out
+    selected: bool = False
+
+    @property
+    def reason(self) -> str | None:
+        return self.reasons[0].code if self.reasons else None
+
+
+class NodeRemoval(BaseModel):
+    """A node to start removing now (a NodeScaleDown child workflow)."""
+
+    name: str
+    group: str
+    pool: str | None = None
+    kind: NodeState  # EMPTY or UNDERUSED
+    scale_down_at: float  # when to delete it (seed 004's ScaleDownAt)
+    pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name"
+    destinations: dict[str, str] = Field(default_factory=dict)  # pod -> node it should fit on
+
+
+class ScaleDownPlan(BaseModel):
+    decisions: dict[str, NodeDecision] = Field(default_factory=dict)
+    to_remove: list[NodeRemoval] = Field(default_factory=list)
+    unneeded_since: dict[str, float] = Field(default_factory=dict)
+
+
+class ScaleDownInput(BaseModel):
+    """Everything plan_scale_down needs, as one value that can cross a workflow boundary."""
+
+    nodes: list[NodeInfo]
+    pods: list[PodInfo]
+    pdbs: list[PdbInfo] = Field(default_factory=list)
+    groups: list[NodeGroup] = Field(default_factory=list)
+    storage: LonghornState | None = None
+    now: float
+    unneeded_since: dict[str, float] = Field(default_factory=dict)
+    last_scale_up_at: float | None = None
+    protected: list[str] = Field(default_factory=list)
+    in_progress: list[str] = Field(default_factory=list)
+    settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+
+
+class FitResult(BaseModel):
+    ok: bool
+    blocker: Blocker | None = None
+    placements: dict[str, str] = Field(default_factory=dict)  # pod -> target node
+
+
+class RemovalCheck(BaseModel):
+    ok: bool
+    blockers: list[Blocker] = Field(default_factory=list)

@@ -1,0 +1,139 @@
+"""The re-check when a NodeScaleDown's timer fires (still removable?), and its verdict: which blockers
+cancel a removal, and what an operator's remove-now may override.
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import (
+    LOCAL_STORAGE,
+    MIN_NODES,
+    NOT_SAFE_TO_EVICT,
+    Blocker,
+    PdbInfo,
+    pod_key,
+    pods_to_evict,
+    without_long_terminating,
+)
+from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.headroom import headroom_blocker
+from scaling.nodes.models import LABEL_GROUP, NodeGroup
+from scaling.nodes.scale_down.checks import (
+    after_moves,
+    group_settings,
+    individual_blockers,
+    is_empty,
+    is_managed,
+    is_target,
+    min_nodes_for,
+    needs_room,
+    pool_of,
+    used_by_node,
+    utilization,
+)
+from scaling.nodes.scale_down.models import GROUP_SCALE_DOWN_DISABLED, RemovalCheck, ScaleDownLoopSettings
+from scaling.nodes.scale_down.storage import (
+    BACKING_IMAGE_MANAGER,
+    LAST_HEALTHY_REPLICA,
+    SHARE_MANAGER,
+    VOLUME_ATTACHED,
+    LonghornState,
+)
+
+NOT_EMPTY = "NodeNotEmpty"
+UTILIZED = "NodeUtilized"
+
+
+def still_removable(
+    node: NodeInfo,
+    pods: list[PodInfo],
+    pdbs: list[PdbInfo],
+    storage: LonghornState | None,
+    nodes: list[NodeInfo],
+    groups: list[NodeGroup] | None = None,
+    protected: set[str] | frozenset[str] = frozenset(),
+    in_progress: set[str] | frozenset[str] = frozenset(),
+    require_empty: bool = False,
+    settings: ScaleDownLoopSettings | None = None,
+    now: float | None = None,
+) -> RemovalCheck:
+    """Re-check one node right before draining it (the NodeScaleDown timer fired).
+
+    ``in_progress`` are the other nodes being removed (the node itself may be in it). With
+    ``require_empty`` (seed 004's empty-node path), any pod that needs evicting cancels it.
+    The node is expected to carry the deletion taint by now; that does not block it. With
+    ``now``, long-terminating pods are treated as gone (see the candidates module doc).
+    """
+    settings = settings or ScaleDownLoopSettings()
+    used = used_by_node(pods)
+    if now is not None:
+        pods = without_long_terminating(pods, now)
+    groups = groups or []
+    kinds = frozenset(settings.replicated_kinds)
+    others_leaving = set(in_progress) - {node.name}
+    blockers: list[Blocker] = []
+    if not is_managed(node):
+        blockers.append(Blocker(code="NotManaged", message=f"node {node.name} has no {LABEL_GROUP} label"))
+        return RemovalCheck(ok=False, blockers=blockers)
+    gs = group_settings(node, {g.name: g for g in groups}, settings)
+    if not gs.enabled:
+        blockers.append(
+            Blocker(
+                code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {node.labels[LABEL_GROUP]}"
+            )
+        )
+    empty = is_empty(node, pods)
+    if require_empty and not empty:
+        names = ", ".join(pod_key(p) for p in pods_to_evict(node.name, pods))
+        blockers.append(Blocker(code=NOT_EMPTY, message=f"node {node.name} now runs pod {names}"))
+    elif not empty and utilization(node, pods) >= gs.utilization_threshold:
+        blockers.append(
+            Blocker(
+                code=UTILIZED, message=f"node {node.name} is at or above {gs.utilization_threshold:.0%} utilization"
+            )
+        )
+    pool_key = (node.labels.get(LABEL_GROUP), pool_of(node))
+    size = sum(
+        1
+        for n in nodes
+        if is_managed(n) and n.name not in others_leaving and (n.labels.get(LABEL_GROUP), pool_of(n)) == pool_key
+    )
+    if all(n.name != node.name for n in nodes):
+        size += 1
+    minimum = min_nodes_for(node, groups)
+    if size - 1 < minimum:
+        blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
+    targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
+    b, fit = individual_blockers(node, pods, pdbs, storage, targets, used, set(protected), kinds)
+    blockers += b
+    if fit is not None and fit.ok:
+        movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
+        after = after_moves(used, fit.placements, movers)
+        room = headroom_blocker(node, {g.name: g for g in groups}, targets, after)
+        if room is not None:
+            blockers.append(room)
+    return RemovalCheck(ok=not blockers, blockers=blockers)
+
+
+CANCELLED_BY_PODS = "PodsLandedOnNode"
+MANUAL = "Manual"  # NodeScaleDownInput.kind of an operator's remove-now
+# Removing a node with these would lose data (or a service Longhorn cannot move): even an
+# operator's remove-now is refused. Other blockers (utilisation, timers) are the operator's call.
+DATA_LOSS_CODES = frozenset(
+    {VOLUME_ATTACHED, LAST_HEALTHY_REPLICA, BACKING_IMAGE_MANAGER, SHARE_MANAGER, LOCAL_STORAGE, NOT_SAFE_TO_EVICT}
+)
+
+
+def data_loss_blockers(blockers: list[Blocker]) -> list[Blocker]:
+    """The blockers that refuse even an operator's remove-now."""
+    return [b for b in blockers if b.code in DATA_LOSS_CODES]
+
+
+def blocking(kind: str, blockers: list[Blocker]) -> list[Blocker]:
+    """The blockers that cancel a removal at its re-check: all of them for the loop's own
+    removals, only the data-loss ones for a manual remove-now."""
+    return data_loss_blockers(blockers) if kind == MANUAL else list(blockers)
+
+
+def cancel_code(blocker: Blocker) -> str:
+    """The reason a cancelled removal reports for its first blocker."""
+    return CANCELLED_BY_PODS if blocker.code == NOT_EMPTY else blocker.code

@@ -1,0 +1,133 @@
+"""Selection: of the nodes removable on their own, which to remove in this loop, checked together
+(empty first, then least utilised; shared PDB budgets, pods of earlier nodes taking room, minNodes,
+headroom and the per-loop limit).
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import MIN_NODES, Blocker, PdbBudget, PdbInfo, pod_key, pods_to_evict
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.headroom import headroom_blocker
+from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
+from scaling.nodes.scale_down.checks import (
+    after_moves,
+    is_managed,
+    min_nodes_for,
+    needs_room,
+    pods_fit_elsewhere,
+    pool_of,
+    removal_wait_s,
+)
+from scaling.nodes.scale_down.models import (
+    FitResult,
+    NodeDecision,
+    NodeRemoval,
+    NodeState,
+    ScaleDownLoopSettings,
+    ScaleDownPlan,
+)
+from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
+
+LIMIT_REACHED = "ScaleDownLimitReached"
+DESTINATION = "DestinationOfRemovedNode"
+
+
+def select_removals(
+    plan: ScaleDownPlan,
+    ready: list[tuple[NodeDecision, ScaleDownSettings, bool]],
+    nodes: list[NodeInfo],
+    on_node: dict[str, list[PodInfo]],
+    pdbs: list[PdbInfo],
+    groups: list[NodeGroup],
+    storage: LonghornState | None,
+    now: float,
+    targets: list[NodeInfo],
+    used: dict[str, Resources],
+    in_progress: set[str],
+    settings: ScaleDownLoopSettings,
+    kinds: frozenset[str],
+) -> None:
+    """Pick nodes in order (empty first, then least utilised), checking them together."""
+    by_name = {n.name: n for n in nodes}
+    by_group = {g.name: g for g in groups}
+    ready.sort(key=lambda d: (d[0].state != NodeState.EMPTY, d[0].utilization, d[0].name))
+    pool_size: dict[tuple[str | None, str | None], int] = {}
+    for n in nodes:
+        if is_managed(n) and n.name not in in_progress:
+            key = (n.labels.get(LABEL_GROUP), pool_of(n))
+            pool_size[key] = pool_size.get(key, 0) + 1
+    budget = PdbBudget(pdbs)
+    used = dict(used)
+    moved_in: dict[str, list[PodInfo]] = {}
+    removed: set[str] = set()
+
+    for dec, gs, billed in ready:
+        node = by_name[dec.name]
+        if len(plan.to_remove) >= settings.max_removals_per_loop:
+            dec.reasons = [
+                Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
+            ]
+            continue
+        key = (dec.group, dec.pool)
+        minimum = min_nodes_for(node, groups)
+        if pool_size.get(key, 0) - 1 < minimum:
+            dec.state = NodeState.BLOCKED
+            dec.reasons = [
+                Blocker(
+                    code=MIN_NODES, message=f"pool {dec.pool} of group {dec.group} is at its minimum of {minimum} nodes"
+                )
+            ]
+            continue
+        if moved_in.get(node.name):
+            # Pods of a node chosen before it are planned to land here: removing it in the
+            # same loop would send them somewhere the plan never checked. Next loop.
+            dec.reasons = [
+                Blocker(code=DESTINATION, message=f"node {node.name} receives pods of a node removed in this loop")
+            ]
+            continue
+        left = [t for t in targets if t.name not in removed and t.name != node.name]
+        blockers = storage_blockers(node.name, storage, {t.name for t in left})
+        evict = pods_to_evict(node.name, on_node.get(node.name, []))
+        pdb_block = budget.check(evict)
+        if pdb_block is not None:
+            blockers.append(pdb_block)
+        fit: FitResult | None = None
+        if not blockers:
+            movers = [p for p in evict if needs_room(p, kinds)]
+            fit = pods_fit_elsewhere(movers, left, used)
+            if not fit.ok:
+                assert fit.blocker is not None
+                blockers.append(fit.blocker)
+            elif (
+                room := headroom_blocker(node, by_group, left, after_moves(used, fit.placements, movers))
+            ) is not None:
+                blockers.append(room)
+        if blockers:
+            # Held by what the nodes chosen before it take; alone it was removable, so its
+            # unneeded timer keeps running.
+            dec.state = NodeState.BLOCKED
+            dec.reasons = blockers
+            continue
+        assert fit is not None
+        budget.consume(evict)
+        movers_by_key = {pod_key(p): p for p in evict}
+        for pk, dest in fit.placements.items():
+            pod = movers_by_key[pk]
+            used[dest] = used.get(dest, Resources()) + pod.requests
+            moved_in.setdefault(dest, []).append(pod)
+        removed.add(node.name)
+        pool_size[key] = pool_size.get(key, 0) - 1
+        dec.selected = True
+        # A billed node's wait happened untainted, and its paid period ends within the margin.
+        delay = removal_wait_s(node, gs, settings) if dec.state == NodeState.EMPTY and not billed else 0.0
+        plan.to_remove.append(
+            NodeRemoval(
+                name=node.name,
+                group=dec.group or "",
+                pool=dec.pool,
+                kind=dec.state,
+                scale_down_at=now + delay,
+                pods_to_evict=sorted(pod_key(p) for p in evict),
+                destinations=fit.placements,
+            )
+        )
