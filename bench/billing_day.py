@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup
 from scaling.nodes.nodegroups import parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.candidates import plan_scale_down
 from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 from scaling.nodes.scale_up.planning import plan_scale_up

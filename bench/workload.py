@@ -7,9 +7,10 @@ import random
 from dataclasses import dataclass
 
 from scaling.kube.models import LABEL_ZONE, NodeInfo, PodInfo, PodSpread, Resources, TopologySpread
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, ServerType
 from scaling.nodes.nodegroups import parse_node_group, pool_name
+from scaling.nodes.providers.kwok import kwok_catalogue
 
 MIB = 1024**2
 GROUP = "general"

@@ -35,10 +35,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue, lookup
+from scaling.nodes.catalogue import catalogue_index, lookup
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import KIND, InvalidSpec, _duration_s, parse_node_group
 from scaling.nodes.providers.hetzner import PROVIDER
+from scaling.nodes.providers.kwok import kwok_catalogue
 
 DEFAULT_LEGACY_IMAGE = "ubuntu-20.04"  # what CA uses when HCLOUD_IMAGE is unset
 PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"

@@ -4,9 +4,10 @@ stuck says why (MaxNodesReached and the limit) instead of "problems: 0". No serv
 from __future__ import annotations
 
 from scaling.kube.models import PodInfo, Resources
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import PodProblem
 from scaling.nodes.nodegroups import parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState

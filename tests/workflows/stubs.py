@@ -8,7 +8,6 @@ from temporalio import activity
 
 from activities.nodes.requests import start_node_requests
 from scaling.nodes import contracts
-from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import (
     ClusterObservation,
     CreateNodeInput,
@@ -23,6 +22,7 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import ServerType, SpecProblem
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.state import requests_with_ready_node
 

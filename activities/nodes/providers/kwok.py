@@ -24,10 +24,10 @@ from kubernetes.client.rest import ApiException
 from activities.kube.client import ClusterClients, cluster_clients, raw_list
 from activities.kube.lease import LeaseLock
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_OS, NODE_OS
-from scaling.nodes.catalogue import kwok_catalogue
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
 from scaling.nodes.matching import pool_topology
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
+from scaling.nodes.providers.kwok import kwok_catalogue
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 

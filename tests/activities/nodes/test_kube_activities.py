@@ -17,7 +17,7 @@ from activities.nodes.kube import KubeActivities
 from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings, load_settings
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import (
     CreateNodeInput,
     DeleteNodeInput,
@@ -31,6 +31,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.requests import request_labels
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group

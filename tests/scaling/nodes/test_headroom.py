@@ -8,7 +8,7 @@ import pytest
 
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.headroom import (
     HEADROOM,
     headroom_blocker,
@@ -23,6 +23,7 @@ from scaling.nodes.matching import node_labels_for
 from scaling.nodes.models import InFlightRequest, NodeGroup, PodProblem
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups, parse_node_group
 from scaling.nodes.observation import never_satisfiable_events
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.candidates import plan_scale_down
 from scaling.nodes.scale_down.models import NodeState
 from scaling.nodes.scale_down.recheck import still_removable

@@ -165,8 +165,9 @@ def in_flight_cx22(rid: str, key: str) -> InFlightRequest:
 
 def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() -> None:
     from scaling.kube.models import PodInfo
-    from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+    from scaling.nodes.catalogue import catalogue_index
     from scaling.nodes.nodegroups import parse_node_group
+    from scaling.nodes.providers.kwok import kwok_catalogue
     from scaling.nodes.scale_up.demand import observe_demand
     from scaling.nodes.scale_up.planning import plan_demand
     from scaling.nodes.state import with_landing_requests

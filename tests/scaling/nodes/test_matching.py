@@ -11,7 +11,7 @@ from scaling.kube.models import (
     Taint,
     Toleration,
 )
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.matching import (
     eligible_pools,
     match_pods_to_groups,
@@ -22,6 +22,7 @@ from scaling.nodes.matching import (
 )
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 
 CAT = catalogue_index(kwok_catalogue())
 NS = Taint(key="dedicated", value="gpu", effect="NoSchedule")

@@ -6,13 +6,14 @@ from datetime import UTC, datetime
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scaling.kube.models import LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources, Toleration
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ClusterObservation, PodEvent, PodEventsInput
 from scaling.nodes.explain import last_demand_of, problems_by_shape
 from scaling.nodes.loop import within_in_flight_limit
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Attempt, AttemptResult, NodeGroup, RequestPhase
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.observation import event_batches
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.scale_up.planning import plan_demand
 from scaling.nodes.scale_up.requests import NodeRequestStatus, in_flight_record, request_input

@@ -7,10 +7,11 @@ import pytest
 
 from scaling.approvals import ApprovalState, decision_refused
 from scaling.kube.models import Resources
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.loop import apply_attempt_backoff
 from scaling.nodes.models import Attempt, AttemptResult, NodeGroup, PlannedNode, RequestPhase
 from scaling.nodes.nodegroups import InvalidSpec, flatten_pools, parse_node_group, priority_tiers
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.approvals import approval_gates, scale_up_event, waits_for
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.state import in_flight_for_planner

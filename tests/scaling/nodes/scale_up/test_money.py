@@ -8,9 +8,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup
 from scaling.nodes.nodegroups import InvalidSpec, parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.money import PriceBudget
 from scaling.nodes.scale_up.packing import Bin, Item, pack
 from scaling.nodes.scale_up.planning import plan_scale_up

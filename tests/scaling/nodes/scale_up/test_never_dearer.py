@@ -8,8 +8,9 @@ from bench.baselines import cluster_autoscaler, karpenter
 from bench.plan_scale_up import plan_cost
 from bench.workload import MIB, POOL_TYPES, PROVIDER, node_group
 from scaling.kube.models import PodInfo, PodSpread, Resources
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.nodegroups import flatten_pools
+from scaling.nodes.providers.kwok import kwok_catalogue
 
 CAT = catalogue_index(kwok_catalogue(PROVIDER))
 TYPES = [CAT[(PROVIDER, t)] for t in POOL_TYPES]

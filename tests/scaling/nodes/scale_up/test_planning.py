@@ -14,9 +14,10 @@ from scaling.kube.models import (
     Taint,
     Toleration,
 )
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.demand import demand_key, observe_demand
 from scaling.nodes.scale_up.planning import fallback_candidates, plan_scale_up
 

@@ -9,9 +9,10 @@ from typing import Any
 from scaling.kube.affinity import topology_spreads
 from scaling.kube.models import LABEL_ZONE, NodeInfo, PodInfo, Resources, TopologySpread
 from scaling.kube.pods import pod_info
-from scaling.nodes.catalogue import catalogue_index, kwok_catalogue
+from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.models import NodeGroup
 from scaling.nodes.nodegroups import parse_node_group
+from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
 from scaling.nodes.scale_up.topology import base_key, same_shape, share_key, share_out
 
