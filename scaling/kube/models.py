@@ -6,7 +6,7 @@ and pydantic round-trips them through Temporal's JSON without loss.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -64,6 +64,26 @@ class Resources(BaseModel):
         for r in items:
             cpu_m, memory, pods = cpu_m + r.cpu_m, memory + r.memory, pods + r.pods
         return Resources(cpu_m=cpu_m, memory=memory, pods=pods)
+
+
+# Resources as a plain tuple (cpu millicores, memory bytes, pod slots): the scale-up planner
+# and its packer count pods into room with these.
+Vec = tuple[int, int, int]
+
+
+def vec(r: Resources) -> Vec:
+    return (r.cpu_m, r.memory, r.pods)
+
+
+def fit_count(req: Sequence[int], room: Sequence[int]) -> int:
+    """How many pods of `req` fit in `room`, over the dimensions `req` needs. Room short of one
+    of them (negative: a node its DaemonSets overfill) holds none: 0, never a negative count that
+    a caller would take from what is left. A `req` of all zeros counts 0 too."""
+    n = None
+    for q, c in zip(req, room):
+        if q > 0:
+            n = c // q if n is None else min(n, c // q)
+    return max(n or 0, 0)
 
 
 class Taint(BaseModel):

@@ -27,6 +27,8 @@ from scaling.kube.models import (
     Resources,
     Toleration,
     TopologySpread,
+    fit_count,
+    vec,
 )
 from scaling.kube.pods import counts_as_demand
 from scaling.nodes.matching import labels_admit, tolerates
@@ -148,19 +150,6 @@ def tally_nodes(nodes: Sequence[NodeInfo]) -> NodeTally:
     )
 
 
-def _vec(r: Resources) -> tuple[int, int, int]:
-    return (r.cpu_m, r.memory, r.pods)
-
-
-def fit_count(req: tuple[int, int, int], room: Sequence[int]) -> int:
-    """How many pods of `req` fit in `room` (cpu, memory, pod slots)."""
-    n = None
-    for q, c in zip(req, room):
-        if q > 0:
-            n = c // q if n is None else min(n, c // q)
-    return max(n or 0, 0)
-
-
 def settle_on_existing(
     shapes: list[PodShape], nodes: Sequence[NodeInfo], node_pods: NodePods | None = None
 ) -> list[PodRef]:
@@ -175,7 +164,7 @@ def settle_on_existing(
     new node is planned rather than a pod left pending)."""
     free: list[tuple[NodeInfo, list[int]]] = []
     for n in nodes:
-        room = list(_vec(n.allocatable - n.requested))
+        room = list(vec(n.allocatable - n.requested))
         # Every pod needs some cpu, memory and a slot: a node out of any has no room at all.
         if n.ready and not n.unschedulable and min(room) > 0:
             free.append((n, room))
@@ -189,7 +178,7 @@ def settle_on_existing(
             ]
         if (s.spreads or s.topology_spreads) and node_pods is None:
             continue
-        req = _vec(s.requests)
+        req = vec(s.requests)
         for node, room in free:
             if s.count == 0:
                 break
@@ -241,7 +230,7 @@ def _room_by_domain(
     the skew keeps them off now, not room a new node must add (an e2e test saw a 5th node for 4
     spread pods when a Ready node waited for the other zone's nodes). Not reserved: another
     shape may settle there first, and then the next loop plans this one's node."""
-    req = _vec(s.requests)
+    req = vec(s.requests)
     out: dict[str, int] = {}
     for node, room in free:
         domain = node.labels.get(spread.key)

@@ -26,9 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from scaling.kube.models import Vec, fit_count
 from scaling.nodes.scale_up.money import PriceBudget
-
-Vec = tuple[int, int, int]  # cpu millicores, memory bytes, pod slots
 
 
 @dataclass
@@ -77,19 +76,9 @@ class PackResult:
     leftover: dict[int, int] = field(default_factory=dict)  # item index -> pods not placed
 
 
-def _fits(req: Vec, room: Sequence[int]) -> int:
-    """How many of `req` fit in `room`."""
-    n = None
-    for r, c in zip(req, room):
-        if r > 0:
-            k = c // r
-            n = k if n is None else min(n, k)
-    return 0 if n is None else n
-
-
 def _per_node(item: Item, cap: Vec) -> int:
     """How many of the item's pods one node of `cap` holds (its per-node cap included)."""
-    n = _fits(item.req, cap)
+    n = fit_count(item.req, cap)
     return n if item.per_node is None else min(n, item.per_node)
 
 
@@ -192,7 +181,7 @@ def _ffd_fill(b: Bin, items: Sequence[Item], remaining: Sequence[int]) -> tuple[
     room = list(b.cap)
     counts: dict[int, int] = {}
     for i in order:
-        n = min(_fits(items[i].req, room), remaining[i])
+        n = min(fit_count(items[i].req, room), remaining[i])
         if items[i].per_node is not None:
             n = min(n, items[i].per_node)
         if n > 0:
@@ -452,7 +441,7 @@ def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node
 
     for r in receivers:
         for extra, room in r.taken:
-            k = min(_fits(req, room), n, cap(r, extra))
+            k = min(fit_count(req, room), n, cap(r, extra))
             if k > 0:
                 extra[item] = extra.get(item, 0) + k
                 for d in range(3):
@@ -462,7 +451,7 @@ def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node
                 return 0
         while r.untouched > 0 and n > 0:
             room = r.room()
-            k = min(_fits(req, room), n, cap(r, {}))
+            k = min(fit_count(req, room), n, cap(r, {}))
             if k <= 0:
                 break
             r.untouched -= 1

@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
-from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration
+from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration, fit_count, vec
 from scaling.kube.quantity import format_cpu, format_memory
 from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
@@ -42,7 +42,7 @@ from scaling.nodes.models import (
 )
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
 from scaling.nodes.scale_up.daemonsets import daemonset_overhead, room_for_pods
-from scaling.nodes.scale_up.demand import NodeTally, PendingDemand, PodRef, PodShape, fit_count, observe_demand
+from scaling.nodes.scale_up.demand import NodeTally, PendingDemand, PodRef, PodShape, observe_demand
 from scaling.nodes.scale_up.money import (
     PRICE_LIMIT_REACHED,
     PriceBudget,
@@ -88,15 +88,11 @@ class _Shape:
         )
 
 
-def _vec(r: Resources) -> tuple[int, int, int]:
-    return (r.cpu_m, r.memory, r.pods)
-
-
 def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
     return [
         _Shape(
             key=d.key,
-            req=_vec(d.requests),
+            req=vec(d.requests),
             node_selector=dict(d.node_selector),
             tolerations=tuple(d.tolerations),
             node_affinity=tuple(d.node_affinity),
@@ -280,7 +276,7 @@ def _covered_in_flight(
         if pool is None:
             continue
         labels = node_labels_for(group, pool, stype)
-        room = list(_vec(_pool_room(group, pool, stype, daemonsets) - r.requirements))
+        room = list(vec(_pool_room(group, pool, stype, daemonsets) - r.requirements))
         for s in shapes:
             n = min(fit_count(s.req, room), s.left)
             if s.cap is not None:  # its node holds the pods it was made for, and takes cap in all
@@ -311,7 +307,7 @@ def _largest(rooms: Sequence[tuple[Pool, Resources]], daemonsets: bool) -> str:
         return "no pool has a known, current server type"
     pool, r = max(rooms, key=lambda pr: (pr[1].cpu_m, pr[1].memory, pr[0].name))
     what = "room for pods after DaemonSets" if daemonsets else "allocatable"
-    return f"the largest type is {pool.name} ({what} {_describe(_vec(r))})"
+    return f"the largest type is {pool.name} ({what} {_describe(vec(r))})"
 
 
 def plan_scale_up(
@@ -408,7 +404,7 @@ def plan_demand(
                 continue
             rooms[p.name] = _pool_room(group, p, t, demand.daemonsets)
             slots = None if p.max_nodes is None else max(p.max_nodes - per_pool_count[(gname, p.name)], 0)
-            bins[p.name] = Bin(key=p.name, cap=_vec(rooms[p.name]), price=t.price_hourly, slots=slots)
+            bins[p.name] = Bin(key=p.name, cap=vec(rooms[p.name]), price=t.price_hourly, slots=slots)
         pool_by_name = {p.name: p for p in flat[gname]}
         gshapes = per_group[gname]
 
@@ -416,7 +412,7 @@ def plan_demand(
         live: list[_Shape] = []
         for s in gshapes:
             holders = [(p, rooms[p.name]) for p in s.eligible[gname] if p.name in rooms]
-            if any(fit_count(s.req, list(_vec(r))) > 0 for _, r in holders):
+            if any(fit_count(s.req, list(vec(r))) > 0 for _, r in holders):
                 live.append(s)
                 continue
             largest = _largest(holders, bool(demand.daemonsets))
