@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan
+from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan, pool_key
 from scaling.nodes.scale_up.backoff import pool_backoff_seconds
 from scaling.nodes.scale_up.demand import NodeTally
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
-
-
-def pool_key(group: str, pool: str) -> str:
-    return f"{group}/{pool}"
 
 
 def apply_attempt_backoff(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
@@ -123,6 +124,18 @@ class Pool(BaseModel):
     max_nodes: int | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     billing: Billing | None = None
+
+
+def pool_key(group: str, pool: str) -> str:
+    """A (group, pool) as one key: string keys keep state JSON-serialisable through Temporal's
+    pydantic converter."""
+    return f"{group}/{pool}"
+
+
+def is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
+    """Whether `unavailable` names the pool, in either form the planner accepts: (group, pool)
+    and (provider, server type)."""
+    return (pool.group, pool.name) in unavailable or (pool.provider, pool.server_type.lower()) in unavailable
 
 
 class SpecProblem(BaseModel):

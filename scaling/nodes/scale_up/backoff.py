@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from scaling.nodes.models import Pool
+from scaling.nodes.models import Pool, pool_key
 
 BACKOFF_INITIAL_S = 300.0
 BACKOFF_MAX_S = 1800.0
@@ -48,11 +48,6 @@ def _ref(pool: PoolRef) -> tuple[str, str]:
     return pool[0], pool[1]
 
 
-def _key(group: str, pool: str) -> str:
-    # String keys keep the model JSON-serialisable through Temporal's pydantic converter.
-    return f"{group}/{pool}"
-
-
 class PoolBackoff(BaseModel):
     """Backoff state for every (group, pool); lives in workflow state and crosses boundaries."""
 
@@ -64,7 +59,7 @@ class PoolBackoff(BaseModel):
     def record_failure(self, pool: PoolRef, now: float) -> float:
         """Count one more failure; returns the time until which the pool is backed off."""
         group, name = _ref(pool)
-        key = _key(group, name)
+        key = pool_key(group, name)
         prev = self.entries.get(key)
         failures = 1
         if prev is not None and now - prev.last_failure < self.reset_after_s:
@@ -77,7 +72,7 @@ class PoolBackoff(BaseModel):
 
     def record_success(self, pool: PoolRef) -> None:
         group, name = _ref(pool)
-        self.entries.pop(_key(group, name), None)
+        self.entries.pop(pool_key(group, name), None)
 
     def active(self, now: float) -> set[tuple[str, str]]:
         """(group, pool) pairs the planner must skip at `now`."""
@@ -85,7 +80,7 @@ class PoolBackoff(BaseModel):
 
     def is_active(self, pool: PoolRef, now: float) -> bool:
         group, name = _ref(pool)
-        entry = self.entries.get(_key(group, name))
+        entry = self.entries.get(pool_key(group, name))
         return entry is not None and entry.until > now
 
     def prune(self, now: float) -> None:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 
 from scaling.kube.models import NodeInfo, Resources
-from scaling.nodes.models import InFlightRequest, NodeGroup, PlannedNode, Pool
+from scaling.nodes.models import InFlightRequest, NodeGroup, PlannedNode, Pool, is_unavailable
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.scale_up.demand import NodeCount, NodeTally, tally_nodes
 
@@ -28,11 +28,6 @@ def node_pool(node: NodeCount, pools: Sequence[Pool]) -> str | None:
         return node.pool
     itype = node.instance_type.lower()
     return next((p.name for p in pools if itype and p.server_type.lower() == itype), None)
-
-
-def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
-    # Both forms the planner accepts: (group, pool) and (provider, server type).
-    return (pool.group, pool.name) in unavailable or (pool.provider, pool.server_type.lower()) in unavailable
 
 
 def requests_to_reach_min_nodes(
@@ -64,7 +59,7 @@ def requests_to_reach_min_nodes(
         group_left = None if group.max_nodes is None else group.max_nodes - per_group[group.name]
         for pool in flat[group.name]:
             missing = pool.min_nodes - per_pool[(group.name, pool.name)]
-            if missing <= 0 or _is_unavailable(pool, unavailable):
+            if missing <= 0 or is_unavailable(pool, unavailable):
                 continue
             for limit in (group_left, total_left):
                 if limit is not None:

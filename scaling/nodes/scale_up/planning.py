@@ -39,6 +39,7 @@ from scaling.nodes.models import (
     Pool,
     ScaleUpPlan,
     ServerType,
+    is_unavailable,
 )
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
 from scaling.nodes.scale_up.daemonsets import daemonset_overhead, room_for_pods
@@ -162,10 +163,6 @@ def split_by_topology(
     return out, blocked, waiting
 
 
-def _is_unavailable(pool: Pool, unavailable: Collection[tuple[str, str]]) -> bool:
-    return (pool.group, pool.name) in unavailable or (pool.provider, pool.server_type.lower()) in unavailable
-
-
 def _usable_type(pool: Pool, catalogue: Catalogue) -> ServerType | None:
     t = catalogue.get((pool.provider, pool.server_type.lower()))
     return None if t is None or t.deprecated else t
@@ -193,7 +190,7 @@ def fallback_candidates(
         t = _usable_type(p, catalogue)
         if t is None or not requirements.fits_in((room or {}).get(p.name, t.allocatable)):
             return None
-        if _is_unavailable(p, unavailable) or (allowed is not None and p.name not in allowed):
+        if is_unavailable(p, unavailable) or (allowed is not None and p.name not in allowed):
             return None
         return t
 
@@ -421,7 +418,7 @@ def plan_demand(
 
         cand_cache: dict[tuple, list[Pool]] = {}
         for tier in priority_tiers(flat[gname]):
-            tier_bins = [bins[p.name] for p in tier if p.name in bins and not _is_unavailable(p, unavailable)]
+            tier_bins = [bins[p.name] for p in tier if p.name in bins and not is_unavailable(p, unavailable)]
             items: list[Item] = []
             owners: list[_Shape] = []
             for s in live:
@@ -474,9 +471,9 @@ def plan_demand(
             if s.left == 0:
                 continue
             holders = [p for p in s.eligible[gname] if p.name in bins and fit_count(s.req, list(bins[p.name].cap)) > 0]
-            cheapest = min((bins[p.name].price for p in holders if not _is_unavailable(p, unavailable)), default=None)
+            cheapest = min((bins[p.name].price for p in holders if not is_unavailable(p, unavailable)), default=None)
             caps = [] if cheapest is None else blocking_caps([group_price, total_price], cheapest)
-            if holders and all(_is_unavailable(p, unavailable) for p in holders):
+            if holders and all(is_unavailable(p, unavailable) for p in holders):
                 reason = "NoAvailablePool"
                 msg = f"every pool that can hold this pod is backing off: {', '.join(p.name for p in holders)}"
             elif caps:
