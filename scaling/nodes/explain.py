@@ -22,6 +22,7 @@ from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import same_shape
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
+from scaling.text import shorten
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
 LAST_LOOP_SHAPES_KEPT = 200
@@ -97,10 +98,6 @@ def when(ts: float | datetime | None) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def shorten(text: str, limit: int = PROBLEM_MESSAGE_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # -- what the loop keeps for explanations (bounded) ----------------------------------------
 
 
@@ -118,7 +115,7 @@ def problems_by_shape(problems: Iterable[PodProblem], keep: int = LAST_LOOP_SHAP
         key = p.key or p.uid
         known = out.get(key)
         if known is None:
-            out[key] = p.model_copy(update={"message": shorten(p.message)})
+            out[key] = p.model_copy(update={"message": shorten(p.message, PROBLEM_MESSAGE_CHARS)})
         else:
             out[key] = known.model_copy(update={"count": known.count + p.count})
     ranked = sorted(out.items(), key=lambda kv: (-kv[1].count, kv[0]))

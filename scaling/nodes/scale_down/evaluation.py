@@ -42,6 +42,7 @@ from scaling.nodes.scale_down.checks import is_empty, pool_of
 from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
+from scaling.text import shorten
 
 MAX_CANDIDATES = 1000
 CANDIDATES_MAX_BYTES = 100_000
@@ -62,17 +63,13 @@ STATE_RANK = {
 }
 
 
-def shorten(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def candidate_of(d: NodeDecision) -> CandidateState:
     """One managed node's decision as the status query shows it."""
     return CandidateState(
         node=d.name,
         state=d.state.value,
         reason=d.reason,
-        message=shorten("; ".join(b.message for b in d.reasons)),
+        message=shorten("; ".join(b.message for b in d.reasons), MESSAGE_MAX_CHARS),
         group=d.group,
         pool=d.pool,
         utilization=round(d.utilization, 3),
