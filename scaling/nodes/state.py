@@ -77,7 +77,7 @@ class AutoscalerState(BaseModel):
     last_scale_up_at: float | None = None
     unneeded_since: dict[str, float] = Field(default_factory=dict)
     scale_down_evaluated_at: float | None = None  # epoch seconds of the last evaluation
-    candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down_eval
+    candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down.evaluation
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
     candidates_digest: str = ""  # of the evaluation that sent `candidates`
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
