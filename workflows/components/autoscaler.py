@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
@@ -50,10 +50,10 @@ with workflow.unsafe.imports_passed_through():
         status_body,
     )
     from scaling.components.summaries import components_details
-    from scaling.components.timing import gate, record
+    from scaling.components.timing import gate, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
-    from workflows.components.activity_options import COMPONENT_ACTIVITIES
+    from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -66,6 +66,15 @@ TIDB_OPERATOR_PARITY = "tidb-operator-parity"
 # Runs that created every planned heterogeneous group at once replay so; asked only when the
 # approval gate is on (scaling.components.approvals), so ungated runs record no marker.
 GROUP_APPROVAL_GATE = "group-approval-gate"
+# Issue 20: a change was stamped with its round's start, so a write that took long (retried after
+# a killed worker) let the next change come sooner than its interval after the real change. Now
+# the component's last change is stamped when the round's writes and their Events are done (never
+# before tidb-operator's time.Now() after the update), each group's when its write is done.
+CHANGE_TIME_AFTER_WRITE = "change-time-after-write"
+# Issue 21 (200 autoscalers on one worker): a round's reads run as local activities (a quiet
+# round is one workflow task, was about ten), and rounds fall on ticks of the scan interval
+# offset by a hash of the workflow id, so loops started together do not fire together.
+LOCAL_ROUND_READS = "local-round-reads"
 UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -96,6 +105,7 @@ class ComponentAutoscalerWorkflow:
         self._last_failure: tuple[str, str] = ("", "")
         self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
         self._parity = True  # set each round by workflow.patched(TIDB_OPERATOR_PARITY)
+        self._local_reads = False  # set each round by workflow.patched(LOCAL_ROUND_READS)
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -212,6 +222,7 @@ class ComponentAutoscalerWorkflow:
         while True:
             self.state.rounds += 1
             started = workflow.now()
+            self._local_reads = workflow.patched(LOCAL_ROUND_READS)
             await self._round()
             metrics.round_done(self._cluster(), started)
             if self.done:
@@ -227,14 +238,16 @@ class ComponentAutoscalerWorkflow:
                 workflow.continue_as_new(ComponentAutoscalerInput(settings=s, state=self.state))
             self.wake = False
             try:
-                await workflow.wait_condition(lambda: self.wake, timeout=self._sleep())
+                await workflow.wait_condition(lambda: self.wake, timeout=self._sleep(started))
             except TimeoutError:
                 pass
 
-    def _sleep(self) -> timedelta:
+    def _sleep(self, started: datetime) -> timedelta:
         """Until the next scan, or sooner when a deferred change's interval ends (durable timer)."""
         now = workflow.now()
         wait = timedelta(seconds=self.settings.scan_interval_s)
+        if self._local_reads:
+            wait = next_tick(started, now, self.settings.scan_interval_s, workflow.info().workflow_id) - now
         for cs in self.state.components.values():
             if cs.deferred_until is not None:
                 wait = min(wait, max(timedelta(seconds=1), cs.deferred_until - now))
@@ -266,17 +279,30 @@ class ComponentAutoscalerWorkflow:
             self._attributes = (cluster, phase)
 
     async def _act(self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY) -> Any:
-        """Run an activity; None when it failed (remembered), so a round degrades, never fails."""
+        """Run an activity (a read as a local one); None when it failed (remembered), so a round
+        degrades, never fails."""
+        limit = timedelta(seconds=self.settings.activity_timeout_s)
         try:
+            if self._local_reads and name in LOCAL_READS:
+                return await workflow.execute_local_activity(
+                    name,
+                    arg,
+                    result_type=result_type,
+                    start_to_close_timeout=min(LOCAL_READS[name], limit),
+                    retry_policy=retry,
+                )
             return await workflow.execute_activity(
                 name,
                 arg,
                 result_type=result_type,
-                **COMPONENT_ACTIVITIES[name].timeouts(timedelta(seconds=self.settings.activity_timeout_s)),
+                **COMPONENT_ACTIVITIES[name].timeouts(limit),
                 retry_policy=retry,
             )
-        except ActivityError as exc:
-            cause = exc.cause
+        except FailureError as exc:  # an ActivityError, or a local activity's own failure
+            if isinstance(exc, CancelledError):
+                raise
+            # A local activity's failure arrives as its cause itself (ApplicationError, timeout).
+            cause = exc.cause if isinstance(exc, ActivityError) else exc
             kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             self.state.remember(f"{name} failed: {kind}: {message}"[:300])
@@ -461,7 +487,8 @@ class ComponentAutoscalerWorkflow:
                 break
             applied.append(change)
             metrics.changed(self._cluster(), component, change, base.name)
-        cs.timing = record(cs.timing, applied, now)
+        if applied:
+            cs.timing = record(cs.timing, applied, self._written_at(now))
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
         metrics.sized(self._cluster(), component, len(cs.groups), replicas)
 
@@ -600,6 +627,11 @@ class ComponentAutoscalerWorkflow:
             changes = [ch for ch in changes if ch not in blocked]
         return plan.model_copy(update={"changes": changes, "notes": notes})
 
+    def _written_at(self, now: datetime) -> datetime:
+        """When a change is done: the workflow's time after its writes (issue 20); `now`, the
+        round's start, for runs recorded before."""
+        return workflow.now() if workflow.patched(CHANGE_TIME_AFTER_WRITE) else now
+
     async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:
         """One change; False when it could not be made (the rest of the round's changes wait)."""
         s, st = self.settings, self.state
@@ -671,13 +703,13 @@ class ComponentAutoscalerWorkflow:
             )
             if res is None or not res.found:
                 return False
-        draining = ch.to_replicas == 0
+        draining, written = ch.to_replicas == 0, self._written_at(now)
         cs.groups[ch.cluster] = rec.model_copy(
             update={
                 "replicas": ch.to_replicas,
-                "last_change_at": now,
+                "last_change_at": written,
                 "phase": "draining" if draining else "active",
-                "draining_since": (rec.draining_since or now) if draining else None,
+                "draining_since": (rec.draining_since or written) if draining else None,
             }
         )
         if ch.direction == "out":
