@@ -27,8 +27,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components import contracts as c
     from scaling.components.approvals import create_verdict, decided, next_deadline
     from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
+    from scaling.components.overrides import PINNED, apply_overrides
     from scaling.components.planning import (
-        HOMOGENEOUS,
         Change,
         ComponentPlan,
         PlanInput,
@@ -466,14 +466,14 @@ class ComponentAutoscalerWorkflow:
         plan = await self._plan(spec, inp, pd_answer, cs)
         if plan is None:
             return
-        plan = self._overrides(plan, inp, cs)
+        plan = apply_overrides(plan, inp, self.state.overrides, cs.groups)
         cs.notes = plan.notes[-5:]
         if plan.headroom != cs.headroom and plan.headroom:
             need = ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in plan.headroom)
             await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
         cs.headroom = plan.headroom
         now = workflow.now()
-        pinned = [ch for ch in plan.changes if ch.reason == "pinned by an operator"]
+        pinned = [ch for ch in plan.changes if ch.reason == PINNED]
         gated = gate(
             plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}), cs.timing, spec, now
         )
@@ -596,36 +596,6 @@ class ComponentAutoscalerWorkflow:
             await self._event("MetricsUnavailable", f"{text}; no scaling this round", warning=True)
         cs.metrics_error = text
         return None
-
-    def _overrides(self, plan: ComponentPlan, inp: PlanInput, cs: ComponentState) -> ComponentPlan:
-        ov = self.state.overrides
-        component = plan.component
-        changes = list(plan.changes)
-        notes = list(plan.notes)
-        current = {inp.base_cluster: inp.homogeneous_replicas, **{g.name: g.replicas for g in inp.groups}}
-        for key, replicas in sorted(ov.pins.items()):
-            comp, _, cluster = key.partition("/")
-            if comp != component or cluster not in current:
-                continue
-            changes = [ch for ch in changes if ch.cluster != cluster]
-            if current[cluster] != replicas:
-                rec = cs.groups.get(cluster)
-                changes.append(
-                    Change(
-                        cluster=cluster,
-                        group=HOMOGENEOUS if cluster == inp.base_cluster else (rec.group if rec else ""),
-                        direction="out" if replicas > current[cluster] else "in",
-                        from_replicas=current[cluster],
-                        to_replicas=replicas,
-                        reason="pinned by an operator",
-                    )
-                )
-        if ov.scale_in_blocked(component):
-            blocked = [ch for ch in changes if ch.direction == "in" and ch.reason != "pinned by an operator"]
-            if blocked:
-                notes.append(f"scale-in blocked by an operator: {len(blocked)} change(s) held")
-            changes = [ch for ch in changes if ch not in blocked]
-        return plan.model_copy(update={"changes": changes, "notes": notes})
 
     def _written_at(self, now: datetime) -> datetime:
         """When a change is done: the workflow's time after its writes (issue 20); `now`, the
