@@ -13,6 +13,7 @@ A metrics failure, or PD answering null, plans nothing: it never scales in, neve
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import datetime, timedelta
@@ -278,9 +279,11 @@ class ComponentAutoscalerWorkflow:
             workflow.upsert_search_attributes(components_attributes(cluster, phase))
             self._attributes = (cluster, phase)
 
-    async def _act(self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY) -> Any:
-        """Run an activity (a read as a local one); None when it failed (remembered), so a round
-        degrades, never fails."""
+    async def _act(
+        self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY, cause: bool = True
+    ) -> Any:
+        """Run an activity (a read as a local one); None when it failed (remembered, and with
+        `cause` kept as what a failed round reports), so a round degrades, never fails."""
         limit = timedelta(seconds=self.settings.activity_timeout_s)
         try:
             if self._local_reads and name in LOCAL_READS:
@@ -302,11 +305,12 @@ class ComponentAutoscalerWorkflow:
             if isinstance(exc, CancelledError):
                 raise
             # A local activity's failure arrives as its cause itself (ApplicationError, timeout).
-            cause = exc.cause if isinstance(exc, ActivityError) else exc
-            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            err = exc.cause if isinstance(exc, ActivityError) else exc
+            kind = err.type if isinstance(err, ApplicationError) else type(err).__name__
+            message = err.message if isinstance(err, ApplicationError) else str(err)
             self.state.remember(f"{name} failed: {kind}: {message}"[:300])
-            self._last_failure = (kind or "", message)
+            if cause:
+                self._last_failure = (kind or "", message)
             return None
 
     def _ref(self) -> dict[str, str]:
@@ -350,9 +354,16 @@ class ComponentAutoscalerWorkflow:
             await self._write_status()
             return
         st.base_cluster = ref[0]
-        base: c.TidbClusterView | None = await self._act(
-            c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView
-        )
+        base_read = self._act(c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView)
+        listings: dict[str, c.AutoClusterList | None] = {}
+        if self._local_reads:
+            # The groups' listings need only the object: they run beside the base cluster's read,
+            # so the round's workflow task (and its slot) is held for fewer reads in a row.
+            wanted = [k for k in COMPONENTS if isinstance(obj.spec.get(k), dict)]
+            base, *listed = await asyncio.gather(base_read, *(self._list_groups(k) for k in wanted))
+            listings = dict(zip(wanted, listed, strict=True))
+        else:
+            base = await base_read
         if base is None:
             return
         if not base.found:
@@ -366,7 +377,7 @@ class ComponentAutoscalerWorkflow:
         if spec is not None and not st.overrides.paused:
             pd_answer = await self._ask_pd(spec) if s.planner == "pd" else None
             for _, cspec in sorted(spec.components.items()):
-                await self._component(cspec, base, pd_answer)
+                await self._component(cspec, base, pd_answer, listings)
         await self._write_status()
 
     async def _report_errors(self, object_errors: list[SpecError], errors: dict[str, list[SpecError]]) -> None:
@@ -410,17 +421,26 @@ class ComponentAutoscalerWorkflow:
         )
 
     # -- one component -----------------------------------------------------------------------
-    async def _component(self, spec: ComponentSpec, base: c.TidbClusterView, pd_answer: c.PdAnswer | None) -> None:
+    async def _list_groups(self, component: str) -> c.AutoClusterList | None:
+        return await self._act(
+            c.LIST_AUTO_CLUSTERS,
+            c.ListAutoClustersInput(**self._ref(), autoscaler=self.settings.name, component=component),
+            c.AutoClusterList,
+        )
+
+    async def _component(
+        self,
+        spec: ComponentSpec,
+        base: c.TidbClusterView,
+        pd_answer: c.PdAnswer | None,
+        listings: dict[str, c.AutoClusterList | None],
+    ) -> None:
         s, st = self.settings, self.state
         component = spec.component
         cs = st.components.setdefault(component, ComponentState())
         view = base.components.get(component) or c.ComponentView()
         cs.homogeneous_replicas = view.replicas
-        listed: c.AutoClusterList | None = await self._act(
-            c.LIST_AUTO_CLUSTERS,
-            c.ListAutoClustersInput(**self._ref(), autoscaler=s.name, component=component),
-            c.AutoClusterList,
-        )
+        listed = listings[component] if component in listings else await self._list_groups(component)
         if listed is None:
             cs.notes = ["could not list the heterogeneous clusters: nothing decided"]
             return
@@ -555,7 +575,7 @@ class ComponentAutoscalerWorkflow:
                 return await self._metrics_outcome(cs, None, spec.component, "pd") if pd_answer is None else None
             return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans), spec.component, "pd")
         cpu = spec.rules.get("cpu")
-        found: c.ComponentMetrics | None = await self._act(
+        metrics_read = self._act(
             c.QUERY_METRICS,
             c.MetricsInput(
                 **self._ref(),
@@ -567,13 +587,23 @@ class ComponentAutoscalerWorkflow:
             ),
             c.ComponentMetrics,
         )
+        capacity_input = c.CapacityInput(
+            kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)
+        )
+        found: c.ComponentMetrics | None
+        capacity: c.CapacityAnswer | None
+        if self._local_reads:
+            # Both at once; a failed capacity read is not what the round reports as its failure.
+            found, capacity = await asyncio.gather(
+                metrics_read, self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer, cause=False)
+            )
+        else:
+            found = await metrics_read
+            capacity = None
+            if found is not None:
+                capacity = await self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer)
         if found is None:
             return await self._metrics_outcome(cs, None, spec.component, "prometheus")
-        capacity: c.CapacityAnswer | None = await self._act(
-            c.OBSERVE_CAPACITY,
-            c.CapacityInput(kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)),
-            c.CapacityAnswer,
-        )
         if capacity is not None:
             inp = inp.model_copy(update={"fits": capacity.fits, "growth_manages_nodes": capacity.growth_manages_nodes})
         return await self._metrics_outcome(
