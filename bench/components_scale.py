@@ -15,7 +15,10 @@ Figures:
 - Prometheus queries per round, and per autoscaler per round, from the sim's request counts;
 - interval violations: per autoscaler and component, two change rounds (ScaledOut/ScaledIn
   Events on the object) closer than the later change's interval, counted without the workflow;
-- the machine's load average and the worker's CPU seconds beside them (the machine is shared).
+- the machine's load average and the worker's CPU seconds beside them (the machine is shared),
+  and CPU seconds per round begun (a timer's firing or the run's start);
+- per activity (the writes; the reads are local activities, inside the workflow task), the wait
+  for a worker slot and the run time, and the same for the workflow tasks.
 The last line is JSON with `autoscalers`, `round_p99_s` and `interval_violations`.
 """
 
@@ -80,6 +83,12 @@ def round_durations(events: list[Any], since: datetime) -> list[float]:
                 out.append((at - woke).total_seconds())
             woke = None
     return out
+
+
+def wake_ups(events: list[Any], since: datetime) -> int:
+    """Rounds begun in the window, finished or not: the run's start and each timer that fired."""
+    kinds = (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, EventType.EVENT_TYPE_TIMER_FIRED)
+    return sum(1 for ev in events if ev.event_type in kinds and ev.event_time.ToDatetime(tzinfo=UTC) >= since)
 
 
 def activity_times(events: list[Any], since: datetime, out: dict[str, list[tuple[float, float]]]) -> None:
@@ -238,10 +247,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stats1 = (await sim.get("/sim/v1/stats")).json()
             cpu1, load1, procs1 = cpu_seconds(worker_pid), os.getloadavg(), sim_process_cpu(demo.procs)
         durations: list[float] = []
+        begun = 0
         activities: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for h in handles:
             events = list((await h.fetch_history()).events)
             durations += round_durations(events, since)
+            begun += wake_ups(events, since)
             activity_times(events, since, activities)
         for h in handles:
             await h.terminate("bench done")
@@ -252,8 +263,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         demo.stop()
     queries = sum(stats1.get(r, 0) - stats0.get(r, 0) for r in PROM_ROUTES)
     rounds = len(durations)
-    # Every round starts by reading its object: rounds begun in the window, finished or not.
-    begun = len(activities.get("components_get_autoscaler", []))
     stack_cpu = sum(procs1[k] - procs0.get(k, 0.0) for k in procs1)
     return {
         "autoscalers": args.autoscalers,
@@ -273,6 +282,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "change_events": changes,
         "interval_violations": violations,
         "worker_cpu_s": round(cpu1 - cpu0, 1),
+        "worker_cpu_s_per_round": round((cpu1 - cpu0) / max(1, begun), 4),
         "process_cpu_percent": {k: round(100 * (procs1[k] - procs0.get(k, 0.0)) / elapsed, 1) for k in procs1},
         "activity_wait_run_p99_s": {
             name: [round(percentile([w for w, _ in xs], 0.99), 2), round(percentile([r for _, r in xs], 0.99), 2)]
@@ -324,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU by process (% of a core): {result['process_cpu_percent']}")
     print(
         f"{result['rounds_begun']} rounds begun: {result['stack_cpu_s_per_round']} CPU-s a round over the whole "
-        "stack (Temporal, sim, worker)"
+        f"stack (Temporal, sim, worker), {result['worker_cpu_s_per_round']} in the worker"
     )
     for name, (wait, ran) in result["activity_wait_run_p99_s"].items():
         print(f"  {name}: p99 wait for a slot {wait} s, run {ran} s")

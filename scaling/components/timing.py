@@ -5,11 +5,21 @@ the change's direction interval; a new group has no timestamp and a deleted one 
 creating or deleting groups bypassed the guard. growth keeps the last change per component
 (across every group, surviving group deletion) and lets a change of direction D through only
 when now >= last change + interval(D). Per-group timestamps are kept for status only.
+
+A change counts from when it was done, its write and Event complete (the workflow stamps it
+then, not at its round's start): a write retried after a killed worker must not shorten the
+next change's wait.
+
+Rounds fall on ticks (`next_tick`): every scan interval, at an offset hashed from the loop's
+workflow id, so 200 loops started in one second spread over the interval instead of firing
+together (measured: issue 21's bench, docs/components.md).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import hashlib
+import math
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
@@ -68,3 +78,21 @@ def record(timing: ComponentTiming, applied: list[Change], now: datetime) -> Com
         groups[change.cluster] = now
     direction = "in" if all(c.direction == "in" for c in applied) else "out"
     return ComponentTiming(last_change_at=now, last_direction=direction, groups=groups)
+
+
+def tick_offset_s(key: str, every_s: float) -> float:
+    """A fixed offset in [0, every_s) for `key`: a hash, so the same loop keeps its phase across
+    workers, replays and continue-as-new."""
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return (digest % max(1, round(every_s * 1000))) / 1000
+
+
+def next_tick(started: datetime, now: datetime, every_s: float, key: str) -> datetime:
+    """When the next round begins: the first of `key`'s ticks after this round's start, or, when
+    the round outlasted it, the first after `now` (a late round skips ticks, never crowds them)."""
+    offset = tick_offset_s(key, every_s)
+    after = started.timestamp()
+    tick = offset + (math.floor((after - offset) / every_s) + 1) * every_s
+    if tick <= now.timestamp():
+        tick = offset + (math.floor((now.timestamp() - offset) / every_s) + 1) * every_s
+    return datetime.fromtimestamp(tick, tz=started.tzinfo or UTC)

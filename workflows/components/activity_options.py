@@ -1,7 +1,14 @@
 """The components loop's activities and their time limits (see workflows.activity_options for
 what each limit is for). start_to_close is the autoscaler's `activity_timeout_s` setting (60 s by
 default) for every call, set at the call; the table gives the heartbeat, so a worker killed in a
-PD or Prometheus query, or in a TidbCluster write, is noticed within seconds, not at that limit."""
+PD or Prometheus query, or in a TidbCluster write, is noticed within seconds, not at that limit.
+
+A round's reads run as local activities (`LOCAL_READS`, patch `local-round-reads`): inside the
+round's workflow task, in the worker that runs the workflow, so a quiet round is one workflow
+task instead of one per read. A local activity has no heartbeat: a worker killed during one
+loses its workflow task, which another worker takes after the workflow task timeout (10 s) and
+reads again (reads are safe to repeat). Writes stay normal activities: they carry their keys
+and outlive the worker."""
 
 from __future__ import annotations
 
@@ -30,4 +37,19 @@ COMPONENT_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.ASK_EXTERNAL_ENDPOINT: QUERY,
     # Node allocatable and TiKV store capacity: a node list and a PD stores query.
     contracts.OBSERVE_CAPACITY: QUERY,
+}
+
+# One read as a local activity: a Kubernetes get or list, or one query of PD, Prometheus or a
+# recommender (their HTTP clients give up after components.http_timeout_s, 5 s by default).
+# Longer keeps the round's workflow task open (the worker extends it), and the retry policy
+# allows three attempts; the autoscaler's `activity_timeout_s` caps it when smaller.
+LOCAL_READ = timedelta(seconds=15)
+LOCAL_READS: dict[str, timedelta] = {
+    contracts.GET_AUTOSCALER: LOCAL_READ,
+    contracts.GET_TIDB_CLUSTER: LOCAL_READ,
+    contracts.LIST_AUTO_CLUSTERS: LOCAL_READ,
+    contracts.QUERY_METRICS: LOCAL_READ,
+    contracts.ASK_PD_AUTOSCALING: LOCAL_READ,
+    contracts.ASK_EXTERNAL_ENDPOINT: LOCAL_READ,
+    contracts.OBSERVE_CAPACITY: LOCAL_READ,
 }

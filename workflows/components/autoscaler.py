@@ -13,6 +13,7 @@ A metrics failure, or PD answering null, plans nothing: it never scales in, neve
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import datetime, timedelta
@@ -20,15 +21,15 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
     from scaling.components import contracts as c
     from scaling.components.approvals import create_verdict, decided, next_deadline
     from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
+    from scaling.components.overrides import PINNED, apply_overrides
     from scaling.components.planning import (
-        HOMOGENEOUS,
         Change,
         ComponentPlan,
         PlanInput,
@@ -50,10 +51,10 @@ with workflow.unsafe.imports_passed_through():
         status_body,
     )
     from scaling.components.summaries import components_details
-    from scaling.components.timing import gate, record
+    from scaling.components.timing import gate, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
-    from workflows.components.activity_options import COMPONENT_ACTIVITIES
+    from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -66,6 +67,15 @@ TIDB_OPERATOR_PARITY = "tidb-operator-parity"
 # Runs that created every planned heterogeneous group at once replay so; asked only when the
 # approval gate is on (scaling.components.approvals), so ungated runs record no marker.
 GROUP_APPROVAL_GATE = "group-approval-gate"
+# Issue 20: a change was stamped with its round's start, so a write that took long (retried after
+# a killed worker) let the next change come sooner than its interval after the real change. Now
+# the component's last change is stamped when the round's writes and their Events are done (never
+# before tidb-operator's time.Now() after the update), each group's when its write is done.
+CHANGE_TIME_AFTER_WRITE = "change-time-after-write"
+# Issue 21 (200 autoscalers on one worker): a round's reads run as local activities (a quiet
+# round is one workflow task, was about ten), and rounds fall on ticks of the scan interval
+# offset by a hash of the workflow id, so loops started together do not fire together.
+LOCAL_ROUND_READS = "local-round-reads"
 UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -96,6 +106,7 @@ class ComponentAutoscalerWorkflow:
         self._last_failure: tuple[str, str] = ("", "")
         self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
         self._parity = True  # set each round by workflow.patched(TIDB_OPERATOR_PARITY)
+        self._local_reads = False  # set each round by workflow.patched(LOCAL_ROUND_READS)
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -212,6 +223,7 @@ class ComponentAutoscalerWorkflow:
         while True:
             self.state.rounds += 1
             started = workflow.now()
+            self._local_reads = workflow.patched(LOCAL_ROUND_READS)
             await self._round()
             metrics.round_done(self._cluster(), started)
             if self.done:
@@ -227,14 +239,16 @@ class ComponentAutoscalerWorkflow:
                 workflow.continue_as_new(ComponentAutoscalerInput(settings=s, state=self.state))
             self.wake = False
             try:
-                await workflow.wait_condition(lambda: self.wake, timeout=self._sleep())
+                await workflow.wait_condition(lambda: self.wake, timeout=self._sleep(started))
             except TimeoutError:
                 pass
 
-    def _sleep(self) -> timedelta:
+    def _sleep(self, started: datetime) -> timedelta:
         """Until the next scan, or sooner when a deferred change's interval ends (durable timer)."""
         now = workflow.now()
         wait = timedelta(seconds=self.settings.scan_interval_s)
+        if self._local_reads:
+            wait = next_tick(started, now, self.settings.scan_interval_s, workflow.info().workflow_id) - now
         for cs in self.state.components.values():
             if cs.deferred_until is not None:
                 wait = min(wait, max(timedelta(seconds=1), cs.deferred_until - now))
@@ -265,22 +279,38 @@ class ComponentAutoscalerWorkflow:
             workflow.upsert_search_attributes(components_attributes(cluster, phase))
             self._attributes = (cluster, phase)
 
-    async def _act(self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY) -> Any:
-        """Run an activity; None when it failed (remembered), so a round degrades, never fails."""
+    async def _act(
+        self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY, cause: bool = True
+    ) -> Any:
+        """Run an activity (a read as a local one); None when it failed (remembered, and with
+        `cause` kept as what a failed round reports), so a round degrades, never fails."""
+        limit = timedelta(seconds=self.settings.activity_timeout_s)
         try:
+            if self._local_reads and name in LOCAL_READS:
+                return await workflow.execute_local_activity(
+                    name,
+                    arg,
+                    result_type=result_type,
+                    start_to_close_timeout=min(LOCAL_READS[name], limit),
+                    retry_policy=retry,
+                )
             return await workflow.execute_activity(
                 name,
                 arg,
                 result_type=result_type,
-                **COMPONENT_ACTIVITIES[name].timeouts(timedelta(seconds=self.settings.activity_timeout_s)),
+                **COMPONENT_ACTIVITIES[name].timeouts(limit),
                 retry_policy=retry,
             )
-        except ActivityError as exc:
-            cause = exc.cause
-            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        except FailureError as exc:  # an ActivityError, or a local activity's own failure
+            if isinstance(exc, CancelledError):
+                raise
+            # A local activity's failure arrives as its cause itself (ApplicationError, timeout).
+            err = exc.cause if isinstance(exc, ActivityError) else exc
+            kind = err.type if isinstance(err, ApplicationError) else type(err).__name__
+            message = err.message if isinstance(err, ApplicationError) else str(err)
             self.state.remember(f"{name} failed: {kind}: {message}"[:300])
-            self._last_failure = (kind or "", message)
+            if cause:
+                self._last_failure = (kind or "", message)
             return None
 
     def _ref(self) -> dict[str, str]:
@@ -324,9 +354,16 @@ class ComponentAutoscalerWorkflow:
             await self._write_status()
             return
         st.base_cluster = ref[0]
-        base: c.TidbClusterView | None = await self._act(
-            c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView
-        )
+        base_read = self._act(c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView)
+        listings: dict[str, c.AutoClusterList | None] = {}
+        if self._local_reads:
+            # The groups' listings need only the object: they run beside the base cluster's read,
+            # so the round's workflow task (and its slot) is held for fewer reads in a row.
+            wanted = [k for k in COMPONENTS if isinstance(obj.spec.get(k), dict)]
+            base, *listed = await asyncio.gather(base_read, *(self._list_groups(k) for k in wanted))
+            listings = dict(zip(wanted, listed, strict=True))
+        else:
+            base = await base_read
         if base is None:
             return
         if not base.found:
@@ -340,7 +377,7 @@ class ComponentAutoscalerWorkflow:
         if spec is not None and not st.overrides.paused:
             pd_answer = await self._ask_pd(spec) if s.planner == "pd" else None
             for _, cspec in sorted(spec.components.items()):
-                await self._component(cspec, base, pd_answer)
+                await self._component(cspec, base, pd_answer, listings)
         await self._write_status()
 
     async def _report_errors(self, object_errors: list[SpecError], errors: dict[str, list[SpecError]]) -> None:
@@ -384,17 +421,26 @@ class ComponentAutoscalerWorkflow:
         )
 
     # -- one component -----------------------------------------------------------------------
-    async def _component(self, spec: ComponentSpec, base: c.TidbClusterView, pd_answer: c.PdAnswer | None) -> None:
+    async def _list_groups(self, component: str) -> c.AutoClusterList | None:
+        return await self._act(
+            c.LIST_AUTO_CLUSTERS,
+            c.ListAutoClustersInput(**self._ref(), autoscaler=self.settings.name, component=component),
+            c.AutoClusterList,
+        )
+
+    async def _component(
+        self,
+        spec: ComponentSpec,
+        base: c.TidbClusterView,
+        pd_answer: c.PdAnswer | None,
+        listings: dict[str, c.AutoClusterList | None],
+    ) -> None:
         s, st = self.settings, self.state
         component = spec.component
         cs = st.components.setdefault(component, ComponentState())
         view = base.components.get(component) or c.ComponentView()
         cs.homogeneous_replicas = view.replicas
-        listed: c.AutoClusterList | None = await self._act(
-            c.LIST_AUTO_CLUSTERS,
-            c.ListAutoClustersInput(**self._ref(), autoscaler=s.name, component=component),
-            c.AutoClusterList,
-        )
+        listed = listings[component] if component in listings else await self._list_groups(component)
         if listed is None:
             cs.notes = ["could not list the heterogeneous clusters: nothing decided"]
             return
@@ -440,14 +486,14 @@ class ComponentAutoscalerWorkflow:
         plan = await self._plan(spec, inp, pd_answer, cs)
         if plan is None:
             return
-        plan = self._overrides(plan, inp, cs)
+        plan = apply_overrides(plan, inp, self.state.overrides, cs.groups)
         cs.notes = plan.notes[-5:]
         if plan.headroom != cs.headroom and plan.headroom:
             need = ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in plan.headroom)
             await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
         cs.headroom = plan.headroom
         now = workflow.now()
-        pinned = [ch for ch in plan.changes if ch.reason == "pinned by an operator"]
+        pinned = [ch for ch in plan.changes if ch.reason == PINNED]
         gated = gate(
             plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}), cs.timing, spec, now
         )
@@ -461,7 +507,8 @@ class ComponentAutoscalerWorkflow:
                 break
             applied.append(change)
             metrics.changed(self._cluster(), component, change, base.name)
-        cs.timing = record(cs.timing, applied, now)
+        if applied:
+            cs.timing = record(cs.timing, applied, self._written_at(now))
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
         metrics.sized(self._cluster(), component, len(cs.groups), replicas)
 
@@ -528,7 +575,7 @@ class ComponentAutoscalerWorkflow:
                 return await self._metrics_outcome(cs, None, spec.component, "pd") if pd_answer is None else None
             return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans), spec.component, "pd")
         cpu = spec.rules.get("cpu")
-        found: c.ComponentMetrics | None = await self._act(
+        metrics_read = self._act(
             c.QUERY_METRICS,
             c.MetricsInput(
                 **self._ref(),
@@ -540,13 +587,23 @@ class ComponentAutoscalerWorkflow:
             ),
             c.ComponentMetrics,
         )
+        capacity_input = c.CapacityInput(
+            kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)
+        )
+        found: c.ComponentMetrics | None
+        capacity: c.CapacityAnswer | None
+        if self._local_reads:
+            # Both at once; a failed capacity read is not what the round reports as its failure.
+            found, capacity = await asyncio.gather(
+                metrics_read, self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer, cause=False)
+            )
+        else:
+            found = await metrics_read
+            capacity = None
+            if found is not None:
+                capacity = await self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer)
         if found is None:
             return await self._metrics_outcome(cs, None, spec.component, "prometheus")
-        capacity: c.CapacityAnswer | None = await self._act(
-            c.OBSERVE_CAPACITY,
-            c.CapacityInput(kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)),
-            c.CapacityAnswer,
-        )
         if capacity is not None:
             inp = inp.model_copy(update={"fits": capacity.fits, "growth_manages_nodes": capacity.growth_manages_nodes})
         return await self._metrics_outcome(
@@ -570,35 +627,10 @@ class ComponentAutoscalerWorkflow:
         cs.metrics_error = text
         return None
 
-    def _overrides(self, plan: ComponentPlan, inp: PlanInput, cs: ComponentState) -> ComponentPlan:
-        ov = self.state.overrides
-        component = plan.component
-        changes = list(plan.changes)
-        notes = list(plan.notes)
-        current = {inp.base_cluster: inp.homogeneous_replicas, **{g.name: g.replicas for g in inp.groups}}
-        for key, replicas in sorted(ov.pins.items()):
-            comp, _, cluster = key.partition("/")
-            if comp != component or cluster not in current:
-                continue
-            changes = [ch for ch in changes if ch.cluster != cluster]
-            if current[cluster] != replicas:
-                rec = cs.groups.get(cluster)
-                changes.append(
-                    Change(
-                        cluster=cluster,
-                        group=HOMOGENEOUS if cluster == inp.base_cluster else (rec.group if rec else ""),
-                        direction="out" if replicas > current[cluster] else "in",
-                        from_replicas=current[cluster],
-                        to_replicas=replicas,
-                        reason="pinned by an operator",
-                    )
-                )
-        if ov.scale_in_blocked(component):
-            blocked = [ch for ch in changes if ch.direction == "in" and ch.reason != "pinned by an operator"]
-            if blocked:
-                notes.append(f"scale-in blocked by an operator: {len(blocked)} change(s) held")
-            changes = [ch for ch in changes if ch not in blocked]
-        return plan.model_copy(update={"changes": changes, "notes": notes})
+    def _written_at(self, now: datetime) -> datetime:
+        """When a change is done: the workflow's time after its writes (issue 20); `now`, the
+        round's start, for runs recorded before."""
+        return workflow.now() if workflow.patched(CHANGE_TIME_AFTER_WRITE) else now
 
     async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:
         """One change; False when it could not be made (the rest of the round's changes wait)."""
@@ -671,13 +703,13 @@ class ComponentAutoscalerWorkflow:
             )
             if res is None or not res.found:
                 return False
-        draining = ch.to_replicas == 0
+        draining, written = ch.to_replicas == 0, self._written_at(now)
         cs.groups[ch.cluster] = rec.model_copy(
             update={
                 "replicas": ch.to_replicas,
-                "last_change_at": now,
+                "last_change_at": written,
                 "phase": "draining" if draining else "active",
-                "draining_since": (rec.draining_since or now) if draining else None,
+                "draining_since": (rec.draining_since or written) if draining else None,
             }
         )
         if ch.direction == "out":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -59,6 +60,12 @@ class TidbWorld:
     events: list[c.AutoscalerEvent] = field(default_factory=list)
     metric_queries: int = 0
     crash_next_create: bool = False  # create the object, then die before answering
+    # The next N patch attempts fail (retried by the server after its backoff), as a write
+    # retried after a killed worker: the change lands well after its round began.
+    failing_patches: int = 0
+    # (server time of the attempt that wrote, cluster, replicas) / (server time, Event reason)
+    patch_times: list[tuple[datetime, str, int]] = field(default_factory=list)
+    event_times: list[tuple[datetime, str]] = field(default_factory=list)
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
     _uids: itertools.count = field(default_factory=itertools.count)
 
@@ -119,6 +126,7 @@ class TidbWorld:
         @activity.defn(name=c.EMIT_AUTOSCALER_EVENT)
         async def emit_event(ev: c.AutoscalerEvent) -> None:
             world.events.append(ev)
+            world.event_times.append((activity.info().current_attempt_scheduled_time, ev.reason))
 
         @activity.defn(name=c.GET_TIDB_CLUSTER)
         async def get_tidb_cluster(inp: c.GetClusterInput) -> c.TidbClusterView:
@@ -205,6 +213,10 @@ class TidbWorld:
 
         @activity.defn(name=c.PATCH_REPLICAS)
         async def patch_replicas(inp: c.PatchReplicasInput) -> c.PatchReplicasResult:
+            if world.failing_patches > 0:
+                world.failing_patches -= 1
+                raise RuntimeError("the worker went away mid-write")
+            world.patch_times.append((activity.info().current_attempt_scheduled_time, inp.cluster, inp.replicas))
             world.patches.append((inp.cluster, inp.component, inp.replicas))
             if inp.cluster == world.base:
                 world.replicas[inp.component] = inp.replicas

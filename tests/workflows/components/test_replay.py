@@ -1,6 +1,6 @@
 """ComponentAutoscaler replays a history recorded on the time-skipping server with the scripted
-TiDB world, and one recorded before the `tidb-operator-parity` patch (kept in
-histories/before/tidb-operator-parity/, replayed along the patch's old branch by
+TiDB world, and those recorded before a patch (histories/before/<patch id>/:
+`tidb-operator-parity`, `change-time-after-write`, `local-round-reads`; replayed along the patch's old branch by
 tests/workflows/nodes/test_replay.py too). Re-record the current one after an intended change:
 
     .venv/bin/python -m tests.workflows.components.test_replay
@@ -24,11 +24,13 @@ from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
 from tests.workflows.nodes.test_replay import load_file, patches_in, replay_failure
 from tests.workflows.record_history import HISTORIES
-from workflows.components.autoscaler import TIDB_OPERATOR_PARITY
+from workflows.components.autoscaler import CHANGE_TIME_AFTER_WRITE, LOCAL_ROUND_READS, TIDB_OPERATOR_PARITY
 
 NAME = "components_ComponentAutoscaler.json"
 CURRENT = HISTORIES / NAME
 BEFORE = HISTORIES / "before" / TIDB_OPERATOR_PARITY / NAME
+BEFORE_CHANGE_TIME = HISTORIES / "before" / CHANGE_TIME_AFTER_WRITE / NAME
+BEFORE_LOCAL_READS = HISTORIES / "before" / LOCAL_ROUND_READS / NAME
 SPEC = {
     "cluster": {"name": "db"},
     "tikv": {"resources": {"big": {"cpu": "4", "memory": "8Gi", "count": 2}}, "rules": {"cpu": {"max_threshold": 0.8}}},
@@ -65,6 +67,30 @@ async def test_history_from_before_the_patch_replays_the_old_decisions() -> None
     assert await replay_failure(load_file(BEFORE)) is None
     # The branches differ in commands: before, TiKV's spec was refused (no patch of the base).
     assert scheduled(BEFORE).count(c.PATCH_REPLICAS) < scheduled(CURRENT).count(c.PATCH_REPLICAS)
+
+
+async def test_history_from_before_the_change_time_patch_replays() -> None:
+    """Recorded when a change was stamped with its round's start: it replays along that branch."""
+    assert CHANGE_TIME_AFTER_WRITE not in patches_in(json.loads(BEFORE_CHANGE_TIME.read_text())["events"])
+    assert CHANGE_TIME_AFTER_WRITE in patches_in(json.loads(CURRENT.read_text())["events"])
+    assert await replay_failure(load_file(BEFORE_CHANGE_TIME)) is None
+
+
+def workflow_tasks(path: Path) -> int:
+    return sum(1 for e in json.loads(path.read_text())["events"] if "workflowTaskCompletedEventAttributes" in e)
+
+
+async def test_history_from_before_local_reads_replays_its_activity_reads() -> None:
+    """Before: every read an activity of its own; now the reads are local (markers in the round's
+    workflow task) and the writes stay activities."""
+    assert LOCAL_ROUND_READS in patches_in(json.loads(CURRENT.read_text())["events"])
+    assert await replay_failure(load_file(BEFORE_LOCAL_READS)) is None
+    before, now = scheduled(BEFORE_LOCAL_READS), scheduled(CURRENT)
+    assert c.GET_AUTOSCALER in before and c.QUERY_METRICS in before
+    assert not {c.GET_AUTOSCALER, c.GET_TIDB_CLUSTER, c.LIST_AUTO_CLUSTERS, c.QUERY_METRICS} & set(now)
+    assert c.PATCH_REPLICAS in now and c.EMIT_AUTOSCALER_EVENT in now
+    # The same three rounds: 40 workflow tasks before, 12 now (recorded with the scripted world).
+    assert workflow_tasks(CURRENT) * 2 < workflow_tasks(BEFORE_LOCAL_READS)
 
 
 async def _main(path: Path) -> None:
