@@ -103,6 +103,9 @@ ACTIVITY_STARTS = "requests-started-by-activity"
 # Runs that kept counting a zone-spread request in flight once its node was Ready (counting that
 # node's room twice, before the observer reported the room the skew holds back) replay so.
 SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
+# Runs whose per-type packing filled one node at a time and repeated it (stranding pods capped
+# per node on extra nodes, where first-fit across nodes as CA's estimator does buys fewer) replay so.
+FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -350,6 +353,7 @@ class NodeAutoscalerWorkflow:
                 unavailable_pools=unavailable,
                 # None in every run started before money limits: their plans replay unchanged.
                 max_price_per_hour_total=settings.max_price_per_hour_total,
+                first_fit=workflow.patched(FIRST_FIT_ACROSS_NODES),
             )
         )
         plan = split.plan

@@ -172,8 +172,7 @@ def _repeat_limit(
 
 def _ffd_fill(b: Bin, items: Sequence[Item], remaining: Sequence[int]) -> tuple[dict[int, int], Vec]:
     """One node of `b` filled first-fit decreasing (largest share of the node first, as many
-    of each as fit). With identical pods, first-fit decreasing fills nodes one after another
-    this way, so repeating the node is exactly what it would buy."""
+    of each as fit), for runs recorded before `_first_fit`: repeating this node is what they bought."""
     order = sorted(
         (i for i, it in enumerate(items) if remaining[i] > 0 and b.key in it.bins),
         key=lambda i: (-(items[i].req[0] / b.cap[0] + items[i].req[1] / b.cap[1]), i),
@@ -222,9 +221,17 @@ def _first_type(
     remaining: list[int],
     budgets: Sequence[Budget],
     price_budgets: Sequence[PriceBudget],
+    first_fit: bool = True,
 ) -> PackResult:
     """Every pod `start` holds onto nodes of `start` alone, first-fit decreasing (what Cluster
-    Autoscaler's estimator buys when its expander picks that group)."""
+    Autoscaler's estimator buys when its expander picks that group).
+
+    `first_fit`: pods go, largest first, into the first node with room, as CA's estimator
+    places them, so pods capped per node spread over the nodes opened before the rest fill
+    them (`_first_fit`). Runs recorded before it fill one node at a time and repeat it, which
+    strands capped pods on extra nodes."""
+    if first_fit:
+        return _first_fit(start, items, remaining, budgets, price_budgets)
     result = PackResult()
     while start.slots is None or start.slots > 0:
         left = _budget_left(budgets)
@@ -237,11 +244,73 @@ def _first_type(
     return result
 
 
+def _nodes_needed(item: Item) -> int:
+    """The fewest nodes a capped item's pods need (0 uncapped): among pods of one size, those
+    needing the most nodes go first, so the others fill those nodes' room."""
+    return 0 if item.per_node is None else -(-item.count // max(item.per_node, 1))
+
+
+def _first_fit(
+    start: Bin,
+    items: Sequence[Item],
+    remaining: list[int],
+    budgets: Sequence[Budget],
+    price_budgets: Sequence[PriceBudget],
+) -> PackResult:
+    """First-fit decreasing across nodes of `start`, on counts: each item (largest first; of one
+    size, the capped ones needing the most nodes first) goes into every open node's room in turn, then
+    into new nodes, within the pool's slots, the node budgets and the money. Nodes with the same
+    contents become one pattern."""
+    limits = [start.slots, _budget_left(budgets), *(pb.nodes_affordable(start.price) for pb in price_budgets)]
+    if not all(pb.affords(start.price) for pb in price_budgets):
+        return PackResult()
+    most = min((n for n in limits if n is not None), default=None)
+    order = sorted(
+        (i for i, it in enumerate(items) if remaining[i] > 0 and start.key in it.bins),
+        key=lambda i: (-(items[i].req[0] / start.cap[0] + items[i].req[1] / start.cap[1]), -_nodes_needed(items[i]), i),
+    )
+    nodes: list[tuple[dict[int, int], list[int]]] = []  # (pods per item, room left)
+    for i in order:
+        req, cap, n = items[i].req, items[i].per_node, remaining[i]
+        for counts, room in nodes:
+            if n == 0:
+                break
+            k = min(n, fit_count(req, room), n if cap is None else cap - counts.get(i, 0))
+            if k > 0:
+                counts[i] = counts.get(i, 0) + k
+                for d in range(3):
+                    room[d] -= req[d] * k
+                n -= k
+        while n > 0 and (most is None or len(nodes) < most):
+            room = list(start.cap)
+            k = min(n, fit_count(req, room), n if cap is None else cap)
+            if k <= 0:
+                break
+            for d in range(3):
+                room[d] -= req[d] * k
+            nodes.append(({i: k}, room))
+            n -= k
+    groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for counts, room in nodes:
+        groups.setdefault(tuple(sorted(counts.items())), room)
+    repeats: dict[tuple[tuple[int, int], ...], int] = {}
+    for counts, _ in nodes:
+        key = tuple(sorted(counts.items()))
+        repeats[key] = repeats.get(key, 0) + 1
+    result = PackResult()
+    for key, room in groups.items():
+        used = (start.cap[0] - room[0], start.cap[1] - room[1], start.cap[2] - room[2])
+        _take(result, start, dict(key), used, repeats[key], remaining, budgets, price_budgets)
+    return result
+
+
 def pack(
     items: Sequence[Item],
     bins: Sequence[Bin],
     budgets: Sequence[Budget] = (),
     price_budgets: Sequence[PriceBudget] = (),
+    *,
+    first_fit: bool = True,
 ) -> PackResult:
     """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets
     (node counts) and price budgets (money per hour: a bin is open only while one more of its
@@ -261,7 +330,11 @@ def pack(
         # parts would otherwise have to share.
         result = PackResult()
         for part in parts:
-            sub = pack([items[i] for i in part], [b for b in bins if any(b.key in items[i].bins for i in part)])
+            sub = pack(
+                [items[i] for i in part],
+                [b for b in bins if any(b.key in items[i].bins for i in part)],
+                first_fit=first_fit,
+            )
             for p in sub.patterns:
                 result.patterns.append(replace(p, counts={part[i]: n for i, n in p.counts.items()}))
             result.leftover.update({part[i]: n for i, n in sub.leftover.items()})
@@ -276,7 +349,7 @@ def pack(
         result = PackResult()
         if start is not None:
             first = next(b for b in trial_bins if b.key == start.key)
-            result = _first_type(first, items, remaining, trial_budgets, trial_prices)
+            result = _first_type(first, items, remaining, trial_budgets, trial_prices, first_fit)
         rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
         result.patterns.extend(rest.patterns)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}

@@ -346,7 +346,9 @@ def plan_demand(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
+    first_fit: bool = True,
 ) -> ScaleUpPlan:
+    """`first_fit`: see packing._first_type (False only for runs recorded before it)."""
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
     planned, blocked, waiting = split_by_topology(demand.shapes, groups, catalogue)
@@ -433,7 +435,7 @@ def plan_demand(
                     owners.append(s)
             if not items:
                 continue
-            result = pack(items, tier_bins, [group_budget, total], price_caps[gname])
+            result = pack(items, tier_bins, [group_budget, total], price_caps[gname], first_fit=first_fit)
             full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
             for pat in result.patterns:
                 chosen = pool_by_name[pat.bin]

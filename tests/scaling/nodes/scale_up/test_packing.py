@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from scaling.nodes.scale_up.money import PriceBudget
@@ -7,6 +9,7 @@ from scaling.nodes.scale_up.packing import (
     Item,
     PackResult,
     Pattern,
+    _first_type,
     backfill,
     merge,
     pack,
@@ -154,3 +157,26 @@ def test_pods_that_share_no_pool_are_packed_apart_and_keep_their_indices() -> No
         ("za", [(0, 4)], 1),
         ("zb", [(1, 2)], 1),
     ]
+
+
+def test_first_fit_spreads_capped_pods_over_the_nodes_it_opens_before_filling_them() -> None:
+    # 6 pods capped at 3 per node and 5 uncapped ones, 7 of either size per node: first-fit
+    # across nodes needs two nodes; one node filled and repeated at a time needed three.
+    free, capped = (
+        Item(req=(50, 1, 1), count=5, bins=frozenset({"a"})),
+        Item(req=(50, 1, 1), count=6, bins=frozenset({"a"}), per_node=3),
+    )
+    node = Bin(key="a", cap=(350, 100, 110), price=1.0, slots=None)
+    across = _first_type(replace(node), [free, capped], [5, 6], [], [])
+    one_at_a_time = _first_type(replace(node), [free, capped], [5, 6], [], [], first_fit=False)
+    assert sum(p.repeat for p in across.patterns) == 2
+    assert sum(p.repeat for p in one_at_a_time.patterns) == 3
+    assert all(p.counts.get(1, 0) <= 3 for p in across.patterns)
+
+
+def test_first_fit_stops_at_the_pools_slots_and_the_node_budget() -> None:
+    item = Item(req=(100, 1, 1), count=10, bins=frozenset({"a"}))
+    remaining = [10]
+    budget = Budget(left=5)
+    result = _first_type(Bin(key="a", cap=(200, 100, 110), price=1.0, slots=3), [item], remaining, [budget], [])
+    assert sum(p.repeat for p in result.patterns) == 3 and remaining == [4] and budget.left == 2
