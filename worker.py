@@ -48,10 +48,9 @@ log = logging.getLogger("growth.worker")
 # activities (no thread while waiting), but they hold a slot each: with few slots, the loop's own
 # observation queued behind them (10,000 pods: 18 s a loop with 32 slots). A 10,000-pod burst
 # keeps 323 waits at once (up to the loop's 400 in flight): with 256 slots the loop's
-# start_node_requests waited 25 s for a slot (load 13). Slots are cheap; threads (sync
-# activities only) start lazily and stay capped.
+# start_node_requests waited 25 s for a slot (load 13). Slots are cheap; a thread starts only
+# when that many sync activities run at once.
 ACTIVITY_SLOTS = 1024
-ACTIVITY_THREADS = 256
 WORKFLOW_TASK_SLOTS = 20
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
@@ -187,7 +186,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     client = await connect(settings.temporal, runtime)
     # Pods that become unschedulable wake their cluster's loop (activities/nodes/wake.py).
     wake = PendingPodsWake(signal_loop(client, asyncio.get_running_loop()))
-    with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
+    with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as executor:
         worker = Worker(
             client,
             task_queue=settings.temporal.task_queue,
