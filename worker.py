@@ -30,6 +30,7 @@ from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMax
 from activities import components, nodes
 from activities.heartbeat import HeartbeatInterceptor
 from activities.kube.client import ClusterClients
+from activities.nodes.wake import PendingPodsWake, signal_loop
 from activities.settings import (
     ObservabilitySettings,
     Settings,
@@ -45,8 +46,11 @@ from workflows.all import WORKFLOWS
 log = logging.getLogger("growth.worker")
 # A burst keeps hundreds of NodeRequests waiting for their nodes at once. Those waits are async
 # activities (no thread while waiting), but they hold a slot each: with few slots, the loop's own
-# observation queued behind them (10,000 pods: 18 s a loop with 32 slots). Threads start lazily.
-ACTIVITY_SLOTS = 256
+# observation queued behind them (10,000 pods: 18 s a loop with 32 slots). A 10,000-pod burst
+# keeps 323 waits at once (up to the loop's 400 in flight): with 256 slots the loop's
+# start_node_requests waited 25 s for a slot (load 13). Slots are cheap; a thread starts only
+# when that many sync activities run at once.
+ACTIVITY_SLOTS = 1024
 WORKFLOW_TASK_SLOTS = 20
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
@@ -111,11 +115,13 @@ async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client
     )
 
 
-def build_activities(settings: Settings, clusters: ClusterClients | None = None) -> list[Any]:
+def build_activities(
+    settings: Settings, clusters: ClusterClients | None = None, wake: PendingPodsWake | None = None
+) -> list[Any]:
     """Every loop's activities; each loop package builds its own. One ClusterClients for all, so
     every loop reaches a cluster through the same cached client."""
     clusters = clusters or ClusterClients(settings)
-    built = [*nodes.build_activities(settings, clusters), *components.build_activities(settings, clusters)]
+    built = [*nodes.build_activities(settings, clusters, wake), *components.build_activities(settings, clusters)]
     if settings.fleet is not None:  # only a worker configured for the fleet loop talks to OCM
         from activities import fleet
 
@@ -178,12 +184,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
     client = await connect(settings.temporal, runtime)
+    # Pods that become unschedulable wake their cluster's loop (activities/nodes/wake.py).
+    wake = PendingPodsWake(signal_loop(client, asyncio.get_running_loop()))
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as executor:
         worker = Worker(
             client,
             task_queue=settings.temporal.task_queue,
             workflows=WORKFLOWS,
-            activities=build_activities(settings, clusters),
+            activities=build_activities(settings, clusters, wake),
             activity_executor=executor,
             max_concurrent_activities=ACTIVITY_SLOTS,
             # A burst starts hundreds of NodeRequests at once (measured at 10,000 pending pods):
@@ -230,6 +238,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             if agent_api is not None:
                 stop.set()
                 await agent_api
+            wake.close()
             clusters.close()
 
 

@@ -40,14 +40,20 @@ class PodIndex(Index):
         self.running: set[str] = set()
         self.infos: dict[str, PodInfo] = {}
         self.dirty_nodes: set[str] = set()  # nodes whose NodeInfo must be made again
+        # Pods that became unschedulable so far (a relist counts its pending pods again): a
+        # reader that remembers the count it saw can tell when new ones came
+        # (activities.nodes.wake).
+        self.unschedulable_added = 0
 
     def reset(self, items: dict[str, Obj]) -> None:
         self.by_node, self.unschedulable, self.running, self.infos = {}, set(), set(), {}
         self.dirty_nodes = {"*"}
         for key, pod in items.items():
             self._add(key, pod)
+        self.unschedulable_added += len(self.unschedulable)
 
     def changed(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        was_unschedulable = key in self.unschedulable
         if old is not None:
             node = (old.get("spec") or {}).get("nodeName")
             if node:
@@ -62,6 +68,8 @@ class PodIndex(Index):
             self.infos.pop(key, None)
         if new is not None:
             self._add(key, new)
+            if not was_unschedulable and key in self.unschedulable:
+                self.unschedulable_added += 1
 
     def _add(self, key: str, pod: Obj) -> None:
         node = (pod.get("spec") or {}).get("nodeName")

@@ -15,6 +15,7 @@ from activities.nodes.providers.kwok import KwokProvider
 from activities.nodes.provisioning import ProviderActivities
 from activities.nodes.requests import start_node_requests
 from activities.nodes.scale_down import ScaleDownActivities
+from activities.nodes.wake import PendingPodsWake
 from activities.settings import Settings
 
 
@@ -34,12 +35,17 @@ def build_providers(settings: Settings, clusters: ClusterClients) -> dict[str, N
     return providers
 
 
-def build_activities(settings: Settings, clusters: ClusterClients | None = None) -> list[Any]:
+def build_activities(
+    settings: Settings, clusters: ClusterClients | None = None, wake: PendingPodsWake | None = None
+) -> list[Any]:
     """Every node-loop activity. Each call names its cluster and gets that cluster's client
-    from `clusters` (built from settings.clusters, or settings.kubernetes for any name)."""
+    from `clusters` (built from settings.clusters, or settings.kubernetes for any name). With
+    `wake`, a loop is woken when pods become unschedulable after its observation (wake.py)."""
     clusters = clusters or ClusterClients(settings)
     providers = build_providers(settings, clusters)
-    kube = KubeActivities(clusters, known_providers=providers.keys(), node_groups_file=settings.node_groups_file)
+    kube = KubeActivities(
+        clusters, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, wake=wake
+    )
     prov = ProviderActivities(providers)
     gc = MachineActivities(clusters, providers, node_groups_file=settings.node_groups_file)
     down = ScaleDownActivities(

@@ -19,6 +19,7 @@ from activities.heartbeat import beat_progress, pause, resumed_deadline
 from activities.kube.cache import NODE_GROUP_PLURAL, versions
 from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.nodes import metrics
+from activities.nodes.wake import PendingPodsWake
 from scaling.kube.nodes import node_is_ready
 from scaling.kube.pods import counts_as_demand
 from scaling.nodes import contracts
@@ -47,11 +48,13 @@ class KubeActivities:
         known_providers: Collection[str],
         node_groups_file: str | None = None,
         component: str = "growth",
+        wake: PendingPodsWake | None = None,
     ) -> None:
         self.clusters = cluster_clients(clusters)
         self.known_providers = set(known_providers)
         self.node_groups_file = node_groups_file
         self.component = component
+        self.wake = wake  # wakes a loop when pods become unschedulable after its observation
 
     def _core(self, cluster: str) -> client.CoreV1Api:
         return client.CoreV1Api(self.clusters.api(cluster))
@@ -87,6 +90,9 @@ class KubeActivities:
             index = cache.pod_index
             pods_total, running = len(pods_inf.items), len(index.running)
             pending_keys = sorted(index.unschedulable)
+            seen = index.unschedulable_added
+        if self.wake is not None:
+            self.wake.observed(cluster, pods_inf, index, seen)
         unschedulable = [p for p in cache.pod_infos(pods_inf, pending_keys) if counts_as_demand(p)]
         if self.node_groups_file:
             with open(self.node_groups_file) as f:

@@ -21,6 +21,7 @@ from activities.kube.cache import LONGHORN_GROUP, LONGHORN_PLURALS, LONGHORN_VER
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
+from scaling.kube.models import PodInfo
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import pod_info
 from scaling.nodes import contracts
@@ -43,7 +44,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_scale_down
-from scaling.nodes.scale_down.storage import longhorn_state_from_objects
+from scaling.nodes.scale_down.storage import LonghornState, longhorn_state_from_objects
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
@@ -121,8 +122,36 @@ class ScaleDownActivities:
         """Re-check one node beside the cluster (scaling.nodes.scale_down.evaluation); only the
         verdict about that node goes back. From the cache when the input says so; the re-check
         right before a machine is deleted reads the API server."""
-        obs = self._cached(inp.cluster, {}) if inp.from_cache else self._observe(inp.cluster)
+        obs = self._cached(inp.cluster, {}) if inp.from_cache else self._rechecked(inp.cluster, inp.node)
         return check_node_removal(obs, inp)
+
+    def _rechecked(self, cluster: str, node: str) -> ScaleDownObservation:
+        """What the re-check right before a machine goes reads: the node and the pods on it from
+        the API server (`spec.nodeName=<node>`, as a kubelet lists its own), every other pod and
+        node (the room the node's pods would move to) from the worker's cache, and node groups,
+        PDBs and Longhorn's objects from the API server. Listing every pod of a 30,000-pod
+        cluster for each node removed is what this replaces."""
+        core = self._core(cluster)
+        cache = self.clusters.caches(cluster)
+        informers = cache.read(["pods", "nodes"])
+        pods_inf = informers["pods"]
+        raw_on_node = raw_list(core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")
+        with pods_inf.cond:
+            here = cache.pod_index.by_node.get(node, set())
+            elsewhere = [k for k in pods_inf.items if k not in here]
+        pods = [*cache.pod_infos(pods_inf, elsewhere), *(pod_info(p) for p in raw_on_node)]
+        nodes = [n for n in cache.node_infos(informers["nodes"], pods_inf) if n.name != node]
+        this = self._read_node(cluster, node)
+        if this is not None:
+            nodes.append(node_info(this, raw_on_node))
+        policy = client.PolicyV1Api(self.clusters.api(cluster))
+        return ScaleDownObservation(
+            nodes=nodes,
+            pods=pods,
+            pdbs=[pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)],
+            groups=self._groups(cluster),
+            storage=self._storage(cluster, pods),
+        )
 
     def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
         """What _observe lists, from the worker's watch-fed cache (activities.kube.cache)."""
@@ -168,22 +197,25 @@ class ScaleDownActivities:
         pods = [pod_info(p) for p in raw_pods]
         policy = client.PolicyV1Api(self.clusters.api(cluster))
         pdbs = [pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)]
-        storage = None
-        volumes = self._longhorn(cluster, "volumes")
-        if volumes is not None:
-            storage = longhorn_state_from_objects(
-                volumes,
-                self._longhorn(cluster, "replicas") or [],
-                self._longhorn(cluster, "engines") or [],
-                self._longhorn(cluster, "instancemanagers") or [],
-                pods,
-            )
         return ScaleDownObservation(
             nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in raw_nodes],
             pods=pods,
             pdbs=pdbs,
             groups=self._groups(cluster),
-            storage=storage,
+            storage=self._storage(cluster, pods),
+        )
+
+    def _storage(self, cluster: str, pods: list[PodInfo]) -> LonghornState | None:
+        """Longhorn's state from the API server, or None without its CRDs."""
+        volumes = self._longhorn(cluster, "volumes")
+        if volumes is None:
+            return None
+        return longhorn_state_from_objects(
+            volumes,
+            self._longhorn(cluster, "replicas") or [],
+            self._longhorn(cluster, "engines") or [],
+            self._longhorn(cluster, "instancemanagers") or [],
+            pods,
         )
 
     # -- marking -------------------------------------------------------------------------

@@ -29,6 +29,8 @@ from scaling.nodes.scale_up.demand import PendingDemand
 # touches a cluster names it (`cluster`): one worker serves many clusters and resolves each
 # cluster's client from its settings.
 OBSERVE_CLUSTER = "observe_cluster"
+# The NodeAutoscaler's signal: pods became unschedulable after its last observation.
+PODS_PENDING = "pods_pending"
 WAIT_NODE_READY = "wait_node_ready"
 LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"

@@ -17,6 +17,7 @@ from typing import Any
 
 from sim.kube.actor import Actor
 from sim.kube.errors import ApiError
+from sim.kube.follow import Follower
 from sim.kube.scheduler import affinity_matches
 from sim.kube.store import Obj, ResourceType, Store, clone
 
@@ -59,6 +60,61 @@ def template_hash(template: Obj) -> str:
     return "".join(c for c in digest if c in "bcdfghjklmnpqrstvwxz2456789")[:10] or digest[:10]
 
 
+class OwnedPods:
+    """Pods by controller uid, and which of them are active and ready, kept from the store's
+    events as kube-controller-manager's informers keep them: a step reads the counts of a
+    30,000-pod ReplicaSet without walking its pods (walking every pod ten times a second was a
+    fifth of the simulator's CPU in a burst)."""
+
+    def __init__(self, store: Store, pods: ResourceType) -> None:
+        self.store, self.pods = store, pods
+        self.owned: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self.active: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self.ready: dict[str, set[tuple[str, str]]] = defaultdict(set)  # active and Ready
+        self.follower = Follower(store, pods.gr, self._reset, self._changed)
+
+    def catch_up(self) -> None:
+        self.follower.catch_up()
+
+    def of(self, uid: str) -> list[Obj]:
+        """The stored pods a controller owns (read-only)."""
+        return self._objects(self.owned.get(uid, ()))
+
+    def active_of(self, uid: str) -> list[Obj]:
+        return self._objects(self.active.get(uid, ()))
+
+    def _objects(self, keys: Any) -> list[Obj]:
+        with self.store.lock:
+            bucket = self.store.storage[self.pods.gr]
+            return [obj for obj in (bucket.get(k) for k in list(keys)) if obj is not None]
+
+    def _reset(self, pods: list[Obj]) -> None:
+        self.owned, self.active, self.ready = defaultdict(set), defaultdict(set), defaultdict(set)
+        for pod in pods:
+            self._changed(None, pod)
+
+    def _changed(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None:
+            uid = _controller_uid(old)
+            if uid:
+                key = (old["metadata"].get("namespace", ""), old["metadata"]["name"])
+                for index in (self.owned, self.active, self.ready):
+                    keys = index.get(uid)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del index[uid]
+        if new is not None:
+            uid = _controller_uid(new)
+            if uid:
+                key = (new["metadata"].get("namespace", ""), new["metadata"]["name"])
+                self.owned[uid].add(key)
+                if _active(new):
+                    self.active[uid].add(key)
+                    if _ready(new):
+                        self.ready[uid].add(key)
+
+
 class Controllers(Actor):
     name = "controllers"
 
@@ -71,23 +127,16 @@ class Controllers(Actor):
         self.deployments = store.builtin("deployments", "apps")
         self.replicasets = store.builtin("replicasets", "apps")
         self.daemonsets = store.builtin("daemonsets", "apps")
+        self.owned = OwnedPods(store, self.pods)
 
     def step(self) -> None:
         if self.store.rv == self._last_rv:
             return
         self._last_rv = self.store.rv
         self.sync_deployments()
-        owned = self._pods_by_owner()
-        self.sync_replicasets(owned)
-        self.sync_daemonsets(owned)
-
-    def _pods_by_owner(self) -> dict[str, list[Obj]]:
-        owned: dict[str, list[Obj]] = defaultdict(list)
-        for pod in self.store.all(self.pods):
-            uid = _controller_uid(pod)
-            if uid:
-                owned[uid].append(pod)
-        return owned
+        self.owned.catch_up()
+        self.sync_replicasets()
+        self.sync_daemonsets()
 
     def _set_status(self, rt: ResourceType, obj: Obj, status: Obj) -> None:
         def update(current: Obj) -> Obj:
@@ -166,14 +215,15 @@ class Controllers(Actor):
             )
 
     # ---- replicasets ----------------------------------------------------------------------
-    def sync_replicasets(self, owned: dict[str, list[Obj]]) -> None:
+    def sync_replicasets(self) -> None:
         for rs in self.store.all(self.replicasets):
             meta, spec = rs["metadata"], rs.get("spec") or {}
             desired = int(spec.get("replicas", 1))
-            pods = [p for p in owned.get(meta["uid"], []) if _active(p)]
-            if len(pods) < desired:
+            active = len(self.owned.active.get(meta["uid"], ()))
+            ready = len(self.owned.ready.get(meta["uid"], ()))
+            if active < desired:
                 template = spec.get("template") or {}
-                for _ in range(desired - len(pods)):
+                for _ in range(desired - active):
                     tmeta = template.get("metadata") or {}
                     self._create(
                         self.pods,
@@ -189,7 +239,8 @@ class Controllers(Actor):
                             "spec": clone(template.get("spec") or {}),
                         },
                     )
-            elif len(pods) > desired:
+            elif active > desired:
+                pods = self.owned.active_of(meta["uid"])
                 ranked = sorted(
                     pods,
                     key=lambda p: (
@@ -202,13 +253,13 @@ class Controllers(Actor):
                 for pod in ranked[: len(pods) - desired]:
                     self._delete(self.pods, pod)
                 pods = ranked[len(pods) - desired :]
-            ready = sum(1 for p in pods if _ready(p))
+                active, ready = len(pods), sum(1 for p in pods if _ready(p))
             self._set_status(
                 self.replicasets,
                 rs,
                 {
-                    "replicas": len(pods),
-                    "fullyLabeledReplicas": len(pods),
+                    "replicas": active,
+                    "fullyLabeledReplicas": active,
                     "readyReplicas": ready,
                     "availableReplicas": ready,
                     "observedGeneration": meta.get("generation", 1),
@@ -216,14 +267,14 @@ class Controllers(Actor):
             )
 
     # ---- daemonsets -----------------------------------------------------------------------
-    def sync_daemonsets(self, owned: dict[str, list[Obj]]) -> None:
+    def sync_daemonsets(self) -> None:
         nodes = self.store.all(self.nodes)
         for ds in self.store.all(self.daemonsets):
             meta, spec = ds["metadata"], ds.get("spec") or {}
             template = spec.get("template") or {}
             eligible = {n["metadata"]["name"] for n in nodes if affinity_matches(template, n)}
             by_node: dict[str, list[Obj]] = defaultdict(list)
-            for pod in owned.get(meta["uid"], []):
+            for pod in self.owned.of(meta["uid"]):
                 if not _active(pod) or pod["spec"].get("nodeName") not in eligible:
                     self._delete(self.pods, pod)
                 else:

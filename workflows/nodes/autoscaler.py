@@ -121,6 +121,10 @@ class NodeAutoscalerWorkflow:
         self.inp = inp
         self.state = inp.state or AutoscalerState()
         self.wake = False
+        # Set by the worker when pods became unschedulable after this loop's last observation
+        # (activities/nodes/wake.py); unlike `wake`, one that comes mid-loop is kept, so the
+        # next observation follows at once instead of a scan interval later.
+        self.pods_pending = False
         # Updates that await (protect_node, remove_node) and the loop's scale-down step both
         # read and change scale_downs/protected_nodes: one at a time.
         self.scale_down_lock = asyncio.Lock()
@@ -154,6 +158,10 @@ class NodeAutoscalerWorkflow:
     @workflow.signal
     def scan_now(self) -> None:
         self.wake = True
+
+    @workflow.signal(name=contracts.PODS_PENDING)
+    def on_pods_pending(self) -> None:
+        self.pods_pending = True
 
     @workflow.signal
     def request_changed(self, update: NodeRequestStatus) -> None:
@@ -262,6 +270,7 @@ class NodeAutoscalerWorkflow:
             await self._start_machine_gc()
         iterations_this_run = 0
         while True:
+            self.pods_pending = False  # this iteration's observation sees them
             if not self.state.paused:
                 await self._iterate()
                 iterations_this_run += 1
@@ -272,8 +281,12 @@ class NodeAutoscalerWorkflow:
                 self.state.runs += 1
                 workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
             self.wake = False
+            if self.pods_pending:
+                continue  # (histories recorded before this signal never get here)
             try:
-                await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=settings.scan_interval_s))
+                await workflow.wait_condition(
+                    lambda: self.wake or self.pods_pending, timeout=timedelta(seconds=settings.scan_interval_s)
+                )
             except TimeoutError:
                 pass
 

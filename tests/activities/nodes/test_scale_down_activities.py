@@ -219,3 +219,25 @@ def test_delete_node_object_and_events(acts: ScaleDownActivities, core: client.C
     acts.delete_node_object(NodeRef(cluster="c", node="n1"))
     acts.delete_node_object(NodeRef(cluster="c", node="n1"))  # already gone: success
     assert [n.metadata.name for n in core.list_node().items] == ["n2"]
+
+
+def test_the_recheck_before_removal_reads_the_nodes_pods_from_the_api_server(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """The re-check right before a machine goes lists only the node's pods, by field selector,
+    from the API server; the rest of the cluster comes from the worker's cache. A pod that lands
+    on the node while the cache lags (its pods watch stopped here) still cancels the removal."""
+    bound_pod(core, "web-1", "n1")
+    now = time.time()
+    empty = NodeRemovalCheckInput(cluster="c", node="n2", now=now, require_empty=True)
+    assert acts.check_node_removal(empty).blockers == []
+    acts.clusters.caches("c").informer("pods").stop()  # the cache no longer follows the cluster
+    bound_pod(core, "late", "n2")
+    from_cache = acts.check_node_removal(empty.model_copy(update={"from_cache": True}))
+    assert from_cache.blockers == [] and from_cache.pods_to_evict == []  # the cache has not seen it
+    check = acts.check_node_removal(empty)
+    assert [b.code for b in check.blockers] == ["NodeNotEmpty", "NotReplicated"]
+    assert check.pods_to_evict == ["default/late"]
+    # The other node's pod (from the cache) still counts where it runs.
+    n1 = acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="n1", now=now))
+    assert n1.pods_to_evict == ["default/web-1"]

@@ -291,7 +291,11 @@ def test_cross_namespace_list_and_pagination(core: client.CoreV1Api) -> None:
 
 def test_watch_streams_events_from_resource_version(core: client.CoreV1Api) -> None:
     start = core.list_namespaced_pod("default").metadata.resource_version
-    core.create_namespaced_pod("default", pod_body("w1", labels={"app": "web"}))
+    # Left to another scheduler: the sim's own would mark it Unschedulable (a MODIFIED event)
+    # whenever its pass falls between these calls, as it did on a loaded machine.
+    w1 = pod_body("w1", labels={"app": "web"})
+    w1["spec"]["schedulerName"] = "other-scheduler"
+    core.create_namespaced_pod("default", w1)
     core.patch_namespaced_pod("w1", "default", {"metadata": {"labels": {"extra": "1"}}})
     core.create_namespaced_pod("default", pod_body("other", labels={"app": "db"}))
     core.delete_namespaced_pod("w1", "default")

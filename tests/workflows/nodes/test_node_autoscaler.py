@@ -391,3 +391,33 @@ async def test_each_observation_asks_for_the_versions_the_last_one_saw_across_ru
     assert world.observe_fresh[0] == {}
     for call, fresh in enumerate(world.observe_fresh[1:5], start=1):
         assert fresh == {"pods": str(100 + call), "nodes": "7"}
+
+
+async def test_pods_pending_signal_starts_the_next_loop_without_waiting_for_the_scan(running) -> None:  # noqa: ANN001
+    """The worker's wake (activities/nodes/wake.py) signals `pods_pending`: the loop observes
+    again at once instead of after its scan interval (an hour here); paused, it stays paused."""
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(groups=[GENERAL])
+    handle = await running(world, scan_interval_s=3600)
+    first = await eventually(handle, lambda s: s.iterations >= 1)
+    world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GENERAL])
+    await handle.signal(contracts.PODS_PENDING)
+    woken = await eventually(handle, lambda s: s.iterations > first.iterations and s.in_flight)
+    assert len(woken.in_flight) == 1
+    await handle.signal(NodeAutoscalerWorkflow.pause)
+    await eventually(handle, lambda s: s.paused)
+    calls = world.observe_calls
+    await handle.signal(contracts.PODS_PENDING)
+    await handle.signal(NodeAutoscalerWorkflow.scan_now)  # the paused loop takes both and waits again
+
+    async def signals_taken() -> bool:
+        events = [e async for e in handle.fetch_history_events()]
+        last = max(i for i, e in enumerate(events) if e.HasField("workflow_execution_signaled_event_attributes"))
+        return any(e.HasField("workflow_task_completed_event_attributes") for e in events[last:])
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await signals_taken():
+        assert asyncio.get_running_loop().time() < deadline, "the paused loop did not take the signals"
+        await asyncio.sleep(0.2)
+    status = await eventually(handle, lambda s: s.paused)
+    assert world.observe_calls == calls and status.iterations == woken.iterations
