@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
@@ -181,6 +181,9 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
     return facts
 
 
+QUERY_ATTEMPTS = 5
+
+
 async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
     """Every NodeRequest of the run (the demo's status shows the last 50 and those in flight):
     its start (its first activation) and the pods it was made for, from its describe query."""
@@ -188,11 +191,21 @@ async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
     gate = asyncio.Semaphore(20)
 
     async def one(workflow_id: str) -> tuple[float, int]:
-        async with gate:
-            status = await client.get_workflow_handle(workflow_id).query(
-                NodeRequestWorkflow.describe, result_type=NodeRequestStatus
-            )
-        return request_start(status)
+        # A query on a finished request replays its history in the worker; on a starved machine
+        # that replay can outlast the SDK's 2 s deadlock detector, and the query fails (a 30,000-pod
+        # run at load 15 lost its figures that way). The history is still there: ask again.
+        for attempt in range(QUERY_ATTEMPTS):
+            try:
+                async with gate:
+                    status = await client.get_workflow_handle(workflow_id).query(
+                        NodeRequestWorkflow.describe, result_type=NodeRequestStatus
+                    )
+                return request_start(status)
+            except (WorkflowQueryFailedError, RPCError):
+                if attempt == QUERY_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(1 + attempt)
+        raise AssertionError("unreachable")
 
     return dict(zip(ids, await asyncio.gather(*(one(i) for i in ids)), strict=True))
 
