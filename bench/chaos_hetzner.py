@@ -1,0 +1,151 @@
+"""`make chaos` for the Hetzner burst: the node loop creating servers on the fake Hetzner API.
+
+The stack is bench/chaos.py's (dev server on a database file, simulated cluster, two workers)
+with the fake Hetzner API started and configured as `make demo --provider hetzner` does it
+(starters/scenarios/hetzner.py: tokens in files, CAX11 short of capacity so requests move
+across locations and pools, servers boot into the cluster as Nodes). Faults, from the fake's
+control API (sim/clouds/hetzner.py): the worker SIGKILLed while a create is in progress (every
+create's answer held 5 s, inside the client's timeout, until the kill), a 5xx storm
+(`server_error`) and a 429 storm (`rate_limit_exceeded`, RateLimit-Remaining 0 until the
+reset) on creates, and lost create responses: the server is created and the answer dropped
+(connection closed), or answered 502 `bad_gateway` (hcloud re-sends the create) or 500
+`server_error` (the activity retries). Invariants beyond the node burst's: no request with a
+second server (the servers' request label), no server without a Node, servers created equal
+the fault-free run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from temporalio.client import Client
+
+from bench.chaos import (
+    CLUSTER,
+    Fault,
+    FaultRecord,
+    Outcome,
+    Stack,
+    _strike_when,
+    check,
+    node_burst,
+    pending_activities,
+    wait_for_activity,
+)
+from scaling.nodes.contracts import CREATE_NODE, START_NODE_REQUESTS
+from scaling.nodes.models import LABEL_REQUEST
+from starters.scenarios.hetzner import control
+from workflows.nodes.autoscaler import autoscaler_id
+
+
+async def fake(stack: Stack, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fake Hetzner's control API (/sim/v1/...)."""
+    assert stack.hetzner is not None
+    return await asyncio.to_thread(control, stack.hetzner.base_url, method, path, body)
+
+
+def kill_worker_during_create(sig: int = signal.SIGKILL) -> Fault:
+    """Every create's answer held 5 s (the server is made at once; the client waits within its
+    10 s timeout) until the worker running one is killed; a new worker replaces it. The retry on
+    the other worker must find the server by its request labels, not make a second."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        await fake(stack, "POST", "/lose_create_responses", {"count": 1000, "mode": "delay", "delay_s": 5})
+        try:
+            snapshot = await wait_for_activity(temporal, CREATE_NODE, 120)
+            name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
+            if name is None:
+                rec.skipped = f"no {CREATE_NODE} seen running on a worker of ours"
+                return
+            rec.stalled, rec.started = snapshot, time.time()
+            await asyncio.to_thread(stack.workers[name].stop, sig, 30)
+        finally:
+            await fake(stack, "POST", "/lose_create_responses", {"count": 0})
+        rec.ended = time.time()
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
+def create_storm(seconds: float, status: int) -> Fault:
+    """Creates answered 500 `server_error` (or every request 429 `rate_limit_exceeded`, with
+    RateLimit-Reset at the storm's end) for `seconds`, from the moment the loop starts its
+    requests."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
+            return
+        rec.started = time.time()
+        if status == 429:
+            await fake(stack, "POST", "/rate_limit_storm", {"count": 1_000_000, "reset_in_s": seconds})
+        else:
+            fault = {"code": "server_error", "count": 1_000_000, "method": "POST", "path": "/servers"}
+            await fake(stack, "POST", "/faults", fault)
+        await asyncio.sleep(seconds)  # the storm's length
+        await fake(stack, "POST", "/reset_faults")
+        rec.ended = time.time()
+        rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
+
+    return inject
+
+
+def lose_creates(count: int, mode: str, code: str = "server_error") -> Fault:
+    """The next `count` creates are made but their answers lost (`mode` drop or error with
+    `code`). The fault ends when the last lost answer has gone out; the creates retrying then
+    are what it stalled."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        rec.started = time.time()
+        await fake(stack, "POST", "/lose_create_responses", {"count": count, "mode": mode, "code": code})
+        deadline = time.monotonic() + 120
+        while (await fake(stack, "GET", "/stats"))["lost_create_responses_left"] > 0:
+            if time.monotonic() > deadline:
+                rec.skipped = f"{count} creates not all made within 120 s"
+                return
+            await asyncio.sleep(0.05)
+        rec.ended = time.time()
+        rec.stalled = [p for p in await pending_activities(temporal) if p.activity_type == CREATE_NODE]
+
+    return inject
+
+
+HETZNER_FAULTS: dict[str, Fault] = {
+    "kill-worker-during-hetzner-create": kill_worker_during_create(),
+    "hetzner-500-storm": create_storm(5, 500),
+    "hetzner-429-storm": create_storm(5, 429),
+    "hetzner-lost-create-dropped": lose_creates(2, "drop"),
+    "hetzner-lost-create-502": lose_creates(2, "error", "bad_gateway"),
+    "hetzner-lost-create-500": lose_creates(2, "error", "server_error"),
+}
+
+
+async def hetzner_burst(workdir: Path, names: list[str], pods: int, expected: dict[str, Any]) -> Outcome:
+    """The Hetzner burst with the faults `names`, checked; `expected` holds the fault-free
+    run's figures (filled by it)."""
+    faults = [(n, HETZNER_FAULTS[n]) for n in names]
+    outcome, stack, temporal = await node_burst(workdir, faults, pods, timeout=600, hetzner=True)
+    try:
+        await check(stack, temporal, outcome, expected.get("hetzner-burst/created"))
+        servers = (await fake(stack, "GET", "/servers"))["servers"]
+        created = int((await fake(stack, "GET", "/stats"))["created_total"])
+        nodes = await asyncio.to_thread(client.CoreV1Api(stack.api).list_node)
+        backed = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
+    finally:
+        stack.stop()
+    v = outcome.violations
+    per_request = Counter(s["labels"].get(LABEL_REQUEST, "") for s in servers)
+    v += [f"second server for request {r}" for r, n in per_request.items() if n > 1]
+    v += [f"leaked server {s['name']} (no Node)" for s in servers if f"hcloud://{s['id']}" not in backed]
+    if names and created != expected.get("hetzner-burst/servers", created):
+        v.append(f"servers created {created}, fault-free run {expected['hetzner-burst/servers']}")
+    if not names:
+        expected["hetzner-burst/created"] = outcome.nodes_created
+        expected["hetzner-burst/servers"] = created
+    outcome.created = {"nodes_created": outcome.nodes_created, "servers_created": created}
+    return outcome
