@@ -93,31 +93,22 @@ async def group_create_held(stack: Any, temporal: Client, rec: FaultRecord) -> A
         await stack.kube_faults({"request_failures": []})
 
 
-def kill_worker_during_group_create() -> Fault:
-    """The worker SIGKILLed with a group create held in progress; a new worker replaces it."""
+def during_group_create(kill_worker: bool) -> Fault:
+    """With a group create held in progress: the worker SIGKILLed (a new one replaces it), or
+    the Temporal server killed and restarted on its database."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
         async with group_create_held(stack, temporal, rec) as held:
             if not held:
                 return
             rec.started = time.time()
-            await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
+            if kill_worker:
+                await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
+            else:
+                await asyncio.to_thread(stack.restart_temporal)
         rec.ended = time.time()
-        await asyncio.to_thread(stack.replace_worker)
-
-    return inject
-
-
-def restart_temporal_during_group_create() -> Fault:
-    """The Temporal server killed and restarted with a group create held in progress."""
-
-    async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        async with group_create_held(stack, temporal, rec) as held:
-            if not held:
-                return
-            rec.started = time.time()
-            await asyncio.to_thread(stack.restart_temporal)
-        rec.ended = time.time()
+        if kill_worker:
+            await asyncio.to_thread(stack.replace_worker)
 
     return inject
 
@@ -127,8 +118,8 @@ COMPONENTS_FAULTS: dict[str, Fault] = {
     "pd-503-storm": storm("pd", 5),
     "prometheus-lost-responses": storm("prometheus", 5, "drop"),
     "pd-lost-responses": storm("pd", 5, "drop"),
-    "kill-worker-during-group-create": kill_worker_during_group_create(),
-    "restart-temporal-during-group-create": restart_temporal_during_group_create(),
+    "kill-worker-during-group-create": during_group_create(kill_worker=True),
+    "restart-temporal-during-group-create": during_group_create(kill_worker=False),
 }
 
 

@@ -125,6 +125,25 @@ HETZNER_FAULTS: dict[str, Fault] = {
 }
 
 
+async def check_servers(stack: Stack, outcome: Outcome, expected_servers: int | None) -> int:
+    """The Hetzner invariants, appended to outcome.violations: no request with a second server,
+    none without a Node, every server made one a Ready request accounts for (after check()),
+    as many as the fault-free run made. Returns the servers created."""
+    servers = (await fake(stack, "GET", "/servers"))["servers"]
+    created = int((await fake(stack, "GET", "/stats"))["created_total"])
+    nodes = await asyncio.to_thread(client.CoreV1Api(stack.api).list_node)
+    backed = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
+    v = outcome.violations
+    per_request = Counter(s["labels"].get(LABEL_REQUEST, "") for s in servers)
+    v += [f"second server for request {r}" for r, n in per_request.items() if n > 1]
+    v += [f"leaked server {s['name']} (no Node)" for s in servers if f"hcloud://{s['id']}" not in backed]
+    if created != outcome.nodes_created:
+        v.append(f"servers created {created}, nodes Ready requests made {outcome.nodes_created}")
+    if expected_servers is not None and created != expected_servers:
+        v.append(f"servers created {created}, fault-free run {expected_servers}")
+    return created
+
+
 async def hetzner_burst(workdir: Path, names: list[str], pods: int, expected: dict[str, Any]) -> Outcome:
     """The Hetzner burst with the faults `names`, checked; `expected` holds the fault-free
     run's figures (filled by it)."""
@@ -132,18 +151,9 @@ async def hetzner_burst(workdir: Path, names: list[str], pods: int, expected: di
     outcome, stack, temporal = await node_burst(workdir, faults, pods, timeout=600, hetzner=True)
     try:
         await check(stack, temporal, outcome, expected.get("hetzner-burst/created"))
-        servers = (await fake(stack, "GET", "/servers"))["servers"]
-        created = int((await fake(stack, "GET", "/stats"))["created_total"])
-        nodes = await asyncio.to_thread(client.CoreV1Api(stack.api).list_node)
-        backed = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
+        created = await check_servers(stack, outcome, expected.get("hetzner-burst/servers"))
     finally:
         stack.stop()
-    v = outcome.violations
-    per_request = Counter(s["labels"].get(LABEL_REQUEST, "") for s in servers)
-    v += [f"second server for request {r}" for r, n in per_request.items() if n > 1]
-    v += [f"leaked server {s['name']} (no Node)" for s in servers if f"hcloud://{s['id']}" not in backed]
-    if names and created != expected.get("hetzner-burst/servers", created):
-        v.append(f"servers created {created}, fault-free run {expected['hetzner-burst/servers']}")
     if not names:
         expected["hetzner-burst/created"] = outcome.nodes_created
         expected["hetzner-burst/servers"] = created
