@@ -1,6 +1,7 @@
 """`make chaos` in small (bench/chaos.py): the node burst on the real stack (dev server on a
-database file, simulated cluster, two workers) with one kill of each process kind, and the
-invariants checked after it. Timing is the bench's business; this checks correctness only."""
+database file, simulated cluster, two workers) with one kill of each process kind, and a
+Hetzner burst whose create answers are lost; the invariants checked after each. Timing is the
+bench's business; this checks correctness only."""
 
 from __future__ import annotations
 
