@@ -36,7 +36,8 @@ from bench.chaos import (
     restart_temporal,
 )
 from bench.stack import DemoRestarts, demo_args, running
-from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_INSTANCE_PLACED
+from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_CLUSTER_MESSAGES, SIGNAL_INSTANCE_PLACED
+from scaling.fleet.region import ClusterMessages
 from starters.fleet_demo import PROVIDER, REGION, FleetDemo
 from starters.scenarios.fleet import run_fleet_burst
 
@@ -156,8 +157,9 @@ async def _live(stack: FleetStack) -> int:
 
 
 async def placements(temporal: Client) -> dict[str, set[str]]:
-    """Per instance, the clusters told it was placed on them (every run of every workflow; a
-    repeated signal to the same cluster is idempotent there, a second cluster is not)."""
+    """Per instance, the clusters told it was placed on them, alone or in a batch of the
+    region's outbox (every run of every workflow; a repeated placement on the same cluster is
+    idempotent there, a second cluster is not)."""
     placed: dict[str, set[str]] = {}
     async for wf in temporal.list_workflows():
         history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
@@ -166,4 +168,8 @@ async def placements(temporal: Client) -> dict[str, set[str]]:
                 attrs = e.workflow_execution_signaled_event_attributes
                 if attrs.signal_name == SIGNAL_INSTANCE_PLACED:
                     placed.setdefault(_payload(attrs.input)["id"], set()).add(wf.id)
+                elif attrs.signal_name == SIGNAL_CLUSTER_MESSAGES:  # the batched outbox
+                    for msg in ClusterMessages.model_validate(_payload(attrs.input)).messages:
+                        if msg.signal == SIGNAL_INSTANCE_PLACED and msg.instance is not None:
+                            placed.setdefault(msg.instance.id, set()).add(wf.id)
     return placed
