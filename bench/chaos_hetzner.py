@@ -6,8 +6,8 @@ with the fake Hetzner API started and configured as `make demo --provider hetzne
 across locations and pools, servers boot into the cluster as Nodes). Faults, from the fake's
 control API (sim/clouds/hetzner.py): the worker SIGKILLed while a create is in progress (every
 create's answer held 5 s, inside the client's timeout, until the kill), a 5xx storm
-(`server_error`) and a 429 storm (`rate_limit_exceeded`, RateLimit-Remaining 0 until the
-reset) on creates, and lost create responses: the server is created and the answer dropped
+(`server_error`) on creates and a 429 storm (the project's bucket emptied: `rate_limit_exceeded`
+with RateLimit-Remaining 0 and Reset at Hetzner's refill rate), and lost create responses: the server is created and the answer dropped
 (connection closed), or answered 502 `bad_gateway` (hcloud re-sends the create) or 500
 `server_error` (the activity retries). Invariants beyond the node burst's: no request with a
 second server (the servers' request label), no server without a Node, servers created equal
@@ -74,21 +74,23 @@ def kill_worker_during_create(sig: int = signal.SIGKILL) -> Fault:
 
 
 def create_storm(seconds: float, status: int) -> Fault:
-    """Creates answered 500 `server_error` (or every request 429 `rate_limit_exceeded`, with
-    RateLimit-Reset at the storm's end) for `seconds`, from the moment the loop starts its
-    requests."""
+    """Creates answered 500 `server_error` for `seconds`, from the moment the loop starts its
+    requests; or (429) the project's bucket emptied as another tool would, so every request is
+    answered 429 `rate_limit_exceeded` as Hetzner answers it (RateLimit-Remaining 0, Reset when
+    the bucket is full at the documented refill of one request a second, which lets one through
+    now and then), and filled again after `seconds` (the other tool stopped, its hour over)."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
             return
         rec.started = time.time()
         if status == 429:
-            await fake(stack, "POST", "/rate_limit_storm", {"count": 1_000_000, "reset_in_s": seconds})
+            await fake(stack, "POST", "/rate_remaining", {"remaining": 0})
         else:
             fault = {"code": "server_error", "count": 1_000_000, "method": "POST", "path": "/servers"}
             await fake(stack, "POST", "/faults", fault)
         await asyncio.sleep(seconds)  # the storm's length
-        await fake(stack, "POST", "/reset_faults")
+        await fake(stack, "POST", "/reset_faults")  # the 429 storm too: buckets start full again
         rec.ended = time.time()
         rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
 

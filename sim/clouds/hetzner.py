@@ -1123,6 +1123,9 @@ class FakeHetzner:
                 message=data.get("message", "injected fault"),
             )
             return 200, {}
+        if method == "POST" and path == "/rate_remaining":
+            self.set_rate_remaining(float(data["remaining"]), data.get("project", DEFAULT_PROJECT))
+            return 200, {}
         if method == "POST" and path == "/rate_limit_storm":
             self.rate_limit_storm(int(data.get("count", 1)), float(data.get("reset_in_s", 30.0)))
             return 200, {}
