@@ -398,20 +398,44 @@ def pause_api_server(seconds: float) -> Fault:
     return inject
 
 
+STORM_TIMES = 100_000  # refusals a storm holds: more than any run sends
+
+
+async def storm_began(first_hit: Callable[[], Awaitable[bool]], rec: FaultRecord, timeout: float = 120) -> bool:
+    """Wait until the storm, already in place, has refused its first request (read from the
+    sim, so it is never missed however briefly the loop's create activities run); False (and
+    rec.skipped says why) when none came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await first_hit():
+            return True
+        await asyncio.sleep(0.05)
+    rec.skipped = f"no request met the storm within {timeout:.0f} s"
+    return False
+
+
 def node_create_storm(status: int, seconds: float) -> Fault:
-    """Every node create answered `status` for `seconds` (the KWOK provider's API is the cloud)."""
+    """Every node create answered `status` for `seconds` from the first one refused (the KWOK
+    provider's API is the cloud). In place before the loop plans, so no create slips past."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": 100_000}
+        failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": STORM_TIMES}
         failure["reason"] = "TooManyRequests" if status == 429 else "ServiceUnavailable"
-        # As the creates begin: the loop has just planned them.
-        if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
-            return
         async with httpx.AsyncClient(verify=False, timeout=10) as http:
-            rec.started = time.time()
+
+            async def refused() -> bool:
+                left = (await http.get(f"{stack.sim_url}/sim/v1/faults")).json()["request_failures"]
+                return not left or left[0]["times"] < STORM_TIMES
+
             (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
-            await asyncio.sleep(seconds)  # the storm's length
-            (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
+            try:
+                if not await storm_began(refused, rec):
+                    return
+                rec.started = time.time()
+                rec.stalled = await pending_activities(temporal)
+                await asyncio.sleep(seconds)  # the storm's length
+            finally:
+                (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
         rec.ended = time.time()
         # The work it stalled: what was in progress as it began, and the creates still retrying.
         rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]

@@ -27,21 +27,19 @@ from kubernetes import client
 from temporalio.client import Client
 
 from bench.chaos import (
-    CLUSTER,
     Fault,
     FaultRecord,
     Outcome,
     Stack,
-    _strike_when,
     check,
     node_burst,
     pending_activities,
+    storm_began,
     wait_for_activity,
 )
-from scaling.nodes.contracts import CREATE_NODE, START_NODE_REQUESTS
+from scaling.nodes.contracts import CREATE_NODE
 from scaling.nodes.models import LABEL_REQUEST
 from starters.scenarios.hetzner import control
-from workflows.nodes.autoscaler import autoscaler_id
 
 
 async def fake(stack: Stack, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -74,23 +72,34 @@ def kill_worker_during_create(sig: int = signal.SIGKILL) -> Fault:
 
 
 def create_storm(seconds: float, status: int) -> Fault:
-    """Creates answered 500 `server_error` for `seconds`, from the moment the loop starts its
-    requests; or (429) the project's bucket emptied as another tool would, so every request is
-    answered 429 `rate_limit_exceeded` as Hetzner answers it (RateLimit-Remaining 0, Reset when
-    the bucket is full at the documented refill of one request a second, which lets one through
-    now and then), and filled again after `seconds` (the other tool stopped, its hour over)."""
+    """Creates answered 500 `server_error`; or (429) the project's bucket emptied as another tool
+    would, so every request is answered 429 `rate_limit_exceeded` as Hetzner answers it
+    (RateLimit-Remaining 0, Reset when the bucket is full at the documented refill of one
+    request a second, which lets one through now and then), and filled again at the end (the
+    other tool stopped, its hour over). In place before the loop plans; it lasts `seconds` from
+    the first request it refused, as the fake counts them, so it is never missed."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
-            return
-        rec.started = time.time()
         if status == 429:
             await fake(stack, "POST", "/rate_remaining", {"remaining": 0})
         else:
             fault = {"code": "server_error", "count": 1_000_000, "method": "POST", "path": "/servers"}
             await fake(stack, "POST", "/faults", fault)
-        await asyncio.sleep(seconds)  # the storm's length
-        await fake(stack, "POST", "/reset_faults")  # the 429 storm too: buckets start full again
+
+        async def refused() -> bool:
+            stats = await fake(stack, "GET", "/stats")
+            if status == 429:
+                return int(stats["projects"].get("default", {}).get("responses_429", 0)) > 0
+            return int(stats["requests_by_route"].get("POST /servers", 0)) > 0
+
+        try:
+            if not await storm_began(refused, rec):
+                return
+            rec.started = time.time()
+            rec.stalled = await pending_activities(temporal)
+            await asyncio.sleep(seconds)  # the storm's length
+        finally:
+            await fake(stack, "POST", "/reset_faults")  # the 429 storm too: buckets start full again
         rec.ended = time.time()
         rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
 
