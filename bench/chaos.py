@@ -22,9 +22,12 @@ Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a 
 (observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
-hang (SIGSTOP), and a 5xx/429 storm on node creation. The fleet loop's scenarios are in
-bench/chaos_fleet.py, the components loop's in bench/chaos_components.py. Not covered yet: the
-Hetzner burst (see docs/development.md "Faults").
+hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch (a create, a
+drain step) is held in progress by the API server hanging from an observed moment (the create
+scheduled, a node cordoned), so every fault strikes; one that did not is a violation. The
+Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
+bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
+started, stopped and restarted through bench/stack.py.
 
 python -m bench.chaos [--scenarios node-burst,...] [--pause-s 60] [--pods 24]
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -41,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +57,8 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, WorkflowTas
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.stack import restart_dev_server, worker_logs
 from scaling.nodes.contracts import (
-    CHECK_NODE_REMOVAL,
     CORDON_NODE,
     CREATE_NODE,
     DELETE_NODE,
@@ -72,6 +76,7 @@ from scaling.nodes.status import AutoscalerStatus
 from sim.storage.longhorn import LonghornError, SimLonghorn
 from starters.kube import apply_crds, apply_node_group, deployment, kube_client, node_group
 from starters.processes import Proc, Processes, free_port
+from starters.scenarios.hetzner import HetznerBurstScenario
 from starters.scenarios.progress import percentile
 from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -106,6 +111,9 @@ class Stack:
     sim_url: str = ""
     longhorn: SimLonghorn | None = None
     volume_checksum: str = ""  # as written, before the faults
+    # The burst on Hetzner: the demo's scenario starts the fake cloud and names the provider.
+    hetzner: HetznerBurstScenario | None = None
+    providers: dict[str, Any] = field(default_factory=lambda: {"kwok": {}})
 
     def start(self, sim_args: list[str]) -> None:
         self.procs = Processes(self.workdir)
@@ -117,6 +125,9 @@ class Stack:
         else:
             _, self.sim_url = self.procs.sim_cluster(self.kubeconfig, sim_args)
         self.task_queue = f"growth-chaos-{self.workdir.name}"
+        if self.hetzner is not None:
+            extra = self.hetzner.start_extra(self.procs, self.workdir, self.sim_url, self.kubeconfig)
+            self.providers = self.hetzner.providers(self.workdir, extra)
         for name in ("worker-a", "worker-b"):
             self.workers[name] = self.procs.worker(self.worker_config(name), name=name)
         self.api = kube_client(self.kubeconfig)
@@ -134,7 +145,7 @@ class Stack:
                         "metrics_address": f"127.0.0.1:{free_port()}",
                         "health_address": f"127.0.0.1:{free_port()}",
                     },
-                    "providers": {"kwok": {}},
+                    "providers": self.providers,
                 }
             )
         )
@@ -152,17 +163,11 @@ class Stack:
         name_now = f"{name}-{self.restarts}"
         self.workers[name] = self.procs.worker(self.worker_config(name_now), name=name_now)
 
-    def temporal_proc(self) -> Proc:
-        return next(p for p in reversed(self.procs.procs) if p.name == "temporal")
-
     def restart_temporal(self) -> None:
-        proc = self.temporal_proc()
-        proc.kill()
-        self.procs.procs.remove(proc)
-        self.procs.temporal(self.db, port=self.port, ui=False)
+        restart_dev_server(self.procs, self.db, self.port)
 
     def worker_logs(self) -> str:
-        return "\n".join(p.log_path.read_text() for p in self.procs.procs if p.name.startswith("worker"))
+        return worker_logs(self.procs)
 
     def stop(self) -> None:
         if self.longhorn is not None:
@@ -251,28 +256,71 @@ def sim_proc(stack: Stack) -> Proc:
     return next(p for p in reversed(stack.procs.procs) if p.name == "sim-cluster")
 
 
+# A moment to wait for before a fault strikes: "" when it came, else why it did not.
+Moment = Callable[[Stack, Client], Awaitable[str]]
+
+
+def scheduled(activity_type: str, only: str | None = None) -> Moment:
+    """The moment such an activity is scheduled (in the workflow `only`, else in any)."""
+
+    async def wait(stack: Stack, temporal: Client) -> str:
+        found = await wait_for_activity(temporal, activity_type, 60, only=only, started=False)
+        return "" if found else f"no {activity_type} seen"
+
+    return wait
+
+
+async def node_cordoned(stack: Stack, temporal: Client, timeout: float = 300) -> str:
+    """The moment the API server shows a node cordoned: a removal's drain begins. Read from the
+    cluster, not from pending activities: a cordon is one PATCH, over before a poll of every
+    workflow comes round, while every drain step after it goes through the API server."""
+    core = client.CoreV1Api(stack.api)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nodes = (await asyncio.to_thread(core.list_node, label_selector=LABEL_REQUEST)).items
+        if any(n.spec.unschedulable for n in nodes):
+            return ""
+        await asyncio.sleep(0.05)
+    return f"no node cordoned within {timeout:.0f} s"
+
+
+@contextlib.asynccontextmanager
+async def api_held_from(stack: Stack, temporal: Client, moment: Moment | None, rec: FaultRecord) -> AsyncIterator[bool]:
+    """With `moment`: the API server hangs (SIGSTOP) from that moment until the block ends, so
+    an activity that goes through it is caught in progress; False (rec.skipped says why) when
+    the moment never came. Without: nothing held."""
+    if moment is None:
+        yield True
+        return
+    rec.skipped = await moment(stack, temporal)
+    if rec.skipped:
+        yield False
+        return
+    sim = sim_proc(stack)
+    os.killpg(sim.popen.pid, signal.SIGSTOP)
+    try:
+        yield True
+    finally:
+        os.killpg(sim.popen.pid, signal.SIGCONT)
+
+
 def kill_worker_during(
     activity_type: str | tuple[str, ...],
     sig: int = signal.SIGKILL,
-    hold_api: tuple[str, str | None] | None = None,
+    hold_api_from: Moment | None = None,
     only: str | None = None,
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
 
-    `hold_api` (activity type, workflow or None for any): for activities too quick to catch (a
-    KWOK create is one POST of ~20 ms), the API server hangs (SIGSTOP) from the moment such an
-    activity is scheduled until the kill, so the activity is caught waiting on it; the fault
-    ends when the API server answers again. `only`: the workflow the activity runs in (polling
-    one is faster), else any."""
+    `hold_api_from`: for activities too quick to catch (a KWOK create is one POST of ~20 ms),
+    the API server hangs from that moment until the kill (api_held_from); the fault ends when
+    it answers again. `only`: the workflow the activity runs in (polling one is faster), else
+    any."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if hold_api and not await wait_for_activity(temporal, hold_api[0], 60, only=hold_api[1], started=False):
-            rec.skipped = f"no {hold_api[0]} seen"
-            return
-        sim = sim_proc(stack)
-        if hold_api:
-            os.killpg(sim.popen.pid, signal.SIGSTOP)
-        try:
+        async with api_held_from(stack, temporal, hold_api_from, rec) as held:
+            if not held:
+                return
             snapshot = await wait_for_activity(temporal, activity_type, 60, only=only)
             name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
             if name is None:
@@ -280,9 +328,6 @@ def kill_worker_during(
                 return
             rec.stalled, rec.started = snapshot, time.time()
             stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
-        finally:
-            if hold_api:
-                os.killpg(sim.popen.pid, signal.SIGCONT)
         rec.ended = time.time()  # the other worker is alive throughout
         await asyncio.to_thread(stack.replace_worker, name)
 
@@ -303,14 +348,19 @@ async def _strike_when(
     return bool(rec.stalled)
 
 
-def restart_temporal(during: str | tuple[str, ...] | None = WAIT_NODE_READY, started: bool = True) -> Fault:
-    """SIGKILL the dev server and start it again on the same database and port."""
+def restart_temporal(
+    during: str | tuple[str, ...] | None = WAIT_NODE_READY, started: bool = True, hold_api_from: Moment | None = None
+) -> Fault:
+    """SIGKILL the dev server and start it again on the same database and port, while such an
+    activity runs (or is scheduled; None: now), held in progress by the API server hanging from
+    `hold_api_from` (api_held_from) when it is too quick to catch."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, during, rec, started=started):
-            return
-        rec.started = time.time()
-        await asyncio.to_thread(stack.restart_temporal)
+        async with api_held_from(stack, temporal, hold_api_from, rec) as held:
+            if not held or not await _strike_when(temporal, during, rec, started=started):
+                return
+            rec.started = time.time()
+            await asyncio.to_thread(stack.restart_temporal)
         rec.ended = time.time()
 
     return inject
@@ -348,20 +398,44 @@ def pause_api_server(seconds: float) -> Fault:
     return inject
 
 
+STORM_TIMES = 100_000  # refusals a storm holds: more than any run sends
+
+
+async def storm_began(first_hit: Callable[[], Awaitable[bool]], rec: FaultRecord, timeout: float = 120) -> bool:
+    """Wait until the storm, already in place, has refused its first request (read from the
+    sim, so it is never missed however briefly the loop's create activities run); False (and
+    rec.skipped says why) when none came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await first_hit():
+            return True
+        await asyncio.sleep(0.05)
+    rec.skipped = f"no request met the storm within {timeout:.0f} s"
+    return False
+
+
 def node_create_storm(status: int, seconds: float) -> Fault:
-    """Every node create answered `status` for `seconds` (the KWOK provider's API is the cloud)."""
+    """Every node create answered `status` for `seconds` from the first one refused (the KWOK
+    provider's API is the cloud). In place before the loop plans, so no create slips past."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": 100_000}
+        failure = {"method": "POST", "path_regex": r"^/api/v1/nodes$", "status": status, "times": STORM_TIMES}
         failure["reason"] = "TooManyRequests" if status == 429 else "ServiceUnavailable"
-        # As the creates begin: the loop has just planned them.
-        if not await _strike_when(temporal, START_NODE_REQUESTS, rec, only=autoscaler_id(CLUSTER), started=False):
-            return
         async with httpx.AsyncClient(verify=False, timeout=10) as http:
-            rec.started = time.time()
+
+            async def refused() -> bool:
+                left = (await http.get(f"{stack.sim_url}/sim/v1/faults")).json()["request_failures"]
+                return not left or left[0]["times"] < STORM_TIMES
+
             (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
-            await asyncio.sleep(seconds)  # the storm's length
-            (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
+            try:
+                if not await storm_began(refused, rec):
+                    return
+                rec.started = time.time()
+                rec.stalled = await pending_activities(temporal)
+                await asyncio.sleep(seconds)  # the storm's length
+            finally:
+                (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
         rec.ended = time.time()
         # The work it stalled: what was in progress as it began, and the creates still retrying.
         rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
@@ -375,13 +449,13 @@ FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-create": kill_worker_during(
-        CREATE_NODE, hold_api=(START_NODE_REQUESTS, autoscaler_id(CLUSTER))
+        CREATE_NODE, hold_api_from=scheduled(START_NODE_REQUESTS, autoscaler_id(CLUSTER))
     ),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
-    "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api=(CORDON_NODE, None)),
+    "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
     "restart-temporal": restart_temporal(),
-    "restart-temporal-during-drain": restart_temporal((CHECK_NODE_REMOVAL, *DRAIN), started=False),
+    "restart-temporal-during-drain": restart_temporal(DRAIN, hold_api_from=node_cordoned),
     "restart-api-server": restart_api_server(),
     "node-create-503-storm": node_create_storm(503, 5),
     "node-create-429-storm": node_create_storm(429, 5),
@@ -438,6 +512,24 @@ def start_faults(
     return records, asyncio.create_task(schedule())
 
 
+async def beside_faults(
+    stack: Any, temporal: Client, faults: list[tuple[str, Fault]], workload: Awaitable[dict[str, Any]], what: str
+) -> tuple[dict[str, Any], list[FaultRecord], list[str]]:
+    """`workload` (a demo scenario's run, returning its summary) with the faults one after another
+    beside it: (summary or {}, the faults' records, violations: a run that does not finish)."""
+    records, faults_done = start_faults(stack, temporal, faults)
+    violations: list[str] = []
+    try:
+        summary = await workload
+        await asyncio.wait_for(faults_done, 60)
+    except Exception as e:  # noqa: BLE001 - a run that does not finish is a violation, named
+        violations.append(f"{what} did not finish: {(str(e) or repr(e))[:300]}")
+        summary = {}
+    finally:
+        faults_done.cancel()
+    return summary, records, violations
+
+
 async def settle(
     stack: Stack, handle: Any, faults_done: asyncio.Task, done: Callable[[AutoscalerStatus], bool], timeout: float
 ) -> AutoscalerStatus | None:
@@ -455,12 +547,20 @@ async def settle(
 
 
 async def node_burst(
-    workdir: Path, faults: list[tuple[str, Fault]], pods: int, timeout: float = 600, **group_spec: Any
+    workdir: Path,
+    faults: list[tuple[str, Fault]],
+    pods: int,
+    timeout: float = 600,
+    hetzner: bool = False,
+    **group_spec: Any,
 ) -> tuple[Outcome, Stack, Client]:
-    """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool; the faults run
-    one after another while it scales up. Returns with the stack still up, for the checks
-    (stopped when anything fails on the way)."""
+    """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool (`hetzner`: the
+    Hetzner demo's group and workload on the fake Hetzner API); the faults run one after another
+    while it scales up. Returns with the stack still up, for the checks (stopped when anything
+    fails on the way)."""
     stack = Stack(workdir)
+    if hetzner:
+        stack.hetzner = HetznerBurstScenario(argparse.Namespace(pods=pods))
     try:
         return await _burst(stack, faults, pods, timeout, group_spec)
     except BaseException:
@@ -473,8 +573,14 @@ async def _burst(
 ) -> tuple[Outcome, Stack, Client]:
     stack.start(["--node-ready-delay", "2"])
     temporal = await stack.client()
-    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
-    apply_node_group(stack.api, node_group("general", pools, **group_spec))
+    if stack.hetzner is not None:
+        for group in stack.hetzner.node_groups():
+            apply_node_group(stack.api, group)
+        burst = stack.hetzner.workload()
+    else:
+        pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
+        apply_node_group(stack.api, node_group("general", pools, **group_spec))
+        burst = deployment("burst", pods, "500m", "256Mi")
     settings = AutoscalerSettings(
         cluster=CLUSTER,
         scan_interval_s=1,
@@ -491,7 +597,7 @@ async def _burst(
     )
     began = time.monotonic()
     stack.replicas = pods
-    client.AppsV1Api(stack.api).create_namespaced_deployment("default", deployment("burst", pods, "500m", "256Mi"))
+    client.AppsV1Api(stack.api).create_namespaced_deployment("default", burst)
     records, faults_done = start_faults(stack, temporal, faults)
     status = await settle(stack, handle, faults_done, lambda s: not s.in_flight, timeout)
     faults_done.cancel()  # a fault still waiting for its moment when the run timed out
@@ -622,7 +728,8 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
     if "nondetermin" in worker_logs.lower():
         v.append("a worker logged non-determinism")
     for f in outcome.faults:
-        if f.skipped:
+        if f.skipped:  # every run injects every fault: one that never struck tested nothing
+            v.append(f"fault {f.name} not injected: {f.skipped}")
             continue
         stalled = [completions.get((p.workflow_id, p.run_id, p.activity_id)) for p in f.stalled]
         # Stalled work that completed while the fault lasted (a storm answered, then retried
@@ -637,6 +744,12 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
 async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expected: dict[str, Any]) -> Outcome:
     """One scenario on a fresh stack; `expected` holds the fault-free run's figures (filled by it)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{loop}-", dir=base))
+    if loop == "hetzner-burst":
+        from bench.chaos_hetzner import hetzner_burst  # it builds on this module
+
+        outcome = await hetzner_burst(workdir, names, pods // 2, expected)
+        outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
+        return outcome
     if loop in ("fleet-burst", "components-ramp"):
         # Those modules build on this one.
         from bench.chaos_components import components_ramp
@@ -683,13 +796,22 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "storm-429": ("node-burst", ["node-create-429-storm"]),
     "sd-kill-drain": ("node-scale-down", ["kill-worker-during-drain"]),
     "sd-temporal-restart": ("node-scale-down", ["restart-temporal-during-drain"]),
+    "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
+    "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),
+    "hz-429-storm": ("hetzner-burst", ["hetzner-429-storm"]),
+    "hz-lost-dropped": ("hetzner-burst", ["hetzner-lost-create-dropped"]),
+    "hz-lost-502": ("hetzner-burst", ["hetzner-lost-create-502"]),
+    "hz-lost-500": ("hetzner-burst", ["hetzner-lost-create-500"]),
     "fleet-kill-ocm-create": ("fleet-burst", ["kill-worker-during-ocm-create"]),
     "fleet-ocm-503": ("fleet-burst", ["ocm-create-503-storm"]),
     "fleet-ocm-429": ("fleet-burst", ["ocm-create-429-storm"]),
     "fleet-ocm-lost-create": ("fleet-burst", ["ocm-lost-create-responses"]),
+    "fleet-ocm-create-503-after": ("fleet-burst", ["ocm-create-answered-503"]),
     "fleet-temporal-restart": ("fleet-burst", ["restart-temporal-during-ocm-create"]),
     "comp-prometheus-503": ("components-ramp", ["prometheus-503-storm"]),
     "comp-pd-503": ("components-ramp", ["pd-503-storm"]),
+    "comp-prometheus-lost": ("components-ramp", ["prometheus-lost-responses"]),
+    "comp-pd-lost": ("components-ramp", ["pd-lost-responses"]),
     "comp-kill-group-create": ("components-ramp", ["kill-worker-during-group-create"]),
     "comp-temporal-restart": ("components-ramp", ["restart-temporal-during-group-create"]),
 }

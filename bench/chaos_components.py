@@ -4,8 +4,9 @@ The stack is starters/components_demo.py's (dev server on a database file, the s
 cluster with the TiDB world: operator, fake Prometheus, fake PD; one worker); the workload is
 its `run_components_scenario` (load ramps: homogeneous and heterogeneous scale-out; load drops:
 scale-in, the emptied group drained and deleted). Faults: Prometheus and PD answering 503 for
-a while, the worker SIGKILLed while it creates a heterogeneous group (held there by the API
-server refusing TidbCluster creates) and replaced, the Temporal server restarted on its database. Invariants
+a while or losing their answers (the connection closed unanswered), the worker SIGKILLed while it creates a heterogeneous group (held there by the API
+server refusing TidbCluster creates) and replaced, the Temporal server restarted on its database
+with a group create held the same way. Invariants
 beyond bench/chaos.py's history checks: the scenario finishes, interval violations 0 (counted
 from the Events, independently of the workflow), no heterogeneous group created twice, none
 left behind.
@@ -13,26 +14,25 @@ left behind.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from kubernetes import client
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
-from bench.chaos import Fault, FaultRecord, Outcome, _strike_when, check_histories, pending_activities
+from bench.chaos import Fault, FaultRecord, Outcome, _strike_when, beside_faults, check_histories, pending_activities
+from bench.stack import DemoRestarts, demo_args, running
 from scaling.components.contracts import CREATE_AUTO_CLUSTER, QUERY_METRICS
 from sim.kube.kubeconfig import Endpoint
 from starters.components_demo import SCALE_IN_S, SCALE_OUT_S, TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
-from starters.processes import Proc
 from starters.scenarios.components import BASE, NAMESPACE, G, V, add_nodes, run_components_scenario
 from workflows.components.autoscaler import workflow_id
 
@@ -45,26 +45,8 @@ def log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {msg}", file=sys.stderr, flush=True)
 
 
-class ComponentsStack(ComponentsDemo):
-    """The components demo's processes, with the restarts the faults need."""
-
-    def worker(self) -> Proc:
-        return next(p for p in reversed(self.procs.procs) if p.name.startswith("worker") and p.alive())
-
-    def world(self) -> Proc:
-        return next(p for p in self.procs.procs if p.name == "sim-tidb-world")
-
-    def replace_worker(self) -> None:
-        self.procs.worker(self.config_path, name=f"worker-{len(self.procs.procs)}")
-
-    def restart_temporal(self) -> None:
-        proc = next(p for p in reversed(self.procs.procs) if p.name == "temporal")
-        proc.kill()
-        self.procs.procs.remove(proc)
-        self.procs.temporal(self.workdir / "temporal.db", port=self.temporal_port, ui=False)
-
-    def worker_logs(self) -> str:
-        return "\n".join(p.log_path.read_text() for p in self.procs.procs if p.name.startswith("worker"))
+class ComponentsStack(DemoRestarts, ComponentsDemo):
+    """The components demo's processes, with the restarts the faults need and the sims' faults."""
 
     async def kube_faults(self, body: dict[str, Any]) -> None:
         """The simulated API server's fault injection (its control API, beside the Kubernetes one)."""
@@ -77,14 +59,15 @@ class ComponentsStack(ComponentsDemo):
             (await http.request(method, f"{self.control_url}/sim/v1/faults", json=body)).raise_for_status()
 
 
-def storm(target: str, seconds: float) -> Fault:
-    """Prometheus or PD answers 503 for `seconds`, from the loop's next metrics query on."""
+def storm(target: str, seconds: float, mode: str = "error") -> Fault:
+    """Prometheus or PD answers 503 (`mode` "drop": reads the query and closes the connection
+    unanswered, a lost response) for `seconds`, from the loop's next metrics query on."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
         if not await _strike_when(temporal, QUERY_METRICS, rec, started=False):
             return
         rec.started = time.time()
-        await stack.faults("POST", {target: {"mode": "error", "status": 503}})
+        await stack.faults("POST", {target: {"mode": mode, "status": 503}})
         await asyncio.sleep(seconds)  # the storm's length
         await stack.faults("DELETE")
         rec.ended = time.time()
@@ -93,36 +76,39 @@ def storm(target: str, seconds: float) -> Fault:
     return inject
 
 
-def kill_worker_during_group_create() -> Fault:
-    """The API server refuses TidbCluster creates (503) once the loop runs, so the next group
-    create keeps retrying; the worker is SIGKILLed with it in progress, the refusals end and a
-    new worker replaces it (a create is one POST: too quick to catch otherwise)."""
+@contextlib.asynccontextmanager
+async def group_create_held(stack: Any, temporal: Client, rec: FaultRecord) -> AsyncIterator[bool]:
+    """Yields True with a heterogeneous group create in progress, held there: the API server
+    refuses TidbCluster creates (503) from the moment the loop runs, so the create keeps retrying
+    until the block ends (a create is one POST: too quick to catch otherwise). False (and
+    rec.skipped says why) when none came."""
+    if not await _strike_when(temporal, QUERY_METRICS, rec, only=LOOP, started=False):
+        yield False  # the loop runs from here: the base TidbCluster exists, only group creates are refused
+        return
+    refuse = {"method": "POST", "path_regex": r"/tidbclusters$", "status": 503, "times": 100_000}
+    await stack.kube_faults({"request_failures": [{**refuse, "reason": "ServiceUnavailable"}]})
+    try:
+        yield await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP, started=False)
+    finally:
+        await stack.kube_faults({"request_failures": []})
+
+
+def during_group_create(kill_worker: bool) -> Fault:
+    """With a group create held in progress: the worker SIGKILLed (a new one replaces it), or
+    the Temporal server killed and restarted on its database."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, QUERY_METRICS, rec, only=LOOP, started=False):
-            return  # the loop runs: the base TidbCluster exists, only group creates are refused
-        refuse = {"method": "POST", "path_regex": r"/tidbclusters$", "status": 503, "times": 100_000}
-        await stack.kube_faults({"request_failures": [{**refuse, "reason": "ServiceUnavailable"}]})
-        try:
-            if not await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP, started=False):
+        async with group_create_held(stack, temporal, rec) as held:
+            if not held:
                 return
             rec.started = time.time()
-            await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
-        finally:
-            await stack.kube_faults({"request_failures": []})
+            if kill_worker:
+                await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
+            else:
+                await asyncio.to_thread(stack.restart_temporal)
         rec.ended = time.time()
-        await asyncio.to_thread(stack.replace_worker)
-
-    return inject
-
-
-def restart_temporal_during_group_create() -> Fault:
-    async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, CREATE_AUTO_CLUSTER, rec, only=LOOP, started=False):
-            return
-        rec.started = time.time()
-        await asyncio.to_thread(stack.restart_temporal)
-        rec.ended = time.time()
+        if kill_worker:
+            await asyncio.to_thread(stack.replace_worker)
 
     return inject
 
@@ -130,35 +116,22 @@ def restart_temporal_during_group_create() -> Fault:
 COMPONENTS_FAULTS: dict[str, Fault] = {
     "prometheus-503-storm": storm("prometheus", 5),
     "pd-503-storm": storm("pd", 5),
-    "kill-worker-during-group-create": kill_worker_during_group_create(),
-    "restart-temporal-during-group-create": restart_temporal_during_group_create(),
+    "prometheus-lost-responses": storm("prometheus", 5, "drop"),
+    "pd-lost-responses": storm("pd", 5, "drop"),
+    "kill-worker-during-group-create": during_group_create(kill_worker=True),
+    "restart-temporal-during-group-create": during_group_create(kill_worker=False),
 }
 
 
 async def components_ramp(workdir: Path, names: list[str], timeout: float = 300) -> Outcome:
     """The components demo's scenario with the faults `names` one after another beside it; checked."""
-    args = argparse.Namespace(
-        workdir=str(workdir), temporal_port=None, ui_port=None, metrics_port=None, timeout=timeout, headless=True
-    )
-    stack = ComponentsStack(args)
-    records = [FaultRecord(n) for n in names]
+    stack = ComponentsStack(demo_args(workdir, timeout))
     began = time.monotonic()
-    violations: list[str] = []
-    api = None
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # the demo talks; stdout is for the JSON lines
-            await asyncio.to_thread(stack.start_processes)
+    async with running(stack) as temporal:
         api = kube_client(stack.kubeconfig)
-        await asyncio.to_thread(add_nodes, api, 3, "32", "128Gi")
-        temporal = await Client.connect(f"127.0.0.1:{stack.temporal_port}", data_converter=pydantic_data_converter)
-
-        async def schedule() -> None:
-            for name, rec in zip(names, records):
-                await COMPONENTS_FAULTS[name](stack, temporal, rec)
-
-        faults = asyncio.create_task(schedule())
         try:
-            summary = await asyncio.wait_for(
+            await asyncio.to_thread(add_nodes, api, 3, "32", "128Gi")
+            workload = asyncio.wait_for(
                 run_components_scenario(
                     temporal,
                     TASK_QUEUE,
@@ -172,26 +145,20 @@ async def components_ramp(workdir: Path, names: list[str], timeout: float = 300)
                 ),
                 timeout,
             )
-            await asyncio.wait_for(faults, 60)
-        except Exception as e:  # noqa: BLE001 - a run that does not finish is a violation, named
-            violations.append(f"components scenario did not finish: {(str(e) or repr(e))[:300]}")
-            summary = {}
+            faults = [(n, COMPONENTS_FAULTS[n]) for n in names]
+            summary, records, violations = await beside_faults(stack, temporal, faults, workload, "components scenario")
+            created = summary.get("heterogeneous_created", [])
+            outcome = Outcome("components-ramp", records, violations, 0, 0.0)
+            outcome.created = {"groups_created": len(created)}
+            if summary.get("interval_violations"):
+                violations.append(f"interval violations: {summary['interval_violations']}")
+            violations += [f"heterogeneous group {g} created twice" for g in set(created) if created.count(g) > 1]
+            groups = client.CustomObjectsApi(api).list_namespaced_custom_object(G, V, NAMESPACE, "tidbclusters")
+            left = [g["metadata"]["name"] for g in groups["items"] if g["metadata"]["name"].startswith("auto-")]
+            if summary and left:
+                violations.append(f"heterogeneous groups left behind: {left}")
+            await check_histories(temporal, stack.worker_logs(), outcome)
+            outcome.seconds = time.monotonic() - began
+            return outcome
         finally:
-            faults.cancel()
-        created = summary.get("heterogeneous_created", [])
-        outcome = Outcome("components-ramp", records, violations, 0, 0.0)
-        outcome.created = {"groups_created": len(created)}
-        if summary.get("interval_violations"):
-            violations.append(f"interval violations: {summary['interval_violations']}")
-        violations += [f"heterogeneous group {g} created twice" for g in set(created) if created.count(g) > 1]
-        groups = client.CustomObjectsApi(api).list_namespaced_custom_object(G, V, NAMESPACE, "tidbclusters")["items"]
-        left = [g["metadata"]["name"] for g in groups if g["metadata"]["name"].startswith("auto-")]
-        if summary and left:
-            violations.append(f"heterogeneous groups left behind: {left}")
-        await check_histories(temporal, stack.worker_logs(), outcome)
-        outcome.seconds = time.monotonic() - began
-        return outcome
-    finally:
-        if api is not None:
             api.close()
-        stack.stop()

@@ -123,8 +123,11 @@ class Fault:
 @dataclass
 class LoseResponses:
     count: int = 0
-    mode: str = "drop"  # "drop": close the socket; "delay": answer after delay_s
+    # "drop": close the socket; "delay": answer after delay_s; "error": answer with the error
+    # `code` (a proxy's 502, a backend's 500) though the server was created
+    mode: str = "drop"
     delay_s: float = 5.0
+    code: str = "server_error"
 
 
 @dataclass
@@ -428,13 +431,19 @@ class FakeHetzner:
         with self._lock:
             self._storm = (count, time.time() + reset_in_s)
 
-    def lose_create_responses(self, count: int = 1, mode: str = "drop", delay_s: float = 5.0) -> None:
+    def lose_create_responses(
+        self, count: int = 1, mode: str = "drop", delay_s: float = 5.0, code: str = "server_error"
+    ) -> None:
         """The next `count` creates succeed server-side but the answer is lost: `drop` closes
-        the connection, `delay` answers after delay_s (past the client's timeout)."""
-        if mode not in ("drop", "delay"):
-            raise ValueError("mode must be 'drop' or 'delay'")
+        the connection, `delay` answers after delay_s (past the client's timeout, or before it
+        to hold a create in progress), `error` answers with the error `code` (its HTTP status
+        from Hetzner's table) instead of the created server."""
+        if mode not in ("drop", "delay", "error"):
+            raise ValueError("mode must be 'drop', 'delay' or 'error'")
+        if mode == "error" and _HTTP_STATUS.get(code, 0) < 500:
+            raise ValueError(f"code must be one of Hetzner's 5xx codes, not {code!r}")
         with self._lock:
-            self._lose = LoseResponses(count, mode, delay_s)
+            self._lose = LoseResponses(count, mode, delay_s, code)
 
     def remove_server_type(self, name: str) -> None:
         with self._lock:
@@ -519,6 +528,7 @@ class FakeHetzner:
                 "created_total": self.created_total,
                 "nodes_registered": sum(1 for s in self._servers.values() if s.node_registered),
                 "join_refused": list(self.join_refused),
+                "lost_create_responses_left": self._lose.count,
                 "rate_limit_remaining": int(self._bucket(DEFAULT_PROJECT, time.time()).remaining),
                 "rate_limit_per_hour": self.rate_limit_per_hour,
                 "projects": {
@@ -777,6 +787,8 @@ class FakeHetzner:
                     self._lose.count -= 1
                     if self._lose.mode == "drop":
                         raise _Drop()
+                    if self._lose.mode == "error":
+                        raise ApiError(self._lose.code, "injected: the server was created, this answer is not")
                     delay = self._lose.delay_s
                 return status, payload, self._rate_headers(bucket, now), delay
             except ApiError as err:
@@ -1111,6 +1123,9 @@ class FakeHetzner:
                 message=data.get("message", "injected fault"),
             )
             return 200, {}
+        if method == "POST" and path == "/rate_remaining":
+            self.set_rate_remaining(float(data["remaining"]), data.get("project", DEFAULT_PROJECT))
+            return 200, {}
         if method == "POST" and path == "/rate_limit_storm":
             self.rate_limit_storm(int(data.get("count", 1)), float(data.get("reset_in_s", 30.0)))
             return 200, {}
@@ -1121,9 +1136,15 @@ class FakeHetzner:
             self.set_server_limit(data.get("limit"))
             return 200, {}
         if method == "POST" and path == "/lose_create_responses":
-            self.lose_create_responses(
-                int(data.get("count", 1)), data.get("mode", "drop"), float(data.get("delay_s", 5.0))
-            )
+            try:
+                self.lose_create_responses(
+                    int(data.get("count", 1)),
+                    data.get("mode", "drop"),
+                    float(data.get("delay_s", 5.0)),
+                    data.get("code", "server_error"),
+                )
+            except ValueError as e:
+                return 400, {"error": str(e)}
             return 200, {}
         if method == "POST" and path == "/action_delay":
             with self._lock:

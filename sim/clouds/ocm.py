@@ -158,6 +158,7 @@ class FakeOcm:
         self._seq = 0
         self._faults: list[Fault] = []
         self._lose_creates = 0
+        self._lose_status: int | None = None  # None: lost answers are dropped connections
         self._error_clusters: list[str] = []  # messages for the next creates that end in error
         self._failing_addons: set[str] = set()
         self.requests = 0
@@ -235,10 +236,14 @@ class FakeOcm:
         with self._lock:
             self._faults.append(Fault(0, count, method, path, "slow", delay_s))
 
-    def lose_create_responses(self, count: int = 1) -> None:
-        """The next `count` cluster creates succeed, but the connection closes before the answer."""
+    def lose_create_responses(self, count: int = 1, status: int | None = None) -> None:
+        """The next `count` cluster creates succeed, but the connection closes before the answer
+        (or, with a 5xx `status`, a gateway's error answers instead of the created cluster)."""
+        if status is not None and not 500 <= status <= 599:
+            raise ValueError(f"status must be a 5xx, not {status}")
         with self._lock:
             self._lose_creates += count
+            self._lose_status = status
 
     def clusters_end_in_error(self, count: int = 1, message: str = "Failed to provision cluster: insufficient quota") -> None:  # fmt: skip
         """The next `count` created clusters end their install in state `error`."""
@@ -474,7 +479,9 @@ class FakeOcm:
                 if method == "POST" and sub.rstrip("/") == "/clusters" and status == 201 and self._lose_creates > 0:
                     self._lose_creates -= 1
                     self.lost_responses += 1
-                    raise _Drop()
+                    if self._lose_status is None:
+                        raise _Drop()
+                    raise OcmError(self._lose_status, "The server is currently unable to handle the request")
                 return status, payload, {"X-Operation-ID": op}, delay
             except OcmError as err:
                 extra = {"X-Operation-ID": op}
@@ -830,7 +837,7 @@ class FakeOcm:
             self.slow_responses(float(data["delay_s"]), int(data.get("count", 1)), method=data.get("method"), path=data.get("path"))  # fmt: skip
             return 200, {}
         if method == "POST" and path == "/lose_create_responses":
-            self.lose_create_responses(int(data.get("count", 1)))
+            self.lose_create_responses(int(data.get("count", 1)), data.get("status"))
             return 200, {}
         if method == "POST" and path == "/clusters_end_in_error":
             self.clusters_end_in_error(int(data.get("count", 1)), data.get("message") or "Failed to provision cluster")

@@ -17,7 +17,9 @@ TidbCluster, else `default_capacity`. Usage never exceeds quota or capacity.
 
 Faults (`set_fault`) make the next `times` answers of a target ("prometheus", "pd",
 "external") fail: mode "error" (HTTP 5xx), "empty" (Prometheus: an empty result; PD: `null`,
-as released PD answers when it cannot read metrics) or "delay" (answer after `seconds`).
+as released PD answers when it cannot read metrics), "delay" (answer after `seconds`) or
+"drop" (the request is read and served, the connection closed before the answer: a lost
+response).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from sim.tidb.operator import STORE_STATE_ANNOTATION, base_of, cluster_of, compo
 DEFAULT_CAPACITY = 100 * 2**30
 METRIC_COMPONENTS = ("tikv", "tidb")
 FAULT_TARGETS = ("prometheus", "pd", "external")
-FAULT_MODES = ("error", "empty", "delay")
+FAULT_MODES = ("error", "empty", "delay", "drop")
 
 
 @dataclass

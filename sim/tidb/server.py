@@ -46,6 +46,10 @@ class _HttpError(Exception):
         self.body = body
 
 
+class _Drop(Exception):
+    """Close the connection without an answer (a response lost on the way back)."""
+
+
 def _prom_error(message: str, kind: str = "bad_data", code: int = 400) -> _HttpError:
     return _HttpError(code, {"status": "error", "errorType": kind, "error": message})
 
@@ -212,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _HttpError(404, {"error": f"no route {method} {path}"})
         except _HttpError as exc:
             self._send(exc.code, exc.body)
-        except (BrokenPipeError, ConnectionResetError):
+        except (_Drop, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
     def _fault(self, target: str) -> Fault | None:
@@ -220,6 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.mode == "delay":
             time.sleep(fault.seconds)
             return None
+        if fault is not None and fault.mode == "drop":
+            raise _Drop()
         return fault
 
     # ---- Prometheus ----------------------------------------------------------------------

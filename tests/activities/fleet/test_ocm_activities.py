@@ -96,6 +96,17 @@ async def test_lost_create_response_never_makes_a_second_cluster(acts: OcmActivi
     assert stats["clusters_created"] == 1 and stats["lost_responses"] == 1 and stats["delete_requests"] == 1
 
 
+async def test_create_answered_503_after_it_was_made_never_makes_a_second_cluster(
+    acts: OcmActivities, ocm: FakeOcm
+) -> None:
+    ocm.lose_create_responses(1, status=503)
+    err = await fails(acts.create_ocm_cluster, create_input())
+    assert not err.non_retryable
+    retried = await ENV.run(acts.create_ocm_cluster, create_input())
+    assert not retried.created and retried.ocm_id
+    assert ocm.stats()["clusters_created"] == 1 and ocm.stats()["clusters_leaked"] == 0
+
+
 async def test_create_finds_a_cluster_with_its_name(acts: OcmActivities, ocm: FakeOcm) -> None:
     """A cluster with growth's derived name but no external id (made by hand or an old version)
     is the same cluster: no 'already exists' failure, no second cluster."""

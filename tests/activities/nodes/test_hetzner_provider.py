@@ -231,6 +231,32 @@ async def test_timed_out_create_retried_by_client_finds_first_server(hz: FakeHet
     assert hz.stats()["created_total"] == 1
 
 
+async def test_create_answered_502_after_it_was_made_finds_the_server(hz: FakeHetzner, secrets: Path) -> None:
+    # A proxy's 502 though the backend created it: hcloud re-sends the POST (its retry policy
+    # covers bad_gateway), which hits uniqueness_error on the name; the provider finds the first.
+    provider = make_provider(hz, secrets)
+    hz.lose_create_responses(1, mode="error", code="bad_gateway")
+    result = await provider.create_node(req(pool()))
+    assert result.outcome == "created" and "name taken" in result.message
+    [server] = hz.servers()
+    assert result.provider_id == f"hcloud://{server['id']}"
+    assert hz.stats()["created_total"] == 1
+
+
+async def test_create_answered_500_after_it_was_made_retry_finds_the_server(hz: FakeHetzner, secrets: Path) -> None:
+    # A backend 500 after the commit: the activity fails retryably; its retry looks before it
+    # creates and returns the server the first try made.
+    provider = make_provider(hz, secrets)
+    hz.lose_create_responses(1, mode="error", code="server_error")
+    with pytest.raises(ApplicationError) as info:
+        await provider.create_node(req(pool()))
+    assert info.value.type == "HetznerUnavailable" and not info.value.non_retryable
+    again = await provider.create_node(req(pool()))
+    [server] = hz.servers()
+    assert again.outcome == "created" and again.provider_id == f"hcloud://{server['id']}"
+    assert hz.stats()["created_total"] == 1
+
+
 async def test_transient_5xx_is_retryable_error(hz: FakeHetzner, secrets: Path) -> None:
     provider = make_provider(hz, secrets)
     await provider.server_types()  # warm the catalogue cache

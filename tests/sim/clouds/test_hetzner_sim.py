@@ -227,6 +227,35 @@ def test_lost_create_response_still_creates(hz: FakeHetzner) -> None:
     assert [s["name"] for s in hz.servers()] == ["lost"]
 
 
+def test_emptied_bucket_answers_as_hetzner_does(hz: FakeHetzner) -> None:
+    # Another tool spent the project's hour: 429 with Remaining 0 and Reset when the bucket is
+    # full again at one request a second (the documented 3600 an hour), not sooner.
+    urllib.request.urlopen(
+        urllib.request.Request(hz.base_url + "/sim/v1/rate_remaining", data=b'{"remaining": 0}', method="POST"),
+        timeout=30,
+    ).close()
+    before = time.time()
+    status, headers, body = raw(hz, "GET", "/v1/locations")
+    assert status == 429 and body["error"]["code"] == "rate_limit_exceeded"
+    assert headers["RateLimit-Remaining"] == "0"
+    assert before + 3590 <= int(headers["RateLimit-Reset"]) <= time.time() + 3601
+
+
+def test_create_answered_5xx_after_it_was_made(hz: FakeHetzner) -> None:
+    # A backend error after the commit: Hetzner's error object and rate-limit headers, and the
+    # server exists all the same.
+    hz.lose_create_responses(1, mode="error", code="server_error")
+    body = {"name": "made", "server_type": "cx32", "image": "ubuntu-24.04", "location": "fsn1"}
+    resp = requests.post(f"{hz.url}/servers", json=body, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert resp.status_code == 500
+    assert resp.json()["error"]["code"] == "server_error" and resp.json()["error"]["message"]
+    assert int(resp.headers["RateLimit-Remaining"]) < int(resp.headers["RateLimit-Limit"])
+    assert [s["name"] for s in hz.servers()] == ["made"]
+    # Only 5xx codes: a 4xx says the create did not happen, which would be a lie here.
+    with pytest.raises(ValueError, match="5xx"):
+        hz.lose_create_responses(1, mode="error", code="uniqueness_error")
+
+
 def test_control_api(hz: FakeHetzner) -> None:
     def control(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body or {}).encode()

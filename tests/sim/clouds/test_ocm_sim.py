@@ -271,6 +271,15 @@ def test_lost_create_response_still_creates(ocm: FakeOcm, http: httpx.Client) ->
     assert ocm.stats()["lost_responses"] == 1
 
 
+def test_create_answered_503_after_it_was_made(ocm: FakeOcm, http: httpx.Client) -> None:
+    ocm.lose_create_responses(1, status=503)
+    assert_ocm_error(http.post("/clusters", json=cluster_body()), 503)
+    found = http.get("/clusters", params={"search": "external_id = 'c1'"}).json()["items"]
+    assert len(found) == 1 and ocm.stats()["lost_responses"] == 1
+    with pytest.raises(ValueError, match="5xx"):
+        ocm.lose_create_responses(1, status=409)  # a 4xx says it was not made: a lie here
+
+
 def test_leak_counts_duplicate_external_ids(ocm: FakeOcm, http: httpx.Client) -> None:
     http.post("/clusters", json=cluster_body(name="gf-a", external_id="same"))
     http.post("/clusters", json=cluster_body(name="gf-b", external_id="same"))

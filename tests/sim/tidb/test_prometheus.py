@@ -170,6 +170,11 @@ def test_injected_failures_then_recovery(world: TidbWorld, basic: None, http: ht
     assert vector(http, TIKV_CPU) == {} and vector(http, TIKV_CPU) == {}  # until cleared
     http.delete("/sim/v1/faults")
     assert len(vector(http, TIKV_CPU)) == 3
+    # A lost answer: the connection closes with nothing sent, once; the next query answers.
+    http.post("/sim/v1/faults", json={"prometheus": {"mode": "drop", "times": 1}})
+    with pytest.raises(httpx.RemoteProtocolError):
+        http.get("/api/v1/query", params={"query": TIKV_CPU})
+    assert len(vector(http, TIKV_CPU)) == 3
 
 
 def test_bad_load_documents_are_refused(world: TidbWorld, http: httpx.Client) -> None:
