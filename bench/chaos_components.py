@@ -29,7 +29,7 @@ from temporalio.client import Client
 
 from bench.chaos import Fault, FaultRecord, Outcome, _strike_when, beside_faults, check_histories, pending_activities
 from bench.stack import DemoRestarts, demo_args, running
-from scaling.components.contracts import CREATE_AUTO_CLUSTER, QUERY_METRICS
+from scaling.components.contracts import CREATE_AUTO_CLUSTER
 from sim.kube.kubeconfig import Endpoint
 from starters.components_demo import SCALE_IN_S, SCALE_OUT_S, TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
@@ -59,12 +59,34 @@ class ComponentsStack(DemoRestarts, ComponentsDemo):
             (await http.request(method, f"{self.control_url}/sim/v1/faults", json=body)).raise_for_status()
 
 
+async def metrics_queried(stack: Any, temporal: Client, rec: FaultRecord, timeout: float = 60) -> bool:
+    """Wait for the loop's next Prometheus query, as the fake counts them (`/sim/v1/stats`), and
+    note what is in progress then; False (rec.skipped says why) when none came. A round's reads
+    are local activities (patch local-round-reads), never listed as pending, so the query itself
+    is the moment to watch."""
+
+    async def queries(http: httpx.AsyncClient) -> int:
+        stats = (await http.get(f"{stack.control_url}/sim/v1/stats")).raise_for_status().json()
+        return sum(n for route, n in stats.items() if route.startswith("/api/v1/query"))
+
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=10) as http:
+        before = await queries(http)
+        while time.monotonic() < deadline:
+            if await queries(http) > before:
+                rec.stalled = await pending_activities(temporal)
+                return True
+            await asyncio.sleep(0.02)
+    rec.skipped = "no metrics query seen"
+    return False
+
+
 def storm(target: str, seconds: float, mode: str = "error") -> Fault:
     """Prometheus or PD answers 503 (`mode` "drop": reads the query and closes the connection
     unanswered, a lost response) for `seconds`, from the loop's next metrics query on."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, QUERY_METRICS, rec, started=False):
+        if not await metrics_queried(stack, temporal, rec):
             return
         rec.started = time.time()
         await stack.faults("POST", {target: {"mode": mode, "status": 503}})
@@ -82,7 +104,7 @@ async def group_create_held(stack: Any, temporal: Client, rec: FaultRecord) -> A
     refuses TidbCluster creates (503) from the moment the loop runs, so the create keeps retrying
     until the block ends (a create is one POST: too quick to catch otherwise). False (and
     rec.skipped says why) when none came."""
-    if not await _strike_when(temporal, QUERY_METRICS, rec, only=LOOP, started=False):
+    if not await metrics_queried(stack, temporal, rec):
         yield False  # the loop runs from here: the base TidbCluster exists, only group creates are refused
         return
     refuse = {"method": "POST", "path_regex": r"/tidbclusters$", "status": 503, "times": 100_000}
