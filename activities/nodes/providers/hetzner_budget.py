@@ -106,9 +106,14 @@ class ProjectBudget:
                     self.responses_429 += 1
                 now = time.time()
                 view = view_from_headers(dict(response.headers), now, self.settings.rate_limit_per_hour)
+                current = self._view
+                if view is not None and current is not None and now - current.seen_at > self.settings.stale_after_s:
+                    # The answer to a probe after a long wait: what others spent before it (a sudden
+                    # drop, a 429 storm) says little about now, and kept, it would hold every send
+                    # back until the next probe. Measure afresh from this answer on.
+                    self._window, self._others_per_s = None, 0.0
                 if view is not None:
                     view = self._measure_others(view, spent=response.status_code != 429)
-                current = self._view
                 if view is not None and (
                     current is None
                     or now - current.seen_at > self.settings.stale_after_s

@@ -44,8 +44,10 @@ class BudgetSettings(BaseModel):
     # Requests always left spare: other tools' requests land between an answer and the next
     # send (before their rate is measured, too), and a spare keeps both sides clear of 429s.
     spare: float = Field(2.0, ge=0)
-    # An answer older than this says little about what other tools spent since: probe again.
-    stale_after_s: float = Field(30.0, gt=0)
+    # An answer older than this says little about what other tools spent since: probe again,
+    # and measure their rate afresh from the probe's answer. While requests flow, answers come
+    # every second or so; this only ends a wait (10 s: a 429 storm mid-burst cost 27-58 s at 30).
+    stale_after_s: float = Field(10.0, gt=0)
 
 
 class BudgetView(BaseModel):

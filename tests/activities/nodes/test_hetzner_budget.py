@@ -9,11 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
+from requests.structures import CaseInsensitiveDict
 from temporalio.testing import ActivityEnvironment
 
+import activities.nodes.providers.hetzner_budget as budget_module
 from activities.nodes.providers.hetzner import HetznerProvider
+from activities.nodes.providers.hetzner_budget import ProjectBudget
 from scaling.nodes.contracts import CreateNodeInput
-from scaling.nodes.providers.hetzner_budget import BudgetSettings
+from scaling.nodes.providers.hetzner_budget import BudgetSettings, RequestKind
 from sim.clouds.hetzner import FakeHetzner
 from tests.activities.nodes.test_hetzner_provider import TOKEN, make_provider, pool, req, secrets  # noqa: F401
 
@@ -214,3 +218,34 @@ async def test_calls_waiting_for_the_budget_hold_no_shared_thread(secrets: Path)
         for t in waiting:
             t.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
+
+
+def _answer(remaining: int, reset_at: float, status: int = 200) -> requests.Response:
+    r = requests.Response()
+    r.status_code = status
+    r.headers = CaseInsensitiveDict(
+        {"RateLimit-Limit": "3600", "RateLimit-Remaining": str(remaining), "RateLimit-Reset": str(int(reset_at))}
+    )
+    return r
+
+
+def test_after_an_emptied_bucket_a_probe_measures_other_tools_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sudden drop to 0 (a 429 storm, another tool's burst) reads as others spending fast. Once
+    the view is stale one request probes; its answer shows the bucket refilled and nobody else
+    spending, and sends go on from there instead of waiting for the next probe."""
+    clock = [1000.0]
+    monkeypatch.setattr(budget_module.time, "time", lambda: clock[0])
+    budget = ProjectBudget(BudgetSettings(stale_after_s=10))
+    budget.acquire(RequestKind.CREATE)
+    budget.release(_answer(3600, 1000))
+    clock[0] = 1003.0
+    budget.acquire(RequestKind.CREATE)
+    budget.release(_answer(0, 1003 + 3600))  # 3,600 gone in 3 s: others spend fast
+    clock[0] = 1008.0
+    assert budget.delay(RequestKind.CREATE) > 0
+    clock[0] = 1014.0  # stale: one request probes
+    assert budget.delay(RequestKind.CREATE) == 0
+    budget.acquire(RequestKind.CREATE)
+    budget.release(_answer(14, 1014 + 3586))  # refilled one a second, nobody else spent
+    clock[0] = 1016.0
+    assert budget.delay(RequestKind.CREATE) == 0
