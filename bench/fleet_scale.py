@@ -23,14 +23,15 @@ import time
 import uuid
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
-from scaling.fleet.config import load_fleet_config_text
+from scaling.fleet.config import ManualCluster, load_fleet_config_text
 from scaling.fleet.contracts import AgentStatusReport, CreateInstanceRequest, InstancePlacement
 from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
@@ -41,7 +42,7 @@ from workflows.fleet.registry import WORKFLOWS
 
 AIM_P99_S = 10.0
 TEMPORAL = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "temporal"
-CONCURRENCY = 64  # agent reports in flight at once (one per cluster workflow)
+CONCURRENCY = 16  # agent reports (and registrations) in flight at once (one per cluster workflow)
 # Creations in flight at once. Every creation is an update of the one region workflow, and the
 # server admits 10 in-flight updates per workflow unless history.maxInFlightUpdates says more: the
 # bench raises it (a dynamic-config value a production server sets the same way), because a
@@ -50,12 +51,47 @@ CREATE_CONCURRENCY = 64
 SERVER_ARGS = ["--dynamic-config-value", f"history.maxInFlightUpdates={CREATE_CONCURRENCY + 16}"]
 
 
-def config(clusters: int, limit: int) -> str:
-    listed = "\n".join(
-        f"  - {{cluster_id: bench-{i:05d}, cloud_provider: aws, region: us-east-1, schedulable: true,"
-        f" kafka_instance_limit: -1, supported_instance_type: standard}}"
+def listed(clusters: int) -> list[ManualCluster]:
+    """The clusters as dataplane-cluster-configuration.yaml lists them, registered by update (in
+    the configuration they would ride in every continue-as-new input: 279 KB at 1,000)."""
+    return [
+        ManualCluster.model_validate(
+            {
+                "cluster_id": f"bench-{i:05d}",
+                "cloud_provider": "aws",
+                "region": "us-east-1",
+                "schedulable": True,
+                "kafka_instance_limit": -1,
+                "supported_instance_type": "standard",
+            }
+        )
         for i in range(clusters)
-    )
+    ]
+
+
+async def patiently(call) -> object:  # type: ignore[no-untyped-def]
+    """An update sent again when the loaded server times out the RPC (the handlers are idempotent)."""
+    for attempt in range(10):
+        try:
+            return await call()
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError):
+            if attempt == 9:
+                raise
+            await asyncio.sleep(1.0 + attempt)
+    return None
+
+
+async def register_all(handle: WorkflowHandle, clusters: list[ManualCluster]) -> None:
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(c: ManualCluster) -> None:
+        async with sem:
+            await patiently(lambda: execute_update(handle, FleetAutoscalerWorkflow.register_cluster, c))
+
+    await asyncio.gather(*(one(c) for c in clusters))
+
+
+def config(clusters: int, limit: int) -> str:
     return f"""
 supported_providers:
   - name: aws
@@ -69,8 +105,6 @@ dynamic_scaling:
 supported_instance_types:
   - id: standard
     sizes: [{{id: x1, capacity_consumed: 1}}]
-clusters:
-{listed}
 """
 
 
@@ -95,7 +129,7 @@ async def agents_report_ready(client: Client, ids: list[str], units: int) -> Non
     async def one(cid: str) -> None:
         async with sem:
             h = client.get_workflow_handle(contracts.cluster_workflow_id(cid))
-            await execute_update(h, DataPlaneClusterWorkflow.report_agent_status, report)
+            await patiently(lambda: execute_update(h, DataPlaneClusterWorkflow.report_agent_status, report))
 
     await asyncio.gather(*(one(c) for c in ids))
 
@@ -109,7 +143,10 @@ async def create_all(client: Client, handle: WorkflowHandle, ids: list[str]) -> 
         async with sem:
             t0 = time.monotonic()
             req = CreateInstanceRequest(id=iid, instance_type="standard", size="x1")
-            placed: InstancePlacement = await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req)
+            # sent again after an RPC timeout: a repeated create answers the first placement
+            placed: InstancePlacement = await patiently(
+                lambda: execute_update(handle, FleetAutoscalerWorkflow.create_instance, req)
+            )
             while not placed.cluster_id:  # waiting for room: ask until it is placed
                 await asyncio.sleep(0.2)
                 placed = await find_instance(client, handle.id, iid) or placed
@@ -167,6 +204,7 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
                 id=f"fleet/aws/bench-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
             )
+            await register_all(handle, listed(clusters))
             await until(lambda: _all_waiting(handle, clusters), timeout_s=600, what=f"{clusters} clusters registered")
             ids = [f"bench-{i:05d}" for i in range(clusters)]
             await agents_report_ready(client, ids, units)
