@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
-from scaling.fleet.config import ManualCluster, load_fleet_config_text
+from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.contracts import AgentStatusReport, CreateInstanceRequest, InstancePlacement
 from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
@@ -51,24 +51,6 @@ CREATE_CONCURRENCY = 64
 SERVER_ARGS = ["--dynamic-config-value", f"history.maxInFlightUpdates={CREATE_CONCURRENCY + 16}"]
 
 
-def listed(clusters: int) -> list[ManualCluster]:
-    """The clusters as dataplane-cluster-configuration.yaml lists them, registered by update (in
-    the configuration they would ride in every continue-as-new input: 279 KB at 1,000)."""
-    return [
-        ManualCluster.model_validate(
-            {
-                "cluster_id": f"bench-{i:05d}",
-                "cloud_provider": "aws",
-                "region": "us-east-1",
-                "schedulable": True,
-                "kafka_instance_limit": -1,
-                "supported_instance_type": "standard",
-            }
-        )
-        for i in range(clusters)
-    ]
-
-
 async def patiently(call) -> object:  # type: ignore[no-untyped-def]
     """An update sent again when the loaded server times out the RPC (the handlers are idempotent)."""
     for attempt in range(10):
@@ -81,17 +63,15 @@ async def patiently(call) -> object:  # type: ignore[no-untyped-def]
     return None
 
 
-async def register_all(handle: WorkflowHandle, clusters: list[ManualCluster]) -> None:
-    sem = asyncio.Semaphore(CONCURRENCY)
-
-    async def one(c: ManualCluster) -> None:
-        async with sem:
-            await patiently(lambda: execute_update(handle, FleetAutoscalerWorkflow.register_cluster, c))
-
-    await asyncio.gather(*(one(c) for c in clusters))
-
-
 def config(clusters: int, limit: int) -> str:
+    """The region with its clusters listed as dataplane-cluster-configuration.yaml lists them. (By
+    the register_cluster update instead, each registration is a round over every cluster: at
+    1,000 the region's workflow task outgrew the 2 s deadlock detector on the loaded machine.)"""
+    listed = "\n".join(
+        f"  - {{cluster_id: bench-{i:05d}, cloud_provider: aws, region: us-east-1, schedulable: true,"
+        f" kafka_instance_limit: -1, supported_instance_type: standard}}"
+        for i in range(clusters)
+    )
     return f"""
 supported_providers:
   - name: aws
@@ -105,6 +85,8 @@ dynamic_scaling:
 supported_instance_types:
   - id: standard
     sizes: [{{id: x1, capacity_consumed: 1}}]
+clusters:
+{listed}
 """
 
 
@@ -196,7 +178,15 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
             max_instances=max(total, 1),
         )
         cfg = load_fleet_config_text(config(clusters, limit=total))
-        async with Worker(client, task_queue=tq, workflows=WORKFLOWS, max_concurrent_workflow_tasks=20):
+        async with Worker(
+            client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            max_concurrent_workflow_tasks=20,
+            # every cluster, the region and its index shards stay cached: an evicted region replays
+            # its whole history on its next task
+            max_cached_workflows=2 * clusters + 200,
+        ):
             t0 = time.monotonic()
             handle = await client.start_workflow(
                 FleetAutoscalerWorkflow.run,
@@ -204,7 +194,6 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
                 id=f"fleet/aws/bench-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
             )
-            await register_all(handle, listed(clusters))
             await until(lambda: _all_waiting(handle, clusters), timeout_s=600, what=f"{clusters} clusters registered")
             ids = [f"bench-{i:05d}" for i in range(clusters)]
             await agents_report_ready(client, ids, units)
