@@ -27,7 +27,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.chaos import Fault, FaultRecord, Outcome, _payload, _strike_when, check_histories, pending_activities
-from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_INSTANCE_PLACED
+from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_CLUSTER_MESSAGES, SIGNAL_INSTANCE_PLACED
 from starters.fleet_demo import PROVIDER, REGION, FleetDemo
 from starters.processes import Proc
 from starters.scenarios.fleet import run_fleet_burst
@@ -206,4 +206,8 @@ async def placements(temporal: Client) -> dict[str, set[str]]:
                 attrs = e.workflow_execution_signaled_event_attributes
                 if attrs.signal_name == SIGNAL_INSTANCE_PLACED:
                     placed.setdefault(_payload(attrs.input)["id"], set()).add(wf.id)
+                elif attrs.signal_name == SIGNAL_CLUSTER_MESSAGES:  # the batched outbox (patch batched-outbox)
+                    for msg in _payload(attrs.input)["messages"]:
+                        if msg["signal"] == SIGNAL_INSTANCE_PLACED:
+                            placed.setdefault(msg["instance"]["id"], set()).add(wf.id)
     return placed
