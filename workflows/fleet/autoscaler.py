@@ -749,9 +749,15 @@ class FleetAutoscalerWorkflow:
         cluster, not per instance."""
         st = self.state
         if st.index_outbox:
+            # the index's operations and the clusters' batches go out together (one round trip)
             shards = group_by_shard(st.index_outbox, st.index_shards)
-            st.index_outbox = []
-            await asyncio.gather(*(self._send_ops(k, ops) for k, ops in shards.items()))
+            batches = batch_by_cluster(st.outbox)
+            st.index_outbox, st.outbox = [], []
+            await asyncio.gather(
+                *(self._send_ops(k, ops) for k, ops in shards.items()),
+                *(self._send_batch(cid, batch) for cid, batch in batches.items()),
+            )
+            return
         if st.outbox and workflow.patched(BATCHED_OUTBOX):
             batches = batch_by_cluster(st.outbox)
             st.outbox = []
