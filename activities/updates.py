@@ -18,6 +18,8 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from scaling.fleet.contracts import UPDATE_DRAINING
+
 UNPROCESSED_UPDATE = "UnprocessedUpdate"
 # A query refused for these is refused for good: no such workflow or query, or no access; or
 # the caller's own deadline passed (no worker answered), where asking again only doubles the wait.
@@ -35,7 +37,7 @@ FINAL_QUERY_CODES = frozenset(
 def was_not_processed(err: WorkflowUpdateFailedError) -> bool:
     """True when the server rejected the update before any handler saw it."""
     cause = err.cause
-    return isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE
+    return isinstance(cause, ApplicationError) and cause.type in (UNPROCESSED_UPDATE, UPDATE_DRAINING)
 
 
 async def _retrying(

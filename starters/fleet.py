@@ -5,6 +5,7 @@
     growth fleet status               clusters with phase and capacity, instances, counters
     growth fleet create-instance ID --type standard --size x1
     growth fleet delete-instance ID
+    growth fleet instance ID          where the instance is placed
     growth fleet approve-deletion CLUSTER | block-deletion CLUSTER
     growth fleet pause | resume
     growth fleet what-if --fleet-config F   (the recorded rounds under another configuration)
@@ -35,15 +36,18 @@ from scaling.fleet.contracts import (
     autoscaler_workflow_id,
     cluster_workflow_id,
 )
+from scaling.fleet.index import shard_of, shard_workflow_id
+from scaling.fleet.models import ManagedInstance
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
-from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
+from starters.cli import MISSING, REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
 from starters.fleet_trail import trail_command
 from starters.fleet_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
-from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow, placement_of
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
+from workflows.fleet.index import InstanceIndexWorkflow
 from workflows.search import PROVIDER, REGION
 
 START_HELP = {
@@ -57,7 +61,9 @@ START_HELP = {
     "failure_backoff_s": "seconds without a new cluster of a type after one failed",
     "flap_window_s": "a scale-up this soon after a removal counts as a flap",
     "max_clusters": "most clusters the region's registry holds",
-    "max_instances": "most instances the region holds",
+    "max_instances": "most instances the region holds (placed or waiting)",
+    "max_waiting": "most instances queued for a cluster (the queue rides in the region's state)",
+    "index_shards": "shard workflows of the instance index (fixed when a region first starts them)",
     "iterations_per_run": "evaluations per run before continue-as-new",
     "use_search_attributes": "set Growth* search attributes (register them on the namespace first)",
     "cluster_timeouts": "JSON: provisioning_s, step_s, agent_s, deletion_s, poll_s",
@@ -148,6 +154,21 @@ def format_placement(p: InstancePlacement) -> str:
     return f"instance {p.id} ({p.instance_type} {p.size}, {p.units} units): {where}"
 
 
+async def find_instance(client: Client, region_workflow_id: str, instance_id: str) -> InstancePlacement | None:
+    """Where an instance is: the region answers for its queue and this run's answers, the
+    instance's index shard for the rest (scaling.fleet.index)."""
+    handle = client.get_workflow_handle(region_workflow_id)
+    found: InstancePlacement | None = await query(handle, FleetAutoscalerWorkflow.instance, instance_id)
+    if found is not None:
+        return found
+    st: RegionStatus = await query(handle, FleetAutoscalerWorkflow.status)
+    if not st.index_shards:
+        return None
+    shard = client.get_workflow_handle(shard_workflow_id(region_workflow_id, shard_of(instance_id, st.index_shards)))
+    rec: ManagedInstance | None = await query(shard, InstanceIndexWorkflow.instance, instance_id)
+    return placement_of(rec) if rec is not None else None
+
+
 # -- the commands: each parses, then returns what it does once connected ----------------------
 
 EXAMPLES = """\b
@@ -229,6 +250,24 @@ def create_instance_command(where: tuple[str, str], instance_id: str, instance_t
         return await execute_update(handle, FleetAutoscalerWorkflow.create_instance, req, rpc_timeout=RPC_TIMEOUT)
 
     return _call(where, run, format_placement)
+
+
+@fleet.command("instance")
+@click.argument("instance_id", metavar="ID")
+@shared_options
+@click.pass_obj
+def instance_command(where: tuple[str, str], instance_id: str) -> Call:
+    """Where a managed instance is placed (or that it waits for a cluster)."""
+
+    wf_id = autoscaler_workflow_id(*where)
+
+    async def run(client: Client, settings: Settings) -> InstancePlacement:
+        found = await find_instance(client, wf_id, instance_id)
+        if found is None:
+            raise CliError(f"no instance {instance_id} in {wf_id}", MISSING)
+        return found
+
+    return dataclasses.replace(_call(where, lambda handle, settings: None, format_placement), run=run)
 
 
 @fleet.command("register-clusters")

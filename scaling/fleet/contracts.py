@@ -94,6 +94,9 @@ SIGNAL_RESUME = "resume"
 QUERY_REGION_STATUS = "status"  # -> the region's state summary (workflows/fleet)
 SIGNAL_CLUSTER_CHANGED = "cluster_changed"  # from a DataPlaneCluster: its phase and capacity
 SIGNAL_INSTANCES_REJECTED = "instances_rejected"  # from a DataPlaneCluster: RejectedInstances
+# A region's own "not processed" (activities.updates sends it again): its validator refused a
+# creation or deletion while the region finishes its handlers before continue-as-new.
+UPDATE_DRAINING = "UpdateDraining"
 UPDATE_REGISTER_CLUSTER = "register_cluster"  # ManualCluster -> cluster id; an existing cluster (no create)
 
 

@@ -1,5 +1,8 @@
-"""A provider region's FleetAutoscaler: its settings, its state (the registry of clusters and
-instances, carried across continue-as-new), its status, and the pure bookkeeping rules."""
+"""A provider region's FleetAutoscaler: its settings, its state (the registry of clusters, the
+instances' counts and the queue of waiting instances, carried across continue-as-new), its status,
+and the pure bookkeeping rules. Where each instance is placed lives in the instance index
+(scaling.fleet.index), not here: nothing in this state grows with the fleet beyond the clusters
+and the bounded queue."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pydantic import BaseModel, Field
 from scaling.fleet.approvals import after_denied_deletion
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import TypeEvaluation
+from scaling.fleet.index import DEFAULT_SHARDS, IndexOp
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
 from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
 
@@ -33,7 +37,11 @@ class FleetAutoscalerSettings(BaseModel):
     failure_backoff_s: float = 600.0  # no new cluster of a type this long after one failed
     flap_window_s: float = 600.0  # a scale-up this soon after a removal of the type is a flap
     max_clusters: int = Field(default=200, ge=1)  # bounds the registry (and history)
-    max_instances: int = Field(default=5000, ge=1)
+    # Instances live in the index shards, so this bounds each shard's records (max_instances /
+    # index_shards of about 250 bytes: 200 KB at 50,000 over 64 shards), not the region's state.
+    max_instances: int = Field(default=50000, ge=1)
+    max_waiting: int = Field(default=2000, ge=1)  # instances queued for a cluster (carried in the state)
+    index_shards: int = Field(default=DEFAULT_SHARDS, ge=1)  # fixed when the region first starts them
     iterations_per_run: int = 500
     use_search_attributes: bool = False
     cluster_timeouts: ClusterTimeouts = Field(default_factory=ClusterTimeouts)
@@ -67,11 +75,22 @@ def batch_by_cluster(outbox: list[ClusterMessage]) -> dict[str, ClusterMessages]
 
 class FleetAutoscalerState(BaseModel):
     """The region's registry and counters: one model, carried across continue-as-new. Bounded
-    by max_clusters and max_instances; finished clusters leave the registry."""
+    by max_clusters and max_waiting; finished clusters leave the registry.
+
+    `index_shards` > 0: the instances are in the index (patch instance-index) and the region holds
+    `committed` units per type, `instance_count` and the `queue` of waiting instances. 0: a run
+    from before, whose `instances` and `waiting` hold every instance (moved to the index at its
+    next continue-as-new)."""
 
     clusters: dict[str, ClusterRecord] = Field(default_factory=dict)  # in creation order
-    instances: dict[str, ManagedInstance] = Field(default_factory=dict)
-    waiting: list[str] = Field(default_factory=list)  # instance ids without a cluster, oldest first
+    instances: dict[str, ManagedInstance] = Field(default_factory=dict)  # runs before the index only
+    waiting: list[str] = Field(default_factory=list)  # runs before the index only: ids, oldest first
+    index_shards: int = 0
+    index_started: bool = False  # the shard workflows were started
+    committed: dict[str, int] = Field(default_factory=dict)  # instance type -> units placed or queued
+    instance_count: int = 0  # instances placed or queued
+    queue: list[ManagedInstance] = Field(default_factory=list)  # waiting for a cluster, oldest first
+    index_outbox: list[IndexOp] = Field(default_factory=list)  # owed to the index shards, in order
     outbox: list[ClusterMessage] = Field(default_factory=list)
     paused: bool = False
     seq: int = 0
@@ -115,6 +134,7 @@ class RegionStatus(BaseModel):
     clusters_failed: int
     flaps: int
     runs: int
+    index_shards: int = 0  # the shards that hold the instances (0: the region holds them)
 
 
 def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) -> ClusterRecord | None:
@@ -150,6 +170,29 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
     return record.model_copy(update={"phase": phase, "types": types})
 
 
+def instances_placed(state: FleetAutoscalerState) -> int:
+    if state.index_shards:
+        return state.instance_count - len(state.queue)
+    return len(state.instances) - len(state.waiting)
+
+
+def commit(state: FleetAutoscalerState, instance: ManagedInstance, sign: int) -> None:
+    """Count an instance in (sign 1) or out (-1) of the region's committed units and instances."""
+    units = state.committed.get(instance.instance_type, 0) + sign * instance.units
+    state.committed[instance.instance_type] = max(0, units)
+    state.instance_count = max(0, state.instance_count + sign)
+
+
+def free_on_cluster(record: ClusterRecord | None, instance: ManagedInstance) -> None:
+    """An instance left `record`'s cluster: its units and its place are free again."""
+    if record is None:
+        return
+    units = record.types.get(instance.instance_type)
+    if units is not None:
+        units.consumed_units = max(0, units.consumed_units - instance.units)
+    record.instances = max(0, record.instances - 1)
+
+
 def remember(state: FleetAutoscalerState, event: str) -> None:
     state.events.append(event)
     del state.events[:-MAX_EVENTS]
@@ -161,8 +204,8 @@ def region_status(settings: FleetAutoscalerSettings, state: FleetAutoscalerState
         region=settings.region,
         paused=state.paused,
         clusters=list(state.clusters.values()),
-        instances_placed=len(state.instances) - len(state.waiting),
-        instances_waiting=len(state.waiting),
+        instances_placed=instances_placed(state),
+        instances_waiting=len(state.queue) if state.index_shards else len(state.waiting),
         awaiting_approval=state.awaiting_approval,
         last_evaluation=state.last_evaluation,
         events=state.events,
@@ -173,4 +216,5 @@ def region_status(settings: FleetAutoscalerSettings, state: FleetAutoscalerState
         clusters_failed=state.clusters_failed,
         flaps=state.flaps,
         runs=state.runs,
+        index_shards=state.index_shards,
     )

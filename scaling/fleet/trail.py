@@ -83,8 +83,11 @@ def _owed_entry(at: datetime, wf: str, signal: str, arg: object, units: dict[str
         detail = f"instance {inst.id} placed ({inst.instance_type} {inst.size}, {inst.units} unit(s))"
         return TrailEntry(at=at, what="InstancePlaced", detail=detail, workflow_id=wf)
     if signal == contracts.SIGNAL_INSTANCE_RELEASED:
-        iid = str(arg)
-        detail = f"instance {iid} released ({units.pop(iid, '?')} unit(s))"
+        # the id, or (patch instance-index) the released instance itself
+        released = ManagedInstance.model_validate(arg) if isinstance(arg, dict) else None
+        iid = released.id if released else str(arg)
+        freed = units.pop(iid, released.units if released else "?")
+        detail = f"instance {iid} released ({freed} unit(s))"
         return TrailEntry(at=at, what="InstanceReleased", detail=detail, workflow_id=wf)
     what, detail = {
         contracts.SIGNAL_DEPROVISION: ("Deprovisioning", "empty and not needed: marked deprovisioning"),

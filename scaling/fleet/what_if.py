@@ -107,7 +107,10 @@ def _owed(
             rec.types.setdefault(inst.instance_type, TypeUnits()).consumed_units += inst.units
             rec.instances += 1
     elif signal == contracts.SIGNAL_INSTANCE_RELEASED:
-        inst = instances.pop(str(arg), None)
+        # the id, or (patch instance-index) the released instance itself: placed in an earlier
+        # run, it is in no run's input
+        released = ManagedInstance.model_validate(arg) if isinstance(arg, dict) else None
+        inst = instances.pop(released.id if released else str(arg), None) or released
         if rec is not None and inst is not None:
             units = rec.types.setdefault(inst.instance_type, TypeUnits())
             units.consumed_units = max(0, units.consumed_units - inst.units)

@@ -7,6 +7,14 @@ child or mark one empty cluster deprovisioning; re-check clusters marked in an e
 (still empty, and a dry run of the scale-up says no) and tell them to delete themselves, or
 bring them back to ready. Its registry lives in one state model carried across
 continue-as-new; clusters report their phase and capacity to it by signal.
+
+Instances (patch instance-index): the region keeps per cluster the units placement needs, the
+committed units per type, and a bounded queue of instances waiting for a cluster; which instances
+exist and where each is placed is in the index shards (`workflows/fleet/index.py`). A create
+claims the id in its shard first: an unknown id is queued and placed, a known one gets its
+record's placement (a repeated create, also long after the placement). A delete removes the
+record and frees what it held; a rejection goes through the shard so only an instance still on
+that cluster is placed again (scaling/fleet/index.py has the invariants).
 """
 
 from __future__ import annotations
@@ -16,15 +24,26 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.fleet import contracts
     from scaling.fleet.approvals import cluster_gate
     from scaling.fleet.capacity import TypeRules, type_rules
     from scaling.fleet.config import ManualCluster
-    from scaling.fleet.contracts import CreateInstanceRequest, InstancePlacement, RejectedInstances
+    from scaling.fleet.contracts import UPDATE_DRAINING, CreateInstanceRequest, InstancePlacement, RejectedInstances
     from scaling.fleet.evaluation import evaluate_region
+    from scaling.fleet.index import (
+        SIGNAL_INDEX_ANSWERS,
+        SIGNAL_INDEX_OPS,
+        IndexAnswer,
+        IndexAnswers,
+        IndexOp,
+        IndexOps,
+        InstanceIndexInput,
+        group_by_shard,
+        shard_workflow_id,
+    )
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
     from scaling.fleet.models import MAX_REJECTED_BY, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
@@ -42,6 +61,8 @@ with workflow.unsafe.imports_passed_through():
         FleetAutoscalerState,
         RegionStatus,
         batch_by_cluster,
+        commit,
+        free_on_cluster,
         merge_cluster_report,
         region_status,
         remember,
@@ -49,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.scale_down import removal_decision
     from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
+    from workflows.fleet.index import InstanceIndexWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
 
 
@@ -56,6 +78,12 @@ with workflow.unsafe.imports_passed_through():
 # (before: one signal per message, one after another), so a burst's placements cost a signal
 # per cluster and a round's latency does not grow with the burst.
 BATCHED_OUTBOX = "batched-outbox"
+# workflow.patched id: the instances move out of the region's state into index shard workflows
+# (create claims the id there, delete removes it), so the continue-as-new input no longer grows
+# with the fleet (it passed the 2 MB payload limit at about 8,000 instances). Runs from before
+# keep their instances in the state until their next continue-as-new, which moves them.
+INSTANCE_INDEX = "instance-index"
+RECENT_ANSWERS = 4096  # placements answered in this run, for repeats and the `instance` query (memory only)
 
 
 @workflow.defn(name=contracts.AUTOSCALER_WORKFLOW)
@@ -67,6 +95,14 @@ class FleetAutoscalerWorkflow:
         self.state = inp.state or FleetAutoscalerState()
         self.rules: dict[str, TypeRules] = type_rules(inp.config, inp.settings.provider, inp.settings.region)
         self.wake = False
+        self.asked_index = False  # workflow.patched(INSTANCE_INDEX) asked in this run
+        self.draining = False  # finishing handlers before continue-as-new
+        # Memory only (rebuilt by replay): the index's answers the handlers wait for.
+        self.claiming: set[str] = set()
+        self.claimed: dict[str, ManagedInstance | None] = {}
+        self.removing: set[str] = set()
+        self.removed: dict[str, ManagedInstance | None] = {}
+        self.recent: dict[str, InstancePlacement] = {}
 
     # -- queries ------------------------------------------------------------------------
     @workflow.query(name=contracts.QUERY_REGION_STATUS)
@@ -75,8 +111,37 @@ class FleetAutoscalerWorkflow:
 
     @workflow.query
     def instance(self, instance_id: str) -> InstancePlacement | None:
-        found = self.state.instances.get(instance_id)
-        return _placement(found) if found else None
+        """Where the instance is, as far as the region knows: kept in its state before the index;
+        with the index, a queued instance or one answered in this run (the shard knows the rest:
+        `activities.fleet.lookup.find_instance`)."""
+        st = self.state
+        if not st.index_shards:
+            found = st.instances.get(instance_id)
+            return placement_of(found) if found else None
+        queued = next((i for i in st.queue if i.id == instance_id), None)
+        return placement_of(queued) if queued else self.recent.get(instance_id)
+
+    def _indexed(self) -> bool:
+        """Whether instances live in the index; asked once per run (a run from before the patch
+        keeps its instances in the state until it continues as new)."""
+        st = self.state
+        if not st.index_shards and not self.asked_index:
+            self.asked_index = True
+            if workflow.patched(INSTANCE_INDEX):
+                self._move_to_index()
+        return st.index_shards > 0
+
+    def _move_to_index(self) -> None:
+        """The instances of a run from before go to the index shards; waiting ones to the queue."""
+        st = self.state
+        st.index_shards = self.settings.index_shards
+        waiting = set(st.waiting)
+        for inst in st.instances.values():
+            commit(st, inst, 1)
+            st.index_outbox.append(IndexOp(kind="claim", instance=inst))
+            if inst.id in waiting:
+                st.queue.append(inst)
+        st.instances, st.waiting = {}, []
 
     # -- clusters report ----------------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_CLUSTER_CHANGED)
@@ -111,6 +176,13 @@ class FleetAutoscalerWorkflow:
         """The cluster's agent refused these (the cluster has dropped them): free their units
         there and place them on another cluster, never that one again."""
         st = self.state
+        if self._indexed():
+            for iid, why in rejected.messages.items():
+                st.index_outbox.append(
+                    IndexOp(kind="reject", instance_id=iid, cluster_id=rejected.cluster_id, reason=why)
+                )
+            self.wake = True
+            return
         rec = st.clusters.get(rejected.cluster_id)
         for iid, why in rejected.messages.items():
             inst = st.instances.get(iid)
@@ -126,6 +198,28 @@ class FleetAutoscalerWorkflow:
             st.waiting.append(iid)
             remember(st, f"{iid}: rejected by {rejected.cluster_id} ({why or 'no reason'}), placing it elsewhere")
         self.wake = True
+
+    @workflow.signal(name=SIGNAL_INDEX_ANSWERS)
+    def index_answers(self, batch: IndexAnswers) -> None:
+        """A shard's answers, in the order it applied the operations."""
+        for answer in batch.answers:
+            if answer.kind == "claim" and answer.instance_id in self.claiming:
+                self.claimed[answer.instance_id] = answer.found
+            elif answer.kind == "remove" and answer.instance_id in self.removing:
+                self.removed[answer.instance_id] = answer.found
+            elif answer.kind == "reject" and answer.found is not None:
+                self._requeue(answer)
+        self.wake = True
+
+    def _requeue(self, answer: IndexAnswer) -> None:
+        """The shard took a rejected instance off its cluster: free it there and queue it."""
+        st, inst = self.state, answer.found
+        assert inst is not None
+        free_on_cluster(st.clusters.get(answer.cluster_id), inst)
+        st.queue.append(inst)
+        self._remember_answer(placement_of(inst))
+        why = inst.message or "no reason"
+        remember(st, f"{inst.id}: rejected by {answer.cluster_id} ({why}), placing it elsewhere")
 
     # -- registered clusters -----------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_REGISTER_CLUSTER)
@@ -191,7 +285,9 @@ class FleetAutoscalerWorkflow:
 
     # -- instances ----------------------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_CREATE_INSTANCE)
-    def create_instance(self, req: CreateInstanceRequest) -> InstancePlacement:
+    async def create_instance(self, req: CreateInstanceRequest) -> InstancePlacement:
+        if self._indexed():
+            return await self._create_indexed(req)
         st = self.state
         existing = st.instances.get(req.id)
         if existing is None:
@@ -206,10 +302,51 @@ class FleetAutoscalerWorkflow:
             st.waiting.append(req.id)
             self._place_waiting()
             self.wake = True
-        return _placement(st.instances[req.id])
+        return placement_of(st.instances[req.id])
+
+    async def _create_indexed(self, req: CreateInstanceRequest) -> InstancePlacement:
+        st = self.state
+        while req.id in self.claiming or req.id in self.removing:
+            await workflow.wait_condition(lambda: req.id not in self.claiming and req.id not in self.removing)
+        known = self.recent.get(req.id)
+        if known is not None:
+            _same_instance(req, known.instance_type, known.size)
+            return known
+        units = instance_units(self.config, req.instance_type, req.size) or 0
+        inst = ManagedInstance(
+            id=req.id,
+            instance_type=req.instance_type,
+            size=req.size,
+            units=units,
+            quota=instance_quota(self.config, req.instance_type, req.size),
+        )
+        commit(st, inst, 1)  # held while the shard answers, so concurrent creates see the limit
+        self.claiming.add(req.id)
+        st.index_outbox.append(IndexOp(kind="claim", instance=inst))
+        self.wake = True
+        await workflow.wait_condition(lambda: req.id in self.claimed)
+        found = self.claimed.pop(req.id)
+        self.claiming.discard(req.id)
+        if found is not None:  # the id exists: its placement, not a second instance
+            commit(st, inst, -1)
+            _same_instance(req, found.instance_type, found.size)
+            return self._remember_answer(placement_of(found))
+        st.queue.append(inst)
+        self._place_queue()
+        return self._remember_answer(placement_of(inst))
+
+    def _remember_answer(self, placement: InstancePlacement) -> InstancePlacement:
+        self.recent.pop(placement.id, None)  # the latest answer goes last: the oldest leave first
+        self.recent[placement.id] = placement
+        if len(self.recent) > RECENT_ANSWERS:
+            del self.recent[next(iter(self.recent))]
+        return placement
 
     @create_instance.validator
     def _validate_create(self, req: CreateInstanceRequest) -> None:
+        if self.state.index_shards:
+            self._validate_create_indexed(req)
+            return
         existing = self.state.instances.get(req.id)
         if existing is not None:
             if (existing.instance_type, existing.size) != (req.instance_type, req.size):
@@ -229,8 +366,38 @@ class FleetAutoscalerWorkflow:
         if not within_region_limit(units, committed, rules.limit):
             raise ValueError(f"instance_type: the region's {req.instance_type} limit of {rules.limit} units is reached")
 
+    def _refuse_while_draining(self) -> None:
+        if self.draining:
+            raise ApplicationError(
+                f"{workflow.info().workflow_id} is continuing as new: send again", type=UPDATE_DRAINING
+            )
+
+    def _validate_create_indexed(self, req: CreateInstanceRequest) -> None:
+        st, s = self.state, self.settings
+        self._refuse_while_draining()
+        known = self.recent.get(req.id)
+        if known is not None:
+            _same_instance(req, known.instance_type, known.size)
+            return  # answered before: answered again
+        rules = self.rules.get(req.instance_type)
+        if rules is None:
+            raise ValueError(f"instance_type: {req.instance_type!r} is not supported in {s.region}")
+        units = instance_units(self.config, req.instance_type, req.size)
+        if units is None:
+            raise ValueError(f"size: {req.size!r} is not a size of {req.instance_type!r}")
+        if st.instance_count >= s.max_instances:
+            raise ValueError(f"id: the region holds its maximum of {s.max_instances} instances (max_instances)")
+        if len(st.queue) >= s.max_waiting:
+            raise ValueError(
+                f"id: {len(st.queue)} instances already wait for a cluster in {s.region} (max_waiting={s.max_waiting})"
+            )
+        if not within_region_limit(units, st.committed.get(req.instance_type, 0), rules.limit):
+            raise ValueError(f"instance_type: the region's {req.instance_type} limit of {rules.limit} units is reached")
+
     @workflow.update(name=contracts.UPDATE_DELETE_INSTANCE)
-    def delete_instance(self, instance_id: str) -> bool:
+    async def delete_instance(self, instance_id: str) -> bool:
+        if self._indexed():
+            return await self._delete_indexed(instance_id)
         st = self.state
         inst = st.instances.pop(instance_id, None)
         if inst is None:
@@ -247,6 +414,43 @@ class FleetAutoscalerWorkflow:
                 ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=instance_id)
             )
         self.wake = True
+        return True
+
+    @delete_instance.validator
+    def _validate_delete(self, instance_id: str) -> None:
+        self._refuse_while_draining()
+
+    async def _delete_indexed(self, instance_id: str) -> bool:
+        st = self.state
+        while instance_id in self.claiming or instance_id in self.removing:
+            await workflow.wait_condition(lambda: instance_id not in self.claiming and instance_id not in self.removing)
+        self.removing.add(instance_id)
+        st.index_outbox.append(IndexOp(kind="remove", instance_id=instance_id))
+        self.wake = True
+        await workflow.wait_condition(lambda: instance_id in self.removed)
+        found = self.removed.pop(instance_id)
+        self.removing.discard(instance_id)
+        self.recent.pop(instance_id, None)
+        if found is None:
+            return False
+        commit(st, found, -1)
+        # The shard's record is the truth: a rejection it answered before this removal has
+        # already put the instance in the queue, and a placement it was told of is on a cluster.
+        queued = next((i for i in st.queue if i.id == instance_id), None)
+        if queued is not None:
+            st.queue.remove(queued)
+            return True
+        rec = st.clusters.get(found.cluster_id)
+        if rec is not None:
+            free_on_cluster(rec, found)
+            st.outbox.append(
+                ClusterMessage(
+                    cluster_id=rec.id,
+                    signal=contracts.SIGNAL_INSTANCE_RELEASED,
+                    instance_id=instance_id,
+                    instance=found,
+                )
+            )
         return True
 
     # -- operators ----------------------------------------------------------------------
@@ -297,11 +501,16 @@ class FleetAutoscalerWorkflow:
         if s.use_search_attributes:
             workflow.upsert_search_attributes(fleet_attributes(s.provider, s.region, "running"))
         iterations = 0
+        if self._indexed() and not self.state.index_started:
+            await self._start_index()
         for listed in self.config.manual_clusters(s.provider, s.region):
             await self._register(listed)  # known ones (a continued run) are skipped
         while True:
             self.state.rounds += 1
-            self._place_waiting()
+            if self.state.index_shards:
+                self._place_queue()
+            else:
+                self._place_waiting()
             if not self.state.paused:
                 self._recheck_deprovisioning()
                 await self._evaluate()
@@ -309,17 +518,77 @@ class FleetAutoscalerWorkflow:
             iterations += 1
             workflow.set_current_details(region_details(self.status()))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._flush_outbox()
+                if self.state.index_shards:
+                    await self._finish_handlers()  # and the outbox is flushed
+                else:
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    await self._flush_outbox()
                 self.state.runs += 1
                 workflow.continue_as_new(FleetAutoscalerInput(settings=s, config=self.config, state=self.state))
             self.wake = False
             try:
                 await workflow.wait_condition(
-                    lambda: self.wake or bool(self.state.outbox), timeout=timedelta(seconds=s.interval_s)
+                    lambda: self.wake or bool(self.state.outbox) or bool(self.state.index_outbox),
+                    timeout=timedelta(seconds=s.interval_s),
                 )
             except TimeoutError:
                 pass
+
+    async def _start_index(self) -> None:
+        """Start the index shards (abandoned children: they outlive the region's runs)."""
+        region_id = workflow.info().workflow_id
+
+        async def start(k: int) -> None:
+            try:
+                await workflow.start_child_workflow(
+                    InstanceIndexWorkflow.run,
+                    InstanceIndexInput(region_workflow_id=region_id, shard=k),
+                    id=shard_workflow_id(region_id, k),
+                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                    static_summary=f"InstanceIndex shard {k} of {region_id}",
+                )
+            except WorkflowAlreadyStartedError:
+                pass  # a region started again over its shards: they answer the new run
+
+        await asyncio.gather(*(start(k) for k in range(self.state.index_shards)))
+        self.state.index_started = True
+
+    async def _finish_handlers(self) -> None:
+        """Before continue-as-new: the handlers wait for the index's answers, so keep sending
+        what is owed until every handler has finished and nothing is owed. Meanwhile new
+        creations and deletions are refused as not processed (`UPDATE_DRAINING`): callers send
+        them again, and they reach the next run (else a steady stream would keep a handler
+        unfinished at every turn)."""
+        st = self.state
+        self.draining = True
+        while True:
+            await self._flush_outbox()
+            if workflow.all_handlers_finished() and not st.outbox and not st.index_outbox:
+                return
+            await workflow.wait_condition(
+                lambda: workflow.all_handlers_finished() or bool(st.outbox) or bool(st.index_outbox)
+            )
+
+    def _place_queue(self) -> None:
+        """Place queued instances on the first ready cluster with room; tell the cluster and the
+        index."""
+        st = self.state
+        clusters = list(st.clusters.values())
+        still: list[ManagedInstance] = []
+        for inst in st.queue:
+            rules = self.rules.get(inst.instance_type)
+            cid = place_instance(inst, clusters, rules) if rules else None
+            if cid is None:
+                still.append(inst)
+                continue
+            rec = st.clusters[cid]
+            rec.types[inst.instance_type].consumed_units += inst.units
+            rec.instances += 1
+            inst.cluster_id, inst.namespace = cid, inst.namespace or inst.id
+            st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
+            st.index_outbox.append(IndexOp(kind="set", instance=inst))
+            self._remember_answer(placement_of(inst))
+        st.queue = still
 
     def _place_waiting(self) -> None:
         st = self.state
@@ -343,6 +612,11 @@ class FleetAutoscalerWorkflow:
 
     def _unplace_from(self, cluster_id: str) -> None:
         """A cluster left the registry: anything placed there waits for a cluster again."""
+        if self.state.index_shards:
+            self.state.index_outbox.append(
+                IndexOp(kind="reject", cluster_id=cluster_id, reason=f"{cluster_id} is gone")
+            )
+            return
         for inst in self.state.instances.values():
             if inst.cluster_id == cluster_id:
                 inst.cluster_id = ""
@@ -474,6 +748,16 @@ class FleetAutoscalerWorkflow:
         signal per cluster with all it is owed, all clusters at once: a burst costs a signal per
         cluster, not per instance."""
         st = self.state
+        if st.index_outbox:
+            # the index's operations and the clusters' batches go out together (one round trip)
+            shards = group_by_shard(st.index_outbox, st.index_shards)
+            batches = batch_by_cluster(st.outbox)
+            st.index_outbox, st.outbox = [], []
+            await asyncio.gather(
+                *(self._send_ops(k, ops) for k, ops in shards.items()),
+                *(self._send_batch(cid, batch) for cid, batch in batches.items()),
+            )
+            return
         if st.outbox and workflow.patched(BATCHED_OUTBOX):
             batches = batch_by_cluster(st.outbox)
             st.outbox = []
@@ -492,6 +776,13 @@ class FleetAutoscalerWorkflow:
                 workflow.logger.warning("cluster %s did not take %s", msg.cluster_id, msg.signal)
             st.outbox.pop(0)
 
+    async def _send_ops(self, shard: int, ops: IndexOps) -> None:
+        handle = workflow.get_external_workflow_handle(shard_workflow_id(workflow.info().workflow_id, shard))
+        try:
+            await handle.signal(SIGNAL_INDEX_OPS, ops)
+        except FailureError:
+            workflow.logger.warning("index shard %d did not take %d operations", shard, len(ops.ops))
+
     async def _send_batch(self, cluster_id: str, batch: ClusterMessages) -> None:
         handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
@@ -500,7 +791,14 @@ class FleetAutoscalerWorkflow:
             workflow.logger.warning("cluster %s did not take %d messages", cluster_id, len(batch.messages))
 
 
-def _placement(inst: ManagedInstance) -> InstancePlacement:
+def _same_instance(req: CreateInstanceRequest, instance_type: str, size: str) -> None:
+    if (instance_type, size) != (req.instance_type, req.size):
+        raise ApplicationError(
+            f"id: instance {req.id} exists with type {instance_type} size {size}", non_retryable=True
+        )
+
+
+def placement_of(inst: ManagedInstance) -> InstancePlacement:
     return InstancePlacement(
         id=inst.id,
         instance_type=inst.instance_type,

@@ -2,5 +2,6 @@
 
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
+from workflows.fleet.index import InstanceIndexWorkflow
 
-WORKFLOWS = [FleetAutoscalerWorkflow, DataPlaneClusterWorkflow]
+WORKFLOWS = [FleetAutoscalerWorkflow, DataPlaneClusterWorkflow, InstanceIndexWorkflow]

@@ -3,7 +3,8 @@
 .venv/bin/python -m tests.workflows.fleet.record_region_history [OUT.json]
 
 Three registered clusters whose agents report Ready; instances of two types are created, one is
-deleted, so the history holds child starts, cluster reports and the region's outbox sends.
+deleted, so the history holds child starts, cluster reports and the region's outbox sends; and the
+history of the index shard that holds s2 (claimed, placed, removed).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet.config import load_fleet_config_text
+from scaling.fleet.index import DEFAULT_SHARDS, shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import settings
@@ -29,6 +31,8 @@ from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
 
 REGION_HISTORY = Path(__file__).parent / "histories" / "fleet_autoscaler_registered.json"
+# The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run.
+INDEX_HISTORY = Path(__file__).parent / "histories" / "instance_index_shard.json"
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
 
@@ -61,11 +65,15 @@ async def record(out: Path) -> None:
             with suppress(asyncio.CancelledError):
                 await agent
             history = await handle.fetch_history()
+            shard = env.client.get_workflow_handle(shard_workflow_id(handle.id, shard_of("s2", DEFAULT_SHARDS)))
+            shard_history = await shard.fetch_history()
+            await shard.terminate()
             await handle.terminate()
             for cid in ("both", "std", "ent"):
                 await env.client.get_workflow_handle(f"fleet/cluster/{cid}").terminate()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(history.to_json_dict(), indent=1))
+    INDEX_HISTORY.write_text(json.dumps(shard_history.to_json_dict(), indent=1))
 
 
 if __name__ == "__main__":

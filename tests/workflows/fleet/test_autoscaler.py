@@ -18,6 +18,7 @@ from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, CreateInstanceRequest, InstancePlacement
+from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, FleetAutoscalerState, RegionStatus
@@ -129,6 +130,9 @@ async def _terminate_all(client: Client, region_handle: WorkflowHandle) -> None:
         for rec in st.clusters:
             with suppress(RPCError):
                 await client.get_workflow_handle(contracts.cluster_workflow_id(rec.id)).terminate()
+        for k in range(st.index_shards):
+            with suppress(RPCError):
+                await client.get_workflow_handle(shard_workflow_id(region_handle.id, k)).terminate()
     with suppress(RPCError):
         await region_handle.terminate()
 

@@ -174,5 +174,14 @@ async def test_recorded_region_replays(path: Path) -> None:
     """Committed FleetAutoscaler histories still replay: the current one and, under
     before/<patch id>/, the one recorded before each patch (tests.workflows.fleet.record_region_history)."""
     history = WorkflowHistory.from_json("fleet-region", json.loads(path.read_text()))
+    # The index shards' ids derive from the region's (patch instance-index): replay under the
+    # recorded region's id, read from its first shard start.
+    shard_ids = [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    region_id = next((i.rsplit("/instances/", 1)[0] for i in shard_ids if "/instances/" in i), "fleet-region")
+    history = WorkflowHistory(region_id, history.events)
     replayer = Replayer(workflows=[FleetAutoscalerWorkflow], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)

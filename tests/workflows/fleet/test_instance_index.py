@@ -1,0 +1,124 @@
+"""The region's instances in the index shards (patch instance-index), on the dev server: a create
+repeated (at once, or after continue-as-new) gets the first placement and never a second
+instance; a deleted instance is gone from the shard; a region whose state still holds instances
+(a run from before the patch) moves them into the index and keeps them; the limits name their
+field; the recorded shard history replays."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from activities.updates import execute_update
+from scaling.fleet.config import load_fleet_config_text
+from scaling.fleet.models import ManagedInstance
+from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState
+from starters.cli import cause_of
+from starters.fleet import find_instance
+from tests.workflows.fleet.record_region_history import INDEX_HISTORY
+from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings
+from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
+from workflows.fleet.index import InstanceIndexWorkflow
+from workflows.fleet.registry import WORKFLOWS
+
+SHARDS = 4
+
+
+@pytest.fixture
+def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    return dev_env
+
+
+@asynccontextmanager
+async def region(
+    env: WorkflowEnvironment, state: FleetAutoscalerState | None = None, **kw: object
+) -> AsyncIterator[WorkflowHandle]:
+    tq = f"fleet-{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+        handle = await env.client.start_workflow(
+            FleetAutoscalerWorkflow.run,
+            FleetAutoscalerInput(
+                settings=settings(index_shards=SHARDS, **kw), config=load_fleet_config_text(CONFIG), state=state
+            ),
+            id=f"fleet/aws/index-{uuid.uuid4().hex[:6]}",
+            task_queue=tq,
+        )
+        agent = asyncio.create_task(agents(env.client, handle))
+        try:
+            yield handle
+        finally:
+            agent.cancel()
+            with suppress(asyncio.CancelledError):
+                await agent
+            await _terminate_all(env.client, handle)
+
+
+async def test_a_repeated_create_gets_the_first_placement_also_after_continue_as_new(env: WorkflowEnvironment) -> None:
+    async with region(env, iterations_per_run=4) as handle:
+        await eventually(handle, lambda s: sum(c.phase.value == "ready" for c in s.clusters) == 3)
+        first = await create(handle, "s1", "standard")
+        assert first.cluster_id
+        # the same id three times at once: one instance, one answer
+        dup = await asyncio.gather(*(create(handle, "dup", "standard") for _ in range(3)))
+        assert len({d.cluster_id for d in dup}) == 1
+        st = await eventually(handle, lambda s: s.instances_placed == 2)
+        assert st.index_shards == SHARDS
+        runs = st.runs
+        await eventually(handle, lambda s: s.runs >= runs + 2)  # continued as new: the region forgot its answers
+        assert await handle.query(FleetAutoscalerWorkflow.instance, "s1") is None
+        again = await create(handle, "s1", "standard")
+        assert again.cluster_id == first.cluster_id  # from the shard's record, not a second placement
+        found = await find_instance(env.client, handle.id, "s1")
+        assert found is not None and found.cluster_id == first.cluster_id
+        st = await eventually(handle, lambda s: s.instances_placed == 2)
+        assert sum(c.instances for c in st.clusters) == 2
+
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await create(handle, "s1", "developer")
+        assert cause_of(refused.value).startswith("id: instance s1 exists with type standard")
+
+        assert await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "s1")
+        assert not await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "s1")
+        assert await find_instance(env.client, handle.id, "s1") is None
+        st = await eventually(handle, lambda s: s.instances_placed == 1 and sum(c.instances for c in s.clusters) == 1)
+
+
+async def test_the_instance_limit_names_its_field(env: WorkflowEnvironment) -> None:
+    async with region(env, max_instances=2) as handle:
+        await create(handle, "a", "standard")
+        await create(handle, "b", "developer")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await create(handle, "c", "standard")
+        assert "max_instances" in cause_of(refused.value) and cause_of(refused.value).startswith("id:")
+        assert (await create(handle, "a", "standard")).id == "a"  # a repeat is answered, not refused
+
+
+async def test_a_state_from_before_the_index_moves_its_instances_there(env: WorkflowEnvironment) -> None:
+    old = ManagedInstance(id="old1", instance_type="standard", size="x1", units=1)
+    state = FleetAutoscalerState(instances={"old1": old}, waiting=["old1"])
+    async with region(env, state=state) as handle:
+        st = await eventually(handle, lambda s: s.index_shards == SHARDS and s.instances_placed == 1)
+        assert st.instances_waiting == 0
+        found = await find_instance(env.client, handle.id, "old1")
+        assert found is not None and found.cluster_id
+        assert (await create(handle, "old1", "standard")).cluster_id == found.cluster_id
+        st = await eventually(handle, lambda s: s.instances_placed == 1)
+        assert sum(c.instances for c in st.clusters) == 1
+
+
+async def test_recorded_index_shard_replays() -> None:
+    history = WorkflowHistory.from_json("index-shard", json.loads(Path(INDEX_HISTORY).read_text()))
+    replayer = Replayer(workflows=[InstanceIndexWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
