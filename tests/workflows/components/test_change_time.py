@@ -11,22 +11,12 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from tests.workflows.components.stubs import TidbWorld
-from tests.workflows.components.test_autoscaler import autoscaler, report, skip, tikv_spec
-from tests.workflows.polling import until
+from tests.workflows.components.test_autoscaler import autoscaler, report, skip_until, tikv_spec
 
 OUT_S = 60
 # Four failed attempts under the loop's write retry policy (1 + 2 + 4 + 8 s of backoff): the
 # write lands 15 s after its round began.
 FAILED_ATTEMPTS = 4
-
-
-async def skip_until(env: WorkflowEnvironment, check, most_s: float) -> None:  # type: ignore[no-untyped-def]
-    """Skip server time in 5 s steps until `check` holds (at most `most_s` of server time)."""
-    for _ in range(int(most_s / 5)):
-        if check():
-            return
-        await skip(env, 5)
-    await until(check)
 
 
 async def test_next_change_waits_a_whole_interval_after_a_slow_write(env: WorkflowEnvironment) -> None:
