@@ -8,6 +8,7 @@ from pathlib import Path
 
 from scaling.fleet import contracts
 from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.source import parse
 
 WORKFLOWS_DIR = Path(__file__).parents[3] / "workflows" / "fleet"
 
@@ -20,7 +21,7 @@ def test_stubs_register_exactly_the_contract() -> None:
 def test_workflows_call_activities_only_by_contract_constants() -> None:
     used: set[str] = set()
     for path in WORKFLOWS_DIR.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "contracts":
                 used.add(node.attr)
             assert not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("activities")), path

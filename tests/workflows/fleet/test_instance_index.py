@@ -97,6 +97,9 @@ async def test_a_repeated_create_gets_the_first_placement_also_after_continue_as
 
 async def test_the_instance_limit_names_its_field(env: WorkflowEnvironment) -> None:
     async with region(env, max_instances=2) as handle:
+        # Clusters first: a create then claims its id and is placed at once (under load, a create
+        # sent while the region still starts its shards and clusters outlasted the update's wait).
+        await eventually(handle, lambda s: sum(c.phase.value == "ready" for c in s.clusters) == 3)
         await create(handle, "a", "standard")
         await create(handle, "b", "developer")
         with pytest.raises(WorkflowUpdateFailedError) as refused:

@@ -14,6 +14,7 @@ from activities.nodes import build_activities
 from activities.settings import Settings
 from scaling.nodes import contracts
 from tests.workflows.nodes.test_machine_gc import Cloud
+from tests.workflows.source import parse
 from tests.workflows.stubs import World
 
 WORKFLOWS_DIR = Path(__file__).parents[3] / "workflows" / "nodes"
@@ -25,7 +26,7 @@ def names_called(source: str, path: str) -> set[str]:
     """Activity names the source passes to ACTIVITY_CALLS; a literal or an unknown constant is
     an error (a helper's own parameter, passed through, is checked at its callers)."""
     called: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if not (isinstance(node, ast.Call) and node.args):
             continue
         func = node.func
@@ -50,7 +51,7 @@ def workflow_activity_names() -> set[str]:
     called: set[str] = set()
     for path in sorted(WORKFLOWS_DIR.glob("*.py")):
         source = path.read_text()
-        tree = ast.parse(source)
+        tree = parse(source)
         for node in ast.walk(tree):  # workflows import contracts, never activity modules
             if isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("activities"), f"{path}: imports {node.module}"
