@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 import worker as growth_worker
 from activities.nodes.providers.kwok import capacity_lease_name
@@ -50,8 +51,14 @@ def identity(proc: Proc) -> str:
 
 
 async def running_activity(temporal: Client, workflow_id: str, name: str):  # noqa: ANN201
-    """The workflow's pending activity `name` once a worker has started it, else None."""
-    desc = await temporal.get_workflow_handle(workflow_id).describe()
+    """The workflow's pending activity `name` once a worker has started it, else None (also
+    before the workflow exists: the loop records a request in flight before an activity starts it)."""
+    try:
+        desc = await temporal.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
     for pending in desc.raw_description.pending_activities:
         if pending.activity_type.name == name and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
             return pending
