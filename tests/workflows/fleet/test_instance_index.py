@@ -8,30 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer
 
 from activities.updates import execute_update
-from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.models import ManagedInstance
-from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState
+from scaling.fleet.region import FleetAutoscalerState
 from starters.cli import cause_of
 from starters.fleet import find_instance
 from tests.workflows.fleet.record_region_history import INDEX_HISTORY
 from tests.workflows.fleet.stubs import FleetWorld
-from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings
-from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
+from tests.workflows.fleet.test_autoscaler import eventually
+from tests.workflows.fleet.test_registered_clusters import create
+from tests.workflows.fleet.test_registered_clusters import region as registered_region
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.index import InstanceIndexWorkflow
-from workflows.fleet.registry import WORKFLOWS
 
 SHARDS = 4
 
@@ -41,28 +37,9 @@ def env(dev_env: WorkflowEnvironment) -> WorkflowEnvironment:
     return dev_env
 
 
-@asynccontextmanager
-async def region(
-    env: WorkflowEnvironment, state: FleetAutoscalerState | None = None, **kw: object
-) -> AsyncIterator[WorkflowHandle]:
-    tq = f"fleet-{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
-        handle = await env.client.start_workflow(
-            FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(
-                settings=settings(index_shards=SHARDS, **kw), config=load_fleet_config_text(CONFIG), state=state
-            ),
-            id=f"fleet/aws/index-{uuid.uuid4().hex[:6]}",
-            task_queue=tq,
-        )
-        agent = asyncio.create_task(agents(env.client, handle))
-        try:
-            yield handle
-        finally:
-            agent.cancel()
-            with suppress(asyncio.CancelledError):
-                await agent
-            await _terminate_all(env.client, handle)
+def region(env: WorkflowEnvironment, state: FleetAutoscalerState | None = None, **kw: object):  # noqa: ANN201
+    """test_registered_clusters' region, its instances in SHARDS index shards."""
+    return registered_region(env, FleetWorld(), state, index_shards=SHARDS, **kw)
 
 
 async def test_a_repeated_create_gets_the_first_placement_also_after_continue_as_new(env: WorkflowEnvironment) -> None:

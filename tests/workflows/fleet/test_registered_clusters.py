@@ -29,7 +29,7 @@ from scaling.fleet.contracts import (
     InstanceStatusReport,
 )
 from scaling.fleet.models import ClusterPhase
-from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
+from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, RegionStatus
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -92,12 +92,15 @@ async def agents(client: Client, region: WorkflowHandle) -> None:
 
 
 @asynccontextmanager
-async def region(env: WorkflowEnvironment, world: FleetWorld) -> AsyncIterator[WorkflowHandle]:
+async def region(
+    env: WorkflowEnvironment, world: FleetWorld, state: FleetAutoscalerState | None = None, **kw: object
+) -> AsyncIterator[WorkflowHandle]:
+    """A region over CONFIG's listed clusters, with their agents reporting; `kw` are settings."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(settings=settings(), config=load_fleet_config_text(CONFIG)),
+            FleetAutoscalerInput(settings=settings(**kw), config=load_fleet_config_text(CONFIG), state=state),
             id=f"fleet/aws/test-{uuid.uuid4().hex[:6]}",
             task_queue=tq,
         )
