@@ -65,7 +65,17 @@ EXTRA = (
     "worker_cpu_s",
     "load_average",
 )
-IDLE = ("idle_worker_cpu_percent", "idle_seconds", "idle_loops", "idle_max_event_bytes", "idle_load_average")
+IDLE = (
+    "idle_worker_cpu_percent",
+    "idle_seconds",
+    "idle_loops",
+    "idle_worker_cpu_s_per_loop",
+    "idle_max_event_bytes",
+    "idle_max_event",
+    "idle_history_bytes_per_loop",
+    "idle_history_events_per_loop",
+    "idle_load_average",
+)
 
 
 class RoomyBurst(BurstScenario):
@@ -102,22 +112,32 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-async def largest_event_since(client: Client, workflow_id: str, since: float) -> int:
-    """The largest history event written after `since` (epoch seconds), over the current run
-    and the runs before it that reach back that far."""
-    largest, run_id = 0, None
+async def idle_history(client: Client, workflow_id: str, since: float) -> dict[str, Any]:
+    """The history events written after `since` (epoch seconds), over the current run and the runs
+    before it that reach back that far: the largest (its size and what it is: the event type, and
+    the activity's name for an activity's events) and the bytes and events in all."""
+    largest, what, total, count, run_id = 0, "", 0, 0, None
     while True:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         oldest = None
+        activity_of: dict[int, str] = {}  # scheduled event id -> activity type
         for e in history.events:
+            if e.HasField("activity_task_scheduled_event_attributes"):
+                activity_of[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
             at = e.event_time.ToDatetime().timestamp()
             oldest = at if oldest is None else min(oldest, at)
-            if at >= since:
-                largest = max(largest, e.ByteSize())
+            if at < since:
+                continue
+            size = e.ByteSize()
+            total, count = total + size, count + 1
+            if size > largest:
+                attrs = e.WhichOneof("attributes") or ""
+                sid = getattr(getattr(e, attrs, None), "scheduled_event_id", 0) or e.event_id
+                largest, what = size, f"{attrs.removesuffix('_event_attributes')} {activity_of.get(sid, '')}".strip()
         first = history.events[0] if history.events else None
         attrs = first.workflow_execution_started_event_attributes if first is not None else None
         if oldest is None or oldest < since or attrs is None or not attrs.continued_execution_run_id:
-            return largest
+            return {"largest": largest, "largest_event": what, "bytes": total, "events": count}
         run_id = attrs.continued_execution_run_id
 
 
@@ -303,11 +323,17 @@ async def idle(demo: Demo, worker: int, seconds: float) -> dict[str, Any]:
     cpu0, loops0, t0 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0), time.monotonic()
     await asyncio.sleep(seconds)  # a measuring window, not a wait for a condition
     cpu1, loops1, t1 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0), time.monotonic()
+    loops = int(loops1 - loops0)
+    history = await idle_history(demo.client, autoscaler_id("demo"), since)
     return {
         "idle_worker_cpu_percent": round(100 * (cpu1 - cpu0) / (t1 - t0), 2),
         "idle_seconds": round(t1 - t0),
-        "idle_loops": int(loops1 - loops0),
-        "idle_max_event_bytes": await largest_event_since(demo.client, autoscaler_id("demo"), since),
+        "idle_loops": loops,
+        "idle_worker_cpu_s_per_loop": round((cpu1 - cpu0) / max(loops, 1), 3),
+        "idle_max_event_bytes": history["largest"],
+        "idle_max_event": history["largest_event"],
+        "idle_history_bytes_per_loop": round(history["bytes"] / max(loops, 1)),
+        "idle_history_events_per_loop": round(history["events"] / max(loops, 1), 1),
         "idle_load_average": load_average(),
     }
 
@@ -336,8 +362,11 @@ async def main(sizes: list[int], idle_s: float, idle_size: int = IDLE_SIZE) -> N
             idle_figures = {k: last[k] for k in IDLE}
             print(
                 f"{pods:>6} pods running, nothing pending: the worker used {last['idle_worker_cpu_percent']:.1f}% of a "
-                f"core over {last['idle_seconds']}s ({last['idle_loops']} loops; aim < 5%), largest history event "
-                f"meanwhile {last['idle_max_event_bytes'] / 1024:.1f} KB",
+                f"core over {last['idle_seconds']}s ({last['idle_loops']} loops, {last['idle_worker_cpu_s_per_loop']:.3f} CPU-s "
+                f"each; aim < 5%), load average {last['idle_load_average']}; largest history event meanwhile "
+                f"{last['idle_max_event_bytes'] / 1024:.1f} KB ({last['idle_max_event']}), "
+                f"{last['idle_history_bytes_per_loop'] / 1024:.1f} KB and {last['idle_history_events_per_loop']} "
+                "events of history per loop",
                 flush=True,
             )
     print(json.dumps({**last, **idle_figures}), flush=True)

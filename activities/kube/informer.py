@@ -87,6 +87,9 @@ class Informer:
         self.lists = 0  # how many times the informer listed (1 + relists)
         self.watches = 0  # watch requests made
         self.events = 0
+        # Moves on with every change of `items` (an event, a relist, the kind going absent), not
+        # with bookmarks: a reader that remembers it can tell that nothing changed since.
+        self.generation = 0
         self._stop = threading.Event()
         self._watch: RawWatch | None = None
         self._thread: threading.Thread | None = None
@@ -177,12 +180,15 @@ class Informer:
                 return  # the watch is already past this list
             self.items = {object_key(o): o for o in items}
             self.index.reset(self.items)
+            self.generation += 1
             self.rv, self.rv_text = rv, rv_text
             self.synced, self.absent = True, False
             self.cond.notify_all()
 
     def _mark_absent(self) -> None:
         with self.cond:
+            if not self.absent:  # still absent at each retry: nothing changed
+                self.generation += 1
             self.absent = True
             self.synced = False
             self.items = {}
@@ -222,6 +228,7 @@ class Informer:
                 else:
                     self.items[key] = obj
                     self.index.changed(key, old, obj)
+                self.generation += 1
             self.rv, self.rv_text = rv, rv_text
             self.cond.notify_all()
 

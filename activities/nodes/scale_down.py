@@ -8,8 +8,11 @@ already deleted succeeds.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -17,8 +20,9 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
-from activities.kube.cache import LONGHORN_GROUP, LONGHORN_PLURALS, LONGHORN_VERSION, NODE_GROUP_PLURAL
+from activities.kube.cache import LONGHORN_GROUP, LONGHORN_PLURALS, LONGHORN_VERSION, NODE_GROUP_PLURAL, ClusterCache
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
+from activities.kube.informer import Informer
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.kube.models import PodInfo
@@ -43,8 +47,19 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_scale_down
+from scaling.nodes.scale_down.evaluation import check_node_removal, evaluation_of, for_input
 from scaling.nodes.scale_down.storage import LonghornState, longhorn_state_from_objects
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    """An evaluation and what it was made from: reused for the same key while at <= now < until."""
+
+    key: tuple[Any, ...]
+    evaluation: ScaleDownEvaluation
+    at: float
+    until: float
+
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
@@ -65,6 +80,8 @@ class ScaleDownActivities:
         self.node_groups_file = node_groups_file
         self.providers = providers or {}
         self.component = component
+        self._memo: dict[str, _Evaluated] = {}  # cluster -> its last evaluation that may be reused
+        self._memo_lock = threading.Lock()
 
     def _core(self, cluster: str) -> client.CoreV1Api:
         return client.CoreV1Api(self.clusters.api(cluster))
@@ -114,8 +131,31 @@ class ScaleDownActivities:
     def evaluate_scale_down(self, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
         """The loop's scale-down evaluation beside the cluster: observe as observe_scale_down
         does, plan with the workflow's timers (scaling.nodes.scale_down.evaluation), return only the
-        bounded result. The cluster's objects stay in this process."""
-        return evaluate_scale_down(self._cached(inp.cluster, inp.fresh), inp)
+        bounded result. The cluster's objects stay in this process.
+
+        When nothing it reads has changed since an earlier evaluation with the same input (the
+        informers' generations, the workflow's state but for `now`), and `now` is before that
+        evaluation's `stable_until`, the earlier answer is the answer: an idle loop of a
+        10,000-pod cluster costs no plan."""
+        cache = self.clusters.caches(inp.cluster)
+        informers = cache.read(self._scale_down_kinds(), inp.fresh)
+        # Read before the objects: a change in between makes the key older, never newer.
+        key = (
+            tuple((kind, id(inf), inf.generation) for kind, inf in informers.items()),
+            self._groups_file_version(),
+            inp.model_dump_json(exclude={"now", "fresh", "candidates_digest"}),
+        )
+        with self._memo_lock:
+            memo = self._memo.get(inp.cluster)
+        if memo is not None and memo.key == key and memo.at <= inp.now < memo.until:
+            return for_input(memo.evaluation, inp)
+        ev, until = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
+        with self._memo_lock:
+            if until is None:
+                self._memo.pop(inp.cluster, None)
+            else:
+                self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, until)
+        return for_input(ev, inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
     def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:
@@ -153,13 +193,24 @@ class ScaleDownActivities:
             storage=self._storage(cluster, pods),
         )
 
-    def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
-        """What _observe lists, from the worker's watch-fed cache (activities.kube.cache)."""
-        cache = self.clusters.caches(cluster)
+    def _scale_down_kinds(self) -> list[str]:
         kinds = ["pods", "nodes", "poddisruptionbudgets", *LONGHORN_PLURALS]
         if not self.node_groups_file:
             kinds.append(NODE_GROUP_PLURAL)
-        informers = cache.read(kinds, fresh)
+        return kinds
+
+    def _groups_file_version(self) -> tuple[int, int] | None:
+        if not self.node_groups_file:
+            return None
+        st = os.stat(self.node_groups_file)
+        return st.st_mtime_ns, st.st_size
+
+    def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
+        """What _observe lists, from the worker's watch-fed cache (activities.kube.cache)."""
+        cache = self.clusters.caches(cluster)
+        return self._observation(cluster, cache, cache.read(self._scale_down_kinds(), fresh))
+
+    def _observation(self, cluster: str, cache: ClusterCache, informers: dict[str, Informer]) -> ScaleDownObservation:
         pods = cache.pod_infos(informers["pods"])
 
         def items(kind: str) -> list[dict[str, Any]] | None:

@@ -140,15 +140,21 @@ def is_terminal(pod: PodInfo) -> bool:
     return pod.phase in TERMINAL_PHASES
 
 
-def is_long_terminating(pod: PodInfo, now: float) -> bool:
-    """Deleted more than its grace period plus LONG_TERMINATING_MARGIN_S ago (``now`` in epoch
-    seconds): scale-down treats it as gone (rule 0 above)."""
+def long_terminating_after(pod: PodInfo) -> float | None:
+    """When a deleted pod starts to count as long terminating (epoch seconds); None if not deleted."""
     if pod.deletion_timestamp is None:
-        return False
+        return None
     grace = pod.termination_grace_period_s
     if grace is None:
         grace = DEFAULT_GRACE_PERIOD_S
-    return pod.deletion_timestamp.timestamp() + grace + LONG_TERMINATING_MARGIN_S < now
+    return pod.deletion_timestamp.timestamp() + grace + LONG_TERMINATING_MARGIN_S
+
+
+def is_long_terminating(pod: PodInfo, now: float) -> bool:
+    """Deleted more than its grace period plus LONG_TERMINATING_MARGIN_S ago (``now`` in epoch
+    seconds): scale-down treats it as gone (rule 0 above)."""
+    after = long_terminating_after(pod)
+    return after is not None and after < now
 
 
 def without_long_terminating(pods: list[PodInfo], now: float) -> list[PodInfo]:

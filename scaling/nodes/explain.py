@@ -11,7 +11,7 @@ a shape key: never anything secret.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +22,7 @@ from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import same_shape
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerState
-from scaling.text import shorten
+from scaling.text import shorten, when
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
 LAST_LOOP_SHAPES_KEPT = 200
@@ -89,13 +89,6 @@ class NodeExplanation(BaseModel):
     protected: bool = False
     evaluated_at: float | None = None  # the last scale-down evaluation
     notes: list[str] = Field(default_factory=list)
-
-
-def when(ts: float | datetime | None) -> str:
-    if ts is None:
-        return "-"
-    dt = ts if isinstance(ts, datetime) else datetime.fromtimestamp(ts, UTC)
-    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 # -- what the loop keeps for explanations (bounded) ----------------------------------------

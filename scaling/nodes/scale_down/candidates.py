@@ -59,6 +59,7 @@ from scaling.nodes.scale_down.models import (
 )
 from scaling.nodes.scale_down.select import select_removals
 from scaling.nodes.scale_down.storage import LonghornState
+from scaling.text import when
 
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
 UNREADY_TIME = "UnreadyTimeNotElapsed"
@@ -133,22 +134,26 @@ def plan_scale_down(
             dec.reasons = [blocker]
             continue
         billed = pool is not None and pool.billing is not None and node.created_at is not None
+        # The messages below name times, not "for Xs": an evaluation that finds nothing new
+        # says the same words loop after loop (so its candidates are not sent again).
         if not empty and now - since < wait_s:
-            left = wait_s - (now - since)
             dec.state = NodeState.UNNEEDED_WAITING
             dec.removable_at = since + wait_s
             code, what = (UNNEEDED_TIME, "unneeded") if node.ready else (UNREADY_TIME, "NotReady and unneeded")
             dec.reasons = [
-                Blocker(code=code, message=f"node {node.name} {what} for {now - since:.0f}s, {left:.0f}s to go")
+                Blocker(
+                    code=code,
+                    message=f"node {node.name} {what} since {when(since)}: removable after {wait_s:.0f}s of it",
+                )
             ]
             continue
         if last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
-            left = gs.delay_after_add_s - (now - last_scale_up_at)
             dec.state = NodeState.UNNEEDED_WAITING
             dec.removable_at = last_scale_up_at + gs.delay_after_add_s
             dec.reasons = [
                 Blocker(
-                    code=DELAY_AFTER_ADD, message=f"last scale-up {now - last_scale_up_at:.0f}s ago, {left:.0f}s to go"
+                    code=DELAY_AFTER_ADD,
+                    message=f"last scale-up at {when(last_scale_up_at)}: removals wait {gs.delay_after_add_s:.0f}s",
                 )
             ]
             continue

@@ -26,6 +26,7 @@ from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, Scale
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.scale_down.models import FitResult, ScaleDownLoopSettings
 from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
+from scaling.text import when
 
 
 def is_managed(node: NodeInfo) -> bool:
@@ -147,7 +148,7 @@ def billing_hold(node: NodeInfo, pool: Pool | None, now: float) -> tuple[float, 
     ends = opens + billing.margin_s
     return opens, Blocker(
         code=BILLING_PERIOD,
-        message=f"node {node.name}'s paid period ends in {ends - now:.0f}s: kept for pods until {opens - now:.0f}s from now",
+        message=f"node {node.name}'s paid period ends at {when(ends)}: kept for pods until {when(opens)}",
     )
 
 

@@ -25,8 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
-from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
+from scaling.kube.drain import (
+    long_terminating_after,
+    marked_for_deletion,
+    pod_key,
+    pods_by_node,
+    pods_to_evict,
+    without_long_terminating,
+)
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.contracts import (
     NodeRemovalCheck,
@@ -38,8 +46,8 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
-from scaling.nodes.scale_down.checks import is_empty, pool_of
-from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput
+from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
+from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownPlan
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.text import shorten
@@ -128,6 +136,13 @@ def apply_unneeded(unneeded_since: dict[str, float], ev: ScaleDownEvaluation, no
 
 def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
     """One scale-down evaluation of the observed cluster with the workflow's state."""
+    ev, _ = evaluation_of(obs, inp)
+    return for_input(ev, inp)
+
+
+def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> tuple[ScaleDownEvaluation, float | None]:
+    """The evaluation with every candidate (``for_input`` leaves out the ones the workflow holds),
+    and until when the same cluster and input give the same one (``stable_until``)."""
     plan = plan_from_input(
         ScaleDownInput(
             nodes=obs.nodes,
@@ -145,9 +160,7 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
-    digest = candidates_digest(candidates, by_state, inp.in_progress)
-    unchanged = bool(inp.candidates_digest) and inp.candidates_digest == digest
-    return ScaleDownEvaluation(
+    ev = ScaleDownEvaluation(
         to_remove=[
             RemovalTarget(
                 name=r.name,
@@ -161,14 +174,50 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
         ],
         unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since),
         unneeded_ended=sorted(n for n in inp.unneeded_since if n not in plan.unneeded_since),
-        candidates=[] if unchanged else candidates,
+        candidates=candidates,
         candidates_by_state=by_state,
-        candidates_unchanged=unchanged,
-        candidates_digest=digest,
+        candidates_digest=candidates_digest(candidates, by_state, inp.in_progress),
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
         nodes=len(obs.nodes),
         pods=len(obs.pods),
     )
+    return ev, stable_until(plan, obs, inp.now)
+
+
+def for_input(ev: ScaleDownEvaluation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+    """``ev`` as the caller gets it: without the candidates it already holds (same digest)."""
+    if not inp.candidates_digest or inp.candidates_digest != ev.candidates_digest:
+        return ev
+    return ev.model_copy(update={"candidates": [], "candidates_unchanged": True})
+
+
+def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> float | None:
+    """Until when (epoch seconds) evaluating the same cluster with the same input at a later
+    ``now`` gives this plan again; None when it may differ at once.
+
+    Time enters the plan only through these: an unneeded node's timer, the delay after a
+    scale-up and a billing hold (each a decision's ``removable_at``), a billed pool's paid
+    period (a node unneeded inside its removal window is held again once the period ends), and
+    a deleted pod that turns long terminating. A plan that removes nodes, or finds removable
+    nodes it did not select (the per-loop limit), changes the workflow's state: no reuse."""
+    if plan.to_remove:
+        return None
+    until = math.inf
+    nodes = {n.name: n for n in obs.nodes}
+    for d in plan.decisions.values():
+        if d.state in (NodeState.EMPTY, NodeState.UNDERUSED):
+            return None
+        if d.removable_at is not None:
+            until = min(until, d.removable_at)
+        if d.name in plan.unneeded_since:
+            pool = pool_for(nodes[d.name], obs.groups)
+            if pool is not None and pool.billing is not None:
+                return None
+    for pod in obs.pods:
+        after = long_terminating_after(pod)
+        if after is not None and after >= now:
+            until = min(until, after)
+    return until if until > now else None
 
 
 def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:

@@ -143,12 +143,18 @@ def test_bookmarks_move_the_version_on_when_nothing_of_the_kind_changes(sim: Sim
     cache = ClusterCache(api)
     try:
         nodes = cache.read(["nodes"])["nodes"]
-        before = nodes.rv
+        before, generation = nodes.rv, nodes.generation
         burst(sim, range(5))  # pods only: no node event
         target = sim.store.rv
         assert nodes.wait_for(target, 10), f"nodes stayed at {nodes.rv}, the server is at {target}"
         assert nodes.rv is not None and before is not None and nodes.rv > before
         assert nodes.lists == 1
+        # ...but not its generation: readers can tell that no node changed.
+        assert nodes.generation == generation
+        pods = cache.read(["pods"], {"pods": str(target)})["pods"]
+        generation = pods.generation
+        burst(sim, range(5, 6))
+        assert pods.wait_for(sim.store.rv, 10) and pods.generation == generation + 1
     finally:
         cache.close()
 
@@ -226,3 +232,17 @@ def test_each_replica_keeps_its_own_cache_and_a_lagging_one_never_answers_older(
     finally:
         for r in replicas:
             r.clusters.close()
+
+
+def test_a_kind_still_absent_at_each_retry_keeps_its_generation(sim: SimCluster, api: client.ApiClient) -> None:
+    """Longhorn's CRDs are not installed: each retry finds them absent again, and that is no change
+    (an idle loop's scale-down evaluation is reused while its kinds keep their generations)."""
+    cache = ClusterCache(api)
+    try:
+        volumes = cache.read(["volumes"])["volumes"]
+        assert volumes.absent
+        generation = volumes.generation
+        volumes._mark_absent()  # what the informer does at each retry
+        assert volumes.generation == generation
+    finally:
+        cache.close()

@@ -241,3 +241,78 @@ def test_the_recheck_before_removal_reads_the_nodes_pods_from_the_api_server(
     # The other node's pod (from the cache) still counts where it runs.
     n1 = acts.check_node_removal(NodeRemovalCheckInput(cluster="c", node="n1", now=now))
     assert n1.pods_to_evict == ["default/web-1"]
+
+
+def replicated_pod(core: client.CoreV1Api, name: str, node: str) -> str:
+    """A ReplicaSet's pod bound to `node`; its resourceVersion."""
+    pod = core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"app": "web"},
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-1", "controller": True}
+                ],
+            },
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+            },
+        },
+    )
+    return pod.metadata.resource_version
+
+
+def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
+    acts: ScaleDownActivities, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle loop's evaluation answers from the last one (no plan over every pod) while the
+    cache has not changed, the input is the same and `now` is before its first timer; a change in
+    the cluster, in the input or a timer running out plans again, and the plan is the same one a
+    fresh worker makes."""
+    import activities.nodes.scale_down as module
+
+    plans: list[float] = []
+    real = module.evaluation_of
+
+    def counted(obs, inp):  # noqa: ANN001, ANN202 - a spy with the real signature
+        plans.append(inp.now)
+        return real(obs, inp)
+
+    monkeypatch.setattr(module, "evaluation_of", counted)
+    replicated_pod(core, "web-1", "n1")
+    rv = replicated_pod(core, "web-2", "n2")
+    t0 = time.time()
+    first = acts.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=t0, fresh={"pods": rv}))
+    assert first.unneeded_started == ["n1", "n2"] and first.to_remove == []  # both underused: timers start
+    since = {"n1": t0, "n2": t0}
+    inp = ScaleDownEvaluationInput(cluster="c", now=t0 + 2, unneeded_since=since, fresh={"pods": rv})
+    second = acts.evaluate_scale_down(inp)  # the timers are new input: planned
+    assert second.unneeded_started == [] and len(plans) == 2
+    idle = [
+        acts.evaluate_scale_down(
+            inp.model_copy(update={"now": t0 + 2 + i, "candidates_digest": second.candidates_digest})
+        )
+        for i in range(1, 4)
+    ]
+    assert len(plans) == 2  # three idle loops, no plan
+    assert all(ev.candidates_unchanged and ev.to_remove == [] for ev in idle)
+    fresh_worker = ScaleDownActivities(acts.clusters, known_providers=["kwok"])
+    assert idle[0] == fresh_worker.evaluate_scale_down(
+        inp.model_copy(update={"now": t0 + 3, "candidates_digest": second.candidates_digest})
+    )
+    del plans[2:]  # the fresh worker's plan
+    # The workflow's state changed (an operator protected a node): planned.
+    acts.evaluate_scale_down(inp.model_copy(update={"now": t0 + 6, "protected": ["n1"]}))
+    assert len(plans) == 3
+    # The cluster changed: planned (the watch has it: the input asks for its version).
+    rv = replicated_pod(core, "web-3", "n2")
+    changed = acts.evaluate_scale_down(inp.model_copy(update={"now": t0 + 7, "fresh": {"pods": rv}}))
+    assert len(plans) == 4 and changed.pods == 3
+    again = inp.model_copy(update={"now": t0 + 8, "fresh": {"pods": rv}})
+    acts.evaluate_scale_down(again)
+    assert len(plans) == 4
+    # The unneeded time (600 s) runs out: planned, and a node is removed.
+    due = acts.evaluate_scale_down(again.model_copy(update={"now": t0 + 600}))
+    assert len(plans) == 5 and [t.name for t in due.to_remove] == ["n1"]

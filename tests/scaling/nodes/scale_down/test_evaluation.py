@@ -25,7 +25,7 @@ from scaling.nodes.contracts import (
     ScaleDownEvaluationInput,
     ScaleDownObservation,
 )
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Billing, NodeGroup, PoolSpec
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty
 from scaling.nodes.scale_down.evaluation import (
@@ -36,6 +36,7 @@ from scaling.nodes.scale_down.evaluation import (
     check_node_removal,
     compact_candidates,
     evaluate_scale_down,
+    evaluation_of,
 )
 from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownLoopSettings
 from scaling.nodes.scale_down.recheck import still_removable
@@ -391,3 +392,67 @@ def test_an_evaluation_leaves_out_the_candidates_the_workflow_already_holds() ->
         fuller, ScaleDownEvaluationInput(cluster="prod", now=NOW, candidates_digest=first.candidates_digest)
     )
     assert changed.candidates and not changed.candidates_unchanged
+
+
+def waiting_cluster(**pod_kw) -> ScaleDownObservation:
+    """A busy managed node, an underused one whose pod fits elsewhere, and a roomy static node."""
+    nodes = [mk_node("busy", managed=True), mk_node("light", managed=True), mk_node("static", False, cpu=8000)]
+    pods = [*(app(f"busy-{i}", "busy") for i in range(5)), app("web-1", "light", **pod_kw)]
+    return ScaleDownObservation(nodes=nodes, pods=pods, groups=[GROUP])
+
+
+def test_a_node_waiting_on_its_timer_says_the_same_words_loop_after_loop() -> None:
+    """The candidates name the times, not "for Xs, Ys to go": a loop that finds nothing new is
+    answered by digest (a waiting node made every idle loop resend every candidate)."""
+    obs = waiting_cluster()
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    first = evaluate_scale_down(obs, inp)
+    light = next(c for c in first.candidates if c.node == "light")
+    assert (light.state, light.removable_at) == ("UnneededWaiting", NOW + 500)
+    assert "since 2027-01-15 07:58:20Z" in light.message  # NOW - 100, in UTC
+    later = evaluate_scale_down(
+        obs, inp.model_copy(update={"now": NOW + 2, "candidates_digest": first.candidates_digest})
+    )
+    assert later.candidates_unchanged and later.candidates == []
+
+
+def test_stable_until_is_when_the_plan_would_first_change() -> None:
+    """An evaluation may be reused for the same cluster and input until its first timer runs out:
+    the plan just before that moment is the same plan, at it a different one."""
+    obs = waiting_cluster()
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    ev, until = evaluation_of(obs, inp)
+    assert until == NOW + 500 and ev.to_remove == []
+    before, _ = evaluation_of(obs, inp.model_copy(update={"now": until - 0.001}))
+    assert before == ev
+    at, again = evaluation_of(obs, inp.model_copy(update={"now": until}))
+    assert [t.name for t in at.to_remove] == ["light"] and again is None  # removing: evaluate again
+    # Nothing waiting on time: reusable for as long as nothing changes.
+    busy = obs.model_copy(update={"pods": [p for p in obs.pods if p.node_name == "busy"] + [app("x", "light", 2500)]})
+    assert evaluation_of(busy, inp.model_copy(update={"unneeded_since": {}}))[1] == float("inf")
+    # The delay after a scale-up holds the node until it ends.
+    _, delayed = evaluation_of(obs, inp.model_copy(update={"now": until, "last_scale_up_at": NOW}))
+    assert delayed == NOW + 600
+
+
+def test_stable_until_stops_where_a_deleted_pod_turns_long_terminating() -> None:
+    """A pod deleted 10 s ago (30 s grace + 30 s margin) stops holding its node 50 s from now."""
+    deleted = datetime.fromtimestamp(NOW - 10, UTC)
+    obs = waiting_cluster(deletion_timestamp=deleted)
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    ev, until = evaluation_of(obs, inp)
+    assert until == NOW + 50 and ev.to_remove == []
+    after, _ = evaluation_of(obs, inp.model_copy(update={"now": until + 0.001}))
+    assert [(t.name, t.kind) for t in after.to_remove] == [("light", NodeState.EMPTY)]
+
+
+def test_no_reuse_while_a_billed_node_is_unneeded() -> None:
+    """A billed pool's paid period moves its removal window with time alone: evaluated every loop."""
+    billed = GROUP.model_copy(deep=True)
+    billed.pools[0].billing = Billing(period_s=3600, margin_s=300)
+    nodes = [
+        n.model_copy(update={"created_at": datetime.fromtimestamp(NOW - 60, UTC)}) for n in waiting_cluster().nodes
+    ]
+    obs = waiting_cluster().model_copy(update={"groups": [billed], "nodes": nodes})
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    assert evaluation_of(obs, inp)[1] is None
