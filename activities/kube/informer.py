@@ -7,7 +7,7 @@ from the list's resourceVersion, as client-go's reflector does.
   from the last resourceVersion; 410 Gone (the version fell out of the server's window) or a
   connection dropped mid-stream relists, so an event lost in the break cannot stay lost;
 - a kind the server does not serve (404: a CRD not installed) is `absent` (readers see no
-  objects, and can tell) and is listed again every ABSENT_RETRY_S.
+  objects, and can tell) and is listed again every ABSENT_RETRY_S (ABSENT_SLOW_RETRY_S after a minute).
 
 Watch events are decoded as plain JSON dicts (kubernetes.watch.Watch without model
 deserialisation: the model classes cost several times the decoding on big clusters).
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +36,12 @@ WATCH_TIMEOUT_S = 300
 # bookmark) for this long is dead.
 READ_SLACK_S = 90
 # How soon a kind the server did not serve (404: its CRD not installed) is tried again: a CRD
-# installed after the worker started is seen within this.
+# installed after the worker started is seen within this, or within ABSENT_SLOW_RETRY_S once the
+# kind has been absent for ABSENT_FAST_S (a cluster without Longhorn: its four kinds' lists were
+# the largest part of an idle worker's CPU once its loops stopped planning).
 ABSENT_RETRY_S = 2.0
+ABSENT_FAST_S = 60.0
+ABSENT_SLOW_RETRY_S = 15.0
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -133,19 +138,22 @@ class Informer:
     def _run(self) -> None:
         failures = 0
         need_list = True
+        absent_since: float | None = None
         while not self._stop.is_set():
             try:
                 if need_list:
                     items, rv_text = self._list()
                     self._replace(items, rv_text)
-                    need_list = False
+                    need_list, absent_since = False, None
                 self._watch_once()
                 failures = 0
             except ApiException as e:
                 if e.status == 404:
                     self._mark_absent()
                     need_list = True
-                    self._stop.wait(ABSENT_RETRY_S)
+                    absent_since = absent_since or time.monotonic()
+                    slow = time.monotonic() - absent_since >= ABSENT_FAST_S
+                    self._stop.wait(ABSENT_SLOW_RETRY_S if slow else ABSENT_RETRY_S)
                     continue
                 elif e.status == 410:
                     log.info("informer %s: resourceVersion %s expired (410 Gone): relisting", self.kind, self.rv_text)

@@ -72,6 +72,7 @@ def build_activities(
         down.delete_node_object,
         down.emit_node_events,
         down.observe_orphans,
+        down.find_orphans,
         gc.list_provider_machines,
         gc.list_node_provider_ids,
         gc.live_node_request_ids,

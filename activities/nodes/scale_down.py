@@ -45,6 +45,7 @@ from scaling.nodes.contracts import (
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
+from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, find_orphans
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.nodes.scale_down.evaluation import check_node_removal, evaluation_of, for_input
@@ -386,19 +387,41 @@ class ScaleDownActivities:
 
     @activity.defn(name=contracts.OBSERVE_ORPHANS)
     async def observe_orphans(self, inp: OrphanCheckInput) -> OrphanObservation:
-        """growth-managed Nodes with their providerID, and the machines each provider holds."""
-        import asyncio
-
+        """growth-managed Nodes with their providerID, and the machines each provider holds. Only
+        runs from before the orphans-beside-cluster patch call it (it grows with the cluster)."""
         core = await asyncio.to_thread(self._core, inp.cluster)
         nodes = await asyncio.to_thread(raw_list, core.list_node, label_selector=LABEL_GROUP)
-        obs = OrphanObservation(
-            nodes={n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "") for n in nodes}
+        return await self._with_machines(
+            OrphanObservation(
+                nodes={n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "") for n in nodes}
+            ),
+            inp.cluster,
+            inp.providers,
         )
-        for name in inp.providers:
+
+    @activity.defn(name=contracts.FIND_ORPHANS)
+    async def find_orphans(self, inp: OrphanSearchInput) -> list[Orphan]:
+        """The loop's orphans (scaling.nodes.gc.orphans.find_orphans) from the worker's cache of
+        nodes and each provider's machines: only orphans go back, never every node and machine."""
+        nodes = await asyncio.to_thread(self._managed_provider_ids, inp.cluster, inp.fresh)
+        obs = await self._with_machines(OrphanObservation(nodes=nodes), inp.cluster, inp.providers)
+        return find_orphans(obs, inp)
+
+    def _managed_provider_ids(self, cluster: str, fresh: dict[str, str]) -> dict[str, str]:
+        nodes = self.clusters.caches(cluster).read(["nodes"], fresh)["nodes"]
+        with nodes.cond:
+            return {
+                n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "")
+                for n in nodes.items.values()
+                if LABEL_GROUP in ((n.get("metadata") or {}).get("labels") or {})
+            }
+
+    async def _with_machines(self, obs: OrphanObservation, cluster: str, providers: list[str]) -> OrphanObservation:
+        for name in providers:
             provider = self.providers.get(name)
             if provider is None or not hasattr(provider, "list_machines"):
                 continue
-            machines = await provider.list_machines(inp.cluster)
+            machines = await provider.list_machines(cluster)
             obs.machines.extend(
                 {"provider": m.provider, "provider_id": m.provider_id, "name": m.name} for m in machines
             )

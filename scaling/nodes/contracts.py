@@ -49,6 +49,7 @@ WAIT_PODS_GONE = "wait_pods_gone"
 DELETE_NODE_OBJECT = "delete_node_object"
 EMIT_NODE_EVENTS = "emit_node_events"
 OBSERVE_ORPHANS = "observe_orphans"
+FIND_ORPHANS = "find_orphans"
 LIST_PROVIDER_MACHINES = "list_provider_machines"
 LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
 LIVE_NODE_REQUEST_IDS = "live_node_request_ids"
@@ -78,6 +79,7 @@ ACTIVITY_NAMES = frozenset(
         DELETE_NODE_OBJECT,
         EMIT_NODE_EVENTS,
         OBSERVE_ORPHANS,
+        FIND_ORPHANS,
         LIST_PROVIDER_MACHINES,
         LIST_NODE_PROVIDER_IDS,
         LIVE_NODE_REQUEST_IDS,
@@ -334,6 +336,9 @@ class OrphanCheckInput(BaseModel):
 
 
 class OrphanObservation(BaseModel):
+    """Every growth-managed node and every machine: observe_orphans' result in runs before the
+    orphans-beside-cluster patch; find_orphans keeps it in the worker."""
+
     nodes: dict[str, str] = Field(default_factory=dict)  # growth-managed node -> providerID
     machines: list[dict[str, str]] = Field(default_factory=list)  # provider, provider_id, name
     checked: list[str] = Field(default_factory=list)  # providers that could list machines

@@ -52,6 +52,7 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.EMIT_NODE_EVENTS: ActivityOptions(30 * S),
     # Nodes plus every provider's machine list.
     contracts.OBSERVE_ORPHANS: ActivityOptions(60 * S),
+    contracts.FIND_ORPHANS: ActivityOptions(60 * S),
     # -- machine GC -------------------------------------------------------------------------
     contracts.LIST_PROVIDER_MACHINES: ActivityOptions(60 * S),
     contracts.LIST_NODE_PROVIDER_IDS: ActivityOptions(60 * S),

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownEvaluationInput,
         ScaleDownObservation,
     )
-    from scaling.nodes.gc.orphans import mark_reported, orphans_from, provider_of
+    from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, mark_reported, orphans_from, provider_of
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.candidates import plan_from_input
     from scaling.nodes.scale_down.checks import is_empty
@@ -54,6 +54,9 @@ OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_inter
 # workflow.patched id: runs recorded while the step fetched the whole cluster (observe_scale_down,
 # every node and pod into the history) and planned in the workflow replay that way.
 BOUNDED_SCALE_DOWN = "bounded-scale-down"
+# Runs whose orphan check brought every managed node and every machine into the history (50 KB
+# every ten loops at 330 nodes) and matched them in the workflow replay that way.
+ORPHANS_BESIDE_CLUSTER = "orphans-beside-cluster"
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
@@ -303,6 +306,23 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
 
 
 async def check_orphans(settings: AutoscalerSettings, state: AutoscalerState, providers: list[str]) -> None:
+    if workflow.patched(ORPHANS_BESIDE_CLUSTER):
+        state.orphans = await workflow.execute_activity(
+            contracts.FIND_ORPHANS,
+            OrphanSearchInput(
+                cluster=settings.cluster,
+                providers=providers,
+                now=workflow.now().timestamp(),
+                grace_s=settings.orphan_grace_s,
+                previous=state.orphans,
+                removing=sorted(state.scale_downs),
+                fresh=state.resource_versions,
+            ),
+            result_type=list[Orphan],
+            **NODE_ACTIVITIES[contracts.FIND_ORPHANS].timeouts(),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+        return
     obs: OrphanObservation = await workflow.execute_activity(
         contracts.OBSERVE_ORPHANS,
         OrphanCheckInput(cluster=settings.cluster, providers=providers),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from scaling.nodes.contracts import OrphanObservation
+
+# What one search returns at most, the longest seen first: every node and machine stays in the
+# worker, and only orphans cross the loop's history (a leak of thousands keeps this many timers).
+MAX_ORPHANS = 200
 
 
 class Orphan(BaseModel):
@@ -14,6 +18,19 @@ class Orphan(BaseModel):
     provider_id: str = ""
     since: float = 0.0
     reported: bool = False  # seen for longer than the grace period
+
+
+class OrphanSearchInput(BaseModel):
+    """find_orphans' input: the loop's orphans so far (their timers) and what it knows, never
+    the cluster's nodes or the providers' machines."""
+
+    cluster: str
+    providers: list[str]
+    now: float  # workflow time
+    grace_s: float
+    previous: list[Orphan] = Field(default_factory=list)
+    removing: list[str] = Field(default_factory=list)  # nodes being removed lose their machine first
+    fresh: dict[str, str] = Field(default_factory=dict)  # as ObserveInput.fresh
 
 
 # A Node's spec.providerID scheme names its provider, but not always by growth's provider name.
@@ -62,3 +79,12 @@ def orphans_from(obs: OrphanObservation, previous: list[Orphan], now: float, gra
 
 def mark_reported(orphans: list[Orphan], now: float, grace_s: float) -> list[Orphan]:
     return [o.model_copy(update={"reported": now - o.since >= grace_s}) for o in orphans]
+
+
+def find_orphans(obs: OrphanObservation, inp: OrphanSearchInput) -> list[Orphan]:
+    """One look at every node and machine, folded into the loop's orphans: nodes being removed
+    left out, each reported once seen for the grace period, at most MAX_ORPHANS."""
+    removing = set(inp.removing)
+    mine = obs.model_copy(update={"nodes": {k: v for k, v in obs.nodes.items() if k not in removing}})
+    found = mark_reported(orphans_from(mine, inp.previous, inp.now, inp.grace_s), inp.now, inp.grace_s)
+    return sorted(found, key=lambda o: (o.since, o.kind, o.name))[:MAX_ORPHANS]

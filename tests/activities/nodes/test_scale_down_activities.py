@@ -18,10 +18,12 @@ from scaling.nodes.contracts import (
     NodeEventsInput,
     NodeRef,
     NodeRemovalCheckInput,
+    ProviderMachine,
     ScaleDownEvaluationInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
+from scaling.nodes.gc.orphans import OrphanSearchInput
 from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
 from sim.storage.longhorn import SimLonghorn
@@ -316,3 +318,27 @@ def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
     # The unneeded time (600 s) runs out: planned, and a node is removed.
     due = acts.evaluate_scale_down(again.model_copy(update={"now": t0 + 600}))
     assert len(plans) == 5 and [t.name for t in due.to_remove] == ["n1"]
+
+
+async def test_find_orphans_reads_nodes_from_the_cache_and_returns_only_orphans(
+    cluster: SimCluster, core: client.CoreV1Api
+) -> None:
+    """Nodes n1 and n2 are growth's; the provider holds n1's machine and one without a Node."""
+
+    class Machines:
+        async def list_machines(self, cluster: str) -> list[ProviderMachine]:
+            return [
+                ProviderMachine(provider="kwok", provider_id="kwok://n1", name="n1"),
+                ProviderMachine(provider="kwok", provider_id="kwok://lost", name="lost"),
+            ]
+
+    acts = ScaleDownActivities(cluster.api_client(), known_providers=["kwok"], providers={"kwok": Machines()})  # type: ignore[dict-item]
+    inp = OrphanSearchInput(cluster="c", providers=["kwok"], now=time.time(), grace_s=0)
+    found = await ActivityEnvironment().run(acts.find_orphans, inp)
+    assert [(o.kind, o.name, o.provider_id, o.reported) for o in found] == [
+        ("MachineWithoutNode", "lost", "kwok://lost", True),
+        ("NodeWithoutMachine", "n2", "kwok://n2", True),
+    ]
+    # A node being removed loses its machine first: not an orphan.
+    going = await ActivityEnvironment().run(acts.find_orphans, inp.model_copy(update={"removing": ["n2"]}))
+    assert [o.name for o in going] == ["lost"]

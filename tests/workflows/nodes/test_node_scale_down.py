@@ -38,6 +38,7 @@ from scaling.nodes.contracts import (
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
+from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, find_orphans
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
 from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_scale_down
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
@@ -100,6 +101,7 @@ class DownWorld(World):
     observe_gate: asyncio.Event | None = None  # observe/evaluate_scale_down wait on it when set
     observing: int = 0  # observe/evaluate_scale_down calls under way
     evaluations: list[ScaleDownEvaluation] = field(default_factory=list)  # what the loop got back
+    machines: OrphanObservation = field(default_factory=OrphanObservation)  # what find_orphans looks at
 
     def activities(self) -> list:
         w = self
@@ -178,6 +180,11 @@ class DownWorld(World):
         async def orphans(inp: OrphanCheckInput) -> OrphanObservation:
             return OrphanObservation()
 
+        @activity.defn(name="find_orphans")
+        async def find(inp: OrphanSearchInput) -> list[Orphan]:
+            # The real activity's search, on the world's nodes and machines.
+            return find_orphans(w.machines, inp)
+
         return base + [
             delete_node,
             observe_scale_down,
@@ -191,6 +198,7 @@ class DownWorld(World):
             delete_obj,
             events,
             orphans,
+            find,
         ]
 
 

@@ -77,6 +77,20 @@ def test_histories_from_before_bounded_scale_down_take_the_old_branch() -> None:
     assert not any("observe_scale_down" in n for n in current.values())
 
 
+def test_the_history_from_before_orphans_beside_cluster_takes_the_old_branch() -> None:
+    """It brought every node and machine into the history (observe_orphans); the current
+    recording finds the orphans beside the cluster."""
+    path = HISTORIES / "before" / "orphans-beside-cluster" / "nodes_NodeAutoscaler.json"
+    old = {
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in json.loads(path.read_text())["events"]
+        if "activityTaskScheduledEventAttributes" in e
+    }
+    assert "observe_orphans" in old and "find_orphans" not in old
+    current = {e.activity_task_scheduled_event_attributes.activity_type.name for e in load("NodeAutoscaler").events}
+    assert "find_orphans" in current and "observe_orphans" not in current
+
+
 def patches_in(events: list[dict]) -> set[str]:
     out = set()
     for e in events:

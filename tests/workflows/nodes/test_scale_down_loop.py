@@ -13,7 +13,7 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, Workflo
 from temporalio.testing import WorkflowEnvironment
 
 from activities.updates import execute_update
-from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
+from scaling.nodes.contracts import ClusterObservation, OrphanObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_down.storage import LonghornReplica, LonghornState, LonghornVolume
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
@@ -225,6 +225,38 @@ async def test_an_idle_loop_keeps_its_candidates_without_receiving_them_again(en
     assert sorted(c.node for c in status.candidates) == ["a", "b"]
     assert sum(status.candidates_by_state.values()) == 2
     assert await _evaluations(h, unchanged=False, at_least=1)
+
+
+async def test_orphans_are_found_beside_the_cluster(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """The loop's orphan check sends its orphans so far and gets orphans back: every node and
+    machine stays in the worker (they made a 50 KB event every ten loops at 330 nodes)."""
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[GROUP])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "a"), app_pod("web-2", "b")])
+    world.machines = OrphanObservation(
+        nodes={"a": "kwok://a", "b": "kwok://b"},
+        machines=[
+            {"provider": "kwok", "provider_id": f"kwok://{m}", "name": m} for m in ("a", "b", "lost-1", "lost-2")
+        ],
+        checked=["kwok"],
+    )
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq, orphan_grace_s=0)
+
+    async def reported():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s.orphans or None
+
+    orphans = await poll(reported, timeout=60)
+    assert [(o.kind, o.name, o.reported) for o in orphans] == [
+        ("MachineWithoutNode", "lost-1", True),
+        ("MachineWithoutNode", "lost-2", True),
+    ]
+    assert await scheduled(h, "find_orphans") >= 1 and await scheduled(h, "observe_orphans") == 0
+    async for e in h.fetch_history_events():  # no node or machine list crossed the history
+        if e.HasField("activity_task_completed_event_attributes"):
+            assert b"kwok://a" not in e.activity_task_completed_event_attributes.result.payloads[0].data
 
 
 async def _evaluations(h: WorkflowHandle, unchanged: bool, at_least: int) -> bool:

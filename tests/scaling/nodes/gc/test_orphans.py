@@ -46,3 +46,15 @@ def test_provider_id_schemes_name_growth_providers() -> None:
     assert provider_of("hcloud://123") == "hetzner"
     assert provider_of("kwok://n1") == "kwok"
     assert provider_of("") == ""
+
+
+def test_a_search_leaves_out_nodes_being_removed_and_keeps_the_oldest_within_its_bound() -> None:
+    from scaling.nodes.gc.orphans import MAX_ORPHANS, OrphanSearchInput, find_orphans
+
+    o = obs({"n-going": "hcloud://2", "n-gone": "hcloud://3"}, [(f"s-{i:04d}", f"hcloud://x{i}") for i in range(500)])
+    inp = OrphanSearchInput(cluster="c", providers=["hetzner"], now=100.0, grace_s=60, removing=["n-going"])
+    first = find_orphans(o, inp)
+    assert len(first) == MAX_ORPHANS and ("NodeWithoutMachine", "n-going") not in {(x.kind, x.name) for x in first}
+    # The ones kept keep their timers; a machine seen for the first time waits behind them.
+    later = find_orphans(o, inp.model_copy(update={"now": 170.0, "previous": first}))
+    assert later == [x.model_copy(update={"reported": True}) for x in first]
