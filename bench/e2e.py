@@ -74,6 +74,7 @@ IDLE = (
     "idle_max_event",
     "idle_history_bytes_per_loop",
     "idle_history_events_per_loop",
+    "idle_history_bytes_per_loop_by_event",
     "idle_load_average",
 )
 
@@ -117,6 +118,7 @@ async def idle_history(client: Client, workflow_id: str, since: float) -> dict[s
     before it that reach back that far: the largest (its size and what it is: the event type, and
     the activity's name for an activity's events) and the bytes and events in all."""
     largest, what, total, count, run_id = 0, "", 0, 0, None
+    by_what: dict[str, int] = {}
     while True:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         oldest = None
@@ -130,14 +132,17 @@ async def idle_history(client: Client, workflow_id: str, since: float) -> dict[s
                 continue
             size = e.ByteSize()
             total, count = total + size, count + 1
+            attrs = e.WhichOneof("attributes") or ""
+            sid = getattr(getattr(e, attrs, None), "scheduled_event_id", 0) or e.event_id
+            kind = f"{attrs.removesuffix('_event_attributes')} {activity_of.get(sid, '')}".strip()
+            by_what[kind] = by_what.get(kind, 0) + size
             if size > largest:
-                attrs = e.WhichOneof("attributes") or ""
-                sid = getattr(getattr(e, attrs, None), "scheduled_event_id", 0) or e.event_id
-                largest, what = size, f"{attrs.removesuffix('_event_attributes')} {activity_of.get(sid, '')}".strip()
+                largest, what = size, kind
         first = history.events[0] if history.events else None
         attrs = first.workflow_execution_started_event_attributes if first is not None else None
         if oldest is None or oldest < since or attrs is None or not attrs.continued_execution_run_id:
-            return {"largest": largest, "largest_event": what, "bytes": total, "events": count}
+            top = dict(sorted(by_what.items(), key=lambda kv: -kv[1])[:5])
+            return {"largest": largest, "largest_event": what, "bytes": total, "events": count, "by_event": top}
         run_id = attrs.continued_execution_run_id
 
 
@@ -334,6 +339,8 @@ async def idle(demo: Demo, worker: int, seconds: float) -> dict[str, Any]:
         "idle_max_event": history["largest_event"],
         "idle_history_bytes_per_loop": round(history["bytes"] / max(loops, 1)),
         "idle_history_events_per_loop": round(history["events"] / max(loops, 1), 1),
+        # Where the history's bytes went: the five largest event kinds, bytes per loop.
+        "idle_history_bytes_per_loop_by_event": {k: round(v / max(loops, 1)) for k, v in history["by_event"].items()},
         "idle_load_average": load_average(),
     }
 

@@ -11,7 +11,9 @@ to `WAIT_S`, then lists that kind).
 
 from __future__ import annotations
 
+import os
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -188,6 +190,29 @@ class ClusterCache:
             informers, self._informers = list(self._informers.values()), {}
         for inf in informers:
             inf.stop()
+
+
+# Names this process in views: a view taken by another worker replica (or before a restart)
+# never equals one taken here.
+PROCESS = uuid.uuid4().hex[:12]
+
+
+def scale_down_kinds(node_groups_file: str | None) -> list[str]:
+    """The kinds a scale-down evaluation reads (node groups from the file when there is one)."""
+    return ["pods", "nodes", "poddisruptionbudgets", *LONGHORN_PLURALS] + (
+        [] if node_groups_file else [NODE_GROUP_PLURAL]
+    )
+
+
+def view(informers: dict[str, Informer], node_groups_file: str | None = None) -> str:
+    """What these informers hold, as a token: equal tokens mean no object of these kinds changed
+    in between (the same informers, at the same generations, in this process). Bookmarks do not
+    change it. Read it before the objects: a change in between then makes the token older."""
+    parts = [PROCESS, *(f"{inf.serial}.{inf.generation}" for _, inf in sorted(informers.items()))]
+    if node_groups_file:
+        st = os.stat(node_groups_file)
+        parts.append(f"{st.st_mtime_ns}.{st.st_size}")
+    return ":".join(parts)
 
 
 def versions(informers: dict[str, Informer]) -> dict[str, str]:

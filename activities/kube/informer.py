@@ -15,6 +15,7 @@ deserialisation: the model classes cost several times the decoding on big cluste
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -43,6 +44,7 @@ ABSENT_RETRY_S = 2.0
 ABSENT_FAST_S = 60.0
 ABSENT_SLOW_RETRY_S = 15.0
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+_SERIALS = itertools.count(1)
 
 
 def object_key(obj: Obj) -> str:
@@ -95,6 +97,7 @@ class Informer:
         # Moves on with every change of `items` (an event, a relist, the kind going absent), not
         # with bookmarks: a reader that remembers it can tell that nothing changed since.
         self.generation = 0
+        self.serial = next(_SERIALS)  # this informer among the process's (ids may be reused)
         self._stop = threading.Event()
         self._watch: RawWatch | None = None
         self._thread: threading.Thread | None = None

@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
-from activities.kube.cache import NODE_GROUP_PLURAL, versions
+from activities.kube.cache import NODE_GROUP_PLURAL, scale_down_kinds, versions, view
 from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.nodes import metrics
 from activities.nodes.wake import PendingPodsWake
@@ -85,6 +85,9 @@ class KubeActivities:
         cache = self.clusters.caches(cluster)
         kinds = ["pods", "nodes", "daemonsets"] + ([] if self.node_groups_file else [NODE_GROUP_PLURAL])
         informers = cache.read(kinds, inp.fresh)
+        # What the loop's scale-down evaluation would read, as a token: the loop skips that
+        # evaluation when it equals the last one's and no timer of it ran out.
+        scale_down_view = view(cache.read(scale_down_kinds(self.node_groups_file)), self.node_groups_file)
         pods_inf = informers["pods"]
         with pods_inf.cond:
             index = cache.pod_index
@@ -139,6 +142,7 @@ class KubeActivities:
             pods_running=running,
             requests_with_ready_node=requests_with_ready_node(inp.requests, infos),
             resource_versions=versions(informers),
+            scale_down_view=scale_down_view,
         )
         metrics.record_observation(cluster, obs)
         return obs

@@ -8,7 +8,6 @@ already deleted succeeds.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Collection
@@ -20,7 +19,14 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
-from activities.kube.cache import LONGHORN_GROUP, LONGHORN_PLURALS, LONGHORN_VERSION, NODE_GROUP_PLURAL, ClusterCache
+from activities.kube.cache import (
+    LONGHORN_GROUP,
+    LONGHORN_VERSION,
+    NODE_GROUP_PLURAL,
+    ClusterCache,
+    scale_down_kinds,
+    view,
+)
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.kube.informer import Informer
 from activities.nodes.providers.base import NodeProvider
@@ -48,7 +54,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, find_orphans
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
-from scaling.nodes.scale_down.evaluation import check_node_removal, evaluation_of, for_input
+from scaling.nodes.scale_down.evaluation import check_node_removal, evaluation_of, for_input, reuse_key
 from scaling.nodes.scale_down.storage import LonghornState, longhorn_state_from_objects
 
 
@@ -56,7 +62,7 @@ from scaling.nodes.scale_down.storage import LonghornState, longhorn_state_from_
 class _Evaluated:
     """An evaluation and what it was made from: reused for the same key while at <= now < until."""
 
-    key: tuple[Any, ...]
+    key: tuple[str, str]  # the cache's view, the input's reuse_key
     evaluation: ScaleDownEvaluation
     at: float
     until: float
@@ -139,23 +145,20 @@ class ScaleDownActivities:
         evaluation's `stable_until`, the earlier answer is the answer: an idle loop of a
         10,000-pod cluster costs no plan."""
         cache = self.clusters.caches(inp.cluster)
-        informers = cache.read(self._scale_down_kinds(), inp.fresh)
+        informers = cache.read(scale_down_kinds(self.node_groups_file), inp.fresh)
         # Read before the objects: a change in between makes the key older, never newer.
-        key = (
-            tuple((kind, id(inf), inf.generation) for kind, inf in informers.items()),
-            self._groups_file_version(),
-            inp.model_dump_json(exclude={"now", "fresh", "candidates_digest"}),
-        )
+        key = (view(informers, self.node_groups_file), reuse_key(inp))
         with self._memo_lock:
             memo = self._memo.get(inp.cluster)
         if memo is not None and memo.key == key and memo.at <= inp.now < memo.until:
             return for_input(memo.evaluation, inp)
-        ev, until = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
+        ev = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
+        ev.view = key[0]
         with self._memo_lock:
-            if until is None:
+            if ev.stable_until is None:
                 self._memo.pop(inp.cluster, None)
             else:
-                self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, until)
+                self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, ev.stable_until)
         return for_input(ev, inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
@@ -194,22 +197,10 @@ class ScaleDownActivities:
             storage=self._storage(cluster, pods),
         )
 
-    def _scale_down_kinds(self) -> list[str]:
-        kinds = ["pods", "nodes", "poddisruptionbudgets", *LONGHORN_PLURALS]
-        if not self.node_groups_file:
-            kinds.append(NODE_GROUP_PLURAL)
-        return kinds
-
-    def _groups_file_version(self) -> tuple[int, int] | None:
-        if not self.node_groups_file:
-            return None
-        st = os.stat(self.node_groups_file)
-        return st.st_mtime_ns, st.st_size
-
     def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
         """What _observe lists, from the worker's watch-fed cache (activities.kube.cache)."""
         cache = self.clusters.caches(cluster)
-        return self._observation(cluster, cache, cache.read(self._scale_down_kinds(), fresh))
+        return self._observation(cluster, cache, cache.read(scale_down_kinds(self.node_groups_file), fresh))
 
     def _observation(self, cluster: str, cache: ClusterCache, informers: dict[str, Informer]) -> ScaleDownObservation:
         pods = cache.pod_infos(informers["pods"])

@@ -110,6 +110,7 @@ class ClusterObservation(BaseModel):
     pods_running: int = 0
     requests_with_ready_node: list[str] = Field(default_factory=list)  # of ObserveInput.requests
     resource_versions: dict[str, str] = Field(default_factory=dict)  # kind -> what was seen
+    scale_down_view: str = ""  # the token of what a scale-down evaluation reads, as ScaleDownEvaluation.view
 
 
 class NodeRef(BaseModel):
@@ -254,6 +255,12 @@ class ScaleDownEvaluation(BaseModel):
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0
+    # Until when (epoch seconds) the same cluster and input give this evaluation again; None: it
+    # may differ at once (see scaling.nodes.scale_down.evaluation.stable_until).
+    stable_until: float | None = None
+    # The worker's token for the cache contents it evaluated (activities.kube.cache.view): a loop
+    # whose observation shows the same token has nothing new to evaluate.
+    view: str = ""
 
 
 class NodeRemovalCheckInput(BaseModel):

@@ -20,6 +20,7 @@ from scaling.nodes.models import (
     RequestPhase,
     SpecProblem,
 )
+from scaling.nodes.scale_down.models import ScaleDownReuse
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import SHARE_SEPARATOR
@@ -80,6 +81,7 @@ class AutoscalerState(BaseModel):
     candidates: dict[str, CandidateState] = Field(default_factory=dict)  # capped: see scale_down.evaluation
     candidates_by_state: dict[str, int] = Field(default_factory=dict)  # every managed node counted
     candidates_digest: str = ""  # of the evaluation that sent `candidates`
+    scale_down_reuse: ScaleDownReuse | None = None  # the last evaluation, while it may stand for the next
     scale_downs: dict[str, ScaleDownStatus] = Field(default_factory=dict)  # node -> running child
     recent_scale_downs: list[ScaleDownStatus] = Field(default_factory=list)
     scale_down_by_phase: dict[str, int] = Field(default_factory=dict)

@@ -427,7 +427,7 @@ class NodeAutoscalerWorkflow:
             plan, settings.scale_down_enabled, demand.nodes, removals_running=bool(self.state.scale_downs)
         ):
             async with self.scale_down_lock:
-                await scale_down_step.step(settings, self.state)
+                await scale_down_step.step(settings, self.state, obs.scale_down_view)
             if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
                 await scale_down_step.check_orphans(settings, self.state, providers)
         self.state.last_loop = LoopSummary(

@@ -33,7 +33,14 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.candidates import plan_from_input
     from scaling.nodes.scale_down.checks import is_empty
-    from scaling.nodes.scale_down.evaluation import apply_unneeded, check_node_removal, compact_candidates
+    from scaling.nodes.scale_down.evaluation import (
+        apply_unneeded,
+        check_node_removal,
+        compact_candidates,
+        reuse_key,
+        reuse_of,
+        stands,
+    )
     from scaling.nodes.scale_down.models import (
         NodeRemoval,
         NodeState,
@@ -57,6 +64,9 @@ BOUNDED_SCALE_DOWN = "bounded-scale-down"
 # Runs whose orphan check brought every managed node and every machine into the history (50 KB
 # every ten loops at 330 nodes) and matched them in the workflow replay that way.
 ORPHANS_BESIDE_CLUSTER = "orphans-beside-cluster"
+# Runs that evaluated scale-down in every loop, even when the observation showed the cluster as
+# the last evaluation read it and no timer of it had run out (an idle loop's largest cost), replay so.
+UNCHANGED_SCALE_DOWN_SKIPPED = "unchanged-scale-down-skipped"
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
@@ -108,25 +118,33 @@ def _waiting_empty(sd: ScaleDownStatus) -> bool:
     return sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value
 
 
-async def step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownEvaluation | ScaleDownPlan:
-    """One scale-down evaluation; returns what it acted on."""
+async def step(
+    settings: AutoscalerSettings, state: AutoscalerState, view: str = ""
+) -> ScaleDownEvaluation | ScaleDownPlan | None:
+    """One scale-down evaluation; returns what it acted on (None: the last one still stands, as
+    ``view``, the observation's token of what it would read, says)."""
     if not workflow.patched(BOUNDED_SCALE_DOWN):
         return await _observed_step(settings, state)
     now = workflow.now().timestamp()
-    ev = await evaluate(
-        ScaleDownEvaluationInput(
-            cluster=settings.cluster,
-            now=now,
-            unneeded_since=state.unneeded_since,
-            last_scale_up_at=state.last_scale_up_at,
-            protected=state.protected_nodes,
-            in_progress=sorted(state.scale_downs),
-            watch_empty=sorted(name for name, sd in state.scale_downs.items() if _waiting_empty(sd)),
-            settings=loop_settings(settings),
-            fresh=state.resource_versions,
-            candidates_digest=state.candidates_digest,
-        )
+    inp = ScaleDownEvaluationInput(
+        cluster=settings.cluster,
+        now=now,
+        unneeded_since=state.unneeded_since,
+        last_scale_up_at=state.last_scale_up_at,
+        protected=state.protected_nodes,
+        in_progress=sorted(state.scale_downs),
+        watch_empty=sorted(name for name, sd in state.scale_downs.items() if _waiting_empty(sd)),
+        settings=loop_settings(settings),
+        fresh=state.resource_versions,
+        candidates_digest=state.candidates_digest,
     )
+    key = reuse_key(inp)
+    if workflow.patched(UNCHANGED_SCALE_DOWN_SKIPPED):
+        if stands(state.scale_down_reuse, view, key, now):
+            state.scale_down_evaluated_at = now  # it would have said the same now
+            return None
+    ev = await evaluate(inp)
+    state.scale_down_reuse = reuse_of(ev, key)
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
     state.scale_down_evaluated_at = now
     record_candidates(state, None if ev.candidates_unchanged else ev.candidates, ev.candidates_by_state)

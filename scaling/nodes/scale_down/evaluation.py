@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 
 from scaling.kube.drain import (
     long_terminating_after,
@@ -47,7 +46,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
-from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownPlan
+from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownPlan, ScaleDownReuse
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.text import shorten
@@ -55,6 +54,7 @@ from scaling.text import shorten
 MAX_CANDIDATES = 1000
 CANDIDATES_MAX_BYTES = 100_000
 MESSAGE_MAX_CHARS = 200
+REUSE_MAX_S = 300.0  # how long an evaluation is reused at most while nothing changes
 # Most telling first: what the loop is doing, what it could do, what holds it, then the rest.
 STATE_RANK = {
     s: i
@@ -136,11 +136,31 @@ def apply_unneeded(unneeded_since: dict[str, float], ev: ScaleDownEvaluation, no
 
 def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
     """One scale-down evaluation of the observed cluster with the workflow's state."""
-    ev, _ = evaluation_of(obs, inp)
-    return for_input(ev, inp)
+    return for_input(evaluation_of(obs, inp), inp)
 
 
-def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> tuple[ScaleDownEvaluation, float | None]:
+def reuse_key(inp: ScaleDownEvaluationInput) -> str:
+    """The input but for `now` and what only shapes the answer's size: two inputs with the same
+    key, on the same cluster, evaluate alike until the first's ``stable_until``."""
+    body = inp.model_dump_json(exclude={"now", "fresh", "candidates_digest"})
+    return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+def reuse_of(ev: ScaleDownEvaluation, key: str) -> ScaleDownReuse | None:
+    """What the loop keeps of an evaluation made for an input of ``key``; None when it may not stand
+    for the next (it acts, it may change at once, or the worker gave no token)."""
+    if ev.stable_until is None or not ev.view:
+        return None
+    return ScaleDownReuse(view=ev.view, key=key, until=ev.stable_until)
+
+
+def stands(reuse: ScaleDownReuse | None, view: str, key: str, now: float) -> bool:
+    """Whether the last evaluation is what one now would say: the observation shows the same cache
+    (``view``), the input is the same (``key``) and no timer of it has run out."""
+    return reuse is not None and bool(view) and reuse.view == view and reuse.key == key and now < reuse.until
+
+
+def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
     """The evaluation with every candidate (``for_input`` leaves out the ones the workflow holds),
     and until when the same cluster and input give the same one (``stable_until``)."""
     plan = plan_from_input(
@@ -160,7 +180,7 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> t
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
-    ev = ScaleDownEvaluation(
+    return ScaleDownEvaluation(
         to_remove=[
             RemovalTarget(
                 name=r.name,
@@ -180,8 +200,8 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> t
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
         nodes=len(obs.nodes),
         pods=len(obs.pods),
+        stable_until=stable_until(plan, obs, inp.now),
     )
-    return ev, stable_until(plan, obs, inp.now)
 
 
 def for_input(ev: ScaleDownEvaluation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
@@ -199,10 +219,11 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
     scale-up and a billing hold (each a decision's ``removable_at``), a billed pool's paid
     period (a node unneeded inside its removal window is held again once the period ends), and
     a deleted pod that turns long terminating. A plan that removes nodes, or finds removable
-    nodes it did not select (the per-loop limit), changes the workflow's state: no reuse."""
+    nodes it did not select (the per-loop limit), changes the workflow's state: no reuse.
+    At most REUSE_MAX_S ahead, whatever the plan says: a bound on any staleness not foreseen here."""
     if plan.to_remove:
         return None
-    until = math.inf
+    until = now + REUSE_MAX_S
     nodes = {n.name: n for n in obs.nodes}
     for d in plan.decisions.values():
         if d.state in (NodeState.EMPTY, NodeState.UNDERUSED):

@@ -94,3 +94,12 @@ class FitResult(BaseModel):
 class RemovalCheck(BaseModel):
     ok: bool
     blockers: list[Blocker] = Field(default_factory=list)
+
+
+class ScaleDownReuse(BaseModel):
+    """What the loop keeps of its last scale-down evaluation to tell whether the next would say the
+    same: the worker's token of the cache it read, the input's reuse_key, and until when."""
+
+    view: str
+    key: str
+    until: float

@@ -9,6 +9,8 @@ import pytest
 from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
+from activities.kube.client import ClusterClients
+from activities.nodes.kube import KubeActivities
 from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.nodes.contracts import (
@@ -18,6 +20,7 @@ from scaling.nodes.contracts import (
     NodeEventsInput,
     NodeRef,
     NodeRemovalCheckInput,
+    ObserveInput,
     ProviderMachine,
     ScaleDownEvaluationInput,
     UnmarkNodeInput,
@@ -301,9 +304,10 @@ def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
     assert len(plans) == 2  # three idle loops, no plan
     assert all(ev.candidates_unchanged and ev.to_remove == [] for ev in idle)
     fresh_worker = ScaleDownActivities(acts.clusters, known_providers=["kwok"])
-    assert idle[0] == fresh_worker.evaluate_scale_down(
+    made = fresh_worker.evaluate_scale_down(
         inp.model_copy(update={"now": t0 + 3, "candidates_digest": second.candidates_digest})
     )
+    assert idle[0].model_dump(exclude={"stable_until"}) == made.model_dump(exclude={"stable_until"})
     del plans[2:]  # the fresh worker's plan
     # The workflow's state changed (an operator protected a node): planned.
     acts.evaluate_scale_down(inp.model_copy(update={"now": t0 + 6, "protected": ["n1"]}))
@@ -342,3 +346,22 @@ async def test_find_orphans_reads_nodes_from_the_cache_and_returns_only_orphans(
     # A node being removed loses its machine first: not an orphan.
     going = await ActivityEnvironment().run(acts.find_orphans, inp.model_copy(update={"removing": ["n2"]}))
     assert [o.name for o in going] == ["lost"]
+
+
+def test_the_observation_names_the_view_an_evaluation_read_until_something_changes(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """The loop's observation carries the token of what a scale-down evaluation reads: equal to the
+    last evaluation's while nothing changed (the loop then skips it), different after a change."""
+    kube = KubeActivities(acts.clusters, known_providers=["kwok"])
+    rv = replicated_pod(core, "web-1", "n1")
+    ev = acts.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=time.time(), fresh={"pods": rv}))
+    assert ev.view and kube.observe_cluster(ObserveInput(cluster="c")).scale_down_view == ev.view
+    rv = replicated_pod(core, "web-2", "n2")
+    assert kube.observe_cluster(ObserveInput(cluster="c", fresh={"pods": rv})).scale_down_view != ev.view
+    # Another replica's cache (its own informers) never gives the same token.
+    other = ScaleDownActivities(ClusterClients(shared=acts.clusters.api("c")), known_providers=["kwok"])
+    try:
+        assert other.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=time.time())).view != ev.view
+    finally:
+        other.clusters.caches.close()

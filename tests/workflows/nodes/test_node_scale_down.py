@@ -131,8 +131,10 @@ class DownWorld(World):
             try:
                 if w.observe_gate is not None:
                     await w.observe_gate.wait()
-                w.evaluations.append(evaluate_scale_down(w.down_obs, inp))
-                return w.evaluations[-1]
+                ev = evaluate_scale_down(w.down_obs, inp)
+                ev.view = w.observation.scale_down_view  # the token the worker's cache gives
+                w.evaluations.append(ev)
+                return ev
             finally:
                 w.observing -= 1
 

@@ -227,6 +227,41 @@ async def test_an_idle_loop_keeps_its_candidates_without_receiving_them_again(en
     assert await _evaluations(h, unchanged=False, at_least=1)
 
 
+async def test_an_unchanged_cluster_is_not_evaluated_again_until_a_timer_runs_out(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001
+) -> None:
+    """While the observation shows the cluster as the last evaluation read it (the same view) and
+    the loop's state is the same, the loop skips the evaluation until its first timer: the
+    underused node is still removed once its unneeded time is over, and a change is evaluated."""
+    group = NodeGroup(
+        name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)], scaleDown={"unneeded_time_s": 6}
+    )
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    busy = [app_pod(f"web-{i}", "a") for i in range(12)]  # 60 % of a: utilized, with room for b's pod
+    world.observation = ClusterObservation(nodes=nodes, groups=[group], scale_down_view="v1")
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[*busy, app_pod("lone", "b")], groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/b"))
+
+    def removing() -> bool:
+        return any(ev.to_remove for ev in world.evaluations)
+
+    await poll(lambda: asyncio.sleep(0, removing()), timeout=60)
+    waited = [ev for ev in world.evaluations if not ev.to_remove]
+    # The timer starts, the next loop sees it running; then nothing until it runs out (6 s of
+    # 1 s loops). A loop on a busy machine may come late, so "few", not an exact count.
+    assert waited[0].unneeded_started == ["b"] and len(waited) <= 3, [e.unneeded_started for e in waited]
+    assert world.observe_calls >= len(world.evaluations) + 3
+    assert [t.name for t in world.evaluations[-1].to_remove] == ["b"]
+    # The cluster changes (another view): evaluated at the next loop.
+    count = len(world.evaluations)
+    world.observation = world.observation.model_copy(update={"scale_down_view": "v2"})
+    await poll(lambda: asyncio.sleep(0, len(world.evaluations) > count), timeout=30)
+
+
 async def test_orphans_are_found_beside_the_cluster(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
     """The loop's orphan check sends its orphans so far and gets orphans back: every node and
     machine stays in the worker (they made a 50 KB event every ten loops at 330 nodes)."""

@@ -32,11 +32,15 @@ from scaling.nodes.scale_down.evaluation import (
     CANDIDATES_MAX_BYTES,
     MAX_CANDIDATES,
     MESSAGE_MAX_CHARS,
+    REUSE_MAX_S,
     apply_unneeded,
     check_node_removal,
     compact_candidates,
     evaluate_scale_down,
     evaluation_of,
+    reuse_key,
+    reuse_of,
+    stands,
 )
 from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownLoopSettings
 from scaling.nodes.scale_down.recheck import still_removable
@@ -420,19 +424,20 @@ def test_stable_until_is_when_the_plan_would_first_change() -> None:
     """An evaluation may be reused for the same cluster and input until its first timer runs out:
     the plan just before that moment is the same plan, at it a different one."""
     obs = waiting_cluster()
-    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
-    ev, until = evaluation_of(obs, inp)
-    assert until == NOW + 500 and ev.to_remove == []
-    before, _ = evaluation_of(obs, inp.model_copy(update={"now": until - 0.001}))
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 400})
+    ev = evaluation_of(obs, inp)
+    until = ev.stable_until
+    assert until == NOW + 200 and ev.to_remove == []
+    before = evaluation_of(obs, inp.model_copy(update={"now": until - 0.001}))
     assert before == ev
-    at, again = evaluation_of(obs, inp.model_copy(update={"now": until}))
-    assert [t.name for t in at.to_remove] == ["light"] and again is None  # removing: evaluate again
-    # Nothing waiting on time: reusable for as long as nothing changes.
+    at = evaluation_of(obs, inp.model_copy(update={"now": until}))
+    assert [t.name for t in at.to_remove] == ["light"] and at.stable_until is None  # removing: evaluate again
+    # Nothing waiting on time: reusable while nothing changes, REUSE_MAX_S at most.
     busy = obs.model_copy(update={"pods": [p for p in obs.pods if p.node_name == "busy"] + [app("x", "light", 2500)]})
-    assert evaluation_of(busy, inp.model_copy(update={"unneeded_since": {}}))[1] == float("inf")
+    assert evaluation_of(busy, inp.model_copy(update={"unneeded_since": {}})).stable_until == NOW + REUSE_MAX_S
     # The delay after a scale-up holds the node until it ends.
-    _, delayed = evaluation_of(obs, inp.model_copy(update={"now": until, "last_scale_up_at": NOW}))
-    assert delayed == NOW + 600
+    delayed = evaluation_of(obs, inp.model_copy(update={"now": until, "last_scale_up_at": until - 500}))
+    assert delayed.stable_until == until + 100
 
 
 def test_stable_until_stops_where_a_deleted_pod_turns_long_terminating() -> None:
@@ -440,9 +445,10 @@ def test_stable_until_stops_where_a_deleted_pod_turns_long_terminating() -> None
     deleted = datetime.fromtimestamp(NOW - 10, UTC)
     obs = waiting_cluster(deletion_timestamp=deleted)
     inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
-    ev, until = evaluation_of(obs, inp)
+    ev = evaluation_of(obs, inp)
+    until = ev.stable_until
     assert until == NOW + 50 and ev.to_remove == []
-    after, _ = evaluation_of(obs, inp.model_copy(update={"now": until + 0.001}))
+    after = evaluation_of(obs, inp.model_copy(update={"now": until + 0.001}))
     assert [(t.name, t.kind) for t in after.to_remove] == [("light", NodeState.EMPTY)]
 
 
@@ -455,4 +461,21 @@ def test_no_reuse_while_a_billed_node_is_unneeded() -> None:
     ]
     obs = waiting_cluster().model_copy(update={"groups": [billed], "nodes": nodes})
     inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
-    assert evaluation_of(obs, inp)[1] is None
+    assert evaluation_of(obs, inp).stable_until is None
+
+
+def test_the_last_evaluation_stands_only_for_the_same_view_input_and_time() -> None:
+    """The loop skips an evaluation only when the worker's token, the input and the clock all say
+    it would be the same one."""
+    obs = waiting_cluster()
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    ev = evaluation_of(obs, inp).model_copy(update={"view": "w1:3.7"})
+    reuse = reuse_of(ev, reuse_key(inp))
+    later = inp.model_copy(update={"now": NOW + 2, "candidates_digest": "abc", "fresh": {"pods": "9"}})
+    assert stands(reuse, "w1:3.7", reuse_key(later), NOW + 2)  # now, digest and versions do not count
+    assert not stands(reuse, "w1:3.8", reuse_key(later), NOW + 2)  # an object changed
+    assert not stands(reuse, "", reuse_key(later), NOW + 2)  # a worker without a token
+    assert not stands(reuse, "w1:3.7", reuse_key(later.model_copy(update={"protected": ["busy"]})), NOW + 2)
+    assert not stands(reuse, "w1:3.7", reuse_key(later), NOW + 500)  # light's timer ran out
+    assert reuse_of(ev.model_copy(update={"view": ""}), reuse_key(inp)) is None
+    assert reuse_of(ev.model_copy(update={"stable_until": None}), reuse_key(inp)) is None
