@@ -142,6 +142,7 @@ async def step(
     if workflow.patched(UNCHANGED_SCALE_DOWN_SKIPPED):
         if stands(state.scale_down_reuse, view, key, now):
             state.scale_down_evaluated_at = now  # it would have said the same now
+            record_candidates(state, None, state.candidates_by_state)  # children's phases move on
             return None
     ev = await evaluate(inp)
     state.scale_down_reuse = reuse_of(ev, key)
