@@ -22,7 +22,6 @@ from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestIn
 from scaling.nodes.summaries import request_static_details, request_summary
 from workflows.search import initial_attributes
 
-
 # Behind the loop's own tasks (priority 3, the default): a request's workflow and activity tasks
 # (which inherit it) wait in a backlog before the loop's, never the other way round. At 30,000
 # pending pods ~1,000 requests queued creates, waits and first workflow tasks, and the loop's own
