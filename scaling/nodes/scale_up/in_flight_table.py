@@ -2,16 +2,17 @@
 
 The loop keeps each request it started until it reports a final phase, and carries them across
 continue-as-new. What the next run needs of one is small: group, pool, server type, provider and
-phase, requirements and pods per shape (the planner's "covered by in flight"), its node's name (the
-observer's "has a Ready node"), and its newest finished attempt (a re-reported failure counts once). As
-NodeRequestStatus records with every key spelled out, a Provisioning one was ~500 B, so 400 made
-~200 KB of the carried state; here names (groups, pools, shape keys) are written once and each
-request is a row of numbers, ~100 B (1,500 in flight: tests/scaling/nodes/test_payloads.py).
+phase, requirements and pods per shape (the planner's "covered by in flight"), its node's name
+(the observer's "has a Ready node"), and its newest finished attempt (a re-reported failure
+counts once). As NodeRequestStatus records with every key spelled out, a Provisioning one was
+~500 B, so 400 made ~200 KB of the carried state; here names (groups, pools, shape keys) are
+written once and each request is a row of numbers, ~70 B (1,500 in flight:
+tests/scaling/nodes/test_payloads.py).
 
 Left out: earlier attempts and one still under way (reported again, it counts for nothing), the
-provider id, and named pods (the shapes' counts cover them);
-messages and approval waits are kept up to DETAILS_KEPT bytes. The request itself holds all of
-it (`describe`), and its next report brings the record back whole.
+provider id, and named pods (the shapes' counts cover them); messages and approval waits are
+kept up to DETAILS_KEPT bytes. The request itself holds all of it (`describe`), and its next
+report brings the record back whole.
 """
 
 from __future__ import annotations

@@ -116,3 +116,9 @@ def test_records_carried_before_the_table_still_read() -> None:
     old = {"in_flight": {r.id: r.model_dump(mode="json")}}
     assert AutoscalerState.model_validate(old).in_flight == {r.id: r}
     assert AutoscalerState.model_validate_json(AutoscalerState().model_dump_json()).in_flight == {}
+
+
+def test_pods_already_evented_come_back_in_order() -> None:
+    keys = [f"uid-{i}/{'NotTriggerScaleUp' if i % 3 else 'NeverSatisfiable'}" for i in range(50)]
+    assert carried(AutoscalerState(reported_pods=keys)).reported_pods == keys
+    assert AutoscalerState.model_validate({"reported_pods": keys}).reported_pods == keys  # the older form
