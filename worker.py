@@ -49,8 +49,9 @@ log = logging.getLogger("growth.worker")
 # observation queued behind them (10,000 pods: 18 s a loop with 32 slots). A 10,000-pod burst
 # keeps 323 waits at once (up to the loop's 400 in flight): with 256 slots the loop's
 # start_node_requests waited 25 s for a slot (load 13). Slots are cheap; a thread starts only
-# when that many sync activities run at once.
-ACTIVITY_SLOTS = 1024
+# when that many sync activities run at once. The loop keeps up to 1,500 requests in flight
+# (max_requests_in_flight), each with its wait: room for them and the loop's own beside them.
+ACTIVITY_SLOTS = 2048
 WORKFLOW_TASK_SLOTS = 20
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, PodProblem, ScaleUpPlan, pool_key
 from scaling.nodes.scale_up.backoff import pool_backoff_seconds
 from scaling.nodes.scale_up.demand import NodeTally
+from scaling.nodes.scale_up.in_flight_table import epoch_ms
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 NEVER_SATISFIABLE = "NeverSatisfiable"
@@ -40,9 +41,15 @@ def newly_reported_attempt(previous: NodeRequestStatus | None, update: NodeReque
     if not update.attempts:
         return None
     latest = update.attempts[-1]
-    if previous is not None and previous.attempts and previous.attempts[-1] == latest:
+    if previous is not None and previous.attempts and _same_attempt(previous.attempts[-1], latest):
         return None
     return latest
+
+
+def _same_attempt(a: Attempt, b: Attempt) -> bool:
+    # By pool, result and time (to the millisecond): a record carried across continue-as-new
+    # keeps no more (scaling.nodes.scale_up.in_flight_table).
+    return (a.pool, a.result, epoch_ms(a.timestamp)) == (b.pool, b.result, epoch_ms(b.timestamp))
 
 
 def prune_never_satisfiable(

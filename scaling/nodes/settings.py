@@ -27,12 +27,12 @@ class AutoscalerSettings(BaseModel):
         "(Cluster Autoscaler's --enforce-node-group-min-size)",
     )
     max_requests_in_flight: int = Field(
-        default=400,
+        default=1500,
         ge=1,
         description="most NodeRequests in flight at once; pods beyond wait for a later loop (they are "
-        "the loop's state, carried across continue-as-new: at 400 the worst case measured in "
-        "tests/scaling/nodes/test_payloads.py is ~225 KB of the 256 KB aim; like Cluster Autoscaler's "
-        "--max-nodes-per-scaleup)",
+        "the loop's state, carried across continue-as-new as a compact table: at 1,500, with every other "
+        "part of the state at its bound too, tests/scaling/nodes/test_payloads.py measures ~245 KB of the "
+        "256 KB aim; like Cluster Autoscaler's --max-nodes-per-scaleup)",
     )
     request_ttl_s: float = 3600.0
     use_search_attributes: bool = False

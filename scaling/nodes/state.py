@@ -6,8 +6,9 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo
@@ -22,6 +23,7 @@ from scaling.nodes.models import (
 )
 from scaling.nodes.scale_down.models import ScaleDownReuse
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.scale_up.in_flight_table import from_table, to_table
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import SHARE_SEPARATOR
 from scaling.nodes.settings import AutoscalerSettings
@@ -34,6 +36,24 @@ RECENT_REQUESTS_KEPT = 50
 # Shape keys a finished request keeps (for `explain pod`); in flight it keeps all of them.
 RECENT_SHAPES_KEPT = 8
 REPORTED_PODS_KEPT = 1000  # ~45 KB of state: a sample of each shape's pods is named per loop
+
+
+def _reported_columns(keys: list[str]) -> dict[str, list[Any]]:
+    # "uid/reason" x REPORTED_PODS_KEPT: ~57 KB as strings, ~40 KB with each reason named once.
+    reasons: dict[str, int] = {}
+    uids, which = [], []
+    for key in keys:
+        uid, _, reason = key.rpartition("/")
+        uids.append(uid)
+        which.append(reasons.setdefault(reason, len(reasons)))
+    return {"reasons": list(reasons), "uid": uids, "reason": which}
+
+
+def _reported_keys(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value  # the older form: the keys themselves
+    reasons = value["reasons"]
+    return [f"{uid}/{reasons[i]}" for uid, i in zip(value["uid"], value["reason"], strict=True)]
 
 
 class LoopSummary(BaseModel):
@@ -56,14 +76,23 @@ class AutoscalerState(BaseModel):
     seq: int = 0
     iterations: int = 0
     runs: int = 1
-    in_flight: dict[str, NodeRequestStatus] = Field(default_factory=dict)
+    # Crosses history as one compact table (scaling.nodes.scale_up.in_flight_table); runs
+    # recorded before it carried id -> record, which still reads.
+    in_flight: Annotated[
+        dict[str, NodeRequestStatus],
+        BeforeValidator(from_table),
+        PlainSerializer(to_table, when_used="json"),
+    ] = Field(default_factory=dict)
     recent: list[NodeRequestStatus] = Field(default_factory=list)
     finished_by_phase: dict[str, int] = Field(default_factory=dict)
     attempts_by_pool: dict[str, dict[str, int]] = Field(default_factory=dict)
     nodes_created: int = 0
     never_satisfiable: dict[str, PodProblem] = Field(default_factory=dict)
     groups_fingerprint: str = ""
-    reported_pods: list[str] = Field(default_factory=list)  # pod uid + reason already evented
+    # Pod uid + reason already evented; crosses history as two columns (`_reported_columns`).
+    reported_pods: Annotated[
+        list[str], BeforeValidator(_reported_keys), PlainSerializer(_reported_columns, when_used="json")
+    ] = Field(default_factory=list)
     invalid_groups: list[SpecProblem] = Field(default_factory=list)
     banned_pools: list[str] = Field(default_factory=list)  # "group/pool"
     backoff_until: dict[str, float] = Field(default_factory=dict)  # "group/pool" -> epoch seconds

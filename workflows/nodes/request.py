@@ -57,6 +57,10 @@ KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 DELETE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 # workflow.patched id: runs started before approval gates never wait for one (their input has none).
 APPROVAL_GATES = "approval-gates"
+# Runs that told their loop they were Pending as they began replay so. The loop recorded them
+# Pending when it started them; that first report was a third of a burst's signals to the loop,
+# arriving while it planned (30,000 pods: ~1,000 at once).
+FIRST_REPORT_SKIPPED = "first-report-skipped"
 
 
 # Outside the sandbox: the sandbox runs a workflow's module again for every new instance, on the
@@ -138,7 +142,10 @@ class NodeRequestWorkflow:
     @workflow.run
     async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
         gates = workflow.patched(APPROVAL_GATES)
-        await self._publish(inp)
+        if workflow.patched(FIRST_REPORT_SKIPPED):
+            self._show(inp)
+        else:
+            await self._publish(inp)
         for attempt_no, pool in enumerate(inp.candidates):
             if self.cancel_requested or attempts_exhausted(self.status.attempts, inp.max_attempts):
                 break
@@ -314,11 +321,15 @@ class NodeRequestWorkflow:
         tried = ", ".join(f"{a.pool}: {a.result.value}" for a in self.status.attempts)
         return f"no pool could provide a node ({tried})"
 
-    async def _publish(self, inp: NodeRequestInput) -> None:
-        """Tell the autoscaler (by workflow id, so it reaches its latest run) and the Web UI."""
+    def _show(self, inp: NodeRequestInput) -> None:
+        """The status in the Web UI: its details and search attributes."""
         workflow.set_current_details(request_details(self.status, inp.ttl_s))  # no command: not in history
         if inp.use_search_attributes:
             workflow.upsert_search_attributes(request_attributes(inp.cluster, self.status))
+
+    async def _publish(self, inp: NodeRequestInput) -> None:
+        """Tell the autoscaler (by workflow id, so it reaches its latest run) and the Web UI."""
+        self._show(inp)
         if not inp.parent_workflow_id:
             return
         parent = workflow.get_external_workflow_handle(inp.parent_workflow_id)

@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
-from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration, fit_count, vec
+from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration, Vec, fit_count, vec
 from scaling.kube.quantity import format_cpu, format_memory
 from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
@@ -264,26 +264,50 @@ def _covered_in_flight(
             if hit:
                 s.pods[s.taken :] = hit + [p for p in rest if p.uid not in assigned]
                 cover(s, min(len(hit), s.left))
+    # Up to 1,500 requests, most of the same few pools: a pool's node (labels, room) and which
+    # shapes it admits are worked out once; shapes with nothing left are not looked at again.
+    nodes: dict[tuple[str, str, str, str], tuple[Vec, list[tuple[_Shape, bool]]] | None] = {}
     for r in in_flight:
-        group = groups.get(r.group)
-        stype = catalogue.get((r.provider, r.server_type.lower()))
-        if group is None or stype is None:
+        if not any(s.left > 0 for s in shapes):
+            break
+        where = (r.group, r.pool, r.provider, r.server_type.lower())
+        if where not in nodes:
+            nodes[where] = _in_flight_node(shapes, groups.get(r.group), r.pool, catalogue.get(where[2:]), daemonsets)
+        node = nodes[where]
+        if node is None:
             continue  # without its group's labels we cannot tell which pods its node admits
-        pool = next((p for p in flatten_pools(group) if p.name == r.pool), None)
-        if pool is None:
-            continue
-        labels = node_labels_for(group, pool, stype)
-        room = list(vec(_pool_room(group, pool, stype, daemonsets) - r.requirements))
-        for s in shapes:
+        base, admitted = node
+        room = [c - q for c, q in zip(base, vec(r.requirements), strict=True)]
+        for s, admits in admitted:
+            if s.left <= 0 or not admits:
+                continue
             n = min(fit_count(s.req, room), s.left)
             if s.cap is not None:  # its node holds the pods it was made for, and takes cap in all
                 n = min(n, s.cap - r.pods.get(s.key, 0))
-            if n <= 0 or not s.admits(labels, group.taints):
+            if n <= 0:
                 continue
             for i in range(3):
                 room[i] -= s.req[i] * n
             cover(s, n)
     return covered, out
+
+
+def _in_flight_node(
+    shapes: list[_Shape],
+    group: NodeGroup | None,
+    pool_name: str,
+    stype: ServerType | None,
+    daemonsets: Sequence[PodShape],
+) -> tuple[Vec, list[tuple[_Shape, bool]]] | None:
+    """An in-flight request's node as the planner sees it: its room for pods before the pods it
+    was made for, and whether it admits each shape; None when its group, pool or type is gone."""
+    if group is None or stype is None:
+        return None
+    pool = next((p for p in flatten_pools(group) if p.name == pool_name), None)
+    if pool is None:
+        return None
+    labels = node_labels_for(group, pool, stype)
+    return vec(_pool_room(group, pool, stype, daemonsets)), [(s, s.admits(labels, group.taints)) for s in shapes]
 
 
 def _node_counts(tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> tuple[dict, dict]:

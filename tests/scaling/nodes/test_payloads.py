@@ -1,7 +1,7 @@
 """What crosses history does not grow with the cluster: a 30,000-pending-pod, 5,000-node
 burst, measured with the data converter the worker uses."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -20,6 +20,7 @@ from scaling.nodes.scale_up.requests import NodeRequestStatus, in_flight_record,
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
     RECENT_REQUESTS_KEPT,
+    REPORTED_PODS_KEPT,
     AutoscalerInput,
     AutoscalerState,
     in_flight_for_planner,
@@ -28,6 +29,7 @@ from scaling.nodes.state import (
 
 LIMIT = 256 * 1024
 GI = 2**30
+BURST_AT = datetime(2026, 11, 26, 2, 0, 0, 123456, tzinfo=UTC)
 
 
 def size(value: object) -> int:
@@ -116,10 +118,28 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
         rid = f"nodes/big/request/{i:06d}-abcd"
         inp = request_input(rid, planned, groups[0], settings, "nodes/big")
         biggest_input = max(biggest_input, size(inp))
-        record = in_flight_record(rid, planned, datetime.now(UTC))
+        started = BURST_AT + timedelta(seconds=i * 0.4)  # a burst's starts spread over minutes
+        record = in_flight_record(rid, planned, started)
         state.in_flight[rid] = record
-        # What a request signals: its status without its pods (the autoscaler kept them).
-        signal = record.model_copy(update={"pod_uids": [], "pods": {}})
+        # What a request signals: its status without its pods (the autoscaler kept them); here
+        # Provisioning, its largest in flight (a node, a provider id, its attempt).
+        node = f"big-kwok-cx32-{i:08x}"
+        attempt = Attempt(
+            pool=record.current_pool,
+            result=AttemptResult.PROVISIONING,
+            timestamp=started + timedelta(seconds=3.217),
+            node_name=node,
+        )
+        signal = record.model_copy(
+            update={
+                "pod_uids": [],
+                "pods": {},
+                "phase": RequestPhase.PROVISIONING,
+                "node_name": node,
+                "provider_id": f"kwok://{node}",
+                "attempts": [attempt],
+            }
+        )
         biggest_signal = max(biggest_signal, size(signal))
         record_request_update(state, signal)
     assert biggest_input < 16 * 1024 and biggest_signal < 4 * 1024
@@ -156,6 +176,9 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
     state.last_demand = last_demand_of((s.key, s.count) for s in demand.shapes)
     state.last_problems = problems_by_shape(capped.problems)
     assert len(state.last_problems) >= MAX_SHAPES - 1
+
+    # Pods already evented for a problem, as many as are kept.
+    state.reported_pods = [f"{i:08d}-0000-0000-0000-000000000000/NotTriggerScaleUp" for i in range(REPORTED_PODS_KEPT)]
 
     carried = AutoscalerInput(settings=settings, state=state)
     print(

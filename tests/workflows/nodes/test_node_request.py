@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from hcloud import APIException
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
@@ -18,7 +18,7 @@ from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
-from scaling.nodes.scale_up.requests import NodeRequestInput
+from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow
 
@@ -178,3 +178,33 @@ async def record_history(env: WorkflowEnvironment) -> None:
     handle, _ = await run_request(env, world, request(pools("kwok-cx22", "kwok-cx32")))
     history = await handle.fetch_history()
     (HISTORIES / "node_request_fallback.json").write_text(json.dumps(history.to_json_dict(), indent=1))
+
+
+@workflow.defn(name="ReportRecorder", sandboxed=False)
+class ReportRecorder:
+    """Stands for the NodeAutoscaler: the phases a request reports to it."""
+
+    def __init__(self) -> None:
+        self.phases: list[RequestPhase] = []
+
+    @workflow.signal(name="request_changed")
+    def request_changed(self, update: NodeRequestStatus) -> None:
+        self.phases.append(update.phase)
+
+    @workflow.run
+    async def run(self) -> list[RequestPhase]:
+        await workflow.wait_condition(lambda: RequestPhase.READY in self.phases)
+        return self.phases
+
+
+async def test_a_request_reports_to_its_loop_from_its_first_attempt_on(env: WorkflowEnvironment) -> None:
+    """The loop recorded the request Pending when it started it: no report says so again (in a
+    burst, a third of the signals the loop took)."""
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        env.client, task_queue=tq, workflows=[NodeRequestWorkflow, ReportRecorder], activities=World().activities()
+    ):
+        loop = await env.client.start_workflow(ReportRecorder.run, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=tq)
+        inp = request(pools("kwok-cx22"), parent_workflow_id=loop.id)
+        await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
+        assert await loop.result() == [RequestPhase.PROVISIONING, RequestPhase.READY]
