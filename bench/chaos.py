@@ -22,9 +22,11 @@ Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a 
 (observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
-hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch (a create, a
-drain step) is held in progress by the API server hanging from an observed moment (the create
-scheduled, a node cordoned), so every fault strikes; one that did not is a violation. The
+hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch is held in
+progress by a state the fault sees in the world and that stays put until it strikes, never by
+catching a short activity in a poll: the API server holds the first node create unanswered (a
+request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain). Every
+fault strikes; one that did not is a violation. The
 Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
@@ -58,6 +60,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.stack import restart_dev_server, worker_logs
+from scaling.kube.labels import request_key
 from scaling.nodes.contracts import (
     CORDON_NODE,
     CREATE_NODE,
@@ -221,16 +224,22 @@ async def wait_for_activity(
     timeout: float,
     only: str | None = None,
     started: bool = True,
+    match: Callable[[Pending], bool] = lambda p: True,
 ) -> list[Pending]:
     """Every pending activity at the first moment one of these types is running on a worker
     (or, `started` False, is scheduled), that one first; [] when none came (polled fast: most
-    last tens of milliseconds). `only`: look in that workflow alone."""
+    last tens of milliseconds). `only`: look in that workflow alone; `match`: that one only."""
     wanted = {activity_types} if isinstance(activity_types, str) else set(activity_types)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = await pending_activities(temporal, only)
         hit = next(
-            (p for p in now if p.activity_type in wanted and (not started or (p.started and p.worker_pid))), None
+            (
+                p
+                for p in now
+                if p.activity_type in wanted and (not started or (p.started and p.worker_pid)) and match(p)
+            ),
+            None,
         )
         if hit is not None:
             return [hit, *(p for p in now if p != hit)]
@@ -258,16 +267,6 @@ def sim_proc(stack: Stack) -> Proc:
 
 # A moment to wait for before a fault strikes: "" when it came, else why it did not.
 Moment = Callable[[Stack, Client], Awaitable[str]]
-
-
-def scheduled(activity_type: str, only: str | None = None) -> Moment:
-    """The moment such an activity is scheduled (in the workflow `only`, else in any)."""
-
-    async def wait(stack: Stack, temporal: Client) -> str:
-        found = await wait_for_activity(temporal, activity_type, 60, only=only, started=False)
-        return "" if found else f"no {activity_type} seen"
-
-    return wait
 
 
 async def node_cordoned(stack: Stack, temporal: Client, timeout: float = 300) -> str:
@@ -328,6 +327,45 @@ def kill_worker_during(
                 return
             rec.stalled, rec.started = snapshot, time.time()
             stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
+        rec.ended = time.time()  # the other worker is alive throughout
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
+NODE_CREATE = {"method": "POST", "path_regex": r"^/api/v1/nodes$"}  # a KWOK provider's create
+
+
+def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 120) -> Fault:
+    """SIGKILL the worker whose `create_node` is in progress, held there: the API server holds
+    the first node create unanswered (a request hold, in place before the loop plans), so the
+    activity that sent it runs until the kill, whichever worker took it and however soon the
+    loop was woken. The create is then served (the node made, its answer lost with the dead
+    worker): the retry on another worker must find that node, not make a second."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        faults = f"{stack.sim_url}/sim/v1/faults"
+        async with httpx.AsyncClient(verify=False, timeout=10) as http:
+            (await http.post(faults, json={"request_holds": [{**NODE_CREATE, "times": 1}]})).raise_for_status()
+            try:
+                deadline = time.monotonic() + timeout
+                while not (held := (await http.get(faults)).json()["request_holds"][0]["objects"]):
+                    if time.monotonic() > deadline:
+                        rec.skipped = f"no node create reached the API server within {timeout:.0f} s"
+                        return
+                    await asyncio.sleep(0.05)
+                request = held[0]["labels"].get(LABEL_REQUEST, "")
+                snapshot = await wait_for_activity(
+                    temporal, CREATE_NODE, 60, match=lambda p: request_key(p.workflow_id) == request
+                )
+                name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
+                if name is None:
+                    rec.skipped = f"the held create of {request} not seen running on a worker of ours"
+                    return
+                rec.stalled, rec.started = snapshot, time.time()
+                stack.workers[name].stop(sig, timeout=30)
+            finally:
+                (await http.post(faults, json={"request_holds": []})).raise_for_status()  # served now
         rec.ended = time.time()  # the other worker is alive throughout
         await asyncio.to_thread(stack.replace_worker, name)
 
@@ -448,9 +486,7 @@ DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
     "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
-    "kill-worker-during-create": kill_worker_during(
-        CREATE_NODE, hold_api_from=scheduled(START_NODE_REQUESTS, autoscaler_id(CLUSTER))
-    ),
+    "kill-worker-during-create": kill_worker_during_held_create(),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
     "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
