@@ -311,7 +311,7 @@ def kill_worker_during(
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
 
-    `hold_api_from`: for activities too quick to catch (a KWOK create is one POST of ~20 ms),
+    `hold_api_from`: for activities too quick to catch (a drain step is one call of ~20 ms),
     the API server hangs from that moment until the kill (api_held_from); the fault ends when
     it answers again. `only`: the workflow the activity runs in (polling one is faster), else
     any."""
@@ -764,6 +764,8 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
     if "nondetermin" in worker_logs.lower():
         v.append("a worker logged non-determinism")
     for f in outcome.faults:
+        if not f.skipped and not f.ended:  # still waiting for its moment when the run ended
+            f.skipped = "the run ended before the fault did"
         if f.skipped:  # every run injects every fault: one that never struck tested nothing
             v.append(f"fault {f.name} not injected: {f.skipped}")
             continue
