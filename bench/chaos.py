@@ -22,9 +22,13 @@ Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a 
 (observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
-hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch (a create, a
-drain step) is held in progress by the API server hanging from an observed moment (the create
-scheduled, a node cordoned), so every fault strikes; one that did not is a violation. The
+hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch is held in
+progress by a state the fault sees in the world and that stays put until it strikes, never by
+catching a short activity in a poll: the API server holds the first node create unanswered (a
+request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain); the loop's
+own quick steps, which only the Temporal server sees, by freezing every worker the moment the
+loop's history shows one scheduled (kill_worker_taking). Every fault strikes; one that did not
+is a violation. The
 Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
@@ -58,6 +62,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.stack import restart_dev_server, worker_logs
+from scaling.kube.labels import request_key
 from scaling.nodes.contracts import (
     CORDON_NODE,
     CREATE_NODE,
@@ -221,16 +226,22 @@ async def wait_for_activity(
     timeout: float,
     only: str | None = None,
     started: bool = True,
+    match: Callable[[Pending], bool] = lambda p: True,
 ) -> list[Pending]:
     """Every pending activity at the first moment one of these types is running on a worker
     (or, `started` False, is scheduled), that one first; [] when none came (polled fast: most
-    last tens of milliseconds). `only`: look in that workflow alone."""
+    last tens of milliseconds). `only`: look in that workflow alone; `match`: that one only."""
     wanted = {activity_types} if isinstance(activity_types, str) else set(activity_types)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = await pending_activities(temporal, only)
         hit = next(
-            (p for p in now if p.activity_type in wanted and (not started or (p.started and p.worker_pid))), None
+            (
+                p
+                for p in now
+                if p.activity_type in wanted and (not started or (p.started and p.worker_pid)) and match(p)
+            ),
+            None,
         )
         if hit is not None:
             return [hit, *(p for p in now if p != hit)]
@@ -258,16 +269,6 @@ def sim_proc(stack: Stack) -> Proc:
 
 # A moment to wait for before a fault strikes: "" when it came, else why it did not.
 Moment = Callable[[Stack, Client], Awaitable[str]]
-
-
-def scheduled(activity_type: str, only: str | None = None) -> Moment:
-    """The moment such an activity is scheduled (in the workflow `only`, else in any)."""
-
-    async def wait(stack: Stack, temporal: Client) -> str:
-        found = await wait_for_activity(temporal, activity_type, 60, only=only, started=False)
-        return "" if found else f"no {activity_type} seen"
-
-    return wait
 
 
 async def node_cordoned(stack: Stack, temporal: Client, timeout: float = 300) -> str:
@@ -308,26 +309,124 @@ def kill_worker_during(
     activity_type: str | tuple[str, ...],
     sig: int = signal.SIGKILL,
     hold_api_from: Moment | None = None,
-    only: str | None = None,
 ) -> Fault:
-    """SIGKILL (or SIGTERM) the worker running such an activity; a new worker replaces it.
+    """SIGKILL (or SIGTERM) the worker running such an activity (a long one, as a node-ready
+    wait: the loop's quick ones are kill_worker_taking's); a new worker replaces it.
 
-    `hold_api_from`: for activities too quick to catch (a KWOK create is one POST of ~20 ms),
+    `hold_api_from`: for activities too quick to catch (a drain step is one call of ~20 ms),
     the API server hangs from that moment until the kill (api_held_from); the fault ends when
-    it answers again. `only`: the workflow the activity runs in (polling one is faster), else
-    any."""
+    it answers again."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         async with api_held_from(stack, temporal, hold_api_from, rec) as held:
             if not held:
                 return
-            snapshot = await wait_for_activity(temporal, activity_type, 60, only=only)
+            snapshot = await wait_for_activity(temporal, activity_type, 60)
             name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
             if name is None:
                 rec.skipped = f"no {activity_type} seen running on a worker of ours"
                 return
             rec.stalled, rec.started = snapshot, time.time()
             stack.workers[name].stop(sig, timeout=30)  # SIGTERM: the worker may finish its tasks first
+        rec.ended = time.time()  # the other worker is alive throughout
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
+NODE_CREATE = {"method": "POST", "path_regex": r"^/api/v1/nodes$"}  # a KWOK provider's create
+
+
+def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 120) -> Fault:
+    """SIGKILL the worker whose `create_node` is in progress, held there: the API server holds
+    the first node create unanswered (a request hold, in place before the loop plans), so the
+    activity that sent it runs until the kill, whichever worker took it and however soon the
+    loop was woken. The create is then served (the node made, its answer lost with the dead
+    worker): the retry on another worker must find that node, not make a second."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        faults = f"{stack.sim_url}/sim/v1/faults"
+        async with httpx.AsyncClient(verify=False, timeout=10) as http:
+            (await http.post(faults, json={"request_holds": [{**NODE_CREATE, "times": 1}]})).raise_for_status()
+            try:
+                deadline = time.monotonic() + timeout
+                while not (held := (await http.get(faults)).json()["request_holds"][0]["objects"]):
+                    if time.monotonic() > deadline:
+                        rec.skipped = f"no node create reached the API server within {timeout:.0f} s"
+                        return
+                    await asyncio.sleep(0.05)
+                request = held[0]["labels"].get(LABEL_REQUEST, "")
+                snapshot = await wait_for_activity(
+                    temporal, CREATE_NODE, 60, match=lambda p: request_key(p.workflow_id) == request
+                )
+                name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
+                if name is None:
+                    rec.skipped = f"the held create of {request} not seen running on a worker of ours"
+                    return
+                rec.stalled, rec.started = snapshot, time.time()
+                stack.workers[name].stop(sig, timeout=30)
+            finally:
+                (await http.post(faults, json={"request_holds": []})).raise_for_status()  # served now
+        rec.ended = time.time()  # the other worker is alive throughout
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
+def kill_worker_taking(activity_type: str, timeout: float = 60) -> Fault:
+    """SIGKILL the worker that took the loop's next `activity_type` (observe, start). Their only
+    counterpart is the Temporal server, which nothing can hold while it also answers describe,
+    and they last tens of milliseconds: a poll of the loop missed `start_node_requests` in 1 of
+    3 runs. So the loop's history is followed (a long poll: the server pushes the scheduled
+    event as the loop's workflow task completes) and every worker is frozen (SIGSTOP) the moment
+    it arrives: the activity, started or dispatched to a frozen worker's waiting poll, can no
+    longer finish, and the describe that names its worker is no race. One that finished before
+    the freeze is let go and the next one awaited."""
+
+    async def frozen_strike(stack: Stack, temporal: Client, rec: FaultRecord, activity_id: str) -> str | None:
+        """With every worker frozen: kill the one holding `activity_id`; None when it is done."""
+        frozen = [w for w in stack.workers.values() if w.alive()]
+        for w in frozen:
+            os.killpg(w.popen.pid, signal.SIGSTOP)
+        try:
+            thaw = time.monotonic() + 5  # a waiting poll takes the task at once; never freeze long
+            while time.monotonic() < thaw:
+                now = {p.activity_id: p for p in await pending_activities(temporal, autoscaler_id(CLUSTER))}
+                mine = now.get(activity_id)
+                if mine is None:
+                    return None  # finished before the freeze
+                name = stack.worker_by_pid(mine.worker_pid) if mine.started and mine.worker_pid else None
+                if name is not None:
+                    rec.stalled, rec.started = [mine, *(p for p in now.values() if p != mine)], time.time()
+                    stack.workers[name].stop(signal.SIGKILL, timeout=30)
+                    return name
+                await asyncio.sleep(0.02)
+            return None
+        finally:
+            for w in frozen:
+                if w.alive():
+                    os.killpg(w.popen.pid, signal.SIGCONT)
+
+    async def strike(stack: Stack, temporal: Client, rec: FaultRecord) -> str:
+        loop = temporal.get_workflow_handle(autoscaler_id(CLUSTER))
+        seen = (await loop.describe()).raw_description.workflow_execution_info.history_length
+        while True:  # a continue-as-new ends the iterator: follow the next run
+            async for event in loop.fetch_history_events(wait_new_event=True):
+                attrs = event.activity_task_scheduled_event_attributes
+                if event.event_id <= seen or event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    continue
+                if attrs.activity_type.name == activity_type:
+                    name = await frozen_strike(stack, temporal, rec, attrs.activity_id)
+                    if name is not None:
+                        return name
+            seen = 0
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        try:
+            name = await asyncio.wait_for(strike(stack, temporal, rec), timeout)
+        except TimeoutError:
+            rec.skipped = f"no {activity_type} taken by a worker of ours within {timeout:.0f} s"
+            return
         rec.ended = time.time()  # the other worker is alive throughout
         await asyncio.to_thread(stack.replace_worker, name)
 
@@ -446,11 +545,9 @@ def node_create_storm(status: int, seconds: float) -> Fault:
 # A NodeScaleDown's steps once its timer ran out: cordon, drain (an empty node has none), delete.
 DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
 FAULTS: dict[str, Fault] = {
-    "kill-worker-during-observe": kill_worker_during(OBSERVE_CLUSTER, only=autoscaler_id(CLUSTER)),
-    "kill-worker-during-start": kill_worker_during(START_NODE_REQUESTS, only=autoscaler_id(CLUSTER)),
-    "kill-worker-during-create": kill_worker_during(
-        CREATE_NODE, hold_api_from=scheduled(START_NODE_REQUESTS, autoscaler_id(CLUSTER))
-    ),
+    "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
+    "kill-worker-during-start": kill_worker_taking(START_NODE_REQUESTS),
+    "kill-worker-during-create": kill_worker_during_held_create(),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
     "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
@@ -728,6 +825,8 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
     if "nondetermin" in worker_logs.lower():
         v.append("a worker logged non-determinism")
     for f in outcome.faults:
+        if not f.skipped and not f.ended:  # still waiting for its moment when the run ended
+            f.skipped = "the run ended before the fault did"
         if f.skipped:  # every run injects every fault: one that never struck tested nothing
             v.append(f"fault {f.name} not injected: {f.skipped}")
             continue

@@ -5,7 +5,9 @@ the agent API, fake agents); the workload is its `run_fleet_burst` (instances pl
 deleted and the empty clusters removed). Faults: the worker SIGKILLed while an OCM cluster
 create is in progress (held there by a slow OCM answer) and replaced, OCM 503 and 429 storms on
 cluster creates, lost create responses (created at OCM, the answer never arrives or is a 503), and the
-Temporal server restarted on its database. Invariants beyond bench/chaos.py's history checks:
+Temporal server restarted on its database while a create is held the same way. Each strikes on
+the fake OCM's own counts (`/sim/v1/stats`: create requests, lost answers), never on catching a
+create activity in a poll (one that finished first skipped the fault). Invariants beyond bench/chaos.py's history checks:
 every instance placed (none lost), none placed twice, no second OCM cluster for one cluster
 workflow (the fake counts live clusters per external id), no OCM cluster leaked.
 """
@@ -29,11 +31,9 @@ from bench.chaos import (
     FaultRecord,
     Outcome,
     _payload,
-    _strike_when,
     beside_faults,
     check_histories,
     pending_activities,
-    restart_temporal,
 )
 from bench.stack import DemoRestarts, demo_args, running
 from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_CLUSTER_MESSAGES, SIGNAL_INSTANCE_PLACED
@@ -58,34 +58,70 @@ class FleetStack(DemoRestarts, FleetDemo):
             return resp.json()
 
 
-def kill_worker_during_ocm_create(sig: int = signal.SIGKILL) -> Fault:
-    """The next cluster create answers after 5 s; the worker waiting on it is killed, replaced."""
+CREATE_ROUTE = "POST /clusters"  # the fake's count of cluster create requests, by route
+
+
+async def ocm_count(stack: Any, key: str) -> int:
+    """One of the fake OCM's own counts (`/sim/v1/stats`): `lost_responses`, or a route's requests."""
+    stats = await stack.ocm("GET", "/stats")
+    return int(stats["requests_by_route"].get(key, 0) if key.startswith(("GET ", "POST ")) else stats[key])
+
+
+async def ocm_counted(stack: Any, key: str, at_least: int, rec: FaultRecord, what: str, timeout: float = 120) -> bool:
+    """Wait until the fake OCM's count `key` reaches `at_least`: the moment a fault strikes is
+    read from the fake, which counts every request however briefly the create activity runs,
+    never from catching that activity in a poll. False (rec.skipped says why) when it did not."""
+    deadline = time.monotonic() + timeout
+    while await ocm_count(stack, key) < at_least:
+        if time.monotonic() > deadline:
+            rec.skipped = f"{what} within {timeout:.0f} s"
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+def during_held_ocm_create(kill_worker: bool, held_s: float = 5) -> Fault:
+    """The next cluster create is made at once and answered `held_s` late; as soon as the fake
+    has it, the worker waiting on it is SIGKILLed (and replaced), or the Temporal server is
+    killed and restarted on its database (the answer lands while it is down)."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        await stack.ocm("POST", "/slow", {"delay_s": 5, "count": 1, "method": "POST", "path": CLUSTERS_PATH})
-        if not await _strike_when(temporal, CREATE_OCM_CLUSTER, rec):
+        before = await ocm_count(stack, CREATE_ROUTE)
+        await stack.ocm("POST", "/slow", {"delay_s": held_s, "count": 1, "method": "POST", "path": CLUSTERS_PATH})
+        if not await ocm_counted(stack, CREATE_ROUTE, before + 1, rec, "no cluster create reached OCM"):
             return
         rec.started = time.time()
-        await asyncio.to_thread(stack.worker().stop, sig, 30)
+        if kill_worker:
+            await asyncio.to_thread(stack.worker().stop, signal.SIGKILL, 30)
+            rec.stalled = await pending_activities(temporal)  # the held create among them, until retried
+        else:
+            rec.stalled = await pending_activities(temporal)  # read while the server is up
+            await asyncio.to_thread(stack.restart_temporal)
         rec.ended = time.time()
-        await asyncio.to_thread(stack.replace_worker, "worker")
+        if kill_worker:
+            await asyncio.to_thread(stack.replace_worker, "worker")
 
     return inject
 
 
 def ocm_create_storm(status: int, seconds: float) -> Fault:
-    """Every OCM cluster create answered `status` for `seconds`, from the first create on."""
+    """Every OCM cluster create answered `status` for `seconds` from the first one refused (as
+    the fake counts them). In place before the loop scales up, so no create slips past."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, CREATE_OCM_CLUSTER, rec, started=False):
-            return
         fault = {"status": status, "count": 100_000, "method": "POST", "path": CLUSTERS_PATH}
         if status == 429:
             fault["retry_after_s"] = 1
-        rec.started = time.time()
+        before = await ocm_count(stack, CREATE_ROUTE)
         await stack.ocm("POST", "/faults", fault)
-        await asyncio.sleep(seconds)  # the storm's length
-        await stack.ocm("POST", "/reset_faults")
+        try:
+            if not await ocm_counted(stack, CREATE_ROUTE, before + 1, rec, "no cluster create met the storm"):
+                return
+            rec.started = time.time()
+            rec.stalled = await pending_activities(temporal)
+            await asyncio.sleep(seconds)  # the storm's length
+        finally:
+            await stack.ocm("POST", "/reset_faults")
         rec.ended = time.time()
         rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
 
@@ -94,25 +130,30 @@ def ocm_create_storm(status: int, seconds: float) -> Fault:
 
 def lose_ocm_creates(count: int, status: int | None = None) -> Fault:
     """The next `count` cluster creates succeed at OCM but their answers are lost (the
-    connection closed, or a 5xx `status` answered instead)."""
+    connection closed, or a 5xx `status` answered instead). The fault ends when the fake has
+    lost the last of them; the creates retrying then are what it stalled."""
 
     async def inject(stack: Any, temporal: Client, rec: FaultRecord) -> None:
         rec.started = time.time()
+        lost = await ocm_count(stack, "lost_responses")
         await stack.ocm("POST", "/lose_create_responses", {"count": count, "status": status})
-        if not await _strike_when(temporal, CREATE_OCM_CLUSTER, rec):
+        if not await ocm_counted(stack, "lost_responses", lost + count, rec, f"{count} create answers not all lost"):
             return
         rec.ended = time.time()
+        rec.stalled = [p for p in await pending_activities(temporal) if p.activity_type == CREATE_OCM_CLUSTER]
 
     return inject
 
 
 FLEET_FAULTS: dict[str, Fault] = {
-    "kill-worker-during-ocm-create": kill_worker_during_ocm_create(),
+    "kill-worker-during-ocm-create": during_held_ocm_create(kill_worker=True),
     "ocm-create-503-storm": ocm_create_storm(503, 5),
     "ocm-create-429-storm": ocm_create_storm(429, 5),
-    "ocm-lost-create-responses": lose_ocm_creates(2),
-    "ocm-create-answered-503": lose_ocm_creates(2, 503),
-    "restart-temporal-during-ocm-create": restart_temporal(CREATE_OCM_CLUSTER, started=False),
+    # The burst makes one cluster, and a retry finds it by its external id instead of sending
+    # the create again: one lost answer is all a run can meet (a second was never sent).
+    "ocm-lost-create-responses": lose_ocm_creates(1),
+    "ocm-create-answered-503": lose_ocm_creates(1, 503),
+    "restart-temporal-during-ocm-create": during_held_ocm_create(kill_worker=False),
 }
 
 

@@ -212,6 +212,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query, keep_blank_values=True)
         try:
             body = self._body()
+            if not path.startswith("/sim/v1"):
+                api.control.hold(method, path, body)  # an injected hang (control.RequestHold)
             if path.startswith("/sim/v1"):
                 self._verb, self._resource = "control", path
                 self._control(method, path, body)
@@ -265,7 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
                 control.set_faults(body or {})
                 self._send(200, control.faults())
             elif path == "/sim/v1/faults" and method == "DELETE":
-                control.set_faults({"never_ready_nodes": [], "request_failures": []})
+                control.set_faults({"never_ready_nodes": [], "request_failures": [], "request_holds": []})
                 self._send(200, control.faults())
             elif path == "/sim/v1/settings" and method == "GET":
                 self._send(200, control.settings())
@@ -274,6 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, control.settings())
             else:
                 raise ApiError(404, "NotFound", f"no control endpoint {method} {path}")
+        except KeyError as exc:
+            raise bad_request(f"missing field {exc}") from None
         except (TypeError, ValueError) as exc:
             raise bad_request(str(exc)) from None
 

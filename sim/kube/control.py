@@ -30,6 +30,31 @@ class RequestFailure:
         return (self.method in ("*", method)) and re.search(self.path_regex, path) is not None
 
 
+@dataclass
+class RequestHold:
+    """An injected hang: the next `times` requests matching method and path wait unanswered
+    until the hold is lifted (or `max_s` passes), and are then served as usual. A caller's
+    request stays in progress for as long as a test needs (a client process killed mid-call),
+    which a request of ~20 ms never does on its own; `held` counts the requests caught so far,
+    `waiting` those still waiting, and `objects` the name and labels of each one's body."""
+
+    method: str
+    path_regex: str
+    times: int = 1
+    max_s: float = 300.0
+    held: int = 0
+    waiting: int = 0
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    lifted: threading.Event = field(default_factory=threading.Event)
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method in ("*", method)) and re.search(self.path_regex, path) is not None
+
+    def view(self) -> dict[str, Any]:
+        keys = ("method", "path_regex", "times", "max_s", "held", "waiting", "objects")
+        return {key: getattr(self, key) for key in keys}
+
+
 # The settings in seconds, read and set through the control API alike.
 SECONDS_SETTINGS = (
     "node_ready_delay",
@@ -55,6 +80,7 @@ class SimControl:
     scoring: str = "least-allocated"
     never_ready_nodes: list[str] = field(default_factory=list)
     failures: list[RequestFailure] = field(default_factory=list)
+    holds: list[RequestHold] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests_total: int = 0
     by_verb: Counter[str] = field(default_factory=Counter)
@@ -73,6 +99,24 @@ class SimControl:
                     return failure
             self.failures = [f for f in self.failures if f.times > 0]
         return None
+
+    def hold(self, method: str, path: str, body: Any) -> None:
+        """Wait here while a hold catches this request (see RequestHold)."""
+        with self.lock:
+            hold = next((h for h in self.holds if h.times > 0 and h.matches(method, path)), None)
+            if hold is None:
+                return
+            hold.times -= 1
+            hold.held += 1
+            hold.waiting += 1
+            meta = body.get("metadata") if isinstance(body, dict) else None
+            if isinstance(meta, dict):
+                hold.objects.append({"name": meta.get("name", ""), "labels": dict(meta.get("labels") or {})})
+        try:
+            hold.lifted.wait(hold.max_s)
+        finally:
+            with self.lock:
+                hold.waiting -= 1
 
     def record(self, verb: str, resource: str, status: int, seconds: float) -> None:
         with self.lock:
@@ -120,6 +164,7 @@ class SimControl:
             return {
                 "never_ready_nodes": list(self.never_ready_nodes),
                 "request_failures": [vars(f) for f in self.failures if f.times > 0],
+                "request_holds": [h.view() for h in self.holds],
             }
 
     def set_faults(self, body: dict[str, Any]) -> None:
@@ -136,3 +181,19 @@ class SimControl:
                     re.compile(failure.path_regex)
                     failures.append(failure)
                 self.failures = failures
+            if "request_holds" in body:
+                holds = []
+                for item in body["request_holds"]:
+                    hold = RequestHold(
+                        str(item["method"]),
+                        str(item["path_regex"]),
+                        int(item.get("times", 1)),
+                        float(item.get("max_s", 300.0)),
+                    )
+                    if hold.times < 0 or hold.max_s < 0:
+                        raise ValueError("request_holds: times and max_s must be >= 0")
+                    re.compile(hold.path_regex)
+                    holds.append(hold)
+                for old in self.holds:  # replaced: what it holds is served now
+                    old.lifted.set()
+                self.holds = holds

@@ -620,6 +620,32 @@ def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Ap
     assert bad.value.code == 400
 
 
+def test_control_api_holds_a_request_in_progress_until_lifted(cluster: SimCluster, core: client.CoreV1Api) -> None:
+    # The next node create hangs unanswered (a caller caught mid-call); others pass; lifting
+    # the hold serves it as usual.
+    hold = {"method": "POST", "path_regex": "^/api/v1/nodes$", "times": 1}
+    cluster.control_request("POST", "/sim/v1/faults", {"request_holds": [hold]})
+    held = threading.Thread(target=core.create_node, args=(node_body("held", labels={"req": "r1"}),))
+    held.start()
+    holds = eventually(
+        lambda: (h := cluster.control_request("GET", "/sim/v1/faults")["request_holds"])[0]["waiting"] == 1 and h,
+        message="the create held",
+    )
+    assert holds[0]["held"] == 1 and holds[0]["times"] == 0
+    assert holds[0]["objects"] == [{"name": "held", "labels": {"req": "r1"}}]
+    core.create_node(node_body("passes"))  # the hold caught one create only
+    assert held.is_alive() and [n.metadata.name for n in core.list_node().items] == ["passes"]
+    cluster.control_request("DELETE", "/sim/v1/faults")
+    held.join(timeout=30)
+    assert not held.is_alive()
+    assert core.read_node("held").metadata.labels["req"] == "r1"
+    assert cluster.control_request("GET", "/sim/v1/faults")["request_holds"] == []
+    for bad, field in (({"path_regex": "x"}, "method"), ({**hold, "times": -1}, "times")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            cluster.control_request("POST", "/sim/v1/faults", {"request_holds": [bad]})
+        assert refused.value.code == 400 and field in json.loads(refused.value.read())["message"]
+
+
 def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(

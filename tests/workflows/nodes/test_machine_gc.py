@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
@@ -181,17 +182,44 @@ async def test_nothing_is_deleted_when_the_autoscaler_cannot_say_what_is_in_flig
     assert cloud.deleted == ["hcloud://1"]
 
 
-async def test_failed_delete_is_retried_next_round_and_state_survives_continue_as_new(gc) -> None:  # noqa: ANN001
-    # Polling queries does not skip time here, so rounds run on a short real interval.
+async def continued(
+    env: WorkflowEnvironment, handle: WorkflowHandle, run_id: str, timeout: float = 30.0
+) -> tuple[str, MachineGCInput]:
+    """The run after `run_id` and the input that run `run_id` continued-as-new with, read from
+    its history. Not a status query: on the time-skipping server a query that met a hand-over
+    kept answering from the old run's state (rounds=1 for 30 s while describe showed the
+    workflow running new runs, the delete long done), where a history is what happened."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    run = env.client.get_workflow_handle(handle.id, run_id=run_id)
+    while True:
+        events = (await run.fetch_history()).events
+        if events and events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            attrs = events[-1].workflow_execution_continued_as_new_event_attributes
+            return attrs.new_execution_run_id, MachineGCInput.model_validate_json(attrs.input.payloads[0].data)
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"run {run_id} did not continue-as-new within {timeout:.0f} s")
+        await asyncio.sleep(0.25)
+
+
+async def test_failed_delete_is_retried_next_round_and_state_survives_continue_as_new(
+    env: WorkflowEnvironment,
+    gc,  # noqa: ANN001
+) -> None:
+    # Two rounds per run on a short real interval; deletes fail in rounds 1-3, round 4 deletes.
     cloud = Cloud(machines=[machine(1, OLD)], fail_deletes=3)
     cloud.unusable = [
         UnusablePool(group="g", pool="hetzner-cx31", provider="hetzner", server_type="CX31", reason="removed")
     ]
     handle = await gc(cloud, rounds_per_run=2)
-    first = await poll(handle, lambda s: s.state.delete_failures >= 1)
-    assert cloud.deleted == []
+    assert handle.result_run_id is not None
+    run, first = await continued(env, handle, handle.result_run_id)
+    # Run 1 hands its failures on: nothing deleted, both attempts counted, the last one named.
+    assert (first.state.runs, first.state.rounds, first.state.delete_failures) == (2, 2, 2)
+    assert first.state.collected_total == 0
     assert "delete hcloud://1" in first.state.last_error
     assert first.state.unusable_pools[0].pool == "hetzner-cx31"
-    status = await poll(handle, lambda s: s.state.collected_total == 1 and s.state.runs >= 2, timeout=30)
+    _, second = await continued(env, handle, run)
+    # Run 2 failed once more, then deleted it, and hands on the failures of both runs.
     assert cloud.deleted == ["hcloud://1"]
-    assert status.state.delete_failures >= 1  # carried across continue-as-new
+    assert (second.state.runs, second.state.delete_failures, second.state.collected_total) == (3, 3, 1)
+    assert [c.provider_id for c in second.state.collected] == ["hcloud://1"]
