@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
     from scaling.fleet.models import MAX_REJECTED_BY, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
+        FirstFit,
         instance_quota,
         instance_units,
         place_instance,
@@ -635,11 +636,11 @@ class FleetAutoscalerWorkflow:
         """Place queued instances on the first ready cluster with room; tell the cluster and the
         index."""
         st = self.state
-        clusters = list(st.clusters.values())
+        fit = FirstFit(list(st.clusters.values()))  # first-fit, without rescanning full clusters
         still: list[ManagedInstance] = []
         for inst in st.queue:
             rules = self.rules.get(inst.instance_type)
-            cid = place_instance(inst, clusters, rules) if rules else None
+            cid = fit.place(inst, rules) if rules else None
             if cid is None:
                 still.append(inst)
                 continue
