@@ -37,7 +37,7 @@ from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.contracts import AgentStatusReport, CreateInstanceRequest, InstancePlacement
 from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
-from starters.fleet import find_instance
+from starters.fleet import find_instance, register_listed
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -66,9 +66,10 @@ async def patiently(call) -> object:  # type: ignore[no-untyped-def]
 
 
 def config(clusters: int, limit: int) -> str:
-    """The region with its clusters listed as dataplane-cluster-configuration.yaml lists them. (By
-    the register_cluster update instead, each registration is a round over every cluster: at
-    1,000 the region's workflow task outgrew the 2 s deadlock detector on the loaded machine.)"""
+    """The region with its clusters listed as dataplane-cluster-configuration.yaml lists them. They
+    are registered as `growth fleet start` registers them: `register_clusters` updates of 100, not
+    the region's input. (One register_cluster update per cluster made a round over every cluster
+    per registration: at 1,000 the region's workflow task outgrew the 2 s deadlock detector.)"""
     listed = "\n".join(
         f"  - {{cluster_id: bench-{i:05d}, cloud_provider: aws, region: us-east-1, schedulable: true,"
         f" kafka_instance_limit: -1, supported_instance_type: standard}}"
@@ -192,10 +193,11 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
             t0 = time.monotonic()
             handle = await client.start_workflow(
                 FleetAutoscalerWorkflow.run,
-                FleetAutoscalerInput(settings=settings, config=cfg),
+                FleetAutoscalerInput(settings=settings, config=cfg.without_clusters()),
                 id=f"fleet/aws/bench-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
             )
+            await register_listed(handle, cfg.manual_clusters("aws", "us-east-1"))
             await until(lambda: _all_waiting(handle, clusters), timeout_s=600, what=f"{clusters} clusters registered")
             ids = [f"bench-{i:05d}" for i in range(clusters)]
             await agents_report_ready(client, ids, units)

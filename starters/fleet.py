@@ -31,6 +31,8 @@ from activities.settings import Settings
 from activities.updates import execute_update, query
 from scaling.fleet.config import FleetConfigError, ManualCluster, load_fleet_config, load_manual_clusters
 from scaling.fleet.contracts import (
+    MAX_REGISTER_BATCH,
+    ClusterRegistrations,
     CreateInstanceRequest,
     InstancePlacement,
     autoscaler_workflow_id,
@@ -94,7 +96,14 @@ def start_input(provider: str, region: str, fleet_config: str, flags: dict) -> F
 
 
 async def start(client: Client, settings: Settings, provider: str, region: str, fleet_config: str, flags: dict) -> str:
+    """Start the region's loop, then register the clusters the configuration lists for it: they
+    go through `register_clusters` in batches, not in the loop's input (which is carried across
+    continue-as-new and must not grow with the fleet). A region already running gets them too
+    (known clusters are left as they are), so a start cut short between the two is finished by
+    starting again."""
     inp = start_input(provider, region, fleet_config, flags)
+    listed = inp.config.manual_clusters(provider, region)
+    inp = inp.model_copy(update={"config": inp.config.without_clusters()})
     fleet = inp.settings
     wf_id = autoscaler_workflow_id(provider, region)
     attrs = None
@@ -109,9 +118,26 @@ async def start(client: Client, settings: Settings, provider: str, region: str, 
             search_attributes=attrs,
             static_summary=region_summary(fleet),  # the Web UI's workflow list
         )
+        text = (
+            f"started FleetAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+        )
     except WorkflowAlreadyStartedError:
-        return f"FleetAutoscaler {wf_id} is already running (terminate it to change its settings)"
-    return f"started FleetAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+        handle = client.get_workflow_handle(wf_id)
+        text = f"FleetAutoscaler {wf_id} is already running (terminate it to change its settings)"
+    if listed:
+        await register_listed(handle, listed)
+        text += f"; {len(listed)} listed cluster(s) registered"
+    return text
+
+
+async def register_listed(handle: WorkflowHandle, clusters: list[ManualCluster]) -> list[str]:
+    """Register `clusters` with `register_clusters`, MAX_REGISTER_BATCH at a time (each update's
+    input is in the region's history); known clusters are left as they are."""
+    ids: list[str] = []
+    for k in range(0, len(clusters), MAX_REGISTER_BATCH):
+        batch = ClusterRegistrations(clusters=clusters[k : k + MAX_REGISTER_BATCH])
+        ids += await execute_update(handle, FleetAutoscalerWorkflow.register_clusters, batch, rpc_timeout=RPC_TIMEOUT)
+    return ids
 
 
 def format_status(s: RegionStatus) -> str:
@@ -287,10 +313,7 @@ def register_clusters_command(where: tuple[str, str], cluster_file: str) -> Call
         return [c for c in clusters if (c.cloud_provider, c.region) == (provider, region)]
 
     async def run(handle: WorkflowHandle, settings: Settings) -> Done:
-        mine = listed()
-        for c in mine:
-            await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, c, rpc_timeout=RPC_TIMEOUT)
-        ids = [c.cluster_id for c in mine]
+        ids = await register_listed(handle, listed())
         return Done(
             message=f"registered {len(ids)} cluster(s) in {provider}/{region}: {', '.join(ids)}", data={"clusters": ids}
         )

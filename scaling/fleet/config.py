@@ -233,6 +233,11 @@ class FleetConfig(_Strict):
     def manual_clusters(self, provider: str, region: str) -> list[ManualCluster]:
         return [c for c in self.clusters if c.cloud_provider == provider and c.region == region]
 
+    def without_clusters(self) -> FleetConfig:
+        """The configuration a region carries: its listed clusters go to the registry instead
+        (the `register_clusters` update), so the carried input does not grow with the fleet."""
+        return self.model_copy(update={"clusters": []})
+
 
 def reference_problems(cfg: FleetConfig) -> list[tuple[str, str]]:
     """Names that must refer to something defined elsewhere in the document."""

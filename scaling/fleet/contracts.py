@@ -38,6 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from scaling.fleet.config import ManualCluster
 from scaling.fleet.models import ClusterPhase, InstanceVersions, ManagedInstance, TypeCapacity
 
 # -- activity names (registered by activities/fleet, called by workflows/fleet) ------------
@@ -98,6 +99,10 @@ SIGNAL_INSTANCES_REJECTED = "instances_rejected"  # from a DataPlaneCluster: Rej
 # creation or deletion while the region finishes its handlers before continue-as-new.
 UPDATE_DRAINING = "UpdateDraining"
 UPDATE_REGISTER_CLUSTER = "register_cluster"  # ManualCluster -> cluster id; an existing cluster (no create)
+UPDATE_REGISTER_CLUSTERS = "register_clusters"  # ClusterRegistrations -> cluster ids; a batch of the above
+# Clusters in one register_clusters update: its input (about 300 bytes a cluster) is in the
+# region's history, so a long list goes in batches (30 KB each), never as one payload.
+MAX_REGISTER_BATCH = 100
 
 
 def cluster_workflow_id(cluster_id: str) -> str:
@@ -395,6 +400,13 @@ class RejectedInstances(BaseModel):
 
 
 # -- autoscaler updates (CLI) ------------------------------------------------------------
+class ClusterRegistrations(BaseModel):
+    """Clusters listed in dataplane-cluster-configuration.yaml, registered in one update (at most
+    MAX_REGISTER_BATCH; the validator refuses more, naming `clusters`)."""
+
+    clusters: list[ManualCluster]
+
+
 class CreateInstanceRequest(BaseModel):
     """Create a managed instance of `instance_type` and `size` in the region; `id` is the
     caller's (a retried update with the same id returns the same placement)."""

@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from scaling.fleet.models import MAX_REJECTED_BY, ManagedInstance
+from scaling.fleet.models import MAX_REJECTED_BY, CompactInstance, ManagedInstance
 
 DEFAULT_SHARDS = 64
 SIGNAL_INDEX_OPS = "index_ops"  # region -> shard: IndexOps
@@ -84,7 +84,7 @@ class IndexAnswers(BaseModel):
 class InstanceIndexInput(BaseModel):
     region_workflow_id: str
     shard: int
-    records: dict[str, ManagedInstance] = Field(default_factory=dict)
+    records: dict[str, CompactInstance] = Field(default_factory=dict)
 
 
 def apply_index_ops(records: dict[str, ManagedInstance], ops: list[IndexOp]) -> list[IndexAnswer]:

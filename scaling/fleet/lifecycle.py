@@ -52,6 +52,8 @@ class DataPlaneClusterInput(BaseModel):
     manual: bool = False
     instance_types: list[str] = Field(default_factory=list)  # all it runs; [] = instance_type only
     cluster_type: ClusterType = "managed"
+    schedulable: bool = True  # a registered cluster's listed fields (ManualCluster), told to the region
+    instance_limit: int = -1
     openshift_version: str = ""
     fleetshard_parameters: dict[str, str] = Field(default_factory=dict)  # non-secret addon parameters
     reserved: list[ManagedInstance] = Field(default_factory=list)  # prewarming, served when ready
@@ -124,6 +126,10 @@ class ClusterReport(BaseModel):
     max_units_by_type: dict[str, int | None] = Field(default_factory=dict)
     manual: bool = False
     cluster_type: ClusterType = "managed"
+    # A registered cluster's listed fields, so a registry rebuilt from reports has them (the
+    # region's input no longer lists its clusters); reports from before say schedulable, no limit.
+    schedulable: bool = True
+    instance_limit: int = -1
 
 
 # Upstream takes agent reports in these phases only; in any other it answers 204 and changes
@@ -210,6 +216,8 @@ def cluster_report(state: DataPlaneClusterState, inp: DataPlaneClusterInput) -> 
         max_units_by_type=by_type,
         manual=inp.manual,
         cluster_type=inp.cluster_type,
+        schedulable=inp.schedulable,
+        instance_limit=inp.instance_limit,
     )
 
 

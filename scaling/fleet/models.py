@@ -4,9 +4,9 @@ instances. Plain pydantic models shared by the rules, the workflows and the cont
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -135,3 +135,13 @@ class ManagedInstance(BaseModel):
     versions: InstanceVersions = Field(default_factory=InstanceVersions)
     message: str = ""  # the agent's reason when failed or rejected
     rejected_by: list[str] = Field(default_factory=list)  # clusters whose agent refused it (latest last)
+
+
+def _without_defaults(instance: ManagedInstance) -> dict[str, Any]:
+    return instance.model_dump(mode="json", exclude_defaults=True)
+
+
+# A ManagedInstance as it crosses history in a continue-as-new input (the region's queue, an index
+# shard's records): without its fields at their defaults, which a queued or placed instance mostly
+# has (about 70 bytes instead of 230); it reads back as the same ManagedInstance.
+CompactInstance = Annotated[ManagedInstance, PlainSerializer(_without_defaults)]

@@ -12,11 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from scaling.fleet.approvals import after_denied_deletion
+from scaling.fleet.cluster_table import ClusterTable, from_table, to_table
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.index import DEFAULT_SHARDS, IndexOp
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
-from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
+from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, CompactInstance, ManagedInstance, TypeUnits
 
 MAX_EVENTS = 30  # recent decisions kept for the status query
 
@@ -80,16 +81,21 @@ class FleetAutoscalerState(BaseModel):
     `index_shards` > 0: the instances are in the index (patch instance-index) and the region holds
     `committed` units per type, `instance_count` and the `queue` of waiting instances. 0: a run
     from before, whose `instances` and `waiting` hold every instance (moved to the index at its
-    next continue-as-new)."""
+    next continue-as-new).
+
+    The registry crosses continue-as-new as `cluster_table` (patch compact-registry: columns,
+    about 40 bytes a cluster) and the region unpacks it into `clusters` when it starts; inputs
+    from before carry `clusters` itself."""
 
     clusters: dict[str, ClusterRecord] = Field(default_factory=dict)  # in creation order
+    cluster_table: ClusterTable | None = None  # the registry in a continue-as-new input
     instances: dict[str, ManagedInstance] = Field(default_factory=dict)  # runs before the index only
     waiting: list[str] = Field(default_factory=list)  # runs before the index only: ids, oldest first
     index_shards: int = 0
     index_started: bool = False  # the shard workflows were started
     committed: dict[str, int] = Field(default_factory=dict)  # instance type -> units placed or queued
     instance_count: int = 0  # instances placed or queued
-    queue: list[ManagedInstance] = Field(default_factory=list)  # waiting for a cluster, oldest first
+    queue: list[CompactInstance] = Field(default_factory=list)  # waiting for a cluster, oldest first
     index_outbox: list[IndexOp] = Field(default_factory=list)  # owed to the index shards, in order
     outbox: list[ClusterMessage] = Field(default_factory=list)
     paused: bool = False
@@ -110,9 +116,31 @@ class FleetAutoscalerState(BaseModel):
 
 
 class FleetAutoscalerInput(BaseModel):
+    """The region's input. `config.clusters` (dataplane-cluster-configuration) is registered in
+    the first run and left out of the input the region continues as new with; starters send
+    the listed clusters through the `register_clusters` update instead, in bounded batches, so
+    that nothing in the input grows with the fleet."""
+
     settings: FleetAutoscalerSettings
     config: FleetConfig
     state: FleetAutoscalerState | None = None
+
+
+def registry_of(state: FleetAutoscalerState) -> dict[str, ClusterRecord]:
+    """The registry a state holds, in either form (columns, or the records of an input from before)."""
+    return from_table(state.cluster_table) if state.cluster_table is not None else state.clusters
+
+
+def carried_over(inp: FleetAutoscalerInput) -> FleetAutoscalerInput:
+    """The input to continue as new with: the registry as columns, and the configuration
+    without its cluster list (registered by now; each cluster's workflow holds its fields)."""
+    state = inp.state or FleetAutoscalerState()
+    return inp.model_copy(
+        update={
+            "config": inp.config.without_clusters(),
+            "state": state.model_copy(update={"clusters": {}, "cluster_table": to_table(state.clusters.values())}),
+        }
+    )
 
 
 class RegionStatus(BaseModel):
@@ -155,6 +183,8 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
             types={t: TypeUnits(max_units=m) for t, m in max_units.items()},
             manual=report.manual,
             cluster_type=report.cluster_type,
+            schedulable=report.schedulable,
+            instance_limit=report.instance_limit,
         )
     types = {
         t: u.model_copy(update={"max_units": max_units[t]}) if t in max_units else u for t, u in record.types.items()

@@ -28,7 +28,7 @@ from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import evaluate_region
 from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
 from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
-from scaling.fleet.region import ClusterMessages, FleetAutoscalerInput, merge_cluster_report
+from scaling.fleet.region import ClusterMessages, FleetAutoscalerInput, merge_cluster_report, registry_of
 from scaling.history import RecordedEvent, RecordedHistory, first_input
 
 
@@ -192,7 +192,7 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
         if e.kind == "started":
             inp = FleetAutoscalerInput.model_validate(first_input(e))
             state = inp.state
-            clusters = {k: v.model_copy() for k, v in (state.clusters if state else {}).items()}
+            clusters = {k: v.model_copy() for k, v in (registry_of(state) if state else {}).items()}
             instances = dict(state.instances) if state else {}
             snapshot, started, marked = None, [], []
             continue

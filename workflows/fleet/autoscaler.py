@@ -6,7 +6,9 @@ ready cluster with room; per instance type, ask the rules whether to start a Dat
 child or mark one empty cluster deprovisioning; re-check clusters marked in an earlier round
 (still empty, and a dry run of the scale-up says no) and tell them to delete themselves, or
 bring them back to ready. Its registry lives in one state model carried across
-continue-as-new; clusters report their phase and capacity to it by signal.
+continue-as-new (as columns, patch compact-registry: scaling.fleet.cluster_table); clusters report
+their phase and capacity to it by signal. Clusters listed in dataplane-cluster-configuration reach
+it through `register_clusters` in batches (the starter's), not in its input.
 
 Instances (patch instance-index): the region keeps per cluster the units placement needs, the
 committed units per type, and a bounded queue of instances waiting for a cluster; which instances
@@ -31,7 +33,14 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.approvals import cluster_gate
     from scaling.fleet.capacity import TypeRules, type_rules
     from scaling.fleet.config import ManualCluster
-    from scaling.fleet.contracts import UPDATE_DRAINING, CreateInstanceRequest, InstancePlacement, RejectedInstances
+    from scaling.fleet.contracts import (
+        MAX_REGISTER_BATCH,
+        UPDATE_DRAINING,
+        ClusterRegistrations,
+        CreateInstanceRequest,
+        InstancePlacement,
+        RejectedInstances,
+    )
     from scaling.fleet.evaluation import evaluate_region
     from scaling.fleet.index import (
         SIGNAL_INDEX_ANSWERS,
@@ -47,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
     from scaling.fleet.models import MAX_REJECTED_BY, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
+        FirstFit,
         instance_quota,
         instance_units,
         place_instance,
@@ -61,10 +71,12 @@ with workflow.unsafe.imports_passed_through():
         FleetAutoscalerState,
         RegionStatus,
         batch_by_cluster,
+        carried_over,
         commit,
         free_on_cluster,
         merge_cluster_report,
         region_status,
+        registry_of,
         remember,
     )
     from scaling.fleet.scale_down import removal_decision
@@ -83,6 +95,11 @@ BATCHED_OUTBOX = "batched-outbox"
 # with the fleet (it passed the 2 MB payload limit at about 8,000 instances). Runs from before
 # keep their instances in the state until their next continue-as-new, which moves them.
 INSTANCE_INDEX = "instance-index"
+# workflow.patched id: the region continues as new with its registry as columns and without the
+# configuration's cluster list (scaling.fleet.cluster_table; 581 KB at 1,000 clusters before,
+# both grew with the fleet), and registers the clusters its input lists in concurrent batches
+# (before: one child start after another, a workflow task each).
+COMPACT_REGISTRY = "compact-registry"
 RECENT_ANSWERS = 4096  # placements answered in this run, for repeats and the `instance` query (memory only)
 
 
@@ -93,6 +110,8 @@ class FleetAutoscalerWorkflow:
         self.settings = inp.settings
         self.config = inp.config
         self.state = inp.state or FleetAutoscalerState()
+        if self.state.cluster_table is not None:  # carried as columns: the records the rules read
+            self.state.clusters, self.state.cluster_table = registry_of(self.state), None
         self.rules: dict[str, TypeRules] = type_rules(inp.config, inp.settings.provider, inp.settings.region)
         self.wake = False
         self.asked_index = False  # workflow.patched(INSTANCE_INDEX) asked in this run
@@ -229,20 +248,43 @@ class FleetAutoscalerWorkflow:
 
     @register_cluster.validator
     def _validate_register(self, cluster: ManualCluster) -> None:
+        problem = self._registration_problem(cluster, len(self.state.clusters))
+        if problem:
+            raise ValueError(problem)
+
+    @workflow.update(name=contracts.UPDATE_REGISTER_CLUSTERS)
+    async def register_clusters(self, batch: ClusterRegistrations) -> list[str]:
+        """Several clusters at once (a dataplane-cluster-configuration file, in batches): their
+        children start together, in one workflow task."""
+        await self._register_all(batch.clusters)
+        return [c.cluster_id for c in batch.clusters]
+
+    @register_clusters.validator
+    def _validate_register_batch(self, batch: ClusterRegistrations) -> None:
+        if len(batch.clusters) > MAX_REGISTER_BATCH:
+            raise ValueError(f"clusters: {len(batch.clusters)} in one update, at most {MAX_REGISTER_BATCH}")
+        known = set(self.state.clusters)
+        for i, cluster in enumerate(batch.clusters):
+            problem = self._registration_problem(cluster, len(known))
+            if problem:
+                raise ValueError(f"clusters[{i}].{problem}")
+            known.add(cluster.cluster_id)
+
+    def _registration_problem(self, cluster: ManualCluster, registered: int) -> str:
+        """Why the region refuses to register `cluster` ("field: reason"), or ""."""
         s = self.settings
         if (cluster.cloud_provider, cluster.region) != (s.provider, s.region):
-            raise ValueError(
+            return (
                 f"region: cluster {cluster.cluster_id} is in {cluster.cloud_provider}/{cluster.region}, "
                 f"not {s.provider}/{s.region}"
             )
         # Types the region does not offer are left out (upstream's default lists both types);
         # a cluster with none of the region's types could never take an instance.
         if not any(t in self.rules for t in cluster.instance_types()):
-            raise ValueError(
-                f"supported_instance_type: none of {cluster.supported_instance_type!r} is supported in {s.region}"
-            )
-        if cluster.cluster_id not in self.state.clusters and len(self.state.clusters) >= s.max_clusters:
-            raise ValueError(f"cluster_id: the registry holds its maximum of {s.max_clusters} clusters")
+            return f"supported_instance_type: none of {cluster.supported_instance_type!r} is supported in {s.region}"
+        if cluster.cluster_id not in self.state.clusters and registered >= s.max_clusters:
+            return f"cluster_id: the registry holds its maximum of {s.max_clusters} clusters"
+        return ""
 
     def _listed(self, cluster_id: str) -> ManualCluster | None:
         s = self.settings
@@ -251,9 +293,20 @@ class FleetAutoscalerWorkflow:
     async def _register(self, mc: ManualCluster) -> None:
         """Start a DataPlaneCluster for a cluster that exists (no OCM create): it waits for its
         agent at once. Registering a known cluster again does nothing."""
+        inp = self._registration(mc)
+        if inp is not None:
+            await self._start_child(inp)
+
+    async def _register_all(self, listed: list[ManualCluster]) -> None:
+        """Register clusters together: every record first, then their children's starts at once."""
+        starts = [inp for inp in map(self._registration, listed) if inp is not None]
+        await asyncio.gather(*(self._start_child(inp) for inp in starts))
+
+    def _registration(self, mc: ManualCluster) -> DataPlaneClusterInput | None:
+        """Add a cluster that exists to the registry; its DataPlaneCluster's input (None: known)."""
         st, s = self.state, self.settings
         if mc.cluster_id in st.clusters:
-            return
+            return None
         types = [t for t in mc.instance_types() if t in self.rules]
         inp = DataPlaneClusterInput(
             cluster_id=mc.cluster_id,
@@ -264,6 +317,8 @@ class FleetAutoscalerWorkflow:
             multi_az=mc.multi_az,
             manual=True,
             cluster_type=mc.cluster_type,
+            schedulable=mc.schedulable,
+            instance_limit=mc.kafka_instance_limit,
             fleetshard_parameters=s.fleetshard_parameters,
             reserved=reserved_instances(mc.cluster_id, ClusterPhase.READY, types, self.config),
             timeouts=s.cluster_timeouts,
@@ -281,7 +336,7 @@ class FleetAutoscalerWorkflow:
             instance_limit=mc.kafka_instance_limit,
         )
         remember(st, f"{mc.cluster_id}: registered ({', '.join(types)}, {mc.cluster_type})")
-        await self._start_child(inp)
+        return inp
 
     # -- instances ----------------------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_CREATE_INSTANCE)
@@ -503,8 +558,13 @@ class FleetAutoscalerWorkflow:
         iterations = 0
         if self._indexed() and not self.state.index_started:
             await self._start_index()
-        for listed in self.config.manual_clusters(s.provider, s.region):
-            await self._register(listed)  # known ones (a continued run) are skipped
+        listed = self.config.manual_clusters(s.provider, s.region)
+        if listed and workflow.patched(COMPACT_REGISTRY):
+            for k in range(0, len(listed), MAX_REGISTER_BATCH):
+                await self._register_all(listed[k : k + MAX_REGISTER_BATCH])  # known ones are skipped
+        else:
+            for mc in listed:
+                await self._register(mc)  # known ones (a continued run) are skipped
         while True:
             self.state.rounds += 1
             if self.state.index_shards:
@@ -524,7 +584,10 @@ class FleetAutoscalerWorkflow:
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     await self._flush_outbox()
                 self.state.runs += 1
-                workflow.continue_as_new(FleetAutoscalerInput(settings=s, config=self.config, state=self.state))
+                carried = FleetAutoscalerInput(settings=s, config=self.config, state=self.state)
+                if workflow.patched(COMPACT_REGISTRY):
+                    carried = carried_over(carried)
+                workflow.continue_as_new(carried)
             self.wake = False
             try:
                 await workflow.wait_condition(
@@ -573,11 +636,11 @@ class FleetAutoscalerWorkflow:
         """Place queued instances on the first ready cluster with room; tell the cluster and the
         index."""
         st = self.state
-        clusters = list(st.clusters.values())
+        fit = FirstFit(list(st.clusters.values()))  # first-fit, without rescanning full clusters
         still: list[ManagedInstance] = []
         for inst in st.queue:
             rules = self.rules.get(inst.instance_type)
-            cid = place_instance(inst, clusters, rules) if rules else None
+            cid = fit.place(inst, rules) if rules else None
             if cid is None:
                 still.append(inst)
                 continue

@@ -13,8 +13,8 @@ import yaml
 from scaling.fleet.capacity import TypeRules, tally_capacity
 from scaling.fleet.config import FleetConfigError, load_fleet_config
 from scaling.fleet.evaluation import evaluate_region
-from scaling.fleet.lifecycle import ClusterReport
-from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
+from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput, DataPlaneClusterState, cluster_report
+from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeCapacity, TypeUnits
 from scaling.fleet.placement import place_instance
 from scaling.fleet.region import merge_cluster_report
 from scaling.fleet.scale_down import RemovalReason, cluster_to_remove, removal_decision
@@ -117,6 +117,35 @@ def test_report_of_several_types_updates_each_and_keeps_growths_counts() -> None
     }
     rebuilt = merge_cluster_report(None, report)  # a registry rebuilt from reports keeps `manual`
     assert rebuilt is not None and rebuilt.manual and set(rebuilt.types) == {"standard", "developer"}
+
+
+def test_a_registry_rebuilt_from_reports_keeps_the_listed_fields() -> None:
+    """The region's input no longer lists its clusters (patch compact-registry): a registered
+    cluster's `schedulable` and `kafka_instance_limit` come from its own input, through its reports."""
+    inp = DataPlaneClusterInput(
+        cluster_id="m",
+        provider="aws",
+        region="r",
+        instance_type="standard",
+        multi_az=False,
+        manual=True,
+        instance_types=["standard"],
+        schedulable=False,
+        instance_limit=3,
+    )
+    state = DataPlaneClusterState(
+        cluster_id="m",
+        provider="aws",
+        region="r",
+        instance_type="standard",
+        phase=ClusterPhase.READY,
+        capacity={"standard": TypeCapacity(max_units=10, remaining_units=10)},
+    )
+    rebuilt = merge_cluster_report(None, cluster_report(state, inp))
+    assert rebuilt is not None and rebuilt.manual and not rebuilt.schedulable and rebuilt.instance_limit == 3
+    assert place_instance(inst("standard"), [rebuilt], STD) is None
+    listed = inp.model_copy(update={"schedulable": True})
+    assert place_instance(inst("standard"), [merge_cluster_report(None, cluster_report(state, listed))], STD) == "m"
 
 
 def test_enterprise_clusters_stay_out_of_scaling_limits_and_placement() -> None:

@@ -10,6 +10,7 @@ from scaling.fleet.capacity import TypeRules, cluster_free_units, type_rules
 from scaling.fleet.config import NodeAutoscaling, WorkloadMachines, load_fleet_config_text
 from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
 from scaling.fleet.placement import (
+    FirstFit,
     instance_units,
     place_instance,
     reserved_instance_name,
@@ -17,7 +18,7 @@ from scaling.fleet.placement import (
     within_region_limit,
 )
 from scaling.fleet.pools import cluster_multi_az, machine_pool_bounds, machine_pool_input
-from tests.scaling.fleet.strategies import clusters, rules
+from tests.scaling.fleet.strategies import TYPES, clusters, rules
 from tests.scaling.fleet.test_config import EXAMPLE
 
 CFG = load_fleet_config_text(EXAMPLE)
@@ -134,3 +135,45 @@ def test_reserved_instances_only_for_ready_clusters() -> None:
 
 def test_reserved_instance_name() -> None:
     assert reserved_instance_name("developer", 3) == "reserved-kafka-developer-3"
+
+
+@st.composite
+def queue(draw: st.DrawFn) -> list[ManagedInstance]:
+    """Instances of both types and several sizes, some refused by some clusters before."""
+    return [
+        ManagedInstance(
+            id=f"i{n}",
+            instance_type=draw(st.sampled_from(TYPES)),
+            size="x",
+            units=draw(st.integers(1, 4)),
+            rejected_by=draw(st.lists(st.sampled_from([f"c{k}" for k in range(8)]), max_size=3)),
+        )
+        for n in range(draw(st.integers(0, 30)))
+    ]
+
+
+def _commit(placed: str | None, inst: ManagedInstance, records: dict[str, ClusterRecord]) -> None:
+    """What the region counts on a cluster once it places an instance there."""
+    if placed is not None:
+        rec = records[placed]
+        rec.types[inst.instance_type].consumed_units += inst.units
+        rec.instances += 1
+
+
+@given(clusters(), queue(), rules("standard"), rules("developer"))
+def test_first_fit_in_one_pass_places_as_first_fit_one_by_one(
+    found: list[ClusterRecord], waiting: list[ManagedInstance], standard: TypeRules, developer: TypeRules
+) -> None:
+    by_type = {"standard": standard, "developer": developer}
+    for c in found:  # some clusters run both types, with their own units
+        if c.id in ("c1", "c4"):
+            c.types.setdefault("developer", c.types[c.instance_type].model_copy())
+    one = {c.id: c.model_copy(deep=True) for c in found}
+    fit_records = {c.id: c.model_copy(deep=True) for c in found}
+    fit = FirstFit(list(fit_records.values()))
+    for inst in waiting:
+        expected = place_instance(inst, list(one.values()), by_type[inst.instance_type])
+        _commit(expected, inst, one)
+        got = fit.place(inst, by_type[inst.instance_type])
+        _commit(got, inst, fit_records)
+        assert got == expected, inst

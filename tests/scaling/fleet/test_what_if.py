@@ -18,6 +18,7 @@ from starters.history import history_from_file
 from tests.cli import growth
 
 HISTORY = Path(__file__).parents[2] / "workflows" / "fleet" / "histories" / "fleet_autoscaler.json"
+REGISTERED = HISTORY.with_name("fleet_autoscaler_registered.json")
 
 
 def changed(config: FleetConfig, **type_limits) -> FleetConfig:  # noqa: ANN003
@@ -66,3 +67,17 @@ async def test_the_command_reads_a_fleet_config_file(tmp_path: Path) -> None:
     path.write_text("supported_providers: 3\n")
     refused = await growth("fleet", "what-if", "--history", str(HISTORY), "--fleet-config", str(path), expect=2)
     assert "supported_providers" in refused.stderr
+
+
+def test_a_run_that_starts_with_the_registry_as_columns_is_read(tmp_path: Path) -> None:
+    """Patch compact-registry: a continued run's input holds the registry as columns. The recorded
+    region run ends in continue-as-new; its next run starts with that input."""
+    raw = json.loads(REGISTERED.read_text())
+    carried = raw["events"][-1]["workflowExecutionContinuedAsNewEventAttributes"]["input"]
+    raw["events"][0]["workflowExecutionStartedEventAttributes"]["input"] = carried
+    path = tmp_path / "next_run.json"
+    path.write_text(json.dumps(raw))
+    first = recorded_rounds(history_from_file(str(path)))[0]
+    assert [c.id for c in first.clusters] == ["both", "std", "ent"]
+    both = first.clusters[0]
+    assert both.manual and {t: u.max_units for t, u in both.types.items()} == {"standard": 4, "developer": 4}

@@ -2,9 +2,11 @@
 
 .venv/bin/python -m tests.workflows.fleet.record_region_history [OUT.json]
 
-Three registered clusters whose agents report Ready; instances of two types are created, one is
-deleted, so the history holds child starts, cluster reports and the region's outbox sends; and the
-history of the index shard that holds s2 (claimed, placed, removed).
+Three clusters registered as `growth fleet start` registers them (`register_clusters`) whose
+agents report Ready; instances of two types are created, one is deleted, so the history holds child
+starts, cluster reports and the region's outbox sends; the run ends in continue-as-new (its registry
+carried as columns, patch compact-registry). Also the history of the index shard that holds s2
+(claimed, placed, removed).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from activities.updates import execute_update
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.index import DEFAULT_SHARDS, shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
+from starters.fleet import register_listed
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import settings
 from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
@@ -34,6 +37,7 @@ REGION_HISTORY = Path(__file__).parent / "histories" / "fleet_autoscaler_registe
 # The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run.
 INDEX_HISTORY = Path(__file__).parent / "histories" / "instance_index_shard.json"
 TEMPORAL = Path(sys.executable).parent / "temporal"
+RUN_ROUNDS = 30  # the first run's rounds: the scenario takes about 20 (each message wakes the loop)
 
 
 async def record(out: Path) -> None:
@@ -42,12 +46,16 @@ async def record(out: Path) -> None:
     ) as env:
         tq = f"fleet-{uuid.uuid4().hex[:6]}"
         async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+            config = load_fleet_config_text(CONFIG)
             handle = await env.client.start_workflow(
                 FleetAutoscalerWorkflow.run,
-                FleetAutoscalerInput(settings=settings(), config=load_fleet_config_text(CONFIG)),
+                FleetAutoscalerInput(
+                    settings=settings(iterations_per_run=RUN_ROUNDS), config=config.without_clusters()
+                ),
                 id=f"fleet/aws/recorded-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
             )
+            await register_listed(handle, config.manual_clusters("aws", "us-east-1"))
             agent = asyncio.create_task(agents(env.client, handle))
             while True:
                 st: RegionStatus = await handle.query(FleetAutoscalerWorkflow.status)
@@ -58,13 +66,12 @@ async def record(out: Path) -> None:
             await create(handle, "s2", "standard")
             await create(handle, "d1", "developer")
             await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "s2")
-            before = st.rounds
-            while (await handle.query(FleetAutoscalerWorkflow.status)).rounds < before + 3:
-                await asyncio.sleep(0.3)  # a few rounds: the outbox has gone out
+            while (await handle.query(FleetAutoscalerWorkflow.status)).runs < 1:
+                await asyncio.sleep(0.3)  # the first run's rounds are done: it continued as new
             agent.cancel()
             with suppress(asyncio.CancelledError):
                 await agent
-            history = await handle.fetch_history()
+            history = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
             shard = env.client.get_workflow_handle(shard_workflow_id(handle.id, shard_of("s2", DEFAULT_SHARDS)))
             shard_history = await shard.fetch_history()
             await shard.terminate()

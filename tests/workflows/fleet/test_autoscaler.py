@@ -154,6 +154,15 @@ async def eventually(
         await asyncio.sleep(0.3)
 
 
+async def run_input(client: Client, handle: WorkflowHandle) -> FleetAutoscalerInput:
+    """The input the region's latest run started with (what crossed continue-as-new)."""
+    async for event in handle.fetch_history_events():
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        [inp] = await client.data_converter.decode(payloads, [FleetAutoscalerInput])
+        return inp
+    raise AssertionError("no history")
+
+
 async def create(handle: WorkflowHandle, iid: str, size: str = "x1") -> InstancePlacement:
     return await execute_update(
         handle,

@@ -16,10 +16,12 @@ from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
+from scaling.fleet.region import RegionStatus
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
-from tests.workflows.fleet.test_autoscaler import CONFIG
+from tests.workflows.fleet.test_autoscaler import CONFIG, _terminate_all, run_input
+from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
 
 REGION_FLAGS = ["--provider", "aws", "--region", "us-east-1"]
@@ -122,3 +124,31 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         with suppress(RPCError):
             await client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id)).terminate()
         await client.get_workflow_handle(contracts.autoscaler_workflow_id("aws", region)).terminate()
+
+        # A configuration that lists clusters: `start` registers the region's ones after starting
+        # it (register_clusters), so the loop's input carries no cluster list.
+        other = f"{region}-listed"
+        doc = yaml.safe_load(CONFIG.replace("us-east-1", other))
+        doc["clusters"] = [
+            {
+                "cluster_id": f"{other}-a",
+                "cloud_provider": "aws",
+                "region": other,
+                "supported_instance_type": "standard",
+            },
+            {
+                "cluster_id": f"{other}-b",
+                "cloud_provider": "aws",
+                "region": "eu-west-1",
+                "supported_instance_type": "standard",
+            },
+        ]
+        cfg.write_text(yaml.safe_dump(doc))
+        start = ["fleet", "--provider", "aws", "--region", other, "start", "--fleet-config", str(cfg)]
+        assert (await invoke(client, settings, start)).endswith("; 1 listed cluster(s) registered")
+        handle = client.get_workflow_handle(contracts.autoscaler_workflow_id("aws", other))
+        assert (await run_input(client, handle)).config.clusters == []
+        st: RegionStatus = await handle.query(FleetAutoscalerWorkflow.status)
+        registered = [c.id for c in st.clusters if c.manual]
+        assert registered == [f"{other}-a"]  # not the other region's
+        await _terminate_all(client, handle)

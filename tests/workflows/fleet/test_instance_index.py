@@ -23,7 +23,7 @@ from starters.cli import cause_of
 from starters.fleet import find_instance
 from tests.workflows.fleet.record_region_history import INDEX_HISTORY
 from tests.workflows.fleet.stubs import FleetWorld
-from tests.workflows.fleet.test_autoscaler import eventually
+from tests.workflows.fleet.test_autoscaler import eventually, run_input
 from tests.workflows.fleet.test_registered_clusters import create
 from tests.workflows.fleet.test_registered_clusters import region as registered_region
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -43,7 +43,7 @@ def region(env: WorkflowEnvironment, state: FleetAutoscalerState | None = None, 
 
 
 async def test_a_repeated_create_gets_the_first_placement_also_after_continue_as_new(env: WorkflowEnvironment) -> None:
-    async with region(env, iterations_per_run=4) as handle:
+    async with region(env, iterations_per_run=4, listed_in_input=True) as handle:
         await eventually(handle, lambda s: sum(c.phase.value == "ready" for c in s.clusters) == 3)
         first = await create(handle, "s1", "standard")
         assert first.cluster_id
@@ -54,6 +54,11 @@ async def test_a_repeated_create_gets_the_first_placement_also_after_continue_as
         assert st.index_shards == SHARDS
         runs = st.runs
         await eventually(handle, lambda s: s.runs >= runs + 2)  # continued as new: the region forgot its answers
+        # ... and carried its registry as columns, without the configuration's cluster list
+        carried = await run_input(env.client, handle)
+        assert carried.config.clusters == [] and carried.state is not None and carried.state.clusters == {}
+        table = carried.state.cluster_table
+        assert table is not None and table.id == ["both", "std", "ent"]
         assert await handle.query(FleetAutoscalerWorkflow.instance, "s1") is None
         again = await create(handle, "s1", "standard")
         assert again.cluster_id == first.cluster_id  # from the shard's record, not a second placement

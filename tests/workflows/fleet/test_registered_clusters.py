@@ -1,6 +1,7 @@
-"""Registered clusters (dataplane-cluster-configuration.yaml and the register_cluster update) on
-the dev server: they are never created at OCM, wait for their agent, run several instance types,
-and an instance their agent rejects is placed on another cluster, never on two at once."""
+"""Registered clusters (dataplane-cluster-configuration.yaml, registered by the starter in batches
+or listed in the region's input, and the register_cluster update) on the dev server: they are
+never created at OCM, wait for their agent, run several instance types, and an instance their
+agent rejects is placed on another cluster, never on two at once."""
 
 from __future__ import annotations
 
@@ -22,15 +23,19 @@ from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import ManualCluster, load_fleet_config_text
 from scaling.fleet.contracts import (
+    MAX_REGISTER_BATCH,
     AgentClusterView,
     AgentStatusReport,
+    ClusterRegistrations,
     CreateInstanceRequest,
     InstancePlacement,
     InstanceStatusReport,
 )
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, RegionStatus
-from tests.workflows.fleet.stubs import FleetWorld
+from starters.cli import cause_of
+from starters.fleet import register_listed
+from tests.workflows.fleet.stubs import FleetWorld, until
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
@@ -93,17 +98,28 @@ async def agents(client: Client, region: WorkflowHandle) -> None:
 
 @asynccontextmanager
 async def region(
-    env: WorkflowEnvironment, world: FleetWorld, state: FleetAutoscalerState | None = None, **kw: object
+    env: WorkflowEnvironment,
+    world: FleetWorld,
+    state: FleetAutoscalerState | None = None,
+    listed_in_input: bool = False,
+    **kw: object,
 ) -> AsyncIterator[WorkflowHandle]:
-    """A region over CONFIG's listed clusters, with their agents reporting; `kw` are settings."""
+    """A region over CONFIG's listed clusters, with their agents reporting; `kw` are settings. The
+    clusters are registered as `growth fleet start` registers them (`register_clusters`), or, with
+    `listed_in_input`, listed in the region's input as runs from before had them."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
+    config = load_fleet_config_text(CONFIG)
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(settings=settings(**kw), config=load_fleet_config_text(CONFIG), state=state),
+            FleetAutoscalerInput(
+                settings=settings(**kw), config=config if listed_in_input else config.without_clusters(), state=state
+            ),
             id=f"fleet/aws/test-{uuid.uuid4().hex[:6]}",
             task_queue=tq,
         )
+        if not listed_in_input:
+            await register_listed(handle, config.manual_clusters("aws", "us-east-1"))
         agent = asyncio.create_task(agents(env.client, handle))
         try:
             yield handle
@@ -147,7 +163,9 @@ async def test_listed_clusters_serve_several_types_and_a_rejected_instance_moves
         st = await eventually(handle, lambda s: s.clusters[1].instances == 1)
         placed: InstancePlacement = await handle.query(FleetAutoscalerWorkflow.instance, "s1")
         assert placed.cluster_id == "std"
-        assert await on_cluster(env.client, "both") == ["d1"]
+        assert await on_cluster(env.client, "both") == ["d1"]  # dropped by both before it was handed back
+        # the region's placement reaches std's workflow by signal, after the region has recorded it
+        await until(lambda: on_cluster(env.client, "std"), timeout=30)
         assert await on_cluster(env.client, "std") == ["s1"]
         assert await on_cluster(env.client, "ent") == []
         assert st.clusters[0].types["standard"].consumed_units == 0
@@ -162,6 +180,16 @@ async def test_listed_clusters_serve_several_types_and_a_rejected_instance_moves
                 ManualCluster(cluster_id="x", cloud_provider="aws", region="eu-west-1", schedulable=True),
             )
         assert "region: cluster x is in aws/eu-west-1" in str(err.value.cause)
+        listed = ManualCluster(cluster_id="y", cloud_provider="aws", region="us-east-1", schedulable=True)
+        for batch, field in (
+            ([listed, ManualCluster(cluster_id="x", cloud_provider="aws", region="eu-west-1")], "clusters[1].region"),
+            ([listed] * (MAX_REGISTER_BATCH + 1), "clusters: 101 in one update, at most 100"),
+        ):
+            with pytest.raises(WorkflowUpdateFailedError) as err:
+                await execute_update(
+                    handle, FleetAutoscalerWorkflow.register_clusters, ClusterRegistrations(clusters=batch)
+                )
+            assert cause_of(err.value).startswith(field)
         added = ManualCluster(
             cluster_id="late", cloud_provider="aws", region="us-east-1", schedulable=True, kafka_instance_limit=-1
         )
