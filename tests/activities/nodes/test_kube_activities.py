@@ -13,7 +13,7 @@ from kubernetes import client
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube.client import api_client
-from activities.nodes.kube import KubeActivities
+from activities.nodes.kube import API_READ_EVERY, KubeActivities
 from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings, load_settings
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
@@ -123,6 +123,25 @@ async def test_kwok_delete_is_idempotent(api: client.ApiClient) -> None:
     await provider.delete_node(gone)
     await provider.delete_node(gone)  # 404 = done
     assert client.CoreV1Api(api).list_node().items == []
+
+
+async def test_wait_node_ready_asks_the_api_server_only_every_few_polls(api: client.ApiClient, sim: SimCluster) -> None:
+    """At 1,000 requests in flight a GET per poll was ~500 a second: the watch-fed cache answers
+    most polls, and the API server is read every API_READ_EVERY-th (a stuck watch costs a few)."""
+    sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
+    kube = KubeActivities(api, known_providers=["kwok"])
+    stuck = await KwokProvider(api).create_node(
+        CreateNodeInput(cluster="c1", request_id="r2", attempt=0, pool=pool("kwok-stuck-cx22"))
+    )
+    env = ActivityEnvironment()
+    polls: list = []
+    env.on_heartbeat = lambda *a: polls.append(a)  # one heartbeat per poll
+    sim.control_request("DELETE", "/sim/v1/stats")
+    wait = WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=3, poll_s=0.05)
+    assert await env.run(kube.wait_node_ready, wait) is False
+    gets = sim.control_request("GET", "/sim/v1/stats")["by_verb"].get("get", 0)
+    assert len(polls) >= 2 * API_READ_EVERY  # enough polls that a GET each would show
+    assert 1 <= gets <= len(polls) // API_READ_EVERY + 1
 
 
 async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.ApiClient, sim: SimCluster) -> None:
