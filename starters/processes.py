@@ -6,6 +6,8 @@ process is started in its own session; `stop()` ends those and only those.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import re
 import shutil
@@ -18,11 +20,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from temporalio.client import Client
+
 from workflows.search import ALL as SEARCH_KEYS
 
 BIN = Path(sys.executable).parent
 # Every search attribute growth's workflows may set, registered on the dev server at start.
 SEARCH_ATTRIBUTES = tuple(key.name for key in SEARCH_KEYS)
+
+
+async def _wait_serving(address: str, deadline: float, proc: Proc) -> None:
+    while True:
+        try:
+            await Client.connect(address)
+            return
+        except RuntimeError:
+            if not proc.alive() or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 def free_port() -> int:
@@ -189,6 +204,10 @@ class Processes:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"temporal dev server not listening on {port}; see {proc.log_path}")
             time.sleep(0.1)
+        # Listening is not serving: on a database with history the frontend answers "not healthy
+        # yet" for a while after the bind, and a client's connect fails on that answer.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callers may be inside a loop
+            pool.submit(asyncio.run, _wait_serving(f"127.0.0.1:{port}", deadline, proc)).result()
         return proc
 
     def sim_cluster(
