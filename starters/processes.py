@@ -27,16 +27,21 @@ from workflows.search import ALL as SEARCH_KEYS
 BIN = Path(sys.executable).parent
 # Every search attribute growth's workflows may set, registered on the dev server at start.
 SEARCH_ATTRIBUTES = tuple(key.name for key in SEARCH_KEYS)
+CONNECT_TRY_S = 2.0  # one connect to a starting dev server; it answers a local client in ms
 
 
-async def _wait_serving(address: str, deadline: float, proc: Proc) -> None:
+async def _wait_serving(port: int, proc: Proc, deadline: float) -> None:
+    """Until a client connects to the dev server `proc` on `port`; RuntimeError if it exits."""
     while True:
         try:
-            await Client.connect(address)
+            # Bounded: a port another process holds may take the connection and never answer.
+            await asyncio.wait_for(Client.connect(f"127.0.0.1:{port}"), CONNECT_TRY_S)
             return
-        except RuntimeError:
-            if not proc.alive() or time.monotonic() > deadline:
-                raise
+        except (RuntimeError, TimeoutError):
+            if not proc.alive():
+                raise RuntimeError(f"temporal dev server exited; see {proc.log_path}") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"temporal dev server not serving on {port}; see {proc.log_path}") from None
             await asyncio.sleep(0.1)
 
 
@@ -197,17 +202,10 @@ class Processes:
         for attr in SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{attr}=Keyword"]
         proc = self.start("temporal", argv)
-        deadline = time.monotonic() + 60
-        while not port_open(port):
-            if not proc.alive():
-                raise RuntimeError(f"temporal dev server exited; see {proc.log_path}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"temporal dev server not listening on {port}; see {proc.log_path}")
-            time.sleep(0.1)
-        # Listening is not serving: on a database with history the frontend answers "not healthy
-        # yet" for a while after the bind, and a client's connect fails on that answer.
+        # Wait until a client connects, not only until the port listens: on a database with
+        # history the frontend answers "not healthy yet" for a while after the bind.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callers may be inside a loop
-            pool.submit(asyncio.run, _wait_serving(f"127.0.0.1:{port}", deadline, proc)).result()
+            pool.submit(asyncio.run, _wait_serving(port, proc, time.monotonic() + 60)).result()
         return proc
 
     def sim_cluster(
