@@ -136,8 +136,9 @@ async def test_homogeneous_scale_out_honours_the_scale_out_interval(env: Workflo
         rep = await report(handle)
         assert rep.runs >= 1 and rep.counters.homogeneous_scale_outs == 2
         assert "ScaledOut" in world.reasons()
-        status = world.last_status()
-        assert status["tikv"]["db"]["currentReplicas"] == 12 and status["tikv"]["db"]["lastAutoScalingTimestamp"]
+        # the status is written at the end of the round that patched, after the patch
+        await until(lambda: world.last_status().get("tikv", {}).get("db", {}).get("currentReplicas") == 12)
+        assert world.last_status()["tikv"]["db"]["lastAutoScalingTimestamp"]
 
 
 async def test_invalid_component_is_reported_and_the_other_keeps_working(env: WorkflowEnvironment) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
 
 import pytest
@@ -124,17 +124,27 @@ async def fake_agents(client: Client, region_handle: WorkflowHandle) -> None:
         await asyncio.sleep(0.3)
 
 
-async def _terminate_all(client: Client, region_handle: WorkflowHandle) -> None:
+async def _terminate_all(client: Client, region_handle: WorkflowHandle, cluster_ids: Iterable[str] = ()) -> None:
+    """End the region and what it started. `cluster_ids` are ended too, listed or not: clusters are
+    abandoned children with ids of their own, so one left running on a finished test's task queue
+    (its status query failed, or its start landed after the query) took the next test's updates
+    and never answered them."""
+    ids = set(cluster_ids)
     with suppress(RPCError):
         st: RegionStatus = await region_handle.query(FleetAutoscalerWorkflow.status)
-        for rec in st.clusters:
-            with suppress(RPCError):
-                await client.get_workflow_handle(contracts.cluster_workflow_id(rec.id)).terminate()
+        ids.update(rec.id for rec in st.clusters)
         for k in range(st.index_shards):
             with suppress(RPCError):
                 await client.get_workflow_handle(shard_workflow_id(region_handle.id, k)).terminate()
     with suppress(RPCError):
         await region_handle.terminate()
+    await terminate_clusters(client, ids)
+
+
+async def terminate_clusters(client: Client, cluster_ids: Iterable[str]) -> None:
+    for cid in cluster_ids:
+        with suppress(RPCError):
+            await client.get_workflow_handle(contracts.cluster_workflow_id(cid)).terminate()
 
 
 async def eventually(

@@ -36,7 +36,7 @@ from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, Reg
 from starters.cli import cause_of
 from starters.fleet import register_listed
 from tests.workflows.fleet.stubs import FleetWorld, until
-from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings
+from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -109,6 +109,8 @@ async def region(
     `listed_in_input`, listed in the region's input as runs from before had them."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
     config = load_fleet_config_text(CONFIG)
+    listed = [c.cluster_id for c in config.clusters]
+    await terminate_clusters(env.client, listed)  # the ids are fixed: no run of an earlier test may answer for them
     async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
@@ -127,7 +129,7 @@ async def region(
             agent.cancel()
             with suppress(asyncio.CancelledError):
                 await agent
-            await _terminate_all(env.client, handle)
+            await _terminate_all(env.client, handle, listed)
 
 
 async def create(handle: WorkflowHandle, iid: str, itype: str) -> InstancePlacement:
