@@ -266,6 +266,13 @@ def replicated_pod(core: client.CoreV1Api, name: str, node: str) -> str:
             },
         },
     )
+    # The simulated kubelet starts it a moment later (its own write): wait for that, so the
+    # caller's token is not taken between the two writes.
+    deadline = time.monotonic() + 30
+    while pod.status.phase != "Running":
+        assert time.monotonic() < deadline, f"pod {name} never started"
+        time.sleep(0.02)
+        pod = core.read_namespaced_pod(name, "default")
     return pod.metadata.resource_version
 
 
