@@ -81,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.scale_down import removal_decision
     from scaling.fleet.summaries import cluster_summary, region_details
+    from workflows.children import abandon
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
@@ -603,13 +604,14 @@ class FleetAutoscalerWorkflow:
 
         async def start(k: int) -> None:
             try:
-                await workflow.start_child_workflow(
+                handle = await workflow.start_child_workflow(
                     InstanceIndexWorkflow.run,
                     InstanceIndexInput(region_workflow_id=region_id, shard=k),
                     id=shard_workflow_id(region_id, k),
                     parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                     static_summary=f"InstanceIndex shard {k} of {region_id}",
                 )
+                abandon(handle)
             except WorkflowAlreadyStartedError:
                 pass  # a region started again over its shards: they answer the new run
 
@@ -794,7 +796,7 @@ class FleetAutoscalerWorkflow:
                 ]
             )
         try:
-            await workflow.start_child_workflow(
+            handle = await workflow.start_child_workflow(
                 DataPlaneClusterWorkflow.run,
                 inp,
                 id=contracts.cluster_workflow_id(inp.cluster_id),
@@ -803,6 +805,7 @@ class FleetAutoscalerWorkflow:
                 search_attributes=attrs,
                 static_summary=cluster_summary(inp),  # the Web UI's workflow list
             )
+            abandon(handle)
         except WorkflowAlreadyStartedError:
             pass  # replayed start of a child that exists: it reports to us anyway
 

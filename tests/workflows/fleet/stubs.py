@@ -6,9 +6,11 @@ advance one step per poll, addons and machine pools, and knobs for faults."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 
 from scaling.fleet import contracts
@@ -214,3 +216,12 @@ async def _holds(check) -> bool:  # type: ignore[no-untyped-def]
     if asyncio.iscoroutine(got):
         got = await got
     return bool(got)
+
+
+async def stop_agents(task: asyncio.Task) -> None:
+    """Stop a fake agents' task. Cancelled in the middle of an update, it raises the SDK's
+    WorkflowUpdateRPCTimeoutOrCancelledError rather than CancelledError (a test's teardown failed
+    on it)."""
+    task.cancel()
+    with suppress(asyncio.CancelledError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        await task
