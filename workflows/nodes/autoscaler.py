@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
+    from workflows.children import abandon
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
@@ -499,7 +500,7 @@ class NodeAutoscalerWorkflow:
     async def _start_request(self, inp: NodeRequestInput) -> None:
         settings = self.inp.settings
         try:
-            await workflow.start_child_workflow(
+            handle = await workflow.start_child_workflow(
                 NodeRequestWorkflow.run,
                 inp,
                 id=inp.id,
@@ -511,6 +512,7 @@ class NodeAutoscalerWorkflow:
                 static_summary=request_summary(inp),  # the Web UI's workflow list
                 static_details=request_static_details(inp),
             )
+            abandon(handle)
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
@@ -529,7 +531,7 @@ class NodeAutoscalerWorkflow:
             autoscaler_workflow_id=workflow.info().workflow_id,
         )
         try:
-            await workflow.start_child_workflow(
+            handle = await workflow.start_child_workflow(
                 MachineGCWorkflow.run,
                 MachineGCInput(settings=gc),
                 id=machine_gc_id(settings.cluster),
@@ -537,6 +539,7 @@ class NodeAutoscalerWorkflow:
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 static_summary=machine_gc_summary(settings.cluster, gc.interval_s),  # the Web UI's workflow list
             )
+            abandon(handle)
         except WorkflowAlreadyStartedError:
             pass  # the collector from an earlier run is still at work
 

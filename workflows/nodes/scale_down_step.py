@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerState
     from scaling.nodes.summaries import scale_down_summary
+    from workflows.children import abandon
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
@@ -230,7 +231,7 @@ async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp:
         node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
     )
     try:
-        await workflow.start_child_workflow(
+        handle = await workflow.start_child_workflow(
             NodeScaleDownWorkflow.run,
             inp,
             id=wid,
@@ -240,6 +241,7 @@ async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp:
             else None,
             static_summary=scale_down_summary(inp),  # the Web UI's workflow list
         )
+        abandon(handle)
     except WorkflowAlreadyStartedError:
         # A child from an earlier run of the loop is still at work on this node: it reports in.
         pass
