@@ -61,6 +61,7 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, WorkflowTas
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench import runtime
 from bench.stack import restart_dev_server, worker_logs
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import (
@@ -947,7 +948,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, default=24)
     parser.add_argument("--pause-s", type=float, default=60.0, help="how long the API server hangs")
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(amain(args))), flush=True)
+    print(json.dumps(runtime.run(amain(args))), flush=True)
 
 
 if __name__ == "__main__":
