@@ -26,10 +26,10 @@ hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch 
 progress by a state the fault sees in the world and that stays put until it strikes, never by
 catching a short activity in a poll: the API server holds the first node create unanswered (a
 request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain); the loop's
-own quick steps, which only the Temporal server sees, by freezing every worker the moment the
-loop's history shows one scheduled (kill_worker_taking). Every fault strikes; one that did not
-is a violation. The
-Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
+start of its requests, which only the Temporal server sees, by the workers' own first
+NodeRequest start waiting unsent in front of it (bench/start_hold.py, kill_worker_during_held_start);
+its observation by freezing every worker the moment the loop's history shows one scheduled
+(kill_worker_taking). Every fault strikes; one that did not is a violation. The Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
 
@@ -61,7 +61,9 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState, WorkflowTas
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench import runtime
 from bench.stack import restart_dev_server, worker_logs
+from bench.start_hold import ARMED, HOLDS_ENV
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import (
     CORDON_NODE,
@@ -86,6 +88,7 @@ from starters.scenarios.progress import percentile
 from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
+ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = "chaos"
 VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
@@ -133,10 +136,20 @@ class Stack:
         if self.hetzner is not None:
             extra = self.hetzner.start_extra(self.procs, self.workdir, self.sim_url, self.kubeconfig)
             self.providers = self.hetzner.providers(self.workdir, extra)
+        self.holds = self.workdir / "holds"
+        self.holds.mkdir(exist_ok=True)
         for name in ("worker-a", "worker-b"):
-            self.workers[name] = self.procs.worker(self.worker_config(name), name=name)
+            self.workers[name] = self.start_worker(name)
         self.api = kube_client(self.kubeconfig)
         apply_crds(self.api)
+
+    def start_worker(self, name: str) -> Proc:
+        """The growth worker behind the start hold (bench/start_hold.py: unarmed, it changes nothing)."""
+        argv = [sys.executable, "-m", "bench.start_hold", "--config", str(self.worker_config(name))]
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        proc = self.procs.start(name, argv, env={HOLDS_ENV: str(self.holds), "PYTHONPATH": path})
+        proc.wait_for_line(r"growth worker ready", 60)
+        return proc
 
     def worker_config(self, name: str) -> Path:
         """Each worker its own ports (metrics, probes); one task queue for all."""
@@ -166,7 +179,7 @@ class Stack:
         """A Deployment would start a new pod for the dead one."""
         self.restarts += 1
         name_now = f"{name}-{self.restarts}"
-        self.workers[name] = self.procs.worker(self.worker_config(name_now), name=name_now)
+        self.workers[name] = self.start_worker(name_now)
 
     def restart_temporal(self) -> None:
         restart_dev_server(self.procs, self.db, self.port)
@@ -373,15 +386,53 @@ def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 1
     return inject
 
 
+def kill_worker_during_held_start(timeout: float = 120) -> Fault:
+    """SIGKILL the worker whose `start_node_requests` is in progress, held there: the worker's
+    first NodeRequest start waits, unsent, in front of the Temporal server (bench/start_hold.py,
+    armed before the loop plans), so the activity runs until the kill, whichever worker took it.
+    Its retry on the other worker must start the held request and find the ones it started
+    already, none twice."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        (stack.holds / ARMED).touch()
+        try:
+            deadline = time.monotonic() + timeout
+            while (held := next(stack.holds.glob("held-*"), None)) is None:
+                if time.monotonic() > deadline:
+                    rec.skipped = f"no NodeRequest start within {timeout:.0f} s"
+                    return
+                await asyncio.sleep(0.05)
+            pid = int(held.name.removeprefix("held-"))
+            snapshot = await wait_for_activity(
+                temporal, START_NODE_REQUESTS, 60, only=autoscaler_id(CLUSTER), match=lambda p: p.worker_pid == pid
+            )
+            name = stack.worker_by_pid(pid)
+            if name is None or not snapshot:
+                rec.skipped = f"the held start (worker pid {pid}) not seen in a running {START_NODE_REQUESTS}"
+                return
+            rec.stalled, rec.started = snapshot, time.time()
+            stack.workers[name].stop(signal.SIGKILL, timeout=30)
+        finally:
+            (stack.holds / ARMED).unlink(missing_ok=True)  # not taken: no later start is held
+            for held in stack.holds.glob("held-*"):
+                held.unlink()  # lifted: a holder still alive sends its start
+        rec.ended = time.time()  # the other worker is alive throughout
+        await asyncio.to_thread(stack.replace_worker, name)
+
+    return inject
+
+
 def kill_worker_taking(activity_type: str, timeout: float = 60) -> Fault:
-    """SIGKILL the worker that took the loop's next `activity_type` (observe, start). Their only
+    """SIGKILL the worker that took the loop's next `activity_type` (observe). Its only
     counterpart is the Temporal server, which nothing can hold while it also answers describe,
-    and they last tens of milliseconds: a poll of the loop missed `start_node_requests` in 1 of
-    3 runs. So the loop's history is followed (a long poll: the server pushes the scheduled
-    event as the loop's workflow task completes) and every worker is frozen (SIGSTOP) the moment
-    it arrives: the activity, started or dispatched to a frozen worker's waiting poll, can no
-    longer finish, and the describe that names its worker is no race. One that finished before
-    the freeze is let go and the next one awaited."""
+    and it is quick: a poll of the loop missed `start_node_requests` in 1 of 3 runs. So the
+    loop's history is followed (a long poll: the server pushes the scheduled event as the loop's
+    workflow task completes) and every worker is frozen (SIGSTOP) the moment it arrives: the
+    activity, started or dispatched to a frozen worker's waiting poll, can no longer finish, and
+    the describe that names its worker is no race. One that finished before the freeze is let go
+    and the next one awaited. (`start_node_requests`, dispatched with that workflow task's
+    answer and over in tens of milliseconds, still finished first in 2 runs of 7: its fault
+    holds it instead, kill_worker_during_held_start.)"""
 
     async def frozen_strike(stack: Stack, temporal: Client, rec: FaultRecord, activity_id: str) -> str | None:
         """With every worker frozen: kill the one holding `activity_id`; None when it is done."""
@@ -546,7 +597,7 @@ def node_create_storm(status: int, seconds: float) -> Fault:
 DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
-    "kill-worker-during-start": kill_worker_taking(START_NODE_REQUESTS),
+    "kill-worker-during-start": kill_worker_during_held_start(),
     "kill-worker-during-create": kill_worker_during_held_create(),
     "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
     "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
@@ -947,7 +998,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pods", type=int, default=24)
     parser.add_argument("--pause-s", type=float, default=60.0, help="how long the API server hangs")
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(amain(args))), flush=True)
+    print(json.dumps(runtime.run(amain(args))), flush=True)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench import runtime
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
 from starters.components_demo import TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
+    result = runtime.run(run(args))
     print(
         f"{result['autoscalers']} autoscalers, {result['rounds']} rounds in {result['seconds']} s: "
         f"round p50 {result['round_p50_s']} s, p99 {result['round_p99_s']} s (aim < {AIM_ROUND_P99_S} s), "

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from bench import runtime
 from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from starters.demo import Demo, parse_args
@@ -385,4 +386,4 @@ if __name__ == "__main__":
     p.add_argument("--idle-s", type=float, default=300.0, help=f"seconds measured idle after the {IDLE_SIZE}-pod burst")
     p.add_argument("--idle-size", type=int, default=IDLE_SIZE, help="the size whose run is then measured idle")
     a = p.parse_args()
-    asyncio.run(main([int(s) for s in a.sizes.split(",")], a.idle_s, a.idle_size))
+    runtime.run(main([int(s) for s in a.sizes.split(",")], a.idle_s, a.idle_size))

@@ -32,6 +32,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.updates import execute_update
+from bench import runtime
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.contracts import AgentStatusReport, CreateInstanceRequest, InstancePlacement
@@ -268,7 +269,7 @@ def main() -> None:
     p.add_argument("--burst", type=int, default=2000)
     p.add_argument("--units-per-cluster", type=int, default=25)
     a = p.parse_args()
-    out = asyncio.run(run(a.clusters, a.prefill, a.burst, a.units_per_cluster))
+    out = runtime.run(run(a.clusters, a.prefill, a.burst, a.units_per_cluster))
     print(json.dumps(out), flush=True)
 
 
