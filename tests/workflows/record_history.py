@@ -14,7 +14,6 @@ server as before.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench.runtime import run
 from tests.workflows.nodes.test_node_request import record_history as record_fallback
 
 BIN = Path(sys.executable).parent
@@ -90,4 +90,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run(main())

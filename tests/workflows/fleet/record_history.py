@@ -8,7 +8,6 @@ histories/fleet_autoscaler.json, which the what-if and trail tests read.
 """
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench.runtime import run
 from tests.workflows.fleet.test_cluster import record_history
 
 BIN = Path(sys.executable).parent
@@ -52,4 +52,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run(main())

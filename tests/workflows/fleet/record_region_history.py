@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.updates import execute_update
+from bench.runtime import run
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.index import DEFAULT_SHARDS, shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
@@ -81,4 +82,4 @@ async def record(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record(Path(sys.argv[1]) if len(sys.argv) > 1 else REGION_HISTORY))
+    run(record(Path(sys.argv[1]) if len(sys.argv) > 1 else REGION_HISTORY))
