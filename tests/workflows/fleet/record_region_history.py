@@ -15,7 +15,6 @@ import asyncio
 import json
 import sys
 import uuid
-from contextlib import suppress
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -27,7 +26,7 @@ from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.index import DEFAULT_SHARDS, shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
 from starters.fleet import register_listed
-from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import settings
 from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -68,9 +67,7 @@ async def record(out: Path) -> None:
             await execute_update(handle, FleetAutoscalerWorkflow.delete_instance, "s2")
             while (await handle.query(FleetAutoscalerWorkflow.status)).runs < 1:
                 await asyncio.sleep(0.3)  # the first run's rounds are done: it continued as new
-            agent.cancel()
-            with suppress(asyncio.CancelledError):
-                await agent
+            await stop_agents(agent)
             history = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
             shard = env.client.get_workflow_handle(shard_workflow_id(handle.id, shard_of("s2", DEFAULT_SHARDS)))
             shard_history = await shard.fetch_history()

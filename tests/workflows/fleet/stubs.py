@@ -9,6 +9,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.client import RPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 
 from scaling.fleet import contracts
@@ -214,3 +215,17 @@ async def _holds(check) -> bool:  # type: ignore[no-untyped-def]
     if asyncio.iscoroutine(got):
         got = await got
     return bool(got)
+
+
+async def stop_agents(task: asyncio.Task) -> None:
+    """Cancel a fake agents task and wait for it to end. A cancel that lands while it waits on an
+    update comes back from the client as RPCTimeoutOrCancelledError caused by the cancel, not as
+    CancelledError: a test's teardown failed on it (test_the_instance_limit_names_its_field)."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except RPCTimeoutOrCancelledError as err:
+        if not isinstance(err.__cause__, asyncio.CancelledError):
+            raise

@@ -22,7 +22,7 @@ from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, FleetAutoscalerState, RegionStatus
-from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.workflows.fleet.stubs import FleetWorld, stop_agents, until
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -91,9 +91,7 @@ async def region(
         try:
             yield handle
         finally:
-            agent.cancel()
-            with suppress(asyncio.CancelledError):
-                await agent
+            await stop_agents(agent)
             await _terminate_all(env.client, handle)
 
 

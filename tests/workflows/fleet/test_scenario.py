@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from contextlib import suppress
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -20,7 +19,7 @@ from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, 
 from scaling.fleet.scale_down import RemovalDecision, RemovalReason
 from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
 from starters.scenarios.fleet import SteadyState, demo_fleet_config, demo_region_limit, run_fleet_burst
-from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, fake_agents
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -51,9 +50,7 @@ async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
                 client, "aws", region, instances=25, ocm_live_clusters=live, timeout_s=240, say=lambda _: None
             )
         finally:
-            agents.cancel()
-            with suppress(asyncio.CancelledError):
-                await agents
+            await stop_agents(agents)
             await _terminate_all(client, handle)
 
     assert summary["scenario"] == "fleet" and summary["instances_placed"] == 25
