@@ -13,6 +13,12 @@ from temporalio.testing import WorkflowEnvironment
 
 BIN = Path(sys.executable).parent
 
+# The dev server fires no timer earlier than 1 s after it is read (its timer queue's default
+# look-ahead, history.timerProcessorMaxTimeShift): a 0.2 s poll took 1 s, so a lifecycle of a
+# dozen polls and loop intervals took seconds longer than the workflow asked for. 50 ms keeps
+# the safety of the floor (a timer is never fired before it is due) at the timers' own length.
+DEV_SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="50ms"']
+
 # No per-example time limit: on a busy machine a 200 ms deadline fails correct code (a fleet
 # property test did). Speed is measured in bench/, not asserted here.
 settings.register_profile("growth", deadline=None)

@@ -4,6 +4,7 @@ each a separate process on 127.0.0.1 started exactly as the demo starts them."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -70,19 +71,27 @@ def attach_worker(
     """Write the worker's settings for a running simulated cluster, start the worker, install the CRDs."""
     task_queue = f"growth-{workdir.name}"
     config_path = workdir / "growth.yaml"
-    # Free ports: several workers (and other test runs on this machine) must not share 9464/9465.
-    metrics, health = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    config_path.write_text(
-        yaml.safe_dump(
-            {
-                "kubernetes": {"kubeconfig": str(kubeconfig)},
-                "temporal": {"address": temporal.address, "task_queue": task_queue},
-                "observability": {"metrics_address": metrics, "health_address": health},
-                "providers": providers,
-            }
+    for attempt in range(1, 4):
+        # Free ports: several workers (and other test runs on this machine) must not share 9464/9465.
+        metrics, health = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        config_path.write_text(
+            yaml.safe_dump(
+                {
+                    "kubernetes": {"kubeconfig": str(kubeconfig)},
+                    "temporal": {"address": temporal.address, "task_queue": task_queue},
+                    "observability": {"metrics_address": metrics, "health_address": health},
+                    "providers": providers,
+                }
+            )
         )
-    )
-    worker = procs.worker(config_path)
+        try:
+            worker = procs.worker(config_path)
+            break
+        except RuntimeError:
+            # It exited at start. A port probed free can be taken before the worker binds it
+            # (other test runs share the machine): then pick again; any other exit is the test's.
+            if attempt == 3 or not any(_taken(addr) for addr in (metrics, health)):
+                raise
     api = kube_client(kubeconfig)
     apply_crds(api)
     return LocalCluster(
@@ -99,6 +108,16 @@ def attach_worker(
     )
 
 
+def _taken(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as s:
+        try:
+            s.bind((host, int(port)))
+        except OSError:
+            return True
+    return False
+
+
 def start_local_cluster(
     temporal: TemporalServer,
     workdir: Path,
@@ -108,8 +127,12 @@ def start_local_cluster(
 ) -> LocalCluster:
     procs = Processes(workdir)
     kubeconfig = workdir / "kubeconfig"
-    procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"], data_dir=sim_data_dir)
-    return attach_worker(procs, workdir, temporal, kubeconfig, providers)
+    try:
+        procs.sim_cluster(kubeconfig, sim_args or ["--node-ready-delay", "1"], data_dir=sim_data_dir)
+        return attach_worker(procs, workdir, temporal, kubeconfig, providers)
+    except BaseException:
+        procs.stop_all()  # the fixture stops only clusters that started: a failed start leaked its sim
+        raise
 
 
 @pytest.fixture

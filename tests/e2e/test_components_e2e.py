@@ -1,7 +1,9 @@
 """Components loop end to end: `make demo SCENARIO=components HEADLESS=1` as a subprocess —
 the Temporal dev server, the simulated cluster with the sim's TiDB world (TidbCluster
 controller, fake Prometheus and PD) and the real worker process, all on 127.0.0.1, driven by
-`run_components_scenario` in real time (intervals of 4 s out / 5 s in)."""
+`run_components_scenario` in real time (intervals of 4 s out / 5 s in). The demo runs once per
+module: one test checks its summary and scans it for secrets, the other reads its changes back
+with `growth components trail`."""
 
 from __future__ import annotations
 
@@ -9,14 +11,17 @@ import asyncio
 import json
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from starters.processes import Processes
 from starters.scenarios.components import interval_violations
+from tests.cli import growth
+from tests.e2e.demo import run_headless_demo
 from tests.e2e.leaks import scan_demo
 
-ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = [
     "scenario", "homogeneous_scale_outs", "heterogeneous_created", "storage_scale_outs", "scale_ins",
     "groups_deleted", "interval_violations", "invalid_specs_reported", "change_events", "invalid_spec_status",
@@ -24,13 +29,14 @@ SUMMARY_KEYS = [
 ]  # fmt: skip
 
 
-def test_demo_components_headless(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "starters.demo", "--scenario", "components", "--headless", "--temporal-port", "0",
-         "--ui-port", "0", "--workdir", str(tmp_path / "demo"), "--timeout", "150"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+@pytest.fixture(scope="module")
+def components_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    workdir = tmp_path_factory.mktemp("components") / "demo"
+    return workdir, run_headless_demo(workdir, "--scenario", "components")
+
+
+def test_demo_components_headless(components_demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    workdir, proc = components_demo
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert list(summary) == SUMMARY_KEYS
     assert summary["scenario"] == "components"
@@ -57,9 +63,28 @@ def test_demo_components_headless(tmp_path: Path) -> None:
     # Progress lines name what changed.
     assert re.search(rf"heterogeneous cluster created: TiKV replicas basic \d+, {created} 1 ", proc.stdout)
     # Secrets never in history (issue 20): the sim API server's token (and any token the config names).
-    scan = asyncio.run(scan_demo(tmp_path / "demo"))
+    scan = asyncio.run(scan_demo(workdir))
     assert "kubeconfig:token" in scan.secrets and scan.histories >= 1 and scan.events >= 1
     assert scan.found == []
+
+
+async def test_components_trail_reads_the_demos_changes(
+    components_demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    workdir, _ = components_demo
+    procs = Processes(tmp_path / "read")
+    try:
+        port, _ = procs.temporal(workdir / "temporal.db", ui=False)
+        connect = ["--address", f"127.0.0.1:{port}"]
+        out = await growth(*connect, "components", "-n", "tidb", "basic", "trail", "-o", "json")
+        kinds = [e["what"] for e in json.loads(out.stdout)["entries"]]
+        for step in ("Patched", "ScaledOut", "GroupCreate", "GroupCreated", "ScaledIn", "GroupDelete"):
+            assert step in kinds, (step, kinds)
+        assert kinds.index("GroupCreated") < kinds.index("GroupDelete")
+        table = (await growth(*connect, "components", "-n", "tidb", "basic", "trail", "--component", "tikv")).stdout
+        assert table.startswith("trail of tidb/basic") and "tikv" in table
+    finally:
+        procs.stop_all()
 
 
 def test_interval_violations_counts_rounds_closer_than_the_interval() -> None:

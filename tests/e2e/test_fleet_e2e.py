@@ -1,17 +1,23 @@
 """Fleet loop end to end: `make demo SCENARIO=fleet HEADLESS=1` in small — Temporal dev server,
-the fake OCM, the real worker process (fleet activities + agent API) and the fake agents."""
+the fake OCM, the real worker process (fleet activities + agent API) and the fake agents. The
+demo runs once per module: one test checks its summary and scans it for secrets, the other reads
+its recorded histories back with `growth fleet trail` and `what-if`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+from temporalio.client import Client
+
+from starters.processes import Processes
+from tests.cli import growth
+from tests.e2e.demo import run_headless_demo
 from tests.e2e.leaks import scan_demo
 
-ROOT = Path(__file__).resolve().parents[2]
 LIFECYCLE_TO_READY = [
     "cluster_accepted",
     "cluster_provisioning",
@@ -21,13 +27,14 @@ LIFECYCLE_TO_READY = [
 ]
 
 
-def test_demo_fleet_headless(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "starters.demo", "--scenario", "fleet", "--headless", "--temporal-port", "0",
-         "--ui-port", "0", "--workdir", str(tmp_path / "demo"), "--instances", "30", "--timeout", "150"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+@pytest.fixture(scope="module")
+def fleet_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    workdir = tmp_path_factory.mktemp("fleet") / "demo"
+    return workdir, run_headless_demo(workdir, "--scenario", "fleet", "--instances", "30")
+
+
+def test_demo_fleet_headless(fleet_demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    workdir, proc = fleet_demo
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert list(summary) == [
         "scenario", "instances", "instances_placed", "clusters_created", "clusters_deleted", "clusters_final",
@@ -45,7 +52,39 @@ def test_demo_fleet_headless(tmp_path: Path) -> None:
     assert summary["phases_seen"] == [*LIFECYCLE_TO_READY, "deprovisioning", "cleanup", "deleted"]
     assert 0 < summary["seconds_to_all_placed"] < 150
     # Secrets never in history (issue 20): OCM token, IdP secret, agent-token secret, every agent token.
-    scan = asyncio.run(scan_demo(tmp_path / "demo"))
+    scan = asyncio.run(scan_demo(workdir))
     assert {"growth-fleet.yaml:token_file", "growth-fleet.yaml:token_secret_file"} <= set(scan.secrets)
     assert sum(name.startswith("agent token of ") for name in scan.secrets) == summary["clusters_created"]
     assert scan.histories > summary["clusters_created"] and scan.found == []
+
+
+async def test_fleet_trail_and_what_if_read_the_demos_histories(
+    fleet_demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    workdir, _ = fleet_demo
+    procs = Processes(tmp_path / "read")
+    try:
+        port, _ = procs.temporal(workdir / "temporal.db", ui=False)
+        client = await Client.connect(f"127.0.0.1:{port}")
+        deleted = [
+            wf.id.rsplit("/", 1)[-1]
+            async for wf in client.list_workflows('WorkflowType="DataPlaneCluster"')
+            if wf.close_time is not None
+        ]
+        assert deleted, "the demo deprovisions a cluster once the burst is gone"
+        connect = ["--address", f"127.0.0.1:{port}"]
+        out = await growth(*connect, "fleet", "trail", deleted[0], "-o", "json")
+        trail = json.loads(out.stdout)
+        kinds = [e["what"] for e in trail["entries"]]
+        for step in ("Created", "Reported", "InstancePlaced", "Deprovisioning", "DeleteSent", "Step", "Ended"):
+            assert step in kinds, (step, kinds)
+        assert kinds.index("Created") < kinds.index("InstancePlaced") < kinds.index("Deprovisioning")
+        assert trail["sources"] == ["fleet/aws/us-east-1", f"fleet/cluster/{deleted[0]}"]
+        out = await growth(*connect, "fleet", "what-if", "-o", "json")
+        report = json.loads(out.stdout)
+        assert report["total_happened"]["scale_up"]["standard"] >= 2
+        assert set(report["difference"].values()) == {0}  # the recorded configuration: the same decisions
+        missing = await growth(*connect, "fleet", "trail", "no-such-cluster", expect=1)
+        assert "no trail of cluster no-such-cluster" in missing.stderr
+    finally:
+        procs.stop_all()

@@ -6,6 +6,8 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.conftest import DEV_SERVER_ARGS
+
 
 @pytest.fixture(scope="session")
 async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
@@ -15,6 +17,7 @@ async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_cli_path,
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        dev_server_extra_args=DEV_SERVER_ARGS,
     ) as e:
         yield e
 
@@ -29,6 +32,7 @@ async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironmen
         dev_server_existing_path=temporal_cli_path,
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        dev_server_extra_args=DEV_SERVER_ARGS,
         search_attributes=ALL,
     ) as e:
         yield e

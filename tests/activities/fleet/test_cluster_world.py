@@ -29,6 +29,7 @@ from scaling.fleet.models import ClusterPhase
 from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
+from tests.conftest import DEV_SERVER_ARGS
 from tests.workflows.fleet.stubs import until
 from tests.workflows.fleet.test_cluster import cluster_input
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
@@ -40,7 +41,10 @@ FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_instal
 @pytest.fixture(scope="module")
 async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path, data_converter=pydantic_data_converter, dev_server_log_level="error"
+        dev_server_existing_path=temporal_cli_path,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+        dev_server_extra_args=DEV_SERVER_ARGS,
     ) as e:
         yield e
 

@@ -67,7 +67,7 @@ def settings(**kw: object) -> FleetAutoscalerSettings:
         region="us-east-1",
         interval_s=1.0,
         recheck_delay_s=2.0,
-        cluster_timeouts=ClusterTimeouts(poll_s=1.0),
+        cluster_timeouts=ClusterTimeouts(poll_s=0.2),
     )
     base.update(kw)
     return FleetAutoscalerSettings(**base)

@@ -41,7 +41,7 @@ TERRAFORMING = [
 ]
 
 
-def cluster_input(**timeouts: float) -> DataPlaneClusterInput:
+def cluster_input(poll_s: float = 0.2, **timeouts: float) -> DataPlaneClusterInput:
     cid = f"us-east-1-standard-{uuid.uuid4().hex[:6]}"
     return DataPlaneClusterInput(
         cluster_id=cid,
@@ -59,7 +59,7 @@ def cluster_input(**timeouts: float) -> DataPlaneClusterInput:
         ),
         fleetshard_parameters={"poll-interval": "15s"},
         reserved=[ManagedInstance(id="reserved-kafka-standard-1", instance_type="standard", size="x1", units=1)],
-        timeouts=ClusterTimeouts(poll_s=1.0, **timeouts),
+        timeouts=ClusterTimeouts(poll_s=poll_s, **timeouts),
     )
 
 
@@ -215,7 +215,9 @@ async def test_refused_token_fails_the_step_at_once_and_cleans_up(env: WorkflowE
 
 async def test_addon_that_never_gets_ready_fails_after_the_step_timeout(env: WorkflowEnvironment) -> None:
     world = FleetWorld(addon_never_ready=contracts.FLEETSHARD_ADDON)
-    inp = cluster_input(step_s=1800.0)
+    # A poll a minute: the time-skipping server skips the 30 minutes in 30 polls, not 1,800
+    # (each an activity that no time skip shortens).
+    inp = cluster_input(step_s=1800.0, poll_s=60.0)
     async with running(env, world, inp) as handle:
         final: DataPlaneClusterState = await handle.result()  # time skips over the 30 minutes
     assert final.phase == ClusterPhase.FAILED and final.failed_step == "addons"

@@ -31,7 +31,7 @@ async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
     tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
     world = FleetWorld()
     settings = FleetAutoscalerSettings(
-        provider="aws", region=region, interval_s=1.0, recheck_delay_s=2.0, cluster_timeouts=ClusterTimeouts(poll_s=1.0)
+        provider="aws", region=region, interval_s=1.0, recheck_delay_s=2.0, cluster_timeouts=ClusterTimeouts(poll_s=0.2)
     )
     async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await client.start_workflow(
