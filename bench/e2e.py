@@ -26,6 +26,7 @@ from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from starters.demo import Demo, parse_args
 from starters.kube import node_group
+from starters.metrics import Sample, fetch, value
 from starters.scenarios.burst import BurstScenario, max_nodes_for
 from starters.scenarios.progress import PodWatch, percentile, request_start
 from workflows.nodes.autoscaler import autoscaler_id
@@ -63,6 +64,9 @@ EXTRA = (
     "child_start_p99_s",
     "loops",
     "worker_cpu_s",
+    "worker_max_rss_mb",
+    "cpu_s_by_process",
+    "sdk",
     "load_average",
 )
 IDLE = (
@@ -106,6 +110,37 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc/<pid>/stat, utime and stime)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def max_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (/proc/<pid>/status VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+# The SDK's own figures over the burst: whether finished requests crowded the sticky cache (a
+# miss replays the whole history) and how long workflow tasks waited, sticky vs shared queue.
+SDK_COUNTERS = ("sticky_cache_hit", "sticky_cache_miss", "sticky_cache_total_forced_eviction")
+SDK_HISTOGRAMS = ("workflow_task_schedule_to_start_latency", "workflow_task_execution_latency")
+
+
+def sdk_figures(samples: list[Sample]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name in SDK_COUNTERS:
+        out[name] = value(samples, f"temporal_{name}")
+    for name in SDK_HISTOGRAMS:
+        # Per task queue as the SDK labels it (the shared queue by its name, the sticky one by
+        # the worker's own).
+        sums: dict[str, list[float]] = {}
+        for n, labels, v in samples:
+            if n in (f"temporal_{name}_sum", f"temporal_{name}_count"):
+                sums.setdefault(labels.get("task_queue", "?"), [0.0, 0.0])[n.endswith("_count")] += v
+        for queue, (total, count) in sums.items():
+            out[f"{name}_{queue[:24]}_count"] = int(count)
+            out[f"{name}_{queue[:24]}_mean_s"] = round(total / count, 3) if count else 0.0
+    return out
 
 
 def load_average() -> float:
@@ -281,12 +316,19 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         watch = PodWatch(demo.api, f"app={scenario.app}")
         worker = next(p for p in demo.procs.procs if p.name == "worker").popen.pid
         cpu0, loops0 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
+        procs0 = {p.name: cpu_seconds(p.popen.pid) for p in demo.procs.procs}
         summary = await scenario.scale_up(demo, watch)
+        # Who used the 2 cores over the burst: the worker, the dev server, the simulated cluster.
+        summary["cpu_s_by_process"] = {
+            p.name: round(cpu_seconds(p.popen.pid) - procs0.get(p.name, 0.0), 1) for p in demo.procs.procs
+        }
         cpu1, loops1 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
         summary["loops"] = int(loops1 - loops0)
         summary["worker_cpu_s"] = round(cpu1 - cpu0, 1)
         summary["worker_cpu_s_per_loop"] = round((cpu1 - cpu0) / max(loops1 - loops0, 1), 3)
         summary["load_average"] = load_average()
+        summary["worker_max_rss_mb"] = max_rss_mb(worker)
+        summary["sdk"] = sdk_figures(await asyncio.to_thread(fetch, f"http://{demo.metrics_address}/metrics"))
         starts = await all_request_starts(demo.client)
         latencies = watch.decision_latencies(starts.values())
         summary["decision_latency_p50_s"] = percentile(latencies, 0.50)
