@@ -62,6 +62,16 @@ EXTRA = (
     "decided_latency_p50_s",
     "decided_latency_p99_s",
     "child_start_p99_s",
+    "start_call_p50_s",
+    "start_call_p99_s",
+    "first_task_wait_p50_s",
+    "first_task_wait_p99_s",
+    "request_first_task_wait_p50_s",
+    "request_first_task_wait_p99_s",
+    "request_later_task_wait_p50_s",
+    "request_later_task_wait_p99_s",
+    "request_tasks_per_request",
+    "loop_task_wait_p99_s",
     "loops",
     "worker_cpu_s",
     "worker_max_rss_mb",
@@ -181,6 +191,44 @@ async def idle_history(client: Client, workflow_id: str, since: float) -> dict[s
         run_id = attrs.continued_execution_run_id
 
 
+def task_waits(events: Any) -> list[float]:
+    """Seconds each workflow task of a history waited for a worker (scheduled to started)."""
+    waits, scheduled = [], None
+    for e in events:
+        at = e.event_time.ToDatetime().timestamp()
+        if e.HasField("workflow_task_scheduled_event_attributes"):
+            scheduled = at
+        elif e.HasField("workflow_task_started_event_attributes") and scheduled is not None:
+            waits.append(at - scheduled)
+            scheduled = None
+    return waits
+
+
+REQUEST_SAMPLE = 200
+
+
+async def request_task_waits(client: Client, ids: list[str]) -> dict[str, float]:
+    """How long the requests' workflow tasks waited for a worker, from a sample of their
+    histories: the first task (on the shared queue) apart from the later ones (sticky)."""
+    gate = asyncio.Semaphore(10)
+
+    async def one(workflow_id: str) -> list[float]:
+        async with gate:
+            return task_waits((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+
+    step = max(len(ids) // REQUEST_SAMPLE, 1)
+    histories = await asyncio.gather(*(one(i) for i in ids[::step]))
+    first = [w[0] for w in histories if w]
+    later = [x for w in histories for x in w[1:]]
+    return {
+        "request_first_task_wait_p50_s": percentile(first, 0.5),
+        "request_first_task_wait_p99_s": percentile(first, 0.99),
+        "request_later_task_wait_p50_s": percentile(later, 0.5),
+        "request_later_task_wait_p99_s": percentile(later, 0.99),
+        "request_tasks_per_request": round(sum(len(w) for w in histories) / max(len(histories), 1), 2),
+    }
+
+
 async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> dict[str, Any]:
     """From every run of the autoscaler (following continue-as-new): the largest history event
     (an upper bound of the largest payload that crossed it), and where a loop's time goes: the
@@ -194,9 +242,11 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
     initiated_by_id: dict[str, float] = {}  # request id -> when the loop committed its start
     task_runs: list[float] = []
     task_started: float | None = None
+    loop_waits: list[float] = []
     run_id: str | None = first_run_id
     while run_id:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        loop_waits += task_waits(history.events)
         run_id = None
         for e in history.events:
             largest = max(largest, e.ByteSize())
@@ -224,7 +274,11 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
                 task_runs.append(at - task_started)
             elif e.HasField("workflow_execution_continued_as_new_event_attributes"):
                 run_id = e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    facts: dict[str, Any] = {"max_payload_bytes": largest, "initiated_by_id": initiated_by_id}
+    facts: dict[str, Any] = {
+        "max_payload_bytes": largest,
+        "initiated_by_id": initiated_by_id,
+        "loop_task_wait_p99_s": percentile(loop_waits, 0.99),
+    }
     for name in (OBSERVE_CLUSTER,):
         facts[f"{name}_wait_s"] = round(sum(waits.get(name, [0])) / max(len(waits.get(name, [])), 1), 2)
         facts[f"{name}_run_s"] = round(sum(runs.get(name, [0])) / max(len(runs.get(name, [])), 1), 2)
@@ -242,12 +296,18 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
 
 
 QUERY_ATTEMPTS = 5
+# When the server created each request (its WorkflowExecutionStarted): splits a child's start
+# into the start call and the wait of its first workflow task.
+EXECUTION_STARTS: dict[str, float] = {}
 
 
 async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
     """Every NodeRequest of the run (the demo's status shows the last 50 and those in flight):
     its start (its first activation) and the pods it was made for, from its describe query."""
-    ids = [w.id async for w in client.list_workflows("WorkflowType = 'NodeRequest'")]
+    listed = [w async for w in client.list_workflows("WorkflowType = 'NodeRequest'")]
+    ids = [w.id for w in listed]
+    EXECUTION_STARTS.clear()
+    EXECUTION_STARTS.update({w.id: w.start_time.timestamp() for w in listed})
     gate = asyncio.Semaphore(20)
 
     async def one(workflow_id: str) -> tuple[float, int]:
@@ -352,6 +412,12 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         delays = [starts[i][0] - at for i, at in initiated.items() if i in starts]
         summary["child_start_s"] = round(sum(delays) / max(len(delays), 1), 2)
         summary["child_start_p99_s"] = percentile(delays, 0.99)
+        created = [EXECUTION_STARTS[i] - at for i, at in initiated.items() if i in EXECUTION_STARTS]
+        first_task = [at - EXECUTION_STARTS[i] for i, (at, _) in starts.items() if i in EXECUTION_STARTS]
+        summary["start_call_p50_s"], summary["start_call_p99_s"] = percentile(created, 0.5), percentile(created, 0.99)
+        summary["first_task_wait_p50_s"] = percentile(first_task, 0.5)
+        summary["first_task_wait_p99_s"] = percentile(first_task, 0.99)
+        summary.update(await request_task_waits(demo.client, sorted(starts)))
         summary["insufficient_capacity_attempts"] = sum(
             results.get("InsufficientCapacity", 0) for results in summary["attempts"].values()
         )
