@@ -52,7 +52,12 @@ log = logging.getLogger("growth.worker")
 # when that many sync activities run at once. The loop keeps up to 1,500 requests in flight
 # (max_requests_in_flight), each with its wait: room for them and the loop's own beside them.
 ACTIVITY_SLOTS = 2048
-WORKFLOW_TASK_SLOTS = 20
+# A workflow task holds its slot until the server took its completion, which on a busy server is
+# most of its time, so the requests' tasks queued behind a full worker with spare CPU (10,000
+# pods, p99: a request's first task waited 12-16 s with 20 slots, 7 s with 60, 7-10 s with 150,
+# its later tasks 11-15 s, 6-10 s and 10 s, the loop's own 0.3-0.8 s throughout, ahead of them
+# by priority; docs/nodes.md, "Fewer workflow tasks per request").
+WORKFLOW_TASK_SLOTS = 60
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
 # waits hand themselves back at once, activities.heartbeat.pause), then cancels the rest so
@@ -201,7 +206,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             #   11-12 s (mean) after the loop's start to 2-3.5 s;
             # - with 100 tasks at a time they all share the interpreter and each takes long; the
             #   loop's own next task then waited for a slot (the loop committed its last starts
-            #   9.5-18 s (p99) after their pods were pending with 100, 7-8.5 s with 20).
+            #   9.5-18 s (p99) after their pods were pending with 100, 7-8.5 s with 20). Since
+            #   the loop's tasks go first by priority (activities/nodes/requests.py), 60 (above).
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             nonsticky_to_sticky_poll_ratio=1.0,

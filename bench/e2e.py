@@ -27,6 +27,7 @@ from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from starters.demo import Demo, parse_args
 from starters.kube import node_group
+from starters.metrics import Sample, fetch, value
 from starters.scenarios.burst import BurstScenario, max_nodes_for
 from starters.scenarios.progress import PodWatch, percentile, request_start
 from workflows.nodes.autoscaler import autoscaler_id
@@ -62,8 +63,21 @@ EXTRA = (
     "decided_latency_p50_s",
     "decided_latency_p99_s",
     "child_start_p99_s",
+    "start_call_p50_s",
+    "start_call_p99_s",
+    "first_task_wait_p50_s",
+    "first_task_wait_p99_s",
+    "request_first_task_wait_p50_s",
+    "request_first_task_wait_p99_s",
+    "request_later_task_wait_p50_s",
+    "request_later_task_wait_p99_s",
+    "request_tasks_per_request",
+    "loop_task_wait_p99_s",
     "loops",
     "worker_cpu_s",
+    "worker_max_rss_mb",
+    "cpu_s_by_process",
+    "sdk",
     "load_average",
 )
 IDLE = (
@@ -109,6 +123,37 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def max_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (/proc/<pid>/status VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+# The SDK's own figures over the burst: whether finished requests crowded the sticky cache (a
+# miss replays the whole history) and how long workflow tasks waited, sticky vs shared queue.
+SDK_COUNTERS = ("sticky_cache_hit", "sticky_cache_miss", "sticky_cache_total_forced_eviction")
+SDK_HISTOGRAMS = ("workflow_task_schedule_to_start_latency", "workflow_task_execution_latency")
+
+
+def sdk_figures(samples: list[Sample]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name in SDK_COUNTERS:
+        out[name] = value(samples, f"temporal_{name}")
+    for name in SDK_HISTOGRAMS:
+        # Per task queue as the SDK labels it (the shared queue by its name, the sticky one by
+        # the worker's own).
+        sums: dict[str, list[float]] = {}
+        for n, labels, v in samples:
+            if n in (f"temporal_{name}_sum", f"temporal_{name}_count"):
+                sums.setdefault(labels.get("task_queue", "?"), [0.0, 0.0])[n.endswith("_count")] += v
+        for queue, (total, count) in sums.items():
+            out[f"{name}_{queue[:24]}_count"] = int(count)
+            out[f"{name}_{queue[:24]}_mean_s"] = round(total / count, 3) if count else 0.0
+    return out
+
+
 def load_average() -> float:
     """The 1-minute load: the machine is shared, and the figures mean little without it."""
     return round(os.getloadavg()[0], 2)
@@ -147,6 +192,44 @@ async def idle_history(client: Client, workflow_id: str, since: float) -> dict[s
         run_id = attrs.continued_execution_run_id
 
 
+def task_waits(events: Any) -> list[float]:
+    """Seconds each workflow task of a history waited for a worker (scheduled to started)."""
+    waits, scheduled = [], None
+    for e in events:
+        at = e.event_time.ToDatetime().timestamp()
+        if e.HasField("workflow_task_scheduled_event_attributes"):
+            scheduled = at
+        elif e.HasField("workflow_task_started_event_attributes") and scheduled is not None:
+            waits.append(at - scheduled)
+            scheduled = None
+    return waits
+
+
+REQUEST_SAMPLE = 200
+
+
+async def request_task_waits(client: Client, ids: list[str]) -> dict[str, float]:
+    """How long the requests' workflow tasks waited for a worker, from a sample of their
+    histories: the first task (on the shared queue) apart from the later ones (sticky)."""
+    gate = asyncio.Semaphore(10)
+
+    async def one(workflow_id: str) -> list[float]:
+        async with gate:
+            return task_waits((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+
+    step = max(len(ids) // REQUEST_SAMPLE, 1)
+    histories = await asyncio.gather(*(one(i) for i in ids[::step]))
+    first = [w[0] for w in histories if w]
+    later = [x for w in histories for x in w[1:]]
+    return {
+        "request_first_task_wait_p50_s": percentile(first, 0.5),
+        "request_first_task_wait_p99_s": percentile(first, 0.99),
+        "request_later_task_wait_p50_s": percentile(later, 0.5),
+        "request_later_task_wait_p99_s": percentile(later, 0.99),
+        "request_tasks_per_request": round(sum(len(w) for w in histories) / max(len(histories), 1), 2),
+    }
+
+
 async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> dict[str, Any]:
     """From every run of the autoscaler (following continue-as-new): the largest history event
     (an upper bound of the largest payload that crossed it), and where a loop's time goes: the
@@ -160,9 +243,11 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
     initiated_by_id: dict[str, float] = {}  # request id -> when the loop committed its start
     task_runs: list[float] = []
     task_started: float | None = None
+    loop_waits: list[float] = []
     run_id: str | None = first_run_id
     while run_id:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        loop_waits += task_waits(history.events)
         run_id = None
         for e in history.events:
             largest = max(largest, e.ByteSize())
@@ -190,7 +275,11 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
                 task_runs.append(at - task_started)
             elif e.HasField("workflow_execution_continued_as_new_event_attributes"):
                 run_id = e.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    facts: dict[str, Any] = {"max_payload_bytes": largest, "initiated_by_id": initiated_by_id}
+    facts: dict[str, Any] = {
+        "max_payload_bytes": largest,
+        "initiated_by_id": initiated_by_id,
+        "loop_task_wait_p99_s": percentile(loop_waits, 0.99),
+    }
     for name in (OBSERVE_CLUSTER,):
         facts[f"{name}_wait_s"] = round(sum(waits.get(name, [0])) / max(len(waits.get(name, [])), 1), 2)
         facts[f"{name}_run_s"] = round(sum(runs.get(name, [0])) / max(len(runs.get(name, [])), 1), 2)
@@ -208,12 +297,18 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
 
 
 QUERY_ATTEMPTS = 5
+# When the server created each request (its WorkflowExecutionStarted): splits a child's start
+# into the start call and the wait of its first workflow task.
+EXECUTION_STARTS: dict[str, float] = {}
 
 
 async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
     """Every NodeRequest of the run (the demo's status shows the last 50 and those in flight):
     its start (its first activation) and the pods it was made for, from its describe query."""
-    ids = [w.id async for w in client.list_workflows("WorkflowType = 'NodeRequest'")]
+    listed = [w async for w in client.list_workflows("WorkflowType = 'NodeRequest'")]
+    ids = [w.id for w in listed]
+    EXECUTION_STARTS.clear()
+    EXECUTION_STARTS.update({w.id: w.start_time.timestamp() for w in listed})
     gate = asyncio.Semaphore(20)
 
     async def one(workflow_id: str) -> tuple[float, int]:
@@ -282,12 +377,19 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         watch = PodWatch(demo.api, f"app={scenario.app}")
         worker = next(p for p in demo.procs.procs if p.name == "worker").popen.pid
         cpu0, loops0 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
+        procs0 = {p.name: cpu_seconds(p.popen.pid) for p in demo.procs.procs}
         summary = await scenario.scale_up(demo, watch)
+        # Who used the 2 cores over the burst: the worker, the dev server, the simulated cluster.
+        summary["cpu_s_by_process"] = {
+            p.name: round(cpu_seconds(p.popen.pid) - procs0.get(p.name, 0.0), 1) for p in demo.procs.procs
+        }
         cpu1, loops1 = cpu_seconds(worker), (await asyncio.to_thread(demo.metrics)).get(LOOPS, 0)
         summary["loops"] = int(loops1 - loops0)
         summary["worker_cpu_s"] = round(cpu1 - cpu0, 1)
         summary["worker_cpu_s_per_loop"] = round((cpu1 - cpu0) / max(loops1 - loops0, 1), 3)
         summary["load_average"] = load_average()
+        summary["worker_max_rss_mb"] = max_rss_mb(worker)
+        summary["sdk"] = sdk_figures(await asyncio.to_thread(fetch, f"http://{demo.metrics_address}/metrics"))
         starts = await all_request_starts(demo.client)
         latencies = watch.decision_latencies(starts.values())
         summary["decision_latency_p50_s"] = percentile(latencies, 0.50)
@@ -311,6 +413,12 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         delays = [starts[i][0] - at for i, at in initiated.items() if i in starts]
         summary["child_start_s"] = round(sum(delays) / max(len(delays), 1), 2)
         summary["child_start_p99_s"] = percentile(delays, 0.99)
+        created = [EXECUTION_STARTS[i] - at for i, at in initiated.items() if i in EXECUTION_STARTS]
+        first_task = [at - EXECUTION_STARTS[i] for i, (at, _) in starts.items() if i in EXECUTION_STARTS]
+        summary["start_call_p50_s"], summary["start_call_p99_s"] = percentile(created, 0.5), percentile(created, 0.99)
+        summary["first_task_wait_p50_s"] = percentile(first_task, 0.5)
+        summary["first_task_wait_p99_s"] = percentile(first_task, 0.99)
+        summary.update(await request_task_waits(demo.client, sorted(starts)))
         summary["insufficient_capacity_attempts"] = sum(
             results.get("InsufficientCapacity", 0) for results in summary["attempts"].values()
         )

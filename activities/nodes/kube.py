@@ -21,6 +21,7 @@ from activities.kube.cache import NODE_GROUP_PLURAL, scale_down_kinds, versions,
 from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.kube.informer import Informer
 from activities.nodes import metrics
+from activities.nodes.requests import report_to_loop
 from activities.nodes.wake import PendingPodsWake
 from scaling.kube.nodes import node_is_ready
 from scaling.kube.pods import counts_as_demand
@@ -153,7 +154,8 @@ class KubeActivities:
     # -- nodes ---------------------------------------------------------------------------
     @activity.defn(name=contracts.WAIT_NODE_READY)
     async def wait_node_ready(self, inp: WaitReadyInput) -> bool:
-        """Poll the Node until Ready or the readiness timeout; heartbeats so a dead worker is noticed.
+        """Tell the loop the request is Provisioning (`report`), poll the Node until Ready or the
+        readiness timeout, then set `labels` on it; heartbeats so a dead worker is noticed.
 
         The deadline rides in the heartbeat, so a retry on another worker (this one killed or
         shut down) keeps the request's readiness timeout instead of starting it again.
@@ -162,14 +164,17 @@ class KubeActivities:
         deadline = resumed_deadline(inp.timeout_s)
         core = self._core(inp.cluster)
         nodes = self.clusters.caches(inp.cluster).informer("nodes")
+        await report_to_loop(inp)
         for poll in itertools.count():
             beat_progress(deadline)
             # The watch-fed cache answers most polls: at 1,000 requests in flight, a read each
             # was ~500 GETs a second. The API server is still asked now and then, so a stuck
             # watch costs a few polls, not the readiness timeout.
-            if _cached_ready(nodes, inp.node_name):
-                return True
-            if poll % API_READ_EVERY == 0 and await asyncio.to_thread(_node_ready, core, inp.node_name):
+            if _cached_ready(nodes, inp.node_name) or (
+                poll % API_READ_EVERY == 0 and await asyncio.to_thread(_node_ready, core, inp.node_name)
+            ):
+                if inp.labels:  # a failed patch fails this attempt; the retry finds it Ready again
+                    await asyncio.to_thread(core.patch_node, inp.node_name, {"metadata": {"labels": inp.labels}})
                 return True
             if time.time() >= deadline:
                 return False

@@ -16,8 +16,10 @@ import asyncio
 from temporalio import activity
 from temporalio.common import Priority, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from scaling.nodes import contracts
+from scaling.nodes.contracts import WaitReadyInput
 from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, StartRequestsInput
 from scaling.nodes.summaries import request_static_details, request_summary
 from workflows.search import initial_attributes
@@ -58,3 +60,17 @@ async def start_node_requests(inp: StartRequestsInput) -> int:
         return True
 
     return sum(await asyncio.gather(*(start(r) for r in inp.requests)))
+
+
+async def report_to_loop(inp: WaitReadyInput) -> None:
+    """The request's Provisioning report that its readiness wait carries (WaitReadyInput.report),
+    signalled to its loop through the worker's client. A loop that is gone takes nothing, as a
+    request's own signal to it would; any other failure fails the attempt, which is retried."""
+    if not inp.report_to or inp.report is None:
+        return
+    try:
+        await activity.client().get_workflow_handle(inp.report_to).signal(contracts.REQUEST_CHANGED, inp.report)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        activity.logger.warning("autoscaler %s did not take the update: %s", inp.report_to, err.message)

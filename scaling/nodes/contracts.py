@@ -24,6 +24,7 @@ from scaling.nodes.scale_down.models import NodeState, ScaleDownLoopSettings
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.nodes.scale_down.storage import LonghornState
 from scaling.nodes.scale_up.demand import PendingDemand
+from scaling.nodes.scale_up.requests import NodeRequestStatus
 
 # Activity names (registered by activities/nodes, called by workflows/nodes). Every input that
 # touches a cluster names it (`cluster`): one worker serves many clusters and resolves each
@@ -31,6 +32,8 @@ from scaling.nodes.scale_up.demand import PendingDemand
 OBSERVE_CLUSTER = "observe_cluster"
 # The NodeAutoscaler's signal: pods became unschedulable after its last observation.
 PODS_PENDING = "pods_pending"
+# The NodeAutoscaler's signal: one of its NodeRequests changed (NodeRequestStatus, without pods).
+REQUEST_CHANGED = "request_changed"
 WAIT_NODE_READY = "wait_node_ready"
 LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"
@@ -148,6 +151,15 @@ class WaitReadyInput(BaseModel):
     node_name: str
     timeout_s: float
     poll_s: float = 2.0
+    # Set on the node once it is Ready, before the wait returns (one activity and one workflow
+    # task fewer per request than a label activity after it; a kubelet-registered Hetzner node
+    # has none of growth's labels until then).
+    labels: dict[str, str] = {}
+    # The request's Provisioning status, signalled to its loop (by workflow id) as the wait
+    # begins, in every attempt: a signal from the request's own workflow cost it a workflow task
+    # for the delivery. The loop folds a repeated report as the same one.
+    report_to: str = ""
+    report: NodeRequestStatus | None = None
 
 
 class LabelNodeInput(BaseModel):

@@ -201,7 +201,11 @@ def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> 
         # Requests report without their pods (signals stay small): keep what was recorded.
         update = update.model_copy(update={"pods": known.pods, "pod_uids": known.pod_uids})
     if not update.final:
-        state.in_flight[update.id] = update
+        # A request's Provisioning report comes from its readiness wait (activities.nodes.requests
+        # .report_to_loop), in every attempt: one that lands after the request ended must not
+        # put it back in flight.
+        if known is not None or not any(r.id == update.id for r in state.recent):
+            state.in_flight[update.id] = update
         return
     if state.in_flight.pop(update.id, None) is None and any(r.id == update.id for r in state.recent):
         return  # a duplicate final report

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
-from activities.nodes.requests import start_node_requests
+from activities.nodes.requests import report_to_loop, start_node_requests
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     ClusterObservation,
@@ -61,10 +61,14 @@ class World:
         async def wait_node_ready(inp: WaitReadyInput) -> bool:
             import asyncio
 
+            await report_to_loop(inp)  # the real one: it signals the loop on the test's own server
             while world.hold_readiness:
                 activity.heartbeat()
                 await asyncio.sleep(0.05)
-            return not any(inp.node_name.startswith(p + "-") for p in world.never_ready_pools)
+            ready = not any(inp.node_name.startswith(p + "-") for p in world.never_ready_pools)
+            if ready and inp.labels:  # as the real wait does once the node is Ready
+                world.labelled[inp.node_name] = inp.labels
+            return ready
 
         @activity.defn(name=contracts.LABEL_NODE)
         async def label_node(inp: LabelNodeInput) -> None:

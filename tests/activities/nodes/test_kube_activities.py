@@ -155,18 +155,16 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     env = ActivityEnvironment()
     heartbeats: list = []
     env.on_heartbeat = lambda *a: heartbeats.append(a)
-    assert (
-        await env.run(
-            kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05)
-        )
-        is True
+    # Ready, and labelled before the wait returns (no label activity after it).
+    labels = {"growth.autoscaling.dev/request": "r1", "team": "a"}
+    ready = WaitReadyInput(cluster="c1", node_name=ok.node_name, timeout_s=60, poll_s=0.05, labels=labels)
+    assert await env.run(kube.wait_node_ready, ready) is True
+    assert labels.items() <= (client.CoreV1Api(api).read_node(ok.node_name).metadata.labels or {}).items()
+    stuck_wait = WaitReadyInput(
+        cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05, labels={"team": "a"}
     )
-    assert (
-        await env.run(
-            kube.wait_node_ready, WaitReadyInput(cluster="c1", node_name=stuck.node_name, timeout_s=0.5, poll_s=0.05)
-        )
-        is False
-    )
+    assert await env.run(kube.wait_node_ready, stuck_wait) is False
+    assert "team" not in (client.CoreV1Api(api).read_node(stuck.node_name).metadata.labels or {})
     assert heartbeats  # a dead worker is noticed through missed heartbeats
     # A node that has not registered yet (404) is waited for, not an error.
     assert (

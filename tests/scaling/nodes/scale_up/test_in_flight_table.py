@@ -122,3 +122,19 @@ def test_pods_already_evented_come_back_in_order() -> None:
     keys = [f"uid-{i}/{'NotTriggerScaleUp' if i % 3 else 'NeverSatisfiable'}" for i in range(50)]
     assert carried(AutoscalerState(reported_pods=keys)).reported_pods == keys
     assert AutoscalerState.model_validate({"reported_pods": keys}).reported_pods == keys  # the older form
+
+
+def test_a_report_repeated_after_the_request_ended_is_ignored() -> None:
+    """The readiness wait reports Provisioning in every attempt: the same report again changes
+    nothing, and one that lands after the final report keeps the request out of flight."""
+    state = AutoscalerState()
+    r = provisioning(1)
+    state.in_flight[r.id] = r
+    report = r.model_copy(update={"pods": {}, "pod_uids": []})
+    record_request_update(state, report)
+    record_request_update(state, report)
+    assert list(state.in_flight) == [r.id] and state.in_flight[r.id].pods == r.pods
+    record_request_update(state, report.model_copy(update={"phase": RequestPhase.READY}))
+    record_request_update(state, report)
+    assert r.id not in state.in_flight and [x.id for x in state.recent] == [r.id]
+    assert state.nodes_created == 1
