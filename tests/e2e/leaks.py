@@ -23,7 +23,7 @@ from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
 from sim.kube.journal import SNAPSHOT, WAL
 from sim.kube.store import Store
-from starters.processes import Processes
+from tests.e2e.demo import demo_database
 
 MIN_SECRET = 8  # shorter values would match by chance
 AGENT_TOKEN = re.compile(rb"gat_[0-9a-f]{64}")  # any agent token, whoever it belongs to
@@ -64,9 +64,7 @@ def _hits(where: str, data: bytes, secrets: dict[str, str]) -> list[str]:
 
 async def _histories(workdir: Path) -> dict[str, bytes]:
     """Every workflow run's history on the demo's database, as raw protobuf and as JSON."""
-    procs = Processes(workdir / "leak-scan")
-    try:
-        port, _ = procs.temporal(workdir / "temporal.db", ui=False)
+    with demo_database(workdir, workdir / "leak-scan") as port:
         client = await Client.connect(f"127.0.0.1:{port}")
         out: dict[str, bytes] = {}
         async for wf in client.list_workflows():
@@ -75,8 +73,6 @@ async def _histories(workdir: Path) -> dict[str, bytes]:
             raw = b"".join(event.SerializeToString() for event in history.events)
             out[f"{wf.id} ({wf.run_id})"] = raw + history.to_json().encode()
         return out
-    finally:
-        procs.stop_all()
 
 
 def _events(data_dir: Path) -> tuple[int, bytes]:

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from starters.processes import Processes
 from starters.scenarios.components import interval_violations
 from tests.cli import growth
-from tests.e2e.demo import run_headless_demo
+from tests.e2e.demo import demo_database, run_headless_demo
 from tests.e2e.leaks import scan_demo
 
 SUMMARY_KEYS = [
@@ -72,9 +71,7 @@ async def test_components_trail_reads_the_demos_changes(
     components_demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     workdir, _ = components_demo
-    procs = Processes(tmp_path / "read")
-    try:
-        port, _ = procs.temporal(workdir / "temporal.db", ui=False)
+    with demo_database(workdir, tmp_path / "read") as port:
         connect = ["--address", f"127.0.0.1:{port}"]
         out = await growth(*connect, "components", "-n", "tidb", "basic", "trail", "-o", "json")
         kinds = [e["what"] for e in json.loads(out.stdout)["entries"]]
@@ -83,8 +80,6 @@ async def test_components_trail_reads_the_demos_changes(
         assert kinds.index("GroupCreated") < kinds.index("GroupDelete")
         table = (await growth(*connect, "components", "-n", "tidb", "basic", "trail", "--component", "tikv")).stdout
         assert table.startswith("trail of tidb/basic") and "tikv" in table
-    finally:
-        procs.stop_all()
 
 
 def test_interval_violations_counts_rounds_closer_than_the_interval() -> None:

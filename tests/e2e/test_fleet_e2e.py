@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starters.processes import Processes
 from tests.cli import growth
-from tests.e2e.demo import run_headless_demo
+from tests.e2e.demo import demo_database, run_headless_demo
 from tests.e2e.leaks import scan_demo
 
 LIFECYCLE_TO_READY = [
@@ -62,9 +61,7 @@ async def test_fleet_trail_and_what_if_read_the_demos_histories(
     fleet_demo: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     workdir, _ = fleet_demo
-    procs = Processes(tmp_path / "read")
-    try:
-        port, _ = procs.temporal(workdir / "temporal.db", ui=False)
+    with demo_database(workdir, tmp_path / "read") as port:
         client = await Client.connect(f"127.0.0.1:{port}")
         deleted = [
             wf.id.rsplit("/", 1)[-1]
@@ -86,5 +83,3 @@ async def test_fleet_trail_and_what_if_read_the_demos_histories(
         assert set(report["difference"].values()) == {0}  # the recorded configuration: the same decisions
         missing = await growth(*connect, "fleet", "trail", "no-such-cluster", expect=1)
         assert "no trail of cluster no-such-cluster" in missing.stderr
-    finally:
-        procs.stop_all()

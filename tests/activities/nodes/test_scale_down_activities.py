@@ -30,6 +30,7 @@ from scaling.nodes.gc.orphans import OrphanSearchInput
 from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
 from sim.storage.longhorn import SimLonghorn
+from tests.sim.conftest import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -250,7 +251,7 @@ def test_the_recheck_before_removal_reads_the_nodes_pods_from_the_api_server(
 
 def replicated_pod(core: client.CoreV1Api, name: str, node: str) -> str:
     """A ReplicaSet's pod bound to `node`; its resourceVersion."""
-    pod = core.create_namespaced_pod(
+    core.create_namespaced_pod(
         "default",
         {
             "metadata": {
@@ -266,14 +267,14 @@ def replicated_pod(core: client.CoreV1Api, name: str, node: str) -> str:
             },
         },
     )
+
     # The simulated kubelet starts it a moment later (its own write): wait for that, so the
     # caller's token is not taken between the two writes.
-    deadline = time.monotonic() + 30
-    while pod.status.phase != "Running":
-        assert time.monotonic() < deadline, f"pod {name} never started"
-        time.sleep(0.02)
-        pod = core.read_namespaced_pod(name, "default")
-    return pod.metadata.resource_version
+    def running() -> client.V1Pod | None:
+        now = core.read_namespaced_pod(name, "default")
+        return now if now.status.phase == "Running" else None
+
+    return eventually(running, message=f"pod {name} never started").metadata.resource_version
 
 
 def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
