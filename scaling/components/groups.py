@@ -18,7 +18,7 @@ from scaling.components.contracts import (
     PdStrategy,
     Shape,
 )
-from scaling.components.planning import HOMOGENEOUS, RESOURCE_TYPE_LABEL, Group
+from scaling.components.plan import HOMOGENEOUS, RESOURCE_TYPE_LABEL, Group
 from scaling.components.spec import DEFAULT_CPU_MIN_THRESHOLD, AutoscalerSpec, ComponentSpec
 from scaling.components.state import GroupRecord
 from scaling.kube.quantity import memory_bytes

@@ -9,7 +9,7 @@ pins still go through. Pure: the workflow calls it with its state.
 
 from __future__ import annotations
 
-from scaling.components.planning import HOMOGENEOUS, Change, ComponentPlan, PlanInput
+from scaling.components.plan import HOMOGENEOUS, Change, ComponentPlan, PlanInput
 from scaling.components.state import GroupRecord, Overrides
 
 PINNED = "pinned by an operator"

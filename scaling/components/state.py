@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from scaling.approvals import ApprovalState
-from scaling.components.planning import Change, Headroom
+from scaling.components.plan import Change, Headroom
 from scaling.components.spec import SpecError
 from scaling.components.timing import ComponentTiming
 

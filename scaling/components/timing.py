@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
-from scaling.components.planning import Change, ComponentPlan, Direction
+from scaling.components.plan import Change, ComponentPlan, Direction
 from scaling.components.spec import ComponentSpec
 
 

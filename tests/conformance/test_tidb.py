@@ -16,7 +16,8 @@ from activities.components.external import recommended_replicas
 from activities.components.pd import PdClient
 from scaling.components.contracts import ComponentView, PdPlan, Shape
 from scaling.components.groups import pd_strategy
-from scaling.components.planning import PlanInput, plan_from_pd
+from scaling.components.plan import PlanInput
+from scaling.components.planners import plan_from_pd
 from scaling.components.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,14 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.approvals import create_verdict, decided, next_deadline
     from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
     from scaling.components.overrides import PINNED, apply_overrides
-    from scaling.components.planning import (
-        Change,
-        ComponentPlan,
-        PlanInput,
-        plan_from_external,
-        plan_from_pd,
-        plan_growth,
-    )
+    from scaling.components.plan import Change, ComponentPlan, PlanInput
+    from scaling.components.planners import plan_from_external, plan_from_pd, plan_growth
     from scaling.components.spec import COMPONENTS, ComponentSpec, SpecError, base_cluster_ref, parse_spec
     from scaling.components.state import (
         MAX_CREATED_NAMES,

@@ -11,7 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from scaling.components import loop_metrics as names
-    from scaling.components.planning import Change
+    from scaling.components.plan import Change
 
 
 def changed(cluster: str, component: str, change: Change, base: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scaling.components.overrides import PINNED, apply_overrides
-from scaling.components.planning import HOMOGENEOUS, Change, ComponentPlan, Group
+from scaling.components.plan import HOMOGENEOUS, Change, ComponentPlan, Group
 from scaling.components.state import GroupRecord, Overrides
 from tests.scaling.components.test_planning import inp, tikv_spec
 

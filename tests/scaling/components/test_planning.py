@@ -7,16 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaling.components.contracts import ComponentMetrics, ComponentView, GroupMetrics, PdPlan, Shape
-from scaling.components.planning import (
-    HOMOGENEOUS,
-    Group,
-    PlanInput,
-    group_labels,
-    group_name,
-    plan_from_external,
-    plan_from_pd,
-    plan_growth,
-)
+from scaling.components.plan import HOMOGENEOUS, Group, PlanInput, group_labels, group_name
+from scaling.components.planners import plan_from_external, plan_from_pd, plan_growth
 from scaling.components.spec import ComponentSpec, parse_spec
 
 BASE = {"tikv": ComponentView(replicas=3, cpu="2", memory="4Gi", storage="100Gi")}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaling.components.planning import Change, ComponentPlan
+from scaling.components.plan import Change, ComponentPlan
 from scaling.components.spec import ComponentSpec, parse_spec
 from scaling.components.timing import ComponentTiming, gate, is_allowed, next_tick, record, tick_offset_s
 

@@ -1,4 +1,5 @@
-"""Seed 002's algorithm as a pure function: one component's metrics -> target replicas.
+"""The rules planner (seed 002's algorithm) as a pure function: one component's metrics -> target
+replicas.
 
 Homogeneous instances are the base TidbCluster's; heterogeneous ones live in `auto-<hash>`
 TidbClusters (one per group). Rules, per component:
@@ -21,117 +22,25 @@ TidbClusters (one per group). Rules, per component:
 - A resource type whose count was lowered below its groups' replicas is brought down to it.
 
 Every change carries its direction; intervals are applied afterwards by `timing.gate`.
-Alternative sources (PD's /autoscaling, an external recommender) give target replicas, and
-`plan_from_pd` / `plan_from_external` turn them into the same kind of plan.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from scaling.components.contracts import ComponentMetrics, GroupMetrics, PdPlan, Shape
-from scaling.components.naming import auto_cluster_name
+from scaling.components.contracts import ComponentMetrics, GroupMetrics, Shape
+from scaling.components.plan import (
+    GROUP_LABEL,
+    HOMOGENEOUS,
+    ComponentPlan,
+    Headroom,
+    PlanInput,
+    group_labels,
+)
+from scaling.components.planners.targets import Targets
 from scaling.components.spec import AutoResource, ComponentSpec
 
-HOMOGENEOUS = ""  # group key and capacity key of the base cluster's instances
-EXTERNAL_GROUP = "external"
-PD_GROUP_PREFIX = "pd-auto-scaling"  # PD's group label prefix; growth's own groups use it too
-GROUP_LABEL = "group"
-RESOURCE_TYPE_LABEL = "resource-type"
-SPECIAL_USE_LABEL = "specialUse"
-HOT_REGION = "hotRegion"
 EPS = 1e-9
-
-Direction = Literal["out", "in"]
-
-
-class Group(BaseModel):
-    """One heterogeneous group as it stands (its TidbCluster exists, maybe at 0 replicas)."""
-
-    name: str  # auto-<hash>
-    group: str  # tidb.pingcap.com/autoscaling-group
-    resource_type: str
-    replicas: int
-    labels: dict[str, str] = Field(default_factory=dict)
-
-
-class PlanInput(BaseModel):
-    namespace: str
-    autoscaler: str
-    base_cluster: str
-    spec: ComponentSpec
-    homogeneous_replicas: int
-    homogeneous_shape: Shape  # the base cluster's cpu/memory requests
-    base_cpu: str = ""  # quantity text of the base requests (external groups copy them)
-    base_memory: str = ""
-    base_storage: str = ""
-    groups: list[Group] = Field(default_factory=list)
-    metrics: ComponentMetrics | None = None
-    # How many more of each shape the nodes hold (keys: HOMOGENEOUS, resource types); None or
-    # a missing key: unknown, treated as unlimited.
-    fits: dict[str, int] | None = None
-    growth_manages_nodes: bool = False
-    # False only to replay runs recorded before the `tidb-operator-parity` patch: scale-outs
-    # round up to the midpoint, PD's answer drains a component it has no plan for, and an
-    # external recommendation counts the homogeneous instances.
-    upstream_parity: bool = True
-
-
-class Change(BaseModel):
-    """Set one TidbCluster's replicas for this component (create it first if missing)."""
-
-    cluster: str  # base cluster or auto-<hash>
-    group: str  # HOMOGENEOUS or the group label
-    direction: Direction
-    from_replicas: int
-    to_replicas: int
-    create: bool = False  # the auto cluster does not exist yet
-    resource_type: str = ""
-    cpu: str = ""
-    memory: str = ""
-    storage: str = ""
-    labels: dict[str, str] = Field(default_factory=dict)
-    reason: str = ""
-
-
-class Headroom(BaseModel):
-    """Instances that need nodes the cluster does not have (for the node loop / an operator)."""
-
-    resource_type: str  # HOMOGENEOUS or a resource type
-    shape: Shape
-    count: int
-    reason: str
-
-
-class ComponentPlan(BaseModel):
-    component: str
-    changes: list[Change] = Field(default_factory=list)
-    headroom: list[Headroom] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-    def target(self, cluster: str) -> int | None:
-        for c in self.changes:
-            if c.cluster == cluster:
-                return c.to_replicas
-        return None
-
-
-# ---- helpers ---------------------------------------------------------------------------------
-def group_labels(component: str, resource_type: str) -> dict[str, str]:
-    """growth's own group labels (the same PD gives a group, so the two planners agree)."""
-    labels = {GROUP_LABEL: f"{PD_GROUP_PREFIX}-{component}-{resource_type}", RESOURCE_TYPE_LABEL: resource_type}
-    if component == "tikv":
-        labels[SPECIAL_USE_LABEL] = HOT_REGION
-    return labels
-
-
-def group_name(inp: PlanInput, resource: AutoResource, labels: dict[str, str] | None) -> str:
-    return auto_cluster_name(
-        inp.namespace, inp.autoscaler, inp.spec.component, resource.cpu, resource.memory, resource.storage, labels
-    )
 
 
 def _ceil(x: float) -> int:
@@ -163,102 +72,12 @@ def _by_key(metrics: ComponentMetrics | None) -> dict[str, GroupMetrics]:
     return {g.group: g for g in (metrics.groups if metrics else [])}
 
 
-class _Targets:
-    """Target replicas per cluster, starting from what stands."""
-
-    def __init__(self, inp: PlanInput) -> None:
-        self.inp = inp
-        self.current: dict[str, int] = {inp.base_cluster: inp.homogeneous_replicas}
-        self.target: dict[str, int] = dict(self.current)
-        self.meta: dict[str, Change] = {
-            inp.base_cluster: Change(
-                cluster=inp.base_cluster,
-                group=HOMOGENEOUS,
-                direction="out",
-                from_replicas=inp.homogeneous_replicas,
-                to_replicas=inp.homogeneous_replicas,
-            )
-        }
-        self.reasons: dict[str, str] = {}
-        for g in inp.groups:
-            res = inp.spec.resources.get(g.resource_type)
-            self.current[g.name] = g.replicas
-            self.target[g.name] = g.replicas
-            self.meta[g.name] = Change(
-                cluster=g.name,
-                group=g.group,
-                direction="out",
-                from_replicas=g.replicas,
-                to_replicas=g.replicas,
-                resource_type=g.resource_type,
-                labels=g.labels,
-                cpu=res.cpu if res else "",
-                memory=res.memory if res else "",
-                storage=res.storage if res else "",
-            )
-
-    def ensure_group(self, resource: AutoResource, labels: dict[str, str], group: str) -> str:
-        name = group_name(self.inp, resource, labels)
-        if name not in self.meta:
-            self.current[name] = 0
-            self.target[name] = 0
-            self.meta[name] = Change(
-                cluster=name,
-                group=group,
-                direction="out",
-                from_replicas=0,
-                to_replicas=0,
-                create=True,
-                resource_type=resource.name,
-                cpu=resource.cpu,
-                memory=resource.memory,
-                storage=resource.storage,
-                labels=labels,
-            )
-        return name
-
-    def set(self, cluster: str, replicas: int, reason: str) -> None:
-        self.target[cluster] = replicas
-        self.reasons[cluster] = reason
-
-    def drop_heterogeneous_scale_outs(self) -> list[str]:
-        """Undo every heterogeneous scale-out planned so far (new groups included)."""
-        dropped = []
-        for name in self.meta:
-            if name != self.inp.base_cluster and self.target[name] > self.current[name]:
-                self.target[name] = self.current[name]
-                self.reasons.pop(name, None)
-                dropped.append(name)
-        return dropped
-
-    def of_type(self, resource_type: str) -> list[str]:
-        return [n for n, c in self.meta.items() if n != self.inp.base_cluster and c.resource_type == resource_type]
-
-    def changes(self) -> list[Change]:
-        out = []
-        for name, change in self.meta.items():
-            before, after = self.current[name], self.target[name]
-            if before == after:
-                continue
-            out.append(
-                change.model_copy(
-                    update={
-                        "from_replicas": before,
-                        "to_replicas": after,
-                        "direction": "out" if after > before else "in",
-                        "reason": self.reasons.get(name, ""),
-                    }
-                )
-            )
-        return sorted(out, key=lambda c: (c.direction != "in", c.cluster))
-
-
 def _preference(spec: ComponentSpec, types: list[str]) -> list[AutoResource]:
     res = [spec.resources[t] for t in types if t in spec.resources]
     return sorted(res, key=lambda r: (-r.cpu_milli, -r.memory_bytes, r.name))
 
 
-def _least_preferred_groups(inp: PlanInput, t: _Targets) -> list[str]:
+def _least_preferred_groups(inp: PlanInput, t: Targets) -> list[str]:
     """Heterogeneous clusters with replicas, least preferred type first (smallest CPU)."""
 
     def key(name: str) -> tuple[int, int, str]:
@@ -271,7 +90,7 @@ def _least_preferred_groups(inp: PlanInput, t: _Targets) -> list[str]:
 # ---- the growth planner ----------------------------------------------------------------------
 def plan_growth(inp: PlanInput) -> ComponentPlan:
     spec, plan = inp.spec, ComponentPlan(component=inp.spec.component)
-    t = _Targets(inp)
+    t = Targets(inp)
     _enforce_counts(inp, t)
     metrics = inp.metrics
     if metrics is None or not metrics.groups:
@@ -331,7 +150,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
     return plan
 
 
-def _enforce_counts(inp: PlanInput, t: _Targets) -> None:
+def _enforce_counts(inp: PlanInput, t: Targets) -> None:
     for res in inp.spec.resources.values():
         if res.count is None:
             continue
@@ -344,7 +163,7 @@ def _enforce_counts(inp: PlanInput, t: _Targets) -> None:
             over -= cut
 
 
-def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: list[str], need: float) -> None:
+def _heterogeneous_out(inp: PlanInput, t: Targets, plan: ComponentPlan, types: list[str], need: float) -> None:
     spent_cpu = 0.0  # millicores placed so far: shared room, counted against later types
     for res in _preference(inp.spec, types):
         if need <= EPS:
@@ -383,7 +202,7 @@ def _heterogeneous_out(inp: PlanInput, t: _Targets, plan: ComponentPlan, types: 
 
 def _homogeneous_out(
     inp: PlanInput,
-    t: _Targets,
+    t: Targets,
     plan: ComponentPlan,
     add: int,
     used: float,
@@ -456,70 +275,3 @@ def _slots(cpu: int, mem: int, shape: Shape) -> float:
     by_cpu = cpu // shape.cpu_milli if shape.cpu_milli > 0 else math.inf
     by_mem = mem // shape.memory_bytes if shape.memory_bytes > 0 else math.inf
     return min(by_cpu, by_mem)
-
-
-# ---- other sources ---------------------------------------------------------------------------
-def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
-    """PD returns the full set of groups of a component it planned: each plan is a group's
-    target; a standing group PD left out goes to 0. Counts are capped by the resource type's
-    count. No plan at all for this component (PD answers nothing for a component within its
-    thresholds, and growth asks once for both) changes nothing: it never drains the groups."""
-    plan = ComponentPlan(component=inp.spec.component)
-    if inp.upstream_parity and not any(p.component == inp.spec.component for p in plans):
-        plan.notes.append(f"PD gave no plan for {inp.spec.component}: nothing changed")
-        return plan
-    t = _Targets(inp)
-    wanted: set[str] = set()
-    per_type: dict[str, int] = {}
-    for p in plans:
-        if p.component != inp.spec.component:
-            continue
-        res = inp.spec.resources.get(p.resource_type)
-        if res is None:
-            plan.notes.append(f"PD planned unknown resource type {p.resource_type!r}: ignored")
-            continue
-        labels = dict(p.labels)
-        name = t.ensure_group(res, labels, labels.get(GROUP_LABEL) or p.resource_type)
-        count = max(0, p.count)
-        if res.count is not None:
-            count = min(count, max(0, res.count - per_type.get(res.name, 0)))
-        per_type[res.name] = per_type.get(res.name, 0) + count
-        wanted.add(name)
-        t.set(name, count, "PD's plan")
-    for name in t.meta:
-        if name != inp.base_cluster and name not in wanted and t.target[name] > 0:
-            t.set(name, 0, "not in PD's plan")
-    plan.changes = [c for c in t.changes() if not (c.create and c.to_replicas == 0)]
-    return plan
-
-
-def plan_from_external(inp: PlanInput, recommended: int) -> ComponentPlan:
-    """The recommendation, capped at maxReplicas, is the external group's own replicas (as
-    tidb-operator's syncExternal sets its `<cluster>-<component>-external` TidbCluster): one
-    heterogeneous group copying the base cluster's requests (TiKV: specialUse hotRegion); the
-    homogeneous instances are not counted against it. 0 scales the group to nothing."""
-    plan = ComponentPlan(component=inp.spec.component)
-    ext = inp.spec.external
-    if ext is None:
-        return plan
-    t = _Targets(inp)
-    extra = min(max(0, recommended), ext.max_replicas)
-    if not inp.upstream_parity:
-        extra = max(0, extra - inp.homogeneous_replicas)
-    if recommended > ext.max_replicas:
-        plan.notes.append(f"recommended {recommended} capped at maxReplicas {ext.max_replicas}")
-    labels = {SPECIAL_USE_LABEL: HOT_REGION} if inp.spec.component == "tikv" else {}
-    base = AutoResource(
-        name=EXTERNAL_GROUP,
-        cpu=inp.base_cpu,
-        memory=inp.base_memory,
-        storage=inp.base_storage if inp.spec.component == "tikv" else "",
-        cpu_milli=inp.homogeneous_shape.cpu_milli,
-        memory_bytes=inp.homogeneous_shape.memory_bytes,
-    )
-    name = group_name(inp, base, labels)
-    if name in t.meta or extra > 0:
-        name = t.ensure_group(base, labels, EXTERNAL_GROUP)
-        t.set(name, extra, f"external recommendation {recommended}")
-    plan.changes = t.changes()
-    return plan
