@@ -13,6 +13,7 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from temporalio.service import WorkflowService
 
 from bench import start_hold
+from tests.polling import until
 
 
 @pytest.fixture
@@ -35,19 +36,11 @@ def start(workflow_type: str, workflow_id: str) -> Any:
     return WorkflowService.start_workflow_execution(object(), req)  # type: ignore[arg-type]
 
 
-async def until(check: Any, what: str) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what} not reached in 10 s")
-
-
 async def test_the_first_request_start_waits_until_lifted(sent: list[str], tmp_path: Path) -> None:
     (tmp_path / start_hold.ARMED).touch()
     first = asyncio.create_task(start("NodeRequest", "nodes/c/request/a"))
     held = start_hold.held_path(tmp_path, os.getpid())
-    await until(lambda: held.exists() and held.read_text() == "nodes/c/request/a", "the start held")
+    await until(lambda: held.exists() and held.read_text() == "nodes/c/request/a", 10.0, "the start held", every=0.05)
     # the hold is taken: the next request start and any other start pass while the first waits
     assert await start("NodeRequest", "nodes/c/request/b") == "nodes/c/request/b"
     assert await start("NodeAutoscaler", "nodes/c") == "nodes/c"

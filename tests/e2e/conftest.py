@@ -3,10 +3,8 @@ each a separate process on 127.0.0.1 started exactly as the demo starts them."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -149,15 +147,3 @@ def local_cluster(temporal_server: TemporalServer, tmp_path: Path) -> Iterator[C
     yield _start
     for lc in started:
         lc.procs.stop_all()
-
-
-async def wait_for(check: Callable[[], Awaitable[T | None]], timeout: float, what: str, every: float = 0.25) -> T:
-    """Await a condition with a deadline (never a bare sleep standing in for synchronisation)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

@@ -18,7 +18,8 @@ from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from tests.cli import growth
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 CLUSTER = "e2e-approvals"
@@ -53,14 +54,14 @@ async def test_a_gated_scale_up_waits_for_approve_and_deny(local_cluster: Callab
             body = deployment(name, 1, "500m", "512Mi", nodeSelector={"tier": tier})
             await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
 
-        [first] = await wait_for(awaiting, 60, "a NodeRequest of group gated awaiting approval")
+        [first] = await until(awaiting, 60, "a NodeRequest of group gated awaiting approval")
         ids.append(first["id"])
         assert "1 nodes for group gated in one loop (approval above 0)" in first["reason"]
         assert first["default"] == "deny" and first["what"].startswith("NodeRequest cx22 for group gated")
         table = await cli(lc, "approvals")
         assert first["id"] in table and "deny at" in table
         # The free group's pod got its node meanwhile; the gated one's pod is held, not planned twice.
-        free = await wait_for(lambda: _finished_in(status, "free", RequestPhase.READY), 60, "group free's node")
+        free = await until(lambda: _finished_in(status, "free", RequestPhase.READY), 60, "group free's node")
         ids.append(free.id)
         s = await status()
         gated = [r for r in s.in_flight if r.group == "gated"]
@@ -73,12 +74,12 @@ async def test_a_gated_scale_up_waits_for_approve_and_deny(local_cluster: Callab
         short = first["id"].rsplit("/", 1)[1]
         assert f"{first['id']}: denied" in await cli(lc, "deny", short, "--note", "not now")
         assert "already denied (by operator)" in await cli(lc, "approve", short, expect=2)
-        denied = await wait_for(lambda: _finished_in(status, "gated", RequestPhase.UNMET), 60, "the denial")
+        denied = await until(lambda: _finished_in(status, "gated", RequestPhase.UNMET), 60, "the denial")
         assert [a.result for a in denied.attempts] == [AttemptResult.DENIED]
         assert denied.message.startswith("Denied by operator: not now")
         # The denied pool backs off (5 min): later loops do not ask again for the same pod.
         later = (await status()).iterations + 3
-        s = await wait_for(lambda: _after_loop(status, later), 60, "three more loops")
+        s = await until(lambda: _after_loop(status, later), 60, "three more loops")
         assert "gated/kwok-cx22" in s.backoff_until
         assert not [r for r in s.in_flight if r.group == "gated"]
 
@@ -86,12 +87,12 @@ async def test_a_gated_scale_up_waits_for_approve_and_deny(local_cluster: Callab
         apply_node_group(lc.api, node_group("gated2", pool, labels={"tier": "gated2"}, approval=gate))
         body = deployment("api", 1, "500m", "512Mi", nodeSelector={"tier": "gated2"})
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
-        second = await wait_for(
+        second = await until(
             lambda: _waiting_in(awaiting, "gated2"), 60, "a NodeRequest of group gated2 awaiting approval"
         )
         ids.append(second["id"])
         assert f"{second['id']}: approved" in await cli(lc, "approve", second["id"])
-        ready = await wait_for(lambda: _finished_in(status, "gated2", RequestPhase.READY), 60, "the approved node")
+        ready = await until(lambda: _finished_in(status, "gated2", RequestPhase.READY), 60, "the approved node")
         assert ready.approval is not None and ready.approval.by == "operator"
     finally:
         s = None

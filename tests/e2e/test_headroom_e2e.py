@@ -14,7 +14,8 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 
@@ -54,9 +55,9 @@ async def test_headroom_node_is_added_ahead_of_pods_that_then_land_on_it(local_c
         return s if s.nodes_created == 1 and not s.in_flight else None
 
     # No pod exists, yet a node is added for the headroom, and no second one while it stays free.
-    first = await wait_for(prewarmed, 45, "a node for the headroom")
+    first = await until(prewarmed, 45, "a node for the headroom")
     assert [r.pod_uids for r in requests_of(first)] == [[headroom_uid("warm")]]
-    settled = await wait_for(
+    settled = await until(
         lambda: _status_after(handle, first.iterations + 3), 30, "three more loops with the headroom held"
     )
     assert len(requests_of(settled)) == 1
@@ -70,7 +71,7 @@ async def test_headroom_node_is_added_ahead_of_pods_that_then_land_on_it(local_c
         pods = core.list_namespaced_pod("default", label_selector="app=web").items
         return pods if len(pods) == 3 and all(p.status.phase == "Running" for p in pods) else None
 
-    pods = await wait_for(web_running, 30, "the web pods running")
+    pods = await until(web_running, 30, "the web pods running")
     assert {p.spec.node_name for p in pods} == {warm_node.metadata.name}
 
     # They used the headroom (430m left < 1 CPU): a new node restores it. Every request was for
@@ -79,7 +80,7 @@ async def test_headroom_node_is_added_ahead_of_pods_that_then_land_on_it(local_c
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if s.nodes_created == 2 and not s.in_flight else None
 
-    status = await wait_for(restored, 45, "a second node restoring the headroom")
+    status = await until(restored, 45, "a second node restoring the headroom")
     assert [r.pod_uids for r in requests_of(status)] == [[headroom_uid("warm")]] * 2
     web_uids = {p.metadata.uid for p in pods}
     events = core.list_event_for_all_namespaces().items

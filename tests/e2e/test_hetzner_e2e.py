@@ -26,7 +26,8 @@ from sim.clouds.hetzner import FakeHetzner
 from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
-from tests.e2e.conftest import TemporalServer, attach_worker, wait_for
+from tests.e2e.conftest import TemporalServer, attach_worker
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
 
@@ -121,13 +122,13 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
             status = await auto.query(NodeAutoscalerWorkflow.status)
             return None if status.in_flight else status
 
-        status = await wait_for(all_running, 60, "every burst pod Running and no request in flight")
+        status = await until(all_running, 60, "every burst pod Running and no request in flight")
 
         async def ghost_collected() -> Any:
             s = await gc.query(MachineGCWorkflow.status)
             return s if s.state.collected_total >= 1 else None
 
-        gc_status = await wait_for(ghost_collected, 60, "the ghost server collected")
+        gc_status = await until(ghost_collected, 60, "the ghost server collected")
 
         # Fallback: CAX11 got its two nbg1 machines (fsn1 had none), then requests moved on.
         attempts = status.attempts_by_pool
@@ -165,7 +166,7 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
             events = await asyncio.to_thread(core.list_namespaced_event, "default")
             return any(e.reason == "LeakedMachineDeleted" and ghost.provider_id in e.message for e in events.items)
 
-        await wait_for(leak_event, 60, "a LeakedMachineDeleted Event naming the ghost")
+        await until(leak_event, 60, "a LeakedMachineDeleted Event naming the ghost")
 
         # The removed type is reported on the group's status; the autoscaler kept working.
         group = await asyncio.to_thread(

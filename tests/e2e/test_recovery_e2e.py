@@ -26,8 +26,9 @@ from scaling.nodes.models import LABEL_REQUEST, RequestPhase
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from starters.processes import Proc, free_port
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
 from tests.e2e.test_scale_up_e2e import pods_running, start_autoscaler
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 POOL = "kwok-cx22"
@@ -109,8 +110,8 @@ async def test_worker_killed_mid_create_is_retried_on_the_other_worker_within_se
     temporal = await lc.temporal.client()
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 2, cpu="500m", memory="256Mi"))
 
-    request_id = await wait_for(lambda: request_in(handle, RequestPhase.PENDING), 60, "a NodeRequest")
-    creating = await wait_for(
+    request_id = await until(lambda: request_in(handle, RequestPhase.PENDING), 60, "a NodeRequest")
+    creating = await until(
         lambda: running_activity(temporal, request_id, contracts.CREATE_NODE), 60, "create_node running"
     )
     victim = next(p for who, p in workers.items() if creating.last_worker_identity.startswith(who))
@@ -139,8 +140,8 @@ async def test_worker_killed_mid_create_is_retried_on_the_other_worker_within_se
         return time.monotonic() - killed_at if any(w.startswith(identity(survivor)) for w in later) else None
 
     recovery, loop_recovery = await asyncio.gather(
-        wait_for(retried, 60, "create_node retried on the surviving worker", every=0.1),
-        wait_for(loop_moved, 60, "the loop running on the surviving worker", every=0.1),
+        until(retried, 60, "create_node retried on the surviving worker", every=0.1),
+        until(loop_moved, 60, "the loop running on the surviving worker", every=0.1),
     )
     print(
         f"\nrecovery after SIGKILL: create_node ran again on the other worker after {recovery:.1f} s;"
@@ -148,7 +149,7 @@ async def test_worker_killed_mid_create_is_retried_on_the_other_worker_within_se
     )
     assert recovery < 45  # before heartbeats: its whole 2-minute start-to-close limit
 
-    status = await wait_for(lambda: all_done(handle, lc, 2), 90, "every pod running")
+    status = await until(lambda: all_done(handle, lc, 2), 90, "every pod running")
     nodes = one_node_per_request(lc)
     assert len(nodes) == status.nodes_created == status.requests_by_phase.get("Ready")
     assert survivor.alive()
@@ -163,8 +164,8 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
     temporal = await lc.temporal.client()
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 2, cpu="500m", memory="256Mi"))
 
-    request_id = await wait_for(lambda: request_in(handle, RequestPhase.PROVISIONING), 60, "a NodeRequest provisioning")
-    waiting = await wait_for(
+    request_id = await until(lambda: request_in(handle, RequestPhase.PROVISIONING), 60, "a NodeRequest provisioning")
+    waiting = await until(
         lambda: running_activity(temporal, request_id, contracts.WAIT_NODE_READY), 60, "wait_node_ready running"
     )
     victim = next(p for who, p in workers.items() if waiting.last_worker_identity.startswith(who))
@@ -183,8 +184,8 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
         return time.monotonic() - stopped_at if any(w.startswith(identity(survivor)) for w in later) else None
 
     handover, loop_handover = await asyncio.gather(
-        wait_for(handed_over, 60, "wait_node_ready resumed on the other worker", every=0.1),
-        wait_for(loop_moved, 60, "the loop running on the other worker", every=0.1),
+        until(handed_over, 60, "wait_node_ready resumed on the other worker", every=0.1),
+        until(loop_moved, 60, "the loop running on the other worker", every=0.1),
     )
     # The worker exits by itself, well within the Deployment's terminationGracePeriodSeconds.
     grace = growth_worker.GRACEFUL_SHUTDOWN.total_seconds() + 15
@@ -195,7 +196,7 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
         f" task ran there after {loop_handover:.1f} s; the worker exited after {exited:.1f} s"
     )
     # The handed-back wait kept its deadline: the node was not waited for anew (nor given up on).
-    status = await wait_for(lambda: all_done(handle, lc, 2), 90, "every pod running")
+    status = await until(lambda: all_done(handle, lc, 2), 90, "every pod running")
     nodes = one_node_per_request(lc)
     assert len(nodes) == status.nodes_created == status.requests_by_phase.get("Ready")
     assert not [r for r in status.recent if r.phase != RequestPhase.READY]

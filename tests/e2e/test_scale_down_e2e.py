@@ -75,7 +75,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
     from starters.kube import apply_node_group, deployment, node_group
-    from tests.e2e.conftest import wait_for
+    from tests.polling import until
     from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
@@ -104,7 +104,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         pods = core.list_namespaced_pod("default", label_selector="app=db").items
         return any(p.spec.node_name == "old" and p.status.phase == "Running" for p in pods)
 
-    await wait_for(db_running_on_old, 60, "db pod running on old")
+    await until(db_running_on_old, 60, "db pod running on old")
     core.patch_node("spare", {"spec": {"unschedulable": False}})
     temporal = await lc.temporal.client()
     cluster = f"kill{lc.workdir.name[-6:]}".lower().replace("_", "")
@@ -117,7 +117,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
         task_queue=lc.task_queue,
     )
     try:
-        await wait_for(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
+        await until(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
         # spare is empty, so growth marks it for scale-down at once (seed 004); keep it as the
         # pod's new home. Protecting it cancels that removal and lifts the taint.
         await execute_update(handle, NodeAutoscalerWorkflow.protect_node, "spare")
@@ -129,7 +129,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
                 sd.node == "old" and sd.phase.value == "Draining" and sd.evictions_refused >= 2 for sd in s.scale_downs
             )
 
-        await wait_for(refused, 60, "drain retrying evictions refused by the PDB")
+        await until(refused, 60, "drain retrying evictions refused by the PDB")
         lc.worker.kill()
         lc.restart_worker("worker-2")
         client.PolicyV1Api(lc.api).delete_namespaced_pod_disruption_budget("db", "default")
@@ -138,7 +138,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
             s = await handle.query(NodeAutoscalerWorkflow.status)
             return s if s.scale_down_by_phase.get("Removed") else None
 
-        status = await wait_for(removed, 60, "node removed after the worker restart")
+        status = await until(removed, 60, "node removed after the worker restart")
         old = [(sd.phase.value, sd.kind) for sd in status.recent_scale_downs if sd.node == "old"]
         assert old == [("Removed", "Manual")]  # one removal, resumed by the second worker
         assert status.scale_down_by_phase == {"Removed": 1, "Cancelled": 1}  # spare's, by the protect
@@ -148,7 +148,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
             pods = core.list_namespaced_pod("default", label_selector="app=db").items
             return [p for p in pods if p.spec.node_name == "spare"]
 
-        await wait_for(db_on_spare, 60, "db pod recreated on the spare node")
+        await until(db_on_spare, 60, "db pod recreated on the spare node")
     finally:
         await handle.terminate()
 
@@ -170,7 +170,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
     from scaling.nodes.state import AutoscalerInput
     from sim.storage.longhorn import SimLonghorn
     from starters.kube import apply_node_group, node_group
-    from tests.e2e.conftest import wait_for
+    from tests.polling import until
     from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
@@ -204,7 +204,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
             pods = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=keep").items
             return any(p.metadata.name.startswith(bim) and p.status.phase == "Running" for p in pods)
 
-        await wait_for(bim_running, 60, "backing-image-manager pod running on keep")
+        await until(bim_running, 60, "backing-image-manager pod running on keep")
         temporal = await lc.temporal.client()
         cluster = f"bim{lc.workdir.name[-6:]}".lower().replace("_", "")
         handle = await temporal.start_workflow(
@@ -219,7 +219,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
                 s = await handle.query(NodeAutoscalerWorkflow.status)
                 return s if s.scale_down_by_phase.get("Removed") == 1 else None
 
-            status = await wait_for(go_removed, 60, "the node without the manager removed")
+            status = await until(go_removed, 60, "the node without the manager removed")
             assert [n.metadata.name for n in core.list_node().items] == ["keep"]
             keep = [c for c in status.candidates if c.node == "keep"]
             assert keep and keep[0].reason == "LonghornBackingImageManager", status.candidates
@@ -229,7 +229,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
                 s = await handle.query(NodeAutoscalerWorkflow.status)
                 return s if s.iterations >= iterations + 5 else None
 
-            status = await wait_for(later, 60, "five more loops")
+            status = await until(later, 60, "five more loops")
             assert [n.metadata.name for n in core.list_node().items] == ["keep"]  # never removed
             assert status.scale_down_by_phase == {"Removed": 1}  # no removal of keep was even started
         finally:

@@ -18,7 +18,8 @@ from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from starters.metrics import fetch, value
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +104,7 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if any(r.phase == RequestPhase.PROVISIONING for r in s.in_flight) else None
 
-    before = await wait_for(provisioning, 60, "a NodeRequest in Provisioning")
+    before = await until(provisioning, 60, "a NodeRequest in Provisioning")
     lc.worker.kill()  # SIGKILL mid-provisioning: no clean shutdown
     assert not lc.worker.alive()
     lc.restart_worker("worker-2")
@@ -115,7 +116,7 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return None if s.in_flight else s
 
-    status = await wait_for(all_running, 90, "all pods running after the worker restart")
+    status = await until(all_running, 90, "all pods running after the worker restart")
     nodes = client.CoreV1Api(lc.api).list_node(label_selector=LABEL_REQUEST).items
     per_request = Counter(n.metadata.labels[LABEL_REQUEST] for n in nodes)
     assert per_request and set(per_request.values()) == {1}, per_request  # one node per request
@@ -144,7 +145,7 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if s.never_satisfiable and not s.in_flight else None
 
-    status = await wait_for(settled, 60, "small pods running and the huge pod reported")
+    status = await until(settled, 60, "small pods running and the huge pod reported")
     core = client.CoreV1Api(lc.api)
     huge = core.list_namespaced_pod("default", label_selector="app=huge").items[0]
     assert huge.status.phase == "Pending"
@@ -159,7 +160,7 @@ async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if s.iterations >= iterations_then + 3 else None
 
-    status = await wait_for(later, 60, "three more loops")
+    status = await until(later, 60, "three more loops")
     assert sum(status.requests_by_phase.values()) == requests_then
     broken = client.CustomObjectsApi(lc.api).get_cluster_custom_object(
         CRD_GROUP, CRD_VERSION, "nodegroupswithpriority", "broken"
@@ -201,7 +202,7 @@ async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None: 
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if not s.in_flight else None
 
-    status = await wait_for(all_running, 120, "every spread pod running")
+    status = await until(all_running, 120, "every spread pod running")
     core = client.CoreV1Api(lc.api)
     zone_of = {
         n.metadata.name: n.metadata.labels[LABEL_ZONE] for n in core.list_node(label_selector=LABEL_REQUEST).items

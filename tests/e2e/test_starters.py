@@ -26,7 +26,8 @@ from scaling.nodes.status import AutoscalerStatus
 from starters.cli import CliError, invoke
 from starters.kube import apply_node_group, deployment, node_group
 from tests.cli import growth
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
+from tests.polling import until
 from tests.workflows.nodes.test_web_ui import web_ui
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
@@ -76,7 +77,7 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         missing = await cli(lc, "status", cluster="no-such-cluster", expect=1)
         assert "no running NodeAutoscaler nodes/no-such-cluster" in missing.stderr
 
-        await wait_for(lambda: _loops_done(status), 60, "a first loop")
+        await until(lambda: _loops_done(status), 60, "a first loop")
         # The Web UI reads without a query: the list's summary, the page's current details.
         summary, _, details = await web_ui(handle)
         assert summary == f"NodeAutoscaler of cluster {CLUSTER}, every 0.5 s"
@@ -88,10 +89,10 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
 
         # pause / resume are signals: the workflow's own state changes.
         assert "pause sent" in (await cli(lc, "pause")).stdout
-        await wait_for(lambda: _paused(status, True), 60, "paused")
+        await until(lambda: _paused(status, True), 60, "paused")
         assert "PAUSED" in (await cli(lc, "status")).stdout
         await cli(lc, "resume")
-        await wait_for(lambda: _paused(status, False), 60, "resumed")
+        await until(lambda: _paused(status, False), 60, "resumed")
 
         # Bad input is refused by the update validators, and the CLI says so with exit code 2.
         refused = await cli(lc, "ban-pool", "no-slash", expect=2)
@@ -106,9 +107,7 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert banned["data"]["banned_pools"] == ["general/kwok-cx22"]
         apps = client.AppsV1Api(lc.api)
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
-        stuck = await wait_for(
-            lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request"
-        )
+        stuck = await until(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request")
         request_ids.append(stuck.id)
         summary, _, details = await web_ui(tc.get_workflow_handle(stuck.id))
         assert summary == "NodeRequest cx32 for 2 pods of general, pool kwok-cx32"
@@ -134,17 +133,17 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         assert (await cli(lc, "unban-pool", "general/kwok-cx22")).stdout.strip().endswith("none")
         short_id = stuck.id.rsplit("/", 1)[1]
         assert f"cancel sent to {stuck.id}" in (await cli(lc, "cancel-request", short_id)).stdout
-        final = await wait_for(lambda: _finished(status, stuck.id), 60, "the cancelled request to finish")
+        final = await until(lambda: _finished(status, stuck.id), 60, "the cancelled request to finish")
         assert final.phase == RequestPhase.UNMET
         assert final.attempts[-1].pool == "kwok-cx32" and final.attempts[-1].result == AttemptResult.CANCELLED
 
-        ready = await wait_for(lambda: _ready_on(status, "kwok-cx22"), 60, "a Ready request on kwok-cx22")
+        ready = await until(lambda: _ready_on(status, "kwok-cx22"), 60, "a Ready request on kwok-cx22")
         request_ids.append(ready.id)
         assert (await status()).banned_pools == []
 
         # explain node: the loop's last scale-down evaluation says what holds growth's new node.
         node = ready.node_name
-        why = await wait_for(lambda: _explained_node(handle, node), 60, "a scale-down evaluation of the node")
+        why = await until(lambda: _explained_node(handle, node), 60, "a scale-down evaluation of the node")
         text = (await cli(lc, "explain", "node", node)).stdout
         assert f"node {node}: {why.outcome}" in text and f"made by {ready.id}" in text
         if why.outcome == "Kept":  # a blocker (no other node takes its pods), named

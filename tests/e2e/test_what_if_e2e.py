@@ -12,8 +12,9 @@ from kubernetes import client
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from tests.cli import growth
-from tests.e2e.conftest import LocalCluster, wait_for
+from tests.e2e.conftest import LocalCluster
 from tests.e2e.test_scale_up_e2e import pods_running, start_autoscaler
+from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 
@@ -27,7 +28,7 @@ async def test_what_if_replays_every_run_by_workflow_id(local_cluster, tmp_path)
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if pods_running(lc.api, "web") == 6 and not s.in_flight and s.runs >= 3 else None  # runs counts from 1
 
-    status = await wait_for(settled, 90, "6 pods running and two continue-as-new")
+    status = await until(settled, 90, "6 pods running and two continue-as-new")
     connect = ["--address", lc.temporal.address, "--task-queue", lc.task_queue]
     out = await growth(*connect, "nodes", "--cluster", "whatif", "what-if", "-o", "json")
     report = json.loads(out.stdout)
@@ -61,14 +62,14 @@ async def test_trail_of_a_node_from_its_request_to_its_removal(local_cluster) ->
     handle = await start_autoscaler(lc, "trail", iterations_per_run=4, machine_gc=False)
     apps = client.AppsV1Api(lc.api)
     apps.create_namespaced_deployment("default", deployment("web", 2, cpu="500m", memory="256Mi"))
-    await wait_for(lambda: _running(lc), 60, "2 pods running")
+    await until(lambda: _running(lc), 60, "2 pods running")
     apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 0}})
 
     async def removed() -> AutoscalerStatus | None:
         s = await handle.query(NodeAutoscalerWorkflow.status)
         return s if s.scale_down_by_phase.get("Removed") else None
 
-    status = await wait_for(removed, 90, "a node removed")
+    status = await until(removed, 90, "a node removed")
     node = next(r.node_name for r in status.recent if r.node_name)
     connect = ["--address", lc.temporal.address, "--task-queue", lc.task_queue]
 
@@ -77,7 +78,7 @@ async def test_trail_of_a_node_from_its_request_to_its_removal(local_cluster) ->
         trail = json.loads(out.stdout)
         return trail if any(e["what"] == "Removed" for e in trail["entries"]) else None
 
-    trail = await wait_for(full_trail, 30, f"the trail of {node} to reach its removal", every=1)
+    trail = await until(full_trail, 30, f"the trail of {node} to reach its removal", every=1)
     kinds = [e["what"] for e in trail["entries"]]
     for step in ("Planned", "AskedBy", "Attempt", "Ready", "Selected", "Marked", "Rechecked", "Removed"):
         assert step in kinds, (step, kinds)

@@ -17,7 +17,8 @@ from activities.settings import ObservabilitySettings, Settings, SettingsError
 from sim.cluster import SimCluster
 from starters.metrics import fetch
 from starters.processes import free_port
-from tests.e2e.conftest import TemporalServer, wait_for
+from tests.e2e.conftest import TemporalServer
+from tests.polling import until
 from worker import Health, metrics_runtime, run_worker
 from workflows.all import WORKFLOWS
 
@@ -57,7 +58,7 @@ async def test_metrics_and_probes_while_the_worker_polls(
             except OSError:  # not listening yet
                 return False
 
-        await wait_for(ready, 60, "/readyz answering 200")
+        await until(ready, 60, "/readyz answering 200")
         assert await asyncio.to_thread(get, f"http://{health}/healthz") == (200, "ok\n")
         assert (await asyncio.to_thread(get, f"http://{health}/nope"))[0] == 404
         samples = await asyncio.to_thread(fetch, f"http://{metrics}/metrics")

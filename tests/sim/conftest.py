@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
 
 from sim.cluster import SimCluster
+from tests.polling import eventually
 
 T = TypeVar("T")
-
-
-def eventually(
-    probe: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, message: str = "condition not met"
-) -> T:
-    """Poll until probe() returns something truthy, or fail after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"{message} within {timeout}s (last value: {last!r})")
 
 
 @pytest.fixture

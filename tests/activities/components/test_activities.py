@@ -26,7 +26,8 @@ from sim.kube.tls import ServingCerts, generate
 from sim.tidb.world import TidbWorld
 from starters.kube import apply_crds, apply_node_group, node_group
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
-from tests.sim.conftest import eventually, node_body, ready_nodes
+from tests.polling import eventually
+from tests.sim.conftest import node_body, ready_nodes
 
 ENV = ActivityEnvironment()
 

@@ -16,7 +16,7 @@ from sim.tidb.crds import tidb_crds
 from sim.tidb.pd import byte_size
 from sim.tidb.world import TidbWorld
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from activities.fleet.tokens import AgentTokens
 from scaling.fleet.contracts import AgentClusterView
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.polling import until
+from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, report, running
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 

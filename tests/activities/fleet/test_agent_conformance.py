@@ -16,7 +16,8 @@ from scaling.fleet.contracts import SIGNAL_DEPROVISION, SIGNAL_INSTANCE_PLACED, 
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase, ManagedInstance
 from tests.activities.fleet.test_agent_api import api
-from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.polling import until
+from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, running
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 

@@ -30,7 +30,7 @@ from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
 from tests.conftest import DEV_SERVER_ARGS
-from tests.workflows.fleet.stubs import until
+from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 

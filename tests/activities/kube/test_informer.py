@@ -21,7 +21,7 @@ from activities.settings import KubeSettings
 from scaling.nodes.contracts import ObserveInput
 from sim.cluster import SimCluster
 from sim.kube.apiserver import ApiServer
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.requests import request_labels
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 
 @pytest.fixture

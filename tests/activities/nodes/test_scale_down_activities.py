@@ -30,7 +30,7 @@ from scaling.nodes.gc.orphans import OrphanSearchInput
 from scaling.nodes.models import LABEL_GROUP
 from sim.cluster import SimCluster
 from sim.storage.longhorn import SimLonghorn
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 pytestmark = pytest.mark.timeout(180)
 

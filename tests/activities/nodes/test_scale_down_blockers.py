@@ -19,7 +19,7 @@ from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.models import ScaleDownInput
 from sim.cluster import SimCluster
 from starters.kube import apply_crds, apply_node_group, node_group
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 RS_OWNER = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}]
 

@@ -7,7 +7,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from hcloud.locations import Location
 from hcloud.server_types import ServerType
 
 from sim.clouds.hetzner import FakeHetzner, parse_kubelet_user_data, parse_label_selector, selector_matches
+from tests.polling import eventually
 
 TOKEN = "sim-token"
 
@@ -42,16 +43,6 @@ def create(c: Client, name: str, server_type: str = "cx32", location: str = "fsn
         location=Location(name=location),
         **kw,
     )
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def raw(hz: FakeHetzner, method: str, path: str, token: str = TOKEN) -> tuple[int, dict[str, str], Any]:
@@ -316,25 +307,25 @@ def test_boot_registers_node_in_sim_cluster_and_delete_removes_it() -> None:
             conds = {x["type"]: x["status"] for x in node.get("status", {}).get("conditions", [])}
             return node if conds.get("Ready") == "True" else None
 
-        node = wait_for(ready)
+        node = eventually(ready)
         assert node["spec"]["providerID"] == f"hcloud://{good.server.id}"
         assert node["metadata"]["labels"]["growth.autoscaling.dev/pool"] == "hetzner-cx32"
         assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "cx32"
         assert node["spec"]["taints"] == [{"key": "dedicated", "value": "data", "effect": "NoSchedule"}]
         assert node["status"]["capacity"]["cpu"] == "4"
-        wait_for(lambda: "bad-node" in hz.stats()["join_refused"])
+        eventually(lambda: "bad-node" in hz.stats()["join_refused"])
         assert _kube_get(cluster, "/api/v1/nodes/bad-node")[0] == 404
         c.servers.delete(good.server)
         c.servers.delete(bad.server)
-        wait_for(lambda: _kube_get(cluster, "/api/v1/nodes/good-node")[0] == 404)
+        eventually(lambda: _kube_get(cluster, "/api/v1/nodes/good-node")[0] == 404)
 
 
 def test_boot_without_cluster_just_runs(hz: FakeHetzner) -> None:
     assert hz.kubelet is None  # a cloud API alone: nothing joins its servers anywhere
     resp = create(client(hz), "alone")
-    wait_for(lambda: client(hz).servers.get_by_id(resp.server.id).status == "running")
+    eventually(lambda: client(hz).servers.get_by_id(resp.server.id).status == "running")
     client(hz).servers.delete(resp.server)
-    wait_for(lambda: hz.servers() == [])
+    eventually(lambda: hz.servers() == [])
 
 
 def test_tokens_of_one_project_share_its_budget_and_429_has_hetzners_shape() -> None:
@@ -366,7 +357,7 @@ def test_bucket_refills_one_per_3600th_of_the_limit_scaled_by_the_time_scale() -
         assert status == 429
         # Empty bucket: full again after 3600 requests at 100 a second = 36 s.
         assert before + 35 <= int(headers["RateLimit-Reset"]) <= time.time() + 37
-        wait_for(lambda: raw(hz, "GET", "/v1/locations")[0] == 200, timeout=5)
+        eventually(lambda: raw(hz, "GET", "/v1/locations")[0] == 200, timeout=5)
 
 
 def test_images_by_name_per_architecture_and_snapshots_by_label(hz: FakeHetzner) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AGENT_API, FLEETSHARD_ADDON, AgentFleet, FakeAgent
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 
 class GrowthStub:

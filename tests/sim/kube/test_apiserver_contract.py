@@ -23,7 +23,8 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from sim.cluster import SimCluster
-from tests.sim.conftest import deployment_body, eventually, node_body, pod_body, ready_nodes, ready_replicas
+from tests.polling import eventually
+from tests.sim.conftest import deployment_body, node_body, pod_body, ready_nodes, ready_replicas
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -29,7 +29,8 @@ from kubernetes import client, config
 from sim.cluster import SimCluster
 from sim.kube import openapi, tls
 from sim.kube.tables import human_duration, json_path, table_version
-from tests.sim.conftest import deployment_body, eventually, node_body, pod_body, ready_nodes, ready_replicas
+from tests.polling import eventually
+from tests.sim.conftest import deployment_body, node_body, pod_body, ready_nodes, ready_replicas
 
 REPO = Path(__file__).resolve().parents[3]
 TABLE = (

@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client, watch
 
 from sim.cluster import SimCluster
-from tests.sim.conftest import eventually, is_ready, node_body, pod_body
+from tests.polling import eventually
+from tests.sim.conftest import is_ready, node_body, pod_body
 
 HOUR = 3600.0
 DELAY = 0.4

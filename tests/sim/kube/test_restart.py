@@ -21,7 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from sim.cluster import SimCluster
 from sim.kube.journal import WAL, Journal
 from starters.processes import Processes
-from tests.sim.conftest import eventually, pod_body
+from tests.polling import eventually
+from tests.sim.conftest import pod_body
 
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",

@@ -15,7 +15,8 @@ from kubernetes import client
 
 from sim.cluster import SimCluster
 from sim.kube.scheduler import pod_requests
-from tests.sim.conftest import eventually, node_body, pod_body, ready_nodes
+from tests.polling import eventually
+from tests.sim.conftest import node_body, pod_body, ready_nodes
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from kubernetes import client
 
 from sim.cluster import SimCluster
 from sim.tidb.world import TidbWorld
-from tests.sim.conftest import eventually, node_body, ready_nodes
+from tests.polling import eventually
+from tests.sim.conftest import node_body, ready_nodes
 
 NS = "tidb"
 

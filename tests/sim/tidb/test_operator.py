@@ -10,7 +10,7 @@ import httpx
 from kubernetes import client
 
 from sim.tidb.world import TidbWorld
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 from tests.sim.tidb.conftest import NS, running, tc_body
 
 G, V, TC = "pingcap.com", "v1alpha1", "tidbclusters"

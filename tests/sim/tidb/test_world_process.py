@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from tests.sim.conftest import eventually
+from tests.polling import eventually
 
 REPO = Path(__file__).resolve().parents[3]
 

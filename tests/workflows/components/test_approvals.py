@@ -14,10 +14,10 @@ from temporalio.worker import Replayer
 
 from activities.updates import execute_update
 from scaling.components.state import DecisionRequest
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, rounds_past, skip, tikv_spec
 from tests.workflows.nodes.test_replay import patches_in
-from tests.workflows.polling import until
 from workflows.components.autoscaler import GROUP_APPROVAL_GATE, ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
 

@@ -15,9 +15,9 @@ from temporalio.worker import Worker
 from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import tikv_spec
-from tests.workflows.polling import until
 from workflows.components.autoscaler import workflow_id
 from workflows.components.registry import WORKFLOWS
 

@@ -25,8 +25,8 @@ from scaling.components.state import (
     ComponentAutoscalerSettings,
     PinRequest,
 )
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
-from tests.workflows.polling import until
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 from workflows.components.registry import WORKFLOWS
 

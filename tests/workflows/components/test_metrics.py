@@ -11,9 +11,9 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import loop_metrics as names
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import autoscaler, base_patches, rounds_past, skip, tikv_spec
-from tests.workflows.polling import until
 
 CLUSTER = "ns/db"  # <namespace>/<TidbCluster>, the stubs' world
 

@@ -12,8 +12,8 @@ from temporalio.worker import Worker
 from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
-from tests.workflows.polling import until
 from workflows.components.registry import WORKFLOWS
 
 

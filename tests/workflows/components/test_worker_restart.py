@@ -13,9 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
+from tests.polling import until
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import report, rounds_past, skip, tikv_spec
-from tests.workflows.polling import until
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
 

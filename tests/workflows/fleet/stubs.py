@@ -201,22 +201,6 @@ class FleetWorld:
         ]
 
 
-async def until(check, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    """Wait on a condition with a generous deadline (never a bare sleep)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await _holds(check):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.2)
-
-
-async def _holds(check) -> bool:  # type: ignore[no-untyped-def]
-    got = check()
-    if asyncio.iscoroutine(got):
-        got = await got
-    return bool(got)
-
-
 async def stop_agents(task: asyncio.Task) -> None:
     """Cancel a fake agents task and wait for it to end. A cancel that lands while it waits on an
     update comes back from the client as RPCTimeoutOrCancelledError caused by the cancel, not as

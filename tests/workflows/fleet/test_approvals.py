@@ -17,7 +17,8 @@ from scaling.fleet import contracts
 from scaling.fleet.approvals import ClusterApprovalGate
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from tests.workflows.fleet.stubs import FleetWorld, until
+from tests.polling import until
+from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import create, eventually, phases, region, settings
 from tests.workflows.fleet.test_cluster import LIFECYCLE_HISTORY, cluster_input, in_phase, report, running
 from tests.workflows.nodes.test_replay import patches_in

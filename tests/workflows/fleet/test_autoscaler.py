@@ -22,7 +22,8 @@ from scaling.fleet.index import shard_workflow_id
 from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, FleetAutoscalerState, RegionStatus
-from tests.workflows.fleet.stubs import FleetWorld, stop_agents, until
+from tests.polling import query_until, until
+from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -148,18 +149,7 @@ async def terminate_clusters(client: Client, cluster_ids: Iterable[str]) -> None
 async def eventually(
     handle: WorkflowHandle, check: Callable[[RegionStatus], bool], timeout: float = 90.0
 ) -> RegionStatus:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last = None
-    while True:
-        with suppress(RPCError):
-            last = await handle.query(FleetAutoscalerWorkflow.status)
-            if check(last):
-                return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(
-                f"condition not reached; last status: {last and last.model_dump_json(indent=1)[:3000]}"
-            )
-        await asyncio.sleep(0.3)
+    return await query_until(handle, FleetAutoscalerWorkflow.status, check, timeout, every=0.3)
 
 
 async def run_input(client: Client, handle: WorkflowHandle) -> FleetAutoscalerInput:
@@ -186,12 +176,15 @@ def phases(st: RegionStatus) -> list[ClusterPhase]:
 async def test_burst_creates_clusters_places_everything_then_scales_down_without_flapping(
     env: WorkflowEnvironment,
 ) -> None:
-    world = FleetWorld()
+    # The first cluster's addons stay installing until the creates are in: on a busy machine
+    # the 15 updates took longer than the stub cluster's few polls to Ready.
+    world = FleetWorld(hold_addons=True)
     async with region(env, world, settings()) as handle:
         # An empty region scales up at once: nothing can hold the biggest size.
         await eventually(handle, lambda st: st.clusters_created == 1)
         placements = [await create(handle, f"kafka-{i}") for i in range(15)]
         assert all(p.waiting for p in placements)  # no ready cluster yet: they wait, durably
+        world.hold_addons = False
 
         st = await eventually(handle, lambda st: st.instances_placed == 15 and st.instances_waiting == 0)
         assert st.clusters_created == 2 and sorted(c.consumed_units for c in st.clusters) == [5, 10]

@@ -29,7 +29,8 @@ from scaling.fleet.contracts import (
 )
 from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from tests.workflows.fleet.stubs import FleetWorld, StubCluster, until
+from tests.polling import until
+from tests.workflows.fleet.stubs import FleetWorld, StubCluster
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 TERRAFORMING = [

@@ -35,7 +35,8 @@ from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, RegionStatus
 from starters.cli import cause_of
 from starters.fleet import register_listed
-from tests.workflows.fleet.stubs import FleetWorld, stop_agents, until
+from tests.polling import until
+from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow

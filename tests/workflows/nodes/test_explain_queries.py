@@ -13,12 +13,12 @@ from scaling.nodes.contracts import ClusterObservation, ScaleDownObservation
 from scaling.nodes.explain import ExplainNodeInput, ExplainPodInput, PodExplanation
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_up.demand import demand_key
+from tests.polling import until
 from tests.workflows.nodes.test_node_autoscaler import GENERAL, pod, running  # noqa: F401 (fixture)
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     DownWorld,
     app_pod,
     node,
-    poll,
     start_autoscaler,
     worker,
 )
@@ -85,10 +85,10 @@ async def test_explain_node_names_the_timer_the_blocker_and_protection(env: Work
         e = await h.query(NodeAutoscalerWorkflow.explain_node, ExplainNodeInput(name=name, managed=True))
         return e if e.outcome == outcome else None
 
-    waiting = await poll(lambda: explained("a", "UnneededWaiting"))
+    waiting = await until(lambda: explained("a", "UnneededWaiting"))
     assert waiting.unneeded_since is not None and waiting.removable_at == waiting.unneeded_since + 3600
     assert "removal at" in waiting.summary and waiting.evaluated_at is not None
-    kept = await poll(lambda: explained("b", "Kept"))
+    kept = await until(lambda: explained("b", "Kept"))
     assert kept.candidate.reason == "NotReplicated" and "default/solo" in kept.summary
 
     await execute_update(h, NodeAutoscalerWorkflow.protect_node, "a")

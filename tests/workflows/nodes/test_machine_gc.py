@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
+from tests.polling import query_until
 from workflows.nodes.machine_gc import (
     MachineGCInput,
     MachineGCSettings,
@@ -97,19 +98,7 @@ class Cloud:
 async def poll(
     handle: WorkflowHandle, check: Callable[[MachineGCStatus], bool], timeout: float = 20.0
 ) -> MachineGCStatus:
-    deadline = asyncio.get_running_loop().time() + timeout
-    status = None
-    while True:
-        try:
-            status = await handle.query(MachineGCWorkflow.status)
-        except RPCError:
-            pass  # a query racing a continue-as-new hand-over
-        else:
-            if check(status):
-                return status
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not reached; last status: {status}")
-        await asyncio.sleep(0.25)
+    return await query_until(handle, MachineGCWorkflow.status, check, timeout)
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ from scaling.nodes.models import (
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
-from tests.workflows.polling import eventually, until
+from tests.polling import until
+from tests.workflows.polling import eventually
 from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow

@@ -204,20 +204,6 @@ class DownWorld(World):
         ]
 
 
-async def poll(check, timeout: float = 30.0):  # noqa: ANN001, ANN201
-    deadline = asyncio.get_running_loop().time() + timeout
-    last = None
-    while asyncio.get_running_loop().time() < deadline:
-        try:
-            last = await check()
-        except RPCError:
-            last = None
-        if last:
-            return last
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"condition not reached (last: {last!r})")  # pragma: no cover
-
-
 @pytest.fixture
 async def worker(env: WorkflowEnvironment):
     made: list[tuple[Worker, list[WorkflowHandle]]] = []

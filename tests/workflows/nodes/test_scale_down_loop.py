@@ -16,13 +16,13 @@ from activities.updates import execute_update
 from scaling.nodes.contracts import ClusterObservation, OrphanObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_down.storage import LonghornReplica, LonghornState, LonghornVolume
+from tests.polling import until
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     GROUP,
     DownWorld,
     app_pod,
     node,
     observed,
-    poll,
     start_autoscaler,
     worker,
 )
@@ -53,7 +53,7 @@ async def test_autoscaler_removes_empty_nodes_down_to_the_pool_minimum(env: Work
         return s if s.scale_down_by_phase.get("Removed", 0) >= 2 else None
 
     try:
-        status = await poll(removed, timeout=60)
+        status = await until(removed, timeout=60)
     except AssertionError:
         print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
         raise
@@ -82,7 +82,7 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
     # Long timers: nothing is removed by the loop during this test; only the operator acts.
     h = await start_autoscaler(env, world, handles, tq, pdb_retry_s=10)
     handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b", "c"))
-    await poll(lambda: _status_has(h, lambda s: len(s.candidates) == 3))
+    await until(lambda: _status_has(h, lambda s: len(s.candidates) == 3))
 
     with pytest.raises(WorkflowUpdateFailedError) as err:
         await execute_update(h, NodeAutoscalerWorkflow.remove_node, "b")
@@ -91,7 +91,7 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
         await execute_update(h, NodeAutoscalerWorkflow.unprotect_node, "a")  # not protected: validator refuses
 
     assert await execute_update(h, NodeAutoscalerWorkflow.protect_node, "c") == ["c"]
-    status = await poll(
+    status = await until(
         lambda: _status_has(h, lambda s: any(x.node == "c" and x.reason == "ProtectedByOperator" for x in s.candidates))
     )
     assert status.protected_nodes == ["c"]
@@ -99,7 +99,7 @@ async def test_autoscaler_overrides_protect_and_refuse_data_loss(env: WorkflowEn
 
     wid = await execute_update(h, NodeAutoscalerWorkflow.remove_node, "a")
     assert wid.endswith("/scale-down/a")
-    await poll(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
+    await until(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Removed", 0) == 1), timeout=60)
     assert world.deleted == ["a"] and ("evict", "default/web-1") in world.calls
 
 
@@ -123,22 +123,22 @@ async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: Workf
     h = await start_autoscaler(env, world, handles, tq)
     handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
 
-    armed = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    armed = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
     first_at = _waiting(armed, "a").scale_down_at
     assert ("mark", "a") in world.calls
     # A pod lands on a during the wait: the removal is cancelled and the node unmarked.
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=[*busy, app_pod("web-2", "a")], groups=[group])
-    cancelled = await poll(
+    cancelled = await until(
         lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1 and not _waiting(s, "a"))
     )
     assert any(c[0].startswith("unmark") and c[1] == "a" for c in world.calls)
     assert [r.node for r in cancelled.recent_scale_downs if r.phase.value == "Cancelled"] == ["a"]
     # It empties again: a new wait is armed, with a later ScaleDownAt.
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
-    again = await poll(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    again = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
     assert _waiting(again, "a").scale_down_at > first_at
     # The loop records the new wait as it starts the child; the child then marks the node.
-    await poll(_async(lambda: world.calls.count(("mark", "a")) == 2))
+    await until(_async(lambda: world.calls.count(("mark", "a")) == 2))
     assert [sd.node for sd in again.scale_downs] == ["a"]  # the busy node is never marked
 
 
@@ -170,13 +170,13 @@ async def test_no_scale_down_while_pending_pods_are_about_to_land(env: WorkflowE
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
     handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/fresh"))
-    settled = await poll(lambda: _status_has(h, lambda s: s.iterations >= 4))
+    settled = await until(lambda: _status_has(h, lambda s: s.iterations >= 4))
     assert settled.last_loop.fits_existing == 1 and settled.last_loop.planned_nodes == 0
     assert ("mark", "fresh") not in world.calls and not settled.scale_downs
     # Once nothing waits to land, the empty node is marked as usual.
     world.observation = ClusterObservation(nodes=nodes, groups=[group])
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=[], groups=[group])
-    await poll(_async(lambda: ("mark", "fresh") in world.calls))
+    await until(_async(lambda: ("mark", "fresh") in world.calls))
 
 
 async def test_remove_node_waits_for_the_loops_scale_down_step(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
@@ -187,7 +187,7 @@ async def test_remove_node_waits_for_the_loops_scale_down_step(env: WorkflowEnvi
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
     handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("a", "b"))
-    await poll(lambda: _true(world.observing == 1))  # the loop's step is evaluating, held
+    await until(lambda: _true(world.observing == 1))  # the loop's step is evaluating, held
     update = await h.start_update(NodeAutoscalerWorkflow.remove_node, "a", wait_for_stage=WorkflowUpdateStage.ACCEPTED)
     # The task that accepted the update has completed: without the lock it would have scheduled
     # the update's check_node_removal beside the loop's evaluate_scale_down.
@@ -219,7 +219,7 @@ async def test_an_idle_loop_keeps_its_candidates_without_receiving_them_again(en
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "b")], groups=[group])
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
-    await poll(lambda: _evaluations(h, unchanged=True, at_least=3), timeout=60)
+    await until(lambda: _evaluations(h, unchanged=True, at_least=3), timeout=60)
     status = await h.query(NodeAutoscalerWorkflow.status)
     # Sent once, then named by digest: the status still shows both nodes.
     assert sorted(c.node for c in status.candidates) == ["a", "b"]
@@ -249,7 +249,7 @@ async def test_an_unchanged_cluster_is_not_evaluated_again_until_a_timer_runs_ou
     def removing() -> bool:
         return any(ev.to_remove for ev in world.evaluations)
 
-    await poll(lambda: asyncio.sleep(0, removing()), timeout=60)
+    await until(lambda: asyncio.sleep(0, removing()), timeout=60)
     waited = [ev for ev in world.evaluations if not ev.to_remove]
     # The timer starts, the next loop sees it running; then nothing until it runs out (6 s of
     # 1 s loops). A loop on a busy machine may come late, so "few", not an exact count.
@@ -259,7 +259,7 @@ async def test_an_unchanged_cluster_is_not_evaluated_again_until_a_timer_runs_ou
     # The cluster changes (another view): evaluated at the next loop.
     count = len(world.evaluations)
     world.observation = world.observation.model_copy(update={"scale_down_view": "v2"})
-    await poll(lambda: asyncio.sleep(0, len(world.evaluations) > count), timeout=30)
+    await until(lambda: asyncio.sleep(0, len(world.evaluations) > count), timeout=30)
 
 
 async def test_orphans_are_found_beside_the_cluster(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
@@ -283,7 +283,7 @@ async def test_orphans_are_found_beside_the_cluster(env: WorkflowEnvironment, wo
         s = await h.query(NodeAutoscalerWorkflow.status)
         return s.orphans or None
 
-    orphans = await poll(reported, timeout=60)
+    orphans = await until(reported, timeout=60)
     assert [(o.kind, o.name, o.reported) for o in orphans] == [
         ("MachineWithoutNode", "lost-1", True),
         ("MachineWithoutNode", "lost-2", True),
