@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ BIN = Path(sys.executable).parent
 # look-ahead, history.timerProcessorMaxTimeShift): a 0.2 s poll took 1 s, so a lifecycle of a
 # dozen polls and loop intervals took seconds longer than the workflow asked for. 50 ms keeps
 # the safety of the floor (a timer is never fired before it is due) at the timers' own length.
+# The SDK waits 5 s for a server it starts to answer; at load 15-20 (benches beside the suite)
+# whole modules errored with "did not start within 5s".
+SERVER_STARTUP = timedelta(seconds=60)
 DEV_SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="50ms"']
 
 # No per-example time limit: on a busy machine a 200 ms deadline fails correct code (a fleet
@@ -48,5 +52,6 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
     async with await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=temporal_test_server_path,
         data_converter=pydantic_data_converter,
+        test_server_startup_timeout=SERVER_STARTUP,
     ) as e:
         yield e

@@ -24,6 +24,7 @@ from activities.settings import Settings
 from scaling.components import contracts as c
 from sim.tidb.world import TidbWorld
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
+from tests.conftest import SERVER_STARTUP
 
 OPTS = {"start_to_close_timeout": timedelta(seconds=20), "retry_policy": RetryPolicy(maximum_attempts=3)}
 
@@ -89,7 +90,9 @@ async def test_activities_through_a_worker(
     settings = Settings(components=ComponentsSettings(prometheus_url=world.prometheus_url))
     activities = build_activities(settings, ClusterClients(shared=api))
     async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=temporal_test_server_path, data_converter=pydantic_data_converter
+        test_server_startup_timeout=SERVER_STARTUP,
+        test_server_existing_path=temporal_test_server_path,
+        data_converter=pydantic_data_converter,
     ) as env:
         with ThreadPoolExecutor(8) as pool:
             async with Worker(

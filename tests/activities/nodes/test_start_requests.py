@@ -9,6 +9,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.nodes.requests import REQUEST_PRIORITY, start_node_requests
 from scaling.nodes.scale_up.requests import StartRequestsInput
+from tests.conftest import SERVER_STARTUP
 from tests.workflows.nodes.test_node_request import pools, request
 
 
@@ -33,7 +34,10 @@ async def test_requests_start_behind_the_loops_own_tasks(temporal_cli_path: str)
     # The dev server (the time-skipping one keeps no priority): a backlog serves the loop's
     # tasks (priority 3, the default) before a request's, which inherit its workflow's.
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path, data_converter=pydantic_data_converter, dev_server_log_level="error"
+        dev_server_existing_path=temporal_cli_path,
+        dev_server_startup_timeout=SERVER_STARTUP,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
     ) as env:
         batch = StartRequestsInput(cluster="test", requests=[request(pools("kwok-cx22"))])
         assert await ActivityEnvironment(client=env.client).run(start_node_requests, batch) == 1

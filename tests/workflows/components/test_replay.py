@@ -20,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import contracts as c
+from tests.conftest import SERVER_STARTUP
 from tests.workflows.components.stubs import TidbWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
 from tests.workflows.nodes.test_replay import load_file, patches_in, replay_failure
@@ -95,6 +96,7 @@ async def test_history_from_before_local_reads_replays_its_activity_reads() -> N
 
 async def _main(path: Path) -> None:
     async with await WorkflowEnvironment.start_time_skipping(
+        test_server_startup_timeout=SERVER_STARTUP,
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
         data_converter=pydantic_data_converter,
     ) as env:

@@ -19,9 +19,10 @@ from temporalio.worker import Replayer, Worker
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.scale_up.approvals import ApprovalGate
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
+from tests.conftest import SERVER_STARTUP
+from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.nodes.test_replay import patches_in
-from tests.workflows.stubs import World
 from workflows.nodes.request import APPROVAL_GATES, NodeRequestWorkflow
 
 HISTORY = Path(__file__).parents[1] / "histories" / "node_request_approval.json"
@@ -180,7 +181,9 @@ if __name__ == "__main__":
     async def main() -> None:
         server = str(Path(sys.executable).parent / "temporal-test-server")
         async with await WorkflowEnvironment.start_time_skipping(
-            test_server_existing_path=server, data_converter=pydantic_data_converter
+            test_server_startup_timeout=SERVER_STARTUP,
+            test_server_existing_path=server,
+            data_converter=pydantic_data_converter,
         ) as env:
             history = await record_history(env)
         HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))

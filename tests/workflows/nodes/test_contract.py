@@ -13,9 +13,9 @@ from temporalio import activity
 from activities.nodes import build_activities
 from activities.settings import Settings
 from scaling.nodes import contracts
+from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_machine_gc import Cloud
 from tests.workflows.source import parse
-from tests.workflows.stubs import World
 
 WORKFLOWS_DIR = Path(__file__).parents[3] / "workflows" / "nodes"
 # Calls whose first argument is an activity name: the SDK's and the workflows' own helpers.

@@ -14,6 +14,7 @@ from scaling.nodes.explain import ExplainNodeInput, ExplainPodInput, PodExplanat
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_up.demand import demand_key
 from tests.polling import until
+from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_autoscaler import GENERAL, pod, running  # noqa: F401 (fixture)
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
     DownWorld,
@@ -23,7 +24,6 @@ from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker i
     worker,
 )
 from tests.workflows.polling import eventually
-from tests.workflows.stubs import World
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 GIB = 1 << 30

@@ -20,7 +20,7 @@ from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput, AutoscalerState
-from tests.workflows.stubs import World
+from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 

@@ -13,9 +13,9 @@ from temporalio.worker import Worker
 
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
+from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_machine_gc import Cloud
 from tests.workflows.polling import eventually
-from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id

@@ -34,8 +34,8 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
 from tests.polling import until
+from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
-from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 

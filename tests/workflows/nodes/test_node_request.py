@@ -19,7 +19,7 @@ from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
-from tests.workflows.stubs import World
+from tests.workflows.nodes.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow
 
 HISTORIES = Path(__file__).parents[1] / "histories"

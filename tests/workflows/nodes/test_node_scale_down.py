@@ -44,7 +44,7 @@ from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_sca
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
-from tests.workflows.stubs import World
+from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow

@@ -16,8 +16,8 @@ from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_up.backoff import BACKOFF_INITIAL_S
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
+from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
-from tests.workflows.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 

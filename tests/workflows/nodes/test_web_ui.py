@@ -20,8 +20,8 @@ from temporalio.worker import Worker
 
 from activities.nodes.requests import start_node_requests
 from scaling.nodes.scale_up.requests import StartRequestsInput
+from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
-from tests.workflows.stubs import World
 from workflows.nodes.request import NodeRequestWorkflow
 from workflows.search import ALL, PHASE
 

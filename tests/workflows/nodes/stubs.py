@@ -1,4 +1,5 @@
-"""Stub activities registered under the contract names (scaling.nodes.contracts), scripted per test."""
+"""The nodes loop's World: stub activities registered under the contract names
+(scaling.nodes.contracts), scripted per test."""
 
 from __future__ import annotations
 
