@@ -87,7 +87,7 @@ class Counters(BaseModel):
     heterogeneous_created: list[str] = Field(default_factory=list)  # capped
 
 
-class AutoscalerState(BaseModel):
+class ComponentAutoscalerState(BaseModel):
     components: dict[str, ComponentState] = Field(default_factory=dict)
     overrides: Overrides = Field(default_factory=Overrides)
     counters: Counters = Field(default_factory=Counters)
@@ -108,7 +108,7 @@ class AutoscalerState(BaseModel):
 
 class ComponentAutoscalerInput(BaseModel):
     settings: ComponentAutoscalerSettings
-    state: AutoscalerState | None = None
+    state: ComponentAutoscalerState | None = None
 
 
 class PinRequest(BaseModel):
@@ -148,7 +148,7 @@ def _ts(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
-def status_body(state: AutoscalerState) -> dict:
+def status_body(state: ComponentAutoscalerState) -> dict:
     """The TidbClusterAutoScaler status: per component and group currentReplicas and
     lastAutoScalingTimestamp (tidb-operator's fields), a SpecValid condition naming the first
     bad field, and growth's own extras under `growth`."""

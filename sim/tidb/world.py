@@ -1,6 +1,6 @@
 """The TiDB world attached to a simulated cluster: operator, load model and HTTP fakes.
 
-    with SimCluster() as cluster, TidbWorld(cluster.store) as world:
+    with SimCluster() as cluster, FakeTidb(cluster.store) as world:
         world.prometheus_url, world.pd_url("ns", "basic"), world.external_url
         world.load.set_demand("ns", "basic", "tikv", 3.0)
 
@@ -36,7 +36,7 @@ def install_crds(store: Store, status_subresource: bool = False) -> None:
                 raise
 
 
-class TidbWorld:
+class FakeTidb:
     def __init__(
         self,
         store: Store,
@@ -68,7 +68,7 @@ class TidbWorld:
         """With {namespace} and {cluster} placeholders, for settings."""
         return f"{self.server.url}/pd/{{namespace}}/{{cluster}}"
 
-    def start(self) -> TidbWorld:
+    def start(self) -> FakeTidb:
         if self._install:
             install_crds(self.store)
         self.server.start()
@@ -79,7 +79,7 @@ class TidbWorld:
         self.operator.stop()
         self.server.stop()
 
-    def __enter__(self) -> TidbWorld:
+    def __enter__(self) -> FakeTidb:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: done.set())
     with (
         SimCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
-        TidbWorld(cluster.store, port=args.port) as world,
+        FakeTidb(cluster.store, port=args.port) as world,
     ):
         cluster.write_kubeconfig(args.kubeconfig)
         if args.info:

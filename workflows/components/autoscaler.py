@@ -35,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.state import (
         MAX_CREATED_NAMES,
         AutoscalerReport,
-        AutoscalerState,
         BlockScaleInRequest,
         ComponentAutoscalerInput,
+        ComponentAutoscalerState,
         ComponentState,
         DecisionRequest,
         GroupRecord,
@@ -94,7 +94,7 @@ class ComponentAutoscalerWorkflow:
     @workflow.init
     def __init__(self, inp: ComponentAutoscalerInput) -> None:
         self.settings = inp.settings
-        self.state = inp.state or AutoscalerState()
+        self.state = inp.state or ComponentAutoscalerState()
         self.wake = False
         self.done = False
         self._last_failure: tuple[str, str] = ("", "")

@@ -13,7 +13,7 @@ from kubernetes import client
 from activities.kube.client import api_client
 from activities.settings import KubeSettings
 from sim.cluster import SimCluster
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.sim.tidb.conftest import NS, running, tc_body, tidb_world  # noqa: F401 - shared with the sim tests
 
 G, V, TC, TAC = "pingcap.com", "v1alpha1", "tidbclusters", "tidbclusterautoscalers"
@@ -38,12 +38,12 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @pytest.fixture
-def world(sim: SimCluster, api: client.ApiClient) -> Iterator[TidbWorld]:
+def world(sim: SimCluster, api: client.ApiClient) -> Iterator[FakeTidb]:
     with tidb_world(sim, client.CoreV1Api(api)) as tidb:
         yield tidb
 
 
 @pytest.fixture
-def control(world: TidbWorld) -> Iterator[httpx.Client]:
+def control(world: FakeTidb) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=world.server.url, timeout=10) as c:
         yield c

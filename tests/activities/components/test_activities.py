@@ -23,7 +23,7 @@ from activities.kube.client import ClusterClients
 from activities.settings import Settings
 from scaling.components import contracts as c
 from sim.kube.tls import ServingCerts, generate
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from starters.kube import apply_crds, apply_node_group, node_group
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
 from tests.polling import eventually
@@ -33,7 +33,7 @@ ENV = ActivityEnvironment()
 
 
 @pytest.fixture
-def acts(world: TidbWorld, api: client.ApiClient) -> Iterator[ComponentActivities]:
+def acts(world: FakeTidb, api: client.ApiClient) -> Iterator[ComponentActivities]:
     settings = ComponentsSettings(prometheus_url=world.prometheus_url, pd_url=world.pd_url_template, http_timeout_s=2)
     made = ComponentActivities(ClusterClients(shared=api), settings)
     yield made
@@ -41,7 +41,7 @@ def acts(world: TidbWorld, api: client.ApiClient) -> Iterator[ComponentActivitie
 
 
 @pytest.fixture
-def basic(world: TidbWorld, custom: client.CustomObjectsApi, control: httpx.Client) -> None:
+def basic(world: FakeTidb, custom: client.CustomObjectsApi, control: httpx.Client) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=2))
     running(control, 5)
 
@@ -210,7 +210,7 @@ def metrics_input(**over: object) -> c.MetricsInput:
 
 
 def test_query_metrics_aggregates_per_group(
-    acts: ComponentActivities, world: TidbWorld, basic: None, control: httpx.Client
+    acts: ComponentActivities, world: FakeTidb, basic: None, control: httpx.Client
 ) -> None:
     run(acts.create_auto_cluster, create_input(replicas=1))
     running(control, 4, "tikv")
@@ -232,7 +232,7 @@ def test_query_metrics_aggregates_per_group(
 
 
 def test_metrics_failures_are_unavailable_never_empty(
-    acts: ComponentActivities, world: TidbWorld, basic: None, control: httpx.Client
+    acts: ComponentActivities, world: FakeTidb, basic: None, control: httpx.Client
 ) -> None:
     control.post("/sim/v1/faults", json={"prometheus": {"mode": "error", "times": 1}})
     err = unavailable(acts.query_metrics, metrics_input(), c.METRICS_UNAVAILABLE)
@@ -258,7 +258,7 @@ PD_STRATEGY = c.PdStrategy(
 )
 
 
-def test_ask_pd(acts: ComponentActivities, world: TidbWorld, basic: None, control: httpx.Client) -> None:
+def test_ask_pd(acts: ComponentActivities, world: FakeTidb, basic: None, control: httpx.Client) -> None:
     ask = c.AskPdInput(namespace=NS, cluster="basic", strategy=PD_STRATEGY)
     world.load.set_demand(NS, "basic", "tikv", 3.0)
     assert run(acts.ask_pd_autoscaling, ask) == c.PdAnswer(answered=False)  # null: undecidable
@@ -271,7 +271,7 @@ def test_ask_pd(acts: ComponentActivities, world: TidbWorld, basic: None, contro
     unavailable(acts.ask_pd_autoscaling, ask.model_copy(update={"cluster": "nope"}), c.PD_UNAVAILABLE)
 
 
-def test_ask_external(acts: ComponentActivities, world: TidbWorld, control: httpx.Client) -> None:
+def test_ask_external(acts: ComponentActivities, world: FakeTidb, control: httpx.Client) -> None:
     port = int(world.server.url.rsplit(":", 1)[1])
     ask = c.AskExternalInput(
         namespace=NS,
@@ -371,7 +371,7 @@ def test_observe_capacity_counts_free_room_per_shape(
 
 
 def test_batched_prometheus_serves_every_namespace_from_one_query_each(
-    world: TidbWorld, api: client.ApiClient, custom: client.CustomObjectsApi, control: httpx.Client, basic: None
+    world: FakeTidb, api: client.ApiClient, custom: client.CustomObjectsApi, control: httpx.Client, basic: None
 ) -> None:
     # The same TidbCluster name in a second namespace: its pods have the same instance names.
     client.CoreV1Api(api).create_namespace({"metadata": {"name": "other"}})

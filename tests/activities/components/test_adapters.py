@@ -14,13 +14,13 @@ from activities.components.prometheus import MetricsUnavailable, PrometheusClien
 from activities.components.tidbcluster import LABEL_AUTO_INSTANCE, auto_cluster_body, owned_by
 from sim.tidb.crds import tidb_crds
 from sim.tidb.pd import byte_size
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
 from tests.polling import eventually
 
 
 @pytest.fixture
-def basic(world: TidbWorld, custom: client.CustomObjectsApi, control: httpx.Client) -> None:
+def basic(world: FakeTidb, custom: client.CustomObjectsApi, control: httpx.Client) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=2))
     running(control, 5)
 
@@ -28,7 +28,7 @@ def basic(world: TidbWorld, custom: client.CustomObjectsApi, control: httpx.Clie
 # ---- Prometheus ------------------------------------------------------------------------------
 
 
-def test_cpu_usage_and_quota_per_instance(world: TidbWorld, basic: None) -> None:
+def test_cpu_usage_and_quota_per_instance(world: FakeTidb, basic: None) -> None:
     world.load.set_demand(NS, "basic", "tikv", 4.5)
     world.load.set_pod_cpu(NS, "basic-tidb-1", 3.0)
     prom = PrometheusClient(world.prometheus_url)
@@ -39,7 +39,7 @@ def test_cpu_usage_and_quota_per_instance(world: TidbWorld, basic: None) -> None
     assert prom.cpu_usage("elsewhere", "tikv", 60) == {}  # the namespace matcher filters
 
 
-def test_store_sizes(world: TidbWorld, basic: None) -> None:
+def test_store_sizes(world: FakeTidb, basic: None) -> None:
     world.load.set_storage(NS, "basic", "150Gi")
     sizes = PrometheusClient(world.prometheus_url).store_sizes(NS)
     assert sizes == {f"basic-tikv-{i}": (100 * 2**30, 50 * 2**30) for i in range(3)}
@@ -47,7 +47,7 @@ def test_store_sizes(world: TidbWorld, basic: None) -> None:
 
 @pytest.mark.parametrize("fault", [{"mode": "error", "times": 1}, {"mode": "error", "times": 1, "status": 500}])
 def test_prometheus_errors_raise_metrics_unavailable(
-    world: TidbWorld, basic: None, control: httpx.Client, fault: dict[str, object]
+    world: FakeTidb, basic: None, control: httpx.Client, fault: dict[str, object]
 ) -> None:
     control.post("/sim/v1/faults", json={"prometheus": fault})
     with pytest.raises(MetricsUnavailable, match="HTTP 5"):
@@ -55,7 +55,7 @@ def test_prometheus_errors_raise_metrics_unavailable(
 
 
 def test_unreachable_or_slow_prometheus_is_metrics_unavailable(
-    world: TidbWorld, basic: None, control: httpx.Client
+    world: FakeTidb, basic: None, control: httpx.Client
 ) -> None:
     with pytest.raises(MetricsUnavailable, match="ConnectError"):
         PrometheusClient("http://127.0.0.1:9").cpu_quota(NS, "tikv")
@@ -91,7 +91,7 @@ STRATEGY = {
 }
 
 
-def test_pd_plans_and_null(world: TidbWorld, basic: None, control: httpx.Client) -> None:
+def test_pd_plans_and_null(world: FakeTidb, basic: None, control: httpx.Client) -> None:
     pd = PdClient(world.pd_url(NS, "basic"))
     world.load.set_demand(NS, "basic", "tikv", 3.0)
     assert pd.autoscaling(STRATEGY) is None  # in band, no group: PD writes null
@@ -113,7 +113,7 @@ def test_pd_plans_and_null(world: TidbWorld, basic: None, control: httpx.Client)
         PdClient(world.pd_url(NS, "missing")).autoscaling(STRATEGY)
 
 
-def test_pd_stores(world: TidbWorld, basic: None) -> None:
+def test_pd_stores(world: FakeTidb, basic: None) -> None:
     world.load.set_storage(NS, "basic", "30Gi")
     stores = PdClient(world.pd_url(NS, "basic")).stores()
     assert sorted(pod_of_address(s["address"]) for s in stores) == [f"basic-tikv-{i}" for i in range(3)]
@@ -137,7 +137,7 @@ def test_byte_size_forms() -> None:
 # ---- external recommender ----------------------------------------------------------------------
 
 
-def test_external_recommendation(world: TidbWorld, control: httpx.Client) -> None:
+def test_external_recommendation(world: FakeTidb, control: httpx.Client) -> None:
     port = int(world.external_url.rsplit(":", 1)[1].split("/")[0])
     url = endpoint_url({"host": "127.0.0.1", "port": port, "path": "/external"})
     assert url == world.external_url
@@ -199,7 +199,7 @@ def test_list_autoscalers_without_crd_is_empty(sim: object, api: client.ApiClien
 
 
 def test_create_auto_cluster_is_idempotent_and_graceful_delete(
-    world: TidbWorld, basic: None, api: client.ApiClient, custom: client.CustomObjectsApi, control: httpx.Client
+    world: FakeTidb, basic: None, api: client.ApiClient, custom: client.CustomObjectsApi, control: httpx.Client
 ) -> None:
     kube = TidbKube(api)
     base = kube.get(TC, NS, "basic")
@@ -232,7 +232,7 @@ def test_create_auto_cluster_is_idempotent_and_graceful_delete(
     assert kube.set_replicas(NS, "auto-xyz", "tikv", 1) is None
 
 
-def test_delete_with_a_stale_uid_leaves_the_new_incarnation(world: TidbWorld, api: client.ApiClient) -> None:
+def test_delete_with_a_stale_uid_leaves_the_new_incarnation(world: FakeTidb, api: client.ApiClient) -> None:
     kube = TidbKube(api)
     first, _ = kube.create_cluster(NS, tc_body("auto-abc"))
     assert kube.delete_cluster(NS, "auto-abc")
@@ -241,7 +241,7 @@ def test_delete_with_a_stale_uid_leaves_the_new_incarnation(world: TidbWorld, ap
     assert kube.get(TC, NS, "auto-abc")["metadata"]["uid"] == second["metadata"]["uid"]
 
 
-def test_events_on_the_autoscaler(world: TidbWorld, api: client.ApiClient, custom: client.CustomObjectsApi) -> None:
+def test_events_on_the_autoscaler(world: FakeTidb, api: client.ApiClient, custom: client.CustomObjectsApi) -> None:
     tac = custom.create_namespaced_custom_object(G, V, NS, TAC, tac_body())
     TidbKube(api).autoscaler_event(NS, "tas", tac["metadata"]["uid"], "ScaledOut", "tikv 3 -> 4")
     events = client.CoreV1Api(api).list_namespaced_event(NS).items

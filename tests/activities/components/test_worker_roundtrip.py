@@ -22,7 +22,7 @@ from activities.components.settings import ComponentsSettings
 from activities.kube.client import ClusterClients
 from activities.settings import Settings
 from scaling.components import contracts as c
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
 from tests.conftest import SERVER_STARTUP
 
@@ -67,7 +67,7 @@ class Probe:
 
 async def test_activities_through_a_worker(
     temporal_test_server_path: str,
-    world: TidbWorld,
+    world: FakeTidb,
     api: client.ApiClient,
     custom: client.CustomObjectsApi,
     control: httpx.Client,

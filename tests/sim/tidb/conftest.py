@@ -10,30 +10,30 @@ import pytest
 from kubernetes import client
 
 from sim.cluster import SimCluster
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.polling import eventually
 from tests.sim.conftest import node_body, ready_nodes
 
 NS = "tidb"
 
 
-def tidb_world(cluster: SimCluster, core: client.CoreV1Api) -> TidbWorld:
-    """The namespace NS, three Ready 32-core nodes, and a TidbWorld on the cluster (not started)."""
+def tidb_world(cluster: SimCluster, core: client.CoreV1Api) -> FakeTidb:
+    """The namespace NS, three Ready 32-core nodes, and a FakeTidb on the cluster (not started)."""
     core.create_namespace({"metadata": {"name": NS}})
     for i in range(3):
         core.create_node(node_body(f"db-{i}", cpu="32", memory="128Gi"))
     ready_nodes(core, "db-0", "db-1", "db-2")
-    return TidbWorld(cluster.store, operator_interval=0.05)
+    return FakeTidb(cluster.store, operator_interval=0.05)
 
 
 @pytest.fixture
-def world(cluster: SimCluster, core: client.CoreV1Api) -> Iterator[TidbWorld]:
+def world(cluster: SimCluster, core: client.CoreV1Api) -> Iterator[FakeTidb]:
     with tidb_world(cluster, core) as tidb:
         yield tidb
 
 
 @pytest.fixture
-def http(world: TidbWorld) -> Iterator[httpx.Client]:
+def http(world: FakeTidb) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=world.server.url, timeout=10) as c:
         yield c
 

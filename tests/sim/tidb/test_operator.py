@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from kubernetes import client
 
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.polling import eventually
 from tests.sim.tidb.conftest import NS, running, tc_body
 
@@ -26,7 +26,7 @@ def names(core: client.CoreV1Api, tc: str, component: str) -> list[str]:
 
 
 def test_tidbcluster_makes_labelled_pods_with_its_requests(
-    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+    world: FakeTidb, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     labels = {"tidb.pingcap.com/auto-instance": "tas", "tidb.pingcap.com/auto-component": "tikv", "team": "not-copied"}
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=2, labels=labels))
@@ -52,7 +52,7 @@ def test_tidbcluster_makes_labelled_pods_with_its_requests(
     assert (owner.kind, owner.name, owner.controller) == ("TidbCluster", "basic", True)
 
 
-def test_status_reports_ready_replicas(world: TidbWorld, custom: client.CustomObjectsApi) -> None:
+def test_status_reports_ready_replicas(world: FakeTidb, custom: client.CustomObjectsApi) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=1))
 
     def ready() -> dict[str, Any] | None:
@@ -67,7 +67,7 @@ def test_status_reports_ready_replicas(world: TidbWorld, custom: client.CustomOb
 
 
 def test_scale_in_removes_highest_ordinals_and_scale_out_fills_gaps(
-    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+    world: FakeTidb, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=4))
     eventually(lambda: len(names(core, "basic", "tikv")) == 4, message="four tikv pods")
@@ -84,7 +84,7 @@ def test_scale_in_removes_highest_ordinals_and_scale_out_fills_gaps(
 
 
 def test_removed_component_and_deleted_cluster_take_their_pods(
-    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+    world: FakeTidb, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=2, tidb=2))
     eventually(lambda: len(names(core, "basic", "tidb")) == 2, message="two tidb pods")
@@ -98,7 +98,7 @@ def test_removed_component_and_deleted_cluster_take_their_pods(
 
 
 def test_replicas_zero_keeps_the_cluster_without_pods(
-    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+    world: FakeTidb, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     """Graceful scale-in of a heterogeneous cluster sets replicas to 0 before deleting it."""
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("auto-x", tikv=2, tidb=0, pd=None, base="basic"))
@@ -113,7 +113,7 @@ def test_replicas_zero_keeps_the_cluster_without_pods(
 
 
 def test_removed_tikv_store_goes_offline_before_its_pod_is_deleted(
-    world: TidbWorld, core: client.CoreV1Api, custom: client.CustomObjectsApi
+    world: FakeTidb, core: client.CoreV1Api, custom: client.CustomObjectsApi
 ) -> None:
     world.operator.tikv_offline_s = 3600  # held Offline until the test lets go
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=0))

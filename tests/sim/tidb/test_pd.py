@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from sim.tidb.pd import byte_size
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.sim.tidb.conftest import NS, running, tc_body
 
 G, V, TC = "pingcap.com", "v1alpha1", "tidbclusters"
@@ -45,7 +45,7 @@ def plans(http: httpx.Client, body: Any) -> Any:
 
 
 @pytest.fixture
-def basic(world: TidbWorld, custom: client.CustomObjectsApi, http: httpx.Client) -> None:
+def basic(world: FakeTidb, custom: client.CustomObjectsApi, http: httpx.Client) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=1, tikv_cpu="2"))
     running(http, 4)
 
@@ -79,7 +79,7 @@ def test_byte_sizes_are_written_like_pd() -> None:
 
 
 def test_stores_list_running_tikv_with_capacity_and_labels(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     http.post("/sim/v1/load", json={"storage": {f"{NS}/basic": "120Gi"}})
     body = http.get(f"{PD}/pd/api/v1/stores").json()
@@ -104,7 +104,7 @@ def test_stores_list_running_tikv_with_capacity_and_labels(
 
 
 def test_scale_out_steps_one_instance_up_to_count(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     world.load.set_demand(NS, "basic", "tikv", 5.9)  # 5.9 / 6 cores: over 0.8
     first = plans(http, strategy())
@@ -128,7 +128,7 @@ def test_scale_out_steps_one_instance_up_to_count(
 
 
 def test_in_band_returns_the_current_groups_and_low_usage_steps_down(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     add_group(custom, http, 2, 5)  # quotas 2+2+2+4+4 = 14 cores
     world.load.set_demand(NS, "basic", "tikv", 7.0)
@@ -139,14 +139,14 @@ def test_in_band_returns_the_current_groups_and_low_usage_steps_down(
     assert plans(http, strategy()) is None  # the last group is gone: PD writes null
 
 
-def test_no_group_and_in_band_is_null_and_storage_is_ignored(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_no_group_and_in_band_is_null_and_storage_is_ignored(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tikv", 3.0)
     http.post("/sim/v1/load", json={"storage": {f"{NS}/basic": "290Gi"}})  # far over storage max
     assert plans(http, strategy()) is None
     assert plans(http, {"rules": [], "resources": []}) is None
 
 
-def test_tidb_rule_scales_tidb(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_tidb_rule_scales_tidb(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tidb", 3.9)  # of 4 cores
     answer = plans(http, strategy(component="tidb"))
     released = json.loads((Path(__file__).parents[2] / "conformance/tidb/pd_autoscaling.json").read_text())
@@ -161,7 +161,7 @@ def test_tidb_rule_scales_tidb(world: TidbWorld, basic: None, http: httpx.Client
     ]
 
 
-def test_metrics_failure_answers_null_and_errors_answer_5xx(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_metrics_failure_answers_null_and_errors_answer_5xx(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tikv", 5.9)
     http.post("/sim/v1/faults", json={"pd": {"mode": "empty", "times": 1}})
     assert plans(http, strategy()) is None
@@ -170,14 +170,14 @@ def test_metrics_failure_answers_null_and_errors_answer_5xx(world: TidbWorld, ba
     assert plans(http, strategy()) is not None
 
 
-def test_bad_requests(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_bad_requests(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     assert http.post(f"{PD}/autoscaling", content=b"{not json").status_code == 400
     assert http.post(f"{PD}/autoscaling", json=[1, 2]).status_code == 400
     assert http.post(f"/pd/{NS}/nope/autoscaling", json=strategy()).status_code == 404
     assert http.get(f"{PD}/pd/api/v1/nothing").status_code == 404
 
 
-def test_external_recommender(world: TidbWorld, http: httpx.Client) -> None:
+def test_external_recommender(world: FakeTidb, http: httpx.Client) -> None:
     params = {"name": "basic", "namespace": NS, "type": "tikv"}
     assert http.get("/external", params=params).status_code == 404
     http.post("/sim/v1/load", json={"external": {f"{NS}/basic/tikv": 7}})

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from sim.tidb.world import TidbWorld
+from sim.tidb.world import FakeTidb
 from tests.sim.tidb.conftest import NS, running, tc_body
 
 G, V, TC = "pingcap.com", "v1alpha1", "tidbclusters"
@@ -27,13 +27,13 @@ def vector(http: httpx.Client, query: str, **params: str) -> dict[str, float]:
 
 
 @pytest.fixture
-def basic(world: TidbWorld, custom: client.CustomObjectsApi, http: httpx.Client) -> None:
+def basic(world: FakeTidb, custom: client.CustomObjectsApi, http: httpx.Client) -> None:
     custom.create_namespaced_custom_object(G, V, NS, TC, tc_body("basic", tikv=3, tidb=2, tikv_cpu="2", tidb_cpu="4"))
     running(http, 5)
 
 
 def test_pd_cpu_queries_answer_per_instance_usage_over_the_window(
-    world: TidbWorld, basic: None, http: httpx.Client
+    world: FakeTidb, basic: None, http: httpx.Client
 ) -> None:
     world.load.set_demand(NS, "basic", "tikv", 3.0)  # 3 cores over 3 tikv of 2 cores: 1 each
     world.load.set_demand(NS, "basic", "tidb", 2.0)
@@ -45,13 +45,13 @@ def test_pd_cpu_queries_answer_per_instance_usage_over_the_window(
     assert sample["value"] == [1700000000.0, "60"]
 
 
-def test_quota_series_are_the_cpu_limits(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_quota_series_are_the_cpu_limits(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     assert vector(http, "tikv_server_cpu_cores_quota") == {f"basic-tikv-{i}": 2.0 for i in range(3)}
     assert vector(http, "tidb_server_maxprocs") == {"basic-tidb-0": 4.0, "basic-tidb-1": 4.0}
 
 
 def test_demand_is_shared_so_more_instances_lower_usage(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     world.load.set_demand(NS, "basic", "tikv", 5.4)
     before = vector(http, "sum(rate(tikv_thread_cpu_seconds_total[1m])) by (instance)")
@@ -62,7 +62,7 @@ def test_demand_is_shared_so_more_instances_lower_usage(
     assert after == pytest.approx({f"basic-tikv-{i}": 0.9 for i in range(6)})
 
 
-def test_usage_never_exceeds_quota(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_usage_never_exceeds_quota(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tikv", 100.0)
     assert vector(http, "sum(rate(tikv_thread_cpu_seconds_total[1m])) by (instance)") == {
         f"basic-tikv-{i}": 2.0 for i in range(3)
@@ -70,7 +70,7 @@ def test_usage_never_exceeds_quota(world: TidbWorld, basic: None, http: httpx.Cl
 
 
 def test_heterogeneous_cluster_shares_its_base_family_load(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     custom.create_namespaced_custom_object(
         G, V, NS, TC, tc_body("auto-abc", tikv=1, tidb=0, pd=None, tikv_cpu="4", base="basic")
@@ -83,7 +83,7 @@ def test_heterogeneous_cluster_shares_its_base_family_load(
     )
 
 
-def test_pinned_hot_pod_keeps_its_usage_and_the_rest_share(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_pinned_hot_pod_keeps_its_usage_and_the_rest_share(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     resp = http.post("/sim/v1/load", json={"demand": {f"{NS}/basic/tikv": 1.0}, "pods": {f"{NS}/basic-tikv-1": 1.9}})
     assert resp.status_code == 200 and resp.json()["pods"] == {f"{NS}/basic-tikv-1": 1.9}
     usage = vector(http, 'sum(rate(tikv_thread_cpu_seconds_total{kubernetes_namespace="tidb"}[1m])) by (instance)')
@@ -93,7 +93,7 @@ def test_pinned_hot_pod_keeps_its_usage_and_the_rest_share(world: TidbWorld, bas
     assert usage == pytest.approx({f"basic-tikv-{i}": 1 / 3 for i in range(3)})
 
 
-def test_store_size_gauges_follow_scripted_storage(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_store_size_gauges_follow_scripted_storage(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     http.post("/sim/v1/load", json={"storage": {f"{NS}/basic": "240Gi"}})
     gib = 2**30
     assert vector(http, 'tikv_store_size_bytes{type="capacity"}') == {f"basic-tikv-{i}": 100.0 * gib for i in range(3)}
@@ -101,7 +101,7 @@ def test_store_size_gauges_follow_scripted_storage(world: TidbWorld, basic: None
     assert vector(http, 'sum(tikv_store_size_bytes{type="available"})') == {"": 60.0 * gib}
 
 
-def test_counter_is_cumulative_and_matchers_filter(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_counter_is_cumulative_and_matchers_filter(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tidb", 8.0)
     first = vector(http, 'process_cpu_seconds_total{component="tidb",instance=~"basic-tidb-.*"}')
     assert set(first) == {"basic-tidb-0", "basic-tidb-1"}
@@ -113,7 +113,7 @@ def test_counter_is_cumulative_and_matchers_filter(world: TidbWorld, basic: None
     assert vector(http, 'count(process_cpu_seconds_total{component!="tidb"})') == {"": 3.0}
 
 
-def test_query_range_answers_a_matrix_and_post_forms_work(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_query_range_answers_a_matrix_and_post_forms_work(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tikv", 3.0)
     resp = http.get("/api/v1/query_range", params={"query": TIKV_CPU, "start": "1000", "end": "1120", "step": "60"})
     data = resp.json()["data"]
@@ -136,14 +136,14 @@ def test_query_range_answers_a_matrix_and_post_forms_work(world: TidbWorld, basi
         "tikv_thread_cpu_seconds_total[1m]",
     ],
 )
-def test_unsupported_or_malformed_queries_are_bad_data(world: TidbWorld, http: httpx.Client, query: str) -> None:
+def test_unsupported_or_malformed_queries_are_bad_data(world: FakeTidb, http: httpx.Client, query: str) -> None:
     resp = http.get("/api/v1/query", params={"query": query})
     assert resp.status_code == 400
     body = resp.json()
     assert body["status"] == "error" and body["errorType"] == "bad_data" and body["error"]
 
 
-def test_range_parameters_are_checked(world: TidbWorld, http: httpx.Client) -> None:
+def test_range_parameters_are_checked(world: FakeTidb, http: httpx.Client) -> None:
     resp = http.get("/api/v1/query_range", params={"query": "up", "start": "10", "end": "5", "step": "1"})
     assert resp.status_code == 400 and resp.json()["errorType"] == "bad_data"
     resp = http.get("/api/v1/query_range", params={"query": "up", "start": "0", "end": "100000", "step": "1"})
@@ -151,7 +151,7 @@ def test_range_parameters_are_checked(world: TidbWorld, http: httpx.Client) -> N
 
 
 def test_pending_instances_report_nothing(
-    world: TidbWorld, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
+    world: FakeTidb, basic: None, http: httpx.Client, custom: client.CustomObjectsApi
 ) -> None:
     # 40 cores of tikv do not fit on three 32-core nodes already holding the cluster.
     custom.patch_namespaced_custom_object(G, V, NS, TC, "basic", {"spec": {"tikv": {"replicas": 40}}})
@@ -159,7 +159,7 @@ def test_pending_instances_report_nothing(
     assert len(vector(http, "tikv_server_cpu_cores_quota")) < 40
 
 
-def test_injected_failures_then_recovery(world: TidbWorld, basic: None, http: httpx.Client) -> None:
+def test_injected_failures_then_recovery(world: FakeTidb, basic: None, http: httpx.Client) -> None:
     world.load.set_demand(NS, "basic", "tikv", 3.0)
     assert http.post("/sim/v1/faults", json={"prometheus": {"mode": "error", "times": 2}}).status_code == 200
     for _ in range(2):
@@ -177,7 +177,7 @@ def test_injected_failures_then_recovery(world: TidbWorld, basic: None, http: ht
     assert len(vector(http, TIKV_CPU)) == 3
 
 
-def test_bad_load_documents_are_refused(world: TidbWorld, http: httpx.Client) -> None:
+def test_bad_load_documents_are_refused(world: FakeTidb, http: httpx.Client) -> None:
     assert http.post("/sim/v1/load", json={"demand": {"only-two/parts": 1}}).status_code == 400
     assert http.post("/sim/v1/load", json={"weather": {}}).status_code == 400
     assert http.post("/sim/v1/faults", json={"prometheus": {"mode": "sometimes"}}).status_code == 400

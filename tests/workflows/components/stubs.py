@@ -36,7 +36,7 @@ class AutoCluster:
 
 
 @dataclass
-class TidbWorld:
+class ComponentsWorld:
     spec: dict
     namespace: str = "ns"
     name: str = "tas"

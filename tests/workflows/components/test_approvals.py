@@ -15,7 +15,7 @@ from temporalio.worker import Replayer
 from activities.updates import execute_update
 from scaling.components.state import DecisionRequest
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, rounds_past, skip, tikv_spec
 from tests.workflows.nodes.test_replay import patches_in
 from workflows.components.autoscaler import GROUP_APPROVAL_GATE, ComponentAutoscalerWorkflow
@@ -24,8 +24,8 @@ from workflows.components.registry import WORKFLOWS
 GATED = {"approve_group_create": True, "approval_timeout_s": 600}
 
 
-def hot_world() -> TidbWorld:
-    return TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+def hot_world() -> ComponentsWorld:
+    return ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
 
 
 async def waiting_group(handle) -> str:  # noqa: ANN001

@@ -16,7 +16,7 @@ from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import tikv_spec
 from workflows.components.autoscaler import workflow_id
 from workflows.components.registry import WORKFLOWS
@@ -25,7 +25,7 @@ from workflows.components.registry import WORKFLOWS
 async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -> None:
     client = search_env.client
     name = f"tas-{uuid.uuid4().hex[:6]}"
-    world = TidbWorld(spec=tikv_spec(), name=name, load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+    world = ComponentsWorld(spec=tikv_spec(), name=name, load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
     tq = f"components-appr-{uuid.uuid4().hex[:6]}"
     settings = Settings(temporal=TemporalSettings(task_queue=tq))
 

@@ -26,7 +26,7 @@ from scaling.components.state import (
     PinRequest,
 )
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 from workflows.components.registry import WORKFLOWS
 
@@ -101,7 +101,7 @@ async def rounds_past(env: WorkflowEnvironment, handle: WorkflowHandle, n: int) 
 
 @asynccontextmanager
 async def autoscaler(
-    env: WorkflowEnvironment, world: TidbWorld, task_queue: str | None = None, **kw: object
+    env: WorkflowEnvironment, world: ComponentsWorld, task_queue: str | None = None, **kw: object
 ) -> AsyncIterator[WorkflowHandle]:
     tq = task_queue or f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace=world.namespace, name=world.name, scan_interval_s=30, **kw)
@@ -118,12 +118,12 @@ async def autoscaler(
             await handle.terminate()
 
 
-def base_patches(world: TidbWorld) -> list[int]:
+def base_patches(world: ComponentsWorld) -> list[int]:
     return [r for cluster, comp, r in world.patches if cluster == world.base and comp == "tikv"]
 
 
 async def test_homogeneous_scale_out_honours_the_scale_out_interval(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 5.4})  # 5.4 of 6 cores: 0.9 > max 0.8
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 5.4})  # 5.4 of 6 cores: 0.9 > max 0.8
     async with autoscaler(env, world, iterations_per_run=3) as handle:
         await until(lambda: base_patches(world) == [6])  # 5.4 / 0.5 = 10.8 cores -> 6 instances
         world.load["tikv"] = 11.5  # still over max after the scale-out (11.5 / 12)
@@ -147,7 +147,7 @@ async def test_invalid_component_is_reported_and_the_other_keeps_working(env: Wo
         "tikv": {"rules": {"cpu": {"max_threshold": 0.3, "min_threshold": 0.6}}},
         "tidb": {"rules": {"cpu": dict(CPU_RULE)}},
     }
-    world = TidbWorld(spec=spec, load={"tikv": 5.9, "tidb": 3.8})
+    world = ComponentsWorld(spec=spec, load={"tikv": 5.9, "tidb": 3.8})
     async with autoscaler(env, world) as handle:
         await until(lambda: ("db", "tidb", 4) in world.patches)
         await until(lambda: world.last_status().get("conditions", [{}])[0].get("status") == "False")
@@ -166,7 +166,7 @@ async def test_invalid_component_is_reported_and_the_other_keeps_working(env: Wo
 
 
 async def test_metrics_failure_never_scales_in_or_deletes(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 0.1}, metrics_down=True)
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 0.1}, metrics_down=True)
     async with autoscaler(env, world) as handle:
         # A standing group from an earlier run, found by its labels.
         world.autos["auto-x"] = _auto("auto-x", replicas=2)
@@ -200,7 +200,7 @@ def _auto(name: str, replicas: int, cpu: float = 4.0):  # type: ignore[no-untype
 
 
 async def test_hot_subset_creates_a_group_then_graceful_scale_in_deletes_it(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
     async with autoscaler(env, world) as handle:
         await until(lambda: len(world.autos) == 1)
         (name,) = world.autos
@@ -229,7 +229,7 @@ async def test_hot_subset_creates_a_group_then_graceful_scale_in_deletes_it(env:
 
 
 async def test_overrides_pause_pin_and_block_scale_in(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 0.1})
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 0.1})
     world.autos["auto-x"] = _auto("auto-x", replicas=2)
     async with autoscaler(env, world) as handle:
         await until(lambda: world.autos["auto-x"].replicas == 1)  # all cool: one instance goes
@@ -269,7 +269,7 @@ async def test_overrides_pause_pin_and_block_scale_in(env: WorkflowEnvironment) 
 async def test_pd_null_plans_nothing_and_pd_plans_are_the_full_group_set(env: WorkflowEnvironment) -> None:
     from scaling.components.contracts import PdPlan
 
-    world = TidbWorld(spec=tikv_spec(), pd_plans=None)
+    world = ComponentsWorld(spec=tikv_spec(), pd_plans=None)
     world.autos["auto-x"] = _auto("auto-x", replicas=2)
     async with autoscaler(env, world, planner="pd") as handle:
         await skip(env, 1000)
@@ -292,7 +292,7 @@ async def test_external_recommendation_capped_at_max_replicas(env: WorkflowEnvir
         "cluster": {"name": "db"},
         "tidb": {"external": {"endpoint": {"host": "rec", "port": 8080}, "maxReplicas": 4}},
     }
-    world = TidbWorld(spec=spec, recommended=9)
+    world = ComponentsWorld(spec=spec, recommended=9)
     async with autoscaler(env, world):
         await until(lambda: len(world.autos) == 1)
         (auto,) = world.autos.values()
@@ -302,7 +302,7 @@ async def test_external_recommendation_capped_at_max_replicas(env: WorkflowEnvir
 
 
 async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 1.0})
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 1.0})
     world.autos["auto-x"] = _auto("auto-x", replicas=1)
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30)
@@ -323,7 +323,7 @@ async def test_history_replays_deterministically(env: WorkflowEnvironment) -> No
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Replayer
 
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
     async with autoscaler(env, world) as handle:
         await until(lambda: len(world.autos) == 1)
         world.hot, world.load["tikv"] = {}, 0.2

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, skip_until, tikv_spec
 
 OUT_S = 60
@@ -20,7 +20,7 @@ FAILED_ATTEMPTS = 4
 
 
 async def test_next_change_waits_a_whole_interval_after_a_slow_write(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(
+    world = ComponentsWorld(
         spec=tikv_spec(scaleOutIntervalSeconds=OUT_S), load={"tikv": 5.4}, failing_patches=FAILED_ATTEMPTS
     )
     async with autoscaler(env, world) as handle:

@@ -13,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from scaling.components import loop_metrics as names
 from tests.conftest import SERVER_STARTUP
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, base_patches, rounds_past, skip, tikv_spec
 
 CLUSTER = "ns/db"  # <namespace>/<TidbCluster>, the stubs' world
@@ -65,7 +65,7 @@ async def test_changes_failures_sizes_and_round_durations_are_recorded(
     env: WorkflowEnvironment, buffer: MetricBuffer
 ) -> None:
     seen = Seen(buffer)
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 5.4}, metrics_down=True)
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 5.4}, metrics_down=True)
     async with autoscaler(env, world) as handle:
         await rounds_past(env, handle, 3)
         seen.read()

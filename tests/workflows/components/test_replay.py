@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import contracts as c
 from tests.conftest import SERVER_STARTUP
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
 from tests.workflows.nodes.test_replay import load_file, patches_in, replay_failure
 from tests.workflows.record_history import HISTORIES
@@ -40,7 +40,7 @@ SPEC = {
 
 
 async def record(env: WorkflowEnvironment, path: Path) -> None:
-    world = TidbWorld(spec=SPEC, load={"tikv": 5.4}, recommended=9)
+    world = ComponentsWorld(spec=SPEC, load={"tikv": 5.4}, recommended=9)
     async with autoscaler(env, world) as handle:
         await rounds_past(env, handle, 3)
         history = await handle.fetch_history()

@@ -13,13 +13,13 @@ from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from workflows.components.registry import WORKFLOWS
 
 
 async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
     name = f"tas-{uuid.uuid4().hex[:6]}"
-    world = TidbWorld(
+    world = ComponentsWorld(
         spec={"cluster": {"name": "db"}, "tikv": {"rules": {"cpu": {"max_threshold": 0.8, "min_threshold": 0.2}}}},
         name=name,
         load={"tikv": 1.0},

@@ -14,14 +14,14 @@ from temporalio.worker import Worker
 
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
 from tests.polling import until
-from tests.workflows.components.stubs import TidbWorld
+from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import report, rounds_past, skip, tikv_spec
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
 
 
 async def test_worker_killed_between_creating_a_group_and_recording_it(env: WorkflowEnvironment) -> None:
-    world = TidbWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)}, crash_next_create=True)
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)}, crash_next_create=True)
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30, activity_timeout_s=20)
     handle = None
