@@ -8,9 +8,7 @@ import asyncio
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from activities.updates import execute_update
 from scaling.components.state import DecisionRequest
@@ -18,6 +16,7 @@ from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, rounds_past, skip, tikv_spec
 from tests.workflows.nodes.test_replay import patches_in
+from tests.workflows.replayer import new_replayer
 from workflows.components.autoscaler import GROUP_APPROVAL_GATE, ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
 
@@ -69,7 +68,7 @@ async def test_a_group_waits_for_approval_then_is_created(env: WorkflowEnvironme
         history = await handle.fetch_history()
     events = history.to_json_dict()["events"]
     assert GROUP_APPROVAL_GATE in patches_in(events)
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(history)
+    await new_replayer(WORKFLOWS).replay_workflow(history)
 
 
 async def test_the_timeout_denies_and_the_plan_asks_again_later(env: WorkflowEnvironment) -> None:

@@ -27,6 +27,7 @@ from scaling.components.state import (
 )
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
+from tests.workflows.replayer import new_replayer
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 from workflows.components.registry import WORKFLOWS
 
@@ -320,8 +321,6 @@ async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: Workf
 
 
 async def test_history_replays_deterministically(env: WorkflowEnvironment) -> None:
-    from temporalio.contrib.pydantic import pydantic_data_converter
-    from temporalio.worker import Replayer
 
     world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hot={"tikv": (1, 0.95)})
     async with autoscaler(env, world) as handle:
@@ -331,4 +330,4 @@ async def test_history_replays_deterministically(env: WorkflowEnvironment) -> No
         await execute_update(handle, ComponentAutoscalerWorkflow.pin_replicas, PinRequest(component="tikv", replicas=4))
         await until(lambda: world.replicas["tikv"] == 4)
         history = await handle.fetch_history()
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(history)
+    await new_replayer(WORKFLOWS).replay_workflow(history)

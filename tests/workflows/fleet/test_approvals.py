@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -22,6 +20,7 @@ from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import create, eventually, phases, region, settings
 from tests.workflows.fleet.test_cluster import LIFECYCLE_HISTORY, cluster_input, in_phase, report, running
 from tests.workflows.nodes.test_replay import patches_in
+from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import CLUSTER_APPROVAL_GATES, DataPlaneClusterWorkflow
 
@@ -109,7 +108,7 @@ async def test_an_approved_deletion_deletes(env: WorkflowEnvironment) -> None:
 
 
 async def test_histories_before_and_after_the_patch_replay() -> None:
-    replayer = Replayer(workflows=[DataPlaneClusterWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([DataPlaneClusterWorkflow])
     for path, patched in ((BEFORE, False), (LIFECYCLE_HISTORY, True)):
         events = json.loads(path.read_text())["events"]
         assert (CLUSTER_APPROVAL_GATES in patches_in(events)) is patched, path

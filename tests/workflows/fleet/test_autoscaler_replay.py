@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
 from tests.workflows.fleet.record_history import AUTOSCALER_HISTORY
+from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 
 
 async def test_recorded_fleet_autoscaler_replays() -> None:
     history = WorkflowHistory.from_json("fleet-autoscaler", json.loads(AUTOSCALER_HISTORY.read_text()))
-    replayer = Replayer(workflows=[FleetAutoscalerWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([FleetAutoscalerWorkflow])
     await replayer.replay_workflow(history)

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -31,6 +30,7 @@ from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, Data
 from scaling.fleet.models import ClusterPhase
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, StubCluster
+from tests.workflows.replayer import new_replayer
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 TERRAFORMING = [
@@ -346,7 +346,7 @@ async def test_recorded_lifecycle_replays(env: WorkflowEnvironment, path: Path) 
     before/<patch id>/, the one recorded before each patch (re-record with
     tests.workflows.fleet.record_history, after moving the current one there)."""
     history = WorkflowHistory.from_json("fleet-lifecycle", json.loads(path.read_text()))
-    replayer = Replayer(workflows=[DataPlaneClusterWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([DataPlaneClusterWorkflow])
     await replayer.replay_workflow(history)
 
 

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from activities.updates import execute_update
 from scaling.fleet.models import ManagedInstance
@@ -26,6 +24,7 @@ from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import eventually, run_input
 from tests.workflows.fleet.test_registered_clusters import create
 from tests.workflows.fleet.test_registered_clusters import region as registered_region
+from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.index import InstanceIndexWorkflow
 
@@ -105,5 +104,5 @@ async def test_a_state_from_before_the_index_moves_its_instances_there(env: Work
 
 async def test_recorded_index_shard_replays() -> None:
     history = WorkflowHistory.from_json("index-shard", json.loads(Path(INDEX_HISTORY).read_text()))
-    replayer = Replayer(workflows=[InstanceIndexWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([InstanceIndexWorkflow])
     await replayer.replay_workflow(history)

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -38,6 +37,7 @@ from starters.fleet import register_listed
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
+from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -215,5 +215,5 @@ async def test_recorded_region_replays(path: Path) -> None:
     ]
     region_id = next((i.rsplit("/instances/", 1)[0] for i in shard_ids if "/instances/" in i), "fleet-region")
     history = WorkflowHistory(region_id, history.events)
-    replayer = Replayer(workflows=[FleetAutoscalerWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([FleetAutoscalerWorkflow])
     await replayer.replay_workflow(history)

@@ -14,7 +14,7 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.scale_up.approvals import ApprovalGate
@@ -23,6 +23,7 @@ from tests.conftest import SERVER_STARTUP
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.nodes.test_replay import patches_in
+from tests.workflows.replayer import new_replayer
 from workflows.nodes.request import APPROVAL_GATES, NodeRequestWorkflow
 
 HISTORY = Path(__file__).parents[1] / "histories" / "node_request_approval.json"
@@ -165,7 +166,7 @@ async def record_history(env: WorkflowEnvironment) -> WorkflowHistory:
 
 async def test_a_gated_run_replays(env: WorkflowEnvironment) -> None:
     """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_approvals)."""
-    replayer = Replayer(workflows=[NodeRequestWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([NodeRequestWorkflow])
     fresh = await record_history(env)
     committed = WorkflowHistory.from_json(HISTORY.stem, json.loads(HISTORY.read_text()))
     for history in (fresh, committed):

@@ -9,10 +9,9 @@ from pathlib import Path
 from hcloud import APIException
 from temporalio import activity, workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
@@ -20,6 +19,7 @@ from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.nodes.stubs import World
+from tests.workflows.replayer import new_replayer
 from workflows.nodes.request import NodeRequestWorkflow
 
 HISTORIES = Path(__file__).parents[1] / "histories"
@@ -168,7 +168,7 @@ async def test_replay_of_recorded_fallback_history() -> None:
     """A recorded history must replay on the current code: catches non-determinism."""
     history_file = HISTORIES / "node_request_fallback.json"
     history = WorkflowHistory.from_json("recorded", json.loads(history_file.read_text()))
-    replayer = Replayer(workflows=[NodeRequestWorkflow], data_converter=pydantic_data_converter)
+    replayer = new_replayer([NodeRequestWorkflow])
     await replayer.replay_workflow(history)
 
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
 from tests.workflows.record_history import HISTORIES, NODE_TYPES, node_history_file
+from tests.workflows.replayer import new_replayer
 from workflows.all import WORKFLOWS
 
 BEFORE_PATCHES = sorted((HISTORIES / "before").glob("*/*.json"))
@@ -32,7 +31,7 @@ def load_file(path: Path) -> WorkflowHistory:
 
 
 async def replay_failure(history: WorkflowHistory) -> Exception | None:
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = new_replayer(WORKFLOWS)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     return result.replay_failure
 
