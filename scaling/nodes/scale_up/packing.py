@@ -14,11 +14,12 @@ win and neither resource is stranded.
 
 That value packing is not cheapest on every workload (two pod sizes far apart, one size only):
 `pack` also tries, for each type, its pods first-fit decreasing onto that type alone (what
-Cluster Autoscaler buys when its expander picks that group), improves the cheapest plans as
-Karpenter's consolidation would (cheaper types, backfill, pair merges) and keeps the cheapest.
-Measured on the bundled benchmark: within 5 % of the LP lower bound on the mixed workload,
-never dearer than Cluster Autoscaler's price and least-waste choices or Karpenter's, before or
-after consolidation, on any family (bench/plan_scale_up.py).
+Cluster Autoscaler buys when its expander picks that group) and Karpenter's launch (so never
+dearer than that, by construction), improves the cheapest plans as Karpenter's consolidation
+would (cheaper types, backfill, pair merges, partial moves to a cheaper type) and keeps the
+cheapest. Measured on the bundled benchmark: within 5 % of the LP lower bound on the mixed
+workload, never dearer than Cluster Autoscaler's price and least-waste choices or Karpenter's,
+before or after consolidation, on any family (bench/plan_scale_up.py).
 """
 
 from __future__ import annotations

@@ -259,3 +259,58 @@ def test_the_launch_strategy_on_counts_buys_what_karpenters_launch_buys_pod_by_p
     assert remaining == [0] * len(items)
     _holds(result, items, bins)
     assert plan_price(result, bins) == pytest.approx(karpenter(pods_of(shapes), TYPES))
+
+
+def _first_fit_node_by_node(cap: tuple[int, int, int], items: list[Item], most: int | None) -> list[dict[int, int]]:
+    """First-fit decreasing across nodes, one node at a time: what _first_fit's runs of
+    identical nodes must equal (runs recorded with first-fit-across-nodes replay its plans)."""
+
+    def needed(it: Item) -> int:
+        return 0 if it.per_node is None else -(-it.count // max(it.per_node, 1))
+
+    order = sorted(
+        range(len(items)), key=lambda i: (-(items[i].req[0] / cap[0] + items[i].req[1] / cap[1]), -needed(items[i]), i)
+    )
+    nodes: list[tuple[dict[int, int], list[int]]] = []
+
+    def put(i: int, n: int, counts: dict[int, int], room: list[int]) -> int:
+        it = items[i]
+        k = min(
+            n, *(room[d] // it.req[d] for d in range(3)), n if it.per_node is None else it.per_node - counts.get(i, 0)
+        )
+        if k > 0:
+            counts[i] = counts.get(i, 0) + k
+            for d in range(3):
+                room[d] -= it.req[d] * k
+        return max(k, 0)
+
+    for i in order:
+        n = items[i].count
+        for counts, room in nodes:
+            n -= put(i, n, counts, room)
+        while n > 0 and (most is None or len(nodes) < most):
+            node: tuple[dict[int, int], list[int]] = ({}, list(cap))
+            k = put(i, n, *node)
+            if k == 0:
+                break
+            nodes.append(node)
+            n -= k
+    return [counts for counts, _ in nodes]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3000), st.integers(1, 6000), st.integers(1, 40), st.sampled_from([None, 1, 2, 3])),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from([(2000, 4000, 110), (4000, 8000, 110), (8000, 16000, 10)]),
+    st.sampled_from([None, 0, 3, 12]),
+)
+def test_first_fit_in_runs_of_identical_nodes_places_pods_as_node_by_node(shapes, cap, slots) -> None:
+    items = [Item(req=(cpu, mem, 1), count=n, bins=frozenset({"a"}), per_node=pn) for cpu, mem, n, pn in shapes]
+    result = _first_type(Bin(key="a", cap=cap, price=1.0, slots=slots), items, [it.count for it in items], [], [])
+    runs = sorted(tuple(sorted(p.counts.items())) for p in result.patterns for _ in range(p.repeat))
+    expected = sorted(tuple(sorted(c.items())) for c in _first_fit_node_by_node(cap, items, slots))
+    assert runs == expected
