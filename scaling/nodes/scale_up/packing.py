@@ -749,8 +749,16 @@ def _unload(
             k = min(stay[i], max(over, default=0))
         if k <= 0:
             continue
-        allowed = [r for r in receivers if r.pattern.bin in items[i].bins]
-        k -= _place(req, k, i, allowed, items[i].per_node)
+        # Nodes whose own pods leave no room or reach the cap never take one: skipped up front.
+        cap_i = items[i].per_node
+        allowed = [
+            r
+            for r in receivers
+            if r.pattern.bin in items[i].bins
+            and (cap_i is None or r.pattern.counts.get(i, 0) < cap_i)
+            and fit_count(req, r.room()) > 0
+        ]
+        k -= _place(req, k, i, allowed, cap_i)
         if k == 0:
             continue
         stay[i] -= k
