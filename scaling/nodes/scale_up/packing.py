@@ -628,6 +628,30 @@ class _Receiver:
         return [self.cap[0] - u[0], self.cap[1] - u[1], self.cap[2] - u[2]]
 
 
+def _receivers(patterns: Sequence[Pattern], donor: Pattern, cap: dict[str, Vec]) -> list[_Receiver]:
+    """Every pattern's nodes, fullest first, as room for one `donor` node's pods (that node
+    itself excepted)."""
+    return [
+        _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
+        for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
+        if p.repeat > 0 and (p is not donor or p.repeat > 1)
+    ]
+
+
+def _received(receivers: Sequence[_Receiver]) -> list[Pattern]:
+    """Each receiver node that took pods, as a pattern of its own (its old pattern loses it)."""
+    out = []
+    for r in receivers:
+        for extra, room in r.taken:
+            counts = dict(r.pattern.counts)
+            for i, k in extra.items():
+                counts[i] = counts.get(i, 0) + k
+            used = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
+            out.append(Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=used))
+            r.pattern.repeat -= 1
+    return out
+
+
 def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node: int | None = None) -> int:
     """Put up to `n` pods of `item` in the receivers' free room (nodes already taken first,
     then fresh ones), at most `per_node` of them on one node (anti-affinity, spread);
@@ -684,11 +708,7 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             continue
         while donor.repeat > 0 and attempts < BACKFILL_MAX_ATTEMPTS:
             attempts += 1
-            receivers = [
-                _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
-                for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
-                if p.repeat > 0 and (p is not donor or p.repeat > 1)
-            ]
+            receivers = _receivers(patterns, donor, cap)
             ok = True
             for item, n in sorted(donor.counts.items(), key=lambda kv: -items[kv[0]].req[0]):
                 allowed = [r for r in receivers if r.pattern.bin in items[item].bins]
@@ -700,16 +720,9 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             # Commit: the donor loses a node; each taken receiver node becomes its own pattern.
             donor.repeat -= 1
             dropped += 1
-            for r in receivers:
-                for extra, room in r.taken:
-                    counts = dict(r.pattern.counts)
-                    for i, k in extra.items():
-                        counts[i] = counts.get(i, 0) + k
-                    used = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
-                    grown = Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=used)
-                    patterns.append(grown)
-                    received.add(id(grown))
-                    r.pattern.repeat -= 1
+            for grown in _received(receivers):
+                patterns.append(grown)
+                received.add(id(grown))
     result.patterns = [p for p in patterns if p.repeat > 0]
     return dropped
 
@@ -734,11 +747,7 @@ def _unload(
             free[d] += (cap[p.bin][d] - p.used[d]) * n
     if any(used[d] - room[d] > free[d] for d in range(3)):
         return None  # even all the others' room together would not do
-    receivers = [
-        _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
-        for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
-        if p.repeat > 0 and (p is not donor or p.repeat > 1)
-    ]
+    receivers = _receivers(patterns, donor, cap)
     order = sorted(stay, key=lambda i: (target is None or target.key in items[i].bins, -sum(items[i].req[:2]), i))
     for i in order:
         req = items[i].req
@@ -803,14 +812,7 @@ def downsize(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             changed += 1
             if stay:
                 result.patterns.append(Pattern(bin=t.key, counts=stay, repeat=1, used=used))  # type: ignore[union-attr]
-            for r in receivers:
-                for extra, room in r.taken:
-                    counts = dict(r.pattern.counts)
-                    for i, k in extra.items():
-                        counts[i] = counts.get(i, 0) + k
-                    grown = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
-                    result.patterns.append(Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=grown))
-                    r.pattern.repeat -= 1
+            result.patterns.extend(_received(receivers))
     result.patterns = [p for p in result.patterns if p.repeat > 0]
     return changed
 
