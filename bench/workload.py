@@ -74,11 +74,30 @@ FAMILIES: dict[str, tuple[Shape, ...]] = {
     ),  # fmt: skip
     # Two sizes far apart: a node type right for one strands room for the other.
     "bimodal": (("small", 200, 256, 0.8), ("large", 6000, 12288, 0.2)),
-    "many-small-few-huge": (("tiny", 50, 64, 0.97), ("huge", 15000, 28672, 0.03)),
+    "many-small-few-huge": (("tiny", 50, 64, 0.992), ("huge", 15000, 28672, 0.03)),
     "memory-skewed": (("cache", 250, 6144, 0.5), ("api", 500, 512, 0.3), ("analytics", 1000, 16384, 0.2)),
     "cpu-skewed": (("worker", 3000, 512, 0.5), ("web", 100, 128, 0.3), ("batch", 6000, 2048, 0.2)),
     # Replicas that must not share a node (databases, 1 per node) or spread 3 per node.
     "per-node-limit": (("db", 1500, 4096, 0.1, 1), ("web", 250, 256, 0.6, 3), ("api", 500, 1024, 0.3)),
+    # Most replicas capped per node (databases and brokers one per node, web two, api three):
+    # merges and emptying nodes are mostly refused, so what a node holds is set at packing.
+    "anti-affinity-heavy": (
+        ("db", 1500, 4096, 0.15, 1),
+        ("broker", 1000, 8192, 0.15, 1),
+        ("web", 250, 256, 0.4, 2),
+        ("api", 500, 1024, 0.3, 3),
+    ),
+    # Memory just over a type's room (6249 MiB: a cx33 holds 6248) or just under half a small
+    # one (1455 MiB: two per cx22), with tiny capped pods: the shapes of the counterexample
+    # test_never_dearer found (a full node that only sheds part of its pods drops a type).
+    "awkward-memory": (
+        ("cache", 100, 1455, 0.45),
+        ("big-cache", 250, 6249, 0.2),
+        ("sidecar", 50, 64, 0.25, 1),
+        ("api", 500, 512, 0.1),
+    ),
+    # Tiny pods and about one pod in 125 near the largest general-purpose type (2 of 300).
+    "many-tiny-one-huge": (("tiny", 50, 64, 0.992), ("huge", 15000, 28000, 0.008)),
     # Every pod spread over three zones (maxSkew 1); the group has one pool set per zone.
     "zone-spread": (("web", 250, 512, 0.6), ("api", 1000, 2048, 0.3), ("cache", 500, 6144, 0.1)),
 }

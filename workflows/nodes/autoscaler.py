@@ -107,6 +107,9 @@ SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
 # Runs whose per-type packing filled one node at a time and repeated it (stranding pods capped
 # per node on extra nodes, where first-fit across nodes as CA's estimator does buys fewer) replay so.
 FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
+# Runs whose packer tried no Karpenter-like launch and never moved part of a node's pods so that
+# it drops to a cheaper type (a plan dearer than Karpenter's launch was found) replay so.
+LAUNCH_AND_DOWNSIZE = "planner-launch-and-downsize"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -368,6 +371,7 @@ class NodeAutoscalerWorkflow:
                 # None in every run started before money limits: their plans replay unchanged.
                 max_price_per_hour_total=settings.max_price_per_hour_total,
                 first_fit=workflow.patched(FIRST_FIT_ACROSS_NODES),
+                launch=workflow.patched(LAUNCH_AND_DOWNSIZE),
             )
         )
         plan = split.plan

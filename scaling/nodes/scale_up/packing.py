@@ -14,11 +14,12 @@ win and neither resource is stranded.
 
 That value packing is not cheapest on every workload (two pod sizes far apart, one size only):
 `pack` also tries, for each type, its pods first-fit decreasing onto that type alone (what
-Cluster Autoscaler buys when its expander picks that group), improves the cheapest plans as
-Karpenter's consolidation would (cheaper types, backfill, pair merges) and keeps the cheapest.
-Measured on the bundled benchmark: within 5 % of the LP lower bound on the mixed workload,
-never dearer than Cluster Autoscaler's price and least-waste choices or Karpenter's, before or
-after consolidation, on any family (bench/plan_scale_up.py).
+Cluster Autoscaler buys when its expander picks that group) and Karpenter's launch (so never
+dearer than that, by construction), improves the cheapest plans as Karpenter's consolidation
+would (cheaper types, backfill, pair merges, partial moves to a cheaper type) and keeps the
+cheapest. Measured on the bundled benchmark: within 5 % of the LP lower bound on the mixed
+workload, never dearer than Cluster Autoscaler's price and least-waste choices or Karpenter's,
+before or after consolidation, on any family (bench/plan_scale_up.py).
 """
 
 from __future__ import annotations
@@ -250,6 +251,15 @@ def _nodes_needed(item: Item) -> int:
     return 0 if item.per_node is None else -(-item.count // max(item.per_node, 1))
 
 
+def _grown(
+    counts: dict[int, int], room: list[int], item: int, req: Vec, k: int, m: int
+) -> tuple[dict[int, int], list[int], int]:
+    """`m` nodes like (`counts`, `room`) with `k` more pods of `item`."""
+    grown = dict(counts)
+    grown[item] = grown.get(item, 0) + k
+    return grown, [room[0] - req[0] * k, room[1] - req[1] * k, room[2] - req[2] * k], m
+
+
 def _first_fit(
     start: Bin,
     items: Sequence[Item],
@@ -269,38 +279,144 @@ def _first_fit(
         (i for i, it in enumerate(items) if remaining[i] > 0 and start.key in it.bins),
         key=lambda i: (-(items[i].req[0] / start.cap[0] + items[i].req[1] / start.cap[1]), -_nodes_needed(items[i]), i),
     )
-    nodes: list[tuple[dict[int, int], list[int]]] = []  # (pods per item, room left)
+    # Runs of identical nodes (pods per item, room left, how many): an item fills a run's nodes
+    # alike, so first-fit over 1,000 nodes walks a few dozen runs.
+    nodes: list[tuple[dict[int, int], list[int], int]] = []
+    opened = 0
     for i in order:
         req, cap, n = items[i].req, items[i].per_node, remaining[i]
-        for counts, room in nodes:
-            if n == 0:
-                break
+        pos = 0
+        while pos < len(nodes) and n > 0:
+            counts, room, m = nodes[pos]
             k = min(n, fit_count(req, room), n if cap is None else cap - counts.get(i, 0))
-            if k > 0:
-                counts[i] = counts.get(i, 0) + k
-                for d in range(3):
-                    room[d] -= req[d] * k
-                n -= k
-        while n > 0 and (most is None or len(nodes) < most):
-            room = list(start.cap)
-            k = min(n, fit_count(req, room), n if cap is None else cap)
             if k <= 0:
-                break
-            for d in range(3):
-                room[d] -= req[d] * k
-            nodes.append(({i: k}, room))
-            n -= k
+                pos += 1
+                continue
+            full = min(m, n // k)
+            short = n - full * k if full < m else 0  # one node takes the last few
+            parts = [_grown(counts, room, i, req, k, full)] if full else []
+            if short:
+                parts.append(_grown(counts, room, i, req, short, 1))
+            if m - full - (1 if short else 0):
+                parts.append((counts, room, m - full - (1 if short else 0)))
+            n -= full * k + short
+            nodes[pos : pos + 1] = parts
+            pos += len(parts)
+        k = min(n, fit_count(req, start.cap), n if cap is None else cap)
+        if k <= 0:
+            continue
+        full, short = n // k, n % k
+        if most is not None:
+            full = min(full, most - opened)
+            short = short if opened + full < most else 0
+        for take, count in ((k, full), (short, 1 if short else 0)):
+            if count > 0:
+                nodes.append(_grown({}, list(start.cap), i, req, take, count))
+                opened += count
     groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    for counts, room in nodes:
-        groups.setdefault(tuple(sorted(counts.items())), room)
     repeats: dict[tuple[tuple[int, int], ...], int] = {}
-    for counts, _ in nodes:
+    for counts, room, m in nodes:
         key = tuple(sorted(counts.items()))
-        repeats[key] = repeats.get(key, 0) + 1
+        groups.setdefault(key, room)
+        repeats[key] = repeats.get(key, 0) + m
     result = PackResult()
     for key, room in groups.items():
         used = (start.cap[0] - room[0], start.cap[1] - room[1], start.cap[2] - room[2])
         _take(result, start, dict(key), used, repeats[key], remaining, budgets, price_budgets)
+    return result
+
+
+# --- a Karpenter-like launch ----------------------------------------------------------------
+
+
+@dataclass
+class _Claim:
+    """`nodes` identical node claims: their pods, the room they use and the bins (cheapest
+    first) that still hold and admit all of them."""
+
+    counts: dict[int, int]
+    used: Vec
+    options: list[Bin]
+    nodes: int
+
+
+def _claimed(c: _Claim | None, opts: Sequence[Bin], item: int, req: Vec, k: int, nodes: int) -> _Claim:
+    """`nodes` claims like `c` (or new ones) holding `k` more pods of `item`, with the bins of
+    `opts` that hold them."""
+    counts = dict(c.counts) if c else {}
+    counts[item] = counts.get(item, 0) + k
+    base = c.used if c else (0, 0, 0)
+    used = (base[0] + req[0] * k, base[1] + req[1] * k, base[2] + req[2] * k)
+    held = [b for b in opts if used[0] <= b.cap[0] and used[1] <= b.cap[1] and used[2] <= b.cap[2]]
+    return _Claim(counts=counts, used=used, options=held, nodes=nodes)
+
+
+def _launch(
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget],
+    price_budgets: Sequence[PriceBudget],
+    remaining: list[int],
+) -> PackResult:
+    """Karpenter's provisioning, on counts: pods largest first (by their share of the largest
+    type) go into the first node claim that one of its types still holds, else into a new claim
+    open to every type that holds one; each claim then launches as the cheapest type still
+    holding it, within slots and budgets (what no type takes stays in `remaining`).
+
+    Pod by pod, identical pods fill a claim until its roomiest remaining type is full (or the
+    pod's per-node cap), so identical claims are kept as one with a count of nodes, and a dozen
+    shapes of 30,000 pods make a few dozen claims. A plan built so is never dearer than
+    Karpenter's launch, whatever the other strategies miss (two pods sizes far apart, caps)."""
+    big0, big1 = max(b.cap[0] for b in bins), max(b.cap[1] for b in bins)
+    order = sorted(
+        (i for i, k in enumerate(remaining) if k > 0),
+        key=lambda i: (-(items[i].req[0] / big0 + items[i].req[1] / big1), i),
+    )
+    by_price = sorted(bins, key=lambda b: (b.price, b.key))
+    claims: list[_Claim] = []
+    for i in order:
+        it, n = items[i], remaining[i]
+        req = it.req
+        pos = 0
+        while pos < len(claims) and n > 0:
+            c = claims[pos]
+            opts = [b for b in c.options if b.key in it.bins]
+            room = max((fit_count(req, [b.cap[d] - c.used[d] for d in range(3)]) for b in opts), default=0)
+            k = min(n, room, n if it.per_node is None else it.per_node - c.counts.get(i, 0))
+            if k <= 0:
+                pos += 1
+                continue
+            full = min(c.nodes, n // k)
+            rest, short = c.nodes - full, n - full * k
+            parts = [_claimed(c, opts, i, req, k, full)] if full else []
+            if rest and short:
+                parts.append(_claimed(c, opts, i, req, short, 1))
+                rest -= 1
+            else:
+                short = 0
+            if rest:
+                parts.append(replace(c, nodes=rest))
+            n -= full * k + short
+            claims[pos : pos + 1] = parts
+            pos += len(parts)
+        opts = [b for b in by_price if b.key in it.bins]
+        k = max((fit_count(req, b.cap) for b in opts), default=0)
+        k = min(k, n if it.per_node is None else it.per_node)
+        if n > 0 and k > 0:
+            if n // k:
+                claims.append(_claimed(None, opts, i, req, k, n // k))
+            if n % k:
+                claims.append(_claimed(None, opts, i, req, n % k, 1))
+    result = PackResult()
+    for c in claims:
+        for b in c.options:
+            limits = [c.nodes, b.slots, _budget_left(budgets), *(pb.nodes_affordable(b.price) for pb in price_budgets)]
+            take = min(x for x in limits if x is not None)
+            if take > 0:
+                _take(result, b, dict(c.counts), c.used, take, remaining, budgets, price_budgets)
+                c.nodes -= take
+            if c.nodes == 0:
+                break
     return result
 
 
@@ -311,16 +427,20 @@ def pack(
     price_budgets: Sequence[PriceBudget] = (),
     *,
     first_fit: bool = True,
+    launch: bool = True,
 ) -> PackResult:
     """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets
     (node counts) and price budgets (money per hour: a bin is open only while one more of its
     nodes is affordable, and a pattern repeats only as often as the money allows).
 
     No one packing order is cheapest on every workload, so several are tried on copies of the
-    limits: the value-scored packing (`_pack_by_value`), and for each bin, its pods first-fit
-    decreasing onto that bin alone with the rest packed by value. Each plan is then improved
-    (`improve`: cheaper types, backfill, merges); the one placing the most pods at the least
-    cost wins and spends the real limits. Pods that cannot be placed are in `leftover`.
+    limits: the value-scored packing (`_pack_by_value`), for each bin, its pods first-fit
+    decreasing onto that bin alone with the rest packed by value, and Karpenter's launch
+    (`_launch`). The cheapest plans are then improved (`improve`: cheaper types, backfill,
+    merges, partial moves); the one placing the most pods at the least cost wins and spends the
+    real limits. Pods that cannot be placed are in `leftover`.
+
+    `launch`: False only for runs recorded before the launch strategy and `downsize`.
     """
     parts = _components(items)
     unlimited = all(b.slots is None for b in bins) and all(bg.left is None for bg in budgets)
@@ -334,20 +454,26 @@ def pack(
                 [items[i] for i in part],
                 [b for b in bins if any(b.key in items[i].bins for i in part)],
                 first_fit=first_fit,
+                launch=launch,
             )
             for p in sub.patterns:
                 result.patterns.append(replace(p, counts={part[i]: n for i, n in p.counts.items()}))
             result.leftover.update({part[i]: n for i, n in sub.leftover.items()})
         return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
-    starts: list[Bin | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
+    # None: by value; a bin: that bin first; True: Karpenter's launch.
+    starts: list[Bin | bool | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
+    if launch:
+        starts.append(True)
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
         trial_budgets = [replace(bg) for bg in budgets]
         trial_prices = [replace(pb) for pb in price_budgets]
         remaining = [it.count for it in items]
         result = PackResult()
-        if start is not None:
+        if start is True:
+            result = _launch(items, trial_bins, trial_budgets, trial_prices, remaining)
+        elif isinstance(start, Bin):
             first = next(b for b in trial_bins if b.key == start.key)
             result = _first_type(first, items, remaining, trial_budgets, trial_prices, first_fit)
         rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
@@ -358,7 +484,7 @@ def pack(
     built.sort(key=lambda rr: rr[0])
     best: tuple[tuple[int, float, int], PackResult] | None = None
     for (_, _, n), result in built[:IMPROVE_BEST]:
-        improve(result, items, bins)
+        improve(result, items, bins, downsize_nodes=launch)
         rank = _rank(result, bins, n)
         if best is None or rank < best[0]:
             best = (rank, result)
@@ -502,6 +628,30 @@ class _Receiver:
         return [self.cap[0] - u[0], self.cap[1] - u[1], self.cap[2] - u[2]]
 
 
+def _receivers(patterns: Sequence[Pattern], donor: Pattern, cap: dict[str, Vec]) -> list[_Receiver]:
+    """Every pattern's nodes, fullest first, as room for one `donor` node's pods (that node
+    itself excepted)."""
+    return [
+        _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
+        for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
+        if p.repeat > 0 and (p is not donor or p.repeat > 1)
+    ]
+
+
+def _received(receivers: Sequence[_Receiver]) -> list[Pattern]:
+    """Each receiver node that took pods, as a pattern of its own (its old pattern loses it)."""
+    out = []
+    for r in receivers:
+        for extra, room in r.taken:
+            counts = dict(r.pattern.counts)
+            for i, k in extra.items():
+                counts[i] = counts.get(i, 0) + k
+            used = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
+            out.append(Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=used))
+            r.pattern.repeat -= 1
+    return out
+
+
 def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node: int | None = None) -> int:
     """Put up to `n` pods of `item` in the receivers' free room (nodes already taken first,
     then fresh ones), at most `per_node` of them on one node (anti-affinity, spread);
@@ -558,11 +708,7 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             continue
         while donor.repeat > 0 and attempts < BACKFILL_MAX_ATTEMPTS:
             attempts += 1
-            receivers = [
-                _Receiver(pattern=p, cap=cap[p.bin], untouched=p.repeat - (1 if p is donor else 0))
-                for p in sorted(patterns, key=lambda p: -_fill_fraction(p.used, cap[p.bin]))
-                if p.repeat > 0 and (p is not donor or p.repeat > 1)
-            ]
+            receivers = _receivers(patterns, donor, cap)
             ok = True
             for item, n in sorted(donor.counts.items(), key=lambda kv: -items[kv[0]].req[0]):
                 allowed = [r for r in receivers if r.pattern.bin in items[item].bins]
@@ -574,18 +720,101 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
             # Commit: the donor loses a node; each taken receiver node becomes its own pattern.
             donor.repeat -= 1
             dropped += 1
-            for r in receivers:
-                for extra, room in r.taken:
-                    counts = dict(r.pattern.counts)
-                    for i, k in extra.items():
-                        counts[i] = counts.get(i, 0) + k
-                    used = (r.cap[0] - room[0], r.cap[1] - room[1], r.cap[2] - room[2])
-                    grown = Pattern(bin=r.pattern.bin, counts=counts, repeat=1, used=used)
-                    patterns.append(grown)
-                    received.add(id(grown))
-                    r.pattern.repeat -= 1
+            for grown in _received(receivers):
+                patterns.append(grown)
+                received.add(id(grown))
     result.patterns = [p for p in patterns if p.repeat > 0]
     return dropped
+
+
+# Node-and-type tries per plan for `downsize` (each walks every pattern).
+DOWNSIZE_MAX_TRIES = 96
+
+
+def _unload(
+    donor: Pattern, target: Bin | None, patterns: Sequence[Pattern], items: Sequence[Item], cap: dict[str, Vec]
+) -> tuple[dict[int, int], Vec, list[_Receiver]] | None:
+    """Moves that leave one node of `donor` holding only what `target` admits and holds (None:
+    nothing): pods the target does not admit go first, then the largest, only as many as needed.
+    Returns the pods that stay, their use and the receivers with their extra pods; None if the
+    others' free room is short."""
+    stay, used = dict(donor.counts), list(donor.used)
+    room = target.cap if target else (0, 0, 0)
+    free = [0, 0, 0]
+    for p in patterns:
+        n = p.repeat - (1 if p is donor else 0)
+        for d in range(3):
+            free[d] += (cap[p.bin][d] - p.used[d]) * n
+    if any(used[d] - room[d] > free[d] for d in range(3)):
+        return None  # even all the others' room together would not do
+    receivers = _receivers(patterns, donor, cap)
+    order = sorted(stay, key=lambda i: (target is None or target.key in items[i].bins, -sum(items[i].req[:2]), i))
+    for i in order:
+        req = items[i].req
+        if target is None or target.key not in items[i].bins:
+            k = stay[i]
+        else:
+            over = [-(-(used[d] - room[d]) // req[d]) for d in range(3) if used[d] > room[d] and req[d] > 0]
+            k = min(stay[i], max(over, default=0))
+        if k <= 0:
+            continue
+        # Nodes whose own pods leave no room or reach the cap never take one: skipped up front.
+        cap_i = items[i].per_node
+        allowed = [
+            r
+            for r in receivers
+            if r.pattern.bin in items[i].bins
+            and (cap_i is None or r.pattern.counts.get(i, 0) < cap_i)
+            and fit_count(req, r.room()) > 0
+        ]
+        k -= _place(req, k, i, allowed, cap_i)
+        if k == 0:
+            continue
+        stay[i] -= k
+        for d in range(3):
+            used[d] -= req[d] * k
+    if any(n > 0 for i, n in stay.items() if target is None or target.key not in items[i].bins):
+        return None
+    if any(used[d] > room[d] for d in range(3)):
+        return None
+    return {i: n for i, n in stay.items() if n > 0}, (used[0], used[1], used[2]), receivers
+
+
+def downsize(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int:
+    """Single-node consolidation with moves: some of a node's pods go into the other nodes'
+    free room, so that what stays fits a cheaper type (or nothing is left). Karpenter's
+    single-node consolidation schedules a candidate's pods onto the rest of the cluster and the
+    rest onto one cheaper node; `backfill` (all pods move) and `shrink` (none) are its two ends,
+    and a node too full for backfill may still drop to a cheaper type when a few pods move.
+    Dearest nodes first, cheapest replacement first. Returns nodes replaced or removed."""
+    price = {b.key: b.price for b in bins}
+    cap = {b.key: b.cap for b in bins}
+    by_price = sorted(bins, key=lambda b: (b.price, b.key))
+    changed = tries = 0
+    for donor in sorted(result.patterns, key=lambda p: -price[p.bin]):
+        while donor.repeat > 0 and tries < DOWNSIZE_MAX_TRIES:
+            on = _nodes_on(result.patterns)
+            targets: list[Bin | None] = [None]
+            for b in by_price:
+                free = _free_slots(b, on)
+                if b.price < price[donor.bin] and (free is None or free > 0):
+                    targets.append(b)
+            done = None
+            for t in targets:
+                tries += 1
+                done = _unload(donor, t, result.patterns, items, cap)
+                if done is not None or tries >= DOWNSIZE_MAX_TRIES:
+                    break
+            if done is None:
+                break
+            stay, used, receivers = done
+            donor.repeat -= 1
+            changed += 1
+            if stay:
+                result.patterns.append(Pattern(bin=t.key, counts=stay, repeat=1, used=used))  # type: ignore[union-attr]
+            result.patterns.extend(_received(receivers))
+    result.patterns = [p for p in result.patterns if p.repeat > 0]
+    return changed
 
 
 # --- improvement: Karpenter's consolidation methods, on the plan before anything is bought --
@@ -692,11 +921,14 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
     return saved_nodes
 
 
-def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> None:
+def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin], downsize_nodes: bool = True) -> None:
     """Consolidate a plan as Karpenter would after launch: cheaper types for nodes that allow
     one, emptying light nodes into others' room (backfill), merging pairs into one cheaper
-    node, and cheaper types again for what changed."""
+    node, moving some pods so that a node fits a cheaper type (`downsize`; not in runs recorded
+    before it), and cheaper types again for what changed."""
     shrink(result, items, bins)
     backfill(result, items, bins)
     merge(result, items, bins)
+    if downsize_nodes:
+        downsize(result, items, bins)
     shrink(result, items, bins)

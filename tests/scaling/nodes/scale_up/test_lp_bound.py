@@ -81,7 +81,11 @@ def test_bench_module_prints_json_last_line() -> None:
         .splitlines()
     )
     last = json.loads(out[-1])
-    assert set(last) == {"pods", "plan_seconds", "nodes", "cost", "cost_lower_bound", "cost_ratio", "families"}
+    assert set(last) == {
+        "pods", "plan_seconds", "plan_cpu_seconds", "load_average", "nodes", "cost", "cost_lower_bound",
+        "cost_ratio", "families", "family_plan_cpu_seconds",
+    }  # fmt: skip
+    assert set(last["family_plan_cpu_seconds"]) == set(FAMILIES)
     assert last["pods"] == 500 and last["cost_ratio"] >= 1.0
     # Every family is priced for growth and each baseline, all at or above the LP bound, and
     # growth is dearer than none of them.

@@ -54,6 +54,10 @@ class _W:
 # and three capped shapes of one size (four cx22 where CA buys three).
 @example([(50, 372, 6, 3), (50, 372, 5, None)])
 @example([(59, 496, 7, 3), (59, 496, 1, 1), (59, 496, 6, 3)])
+# Found by CI: cx33 (four 1455 MiB pods, one capped) + cx22 + cax31 (0.0368/h) where Karpenter's
+# launch buys cax31 + two cx22 (0.0340/h): the cx33 was too full to empty and its capped pod had
+# nowhere else to go; moving three 1455 MiB pods to the cax31 lets a cx22 hold the rest.
+@example([(50, 64, 3, 1), (50, 1455, 2, None), (50, 1455, 2, None), (50, 6249, 1, None)])
 def test_plan_is_never_dearer_than_a_baseline_and_every_node_holds_its_pods(shapes) -> None:
     from scaling.nodes.scale_up.planning import plan_scale_up
 

@@ -1,7 +1,10 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from bench.baselines import karpenter
 from scaling.nodes.scale_up.money import PriceBudget
 from scaling.nodes.scale_up.packing import (
     Bin,
@@ -10,12 +13,15 @@ from scaling.nodes.scale_up.packing import (
     PackResult,
     Pattern,
     _first_type,
+    _launch,
     backfill,
+    downsize,
     merge,
     pack,
     plan_price,
     shrink,
 )
+from tests.scaling.nodes.scale_up.test_never_dearer import TYPES, pods_of
 
 BIG = Bin(key="big", cap=(4000, 8000, 110), price=0.02, slots=None)
 SMALL = Bin(key="small", cap=(2000, 4000, 110), price=0.01, slots=None)
@@ -180,3 +186,131 @@ def test_first_fit_stops_at_the_pools_slots_and_the_node_budget() -> None:
     budget = Budget(left=5)
     result = _first_type(Bin(key="a", cap=(200, 100, 110), price=1.0, slots=3), [item], remaining, [budget], [])
     assert sum(p.repeat for p in result.patterns) == 3 and remaining == [4] and budget.left == 2
+
+
+# Three of the bundled KWOK types (scaling/nodes/providers/kwok.py): cpu m, memory, pods, EUR/h.
+MI = 1024**2
+CX22 = Bin(key="cx22", cap=(1930, 2972 * MI, 110), price=0.006, slots=None)
+CX33 = Bin(key="cx33", cap=(3920, 6248 * MI, 110), price=0.0088, slots=None)
+CAX31 = Bin(key="cax31", cap=(7910, 13621 * MI, 110), price=0.022, slots=None)
+KWOK3 = [CX22, CX33, CAX31]
+
+
+def _counterexample() -> list[Item]:
+    """test_never_dearer's shapes [(50, 64, 3, 1), (50, 1455, 2, None), (50, 1455, 2, None),
+    (50, 6249, 1, None)]: three pods capped at one per node, four of 1455 MiB, one of 6249 MiB."""
+    every = frozenset(b.key for b in KWOK3)
+    return [
+        Item(req=(50, 64 * MI, 1), count=3, bins=every, per_node=1),
+        Item(req=(50, 1455 * MI, 1), count=2, bins=every),
+        Item(req=(50, 1455 * MI, 1), count=2, bins=every),
+        Item(req=(50, 6249 * MI, 1), count=1, bins=every),
+    ]
+
+
+def _holds(result: PackResult, items: list[Item], bins: list[Bin]) -> None:
+    cap = {b.key: b.cap for b in bins}
+    for p in result.patterns:
+        assert all(sum(items[i].req[d] * n for i, n in p.counts.items()) <= cap[p.bin][d] for d in range(3))
+        assert all(items[i].per_node is None or n <= items[i].per_node for i, n in p.counts.items())
+    for i, it in enumerate(items):
+        assert sum(p.counts.get(i, 0) * p.repeat for p in result.patterns) == it.count
+
+
+def test_downsize_moves_part_of_a_full_node_so_that_the_rest_fits_a_cheaper_type() -> None:
+    # The plan growth bought (0.0368/h): the cx33 is too full to empty (backfill), every node
+    # already has a capped pod (no merge), and its pods do not fit a cx22 (no shrink).
+    items = _counterexample()
+    result = plan(Pattern(bin="cx33", counts={0: 1, 1: 2, 2: 2}, repeat=1, used=(250, 5884 * MI, 5)),
+                  Pattern(bin="cax31", counts={0: 1, 3: 1}, repeat=1, used=(100, 6313 * MI, 2)),
+                  Pattern(bin="cx22", counts={0: 1}, repeat=1, used=(50, 64 * MI, 1)))  # fmt: skip
+    assert backfill(result, items, KWOK3) == 0 and merge(result, items, KWOK3) == 0
+    assert shrink(result, items, KWOK3) == 0
+    assert downsize(result, items, KWOK3) == 1
+    # Three 1455 MiB pods moved to the cax31's room; a cx22 holds the rest (Karpenter's launch).
+    assert plan_price(result, KWOK3) == pytest.approx(0.034)
+    assert sorted(p.bin for p in result.patterns for _ in range(p.repeat)) == ["cax31", "cx22", "cx22"]
+    _holds(result, items, KWOK3)
+
+
+def test_pack_buys_no_more_than_karpenters_launch_on_the_counterexample() -> None:
+    items = _counterexample()
+    result = pack(items, [replace(b) for b in KWOK3])
+    assert result.leftover == {}
+    assert plan_price(result, KWOK3) == pytest.approx(0.034)
+    _holds(result, items, KWOK3)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(50, 8000), st.integers(64, 16000), st.integers(1, 30), st.sampled_from([None, 1, 3])),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_launch_strategy_on_counts_buys_what_karpenters_launch_buys_pod_by_pod(shapes) -> None:
+    # bench/baselines.py places pod by pod; _launch places runs of identical claims at once.
+    bins = [Bin(key=t.name, cap=(t.allocatable.cpu_m, t.allocatable.memory, t.allocatable.pods), price=t.price_hourly, slots=None) for t in TYPES]  # fmt: skip
+    every = frozenset(b.key for b in bins)
+    items = [Item(req=(cpu, mem * MI, 1), count=n, bins=every, per_node=cap) for cpu, mem, n, cap in shapes]
+    remaining = [it.count for it in items]
+    result = _launch(items, [replace(b) for b in bins], [], [], remaining)
+    assert remaining == [0] * len(items)
+    _holds(result, items, bins)
+    assert plan_price(result, bins) == pytest.approx(karpenter(pods_of(shapes), TYPES))
+
+
+def _first_fit_node_by_node(cap: tuple[int, int, int], items: list[Item], most: int | None) -> list[dict[int, int]]:
+    """First-fit decreasing across nodes, one node at a time: what _first_fit's runs of
+    identical nodes must equal (runs recorded with first-fit-across-nodes replay its plans)."""
+
+    def needed(it: Item) -> int:
+        return 0 if it.per_node is None else -(-it.count // max(it.per_node, 1))
+
+    order = sorted(
+        range(len(items)), key=lambda i: (-(items[i].req[0] / cap[0] + items[i].req[1] / cap[1]), -needed(items[i]), i)
+    )
+    nodes: list[tuple[dict[int, int], list[int]]] = []
+
+    def put(i: int, n: int, counts: dict[int, int], room: list[int]) -> int:
+        it = items[i]
+        k = min(
+            n, *(room[d] // it.req[d] for d in range(3)), n if it.per_node is None else it.per_node - counts.get(i, 0)
+        )
+        if k > 0:
+            counts[i] = counts.get(i, 0) + k
+            for d in range(3):
+                room[d] -= it.req[d] * k
+        return max(k, 0)
+
+    for i in order:
+        n = items[i].count
+        for counts, room in nodes:
+            n -= put(i, n, counts, room)
+        while n > 0 and (most is None or len(nodes) < most):
+            node: tuple[dict[int, int], list[int]] = ({}, list(cap))
+            k = put(i, n, *node)
+            if k == 0:
+                break
+            nodes.append(node)
+            n -= k
+    return [counts for counts, _ in nodes]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 3000), st.integers(1, 6000), st.integers(1, 40), st.sampled_from([None, 1, 2, 3])),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from([(2000, 4000, 110), (4000, 8000, 110), (8000, 16000, 10)]),
+    st.sampled_from([None, 0, 3, 12]),
+)
+def test_first_fit_in_runs_of_identical_nodes_places_pods_as_node_by_node(shapes, cap, slots) -> None:
+    items = [Item(req=(cpu, mem, 1), count=n, bins=frozenset({"a"}), per_node=pn) for cpu, mem, n, pn in shapes]
+    result = _first_type(Bin(key="a", cap=cap, price=1.0, slots=slots), items, [it.count for it in items], [], [])
+    runs = sorted(tuple(sorted(p.counts.items())) for p in result.patterns for _ in range(p.repeat))
+    expected = sorted(tuple(sorted(c.items())) for c in _first_fit_node_by_node(cap, items, slots))
+    assert runs == expected
