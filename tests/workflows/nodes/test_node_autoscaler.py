@@ -133,6 +133,20 @@ async def test_in_flight_requests_are_not_double_counted(running) -> None:  # no
     assert sum(n for r in status.in_flight for n in r.pods.values()) == 6
 
 
+async def test_a_run_fetches_the_catalogue_once_while_pods_stay_pending(running) -> None:  # noqa: ANN001
+    """A burst's loops come seconds apart: each used to fetch the catalogue after observing, an
+    activity and a workflow task more before its requests started. A run keeps what it fetched
+    (scaling.nodes.catalogue.CATALOGUE_KEPT_S); the next run fetches it again."""
+    world = World(hold_readiness=True)  # the pods stay pending (covered by requests in flight)
+    world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(6)], groups=[GENERAL])
+    handle = await running(world, iterations_per_run=4)
+    status = await eventually(handle, lambda s: s.iterations >= 9)  # into the third run
+    calls = world.catalogue_calls
+    later = await handle.query(NodeAutoscalerWorkflow.status)
+    # At most one fetch per run (`runs` counts from 1), not one per loop with pods pending.
+    assert 1 <= calls <= later.runs < status.iterations
+
+
 async def test_planned_requests_start_together_in_one_activity(running, env) -> None:  # noqa: ANN001
     # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans eight nodes.
     world = World(hold_readiness=True)
