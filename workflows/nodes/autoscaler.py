@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_up.planning import plan_demand
     from scaling.nodes.scale_up.requests import (
         START_BATCH,
+        START_BATCH_BEFORE,
         NodeRequestInput,
         NodeRequestStatus,
         StartRequestsInput,
@@ -107,6 +108,8 @@ SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
 # Runs that fetched the catalogue in every loop with pending pods replay so: in a burst that was an
 # activity and a workflow task more between a loop's observation and its requests' start.
 CATALOGUE_KEPT = "catalogue-kept"
+# Runs that started their requests 25 to an activity (START_BATCH_BEFORE) replay so.
+LARGER_START_BATCHES = "larger-start-batches"
 # Runs whose per-type packing filled one node at a time and repeated it (stranding pods capped
 # per node on extra nodes, where first-fit across nodes as CA's estimator does buys fewer) replay so.
 FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
@@ -413,8 +416,9 @@ class NodeAutoscalerWorkflow:
         if requests and workflow.patched(ACTIVITY_STARTS):
             # In the background, as below, through activities (activities/nodes/requests.py).
             inputs = [inp for inp, _ in requests]
-            for i in range(0, len(inputs), START_BATCH):
-                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + START_BATCH])))
+            size = START_BATCH if workflow.patched(LARGER_START_BATCHES) else START_BATCH_BEFORE
+            for i in range(0, len(inputs), size):
+                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + size])))
         elif requests and workflow.patched(BACKGROUND_STARTS):
             # The loop goes on while the server starts them: in a burst, starting hundreds of
             # children takes seconds, and the next observation need not wait for it (the
