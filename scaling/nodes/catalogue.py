@@ -7,7 +7,7 @@ type). The KWOK provider's bundled table is in scaling.nodes.providers.kwok.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scaling.kube.models import Resources
 from scaling.nodes.models import ServerType
@@ -66,3 +66,30 @@ def catalogue_index(types: Iterable[ServerType]) -> dict[tuple[str, str], Server
 
 def lookup(catalogue: dict[tuple[str, str], ServerType], provider: str, name: str) -> ServerType | None:
     return catalogue.get((provider, name.lower()))
+
+
+# How long a loop plans with the catalogue it fetched (types and prices change on the provider's
+# time scale, a burst's loops come seconds apart): within a run, a loop fetches it again only
+# after this, or when its groups name other providers.
+CATALOGUE_KEPT_S = 300.0
+
+
+@dataclass
+class KeptCatalogue:
+    """The last catalogue a loop fetched: when (epoch seconds) and for which providers."""
+
+    types: list[ServerType] = field(default_factory=list)
+    fetched_at: float | None = None
+    providers: list[str] = field(default_factory=list)
+
+
+def catalogue_still_fresh(kept: KeptCatalogue, providers: list[str], now: float) -> bool:
+    """Whether a loop may plan with `kept` instead of fetching the catalogue again: fetched for
+    the same providers less than CATALOGUE_KEPT_S ago, and not empty (an empty one is what a
+    provider the worker lacks gives, so ask again)."""
+    return (
+        bool(kept.types)
+        and kept.fetched_at is not None
+        and kept.providers == providers
+        and now - kept.fetched_at < CATALOGUE_KEPT_S
+    )

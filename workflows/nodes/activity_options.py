@@ -22,7 +22,7 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.EMIT_POD_EVENTS: ActivityOptions(120 * S),
     # One status patch per invalid group.
     contracts.REPORT_NODE_GROUP_STATUS: ActivityOptions(60 * S),
-    # 25 workflow starts side by side; the ids make a retry start nothing twice.
+    # Up to START_BATCH workflow starts side by side; the ids make a retry start nothing twice.
     contracts.START_NODE_REQUESTS: ActivityOptions(60 * S),
     # -- a NodeRequest ----------------------------------------------------------------------
     # One provider create (a Node for KWOK, a server for Hetzner, with hcloud's own retries);

@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
-    from scaling.nodes.catalogue import catalogue_index
+    from scaling.nodes.catalogue import KeptCatalogue, catalogue_index, catalogue_still_fresh
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
     from scaling.nodes.explain import (
         ExplainNodeInput,
@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_up.planning import plan_demand
     from scaling.nodes.scale_up.requests import (
         START_BATCH,
+        START_BATCH_BEFORE,
         NodeRequestInput,
         NodeRequestStatus,
         StartRequestsInput,
@@ -104,6 +105,11 @@ ACTIVITY_STARTS = "requests-started-by-activity"
 # Runs that kept counting a zone-spread request in flight once its node was Ready (counting that
 # node's room twice, before the observer reported the room the skew holds back) replay so.
 SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
+# Runs that fetched the catalogue in every loop with pending pods replay so: in a burst that was an
+# activity and a workflow task more between a loop's observation and its requests' start.
+CATALOGUE_KEPT = "catalogue-kept"
+# Runs that started their requests 25 to an activity (START_BATCH_BEFORE) replay so.
+LARGER_START_BATCHES = "larger-start-batches"
 # Runs whose per-type packing filled one node at a time and repeated it (stranding pods capped
 # per node on extra nodes, where first-fit across nodes as CA's estimator does buys fewer) replay so.
 FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
@@ -134,6 +140,7 @@ class NodeAutoscalerWorkflow:
         self.scale_down_lock = asyncio.Lock()
         self.background: set[asyncio.Task[None]] = set()  # pod events and child starts in progress
         self.ready_since_observed: set[str] = set()  # requests Ready since this loop's observation began
+        self.catalogue = KeptCatalogue()  # the last one fetched in this run (CATALOGUE_KEPT)
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -339,13 +346,19 @@ class NodeAutoscalerWorkflow:
         catalogue: list[ServerType] = []  # also the prices approval gates compare
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
         if wanted and providers:
-            catalogue = await workflow.execute_activity(
-                contracts.GET_CATALOGUE,
-                providers,
-                result_type=list[ServerType],
-                **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
-                retry_policy=OBSERVE_RETRY,
-            )
+            kept = workflow.patched(CATALOGUE_KEPT)
+            if kept and catalogue_still_fresh(self.catalogue, providers, workflow.now().timestamp()):
+                catalogue = self.catalogue.types
+            else:
+                catalogue = await workflow.execute_activity(
+                    contracts.GET_CATALOGUE,
+                    providers,
+                    result_type=list[ServerType],
+                    **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
+                    retry_policy=OBSERVE_RETRY,
+                )
+                if kept:
+                    self.catalogue = KeptCatalogue(catalogue, workflow.now().timestamp(), providers)
         prices = catalogue_index(catalogue)
         unavailable = unavailable_pools(
             self.state.banned_pools,
@@ -407,8 +420,9 @@ class NodeAutoscalerWorkflow:
         if requests and workflow.patched(ACTIVITY_STARTS):
             # In the background, as below, through activities (activities/nodes/requests.py).
             inputs = [inp for inp, _ in requests]
-            for i in range(0, len(inputs), START_BATCH):
-                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + START_BATCH])))
+            size = START_BATCH if workflow.patched(LARGER_START_BATCHES) else START_BATCH_BEFORE
+            for i in range(0, len(inputs), size):
+                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + size])))
         elif requests and workflow.patched(BACKGROUND_STARTS):
             # The loop goes on while the server starts them: in a burst, starting hundreds of
             # children takes seconds, and the next observation need not wait for it (the

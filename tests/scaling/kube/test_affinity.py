@@ -84,6 +84,19 @@ def test_parsed_from_the_pod_spec() -> None:
     assert required_node_affinity({}) == []
 
 
+def test_pods_with_the_same_affinity_share_terms_but_not_the_list() -> None:
+    def spec(arch: str) -> dict:
+        expr = {"key": "kubernetes.io/arch", "operator": "In", "values": [arch]}
+        required = {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
+        return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
+
+    first, second = required_node_affinity(spec("arm64")), required_node_affinity(spec("arm64"))
+    assert first == second == [term(("kubernetes.io/arch", "In", ("arm64",)))]
+    first.clear()  # a caller's list is its own
+    assert required_node_affinity(spec("arm64")) == second
+    assert required_node_affinity(spec("amd64")) == [term(("kubernetes.io/arch", "In", ("amd64",)))]
+
+
 def _pod(spec: dict, labels: dict | None = None, namespace: str = "web") -> dict:
     return {
         "metadata": {"name": "p", "namespace": namespace, "uid": "u", "labels": labels or {"app": "web"}},

@@ -1,4 +1,13 @@
-from scaling.nodes.catalogue import GIB, Reserve, allocatable_after_reserve, catalogue_index, lookup
+from scaling.nodes.catalogue import (
+    CATALOGUE_KEPT_S,
+    GIB,
+    KeptCatalogue,
+    Reserve,
+    allocatable_after_reserve,
+    catalogue_index,
+    catalogue_still_fresh,
+    lookup,
+)
 from scaling.nodes.providers.kwok import kwok_catalogue
 
 
@@ -23,3 +32,15 @@ def test_index_is_case_insensitive_by_lower_casing() -> None:
     idx = catalogue_index(kwok_catalogue("hetzner"))
     assert lookup(idx, "hetzner", "CX31") is idx[("hetzner", "cx31")]
     assert lookup(idx, "kwok", "cx31") is None
+
+
+def test_a_fetched_catalogue_is_kept_for_its_providers_until_it_is_stale() -> None:
+    types = kwok_catalogue()
+    kept = KeptCatalogue(types, fetched_at=1000.0, providers=["kwok"])
+    assert catalogue_still_fresh(kept, ["kwok"], 1000.0 + CATALOGUE_KEPT_S - 1)
+    assert not catalogue_still_fresh(kept, ["kwok"], 1000.0 + CATALOGUE_KEPT_S)
+    # A group that names another provider needs that provider's types: fetch again.
+    assert not catalogue_still_fresh(kept, ["hetzner", "kwok"], 1001.0)
+    # Nothing fetched yet, or an empty answer (a provider the worker lacks): ask again.
+    assert not catalogue_still_fresh(KeptCatalogue(), ["kwok"], 1001.0)
+    assert not catalogue_still_fresh(KeptCatalogue([], 1000.0, ["kwok"]), ["kwok"], 1001.0)

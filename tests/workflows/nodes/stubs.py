@@ -44,6 +44,7 @@ class World:
     group_problems: list[list[SpecProblem]] = field(default_factory=list)
     observe_calls: int = 0
     observe_fresh: list[dict[str, str]] = field(default_factory=list)  # ObserveInput.fresh per call
+    catalogue_calls: int = 0
 
     def activities(self) -> list:
         world = self
@@ -106,6 +107,7 @@ class World:
 
         @activity.defn(name=contracts.GET_CATALOGUE)
         async def get_catalogue(providers: list[str]) -> list[ServerType]:
+            world.catalogue_calls += 1
             return [t for t in kwok_catalogue() if t.provider in providers]
 
         @activity.defn(name=contracts.EMIT_POD_EVENTS)

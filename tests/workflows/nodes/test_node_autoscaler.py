@@ -30,6 +30,7 @@ from scaling.nodes.models import (
     RequestPhase,
     SpecProblem,
 )
+from scaling.nodes.scale_up.requests import START_BATCH_BEFORE
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
@@ -134,21 +135,37 @@ async def test_in_flight_requests_are_not_double_counted(running) -> None:  # no
     assert sum(n for r in status.in_flight for n in r.pods.values()) == 6
 
 
+async def test_a_run_fetches_the_catalogue_once_while_pods_stay_pending(running) -> None:  # noqa: ANN001
+    """A burst's loops come seconds apart: each used to fetch the catalogue after observing, an
+    activity and a workflow task more before its requests started. A run keeps what it fetched
+    (scaling.nodes.catalogue.CATALOGUE_KEPT_S); the next run fetches it again."""
+    world = World(hold_readiness=True)  # the pods stay pending (covered by requests in flight)
+    world.observation = ClusterObservation(unschedulable=[pod(i) for i in range(6)], groups=[GENERAL])
+    handle = await running(world, iterations_per_run=4)
+    status = await eventually(handle, lambda s: s.iterations >= 9)  # into the third run
+    calls = world.catalogue_calls
+    later = await handle.query(NodeAutoscalerWorkflow.status)
+    # At most one fetch per run (`runs` counts from 1), not one per loop with pods pending.
+    assert 1 <= calls <= later.runs < status.iterations
+
+
 async def test_planned_requests_start_together_in_one_activity(running, env) -> None:  # noqa: ANN001
-    # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans eight nodes.
+    # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans a node per pod, more than the 25 an
+    # activity started before larger-start-batches.
+    n = START_BATCH_BEFORE + 5
     world = World(hold_readiness=True)
-    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(8)], groups=[GENERAL])
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(n)], groups=[GENERAL])
     handle = await running(world)
-    status = await eventually(handle, lambda s: len(s.in_flight) == 8)
+    status = await eventually(handle, lambda s: len(s.in_flight) == n)
     starts = [
         e.activity_task_scheduled_event_attributes
         async for e in handle.fetch_history_events()
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == contracts.START_NODE_REQUESTS
     ]
-    # One activity started all eight (batches of START_BATCH), not a child each.
+    # One activity started them all (batches of START_BATCH), not a child each.
     assert len(starts) == 1
-    await until(lambda: len(world.created) == 8)  # each request runs and creates its node
+    await until(lambda: len(world.created) == n)  # each request runs and creates its node
     for r in status.in_flight:
         assert (await env.client.get_workflow_handle(r.id).describe()).status == WorkflowExecutionStatus.RUNNING
 
