@@ -13,8 +13,8 @@ from starters.history import history_from_file
 HISTORIES = Path(__file__).parents[2] / "workflows" / "histories"
 # The recording's nodes (names change with every re-recording: tests.workflows.record_history
 # records all nodes_*.json from one demo run, so the three histories tell one story).
-REMOVED = "demo-kwok-cx22-b3fb9082"  # the node of nodes_NodeScaleDown.json (its workflow id)
-REQUESTED = "demo-kwok-cx32-26b8b1ca"  # the node of nodes_NodeRequest.json (in its attempts)
+REMOVED = "demo-kwok-cx32-2a596adf"  # the node of nodes_NodeScaleDown.json (its workflow id)
+REQUESTED = "demo-kwok-cx32-2a596adf"  # the node of nodes_NodeRequest.json (in its attempts)
 
 
 def load(name: str, workflow_id: str = ""):  # noqa: ANN201
