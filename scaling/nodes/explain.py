@@ -21,7 +21,7 @@ from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import same_shape
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerState
+from scaling.nodes.state import NodeAutoscalerState
 from scaling.text import shorten, when
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
@@ -143,7 +143,7 @@ def _describe_request(r: RequestRef) -> str:
     return f"NodeRequest {r.id} (group {r.group}, pool {r.pool}, {r.phase}{node})"
 
 
-def explain_pod(settings: AutoscalerSettings, state: AutoscalerState, inp: ExplainPodInput) -> PodExplanation:
+def explain_pod(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: ExplainPodInput) -> PodExplanation:
     """Which request a pending pod waits for, or why it has none."""
     key, uid = inp.key, inp.uid
     loop_at = state.last_loop.at
@@ -252,7 +252,7 @@ def _recent_for(recent: list[NodeRequestStatus], key: str, uid: str) -> RequestR
 # -- nodes --------------------------------------------------------------------------------------
 
 
-def explain_node(settings: AutoscalerSettings, state: AutoscalerState, inp: ExplainNodeInput) -> NodeExplanation:
+def explain_node(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: ExplainNodeInput) -> NodeExplanation:
     """Why a node is kept, or when (and how far) its removal goes."""
     name = inp.name
     cand = state.candidates.get(name)
@@ -354,7 +354,7 @@ def _from_candidate(cand: CandidateState, as_of: str, notes: list[str], base: di
     return NodeExplanation(outcome="Kept", summary=summary, notes=notes, **base)
 
 
-def _made_by(state: AutoscalerState, node: str) -> RequestRef | None:
+def _made_by(state: NodeAutoscalerState, node: str) -> RequestRef | None:
     for r in [*state.in_flight.values(), *reversed(state.recent)]:
         if r.node_name == node:
             return _ref(r, "", "")

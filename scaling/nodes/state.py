@@ -69,7 +69,7 @@ class LoopSummary(BaseModel):
     headroom_problems: list[PodProblem] = Field(default_factory=list)  # groups whose headroom could not be planned
 
 
-class AutoscalerState(BaseModel):
+class NodeAutoscalerState(BaseModel):
     paused: bool = False
     # Kind -> resourceVersion of the last observation: the next one is at least as new.
     resource_versions: dict[str, str] = Field(default_factory=dict)
@@ -121,7 +121,7 @@ class AutoscalerState(BaseModel):
 
 class AutoscalerInput(BaseModel):
     settings: AutoscalerSettings
-    state: AutoscalerState | None = None
+    state: NodeAutoscalerState | None = None
 
 
 def groups_fingerprint(groups: list[NodeGroup]) -> str:
@@ -194,7 +194,7 @@ def counted_once(
     ]
 
 
-def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> None:
+def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus) -> None:
     """Fold a NodeRequest's reported status into the autoscaler's state."""
     known = state.in_flight.get(update.id)
     if known is not None and not (update.pods or update.pod_uids):
@@ -222,7 +222,7 @@ def record_request_update(state: AutoscalerState, update: NodeRequestStatus) -> 
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 
-def record_scale_down_update(state: AutoscalerState, update: ScaleDownStatus) -> None:
+def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus) -> None:
     """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored)."""
     if not update.final:
         state.scale_downs[update.node] = update

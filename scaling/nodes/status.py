@@ -14,7 +14,7 @@ from scaling.nodes.models import (
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerState, LoopSummary
+from scaling.nodes.state import LoopSummary, NodeAutoscalerState
 
 
 class AutoscalerStatus(BaseModel):
@@ -45,7 +45,7 @@ class AutoscalerStatus(BaseModel):
     orphans: list[Orphan] = Field(default_factory=list)
 
 
-def status_of(settings: AutoscalerSettings, state: AutoscalerState) -> AutoscalerStatus:
+def status_of(settings: AutoscalerSettings, state: NodeAutoscalerState) -> AutoscalerStatus:
     by_phase = Counter(state.finished_by_phase)
     attempts: dict[str, dict[str, int]] = defaultdict(dict)
     for pool, results in state.attempts_by_pool.items():

@@ -13,7 +13,7 @@ from scaling.nodes.models import RequestPhase
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerState
+from scaling.nodes.state import NodeAutoscalerState
 
 FINISHED_REQUEST = (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
 
@@ -80,7 +80,7 @@ def autoscaler_summary(settings: AutoscalerSettings) -> str:
     return f"NodeAutoscaler of cluster {settings.cluster}, every {settings.scan_interval_s:g} s{cap}"
 
 
-def autoscaler_details(state: AutoscalerState) -> str:
+def autoscaler_details(state: NodeAutoscalerState) -> str:
     ll = state.last_loop
     head = "PAUSED" if state.paused else "running"
     lines = [f"{head}: loop {state.iterations}, run {state.runs}; {state.nodes_created} nodes created"]

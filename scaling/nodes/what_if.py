@@ -33,7 +33,7 @@ from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus,
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
     AutoscalerInput,
-    AutoscalerState,
+    NodeAutoscalerState,
     counted_once,
     in_flight_for_planner,
     record_request_update,
@@ -141,7 +141,7 @@ def started_requests(event: RecordedEvent) -> list[NodeRequestInput]:
 
 
 def _fold_request_changed(
-    state: AutoscalerState, settings: AutoscalerSettings, update: NodeRequestStatus, at: datetime
+    state: NodeAutoscalerState, settings: AutoscalerSettings, update: NodeRequestStatus, at: datetime
 ) -> None:
     """The NodeAutoscaler's `request_changed` handler, minus what only the live loop needs."""
     attempt = newly_reported_attempt(state.in_flight.get(update.id), update)
@@ -182,7 +182,7 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
     """Every completed observation of a NodeAutoscaler history, with what the loop knew when it
     planned: the reports (signals) that arrived until its next command count, as they do live."""
     loops: list[RecordedLoop] = []
-    state: AutoscalerState | None = None
+    state: NodeAutoscalerState | None = None
     settings: AutoscalerSettings | None = None
     catalogue: list[ServerType] = []
     current: RecordedLoop | None = None
@@ -209,7 +209,7 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
         if event.kind == "started":
             decide(event.at)
             inp = AutoscalerInput.model_validate(first_input(event))
-            settings, state, current = inp.settings, inp.state or AutoscalerState(), None
+            settings, state, current = inp.settings, inp.state or NodeAutoscalerState(), None
             continue
         if state is None or settings is None:
             continue  # a history cut before its run's start

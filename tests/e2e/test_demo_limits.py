@@ -10,7 +10,7 @@ from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerState
+from scaling.nodes.state import NodeAutoscalerState
 from scaling.nodes.status import status_of
 from starters.demo import parse_args
 from starters.scenarios.burst import BurstScenario
@@ -38,7 +38,7 @@ def test_the_demo_group_has_room_for_any_burst() -> None:
 
 def test_a_stuck_run_names_the_limit_from_the_status() -> None:
     limit = "node limits reached: node group general maxNodes=50"
-    state = AutoscalerState(
+    state = NodeAutoscalerState(
         last_problems={
             "shapeA": PodProblem(
                 namespace="default", name="b7", uid="b7", reason="MaxNodesReached", message=limit, count=950
@@ -48,7 +48,9 @@ def test_a_stuck_run_names_the_limit_from_the_status() -> None:
     status = status_of(AutoscalerSettings(cluster="demo"), state)
     assert [p.reason for p in status.problems] == ["MaxNodesReached"]
     assert problem_summary(status) == f"problems: MaxNodesReached (950 pods): {limit}"
-    assert problem_summary(status_of(AutoscalerSettings(cluster="demo"), AutoscalerState())) == "no planning problems"
+    assert (
+        problem_summary(status_of(AutoscalerSettings(cluster="demo"), NodeAutoscalerState())) == "no planning problems"
+    )
 
 
 def test_decision_latency_matches_pods_to_requests_first_come_first_served() -> None:

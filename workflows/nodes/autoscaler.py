@@ -58,8 +58,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.state import (
         REPORTED_PODS_KEPT,
         AutoscalerInput,
-        AutoscalerState,
         LoopSummary,
+        NodeAutoscalerState,
         counted_once,
         groups_fingerprint,
         in_flight_for_planner,
@@ -129,7 +129,7 @@ class NodeAutoscalerWorkflow:
         # State from the input here, not in run(): a signal or update delivered in the first
         # activation (e.g. a request_changed right after continue-as-new) mutates the real state.
         self.inp = inp
-        self.state = inp.state or AutoscalerState()
+        self.state = inp.state or NodeAutoscalerState()
         self.wake = False
         # Set by the worker when pods became unschedulable after this loop's last observation
         # (activities/nodes/wake.py); unlike `wake`, one that comes mid-loop is kept, so the

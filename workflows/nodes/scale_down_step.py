@@ -4,7 +4,7 @@ evaluate_scale_down (the activity lists the cluster and runs plan_from_input fro
 it, with this workflow's timers) → start NodeScaleDown children for the nodes to remove; cancel
 waiting children of empty nodes that pods landed on. Only the bounded evaluation crosses the
 history, never the cluster's nodes and pods. The state it needs across loops (unneeded_since,
-candidates, running children) lives in AutoscalerState, so it is carried through
+candidates, running children) lives in NodeAutoscalerState, so it is carried through
 continue-as-new with the rest.
 """
 
@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.recheck import CANCELLED_BY_PODS, MANUAL, data_loss_blockers
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import AutoscalerState
+    from scaling.nodes.state import NodeAutoscalerState
     from scaling.nodes.summaries import scale_down_summary
     from workflows.children import abandon
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -102,7 +102,7 @@ def node_provider(provider_id: str) -> str:
 
 
 def record_candidates(
-    state: AutoscalerState, candidates: list[CandidateState] | None, by_state: dict[str, int]
+    state: NodeAutoscalerState, candidates: list[CandidateState] | None, by_state: dict[str, int]
 ) -> None:
     """None: the evaluation found the candidates the state holds (only the overrides below are
     made again: a child's phase moves on without the candidates changing)."""
@@ -120,7 +120,7 @@ def _waiting_empty(sd: ScaleDownStatus) -> bool:
 
 
 async def step(
-    settings: AutoscalerSettings, state: AutoscalerState, view: str = ""
+    settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = ""
 ) -> ScaleDownEvaluation | ScaleDownPlan | None:
     """One scale-down evaluation; returns what it acted on (None: the last one still stands, as
     ``view``, the observation's token of what it would read, says)."""
@@ -163,7 +163,7 @@ async def step(
     return ev
 
 
-async def _observed_step(settings: AutoscalerSettings, state: AutoscalerState) -> ScaleDownPlan:
+async def _observed_step(settings: AutoscalerSettings, state: NodeAutoscalerState) -> ScaleDownPlan:
     """The step before BOUNDED_SCALE_DOWN, kept for replay: the whole cluster into the history."""
     now = workflow.now().timestamp()
     obs = await observe(settings.cluster)
@@ -202,7 +202,7 @@ async def _observed_step(settings: AutoscalerSettings, state: AutoscalerState) -
 
 def removal_input(
     settings: AutoscalerSettings,
-    state: AutoscalerState,
+    state: NodeAutoscalerState,
     removal: NodeRemoval | RemovalTarget,
     provider_id: str,
 ) -> NodeScaleDownInput:
@@ -225,7 +225,7 @@ def removal_input(
     )
 
 
-async def start_child(settings: AutoscalerSettings, state: AutoscalerState, inp: NodeScaleDownInput) -> str:
+async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: NodeScaleDownInput) -> str:
     wid = scale_down_id(settings.cluster, inp.node)
     state.scale_downs[inp.node] = ScaleDownStatus(
         node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
@@ -260,7 +260,7 @@ async def _signal_cancel(sd: ScaleDownStatus, code: str, message: str) -> None:
 # -- operator overrides (called from the NodeAutoscaler's updates) ---------------------------
 
 
-async def protect(state: AutoscalerState, node: str) -> list[str]:
+async def protect(state: NodeAutoscalerState, node: str) -> list[str]:
     if node not in state.protected_nodes:
         state.protected_nodes.append(node)
     sd = state.scale_downs.get(node)
@@ -269,13 +269,13 @@ async def protect(state: AutoscalerState, node: str) -> list[str]:
     return state.protected_nodes
 
 
-def unprotect(state: AutoscalerState, node: str) -> list[str]:
+def unprotect(state: NodeAutoscalerState, node: str) -> list[str]:
     if node in state.protected_nodes:
         state.protected_nodes.remove(node)
     return state.protected_nodes
 
 
-async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node: str) -> str:
+async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, node: str) -> str:
     """Start removing ``node`` at once. Refused (ApplicationError naming the reason) when the
     removal would lose data; other blockers (utilisation, timers) are the operator's call."""
     sd = state.scale_downs.get(node)
@@ -326,7 +326,7 @@ async def remove_now(settings: AutoscalerSettings, state: AutoscalerState, node:
 # -- orphans ---------------------------------------------------------------------------------
 
 
-async def check_orphans(settings: AutoscalerSettings, state: AutoscalerState, providers: list[str]) -> None:
+async def check_orphans(settings: AutoscalerSettings, state: NodeAutoscalerState, providers: list[str]) -> None:
     if workflow.patched(ORPHANS_BESIDE_CLUSTER):
         state.orphans = await workflow.execute_activity(
             contracts.FIND_ORPHANS,

@@ -69,7 +69,7 @@ def _at(ms: int) -> datetime:
 
 
 def to_table(records: dict[str, NodeRequestStatus]) -> dict[str, Any]:
-    """The wire form of `records` (keyed by id, as AutoscalerState.in_flight)."""
+    """The wire form of `records` (keyed by id, as NodeAutoscalerState.in_flight)."""
     values = list(records.values())
     names: dict[str, int] = {}
     pools: dict[tuple[int, ...], int] = {}

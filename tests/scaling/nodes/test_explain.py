@@ -18,7 +18,7 @@ from scaling.nodes.models import PodProblem, RequestPhase
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import RECENT_SHAPES_KEPT, AutoscalerState, LoopSummary, record_request_update
+from scaling.nodes.state import RECENT_SHAPES_KEPT, LoopSummary, NodeAutoscalerState, record_request_update
 
 SETTINGS = AutoscalerSettings(cluster="c", max_requests_in_flight=3)
 LOOP_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -37,12 +37,12 @@ def request(rid: str, pods: dict[str, int], uids: list[str] = (), phase=RequestP
     )
 
 
-def state(**kw) -> AutoscalerState:  # noqa: ANN003
-    s = AutoscalerState(last_loop=LoopSummary(at=LOOP_AT, unschedulable=4, fits_existing=0), **kw)
+def state(**kw) -> NodeAutoscalerState:  # noqa: ANN003
+    s = NodeAutoscalerState(last_loop=LoopSummary(at=LOOP_AT, unschedulable=4, fits_existing=0), **kw)
     return s
 
 
-def ask(s: AutoscalerState, uid: str = "uid-1", key: str = "shapeA", settings=SETTINGS):  # noqa: ANN001, ANN201
+def ask(s: NodeAutoscalerState, uid: str = "uid-1", key: str = "shapeA", settings=SETTINGS):  # noqa: ANN001, ANN201
     return explain_pod(settings, s, ExplainPodInput(namespace="default", name="web-1", uid=uid, key=key))
 
 
@@ -149,7 +149,7 @@ def test_problems_and_demand_per_shape_are_bounded() -> None:
 # -- nodes --------------------------------------------------------------------------------------
 
 
-def node(s: AutoscalerState, name: str = "n1", settings=SETTINGS, managed=True):  # noqa: ANN001, ANN201
+def node(s: NodeAutoscalerState, name: str = "n1", settings=SETTINGS, managed=True):  # noqa: ANN001, ANN201
     return explain_node(settings, s, ExplainNodeInput(name=name, managed=managed))
 
 

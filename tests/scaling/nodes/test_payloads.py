@@ -22,7 +22,7 @@ from scaling.nodes.state import (
     RECENT_REQUESTS_KEPT,
     REPORTED_PODS_KEPT,
     AutoscalerInput,
-    AutoscalerState,
+    NodeAutoscalerState,
     in_flight_for_planner,
     record_request_update,
 )
@@ -110,7 +110,7 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
     assert sum(sum(n.pods.values()) for n in plan.new_nodes) == 30_000 - demand.pods_deferred
 
     settings = AutoscalerSettings(cluster="big")
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     biggest_input = biggest_signal = 0
     requested = within_in_flight_limit(plan.new_nodes, 0, settings.max_requests_in_flight)
     assert len(plan.new_nodes) > len(requested) == settings.max_requests_in_flight

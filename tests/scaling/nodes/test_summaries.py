@@ -10,7 +10,7 @@ from scaling.nodes.models import Pool, RequestPhase
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerState
+from scaling.nodes.state import NodeAutoscalerState
 from scaling.nodes.summaries import (
     autoscaler_details,
     autoscaler_summary,
@@ -73,6 +73,6 @@ def test_scale_down_and_loop_text() -> None:
 
     settings = AutoscalerSettings(cluster="c", scan_interval_s=10, max_nodes_total=40)
     assert autoscaler_summary(settings) == "NodeAutoscaler of cluster c, every 10 s, at most 40 nodes"
-    state = AutoscalerState(paused=True, iterations=3, banned_pools=["web/kwok-cx22"])
+    state = NodeAutoscalerState(paused=True, iterations=3, banned_pools=["web/kwok-cx22"])
     text = autoscaler_details(state)
     assert text.startswith("PAUSED: loop 3, run 1") and "banned pools: web/kwok-cx22" in text

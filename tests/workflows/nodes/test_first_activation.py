@@ -19,7 +19,7 @@ from scaling.nodes.models import Attempt, AttemptResult, RequestPhase
 from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import AutoscalerInput, AutoscalerState
+from scaling.nodes.state import AutoscalerInput, NodeAutoscalerState
 from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
@@ -27,13 +27,13 @@ from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def carried_state(cluster: str) -> AutoscalerState:
+def carried_state(cluster: str) -> NodeAutoscalerState:
     """What a previous run hands over: one request and one scale-down in flight, paused."""
     request = NodeRequestStatus(
         id=f"nodes/{cluster}/request/000001-abcd", group="general", current_pool="kwok-cx22", started_at=T0
     )
     removal = ScaleDownStatus(node="n1", workflow_id=f"nodes/{cluster}/scale-down/n1", kind="Empty", scale_down_at=0)
-    return AutoscalerState(
+    return NodeAutoscalerState(
         paused=True,
         runs=3,
         seq=1,

@@ -14,14 +14,14 @@ from scaling.nodes.loop import newly_reported_attempt
 from scaling.nodes.models import Attempt, AttemptResult, RequestPhase
 from scaling.nodes.scale_up.in_flight_table import DETAILS_KEPT
 from scaling.nodes.scale_up.requests import NodeRequestStatus
-from scaling.nodes.state import AutoscalerState, in_flight_for_planner, record_request_update
+from scaling.nodes.state import NodeAutoscalerState, in_flight_for_planner, record_request_update
 
 T0 = datetime(2026, 11, 26, 2, 0, 0, 123456, tzinfo=UTC)
 
 
-def carried(state: AutoscalerState) -> AutoscalerState:
+def carried(state: NodeAutoscalerState) -> NodeAutoscalerState:
     converter = pydantic_data_converter.payload_converter
-    return converter.from_payloads(converter.to_payloads([state]), [AutoscalerState])[0]
+    return converter.from_payloads(converter.to_payloads([state]), [NodeAutoscalerState])[0]
 
 
 def provisioning(i: int, pool: str = "kwok-cx32", **update: object) -> NodeRequestStatus:
@@ -48,7 +48,7 @@ def provisioning(i: int, pool: str = "kwok-cx32", **update: object) -> NodeReque
 
 
 def test_what_the_planner_and_the_observer_read_comes_back() -> None:
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     for i in range(20):
         r = provisioning(i, pool="kwok-cx42" if i % 2 else "kwok-cx32")
         state.in_flight[r.id] = r
@@ -66,7 +66,7 @@ def test_what_the_planner_and_the_observer_read_comes_back() -> None:
 
 
 def test_a_failed_attempt_carried_across_continue_as_new_still_counts_once() -> None:
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     quota = Attempt(pool="kwok-cx32", result=AttemptResult.QUOTA_EXCEEDED, timestamp=T0 + timedelta(seconds=7.0004))
     before = provisioning(7, phase=RequestPhase.PENDING, node_name="", attempts=[quota])
     state.in_flight[before.id] = before
@@ -81,11 +81,11 @@ def test_a_failed_attempt_carried_across_continue_as_new_still_counts_once() -> 
         == later
     )
     # One still under way is left out: reported again it counts for nothing (no backoff, no memory).
-    assert carried(AutoscalerState(in_flight={"r": provisioning(8, id="r")})).in_flight["r"].attempts == []
+    assert carried(NodeAutoscalerState(in_flight={"r": provisioning(8, id="r")})).in_flight["r"].attempts == []
 
 
 def test_the_pods_a_request_holds_survive_its_reports_after_continue_as_new() -> None:
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     r = provisioning(1)
     state.in_flight[r.id] = r
     state = carried(state)
@@ -94,7 +94,7 @@ def test_the_pods_a_request_holds_survive_its_reports_after_continue_as_new() ->
 
 
 def test_messages_and_approval_waits_are_kept_within_a_budget() -> None:
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     approval = ApprovalState(reason="costs over 1 EUR/h", step="kwok-cx52", deadline=T0, default="deny")
     gated = NodeRequestStatus(
         id="nodes/c/request/000001-aaaa", group="g", phase=RequestPhase.AWAITING_APPROVAL, approval=approval
@@ -114,20 +114,20 @@ def test_messages_and_approval_waits_are_kept_within_a_budget() -> None:
 def test_records_carried_before_the_table_still_read() -> None:
     r = provisioning(5)
     old = {"in_flight": {r.id: r.model_dump(mode="json")}}
-    assert AutoscalerState.model_validate(old).in_flight == {r.id: r}
-    assert AutoscalerState.model_validate_json(AutoscalerState().model_dump_json()).in_flight == {}
+    assert NodeAutoscalerState.model_validate(old).in_flight == {r.id: r}
+    assert NodeAutoscalerState.model_validate_json(NodeAutoscalerState().model_dump_json()).in_flight == {}
 
 
 def test_pods_already_evented_come_back_in_order() -> None:
     keys = [f"uid-{i}/{'NotTriggerScaleUp' if i % 3 else 'NeverSatisfiable'}" for i in range(50)]
-    assert carried(AutoscalerState(reported_pods=keys)).reported_pods == keys
-    assert AutoscalerState.model_validate({"reported_pods": keys}).reported_pods == keys  # the older form
+    assert carried(NodeAutoscalerState(reported_pods=keys)).reported_pods == keys
+    assert NodeAutoscalerState.model_validate({"reported_pods": keys}).reported_pods == keys  # the older form
 
 
 def test_a_report_repeated_after_the_request_ended_is_ignored() -> None:
     """The readiness wait reports Provisioning in every attempt: the same report again changes
     nothing, and one that lands after the final report keeps the request out of flight."""
-    state = AutoscalerState()
+    state = NodeAutoscalerState()
     r = provisioning(1)
     state.in_flight[r.id] = r
     report = r.model_copy(update={"pods": {}, "pod_uids": []})
