@@ -127,6 +127,12 @@ class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED
     obj: Obj
     old: Obj | None  # previous state, so selector watches can turn MODIFIED into ADDED/DELETED
+    raw: str | None = None  # obj as JSON, encoded once for the journal and every watcher
+
+    def encoded(self) -> str:
+        if self.raw is None:  # two watchers racing here encode the same text: harmless
+            self.raw = json.dumps(self.obj, separators=(",", ":"))
+        return self.raw
 
 
 @dataclass
@@ -292,13 +298,14 @@ class Store:
             bucket.pop((ns, name), None)
         else:
             bucket[(ns, name)] = obj
+        event = WatchEvent(self.rv, rt.gr, kind, obj, old)
         if self.journal is not None:
             # Logged before anyone can see it: what a reader saw survives a kill.
             record = {"rv": self.rv, "g": rt.gr[0], "p": rt.gr[1], "t": kind, "ns": ns, "n": name}
-            self.journal.append(record if kind == "DELETED" else {**record, "o": obj})
+            self.journal.append(record, None if kind == "DELETED" else event.encoded())
             if self.journal.due():
                 self.journal.compact(self._snapshot())
-        self.events.append(WatchEvent(self.rv, rt.gr, kind, obj, old))
+        self.events.append(event)
         if len(self.events) > 2 * self.event_log_size:
             del self.events[: len(self.events) - self.event_log_size]
         self.cond.notify_all()
@@ -453,12 +460,19 @@ class Store:
     def mutate(
         self, rt: ResourceType, ns: str, name: str, fn: Callable[[Obj], Obj | None], subresource: str | None = None
     ) -> Obj | None:
-        """Read-modify-write for the in-process actors: fn gets a private copy; None = no-op."""
+        """Read-modify-write for the in-process actors: fn gets a private copy; None = no-op.
+        For the status subresource only the status is copied (fn may change nothing else)."""
         with self.lock:
             current = self.storage[rt.gr].get((ns, name))
             if current is None:
                 return None
-            new = fn(clone(current))
+            if subresource == "status":
+                draft = {**current, "metadata": dict(current["metadata"])}
+                if "status" in current:
+                    draft["status"] = clone(current["status"])
+                new = fn(draft)
+            else:
+                new = fn(clone(current))
             if new is None or new == current:
                 return None
             return self._write(rt, ns, name, current, new, subresource)
@@ -467,8 +481,9 @@ class Store:
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
         if subresource == "status":
-            # The status endpoint changes status only (plus nothing else of the object).
-            merged = clone(current)
+            # The status endpoint changes status only (plus nothing else of the object). The
+            # rest is shared with the stored version: committed objects are never changed.
+            merged = {**current, "metadata": dict(old_meta)}
             merged["status"] = new.get("status", {})
             new = merged
         else:
@@ -549,13 +564,17 @@ class Store:
                     name=name,
                     kind="pods/binding",
                 )
-            new = clone(current)
-            new["spec"]["nodeName"] = node
-            conditions = [c for c in new["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions = [c for c in current["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
             conditions.append(
                 {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
             )
-            new["status"]["conditions"] = conditions
+            # A new version sharing what did not change with the stored one (never changed in place).
+            new = {
+                **current,
+                "metadata": dict(current["metadata"]),
+                "spec": {**current["spec"], "nodeName": node},
+                "status": {**current["status"], "conditions": conditions},
+            }
             return self._commit(pods, ns, name, new, "MODIFIED", current)
 
     def delete(self, rt: ResourceType, ns: str, name: str, options: Obj | None = None) -> tuple[Obj, bool]:
