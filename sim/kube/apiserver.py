@@ -477,7 +477,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ),
             )
             return
-        self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
+        # The text json.dumps would give the list, with each item's text as the store has it.
+        head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta}, separators=(",", ":"))
+        self._send(200, f'{head[:-1]},"items":{store.encode_items(rt, items)}}}'.encode())
 
     def _scale(self, method: str, rt: ResourceType, ns: str, name: str, body: Any) -> None:
         store = self.server.api.store

@@ -81,7 +81,7 @@ class Journal:
     def append(self, record: dict[str, Any], obj_json: str | None = None) -> None:
         """Called under the store's lock, before the commit is visible. `obj_json`: the object,
         already encoded (for the watchers too), logged as the record's last key "o"."""
-        line = json.dumps(record, separators=(",", ":"))
+        line = json.dumps(record, separators=(",", ":"))  # a few short fields: cheap
         if obj_json is not None:
             line = f'{line[:-1]},"o":{obj_json}}}'
         os.write(self._fd, line.encode() + b"\n")

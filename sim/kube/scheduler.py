@@ -327,7 +327,7 @@ class Scheduler(Actor):
         self._used: dict[str, dict[str, int]] = {}
         self._placed: dict[str, dict[Key, Obj]] = {}
         self._terms: dict[Key, tuple[str, Obj, AntiTerms]] = {}
-        self._likes: dict[str, tuple[str, bool, str | None]] = {}  # uid -> (rv, anti, equivalence key)
+        self._likes: dict[str, tuple[Obj, Any, bool, str | None]] = {}  # uid -> (spec, labels, anti, key)
         self._alloc: dict[str, tuple[str, Resources]] = {}  # node -> (rv, allocatable)
         self._follower = Follower(store, store.builtin("pods").gr, self._reset_pods, self._pod_changed)
         # A pass is due when something that can change a verdict happened since the last one
@@ -428,12 +428,15 @@ class Scheduler(Actor):
             self._pending[key] = ((-int(spec.get("priority") or 0), self.store.order(pod)), pod)
 
     def _like(self, pod: Obj, anti_placed: bool) -> str | None:
-        meta = pod["metadata"]
+        # The key reads the spec and the labels; a status write keeps both (the same objects:
+        # committed objects are never changed in place), so the key is computed once per change.
+        meta, spec = pod["metadata"], pod["spec"]
+        labels = meta.get("labels")
         cached = self._likes.get(meta["uid"])
-        if cached is not None and cached[0] == meta["resourceVersion"] and cached[1] == anti_placed:
-            return cached[2]
+        if cached is not None and cached[0] is spec and cached[1] is labels and cached[2] == anti_placed:
+            return cached[3]
         like = equivalence_key(pod, anti_placed)
-        self._likes[meta["uid"]] = (meta["resourceVersion"], anti_placed, like)
+        self._likes[meta["uid"]] = (spec, labels, anti_placed, like)
         return like
 
     def _allocatable(self, node: Obj) -> Resources:

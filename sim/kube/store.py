@@ -153,6 +153,9 @@ class Store:
         self.children: dict[str, set[tuple[GroupResource, str, str]]] = {}
         self.created_seq: dict[str, int] = {}
         self.write_listeners: list[Callable[[], None]] = []
+        # The JSON of each stored object as committed (when the journal encoded it), so a list of
+        # 30,000 pods joins their texts instead of encoding every pod again.
+        self.encoded: dict[GroupResource, dict[tuple[str, str], tuple[Obj, str]]] = {}
         for rt in BUILTIN_TYPES:
             self.register(rt)
         self.journal: Journal | None = None
@@ -261,6 +264,18 @@ class Store:
             ]
             return items, self.rv
 
+    def encode_items(self, rt: ResourceType, items: list[Obj]) -> str:
+        """The JSON array of `items` (as listed: stored objects), reusing their commits' text."""
+        encoded = self.encoded.get(rt.gr, {})
+        texts = []
+        for item in items:
+            meta = item["metadata"]
+            known = encoded.get((meta.get("namespace", ""), meta["name"]))
+            texts.append(
+                known[1] if known is not None and known[0] is item else json.dumps(item, separators=(",", ":"))
+            )
+        return "[" + ",".join(texts) + "]"
+
     def all(self, rt: ResourceType) -> list[Obj]:
         """Every stored object of a type, unsorted; cheap, for the in-process controllers."""
         with self.lock:
@@ -299,10 +314,16 @@ class Store:
         else:
             bucket[(ns, name)] = obj
         event = WatchEvent(self.rv, rt.gr, kind, obj, old)
+        encoded = self.encoded.setdefault(rt.gr, {})
+        encoded.pop((ns, name), None)
         if self.journal is not None:
             # Logged before anyone can see it: what a reader saw survives a kill.
             record = {"rv": self.rv, "g": rt.gr[0], "p": rt.gr[1], "t": kind, "ns": ns, "n": name}
-            self.journal.append(record, None if kind == "DELETED" else event.encoded())
+            if kind == "DELETED":
+                self.journal.append(record)
+            else:
+                self.journal.append(record, event.encoded())
+                encoded[(ns, name)] = (obj, event.encoded())
             if self.journal.due():
                 self.journal.compact(self._snapshot())
         self.events.append(event)
@@ -515,7 +536,8 @@ class Store:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == current:
             return self._decorate(rt, current)  # no-op writes do not bump resourceVersion
-        self._reindex_owners(rt, ns, name, current, new)
+        if subresource != "status":  # the status endpoint keeps the metadata, owners included
+            self._reindex_owners(rt, ns, name, current, new)
         committed = self._commit(rt, ns, name, new, "MODIFIED", current)
         if committed["metadata"].get("deletionTimestamp") and not committed["metadata"].get("finalizers"):
             return self._remove(rt, ns, name, "Background")
