@@ -525,7 +525,11 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         rv_text = _first(query, "resourceVersion")
 
+        everything = ns is None and not labels and not fields  # an informer's watch: no selector
+
         def matches(obj: Obj | None) -> bool:
+            if everything:
+                return obj is not None
             return (
                 obj is not None
                 and (ns is None or obj["metadata"].get("namespace") == ns)
