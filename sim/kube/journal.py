@@ -21,6 +21,9 @@ from typing import Any
 
 SNAPSHOT = "snapshot.json"
 WAL = "wal.jsonl"
+# One compact encoder for the commits' JSON (json.dumps builds a new encoder per call when given
+# separators): the same text as json.dumps(value, separators=(",", ":")).
+COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -81,7 +84,7 @@ class Journal:
     def append(self, record: dict[str, Any], obj_json: str | None = None) -> None:
         """Called under the store's lock, before the commit is visible. `obj_json`: the object,
         already encoded (for the watchers too), logged as the record's last key "o"."""
-        line = json.dumps(record, separators=(",", ":"))  # a few short fields: cheap
+        line = COMPACT.encode(record)
         if obj_json is not None:
             line = f'{line[:-1]},"o":{obj_json}}}'
         os.write(self._fd, line.encode() + b"\n")

@@ -30,7 +30,7 @@ from typing import Any
 
 from sim.kube import disruption
 from sim.kube.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from sim.kube.journal import Journal
+from sim.kube.journal import COMPACT, Journal
 from sim.kube.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sim.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 
@@ -131,7 +131,7 @@ class WatchEvent:
 
     def encoded(self) -> str:
         if self.raw is None:  # two watchers racing here encode the same text: harmless
-            self.raw = json.dumps(self.obj, separators=(",", ":"))
+            self.raw = COMPACT.encode(self.obj)
         return self.raw
 
 
@@ -271,9 +271,7 @@ class Store:
         for item in items:
             meta = item["metadata"]
             known = encoded.get((meta.get("namespace", ""), meta["name"]))
-            texts.append(
-                known[1] if known is not None and known[0] is item else json.dumps(item, separators=(",", ":"))
-            )
+            texts.append(known[1] if known is not None and known[0] is item else COMPACT.encode(item))
         return "[" + ",".join(texts) + "]"
 
     def all(self, rt: ResourceType) -> list[Obj]:
