@@ -477,7 +477,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ),
             )
             return
-        self._send(200, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items})
+        # The text json.dumps would give the list, with each item's text as the store has it.
+        head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta}, separators=(",", ":"))
+        self._send(200, f'{head[:-1]},"items":{store.encode_items(rt, items)}}}'.encode())
 
     def _scale(self, method: str, rt: ResourceType, ns: str, name: str, body: Any) -> None:
         store = self.server.api.store
@@ -523,7 +525,11 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         rv_text = _first(query, "resourceVersion")
 
+        everything = ns is None and not labels and not fields  # an informer's watch: no selector
+
         def matches(obj: Obj | None) -> bool:
+            if everything:
+                return obj is not None
             return (
                 obj is not None
                 and (ns is None or obj["metadata"].get("namespace") == ns)
@@ -553,7 +559,11 @@ class _Handler(BaseHTTPRequestHandler):
         include = _first(query, "includeObject", "Metadata")
         first = [True]  # a Table watch sends its columns once, like the apiserver
 
-        def encode(kind: str, obj: Obj) -> bytes:
+        def encode(kind: str, obj: Obj, event: WatchEvent | None = None) -> bytes:
+            if printer is None and event is not None and obj is event.obj:
+                # The store's encoding of the committed object, shared with the journal and the
+                # other watchers: the same bytes as encoding the event here.
+                return f'{{"type":"{kind}","object":{event.encoded()}}}\n'.encode()
             if printer is not None and kind not in ("ERROR", "BOOKMARK"):
                 obj = tables.table(
                     printer,
@@ -566,15 +576,15 @@ class _Handler(BaseHTTPRequestHandler):
                 first[0] = False
             return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
-        def send(events: list[tuple[str, Obj]]) -> None:
+        def send(events: list[tuple[str, Obj]] | list[tuple[str, Obj, WatchEvent]]) -> None:
             # One chunk per event, as kube-apiserver flushes after each: clients split lines
             # per chunk (kubernetes.watch.iter_resp_lines copies the rest of a chunk for each
             # line, so thousands of events in one chunk cost it seconds). One write for all.
             if events:
-                lines = [encode(t, o) for t, o in events]
+                lines = [encode(*e) for e in events]
                 self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines))
 
-        def classify(event: WatchEvent) -> tuple[str, Obj] | None:
+        def classify(event: WatchEvent) -> tuple[str, Obj, WatchEvent] | None:
             if event.gr != rt.gr:
                 return None
             new_match = matches(event.obj)
@@ -583,15 +593,15 @@ class _Handler(BaseHTTPRequestHandler):
             if rt.gr == ("policy", "poddisruptionbudgets"):
                 obj = store._decorate(rt, obj)
             if event.type == "ADDED":
-                return ("ADDED", obj) if new_match else None
+                return ("ADDED", obj, event) if new_match else None
             if event.type == "DELETED":
-                return ("DELETED", obj) if (new_match or old_match) else None
+                return ("DELETED", obj, event) if (new_match or old_match) else None
             if new_match and old_match:
-                return ("MODIFIED", obj)
+                return ("MODIFIED", obj, event)
             if new_match:
-                return ("ADDED", obj)
+                return ("ADDED", obj, event)
             if old_match:
-                return ("DELETED", obj)
+                return ("DELETED", obj, event)
             return None
 
         bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")

@@ -93,7 +93,16 @@ class OwnedPods:
         for pod in pods:
             self._changed(None, pod)
 
+    @staticmethod
+    def _state(pod: Obj | None) -> tuple[str | None, bool, bool]:
+        if pod is None:
+            return None, False, False
+        active = _active(pod)
+        return _controller_uid(pod), active, active and _ready(pod)
+
     def _changed(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None and new is not None and self._state(old) == self._state(new):
+            return  # same owner, still as active and ready: most pod events (a bind, a mark)
         if old is not None:
             uid = _controller_uid(old)
             if uid:

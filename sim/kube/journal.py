@@ -21,6 +21,9 @@ from typing import Any
 
 SNAPSHOT = "snapshot.json"
 WAL = "wal.jsonl"
+# One compact encoder for the commits' JSON (json.dumps builds a new encoder per call when given
+# separators): the same text as json.dumps(value, separators=(",", ":")).
+COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -78,9 +81,13 @@ class Journal:
     def open(self) -> None:
         self._fd = os.open(self.dir / WAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Called under the store's lock, before the commit is visible."""
-        os.write(self._fd, json.dumps(record, separators=(",", ":")).encode() + b"\n")
+    def append(self, record: dict[str, Any], obj_json: str | None = None) -> None:
+        """Called under the store's lock, before the commit is visible. `obj_json`: the object,
+        already encoded (for the watchers too), logged as the record's last key "o"."""
+        line = COMPACT.encode(record)
+        if obj_json is not None:
+            line = f'{line[:-1]},"o":{obj_json}}}'
+        os.write(self._fd, line.encode() + b"\n")
         self.records += 1
         self.written += 1
 

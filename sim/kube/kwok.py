@@ -52,6 +52,31 @@ class Kwok(Actor):
         # second over 10,000 running pods was a tenth of the simulator's CPU in a burst).
         self.starting: dict[tuple[str, str], tuple[str, str]] = {}
         self.follower = Follower(store, store.builtin("pods").gr, self._reset_pods, self._pod_changed)
+        # Fake nodes by name, in creation order: those not Ready (name -> uid) and those Ready,
+        # from the node events too (a step over a thousand nodes twenty times a second was most
+        # of this loop's time once the nodes had joined).
+        self.not_ready: dict[str, str] = {}
+        self.ready: set[str] = set()
+        self.node_follower = Follower(store, store.builtin("nodes").gr, self._reset_nodes, self._node_changed)
+
+    def _reset_nodes(self, nodes: list[Obj]) -> None:
+        self.not_ready, self.ready = {}, set()
+        for node in nodes:
+            self._node_changed(None, node)
+        live = {n["metadata"]["uid"] for n in nodes}
+        self.node_seen = {u: t for u, t in self.node_seen.items() if u in live}
+
+    def _node_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None:
+            self.not_ready.pop(old["metadata"]["name"], None)
+            self.ready.discard(old["metadata"]["name"])
+            if new is None:
+                self.node_seen.pop(old["metadata"]["uid"], None)
+        if new is not None and is_fake(new):
+            if is_ready(new):
+                self.ready.add(new["metadata"]["name"])
+            else:
+                self.not_ready[new["metadata"]["name"]] = new["metadata"]["uid"]
 
     def _reset_pods(self, pods: list[Obj]) -> None:
         self.starting = {}
@@ -75,22 +100,14 @@ class Kwok(Actor):
         nodes_rt = self.store.builtin("nodes")
         pods_rt = self.store.builtin("pods")
         now = time.monotonic()
-        ready_fake: set[str] = set()
-        live_nodes: set[str] = set()
-        for node in self.store.all(nodes_rt):
-            if not is_fake(node):
-                continue
-            uid, name = node["metadata"]["uid"], node["metadata"]["name"]
-            live_nodes.add(uid)
-            if is_ready(node):
-                ready_fake.add(name)
-                continue
+        self.node_follower.catch_up()
+        ready_fake = self.ready  # its node events follow: adding a node here first changes nothing
+        for name, uid in list(self.not_ready.items()):
             seen = self.node_seen.setdefault(uid, now)
             if self.control.never_ready(name) or now - seen < self.control.node_ready_delay:
                 continue
             if self.store.mutate(nodes_rt, "", name, self._ready_node, "status"):
                 ready_fake.add(name)
-        self.node_seen = {u: t for u, t in self.node_seen.items() if u in live_nodes}
         live_pods: set[str] = set()
         self.follower.catch_up()
         for (namespace, name), (uid, node_name) in list(self.starting.items()):

@@ -14,6 +14,7 @@ PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" 
 
 from __future__ import annotations
 
+import heapq
 import json
 import time
 from collections import Counter
@@ -23,12 +24,14 @@ from sim.kube import quantity
 from sim.kube.actor import Actor
 from sim.kube.control import SimControl
 from sim.kube.errors import ApiError
+from sim.kube.follow import Follower
 from sim.kube.kwok import is_ready
 from sim.kube.selectors import Requirement, label_selector_to_requirements
 from sim.kube.store import Obj, Store, now_rfc3339
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 Resources = dict[str, int]
+Key = tuple[str, str]  # (namespace, name)
 
 
 def _amount(name: str, value: Any) -> int:
@@ -293,6 +296,16 @@ def is_terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+class _Fits:
+    """The nodes one kind of pod (an equivalence key) fits in a pass, best first: a heap of
+    (-score, name, version). A bind bumps its node's version and pushes the node's new entry,
+    so a stale entry is dropped when it comes up, and a pod of the kind costs a few heap steps
+    instead of a filter and a score per node."""
+
+    def __init__(self, pod: Obj, req: Resources, heap: list[tuple[float, str, int]]) -> None:
+        self.pod, self.req, self.heap = pod, req, heap
+
+
 class Scheduler(Actor):
     name = "scheduler"
 
@@ -306,11 +319,39 @@ class Scheduler(Actor):
         # every pending pod rewritten on every pass while nodes join (the node count is in the
         # message), which was most of the simulator's time.
         self._backoff: dict[str, tuple[float, float]] = {}
-        self._last_rv = -1
+        # What a pass reads of the pods, kept from the store's pod events (as kube-scheduler's
+        # cache is) instead of walking every pod on every pass: the pods waiting to be scheduled
+        # with their queue order, and per node the live pods bound to it and what they request.
+        self._pending: dict[Key, tuple[tuple[int, int], Obj]] = {}
+        self._bound: dict[Key, tuple[str, Resources]] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._placed: dict[str, dict[Key, Obj]] = {}
+        self._terms: dict[Key, tuple[str, Obj, AntiTerms]] = {}
+        self._likes: dict[str, tuple[Obj, Any, bool, str | None]] = {}  # uid -> (spec, labels, anti, key)
+        self._alloc: dict[str, tuple[str, Resources]] = {}  # node -> (rv, allocatable)
+        self._follower = Follower(store, store.builtin("pods").gr, self._reset_pods, self._pod_changed)
+        # A pass is due when something that can change a verdict happened since the last one
+        # (kube-scheduler's queueing hints): a node changed, a pod appeared, went, was bound by
+        # someone, or changed its spec or labels; not a bound pod starting, nor this scheduler's
+        # own Unschedulable marks (their resourceVersions are in `_own`).
+        self._dirty = True
+        self._nodes_seen: tuple[int, int] = (-1, -1)  # (count, newest resourceVersion) of the nodes
+        self._own: set[str] = set()
+        # Marks held back by a pod's backoff in the last pass, (due, order, key, rv, message):
+        # when nothing else happened, the next passes only write those whose backoff ended.
+        self._deferred: list[tuple[float, tuple[int, int], Key, str, str]] = []
 
     def step(self) -> None:
-        if self.store.rv != self._last_rv:  # nothing changed, nothing new to decide
+        with self.store.lock:
+            self._follower.catch_up()
+            nodes = self.store.all(self.store.builtin("nodes"))
+            seen = (len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0))
+        if seen != self._nodes_seen:
+            self._dirty = True
+        if self._dirty:
             self.schedule_once()
+        elif self._deferred and self._deferred[0][0] <= time.monotonic():
+            self._retry_deferred()
 
     def _requests_of(self, pod: Obj) -> Resources:
         uid = pod["metadata"]["uid"]
@@ -318,85 +359,227 @@ class Scheduler(Actor):
             self._requests[uid] = pod_requests(pod)
         return self._requests[uid]
 
-    def schedule_once(self) -> int:
-        """One scheduling pass; returns how many pods it bound."""
-        nodes_rt, pods_rt = self.store.builtin("nodes"), self.store.builtin("pods")
-        with self.store.lock:
-            nodes = sorted(self.store.all(nodes_rt), key=lambda n: n["metadata"]["name"])
-            pods = self.store.all(pods_rt)
-            order = {p["metadata"]["uid"]: self.store.order(p) for p in pods}
-            self._last_rv = self.store.rv
-        used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
-        placed: dict[str, list[Obj]] = {}  # node -> its running pods, for pod anti-affinity and spread
-        placed_terms: list[tuple[str, Obj, AntiTerms]] = []  # those of them with anti-affinity
-        pending = []
-        for pod in pods:
-            node_name = pod["spec"].get("nodeName")
-            if node_name:
-                if node_name in used and not is_terminal(pod):
-                    placed.setdefault(node_name, []).append(pod)
-                    if terms := anti_affinity_terms(pod):
-                        placed_terms.append((node_name, pod, terms))
-                    try:
-                        used[node_name].update(self._requests_of(pod))
-                    except ValueError:
-                        pass  # a malformed quantity on a bound pod holds nothing
-            elif (
-                pod["status"].get("phase") == "Pending"
-                and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
-                and not pod["metadata"].get("deletionTimestamp")
-                and not pod["spec"].get("schedulingGates")
-            ):
-                pending.append(pod)
+    # ---- the pods, from the store's events ----------------------------------------------------
+    def _reset_pods(self, pods: list[Obj]) -> None:
+        self._pending, self._bound, self._used, self._placed, self._terms = {}, {}, {}, {}, {}
+        self._own = set()
         live = {p["metadata"]["uid"] for p in pods}
         self._requests = {u: r for u, r in self._requests.items() if u in live}
         self._backoff = {u: b for u, b in self._backoff.items() if u in live}
-        pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
+        self._likes = {u: k for u, k in self._likes.items() if u in live}
+        for pod in pods:
+            self._learn(pod)
+        self._dirty = True
+
+    def _pod_changed(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None:
+            self._forget(old)
+        if new is None:
+            uid = old["metadata"]["uid"] if old is not None else ""
+            for cache in (self._requests, self._backoff, self._likes):
+                cache.pop(uid, None)
+        else:
+            self._learn(new)
+        rv = new["metadata"]["resourceVersion"] if new is not None else None
+        if rv in self._own:
+            self._own.discard(rv)
+        elif old is None or new is None or _changes_fit(old, new):
+            self._dirty = True
+
+    def _forget(self, pod: Obj) -> None:
+        key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        self._pending.pop(key, None)
+        self._terms.pop(key, None)
+        bound = self._bound.pop(key, None)
+        if bound is not None:
+            node_name, req = bound
+            used = self._used[node_name]
+            for k, v in req.items():
+                used[k] -= v
+            placed = self._placed[node_name]
+            placed.pop(key, None)
+            if not placed:
+                del self._placed[node_name], self._used[node_name]
+
+    def _learn(self, pod: Obj) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        key = (meta.get("namespace", ""), meta["name"])
+        node_name = spec.get("nodeName")
+        if node_name:
+            if is_terminal(pod):
+                return
+            try:
+                req = self._requests_of(pod)
+            except ValueError:
+                req = {}  # a malformed quantity on a bound pod holds nothing
+            self._bound[key] = (node_name, req)
+            used = self._used.setdefault(node_name, {})
+            for k, v in req.items():
+                used[k] = used.get(k, 0) + v
+            self._placed.setdefault(node_name, {})[key] = pod
+            if terms := anti_affinity_terms(pod):
+                self._terms[key] = (node_name, pod, terms)
+        elif (
+            pod["status"].get("phase") == "Pending"
+            and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
+            and not meta.get("deletionTimestamp")
+            and not spec.get("schedulingGates")
+        ):
+            self._pending[key] = ((-int(spec.get("priority") or 0), self.store.order(pod)), pod)
+
+    def _like(self, pod: Obj, anti_placed: bool) -> str | None:
+        # The key reads the spec and the labels; a status write keeps both (the same objects:
+        # committed objects are never changed in place), so the key is computed once per change.
+        meta, spec = pod["metadata"], pod["spec"]
+        labels = meta.get("labels")
+        cached = self._likes.get(meta["uid"])
+        if cached is not None and cached[0] is spec and cached[1] is labels and cached[2] == anti_placed:
+            return cached[3]
+        like = equivalence_key(pod, anti_placed)
+        self._likes[meta["uid"]] = (spec, labels, anti_placed, like)
+        return like
+
+    def _allocatable(self, node: Obj) -> Resources:
+        name, rv = node["metadata"]["name"], node["metadata"]["resourceVersion"]
+        cached = self._alloc.get(name)
+        if cached is None or cached[0] != rv:
+            cached = self._alloc[name] = (rv, allocatable(node))
+        return cached[1]
+
+    # ---- a pass ---------------------------------------------------------------------------
+    def schedule_once(self) -> int:
+        """One scheduling pass; returns how many pods it bound."""
+        with self.store.lock:
+            self._follower.catch_up()
+            nodes = sorted(self.store.all(self.store.builtin("nodes")), key=lambda n: n["metadata"]["name"])
+            self._nodes_seen = (len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0))
+            pending = sorted(self._pending.values(), key=lambda entry: entry[0])
+            self._dirty = False
+        names = [n["metadata"]["name"] for n in nodes]
+        alloc = {name: self._allocatable(n) for name, n in zip(names, nodes, strict=True)}
+        self._alloc = {name: self._alloc[name] for name in names}
+        used: dict[str, dict[str, int]] = {name: dict(self._used.get(name) or {}) for name in names}
+        version = dict.fromkeys(names, 0)
+        placed_terms = list(self._terms.values())
+        added: list[tuple[str, Obj]] = []  # pods this pass placed
+        placed_view: dict[str, list[Obj]] | None = None
+
+        def placed() -> dict[str, list[Obj]]:
+            # Node -> its live pods, for pod anti-affinity and spread: built only when needed.
+            nonlocal placed_view
+            if placed_view is None:
+                placed_view = {n: list(pods.values()) for n, pods in self._placed.items()}
+                for n, pod in added:
+                    placed_view.setdefault(n, []).append(pod)
+            return placed_view
+
+        def entry(fits: _Fits, node: Obj) -> tuple[float, str, int] | None:
+            name = node["metadata"]["name"]
+            if filter_node(fits.pod, fits.req, node, used[name], alloc[name]):
+                return None
+            return (-score(fits.req, node, used[name], self.control.scoring, alloc[name]), name, version[name])
+
+        by_name = dict(zip(names, nodes, strict=True))
+        kinds: dict[str, _Fits] = {}
+        self._deferred = []
         bound = 0
-        alloc = {n["metadata"]["name"]: allocatable(n) for n in nodes}
         # Within a pass room only shrinks and placed pods only add anti-affinity: a pod like one
         # that fit nowhere fits nowhere either (unless spread or anti-affinity of its own apply).
         failed_like: dict[str, str] = {}
-        for pod in pending:
+        for order, pod in pending:
             try:
                 req = self._requests_of(pod)
             except ValueError as exc:
-                self._mark_unschedulable(pod, f"invalid resource request: {exc}")
+                self._mark_unschedulable(pod, f"invalid resource request: {exc}", order)
                 continue
-            like = equivalence_key(pod, bool(placed_terms))
+            like = self._like(pod, bool(placed_terms))
             if like is not None and like in failed_like:
-                self._mark_unschedulable(pod, failed_like[like])
+                self._mark_unschedulable(pod, failed_like[like], order)
                 continue
-            reasons: Counter[str] = Counter()
-            best: tuple[float, str] | None = None
-            anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
-            spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
-            for node in nodes:
-                name = node["metadata"]["name"]
-                failed = filter_node(pod, req, node, used[name], alloc[name])
-                if not failed and name in spread:
-                    failed = ["node(s) didn't match pod topology spread constraints"]
-                if not failed and name in anti:
-                    failed = ["node(s) didn't match pod anti-affinity rules"]
-                if failed:
-                    reasons.update(failed)
-                    continue
-                s = score(req, node, used[name], self.control.scoring, alloc[name])
-                if best is None or s > best[0]:
-                    best = (s, name)
+            best: str | None = None
+            if like is not None and not placed_terms:
+                # No spread or anti-affinity anywhere in the way: the kind's heap has the answer.
+                fits = kinds.get(like)
+                if fits is None:
+                    fits = kinds[like] = _Fits(pod, req, [])
+                    fits.heap = [e for e in (entry(fits, n) for n in nodes) if e is not None]
+                    heapq.heapify(fits.heap)
+                while fits.heap:
+                    _, name, at = fits.heap[0]
+                    if at == version[name]:
+                        best = name
+                        break
+                    heapq.heappop(fits.heap)  # its node took a pod since: its new entry is in the heap
+            else:
+                best = self._search(pod, req, nodes, used, alloc, placed(), placed_terms)
             if best is None:
+                # Fits nowhere: the reasons from every node, as the scheduler reports them.
+                reasons: Counter[str] = Counter()
+                anti = (
+                    anti_affinity_blocked(pod, nodes, placed(), placed_terms) if like is None or placed_terms else set()
+                )
+                spread = spread_blocked(pod, nodes, placed()) if pod["spec"].get("topologySpreadConstraints") else set()
+                for node in nodes:
+                    name = node["metadata"]["name"]
+                    reasons.update(_reasons(pod, req, node, used[name], alloc[name], spread, anti))
                 message = unschedulable_message(len(nodes), reasons)
                 if like is not None:
                     failed_like[like] = message
-                self._mark_unschedulable(pod, message)
+                self._mark_unschedulable(pod, message, order)
                 continue
-            if self._bind(pod, best[1]):
-                used[best[1]].update(req)
-                placed.setdefault(best[1], []).append(pod)
+            if self._bind(pod, best):
+                for k, v in req.items():
+                    used[best][k] = used[best].get(k, 0) + v
+                version[best] += 1
+                for fits in kinds.values():
+                    if (e := entry(fits, by_name[best])) is not None:
+                        heapq.heappush(fits.heap, e)
+                added.append((best, pod))
+                if placed_view is not None:
+                    placed_view.setdefault(best, []).append(pod)
                 if terms := anti_affinity_terms(pod):
-                    placed_terms.append((best[1], pod, terms))
+                    placed_terms.append((best, pod, terms))
                 bound += 1
+        if bound:
+            self._dirty = True  # room and spread changed: pods the pass found no place for may find one
         return bound
+
+    def _search(
+        self,
+        pod: Obj,
+        req: Resources,
+        nodes: list[Obj],
+        used: dict[str, dict[str, int]],
+        alloc: dict[str, Resources],
+        placed: dict[str, list[Obj]],
+        placed_terms: list[tuple[str, Obj, AntiTerms]],
+    ) -> str | None:
+        """Every node filtered and scored: the best by score, ties to the first by name."""
+        anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
+        spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
+        best: tuple[float, str] | None = None
+        for node in nodes:
+            name = node["metadata"]["name"]
+            if _reasons(pod, req, node, used[name], alloc[name], spread, anti):
+                continue
+            s = score(req, node, used[name], self.control.scoring, alloc[name])
+            if best is None or s > best[0]:
+                best = (s, name)
+        return None if best is None else best[1]
+
+    def _retry_deferred(self) -> None:
+        """Nothing changed since the last pass, so its verdicts stand: write the marks whose
+        backoff has ended, in queue order, as a full pass would."""
+        now = time.monotonic()
+        due = []
+        while self._deferred and self._deferred[0][0] <= now:
+            due.append(heapq.heappop(self._deferred))
+        for _, order, key, rv, message in sorted(due, key=lambda d: d[1]):
+            pod = self.store.find(self.store.builtin("pods"), *key)
+            if pod is None or pod["metadata"]["resourceVersion"] != rv:
+                self._dirty = True  # changed meanwhile: the next pass decides again
+                continue
+            self._mark_unschedulable(pod, message, order)
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
         with self.store.lock:
@@ -408,15 +591,23 @@ class Scheduler(Actor):
                 return False  # deleted or bound meanwhile
         return True
 
-    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
-        current = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    def _mark_unschedulable(self, pod: Obj, message: str, order: tuple[int, int] = (0, 0)) -> None:
+        current = None
+        for c in pod["status"].get("conditions") or []:
+            if c.get("type") == "PodScheduled":
+                current = c
+                break
         if current and current.get("reason") == "Unschedulable" and current.get("message") == message:
             return  # already says so: skip the read-modify-write (it would change nothing)
         uid, now = pod["metadata"]["uid"], time.monotonic()
         if current and current.get("reason") == "Unschedulable":
             due, backoff = self._backoff.get(uid, (0.0, self.control.pod_initial_backoff))
             if now < due:
-                return  # tried again (and the message updated) when its backoff ends
+                # Tried again (and the message updated) when its backoff ends.
+                meta = pod["metadata"]
+                key = (meta["namespace"], meta["name"])
+                heapq.heappush(self._deferred, (due, order, key, meta["resourceVersion"], message))
+                return
         else:
             backoff = self.control.pod_initial_backoff
         self._backoff[uid] = (now + backoff, min(2 * backoff, self.control.pod_max_backoff))
@@ -441,6 +632,33 @@ class Scheduler(Actor):
             obj["status"]["conditions"] = [c for c in conditions if c.get("type") != "PodScheduled"] + [condition]
             return obj
 
-        self.store.mutate(
-            self.store.builtin("pods"), pod["metadata"]["namespace"], pod["metadata"]["name"], update, "status"
-        )
+        with self.store.lock:
+            written = self.store.mutate(
+                self.store.builtin("pods"), pod["metadata"]["namespace"], pod["metadata"]["name"], update, "status"
+            )
+            if written is not None:
+                self._own.add(written["metadata"]["resourceVersion"])
+
+
+def _reasons(
+    pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources, spread: set[str], anti: set[str]
+) -> list[str]:
+    failed = filter_node(pod, req, node, used, alloc)
+    name = node["metadata"]["name"]
+    if not failed and name in spread:
+        failed = ["node(s) didn't match pod topology spread constraints"]
+    if not failed and name in anti:
+        failed = ["node(s) didn't match pod anti-affinity rules"]
+    return failed
+
+
+def _changes_fit(old: Obj, new: Obj) -> bool:
+    """False for a pod change no scheduling verdict reads: a bound pod's status (it started),
+    with the same node, labels and liveness."""
+    return not (
+        old["spec"].get("nodeName")
+        and old["spec"].get("nodeName") == new["spec"].get("nodeName")
+        and is_terminal(old) == is_terminal(new)
+        and old["metadata"].get("labels") == new["metadata"].get("labels")
+        and old["metadata"].get("deletionTimestamp") == new["metadata"].get("deletionTimestamp")
+    )

@@ -30,7 +30,7 @@ from typing import Any
 
 from sim.kube import disruption
 from sim.kube.errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from sim.kube.journal import Journal
+from sim.kube.journal import COMPACT, Journal
 from sim.kube.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sim.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 
@@ -127,6 +127,12 @@ class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED
     obj: Obj
     old: Obj | None  # previous state, so selector watches can turn MODIFIED into ADDED/DELETED
+    raw: str | None = None  # obj as JSON, encoded once for the journal and every watcher
+
+    def encoded(self) -> str:
+        if self.raw is None:  # two watchers racing here encode the same text: harmless
+            self.raw = COMPACT.encode(self.obj)
+        return self.raw
 
 
 @dataclass
@@ -147,6 +153,9 @@ class Store:
         self.children: dict[str, set[tuple[GroupResource, str, str]]] = {}
         self.created_seq: dict[str, int] = {}
         self.write_listeners: list[Callable[[], None]] = []
+        # The JSON of each stored object as committed (when the journal encoded it), so a list of
+        # 30,000 pods joins their texts instead of encoding every pod again.
+        self.encoded: dict[GroupResource, dict[tuple[str, str], tuple[Obj, str]]] = {}
         for rt in BUILTIN_TYPES:
             self.register(rt)
         self.journal: Journal | None = None
@@ -255,6 +264,16 @@ class Store:
             ]
             return items, self.rv
 
+    def encode_items(self, rt: ResourceType, items: list[Obj]) -> str:
+        """The JSON array of `items` (as listed: stored objects), reusing their commits' text."""
+        encoded = self.encoded.get(rt.gr, {})
+        texts = []
+        for item in items:
+            meta = item["metadata"]
+            known = encoded.get((meta.get("namespace", ""), meta["name"]))
+            texts.append(known[1] if known is not None and known[0] is item else COMPACT.encode(item))
+        return "[" + ",".join(texts) + "]"
+
     def all(self, rt: ResourceType) -> list[Obj]:
         """Every stored object of a type, unsorted; cheap, for the in-process controllers."""
         with self.lock:
@@ -292,13 +311,20 @@ class Store:
             bucket.pop((ns, name), None)
         else:
             bucket[(ns, name)] = obj
+        event = WatchEvent(self.rv, rt.gr, kind, obj, old)
+        encoded = self.encoded.setdefault(rt.gr, {})
+        encoded.pop((ns, name), None)
         if self.journal is not None:
             # Logged before anyone can see it: what a reader saw survives a kill.
             record = {"rv": self.rv, "g": rt.gr[0], "p": rt.gr[1], "t": kind, "ns": ns, "n": name}
-            self.journal.append(record if kind == "DELETED" else {**record, "o": obj})
+            if kind == "DELETED":
+                self.journal.append(record)
+            else:
+                self.journal.append(record, event.encoded())
+                encoded[(ns, name)] = (obj, event.encoded())
             if self.journal.due():
                 self.journal.compact(self._snapshot())
-        self.events.append(WatchEvent(self.rv, rt.gr, kind, obj, old))
+        self.events.append(event)
         if len(self.events) > 2 * self.event_log_size:
             del self.events[: len(self.events) - self.event_log_size]
         self.cond.notify_all()
@@ -453,12 +479,19 @@ class Store:
     def mutate(
         self, rt: ResourceType, ns: str, name: str, fn: Callable[[Obj], Obj | None], subresource: str | None = None
     ) -> Obj | None:
-        """Read-modify-write for the in-process actors: fn gets a private copy; None = no-op."""
+        """Read-modify-write for the in-process actors: fn gets a private copy; None = no-op.
+        For the status subresource only the status is copied (fn may change nothing else)."""
         with self.lock:
             current = self.storage[rt.gr].get((ns, name))
             if current is None:
                 return None
-            new = fn(clone(current))
+            if subresource == "status":
+                draft = {**current, "metadata": dict(current["metadata"])}
+                if "status" in current:
+                    draft["status"] = clone(current["status"])
+                new = fn(draft)
+            else:
+                new = fn(clone(current))
             if new is None or new == current:
                 return None
             return self._write(rt, ns, name, current, new, subresource)
@@ -467,8 +500,9 @@ class Store:
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
         if subresource == "status":
-            # The status endpoint changes status only (plus nothing else of the object).
-            merged = clone(current)
+            # The status endpoint changes status only (plus nothing else of the object). The
+            # rest is shared with the stored version: committed objects are never changed.
+            merged = {**current, "metadata": dict(old_meta)}
             merged["status"] = new.get("status", {})
             new = merged
         else:
@@ -500,7 +534,8 @@ class Store:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == current:
             return self._decorate(rt, current)  # no-op writes do not bump resourceVersion
-        self._reindex_owners(rt, ns, name, current, new)
+        if subresource != "status":  # the status endpoint keeps the metadata, owners included
+            self._reindex_owners(rt, ns, name, current, new)
         committed = self._commit(rt, ns, name, new, "MODIFIED", current)
         if committed["metadata"].get("deletionTimestamp") and not committed["metadata"].get("finalizers"):
             return self._remove(rt, ns, name, "Background")
@@ -549,13 +584,17 @@ class Store:
                     name=name,
                     kind="pods/binding",
                 )
-            new = clone(current)
-            new["spec"]["nodeName"] = node
-            conditions = [c for c in new["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions = [c for c in current["status"].get("conditions") or [] if c.get("type") != "PodScheduled"]
             conditions.append(
                 {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
             )
-            new["status"]["conditions"] = conditions
+            # A new version sharing what did not change with the stored one (never changed in place).
+            new = {
+                **current,
+                "metadata": dict(current["metadata"]),
+                "spec": {**current["spec"], "nodeName": node},
+                "status": {**current["status"], "conditions": conditions},
+            }
             return self._commit(pods, ns, name, new, "MODIFIED", current)
 
     def delete(self, rt: ResourceType, ns: str, name: str, options: Obj | None = None) -> tuple[Obj, bool]:

@@ -1,0 +1,313 @@
+"""The scheduler's pass works from state kept from the store's events and a per-kind heap of
+nodes; these tests hold it to the plain algorithm it replaced: every pending pod in queue
+order, every node filtered and scored, the best by score with ties to the first by name, and a pod
+like one that fit nowhere in the pass given that one's verdict.
+
+Randomised clusters (resources, pod slots, zones, taints, cordons, NotReady nodes, selectors,
+tolerations, priorities, hostname anti-affinity, zone spread, pods already bound) must come
+out of one pass with the same bindings and the same Unschedulable messages as the reference,
+so the order in which pods are placed is unchanged too.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sim.kube.control import SimControl
+from sim.kube.scheduler import (
+    Scheduler,
+    allocatable,
+    anti_affinity_blocked,
+    anti_affinity_terms,
+    equivalence_key,
+    filter_node,
+    is_terminal,
+    pod_requests,
+    score,
+    spread_blocked,
+    unschedulable_message,
+)
+from sim.kube.store import Obj, Store
+from tests.sim.conftest import eventually
+
+READY = [{"type": "Ready", "status": "True"}]
+
+
+def ready_node(store: Store, name: str, cpu: str, pods: str) -> None:
+    status = {"allocatable": {"cpu": cpu, "pods": pods}, "conditions": READY}
+    store.create(store.builtin("nodes"), "", {"metadata": {"name": name}, "status": status})
+
+
+def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], scoring: str) -> dict[str, str]:
+    """pod name -> node name, or "!" + the Unschedulable message: the plain algorithm."""
+    nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
+    used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
+    placed: dict[str, list[Obj]] = {}
+    placed_terms: list[Any] = []
+    pending = []
+    for pod in pods:
+        node_name = pod["spec"].get("nodeName")
+        if node_name:
+            if node_name in used and not is_terminal(pod):
+                placed.setdefault(node_name, []).append(pod)
+                if terms := anti_affinity_terms(pod):
+                    placed_terms.append((node_name, pod, terms))
+                used[node_name].update(pod_requests(pod))
+        else:
+            pending.append(pod)
+    pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
+    out: dict[str, str] = {}
+    failed_like: dict[str, str] = {}  # a pod like one that fit nowhere gets its verdict
+    for pod in pending:
+        req = pod_requests(pod)
+        like = equivalence_key(pod, bool(placed_terms))
+        if like is not None and like in failed_like:
+            out[pod["metadata"]["name"]] = failed_like[like]
+            continue
+        anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
+        spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
+        reasons: Counter[str] = Counter()
+        best: tuple[float, str] | None = None
+        for node in nodes:
+            name = node["metadata"]["name"]
+            failed = filter_node(pod, req, node, used[name])
+            if not failed and name in spread:
+                failed = ["node(s) didn't match pod topology spread constraints"]
+            if not failed and name in anti:
+                failed = ["node(s) didn't match pod anti-affinity rules"]
+            if failed:
+                reasons.update(failed)
+                continue
+            s = score(req, node, used[name], scoring)
+            if best is None or s > best[0]:
+                best = (s, name)
+        if best is None:
+            out[pod["metadata"]["name"]] = "!" + unschedulable_message(len(nodes), reasons)
+            if like is not None:
+                failed_like[like] = out[pod["metadata"]["name"]]
+            continue
+        out[pod["metadata"]["name"]] = best[1]
+        used[best[1]].update(req)
+        placed.setdefault(best[1], []).append(pod)
+        if terms := anti_affinity_terms(pod):
+            placed_terms.append((best[1], pod, terms))
+    return out
+
+
+def random_cluster(rng: random.Random, store: Store) -> None:
+    nodes, pods = store.builtin("nodes"), store.builtin("pods")
+    names = []
+    for i in range(rng.randint(1, 14)):
+        name = f"n{rng.randint(0, 99):02d}-{i}"
+        names.append(name)
+        zone = rng.choice("abc")
+        taints = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}] if rng.random() < 0.15 else []
+        spec: dict[str, Any] = {"taints": taints}
+        if rng.random() < 0.1:
+            spec["unschedulable"] = True
+        cpu, memory, slots = rng.choice(["1", "2", "4", "8"]), rng.choice(["2Gi", "4Gi", "8Gi"]), rng.randint(2, 12)
+        store.create(
+            nodes,
+            "",
+            {
+                "metadata": {"name": name, "labels": {"zone": zone, "kubernetes.io/hostname": name}},
+                "spec": spec,
+                "status": {
+                    "allocatable": {"cpu": cpu, "memory": memory, "pods": str(slots)},
+                    "conditions": READY if rng.random() < 0.9 else [],
+                },
+            },
+        )
+    for i in range(rng.randint(1, 70)):
+        app = rng.choice(["web", "db", "batch"])
+        spec = {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {
+                        "requests": {
+                            "cpu": rng.choice(["100m", "250m", "500m", "1", "2", "3"]),
+                            "memory": rng.choice(["64Mi", "256Mi", "1Gi", "3Gi"]),
+                        }
+                    },
+                }
+            ],
+            "priority": rng.choice([0, 0, 0, 10]),
+        }
+        if rng.random() < 0.2:
+            spec["nodeSelector"] = {"zone": rng.choice("abc")}
+        if rng.random() < 0.2:
+            spec["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+        if app == "db" and rng.random() < 0.5:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+                    ]
+                }
+            }
+        if app == "batch" and rng.random() < 0.3:
+            spec["topologySpreadConstraints"] = [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "batch"}}}
+            ]  # fmt: skip
+        if rng.random() < 0.25:
+            spec["nodeName"] = rng.choice(names)  # already bound (perhaps beyond its node's room)
+        store.create(pods, "default", {"metadata": {"name": f"p{i:02d}", "labels": {"app": app}}, "spec": spec})
+
+
+@pytest.mark.parametrize("scoring", ["least-allocated", "most-allocated"])
+@pytest.mark.parametrize("seed", range(40))
+def test_a_pass_binds_and_reports_as_the_plain_algorithm(seed: int, scoring: str) -> None:
+    rng = random.Random(seed)
+    store = Store()
+    scheduler = Scheduler(store, SimControl(scoring=scoring, pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    scheduler.step()  # an empty cluster: what follows reaches the scheduler as events
+    random_cluster(rng, store)
+    pods_rt = store.builtin("pods")
+    pods = store.all(pods_rt)
+    order = {p["metadata"]["uid"]: store.order(p) for p in pods}
+    want = reference_pass(store.all(store.builtin("nodes")), pods, order, scoring)
+    scheduler.schedule_once()
+    got = {}
+    for pod in store.all(pods_rt):
+        name = pod["metadata"]["name"]
+        if name not in want:
+            continue  # bound before the pass
+        if pod["spec"].get("nodeName"):
+            got[name] = pod["spec"]["nodeName"]
+        else:
+            condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+            got[name] = "!" + condition["message"]
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_passes_never_bind_a_pod_beyond_its_nodes_room(seed: int) -> None:
+    """Pods come and go between passes (the cached state follows the events): no pass puts a
+    pod on a node whose allocatable its pods would then exceed."""
+    rng = random.Random(seed)
+    store = Store()
+    random_cluster(rng, store)
+    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    pods_rt = store.builtin("pods")
+    preplaced = {p["metadata"]["name"] for p in store.all(pods_rt) if p["spec"].get("nodeName")}
+    for round_ in range(6):
+        scheduler.step()
+        for pod in rng.sample(store.all(pods_rt), k=min(5, len(store.all(pods_rt)))):
+            if rng.random() < 0.5:
+                store.delete(pods_rt, "default", pod["metadata"]["name"])
+        store.create(
+            pods_rt,
+            "default",
+            {
+                "metadata": {"name": f"late{round_}", "labels": {"app": "late"}},
+                "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}]},
+            },
+        )
+    scheduler.step()
+    for node in store.all(store.builtin("nodes")):
+        name = node["metadata"]["name"]
+        on_node = [
+            p for p in store.all(pods_rt)
+            if p["spec"].get("nodeName") == name and p["metadata"]["name"] not in preplaced
+        ]  # fmt: skip
+        if not on_node:
+            continue
+        held: Counter[str] = Counter()
+        for p in store.all(pods_rt):
+            if p["spec"].get("nodeName") == name:
+                held.update(pod_requests(p))
+        room = allocatable(node)
+        # What the pods the passes placed there ask for (a zero request needs no room).
+        asked = {k for p in on_node for k, v in pod_requests(p).items() if v > 0}
+        assert all(held[k] <= room.get(k, 0) for k in asked), (name, held, room)
+
+
+def test_a_node_deleted_mid_pass_gets_no_pod_and_the_next_pass_places_them_elsewhere() -> None:
+    store = Store()
+    nodes, pods = store.builtin("nodes"), store.builtin("pods")
+    for name, cpu in (("a", "8"), ("b", "4")):
+        ready_node(store, name, cpu, "20")
+    for i in range(6):
+        body = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}]}
+        store.create(pods, "default", {"metadata": {"name": f"p{i}"}, "spec": body})
+    deleted = []
+
+    def delete_a_after_the_first_bind() -> None:
+        bound = [p for p in store.all(pods) if p["spec"].get("nodeName")]
+        if bound and not deleted:
+            deleted.append(True)
+            store.delete(nodes, "", "a")  # its pods go with it (the pod garbage collector)
+
+    store.write_listeners.append(delete_a_after_the_first_bind)
+    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    scheduler.schedule_once()
+    assert deleted
+    assert all(p["spec"].get("nodeName") in (None, "b") for p in store.all(pods))
+    scheduler.schedule_once()
+    remaining = store.all(pods)
+    assert remaining and all(p["spec"].get("nodeName") == "b" for p in remaining)
+
+
+def test_a_pod_in_backoff_gets_its_new_message_once_the_backoff_ends_without_other_writes() -> None:
+    """Nothing else changes: the loop's steps write the deferred message when it is due, once."""
+    store = Store()
+    pods = store.builtin("pods")
+    ready_node(store, "a", "1", "9")
+    body = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}
+    store.create(pods, "default", {"metadata": {"name": "big"}, "spec": body})
+    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.3, pod_max_backoff=0.3))
+    scheduler.step()
+
+    def message() -> str:
+        pod = store.find(pods, "default", "big")
+        assert pod is not None
+        return next(c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+
+    assert message() == "0/1 nodes are available: 1 Insufficient cpu."
+    ready_node(store, "b", "1", "9")
+    scheduler.step()
+    assert message() == "0/1 nodes are available: 1 Insufficient cpu."  # within its backoff
+    rv = store.rv
+
+    def stepped() -> bool:
+        scheduler.step()
+        return message() == "0/2 nodes are available: 2 Insufficient cpu."
+
+    eventually(stepped, timeout=10, message="the deferred message written")
+    assert store.rv == rv + 1  # one write: the message
+    for _ in range(3):
+        scheduler.step()
+    assert store.rv == rv + 1
+
+
+def test_a_started_pod_does_not_start_a_pass_but_a_new_pod_does() -> None:
+    store = Store()
+    pods = store.builtin("pods")
+    ready_node(store, "a", "4", "9")
+    body = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+    store.create(pods, "default", {"metadata": {"name": "p"}, "spec": body})
+    scheduler = Scheduler(store, SimControl())
+    passes = []
+    original = scheduler.schedule_once
+    scheduler.schedule_once = lambda: passes.append(1) or original()  # type: ignore[method-assign]
+    scheduler.step()  # binds p
+    scheduler.step()  # the pass after a bind (room changed)
+    assert len(passes) == 2 and store.find(pods, "default", "p")["spec"]["nodeName"] == "a"  # type: ignore[index]
+
+    def running(obj: Obj) -> Obj:
+        obj["status"]["phase"] = "Running"
+        return obj
+
+    store.mutate(pods, "default", "p", running, "status")
+    scheduler.step()
+    assert len(passes) == 2
+    store.create(pods, "default", {"metadata": {"name": "q"}, "spec": body})
+    scheduler.step()
+    assert len(passes) == 3 and store.find(pods, "default", "q")["spec"]["nodeName"] == "a"  # type: ignore[index]
