@@ -350,13 +350,15 @@ def test_tokens_of_one_project_share_its_budget_and_429_has_hetzners_shape() -> 
 
 def test_bucket_refills_one_per_3600th_of_the_limit_scaled_by_the_time_scale() -> None:
     """Remaining grows by limit/3600 a second (times rate_time_scale); Reset is when it is full."""
-    with FakeHetzner(TOKEN, rate_limit_per_hour=3600, rate_time_scale=100.0) as hz:
+    # One request back every 0.5 s: the GET right after emptying the bucket finds it empty even
+    # on a busy machine (at 100 a second, a 10 ms delay refilled it and the GET got 200).
+    with FakeHetzner(TOKEN, rate_limit_per_hour=3600, rate_time_scale=2.0) as hz:
         hz.set_rate_remaining(0)
         before = time.time()
         status, headers, _ = raw(hz, "GET", "/v1/locations")
         assert status == 429
-        # Empty bucket: full again after 3600 requests at 100 a second = 36 s.
-        assert before + 35 <= int(headers["RateLimit-Reset"]) <= time.time() + 37
+        # Empty bucket: full again after 3600 requests at 2 a second = 1,800 s.
+        assert before + 1799 <= int(headers["RateLimit-Reset"]) <= time.time() + 1801
         eventually(lambda: raw(hz, "GET", "/v1/locations")[0] == 200, timeout=5)
 
 
