@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scaling.kube.memo import ReprMemo
 from scaling.kube.models import LABEL_HOSTNAME, NodeSelectorRequirement, NodeSelectorTerm, PodSpread, TopologySpread
 
 
@@ -33,23 +34,20 @@ def required_node_affinity(spec: Mapping[str, Any]) -> list[NodeSelectorTerm]:
         return []
     # The terms are frozen, so pods with the same affinity share them: a burst's pods come from a
     # few templates, and building them was a fifth of an observation's CPU at 30,000 new pods.
-    seen = repr(terms)
-    built = _TERMS.get(seen)
-    if built is None:
-        if len(_TERMS) >= _TERMS_KEPT:
-            _TERMS.clear()
-        built = _TERMS[seen] = [
+    built = _TERMS.get(
+        terms,
+        lambda: [
             NodeSelectorTerm(
                 match_expressions=tuple(_requirement(e) for e in term.get("matchExpressions") or []),
                 match_fields=tuple(_requirement(e) for e in term.get("matchFields") or []),
             )
             for term in terms
-        ]
-    return list(built)
+        ],
+    )
+    return list(built)  # the terms are shared; the list is the caller's
 
 
-_TERMS: dict[str, list[NodeSelectorTerm]] = {}  # repr of nodeSelectorTerms -> their terms
-_TERMS_KEPT = 1024
+_TERMS: ReprMemo[list[NodeSelectorTerm]] = ReprMemo(1024)  # nodeSelectorTerms -> their terms
 
 
 def _requirement(e: Mapping[str, Any]) -> NodeSelectorRequirement:

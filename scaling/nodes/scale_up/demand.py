@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from scaling.kube.affinity import spread_room
+from scaling.kube.memo import ReprMemo
 from scaling.kube.models import (
     LABEL_INSTANCE_TYPE,
     NodeInfo,
@@ -109,17 +110,10 @@ def demand_key(pod: PodInfo) -> str:
     # and json.dumps with sorted keys, once per pending pod and loop, was most of an
     # observation's CPU at 30,000 pods. The key stays the digest of the sorted JSON (keys live in
     # recorded histories).
-    seen = repr(parts)
-    key = _KEYS.get(seen)
-    if key is None:
-        if len(_KEYS) >= _KEYS_KEPT:
-            _KEYS.clear()
-        key = _KEYS[seen] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    return key
+    return _KEYS.get(parts, lambda: hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16])
 
 
-_KEYS: dict[str, str] = {}  # repr of a pod's parts -> its key (demand_key)
-_KEYS_KEPT = 4096
+_KEYS: ReprMemo[str] = ReprMemo(4096)  # a pod's parts -> its key (demand_key)
 
 
 def _size(shape: PodShape) -> tuple[float, str]:
