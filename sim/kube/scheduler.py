@@ -345,8 +345,7 @@ class Scheduler(Actor):
         with self.store.lock:
             self._follower.catch_up()
             nodes = self.store.all(self.store.builtin("nodes"))
-            seen = (len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0))
-        if seen != self._nodes_seen:
+        if _nodes_version(nodes) != self._nodes_seen:
             self._dirty = True
         if self._dirty:
             self.schedule_once()
@@ -452,7 +451,7 @@ class Scheduler(Actor):
         with self.store.lock:
             self._follower.catch_up()
             nodes = sorted(self.store.all(self.store.builtin("nodes")), key=lambda n: n["metadata"]["name"])
-            self._nodes_seen = (len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0))
+            self._nodes_seen = _nodes_version(nodes)
             pending = sorted(self._pending.values(), key=lambda entry: entry[0])
             self._dirty = False
         names = [n["metadata"]["name"] for n in nodes]
@@ -638,6 +637,12 @@ class Scheduler(Actor):
             )
             if written is not None:
                 self._own.add(written["metadata"]["resourceVersion"])
+
+
+def _nodes_version(nodes: list[Obj]) -> tuple[int, int]:
+    """How many nodes there are and the newest resourceVersion among them: a node added,
+    changed or deleted changes it."""
+    return len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0)
 
 
 def _reasons(
