@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from bench import runtime
+from bench.machine import load_average
 from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from starters.demo import Demo, parse_args
@@ -152,11 +153,6 @@ def sdk_figures(samples: list[Sample]) -> dict[str, float]:
             out[f"{name}_{queue[:24]}_count"] = int(count)
             out[f"{name}_{queue[:24]}_mean_s"] = round(total / count, 3) if count else 0.0
     return out
-
-
-def load_average() -> float:
-    """The 1-minute load: the machine is shared, and the figures mean little without it."""
-    return round(os.getloadavg()[0], 2)
 
 
 async def idle_history(client: Client, workflow_id: str, since: float) -> dict[str, Any]:

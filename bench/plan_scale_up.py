@@ -11,12 +11,12 @@ shared machine the wall time says more about the neighbours than about the plann
 from __future__ import annotations
 
 import json
-import os
 import time
 from fractions import Fraction
 
 from bench.baselines import cluster_autoscaler, karpenter
 from bench.lp import lp_lower_bound
+from bench.machine import load_average
 from bench.workload import FAMILIES, POOL_TYPES, PROVIDER, ZONE_SPREAD_FAMILIES, ZONES, Workload, workload
 from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools
@@ -68,7 +68,7 @@ def run(size: int) -> dict[str, float | int]:
         "pods": size,
         "plan_seconds": round(seconds, 4),
         "plan_cpu_seconds": round(cpu, 4),
-        "load_average": round(os.getloadavg()[0], 2),
+        "load_average": load_average(),
         "nodes": len(plan.new_nodes),
         "cost": round(cost, 4),
         "cost_lower_bound": round(lb, 4),

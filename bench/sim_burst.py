@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench.machine import load_average
 from sim.cluster import SimCluster
 
 APP = "burst"
@@ -232,7 +233,7 @@ def run(pods: int, wave_nodes: int, wave_interval: float, poll: bool) -> dict[st
                 if v - threads0.get(k, 0.0) >= 0.05
             }
         result["sim_cpu_s"] = round(marks[-1][1] - marks[0][1], 1)
-        result["load_average"] = round(os.getloadavg()[0], 2)
+        result["load_average"] = load_average()
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
