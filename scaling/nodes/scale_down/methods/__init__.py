@@ -9,11 +9,13 @@ from scaling.nodes.scale_down.methods.base import Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.empty import EMPTY
 from scaling.nodes.scale_down.methods.manual import MANUAL_REMOVAL
 from scaling.nodes.scale_down.methods.underused import UNDERUSED
+from scaling.nodes.scale_down.models import NodeState
 
 PLANNED: tuple[RemovalMethod, ...] = (EMPTY, UNDERUSED)  # empty first: nothing to move
 BY_KIND: dict[str, RemovalMethod] = {m.kind: m for m in (*PLANNED, MANUAL_REMOVAL)}
+REMOVABLE_NOW = tuple(NodeState(m.kind) for m in PLANNED)  # the plan's states of a node it may remove now
 
-__all__ = ["BY_KIND", "PLANNED", "Candidate", "RemovalMethod", "Wait", "method_for", "rechecked_as"]
+__all__ = ["BY_KIND", "PLANNED", "REMOVABLE_NOW", "Candidate", "RemovalMethod", "Wait", "method_for", "rechecked_as"]
 
 
 def method_for(kind: str) -> RemovalMethod:
