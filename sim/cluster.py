@@ -20,17 +20,16 @@ import argparse
 import json
 import secrets
 import shutil
-import signal
 import ssl
 import sys
 import tempfile
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sim.http import serve_until_interrupted
 from sim.kube import tls
 from sim.kube.apiserver import ApiServer
 from sim.kube.control import SCORING, SimControl
@@ -261,18 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=args.data_dir,
         fsync=args.fsync,
     )
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    cluster.start()
-    try:
-        cluster.write_kubeconfig(args.kubeconfig)
-        print(f"sim cluster ready: {cluster.url}", flush=True)
-        while not done.wait(0.5):
-            pass
-    finally:
-        cluster.stop()
-    return 0
+
+    def ready(started: SimCluster) -> str:
+        started.write_kubeconfig(args.kubeconfig)
+        return f"sim cluster ready: {started.url}"
+
+    return serve_until_interrupted(cluster, ready)
 
 
 if __name__ == "__main__":

@@ -28,17 +28,18 @@ Run alone: `python -m sim.clouds.hetzner --port 8090 --token sim-token`.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from sim.http import JSON, Drop, answering_handler, parse_json, serve_until_interrupted
 from sim.kube.kubelet import Kubelet, Machine
 from sim.kube.kubelet import parse_kubelet_user_data as parse_kubelet_user_data  # re-exported for tests
 
@@ -93,10 +94,6 @@ _HTTP_STATUS = {
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-class _Drop(Exception):
-    """Close the connection without an answer (a response lost on the way back)."""
 
 
 class ApiError(Exception):
@@ -368,7 +365,7 @@ class FakeHetzner:
         return f"http://{host}:{port}"
 
     def start(self) -> FakeHetzner:
-        handler = _make_handler(self)
+        handler = answering_handler(self, ("GET", "POST", "PUT", "DELETE"), None, JSON)
         self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
         self._stop.clear()
@@ -745,7 +742,7 @@ class FakeHetzner:
     def handle(
         self, method: str, raw_path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, Any] | None, dict[str, str], float]:
-        """(status, JSON body, extra headers, delay before answering); raises _Drop."""
+        """(status, JSON body, extra headers, delay before answering); raises Drop."""
         parsed = urlparse(raw_path)
         path = parsed.path
         query = parse_qs(parsed.query)
@@ -786,7 +783,7 @@ class FakeHetzner:
                 if method == "POST" and sub == "/servers" and self._lose.count > 0:
                     self._lose.count -= 1
                     if self._lose.mode == "drop":
-                        raise _Drop()
+                        raise Drop()
                     if self._lose.mode == "error":
                         raise ApiError(self._lose.code, "injected: the server was created, this answer is not")
                     delay = self._lose.delay_s
@@ -946,7 +943,7 @@ class FakeHetzner:
 
     def _create_placement_group(self, body: bytes, now: float) -> dict[str, Any]:
         try:
-            data = json.loads(body or b"{}")
+            data = parse_json(body, {})
         except ValueError as exc:
             raise ApiError("json_error", "invalid JSON") from exc
         name = data.get("name")
@@ -1001,7 +998,7 @@ class FakeHetzner:
 
     def _create_server(self, body: bytes, now: float) -> dict[str, Any]:
         try:
-            data = json.loads(body or b"{}")
+            data = parse_json(body, {})
         except ValueError as exc:
             raise ApiError("json_error", "invalid JSON") from exc
         name = data.get("name")
@@ -1106,7 +1103,7 @@ class FakeHetzner:
 
     def _control(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         try:
-            data = json.loads(body or b"{}")
+            data = parse_json(body, {})
         except ValueError:
             return 400, {"error": "invalid JSON"}
         if method == "GET" and path == "/stats":
@@ -1222,45 +1219,7 @@ class FakeHetzner:
         )
 
 
-def _make_handler(sim: FakeHetzner) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-            pass  # quiet: tests and the demo print their own summaries
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                status, payload, extra, delay = sim.handle(self.command, self.path, headers, body)
-            except _Drop:
-                self.close_connection = True
-                return
-            if delay > 0:
-                time.sleep(delay)
-            raw = json.dumps(payload).encode() if payload is not None else b""
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-
-        do_GET = _serve
-        do_POST = _serve
-        do_PUT = _serve
-        do_DELETE = _serve
-
-    return Handler
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description="Fake Hetzner Cloud API on 127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
     parser.add_argument("--token", default="sim-token")
@@ -1279,16 +1238,9 @@ def main() -> None:
         boot_delay_s=args.boot_delay,
         action_delay_s=args.action_delay,
     )
-    sim.start()
     # Never the token: logs are scanned for secrets (tests/e2e/leaks.py).
-    print(f"fake Hetzner API at {sim.url} (control at {sim.base_url}/sim/v1)")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sim.stop()
+    return serve_until_interrupted(sim, lambda s: f"fake Hetzner API at {s.url} (control at {s.base_url}/sim/v1)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

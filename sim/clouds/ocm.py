@@ -28,13 +28,16 @@ import argparse
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from sim.http import Drop, answering_handler, parse_json, serve_until_interrupted
 
 API = "/api/clusters_mgmt/v1"
 ERRORS_HREF = f"{API}/errors"
@@ -71,10 +74,6 @@ class OcmError(Exception):
         self.status = status
         self.reason = reason
         self.retry_after_s = retry_after_s
-
-
-class _Drop(Exception):
-    """Close the connection without an answer (a response lost on the way back)."""
 
 
 @dataclass
@@ -180,7 +179,9 @@ class FakeOcm:
         return f"http://{host}:{port}"
 
     def start(self) -> FakeOcm:
-        self._httpd = ThreadingHTTPServer((self._host, self._port), _make_handler(self))
+        self._httpd = ThreadingHTTPServer(
+            (self._host, self._port), answering_handler(self, ("GET", "POST", "PUT", "PATCH", "DELETE"), None, None)
+        )
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-ocm", daemon=True
@@ -454,7 +455,7 @@ class FakeOcm:
         self, method: str, raw_path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, Any] | None, dict[str, str], float]:
         """(status, JSON body or None for no content, extra headers, delay before answering);
-        raises _Drop to close the connection unanswered."""
+        raises Drop to close the connection unanswered."""
         parsed = urlparse(raw_path)
         path, query = parsed.path, parse_qs(parsed.query)
         if path.startswith("/sim/v1/"):
@@ -480,7 +481,7 @@ class FakeOcm:
                     self._lose_creates -= 1
                     self.lost_responses += 1
                     if self._lose_status is None:
-                        raise _Drop()
+                        raise Drop()
                     raise OcmError(self._lose_status, "The server is currently unable to handle the request")
                 return status, payload, {"X-Operation-ID": op}, delay
             except OcmError as err:
@@ -506,7 +507,7 @@ class FakeOcm:
     @staticmethod
     def _json(body: bytes) -> dict[str, Any]:
         try:
-            data = json.loads(body or b"{}")
+            data = parse_json(body, {})
         except ValueError as err:
             raise OcmError(400, f"Request body is not valid JSON: {err}") from None
         if not isinstance(data, dict):
@@ -813,7 +814,7 @@ class FakeOcm:
 
     def _control(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         try:
-            data = json.loads(body or b"{}")
+            data = parse_json(body, {})
         except ValueError:
             return 400, {"error": "invalid JSON"}
         if method == "GET" and path == "/stats":
@@ -872,47 +873,7 @@ def _term_holds(cluster: dict[str, Any], key: str, op: str, value: str) -> bool:
     return re.match(pattern, got) is not None
 
 
-def _make_handler(sim: FakeOcm) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-            pass  # quiet: tests and the demo print their own summaries
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                status, payload, extra, delay = sim.handle(self.command, self.path, headers, body)
-            except _Drop:
-                self.close_connection = True
-                return
-            if delay > 0:
-                time.sleep(delay)  # outside the sim's lock: other requests go on
-            raw = json.dumps(payload).encode() if payload is not None else b""
-            try:
-                self.send_response(status)
-                if payload is not None:
-                    self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-
-        do_GET = _serve
-        do_POST = _serve
-        do_PUT = _serve
-        do_PATCH = _serve
-        do_DELETE = _serve
-
-    return Handler
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description="Fake OCM clusters_mgmt API on 127.0.0.1")
     parser.add_argument("--port", type=int, default=8091)
     parser.add_argument("--token", default="sim-ocm-token")
@@ -922,16 +883,10 @@ def main() -> None:
     parser.add_argument("--addon-install", type=float, default=1.0)
     args = parser.parse_args()
     timings = Timings(args.pending, args.installing, args.uninstalling, args.addon_install)
-    sim = FakeOcm(args.token, port=args.port, timings=timings).start()
+    sim = FakeOcm(args.token, port=args.port, timings=timings)
     # Never the token: logs are scanned for secrets (tests/e2e/leaks.py).
-    print(f"fake OCM API at {sim.url}{API} (control at {sim.url}/sim/v1)", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sim.stop()
+    return serve_until_interrupted(sim, lambda s: f"fake OCM API at {s.url}{API} (control at {s.url}/sim/v1)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

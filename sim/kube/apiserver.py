@@ -22,10 +22,12 @@ import socket
 import ssl
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from sim.http import JSON, JsonHandler
 from sim.kube import openapi, tables, tls, validation
 from sim.kube.control import SimControl
 from sim.kube.errors import ApiError, bad_request, success
@@ -142,13 +144,9 @@ def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
     return values[0] if values else default
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
     disable_nagle_algorithm = True
     server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by design
-        return
 
     def setup(self) -> None:
         super().setup()
@@ -163,45 +161,27 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
     # ---- plumbing -------------------------------------------------------------------------
-    def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
+    def send_bytes(
+        self, code: int, data: bytes, content_type: str | None = JSON, headers: Mapping[str, str] | None = None
+    ) -> None:
+        # kube-apiserver's headers (no Server or Date), in one write: no Nagle/delayed-ACK stall.
         if self.command != "GET":
             self.server.api.store.sync()  # acknowledged writes are durable (etcd answers after its fsync)
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        typed = f"Content-Type: {content_type}\r\n" if content_type is not None else ""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
             f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\n"
-            f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
-            f"Cache-Control: no-cache, private\r\n{self._warnings}\r\n"
+            f"{typed}Content-Length: {len(data)}\r\n"
+            f"Cache-Control: no-cache, private\r\n{extra}{self._warnings}\r\n"
         ).encode()
-        self.wfile.write(head + data)  # one write: no Nagle/delayed-ACK stall
+        self.wfile.write(head + data)
         self._status = code
 
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise bad_request("the request body is not valid JSON") from None
+    def json_error(self, problem: str) -> Exception:
+        return bad_request("the request body is not valid JSON")
 
-    def _dispatch(self, method: str) -> None:
+    def dispatch(self, method: str) -> None:
         api = self.server.api
         started = time.perf_counter()
         self._status = 0
@@ -211,14 +191,14 @@ class _Handler(BaseHTTPRequestHandler):
         path = parts.path.rstrip("/") or "/"
         query = parse_qs(parts.query, keep_blank_values=True)
         try:
-            body = self._body()
+            body = self.read_json()
             if not path.startswith("/sim/v1"):
                 api.control.hold(method, path, body)  # an injected hang (control.RequestHold)
             if path.startswith("/sim/v1"):
                 self._verb, self._resource = "control", path
                 self._control(method, path, body)
             elif path in PUBLIC_PATHS:
-                self._send(200, VERSION_INFO if path == "/version" else b"ok")
+                self.send_json(200, VERSION_INFO if path == "/version" else b"ok")
             elif (
                 api.token
                 and self.headers.get("Authorization") != f"Bearer {api.token}"
@@ -233,11 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._api(method, path, query, body)
         except ApiError as exc:
-            self._send(exc.code, exc.status())
+            self.send_json(exc.code, exc.status())
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug here must surface as a 500, not a hung client
-            self._send(500, ApiError(500, "InternalError", f"sim apiserver error: {exc!r}").status())
+            self.send_json(500, ApiError(500, "InternalError", f"sim apiserver error: {exc!r}").status())
         api.control.record(self._verb, self._resource, self._status, time.perf_counter() - started)
 
     # ---- control API ----------------------------------------------------------------------
@@ -249,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
                 with store.lock:
                     objects = {f"{g}/{p}" if g else p: len(b) for (g, p), b in store.storage.items()}
                     rv = store.rv
-                self._send(
+                self.send_json(
                     200,
                     {
                         **control.stats(),
@@ -260,20 +240,20 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif path == "/sim/v1/stats" and method == "DELETE":
                 control.reset_stats()
-                self._send(200, control.stats())
+                self.send_json(200, control.stats())
             elif path == "/sim/v1/faults" and method == "GET":
-                self._send(200, control.faults())
+                self.send_json(200, control.faults())
             elif path == "/sim/v1/faults" and method in ("POST", "PUT"):
                 control.set_faults(body or {})
-                self._send(200, control.faults())
+                self.send_json(200, control.faults())
             elif path == "/sim/v1/faults" and method == "DELETE":
                 control.set_faults({"never_ready_nodes": [], "request_failures": [], "request_holds": []})
-                self._send(200, control.faults())
+                self.send_json(200, control.faults())
             elif path == "/sim/v1/settings" and method == "GET":
-                self._send(200, control.settings())
+                self.send_json(200, control.settings())
             elif path == "/sim/v1/settings" and method in ("POST", "PUT", "PATCH"):
                 control.apply_settings(body or {})
-                self._send(200, control.settings())
+                self.send_json(200, control.settings())
             else:
                 raise ApiError(404, "NotFound", f"no control endpoint {method} {path}")
         except KeyError as exc:
@@ -286,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.api.store
         seg = path.strip("/").split("/")
         if seg == ["api"]:
-            self._send(
+            self.send_json(
                 200,
                 {
                     "kind": "APIVersions",
@@ -298,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         if seg == ["apis"]:
-            self._send(200, self._group_list())
+            self.send_json(200, self._group_list())
             return
         if seg[0] == "api" and len(seg) >= 2:
             group, version, rest = "", seg[1], seg[2:]
@@ -308,12 +288,12 @@ class _Handler(BaseHTTPRequestHandler):
             groups = [g for g in self._group_list()["groups"] if g["name"] == seg[1]]
             if not groups:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            self._send(200, {"kind": "APIGroup", "apiVersion": "v1", **groups[0]})
+            self.send_json(200, {"kind": "APIGroup", "apiVersion": "v1", **groups[0]})
             return
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
-            self._send(200, self._resource_list(group, version))
+            self.send_json(200, self._resource_list(group, version))
             return
         route = self._route(group, version, rest)
         self._resource = route.rt.plural + (f"/{route.sub}" if route.sub else "")
@@ -333,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "POST":
                 self._verb = "create"
                 self._check_fields(rt, body, query)
-                self._send(201, store.create(rt, route.ns or "", self._object(body)))
+                self.send_json(201, store.create(rt, route.ns or "", self._object(body)))
             elif method == "DELETE":
                 self._verb = "deletecollection"
                 items, _ = store.list(rt, route.ns, *self._selectors(rt, query))
@@ -344,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
                     except ApiError as exc:
                         if exc.code != 404:
                             raise
-                self._send(
+                self.send_json(
                     200,
                     {
                         "kind": rt.list_kind,
@@ -377,7 +357,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._verb = "evict"
                 store.evict(ns, name)
-            self._send(201, success(201))
+            self.send_json(201, success(201))
             return
         if sub == "status" and not rt.status_subresource:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -386,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
             obj = store.get(rt, ns, name)
             version = tables.table_version(self.headers.get("Accept"))
             if version is not None and sub is None:
-                self._send(
+                self.send_json(
                     200,
                     tables.table(
                         self._printer(rt),
@@ -397,11 +377,11 @@ class _Handler(BaseHTTPRequestHandler):
                     ),
                 )
             else:
-                self._send(200, obj)
+                self.send_json(200, obj)
         elif method == "PUT":
             self._verb = "update"
             self._check_fields(rt, body, query)
-            self._send(200, store.replace(rt, ns, name, self._object(body), sub))
+            self.send_json(200, store.replace(rt, ns, name, self._object(body), sub))
         elif method == "PATCH":
             self._verb = "patch"
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -409,11 +389,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise bad_request("a patch needs a body")
             if content_type != "application/json-patch+json":
                 self._check_fields(rt, body, query)
-            self._send(200, store.patch(rt, ns, name, content_type, body, sub))
+            self.send_json(200, store.patch(rt, ns, name, content_type, body, sub))
         elif method == "DELETE" and sub is None:
             self._verb = "delete"
             obj, now = store.delete(rt, ns, name, body if isinstance(body, dict) else None)
-            self._send(200 if now else 202, obj)
+            self.send_json(200 if now else 202, obj)
         else:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
@@ -466,7 +446,7 @@ class _Handler(BaseHTTPRequestHandler):
             items = items[:limit]
         version = tables.table_version(self.headers.get("Accept"))
         if version is not None:
-            self._send(
+            self.send_json(
                 200,
                 tables.table(
                     self._printer(rt),
@@ -479,7 +459,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         # The text json.dumps would give the list, with each item's text as the store has it.
         head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta}, separators=(",", ":"))
-        self._send(200, f'{head[:-1]},"items":{store.encode_items(rt, items)}}}'.encode())
+        self.send_json(200, f'{head[:-1]},"items":{store.encode_items(rt, items)}}}'.encode())
 
     def _scale(self, method: str, rt: ResourceType, ns: str, name: str, body: Any) -> None:
         store = self.server.api.store
@@ -500,7 +480,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         obj = store.get(rt, ns, name)
         selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        self._send(
+        self.send_json(
             200,
             {
                 "kind": "Scale",
@@ -719,15 +699,15 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/openapi/v2":
             if openapi.OPENAPI_V2_PROTOBUF in (self.headers.get("Accept") or ""):
                 # Go's mime parser refuses the '@' of the requested type (kubectl 1.27 fails on it).
-                self._send(200, openapi.V2_PROTOBUF, "application/octet-stream")
+                self.send_bytes(200, openapi.V2_PROTOBUF, "application/octet-stream")
             else:
-                self._send(200, openapi.v2_json(self._openapi_docs()))
+                self.send_json(200, openapi.v2_json(self._openapi_docs()))
             return
         docs = self._openapi_docs()
         if path == "/openapi/v3":
-            self._send(200, openapi.v3_root(docs))
+            self.send_json(200, openapi.v3_root(docs))
         elif path.removeprefix("/openapi/v3/") in docs:
-            self._send(200, docs[path.removeprefix("/openapi/v3/")])
+            self.send_json(200, docs[path.removeprefix("/openapi/v3/")])
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
 

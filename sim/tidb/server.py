@@ -21,15 +21,15 @@ Routes (all JSON):
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from sim.http import Drop, HttpError, JsonHandler, parse_json
 from sim.kube.store import Store
 from sim.tidb import promql
 from sim.tidb.load import Fault, Instance, LoadModel
@@ -39,19 +39,8 @@ from sim.tidb.pd import BadStrategy, autoscaling_plans, reported_quota, store_js
 MAX_RANGE_POINTS = 11000  # Prometheus refuses more points per series
 
 
-class _HttpError(Exception):
-    def __init__(self, code: int, body: Any) -> None:
-        super().__init__(str(body))
-        self.code = code
-        self.body = body
-
-
-class _Drop(Exception):
-    """Close the connection without an answer (a response lost on the way back)."""
-
-
-def _prom_error(message: str, kind: str = "bad_data", code: int = 400) -> _HttpError:
-    return _HttpError(code, {"status": "error", "errorType": kind, "error": message})
+def _prom_error(message: str, kind: str = "bad_data", code: int = 400) -> HttpError:
+    return HttpError(code, {"status": "error", "errorType": kind, "error": message})
 
 
 def _timestamp(text: str | None, default: float) -> float:
@@ -154,70 +143,38 @@ class TidbServer:
             tc["metadata"]["name"]: tc for tc in tidb_clusters(self.store) if base_of(tc) == (namespace, cluster)
         }
         if cluster not in clusters:
-            raise _HttpError(404, {"error": f"no TidbCluster {namespace}/{cluster}: no PD there"})
+            raise HttpError(404, {"error": f"no TidbCluster {namespace}/{cluster}: no PD there"})
         instances = [i for i in self.load.instances(self.store) if (i.base_namespace, i.base) == (namespace, cluster)]
         return instances, clusters
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
+    methods = ("GET", "POST", "PUT", "DELETE")
     server: ThreadingHTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by design
-        return
 
     @property
     def tidb(self) -> TidbServer:
         return self.server.tidb  # type: ignore[attr-defined,no-any-return]
 
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def _send(self, code: int, body: Any) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _read(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _dispatch(self, method: str) -> None:
+    def dispatch(self, method: str) -> None:
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
-        raw = self._read()
+        raw = self.read_body()
         params = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        try:
-            if path in ("/api/v1/query", "/api/v1/query_range"):
-                if method == "POST" and "form-urlencoded" in (self.headers.get("Content-Type") or ""):
-                    params.update({k: v[-1] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()})
-                self.tidb.count(path)
-                self._prometheus(path, params)
-            elif path.startswith("/pd/"):
-                self._pd(method, path, raw)
-            elif path == "/external" and method == "GET":
-                self.tidb.count("/external")
-                self._external(params)
-            elif path.startswith("/sim/v1/"):
-                self._control(method, path, raw)
-            else:
-                raise _HttpError(404, {"error": f"no route {method} {path}"})
-        except _HttpError as exc:
-            self._send(exc.code, exc.body)
-        except (_Drop, BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        if path in ("/api/v1/query", "/api/v1/query_range"):
+            if method == "POST" and "form-urlencoded" in (self.headers.get("Content-Type") or ""):
+                params.update({k: v[-1] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()})
+            self.tidb.count(path)
+            self._prometheus(path, params)
+        elif path.startswith("/pd/"):
+            self._pd(method, path, raw)
+        elif path == "/external" and method == "GET":
+            self.tidb.count("/external")
+            self._external(params)
+        elif path.startswith("/sim/v1/"):
+            self._control(method, path, raw)
+        else:
+            raise self.error(404, f"no route {method} {path}")
 
     def _fault(self, target: str) -> Fault | None:
         fault = self.tidb.load.take_fault(target)
@@ -225,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fault.seconds)
             return None
         if fault is not None and fault.mode == "drop":
-            raise _Drop()
+            raise Drop()
         return fault
 
     # ---- Prometheus ----------------------------------------------------------------------
@@ -253,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
                 data = self._range(query, params, series)
         except promql.PromQLError as exc:
             raise _prom_error(str(exc)) from None
-        self._send(200, {"status": "success", "data": data})
+        self.send_json(200, {"status": "success", "data": data})
 
     def _range(self, query: str, params: dict[str, str], series: list[promql.Series]) -> dict[str, Any]:
         for key in ("start", "end", "step"):
@@ -289,27 +246,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _pd(self, method: str, path: str, raw: bytes) -> None:
         seg = path.strip("/").split("/")  # pd, ns, cluster, rest...
         if len(seg) < 4:
-            raise _HttpError(404, {"error": "PD routes are /pd/<namespace>/<cluster>/..."})
+            raise self.error(404, "PD routes are /pd/<namespace>/<cluster>/...")
         ns, cluster, rest = seg[1], seg[2], "/" + "/".join(seg[3:])
         route = "/pd/*/*" + (rest if not rest.startswith("/pd/api/v1/store/") else "/pd/api/v1/store/*")
         self.tidb.count(route)
         fault = self._fault("pd")
         if fault is not None and fault.mode == "error":
-            raise _HttpError(fault.status, "[PD:server:ErrServerNotStarted]server not started (injected)")
+            raise HttpError(fault.status, "[PD:server:ErrServerNotStarted]server not started (injected)")
         instances, clusters = self.tidb.family(ns, cluster)
         if rest == "/autoscaling" and method == "POST":
             if fault is not None:  # "empty": released PD writes null when it cannot read metrics
-                self._send(200, None)
+                self.send_json(200, None)
                 return
             try:
-                body = json.loads(raw or b"null")
+                body = parse_json(raw)
                 plans = autoscaling_plans(body, instances, clusters)
             except (ValueError, BadStrategy) as exc:
-                raise _HttpError(400, str(exc)) from None
-            self._send(200, plans)
+                raise HttpError(400, str(exc)) from None
+            self.send_json(200, plans)
             return
         if method != "GET":
-            raise _HttpError(405, {"error": f"{method} not allowed on {rest}"})
+            raise self.error(405, f"{method} not allowed on {rest}")
         stores = []
         for inst in instances if fault is None else []:
             if inst.component != "tikv":
@@ -317,35 +274,35 @@ class _Handler(BaseHTTPRequestHandler):
             store_id, started = self.tidb.store_id(inst)
             stores.append(store_json(inst, store_id, config_labels(clusters[inst.cluster], "tikv"), started))
         if rest == "/pd/api/v1/stores":
-            self._send(200, {"count": len(stores), "stores": stores})
+            self.send_json(200, {"count": len(stores), "stores": stores})
         elif rest.startswith("/pd/api/v1/store/"):
             wanted = rest.rsplit("/", 1)[1]
             found = next((s for s in stores if str(s["store"]["id"]) == wanted), None)
             if found is None:
-                raise _HttpError(404, f"[PD:core:ErrStoreNotFound]store id {wanted} not found")
-            self._send(200, found)
+                raise HttpError(404, f"[PD:core:ErrStoreNotFound]store id {wanted} not found")
+            self.send_json(200, found)
         else:
-            raise _HttpError(404, {"error": f"no PD route {rest}"})
+            raise self.error(404, f"no PD route {rest}")
 
     # ---- external recommender ------------------------------------------------------------
     def _external(self, params: dict[str, str]) -> None:
         fault = self._fault("external")
         if fault is not None and fault.mode == "error":
-            raise _HttpError(fault.status, {"error": "injected failure"})
+            raise self.error(fault.status, "injected failure")
         name, ns, kind = params.get("name", ""), params.get("namespace", ""), params.get("type", "")
         if not (name and ns and kind):
-            raise _HttpError(400, {"error": "name, namespace and type are required"})
+            raise self.error(400, "name, namespace and type are required")
         with self.tidb.load.lock:
             replicas = self.tidb.load.external.get((ns, name, kind))
         if replicas is None or fault is not None:
-            raise _HttpError(404, {"error": f"no recommendation for {ns}/{name} {kind}"})
-        self._send(200, {"name": name, "namespace": ns, "type": kind, "recommendedReplicas": replicas})
+            raise self.error(404, f"no recommendation for {ns}/{name} {kind}")
+        self.send_json(200, {"name": name, "namespace": ns, "type": kind, "recommendedReplicas": replicas})
 
     # ---- control -------------------------------------------------------------------------
     def _control(self, method: str, path: str, raw: bytes) -> None:
         load = self.tidb.load
         try:
-            body = json.loads(raw) if raw else {}
+            body = parse_json(raw, {})
             if path == "/sim/v1/load" and method == "GET":
                 pass
             elif path == "/sim/v1/load" and method in ("POST", "PUT"):
@@ -361,14 +318,14 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/sim/v1/faults" and method == "GET":
                 pass
             elif path == "/sim/v1/instances" and method == "GET":
-                self._send(200, {"instances": [vars(i) for i in load.instances(self.tidb.store)]})
+                self.send_json(200, {"instances": [vars(i) for i in load.instances(self.tidb.store)]})
                 return
             elif path == "/sim/v1/stats" and method == "GET":
                 with self.tidb.stats_lock:
-                    self._send(200, dict(self.tidb.stats))
+                    self.send_json(200, dict(self.tidb.stats))
                 return
             else:
-                raise _HttpError(404, {"error": f"no control endpoint {method} {path}"})
+                raise self.error(404, f"no control endpoint {method} {path}")
         except (TypeError, ValueError) as exc:
-            raise _HttpError(400, {"error": str(exc)}) from None
-        self._send(200, load.describe())
+            raise self.error(400, str(exc)) from None
+        self.send_json(200, load.describe())

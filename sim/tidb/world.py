@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from sim.http import serve_until_interrupted
 from sim.kube.errors import ApiError
 from sim.kube.store import Store
 from sim.tidb.crds import tidb_crds
@@ -111,20 +112,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data-dir", default=None, help="keep the cluster's store here (see sim.cluster)")
     args = parser.parse_args(argv)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    with (
-        SimCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
-        FakeTidb(cluster.store, port=args.port) as world,
-    ):
-        cluster.write_kubeconfig(args.kubeconfig)
-        if args.info:
-            Path(args.info).write_text(json.dumps(world.info(), indent=2))
-        print(f"sim tidb world ready: {json.dumps(world.info())}", flush=True)
-        while not done.wait(0.5):
-            pass
-    return 0
+
+    @contextmanager
+    def serving() -> Iterator[FakeTidb]:
+        with (
+            SimCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
+            FakeTidb(cluster.store, port=args.port) as world,
+        ):
+            cluster.write_kubeconfig(args.kubeconfig)
+            if args.info:
+                Path(args.info).write_text(json.dumps(world.info(), indent=2))
+            yield world
+
+    return serve_until_interrupted(serving(), lambda world: f"sim tidb world ready: {json.dumps(world.info())}")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         WaitPodsGoneInput,
     )
     from scaling.nodes.scale_down.evaluation import check_node_removal
-    from scaling.nodes.scale_down.models import NodeState
+    from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.recheck import blocking, cancel_code
     from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import scale_down_details
@@ -141,7 +141,7 @@ class NodeScaleDownWorkflow:
             node=inp.node,
             now=workflow.now().timestamp(),
             protected=inp.protected,
-            require_empty=inp.kind == NodeState.EMPTY.value,
+            require_empty=method_for(inp.kind).require_empty,
             settings=inp.settings,
         )
         obs: ScaleDownObservation | None = None  # only on the path runs before the patch took

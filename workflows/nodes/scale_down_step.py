@@ -41,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
         reuse_of,
         stands,
     )
+    from scaling.nodes.scale_down.methods import method_for
+    from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS
+    from scaling.nodes.scale_down.methods.manual import MANUAL, data_loss_blockers
     from scaling.nodes.scale_down.models import (
         NodeRemoval,
         NodeState,
@@ -48,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownLoopSettings,
         ScaleDownPlan,
     )
-    from scaling.nodes.scale_down.recheck import CANCELLED_BY_PODS, MANUAL, data_loss_blockers
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import NodeAutoscalerState
@@ -116,7 +118,7 @@ def record_candidates(
 
 
 def _waiting_empty(sd: ScaleDownStatus) -> bool:
-    return sd.phase == ScaleDownPhase.MARKED and sd.kind == NodeState.EMPTY.value
+    return sd.phase == ScaleDownPhase.MARKED and method_for(sd.kind).require_empty
 
 
 async def step(

@@ -1,13 +1,11 @@
 """Which nodes to remove, and when (seed 004 steps 8-9 with Cluster Autoscaler's safety rules).
 
-Two kinds of removable node:
-- Empty (seed 004): a growth-managed node running only DaemonSet, mirror or finished pods.
-  It is selected at once and gets ``scale_down_at = now + unneeded_time_s``: the NodeScaleDown
+The kinds of removal are RemovalMethods (``methods/``), walked in order, empty first:
+- Empty (seed 004): selected at once with ``scale_down_at = now + unneeded_time_s``: the NodeScaleDown
   workflow taints it and waits on a durable timer, then calls ``still_removable``.
-- Underused (Cluster Autoscaler): requested/allocatable (the larger of the cpu and memory
-  ratios) below the group's threshold. It must stay unneeded (below the threshold, no blocker,
-  its pods fit elsewhere) for ``unneeded_time_s`` before it is selected, with
-  ``scale_down_at = now``: the waiting already happened untainted.
+- Underused (Cluster Autoscaler): it must stay unneeded (below the threshold, no blocker, its pods fit
+  elsewhere) for ``unneeded_time_s`` before it is selected, with ``scale_down_at = now``: the waiting
+  already happened untainted.
 
 A NotReady node waits ``unready_time_s`` (loop-wide, Cluster Autoscaler's
 scale-down-unready-time, 20 min) instead of its group's ``unneeded_time_s``, in either kind.
@@ -40,15 +38,14 @@ from scaling.nodes.scale_down.checks import (
     billing_hold,
     group_settings,
     individual_blockers,
-    is_empty,
     is_managed,
     is_target,
     pool_for,
     pool_of,
     removal_wait_s,
     used_by_node,
-    utilization,
 )
+from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
     NodeDecision,
@@ -88,16 +85,17 @@ def plan_scale_down(
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     plan = ScaleDownPlan()
-    ready: list[tuple[NodeDecision, ScaleDownSettings, bool]] = []  # (decision, settings, billed)
+    ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
 
     for node in sorted(nodes, key=lambda n: n.name):
-        mine = on_node.get(node.name, [])
+        candidate = Candidate(node, on_node.get(node.name, []))
+        mine = candidate.pods
         dec = NodeDecision(
             name=node.name,
             state=NodeState.NOT_MANAGED,
             group=node.labels.get(LABEL_GROUP),
             pool=pool_of(node),
-            utilization=utilization(node, mine),
+            utilization=candidate.utilization,
         )
         plan.decisions[node.name] = dec
         if not is_managed(node):
@@ -112,8 +110,8 @@ def plan_scale_down(
                 Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {dec.group}")
             ]
             continue
-        empty = is_empty(node, mine)
-        if not empty and dec.utilization >= gs.utilization_threshold:
+        method = next((m for m in PLANNED if m.is_candidate(candidate, gs)), None)
+        if method is None:
             dec.state = NodeState.UTILIZED
             continue
         blockers, _ = individual_blockers(node, mine, pdbs, storage, targets, used, protected, kinds)
@@ -136,7 +134,7 @@ def plan_scale_down(
         billed = pool is not None and pool.billing is not None and node.created_at is not None
         # The messages below name times, not "for Xs": an evaluation that finds nothing new
         # says the same words loop after loop (so its candidates are not sent again).
-        if not empty and now - since < wait_s:
+        if method.wait is Wait.BEFORE_SELECTION and now - since < wait_s:
             dec.state = NodeState.UNNEEDED_WAITING
             dec.removable_at = since + wait_s
             code, what = (UNNEEDED_TIME, "unneeded") if node.ready else (UNREADY_TIME, "NotReady and unneeded")
@@ -157,8 +155,8 @@ def plan_scale_down(
                 )
             ]
             continue
-        dec.state = NodeState.EMPTY if empty else NodeState.UNDERUSED
-        ready.append((dec, gs, billed))
+        dec.state = NodeState(method.kind)
+        ready.append((dec, gs, billed, method))
 
     select_removals(
         plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds

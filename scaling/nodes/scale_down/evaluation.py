@@ -46,6 +46,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
+from scaling.nodes.scale_down.methods import REMOVABLE_NOW
 from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownPlan, ScaleDownReuse
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
@@ -63,8 +64,7 @@ STATE_RANK = {
     for i, s in enumerate(
         [
             NodeState.REMOVING,
-            NodeState.EMPTY,
-            NodeState.UNDERUSED,
+            *REMOVABLE_NOW,
             NodeState.UNNEEDED_WAITING,
             NodeState.BLOCKED,
             NodeState.UTILIZED,
@@ -228,7 +228,7 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
     until = now + REUSE_MAX_S
     nodes = {n.name: n for n in obs.nodes}
     for d in plan.decisions.values():
-        if d.state in (NodeState.EMPTY, NodeState.UNDERUSED):
+        if d.state in REMOVABLE_NOW:
             return None
         if d.removable_at is not None:
             until = min(until, d.removable_at)

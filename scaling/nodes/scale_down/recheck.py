@@ -4,16 +4,7 @@ cancel a removal, and what an operator's remove-now may override.
 
 from __future__ import annotations
 
-from scaling.kube.drain import (
-    LOCAL_STORAGE,
-    MIN_NODES,
-    NOT_SAFE_TO_EVICT,
-    Blocker,
-    PdbInfo,
-    pod_key,
-    pods_to_evict,
-    without_long_terminating,
-)
+from scaling.kube.drain import MIN_NODES, Blocker, PdbInfo, pods_to_evict, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.models import LABEL_GROUP, NodeGroup
@@ -21,26 +12,17 @@ from scaling.nodes.scale_down.checks import (
     after_moves,
     group_settings,
     individual_blockers,
-    is_empty,
     is_managed,
     is_target,
     min_nodes_for,
     needs_room,
     pool_of,
     used_by_node,
-    utilization,
 )
+from scaling.nodes.scale_down.methods import Candidate, method_for, rechecked_as
+from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS, NOT_EMPTY
 from scaling.nodes.scale_down.models import GROUP_SCALE_DOWN_DISABLED, RemovalCheck, ScaleDownLoopSettings
-from scaling.nodes.scale_down.storage import (
-    BACKING_IMAGE_MANAGER,
-    LAST_HEALTHY_REPLICA,
-    SHARE_MANAGER,
-    VOLUME_ATTACHED,
-    LonghornState,
-)
-
-NOT_EMPTY = "NodeNotEmpty"
-UTILIZED = "NodeUtilized"
+from scaling.nodes.scale_down.storage import LonghornState
 
 
 def still_removable(
@@ -59,7 +41,8 @@ def still_removable(
     """Re-check one node right before draining it (the NodeScaleDown timer fired).
 
     ``in_progress`` are the other nodes being removed (the node itself may be in it). With
-    ``require_empty`` (seed 004's empty-node path), any pod that needs evicting cancels it.
+    ``require_empty`` (seed 004's empty-node path) the node is re-checked as Empty, any pod that
+    needs evicting blocking it; without, as Underused (see ``rechecked_as``).
     The node is expected to carry the deletion taint by now; that does not block it. With
     ``now``, long-terminating pods are treated as gone (see the candidates module doc).
     """
@@ -81,16 +64,9 @@ def still_removable(
                 code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {node.labels[LABEL_GROUP]}"
             )
         )
-    empty = is_empty(node, pods)
-    if require_empty and not empty:
-        names = ", ".join(pod_key(p) for p in pods_to_evict(node.name, pods))
-        blockers.append(Blocker(code=NOT_EMPTY, message=f"node {node.name} now runs pod {names}"))
-    elif not empty and utilization(node, pods) >= gs.utilization_threshold:
-        blockers.append(
-            Blocker(
-                code=UTILIZED, message=f"node {node.name} is at or above {gs.utilization_threshold:.0%} utilization"
-            )
-        )
+    method, candidate = rechecked_as(require_empty), Candidate(node, pods)
+    if not method.is_candidate(candidate, gs):
+        blockers.append(method.why_not(candidate, gs))
     pool_key = (node.labels.get(LABEL_GROUP), pool_of(node))
     size = sum(
         1
@@ -114,24 +90,10 @@ def still_removable(
     return RemovalCheck(ok=not blockers, blockers=blockers)
 
 
-CANCELLED_BY_PODS = "PodsLandedOnNode"
-MANUAL = "Manual"  # NodeScaleDownInput.kind of an operator's remove-now
-# Removing a node with these would lose data (or a service Longhorn cannot move): even an
-# operator's remove-now is refused. Other blockers (utilisation, timers) are the operator's call.
-DATA_LOSS_CODES = frozenset(
-    {VOLUME_ATTACHED, LAST_HEALTHY_REPLICA, BACKING_IMAGE_MANAGER, SHARE_MANAGER, LOCAL_STORAGE, NOT_SAFE_TO_EVICT}
-)
-
-
-def data_loss_blockers(blockers: list[Blocker]) -> list[Blocker]:
-    """The blockers that refuse even an operator's remove-now."""
-    return [b for b in blockers if b.code in DATA_LOSS_CODES]
-
-
 def blocking(kind: str, blockers: list[Blocker]) -> list[Blocker]:
     """The blockers that cancel a removal at its re-check: all of them for the loop's own
-    removals, only the data-loss ones for a manual remove-now."""
-    return data_loss_blockers(blockers) if kind == MANUAL else list(blockers)
+    removals, only the data-loss ones for a manual remove-now (its method's cancels)."""
+    return method_for(kind).cancels(blockers)
 
 
 def cancel_code(blocker: Blocker) -> str:

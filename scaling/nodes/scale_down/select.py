@@ -18,6 +18,7 @@ from scaling.nodes.scale_down.checks import (
     pool_of,
     removal_wait_s,
 )
+from scaling.nodes.scale_down.methods import PLANNED, RemovalMethod, Wait
 from scaling.nodes.scale_down.models import (
     FitResult,
     NodeDecision,
@@ -34,7 +35,7 @@ DESTINATION = "DestinationOfRemovedNode"
 
 def select_removals(
     plan: ScaleDownPlan,
-    ready: list[tuple[NodeDecision, ScaleDownSettings, bool]],
+    ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]],
     nodes: list[NodeInfo],
     on_node: dict[str, list[PodInfo]],
     pdbs: list[PdbInfo],
@@ -47,10 +48,11 @@ def select_removals(
     settings: ScaleDownLoopSettings,
     kinds: frozenset[str],
 ) -> None:
-    """Pick nodes in order (empty first, then least utilised), checking them together."""
+    """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together."""
     by_name = {n.name: n for n in nodes}
     by_group = {g.name: g for g in groups}
-    ready.sort(key=lambda d: (d[0].state != NodeState.EMPTY, d[0].utilization, d[0].name))
+    order = {m.kind: i for i, m in enumerate(PLANNED)}
+    ready.sort(key=lambda d: (order[d[3].kind], d[0].utilization, d[0].name))
     pool_size: dict[tuple[str | None, str | None], int] = {}
     for n in nodes:
         if is_managed(n) and n.name not in in_progress:
@@ -61,7 +63,7 @@ def select_removals(
     moved_in: dict[str, list[PodInfo]] = {}
     removed: set[str] = set()
 
-    for dec, gs, billed in ready:
+    for dec, gs, billed, method in ready:
         node = by_name[dec.name]
         if len(plan.to_remove) >= settings.max_removals_per_loop:
             dec.reasons = [
@@ -119,7 +121,7 @@ def select_removals(
         pool_size[key] = pool_size.get(key, 0) - 1
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
-        delay = removal_wait_s(node, gs, settings) if dec.state == NodeState.EMPTY and not billed else 0.0
+        delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0
         plan.to_remove.append(
             NodeRemoval(
                 name=node.name,

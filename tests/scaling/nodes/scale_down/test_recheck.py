@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from scaling.kube.drain import LOCAL_STORAGE, MIN_NODES, NO_PLACE_TO_MOVE, PROTECTED, TAINT_TO_BE_DELETED, Blocker
 from scaling.kube.models import Taint
-from scaling.nodes.scale_down.recheck import (
-    CANCELLED_BY_PODS,
-    MANUAL,
-    NOT_EMPTY,
-    UTILIZED,
-    blocking,
-    cancel_code,
-    data_loss_blockers,
-    still_removable,
-)
+from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS, NOT_EMPTY
+from scaling.nodes.scale_down.methods.manual import MANUAL, data_loss_blockers
+from scaling.nodes.scale_down.methods.underused import UTILIZED
+from scaling.nodes.scale_down.recheck import blocking, cancel_code, still_removable
 from scaling.nodes.scale_down.storage import VOLUME_ATTACHED, LonghornState, LonghornVolume
 from tests.scaling.nodes.scale_down.test_candidates import DELETED_AT, ds, group, node, pod, terminating
 
