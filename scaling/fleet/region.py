@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from scaling.fleet import contracts
 from scaling.fleet.approvals import after_denied_deletion
@@ -36,7 +36,8 @@ class FleetAutoscalerSettings(BaseModel):
 
     provider: str
     region: str
-    interval_s: float = 30.0
+    # Between rounds. Inputs from before (recorded histories, running regions) say `interval_s`.
+    scan_interval_s: float = Field(default=30.0, validation_alias=AliasChoices("scan_interval_s", "interval_s"))
     recheck_delay_s: float = 30.0  # between marking a cluster deprovisioning and its re-check
     deletion_requires_approval: bool = False  # removals wait for approve_deletion
     # Approval gates (scaling.fleet.approvals): a cluster's creation / deletion waits for approve.

@@ -530,7 +530,7 @@ class FleetAutoscalerWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda: self.wake or bool(self.state.outbox) or bool(self.state.index_outbox),
-                    timeout=timedelta(seconds=s.interval_s),
+                    timeout=timedelta(seconds=s.scan_interval_s),
                 )
             except TimeoutError:
                 pass
