@@ -214,7 +214,7 @@ def _crd(plural: str, kind: str) -> Obj:
     }
 
 
-class SimLonghorn:
+class FakeLonghorn:
     """The stand-in. Use `start()`/`stop()` (or `with`), then the volume API below."""
 
     def __init__(
@@ -269,12 +269,12 @@ class SimLonghorn:
         self._installed = True
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> SimLonghorn:
+    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> FakeLonghorn:
         """Talk to the cluster a kubeconfig names (server, token and CA)."""
         endpoint = Endpoint.from_kubeconfig(path)
         return cls(endpoint.url, endpoint.token, ca_pem=endpoint.ca_pem, **kwargs)
 
-    def start(self) -> SimLonghorn:
+    def start(self) -> FakeLonghorn:
         self.install()
         self.reconcile()
         self._stop.clear()
@@ -289,7 +289,7 @@ class SimLonghorn:
             self._thread = None
         self.api.close()
 
-    def __enter__(self) -> SimLonghorn:
+    def __enter__(self) -> FakeLonghorn:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

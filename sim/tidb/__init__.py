@@ -8,7 +8,7 @@
   `/api/v1/query_range`), as each cluster's PD (`/pd/<namespace>/<cluster>/...`: the stores
   API and `POST /autoscaling` with the released behaviour), and as an external recommender
   (`/external`), with control endpoints under `/sim/v1/`.
-- `world.FakeTidb`: all of it attached to a running `sim.cluster.SimCluster`.
+- `world.FakeTidb`: all of it attached to a running `sim.cluster.FakeCluster`.
 
 Like the rest of sim/, nothing here imports growth's packages: it stands for the outside world.
 """

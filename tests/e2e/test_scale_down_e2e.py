@@ -168,7 +168,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
-    from sim.storage.longhorn import SimLonghorn
+    from sim.storage.longhorn import FakeLonghorn
     from starters.kube import apply_node_group, node_group
     from tests.polling import until
     from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -196,7 +196,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
                 "status": {"allocatable": q, "capacity": q},
             }
         )
-    longhorn = SimLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
+    longhorn = FakeLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
     try:
         bim = longhorn.add_backing_image_manager("keep")
 
