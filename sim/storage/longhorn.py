@@ -1,6 +1,7 @@
 """A Longhorn stand-in for the simulated cluster, with `kubernetes-cluster-autoscaler-enabled`.
 
-It plays the parts of Longhorn that decide whether a node may be removed (seed 003), acting
+It plays the parts of Longhorn that decide whether a node may be removed (seed 003: attached
+volumes, a last healthy replica and backing-image or share managers keep a node), acting
 only through the Kubernetes API over HTTP (httpx, bearer token), like the real manager:
 
 - CRDs longhorn.io/v1beta2 volumes, replicas, engines, instancemanagers, settings,
@@ -649,7 +650,8 @@ class FakeLonghorn:
                         "volumeMounts": [{"name": "dev", "mountPath": "/host/dev"}],
                     }
                 ],
-                # hostPath mounts: what Cluster Autoscaler calls local storage (seed 003).
+                # hostPath mounts: what Cluster Autoscaler calls local storage, which blocks a
+                # scale-down unless the pod is annotated safe-to-evict (seed 003).
                 "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
                 "tolerations": [{"operator": "Exists"}],
             },
@@ -672,7 +674,8 @@ class FakeLonghorn:
                     "metadata": {
                         "name": f"{BIM_COMPONENT}-{node}",
                         "namespace": NAMESPACE,
-                        # Never annotated safe-to-evict: Longhorn keeps this node (seed 003).
+                        # Never annotated safe-to-evict, so that its data is not lost: Longhorn
+                        # keeps this node (seed 003).
                         "labels": {
                             LABEL_COMPONENT: BIM_COMPONENT,
                             LABEL_NODE: node,

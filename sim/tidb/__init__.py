@@ -1,4 +1,5 @@
-"""A simulated TiDB world for the components loop (seed 002), beside the emulated API server.
+"""A simulated TiDB world for the components loop (seed 002: TiKV and TiDB scaled
+on CPU and storage use), beside the emulated API server.
 
 - `operator.TidbOperator`: a tidb-operator stand-in that turns pingcap.com/v1alpha1
   TidbClusters into `<tc>-pd-<n>`, `<tc>-tikv-<n>` and `<tc>-tidb-<n>` pods and reports

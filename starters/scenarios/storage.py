@@ -1,4 +1,5 @@
-"""storage: seed 003's "scale down all nodes containing volume replicas" with sim-Longhorn.
+"""storage: seed 003's "scale down all nodes containing volume replicas" with sim-Longhorn (a node
+with a detached volume's replica may go while another schedulable node keeps a healthy one).
 
 Original nodes come from a small deployment; a 3-replica volume is attached, written and
 detached on them; the deployment doubles the nodes; the new nodes get

@@ -1,4 +1,5 @@
-"""ComponentAutoscaler `components/<namespace>/<name>`: one TidbClusterAutoScaler (seed 002).
+"""ComponentAutoscaler `components/<namespace>/<name>`: one TidbClusterAutoScaler (seed 002: its
+TiKV and TiDB scaled out on CPU or storage use, heterogeneous instances scaled in on low CPU).
 
 Each round: read the object and its base TidbCluster, parse/default/validate the spec (a bad
 component gets its field error on the object's status and an Event; the other component keeps

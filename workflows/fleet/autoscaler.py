@@ -1,5 +1,7 @@
 """FleetAutoscaler `fleet/<provider>/<region>`: keeps a provider region's data-plane clusters in
-balance with its managed instances (seed 000).
+balance with its managed instances (seed 000: a new cluster for a type when no cluster can hold
+its biggest size or free units fall under the slack; an empty cluster removed when the others still
+cover the type).
 
 Every interval (or at once when something changed): place waiting instances on the first
 ready cluster with room; per instance type, ask the rules whether to start a DataPlaneCluster

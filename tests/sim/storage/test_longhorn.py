@@ -1,4 +1,5 @@
-"""The Longhorn stand-in against the simulated cluster, over HTTP (seed 003)."""
+"""The Longhorn stand-in against the simulated cluster, over HTTP (seed 003: attached volumes, a
+last healthy replica and backing-image or share managers keep a node from scale-down)."""
 
 from __future__ import annotations
 
@@ -234,7 +235,9 @@ def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhor
 
 
 def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: FakeLonghorn) -> None:
-    """The seed 003 scenario through growth's pure rules, fed with what the API server holds."""
+    """Seed 003's rule (a node holding a detached volume's replica goes only while another
+    schedulable node keeps a healthy one) through growth's pure rules, fed with what the API server
+    holds."""
     from scaling.kube.drain import pdb_from_object
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
@@ -296,8 +299,9 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: FakeLongho
 def test_seed_scenario_scale_down_all_nodes_holding_replicas(
     cluster: FakeCluster, kube: Kube, longhorn: FakeLonghorn
 ) -> None:
-    """Seed 003 "scale down all nodes containing volume replicas", with growth's rules deciding
-    and this test acting as the NodeScaleDown workflow would: taint, evict, delete the Node."""
+    """Seed 003 "scale down all nodes containing volume replicas" (the last healthy replica's node
+    goes only after a rebuild elsewhere), with growth's rules deciding and this test acting as the
+    NodeScaleDown workflow would: taint, evict, delete the Node."""
     from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED, pdb_from_object
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
