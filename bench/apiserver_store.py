@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes import client
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube.journal import SNAPSHOT, WAL
 from sim.kube.store import Store
 
@@ -99,7 +99,7 @@ def run_mode(mode: str) -> dict[str, Any]:
 
 def http_create_ms(tmp: Path, on_disk: bool, fsync: bool) -> float:
     """Mean ms per pod create over HTTPS with the official client (the scheduler and KWOK off)."""
-    with SimCluster(
+    with FakeCluster(
         data_dir=tmp if on_disk else None, fsync=fsync, run_scheduler=False, run_kwok=False, run_controllers=False
     ) as cluster:
         core = client.CoreV1Api(cluster.api_client())

@@ -80,7 +80,7 @@ from scaling.nodes.models import LABEL_REQUEST
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
-from sim.storage.longhorn import LonghornError, SimLonghorn
+from sim.storage.longhorn import FakeLonghorn, LonghornError
 from starters.kube import apply_crds, apply_node_group, deployment, kube_client, node_group
 from starters.processes import Proc, Processes, free_port
 from starters.scenarios.hetzner import HetznerBurstScenario
@@ -117,7 +117,7 @@ class Stack:
     restarts: int = 0
     replicas: int = 0  # the workload's pods, all to be running at the end
     sim_url: str = ""
-    longhorn: SimLonghorn | None = None
+    longhorn: FakeLonghorn | None = None
     volume_checksum: str = ""  # as written, before the faults
     # The burst on Hetzner: the demo's scenario starts the fake cloud and names the provider.
     hetzner: HetznerBurstScenario | None = None
@@ -805,7 +805,7 @@ async def _shrink(
 def write_volume(stack: Stack) -> None:
     """A 3-replica Longhorn volume on the burst's nodes, written and detached: the scale-down
     may remove its nodes only while another healthy replica remains (the storage scenario's rule)."""
-    lh = stack.longhorn = SimLonghorn.from_kubeconfig(stack.kubeconfig, interval=0.2).start()
+    lh = stack.longhorn = FakeLonghorn.from_kubeconfig(stack.kubeconfig, interval=0.2).start()
     on = lh.create_volume(VOLUME, 3)
     lh.attach(VOLUME, on[0])
     lh.write(VOLUME, b"chaos data " * 4096)

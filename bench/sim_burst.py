@@ -2,7 +2,7 @@
 
 python -m bench.sim_burst [--sizes 10000,30000] [--wave-nodes 50] [--wave-interval 2]
 
-This process runs an in-process SimCluster as the demo starts it (store on disk without fsync,
+This process runs an in-process FakeCluster as the demo starts it (store on disk without fsync,
 nodes Ready after 2 s). A second process plays the worker and the e2e bench's harness: informers
 on pods and nodes (activities/kube/informer.py: list, then watch from its resourceVersion with
 bookmarks), a list of the workload's pods every pods/2500 s (as bench/e2e.py's PodWatch polls),
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import load_average
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 
 APP = "burst"
 SERVER_TYPE = "cx52"
@@ -206,7 +206,7 @@ def run(pods: int, wave_nodes: int, wave_interval: float, poll: bool) -> dict[st
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
     try:
-        with SimCluster(node_ready_delay=2.0, data_dir=tmp / "sim", fsync=False) as cluster:
+        with FakeCluster(node_ready_delay=2.0, data_dir=tmp / "sim", fsync=False) as cluster:
             kubeconfig = cluster.write_kubeconfig(tmp / "kubeconfig")
             proc = ctx.Process(target=_client, args=(str(kubeconfig), pods, wave_nodes, wave_interval, poll, there))
             proc.start()

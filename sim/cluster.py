@@ -1,6 +1,6 @@
 """A whole simulated cluster in one process: API server, KWOK, scheduler, controllers.
 
-    with SimCluster(node_ready_delay=0.2) as cluster:
+    with FakeCluster(node_ready_delay=0.2) as cluster:
         cluster.write_kubeconfig(path)   # then kubernetes.config.load_kube_config(path), or kubectl
 
 or from a shell: `python -m sim.cluster --port 0 --kubeconfig PATH --node-ready-delay 2`.
@@ -32,7 +32,7 @@ import yaml
 from sim.http import serve_until_interrupted
 from sim.kube import tls
 from sim.kube.apiserver import ApiServer
-from sim.kube.control import SCORING, SimControl
+from sim.kube.control import SCORING, FakeControl
 from sim.kube.controllers import Controllers
 from sim.kube.journal import write_atomically
 from sim.kube.kwok import Kwok
@@ -40,7 +40,7 @@ from sim.kube.scheduler import Scheduler
 from sim.kube.store import Store
 
 
-class SimCluster:
+class FakeCluster:
     def __init__(
         self,
         *,
@@ -67,7 +67,7 @@ class SimCluster:
             port = int((self.data_dir / "port").read_text())  # the same address after a restart
         self._ca_dir: str | None = None
         self.store = Store(data_dir=self.data_dir, fsync=fsync)
-        self.control = SimControl(
+        self.control = FakeControl(
             node_ready_delay=node_ready_delay,
             pod_start_delay=pod_start_delay,
             scheduler_interval=scheduler_interval,
@@ -114,7 +114,7 @@ class SimCluster:
     def url(self) -> str:
         return self.apiserver.url
 
-    def start(self) -> SimCluster:
+    def start(self) -> FakeCluster:
         self._publish_cluster_info()
         if self.data_dir is not None:
             write_atomically(self.data_dir / "port", str(self.apiserver.httpd.server_address[1]).encode())
@@ -136,7 +136,7 @@ class SimCluster:
             shutil.rmtree(self._ca_dir, ignore_errors=True)
             self._ca_dir = None
 
-    def __enter__(self) -> SimCluster:
+    def __enter__(self) -> FakeCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --data-dir: do not fsync before answering a write (a kill still loses nothing)",
     )
     args = parser.parse_args(argv)
-    cluster = SimCluster(
+    cluster = FakeCluster(
         host=args.host,
         port=args.port,
         token=args.token,
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         fsync=args.fsync,
     )
 
-    def ready(started: SimCluster) -> str:
+    def ready(started: FakeCluster) -> str:
         started.write_kubeconfig(args.kubeconfig)
         return f"sim cluster ready: {started.url}"
 

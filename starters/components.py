@@ -45,7 +45,7 @@ START_HELP = {
     "approval_timeout_s": "seconds a group's creation waits before its default applies",
     "approval_default": "what a waiting creation's timeout does",
     "kube_cluster": "which of the worker's clusters holds the objects (default: its kubernetes: connection)",
-    "planner": "growth: seed 002's algorithm in growth; pd: ask PD's /autoscaling",
+    "planner": "growth: growth's rules (use brought under the thresholds' midpoint); pd: ask PD's /autoscaling",
     "scan_interval_s": "seconds between rounds (intervals between changes come from the object's spec)",
     "iterations_per_run": "rounds per run before continue-as-new",
     "activity_timeout_s": "seconds one activity may take",

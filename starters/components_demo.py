@@ -1,4 +1,6 @@
-"""`make demo SCENARIO=components`: the components loop on the local default (seed 002).
+"""`make demo SCENARIO=components`: the components loop on the local default (seed 002: TiKV and
+TiDB scale out when CPU or storage use passes the rule's max, and back in when CPU falls under its
+min).
 
 Starts the Temporal dev server, the simulated cluster with the sim's TiDB world in one process
 (`python -m sim.tidb.world`: the TidbCluster controller, a fake Prometheus and a fake PD), and

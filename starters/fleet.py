@@ -1,7 +1,7 @@
 """`growth fleet`: start and steer the FleetAutoscaler of one provider region (old name: `growth-fleet`).
 
     growth fleet [--provider aws] [--region us-east-1] start --fleet-config fleet.yaml
-                                  [--interval 30] ... (one option per FleetAutoscalerSettings field)
+                                  [--scan-interval 30] ... (one option per FleetAutoscalerSettings field)
     growth fleet status               clusters with phase and capacity, instances, counters
     growth fleet create-instance ID --type standard --size x1
     growth fleet delete-instance ID
@@ -52,8 +52,9 @@ from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.index import InstanceIndexWorkflow
 from workflows.search import PROVIDER, REGION
 
+START_ALIASES = {"scan_interval_s": ["--interval"]}  # the flag's name before scan_interval_s
 START_HELP = {
-    "interval_s": "seconds between evaluations",
+    "scan_interval_s": "seconds between evaluations",
     "recheck_delay_s": "seconds between marking a cluster deprovisioning and its re-check",
     "deletion_requires_approval": "remove an empty cluster only after approve-deletion",
     "approve_cluster_create": "a new cluster waits for `growth fleet approve` before it is created at OCM",
@@ -199,7 +200,7 @@ async def find_instance(client: Client, region_workflow_id: str, instance_id: st
 
 EXAMPLES = """\b
 Examples:
-  growth fleet --provider aws --region us-east-1 start --fleet-config fleet.yaml --interval 30
+  growth fleet --provider aws --region us-east-1 start --fleet-config fleet.yaml --scan-interval 30
   growth fleet status -o json
   growth fleet create-instance kafka-1 --type standard --size x1
   growth fleet approve-deletion us-east-1-standard-000002
@@ -235,7 +236,9 @@ def _call(where: tuple[str, str], run, table=str) -> Call:  # noqa: ANN001 - run
     type=click.Path(),
     help="fleet configuration YAML, or a kas-fleet-manager config directory (its four files, as they are)",
 )
-@model_options(FleetAutoscalerSettings, skip=frozenset({"provider", "region"}), help_text=START_HELP)
+@model_options(
+    FleetAutoscalerSettings, skip=frozenset({"provider", "region"}), aliases=START_ALIASES, help_text=START_HELP
+)
 @shared_options
 @click.pass_context
 def start_command(ctx: click.Context, fleet_config: str, **_: object) -> Call:

@@ -133,7 +133,7 @@ class FleetDemo:
         settings = FleetAutoscalerSettings(
             provider=PROVIDER,
             region=REGION,
-            interval_s=1.0,
+            scan_interval_s=1.0,
             recheck_delay_s=2.0,
             failure_backoff_s=30.0,
             flap_window_s=120.0,

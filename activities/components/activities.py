@@ -34,7 +34,7 @@ from activities.components.tidbcluster import (
     owned_by,
 )
 from activities.kube.client import ClusterClients
-from scaling.components import contracts as c
+from scaling.components import contracts
 from scaling.components.metrics import aggregate
 from scaling.kube.models import Resources
 from scaling.kube.nodes import node_info
@@ -46,11 +46,11 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 Obj = dict[str, Any]
 
 
-def _component_view(tc: Obj, component: str) -> c.ComponentView:
+def _component_view(tc: Obj, component: str) -> contracts.ComponentView:
     spec = ((tc.get("spec") or {}).get(component)) or {}
     sts = (((tc.get("status") or {}).get(component)) or {}).get("statefulSet") or {}
     requests = spec.get("requests") or {}
-    return c.ComponentView(
+    return contracts.ComponentView(
         replicas=int(spec.get("replicas") or 0),
         pods=int(sts.get("replicas") or 0),
         ready=int(sts.get("readyReplicas") or 0),
@@ -128,23 +128,23 @@ class ComponentActivities:
             self._pd.clear()
 
     # ---- TidbClusterAutoScaler -----------------------------------------------------------
-    @activity.defn(name=c.LIST_AUTOSCALERS)
-    def list_autoscalers(self, inp: c.ListAutoscalersInput) -> list[c.AutoscalerRef]:
+    @activity.defn(name=contracts.LIST_AUTOSCALERS)
+    def list_autoscalers(self, inp: contracts.ListAutoscalersInput) -> list[contracts.AutoscalerRef]:
         items = self.kube(inp.kube_cluster).list_autoscalers(inp.namespace)
         return [
-            c.AutoscalerRef(
+            contracts.AutoscalerRef(
                 kube_cluster=inp.kube_cluster, namespace=o["metadata"]["namespace"], name=o["metadata"]["name"]
             )
             for o in items
         ]
 
-    @activity.defn(name=c.GET_AUTOSCALER)
-    def get_autoscaler(self, ref: c.AutoscalerRef) -> c.AutoscalerObject:
+    @activity.defn(name=contracts.GET_AUTOSCALER)
+    def get_autoscaler(self, ref: contracts.AutoscalerRef) -> contracts.AutoscalerObject:
         obj = self.kube(ref.kube_cluster).get(TAC_PLURAL, ref.namespace, ref.name)
         if obj is None:
-            return c.AutoscalerObject(found=False)
+            return contracts.AutoscalerObject(found=False)
         meta = obj["metadata"]
-        return c.AutoscalerObject(
+        return contracts.AutoscalerObject(
             found=True,
             uid=meta.get("uid", ""),
             generation=int(meta.get("generation") or 0),
@@ -152,24 +152,24 @@ class ComponentActivities:
             deleting=bool(meta.get("deletionTimestamp")),
         )
 
-    @activity.defn(name=c.WRITE_AUTOSCALER_STATUS)
-    def write_autoscaler_status(self, inp: c.WriteStatusInput) -> c.WriteStatusResult:
-        return c.WriteStatusResult(
+    @activity.defn(name=contracts.WRITE_AUTOSCALER_STATUS)
+    def write_autoscaler_status(self, inp: contracts.WriteStatusInput) -> contracts.WriteStatusResult:
+        return contracts.WriteStatusResult(
             found=self.kube(inp.kube_cluster).replace_status(TAC_PLURAL, inp.namespace, inp.name, inp.status)
         )
 
-    @activity.defn(name=c.EMIT_AUTOSCALER_EVENT)
-    def emit_autoscaler_event(self, ev: c.AutoscalerEvent) -> None:
+    @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
+    def emit_autoscaler_event(self, ev: contracts.AutoscalerEvent) -> None:
         self.kube(ev.kube_cluster).autoscaler_event(ev.namespace, ev.name, ev.uid, ev.reason, ev.message, ev.type)
 
     # ---- TidbCluster ---------------------------------------------------------------------
-    @activity.defn(name=c.GET_TIDB_CLUSTER)
-    def get_tidb_cluster(self, inp: c.GetClusterInput) -> c.TidbClusterView:
+    @activity.defn(name=contracts.GET_TIDB_CLUSTER)
+    def get_tidb_cluster(self, inp: contracts.GetClusterInput) -> contracts.TidbClusterView:
         tc = self.kube(inp.kube_cluster).get(TC_PLURAL, inp.namespace, inp.name)
         if tc is None:
-            return c.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
+            return contracts.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
         spec = tc.get("spec") or {}
-        return c.TidbClusterView(
+        return contracts.TidbClusterView(
             found=True,
             namespace=inp.namespace,
             name=inp.name,
@@ -177,8 +177,8 @@ class ComponentActivities:
             components={k: _component_view(tc, k) for k in ("tikv", "tidb") if isinstance(spec.get(k), dict)},
         )
 
-    @activity.defn(name=c.LIST_AUTO_CLUSTERS)
-    def list_auto_clusters(self, inp: c.ListAutoClustersInput) -> c.AutoClusterList:
+    @activity.defn(name=contracts.LIST_AUTO_CLUSTERS)
+    def list_auto_clusters(self, inp: contracts.ListAutoClustersInput) -> contracts.AutoClusterList:
         selector = f"{LABEL_AUTO_INSTANCE}={inp.autoscaler},{LABEL_AUTO_COMPONENT}={inp.component}"
         items = []
         for tc in sorted(
@@ -187,7 +187,7 @@ class ComponentActivities:
             meta = tc["metadata"]
             labels = meta.get("labels") or {}
             items.append(
-                c.AutoClusterView(
+                contracts.AutoClusterView(
                     name=meta["name"],
                     uid=meta.get("uid", ""),
                     group=labels.get(LABEL_AUTOSCALING_GROUP, ""),
@@ -197,10 +197,10 @@ class ComponentActivities:
                     labels=_server_labels(tc, inp.component),
                 )
             )
-        return c.AutoClusterList(items=items)
+        return contracts.AutoClusterList(items=items)
 
-    @activity.defn(name=c.CREATE_AUTO_CLUSTER)
-    def create_auto_cluster(self, inp: c.CreateAutoClusterInput) -> c.CreateAutoClusterResult:
+    @activity.defn(name=contracts.CREATE_AUTO_CLUSTER)
+    def create_auto_cluster(self, inp: contracts.CreateAutoClusterInput) -> contracts.CreateAutoClusterResult:
         kube = self.kube(inp.kube_cluster)
         existing = kube.get(TC_PLURAL, inp.namespace, inp.name)
         if existing is None:
@@ -237,26 +237,26 @@ class ComponentActivities:
                 non_retryable=True,
             )
         replicas = int(((existing.get("spec") or {}).get(inp.component) or {}).get("replicas") or 0)
-        return c.CreateAutoClusterResult(
+        return contracts.CreateAutoClusterResult(
             name=inp.name, uid=existing["metadata"].get("uid", ""), created=created, replicas=replicas
         )
 
-    @activity.defn(name=c.PATCH_REPLICAS)
-    def patch_replicas(self, inp: c.PatchReplicasInput) -> c.PatchReplicasResult:
+    @activity.defn(name=contracts.PATCH_REPLICAS)
+    def patch_replicas(self, inp: contracts.PatchReplicasInput) -> contracts.PatchReplicasResult:
         patched = self.kube(inp.kube_cluster).set_replicas(inp.namespace, inp.cluster, inp.component, inp.replicas)
         if patched is None:
-            return c.PatchReplicasResult(found=False)
-        return c.PatchReplicasResult(found=True, replicas=int(patched["spec"][inp.component]["replicas"]))
+            return contracts.PatchReplicasResult(found=False)
+        return contracts.PatchReplicasResult(found=True, replicas=int(patched["spec"][inp.component]["replicas"]))
 
-    @activity.defn(name=c.DELETE_AUTO_CLUSTER)
-    def delete_auto_cluster(self, inp: c.DeleteAutoClusterInput) -> c.DeleteAutoClusterResult:
-        return c.DeleteAutoClusterResult(
+    @activity.defn(name=contracts.DELETE_AUTO_CLUSTER)
+    def delete_auto_cluster(self, inp: contracts.DeleteAutoClusterInput) -> contracts.DeleteAutoClusterResult:
+        return contracts.DeleteAutoClusterResult(
             deleted=self.kube(inp.kube_cluster).delete_cluster(inp.namespace, inp.name, inp.uid or None)
         )
 
     # ---- metrics sources -----------------------------------------------------------------
-    @activity.defn(name=c.QUERY_METRICS)
-    def query_metrics(self, inp: c.MetricsInput) -> c.ComponentMetrics:
+    @activity.defn(name=contracts.QUERY_METRICS)
+    def query_metrics(self, inp: contracts.MetricsInput) -> contracts.ComponentMetrics:
         try:
             prom = self._prometheus_for(inp.namespace, inp.base_cluster)
             window = self.settings.cpu_window_s
@@ -264,30 +264,30 @@ class ComponentActivities:
             quota = prom.cpu_quota(inp.namespace, inp.component)
             sizes = prom.store_sizes(inp.namespace) if inp.storage and inp.component == "tikv" else None
         except (MetricsUnavailable, OSError) as exc:
-            raise _unavailable(c.METRICS_UNAVAILABLE, exc) from None
+            raise _unavailable(contracts.METRICS_UNAVAILABLE, exc) from None
         metrics = aggregate(inp.component, inp.clusters, used, quota, inp.hot_threshold, sizes)
         if not metrics.groups:
             # Like PD: an empty result means the window is too short or scraping stopped, not "idle".
             raise _unavailable(
-                c.METRICS_UNAVAILABLE,
+                contracts.METRICS_UNAVAILABLE,
                 MetricsUnavailable(
                     f"Prometheus has no {inp.component} CPU samples for {inp.namespace}/{inp.base_cluster}"
                 ),
             )
         return metrics
 
-    @activity.defn(name=c.ASK_PD_AUTOSCALING)
-    def ask_pd_autoscaling(self, inp: c.AskPdInput) -> c.PdAnswer:
+    @activity.defn(name=contracts.ASK_PD_AUTOSCALING)
+    def ask_pd_autoscaling(self, inp: contracts.AskPdInput) -> contracts.PdAnswer:
         try:
             plans = self._pd_for(inp.namespace, inp.cluster).autoscaling(inp.strategy.model_dump(exclude_none=True))
         except PdUnavailable as exc:
-            raise _unavailable(c.PD_UNAVAILABLE, exc) from None
+            raise _unavailable(contracts.PD_UNAVAILABLE, exc) from None
         if plans is None:
-            return c.PdAnswer(answered=False)
-        return c.PdAnswer(answered=True, plans=[c.PdPlan(**p) for p in plans])
+            return contracts.PdAnswer(answered=False)
+        return contracts.PdAnswer(answered=True, plans=[contracts.PdPlan(**p) for p in plans])
 
-    @activity.defn(name=c.ASK_EXTERNAL_ENDPOINT)
-    def ask_external_endpoint(self, inp: c.AskExternalInput) -> c.ExternalAnswer:
+    @activity.defn(name=contracts.ASK_EXTERNAL_ENDPOINT)
+    def ask_external_endpoint(self, inp: contracts.AskExternalInput) -> contracts.ExternalAnswer:
         ep = inp.endpoint
         try:
             secret = ep.tls_secret.model_dump() if ep.tls_secret else None
@@ -302,12 +302,12 @@ class ComponentActivities:
                 url, inp.namespace, inp.cluster, inp.component, timeout_s=self.settings.http_timeout_s, verify=verify
             )
         except RecommenderUnavailable as exc:
-            raise _unavailable(c.RECOMMENDER_UNAVAILABLE, exc) from None
-        return c.ExternalAnswer(recommended_replicas=replicas)
+            raise _unavailable(contracts.RECOMMENDER_UNAVAILABLE, exc) from None
+        return contracts.ExternalAnswer(recommended_replicas=replicas)
 
     # ---- node capacity -------------------------------------------------------------------
-    @activity.defn(name=c.OBSERVE_CAPACITY)
-    def observe_capacity(self, inp: c.CapacityInput) -> c.CapacityAnswer:
+    @activity.defn(name=contracts.OBSERVE_CAPACITY)
+    def observe_capacity(self, inp: contracts.CapacityInput) -> contracts.CapacityAnswer:
         kube = self.kube(inp.kube_cluster)
         if self.settings.capacity_max_age_s > 0:
             free, manages = self._capacity.get(inp.kube_cluster, lambda: self._free_room(kube))
@@ -322,7 +322,7 @@ class ComponentActivities:
                 if shape.memory_bytes:
                     slots.append(room.memory // shape.memory_bytes)
                 fits[name] += max(0, min(slots))
-        return c.CapacityAnswer(fits=fits, growth_manages_nodes=manages)
+        return contracts.CapacityAnswer(fits=fits, growth_manages_nodes=manages)
 
     def _free_room(self, kube: TidbKube) -> tuple[list[Resources], bool]:
         """Free room on each schedulable node (every pod listed), and whether growth adds nodes."""

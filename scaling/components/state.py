@@ -27,7 +27,9 @@ class ComponentAutoscalerSettings(BaseModel):
     kube_cluster: str = ""  # key of the worker's clusters settings; "" = the default connection
     namespace: str
     name: str  # the TidbClusterAutoScaler
-    planner: Planner = "growth"  # growth: seed 002's algorithm here; pd: PD's /autoscaling
+    # growth: growth's own rules (seed 002: scale out to bring use under the thresholds' midpoint);
+    # pd: PD's /autoscaling
+    planner: Planner = "growth"
     scan_interval_s: float = Field(default=30.0, gt=0)
     iterations_per_run: int = Field(default=200, ge=1)
     activity_timeout_s: float = Field(default=60.0, gt=0)

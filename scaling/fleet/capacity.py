@@ -1,4 +1,5 @@
-"""Streaming-unit capacity of a region's clusters for one instance type (seed 000).
+"""Streaming-unit capacity of a region's clusters for one instance type (seed 000: free units are
+max minus consumed over the clusters that take or will take instances).
 
 Clusters in deprovisioning, cleanup, deleted or failed give no capacity and count for no
 limit. Clusters not ready yet (or ready but not yet reported) count with the configured

@@ -4,7 +4,8 @@
   activity implementations; the worker registers an implementation under each name, and test
   stubs register under the same names.
 - Workflow ids, and the names of the updates/queries the agent API and the CLI call.
-- The agent's status report (seed 000's "fleetshard sync"), which the agent API turns into
+- The agent's status report (seed 000's "fleetshard sync": each type's max and remaining units),
+  which the agent API turns into
   an update on the cluster's workflow.
 
 Idempotency: every OCM create carries growth's `cluster_id` (derived from the autoscaler

@@ -41,7 +41,9 @@ def evaluate_region(
     scale_up_enabled: bool = True,
     scale_down_enabled: bool = True,
 ) -> RegionEvaluation:
-    """Seed 000's creation and deletion evaluations for each instance type. A type that needs a
+    """Seed 000's creation and deletion evaluations for each instance type (a new cluster when free
+    units fall under the slack or none holds the biggest size; an empty cluster goes when the rest
+    still cover the type). A type that needs a
     scale-up removes nothing in the same evaluation."""
     by_type: dict[str, list[ClusterRecord]] = defaultdict(list)
     for c in clusters:

@@ -16,7 +16,8 @@ from scaling.fleet.models import ClusterPhase, ClusterType, ManagedInstance, Typ
 MAX_PHASE_HISTORY = 20  # waiting <-> ready can flip forever; keep the last changes only
 MAX_STRIMZI_VERSIONS = 10
 
-# Terraforming steps, in order (seed 000 / kas-fleet-manager).
+# Terraforming steps, in order (seed 000 / kas-fleet-manager: once OCM has provisioned the cluster,
+# its machine pools first, then the rest until it is ready).
 STEP_MACHINE_POOLS = "machine_pools"
 STEP_INGRESS_DNS = "ingress_dns"
 STEP_IDENTITY_PROVIDER = "identity_provider"

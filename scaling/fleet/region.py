@@ -9,15 +9,24 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
+from scaling.fleet import contracts
 from scaling.fleet.approvals import after_denied_deletion
 from scaling.fleet.cluster_table import ClusterTable, from_table, to_table
-from scaling.fleet.config import FleetConfig
+from scaling.fleet.config import FleetConfig, ManualCluster
 from scaling.fleet.evaluation import TypeEvaluation
 from scaling.fleet.index import DEFAULT_SHARDS, IndexOp
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
-from scaling.fleet.models import FINISHED, ClusterPhase, ClusterRecord, CompactInstance, ManagedInstance, TypeUnits
+from scaling.fleet.models import (
+    FINISHED,
+    MAX_REJECTED_BY,
+    ClusterPhase,
+    ClusterRecord,
+    CompactInstance,
+    ManagedInstance,
+    TypeUnits,
+)
 
 MAX_EVENTS = 30  # recent decisions kept for the status query
 
@@ -27,7 +36,8 @@ class FleetAutoscalerSettings(BaseModel):
 
     provider: str
     region: str
-    interval_s: float = 30.0
+    # Between rounds. Inputs from before (recorded histories, running regions) say `interval_s`.
+    scan_interval_s: float = Field(default=30.0, validation_alias=AliasChoices("scan_interval_s", "interval_s"))
     recheck_delay_s: float = 30.0  # between marking a cluster deprovisioning and its re-check
     deletion_requires_approval: bool = False  # removals wait for approve_deletion
     # Approval gates (scaling.fleet.approvals): a cluster's creation / deletion waits for approve.
@@ -198,6 +208,102 @@ def merge_cluster_report(record: ClusterRecord | None, report: ClusterReport) ->
     elif phase == ClusterPhase.DEPROVISIONING and record.phase in serving:
         phase = record.phase  # sent before the restore arrived
     return record.model_copy(update={"phase": phase, "types": types})
+
+
+def fold_cluster_report(
+    state: FleetAutoscalerState, report: ClusterReport, listed: ManualCluster | None, now: datetime
+) -> None:
+    """A cluster's report folded into the region: its registry entry (merge_cluster_report), and
+    when it finished, the Failed or Deleted counter, the failure time that backs off new
+    clusters of its type, and its instances waiting for a cluster again. A cluster rebuilt from
+    its report takes `schedulable` and the instance limit from its `listed` entry in
+    dataplane-cluster-configuration, if any. A denied deletion drops the deprovisioning mark."""
+    cid = report.cluster_id
+    before = state.clusters.get(cid)
+    after = merge_cluster_report(before, report)
+    if after is not None:
+        if before is None and listed is not None:  # a registry rebuilt from reports
+            after = after.model_copy(
+                update={"schedulable": listed.schedulable, "instance_limit": listed.kafka_instance_limit}
+            )
+        state.clusters[cid] = after
+    elif before is not None:
+        del state.clusters[cid]
+        state.marked_at.pop(cid, None)
+        if report.phase == ClusterPhase.FAILED:
+            state.clusters_failed += 1
+            state.last_failure_at[report.instance_type] = now
+        else:
+            state.clusters_deleted += 1
+        remember(state, f"{cid} {report.phase.value}: {report.message}")
+        unplace_from(state, cid)
+    if report.deletion_denied:
+        state.marked_at.pop(cid, None)
+        remember(state, f"{cid}: {report.message}; deletion blocked until approve-deletion")
+
+
+def unplace_from(state: FleetAutoscalerState, cluster_id: str) -> None:
+    """A cluster left the registry: anything placed there waits for a cluster again (with the
+    index, its shard is told to reject what it holds there and answers with each instance)."""
+    if state.index_shards:
+        state.index_outbox.append(IndexOp(kind="reject", cluster_id=cluster_id, reason=f"{cluster_id} is gone"))
+        return
+    for inst in state.instances.values():
+        if inst.cluster_id == cluster_id:
+            inst.cluster_id = ""
+            state.waiting.append(inst.id)
+
+
+def release_instance(state: FleetAutoscalerState, instance_id: str) -> bool:
+    """A run from before the index: the instance leaves the state, its units and place on its
+    cluster are free again and the cluster is told to release it. False: no such instance."""
+    inst = state.instances.pop(instance_id, None)
+    if inst is None:
+        return False
+    if instance_id in state.waiting:
+        state.waiting.remove(instance_id)
+    rec = state.clusters.get(inst.cluster_id)
+    if rec is not None:
+        free_on_cluster(rec, inst)
+        state.outbox.append(
+            ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=instance_id)
+        )
+    return True
+
+
+def release_removed(state: FleetAutoscalerState, found: ManagedInstance) -> None:
+    """The index shard removed `found` (its record is the truth): its units leave the committed
+    counts, and it leaves the queue if a rejection already put it there; otherwise its units
+    and place on its cluster are free again and the cluster is told to release it."""
+    commit(state, found, -1)
+    queued = next((i for i in state.queue if i.id == found.id), None)
+    if queued is not None:
+        state.queue.remove(queued)
+        return
+    rec = state.clusters.get(found.cluster_id)
+    if rec is not None:
+        free_on_cluster(rec, found)
+        state.outbox.append(
+            ClusterMessage(
+                cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=found.id, instance=found
+            )
+        )
+
+
+def reject_instances(state: FleetAutoscalerState, cluster_id: str, messages: dict[str, str]) -> None:
+    """A run from before the index: the cluster's agent refused these instances (id -> why). Each
+    one still on that cluster frees its units there, remembers the cluster so it is never placed
+    there again (the last MAX_REJECTED_BY), and waits for another cluster."""
+    rec = state.clusters.get(cluster_id)
+    for iid, why in messages.items():
+        inst = state.instances.get(iid)
+        if inst is None or inst.cluster_id != cluster_id:
+            continue  # deleted meanwhile, or already moved
+        free_on_cluster(rec, inst)
+        inst.rejected_by = [*inst.rejected_by, cluster_id][-MAX_REJECTED_BY:]
+        inst.cluster_id, inst.phase, inst.message = "", "placed", why
+        state.waiting.append(iid)
+        remember(state, f"{iid}: rejected by {cluster_id} ({why or 'no reason'}), placing it elsewhere")
 
 
 def instances_placed(state: FleetAutoscalerState) -> int:

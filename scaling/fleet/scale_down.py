@@ -1,4 +1,5 @@
-"""When an empty data-plane cluster may be removed (seed 000's deletion evaluation).
+"""When an empty data-plane cluster may be removed (seed 000's deletion evaluation: the region's
+other clusters must still hold the type's biggest size and its slack).
 
 A cluster is removable only if it is ready, empty, not blocked by an operator, and a dry run of
 the scale-up rule over the *remaining ready* clusters of its type says "no scale-up": so a

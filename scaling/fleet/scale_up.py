@@ -1,5 +1,6 @@
-"""When a region needs a new data-plane cluster for an instance type (seed 000, with the
-design notes' reading of its ambiguities)."""
+"""When a region needs a new data-plane cluster for an instance type (seed 000: below the region's
+limit, no scale-up under way, and no cluster can hold the biggest size or free units fall under the
+slack; with the design notes' reading of its ambiguities)."""
 
 from __future__ import annotations
 
@@ -58,5 +59,7 @@ def scale_up_decision(tally: CapacityTally, rules: TypeRules) -> ScaleUpDecision
 
 
 def scale_up_needed(clusters: Iterable[ClusterRecord], rules: TypeRules) -> ScaleUpDecision:
-    """Seed 000's scale-up evaluation for `rules.instance_type` over a region's clusters."""
+    """Seed 000's scale-up evaluation for `rules.instance_type` over a region's clusters: a new
+    cluster when none can hold the biggest size or free units fall under the slack, unless the
+    limit is reached or one is coming up already."""
     return scale_up_decision(tally_capacity(clusters, rules), rules)

@@ -38,7 +38,8 @@ class AutoscalerSettings(BaseModel):
     use_search_attributes: bool = False
     # Bound the history of one run even when the server does not suggest continue-as-new yet.
     iterations_per_run: int = 500
-    # Scale-down (seed 004 steps 8-9, Cluster Autoscaler's rules); per-group timers and
+    # Scale-down (seed 004 steps 8-9: a growth node without pods is tainted and removed once its
+    # ScaleDownAt passes; Cluster Autoscaler's rules for underused nodes); per-group timers and
     # thresholds come from each NodeGroupWithPriority's scaleDown.
     scale_down_enabled: bool = True
     max_scale_down_per_loop: int = 10

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from sim.http import JSON, JsonHandler
 from sim.kube import openapi, tables, tls, validation
-from sim.kube.control import SimControl
+from sim.kube.control import FakeControl
 from sim.kube.errors import ApiError, bad_request, success
 from sim.kube.selectors import SelectorError, fields_match, labels_match, parse_field_selector, parse_label_selector
 from sim.kube.store import ALL_CATEGORY, Obj, ResourceType, Store, WatchEvent
@@ -50,7 +50,7 @@ PUBLIC_PATHS = {"/version", "/healthz", "/readyz", "/livez"}
 ANONYMOUS_GET = {"/api/v1/namespaces/kube-public/configmaps/cluster-info"}
 WATCH_SLICE = 0.5  # how often an idle watch checks for shutdown and a vanished client
 FRESH_TIMEOUT = 3.0  # the watch cache's blockTimeout: how long a watch from a future resourceVersion waits
-# A watch that allows bookmarks gets one every `watch_bookmark_interval` (SimControl, 60 s like the
+# A watch that allows bookmarks gets one every `watch_bookmark_interval` (FakeControl, 60 s like the
 # apiserver's bookmarkFrequency) and one just before it ends (cacher.go: deadline - 2 s).
 
 
@@ -80,7 +80,7 @@ class ApiServer:
     def __init__(
         self,
         store: Store,
-        control: SimControl,
+        control: FakeControl,
         token: str | None,
         host: str = "127.0.0.1",
         port: int = 0,

@@ -67,7 +67,7 @@ SECONDS_SETTINGS = (
 
 
 @dataclass
-class SimControl:
+class FakeControl:
     node_ready_delay: float = 1.0
     pod_start_delay: float = 0.2
     scheduler_interval: float = 0.25

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from sim.kube.actor import Actor
-from sim.kube.control import SimControl
+from sim.kube.control import FakeControl
 from sim.kube.follow import Follower
 from sim.kube.store import Obj, Store, now_rfc3339
 
@@ -41,7 +41,7 @@ def _fake_ip(seed: str, prefix: str) -> str:
 class Kwok(Actor):
     name = "kwok"
 
-    def __init__(self, store: Store, control: SimControl, interval: float = 0.05) -> None:
+    def __init__(self, store: Store, control: FakeControl, interval: float = 0.05) -> None:
         super().__init__(lambda: interval)
         self.store = store
         self.control = control

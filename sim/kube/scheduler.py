@@ -22,7 +22,7 @@ from typing import Any
 
 from sim.kube import quantity
 from sim.kube.actor import Actor
-from sim.kube.control import SimControl
+from sim.kube.control import FakeControl
 from sim.kube.errors import ApiError
 from sim.kube.follow import Follower
 from sim.kube.kwok import is_ready
@@ -309,7 +309,7 @@ class _Fits:
 class Scheduler(Actor):
     name = "scheduler"
 
-    def __init__(self, store: Store, control: SimControl) -> None:
+    def __init__(self, store: Store, control: FakeControl) -> None:
         super().__init__(lambda: control.scheduler_interval)
         self.store = store
         self.control = control

@@ -3,7 +3,7 @@
 kubectl sends a bearer token only over TLS, and a client verifies the server against the CA
 in its kubeconfig (certificate-authority-data), so the emulated API server serves HTTPS with a
 CA of its own, as `kubeadm init` makes one. Keys are EC P-256: generating them takes
-milliseconds, so every SimCluster gets fresh ones and nothing is written to disk for long.
+milliseconds, so every FakeCluster gets fresh ones and nothing is written to disk for long.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A Longhorn stand-in for the simulated cluster, with `kubernetes-cluster-autoscaler-enabled`.
 
-It plays the parts of Longhorn that decide whether a node may be removed (seed 003), acting
+It plays the parts of Longhorn that decide whether a node may be removed (seed 003: attached
+volumes, a last healthy replica and backing-image or share managers keep a node), acting
 only through the Kubernetes API over HTTP (httpx, bearer token), like the real manager:
 
 - CRDs longhorn.io/v1beta2 volumes, replicas, engines, instancemanagers, settings,
@@ -214,7 +215,7 @@ def _crd(plural: str, kind: str) -> Obj:
     }
 
 
-class SimLonghorn:
+class FakeLonghorn:
     """The stand-in. Use `start()`/`stop()` (or `with`), then the volume API below."""
 
     def __init__(
@@ -269,12 +270,12 @@ class SimLonghorn:
         self._installed = True
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> SimLonghorn:
+    def from_kubeconfig(cls, path: str | Path, **kwargs: Any) -> FakeLonghorn:
         """Talk to the cluster a kubeconfig names (server, token and CA)."""
         endpoint = Endpoint.from_kubeconfig(path)
         return cls(endpoint.url, endpoint.token, ca_pem=endpoint.ca_pem, **kwargs)
 
-    def start(self) -> SimLonghorn:
+    def start(self) -> FakeLonghorn:
         self.install()
         self.reconcile()
         self._stop.clear()
@@ -289,7 +290,7 @@ class SimLonghorn:
             self._thread = None
         self.api.close()
 
-    def __enter__(self) -> SimLonghorn:
+    def __enter__(self) -> FakeLonghorn:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -649,7 +650,8 @@ class SimLonghorn:
                         "volumeMounts": [{"name": "dev", "mountPath": "/host/dev"}],
                     }
                 ],
-                # hostPath mounts: what Cluster Autoscaler calls local storage (seed 003).
+                # hostPath mounts: what Cluster Autoscaler calls local storage, which blocks a
+                # scale-down unless the pod is annotated safe-to-evict (seed 003).
                 "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
                 "tolerations": [{"operator": "Exists"}],
             },
@@ -672,7 +674,8 @@ class SimLonghorn:
                     "metadata": {
                         "name": f"{BIM_COMPONENT}-{node}",
                         "namespace": NAMESPACE,
-                        # Never annotated safe-to-evict: Longhorn keeps this node (seed 003).
+                        # Never annotated safe-to-evict, so that its data is not lost: Longhorn
+                        # keeps this node (seed 003).
                         "labels": {
                             LABEL_COMPONENT: BIM_COMPONENT,
                             LABEL_NODE: node,

@@ -1,4 +1,5 @@
-"""A simulated TiDB world for the components loop (seed 002), beside the emulated API server.
+"""A simulated TiDB world for the components loop (seed 002: TiKV and TiDB scaled
+on CPU and storage use), beside the emulated API server.
 
 - `operator.TidbOperator`: a tidb-operator stand-in that turns pingcap.com/v1alpha1
   TidbClusters into `<tc>-pd-<n>`, `<tc>-tikv-<n>` and `<tc>-tidb-<n>` pods and reports
@@ -8,7 +9,7 @@
   `/api/v1/query_range`), as each cluster's PD (`/pd/<namespace>/<cluster>/...`: the stores
   API and `POST /autoscaling` with the released behaviour), and as an external recommender
   (`/external`), with control endpoints under `/sim/v1/`.
-- `world.FakeTidb`: all of it attached to a running `sim.cluster.SimCluster`.
+- `world.FakeTidb`: all of it attached to a running `sim.cluster.FakeCluster`.
 
 Like the rest of sim/, nothing here imports growth's packages: it stands for the outside world.
 """

@@ -1,6 +1,7 @@
 """The fake PD's answers: the stores API and `POST /autoscaling` as released PD answers it.
 
-Released PD's autoscaling (not seed 002's proposal) works on CPU only and steps by one:
+Released PD's autoscaling (not seed 002's proposal, which also scales TiKV on storage and sizes a
+step to reach the thresholds' midpoint) works on CPU only and steps by one:
 
 - per rule (component tikv or tidb, its `cpu_rule`), usage = the component's CPU use over its
   CPU quota, summed over all its running instances (TiKV: stores Up; Offline ones are leaving);

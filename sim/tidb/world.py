@@ -1,6 +1,6 @@
 """The TiDB world attached to a simulated cluster: operator, load model and HTTP fakes.
 
-    with SimCluster() as cluster, FakeTidb(cluster.store) as world:
+    with FakeCluster() as cluster, FakeTidb(cluster.store) as world:
         world.prometheus_url, world.pd_url("ns", "basic"), world.external_url
         world.load.set_demand("ns", "basic", "tikv", 3.0)
 
@@ -96,7 +96,7 @@ class FakeTidb:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sim.cluster import SimCluster
+    from sim.cluster import FakeCluster
 
     parser = argparse.ArgumentParser(prog="growth-sim-tidb", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     @contextmanager
     def serving() -> Iterator[FakeTidb]:
         with (
-            SimCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
+            FakeCluster(node_ready_delay=args.node_ready_delay, data_dir=args.data_dir, fsync=False) as cluster,
             FakeTidb(cluster.store, port=args.port) as world,
         ):
             cluster.write_kubeconfig(args.kubeconfig)

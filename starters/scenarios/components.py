@@ -1,4 +1,5 @@
-"""components: seed 002's story on a simulated TiDB cluster, driven through the sim's load API.
+"""components: seed 002's story (scale out on high CPU or storage use, back in on low CPU) on a
+simulated TiDB cluster, driven through the sim's load API.
 
 A TidbCluster `basic` (TiKV 3 x 2 cores, 100Gi stores) gets a TidbClusterAutoScaler with
 short intervals, plus a second, invalid autoscaler (min_threshold above max) that must be

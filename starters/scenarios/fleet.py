@@ -51,7 +51,8 @@ def demo_region_limit(instances: int) -> int:
 
 
 def demo_fleet_config(provider: str = "aws", region: str = "us-east-1", limit: int | None = DEMO_REGION_LIMIT) -> str:
-    """A small fleet in seed 000's shapes: one region, `standard` instances of 1 or 2 units."""
+    """A small fleet in seed 000's shapes (kas-fleet-manager's configuration files): one region,
+    `standard` instances of 1 or 2 units."""
     limit_text = "null" if limit is None else str(limit)
     return f"""
 supported_providers:

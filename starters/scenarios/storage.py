@@ -1,4 +1,5 @@
-"""storage: seed 003's "scale down all nodes containing volume replicas" with sim-Longhorn.
+"""storage: seed 003's "scale down all nodes containing volume replicas" with sim-Longhorn (a node
+with a detached volume's replica may go while another schedulable node keeps a healthy one).
 
 Original nodes come from a small deployment; a 3-replica volume is attached, written and
 detached on them; the deployment doubles the nodes; the new nodes get
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED
-from sim.storage.longhorn import SimLonghorn
+from sim.storage.longhorn import FakeLonghorn
 from starters.kube import deployment, node_group
 from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
 
@@ -40,13 +41,13 @@ class StorageScenario(ScaleDownScenario):
 
     def __init__(self, args: Any) -> None:
         super().__init__(args)
-        self.longhorn: SimLonghorn | None = None
+        self.longhorn: FakeLonghorn | None = None
 
     def providers(self, workdir: Path, extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {"kwok": {}}
 
     def start_extra(self, procs: Processes, workdir: Path, kube_url: str, kubeconfig: Path) -> dict[str, Any]:
-        self.longhorn = SimLonghorn.from_kubeconfig(kubeconfig, interval=0.2).start()  # HTTPS: the CA is in it
+        self.longhorn = FakeLonghorn.from_kubeconfig(kubeconfig, interval=0.2).start()  # HTTPS: the CA is in it
         return {}
 
     def stop(self) -> None:

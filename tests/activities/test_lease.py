@@ -13,12 +13,12 @@ from temporalio.exceptions import ApplicationError
 from activities.kube.client import api_client
 from activities.kube.lease import LeaseLock
 from activities.settings import KubeSettings
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[client.ApiClient]:
-    with SimCluster(node_ready_delay=0.3) as sim:
+    with FakeCluster(node_ready_delay=0.3) as sim:
         yield api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
 
 

@@ -1,5 +1,6 @@
 """Scale-down end to end: Temporal dev server + simulated cluster (+ sim-Longhorn) + the real
-worker, through the demo's headless scenarios (seed 003's test plan on the simulated cluster)."""
+worker, through the demo's headless scenarios (seed 003's test plan on the simulated cluster:
+double the nodes, scale back, and Longhorn's state keeps only the nodes it must)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def run_demo(tmp_path: Path, scenario: str, *extra: str) -> dict:
 
 
 def test_scale_up_then_back_to_the_pool_minimum(tmp_path: Path) -> None:
-    """Seed 003 "test CA": double the nodes with a deployment's replicas, then scale back."""
+    """Seed 003 "test CA": double the nodes with a deployment's replicas, then scale back to the
+    original number."""
     s = run_demo(tmp_path, "scale-down", "--pods", "16")
     assert s["scenario"] == "scale-down"
     assert s["nodes_peak"] >= 2
@@ -54,7 +56,8 @@ def test_scale_up_then_back_to_the_pool_minimum(tmp_path: Path) -> None:
 
 
 def test_storage_node_with_the_last_healthy_replica_goes_only_after_a_rebuild(tmp_path: Path) -> None:
-    """Seed 003 "scale down all nodes containing volume replicas" with sim-Longhorn."""
+    """Seed 003 "scale down all nodes containing volume replicas" with sim-Longhorn: the last healthy
+    replica's node goes only after a rebuild elsewhere."""
     s = run_demo(tmp_path, "storage")
     assert s["scenario"] == "storage"
     assert s["nodes_peak"] == 6 and s["nodes_final"] == 3  # double, then the original number
@@ -118,7 +121,8 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
     )
     try:
         await until(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
-        # spare is empty, so growth marks it for scale-down at once (seed 004); keep it as the
+        # spare is empty, so growth marks it for scale-down at once (seed 004: a growth node without
+        # pods is tainted and removed after a delay); keep it as the
         # pod's new home. Protecting it cancels that removal and lifts the taint.
         await execute_update(handle, NodeAutoscalerWorkflow.protect_node, "spare")
         await execute_update(handle, NodeAutoscalerWorkflow.remove_node, "old")
@@ -161,14 +165,15 @@ async def _candidates(handle, names: set[str]):  # noqa: ANN001, ANN202
 
 
 async def test_node_running_a_backing_image_manager_is_never_removed(local_cluster) -> None:  # noqa: ANN001
-    """Seed 003 scenario 3: with Longhorn's autoscaler support on, a node that runs a
-    backing-image-manager pod stays; an otherwise identical node goes."""
+    """Seed 003 scenario 3 (a backing image manager pod blocks its node's scale-down): with
+    Longhorn's autoscaler support on, a node that runs a backing-image-manager pod stays; an
+    otherwise identical node goes."""
     from kubernetes import client
 
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
-    from sim.storage.longhorn import SimLonghorn
+    from sim.storage.longhorn import FakeLonghorn
     from starters.kube import apply_node_group, node_group
     from tests.polling import until
     from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
@@ -196,7 +201,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
                 "status": {"allocatable": q, "capacity": q},
             }
         )
-    longhorn = SimLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
+    longhorn = FakeLonghorn.from_kubeconfig(lc.kubeconfig, interval=0.2).start()  # server, token and CA
     try:
         bim = longhorn.add_backing_image_manager("keep")
 

@@ -14,7 +14,7 @@ import pytest
 from temporalio.worker import Worker
 
 from activities.settings import ObservabilitySettings, Settings, SettingsError
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from starters.metrics import fetch
 from starters.processes import free_port
 from tests.e2e.conftest import TemporalServer
@@ -32,13 +32,13 @@ def get(url: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.1) as s:
+def sim(tmp_path: Path) -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.1) as s:
         yield s
 
 
 async def test_metrics_and_probes_while_the_worker_polls(
-    temporal_server: TemporalServer, sim: SimCluster, tmp_path: Path
+    temporal_server: TemporalServer, sim: FakeCluster, tmp_path: Path
 ) -> None:
     metrics, health = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     settings = Settings.model_validate(

@@ -1,4 +1,4 @@
-"""Fixtures: a SimCluster per test with short delays, and official-client API objects."""
+"""Fixtures: a FakeCluster per test with short delays, and official-client API objects."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from tests.polling import eventually
 
 T = TypeVar("T")
 
 
 @pytest.fixture
-def cluster() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         yield sim
 
 
 @pytest.fixture
-def api_client(cluster: SimCluster) -> Iterator[client.ApiClient]:
+def api_client(cluster: FakeCluster) -> Iterator[client.ApiClient]:
     api = cluster.api_client()
     yield api
     api.close()

@@ -1,4 +1,5 @@
-"""ComponentAutoscaler `components/<namespace>/<name>`: one TidbClusterAutoScaler (seed 002).
+"""ComponentAutoscaler `components/<namespace>/<name>`: one TidbClusterAutoScaler (seed 002: its
+TiKV and TiDB scaled out on CPU or storage use, heterogeneous instances scaled in on low CPU).
 
 Each round: read the object and its base TidbCluster, parse/default/validate the spec (a bad
 component gets its field error on the object's status and an Event; the other component keeps
@@ -25,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
-    from scaling.components import contracts as c
+    from scaling.components import contracts
     from scaling.components.approvals import create_verdict, decided, next_deadline
     from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
     from scaling.components.overrides import PINNED, apply_overrides
@@ -70,7 +71,12 @@ CHANGE_TIME_AFTER_WRITE = "change-time-after-write"
 # round is one workflow task, was about ten), and rounds fall on ticks of the scan interval
 # offset by a hash of the workflow id, so loops started together do not fire together.
 LOCAL_ROUND_READS = "local-round-reads"
-UNAVAILABLE = [c.METRICS_UNAVAILABLE, c.PD_UNAVAILABLE, c.RECOMMENDER_UNAVAILABLE, c.UNKNOWN_CLUSTER]
+UNAVAILABLE = [
+    contracts.METRICS_UNAVAILABLE,
+    contracts.PD_UNAVAILABLE,
+    contracts.RECOMMENDER_UNAVAILABLE,
+    contracts.UNKNOWN_CLUSTER,
+]
 READ_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
@@ -81,7 +87,7 @@ WRITE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
-    non_retryable_error_types=[c.UNKNOWN_CLUSTER],
+    non_retryable_error_types=[contracts.UNKNOWN_CLUSTER],
 )
 
 
@@ -314,8 +320,8 @@ class ComponentAutoscalerWorkflow:
     async def _event(self, reason: str, message: str, warning: bool = False) -> None:
         s = self.settings
         await self._act(
-            c.EMIT_AUTOSCALER_EVENT,
-            c.AutoscalerEvent(
+            contracts.EMIT_AUTOSCALER_EVENT,
+            contracts.AutoscalerEvent(
                 **self._ref(),
                 name=s.name,
                 uid=self.state.uid,
@@ -329,8 +335,8 @@ class ComponentAutoscalerWorkflow:
 
     async def _round(self) -> None:
         s, st = self.settings, self.state
-        obj: c.AutoscalerObject | None = await self._act(
-            c.GET_AUTOSCALER, c.AutoscalerRef(**self._ref(), name=s.name), c.AutoscalerObject
+        obj: contracts.AutoscalerObject | None = await self._act(
+            contracts.GET_AUTOSCALER, contracts.AutoscalerRef(**self._ref(), name=s.name), contracts.AutoscalerObject
         )
         if obj is None:
             return
@@ -348,8 +354,10 @@ class ComponentAutoscalerWorkflow:
             await self._write_status()
             return
         st.base_cluster = ref[0]
-        base_read = self._act(c.GET_TIDB_CLUSTER, c.GetClusterInput(**self._ref(), name=ref[0]), c.TidbClusterView)
-        listings: dict[str, c.AutoClusterList | None] = {}
+        base_read = self._act(
+            contracts.GET_TIDB_CLUSTER, contracts.GetClusterInput(**self._ref(), name=ref[0]), contracts.TidbClusterView
+        )
+        listings: dict[str, contracts.AutoClusterList | None] = {}
         if self._local_reads:
             # The groups' listings need only the object: they run beside the base cluster's read,
             # so the round's workflow task (and its slot) is held for fewer reads in a row.
@@ -396,43 +404,43 @@ class ComponentAutoscalerWorkflow:
             return
         s = self.settings
         res = await self._act(
-            c.WRITE_AUTOSCALER_STATUS,
-            c.WriteStatusInput(**self._ref(), name=s.name, status=body),
-            c.WriteStatusResult,
+            contracts.WRITE_AUTOSCALER_STATUS,
+            contracts.WriteStatusInput(**self._ref(), name=s.name, status=body),
+            contracts.WriteStatusResult,
             WRITE_RETRY,
         )
         if res is not None:
             self.state.status_digest = digest
 
-    async def _ask_pd(self, spec) -> c.PdAnswer | None:
+    async def _ask_pd(self, spec) -> contracts.PdAnswer | None:
         strategy = pd_strategy(spec)
         if not strategy.rules:
             return None
         return await self._act(
-            c.ASK_PD_AUTOSCALING,
-            c.AskPdInput(namespace=self.settings.namespace, cluster=spec.cluster_name, strategy=strategy),
-            c.PdAnswer,
+            contracts.ASK_PD_AUTOSCALING,
+            contracts.AskPdInput(namespace=self.settings.namespace, cluster=spec.cluster_name, strategy=strategy),
+            contracts.PdAnswer,
         )
 
     # -- one component -----------------------------------------------------------------------
-    async def _list_groups(self, component: str) -> c.AutoClusterList | None:
+    async def _list_groups(self, component: str) -> contracts.AutoClusterList | None:
         return await self._act(
-            c.LIST_AUTO_CLUSTERS,
-            c.ListAutoClustersInput(**self._ref(), autoscaler=self.settings.name, component=component),
-            c.AutoClusterList,
+            contracts.LIST_AUTO_CLUSTERS,
+            contracts.ListAutoClustersInput(**self._ref(), autoscaler=self.settings.name, component=component),
+            contracts.AutoClusterList,
         )
 
     async def _component(
         self,
         spec: ComponentSpec,
-        base: c.TidbClusterView,
-        pd_answer: c.PdAnswer | None,
-        listings: dict[str, c.AutoClusterList | None],
+        base: contracts.TidbClusterView,
+        pd_answer: contracts.PdAnswer | None,
+        listings: dict[str, contracts.AutoClusterList | None],
     ) -> None:
         s, st = self.settings, self.state
         component = spec.component
         cs = st.components.setdefault(component, ComponentState())
-        view = base.components.get(component) or c.ComponentView()
+        view = base.components.get(component) or contracts.ComponentView()
         cs.homogeneous_replicas = view.replicas
         listed = listings[component] if component in listings else await self._list_groups(component)
         if listed is None:
@@ -448,9 +456,9 @@ class ComponentAutoscalerWorkflow:
             st.remember(f"{component}: adopted group {name}")
         for gone in rec.drained:
             done = await self._act(
-                c.DELETE_AUTO_CLUSTER,
-                c.DeleteAutoClusterInput(**self._ref(), name=gone.name, uid=gone.uid),
-                c.DeleteAutoClusterResult,
+                contracts.DELETE_AUTO_CLUSTER,
+                contracts.DeleteAutoClusterInput(**self._ref(), name=gone.name, uid=gone.uid),
+                contracts.DeleteAutoClusterResult,
                 WRITE_RETRY,
             )
             if done is None:
@@ -460,7 +468,7 @@ class ComponentAutoscalerWorkflow:
             st.remember(f"{component}: group {gone.name} drained and deleted")
             await self._event("GroupDeleted", f"{component} group {gone.name} ({gone.group}) drained and deleted")
 
-        shape = c.Shape(
+        shape = contracts.Shape(
             cpu_milli=cpu_millis(view.cpu) if view.cpu else 0,
             memory_bytes=memory_bytes(view.memory) if view.memory else 0,
         )
@@ -541,21 +549,21 @@ class ComponentAutoscalerWorkflow:
         return out
 
     async def _plan(
-        self, spec: ComponentSpec, inp: PlanInput, pd_answer: c.PdAnswer | None, cs: ComponentState
+        self, spec: ComponentSpec, inp: PlanInput, pd_answer: contracts.PdAnswer | None, cs: ComponentState
     ) -> ComponentPlan | None:
         s = self.settings
         self._last_failure = ("", "")
         if spec.external is not None:
-            answer: c.ExternalAnswer | None = await self._act(
-                c.ASK_EXTERNAL_ENDPOINT,
-                c.AskExternalInput(
+            answer: contracts.ExternalAnswer | None = await self._act(
+                contracts.ASK_EXTERNAL_ENDPOINT,
+                contracts.AskExternalInput(
                     kube_cluster=s.kube_cluster,
                     namespace=s.namespace,
                     cluster=inp.base_cluster,
                     component=spec.component,
                     endpoint=spec.external.endpoint,
                 ),
-                c.ExternalAnswer,
+                contracts.ExternalAnswer,
             )
             return await self._metrics_outcome(
                 cs,
@@ -570,8 +578,8 @@ class ComponentAutoscalerWorkflow:
             return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans), spec.component, "pd")
         cpu = spec.rules.get("cpu")
         metrics_read = self._act(
-            c.QUERY_METRICS,
-            c.MetricsInput(
+            contracts.QUERY_METRICS,
+            contracts.MetricsInput(
                 **self._ref(),
                 base_cluster=inp.base_cluster,
                 component=spec.component,
@@ -579,23 +587,24 @@ class ComponentAutoscalerWorkflow:
                 hot_threshold=cpu.max_threshold if cpu else None,
                 storage="storage" in spec.rules,
             ),
-            c.ComponentMetrics,
+            contracts.ComponentMetrics,
         )
-        capacity_input = c.CapacityInput(
+        capacity_input = contracts.CapacityInput(
             kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)
         )
-        found: c.ComponentMetrics | None
-        capacity: c.CapacityAnswer | None
+        found: contracts.ComponentMetrics | None
+        capacity: contracts.CapacityAnswer | None
         if self._local_reads:
             # Both at once; a failed capacity read is not what the round reports as its failure.
             found, capacity = await asyncio.gather(
-                metrics_read, self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer, cause=False)
+                metrics_read,
+                self._act(contracts.OBSERVE_CAPACITY, capacity_input, contracts.CapacityAnswer, cause=False),
             )
         else:
             found = await metrics_read
             capacity = None
             if found is not None:
-                capacity = await self._act(c.OBSERVE_CAPACITY, capacity_input, c.CapacityAnswer)
+                capacity = await self._act(contracts.OBSERVE_CAPACITY, capacity_input, contracts.CapacityAnswer)
         if found is None:
             return await self._metrics_outcome(cs, None, spec.component, "prometheus")
         if capacity is not None:
@@ -631,9 +640,9 @@ class ComponentAutoscalerWorkflow:
         s, st = self.settings, self.state
         if ch.cluster == base:
             res = await self._act(
-                c.PATCH_REPLICAS,
-                c.PatchReplicasInput(**self._ref(), cluster=base, component=component, replicas=ch.to_replicas),
-                c.PatchReplicasResult,
+                contracts.PATCH_REPLICAS,
+                contracts.PatchReplicasInput(**self._ref(), cluster=base, component=component, replicas=ch.to_replicas),
+                contracts.PatchReplicasResult,
                 WRITE_RETRY,
             )
             if res is None or not res.found:
@@ -653,9 +662,9 @@ class ComponentAutoscalerWorkflow:
             return True
         rec = cs.groups.get(ch.cluster)
         if rec is None:
-            created: c.CreateAutoClusterResult | None = await self._act(
-                c.CREATE_AUTO_CLUSTER,
-                c.CreateAutoClusterInput(
+            created: contracts.CreateAutoClusterResult | None = await self._act(
+                contracts.CREATE_AUTO_CLUSTER,
+                contracts.CreateAutoClusterInput(
                     **self._ref(),
                     base_cluster=base,
                     name=ch.cluster,
@@ -668,7 +677,7 @@ class ComponentAutoscalerWorkflow:
                     storage=ch.storage,
                     labels=ch.labels,
                 ),
-                c.CreateAutoClusterResult,
+                contracts.CreateAutoClusterResult,
                 WRITE_RETRY,
             )
             if created is None:
@@ -690,9 +699,11 @@ class ComponentAutoscalerWorkflow:
             await self._event("GroupCreated", f"{component} group {ch.cluster} ({ch.group}) {how}, {ch.to_replicas}")
         if rec.replicas != ch.to_replicas:
             res = await self._act(
-                c.PATCH_REPLICAS,
-                c.PatchReplicasInput(**self._ref(), cluster=ch.cluster, component=component, replicas=ch.to_replicas),
-                c.PatchReplicasResult,
+                contracts.PATCH_REPLICAS,
+                contracts.PatchReplicasInput(
+                    **self._ref(), cluster=ch.cluster, component=component, replicas=ch.to_replicas
+                ),
+                contracts.PatchReplicasResult,
                 WRITE_RETRY,
             )
             if res is None or not res.found:

@@ -1,5 +1,7 @@
 """FleetAutoscaler `fleet/<provider>/<region>`: keeps a provider region's data-plane clusters in
-balance with its managed instances (seed 000).
+balance with its managed instances (seed 000: a new cluster for a type when no cluster can hold
+its biggest size or free units fall under the slack; an empty cluster removed when the others still
+cover the type).
 
 Every interval (or at once when something changed): place waiting instances on the first
 ready cluster with room; per instance type, ask the rules whether to start a DataPlaneCluster
@@ -54,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
         shard_workflow_id,
     )
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
-    from scaling.fleet.models import MAX_REJECTED_BY, ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
+    from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
         FirstFit,
         instance_quota,
@@ -73,10 +75,13 @@ with workflow.unsafe.imports_passed_through():
         batch_by_cluster,
         carried_over,
         commit,
+        fold_cluster_report,
         free_on_cluster,
-        merge_cluster_report,
         region_status,
         registry_of,
+        reject_instances,
+        release_instance,
+        release_removed,
         remember,
     )
     from scaling.fleet.scale_down import removal_decision
@@ -166,29 +171,7 @@ class FleetAutoscalerWorkflow:
     # -- clusters report ----------------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_CLUSTER_CHANGED)
     def cluster_changed(self, report: ClusterReport) -> None:
-        st = self.state
-        before = st.clusters.get(report.cluster_id)
-        after = merge_cluster_report(before, report)
-        if after is not None:
-            listed = self._listed(report.cluster_id)
-            if before is None and listed is not None:  # a registry rebuilt from reports
-                after = after.model_copy(
-                    update={"schedulable": listed.schedulable, "instance_limit": listed.kafka_instance_limit}
-                )
-            st.clusters[report.cluster_id] = after
-        elif before is not None:
-            del st.clusters[report.cluster_id]
-            st.marked_at.pop(report.cluster_id, None)
-            if report.phase == ClusterPhase.FAILED:
-                st.clusters_failed += 1
-                st.last_failure_at[report.instance_type] = workflow.now()
-            else:
-                st.clusters_deleted += 1
-            remember(st, f"{report.cluster_id} {report.phase.value}: {report.message}")
-            self._unplace_from(report.cluster_id)
-        if report.deletion_denied:
-            st.marked_at.pop(report.cluster_id, None)
-            remember(st, f"{report.cluster_id}: {report.message}; deletion blocked until approve-deletion")
+        fold_cluster_report(self.state, report, self._listed(report.cluster_id), workflow.now())
         self.wake = True
 
     @workflow.signal(name=contracts.SIGNAL_INSTANCES_REJECTED)
@@ -201,22 +184,8 @@ class FleetAutoscalerWorkflow:
                 st.index_outbox.append(
                     IndexOp(kind="reject", instance_id=iid, cluster_id=rejected.cluster_id, reason=why)
                 )
-            self.wake = True
-            return
-        rec = st.clusters.get(rejected.cluster_id)
-        for iid, why in rejected.messages.items():
-            inst = st.instances.get(iid)
-            if inst is None or inst.cluster_id != rejected.cluster_id:
-                continue  # deleted meanwhile, or already moved
-            if rec is not None:
-                units = rec.types.get(inst.instance_type)
-                if units is not None:
-                    units.consumed_units = max(0, units.consumed_units - inst.units)
-                rec.instances = max(0, rec.instances - 1)
-            inst.rejected_by = [*inst.rejected_by, rejected.cluster_id][-MAX_REJECTED_BY:]
-            inst.cluster_id, inst.phase, inst.message = "", "placed", why
-            st.waiting.append(iid)
-            remember(st, f"{iid}: rejected by {rejected.cluster_id} ({why or 'no reason'}), placing it elsewhere")
+        else:
+            reject_instances(st, rejected.cluster_id, rejected.messages)
         self.wake = True
 
     @workflow.signal(name=SIGNAL_INDEX_ANSWERS)
@@ -454,21 +423,8 @@ class FleetAutoscalerWorkflow:
     async def delete_instance(self, instance_id: str) -> bool:
         if self._indexed():
             return await self._delete_indexed(instance_id)
-        st = self.state
-        inst = st.instances.pop(instance_id, None)
-        if inst is None:
+        if not release_instance(self.state, instance_id):
             return False
-        if instance_id in st.waiting:
-            st.waiting.remove(instance_id)
-        rec = st.clusters.get(inst.cluster_id)
-        if rec is not None:
-            units = rec.types.get(inst.instance_type)
-            if units is not None:
-                units.consumed_units = max(0, units.consumed_units - inst.units)
-            rec.instances = max(0, rec.instances - 1)
-            st.outbox.append(
-                ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=instance_id)
-            )
         self.wake = True
         return True
 
@@ -489,24 +445,7 @@ class FleetAutoscalerWorkflow:
         self.recent.pop(instance_id, None)
         if found is None:
             return False
-        commit(st, found, -1)
-        # The shard's record is the truth: a rejection it answered before this removal has
-        # already put the instance in the queue, and a placement it was told of is on a cluster.
-        queued = next((i for i in st.queue if i.id == instance_id), None)
-        if queued is not None:
-            st.queue.remove(queued)
-            return True
-        rec = st.clusters.get(found.cluster_id)
-        if rec is not None:
-            free_on_cluster(rec, found)
-            st.outbox.append(
-                ClusterMessage(
-                    cluster_id=rec.id,
-                    signal=contracts.SIGNAL_INSTANCE_RELEASED,
-                    instance_id=instance_id,
-                    instance=found,
-                )
-            )
+        release_removed(self.state, found)
         return True
 
     # -- operators ----------------------------------------------------------------------
@@ -593,7 +532,7 @@ class FleetAutoscalerWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda: self.wake or bool(self.state.outbox) or bool(self.state.index_outbox),
-                    timeout=timedelta(seconds=s.interval_s),
+                    timeout=timedelta(seconds=s.scan_interval_s),
                 )
             except TimeoutError:
                 pass
@@ -674,18 +613,6 @@ class FleetAutoscalerWorkflow:
             inst.cluster_id, inst.namespace = cid, inst.namespace or iid
             st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
         st.waiting = still
-
-    def _unplace_from(self, cluster_id: str) -> None:
-        """A cluster left the registry: anything placed there waits for a cluster again."""
-        if self.state.index_shards:
-            self.state.index_outbox.append(
-                IndexOp(kind="reject", cluster_id=cluster_id, reason=f"{cluster_id} is gone")
-            )
-            return
-        for inst in self.state.instances.values():
-            if inst.cluster_id == cluster_id:
-                inst.cluster_id = ""
-                self.state.waiting.append(inst.id)
 
     def _recheck_deprovisioning(self) -> None:
         """Seed 000: once marked, check again (empty, and the region keeps enough capacity)

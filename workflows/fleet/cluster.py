@@ -1,4 +1,5 @@
-"""DataPlaneCluster `fleet/cluster/<id>`: one data-plane cluster's lifecycle (seed 000).
+"""DataPlaneCluster `fleet/cluster/<id>`: one data-plane cluster's lifecycle (seed 000: created at
+OCM, terraformed, serving once its agent reports ready, deleted when the region no longer needs it).
 
 cluster_accepted -> cluster_provisioning (OCM install) -> cluster_provisioned (terraforming:
 machine pool per type, ingress DNS, identity provider, resources, addons until ready) ->

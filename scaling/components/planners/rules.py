@@ -1,5 +1,6 @@
-"""The rules planner (seed 002's algorithm) as a pure function: one component's metrics -> target
-replicas.
+"""The rules planner (seed 002's algorithm: scale out until use is under the thresholds' midpoint,
+scale one heterogeneous instance in when every instance is under min) as a pure function: one
+component's metrics -> target replicas.
 
 Homogeneous instances are the base TidbCluster's; heterogeneous ones live in `auto-<hash>`
 TidbClusters (one per group). Rules, per component:

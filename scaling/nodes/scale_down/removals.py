@@ -44,7 +44,7 @@ class NodeScaleDownInput(BaseModel):
     provider: str = "kwok"
     provider_id: str = ""
     kind: str = "Empty"  # NodeState EMPTY / UNDERUSED, or "Manual" (operator's remove-now)
-    scale_down_at: float  # epoch seconds: seed 004's ScaleDownAt
+    scale_down_at: float  # epoch seconds: seed 004's ScaleDownAt, after which the node is removed
     parent_workflow_id: str | None = None
     use_search_attributes: bool = False
     pdb_retry_s: float = 120.0

@@ -1,4 +1,5 @@
-"""Longhorn-aware scale-down rules (seed 003).
+"""Longhorn-aware scale-down rules (seed 003: Longhorn's state keeps a node until its volumes are
+detached and another schedulable node holds their replicas).
 
 A node holding Longhorn state is kept while any of these is true:
 - a volume is attached to it (or an engine of a volume still runs there);

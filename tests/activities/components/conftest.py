@@ -12,7 +12,7 @@ from kubernetes import client
 
 from activities.kube.client import api_client
 from activities.settings import KubeSettings
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.tidb.world import FakeTidb
 from tests.sim.tidb.conftest import NS, running, tc_body, tidb_world  # noqa: F401 - shared with the sim tests
 
@@ -20,13 +20,13 @@ G, V, TC, TAC = "pingcap.com", "v1alpha1", "tidbclusters", "tidbclusterautoscale
 
 
 @pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as s:
+def sim() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.1, pod_start_delay=0.05, scheduler_interval=0.05) as s:
         yield s
 
 
 @pytest.fixture
-def api(sim: SimCluster, tmp_path: Path) -> Iterator[client.ApiClient]:
+def api(sim: FakeCluster, tmp_path: Path) -> Iterator[client.ApiClient]:
     built = api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
     yield built
     built.close()
@@ -38,7 +38,7 @@ def custom(api: client.ApiClient) -> client.CustomObjectsApi:
 
 
 @pytest.fixture
-def world(sim: SimCluster, api: client.ApiClient) -> Iterator[FakeTidb]:
+def world(sim: FakeCluster, api: client.ApiClient) -> Iterator[FakeTidb]:
     with tidb_world(sim, client.CoreV1Api(api)) as tidb:
         yield tidb
 

@@ -21,7 +21,7 @@ from activities.components.activities import ComponentActivities
 from activities.components.settings import ComponentsSettings
 from activities.kube.client import ClusterClients
 from activities.settings import Settings
-from scaling.components import contracts as c
+from scaling.components import contracts
 from sim.kube.tls import ServingCerts, generate
 from sim.tidb.world import FakeTidb
 from starters.kube import apply_crds, apply_node_group, node_group
@@ -57,7 +57,7 @@ def unavailable(fn, arg, kind: str) -> ApplicationError:  # type: ignore[no-unty
     return info.value
 
 
-def create_input(**over: object) -> c.CreateAutoClusterInput:
+def create_input(**over: object) -> contracts.CreateAutoClusterInput:
     fields: dict[str, object] = dict(
         namespace=NS,
         base_cluster="basic",
@@ -71,12 +71,12 @@ def create_input(**over: object) -> c.CreateAutoClusterInput:
         labels={"group": "auto-bcdf", "specialUse": "hotRegion"},
     )
     fields.update(over)
-    return c.CreateAutoClusterInput(**fields)  # type: ignore[arg-type]
+    return contracts.CreateAutoClusterInput(**fields)  # type: ignore[arg-type]
 
 
 def test_build_activities_registers_every_contract_name() -> None:
     names = {a.__temporal_activity_definition.name for a in build_activities(Settings())}
-    assert names == c.ACTIVITY_NAMES
+    assert names == contracts.ACTIVITY_NAMES
 
 
 # ---- TidbClusterAutoScaler ---------------------------------------------------------------------
@@ -92,23 +92,23 @@ def test_autoscaler_read_status_and_events(
         "spec": {"cluster": {"name": "basic"}, "tikv": {"rules": {"cpu": {"max_threshold": 0.8}}}},
     }
     made = custom.create_namespaced_custom_object(G, V, NS, TAC, body)
-    refs = run(acts.list_autoscalers, c.ListAutoscalersInput())
-    assert refs == [c.AutoscalerRef(namespace=NS, name="tas")]
-    assert run(acts.list_autoscalers, c.ListAutoscalersInput(namespace="default")) == []
+    refs = run(acts.list_autoscalers, contracts.ListAutoscalersInput())
+    assert refs == [contracts.AutoscalerRef(namespace=NS, name="tas")]
+    assert run(acts.list_autoscalers, contracts.ListAutoscalersInput(namespace="default")) == []
     obj = run(acts.get_autoscaler, refs[0])
     assert obj.found and obj.uid == made["metadata"]["uid"] and obj.generation == 1
     assert obj.spec == body["spec"] and not obj.deleting
-    assert not run(acts.get_autoscaler, c.AutoscalerRef(namespace=NS, name="nope")).found
+    assert not run(acts.get_autoscaler, contracts.AutoscalerRef(namespace=NS, name="nope")).found
     status = {
         "tikv": {"auto-bcdf": {"currentReplicas": 1, "lastAutoScalingTimestamp": "2026-11-22T19:00:00Z"}},
         "conditions": [{"type": "SpecValid", "status": "True"}],
     }
-    assert run(acts.write_autoscaler_status, c.WriteStatusInput(namespace=NS, name="tas", status=status)).found
+    assert run(acts.write_autoscaler_status, contracts.WriteStatusInput(namespace=NS, name="tas", status=status)).found
     assert custom.get_namespaced_custom_object(G, V, NS, TAC, "tas")["status"] == status
-    assert not run(acts.write_autoscaler_status, c.WriteStatusInput(namespace=NS, name="nope", status={})).found
+    assert not run(acts.write_autoscaler_status, contracts.WriteStatusInput(namespace=NS, name="nope", status={})).found
     run(
         acts.emit_autoscaler_event,
-        c.AutoscalerEvent(
+        contracts.AutoscalerEvent(
             namespace=NS,
             name="tas",
             uid=obj.uid,
@@ -127,17 +127,17 @@ def test_autoscaler_read_status_and_events(
 
 
 def test_cluster_view(acts: ComponentActivities, basic: None, custom: client.CustomObjectsApi) -> None:
-    def ready() -> c.TidbClusterView | None:
-        view = run(acts.get_tidb_cluster, c.GetClusterInput(namespace=NS, name="basic"))
+    def ready() -> contracts.TidbClusterView | None:
+        view = run(acts.get_tidb_cluster, contracts.GetClusterInput(namespace=NS, name="basic"))
         return view if view.components["tikv"].ready == 3 and view.components["tidb"].ready == 2 else None
 
     view = eventually(ready, message="status caught up")
     assert view.found and view.uid
-    assert view.components["tikv"] == c.ComponentView(
+    assert view.components["tikv"] == contracts.ComponentView(
         replicas=3, pods=3, ready=3, cpu="2", memory="4Gi", storage="100Gi"
     )
     assert set(view.components) == {"tikv", "tidb"}
-    assert not run(acts.get_tidb_cluster, c.GetClusterInput(namespace=NS, name="nope")).found
+    assert not run(acts.get_tidb_cluster, contracts.GetClusterInput(namespace=NS, name="nope")).found
 
 
 def test_create_group_twice_makes_one_cluster(
@@ -151,14 +151,18 @@ def test_create_group_twice_makes_one_cluster(
     found = custom.list_namespaced_custom_object(G, V, NS, TC)["items"]
     assert sorted(o["metadata"]["name"] for o in found) == ["auto-bcdf", "basic"]
     running(control, 4, "tikv")
-    groups = run(acts.list_auto_clusters, c.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tikv"))
+    groups = run(
+        acts.list_auto_clusters, contracts.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tikv")
+    )
     assert [(g.name, g.group, g.base_tc, g.labels) for g in groups.items] == [
         ("auto-bcdf", "auto-bcdf", "basic", {"group": "auto-bcdf", "specialUse": "hotRegion"})
     ]
     assert groups.items[0].component.replicas == 1 and groups.items[0].component.cpu == "4"
     assert groups.items[0].component.storage == "100Gi"  # the base cluster's
     assert (
-        run(acts.list_auto_clusters, c.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tidb")).items
+        run(
+            acts.list_auto_clusters, contracts.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tidb")
+        ).items
         == []
     )
 
@@ -175,28 +179,29 @@ def test_graceful_scale_in_then_delete(acts: ComponentActivities, basic: None, c
     made = run(acts.create_auto_cluster, create_input(replicas=2))
     running(control, 5, "tikv")
     patched = run(
-        acts.patch_replicas, c.PatchReplicasInput(namespace=NS, cluster="auto-bcdf", component="tikv", replicas=0)
+        acts.patch_replicas,
+        contracts.PatchReplicasInput(namespace=NS, cluster="auto-bcdf", component="tikv", replicas=0),
     )
-    assert patched == c.PatchReplicasResult(found=True, replicas=0)
-    listing = c.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tikv")
+    assert patched == contracts.PatchReplicasResult(found=True, replicas=0)
+    listing = contracts.ListAutoClustersInput(namespace=NS, autoscaler="tas", component="tikv")
     eventually(lambda: run(acts.list_auto_clusters, listing).items[0].component.pods == 0, message="drained")
-    gone = c.DeleteAutoClusterInput(namespace=NS, name="auto-bcdf", uid=made.uid)
+    gone = contracts.DeleteAutoClusterInput(namespace=NS, name="auto-bcdf", uid=made.uid)
     assert run(acts.delete_auto_cluster, gone).deleted
     assert not run(acts.delete_auto_cluster, gone).deleted  # a retry: already done
     assert run(acts.list_auto_clusters, listing).items == []
-    missing = c.PatchReplicasInput(namespace=NS, cluster="auto-bcdf", component="tikv", replicas=1)
-    assert run(acts.patch_replicas, missing) == c.PatchReplicasResult(found=False)
+    missing = contracts.PatchReplicasInput(namespace=NS, cluster="auto-bcdf", component="tikv", replicas=1)
+    assert run(acts.patch_replicas, missing) == contracts.PatchReplicasResult(found=False)
 
 
 def test_homogeneous_patch_of_the_base(acts: ComponentActivities, basic: None, control: httpx.Client) -> None:
-    run(acts.patch_replicas, c.PatchReplicasInput(namespace=NS, cluster="basic", component="tidb", replicas=3))
+    run(acts.patch_replicas, contracts.PatchReplicasInput(namespace=NS, cluster="basic", component="tidb", replicas=3))
     running(control, 3, "tidb")
 
 
 # ---- metrics ---------------------------------------------------------------------------------------
 
 
-def metrics_input(**over: object) -> c.MetricsInput:
+def metrics_input(**over: object) -> contracts.MetricsInput:
     fields: dict[str, object] = dict(
         namespace=NS,
         base_cluster="basic",
@@ -206,7 +211,7 @@ def metrics_input(**over: object) -> c.MetricsInput:
         storage=True,
     )
     fields.update(over)
-    return c.MetricsInput(**fields)  # type: ignore[arg-type]
+    return contracts.MetricsInput(**fields)  # type: ignore[arg-type]
 
 
 def test_query_metrics_aggregates_per_group(
@@ -235,53 +240,53 @@ def test_metrics_failures_are_unavailable_never_empty(
     acts: ComponentActivities, world: FakeTidb, basic: None, control: httpx.Client
 ) -> None:
     control.post("/sim/v1/faults", json={"prometheus": {"mode": "error", "times": 1}})
-    err = unavailable(acts.query_metrics, metrics_input(), c.METRICS_UNAVAILABLE)
+    err = unavailable(acts.query_metrics, metrics_input(), contracts.METRICS_UNAVAILABLE)
     assert "HTTP 503" in err.message
     control.post("/sim/v1/faults", json={"prometheus": {"mode": "empty", "times": 4}})
-    unavailable(acts.query_metrics, metrics_input(), c.METRICS_UNAVAILABLE)
+    unavailable(acts.query_metrics, metrics_input(), contracts.METRICS_UNAVAILABLE)
     control.delete("/sim/v1/faults")
-    unavailable(acts.query_metrics, metrics_input(clusters={"other": ""}), c.METRICS_UNAVAILABLE)
+    unavailable(acts.query_metrics, metrics_input(clusters={"other": ""}), contracts.METRICS_UNAVAILABLE)
     assert run(acts.query_metrics, metrics_input()).groups  # recovered
     no_prom = ComponentActivities(acts.clusters, ComponentsSettings(prometheus_url=None))
-    unavailable(no_prom.query_metrics, metrics_input(), c.METRICS_UNAVAILABLE)
+    unavailable(no_prom.query_metrics, metrics_input(), contracts.METRICS_UNAVAILABLE)
 
 
 # ---- PD and external ----------------------------------------------------------------------------------
 
-PD_STRATEGY = c.PdStrategy(
+PD_STRATEGY = contracts.PdStrategy(
     rules=[
-        c.PdComponentRule(
-            component="tikv", cpu_rule=c.PdRule(max_threshold=0.8, min_threshold=0.2, resource_types=["big"])
+        contracts.PdComponentRule(
+            component="tikv", cpu_rule=contracts.PdRule(max_threshold=0.8, min_threshold=0.2, resource_types=["big"])
         )
     ],
-    resources=[c.PdResource(resource_type="big", cpu=4000, memory=8 * 2**30, count=2)],
+    resources=[contracts.PdResource(resource_type="big", cpu=4000, memory=8 * 2**30, count=2)],
 )
 
 
 def test_ask_pd(acts: ComponentActivities, world: FakeTidb, basic: None, control: httpx.Client) -> None:
-    ask = c.AskPdInput(namespace=NS, cluster="basic", strategy=PD_STRATEGY)
+    ask = contracts.AskPdInput(namespace=NS, cluster="basic", strategy=PD_STRATEGY)
     world.load.set_demand(NS, "basic", "tikv", 3.0)
-    assert run(acts.ask_pd_autoscaling, ask) == c.PdAnswer(answered=False)  # null: undecidable
+    assert run(acts.ask_pd_autoscaling, ask) == contracts.PdAnswer(answered=False)  # null: undecidable
     world.load.set_demand(NS, "basic", "tikv", 5.9)
     answer = run(acts.ask_pd_autoscaling, ask)
     assert answer.answered and [(p.component, p.count, p.resource_type) for p in answer.plans] == [("tikv", 1, "big")]
     assert answer.plans[0].labels["group"] == "pd-auto-scaling-tikv"
     control.post("/sim/v1/faults", json={"pd": {"mode": "error", "times": 1}})
-    unavailable(acts.ask_pd_autoscaling, ask, c.PD_UNAVAILABLE)
-    unavailable(acts.ask_pd_autoscaling, ask.model_copy(update={"cluster": "nope"}), c.PD_UNAVAILABLE)
+    unavailable(acts.ask_pd_autoscaling, ask, contracts.PD_UNAVAILABLE)
+    unavailable(acts.ask_pd_autoscaling, ask.model_copy(update={"cluster": "nope"}), contracts.PD_UNAVAILABLE)
 
 
 def test_ask_external(acts: ComponentActivities, world: FakeTidb, control: httpx.Client) -> None:
     port = int(world.server.url.rsplit(":", 1)[1])
-    ask = c.AskExternalInput(
+    ask = contracts.AskExternalInput(
         namespace=NS,
         cluster="basic",
         component="tidb",
-        endpoint=c.ExternalEndpoint(host="127.0.0.1", port=port, path="/external"),
+        endpoint=contracts.ExternalEndpoint(host="127.0.0.1", port=port, path="/external"),
     )
-    unavailable(acts.ask_external_endpoint, ask, c.RECOMMENDER_UNAVAILABLE)  # nothing scripted: 404
+    unavailable(acts.ask_external_endpoint, ask, contracts.RECOMMENDER_UNAVAILABLE)  # nothing scripted: 404
     world.load.set_external(NS, "basic", "tidb", 4)
-    assert run(acts.ask_external_endpoint, ask) == c.ExternalAnswer(recommended_replicas=4)
+    assert run(acts.ask_external_endpoint, ask) == contracts.ExternalAnswer(recommended_replicas=4)
 
 
 @pytest.fixture
@@ -328,18 +333,18 @@ def test_ask_external_over_https_with_the_tls_secret(
     _tls_secret(core, "other-ca", generate())  # a CA that did not sign the server's certificate
     _tls_secret(core, "no-key", certs, tls_key=True)
 
-    def ask(secret: str) -> c.AskExternalInput:
-        endpoint = c.ExternalEndpoint(
-            host="127.0.0.1", port=port, path="/recommend", tls_secret=c.SecretRef(name=secret, namespace=NS)
+    def ask(secret: str) -> contracts.AskExternalInput:
+        endpoint = contracts.ExternalEndpoint(
+            host="127.0.0.1", port=port, path="/recommend", tls_secret=contracts.SecretRef(name=secret, namespace=NS)
         )
-        return c.AskExternalInput(namespace=NS, cluster="basic", component="tikv", endpoint=endpoint)
+        return contracts.AskExternalInput(namespace=NS, cluster="basic", component="tikv", endpoint=endpoint)
 
-    assert run(acts.ask_external_endpoint, ask("rec-tls")) == c.ExternalAnswer(recommended_replicas=3)
-    untrusted = unavailable(acts.ask_external_endpoint, ask("other-ca"), c.RECOMMENDER_UNAVAILABLE)
+    assert run(acts.ask_external_endpoint, ask("rec-tls")) == contracts.ExternalAnswer(recommended_replicas=3)
+    untrusted = unavailable(acts.ask_external_endpoint, ask("other-ca"), contracts.RECOMMENDER_UNAVAILABLE)
     assert "https://127.0.0.1" in str(untrusted)  # https, and the server was not trusted
-    missing = unavailable(acts.ask_external_endpoint, ask("no-key"), c.RECOMMENDER_UNAVAILABLE)
+    missing = unavailable(acts.ask_external_endpoint, ask("no-key"), contracts.RECOMMENDER_UNAVAILABLE)
     assert f"Secret {NS}/no-key lacks tls.key" in str(missing)
-    gone = unavailable(acts.ask_external_endpoint, ask("absent"), c.RECOMMENDER_UNAVAILABLE)
+    gone = unavailable(acts.ask_external_endpoint, ask("absent"), contracts.RECOMMENDER_UNAVAILABLE)
     assert f"Secret {NS}/absent not found" in str(gone)
     key = certs.key_pem.decode().splitlines()[1]
     for err in (untrusted, missing, gone):  # the key material never leaves the activity
@@ -352,10 +357,13 @@ def test_ask_external_over_https_with_the_tls_secret(
 def test_observe_capacity_counts_free_room_per_shape(
     acts: ComponentActivities, basic: None, api: client.ApiClient
 ) -> None:
-    shapes = {"big": c.Shape(cpu_milli=8000, memory_bytes=16 * 2**30), "small": c.Shape(cpu_milli=1000, memory_bytes=0)}
+    shapes = {
+        "big": contracts.Shape(cpu_milli=8000, memory_bytes=16 * 2**30),
+        "small": contracts.Shape(cpu_milli=1000, memory_bytes=0),
+    }
     core = client.CoreV1Api(api)
     eventually(lambda: all(p.spec.node_name for p in core.list_namespaced_pod(NS).items), message="pd pod bound")
-    answer = run(acts.observe_capacity, c.CapacityInput(shapes=shapes))
+    answer = run(acts.observe_capacity, contracts.CapacityInput(shapes=shapes))
     # Three 32-core nodes hold the cluster's 3x2 + 2x4 + 1 = 15 cores: 81 cores free in all.
     assert answer.fits["small"] == 81
     assert 8 <= answer.fits["big"] <= 10  # per node, not pooled: fragments are not counted
@@ -364,10 +372,10 @@ def test_observe_capacity_counts_free_room_per_shape(
     core.create_node(node_body("cordoned", cpu="64"))
     core.patch_node("cordoned", {"spec": {"unschedulable": True}})
     ready_nodes(core, "tainted", "cordoned")
-    assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    assert run(acts.observe_capacity, contracts.CapacityInput(shapes=shapes)).fits["small"] == 81
     apply_crds(api)
     apply_node_group(api, node_group("general", [{"name": "kwok-cx22", "provider": "kwok", "serverType": "cx22"}]))
-    assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).growth_manages_nodes
+    assert run(acts.observe_capacity, contracts.CapacityInput(shapes=shapes)).growth_manages_nodes
 
 
 def test_batched_prometheus_serves_every_namespace_from_one_query_each(
@@ -409,16 +417,16 @@ def test_batched_prometheus_serves_every_namespace_from_one_query_each(
 def test_shared_capacity_is_read_once_for_its_max_age(
     acts: ComponentActivities, basic: None, api: client.ApiClient
 ) -> None:
-    shapes = {"small": c.Shape(cpu_milli=1000, memory_bytes=0)}
+    shapes = {"small": contracts.Shape(cpu_milli=1000, memory_bytes=0)}
     core = client.CoreV1Api(api)
     eventually(lambda: all(p.spec.node_name for p in core.list_namespaced_pod(NS).items), message="pd pod bound")
     shared = ComponentActivities(
         ClusterClients(shared=api), acts.settings.model_copy(update={"capacity_max_age_s": 60})
     )
-    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
+    assert run(shared.observe_capacity, contracts.CapacityInput(shapes=shapes)).fits["small"] == 81
     core.create_node(node_body("more", cpu="16"))
     ready_nodes(core, "more")
     # Within its age the listing serves every autoscaler as it was; a reader that shares nothing sees the node.
-    assert run(shared.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 81
-    assert run(acts.observe_capacity, c.CapacityInput(shapes=shapes)).fits["small"] == 97
+    assert run(shared.observe_capacity, contracts.CapacityInput(shapes=shapes)).fits["small"] == 81
+    assert run(acts.observe_capacity, contracts.CapacityInput(shapes=shapes)).fits["small"] == 97
     shared.close()

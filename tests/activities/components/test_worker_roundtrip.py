@@ -21,7 +21,7 @@ from activities.components import build_activities
 from activities.components.settings import ComponentsSettings
 from activities.kube.client import ClusterClients
 from activities.settings import Settings
-from scaling.components import contracts as c
+from scaling.components import contracts
 from sim.tidb.world import FakeTidb
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
 from tests.conftest import SERVER_STARTUP
@@ -35,13 +35,18 @@ class Probe:
     async def run(self, ns: str) -> list[str]:
         seen: list[str] = []
         refs = await workflow.execute_activity(
-            c.LIST_AUTOSCALERS, c.ListAutoscalersInput(), result_type=list[c.AutoscalerRef], **OPTS
+            contracts.LIST_AUTOSCALERS,
+            contracts.ListAutoscalersInput(),
+            result_type=list[contracts.AutoscalerRef],
+            **OPTS,
         )
-        obj = await workflow.execute_activity(c.GET_AUTOSCALER, refs[0], result_type=c.AutoscalerObject, **OPTS)
+        obj = await workflow.execute_activity(
+            contracts.GET_AUTOSCALER, refs[0], result_type=contracts.AutoscalerObject, **OPTS
+        )
         seen.append(f"{refs[0].name} {obj.found} {obj.spec['cluster']['name']}")
         made = await workflow.execute_activity(
-            c.CREATE_AUTO_CLUSTER,
-            c.CreateAutoClusterInput(
+            contracts.CREATE_AUTO_CLUSTER,
+            contracts.CreateAutoClusterInput(
                 namespace=ns,
                 base_cluster="basic",
                 name="auto-bcdf",
@@ -52,13 +57,17 @@ class Probe:
                 cpu="2",
                 memory="4Gi",
             ),
-            result_type=c.CreateAutoClusterResult,
+            result_type=contracts.CreateAutoClusterResult,
             **OPTS,
         )
         seen.append(f"created {made.created} {made.replicas}")
-        metrics_input = c.MetricsInput(namespace=ns, base_cluster="basic", component="tidb", clusters={"basic": ""})
+        metrics_input = contracts.MetricsInput(
+            namespace=ns, base_cluster="basic", component="tidb", clusters={"basic": ""}
+        )
         try:
-            await workflow.execute_activity(c.QUERY_METRICS, metrics_input, result_type=c.ComponentMetrics, **OPTS)
+            await workflow.execute_activity(
+                contracts.QUERY_METRICS, metrics_input, result_type=contracts.ComponentMetrics, **OPTS
+            )
         except ActivityError as err:
             assert isinstance(err.cause, ApplicationError)
             seen.append(f"{err.cause.type} non_retryable={err.cause.non_retryable}")

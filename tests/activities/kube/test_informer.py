@@ -19,19 +19,19 @@ from activities.kube.informer import Informer
 from activities.nodes.kube import KubeActivities
 from activities.settings import KubeSettings
 from scaling.nodes.contracts import ObserveInput
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube.apiserver import ApiServer
 from tests.polling import eventually
 
 
 @pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with SimCluster(run_scheduler=False, run_kwok=False, run_controllers=False) as s:
+def sim() -> Iterator[FakeCluster]:
+    with FakeCluster(run_scheduler=False, run_kwok=False, run_controllers=False) as s:
         yield s
 
 
 @pytest.fixture
-def api(sim: SimCluster, tmp_path: Path) -> Iterator[client.ApiClient]:
+def api(sim: FakeCluster, tmp_path: Path) -> Iterator[client.ApiClient]:
     a = api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
     yield a
     a.close()
@@ -44,7 +44,7 @@ def pod(name: str, node: str = "") -> dict:
     return {"metadata": {"name": name, "namespace": "default", "labels": {"app": "burst"}}, "spec": spec}
 
 
-def store_pods(sim: SimCluster) -> dict[str, str]:
+def store_pods(sim: FakeCluster) -> dict[str, str]:
     """key -> resourceVersion of every pod the server holds."""
     items, _ = sim.store.list(sim.store.builtin("pods"), None, [], [])
     return {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"]["resourceVersion"] for p in items}
@@ -68,7 +68,7 @@ def drop_connections(server: ApiServer) -> int:
     return len(conns)
 
 
-def burst(sim: SimCluster, names: range, every: int = 0, at_every: object = None) -> None:
+def burst(sim: FakeCluster, names: range, every: int = 0, at_every: object = None) -> None:
     """Create pods straight in the store (no HTTP: the cut must only hit the watch)."""
     pods = sim.store.builtin("pods")
     for i in names:
@@ -77,7 +77,7 @@ def burst(sim: SimCluster, names: range, every: int = 0, at_every: object = None
             at_every()
 
 
-def test_a_watch_dropped_mid_burst_relists_and_loses_nothing(sim: SimCluster, api: client.ApiClient) -> None:
+def test_a_watch_dropped_mid_burst_relists_and_loses_nothing(sim: FakeCluster, api: client.ApiClient) -> None:
     cache = ClusterCache(api)
     try:
         inf = cache.read(["pods"])["pods"]
@@ -108,7 +108,7 @@ def test_a_watch_dropped_mid_burst_relists_and_loses_nothing(sim: SimCluster, ap
 
 
 def test_an_api_server_restart_with_writes_in_between_gets_410_and_relists(
-    sim: SimCluster, api: client.ApiClient
+    sim: FakeCluster, api: client.ApiClient
 ) -> None:
     # A kept event window smaller than what happens while the server is away: the informer's
     # resume point is gone when it comes back (410 Gone), so it must list again.
@@ -138,7 +138,9 @@ def test_an_api_server_restart_with_writes_in_between_gets_410_and_relists(
         cache.close()
 
 
-def test_bookmarks_move_the_version_on_when_nothing_of_the_kind_changes(sim: SimCluster, api: client.ApiClient) -> None:
+def test_bookmarks_move_the_version_on_when_nothing_of_the_kind_changes(
+    sim: FakeCluster, api: client.ApiClient
+) -> None:
     sim.control.watch_bookmark_interval = 0.3
     cache = ClusterCache(api)
     try:
@@ -159,7 +161,7 @@ def test_bookmarks_move_the_version_on_when_nothing_of_the_kind_changes(sim: Sim
         cache.close()
 
 
-def test_a_reader_needing_a_newer_view_than_its_watch_lists(sim: SimCluster, api: client.ApiClient) -> None:
+def test_a_reader_needing_a_newer_view_than_its_watch_lists(sim: FakeCluster, api: client.ApiClient) -> None:
     # Bookmarks a minute apart (the apiserver's pace): a node watch cannot show that nothing
     # happened to nodes, so a reader that saw a newer version elsewhere (another replica)
     # waits briefly, then lists.
@@ -180,7 +182,7 @@ def test_a_reader_needing_a_newer_view_than_its_watch_lists(sim: SimCluster, api
         cache.close()
 
 
-def test_pods_by_node_and_node_infos_follow_the_watch(sim: SimCluster, api: client.ApiClient) -> None:
+def test_pods_by_node_and_node_infos_follow_the_watch(sim: FakeCluster, api: client.ApiClient) -> None:
     nodes_rt, pods_rt = sim.store.builtin("nodes"), sim.store.builtin("pods")
     sim.store.create(
         nodes_rt,
@@ -206,7 +208,7 @@ def test_pods_by_node_and_node_infos_follow_the_watch(sim: SimCluster, api: clie
 
 
 def test_each_replica_keeps_its_own_cache_and_a_lagging_one_never_answers_older(
-    sim: SimCluster, tmp_path: Path
+    sim: FakeCluster, tmp_path: Path
 ) -> None:
     kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
     replicas = [
@@ -234,7 +236,7 @@ def test_each_replica_keeps_its_own_cache_and_a_lagging_one_never_answers_older(
             r.clusters.close()
 
 
-def test_a_kind_still_absent_at_each_retry_keeps_its_generation(sim: SimCluster, api: client.ApiClient) -> None:
+def test_a_kind_still_absent_at_each_retry_keeps_its_generation(sim: FakeCluster, api: client.ApiClient) -> None:
     """Longhorn's CRDs are not installed: each retry finds them absent again, and that is no change
     (an idle loop's scale-down evaluation is reused while its kinds keep their generations)."""
     cache = ClusterCache(api)

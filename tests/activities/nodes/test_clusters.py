@@ -27,19 +27,19 @@ from scaling.nodes.contracts import (
     WaitReadyInput,
 )
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, Pool
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 
 POOL = Pool(group="general", name="kwok-cx22", provider="kwok", server_type="cx22", priority=10)
 
 
 @pytest.fixture
-def two_clusters(tmp_path: Path) -> Iterator[dict[str, SimCluster]]:
-    with SimCluster(node_ready_delay=0.1) as east, SimCluster(node_ready_delay=0.1) as west:
+def two_clusters(tmp_path: Path) -> Iterator[dict[str, FakeCluster]]:
+    with FakeCluster(node_ready_delay=0.1) as east, FakeCluster(node_ready_delay=0.1) as west:
         yield {"east": east, "west": west}
 
 
 @pytest.fixture
-def settings(two_clusters: dict[str, SimCluster], tmp_path: Path) -> Settings:
+def settings(two_clusters: dict[str, FakeCluster], tmp_path: Path) -> Settings:
     # Written and read the way the worker reads its file: kubeconfig paths relative to it.
     for name, sim in two_clusters.items():
         sim.write_kubeconfig(tmp_path / f"{name}.kubeconfig")
@@ -60,7 +60,7 @@ def by_name(settings: Settings) -> dict[str, Callable[..., Any]]:
     return {activity._Definition.must_from_callable(fn).name: fn for fn in build_activities(settings)}
 
 
-def nodes_of(sim: SimCluster) -> list[str]:
+def nodes_of(sim: FakeCluster) -> list[str]:
     api = sim.api_client()
     try:
         return sorted(n.metadata.name for n in client.CoreV1Api(api).list_node().items)
@@ -69,7 +69,7 @@ def nodes_of(sim: SimCluster) -> list[str]:
 
 
 async def test_each_clusters_activities_reach_its_own_api_server(
-    two_clusters: dict[str, SimCluster], settings: Settings
+    two_clusters: dict[str, FakeCluster], settings: Settings
 ) -> None:
     acts = by_name(settings)
     env = ActivityEnvironment()
@@ -138,7 +138,7 @@ async def test_a_cluster_missing_from_the_settings_is_a_non_retryable_error(sett
 
 
 def test_without_a_clusters_map_the_kubernetes_section_serves_every_name(
-    two_clusters: dict[str, SimCluster], tmp_path: Path
+    two_clusters: dict[str, FakeCluster], tmp_path: Path
 ) -> None:
     """Backwards compatible: one-cluster settings (only `kubernetes:`) answer any cluster name."""
     kubeconfig = two_clusters["east"].write_kubeconfig(tmp_path / "only.kubeconfig")

@@ -371,7 +371,7 @@ async def test_created_server_joins_sim_cluster_as_labelled_node(secrets: Path) 
 
     cluster_mod = pytest.importorskip("sim.cluster")
     with (
-        cluster_mod.SimCluster(node_ready_delay=0.1) as cluster,
+        cluster_mod.FakeCluster(node_ready_delay=0.1) as cluster,
         FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
     ):
         provider = make_provider(hz, secrets)

@@ -33,19 +33,19 @@ from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_POOL, Pool
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.requests import request_labels
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from starters.kube import apply_crds, apply_node_group, deployment, node_group
 from tests.polling import eventually
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as s:
+def sim(tmp_path: Path) -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as s:
         yield s
 
 
 @pytest.fixture
-def api(sim: SimCluster, tmp_path: Path) -> client.ApiClient:
+def api(sim: FakeCluster, tmp_path: Path) -> client.ApiClient:
     # Built the way the worker builds it: from a kubeconfig file.
     return api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
 
@@ -125,7 +125,9 @@ async def test_kwok_delete_is_idempotent(api: client.ApiClient) -> None:
     assert client.CoreV1Api(api).list_node().items == []
 
 
-async def test_wait_node_ready_asks_the_api_server_only_every_few_polls(api: client.ApiClient, sim: SimCluster) -> None:
+async def test_wait_node_ready_asks_the_api_server_only_every_few_polls(
+    api: client.ApiClient, sim: FakeCluster
+) -> None:
     """At 1,000 requests in flight a GET per poll was ~500 a second: the watch-fed cache answers
     most polls, and the API server is read every API_READ_EVERY-th (a stuck watch costs a few)."""
     sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
@@ -144,7 +146,7 @@ async def test_wait_node_ready_asks_the_api_server_only_every_few_polls(api: cli
     assert 1 <= gets <= len(polls) // API_READ_EVERY + 1
 
 
-async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.ApiClient, sim: SimCluster) -> None:
+async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.ApiClient, sim: FakeCluster) -> None:
     sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
     provider = KwokProvider(api)
     kube = KubeActivities(api, known_providers=["kwok"])
@@ -205,7 +207,7 @@ def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiCli
 
 
 async def test_observe_says_which_requests_in_flight_already_have_a_ready_node(
-    api: client.ApiClient, sim: SimCluster
+    api: client.ApiClient, sim: FakeCluster
 ) -> None:
     """The loop sends its in-flight requests; the observation names those whose node is Ready
     (KWOK nodes carry their request's label from creation)."""

@@ -18,7 +18,7 @@ from activities.nodes.providers.kwok import KwokProvider
 from activities.settings import KubeSettings
 from scaling.nodes.contracts import CreateNodeInput
 from scaling.nodes.models import LABEL_POOL, Pool
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 
 TRIES = 15
 LIMIT = 3
@@ -58,7 +58,7 @@ def create_burst(kubeconfig: str, who: str, barrier: Barrier, results: multiproc
 
 
 def test_two_processes_creating_at_once_never_exceed_the_limit(tmp_path: Path) -> None:
-    with SimCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+    with FakeCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         kubeconfig = str(sim.write_kubeconfig(tmp_path / "kubeconfig"))
         ctx = multiprocessing.get_context("spawn")  # separate interpreters, as two workers are
         barrier, results = ctx.Barrier(2), ctx.Queue()

@@ -23,7 +23,7 @@ from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups
 from scaling.nodes.scale_up.planning import plan_scale_up
 from sim.clouds.hetzner import FakeHetzner
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from starters.kube import apply_crds, apply_node_group, node_group
 
 TOKEN = "hz-token"
@@ -42,13 +42,13 @@ GROUP = node_group(
 @pytest.fixture
 def world(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[SimCluster, FakeHetzner, MachineActivities]]:
+) -> Iterator[tuple[FakeCluster, FakeHetzner, MachineActivities]]:
     token_file = tmp_path / "hcloud-token"
     token_file.write_text(TOKEN)
     join_file = tmp_path / "join-token"
     join_file.write_text(JOIN)
     with (
-        SimCluster(node_ready_delay=0.1) as cluster,
+        FakeCluster(node_ready_delay=0.1) as cluster,
         FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
     ):
         provider = HetznerProvider(

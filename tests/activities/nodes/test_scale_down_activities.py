@@ -28,21 +28,21 @@ from scaling.nodes.contracts import (
 )
 from scaling.nodes.gc.orphans import OrphanSearchInput
 from scaling.nodes.models import LABEL_GROUP
-from sim.cluster import SimCluster
-from sim.storage.longhorn import SimLonghorn
+from sim.cluster import FakeCluster
+from sim.storage.longhorn import FakeLonghorn
 from tests.polling import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def cluster() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.0, pod_start_delay=0.0, run_scheduler=False) as c:
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.0, pod_start_delay=0.0, run_scheduler=False) as c:
         yield c
 
 
 @pytest.fixture
-def core(cluster: SimCluster) -> client.CoreV1Api:
+def core(cluster: FakeCluster) -> client.CoreV1Api:
     api = client.CoreV1Api(cluster.api_client())
     for n in ("n1", "n2"):
         q = {"cpu": "4", "memory": "8Gi", "pods": "110"}
@@ -57,7 +57,7 @@ def core(cluster: SimCluster) -> client.CoreV1Api:
 
 
 @pytest.fixture
-def acts(cluster: SimCluster, core: client.CoreV1Api) -> ScaleDownActivities:
+def acts(cluster: FakeCluster, core: client.CoreV1Api) -> ScaleDownActivities:
     return ScaleDownActivities(cluster.api_client(), known_providers=["kwok"])
 
 
@@ -99,7 +99,7 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
 
 
 async def test_evict_honours_pdbs_and_reports_gone_pods(
-    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster
+    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: FakeCluster
 ) -> None:
     bound_pod(core, "web-1", "n1")
     bound_pod(core, "db-1", "n1", labels={"app": "db"})
@@ -129,13 +129,13 @@ async def test_evict_honours_pdbs_and_reports_gone_pods(
 
 
 def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
-    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: SimCluster
+    acts: ScaleDownActivities, core: client.CoreV1Api, cluster: FakeCluster
 ) -> None:
     bound_pod(core, "web-1", "n1")
     obs = acts.observe_scale_down("c")
     assert {n.name for n in obs.nodes} == {"n1", "n2"} and [p.name for p in obs.pods] == ["web-1"]
     assert obs.storage is None
-    with SimLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.05) as lh:
+    with FakeLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.05) as lh:
         lh.create_volume("vol-1", replicas=2)
         lh.attach("vol-1", "n1")
         assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=60)
@@ -333,7 +333,7 @@ def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
 
 
 async def test_find_orphans_reads_nodes_from_the_cache_and_returns_only_orphans(
-    cluster: SimCluster, core: client.CoreV1Api
+    cluster: FakeCluster, core: client.CoreV1Api
 ) -> None:
     """Nodes n1 and n2 are growth's; the provider holds n1's machine and one without a Node."""
 

@@ -17,7 +17,7 @@ from activities.settings import KubeSettings
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.models import ScaleDownInput
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from starters.kube import apply_crds, apply_node_group, node_group
 from tests.polling import eventually
 
@@ -26,7 +26,7 @@ RS_OWNER = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid":
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[client.ApiClient]:
-    with SimCluster(node_ready_delay=0.05, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+    with FakeCluster(node_ready_delay=0.05, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         yield api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
 
 

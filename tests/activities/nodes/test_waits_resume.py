@@ -22,12 +22,12 @@ from activities.nodes.scale_down import ScaleDownActivities
 from activities.settings import KubeSettings
 from scaling.nodes.contracts import CreateNodeInput, WaitPodsGoneInput, WaitReadyInput
 from scaling.nodes.models import Pool
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[client.ApiClient]:
-    with SimCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+    with FakeCluster(node_ready_delay=0.3, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
         yield api_client(KubeSettings(kubeconfig=str(sim.write_kubeconfig(tmp_path / "kubeconfig"))))
 

@@ -1,4 +1,6 @@
-"""Seed 002's rules as the planner applies them: unit cases and properties."""
+"""Seed 002's rules (scale out until use is under the thresholds' midpoint, scale one
+heterogeneous instance in when every instance is under min) as the planner applies them: unit
+cases and properties."""
 
 from __future__ import annotations
 

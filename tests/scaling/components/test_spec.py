@@ -1,4 +1,6 @@
-"""TidbClusterAutoScaler spec: defaulting as seed 002 says, validation with field-named errors."""
+"""TidbClusterAutoScaler spec: defaulting as seed 002 and tidb-operator say (no resources: one type
+with the base cluster's requests; a cpu rule without min_threshold: 0.1), validation with
+field-named errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fleet configuration: seed 000's shapes load, and every bad field is named."""
+"""Fleet configuration: seed 000's shapes (kas-fleet-manager's configuration files) load, and every
+bad field is named."""
 
 from __future__ import annotations
 

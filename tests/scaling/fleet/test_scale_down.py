@@ -1,5 +1,6 @@
-"""Seed 000's deletion evaluation, and the no-flapping property: a scale-down never causes a
-scale-up in the next evaluation."""
+"""Seed 000's deletion evaluation (an empty cluster goes when the others still hold the biggest
+size and the slack), and the no-flapping property: a scale-down never causes a scale-up in the
+next evaluation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Seed 000's scale-up evaluation: slack boundary, limit nil vs 0, biggest size, clusters that
-give no capacity, expected capacity, limit coverage; and its properties."""
+"""Seed 000's scale-up evaluation (a new cluster when none can hold the biggest size or free units
+fall under the slack, below the region's limit): slack boundary, limit nil vs 0, biggest size,
+clusters that give no capacity, expected capacity, limit coverage; and its properties."""
 
 from __future__ import annotations
 

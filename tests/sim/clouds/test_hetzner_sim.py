@@ -293,7 +293,7 @@ def test_boot_registers_node_in_sim_cluster_and_delete_removes_it() -> None:
         f"  - kubeadm join 10.0.0.1:6443 --token {join} --node-name n1\n"
     )
     with (
-        cluster_mod.SimCluster(node_ready_delay=0.1) as cluster,
+        cluster_mod.FakeCluster(node_ready_delay=0.1) as cluster,
         FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=join, boot_delay_s=0.05) as hz,
     ):
         c = client(hz)

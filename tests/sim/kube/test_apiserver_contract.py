@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from tests.polling import eventually
 from tests.sim.conftest import deployment_body, node_body, pod_body, ready_nodes, ready_replicas
 
@@ -352,7 +352,7 @@ def test_watch_selector_transitions(core: client.CoreV1Api) -> None:
     assert events == ["ADDED", "DELETED"]
 
 
-def test_watch_stop_closes_stream(core: client.CoreV1Api, cluster: SimCluster) -> None:
+def test_watch_stop_closes_stream(core: client.CoreV1Api, cluster: FakeCluster) -> None:
     w = watch.Watch()
     core.create_namespaced_pod("default", pod_body("once"))
     for _ in w.stream(core.list_namespaced_pod, "default", _request_timeout=5):
@@ -502,7 +502,7 @@ def test_cluster_scoped_crd(apiext: client.ApiextensionsV1Api, custom: client.Cu
 # ---- other semantics the product relies on -------------------------------------------------
 
 
-def test_requests_without_token_are_401(cluster: SimCluster) -> None:
+def test_requests_without_token_are_401(cluster: FakeCluster) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(cluster.url + "/api/v1/namespaces", timeout=10, context=cluster.ssl_context())
     assert info.value.code == 401
@@ -597,7 +597,7 @@ def test_daemonset_puts_one_pod_per_node(core: client.CoreV1Api, apps: client.Ap
     )
 
 
-def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_control_api_faults_and_stats(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     cluster.control_request("DELETE", "/sim/v1/stats")
     core.list_node()
     # The server counts a request after answering it: wait for the count, don't race it.
@@ -621,7 +621,7 @@ def test_control_api_faults_and_stats(cluster: SimCluster, core: client.CoreV1Ap
     assert bad.value.code == 400
 
 
-def test_control_api_holds_a_request_in_progress_until_lifted(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_control_api_holds_a_request_in_progress_until_lifted(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     # The next node create hangs unanswered (a caller caught mid-call); others pass; lifting
     # the hold serves it as usual.
     hold = {"method": "POST", "path_regex": "^/api/v1/nodes$", "times": 1}
@@ -683,7 +683,7 @@ def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
 
 
 def test_pdb_counts_controller_scale_while_replacement_starts(
-    cluster: SimCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api
+    cluster: FakeCluster, core: client.CoreV1Api, apps: client.AppsV1Api, policy: client.PolicyV1Api
 ) -> None:
     core.create_node(node_body("host", cpu="8"))
     apps.create_namespaced_deployment("default", deployment_body("api", 3))
@@ -710,7 +710,7 @@ def test_pdb_counts_controller_scale_while_replacement_starts(
     )
 
 
-def test_watch_from_compacted_resource_version_is_410(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_watch_from_compacted_resource_version_is_410(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     cluster.store.event_log_size = 5  # compact the history aggressively, like etcd would
     start = core.list_namespaced_config_map("default").metadata.resource_version
     for i in range(20):

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube import openapi, tls
 from sim.kube.tables import human_duration, json_path, table_version
 from tests.polling import eventually
@@ -42,7 +42,7 @@ needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PA
 
 
 @pytest.fixture
-def kubeconfig(cluster: SimCluster, tmp_path: Path) -> Path:
+def kubeconfig(cluster: FakeCluster, tmp_path: Path) -> Path:
     return cluster.write_kubeconfig(tmp_path / "kubeconfig")
 
 
@@ -69,7 +69,7 @@ def get(api: client.ApiClient, path: str, accept: str = "application/json", **qu
 
 
 def raw(
-    cluster: SimCluster,
+    cluster: FakeCluster,
     path: str,
     token: str | None = None,
     accept: str = "application/json",
@@ -104,14 +104,14 @@ def cells(table: dict[str, Any], name: str) -> dict[str, Any]:
 # ---- transport: HTTPS, CA, token ------------------------------------------------------------
 
 
-def test_kubeconfig_carries_the_ca_and_the_token(cluster: SimCluster, kubeconfig: Path) -> None:
+def test_kubeconfig_carries_the_ca_and_the_token(cluster: FakeCluster, kubeconfig: Path) -> None:
     cfg = yaml.safe_load(kubeconfig.read_text())
     assert cfg["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
     assert cfg["clusters"][0]["cluster"]["certificate-authority-data"] == cluster.certs.ca_data
     assert cfg["users"][0]["user"]["token"] == cluster.token
 
 
-def test_the_server_is_verified_against_the_cluster_ca_only(cluster: SimCluster) -> None:
+def test_the_server_is_verified_against_the_cluster_ca_only(cluster: FakeCluster) -> None:
     assert raw(cluster, "/version")[0] == 200  # the CA verifies it, for 127.0.0.1
     localhost = cluster.url.replace("127.0.0.1", "localhost")
     with urllib.request.urlopen(localhost + "/version", timeout=30, context=cluster.ssl_context()) as resp:
@@ -119,18 +119,18 @@ def test_the_server_is_verified_against_the_cluster_ca_only(cluster: SimCluster)
     with pytest.raises(urllib.error.URLError) as err:
         urllib.request.urlopen(cluster.url + "/version", timeout=30, context=ssl.create_default_context())
     assert isinstance(err.value.reason, ssl.SSLCertVerificationError)  # no public CA vouches for it
-    with SimCluster(run_kwok=False, run_scheduler=False, run_controllers=False) as other:
+    with FakeCluster(run_kwok=False, run_scheduler=False, run_controllers=False) as other:
         with pytest.raises(urllib.error.URLError):  # another cluster's CA does not either
             urllib.request.urlopen(cluster.url + "/version", timeout=30, context=other.ssl_context())
 
 
-def test_plain_http_is_not_served(cluster: SimCluster) -> None:
+def test_plain_http_is_not_served(cluster: FakeCluster) -> None:
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         urllib.request.urlopen(cluster.url.replace("https://", "http://") + "/version", timeout=30)
     assert raw(cluster, "/version")[0] == 200  # a failed handshake leaves the server serving
 
 
-def test_requests_need_the_token_except_discovery_of_the_join(cluster: SimCluster) -> None:
+def test_requests_need_the_token_except_discovery_of_the_join(cluster: FakeCluster) -> None:
     for path in ("/api/v1/nodes", "/api", "/openapi/v3", "/openapi/v2", "/api/v1/namespaces/kube-public/configmaps"):
         status, body, _ = raw(cluster, path)
         assert status == 401 and json.loads(body)["reason"] == "Unauthorized", path
@@ -144,7 +144,7 @@ def test_requests_need_the_token_except_discovery_of_the_join(cluster: SimCluste
     assert "users" not in info or not info["users"]
 
 
-def test_the_official_client_reuses_its_connections(cluster: SimCluster, kube: client.ApiClient) -> None:
+def test_the_official_client_reuses_its_connections(cluster: FakeCluster, kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     before = cluster.control_request("GET", "/sim/v1/stats")["connections_accepted"]
     for i in range(200):
@@ -163,7 +163,7 @@ def test_accept_header_negotiation() -> None:
     assert table_version("application/json;as=Table;v=v2;g=meta.k8s.io,application/json") is None
 
 
-def test_plain_json_unless_a_table_is_asked_for(cluster: SimCluster, kube: client.ApiClient) -> None:
+def test_plain_json_unless_a_table_is_asked_for(cluster: FakeCluster, kube: client.ApiClient) -> None:
     assert get(kube, "/api/v1/nodes")["kind"] == "NodeList"
     table = get(kube, "/api/v1/nodes", TABLE)
     assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
@@ -172,7 +172,7 @@ def test_plain_json_unless_a_table_is_asked_for(cluster: SimCluster, kube: clien
     assert beta["apiVersion"] == "meta.k8s.io/v1beta1"
 
 
-def test_node_table(cluster: SimCluster, kube: client.ApiClient) -> None:
+def test_node_table(cluster: FakeCluster, kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     core.create_node(node_body("w1", labels={"node-role.kubernetes.io/worker": ""}))
     core.create_node(node_body("nr", fake=False))
@@ -196,7 +196,7 @@ def test_node_table(cluster: SimCluster, kube: client.ApiClient) -> None:
     assert single["kind"] == "Table" and [r["cells"][0] for r in single["rows"]] == ["w1"]
 
 
-def test_pod_deployment_and_namespace_tables(cluster: SimCluster, kube: client.ApiClient) -> None:
+def test_pod_deployment_and_namespace_tables(cluster: FakeCluster, kube: client.ApiClient) -> None:
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
     core.create_node(node_body("host", cpu="8"))
     apps.create_namespaced_deployment("default", deployment_body("web", 2, image="img:1"))
@@ -305,7 +305,7 @@ def test_row_objects_follow_include_object(kube: client.ApiClient) -> None:
     assert "object" not in get(kube, "/api/v1/nodes", TABLE, includeObject="None")["rows"][0]
 
 
-def test_table_watch_sends_columns_once(cluster: SimCluster, kube: client.ApiClient) -> None:
+def test_table_watch_sends_columns_once(cluster: FakeCluster, kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     start = core.list_node().metadata.resource_version
     core.create_node(node_body("wn"))
@@ -397,7 +397,7 @@ def test_openapi_v3_hash_changes_with_the_crds(kube: client.ApiClient) -> None:
     assert before["api/v1"] == after["api/v1"]  # unchanged documents keep their hash (cacheable)
 
 
-def test_openapi_v2_protobuf_and_json(cluster: SimCluster) -> None:
+def test_openapi_v2_protobuf_and_json(cluster: FakeCluster) -> None:
     status, body, content_type = raw(cluster, "/openapi/v2", token=cluster.token, accept=openapi.OPENAPI_V2_PROTOBUF)
     assert status == 200 and body == openapi.V2_PROTOBUF and content_type == "application/octet-stream"
     status, body, _ = raw(cluster, "/openapi/v2", token=cluster.token)
@@ -421,7 +421,7 @@ def header(output: str) -> list[str]:
 
 
 @needs_kubectl
-def test_kubectl_get_nodes_and_pods(cluster: SimCluster, kubeconfig: Path) -> None:
+def test_kubectl_get_nodes_and_pods(cluster: FakeCluster, kubeconfig: Path) -> None:
     core = client.CoreV1Api(cluster.api_client())
     core.create_node(node_body("k1"))
     core.create_namespaced_pod("default", pod_body("p1", node_name="k1"))
@@ -439,7 +439,7 @@ def test_kubectl_get_nodes_and_pods(cluster: SimCluster, kubeconfig: Path) -> No
 
 
 @needs_kubectl
-def test_kubectl_apply_validates_without_flags(cluster: SimCluster, kubeconfig: Path, tmp_path: Path) -> None:
+def test_kubectl_apply_validates_without_flags(cluster: FakeCluster, kubeconfig: Path, tmp_path: Path) -> None:
     kubectl(kubeconfig, "apply", "-f", "deploy/crds/")
     eventually(
         lambda: "nodegroupswithpriority" in kubectl(kubeconfig, "api-resources").stdout, message="the CRD is discovered"
@@ -478,7 +478,7 @@ def test_kubectl_apply_validates_without_flags(cluster: SimCluster, kubeconfig: 
 
 
 @needs_kubectl
-def test_kubectl_without_the_token_is_refused(cluster: SimCluster, kubeconfig: Path) -> None:
+def test_kubectl_without_the_token_is_refused(cluster: FakeCluster, kubeconfig: Path) -> None:
     cfg = yaml.safe_load(kubeconfig.read_text())
     cfg["users"][0]["user"] = {"token": "not-the-cluster-token"}
     anonymous = kubeconfig.parent / "anonymous"
@@ -494,7 +494,7 @@ def test_kubectl_without_the_token_is_refused(cluster: SimCluster, kubeconfig: P
 
 
 @needs_kubectl
-def test_kubectl_get_nodes_watch(cluster: SimCluster, kubeconfig: Path) -> None:
+def test_kubectl_get_nodes_watch(cluster: FakeCluster, kubeconfig: Path) -> None:
     assert KUBECTL is not None
     core = client.CoreV1Api(cluster.api_client())
     core.create_node(node_body("early"))
@@ -599,7 +599,7 @@ def test_strict_field_validation_of_custom_resources(kube: client.ApiClient) -> 
 
 
 @needs_kubectl
-def test_kubectl_apply_reports_unknown_fields(cluster: SimCluster, kubeconfig: Path, tmp_path: Path) -> None:
+def test_kubectl_apply_reports_unknown_fields(cluster: FakeCluster, kubeconfig: Path, tmp_path: Path) -> None:
     client.ApiextensionsV1Api(cluster.api_client()).create_custom_resource_definition(WIDGETS)
     manifest = tmp_path / "widget.yaml"
     manifest.write_text(

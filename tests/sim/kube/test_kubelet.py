@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube.kubelet import Kubelet, Machine, parse_join
 from tests.sim.conftest import ready_nodes
 
@@ -54,7 +54,7 @@ def test_join_command_and_kubelet_flags_are_parsed() -> None:
     ]
 
 
-def test_pinned_join_registers_a_node_that_becomes_ready(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_pinned_join_registers_a_node_that_becomes_ready(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     kubelet = Kubelet(cluster.url, cluster.token, join_token=JOIN)
     assert kubelet.join(machine(user_data=user_data(ca_hash=cluster.certs.ca_cert_hash()))) == "joined"
     assert kubelet.ca_pem == cluster.certs.ca_pem  # discovered from kube-public/cluster-info
@@ -72,7 +72,7 @@ def test_pinned_join_registers_a_node_that_becomes_ready(cluster: SimCluster, co
     assert node.status.node_info.architecture == "arm64"
 
 
-def test_a_wrong_token_or_ca_pin_never_gets_a_node(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_a_wrong_token_or_ca_pin_never_gets_a_node(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     kubelet = Kubelet(cluster.url, cluster.token, join_token=JOIN)
     assert kubelet.join(machine("stolen", user_data=user_data(token="stolen.0000000000000000"))) == "refused"
     assert kubelet.join(machine("mitm", user_data=user_data(ca_hash="sha256:" + "00" * 32))) == "refused"
@@ -84,7 +84,7 @@ def test_a_wrong_token_or_ca_pin_never_gets_a_node(cluster: SimCluster, core: cl
 
 
 def test_deleted_machine_loses_its_node_and_an_unreachable_cluster_is_retried(
-    cluster: SimCluster, core: client.CoreV1Api
+    cluster: FakeCluster, core: client.CoreV1Api
 ) -> None:
     kubelet = Kubelet(cluster.url, cluster.token, join_token=JOIN)
     assert kubelet.join(machine()) == "joined"

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client, watch
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from tests.polling import eventually
 from tests.sim.conftest import is_ready, node_body, pod_body
 
@@ -23,33 +23,33 @@ DELAY = 0.4
 
 
 @pytest.fixture
-def slow() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=HOUR, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
+def slow() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=HOUR, pod_start_delay=0.05, scheduler_interval=0.05) as sim:
         yield sim
 
 
 @pytest.fixture
-def score(slow: SimCluster) -> Iterator[client.CoreV1Api]:
+def score(slow: FakeCluster) -> Iterator[client.CoreV1Api]:
     api = slow.api_client()
     yield client.CoreV1Api(api)
     api.close()
 
 
-def ready_delay(cluster: SimCluster, seconds: float) -> None:
+def ready_delay(cluster: FakeCluster, seconds: float) -> None:
     assert (
         cluster.control_request("POST", "/sim/v1/settings", {"node_ready_delay": seconds})["node_ready_delay"]
         == seconds
     )
 
 
-def test_node_is_not_ready_before_its_delay(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_node_is_not_ready_before_its_delay(slow: FakeCluster, score: client.CoreV1Api) -> None:
     score.create_node(node_body("k0"))
     assert not is_ready(score.read_node("k0"))  # an hour has not passed
     ready_delay(slow, 0)
     eventually(lambda: is_ready(score.read_node("k0")), message="k0 Ready once the delay is over")
 
 
-def test_node_becomes_ready_no_sooner_than_the_delay(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_node_becomes_ready_no_sooner_than_the_delay(slow: FakeCluster, score: client.CoreV1Api) -> None:
     ready_delay(slow, DELAY)
     created = time.monotonic()
     score.create_node(node_body("k1", cpu="3", memory="6Gi", pods="20"))
@@ -59,7 +59,7 @@ def test_node_becomes_ready_no_sooner_than_the_delay(slow: SimCluster, score: cl
     assert any(a.type == "InternalIP" for a in node.status.addresses)
 
 
-def test_ready_transition_is_a_watch_event(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_ready_transition_is_a_watch_event(slow: FakeCluster, score: client.CoreV1Api) -> None:
     start = score.list_node().metadata.resource_version
     score.create_node(node_body("k2"))
     ready_delay(slow, 0)
@@ -70,7 +70,7 @@ def test_ready_transition_is_a_watch_event(slow: SimCluster, score: client.CoreV
         pytest.fail("no MODIFIED event made k2 Ready")
 
 
-def test_never_ready_fault(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_never_ready_fault(slow: FakeCluster, score: client.CoreV1Api) -> None:
     slow.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["bad-*"]})
     assert slow.control_request("GET", "/sim/v1/faults")["never_ready_nodes"] == ["bad-*"]
     ready_delay(slow, DELAY)
@@ -83,7 +83,7 @@ def test_never_ready_fault(slow: SimCluster, score: client.CoreV1Api) -> None:
     eventually(lambda: is_ready(score.read_node("bad-1")), message="bad-1 Ready once the fault is lifted")
 
 
-def test_nodes_without_kwok_annotation_are_left_alone(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_nodes_without_kwok_annotation_are_left_alone(slow: FakeCluster, score: client.CoreV1Api) -> None:
     ready_delay(slow, 0)
     score.create_node(node_body("real", fake=False))
     score.create_node(node_body("fake"))
@@ -91,7 +91,7 @@ def test_nodes_without_kwok_annotation_are_left_alone(slow: SimCluster, score: c
     assert not is_ready(score.read_node("real"))  # created first: KWOK would have made it Ready already
 
 
-def test_pods_on_kwok_node_run_and_become_ready(slow: SimCluster, score: client.CoreV1Api) -> None:
+def test_pods_on_kwok_node_run_and_become_ready(slow: FakeCluster, score: client.CoreV1Api) -> None:
     score.create_node(node_body("k3"))
     score.create_namespaced_pod("default", pod_body("direct", node_name="k3"))
     pod = score.read_namespaced_pod("direct", "default")

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube.journal import WAL, Journal
 from starters.processes import Processes
 from tests.polling import eventually
@@ -37,13 +37,13 @@ CRD = {
 }
 
 
-def _core(cluster: SimCluster) -> client.CoreV1Api:
+def _core(cluster: FakeCluster) -> client.CoreV1Api:
     return client.CoreV1Api(cluster.api_client())
 
 
 def test_restart_on_data_dir_is_the_same_cluster(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with SimCluster(data_dir=data, run_scheduler=False) as first:
+    with FakeCluster(data_dir=data, run_scheduler=False) as first:
         first.write_kubeconfig(tmp_path / "kubeconfig")
         core = _core(first)
         pod = core.create_namespaced_pod("default", pod_body("kept", labels={"app": "a"}))
@@ -59,7 +59,7 @@ def test_restart_on_data_dir_is_the_same_cluster(tmp_path: Path) -> None:
             {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
         )
         url, last_rv = first.url, first.store.rv
-    with SimCluster(data_dir=data, run_scheduler=False) as second:
+    with FakeCluster(data_dir=data, run_scheduler=False) as second:
         assert second.url == url  # same port, so the old kubeconfig still points at it
         # The kubeconfig written before the restart still works: same CA, same token.
         api = config.new_client_from_config(str(tmp_path / "kubeconfig"))
@@ -78,7 +78,7 @@ def test_restart_on_data_dir_is_the_same_cluster(tmp_path: Path) -> None:
 
 def test_snapshot_compaction_keeps_everything(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with SimCluster(data_dir=data, run_scheduler=False, run_kwok=False, run_controllers=False) as first:
+    with FakeCluster(data_dir=data, run_scheduler=False, run_kwok=False, run_controllers=False) as first:
         first.store.journal.compact_after = 7  # a snapshot every 7 commits
         core = _core(first)
         for i in range(20):
@@ -87,7 +87,7 @@ def test_snapshot_compaction_keeps_everything(tmp_path: Path) -> None:
         before = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_config_map("default").items}
         order = [first.store.order(o) for o in first.store.all(first.store.builtin("configmaps"))]
         assert (data / "snapshot.json").exists() and first.store.journal.records < 7
-    with SimCluster(data_dir=data, run_scheduler=False) as second:
+    with FakeCluster(data_dir=data, run_scheduler=False) as second:
         core = _core(second)
         after = {c.metadata.name: c.metadata.uid for c in core.list_namespaced_config_map("default").items}
         assert after == before and len(after) == 19
@@ -98,12 +98,12 @@ def test_snapshot_compaction_keeps_everything(tmp_path: Path) -> None:
 
 def test_torn_last_record_is_dropped(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with SimCluster(data_dir=data, run_scheduler=False) as first:
+    with FakeCluster(data_dir=data, run_scheduler=False) as first:
         _core(first).create_namespaced_config_map("default", {"metadata": {"name": "whole"}})
         rv = first.store.rv
     with open(data / WAL, "ab") as wal:
         wal.write(b'{"rv":999,"g":"","p":"configmaps","t":"ADDED","ns":"default","n":"torn","o":{"meta')
-    with SimCluster(data_dir=data, run_scheduler=False) as second:
+    with FakeCluster(data_dir=data, run_scheduler=False) as second:
         core = _core(second)
         assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == ["whole"]
         assert (
@@ -156,12 +156,12 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
 
 def test_watch_resumes_from_restart_version_and_410s_before_it(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with SimCluster(data_dir=data, run_scheduler=False) as first:
+    with FakeCluster(data_dir=data, run_scheduler=False) as first:
         core = _core(first)
         old = core.list_namespaced_config_map("default").metadata.resource_version
         core.create_namespaced_config_map("default", {"metadata": {"name": "before"}})
         current = core.list_namespaced_config_map("default").metadata.resource_version
-    with SimCluster(data_dir=data, run_scheduler=False) as second:
+    with FakeCluster(data_dir=data, run_scheduler=False) as second:
         core = _core(second)
         core.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
         events = [
@@ -182,7 +182,7 @@ def test_watch_resumes_from_restart_version_and_410s_before_it(tmp_path: Path) -
 
 
 def test_open_watch_ends_when_the_server_stops(tmp_path: Path) -> None:
-    cluster = SimCluster(data_dir=tmp_path / "data", run_scheduler=False).start()
+    cluster = FakeCluster(data_dir=tmp_path / "data", run_scheduler=False).start()
     core = _core(cluster)
     started, ended = threading.Event(), threading.Event()
 
@@ -201,7 +201,7 @@ def test_open_watch_ends_when_the_server_stops(tmp_path: Path) -> None:
 # ---- bookmarks ----------------------------------------------------------------------------
 
 
-def test_bookmarks_only_when_allowed(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_bookmarks_only_when_allowed(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     cluster.control.watch_bookmark_interval = 0.2
     start = core.list_namespaced_config_map("default").metadata.resource_version
     core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
@@ -233,11 +233,11 @@ def test_watch_from_a_version_never_reached_is_504_too_large(tmp_path: Path) -> 
     # A cluster restored from an older copy of its data dir (etcd restored from a backup): a
     # client still holds resourceVersions the store never reached.
     data = tmp_path / "data"
-    with SimCluster(data_dir=data, run_scheduler=False) as first:
+    with FakeCluster(data_dir=data, run_scheduler=False) as first:
         core = _core(first)
         core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
         future = first.store.rv + 10
-    with SimCluster(data_dir=data, run_scheduler=False) as second:
+    with FakeCluster(data_dir=data, run_scheduler=False) as second:
         core = _core(second)
         with pytest.raises(ApiException) as info:
             list(

@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.kube.scheduler import pod_requests
 from tests.polling import eventually
 from tests.sim.conftest import node_body, pod_body, ready_nodes
 
 
 @pytest.fixture
-def manual() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.05, pod_start_delay=0.05, run_scheduler=False) as sim:
+def manual() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.05, pod_start_delay=0.05, run_scheduler=False) as sim:
         # Each pass below stands for a retry after the pod's backoff (its own test covers that).
         sim.control.pod_initial_backoff = sim.control.pod_max_backoff = 0.0
         yield sim
 
 
 @pytest.fixture
-def mcore(manual: SimCluster) -> Iterator[client.CoreV1Api]:
+def mcore(manual: FakeCluster) -> Iterator[client.CoreV1Api]:
     api = manual.api_client()
     yield client.CoreV1Api(api)
     api.close()
@@ -39,7 +39,7 @@ def scheduled_condition(core: client.CoreV1Api, name: str) -> Any:
     return next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
 
 
-def test_binds_pending_pod_when_room(cluster: SimCluster, core: client.CoreV1Api) -> None:
+def test_binds_pending_pod_when_room(cluster: FakeCluster, core: client.CoreV1Api) -> None:
     core.create_node(node_body("n1", cpu="2"))
     ready_nodes(core, "n1")
     core.create_namespaced_pod("default", pod_body("p", cpu="1500m", memory="1Gi"))
@@ -52,7 +52,7 @@ def test_binds_pending_pod_when_room(cluster: SimCluster, core: client.CoreV1Api
 
 
 def test_unschedulable_condition_with_reason_and_stable_transition_time(
-    manual: SimCluster, mcore: client.CoreV1Api
+    manual: FakeCluster, mcore: client.CoreV1Api
 ) -> None:
     for name in ("a", "b", "c"):
         mcore.create_node(node_body(name, cpu="1"))
@@ -76,7 +76,7 @@ def test_unschedulable_condition_with_reason_and_stable_transition_time(
 
 
 def test_an_unschedulable_pod_is_tried_again_after_its_backoff_not_on_every_pass(
-    manual: SimCluster, mcore: client.CoreV1Api
+    manual: FakeCluster, mcore: client.CoreV1Api
 ) -> None:
     manual.control.pod_initial_backoff = manual.control.pod_max_backoff = 0.5
     mcore.create_node(node_body("a", cpu="1"))
@@ -96,7 +96,7 @@ def test_an_unschedulable_pod_is_tried_again_after_its_backoff_not_on_every_pass
     eventually(retried, message="message rewritten once the backoff ended")
 
 
-def test_mixed_reasons_are_counted_and_sorted(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_mixed_reasons_are_counted_and_sorted(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("small", cpu="1", memory="1Gi"))
     mcore.create_node(node_body("tainted", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]))
     mcore.create_node(node_body("cordoned"))
@@ -113,7 +113,7 @@ def test_mixed_reasons_are_counted_and_sorted(manual: SimCluster, mcore: client.
     )
 
 
-def test_node_selector_and_taints(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_node_selector_and_taints(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("plain"))
     mcore.create_node(
         node_body("gpu", labels={"accel": "gpu"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])
@@ -139,7 +139,7 @@ def test_node_selector_and_taints(manual: SimCluster, mcore: client.CoreV1Api) -
     assert mcore.read_namespaced_pod("ordinary", "default").spec.node_name == "plain"
 
 
-def test_pod_slots_and_terminal_pods(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_pod_slots_and_terminal_pods(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("tiny", pods="1"))
     ready_nodes(mcore, "tiny")
     mcore.create_namespaced_pod("default", pod_body("first"))
@@ -153,7 +153,7 @@ def test_pod_slots_and_terminal_pods(manual: SimCluster, mcore: client.CoreV1Api
 
 
 @pytest.mark.parametrize("scoring,expected", [("least-allocated", ["n1", "n2"]), ("most-allocated", ["n1", "n1"])])
-def test_scoring_strategies(manual: SimCluster, mcore: client.CoreV1Api, scoring: str, expected: list[str]) -> None:
+def test_scoring_strategies(manual: FakeCluster, mcore: client.CoreV1Api, scoring: str, expected: list[str]) -> None:
     manual.control_request("POST", "/sim/v1/settings", {"scoring": scoring})
     mcore.create_node(node_body("n1", cpu="4"))
     mcore.create_node(node_body("n2", cpu="4"))
@@ -164,7 +164,7 @@ def test_scoring_strategies(manual: SimCluster, mcore: client.CoreV1Api, scoring
     assert [mcore.read_namespaced_pod(n, "default").spec.node_name for n in ("p1", "p2")] == expected
 
 
-def test_daemonset_style_pods_are_not_rescheduled(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_daemonset_style_pods_are_not_rescheduled(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("n1", cpu="1"))
     mcore.create_node(node_body("n2", cpu="8"))
     ready_nodes(mcore, "n1", "n2")
@@ -177,7 +177,7 @@ def test_daemonset_style_pods_are_not_rescheduled(manual: SimCluster, mcore: cli
     assert mcore.read_namespaced_pod("normal", "default").spec.node_name == "n2"
 
 
-def test_required_node_affinity(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_required_node_affinity(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     mcore.create_node(node_body("zone-a", labels={"zone": "a"}))
     mcore.create_node(node_body("zone-b", labels={"zone": "b"}))
     ready_nodes(mcore, "zone-a", "zone-b")
@@ -197,7 +197,7 @@ def test_required_node_affinity(manual: SimCluster, mcore: client.CoreV1Api) -> 
 HOST = "kubernetes.io/hostname"
 
 
-def three_hosts(manual: SimCluster, mcore: client.CoreV1Api, **zones: str) -> None:
+def three_hosts(manual: FakeCluster, mcore: client.CoreV1Api, **zones: str) -> None:
     for name in ("h1", "h2", "h3"):
         labels = {HOST: name, "topology.kubernetes.io/zone": zones.get(name, "z1")}
         mcore.create_node(node_body(name, labels=labels))
@@ -208,7 +208,7 @@ def placement(mcore: client.CoreV1Api, names: list[str]) -> dict[str, str | None
     return {n: mcore.read_namespaced_pod(n, "default").spec.node_name for n in names}
 
 
-def test_hostname_anti_affinity_is_one_replica_per_node(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_hostname_anti_affinity_is_one_replica_per_node(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     three_hosts(manual, mcore)
     names = [f"web{i}" for i in range(4)]
     for name in names:
@@ -234,7 +234,7 @@ def test_hostname_anti_affinity_is_one_replica_per_node(manual: SimCluster, mcor
     assert {placement(mcore, ["plain"])["plain"], placement(mcore, [left])[left]} == {"h4", None}
 
 
-def test_hostname_and_zone_spread_do_not_schedule(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_hostname_and_zone_spread_do_not_schedule(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     three_hosts(manual, mcore, h3="z2")
 
     def spread(name: str, key: str, skew: int) -> dict:
@@ -265,7 +265,7 @@ def test_hostname_and_zone_spread_do_not_schedule(manual: SimCluster, mcore: cli
     assert in_zone == {"z1": 2, "z2": 2}
 
 
-def test_node_selector_on_hostname_and_zone(manual: SimCluster, mcore: client.CoreV1Api) -> None:
+def test_node_selector_on_hostname_and_zone(manual: FakeCluster, mcore: client.CoreV1Api) -> None:
     three_hosts(manual, mcore, h2="z2")
     mcore.create_namespaced_pod("default", pod_body("pinned", node_selector={HOST: "h3"}))
     mcore.create_namespaced_pod("default", pod_body("zoned", node_selector={"topology.kubernetes.io/zone": "z2"}))
@@ -288,7 +288,7 @@ def test_pod_requests_arithmetic() -> None:
 
 
 def test_pods_like_one_that_fit_nowhere_get_its_verdict_and_others_their_own(
-    manual: SimCluster, mcore: client.CoreV1Api
+    manual: FakeCluster, mcore: client.CoreV1Api
 ) -> None:
     """A pass reuses the verdict for pods identical to one that fit nowhere; a different pod is
     still searched for."""

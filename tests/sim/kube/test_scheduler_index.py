@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sim.kube.control import SimControl
+from sim.kube.control import FakeControl
 from sim.kube.scheduler import (
     Scheduler,
     allocatable,
@@ -166,7 +166,7 @@ def random_cluster(rng: random.Random, store: Store) -> None:
 def test_a_pass_binds_and_reports_as_the_plain_algorithm(seed: int, scoring: str) -> None:
     rng = random.Random(seed)
     store = Store()
-    scheduler = Scheduler(store, SimControl(scoring=scoring, pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    scheduler = Scheduler(store, FakeControl(scoring=scoring, pod_initial_backoff=0.0, pod_max_backoff=0.0))
     scheduler.step()  # an empty cluster: what follows reaches the scheduler as events
     random_cluster(rng, store)
     pods_rt = store.builtin("pods")
@@ -194,7 +194,7 @@ def test_passes_never_bind_a_pod_beyond_its_nodes_room(seed: int) -> None:
     rng = random.Random(seed)
     store = Store()
     random_cluster(rng, store)
-    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    scheduler = Scheduler(store, FakeControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
     pods_rt = store.builtin("pods")
     preplaced = {p["metadata"]["name"] for p in store.all(pods_rt) if p["spec"].get("nodeName")}
     for round_ in range(6):
@@ -246,7 +246,7 @@ def test_a_node_deleted_mid_pass_gets_no_pod_and_the_next_pass_places_them_elsew
             store.delete(nodes, "", "a")  # its pods go with it (the pod garbage collector)
 
     store.write_listeners.append(delete_a_after_the_first_bind)
-    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
+    scheduler = Scheduler(store, FakeControl(pod_initial_backoff=0.0, pod_max_backoff=0.0))
     scheduler.schedule_once()
     assert deleted
     assert all(p["spec"].get("nodeName") in (None, "b") for p in store.all(pods))
@@ -262,7 +262,7 @@ def test_a_pod_in_backoff_gets_its_new_message_once_the_backoff_ends_without_oth
     ready_node(store, "a", "1", "9")
     body = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}
     store.create(pods, "default", {"metadata": {"name": "big"}, "spec": body})
-    scheduler = Scheduler(store, SimControl(pod_initial_backoff=0.3, pod_max_backoff=0.3))
+    scheduler = Scheduler(store, FakeControl(pod_initial_backoff=0.3, pod_max_backoff=0.3))
     scheduler.step()
 
     def message() -> str:
@@ -293,7 +293,7 @@ def test_a_started_pod_does_not_start_a_pass_but_a_new_pod_does() -> None:
     ready_node(store, "a", "4", "9")
     body = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
     store.create(pods, "default", {"metadata": {"name": "p"}, "spec": body})
-    scheduler = Scheduler(store, SimControl())
+    scheduler = Scheduler(store, FakeControl())
     passes = []
     original = scheduler.schedule_once
     scheduler.schedule_once = lambda: passes.append(1) or original()  # type: ignore[method-assign]

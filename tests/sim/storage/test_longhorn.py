@@ -1,4 +1,5 @@
-"""The Longhorn stand-in against the simulated cluster, over HTTP (seed 003)."""
+"""The Longhorn stand-in against the simulated cluster, over HTTP (seed 003: attached volumes, a
+last healthy replica and backing-image or share managers keep a node from scale-down)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.storage.longhorn import (
     NAMESPACE,
     SAFE_TO_EVICT,
     SETTING_AUTOSCALER,
     TO_BE_DELETED_TAINT,
-    SimLonghorn,
+    FakeLonghorn,
     VolumeDataLost,
 )
 
@@ -25,7 +26,7 @@ NODES = ("n1", "n2", "n3")
 class Kube:
     """A tiny test client: the cluster as an operator or growth would touch it."""
 
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: FakeCluster) -> None:
         self.http = httpx.Client(
             base_url=cluster.url, headers={"Authorization": f"Bearer {cluster.token}"}, verify=cluster.ssl_context()
         )
@@ -73,13 +74,13 @@ class Kube:
 
 
 @pytest.fixture
-def cluster() -> Iterator[SimCluster]:
-    with SimCluster(node_ready_delay=0.0, pod_start_delay=0.0, run_scheduler=False) as c:
+def cluster() -> Iterator[FakeCluster]:
+    with FakeCluster(node_ready_delay=0.0, pod_start_delay=0.0, run_scheduler=False) as c:
         yield c
 
 
 @pytest.fixture
-def kube(cluster: SimCluster) -> Iterator[Kube]:
+def kube(cluster: FakeCluster) -> Iterator[Kube]:
     k = Kube(cluster)
     for n in NODES:
         k.add_node(n)
@@ -88,14 +89,16 @@ def kube(cluster: SimCluster) -> Iterator[Kube]:
 
 
 @pytest.fixture
-def longhorn(cluster: SimCluster, kube: Kube) -> Iterator[SimLonghorn]:
-    with SimLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.02) as lh:
+def longhorn(cluster: FakeCluster, kube: Kube) -> Iterator[FakeLonghorn]:
+    with FakeLonghorn(cluster.url, cluster.token, ca_pem=cluster.certs.ca_pem, interval=0.02) as lh:
         assert lh.wait_until(lambda: all(kube.im_running(n) for n in NODES))
         yield lh
         assert lh.errors == 0, lh.last_error
 
 
-def test_installs_crds_and_an_instance_manager_per_node(cluster: SimCluster, kube: Kube, longhorn: SimLonghorn) -> None:
+def test_installs_crds_and_an_instance_manager_per_node(
+    cluster: FakeCluster, kube: Kube, longhorn: FakeLonghorn
+) -> None:
     crds = {c["metadata"]["name"] for c in kube.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")}
     assert {
         "volumes.longhorn.io",
@@ -116,7 +119,7 @@ def test_installs_crds_and_an_instance_manager_per_node(cluster: SimCluster, kub
     assert longhorn.pdb_nodes() == set()  # no volume, nothing to protect
 
 
-def test_pdbs_follow_attach_and_detach_but_keep_the_last_healthy_replica(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_pdbs_follow_attach_and_detach_but_keep_the_last_healthy_replica(kube: Kube, longhorn: FakeLonghorn) -> None:
     assert longhorn.create_volume("vol-1", replicas=2) == ["n1", "n2"]
     longhorn.attach("vol-1", "n1")
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"n1", "n2"})
@@ -148,7 +151,7 @@ def test_pdbs_follow_attach_and_detach_but_keep_the_last_healthy_replica(kube: K
     assert kube.evict("instance-manager-n1") == 429
 
 
-def test_attach_to_a_new_node_rebuilds_a_replica_and_keeps_the_data(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_attach_to_a_new_node_rebuilds_a_replica_and_keeps_the_data(kube: Kube, longhorn: FakeLonghorn) -> None:
     longhorn.create_volume("vol-1", replicas=2)
     longhorn.attach("vol-1", "n1")
     longhorn.write("vol-1", b"hello longhorn" * 100)
@@ -163,7 +166,7 @@ def test_attach_to_a_new_node_rebuilds_a_replica_and_keeps_the_data(kube: Kube, 
     assert longhorn.checksum("vol-1") == before
 
 
-def test_deleted_nodes_fail_their_replicas_and_losing_all_is_detectable(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_deleted_nodes_fail_their_replicas_and_losing_all_is_detectable(kube: Kube, longhorn: FakeLonghorn) -> None:
     longhorn.create_volume("vol-1", replicas=2)
     longhorn.attach("vol-1", "n1")
     longhorn.write("vol-1", b"precious")
@@ -189,7 +192,7 @@ def test_deleted_nodes_fail_their_replicas_and_losing_all_is_detectable(kube: Ku
         longhorn.attach("vol-1", "n3")
 
 
-def test_unschedulable_nodes_release_pdbs_only_when_a_peer_is_protected(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_unschedulable_nodes_release_pdbs_only_when_a_peer_is_protected(kube: Kube, longhorn: FakeLonghorn) -> None:
     longhorn.create_volume("vol-1", replicas=2)
     longhorn.attach("vol-1", "n1")
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"n1", "n2"})
@@ -208,7 +211,7 @@ def test_unschedulable_nodes_release_pdbs_only_when_a_peer_is_protected(kube: Ku
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == {"n1", "n2"})
 
 
-def test_backing_image_manager_pod_is_not_safe_to_evict(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_backing_image_manager_pod_is_not_safe_to_evict(kube: Kube, longhorn: FakeLonghorn) -> None:
     name = longhorn.add_backing_image_manager("n2")
     assert longhorn.wait_until(lambda: bool(kube.pods("longhorn.io/component=backing-image-manager")))
     [pod] = kube.pods("longhorn.io/component=backing-image-manager")
@@ -218,7 +221,7 @@ def test_backing_image_manager_pod_is_not_safe_to_evict(kube: Kube, longhorn: Si
     assert longhorn.wait_until(lambda: not kube.pods("longhorn.io/component=backing-image-manager"))
 
 
-def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhorn: SimLonghorn) -> None:
+def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhorn: FakeLonghorn) -> None:
     longhorn.set_setting(SETTING_AUTOSCALER, False)
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == set(NODES))
     assert longhorn.wait_until(
@@ -231,8 +234,10 @@ def test_with_the_setting_off_every_instance_manager_is_held(kube: Kube, longhor
     assert longhorn.wait_until(lambda: longhorn.pdb_nodes() == set())
 
 
-def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghorn) -> None:
-    """The seed 003 scenario through growth's pure rules, fed with what the API server holds."""
+def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: FakeLonghorn) -> None:
+    """Seed 003's rule (a node holding a detached volume's replica goes only while another
+    schedulable node keeps a healthy one) through growth's pure rules, fed with what the API server
+    holds."""
     from scaling.kube.drain import pdb_from_object
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info
@@ -292,10 +297,11 @@ def test_growth_rules_read_the_stand_in_objects(kube: Kube, longhorn: SimLonghor
 
 
 def test_seed_scenario_scale_down_all_nodes_holding_replicas(
-    cluster: SimCluster, kube: Kube, longhorn: SimLonghorn
+    cluster: FakeCluster, kube: Kube, longhorn: FakeLonghorn
 ) -> None:
-    """Seed 003 "scale down all nodes containing volume replicas", with growth's rules deciding
-    and this test acting as the NodeScaleDown workflow would: taint, evict, delete the Node."""
+    """Seed 003 "scale down all nodes containing volume replicas" (the last healthy replica's node
+    goes only after a rebuild elsewhere), with growth's rules deciding and this test acting as the
+    NodeScaleDown workflow would: taint, evict, delete the Node."""
     from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED, pdb_from_object
     from scaling.kube.nodes import node_info
     from scaling.kube.pods import pod_info

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from sim.cluster import SimCluster
+from sim.cluster import FakeCluster
 from sim.tidb.world import FakeTidb
 from tests.polling import eventually
 from tests.sim.conftest import node_body, ready_nodes
@@ -17,7 +17,7 @@ from tests.sim.conftest import node_body, ready_nodes
 NS = "tidb"
 
 
-def tidb_world(cluster: SimCluster, core: client.CoreV1Api) -> FakeTidb:
+def tidb_world(cluster: FakeCluster, core: client.CoreV1Api) -> FakeTidb:
     """The namespace NS, three Ready 32-core nodes, and a FakeTidb on the cluster (not started)."""
     core.create_namespace({"metadata": {"name": NS}})
     for i in range(3):
@@ -27,7 +27,7 @@ def tidb_world(cluster: SimCluster, core: client.CoreV1Api) -> FakeTidb:
 
 
 @pytest.fixture
-def world(cluster: SimCluster, core: client.CoreV1Api) -> Iterator[FakeTidb]:
+def world(cluster: FakeCluster, core: client.CoreV1Api) -> Iterator[FakeTidb]:
     with tidb_world(cluster, core) as tidb:
         yield tidb
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from scaling.components import contracts as c
+from scaling.components import contracts
 from scaling.kube.quantity import cpu_millis
 
 HOM_CPU = 2.0  # cores per homogeneous instance
@@ -48,7 +48,7 @@ class ComponentsWorld:
     storage_fill: float = 0.0  # TiKV used/capacity
     metrics_down: bool = False
     fits: dict[str, int] | None = None
-    pd_plans: list[c.PdPlan] | None = None
+    pd_plans: list[contracts.PdPlan] | None = None
     recommended: int = 0
     hold_pods: bool = False  # pods of a cluster scaled to 0 stay until released
     autos: dict[str, AutoCluster] = field(default_factory=dict)
@@ -57,7 +57,7 @@ class ComponentsWorld:
     patches: list[tuple[str, str, int]] = field(default_factory=list)  # (cluster, component, replicas)
     deletes: list[str] = field(default_factory=list)
     statuses: list[dict] = field(default_factory=list)
-    events: list[c.AutoscalerEvent] = field(default_factory=list)
+    events: list[contracts.AutoscalerEvent] = field(default_factory=list)
     metric_queries: int = 0
     crash_next_create: bool = False  # create the object, then die before answering
     # The next N patch attempts fail (retried by the server after its backoff), as a write
@@ -75,7 +75,7 @@ class ComponentsWorld:
     def last_status(self) -> dict:
         return self.statuses[-1] if self.statuses else {}
 
-    def _metrics(self, inp: c.MetricsInput) -> c.ComponentMetrics:
+    def _metrics(self, inp: contracts.MetricsInput) -> contracts.ComponentMetrics:
         comp = inp.component
         n = self.replicas.get(comp, 0)
         groups = [a for a in self.autos.values() if a.component == comp and a.pods > 0]
@@ -83,7 +83,7 @@ class ComponentsWorld:
         ratio = self.load.get(comp, 0.0) / quota if quota else 0.0
         hot_n, hot_ratio = self.hot.get(comp, (0, 0.0))
         hot_n = min(hot_n, n)
-        hom = c.GroupMetrics(
+        hom = contracts.GroupMetrics(
             group="",
             instances=n,
             cpu_used=HOM_CPU * ((n - hot_n) * ratio + hot_n * hot_ratio),
@@ -99,7 +99,7 @@ class ComponentsWorld:
         out = [hom]
         for a in groups:
             out.append(
-                c.GroupMetrics(
+                contracts.GroupMetrics(
                     group=inp.clusters.get(a.name, a.name),
                     instances=a.pods,
                     cpu_used=a.cpu * a.pods * ratio,
@@ -107,81 +107,85 @@ class ComponentsWorld:
                     max_ratio=ratio,
                 )
             )
-        return c.ComponentMetrics(component=comp, groups=out)
+        return contracts.ComponentMetrics(component=comp, groups=out)
 
     def activities(self) -> list:
         world = self
 
-        @activity.defn(name=c.GET_AUTOSCALER)
-        async def get_autoscaler(ref: c.AutoscalerRef) -> c.AutoscalerObject:
+        @activity.defn(name=contracts.GET_AUTOSCALER)
+        async def get_autoscaler(ref: contracts.AutoscalerRef) -> contracts.AutoscalerObject:
             if not world.found:
-                return c.AutoscalerObject(found=False)
-            return c.AutoscalerObject(found=True, uid="tas-uid", generation=1, spec=world.spec)
+                return contracts.AutoscalerObject(found=False)
+            return contracts.AutoscalerObject(found=True, uid="tas-uid", generation=1, spec=world.spec)
 
-        @activity.defn(name=c.WRITE_AUTOSCALER_STATUS)
-        async def write_status(inp: c.WriteStatusInput) -> c.WriteStatusResult:
+        @activity.defn(name=contracts.WRITE_AUTOSCALER_STATUS)
+        async def write_status(inp: contracts.WriteStatusInput) -> contracts.WriteStatusResult:
             world.statuses.append(inp.status)
-            return c.WriteStatusResult(found=world.found)
+            return contracts.WriteStatusResult(found=world.found)
 
-        @activity.defn(name=c.EMIT_AUTOSCALER_EVENT)
-        async def emit_event(ev: c.AutoscalerEvent) -> None:
+        @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
+        async def emit_event(ev: contracts.AutoscalerEvent) -> None:
             world.events.append(ev)
             world.event_times.append((activity.info().current_attempt_scheduled_time, ev.reason))
 
-        @activity.defn(name=c.GET_TIDB_CLUSTER)
-        async def get_tidb_cluster(inp: c.GetClusterInput) -> c.TidbClusterView:
+        @activity.defn(name=contracts.GET_TIDB_CLUSTER)
+        async def get_tidb_cluster(inp: contracts.GetClusterInput) -> contracts.TidbClusterView:
             if inp.name != world.base:
-                return c.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
+                return contracts.TidbClusterView(found=False, namespace=inp.namespace, name=inp.name)
             comps = {
-                comp: c.ComponentView(
+                comp: contracts.ComponentView(
                     replicas=r, pods=r, ready=r, cpu="2", memory="4Gi", storage="100Gi" if comp == "tikv" else ""
                 )
                 for comp, r in world.replicas.items()
             }
-            return c.TidbClusterView(found=True, namespace=inp.namespace, name=inp.name, uid="db-uid", components=comps)
+            return contracts.TidbClusterView(
+                found=True, namespace=inp.namespace, name=inp.name, uid="db-uid", components=comps
+            )
 
-        @activity.defn(name=c.LIST_AUTO_CLUSTERS)
-        async def list_auto_clusters(inp: c.ListAutoClustersInput) -> c.AutoClusterList:
-            return c.AutoClusterList(
+        @activity.defn(name=contracts.LIST_AUTO_CLUSTERS)
+        async def list_auto_clusters(inp: contracts.ListAutoClustersInput) -> contracts.AutoClusterList:
+            return contracts.AutoClusterList(
                 items=[
-                    c.AutoClusterView(
+                    contracts.AutoClusterView(
                         name=a.name,
                         uid=a.uid,
                         group=a.group,
                         base_tc=world.base,
                         labels=a.labels,
-                        component=c.ComponentView(replicas=a.replicas, pods=a.pods, ready=a.pods),
+                        component=contracts.ComponentView(replicas=a.replicas, pods=a.pods, ready=a.pods),
                     )
                     for a in world.autos.values()
                     if a.component == inp.component
                 ]
             )
 
-        @activity.defn(name=c.QUERY_METRICS)
-        async def query_metrics(inp: c.MetricsInput) -> c.ComponentMetrics:
+        @activity.defn(name=contracts.QUERY_METRICS)
+        async def query_metrics(inp: contracts.MetricsInput) -> contracts.ComponentMetrics:
             world.metric_queries += 1
             if world.metrics_down:
-                raise ApplicationError("Prometheus: connection refused", type=c.METRICS_UNAVAILABLE, non_retryable=True)
+                raise ApplicationError(
+                    "Prometheus: connection refused", type=contracts.METRICS_UNAVAILABLE, non_retryable=True
+                )
             return world._metrics(inp)
 
-        @activity.defn(name=c.OBSERVE_CAPACITY)
-        async def observe_capacity(inp: c.CapacityInput) -> c.CapacityAnswer:
+        @activity.defn(name=contracts.OBSERVE_CAPACITY)
+        async def observe_capacity(inp: contracts.CapacityInput) -> contracts.CapacityAnswer:
             if world.fits is None:
-                return c.CapacityAnswer(fits={k: 100 for k in inp.shapes})
-            return c.CapacityAnswer(fits={k: world.fits.get(k, 0) for k in inp.shapes})
+                return contracts.CapacityAnswer(fits={k: 100 for k in inp.shapes})
+            return contracts.CapacityAnswer(fits={k: world.fits.get(k, 0) for k in inp.shapes})
 
-        @activity.defn(name=c.ASK_PD_AUTOSCALING)
-        async def ask_pd(inp: c.AskPdInput) -> c.PdAnswer:
+        @activity.defn(name=contracts.ASK_PD_AUTOSCALING)
+        async def ask_pd(inp: contracts.AskPdInput) -> contracts.PdAnswer:
             if world.pd_plans is None:
-                return c.PdAnswer(answered=False)
-            return c.PdAnswer(answered=True, plans=world.pd_plans)
+                return contracts.PdAnswer(answered=False)
+            return contracts.PdAnswer(answered=True, plans=world.pd_plans)
 
-        @activity.defn(name=c.ASK_EXTERNAL_ENDPOINT)
-        async def ask_external(inp: c.AskExternalInput) -> c.ExternalAnswer:
-            return c.ExternalAnswer(recommended_replicas=world.recommended)
+        @activity.defn(name=contracts.ASK_EXTERNAL_ENDPOINT)
+        async def ask_external(inp: contracts.AskExternalInput) -> contracts.ExternalAnswer:
+            return contracts.ExternalAnswer(recommended_replicas=world.recommended)
 
-        @activity.defn(name=c.CREATE_AUTO_CLUSTER)
-        async def create_auto_cluster(inp: c.CreateAutoClusterInput) -> c.CreateAutoClusterResult:
+        @activity.defn(name=contracts.CREATE_AUTO_CLUSTER)
+        async def create_auto_cluster(inp: contracts.CreateAutoClusterInput) -> contracts.CreateAutoClusterResult:
             world.create_calls.append(inp.name)
             existing = world.autos.get(inp.name)
             if existing is None:
@@ -206,13 +210,15 @@ class ComponentsWorld:
                         await asyncio.Event().wait()
                     except asyncio.CancelledError:
                         raise RuntimeError("worker went away before answering") from None
-                return c.CreateAutoClusterResult(
+                return contracts.CreateAutoClusterResult(
                     name=inp.name, uid=existing.uid, created=True, replicas=existing.replicas
                 )
-            return c.CreateAutoClusterResult(name=inp.name, uid=existing.uid, created=False, replicas=existing.replicas)
+            return contracts.CreateAutoClusterResult(
+                name=inp.name, uid=existing.uid, created=False, replicas=existing.replicas
+            )
 
-        @activity.defn(name=c.PATCH_REPLICAS)
-        async def patch_replicas(inp: c.PatchReplicasInput) -> c.PatchReplicasResult:
+        @activity.defn(name=contracts.PATCH_REPLICAS)
+        async def patch_replicas(inp: contracts.PatchReplicasInput) -> contracts.PatchReplicasResult:
             if world.failing_patches > 0:
                 world.failing_patches -= 1
                 raise RuntimeError("the worker went away mid-write")
@@ -220,27 +226,27 @@ class ComponentsWorld:
             world.patches.append((inp.cluster, inp.component, inp.replicas))
             if inp.cluster == world.base:
                 world.replicas[inp.component] = inp.replicas
-                return c.PatchReplicasResult(found=True, replicas=inp.replicas)
+                return contracts.PatchReplicasResult(found=True, replicas=inp.replicas)
             auto = world.autos.get(inp.cluster)
             if auto is None:
-                return c.PatchReplicasResult(found=False)
+                return contracts.PatchReplicasResult(found=False)
             auto.replicas = inp.replicas
             if not (world.hold_pods and inp.replicas < auto.pods):
                 auto.pods = inp.replicas
-            return c.PatchReplicasResult(found=True, replicas=inp.replicas)
+            return contracts.PatchReplicasResult(found=True, replicas=inp.replicas)
 
-        @activity.defn(name=c.DELETE_AUTO_CLUSTER)
-        async def delete_auto_cluster(inp: c.DeleteAutoClusterInput) -> c.DeleteAutoClusterResult:
+        @activity.defn(name=contracts.DELETE_AUTO_CLUSTER)
+        async def delete_auto_cluster(inp: contracts.DeleteAutoClusterInput) -> contracts.DeleteAutoClusterResult:
             auto = world.autos.get(inp.name)
             if auto is None or (inp.uid and auto.uid != inp.uid):
-                return c.DeleteAutoClusterResult(deleted=False)
+                return contracts.DeleteAutoClusterResult(deleted=False)
             del world.autos[inp.name]
             world.deletes.append(inp.name)
-            return c.DeleteAutoClusterResult(deleted=True)
+            return contracts.DeleteAutoClusterResult(deleted=True)
 
-        @activity.defn(name=c.LIST_AUTOSCALERS)
-        async def list_autoscalers(inp: c.ListAutoscalersInput) -> list[c.AutoscalerRef]:
-            return [c.AutoscalerRef(namespace=world.namespace, name=world.name)]
+        @activity.defn(name=contracts.LIST_AUTOSCALERS)
+        async def list_autoscalers(inp: contracts.ListAutoscalersInput) -> list[contracts.AutoscalerRef]:
+            return [contracts.AutoscalerRef(namespace=world.namespace, name=world.name)]
 
         return [
             get_autoscaler,

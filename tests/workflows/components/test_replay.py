@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from scaling.components import contracts as c
+from scaling.components import contracts
 from tests.conftest import SERVER_STARTUP
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
@@ -67,7 +67,7 @@ async def test_history_from_before_the_patch_replays_the_old_decisions() -> None
     assert TIDB_OPERATOR_PARITY not in patches_in(json.loads(BEFORE.read_text())["events"])
     assert await replay_failure(load_file(BEFORE)) is None
     # The branches differ in commands: before, TiKV's spec was refused (no patch of the base).
-    assert scheduled(BEFORE).count(c.PATCH_REPLICAS) < scheduled(CURRENT).count(c.PATCH_REPLICAS)
+    assert scheduled(BEFORE).count(contracts.PATCH_REPLICAS) < scheduled(CURRENT).count(contracts.PATCH_REPLICAS)
 
 
 async def test_history_from_before_the_change_time_patch_replays() -> None:
@@ -87,9 +87,14 @@ async def test_history_from_before_local_reads_replays_its_activity_reads() -> N
     assert LOCAL_ROUND_READS in patches_in(json.loads(CURRENT.read_text())["events"])
     assert await replay_failure(load_file(BEFORE_LOCAL_READS)) is None
     before, now = scheduled(BEFORE_LOCAL_READS), scheduled(CURRENT)
-    assert c.GET_AUTOSCALER in before and c.QUERY_METRICS in before
-    assert not {c.GET_AUTOSCALER, c.GET_TIDB_CLUSTER, c.LIST_AUTO_CLUSTERS, c.QUERY_METRICS} & set(now)
-    assert c.PATCH_REPLICAS in now and c.EMIT_AUTOSCALER_EVENT in now
+    assert contracts.GET_AUTOSCALER in before and contracts.QUERY_METRICS in before
+    assert not {
+        contracts.GET_AUTOSCALER,
+        contracts.GET_TIDB_CLUSTER,
+        contracts.LIST_AUTO_CLUSTERS,
+        contracts.QUERY_METRICS,
+    } & set(now)
+    assert contracts.PATCH_REPLICAS in now and contracts.EMIT_AUTOSCALER_EVENT in now
     # The same three rounds: 40 workflow tasks before, 12 now (recorded with the scripted world).
     assert workflow_tasks(CURRENT) * 2 < workflow_tasks(BEFORE_LOCAL_READS)
 

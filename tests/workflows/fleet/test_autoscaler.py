@@ -66,7 +66,7 @@ def settings(**kw: object) -> FleetAutoscalerSettings:
     base: dict = dict(
         provider="aws",
         region="us-east-1",
-        interval_s=1.0,
+        scan_interval_s=1.0,
         recheck_delay_s=2.0,
         cluster_timeouts=ClusterTimeouts(poll_s=0.2),
     )

@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
 from scaling.fleet.region import RegionStatus
-from starters.cli import REFUSED, CliError, invoke
+from starters.cli import REFUSED, Call, CliError, invoke, parse
 from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG, _terminate_all, run_input
@@ -38,6 +38,15 @@ async def test_bad_fleet_config_is_refused_naming_the_field(tmp_path) -> None:
     argv = ["fleet", "--provider", "gcp", "--region", "us-east-1", "start", "--fleet-config", str(good)]
     with pytest.raises(CliError, match="no gcp/us-east-1"):
         await invoke(None, Settings(), argv)  # type: ignore[arg-type]
+
+
+def test_the_scan_interval_flag_keeps_its_old_name(tmp_path) -> None:
+    cfg = tmp_path / "fleet.yaml"
+    cfg.write_text(CONFIG)
+    for flag, seconds in (("--scan-interval", "7"), ("--interval", "9")):
+        call, _ = parse(["fleet", *REGION_FLAGS, "start", "--fleet-config", str(cfg), flag, seconds])
+        assert isinstance(call, Call) and call.check is not None
+        assert call.check(Settings()).settings.scan_interval_s == float(seconds)
 
 
 async def test_fleet_config_may_be_a_kas_fleet_manager_config_directory() -> None:

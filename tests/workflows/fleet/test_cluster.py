@@ -138,7 +138,8 @@ async def test_lifecycle_from_accepted_to_deleted(env: WorkflowEnvironment) -> N
         ClusterPhase.WAITING,
     ]
     assert phases[-3:] == [ClusterPhase.DEPROVISIONING, ClusterPhase.CLEANUP, ClusterPhase.DELETED]
-    # One OCM cluster, keyed by the cluster id, created with seed 000's default pool and now gone.
+    # One OCM cluster, keyed by the cluster id, created with seed 000's default pool (autoscaled
+    # between 6 and 18 nodes) and now gone.
     assert len(world.clusters) == 1 and world.clusters[inp.cluster_id].gone
     (create,) = world.create_inputs
     assert create.cluster_id == inp.cluster_id and create.multi_az

@@ -31,7 +31,11 @@ async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
     tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
     world = FleetWorld()
     settings = FleetAutoscalerSettings(
-        provider="aws", region=region, interval_s=1.0, recheck_delay_s=2.0, cluster_timeouts=ClusterTimeouts(poll_s=0.2)
+        provider="aws",
+        region=region,
+        scan_interval_s=1.0,
+        recheck_delay_s=2.0,
+        cluster_timeouts=ClusterTimeouts(poll_s=0.2),
     )
     async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
         handle = await client.start_workflow(
@@ -76,7 +80,7 @@ async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment
     client = dev_env.client
     region = f"scenario-{uuid.uuid4().hex[:6]}"
     tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
-    settings = FleetAutoscalerSettings(provider="aws", region=region, interval_s=1.0)
+    settings = FleetAutoscalerSettings(provider="aws", region=region, scan_interval_s=1.0)
     config = load_fleet_config_text(demo_fleet_config(region=region, limit=3))
     async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
         handle = await client.start_workflow(

@@ -128,7 +128,7 @@ def state(p: ScaleDownPlan, name: str) -> tuple[NodeState, str | None]:
 BUSY = [pod(f"busy-{i}", "big", cpu=3000) for i in range(1)]  # keeps "big" utilized
 
 
-# --- empty nodes (seed 004) ----------------------------------------------------------------
+# --- empty nodes (seed 004: a growth node with only DaemonSet, mirror or finished pods) ----
 
 
 def test_is_empty_ignores_daemonset_mirror_and_finished_pods() -> None:

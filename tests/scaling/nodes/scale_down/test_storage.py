@@ -1,4 +1,5 @@
-"""Longhorn-aware rules of seed 003."""
+"""Longhorn-aware rules of seed 003: attached volumes, a last healthy replica and backing-image or
+share managers keep a node from scale-down."""
 
 from __future__ import annotations
 
