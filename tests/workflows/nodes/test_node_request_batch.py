@@ -43,7 +43,7 @@ def pools(*names: str) -> list[Pool]:
 def batch(n: int, candidates: list[Pool] | None = None, **kw) -> NodeRequestBatchInput:
     return NodeRequestBatchInput(
         id=f"nodes/test/request/{uuid.uuid4().hex[:8]}",
-        cluster="test",
+        cluster=kw.pop("cluster", "test"),
         group="general",
         group_labels={"team": "a"},
         candidates=candidates or pools("kwok-cx22", "kwok-cx32"),
