@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
@@ -104,10 +104,10 @@ def _request_entries(request: RecordedHistory, node: str, request_id: str) -> li
                     workflow_id=wf,
                 )
             )
-        elif e.kind == "activity" and e.name == contracts.WAIT_NODE_READY:
-            if (first_input(e) or {}).get("node_name", node) not in nodes:
+        elif e.kind == "activity" and e.name in (contracts.WAIT_NODE_READY, contracts.WAIT_NODES_READY):
+            ready = _ready_in(e, nodes)
+            if ready is None:
                 continue
-            ready = e.result is True
             out.append(
                 TrailEntry(
                     at=e.completed_at or e.at,
@@ -119,6 +119,15 @@ def _request_entries(request: RecordedHistory, node: str, request_id: str) -> li
         elif e.kind == "closed":
             out.append(TrailEntry(at=e.at, what="RequestEnded", detail=f"{wf} {e.name.lower()}", workflow_id=wf))
     return out
+
+
+def _ready_in(event: RecordedEvent, nodes: set[str]) -> bool | None:
+    """What a readiness wait said of one of `nodes` (None: it settled none of them). A batch's
+    round (wait_nodes_ready) answers per node, and only for the nodes it settled."""
+    if event.name == contracts.WAIT_NODE_READY:
+        return event.result is True if (first_input(event) or {}).get("node_name") in nodes else None
+    settled = event.result if isinstance(event.result, dict) else {}
+    return next((bool(settled[n]) for n in nodes if n in settled), None)
 
 
 def _reported_entries(autoscaler: RecordedHistory, request_id: str) -> list[TrailEntry]:

@@ -139,6 +139,28 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
     assert world.deleted == []
 
 
+async def test_members_wait_for_ready_in_shared_rounds(env: WorkflowEnvironment) -> None:
+    """One wait_nodes_ready round at a time serves every member (not an activity each); a node
+    not Ready in time is removed and that member tries its next pool."""
+    world = World(never_ready_pools={"kwok-cx22"})
+    inp = batch(6)
+    handle, status = await run_batch(env, world, inp)
+    assert phases(status) == [RequestPhase.READY] * 6
+    assert all(
+        [a.result for a in m.attempts] == [AttemptResult.READINESS_TIMEOUT, AttemptResult.READY] for m in status.members
+    )
+    assert sorted(world.deleted) == sorted(m.attempts[0].node_name for m in status.members)
+    waited = [n for r in world.readiness_rounds for n in r]
+    assert sorted(set(waited)) == sorted({a.node_name for m in status.members for a in m.attempts})
+    assert len(world.readiness_rounds) < 12  # 12 nodes waited for, in fewer activities
+    names = {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert "wait_node_ready" not in names and "wait_nodes_ready" in names
+
+
 @pytest.mark.parametrize("replan", [True, False])
 async def test_one_member_without_capacity_leaves_the_others_ready(env: WorkflowEnvironment, replan: bool) -> None:
     inp = batch(3, replan_when_unavailable=replan)
