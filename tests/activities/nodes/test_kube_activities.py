@@ -207,8 +207,14 @@ async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClie
         waiting = [w for w in waiting if w.node_name not in answer]
     for i, n in enumerate(ok):
         assert {"team": "a", "member": str(i)}.items() <= (core.read_node(n.node_name).metadata.labels or {}).items()
-    idle = WaitNodesReadyInput(cluster="c1", nodes=waiting, poll_s=0.05, round_s=0.3)
+    idle = WaitNodesReadyInput(cluster="c1", nodes=waiting, poll_s=0.05, round_s=1.5)
+    polls: list = []
+    env.on_heartbeat = lambda *a: polls.append(a)  # one heartbeat per poll
+    sim.control_request("DELETE", "/sim/v1/stats")
     assert await env.run(kube.wait_nodes_ready, idle) == {}  # nothing settled within the round
+    gets = sim.control_request("GET", "/sim/v1/stats")["by_verb"].get("get", 0)
+    # The cache answers; the API server only from the fifth poll on (a round restarts often).
+    assert len(polls) >= API_READ_EVERY and 1 <= gets <= len(polls) // API_READ_EVERY
     late = WaitNodesReadyInput(
         cluster="c1", nodes=[waiting[0].model_copy(update={"deadline": time.time() + 0.2})], poll_s=0.05
     )
