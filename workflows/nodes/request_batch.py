@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         NodeRequestBatchStatus,
         NodeRequestStatus,
         least_advanced,
+        queue_report,
     )
     from scaling.nodes.summaries import batch_details
     from workflows.nodes import metrics
@@ -182,14 +183,7 @@ class NodeRequestBatchWorkflow:
         self._show()
         if not self.inp.parent_workflow_id:
             return
-        report = machine.report()
-        queued = next((i for i in range(len(self.outbox) - 1, -1, -1) if self.outbox[i].id == report.id), None)
-        # A queued report of the same attempt is replaced: the loop loses no attempt it counts
-        # (scaling.nodes.loop.newly_reported_attempt reads the last one of each report).
-        if queued is not None and len(self.outbox[queued].attempts) == len(report.attempts):
-            self.outbox[queued] = report
-        else:
-            self.outbox.append(report)
+        queue_report(self.outbox, machine.report())
         if self.sender is None or self.sender.done():
             self.sender = asyncio.create_task(self._send(self.inp.parent_workflow_id))
 

@@ -165,6 +165,18 @@ def least_advanced(members: list[NodeRequestStatus]) -> NodeRequestStatus | None
     return min(members, key=lambda m: _PHASE_RANK.get(m.phase, 3), default=None)
 
 
+def queue_report(outbox: list[NodeRequestStatus], report: NodeRequestStatus) -> None:
+    """Add a batch member's report to what the batch has yet to send its loop. A queued report of
+    the same member with as many attempts is replaced (the loop would read the same latest
+    attempt in both: scaling.nodes.loop.newly_reported_attempt); one with fewer is kept, so every
+    attempt the loop counts (a quota backoff, capacity memory) reaches it, in order."""
+    queued = next((i for i in range(len(outbox) - 1, -1, -1) if outbox[i].id == report.id), None)
+    if queued is not None and len(outbox[queued].attempts) == len(report.attempts):
+        outbox[queued] = report
+    else:
+        outbox.append(report)
+
+
 class CancelMembers(BaseModel):
     """A NodeRequestBatch's `cancel` signal: one member (`index`) or every one still under way."""
 
