@@ -133,10 +133,24 @@ def _status_of(inp: NodeRequestInput, at: datetime) -> NodeRequestStatus:
 
 
 def started_requests(event: RecordedEvent) -> list[NodeRequestInput]:
+    """The node requests an event started: a batch's members each as a NodeRequest of its own."""
     if event.kind == "activity" and event.name == contracts.START_NODE_REQUESTS:
-        return StartRequestsInput.model_validate(first_input(event)).requests
+        started = StartRequestsInput.model_validate(first_input(event))
+        members = [b.member_input(i) for b in started.batches for i in range(len(b.members))]
+        return [*started.requests, *members]
     if event.kind == "child" and event.name == REQUEST_TYPE:  # runs that started children
         return [NodeRequestInput.model_validate(first_input(event))]
+    return []
+
+
+def reported_requests(event: RecordedEvent) -> list[NodeRequestStatus]:
+    """The reports a signal brought the loop: a NodeRequest's one, or a batch's members'."""
+    if event.kind != "signal":
+        return []
+    if event.name == contracts.REQUEST_CHANGED:
+        return [NodeRequestStatus.model_validate(first_input(event))]
+    if event.name == contracts.REQUESTS_CHANGED:
+        return [NodeRequestStatus.model_validate(r) for r in first_input(event) or []]
     return []
 
 
@@ -213,11 +227,11 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
             continue
         if state is None or settings is None:
             continue  # a history cut before its run's start
-        if event.kind == "signal" and event.name == "request_changed":
-            update = NodeRequestStatus.model_validate(first_input(event))
-            _fold_request_changed(state, settings, update, event.at)
-            if update.phase == RequestPhase.READY:
-                ready_since.add(update.id)
+        if reports := reported_requests(event):
+            for update in reports:
+                _fold_request_changed(state, settings, update, event.at)
+                if update.phase == RequestPhase.READY:
+                    ready_since.add(update.id)
             continue
         if event.kind == "update" and event.name in ("ban_pool", "unban_pool"):
             pool = str(first_input(event))

@@ -8,7 +8,7 @@ scratch directory, reopens its Temporal database, and writes one history per nod
 to tests/workflows/histories/nodes_<Type>.json (tests/workflows/nodes/test_replay.py replays
 them). With --from-db, histories are taken from an existing demo database instead. The
 NodeRequest fallback history (node_request_fallback.json) is re-recorded on the time-skipping
-server as before.
+server as before, and so is the NodeRequestBatch history (node_request_batch.json).
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench.runtime import run
 from tests.workflows.nodes.test_node_request import record_history as record_fallback
+from tests.workflows.nodes.test_node_request_batch import record_history as record_batch
 
 BIN = Path(sys.executable).parent
 HISTORIES = Path(__file__).parent / "histories"
-NODE_TYPES = ("NodeAutoscaler", "NodeRequest", "NodeScaleDown", "MachineGC")
+# What the demo runs now. Its loop starts NodeRequestBatch workflows (patch request-batches);
+# nodes_NodeRequest.json stays as recorded before them (runs started by hand are NodeRequests).
+RECORDED_TYPES = ("NodeAutoscaler", "NodeRequestBatch", "NodeScaleDown", "MachineGC")
+NODE_TYPES = (*RECORDED_TYPES, "NodeRequest")
 # One run of a loop workflow is enough to catch a non-deterministic change, and a whole demo's
 # worth of NodeAutoscaler events would make a large file.
 MAX_EVENTS = 400
@@ -61,7 +65,7 @@ async def save_node_histories(db: Path) -> None:
         dev_server_extra_args=["--db-filename", str(db)],
         dev_server_log_level="error",
     ) as env:
-        for workflow_type in NODE_TYPES:
+        for workflow_type in RECORDED_TYPES:
             run = await pick(env.client, workflow_type)
             history = await env.client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
             path = node_history_file(workflow_type)
@@ -74,6 +78,7 @@ async def save_fallback_history() -> None:
         test_server_existing_path=str(BIN / "temporal-test-server"), data_converter=pydantic_data_converter
     ) as env:
         await record_fallback(env)
+        await record_batch(env)
 
 
 async def main() -> None:
