@@ -180,7 +180,7 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     )
 
 
-async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClient, sim: SimCluster) -> None:
+async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClient, sim: FakeCluster) -> None:
     """A NodeRequestBatch's round: it returns once some node is settled, with the Ready ones
     labelled and those past their deadline False; a node neither Ready nor late is left out, and
     a round with nothing to say ends after round_s."""
