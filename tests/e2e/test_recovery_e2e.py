@@ -23,6 +23,7 @@ import worker as growth_worker
 from activities.nodes.providers.kwok import capacity_lease_name
 from scaling.nodes import contracts
 from scaling.nodes.models import LABEL_REQUEST, RequestPhase
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from starters.processes import Proc, free_port
@@ -67,8 +68,9 @@ async def running_activity(temporal: Client, workflow_id: str, name: str):  # no
 
 
 async def request_in(handle: WorkflowHandle, phase: RequestPhase) -> str | None:
+    """The workflow of an in-flight request in `phase`: a NodeRequest, or a batch member's batch."""
     s: AutoscalerStatus = await handle.query(NodeAutoscalerWorkflow.status)
-    return next((r.id for r in s.in_flight if r.phase == phase), None)
+    return next((split_request_id(r.id)[0] for r in s.in_flight if r.phase == phase), None)
 
 
 async def loop_task_workers(handle: WorkflowHandle) -> list[str]:
