@@ -383,7 +383,7 @@ async def _pending_request(handle: WorkflowHandle) -> list[PendingApproval]:
         first = batch.members[0] if batch.members else None
         wait, group = batch.approval, batch.group
         what = (
-            f"NodeRequestBatch {first.server_type if first else '?'} x{len(batch.members)} for group {group}, "
+            f"NodeRequestBatch {len(batch.members)} × {first.server_type if first else '?'} for group {group}, "
             f"pool {wait.step if wait else '?'} (one decision covers every member)"
         )
     else:

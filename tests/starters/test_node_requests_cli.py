@@ -231,7 +231,7 @@ async def test_request_approvals_decisions_and_cancel_with_batch_and_member_ids(
             waits = await until(both_listed, 30, "the batch and the old request awaiting approval")
             assert [w["id"] for w in waits] == [batch_id, old_id]
             assert waits[0]["what"] == (
-                "NodeRequestBatch cx22 x3 for group web, pool kwok-cx22 (one decision covers every member)"
+                "NodeRequestBatch 3 × cx22 for group web, pool kwok-cx22 (one decision covers every member)"
             )
             assert waits[1]["what"] == "NodeRequest cx32 for group web, pool kwok-cx32"
             assert "awaiting approval" in await cli("request", "000001-ab12#2")
