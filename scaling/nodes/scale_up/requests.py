@@ -218,26 +218,3 @@ def in_flight_record(request_id: str, planned: PlannedNode, started_at: datetime
         pods=planned.pods,
         started_at=started_at,
     )
-
-
-# STUB (batchuse): the shared interface of the NodeRequestBatch change, until branch batch lands.
-NODE_REQUEST_BATCH_WORKFLOW = "NodeRequestBatch"
-
-
-def member_id(batch_id: str, index: int) -> str:
-    return f"{batch_id}#{index}"
-
-
-def split_request_id(request_id: str) -> tuple[str, int | None]:
-    head, sep, tail = request_id.rpartition("#")
-    if sep and tail.isdigit():
-        return head, int(tail)
-    return request_id, None
-
-
-class NodeRequestBatchStatus(BaseModel):
-    id: str
-    cluster: str
-    group: str
-    members: list[NodeRequestStatus] = Field(default_factory=list)
-    approval: ApprovalState | None = None
