@@ -20,8 +20,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from scaling.nodes import contracts
 from scaling.nodes.contracts import WaitReadyInput
-from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, StartRequestsInput
-from scaling.nodes.summaries import request_static_details, request_summary
+from scaling.nodes.scale_up.requests import (
+    NODE_REQUEST_BATCH_WORKFLOW,
+    NODE_REQUEST_WORKFLOW,
+    NodeRequestBatchInput,
+    NodeRequestInput,
+    StartRequestsInput,
+)
+from scaling.nodes.summaries import batch_static_details, batch_summary, request_static_details, request_summary
 from workflows.search import initial_attributes
 
 # Behind the loop's own tasks (priority 3, the default): a request's workflow and activity tasks
@@ -33,33 +39,36 @@ REQUEST_PRIORITY = Priority(priority_key=4)
 
 @activity.defn(name=contracts.START_NODE_REQUESTS)
 async def start_node_requests(inp: StartRequestsInput) -> int:
-    """Start each request on this worker's task queue; how many this call started.
+    """Start each request and each batch on this worker's task queue; how many workflows this
+    call started.
 
-    The workflow id is the request id and a used id is never reused, so a retried or replayed
-    activity finds the request it started before instead of making a second one (and a second
-    machine at the provider)."""
+    The workflow id is the request's (or the batch's) id and a used id is never reused, so a
+    retried or replayed activity finds the workflow it started before instead of making a second
+    one (and second machines at the provider)."""
     client = activity.client()
     task_queue = activity.info().task_queue
     attributes = initial_attributes(inp.cluster, "Pending") if inp.use_search_attributes else None
 
-    async def start(request: NodeRequestInput) -> bool:
+    async def start(request: NodeRequestInput | NodeRequestBatchInput) -> bool:
+        batch = isinstance(request, NodeRequestBatchInput)
         try:
             await client.start_workflow(
-                NODE_REQUEST_WORKFLOW,
+                NODE_REQUEST_BATCH_WORKFLOW if batch else NODE_REQUEST_WORKFLOW,
                 request,
                 id=request.id,
                 task_queue=task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 priority=REQUEST_PRIORITY,
                 search_attributes=attributes,
-                static_summary=request_summary(request),  # the Web UI's workflow list
-                static_details=request_static_details(request),
+                # The Web UI's workflow list, and the fixed block on the workflow's page.
+                static_summary=batch_summary(request) if batch else request_summary(request),
+                static_details=batch_static_details(request) if batch else request_static_details(request),
             )
         except WorkflowAlreadyStartedError:
             return False
         return True
 
-    return sum(await asyncio.gather(*(start(r) for r in inp.requests)))
+    return sum(await asyncio.gather(*(start(r) for r in [*inp.requests, *inp.batches])))
 
 
 async def report_to_loop(inp: WaitReadyInput) -> None:

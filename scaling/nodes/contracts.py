@@ -34,6 +34,8 @@ OBSERVE_CLUSTER = "observe_cluster"
 PODS_PENDING = "pods_pending"
 # The NodeAutoscaler's signal: one of its NodeRequests changed (NodeRequestStatus, without pods).
 REQUEST_CHANGED = "request_changed"
+# The NodeAutoscaler's signal: members of one NodeRequestBatch changed (list[NodeRequestStatus]).
+REQUESTS_CHANGED = "requests_changed"
 WAIT_NODE_READY = "wait_node_ready"
 LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"

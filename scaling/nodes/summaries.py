@@ -11,7 +11,13 @@ from __future__ import annotations
 from scaling.nodes.explain import when
 from scaling.nodes.models import RequestPhase
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownStatus
-from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_up.requests import (
+    NodeRequestBatchInput,
+    NodeRequestBatchStatus,
+    NodeRequestInput,
+    NodeRequestStatus,
+    least_advanced,
+)
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import NodeAutoscalerState
 
@@ -58,6 +64,33 @@ def request_details(status: NodeRequestStatus, ttl_s: float) -> str:
         f"Finished {status.phase.value} at {when(status.finished_at)}{node}, pool {status.current_pool or '-'}"
         f"{message}. Record kept until {when(kept)}"
     )
+
+
+def batch_summary(inp: NodeRequestBatchInput) -> str:
+    """`NodeRequestBatch 12 × cx32 for 84 pods of web, pool kwok-cx32`."""
+    pods = sum(sum(m.pods.values()) or len(m.pod_uids) for m in inp.members)
+    what = f"for {_pods(pods)} of {inp.group}" if pods else f"for node group {inp.group} (no pending pods)"
+    if not inp.candidates:
+        return f"NodeRequestBatch {len(inp.members)} nodes {what}, no pool fits"
+    first = inp.candidates[0]
+    return f"NodeRequestBatch {len(inp.members)} × {first.server_type} {what}, pool {first.name}"
+
+
+def batch_static_details(inp: NodeRequestBatchInput) -> str:
+    head = f"{len(inp.members)} nodes, each its own request (id <batch id>#<index>)\n"
+    return head + (request_static_details(inp.member_input(0)) if inp.members else "")
+
+
+def batch_details(status: NodeRequestBatchStatus, ttl_s: float) -> str:
+    """Counts by phase, then the least advanced member as a NodeRequest shows itself."""
+    counts: dict[str, int] = {}
+    for m in status.members:
+        counts[m.phase.value] = counts.get(m.phase.value, 0) + 1
+    phases = ", ".join(f"{n} {phase}" for phase, n in counts.items())
+    lagging = least_advanced(status.members)
+    if lagging is None:
+        return f"{len(status.members)} nodes"
+    return f"{len(status.members)} nodes: {phases}. {lagging.id.rpartition('/')[2]}: {request_details(lagging, ttl_s)}"
 
 
 def scale_down_summary(inp: NodeScaleDownInput) -> str:

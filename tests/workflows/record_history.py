@@ -8,7 +8,7 @@ scratch directory, reopens its Temporal database, and writes one history per nod
 to tests/workflows/histories/nodes_<Type>.json (tests/workflows/nodes/test_replay.py replays
 them). With --from-db, histories are taken from an existing demo database instead. The
 NodeRequest fallback history (node_request_fallback.json) is re-recorded on the time-skipping
-server as before.
+server as before, and so is the NodeRequestBatch history (node_request_batch.json).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench.runtime import run
 from tests.workflows.nodes.test_node_request import record_history as record_fallback
+from tests.workflows.nodes.test_node_request_batch import record_history as record_batch
 
 BIN = Path(sys.executable).parent
 HISTORIES = Path(__file__).parent / "histories"
@@ -74,6 +75,7 @@ async def save_fallback_history() -> None:
         test_server_existing_path=str(BIN / "temporal-test-server"), data_converter=pydantic_data_converter
     ) as env:
         await record_fallback(env)
+        await record_batch(env)
 
 
 async def main() -> None:

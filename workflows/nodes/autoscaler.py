@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.observation import event_batches, never_satisfiable_events
     from scaling.nodes.scale_down.removals import ScaleDownStatus
     from scaling.nodes.scale_up.approvals import ApprovalGate, approval_gates, scale_up_event
+    from scaling.nodes.scale_up.batches import batch_indexes, start_chunks
     from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
     from scaling.nodes.scale_up.demand import demand_key, observe_demand
     from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
@@ -49,11 +50,16 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_up.requests import (
         START_BATCH,
         START_BATCH_BEFORE,
+        CancelMembers,
+        NodeRequestBatchInput,
         NodeRequestInput,
         NodeRequestStatus,
         StartRequestsInput,
+        batch_input,
         in_flight_record,
+        member_id,
         request_input,
+        split_request_id,
     )
     from scaling.nodes.state import (
         REPORTED_PODS_KEPT,
@@ -74,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
+    from workflows.nodes.request_batch import NodeRequestBatchWorkflow
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -116,6 +123,10 @@ FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
 # Runs whose packer tried no Karpenter-like launch and never moved part of a node's pods so that
 # it drops to a cheaper type (a plan dearer than Karpenter's launch was found) replay so.
 LAUNCH_AND_DOWNSIZE = "planner-launch-and-downsize"
+# Runs that started a NodeRequest per planned node replay so. A 30,000-pod burst was ~970
+# workflows whose first tasks waited 18-20 s (p99) at the server; identical nodes now share a
+# NodeRequestBatch (scaling.nodes.scale_up.batches), each node in flight as `<batch id>#<index>`.
+REQUEST_BATCHES = "request-batches"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -176,6 +187,15 @@ class NodeAutoscalerWorkflow:
 
     @workflow.signal
     def request_changed(self, update: NodeRequestStatus) -> None:
+        self._fold_request_update(update)
+
+    @workflow.signal(name=contracts.REQUESTS_CHANGED)
+    def requests_changed(self, updates: list[NodeRequestStatus]) -> None:
+        """A NodeRequestBatch's members' reports, in the order they changed."""
+        for update in updates:
+            self._fold_request_update(update)
+
+    def _fold_request_update(self, update: NodeRequestStatus) -> None:
         attempt = newly_reported_attempt(self.state.in_flight.get(update.id), update)
         record_request_update(self.state, update)
         if update.phase == RequestPhase.READY:
@@ -239,15 +259,23 @@ class NodeAutoscalerWorkflow:
 
     @workflow.update
     async def cancel_request(self, request_id: str) -> str:
-        await workflow.get_external_workflow_handle(request_id).signal(
-            NodeRequestWorkflow.cancel, "cancelled by operator"
-        )
+        """Cancel a NodeRequest, a batch member (`<batch id>#<index>`) or a whole batch."""
+        workflow_id, index = split_request_id(request_id)
+        handle = workflow.get_external_workflow_handle(workflow_id)
+        if index is None and request_id in self.state.in_flight:  # a NodeRequest of its own
+            await handle.signal(NodeRequestWorkflow.cancel, "cancelled by operator")
+        else:
+            await handle.signal(NodeRequestBatchWorkflow.cancel, CancelMembers(index=index))
         return f"cancel sent to {request_id}"
 
     @cancel_request.validator
     def _validate_cancel(self, request_id: str) -> None:
-        if request_id not in self.state.in_flight:
-            raise ValueError(f"request_id: {request_id!r} is not an in-flight NodeRequest of this cluster")
+        if request_id in self.state.in_flight:
+            return
+        if not any(split_request_id(r)[0] == request_id for r in self.state.in_flight):
+            raise ValueError(
+                f"request_id: {request_id!r} is not an in-flight NodeRequest, batch or batch member of this cluster"
+            )
 
     @workflow.update
     def ban_pool(self, group_pool: str) -> list[str]:
@@ -412,30 +440,14 @@ class NodeAutoscalerWorkflow:
         # Ids and state first (in plan order, so replays decide the same), then every child
         # start in one workflow task: hundreds of children start together, not one per task.
         gates = approval_gates(plan.new_nodes, groups, prices)  # (None for groups without spec.approval)
-        requests = [
-            (self._record_request(planned, groups[planned.group], gate), planned)
-            for planned, gate in zip(plan.new_nodes, gates, strict=True)
-        ]
+        announced: list[tuple[str, PlannedNode, ApprovalGate | None]]  # request id, node, gate
         concurrent = workflow.patched(CONCURRENT_STARTS)
-        if requests and workflow.patched(ACTIVITY_STARTS):
-            # In the background, as below, through activities (activities/nodes/requests.py).
-            inputs = [inp for inp, _ in requests]
-            size = START_BATCH if workflow.patched(LARGER_START_BATCHES) else START_BATCH_BEFORE
-            for i in range(0, len(inputs), size):
-                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + size])))
-        elif requests and workflow.patched(BACKGROUND_STARTS):
-            # The loop goes on while the server starts them: in a burst, starting hundreds of
-            # children takes seconds, and the next observation need not wait for it (the
-            # requests are in flight in the state already).
-            for inp, _ in requests:
-                self.background.add(asyncio.create_task(self._start_request(inp)))
-        elif concurrent:
-            await asyncio.gather(*(self._start_request(inp) for inp, _ in requests))
+        if plan.new_nodes and workflow.patched(REQUEST_BATCHES):
+            announced = self._start_batches(plan.new_nodes, groups, gates)
         else:
-            for inp, _ in requests:
-                await self._start_request(inp)
-        for inp, planned in requests:
-            reason, message = scale_up_event(inp.id, planned, inp.approval)
+            announced = await self._start_each(plan.new_nodes, groups, gates, concurrent)
+        for request_id, planned, gate in announced:
+            reason, message = scale_up_event(request_id, planned, gate)
             events.extend(
                 PodEvent(namespace=p.namespace, pod_name=p.name, pod_uid=p.uid, reason=reason, message=message)
                 for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
@@ -484,34 +496,103 @@ class NodeAutoscalerWorkflow:
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
+    def _start_batches(
+        self, planned: list[PlannedNode], groups: dict[str, NodeGroup], gates: list[ApprovalGate | None]
+    ) -> list[tuple[str, PlannedNode, ApprovalGate | None]]:
+        """REQUEST_BATCHES: identical planned nodes share a NodeRequestBatch; every member is in
+        flight (as `<batch id>#<index>`) before the batches start, in the background, through
+        activities of about START_BATCH members each."""
+        batches: list[NodeRequestBatchInput] = []
+        announced: list[tuple[str, PlannedNode, ApprovalGate | None]] = []
+        for indexes in batch_indexes(planned, gates):
+            members = [planned[i] for i in indexes]
+            gate = gates[indexes[0]]
+            batch = self._record_batch(members, groups[members[0].group], gate)
+            batches.append(batch)
+            announced.extend((member_id(batch.id, k), p, gate) for k, p in enumerate(members))
+        for chunk in start_chunks([len(b.members) for b in batches], START_BATCH):
+            self.background.add(asyncio.create_task(self._start_requests([], [batches[i] for i in chunk])))
+        return announced
+
+    async def _start_each(
+        self,
+        planned: list[PlannedNode],
+        groups: dict[str, NodeGroup],
+        gates: list[ApprovalGate | None],
+        concurrent: bool,
+    ) -> list[tuple[str, PlannedNode, ApprovalGate | None]]:
+        """A NodeRequest per planned node, as runs before REQUEST_BATCHES did."""
+        requests = [
+            (self._record_request(node, groups[node.group], gate), node)
+            for node, gate in zip(planned, gates, strict=True)
+        ]
+        if requests and workflow.patched(ACTIVITY_STARTS):
+            # In the background, as below, through activities (activities/nodes/requests.py).
+            inputs = [inp for inp, _ in requests]
+            size = START_BATCH if workflow.patched(LARGER_START_BATCHES) else START_BATCH_BEFORE
+            for i in range(0, len(inputs), size):
+                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + size])))
+        elif requests and workflow.patched(BACKGROUND_STARTS):
+            # The loop goes on while the server starts them: in a burst, starting hundreds of
+            # children takes seconds, and the next observation need not wait for it (the
+            # requests are in flight in the state already).
+            for inp, _ in requests:
+                self.background.add(asyncio.create_task(self._start_request(inp)))
+        elif concurrent:
+            await asyncio.gather(*(self._start_request(inp) for inp, _ in requests))
+        else:
+            for inp, _ in requests:
+                await self._start_request(inp)
+        return [(inp.id, node, inp.approval) for inp, node in requests]
+
+    def _next_request_id(self) -> str:
+        self.state.seq += 1
+        # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
+        return f"{autoscaler_id(self.inp.settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
+
     def _record_request(
         self, planned: PlannedNode, group: NodeGroup, approval: ApprovalGate | None = None
     ) -> NodeRequestInput:
         """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
-        settings = self.inp.settings
-        self.state.seq += 1
-        # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
-        request_id = f"{autoscaler_id(settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
-        inp = request_input(request_id, planned, group, settings, workflow.info().workflow_id, approval)
+        request_id = self._next_request_id()
+        inp = request_input(request_id, planned, group, self.inp.settings, workflow.info().workflow_id, approval)
         self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
         return inp
 
-    async def _start_requests(self, batch: list[NodeRequestInput]) -> None:
+    def _record_batch(
+        self, planned: list[PlannedNode], group: NodeGroup, approval: ApprovalGate | None
+    ) -> NodeRequestBatchInput:
+        """A batch's id and input, each member recorded as in flight before it starts."""
+        batch_id = self._next_request_id()
+        now = workflow.now()
+        for i, node in enumerate(planned):
+            request_id = member_id(batch_id, i)
+            self.state.in_flight[request_id] = in_flight_record(request_id, node, now)
+        return batch_input(batch_id, planned, group, self.inp.settings, workflow.info().workflow_id, approval)
+
+    async def _start_requests(
+        self, requests: list[NodeRequestInput], batches: list[NodeRequestBatchInput] | None = None
+    ) -> None:
         settings = self.inp.settings
+        batches = batches or []
         try:
             await workflow.execute_activity(
                 contracts.START_NODE_REQUESTS,
                 StartRequestsInput(
-                    cluster=settings.cluster, requests=batch, use_search_attributes=settings.use_search_attributes
+                    cluster=settings.cluster,
+                    requests=requests,
+                    use_search_attributes=settings.use_search_attributes,
+                    batches=batches,
                 ),
                 result_type=int,
                 **NODE_ACTIVITIES[contracts.START_NODE_REQUESTS].timeouts(),
                 retry_policy=START_RETRY,
             )
         except ActivityError as err:
-            for inp in batch:
-                self.state.in_flight.pop(inp.id, None)
-            workflow.logger.warning("%d NodeRequests did not start (%s); their pods are planned again", len(batch), err)
+            ids = [r.id for r in requests] + [member_id(b.id, i) for b in batches for i in range(len(b.members))]
+            for request_id in ids:
+                self.state.in_flight.pop(request_id, None)
+            workflow.logger.warning("%d NodeRequests did not start (%s); their pods are planned again", len(ids), err)
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 

@@ -3,6 +3,13 @@
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.machine_gc import MachineGCWorkflow
 from workflows.nodes.request import NodeRequestWorkflow
+from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
 
-WORKFLOWS = [NodeAutoscalerWorkflow, NodeRequestWorkflow, NodeScaleDownWorkflow, MachineGCWorkflow]
+WORKFLOWS = [
+    NodeAutoscalerWorkflow,
+    NodeRequestWorkflow,
+    NodeRequestBatchWorkflow,
+    NodeScaleDownWorkflow,
+    MachineGCWorkflow,
+]

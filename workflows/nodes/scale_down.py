@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.search import CLUSTER, NODE, PHASE
 
-from workflows.nodes.request import failure_text
+from workflows.nodes.request_machine import failure_text
 
 KUBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)

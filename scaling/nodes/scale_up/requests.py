@@ -50,8 +50,11 @@ class NodeRequestInput(BaseModel):
     approval: ApprovalGate | None = None
 
 
-# The NodeRequest workflow's type name: the loop's start activity starts it by name.
+# The NodeRequest workflow's type name: the loop's start activity starts it by name. Loops
+# recorded before request batches started one per node, as an operator still may by hand.
 NODE_REQUEST_WORKFLOW = "NodeRequest"
+# One workflow for a batch of identical nodes (scaling.nodes.scale_up.batches).
+NODE_REQUEST_BATCH_WORKFLOW = "NodeRequestBatch"
 # Requests per start activity: an input is ~1-2 KB, so a batch stays below the history payload
 # aim (256 KB) however many nodes a burst plans. 25 before (runs recorded then replay so): at
 # 30,000 pods a loop's 15 start activities were picked up a few at a time over 14 s.
@@ -59,12 +62,66 @@ START_BATCH = 100
 START_BATCH_BEFORE = 25
 
 
+class BatchMember(BaseModel):
+    """What one node of a NodeRequestBatch needs: the rest is common to the batch."""
+
+    requirements: Resources
+    pod_uids: list[str] = Field(default_factory=list)  # its named pods (a sample per shape)
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
+
+
+class NodeRequestBatchInput(BaseModel):
+    """A NodeRequestBatch's input: NodeRequestInput's common fields once, then its members."""
+
+    id: str  # the batch's workflow id; member_id(id, index) is each node's request id
+    cluster: str
+    group: str
+    group_labels: dict[str, str] = Field(default_factory=dict)
+    group_taints: list[Taint] = Field(default_factory=list)
+    candidates: list[Pool]  # tried in this order, by each member
+    readiness_timeout_s: float = 300.0
+    readiness_poll_s: float = 2.0
+    max_attempts: int = 5
+    ttl_s: float = 3600.0
+    parent_workflow_id: str | None = None
+    use_search_attributes: bool = False
+    replan_when_unavailable: bool = False
+    approval: ApprovalGate | None = None  # one decision covers every member
+    members: list[BatchMember]
+
+    def member_input(self, index: int) -> NodeRequestInput:
+        """Member `index` as a NodeRequest of its own: its id is member_id(batch, index)."""
+        m = self.members[index]
+        common = {k: getattr(self, k) for k in _COMMON_FIELDS}
+        return NodeRequestInput(
+            **common, id=member_id(self.id, index), requirements=m.requirements, pod_uids=m.pod_uids, pods=m.pods
+        )
+
+
+_COMMON_FIELDS = tuple(k for k in NodeRequestInput.model_fields if k not in BatchMember.model_fields and k != "id")
+
+
+def member_id(batch_id: str, index: int) -> str:
+    """A node's request id inside a batch: in the in-flight table, explain, Events, node labels
+    (through request_key) and create keys."""
+    return f"{batch_id}#{index}"
+
+
+def split_request_id(request_id: str) -> tuple[str, int | None]:
+    """(workflow id, index) of a member id; (request_id, None) for a NodeRequest's or a batch's id."""
+    head, sep, tail = request_id.rpartition("#")
+    if sep and head and tail.isdigit():
+        return head, int(tail)
+    return request_id, None
+
+
 class StartRequestsInput(BaseModel):
-    """NodeRequests the loop recorded as in flight, for the start activity to start."""
+    """NodeRequests (or batches of them) the loop recorded as in flight, for the start activity."""
 
     cluster: str
-    requests: list[NodeRequestInput]
+    requests: list[NodeRequestInput] = Field(default_factory=list)
     use_search_attributes: bool = False
+    batches: list[NodeRequestBatchInput] = Field(default_factory=list)
 
 
 class NodeRequestStatus(BaseModel):
@@ -95,6 +152,37 @@ class NodeRequestStatus(BaseModel):
     @property
     def final(self) -> bool:
         return self.phase in (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
+
+
+class NodeRequestBatchStatus(BaseModel):
+    """A NodeRequestBatch's `describe`: each member as a NodeRequest would show itself."""
+
+    id: str  # the batch's workflow id
+    cluster: str
+    group: str
+    members: list[NodeRequestStatus] = Field(default_factory=list)  # member i has id member_id(id, i)
+    approval: ApprovalState | None = None  # the batch's one wait for approval, once it had one
+
+
+# How far a request got, for a batch's phase (its least advanced member's): the Web UI's
+# GrowthPhase shows a batch Pending while any member is.
+_PHASE_RANK = {
+    RequestPhase.PENDING: 0,
+    RequestPhase.AWAITING_APPROVAL: 1,
+    RequestPhase.PROVISIONING: 2,
+}
+
+
+def least_advanced(members: list[NodeRequestStatus]) -> NodeRequestStatus | None:
+    """The first member furthest from a final phase (None for no members)."""
+    return min(members, key=lambda m: _PHASE_RANK.get(m.phase, 3), default=None)
+
+
+class CancelMembers(BaseModel):
+    """A NodeRequestBatch's `cancel` signal: one member (`index`) or every one still under way."""
+
+    reason: str = "cancelled by operator"
+    index: int | None = None
 
 
 _STATUS_DEFAULTS = {
@@ -217,4 +305,21 @@ def in_flight_record(request_id: str, planned: PlannedNode, started_at: datetime
         pod_uids=planned.pod_uids[:NAMED_IN_STATE],
         pods=planned.pods,
         started_at=started_at,
+    )
+
+
+def batch_input(
+    batch_id: str,
+    planned: list[PlannedNode],
+    group: NodeGroup,
+    settings: AutoscalerSettings,
+    parent_workflow_id: str,
+    approval: ApprovalGate | None = None,
+) -> NodeRequestBatchInput:
+    """The NodeRequestBatch's input for planned nodes of one batch (same group, candidates, gate)."""
+    first = request_input(batch_id, planned[0], group, settings, parent_workflow_id, approval)
+    return NodeRequestBatchInput(
+        **{k: getattr(first, k) for k in _COMMON_FIELDS},
+        id=batch_id,
+        members=[BatchMember(requirements=p.requirements, pod_uids=p.pod_uids, pods=p.pods) for p in planned],
     )

@@ -14,9 +14,19 @@ from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, Attempt, AttemptResult
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.observation import event_batches
 from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_up.batches import BATCH_MAX, batch_indexes, start_chunks
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.scale_up.planning import plan_demand
-from scaling.nodes.scale_up.requests import NodeRequestStatus, in_flight_record, request_input
+from scaling.nodes.scale_up.requests import (
+    START_BATCH,
+    NodeRequestBatchStatus,
+    NodeRequestStatus,
+    StartRequestsInput,
+    batch_input,
+    in_flight_record,
+    member_id,
+    request_input,
+)
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
     RECENT_REQUESTS_KEPT,
@@ -203,3 +213,61 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
     batches = event_batches(events)
     assert sum(len(b) for b in batches) == len(events)
     assert max(size(PodEventsInput(cluster="big", events=b)) for b in batches) < LIMIT
+
+
+def test_a_burst_in_request_batches_keeps_every_payload_under_256_kb() -> None:
+    """A full batch's input, a start activity's input (START_BATCH nodes of batches), the
+    batch's status (its result and `describe`, each member with every attempt it may make, at
+    the longest message) and its largest report to the loop."""
+    pods, nodes, groups = burst()
+    demand = observe_demand(pods, nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES)
+    plan = plan_demand(demand, groups, catalogue_index(kwok_catalogue()), [])
+    settings = AutoscalerSettings(cluster="big")
+    requested = within_in_flight_limit(plan.new_nodes, 0, settings.max_requests_in_flight)
+    batches = [
+        batch_input(f"nodes/big/request/{i:06d}-abcd", [requested[k] for k in b], groups[0], settings, "nodes/big")
+        for i, b in enumerate(batch_indexes(requested, [None] * len(requested)))
+    ]
+    assert max(len(b.members) for b in batches) == BATCH_MAX
+    assert len(batches) < len(requested) / 10  # a burst's nodes are few kinds: far fewer workflows
+    biggest_batch = max(size(b) for b in batches)
+    starts = [
+        StartRequestsInput(cluster="big", batches=[batches[i] for i in chunk])
+        for chunk in start_chunks([len(b.members) for b in batches], START_BATCH)
+    ]
+    biggest_start = max(size(s) for s in starts)
+
+    full = max(batches, key=lambda b: len(b.members))
+    at = BURST_AT
+    members = []
+    for i, m in enumerate(full.members):
+        node = f"big-kwok-cx32-{i:08x}"
+        attempts = [
+            Attempt(
+                pool=p.name, result=AttemptResult.READINESS_TIMEOUT, timestamp=at, node_name=node, message="x" * 500
+            )
+            for p in (full.candidates * settings.max_attempts)[: settings.max_attempts]
+        ]
+        members.append(
+            NodeRequestStatus(
+                id=member_id(full.id, i),
+                group=full.group,
+                phase=RequestPhase.UNMET,
+                requirements=m.requirements,
+                pod_uids=m.pod_uids,
+                pods=m.pods,
+                attempts=attempts,
+                node_name=node,
+                provider_id=f"kwok://{node}",
+                started_at=at,
+                finished_at=at,
+                message="y" * 500,
+            )
+        )
+    status = NodeRequestBatchStatus(id=full.id, cluster="big", group=full.group, members=members)
+    report = [m.model_copy(update={"pod_uids": [], "pods": {}}) for m in members]
+    print(
+        f"\n{len(batches)} batches for {len(requested)} nodes; largest batch input {biggest_batch} B,"
+        f" start input {biggest_start} B, batch status {size(status)} B, report {size(report)} B"
+    )
+    assert max(biggest_batch, biggest_start, size(status), size(report)) < LIMIT

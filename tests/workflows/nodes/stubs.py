@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.nodes.requests import report_to_loop, start_node_requests
 from scaling.nodes import contracts
@@ -45,6 +47,14 @@ class World:
     observe_calls: int = 0
     observe_fresh: list[dict[str, str]] = field(default_factory=list)  # ObserveInput.fresh per call
     catalogue_calls: int = 0
+    # (request id, pool): that request's creates there answer no capacity (a batch member's own).
+    no_capacity_requests: set[tuple[str, str]] = field(default_factory=set)
+    # (request id, attempt) -> node name: the provider's idempotency key, as the real providers
+    # derive a machine's name or label from both; a repeated create finds the machine.
+    machines: dict[tuple[str, int], str] = field(default_factory=dict)
+    lost_create_answers: int = 0  # the next N new machines are made, then the answer is lost
+    crash_after_create: set[str] = field(default_factory=set)  # request ids: make it, then hang
+    crashed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def activities(self) -> list:
         world = self
@@ -52,17 +62,32 @@ class World:
         @activity.defn(name=contracts.CREATE_NODE)
         async def create_node(inp: CreateNodeInput) -> CreateNodeResult:
             world.created.append(inp)
-            if inp.pool.name in world.no_capacity_pools:
+            if (
+                inp.pool.name in world.no_capacity_pools
+                or (inp.request_id, inp.pool.name) in world.no_capacity_requests
+            ):
                 return CreateNodeResult(outcome="no_capacity", message=f"{inp.pool.name} is full")
             if inp.pool.name in world.quota_pools:
                 return CreateNodeResult(outcome="quota_exceeded", message="server limit reached")
-            name = f"{inp.pool.name}-{len(world.created)}"
+            key = (inp.request_id, inp.attempt)
+            name = world.machines.get(key)
+            if name is None:
+                name = world.machines[key] = f"{inp.pool.name}-{len(world.created)}"
+                if world.lost_create_answers > 0:
+                    world.lost_create_answers -= 1
+                    raise ApplicationError("connection reset before the provider's answer")
+                if inp.request_id in world.crash_after_create:
+                    # The machine exists; the worker dies before the answer reaches the server.
+                    world.crash_after_create.discard(inp.request_id)
+                    world.crashed.set()
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        raise RuntimeError("worker went away before answering") from None
             return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
 
         @activity.defn(name=contracts.WAIT_NODE_READY)
         async def wait_node_ready(inp: WaitReadyInput) -> bool:
-            import asyncio
-
             await report_to_loop(inp)  # the real one: it signals the loop on the test's own server
             while world.hold_readiness:
                 activity.heartbeat()

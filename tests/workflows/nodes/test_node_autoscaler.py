@@ -30,7 +30,8 @@ from scaling.nodes.models import (
     RequestPhase,
     SpecProblem,
 )
-from scaling.nodes.scale_up.requests import START_BATCH_BEFORE
+from scaling.nodes.scale_up.batches import BATCH_MAX
+from scaling.nodes.scale_up.requests import member_id, split_request_id
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
@@ -112,9 +113,9 @@ async def running(env: WorkflowEnvironment):
     for h, w, world in started:
         world.hold_readiness = False
         await h.terminate()
-        for request_id in {c.request_id for c in world.created}:
+        for workflow_id in {split_request_id(c.request_id)[0] for c in world.created}:  # requests, batches
             try:
-                await env.client.get_workflow_handle(request_id).terminate()
+                await env.client.get_workflow_handle(workflow_id).terminate()
             except RPCError:
                 pass  # already closed
         await w.__aexit__(None, None, None)
@@ -150,9 +151,9 @@ async def test_a_run_fetches_the_catalogue_once_while_pods_stay_pending(running)
 
 
 async def test_planned_requests_start_together_in_one_activity(running, env) -> None:  # noqa: ANN001
-    # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans a node per pod, more than the 25 an
-    # activity started before larger-start-batches.
-    n = START_BATCH_BEFORE + 5
+    # Each pod fills a cx22 (1.5 of 2 CPUs): one loop plans a node per pod, more than one
+    # NodeRequestBatch holds.
+    n = BATCH_MAX + 10
     world = World(hold_readiness=True)
     world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(n)], groups=[GENERAL])
     handle = await running(world)
@@ -163,11 +164,19 @@ async def test_planned_requests_start_together_in_one_activity(running, env) -> 
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == contracts.START_NODE_REQUESTS
     ]
-    # One activity started them all (batches of START_BATCH), not a child each.
+    # One activity started them all (up to START_BATCH nodes), not a child each.
     assert len(starts) == 1
-    await until(lambda: len(world.created) == n)  # each request runs and creates its node
+    await until(lambda: len(world.created) == n)  # each member runs and creates its node
+    assert sorted(c.request_id for c in world.created) == sorted(r.id for r in status.in_flight)
+    # Identical nodes: two batches, the first full; each node in flight as `<batch>#<index>`.
+    members: dict[str, list[int]] = {}
     for r in status.in_flight:
-        assert (await env.client.get_workflow_handle(r.id).describe()).status == WorkflowExecutionStatus.RUNNING
+        batch_id, index = split_request_id(r.id)
+        assert index is not None
+        members.setdefault(batch_id, []).append(index)
+    assert sorted(sorted(m) for m in members.values()) == [list(range(10)), list(range(BATCH_MAX))]
+    for batch_id in members:
+        assert (await env.client.get_workflow_handle(batch_id).describe()).status == WorkflowExecutionStatus.RUNNING
 
 
 async def test_a_ready_node_whose_request_is_still_in_flight_counts_once(running) -> None:  # noqa: ANN001
@@ -349,6 +358,52 @@ async def test_cancel_request_update_validates_and_cancels(running) -> None:  # 
     cancelled = [r for r in done.recent if r.id == rid][0]
     assert cancelled.phase == RequestPhase.UNMET and cancelled.attempts[-1].result.value == "Cancelled"
     assert world.deleted == [cancelled.attempts[-1].node_name]
+
+
+async def test_cancel_request_takes_a_member_or_a_whole_batch(running) -> None:  # noqa: ANN001
+    world = World(hold_readiness=True)
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(3)], groups=[GENERAL])
+    handle = await running(world)
+    status = await eventually(
+        handle, lambda s: len(s.in_flight) == 3 and all(r.phase == RequestPhase.PROVISIONING for r in s.in_flight)
+    )
+    world.observation = ClusterObservation(groups=[GENERAL])  # stop re-planning for the pods
+    (batch_id,) = {split_request_id(r.id)[0] for r in status.in_flight}
+    with pytest.raises(WorkflowUpdateFailedError) as err:
+        await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, f"{batch_id}#7")
+    assert "request_id" in str(err.value.cause)
+    one = member_id(batch_id, 1)
+    assert await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, one) == f"cancel sent to {one}"
+    status = await eventually(handle, lambda s: len(s.in_flight) == 2)
+    assert one not in {r.id for r in status.in_flight}
+    (cancelled,) = [r for r in status.recent if r.id == one]
+    assert cancelled.phase == RequestPhase.UNMET and cancelled.attempts[-1].result.value == "Cancelled"
+    await execute_update(handle, NodeAutoscalerWorkflow.cancel_request, batch_id)  # the rest
+    done = await eventually(handle, lambda s: not s.in_flight)
+    assert sorted(r.id for r in done.recent if r.phase == RequestPhase.UNMET) == [
+        member_id(batch_id, i) for i in range(3)
+    ]
+    assert len(world.deleted) == 3
+
+
+async def test_a_batch_reports_to_the_loop_in_fewer_signals_than_nodes(running) -> None:  # noqa: ANN001
+    n = 20
+    world = World(hold_readiness=True)  # in flight (their pods covered) until the pods are gone
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(n)], groups=[GENERAL])
+    handle = await running(world, scale_down_enabled=False)
+    await until(lambda: len(world.created) == n)
+    world.observation = ClusterObservation(groups=[GENERAL])
+    world.hold_readiness = False
+    done = await eventually(handle, lambda s: not s.in_flight and s.requests_by_phase.get("Ready") == n)
+    assert done.nodes_created == n
+    names = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        async for e in handle.fetch_history_events()
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    # Each node changed twice (Provisioning, Ready); one batch sent them in a few signals.
+    assert "request_changed" not in names
+    assert 1 <= names.count(contracts.REQUESTS_CHANGED) < n
 
 
 async def test_pause_stops_planning_until_resumed(running) -> None:  # noqa: ANN001
