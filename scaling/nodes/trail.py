@@ -1,6 +1,6 @@
 """The decision trail of one node (`growth nodes trail NODE`), built from recorded histories:
 the NodeAutoscaler's (the loop that planned it, the pods' shapes it was for, every scale-down
-evaluation of it), its NodeRequest's (each attempt, Ready) and its NodeScaleDown's (mark,
+evaluation of it), its NodeRequest's or its batch's (each attempt of its member, Ready) and its NodeScaleDown's (mark,
 re-check, evictions, deletion). Pure: the command fetches the histories.
 
 Bounded: repeated evaluations with the same outcome fold into one entry, and the trail keeps at
@@ -16,18 +16,18 @@ from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
-from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
-from scaling.nodes.what_if import started_requests
+from scaling.nodes.scale_up.requests import NodeRequestInput
+from scaling.nodes.what_if import reported, started_requests
 
 MAX_ENTRIES = 200
 SHAPES_SHOWN = 5
 
 
 def request_of_node(autoscaler: RecordedHistory, node: str) -> str:
-    """The id of the NodeRequest whose node this is ("" when the history never names it)."""
+    """The request id (a NodeRequest's, or a batch member's `<batch id>#<index>`) whose node this
+    is ("" when the history never names it)."""
     for e in autoscaler.events:
-        if e.kind == "signal" and e.name == "request_changed":
-            status = NodeRequestStatus.model_validate(first_input(e))
+        for status in reported(e):
             if status.node_name == node or any(a.node_name == node for a in status.attempts):
                 return status.id
     return ""
@@ -79,12 +79,15 @@ def _planned_entries(
     return out
 
 
-def _request_entries(request: RecordedHistory, node: str) -> list[TrailEntry]:
+def _request_entries(request: RecordedHistory, node: str, request_id: str) -> list[TrailEntry]:
+    """The request's attempts and Ready from its history; in a batch's, only its member's."""
     wf = request.workflow_id
     out: list[TrailEntry] = []
     for e in request.events:
         if e.kind == "activity" and e.name == contracts.CREATE_NODE:
             inp = first_input(e) or {}
+            if inp.get("request_id", request_id) != request_id:
+                continue  # another member's create
             pool = (inp.get("pool") or {}).get("name", "?")
             res = e.result or {}
             outcome = res.get("outcome") or e.failed or "no answer"
@@ -99,6 +102,8 @@ def _request_entries(request: RecordedHistory, node: str) -> list[TrailEntry]:
                 )
             )
         elif e.kind == "activity" and e.name == contracts.WAIT_NODE_READY:
+            if (first_input(e) or {}).get("node_name", node) != node:
+                continue
             ready = e.result is True
             out.append(
                 TrailEntry(
@@ -117,10 +122,7 @@ def _reported_entries(autoscaler: RecordedHistory, request_id: str) -> list[Trai
     """Without the request's own history: its attempts and end as it reported them to the loop."""
     out: list[TrailEntry] = []
     seen: set[tuple[str, str, str]] = set()
-    for e in autoscaler.events:
-        if e.kind != "signal" or e.name != "request_changed":
-            continue
-        status = NodeRequestStatus.model_validate(first_input(e))
+    for status in (s for e in autoscaler.events for s in reported(e)):
         if status.id != request_id:
             continue
         for a in status.attempts:
@@ -251,7 +253,7 @@ def node_trail(
     """One timeline for `node` from the histories given (module doc)."""
     trail = Trail(subject=node, sources=[autoscaler.workflow_id])
     entries: list[TrailEntry] = []
-    request_id = request.workflow_id if request is not None else request_of_node(autoscaler, node)
+    request_id = request_of_node(autoscaler, node) or (request.workflow_id if request is not None else "")
     if request_id:
         entries += _planned(autoscaler, request_id)
         if not entries:
@@ -260,7 +262,7 @@ def node_trail(
         trail.notes.append(f"no NodeRequest in {autoscaler.workflow_id}'s history names node {node}")
     if request is not None:
         trail.sources.append(request.workflow_id)
-        entries += _request_entries(request, node)
+        entries += _request_entries(request, node, request_id)
     elif request_id:
         entries += _reported_entries(autoscaler, request_id)
         trail.notes.append(f"{request_id}'s own history was not read: attempts as the loop heard them")
