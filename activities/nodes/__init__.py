@@ -54,6 +54,7 @@ def build_activities(
     return [
         kube.observe_cluster,
         kube.wait_node_ready,
+        kube.wait_nodes_ready,
         kube.label_node,
         kube.emit_pod_events,
         kube.report_node_group_status,

@@ -32,6 +32,7 @@ from scaling.nodes.contracts import (
     LabelNodeInput,
     ObserveInput,
     PodEventsInput,
+    WaitNodesReadyInput,
     WaitReadyInput,
 )
 from scaling.nodes.headroom import headroom_pods
@@ -179,6 +180,42 @@ class KubeActivities:
             if time.time() >= deadline:
                 return False
             await pause(min(inp.poll_s, deadline - time.time()))
+
+    @activity.defn(name=contracts.WAIT_NODES_READY)
+    async def wait_nodes_ready(self, inp: WaitNodesReadyInput) -> dict[str, bool]:
+        """One round of a NodeRequestBatch's readiness waits (one activity where a NodeRequest
+        each had its own): poll every node as wait_node_ready does, label each Ready one, and
+        return at the first poll that settles any (True: Ready and labelled; False: past its
+        deadline), or after `round_s` with nothing settled. Nodes not named in the result are
+        still waiting. A retry polls again: labelling a Ready node twice changes nothing."""
+        core = self._core(inp.cluster)
+        nodes = self.clusters.caches(inp.cluster).informer("nodes")
+        end = time.time() + inp.round_s
+
+        async def ready(name: str, poll: int) -> bool:
+            if _cached_ready(nodes, name):
+                return True
+            # The API server from a round's fifth poll on, not its first: a round restarts each
+            # time a node settles, and a read of every waiting node per restart would be most of
+            # the reads. A stuck watch settles nothing, so its rounds reach the fifth poll.
+            return poll % API_READ_EVERY == API_READ_EVERY - 1 and await asyncio.to_thread(_node_ready, core, name)
+
+        poll = 0
+        while True:
+            activity.heartbeat()
+            answers = await asyncio.gather(*(ready(w.node_name, poll) for w in inp.nodes))
+            settled: dict[str, bool] = {}
+            for wait, is_ready in zip(inp.nodes, answers, strict=True):
+                if is_ready:
+                    if wait.labels:  # a failed patch fails the round; the retry finds it Ready again
+                        await asyncio.to_thread(core.patch_node, wait.node_name, {"metadata": {"labels": wait.labels}})
+                    settled[wait.node_name] = True
+                elif time.time() >= wait.deadline:
+                    settled[wait.node_name] = False
+            if settled or time.time() >= end:
+                return settled
+            await pause(min(inp.poll_s, end - time.time()))
+            poll += 1
 
     @activity.defn(name=contracts.LABEL_NODE)
     def label_node(self, inp: LabelNodeInput) -> None:

@@ -37,6 +37,7 @@ REQUEST_CHANGED = "request_changed"
 # The NodeAutoscaler's signal: members of one NodeRequestBatch changed (list[NodeRequestStatus]).
 REQUESTS_CHANGED = "requests_changed"
 WAIT_NODE_READY = "wait_node_ready"
+WAIT_NODES_READY = "wait_nodes_ready"  # a NodeRequestBatch's members' readiness, in one activity
 LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"
 REPORT_NODE_GROUP_STATUS = "report_node_group_status"
@@ -66,6 +67,7 @@ ACTIVITY_NAMES = frozenset(
     {
         OBSERVE_CLUSTER,
         WAIT_NODE_READY,
+        WAIT_NODES_READY,
         LABEL_NODE,
         EMIT_POD_EVENTS,
         REPORT_NODE_GROUP_STATUS,
@@ -162,6 +164,27 @@ class WaitReadyInput(BaseModel):
     # for the delivery. The loop folds a repeated report as the same one.
     report_to: str = ""
     report: NodeRequestStatus | None = None
+
+
+class NodeWait(BaseModel):
+    """One node a NodeRequestBatch member waits for."""
+
+    node_name: str
+    labels: dict[str, str] = Field(default_factory=dict)  # set once it is Ready, as WaitReadyInput's
+    # Epoch seconds (workflow time when the wait began, plus the readiness timeout): absolute, so
+    # a retried round on another worker keeps each node's readiness timeout.
+    deadline: float
+
+
+class WaitNodesReadyInput(BaseModel):
+    """One round of a batch's readiness waits: it ends as soon as some node is Ready (and
+    labelled) or past its deadline, or after `round_s` with nothing to say, and the batch starts
+    the next round with the nodes still waiting (and those created meanwhile)."""
+
+    cluster: str
+    nodes: list[NodeWait]
+    poll_s: float = 2.0
+    round_s: float = 10.0
 
 
 class LabelNodeInput(BaseModel):

@@ -16,6 +16,7 @@ from scaling.nodes.scale_up.requests import (
     NodeRequestBatchStatus,
     NodeRequestInput,
     NodeRequestStatus,
+    RequestSettings,
     least_advanced,
 )
 from scaling.nodes.settings import AutoscalerSettings
@@ -30,12 +31,15 @@ def _pods(n: int) -> str:
 
 def request_summary(inp: NodeRequestInput) -> str:
     """`NodeRequest cx32 for 7 pods of web, pool kwok-cx32` (web: the node group)."""
-    pods = sum(inp.pods.values()) or len(inp.pod_uids)
+    return _summary("NodeRequest", "", inp, sum(inp.pods.values()) or len(inp.pod_uids))
+
+
+def _summary(kind: str, count: str, inp: RequestSettings, pods: int) -> str:
     what = f"for {_pods(pods)} of {inp.group}" if pods else f"for node group {inp.group} (no pending pods)"
     if not inp.candidates:
-        return f"NodeRequest {what}, no pool fits"
+        return f"{kind} {what}, no pool fits"
     first = inp.candidates[0]
-    return f"NodeRequest {first.server_type} {what}, pool {first.name}"
+    return f"{kind} {count}{first.server_type} {what}, pool {first.name}"
 
 
 def request_static_details(inp: NodeRequestInput) -> str:
@@ -69,11 +73,7 @@ def request_details(status: NodeRequestStatus, ttl_s: float) -> str:
 def batch_summary(inp: NodeRequestBatchInput) -> str:
     """`NodeRequestBatch 12 × cx32 for 84 pods of web, pool kwok-cx32`."""
     pods = sum(sum(m.pods.values()) or len(m.pod_uids) for m in inp.members)
-    what = f"for {_pods(pods)} of {inp.group}" if pods else f"for node group {inp.group} (no pending pods)"
-    if not inp.candidates:
-        return f"NodeRequestBatch {len(inp.members)} nodes {what}, no pool fits"
-    first = inp.candidates[0]
-    return f"NodeRequestBatch {len(inp.members)} × {first.server_type} {what}, pool {first.name}"
+    return _summary("NodeRequestBatch", f"{len(inp.members)} × ", inp, pods)
 
 
 def batch_static_details(inp: NodeRequestBatchInput) -> str:

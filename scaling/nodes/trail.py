@@ -1,6 +1,6 @@
 """The decision trail of one node (`growth nodes trail NODE`), built from recorded histories:
 the NodeAutoscaler's (the loop that planned it, the pods' shapes it was for, every scale-down
-evaluation of it), its NodeRequest's or its batch's (each attempt of its member, Ready) and its NodeScaleDown's (mark,
+evaluation of it), its NodeRequest's (each attempt, Ready) and its NodeScaleDown's (mark,
 re-check, evictions, deletion). Pure: the command fetches the histories.
 
 Bounded: repeated evaluations with the same outcome fold into one entry, and the trail keeps at
@@ -11,23 +11,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
-from scaling.nodes.scale_up.requests import NodeRequestInput
-from scaling.nodes.what_if import reported, started_requests
+from scaling.nodes.scale_up.requests import NodeRequestInput, split_request_id
+from scaling.nodes.what_if import reported_requests, started_requests
 
 MAX_ENTRIES = 200
 SHAPES_SHOWN = 5
 
 
 def request_of_node(autoscaler: RecordedHistory, node: str) -> str:
-    """The request id (a NodeRequest's, or a batch member's `<batch id>#<index>`) whose node this
-    is ("" when the history never names it)."""
+    """The id of the NodeRequest (or batch member, `<batch id>#<index>`) whose node this is (""
+    when the history never names it). Its workflow is split_request_id(id)[0]."""
     for e in autoscaler.events:
-        for status in reported(e):
+        for status in reported_requests(e):
             if status.node_name == node or any(a.node_name == node for a in status.attempts):
                 return status.id
     return ""
@@ -80,14 +80,17 @@ def _planned_entries(
 
 
 def _request_entries(request: RecordedHistory, node: str, request_id: str) -> list[TrailEntry]:
-    """The request's attempts and Ready from its history; in a batch's, only its member's."""
+    """The request's own attempts; in a batch's history, only those of member `request_id`."""
     wf = request.workflow_id
     out: list[TrailEntry] = []
+    nodes = {node}  # the member's nodes (a failed attempt's too): its readiness waits name them
     for e in request.events:
         if e.kind == "activity" and e.name == contracts.CREATE_NODE:
             inp = first_input(e) or {}
             if inp.get("request_id", request_id) != request_id:
-                continue  # another member's create
+                continue  # another member's
+            if (e.result or {}).get("node_name"):
+                nodes.add(e.result["node_name"])
             pool = (inp.get("pool") or {}).get("name", "?")
             res = e.result or {}
             outcome = res.get("outcome") or e.failed or "no answer"
@@ -101,10 +104,10 @@ def _request_entries(request: RecordedHistory, node: str, request_id: str) -> li
                     workflow_id=wf,
                 )
             )
-        elif e.kind == "activity" and e.name == contracts.WAIT_NODE_READY:
-            if (first_input(e) or {}).get("node_name", node) != node:
+        elif e.kind == "activity" and e.name in (contracts.WAIT_NODE_READY, contracts.WAIT_NODES_READY):
+            ready = _ready_in(e, nodes)
+            if ready is None:
                 continue
-            ready = e.result is True
             out.append(
                 TrailEntry(
                     at=e.completed_at or e.at,
@@ -118,11 +121,20 @@ def _request_entries(request: RecordedHistory, node: str, request_id: str) -> li
     return out
 
 
+def _ready_in(event: RecordedEvent, nodes: set[str]) -> bool | None:
+    """What a readiness wait said of one of `nodes` (None: it settled none of them). A batch's
+    round (wait_nodes_ready) answers per node, and only for the nodes it settled."""
+    if event.name == contracts.WAIT_NODE_READY:
+        return event.result is True if (first_input(event) or {}).get("node_name") in nodes else None
+    settled = event.result if isinstance(event.result, dict) else {}
+    return next((bool(settled[n]) for n in nodes if n in settled), None)
+
+
 def _reported_entries(autoscaler: RecordedHistory, request_id: str) -> list[TrailEntry]:
     """Without the request's own history: its attempts and end as it reported them to the loop."""
     out: list[TrailEntry] = []
     seen: set[tuple[str, str, str]] = set()
-    for status in (s for e in autoscaler.events for s in reported(e)):
+    for status in (r for e in autoscaler.events for r in reported_requests(e)):
         if status.id != request_id:
             continue
         for a in status.attempts:
@@ -253,7 +265,9 @@ def node_trail(
     """One timeline for `node` from the histories given (module doc)."""
     trail = Trail(subject=node, sources=[autoscaler.workflow_id])
     entries: list[TrailEntry] = []
-    request_id = request_of_node(autoscaler, node) or (request.workflow_id if request is not None else "")
+    request_id = request_of_node(autoscaler, node)
+    if request is not None and split_request_id(request_id)[0] != request.workflow_id:
+        request_id = request.workflow_id  # a NodeRequest's own history, its node not yet reported
     if request_id:
         entries += _planned(autoscaler, request_id)
         if not entries:

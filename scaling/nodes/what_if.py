@@ -3,7 +3,7 @@ planner under other node groups and/or settings (`growth nodes what-if`).
 
 Each recorded loop is replanned on its own, with the requests that were really in flight at the
 time (rebuilt from the history: the run's input state, the requests the loop started, and their
-`request_changed` reports, a batch's members' in `requests_changed`), so a loop's figures answer "with what was actually running, what
+`request_changed` reports), so a loop's figures answer "with what was actually running, what
 would this loop have started?". Loops are not chained through the counterfactual: a node the
 what-if would have added does not exist in the next recorded observation. Headroom pods and the
 catalogue are the recorded ones (the latest catalogue the loop fetched; the first one for loops
@@ -133,22 +133,24 @@ def _status_of(inp: NodeRequestInput, at: datetime) -> NodeRequestStatus:
 
 
 def started_requests(event: RecordedEvent) -> list[NodeRequestInput]:
-    """The requests a loop's command started, a batch's as its members (`<batch id>#<index>`), as
-    the loop keeps them in flight."""
+    """The node requests an event started: a batch's members each as a NodeRequest of its own."""
     if event.kind == "activity" and event.name == contracts.START_NODE_REQUESTS:
-        inp = StartRequestsInput.model_validate(first_input(event))
-        return [*inp.requests, *(b.member_input(i) for b in inp.batches for i in range(len(b.members)))]
+        started = StartRequestsInput.model_validate(first_input(event))
+        members = [b.member_input(i) for b in started.batches for i in range(len(b.members))]
+        return [*started.requests, *members]
     if event.kind == "child" and event.name == REQUEST_TYPE:  # runs that started children
         return [NodeRequestInput.model_validate(first_input(event))]
     return []
 
 
-def reported(event: RecordedEvent) -> list[NodeRequestStatus]:
-    """The reports a signal to the loop carries: a NodeRequest's one, or a batch's members'."""
-    if event.kind == "signal" and event.name == contracts.REQUEST_CHANGED:
+def reported_requests(event: RecordedEvent) -> list[NodeRequestStatus]:
+    """The reports a signal brought the loop: a NodeRequest's one, or a batch's members'."""
+    if event.kind != "signal":
+        return []
+    if event.name == contracts.REQUEST_CHANGED:
         return [NodeRequestStatus.model_validate(first_input(event))]
-    if event.kind == "signal" and event.name == contracts.REQUESTS_CHANGED:
-        return [NodeRequestStatus.model_validate(u) for u in first_input(event)]
+    if event.name == contracts.REQUESTS_CHANGED:
+        return [NodeRequestStatus.model_validate(r) for r in first_input(event) or []]
     return []
 
 
@@ -225,8 +227,8 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
             continue
         if state is None or settings is None:
             continue  # a history cut before its run's start
-        if updates := reported(event):
-            for update in updates:
+        if reports := reported_requests(event):
+            for update in reports:
                 _fold_request_changed(state, settings, update, event.at)
                 if update.phase == RequestPhase.READY:
                     ready_since.add(update.id)

@@ -30,7 +30,10 @@ from tests.workflows.nodes.test_node_request_batch import record_history as reco
 
 BIN = Path(sys.executable).parent
 HISTORIES = Path(__file__).parent / "histories"
-NODE_TYPES = ("NodeAutoscaler", "NodeRequest", "NodeScaleDown", "MachineGC")
+# What the demo runs now. Its loop starts NodeRequestBatch workflows (patch request-batches);
+# nodes_NodeRequest.json stays as recorded before them (runs started by hand are NodeRequests).
+RECORDED_TYPES = ("NodeAutoscaler", "NodeRequestBatch", "NodeScaleDown", "MachineGC")
+NODE_TYPES = (*RECORDED_TYPES, "NodeRequest")
 # One run of a loop workflow is enough to catch a non-deterministic change, and a whole demo's
 # worth of NodeAutoscaler events would make a large file.
 MAX_EVENTS = 400
@@ -62,7 +65,7 @@ async def save_node_histories(db: Path) -> None:
         dev_server_extra_args=["--db-filename", str(db)],
         dev_server_log_level="error",
     ) as env:
-        for workflow_type in NODE_TYPES:
+        for workflow_type in RECORDED_TYPES:
             run = await pick(env.client, workflow_type)
             history = await env.client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
             path = node_history_file(workflow_type)

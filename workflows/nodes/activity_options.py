@@ -31,6 +31,8 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     # Until Ready: start_to_close is the request's readiness timeout + 60 s (set at the call);
     # it carries its deadline in the heartbeat, so a retry resumes the same wait.
     contracts.WAIT_NODE_READY: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
+    # One round of a NodeRequestBatch's waits: start_to_close is the round + 60 s (set at the call).
+    contracts.WAIT_NODES_READY: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
     # One node patch.
     contracts.LABEL_NODE: ActivityOptions(30 * S),
     # One provider delete (404 = done).

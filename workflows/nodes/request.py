@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, NodeRequestStatus
     from scaling.nodes.summaries import request_details
     from workflows.nodes import metrics
-    from workflows.nodes.request_machine import Decision, RequestMachine
+    from workflows.nodes.request_machine import Decision, RequestMachine, wait_alone
     from workflows.search import request_attributes
 
 # workflow.patched id: runs started before approval gates never wait for one (their input has none).
@@ -124,9 +124,11 @@ class NodeRequestWorkflow:
         await self._delivered()  # the wait reports it
         self._show()
 
-    def prepare_wait(self, machine: RequestMachine, wait: WaitReadyInput) -> None:
-        wait.report_to = self.inp.parent_workflow_id or ""
-        wait.report = machine.report() if self.inp.parent_workflow_id else None
+    async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
+        if machine.fewer_tasks:  # the wait reports Provisioning to the loop itself
+            wait.report_to = self.inp.parent_workflow_id or ""
+            wait.report = machine.report() if self.inp.parent_workflow_id else None
+        return await wait_alone(machine, wait)
 
     # -- reports ---------------------------------------------------------------------------
     def _show(self) -> None:

@@ -15,12 +15,12 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import decision_refused
     from scaling.nodes import contracts
-    from scaling.nodes.contracts import WaitReadyInput
+    from scaling.nodes.contracts import NodeWait, WaitNodesReadyInput, WaitReadyInput
     from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_up.requests import (
         NODE_REQUEST_BATCH_WORKFLOW,
@@ -29,11 +29,20 @@ with workflow.unsafe.imports_passed_through():
         NodeRequestBatchStatus,
         NodeRequestStatus,
         least_advanced,
+        queue_report,
     )
     from scaling.nodes.summaries import batch_details
     from workflows.nodes import metrics
-    from workflows.nodes.request_machine import RequestMachine, SharedDecision
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
+    from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision, wait_alone
     from workflows.search import request_attributes
+
+# workflow.patched id: runs whose members each waited for Ready in an activity of their own
+# (wait_node_ready) replay so; one wait_nodes_ready round at a time now serves every member.
+READINESS_ROUNDS = "batch-readiness-rounds"
+# A readiness round's longest wait without news: nodes created meanwhile join the next round,
+# and a round returns at once when any node settles.
+ROUND_S = 10.0
 
 
 # Outside the sandbox, as NodeRequest (see there): a burst starts many at once.
@@ -47,6 +56,10 @@ class NodeRequestBatchWorkflow:
         self.outbox: list[NodeRequestStatus] = []  # reports not yet sent to the loop
         self.sender: asyncio.Task[None] | None = None
         self.attributes: list | None = None  # the search attributes last set
+        self.waiting: dict[str, NodeWait] = {}  # node name -> its member's wait for Ready
+        self.settled: dict[str, bool] = {}  # node name -> Ready (labelled) or timed out
+        self.rounds: asyncio.Task[None] | None = None
+        self.in_rounds = True  # READINESS_ROUNDS, set by run()
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -99,6 +112,7 @@ class NodeRequestBatchWorkflow:
     # -- the members -----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeRequestBatchInput) -> NodeRequestBatchStatus:
+        self.in_rounds = workflow.patched(READINESS_ROUNDS)
         self._show()
         await asyncio.gather(*(self._member(m) for m in self.machines))
         # Keep the final records visible (query, Web UI) for the TTL, then finish (seed 004 step 7).
@@ -118,8 +132,50 @@ class NodeRequestBatchWorkflow:
     async def provisioning(self, machine: RequestMachine) -> None:
         self._changed(machine)
 
-    def prepare_wait(self, machine: RequestMachine, wait: WaitReadyInput) -> None:
-        pass  # the wait only labels the node: the batch's sender reports Provisioning
+    async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
+        """The member's node joins the batch's readiness rounds (the sender reports Provisioning)."""
+        if not self.in_rounds:
+            return await wait_alone(machine, wait)
+        node = wait.node_name
+        deadline = workflow.now() + timedelta(seconds=wait.timeout_s)
+        self.waiting[node] = NodeWait(node_name=node, labels=wait.labels, deadline=deadline.timestamp())
+        if self.rounds is None or self.rounds.done():
+            self.rounds = asyncio.create_task(self._readiness_rounds())
+        await workflow.wait_condition(lambda: node in self.settled or machine.cancel_requested)
+        self.waiting.pop(node, None)  # cancelled: a round still under way may name it; ignored
+        return self.settled.pop(node, False)
+
+    async def _readiness_rounds(self) -> None:
+        """One wait_nodes_ready activity at a time for every node still waiting (a NodeRequest
+        each had its own: at 30,000 pods ~970 activities heartbeating at once). A round ends as
+        soon as a node is settled; nodes created meanwhile join the next."""
+        while self.waiting:
+            settled = await self._readiness_round(list(self.waiting.values()))
+            if settled is None:
+                return
+            for node, ready in settled.items():
+                if self.waiting.pop(node, None) is not None:
+                    self.settled[node] = ready
+
+    async def _readiness_round(self, nodes: list[NodeWait]) -> dict[str, bool] | None:
+        """What one round settled; None when every waiting member was cancelled meanwhile."""
+        inp = self.inp
+        round_ = workflow.start_activity(
+            contracts.WAIT_NODES_READY,
+            WaitNodesReadyInput(cluster=inp.cluster, nodes=nodes, poll_s=inp.readiness_poll_s, round_s=ROUND_S),
+            result_type=dict[str, bool],
+            **NODE_ACTIVITIES[contracts.WAIT_NODES_READY].timeouts(timedelta(seconds=ROUND_S + 60)),
+            retry_policy=KUBE_RETRY,
+        )
+        await workflow.wait_condition(lambda: round_.done() or not self.waiting)
+        if round_.done():
+            return round_.result()
+        round_.cancel()
+        try:
+            await round_
+        except (ActivityError, asyncio.CancelledError):
+            pass
+        return None
 
     # -- reports ---------------------------------------------------------------------------
     def _changed(self, machine: RequestMachine) -> None:
@@ -127,14 +183,7 @@ class NodeRequestBatchWorkflow:
         self._show()
         if not self.inp.parent_workflow_id:
             return
-        report = machine.report()
-        queued = next((i for i in range(len(self.outbox) - 1, -1, -1) if self.outbox[i].id == report.id), None)
-        # A queued report of the same attempt is replaced: the loop loses no attempt it counts
-        # (scaling.nodes.loop.newly_reported_attempt reads the last one of each report).
-        if queued is not None and len(self.outbox[queued].attempts) == len(report.attempts):
-            self.outbox[queued] = report
-        else:
-            self.outbox.append(report)
+        queue_report(self.outbox, machine.report())
         if self.sender is None or self.sender.done():
             self.sender = asyncio.create_task(self._send(self.inp.parent_workflow_id))
 

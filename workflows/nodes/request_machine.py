@@ -119,8 +119,9 @@ class RequestOwner(Protocol):
     async def provisioning(self, machine: RequestMachine) -> None:
         """The node was created; the readiness wait follows (FEWER_TASKS form)."""
 
-    def prepare_wait(self, machine: RequestMachine, wait: WaitReadyInput) -> None:
-        """Anything the readiness wait carries besides the node and its labels."""
+    async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
+        """Whether the node became Ready (and labelled, FEWER_TASKS form) in time; False once
+        the machine is cancelled."""
 
 
 class RequestMachine:
@@ -288,23 +289,7 @@ class RequestMachine:
         )
         if self.fewer_tasks:
             wait.labels = labels
-            self.owner.prepare_wait(self, wait)
-        waiting = workflow.start_activity(
-            contracts.WAIT_NODE_READY,
-            wait,
-            result_type=bool,
-            **NODE_ACTIVITIES[contracts.WAIT_NODE_READY].timeouts(timedelta(seconds=inp.readiness_timeout_s + 60)),
-            retry_policy=KUBE_RETRY,
-        )
-        await workflow.wait_condition(lambda: self.cancel_requested or waiting.done())
-        if not waiting.done():
-            waiting.cancel()
-            try:
-                await waiting
-            except (ActivityError, asyncio.CancelledError):
-                pass
-            return False
-        return bool(waiting.result())
+        return await self.owner.wait_ready(self, wait)
 
     def _record(self, pool: Pool, result: AttemptResult, node_name: str = "", message: str = "") -> None:
         """One entry per pool tried: its result is updated in place as the attempt progresses."""
@@ -327,6 +312,26 @@ class RequestMachine:
 
 
 _UNDER_WAY = (AttemptResult.PENDING, AttemptResult.PROVISIONING)
+
+
+async def wait_alone(machine: RequestMachine, wait: WaitReadyInput) -> bool:
+    """A readiness wait in an activity of its own (NodeRequest's), cancelled with the machine."""
+    waiting = workflow.start_activity(
+        contracts.WAIT_NODE_READY,
+        wait,
+        result_type=bool,
+        **NODE_ACTIVITIES[contracts.WAIT_NODE_READY].timeouts(timedelta(seconds=wait.timeout_s + 60)),
+        retry_policy=KUBE_RETRY,
+    )
+    await workflow.wait_condition(lambda: machine.cancel_requested or waiting.done())
+    if not waiting.done():
+        waiting.cancel()
+        try:
+            await waiting
+        except (ActivityError, asyncio.CancelledError):
+            pass
+        return False
+    return bool(waiting.result())
 
 
 def failure_text(err: BaseException) -> str:

@@ -26,15 +26,13 @@ from scaling.nodes.scale_up.approvals import ApprovalGate
 from scaling.nodes.settings import AutoscalerSettings
 
 
-class NodeRequestInput(BaseModel):
-    id: str  # the workflow id; also the idempotency key at the provider
+class RequestSettings(BaseModel):
+    """What a node request needs besides its own id and pods: a NodeRequestBatch's members share it."""
+
     cluster: str
     group: str
     group_labels: dict[str, str] = Field(default_factory=dict)
     group_taints: list[Taint] = Field(default_factory=list)
-    requirements: Resources
-    pod_uids: list[str] = Field(default_factory=list)  # its named pods (a sample per shape)
-    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
     candidates: list[Pool]  # tried in this order
     readiness_timeout_s: float = 300.0
     readiness_poll_s: float = 2.0
@@ -47,7 +45,20 @@ class NodeRequestInput(BaseModel):
     # by hand, which fall back through their candidates.
     replan_when_unavailable: bool = False
     # What must be approved before trying its pools (None: nothing; scaling.nodes.scale_up.approvals).
+    # A batch's one decision covers every member.
     approval: ApprovalGate | None = None
+
+
+class BatchMember(BaseModel):
+    """What one node of a NodeRequestBatch needs: the rest is common to the batch."""
+
+    requirements: Resources
+    pod_uids: list[str] = Field(default_factory=list)  # its named pods (a sample per shape)
+    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
+
+
+class NodeRequestInput(BatchMember, RequestSettings):
+    id: str  # the workflow id (or a batch member's id); also the idempotency key at the provider
 
 
 # The NodeRequest workflow's type name: the loop's start activity starts it by name. Loops
@@ -62,43 +73,19 @@ START_BATCH = 100
 START_BATCH_BEFORE = 25
 
 
-class BatchMember(BaseModel):
-    """What one node of a NodeRequestBatch needs: the rest is common to the batch."""
-
-    requirements: Resources
-    pod_uids: list[str] = Field(default_factory=list)  # its named pods (a sample per shape)
-    pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it is for
-
-
-class NodeRequestBatchInput(BaseModel):
-    """A NodeRequestBatch's input: NodeRequestInput's common fields once, then its members."""
+class NodeRequestBatchInput(RequestSettings):
+    """A NodeRequestBatch's input: the settings its members share, once, then the members."""
 
     id: str  # the batch's workflow id; member_id(id, index) is each node's request id
-    cluster: str
-    group: str
-    group_labels: dict[str, str] = Field(default_factory=dict)
-    group_taints: list[Taint] = Field(default_factory=list)
-    candidates: list[Pool]  # tried in this order, by each member
-    readiness_timeout_s: float = 300.0
-    readiness_poll_s: float = 2.0
-    max_attempts: int = 5
-    ttl_s: float = 3600.0
-    parent_workflow_id: str | None = None
-    use_search_attributes: bool = False
-    replan_when_unavailable: bool = False
-    approval: ApprovalGate | None = None  # one decision covers every member
     members: list[BatchMember]
 
     def member_input(self, index: int) -> NodeRequestInput:
         """Member `index` as a NodeRequest of its own: its id is member_id(batch, index)."""
         m = self.members[index]
-        common = {k: getattr(self, k) for k in _COMMON_FIELDS}
+        shared = {k: getattr(self, k) for k in RequestSettings.model_fields}
         return NodeRequestInput(
-            **common, id=member_id(self.id, index), requirements=m.requirements, pod_uids=m.pod_uids, pods=m.pods
+            **shared, id=member_id(self.id, index), requirements=m.requirements, pod_uids=m.pod_uids, pods=m.pods
         )
-
-
-_COMMON_FIELDS = tuple(k for k in NodeRequestInput.model_fields if k not in BatchMember.model_fields and k != "id")
 
 
 def member_id(batch_id: str, index: int) -> str:
@@ -176,6 +163,18 @@ _PHASE_RANK = {
 def least_advanced(members: list[NodeRequestStatus]) -> NodeRequestStatus | None:
     """The first member furthest from a final phase (None for no members)."""
     return min(members, key=lambda m: _PHASE_RANK.get(m.phase, 3), default=None)
+
+
+def queue_report(outbox: list[NodeRequestStatus], report: NodeRequestStatus) -> None:
+    """Add a batch member's report to what the batch has yet to send its loop. A queued report of
+    the same member with as many attempts is replaced (the loop would read the same latest
+    attempt in both: scaling.nodes.loop.newly_reported_attempt); one with fewer is kept, so every
+    attempt the loop counts (a quota backoff, capacity memory) reaches it, in order."""
+    queued = next((i for i in range(len(outbox) - 1, -1, -1) if outbox[i].id == report.id), None)
+    if queued is not None and len(outbox[queued].attempts) == len(report.attempts):
+        outbox[queued] = report
+    else:
+        outbox.append(report)
 
 
 class CancelMembers(BaseModel):
@@ -319,7 +318,7 @@ def batch_input(
     """The NodeRequestBatch's input for planned nodes of one batch (same group, candidates, gate)."""
     first = request_input(batch_id, planned[0], group, settings, parent_workflow_id, approval)
     return NodeRequestBatchInput(
-        **{k: getattr(first, k) for k in _COMMON_FIELDS},
+        **{k: getattr(first, k) for k in RequestSettings.model_fields},
         id=batch_id,
         members=[BatchMember(requirements=p.requirements, pod_uids=p.pod_uids, pods=p.pods) for p in planned],
     )

@@ -4,6 +4,7 @@ official client (no monkeypatching)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +24,11 @@ from scaling.nodes.contracts import (
     DeleteNodeInput,
     GroupStatusInput,
     LabelNodeInput,
+    NodeWait,
     ObserveInput,
     PodEvent,
     PodEventsInput,
+    WaitNodesReadyInput,
     WaitReadyInput,
 )
 from scaling.nodes.matching import node_labels_for
@@ -173,6 +176,50 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
         )
         is False
     )
+
+
+async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClient, sim: SimCluster) -> None:
+    """A NodeRequestBatch's round: it returns once some node is settled, with the Ready ones
+    labelled and those past their deadline False; a node neither Ready nor late is left out, and
+    a round with nothing to say ends after round_s."""
+    sim.control_request("POST", "/sim/v1/faults", {"never_ready_nodes": ["*-stuck-*"]})
+    provider = KwokProvider(api)
+    kube = KubeActivities(api, known_providers=["kwok"])
+    ok = [
+        await provider.create_node(CreateNodeInput(cluster="c1", request_id=f"b#{i}", attempt=0, pool=pool()))
+        for i in range(2)
+    ]
+    stuck = await provider.create_node(
+        CreateNodeInput(cluster="c1", request_id="b#2", attempt=0, pool=pool("kwok-stuck-cx22"))
+    )
+    env = ActivityEnvironment()
+    core = client.CoreV1Api(api)
+    far = time.time() + 600
+    nodes = [
+        NodeWait(node_name=n.node_name, labels={"team": "a", "member": str(i)}, deadline=far) for i, n in enumerate(ok)
+    ]
+    waiting = [*nodes, NodeWait(node_name=stuck.node_name, labels={"team": "a"}, deadline=far)]
+    settled: dict[str, bool] = {}
+    while len(settled) < 2:  # both KWOK nodes turn Ready within a round or two
+        answer = await env.run(kube.wait_nodes_ready, WaitNodesReadyInput(cluster="c1", nodes=waiting, poll_s=0.05))
+        assert answer and all(answer.values()) and stuck.node_name not in answer
+        settled |= answer
+        waiting = [w for w in waiting if w.node_name not in answer]
+    for i, n in enumerate(ok):
+        assert {"team": "a", "member": str(i)}.items() <= (core.read_node(n.node_name).metadata.labels or {}).items()
+    idle = WaitNodesReadyInput(cluster="c1", nodes=waiting, poll_s=0.05, round_s=1.5)
+    polls: list = []
+    env.on_heartbeat = lambda *a: polls.append(a)  # one heartbeat per poll
+    sim.control_request("DELETE", "/sim/v1/stats")
+    assert await env.run(kube.wait_nodes_ready, idle) == {}  # nothing settled within the round
+    gets = sim.control_request("GET", "/sim/v1/stats")["by_verb"].get("get", 0)
+    # The cache answers; the API server only from the fifth poll on (a round restarts often).
+    assert len(polls) >= API_READ_EVERY and 1 <= gets <= len(polls) // API_READ_EVERY
+    late = WaitNodesReadyInput(
+        cluster="c1", nodes=[waiting[0].model_copy(update={"deadline": time.time() + 0.2})], poll_s=0.05
+    )
+    assert await env.run(kube.wait_nodes_ready, late) == {stuck.node_name: False}
+    assert "team" not in (core.read_node(stuck.node_name).metadata.labels or {})
 
 
 def test_observe_reads_pending_pods_nodes_and_groups_from_crs(api: client.ApiClient) -> None:

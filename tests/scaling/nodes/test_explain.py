@@ -16,7 +16,7 @@ from scaling.nodes.explain import (
 )
 from scaling.nodes.models import PodProblem, RequestPhase
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.scale_up.requests import NodeRequestStatus
+from scaling.nodes.scale_up.requests import NodeRequestStatus, member_id
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import RECENT_SHAPES_KEPT, LoopSummary, NodeAutoscalerState, record_request_update
 
@@ -62,6 +62,15 @@ def test_pod_named_by_an_in_flight_request_gets_that_request() -> None:
     assert e.outcome == "InFlight"
     assert e.requests[0].id == mine.id and e.requests[0].names_pod
     assert "made for it" in e.summary and mine.id in e.summary and "pool kwok-cx22" in e.summary
+
+
+def test_a_pod_waiting_for_a_batch_member_is_told_the_members_id() -> None:
+    batch = "nodes/c/request/000003-cccc"
+    members = [request(f"000003-cccc#{i}", {"shapeA": 1}, [f"uid-{i}"]) for i in range(3)]
+    assert members[1].id == member_id(batch, 1)
+    e = ask(state(in_flight={m.id: m for m in members}))
+    assert e.outcome == "InFlight" and e.requests[0].id == f"{batch}#1"
+    assert f"NodeRequest {batch}#1 " in e.summary
 
 
 def test_a_zone_spread_pod_finds_the_requests_made_for_its_zones_shares() -> None:

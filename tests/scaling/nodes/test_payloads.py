@@ -125,7 +125,8 @@ def test_a_30000_pod_5000_node_burst_keeps_every_payload_under_256_kb() -> None:
     requested = within_in_flight_limit(plan.new_nodes, 0, settings.max_requests_in_flight)
     assert len(plan.new_nodes) > len(requested) == settings.max_requests_in_flight
     for i, planned in enumerate(requested):
-        rid = f"nodes/big/request/{i:06d}-abcd"
+        # In flight as the loop records batch members (`<batch id>#<index>`): longer ids.
+        rid = member_id(f"nodes/big/request/{i // BATCH_MAX:06d}-abcd", i % BATCH_MAX)
         inp = request_input(rid, planned, groups[0], settings, "nodes/big")
         biggest_input = max(biggest_input, size(inp))
         started = BURST_AT + timedelta(seconds=i * 0.4)  # a burst's starts spread over minutes

@@ -8,12 +8,22 @@ from scaling.approvals import ApprovalState
 from scaling.kube.models import Resources
 from scaling.nodes.models import Pool, RequestPhase
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
-from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
+from scaling.nodes.scale_up.requests import (
+    BatchMember,
+    NodeRequestBatchInput,
+    NodeRequestBatchStatus,
+    NodeRequestInput,
+    NodeRequestStatus,
+    least_advanced,
+)
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import NodeAutoscalerState
 from scaling.nodes.summaries import (
     autoscaler_details,
     autoscaler_summary,
+    batch_details,
+    batch_static_details,
+    batch_summary,
     request_details,
     request_summary,
     scale_down_details,
@@ -76,3 +86,33 @@ def test_scale_down_and_loop_text() -> None:
     state = NodeAutoscalerState(paused=True, iterations=3, banned_pools=["web/kwok-cx22"])
     text = autoscaler_details(state)
     assert text.startswith("PAUSED: loop 3, run 1") and "banned pools: web/kwok-cx22" in text
+
+
+def batch(n: int = 3) -> NodeRequestBatchInput:
+    return NodeRequestBatchInput(
+        id="nodes/c/request/000002-cd",
+        cluster="c",
+        group="web",
+        candidates=[POOL],
+        members=[BatchMember(requirements=Resources(cpu_m=1000), pods={"k1": 2}) for _ in range(n)],
+    )
+
+
+def test_batch_summary_counts_its_nodes_and_their_pods() -> None:
+    assert batch_summary(batch()) == "NodeRequestBatch 3 × cx32 for 6 pods of web, pool kwok-cx32"
+    details = batch_static_details(batch())
+    assert details.startswith("3 nodes, each its own request") and "pools in order: kwok-cx32" in details
+
+
+def test_batch_details_count_phases_and_show_the_least_advanced_member() -> None:
+    members = [
+        NodeRequestStatus(id=f"nodes/c/request/000002-cd#{i}", group="web", phase=phase, current_pool="kwok-cx32")
+        for i, phase in enumerate([RequestPhase.READY, RequestPhase.PROVISIONING, RequestPhase.PENDING])
+    ]
+    status = NodeRequestBatchStatus(id="nodes/c/request/000002-cd", cluster="c", group="web", members=members)
+    assert least_advanced(members) is members[2]
+    text = batch_details(status, 600)
+    assert text.startswith("3 nodes: 1 Ready, 1 Provisioning, 1 Pending. 000002-cd#2: Pending: pool kwok-cx32")
+    members[2].phase = RequestPhase.PROVISIONING
+    assert least_advanced(members) is members[1]  # the first of the least advanced
+    assert least_advanced([]) is None

@@ -7,14 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling.history import bounded
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.trail import node_trail, request_of_node
 from starters.history import history_from_file
 
 HISTORIES = Path(__file__).parents[2] / "workflows" / "histories"
 # The recording's nodes (names change with every re-recording: tests.workflows.record_history
 # records all nodes_*.json from one demo run, so the three histories tell one story).
-REMOVED = "demo-kwok-cx32-2a596adf"  # the node of nodes_NodeScaleDown.json (its workflow id)
-REQUESTED = "demo-kwok-cx32-2a596adf"  # the node of nodes_NodeRequest.json (in its attempts)
+REMOVED = "demo-kwok-cx22-eb3454c5"  # the node of nodes_NodeScaleDown.json (its workflow id)
+REQUESTED = "demo-kwok-cx32-8e529625"  # a node of nodes_NodeRequestBatch.json (in its attempts)
 
 
 def load(name: str, workflow_id: str = ""):  # noqa: ANN201
@@ -44,13 +45,18 @@ def test_a_removed_node_reads_from_plan_to_removal() -> None:
 
 
 def test_a_requests_own_history_gives_its_attempts() -> None:
+    """The node's request is a batch member (`<batch id>#<index>`): the batch's history gives
+    that member's attempts."""
     autoscaler = load("NodeAutoscaler", "nodes/demo")
     request_id = request_of_node(autoscaler, REQUESTED)
-    trail = node_trail(REQUESTED, autoscaler, load("NodeRequest", request_id))
+    batch_id, index = split_request_id(request_id)
+    assert index is not None
+    trail = node_trail(REQUESTED, autoscaler, load("NodeRequestBatch", batch_id))
     attempts = [e for e in trail.entries if e.what == "Attempt"]
     assert len(attempts) == 1 and "created, node " + REQUESTED in attempts[0].detail
     assert "became Ready" in next(e for e in trail.entries if e.what == "Ready").detail
-    assert request_id in trail.sources and not trail.notes
+    assert request_id in trail.entries[0].detail  # planned as the member it is
+    assert batch_id in trail.sources and not trail.notes
 
 
 def test_repeats_fold_and_the_trail_is_bounded() -> None:

@@ -21,6 +21,7 @@ from scaling.nodes.contracts import (
     ObserveInput,
     PodEvent,
     PodEventsInput,
+    WaitNodesReadyInput,
     WaitReadyInput,
 )
 from scaling.nodes.headroom import headroom_pods
@@ -55,6 +56,7 @@ class World:
     lost_create_answers: int = 0  # the next N new machines are made, then the answer is lost
     crash_after_create: set[str] = field(default_factory=set)  # request ids: make it, then hang
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
+    readiness_rounds: list[list[str]] = field(default_factory=list)  # wait_nodes_ready's nodes per call
 
     def activities(self) -> list:
         world = self
@@ -96,6 +98,19 @@ class World:
             if ready and inp.labels:  # as the real wait does once the node is Ready
                 world.labelled[inp.node_name] = inp.labels
             return ready
+
+        @activity.defn(name=contracts.WAIT_NODES_READY)
+        async def wait_nodes_ready(inp: WaitNodesReadyInput) -> dict[str, bool]:
+            world.readiness_rounds.append([w.node_name for w in inp.nodes])
+            while world.hold_readiness:
+                activity.heartbeat()
+                await asyncio.sleep(0.05)
+            settled: dict[str, bool] = {}
+            for w in inp.nodes:
+                settled[w.node_name] = not any(w.node_name.startswith(p + "-") for p in world.never_ready_pools)
+                if settled[w.node_name] and w.labels:
+                    world.labelled[w.node_name] = w.labels
+            return settled
 
         @activity.defn(name=contracts.LABEL_NODE)
         async def label_node(inp: LabelNodeInput) -> None:
@@ -146,6 +161,7 @@ class World:
         return [
             create_node,
             wait_node_ready,
+            wait_nodes_ready,
             label_node,
             delete_node,
             observe_cluster,

@@ -43,7 +43,7 @@ def pools(*names: str) -> list[Pool]:
 def batch(n: int, candidates: list[Pool] | None = None, **kw) -> NodeRequestBatchInput:
     return NodeRequestBatchInput(
         id=f"nodes/test/request/{uuid.uuid4().hex[:8]}",
-        cluster="test",
+        cluster=kw.pop("cluster", "test"),
         group="general",
         group_labels={"team": "a"},
         candidates=candidates or pools("kwok-cx22", "kwok-cx32"),
@@ -121,7 +121,8 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
     ):
         handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
         await world.crashed.wait()
-    assert len(world.machines) == 3  # member 1's machine exists; the workflow never heard of it
+    # Member 1's machine exists (the others' may or may not yet); the workflow never heard of it.
+    assert (member_id(inp.id, 1), 0) in world.machines
     async with Worker(
         env.client,
         task_queue=queue,
@@ -137,6 +138,28 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
         assert len(m.attempts) == 1
     assert sum(c.request_id == member_id(inp.id, 1) for c in world.created) == 2  # the retry
     assert world.deleted == []
+
+
+async def test_members_wait_for_ready_in_shared_rounds(env: WorkflowEnvironment) -> None:
+    """One wait_nodes_ready round at a time serves every member (not an activity each); a node
+    not Ready in time is removed and that member tries its next pool."""
+    world = World(never_ready_pools={"kwok-cx22"})
+    inp = batch(6)
+    handle, status = await run_batch(env, world, inp)
+    assert phases(status) == [RequestPhase.READY] * 6
+    assert all(
+        [a.result for a in m.attempts] == [AttemptResult.READINESS_TIMEOUT, AttemptResult.READY] for m in status.members
+    )
+    assert sorted(world.deleted) == sorted(m.attempts[0].node_name for m in status.members)
+    waited = [n for r in world.readiness_rounds for n in r]
+    assert sorted(set(waited)) == sorted({a.node_name for m in status.members for a in m.attempts})
+    assert len(world.readiness_rounds) < 12  # 12 nodes waited for, in fewer activities
+    names = {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert "wait_node_ready" not in names and "wait_nodes_ready" in names
 
 
 @pytest.mark.parametrize("replan", [True, False])

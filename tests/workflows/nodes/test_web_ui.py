@@ -22,7 +22,9 @@ from activities.nodes.requests import start_node_requests
 from scaling.nodes.scale_up.requests import StartRequestsInput
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
+from tests.workflows.nodes.test_node_request_batch import batch
 from workflows.nodes.request import NodeRequestWorkflow
+from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 from workflows.search import ALL, PHASE
 
 
@@ -78,4 +80,44 @@ async def test_a_request_reads_in_the_list_and_stays_visibly_finished(dev_env: W
             assert asyncio.get_running_loop().time() < deadline, "never listed with GrowthPhase = 'Ready'"
             await asyncio.sleep(0.2)
             found = [w.id async for w in client.list_workflows(f"GrowthCluster = 'test' AND {PHASE.name} = 'Ready'")]
+        await handle.terminate("test over")
+
+
+async def test_a_batch_reads_in_the_list_by_its_least_advanced_member(dev_env: WorkflowEnvironment) -> None:
+    """A NodeRequestBatch started the loop's way: one list line for its nodes; its details count
+    members by phase, and GrowthPhase is its least advanced member's (Ready once all are)."""
+    client = dev_env.client
+    with suppress(RPCError):
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=client.namespace,
+                search_attributes={k.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for k in ALL},
+            )
+        )
+    tq = f"web-ui-{uuid.uuid4().hex[:6]}"
+    world = World(hold_readiness=True)
+    inp = batch(3, use_search_attributes=True, cluster=f"web-{uuid.uuid4().hex[:6]}")
+    starter = ActivityEnvironment(client=client)
+    starter.info = dataclasses.replace(starter.info, task_queue=tq)
+    start = StartRequestsInput(cluster=inp.cluster, batches=[inp], use_search_attributes=True)
+
+    async def listed(phase: str) -> None:
+        deadline = asyncio.get_running_loop().time() + 60
+        query = f"GrowthCluster = '{inp.cluster}' AND {PHASE.name} = '{phase}'"
+        while inp.id not in [w.id async for w in client.list_workflows(query)]:
+            assert asyncio.get_running_loop().time() < deadline, f"never listed with GrowthPhase = {phase!r}"
+            await asyncio.sleep(0.2)
+
+    async with Worker(client, task_queue=tq, workflows=[NodeRequestBatchWorkflow], activities=world.activities()):
+        assert await starter.run(start_node_requests, start) == 1
+        handle = client.get_workflow_handle(inp.id)
+        details = await wait_details(handle, "3 nodes: 3 Provisioning")
+        assert "#0: Provisioning: pool kwok-cx22, node " in details  # the first of the least advanced
+        summary, fixed, _ = await web_ui(handle)
+        assert summary == "NodeRequestBatch 3 × cx22 for 3 pods of general, pool kwok-cx22"
+        assert fixed is not None and fixed.startswith("3 nodes, each its own request")
+        await listed("Provisioning")
+        world.hold_readiness = False
+        await wait_details(handle, "3 nodes: 3 Ready")
+        await listed("Ready")
         await handle.terminate("test over")

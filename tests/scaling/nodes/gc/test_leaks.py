@@ -9,6 +9,7 @@ from scaling.kube.labels import is_label_value, label_value, request_key
 from scaling.nodes.contracts import ProviderMachine
 from scaling.nodes.gc.leaks import find_leaked_machines
 from scaling.nodes.models import LABEL_REQUEST
+from scaling.nodes.scale_up.requests import member_id
 
 
 def machine(pid: str, request: str | None, created: float | None) -> ProviderMachine:
@@ -34,6 +35,18 @@ def test_decisions() -> None:
         grace_s=300.0,
     )
     assert [m.provider_id for m in leaked] == ["orphan", "unlabelled"]
+
+
+def test_a_batch_members_machine_is_live_while_that_member_is() -> None:
+    """Each member labels its machine with its own id's key: one member in flight keeps only
+    its own machine, not its finished neighbours' leaked ones."""
+    batch = "nodes/c/request/000007-ab12"
+    machines = [machine(f"m{i}", request_key(member_id(batch, i)), 0.0) for i in range(3)]
+    assert len({m.labels[LABEL_REQUEST] for m in machines}) == 3
+    leaked = find_leaked_machines(
+        machines, live_request_ids={member_id(batch, 1)}, node_provider_ids={"m0"}, now=1000.0, grace_s=300.0
+    )
+    assert [m.provider_id for m in leaked] == ["m2"]
 
 
 def test_grace_boundary() -> None:

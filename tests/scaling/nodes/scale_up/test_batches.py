@@ -1,15 +1,19 @@
 """Request batches: which planned nodes share a NodeRequestBatch, and the ids of its members."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from scaling.kube.models import Resources
-from scaling.nodes.models import PlannedNode, Pool
+from scaling.nodes.models import Attempt, AttemptResult, PlannedNode, Pool
 from scaling.nodes.scale_up.approvals import ApprovalGate
 from scaling.nodes.scale_up.batches import BATCH_MAX, batch_indexes, start_chunks
 from scaling.nodes.scale_up.requests import (
     BatchMember,
     NodeRequestBatchInput,
+    NodeRequestStatus,
     member_id,
+    queue_report,
     split_request_id,
 )
 
@@ -96,3 +100,27 @@ def test_a_member_is_a_node_request_of_its_own() -> None:
     assert second.requirements.cpu_m == 2000 and second.pod_uids == ["b"] and second.pods == {"s2": 2}
     assert second.candidates == planned.candidates and second.group_labels == {"team": "a"}
     assert second.replan_when_unavailable and second.cluster == "c"
+
+
+def test_queued_reports_collapse_only_where_no_attempt_is_lost() -> None:
+    at = datetime(2026, 11, 26, tzinfo=UTC)
+
+    def report(member: int, *results: AttemptResult) -> NodeRequestStatus:
+        attempts = [Attempt(pool=f"kwok-cx{i + 2}2", result=r, timestamp=at) for i, r in enumerate(results)]
+        return NodeRequestStatus(id=member_id("b", member), group="g", attempts=attempts)
+
+    outbox: list[NodeRequestStatus] = []
+    queue_report(outbox, report(0, AttemptResult.PROVISIONING))
+    queue_report(outbox, report(1, AttemptResult.PROVISIONING))
+    queue_report(outbox, report(0, AttemptResult.READY))  # the same attempt, further on: replaced
+    assert [(r.id, r.attempts[-1].result) for r in outbox] == [
+        ("b#0", AttemptResult.READY),
+        ("b#1", AttemptResult.PROVISIONING),
+    ]
+    queue_report(outbox, report(1, AttemptResult.QUOTA_EXCEEDED))  # replaces its Provisioning
+    queue_report(outbox, report(1, AttemptResult.QUOTA_EXCEEDED, AttemptResult.PENDING))  # a new attempt
+    assert [(r.id, [a.result for a in r.attempts]) for r in outbox] == [
+        ("b#0", [AttemptResult.READY]),
+        ("b#1", [AttemptResult.QUOTA_EXCEEDED]),  # kept: the loop backs the pool off for it
+        ("b#1", [AttemptResult.QUOTA_EXCEEDED, AttemptResult.PENDING]),
+    ]
