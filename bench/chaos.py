@@ -20,7 +20,7 @@ or, when all of those completed before the fault ended, to the loop's next compl
 scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`.
 
 Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a chosen activity
-(observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
+(observe_cluster, start_node_requests, create_node, a readiness wait), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
 hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch is held in
@@ -75,6 +75,7 @@ from scaling.nodes.contracts import (
     OBSERVE_CLUSTER,
     START_NODE_REQUESTS,
     WAIT_NODE_READY,
+    WAIT_NODES_READY,
     WAIT_PODS_GONE,
 )
 from scaling.nodes.models import LABEL_REQUEST
@@ -91,6 +92,8 @@ from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 ROOT = Path(__file__).resolve().parent.parent
+# A node's readiness wait: a NodeRequest's own, or a NodeRequestBatch's round over its members.
+READINESS = (WAIT_NODE_READY, WAIT_NODES_READY)
 CLUSTER = "chaos"
 VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
@@ -525,7 +528,7 @@ async def _strike_when(
 
 
 def restart_temporal(
-    during: str | tuple[str, ...] | None = WAIT_NODE_READY, started: bool = True, hold_api_from: Moment | None = None
+    during: str | tuple[str, ...] | None = READINESS, started: bool = True, hold_api_from: Moment | None = None
 ) -> Fault:
     """SIGKILL the dev server and start it again on the same database and port, while such an
     activity runs (or is scheduled; None: now), held in progress by the API server hanging from
@@ -542,7 +545,7 @@ def restart_temporal(
     return inject
 
 
-def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
+def restart_api_server(during: str | tuple[str, ...] | None = READINESS) -> Fault:
     """SIGKILL the simulated cluster and start it again on its data directory."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
@@ -560,7 +563,7 @@ def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
 
 def pause_api_server(seconds: float) -> Fault:
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, WAIT_NODE_READY, rec):
+        if not await _strike_when(temporal, READINESS, rec):
             return
         sim = sim_proc(stack)
         rec.started = time.time()
@@ -625,8 +628,8 @@ FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
     "kill-worker-during-start": kill_worker_during_held_start(),
     "kill-worker-during-create": kill_worker_during_held_create(),
-    "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
-    "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
+    "kill-worker-during-readiness": kill_worker_during(READINESS),
+    "sigterm-worker-during-readiness": kill_worker_during(READINESS, signal.SIGTERM),
     "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
     "restart-temporal": restart_temporal(),
     "restart-temporal-during-drain": restart_temporal(DRAIN, hold_api_from=node_cordoned),
