@@ -81,6 +81,7 @@ async def query(
     rpc_timeout: timedelta | None = None,
     attempts: int = 5,
     backoff_s: float = 0.5,
+    result_type: type | None = None,  # for a query named by string
 ) -> Any:
     """`handle.query`, asked again (up to `attempts` times) while the server cannot answer yet.
 
@@ -89,7 +90,7 @@ async def query(
     and the demo, which polls the status, ended. A query can also race a continue-as-new
     hand-over. Unknown workflows and queries fail at once."""
     return await _retrying(
-        lambda: handle.query(query_fn, *args, rpc_timeout=rpc_timeout),
+        lambda: handle.query(query_fn, *args, rpc_timeout=rpc_timeout, result_type=result_type),
         lambda err: isinstance(err, RPCError) and err.status not in FINAL_QUERY_CODES,
         attempts,
         backoff_s,

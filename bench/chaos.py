@@ -5,7 +5,8 @@ two growth workers on one task queue (as deploy/worker.yaml runs them). Each sce
 loop's workload with a fault schedule, then checks the invariants (issue 20):
 
 - every pod runs; nodes created equal the fault-free run's;
-- no second node for one request, no node no Ready request accounts for (leaked);
+- no second node for one request (a NodeRequest, or a batch member `<batch id>#<index>`: a node's
+  request label is its member id's), no node no Ready request accounts for (leaked);
 - no workflow failed, terminated or timed out; no non-determinism (a workflow task failed
   with a non-deterministic cause, or said so in a worker log);
 - no pod evicted twice (evictions the API server accepted, from the drains' histories); no
@@ -19,7 +20,7 @@ or, when all of those completed before the fault ended, to the loop's next compl
 scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`.
 
 Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a chosen activity
-(observe_cluster, start_node_requests, create_node, wait_node_ready), Temporal server kill and
+(observe_cluster, start_node_requests, create_node, a readiness wait), Temporal server kill and
 restart on the same database, API server kill and restart (needs a simulated cluster that keeps
 its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), an API server
 hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch is held in
@@ -27,7 +28,7 @@ progress by a state the fault sees in the world and that stays put until it stri
 catching a short activity in a poll: the API server holds the first node create unanswered (a
 request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain); the loop's
 start of its requests, which only the Temporal server sees, by the workers' own first
-NodeRequest start waiting unsent in front of it (bench/start_hold.py, kill_worker_during_held_start);
+NodeRequest or NodeRequestBatch start waiting unsent in front of it (bench/start_hold.py, kill_worker_during_held_start);
 its observation by freezing every worker the moment the loop's history shows one scheduled
 (kill_worker_taking). Every fault strikes; one that did not is a violation. The Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
@@ -74,9 +75,11 @@ from scaling.nodes.contracts import (
     OBSERVE_CLUSTER,
     START_NODE_REQUESTS,
     WAIT_NODE_READY,
+    WAIT_NODES_READY,
     WAIT_PODS_GONE,
 )
 from scaling.nodes.models import LABEL_REQUEST
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
@@ -89,6 +92,8 @@ from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 ROOT = Path(__file__).resolve().parent.parent
+# A node's readiness wait: a NodeRequest's own, or a NodeRequestBatch's round over its members.
+READINESS = (WAIT_NODE_READY, WAIT_NODES_READY)
 CLUSTER = "chaos"
 VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
@@ -350,9 +355,35 @@ def kill_worker_during(
 NODE_CREATE = {"method": "POST", "path_regex": r"^/api/v1/nodes$"}  # a KWOK provider's create
 
 
+async def workflow_of(temporal: Client, request: str) -> str:
+    """The workflow whose node carries this request label: a batch member's label is its member
+    id's (`<batch id>#<index>`), found in the loop's in-flight table; an old NodeRequest's is its
+    own id's ("" until the loop shows it)."""
+    status = await temporal.get_workflow_handle(autoscaler_id(CLUSTER)).query(NodeAutoscalerWorkflow.status)
+    return next(
+        (split_request_id(r.id)[0] for r in [*status.in_flight, *status.recent] if request_key(r.id) == request), ""
+    )
+
+
+async def held_create(temporal: Client, workflow_id: str, timeout: float) -> list[Pending]:
+    """Every pending activity at the first moment `workflow_id` has one create in progress: the
+    held one. A batch creates its members' nodes side by side; the API server answers every
+    create but the held one at once, so the one left running is the one that sent it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snapshot = await wait_for_activity(
+            temporal, CREATE_NODE, deadline - time.monotonic(), match=lambda p: p.workflow_id == workflow_id
+        )
+        mine = [p for p in snapshot if p.workflow_id == workflow_id and p.activity_type == CREATE_NODE and p.started]
+        if len(mine) == 1:
+            return snapshot
+        await asyncio.sleep(0.05)
+    return []
+
+
 def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 120) -> Fault:
-    """SIGKILL the worker whose `create_node` is in progress, held there: the API server holds
-    the first node create unanswered (a request hold, in place before the loop plans), so the
+    """SIGKILL the worker whose `create_node` is in progress, held there (for a batch, the
+    member's create: held_create): the API server holds the first node create unanswered (a request hold, in place before the loop plans), so the
     activity that sent it runs until the kill, whichever worker took it and however soon the
     loop was woken. The create is then served (the node made, its answer lost with the dead
     worker): the retry on another worker must find that node, not make a second."""
@@ -369,9 +400,7 @@ def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 1
                         return
                     await asyncio.sleep(0.05)
                 request = held[0]["labels"].get(LABEL_REQUEST, "")
-                snapshot = await wait_for_activity(
-                    temporal, CREATE_NODE, 60, match=lambda p: request_key(p.workflow_id) == request
-                )
+                snapshot = await held_create(temporal, await workflow_of(temporal, request), 60)
                 name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
                 if name is None:
                     rec.skipped = f"the held create of {request} not seen running on a worker of ours"
@@ -388,7 +417,7 @@ def kill_worker_during_held_create(sig: int = signal.SIGKILL, timeout: float = 1
 
 def kill_worker_during_held_start(timeout: float = 120) -> Fault:
     """SIGKILL the worker whose `start_node_requests` is in progress, held there: the worker's
-    first NodeRequest start waits, unsent, in front of the Temporal server (bench/start_hold.py,
+    first NodeRequest or NodeRequestBatch start waits, unsent, in front of the Temporal server (bench/start_hold.py,
     armed before the loop plans), so the activity runs until the kill, whichever worker took it.
     Its retry on the other worker must start the held request and find the ones it started
     already, none twice."""
@@ -399,7 +428,7 @@ def kill_worker_during_held_start(timeout: float = 120) -> Fault:
             deadline = time.monotonic() + timeout
             while (held := next(stack.holds.glob("held-*"), None)) is None:
                 if time.monotonic() > deadline:
-                    rec.skipped = f"no NodeRequest start within {timeout:.0f} s"
+                    rec.skipped = f"no NodeRequest or NodeRequestBatch start within {timeout:.0f} s"
                     return
                 await asyncio.sleep(0.05)
             pid = int(held.name.removeprefix("held-"))
@@ -499,7 +528,7 @@ async def _strike_when(
 
 
 def restart_temporal(
-    during: str | tuple[str, ...] | None = WAIT_NODE_READY, started: bool = True, hold_api_from: Moment | None = None
+    during: str | tuple[str, ...] | None = READINESS, started: bool = True, hold_api_from: Moment | None = None
 ) -> Fault:
     """SIGKILL the dev server and start it again on the same database and port, while such an
     activity runs (or is scheduled; None: now), held in progress by the API server hanging from
@@ -516,7 +545,7 @@ def restart_temporal(
     return inject
 
 
-def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
+def restart_api_server(during: str | tuple[str, ...] | None = READINESS) -> Fault:
     """SIGKILL the simulated cluster and start it again on its data directory."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
@@ -534,7 +563,7 @@ def restart_api_server(during: str | None = WAIT_NODE_READY) -> Fault:
 
 def pause_api_server(seconds: float) -> Fault:
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        if not await _strike_when(temporal, WAIT_NODE_READY, rec):
+        if not await _strike_when(temporal, READINESS, rec):
             return
         sim = sim_proc(stack)
         rec.started = time.time()
@@ -599,8 +628,8 @@ FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
     "kill-worker-during-start": kill_worker_during_held_start(),
     "kill-worker-during-create": kill_worker_during_held_create(),
-    "kill-worker-during-readiness": kill_worker_during(WAIT_NODE_READY),
-    "sigterm-worker-during-readiness": kill_worker_during(WAIT_NODE_READY, signal.SIGTERM),
+    "kill-worker-during-readiness": kill_worker_during(READINESS),
+    "sigterm-worker-during-readiness": kill_worker_during(READINESS, signal.SIGTERM),
     "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
     "restart-temporal": restart_temporal(),
     "restart-temporal-during-drain": restart_temporal(DRAIN, hold_api_from=node_cordoned),

@@ -24,15 +24,20 @@ from temporalio.service import RPCError
 
 from bench import runtime
 from bench.machine import load_average
-from scaling.nodes.contracts import OBSERVE_CLUSTER, START_NODE_REQUESTS
-from scaling.nodes.scale_up.requests import NodeRequestStatus
+from scaling.nodes.contracts import CREATE_NODE, OBSERVE_CLUSTER, START_NODE_REQUESTS
+from scaling.nodes.scale_up.requests import (
+    NODE_REQUEST_BATCH_WORKFLOW,
+    NODE_REQUEST_WORKFLOW,
+    NodeRequestBatchStatus,
+    NodeRequestStatus,
+    split_request_id,
+)
 from starters.demo import Demo, parse_args
 from starters.kube import node_group
 from starters.metrics import Sample, fetch, value
 from starters.scenarios.burst import BurstScenario, max_nodes_for
 from starters.scenarios.progress import PodWatch, percentile, request_start
 from workflows.nodes.autoscaler import autoscaler_id
-from workflows.nodes.request import NodeRequestWorkflow
 
 LOOPS = "growth_loop_duration_seconds_count"
 
@@ -73,6 +78,9 @@ EXTRA = (
     "request_later_task_wait_p50_s",
     "request_later_task_wait_p99_s",
     "request_tasks_per_request",
+    "request_workflows",
+    "create_started_p50_s",
+    "create_started_p99_s",
     "loop_task_wait_p99_s",
     "loops",
     "worker_cpu_s",
@@ -204,26 +212,68 @@ def task_waits(events: Any) -> list[float]:
 REQUEST_SAMPLE = 200
 
 
-async def request_task_waits(client: Client, ids: list[str]) -> dict[str, float]:
+def request_task_waits(histories: dict[str, Any]) -> dict[str, float]:
     """How long the requests' workflow tasks waited for a worker, from a sample of their
-    histories: the first task (on the shared queue) apart from the later ones (sticky)."""
-    gate = asyncio.Semaphore(10)
-
-    async def one(workflow_id: str) -> list[float]:
-        async with gate:
-            return task_waits((await client.get_workflow_handle(workflow_id).fetch_history()).events)
-
+    histories (a NodeRequest's or a batch's): the first task (on the shared queue) apart from the
+    later ones (sticky)."""
+    ids = sorted(histories)
     step = max(len(ids) // REQUEST_SAMPLE, 1)
-    histories = await asyncio.gather(*(one(i) for i in ids[::step]))
-    first = [w[0] for w in histories if w]
-    later = [x for w in histories for x in w[1:]]
+    waits = [task_waits(histories[i].events) for i in ids[::step]]
+    first = [w[0] for w in waits if w]
+    later = [x for w in waits for x in w[1:]]
     return {
         "request_first_task_wait_p50_s": percentile(first, 0.5),
         "request_first_task_wait_p99_s": percentile(first, 0.99),
         "request_later_task_wait_p50_s": percentile(later, 0.5),
         "request_later_task_wait_p99_s": percentile(later, 0.99),
-        "request_tasks_per_request": round(sum(len(w) for w in histories) / max(len(histories), 1), 2),
+        "request_tasks_per_request": round(sum(len(w) for w in waits) / max(len(waits), 1), 2),
     }
+
+
+def _request_ids(value: Any) -> list[str]:
+    """Every `request_id` in an activity's input (a create names the request or batch member it is for)."""
+    if isinstance(value, dict):
+        own = [value["request_id"]] if isinstance(value.get("request_id"), str) else []
+        return own + [i for v in value.values() for i in _request_ids(v)]
+    if isinstance(value, list):
+        return [i for v in value for i in _request_ids(v)]
+    return []
+
+
+def create_starts(events: Any) -> dict[str, float]:
+    """When each request (or batch member) had its first `create_node` picked up by a worker (its
+    ActivityTaskStarted), from the request's or batch's history: a batch's first activation
+    cannot hide the queueing of its members' creates after it."""
+    scheduled: dict[int, list[str]] = {}  # scheduled event id -> the requests it creates for
+    out: dict[str, float] = {}
+    for e in events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            attrs = e.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name == CREATE_NODE:
+                scheduled[e.event_id] = _request_ids(json.loads(attrs.input.payloads[0].data))
+        elif e.HasField("activity_task_started_event_attributes"):
+            at = e.event_time.ToDatetime().timestamp()
+            for rid in scheduled.get(e.activity_task_started_event_attributes.scheduled_event_id, []):
+                out.setdefault(rid, at)
+    return out
+
+
+async def request_histories(client: Client, ids: list[str]) -> dict[str, Any]:
+    """Every request's or batch's history (workflow id -> history), ten at a time."""
+    gate = asyncio.Semaphore(10)
+
+    async def one(workflow_id: str) -> Any:
+        async with gate:
+            return await client.get_workflow_handle(workflow_id).fetch_history()
+
+    return dict(zip(ids, await asyncio.gather(*(one(i) for i in ids)), strict=True))
+
+
+def of_request(by_workflow: dict[str, float], request_id: str) -> float | None:
+    """A request's figure, or its batch's for a member id (`<batch id>#<index>`)."""
+    if request_id in by_workflow:
+        return by_workflow[request_id]
+    return by_workflow.get(split_request_id(request_id)[0])
 
 
 async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> dict[str, Any]:
@@ -252,8 +302,9 @@ async def history_facts(client: Client, workflow_id: str, first_run_id: str) -> 
                 attrs = e.activity_task_scheduled_event_attributes
                 scheduled[e.event_id] = (attrs.activity_type.name, at)
                 if attrs.activity_type.name == START_NODE_REQUESTS:  # the loop committed these starts
-                    for r in json.loads(attrs.input.payloads[0].data)["requests"]:
-                        initiated_by_id[r["id"]] = at
+                    started_now = json.loads(attrs.input.payloads[0].data)
+                    for r in [*started_now.get("requests", []), *started_now.get("batches", [])]:
+                        initiated_by_id[r["id"]] = at  # a NodeRequest's id, or a batch's
             elif e.HasField("activity_task_started_event_attributes"):
                 sid = e.activity_task_started_event_attributes.scheduled_event_id
                 started[sid] = at
@@ -299,32 +350,36 @@ EXECUTION_STARTS: dict[str, float] = {}
 
 
 async def all_request_starts(client: Client) -> dict[str, tuple[float, int]]:
-    """Every NodeRequest of the run (the demo's status shows the last 50 and those in flight):
-    its start (its first activation) and the pods it was made for, from its describe query."""
-    listed = [w async for w in client.list_workflows("WorkflowType = 'NodeRequest'")]
-    ids = [w.id for w in listed]
+    """Every node request of the run (the demo's status shows the last 50 and those in flight):
+    per request id (a NodeRequest's, or a batch member's `<batch id>#<index>`) its start (its
+    first activation; a member's is its batch's) and the pods it was made for, from the
+    workflow's describe query."""
+    kinds = f"WorkflowType = '{NODE_REQUEST_WORKFLOW}' OR WorkflowType = '{NODE_REQUEST_BATCH_WORKFLOW}'"
+    listed = [w async for w in client.list_workflows(kinds)]
     EXECUTION_STARTS.clear()
     EXECUTION_STARTS.update({w.id: w.start_time.timestamp() for w in listed})
     gate = asyncio.Semaphore(20)
 
-    async def one(workflow_id: str) -> tuple[float, int]:
+    async def one(workflow_id: str, kind: str) -> list[NodeRequestStatus]:
         # A query on a finished request replays its history in the worker; on a starved machine
         # that replay can outlast the SDK's 2 s deadlock detector, and the query fails (a 30,000-pod
         # run at load 15 lost its figures that way). The history is still there: ask again.
+        batch = kind == NODE_REQUEST_BATCH_WORKFLOW
         for attempt in range(QUERY_ATTEMPTS):
             try:
                 async with gate:
                     status = await client.get_workflow_handle(workflow_id).query(
-                        NodeRequestWorkflow.describe, result_type=NodeRequestStatus
+                        "describe", result_type=NodeRequestBatchStatus if batch else NodeRequestStatus
                     )
-                return request_start(status)
+                return status.members if isinstance(status, NodeRequestBatchStatus) else [status]
             except (WorkflowQueryFailedError, RPCError):
                 if attempt == QUERY_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(1 + attempt)
         raise AssertionError("unreachable")
 
-    return dict(zip(ids, await asyncio.gather(*(one(i) for i in ids)), strict=True))
+    answers = await asyncio.gather(*(one(w.id, w.workflow_type) for w in listed))
+    return {m.id: request_start(m) for members in answers for m in members if m.started_at is not None}
 
 
 def tolerate_status_timeouts(demo: Demo) -> None:
@@ -401,20 +456,30 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         )
         # The same matching, up to when the loop committed each start (its initiated event):
         # what part of the latency is the loop's, and what part the server's start of the child.
+        # A batch member's figures are its batch's: the loop commits, and the server starts, the batch.
         initiated = summary.pop("initiated_by_id")
-        decided = watch.decision_latencies((initiated[i], n) for i, (_, n) in starts.items() if i in initiated)
+        committed = {i: of_request(initiated, i) for i in starts}
+        decided = watch.decision_latencies((at, n) for i, (_, n) in starts.items() if (at := committed[i]) is not None)
         summary["decided_latency_p50_s"] = percentile(decided, 0.50)
         summary["decided_latency_p99_s"] = percentile(decided, 0.99)
-        # From the loop's commit to the request's first activation: the server's part.
-        delays = [starts[i][0] - at for i, at in initiated.items() if i in starts]
+        # From the loop's commit to the request's first activation: the server's part (per member).
+        delays = [at - c for i, (at, _) in starts.items() if (c := committed[i]) is not None]
         summary["child_start_s"] = round(sum(delays) / max(len(delays), 1), 2)
         summary["child_start_p99_s"] = percentile(delays, 0.99)
         created = [EXECUTION_STARTS[i] - at for i, at in initiated.items() if i in EXECUTION_STARTS]
-        first_task = [at - EXECUTION_STARTS[i] for i, (at, _) in starts.items() if i in EXECUTION_STARTS]
+        first_task = [at - x for i, (at, _) in starts.items() if (x := of_request(EXECUTION_STARTS, i)) is not None]
         summary["start_call_p50_s"], summary["start_call_p99_s"] = percentile(created, 0.5), percentile(created, 0.99)
         summary["first_task_wait_p50_s"] = percentile(first_task, 0.5)
         summary["first_task_wait_p99_s"] = percentile(first_task, 0.99)
-        summary.update(await request_task_waits(demo.client, sorted(starts)))
+        histories = await request_histories(demo.client, sorted(EXECUTION_STARTS))
+        summary["request_workflows"] = len(histories)
+        summary.update(request_task_waits(histories))
+        # From a pod's creation to the start of its node's create: what the loop, the batch's start
+        # and the batch's own queueing together cost, matched first come, first served.
+        create_at = {rid: at for h in histories.values() for rid, at in create_starts(h.events).items()}
+        to_create = watch.creation_latencies((create_at[i], n) for i, (_, n) in starts.items() if i in create_at)
+        summary["create_started_p50_s"] = percentile(to_create, 0.5)
+        summary["create_started_p99_s"] = percentile(to_create, 0.99)
         summary["insufficient_capacity_attempts"] = sum(
             results.get("InsufficientCapacity", 0) for results in summary["attempts"].values()
         )
@@ -462,7 +527,10 @@ async def main(sizes: list[int], idle_s: float, idle_size: int = IDLE_SIZE) -> N
             f"{last['nodes_created']} nodes, decision latency p50 {last['decision_latency_p50_s']:.1f}s "
             f"p99 {last['decision_latency_p99_s']:.1f}s (aim < 15s; start committed by the loop: p50 "
             f"{last['decided_latency_p50_s']:.1f}s p99 {last['decided_latency_p99_s']:.1f}s; child start "
-            f"mean {last['child_start_s']:.1f}s p99 {last['child_start_p99_s']:.1f}s), largest history event "
+            f"mean {last['child_start_s']:.1f}s p99 {last['child_start_p99_s']:.1f}s; first task wait p99 "
+            f"{last['first_task_wait_p99_s']:.1f}s; pod created to its node's create started p50 "
+            f"{last['create_started_p50_s']:.1f}s p99 {last['create_started_p99_s']:.1f}s; "
+            f"{last['request_workflows']} request workflows), largest history event "
             f"{last['max_payload_bytes'] / 1024:.0f} KB (aim < 256 KB), "
             f"{last['insufficient_capacity_attempts']} InsufficientCapacity, a loop takes "
             f"{last['loop_seconds_mean']:.1f}s on average (observing: {last['observe_cluster_run_s']:.1f}s, "

@@ -1,11 +1,11 @@
-"""The growth worker with a hold in front of its NodeRequest starts, for `make chaos`'s kill during
-`start_node_requests` (bench/chaos.py).
+"""The growth worker with a hold in front of its NodeRequest and NodeRequestBatch starts, for
+`make chaos`'s kill during `start_node_requests` (bench/chaos.py).
 
 That activity's only counterpart is the Temporal server: the dev server hands it to the worker in
 the same answer that completes the loop's workflow task, and it ends in tens of milliseconds, so
 nothing outside the worker sees it in progress in time (a kill on its scheduled event struck 5
 runs of 7). Here the worker's StartWorkflowExecution call is where it is held, as the simulated
-API server holds a node create: the bench arms the hold, the first NodeRequest start claims it
+API server holds a node create: the bench arms the hold, the first request start claims it
 and waits, unsent, until the bench lifts it or kills the worker, so `start_node_requests` stays
 in progress on a worker the bench can name.
 
@@ -27,10 +27,13 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from temporalio.service import WorkflowService
 
 import worker
-from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW
+from scaling.nodes.scale_up.requests import NODE_REQUEST_BATCH_WORKFLOW, NODE_REQUEST_WORKFLOW
 
 HOLDS_ENV = "GROWTH_CHAOS_HOLDS"
 ARMED = "armed"
+# The loop starts a NodeRequestBatch per batch of identical nodes; a NodeRequest started by hand
+# (or by a loop recorded before batches) is held the same way.
+HELD_TYPES = frozenset({NODE_REQUEST_WORKFLOW, NODE_REQUEST_BATCH_WORKFLOW})
 
 
 def held_path(holds: Path, pid: int) -> Path:
@@ -48,13 +51,13 @@ def claim(holds: Path) -> Path | None:
 
 
 def install(holds: Path) -> None:
-    """Hold the first NodeRequest start after the hold is armed."""
+    """Hold the first NodeRequest or NodeRequestBatch start after the hold is armed."""
     send = WorkflowService.start_workflow_execution
 
     async def start_workflow_execution(
         self: WorkflowService, req: StartWorkflowExecutionRequest, *args: Any, **kwargs: Any
     ) -> Any:
-        if req.workflow_type.name == NODE_REQUEST_WORKFLOW and (held := claim(holds)) is not None:
+        if req.workflow_type.name in HELD_TYPES and (held := claim(holds)) is not None:
             held.write_text(req.workflow_id)
             while held.exists():  # lifted by the bench, or this worker is killed here
                 await asyncio.sleep(0.05)

@@ -5,6 +5,7 @@
     growth nodes status [-o json|yaml]
     growth nodes pause | resume
     growth nodes cancel-request ID          (full workflow id, or the part after request/)
+    growth nodes request ID                 (a NodeRequest, a NodeRequestBatch, or a member: <batch>#<index>)
     growth nodes ban-pool GROUP/POOL | unban-pool GROUP/POOL
     growth nodes protect-node NODE | unprotect-node NODE | remove-node NODE
     growth nodes explain pod NAMESPACE/NAME   (which request it waits for, or why none)
@@ -46,6 +47,7 @@ from scaling.nodes.explain import (
 )
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_up.demand import demand_key
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
@@ -53,11 +55,19 @@ from scaling.nodes.summaries import autoscaler_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
 from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
 from starters.migrate_ca import migrate_from_ca
+from starters.node_requests import (
+    NODE_REQUEST_BATCH_WORKFLOW,
+    RequestView,
+    describe_batch,
+    describe_request,
+    format_request,
+    read_request,
+    request_workflow_id,
+)
 from starters.nodes_trail import trail_command
 from starters.nodes_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
-from workflows.nodes.request import NodeRequestWorkflow
 from workflows.search import CLUSTER
 
 # `start` flags: generated from AutoscalerSettings (a new field is a new flag). The names older
@@ -79,11 +89,6 @@ START_HELP = {
     "drain_timeout_s": "seconds evicted pods have to be gone",
     "orphan_grace_s": "seconds before a node without a machine (or the reverse) is reported",
 }
-
-
-def request_workflow_id(cluster: str, given: str) -> str:
-    """Accept the full workflow id or the short suffix the status table shows."""
-    return given if "/" in given else f"{autoscaler_id(cluster)}/request/{given}"
 
 
 async def start(client: Client, settings: Settings, cluster: str, flags: dict) -> str:
@@ -217,6 +222,7 @@ Examples:
   growth nodes --cluster prod status -o yaml
   growth nodes ban-pool general/hetzner-cx22
   growth nodes cancel-request 000003-ab12
+  growth nodes request 000003-ab12#2
   growth nodes explain pod default/web-7f9c
   growth nodes approvals
   growth nodes approve 000007-c3d4 --note "planned migration"
@@ -295,7 +301,8 @@ _signal("resume", NodeAutoscalerWorkflow.resume, "Plan again, starting with a lo
 @shared_options
 @click.pass_obj
 def cancel_request_command(cluster: str, request_id: str) -> Call:
-    """Cancel an in-flight NodeRequest: its workflow id, or its last part (000003-ab12)."""
+    """Cancel an in-flight request: a NodeRequest, a whole NodeRequestBatch, or one batch member
+    (000003-ab12#2); the workflow id or its last part (000003-ab12)."""
 
     async def run(handle: WorkflowHandle, settings: Settings) -> Done:
         wf_id = request_workflow_id(cluster, request_id)
@@ -340,11 +347,27 @@ _update_list(
 )
 
 
+@nodes.command("request")
+@click.argument("request_id", metavar="ID")
+@shared_options
+@click.pass_obj
+def request_command(cluster: str, request_id: str) -> Call:
+    """A node request: a NodeRequest, a NodeRequestBatch with every member, or one member (ID#INDEX).
+
+    ID is the workflow id or its last part (000003-ab12, 000003-ab12#2)."""
+
+    async def run(client: Client, settings: Settings) -> RequestView:
+        return await read_request(client, request_workflow_id(cluster, request_id))
+
+    return Call(run=run, table=format_request)
+
+
 @nodes.command("approvals")
 @shared_options
 @click.pass_obj
 def approvals_command(cluster: str) -> Call:
-    """NodeRequests awaiting approval (spec.approval): why, and what their timeout will do."""
+    """NodeRequests and NodeRequestBatches awaiting approval (spec.approval): why, and what their
+    timeout will do."""
 
     async def run(client: Client, settings: Settings) -> object:
         return await list_awaiting(client, awaiting_query(GrowthCluster=cluster), _pending_request)
@@ -353,19 +376,23 @@ def approvals_command(cluster: str) -> Call:
 
 
 async def _pending_request(handle: WorkflowHandle) -> list[PendingApproval]:
-    status = await query(handle, NodeRequestWorkflow.describe, rpc_timeout=RPC_TIMEOUT)
-    wait = status.approval
+    """A request's wait, if still open; a batch's is one wait for every member."""
+    kind = (await handle.describe(rpc_timeout=RPC_TIMEOUT)).workflow_type
+    if kind == NODE_REQUEST_BATCH_WORKFLOW:
+        batch = await describe_batch(handle)
+        first = batch.members[0] if batch.members else None
+        wait, group = batch.approval, batch.group
+        what = (
+            f"NodeRequestBatch {len(batch.members)} × {first.server_type if first else '?'} for group {group}, "
+            f"pool {wait.step if wait else '?'} (one decision covers every member)"
+        )
+    else:
+        status = await describe_request(handle)
+        wait, group = status.approval, status.group
+        what = f"NodeRequest {status.server_type} for group {group}, pool {wait.step if wait else '?'}"
     if wait is None or wait.decision:
         return []
-    return [
-        PendingApproval(
-            id=status.id,
-            what=f"NodeRequest {status.server_type} for group {status.group}, pool {wait.step}",
-            reason=wait.reason,
-            deadline=wait.deadline,
-            default=wait.default,
-        )
-    ]
+    return [PendingApproval(id=handle.id, what=what, reason=wait.reason, deadline=wait.deadline, default=wait.default)]
 
 
 def _decision(name: str, approve: bool, text: str) -> None:
@@ -376,15 +403,31 @@ def _decision(name: str, approve: bool, text: str) -> None:
     @click.pass_obj
     def command(cluster: str, request_id: str, note: str) -> Call:
         async def run(client: Client, settings: Settings) -> Done:
-            handle = client.get_workflow_handle(request_workflow_id(cluster, request_id))
-            update = NodeRequestWorkflow.approve if approve else NodeRequestWorkflow.deny
-            return await decide(handle, update, note, approve)
+            # A member's id names its batch: one decision covers every member.
+            workflow_id, index = split_request_id(request_workflow_id(cluster, request_id))
+            handle = client.get_workflow_handle(workflow_id)
+            done = await decide(handle, name, note, approve)
+            kind = (await handle.describe(rpc_timeout=RPC_TIMEOUT)).workflow_type
+            if kind == NODE_REQUEST_BATCH_WORKFLOW:
+                done.message += f" (the decision covers every member of batch {workflow_id})"
+                done.data["batch"] = workflow_id
+            return done
 
         return Call(run=run)
 
 
-_decision("approve", True, "Let a NodeRequest awaiting approval go ahead: its workflow id, or its last part.")
-_decision("deny", False, "Refuse a NodeRequest awaiting approval: it ends Unmet (Denied), its pool backs off.")
+_decision(
+    "approve",
+    True,
+    "Let a NodeRequest or NodeRequestBatch awaiting approval go ahead: its workflow id or last part, or a "
+    "batch member's (ID#INDEX: approves the whole batch).",
+)
+_decision(
+    "deny",
+    False,
+    "Refuse a NodeRequest or NodeRequestBatch awaiting approval (a member's id denies its whole batch): "
+    "it ends Unmet (Denied), its pool backs off.",
+)
 
 
 @nodes.command("remove-node")

@@ -1,6 +1,6 @@
 """`growth`: one command for the three loops, the worker and the demo.
 
-    growth nodes [--cluster NAME] start | status | pause | resume | cancel-request ID | ban-pool GROUP/POOL
+    growth nodes [--cluster NAME] start | status | pause | resume | request ID | cancel-request ID | ban-pool GROUP/POOL
                  | unban-pool | protect-node NODE | unprotect-node | remove-node | explain pod|node NAME
                  | what-if [--node-groups F] | trail NODE
     growth fleet [--provider aws] [--region us-east-1] start --fleet-config F | status | create-instance ID

@@ -8,6 +8,7 @@ from temporalio.client import Client
 
 from activities.settings import Settings
 from scaling.history import RecordedHistory, Trail
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.trail import MAX_ENTRIES, node_trail, request_of_node
 from starters.cli import Call, CliError, shared_options
 from starters.history import MAX_EVENTS, MAX_RUNS, executions_of, format_trail, history_from_temporal, optional_history
@@ -50,7 +51,9 @@ def trail_command(cluster: str, node: str, max_runs: int, max_events: int, max_e
     async def run(client: Client, settings: Settings) -> Trail:
         autoscaler = await history_from_temporal(client, autoscaler_id(cluster), max_runs, max_events)
         request_id = request_of_node(autoscaler, node)
-        request = await optional_history(client, request_id, max_events) if request_id else None
+        # A batch member's history is its batch's (`<batch id>#<index>`).
+        request_wf = split_request_id(request_id)[0]
+        request = await optional_history(client, request_wf, max_events) if request_id else None
         removals = []
         sd_id = scale_down_id(cluster, node)
         for run_id in await executions_of(client, sd_id, MAX_REMOVALS_READ):

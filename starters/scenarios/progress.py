@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from datetime import UTC
+from datetime import UTC, datetime
 
 from kubernetes import client
 
@@ -54,6 +54,7 @@ class PodWatch:
         self.core = client.CoreV1Api(api)
         self.selector = selector
         self.first_unschedulable: dict[str, float] = {}
+        self.created: dict[str, float] = {}  # pod uid -> its creationTimestamp (epoch seconds)
         self.running = 0
         self.total = 0
 
@@ -68,6 +69,9 @@ class PodWatch:
         self.running = 0
         for p in pods:
             self.running += (p.get("status") or {}).get("phase") == "Running"
+            meta = p["metadata"]
+            if meta["uid"] not in self.created and meta.get("creationTimestamp"):
+                self.created[meta["uid"]] = datetime.fromisoformat(meta["creationTimestamp"]).timestamp()
             if is_unschedulable(p):  # as the autoscaler's observer reads it
                 # Since when, as the scheduler recorded it (whole seconds): a slow poll does not
                 # shorten the latency measured.
@@ -78,6 +82,11 @@ class PodWatch:
     def decision_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
         """Decision latency per pod (fifo_latencies) for requests (start, pods made for)."""
         return fifo_latencies(list(self.first_unschedulable.values()), started)
+
+    def creation_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
+        """Seconds per pod from its creation to a later step of the request covering it (fifo_latencies
+        over the pods' creation times), for (when, pods made for) per request or batch member."""
+        return fifo_latencies(list(self.created.values()), started)
 
 
 def request_start(r: NodeRequestStatus) -> tuple[float, int]:

@@ -1,5 +1,5 @@
-"""bench/start_hold.py: armed, the first NodeRequest start waits, unsent, until the bench lifts
-it; every other start passes straight through, and an unarmed hold holds nothing."""
+"""bench/start_hold.py: armed, the first NodeRequest or NodeRequestBatch start waits, unsent, until
+the bench lifts it; every other start passes straight through, and an unarmed hold holds nothing."""
 
 from __future__ import annotations
 
@@ -50,6 +50,20 @@ async def test_the_first_request_start_waits_until_lifted(sent: list[str], tmp_p
     assert sent[-1] == "nodes/c/request/a"
 
 
+async def test_a_batch_start_is_held_as_a_request_start_is(sent: list[str], tmp_path: Path) -> None:
+    (tmp_path / start_hold.ARMED).touch()
+    assert await start("NodeAutoscaler", "nodes/c") == "nodes/c"  # not a request: never held
+    first = asyncio.create_task(start("NodeRequestBatch", "nodes/c/request/000001-ab12"))
+    held = start_hold.held_path(tmp_path, os.getpid())
+    await until(lambda: held.exists(), 10.0, "the batch start held", every=0.05)
+    assert held.read_text() == "nodes/c/request/000001-ab12"
+    assert await start("NodeRequestBatch", "nodes/c/request/000002-cd34") == "nodes/c/request/000002-cd34"
+    assert sent == ["nodes/c", "nodes/c/request/000002-cd34"] and not first.done()
+    held.unlink()
+    assert await first == "nodes/c/request/000001-ab12"
+
+
 async def test_unarmed_it_holds_nothing(sent: list[str], tmp_path: Path) -> None:
     assert await start("NodeRequest", "nodes/c/request/a") == "nodes/c/request/a"
+    assert await start("NodeRequestBatch", "nodes/c/request/b") == "nodes/c/request/b"
     assert list(tmp_path.iterdir()) == []

@@ -21,8 +21,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 import worker as growth_worker
 from activities.nodes.providers.kwok import capacity_lease_name
+from bench.chaos import READINESS  # a NodeRequest's readiness wait, or a batch's round
 from scaling.nodes import contracts
 from scaling.nodes.models import LABEL_REQUEST, RequestPhase
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from starters.processes import Proc, free_port
@@ -51,7 +53,7 @@ def identity(proc: Proc) -> str:
     return f"{proc.popen.pid}@"  # the SDK's default worker identity is "<pid>@<host>"
 
 
-async def running_activity(temporal: Client, workflow_id: str, name: str):  # noqa: ANN201
+async def running_activity(temporal: Client, workflow_id: str, name: str | tuple[str, ...]):  # noqa: ANN201
     """The workflow's pending activity `name` once a worker has started it, else None (also
     before the workflow exists: the loop records a request in flight before an activity starts it)."""
     try:
@@ -61,14 +63,16 @@ async def running_activity(temporal: Client, workflow_id: str, name: str):  # no
             return None
         raise
     for pending in desc.raw_description.pending_activities:
-        if pending.activity_type.name == name and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+        names = (name,) if isinstance(name, str) else name
+        if pending.activity_type.name in names and pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
             return pending
     return None
 
 
 async def request_in(handle: WorkflowHandle, phase: RequestPhase) -> str | None:
+    """The workflow of an in-flight request in `phase`: a NodeRequest, or a batch member's batch."""
     s: AutoscalerStatus = await handle.query(NodeAutoscalerWorkflow.status)
-    return next((r.id for r in s.in_flight if r.phase == phase), None)
+    return next((split_request_id(r.id)[0] for r in s.in_flight if r.phase == phase), None)
 
 
 async def loop_task_workers(handle: WorkflowHandle) -> list[str]:
@@ -165,9 +169,7 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 2, cpu="500m", memory="256Mi"))
 
     request_id = await until(lambda: request_in(handle, RequestPhase.PROVISIONING), 60, "a NodeRequest provisioning")
-    waiting = await until(
-        lambda: running_activity(temporal, request_id, contracts.WAIT_NODE_READY), 60, "wait_node_ready running"
-    )
+    waiting = await until(lambda: running_activity(temporal, request_id, READINESS), 60, "a readiness wait running")
     victim = next(p for who, p in workers.items() if waiting.last_worker_identity.startswith(who))
     survivor = next(p for p in workers.values() if p is not victim)
     loop_events = len(await loop_task_workers(handle))
@@ -175,7 +177,7 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
     stopped_at = time.monotonic()
 
     async def handed_over() -> float | None:
-        pending = await running_activity(temporal, request_id, contracts.WAIT_NODE_READY)
+        pending = await running_activity(temporal, request_id, READINESS)
         on_survivor = pending is not None and pending.last_worker_identity.startswith(identity(survivor))
         return time.monotonic() - stopped_at if on_survivor else None
 
@@ -184,7 +186,7 @@ async def test_sigterm_hands_a_wait_to_the_other_worker_and_exits(local_cluster)
         return time.monotonic() - stopped_at if any(w.startswith(identity(survivor)) for w in later) else None
 
     handover, loop_handover = await asyncio.gather(
-        until(handed_over, 60, "wait_node_ready resumed on the other worker", every=0.1),
+        until(handed_over, 60, "the readiness wait resumed on the other worker", every=0.1),
         until(loop_moved, 60, "the loop running on the other worker", every=0.1),
     )
     # The worker exits by itself, well within the Deployment's terminationGracePeriodSeconds.

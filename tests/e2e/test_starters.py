@@ -22,6 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.settings import load_settings
 from scaling.nodes.explain import ExplainNodeInput, when
 from scaling.nodes.models import AttemptResult, RequestPhase
+from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.status import AutoscalerStatus
 from starters.cli import CliError, invoke
 from starters.kube import apply_node_group, deployment, node_group
@@ -109,9 +110,16 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
         await asyncio.to_thread(apps.create_namespaced_deployment, "default", deployment("cli", 2, "500m", "512Mi"))
         stuck = await until(lambda: _in_flight_on(status, "kwok-cx32", RequestPhase.PROVISIONING), 60, "a cx32 request")
         request_ids.append(stuck.id)
-        summary, _, details = await web_ui(tc.get_workflow_handle(stuck.id))
-        assert summary == "NodeRequest cx32 for 2 pods of general, pool kwok-cx32"
-        assert details.startswith(f"Provisioning: pool kwok-cx32, node {stuck.node_name}")
+        # Its workflow: a NodeRequestBatch of one member (`<batch id>#0`), or a NodeRequest.
+        summary, _, details = await web_ui(tc.get_workflow_handle(split_request_id(stuck.id)[0]))
+        assert summary in (
+            "NodeRequest cx32 for 2 pods of general, pool kwok-cx32",
+            "NodeRequestBatch 1 × cx32 for 2 pods of general, pool kwok-cx32",
+        )
+        assert f"Provisioning: pool kwok-cx32, node {stuck.node_name}" in details
+        # `request` shows the member, by its short id.
+        text = (await cli(lc, "request", stuck.id.rsplit("/", 1)[1])).stdout
+        assert f"{stuck.id}  pool kwok-cx32  Provisioning  node {stuck.node_name}  2 pod(s)" in text
         text = (await cli(lc, "status")).stdout
         assert stuck.id in text and "banned pools: general/kwok-cx22" in text
 
