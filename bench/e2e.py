@@ -81,6 +81,8 @@ EXTRA = (
     "request_workflows",
     "create_started_p50_s",
     "create_started_p99_s",
+    "pod_running_p50_s",
+    "pod_running_p99_s",
     "loop_task_wait_p99_s",
     "loops",
     "worker_cpu_s",
@@ -480,6 +482,9 @@ async def one_size(pods: int, workdir: Path, idle_s: float = 0.0) -> dict[str, A
         to_create = watch.creation_latencies((create_at[i], n) for i, (_, n) in starts.items() if i in create_at)
         summary["create_started_p50_s"] = percentile(to_create, 0.5)
         summary["create_started_p99_s"] = percentile(to_create, 0.99)
+        # Every pod, also those no request was matched to (they fit room already planned).
+        running = watch.running_latencies()
+        summary["pod_running_p50_s"], summary["pod_running_p99_s"] = percentile(running, 0.5), percentile(running, 0.99)
         summary["insufficient_capacity_attempts"] = sum(
             results.get("InsufficientCapacity", 0) for results in summary["attempts"].values()
         )
@@ -515,6 +520,11 @@ async def idle(demo: Demo, worker: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def latency_aim_s(pods: int) -> float:
+    """Issue 21's decision-latency aim on 2 cores: p99 < 6 s up to 10,000 pods, < 15 s at 30,000."""
+    return 6.0 if pods <= 10_000 else 15.0
+
+
 async def main(sizes: list[int], idle_s: float, idle_size: int = IDLE_SIZE) -> None:
     last: dict[str, Any] = {}
     idle_figures: dict[str, Any] = {}
@@ -525,11 +535,12 @@ async def main(sizes: list[int], idle_s: float, idle_size: int = IDLE_SIZE) -> N
         print(
             f"{pods:>6} pods: all running in {last['seconds_to_all_running']:.0f}s, "
             f"{last['nodes_created']} nodes, decision latency p50 {last['decision_latency_p50_s']:.1f}s "
-            f"p99 {last['decision_latency_p99_s']:.1f}s (aim < 15s; start committed by the loop: p50 "
+            f"p99 {last['decision_latency_p99_s']:.1f}s (aim < {latency_aim_s(pods):.0f}s; start committed by the loop: p50 "
             f"{last['decided_latency_p50_s']:.1f}s p99 {last['decided_latency_p99_s']:.1f}s; child start "
             f"mean {last['child_start_s']:.1f}s p99 {last['child_start_p99_s']:.1f}s; first task wait p99 "
             f"{last['first_task_wait_p99_s']:.1f}s; pod created to its node's create started p50 "
-            f"{last['create_started_p50_s']:.1f}s p99 {last['create_started_p99_s']:.1f}s; "
+            f"{last['create_started_p50_s']:.1f}s p99 {last['create_started_p99_s']:.1f}s; pod created to "
+            f"running, every pod: p50 {last['pod_running_p50_s']:.1f}s p99 {last['pod_running_p99_s']:.1f}s; "
             f"{last['request_workflows']} request workflows), largest history event "
             f"{last['max_payload_bytes'] / 1024:.0f} KB (aim < 256 KB), "
             f"{last['insufficient_capacity_attempts']} InsufficientCapacity, a loop takes "

@@ -55,6 +55,7 @@ class PodWatch:
         self.selector = selector
         self.first_unschedulable: dict[str, float] = {}
         self.created: dict[str, float] = {}  # pod uid -> its creationTimestamp (epoch seconds)
+        self.started: dict[str, float] = {}  # pod uid -> its status.startTime, once it runs
         self.running = 0
         self.total = 0
 
@@ -68,10 +69,13 @@ class PodWatch:
         self.total = len(pods)
         self.running = 0
         for p in pods:
-            self.running += (p.get("status") or {}).get("phase") == "Running"
+            status = p.get("status") or {}
+            self.running += status.get("phase") == "Running"
             meta = p["metadata"]
             if meta["uid"] not in self.created and meta.get("creationTimestamp"):
                 self.created[meta["uid"]] = datetime.fromisoformat(meta["creationTimestamp"]).timestamp()
+            if meta["uid"] not in self.started and status.get("phase") == "Running" and status.get("startTime"):
+                self.started[meta["uid"]] = datetime.fromisoformat(status["startTime"]).timestamp()
             if is_unschedulable(p):  # as the autoscaler's observer reads it
                 # Since when, as the scheduler recorded it (whole seconds): a slow poll does not
                 # shorten the latency measured.
@@ -82,6 +86,11 @@ class PodWatch:
     def decision_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
         """Decision latency per pod (fifo_latencies) for requests (start, pods made for)."""
         return fifo_latencies(list(self.first_unschedulable.values()), started)
+
+    def running_latencies(self) -> list[float]:
+        """Seconds from each running pod's creation to its start (both the API server's whole-second
+        stamps): every pod, whether a request was made for it or it fit room already there."""
+        return [max(0.0, at - self.created[uid]) for uid, at in self.started.items() if uid in self.created]
 
     def creation_latencies(self, started: Iterable[tuple[float, int]]) -> list[float]:
         """Seconds per pod from its creation to a later step of the request covering it (fifo_latencies

@@ -4,14 +4,17 @@ are its batch's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
+from unittest.mock import MagicMock
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.e2e import create_starts, of_request
 from scaling.nodes.contracts import CREATE_NODE, WAIT_NODE_READY
+from starters.scenarios.progress import PodWatch, percentile
 
 T0 = datetime(2026, 11, 26, 10, 0, tzinfo=UTC).timestamp()
 
@@ -62,3 +65,24 @@ def test_a_member_takes_its_batch_figure_and_an_old_request_its_own() -> None:
     assert of_request(by_workflow, "nodes/c/request/000001-ab12#7") == 1.0
     assert of_request(by_workflow, "nodes/c/request/000002-cd34") == 2.0
     assert of_request(by_workflow, "nodes/c/request/000003-ef56#0") is None
+
+
+def test_every_running_pod_counts_from_its_creation_to_its_start() -> None:
+    """PodWatch's all-pods figure: a pod that fit room already there (no request matched to it)
+    counts too, a pod not yet running does not, and the times are the API server's stamps."""
+
+    def pod(uid: str, created: str, phase: str, started: str | None = None) -> dict:
+        status = {"phase": phase, **({"startTime": started} if started else {})}
+        return {"metadata": {"uid": uid, "creationTimestamp": created}, "status": status}
+
+    pods = [
+        pod("a", "2026-11-26T10:00:00Z", "Running", "2026-11-26T10:00:04Z"),
+        pod("b", "2026-11-26T10:00:01Z", "Running", "2026-11-26T10:00:31Z"),
+        pod("c", "2026-11-26T10:00:02Z", "Pending"),
+    ]
+    watch = PodWatch(MagicMock(), "app=x")
+    watch.core = MagicMock()
+    watch.core.list_pod_for_all_namespaces.return_value.data = json.dumps({"items": pods}).encode()
+    asyncio.run(watch.poll())
+    assert sorted(watch.running_latencies()) == [4.0, 30.0]
+    assert percentile(watch.running_latencies(), 0.99) == 30.0
