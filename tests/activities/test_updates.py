@@ -24,7 +24,7 @@ class ScriptedHandle:
     async def execute_update(self, update: Any, *args: Any, rpc_timeout: Any = None) -> Any:
         return self._answer(update, *args)
 
-    async def query(self, query_fn: Any, *args: Any, rpc_timeout: Any = None) -> Any:
+    async def query(self, query_fn: Any, *args: Any, rpc_timeout: Any = None, result_type: Any = None) -> Any:
         return self._answer(query_fn, *args)
 
     def _answer(self, *call: Any) -> Any:
