@@ -4,9 +4,10 @@ rules, limits, dynamic scaling switches).
 
 The registry is rebuilt from the history: the run's input state, the clusters the loop started,
 the clusters' `cluster_changed` reports, and the signals the loop sent them (instances placed and
-released, deprovision, restore, delete). A round ends where the loop waits (its timer) or
-continues as new; it is evaluated with the registry as the round found it, before its own
-decisions. As for the nodes loop, rounds are not chained through the counterfactual: a cluster
+released, deprovision, restore, delete; one by one or batched in `cluster_messages`). A round
+ends where the loop waits (its timer) or continues as new; it is evaluated with the registry as
+the round found it, before its own decisions. A report that arrives while the loop sends a
+round's signals is read after that round's evaluation: the loop acts on it in the next round. As for the nodes loop, rounds are not chained through the counterfactual: a cluster
 only the what-if would start does not appear in later rounds, so a type the what-if wants and
 the recording never started is counted in every round until the recorded registry changes
 (the totals count decisions, not clusters). The failure backoff and max_clusters are not
@@ -84,15 +85,8 @@ def _fold(clusters: dict[str, ClusterRecord], instances: dict[str, ManagedInstan
         else:
             clusters[report.cluster_id] = after
         return
-    if e.kind != "signal_out":
-        return
-    cid = e.workflow_id.rsplit("/", 1)[-1]
-    if e.name == contracts.SIGNAL_CLUSTER_MESSAGES:  # the batched outbox (patch batched-outbox)
-        for msg in ClusterMessages.model_validate(first_input(e)).messages:
-            arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
-            _owed(clusters, instances, cid, msg.signal, arg)
-    else:
-        _owed(clusters, instances, cid, e.name, first_input(e))
+    if e.kind == "signal_out":
+        _owed(clusters, instances, e.workflow_id.rsplit("/", 1)[-1], e.name, first_input(e))
 
 
 def _owed(
@@ -121,6 +115,21 @@ def _owed(
         rec.phase = ClusterPhase.READY
     elif rec is not None and signal == contracts.SIGNAL_DELETE:
         rec.delete_sent = True
+
+
+def _unbatched(events: list[RecordedEvent]) -> list[RecordedEvent]:
+    """The batched outbox (patch batched-outbox) read as the messages it carries, each as the
+    signal it replaced: its placements and releases are then ordered, and its deprovision marks
+    counted as decisions, as the unbatched ones are."""
+    out: list[RecordedEvent] = []
+    for e in events:
+        if e.kind != "signal_out" or e.name != contracts.SIGNAL_CLUSTER_MESSAGES:
+            out.append(e)
+            continue
+        for msg in ClusterMessages.model_validate(first_input(e)).messages:
+            arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
+            out.append(e.model_copy(update={"name": msg.signal, "input": [arg] if arg else []}))
+    return out
 
 
 def _is_decision(e: RecordedEvent) -> bool:
@@ -168,7 +177,9 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
     marked: list[str] = []
 
     def registry() -> list[ClusterRecord]:
-        return [c.model_copy() for c in clusters.values()]
+        # deep: the folds below add to a record's TypeUnits in place, and a round is evaluated
+        # only after every round is read (a shallow copy showed a round the later placements)
+        return [c.model_copy(deep=True) for c in clusters.values()]
 
     def close(e: RecordedEvent) -> None:
         """The round ends: evaluated on the registry before its first decision."""
@@ -188,11 +199,11 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
         )
         snapshot, started, marked = None, [], []
 
-    for e in _loop_order(history.events):
+    for e in _loop_order(_unbatched(history.events)):
         if e.kind == "started":
             inp = FleetAutoscalerInput.model_validate(first_input(e))
             state = inp.state
-            clusters = {k: v.model_copy() for k, v in (registry_of(state) if state else {}).items()}
+            clusters = {k: v.model_copy(deep=True) for k, v in (registry_of(state) if state else {}).items()}
             instances = dict(state.instances) if state else {}
             snapshot, started, marked = None, [], []
             continue

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import yaml
 
+from scaling.fleet import contracts
 from scaling.fleet.capacity import type_rules
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import evaluate_region
+from scaling.fleet.models import ClusterPhase
+from scaling.fleet.region import ClusterMessage, ClusterMessages
 from scaling.fleet.what_if import fleet_what_if, recorded_rounds
 from starters.history import history_from_file
 from tests.cli import growth
@@ -81,3 +84,50 @@ def test_a_run_that_starts_with_the_registry_as_columns_is_read(tmp_path: Path) 
     assert [c.id for c in first.clusters] == ["both", "std", "ent"]
     both = first.clusters[0]
     assert both.manual and {t: u.max_units for t, u in both.types.items()} == {"standard": 4, "developer": 4}
+
+
+# The fleet demo's FleetAutoscaler history from a CI run where what-if counted a scale-up the loop
+# never made (main 474b1ce, tests/e2e/test_fleet_e2e.py, `make test`): its first 724 events, less
+# the index shards' traffic (their starts and index_ops signals, which what-if does not read).
+# The first cluster's Ready report came in while the loop was sending a round's signals, after
+# that round had evaluated: the next round placed 18 instances on it (answering a create) and
+# started the second cluster, and the placements went out after that start.
+READY_AFTER_ITS_ROUND = Path(__file__).parent / "histories" / "fleet_autoscaler_ready_after_its_round.json"
+
+
+def test_a_cluster_ready_after_its_round_fills_in_the_next_round() -> None:
+    report = fleet_what_if(history_from_file(str(READY_AFTER_ITS_ROUND)))
+    assert report.total_happened.scale_up == {"standard": 2} and report.difference == {"standard": 0}
+    for r in report.rounds:
+        assert r.what_if == r.happened, r.round
+    rounds = recorded_rounds(history_from_file(str(READY_AFTER_ITS_ROUND)))
+    ready = [n for n, r in enumerate(rounds) if any(c.phase == ClusterPhase.READY for c in r.clusters)]
+    # The round that read the Ready report had placed nothing: 18 units free, no cluster needed
+    # (a registry shared with later rounds showed it the next round's 18 placements).
+    first, second = rounds[ready[0]], rounds[ready[0] + 1]
+    assert [(c.units("standard").consumed_units, c.units("standard").max_units) for c in first.clusters] == [(0, 18)]
+    assert first.started == []
+    # The next round decided on its own placements, sent in one cluster_messages after the start.
+    assert [(c.units("standard").consumed_units, c.units("standard").max_units) for c in second.clusters] == [(18, 18)]
+    assert second.started == ["standard"]
+
+
+def test_a_batched_deprovision_is_a_decision() -> None:
+    """Patch batched-outbox: a deprovision mark goes out inside cluster_messages; the round that
+    sent it marked that cluster, and the rounds after see it deprovisioning."""
+    history = history_from_file(str(READY_AFTER_ITS_ROUND))
+    last = history.events[-1]
+    cid = recorded_rounds(history)[-1].clusters[0].id
+    batch = ClusterMessages(messages=[ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_DEPROVISION)])
+    sent = last.model_copy(
+        update={
+            "kind": "signal_out",
+            "name": contracts.SIGNAL_CLUSTER_MESSAGES,
+            "input": [batch.model_dump(mode="json")],
+            "workflow_id": contracts.cluster_workflow_id(cid),
+        }
+    )
+    history.events += [sent, last.model_copy(update={"kind": "timer"}), last.model_copy(update={"kind": "timer"})]
+    *_, marking, after = recorded_rounds(history)
+    assert marking.marked == [cid] and marking.clusters[0].phase == ClusterPhase.READY
+    assert after.marked == [] and after.clusters[0].phase == ClusterPhase.DEPROVISIONING
