@@ -141,29 +141,41 @@ def _is_decision(e: RecordedEvent) -> bool:
 
 
 def _loop_order(events: list[RecordedEvent]) -> list[RecordedEvent]:
-    """The events with each round's placements ahead of its decisions.
+    """The events in the order the loop read them: each round's placements ahead of its
+    decisions, and what came in after its evaluation behind its end.
 
     The loop places waiting instances (and its handlers place or release them) before it
     evaluates, but their signals to the clusters are sent when the outbox is flushed, after the
     round's cluster starts (often in a later workflow task). So an instance placed or released
-    that is recorded after a decision, before the loop waits again, counted for that decision;
-    anything else recorded in between (a report, an update) is applied after the decisions."""
+    that is recorded after a decision, before the loop waits again, counted for that decision.
+    A round evaluates in the workflow task that ends its wait (the one that cancels its timer, or
+    the first after the timer fired); a report delivered after that task, while the round still
+    starts clusters or sends its signals, is read by the next round, and so is anything else
+    that came in after a decision."""
     out: list[RecordedEvent] = []
     held: list[RecordedEvent] = []  # decisions waiting for the placements flushed after them
-    after: list[RecordedEvent] = []  # what else came in meanwhile: applied after the decisions
+    after: list[RecordedEvent] = []  # what came in after the evaluation: applied when the round ends
     moved = (contracts.SIGNAL_INSTANCE_PLACED, contracts.SIGNAL_INSTANCE_RELEASED)
+    evaluated = fired = False
     for e in events:
-        closer = e.kind in ("timer", "continued", "started")
-        if closer:
-            out.extend(held + after)
+        if e.kind in ("timer", "continued", "started"):
+            out.extend([*held, e, *after])
             held, after = [], []
-            out.append(e)
-        elif e.kind == "signal_out" and e.name in moved or e.kind == "task" or (not held and not _is_decision(e)):
+            evaluated = fired = False
+            continue
+        if e.kind == "timer_ended":
+            evaluated = evaluated or e.name == "canceled"  # by the task just before: the round ran there
+            fired = e.name == "fired"
+        elif e.kind == "task" and fired:
+            evaluated = True
+        if e.kind == "signal_out" and e.name in moved or e.kind in ("task", "timer_ended"):
             out.append(e)
         elif _is_decision(e):
             held.append(e)
-        else:
+        elif held or evaluated:
             after.append(e)
+        else:
+            out.append(e)
     return out + held + after
 
 

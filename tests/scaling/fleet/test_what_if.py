@@ -6,6 +6,7 @@ evaluate_region computed directly on the recorded registry."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -89,27 +90,30 @@ def test_a_run_that_starts_with_the_registry_as_columns_is_read(tmp_path: Path) 
 # The fleet demo's FleetAutoscaler history from a CI run where what-if counted a scale-up the loop
 # never made (main 474b1ce, tests/e2e/test_fleet_e2e.py, `make test`): its first 724 events, less
 # the index shards' traffic (their starts and index_ops signals, which what-if does not read).
-# The first cluster's Ready report came in while the loop was sending a round's signals, after
-# that round had evaluated: the next round placed 18 instances on it (answering a create) and
-# started the second cluster, and the placements went out after that start.
+# The first cluster's Ready report came in while the loop was still sending a round's signals,
+# after that round had evaluated: the next round placed 18 instances on it (answering a create)
+# and started the second cluster, and the placements went out after that start.
 READY_AFTER_ITS_ROUND = Path(__file__).parent / "histories" / "fleet_autoscaler_ready_after_its_round.json"
 
 
-def test_a_cluster_ready_after_its_round_fills_in_the_next_round() -> None:
-    report = fleet_what_if(history_from_file(str(READY_AFTER_ITS_ROUND)))
+def test_a_report_after_the_rounds_evaluation_counts_for_the_next_round() -> None:
+    history = history_from_file(str(READY_AFTER_ITS_ROUND))
+    report = fleet_what_if(history)
     assert report.total_happened.scale_up == {"standard": 2} and report.difference == {"standard": 0}
     for r in report.rounds:
         assert r.what_if == r.happened, r.round
-    rounds = recorded_rounds(history_from_file(str(READY_AFTER_ITS_ROUND)))
-    ready = [n for n, r in enumerate(rounds) if any(c.phase == ClusterPhase.READY for c in r.clusters)]
-    # The round that read the Ready report had placed nothing: 18 units free, no cluster needed
-    # (a registry shared with later rounds showed it the next round's 18 placements).
-    first, second = rounds[ready[0]], rounds[ready[0] + 1]
-    assert [(c.units("standard").consumed_units, c.units("standard").max_units) for c in first.clusters] == [(0, 18)]
-    assert first.started == []
+    rounds = recorded_rounds(history)
+    n = next(n for n, r in enumerate(rounds) if any(c.phase == ClusterPhase.READY for c in r.clusters))
+    delivered, placed = rounds[n - 1], rounds[n]
+    # The round the Ready report was delivered in (after its evaluation task) decided on the
+    # cluster waiting for its agent; it was evaluated with the next round's 18 placements when
+    # the rounds shared their TypeUnits.
+    assert delivered.at == datetime(2026, 11, 26, 11, 8, 18, 813925)  # round 56 of the CI run's report
+    assert [(c.phase, c.units("standard").consumed_units) for c in delivered.clusters] == [(ClusterPhase.WAITING, 0)]
+    assert delivered.started == []
     # The next round decided on its own placements, sent in one cluster_messages after the start.
-    assert [(c.units("standard").consumed_units, c.units("standard").max_units) for c in second.clusters] == [(18, 18)]
-    assert second.started == ["standard"]
+    units = [(c.units("standard").consumed_units, c.units("standard").max_units) for c in placed.clusters]
+    assert units == [(18, 18)] and placed.started == ["standard"]
 
 
 def test_a_batched_deprovision_is_a_decision() -> None:
