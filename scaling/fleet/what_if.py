@@ -6,11 +6,12 @@ The registry is rebuilt from the history: the run's input state, the clusters th
 the clusters' `cluster_changed` reports, and the signals the loop sent them (instances placed and
 released, deprovision, restore, delete; one by one or batched in `cluster_messages`). A round
 ends where the loop waits (its timer) or continues as new; it is evaluated with the registry as
-the round found it, before its own decisions. A report that arrives while the loop sends a
-round's signals is read after that round's evaluation: the loop acts on it in the next round. As for the nodes loop, rounds are not chained through the counterfactual: a cluster
-only the what-if would start does not appear in later rounds, so a type the what-if wants and
-the recording never started is counted in every round until the recorded registry changes
-(the totals count decisions, not clusters). The failure backoff and max_clusters are not
+the loop evaluated it: before its own decisions, and without the reports delivered after the
+workflow task that ended its wait (the loop reads those in the next round). As for the nodes
+loop, rounds are not chained through the counterfactual: a cluster only the what-if would
+start does not appear in later rounds, so a type the what-if wants and the recording never
+started is counted in every round until the recorded registry changes (the totals count
+decisions, not clusters). The failure backoff and max_clusters are not
 replayed. A second cluster of one type started before the loop waits again begins a new round
 (a round starts at most one cluster per type).
 """
