@@ -133,9 +133,17 @@ def _unbatched(events: list[RecordedEvent]) -> list[RecordedEvent]:
     return out
 
 
+def _registered(e: RecordedEvent) -> bool:
+    """The start of a registered cluster's workflow: the cluster exists already, no decision."""
+    arg = first_input(e)
+    return (
+        e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW and isinstance(arg, dict) and bool(arg.get("manual"))
+    )
+
+
 def _is_decision(e: RecordedEvent) -> bool:
     return (
-        (e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW)
+        (e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW and not _registered(e))
         or (e.kind == "signal_out" and e.name == contracts.SIGNAL_DEPROVISION)
         or e.kind in ("timer", "continued")
     )
@@ -224,6 +232,20 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
             continue
         if e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW:
             child = DataPlaneClusterInput.model_validate(first_input(e))
+            if child.manual:  # registered: in the registry as the loop added it (if new), not a scale-up
+                clusters.setdefault(
+                    child.cluster_id,
+                    ClusterRecord(
+                        id=child.cluster_id,
+                        instance_type=child.instance_type,
+                        types={t: TypeUnits() for t in child.instance_types or [child.instance_type]},
+                        manual=True,
+                        cluster_type=child.cluster_type,
+                        schedulable=child.schedulable,
+                        instance_limit=child.instance_limit,
+                    ),
+                )
+                continue
             if child.instance_type in started:  # a round decides once per type: this is the next round
                 close(e)
             snapshot = snapshot if snapshot is not None else registry()

@@ -17,7 +17,7 @@ from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import evaluate_region
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import ClusterMessage, ClusterMessages
-from scaling.fleet.what_if import fleet_what_if, recorded_rounds
+from scaling.fleet.what_if import FleetDecisions, fleet_what_if, recorded_rounds
 from starters.history import history_from_file
 from tests.cli import growth
 
@@ -79,6 +79,10 @@ def test_a_run_that_starts_with_the_registry_as_columns_is_read(tmp_path: Path) 
     raw = json.loads(REGISTERED.read_text())
     carried = raw["events"][-1]["workflowExecutionContinuedAsNewEventAttributes"]["input"]
     raw["events"][0]["workflowExecutionStartedEventAttributes"]["input"] = carried
+    # Its first round ends at its first wait; the recorded run's registrations and reports before
+    # that are the first run's (the next run knows these clusters and registers none).
+    wait = next(e for e in raw["events"] if e["eventType"] == "EVENT_TYPE_TIMER_STARTED")
+    raw["events"] = [raw["events"][0], wait]
     path = tmp_path / "next_run.json"
     path.write_text(json.dumps(raw))
     first = recorded_rounds(history_from_file(str(path)))[0]
@@ -135,3 +139,14 @@ def test_a_batched_deprovision_is_a_decision() -> None:
     *_, marking, after = recorded_rounds(history)
     assert marking.marked == [cid] and marking.clusters[0].phase == ClusterPhase.READY
     assert after.marked == [] and after.clusters[0].phase == ClusterPhase.DEPROVISIONING
+
+
+def test_registered_clusters_are_no_scale_ups() -> None:
+    """The region starts a registered cluster's workflow too (manual in its input): the cluster
+    exists already, so no decision, and the registry holds it as registered (never removed)."""
+    history = history_from_file(str(REGISTERED))
+    report = fleet_what_if(history)
+    assert report.rounds_replayed >= 10
+    assert report.total_happened == report.total_what_if == FleetDecisions()
+    last = recorded_rounds(history)[-1]
+    assert {c.id for c in last.clusters} == {"both", "std", "ent"} and all(c.manual for c in last.clusters)
