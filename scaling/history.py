@@ -16,7 +16,20 @@ from pydantic import BaseModel, Field
 
 # "task": a workflow task completed (the workflow acted on everything delivered before it).
 # "signal_out": a signal this workflow sent to another (workflow_id names the receiver).
-Kind = Literal["started", "activity", "child", "signal", "signal_out", "update", "timer", "task", "continued", "closed"]
+# "timer_ended": a timer fired or was canceled (name says which): a wait ended there.
+Kind = Literal[
+    "started",
+    "activity",
+    "child",
+    "signal",
+    "signal_out",
+    "update",
+    "timer",
+    "timer_ended",
+    "task",
+    "continued",
+    "closed",
+]
 
 
 class RecordedEvent(BaseModel):

@@ -95,6 +95,9 @@ def decode_events(run_id: str, events: Iterable[HistoryEvent]) -> list[RecordedE
             out.append(RecordedEvent(kind="task", **base))
         elif t == EventType.EVENT_TYPE_TIMER_STARTED:
             out.append(RecordedEvent(kind="timer", name=e.timer_started_event_attributes.timer_id, **base))
+        elif t in (EventType.EVENT_TYPE_TIMER_FIRED, EventType.EVENT_TYPE_TIMER_CANCELED):
+            ended = "fired" if t == EventType.EVENT_TYPE_TIMER_FIRED else "canceled"
+            out.append(RecordedEvent(kind="timer_ended", name=ended, **base))
         elif t == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             out.append(RecordedEvent(kind="continued", **base))
         elif t in (

@@ -4,12 +4,14 @@ rules, limits, dynamic scaling switches).
 
 The registry is rebuilt from the history: the run's input state, the clusters the loop started,
 the clusters' `cluster_changed` reports, and the signals the loop sent them (instances placed and
-released, deprovision, restore, delete). A round ends where the loop waits (its timer) or
-continues as new; it is evaluated with the registry as the round found it, before its own
-decisions. As for the nodes loop, rounds are not chained through the counterfactual: a cluster
-only the what-if would start does not appear in later rounds, so a type the what-if wants and
-the recording never started is counted in every round until the recorded registry changes
-(the totals count decisions, not clusters). The failure backoff and max_clusters are not
+released, deprovision, restore, delete; one by one or batched in `cluster_messages`). A round
+ends where the loop waits (its timer) or continues as new; it is evaluated with the registry as
+the loop evaluated it: before its own decisions, and without the reports delivered after the
+workflow task that ended its wait (the loop reads those in the next round). As for the nodes
+loop, rounds are not chained through the counterfactual: a cluster only the what-if would
+start does not appear in later rounds, so a type the what-if wants and the recording never
+started is counted in every round until the recorded registry changes (the totals count
+decisions, not clusters). The failure backoff and max_clusters are not
 replayed. A second cluster of one type started before the loop waits again begins a new round
 (a round starts at most one cluster per type).
 """
@@ -84,15 +86,8 @@ def _fold(clusters: dict[str, ClusterRecord], instances: dict[str, ManagedInstan
         else:
             clusters[report.cluster_id] = after
         return
-    if e.kind != "signal_out":
-        return
-    cid = e.workflow_id.rsplit("/", 1)[-1]
-    if e.name == contracts.SIGNAL_CLUSTER_MESSAGES:  # the batched outbox (patch batched-outbox)
-        for msg in ClusterMessages.model_validate(first_input(e)).messages:
-            arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
-            _owed(clusters, instances, cid, msg.signal, arg)
-    else:
-        _owed(clusters, instances, cid, e.name, first_input(e))
+    if e.kind == "signal_out":
+        _owed(clusters, instances, e.workflow_id.rsplit("/", 1)[-1], e.name, first_input(e))
 
 
 def _owed(
@@ -123,38 +118,73 @@ def _owed(
         rec.delete_sent = True
 
 
+def _unbatched(events: list[RecordedEvent]) -> list[RecordedEvent]:
+    """The batched outbox (patch batched-outbox) read as the messages it carries, each as the
+    signal it replaced: its placements and releases are then ordered, and its deprovision marks
+    counted as decisions, as the unbatched ones are."""
+    out: list[RecordedEvent] = []
+    for e in events:
+        if e.kind != "signal_out" or e.name != contracts.SIGNAL_CLUSTER_MESSAGES:
+            out.append(e)
+            continue
+        for msg in ClusterMessages.model_validate(first_input(e)).messages:
+            arg = msg.instance.model_dump(mode="json") if msg.instance is not None else msg.instance_id
+            out.append(e.model_copy(update={"name": msg.signal, "input": [arg] if arg else []}))
+    return out
+
+
+def _registered(e: RecordedEvent) -> bool:
+    """The start of a registered cluster's workflow: the cluster exists already, no decision."""
+    arg = first_input(e)
+    return (
+        e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW and isinstance(arg, dict) and bool(arg.get("manual"))
+    )
+
+
 def _is_decision(e: RecordedEvent) -> bool:
     return (
-        (e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW)
+        (e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW and not _registered(e))
         or (e.kind == "signal_out" and e.name == contracts.SIGNAL_DEPROVISION)
         or e.kind in ("timer", "continued")
     )
 
 
 def _loop_order(events: list[RecordedEvent]) -> list[RecordedEvent]:
-    """The events with each round's placements ahead of its decisions.
+    """The events in the order the loop read them: each round's placements ahead of its
+    decisions, and what came in after its evaluation behind its end.
 
     The loop places waiting instances (and its handlers place or release them) before it
     evaluates, but their signals to the clusters are sent when the outbox is flushed, after the
     round's cluster starts (often in a later workflow task). So an instance placed or released
-    that is recorded after a decision, before the loop waits again, counted for that decision;
-    anything else recorded in between (a report, an update) is applied after the decisions."""
+    that is recorded after a decision, before the loop waits again, counted for that decision.
+    A round evaluates in the workflow task that ends its wait (the one that cancels its timer, or
+    the first after the timer fired); a report delivered after that task, while the round still
+    starts clusters or sends its signals, is read by the next round, and so is anything else
+    that came in after a decision."""
     out: list[RecordedEvent] = []
     held: list[RecordedEvent] = []  # decisions waiting for the placements flushed after them
-    after: list[RecordedEvent] = []  # what else came in meanwhile: applied after the decisions
+    after: list[RecordedEvent] = []  # what came in after the evaluation: applied when the round ends
     moved = (contracts.SIGNAL_INSTANCE_PLACED, contracts.SIGNAL_INSTANCE_RELEASED)
+    evaluated = fired = False
     for e in events:
-        closer = e.kind in ("timer", "continued", "started")
-        if closer:
-            out.extend(held + after)
+        if e.kind in ("timer", "continued", "started"):
+            out.extend([*held, e, *after])
             held, after = [], []
-            out.append(e)
-        elif e.kind == "signal_out" and e.name in moved or e.kind == "task" or (not held and not _is_decision(e)):
+            evaluated = fired = False
+            continue
+        if e.kind == "timer_ended":
+            evaluated = evaluated or e.name == "canceled"  # by the task just before: the round ran there
+            fired = e.name == "fired"
+        elif e.kind == "task" and fired:
+            evaluated = True
+        if e.kind == "signal_out" and e.name in moved or e.kind in ("task", "timer_ended"):
             out.append(e)
         elif _is_decision(e):
             held.append(e)
-        else:
+        elif held or evaluated:
             after.append(e)
+        else:
+            out.append(e)
     return out + held + after
 
 
@@ -168,7 +198,9 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
     marked: list[str] = []
 
     def registry() -> list[ClusterRecord]:
-        return [c.model_copy() for c in clusters.values()]
+        # deep: the folds below add to a record's TypeUnits in place, and a round is evaluated
+        # only after every round is read (a shallow copy showed a round the later placements)
+        return [c.model_copy(deep=True) for c in clusters.values()]
 
     def close(e: RecordedEvent) -> None:
         """The round ends: evaluated on the registry before its first decision."""
@@ -188,11 +220,11 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
         )
         snapshot, started, marked = None, [], []
 
-    for e in _loop_order(history.events):
+    for e in _loop_order(_unbatched(history.events)):
         if e.kind == "started":
             inp = FleetAutoscalerInput.model_validate(first_input(e))
             state = inp.state
-            clusters = {k: v.model_copy() for k, v in (registry_of(state) if state else {}).items()}
+            clusters = {k: v.model_copy(deep=True) for k, v in (registry_of(state) if state else {}).items()}
             instances = dict(state.instances) if state else {}
             snapshot, started, marked = None, [], []
             continue
@@ -200,6 +232,20 @@ def recorded_rounds(history: RecordedHistory) -> list[RecordedRound]:
             continue
         if e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW:
             child = DataPlaneClusterInput.model_validate(first_input(e))
+            if child.manual:  # registered: in the registry as the loop added it (if new), not a scale-up
+                clusters.setdefault(
+                    child.cluster_id,
+                    ClusterRecord(
+                        id=child.cluster_id,
+                        instance_type=child.instance_type,
+                        types={t: TypeUnits() for t in child.instance_types or [child.instance_type]},
+                        manual=True,
+                        cluster_type=child.cluster_type,
+                        schedulable=child.schedulable,
+                        instance_limit=child.instance_limit,
+                    ),
+                )
+                continue
             if child.instance_type in started:  # a round decides once per type: this is the next round
                 close(e)
             snapshot = snapshot if snapshot is not None else registry()

@@ -6,14 +6,18 @@ evaluate_region computed directly on the recorded registry."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import yaml
 
+from scaling.fleet import contracts
 from scaling.fleet.capacity import type_rules
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.evaluation import evaluate_region
-from scaling.fleet.what_if import fleet_what_if, recorded_rounds
+from scaling.fleet.models import ClusterPhase
+from scaling.fleet.region import ClusterMessage, ClusterMessages
+from scaling.fleet.what_if import FleetDecisions, fleet_what_if, recorded_rounds
 from starters.history import history_from_file
 from tests.cli import growth
 
@@ -75,9 +79,74 @@ def test_a_run_that_starts_with_the_registry_as_columns_is_read(tmp_path: Path) 
     raw = json.loads(REGISTERED.read_text())
     carried = raw["events"][-1]["workflowExecutionContinuedAsNewEventAttributes"]["input"]
     raw["events"][0]["workflowExecutionStartedEventAttributes"]["input"] = carried
+    # Its first round ends at its first wait; the recorded run's registrations and reports before
+    # that are the first run's (the next run knows these clusters and registers none).
+    wait = next(e for e in raw["events"] if e["eventType"] == "EVENT_TYPE_TIMER_STARTED")
+    raw["events"] = [raw["events"][0], wait]
     path = tmp_path / "next_run.json"
     path.write_text(json.dumps(raw))
     first = recorded_rounds(history_from_file(str(path)))[0]
     assert [c.id for c in first.clusters] == ["both", "std", "ent"]
     both = first.clusters[0]
     assert both.manual and {t: u.max_units for t, u in both.types.items()} == {"standard": 4, "developer": 4}
+
+
+# The fleet demo's FleetAutoscaler history from a CI run where what-if counted a scale-up the loop
+# never made (main 474b1ce, tests/e2e/test_fleet_e2e.py, `make test`): its first 724 events, less
+# the index shards' traffic (their starts and index_ops signals, which what-if does not read).
+# The first cluster's Ready report came in while the loop was still sending a round's signals,
+# after that round had evaluated: the next round placed 18 instances on it (answering a create)
+# and started the second cluster, and the placements went out after that start.
+READY_AFTER_ITS_ROUND = Path(__file__).parent / "histories" / "fleet_autoscaler_ready_after_its_round.json"
+
+
+def test_a_report_after_the_rounds_evaluation_counts_for_the_next_round() -> None:
+    history = history_from_file(str(READY_AFTER_ITS_ROUND))
+    report = fleet_what_if(history)
+    assert report.total_happened.scale_up == {"standard": 2} and report.difference == {"standard": 0}
+    for r in report.rounds:
+        assert r.what_if == r.happened, r.round
+    rounds = recorded_rounds(history)
+    n = next(n for n, r in enumerate(rounds) if any(c.phase == ClusterPhase.READY for c in r.clusters))
+    delivered, placed = rounds[n - 1], rounds[n]
+    # The round the Ready report was delivered in (after its evaluation task) decided on the
+    # cluster waiting for its agent; it was evaluated with the next round's 18 placements when
+    # the rounds shared their TypeUnits.
+    assert delivered.at == datetime(2026, 11, 26, 11, 8, 18, 813925)  # round 56 of the CI run's report
+    assert [(c.phase, c.units("standard").consumed_units) for c in delivered.clusters] == [(ClusterPhase.WAITING, 0)]
+    assert delivered.started == []
+    # The next round decided on its own placements, sent in one cluster_messages after the start.
+    units = [(c.units("standard").consumed_units, c.units("standard").max_units) for c in placed.clusters]
+    assert units == [(18, 18)] and placed.started == ["standard"]
+
+
+def test_a_batched_deprovision_is_a_decision() -> None:
+    """Patch batched-outbox: a deprovision mark goes out inside cluster_messages; the round that
+    sent it marked that cluster, and the rounds after see it deprovisioning."""
+    history = history_from_file(str(READY_AFTER_ITS_ROUND))
+    last = history.events[-1]
+    cid = recorded_rounds(history)[-1].clusters[0].id
+    batch = ClusterMessages(messages=[ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_DEPROVISION)])
+    sent = last.model_copy(
+        update={
+            "kind": "signal_out",
+            "name": contracts.SIGNAL_CLUSTER_MESSAGES,
+            "input": [batch.model_dump(mode="json")],
+            "workflow_id": contracts.cluster_workflow_id(cid),
+        }
+    )
+    history.events += [sent, last.model_copy(update={"kind": "timer"}), last.model_copy(update={"kind": "timer"})]
+    *_, marking, after = recorded_rounds(history)
+    assert marking.marked == [cid] and marking.clusters[0].phase == ClusterPhase.READY
+    assert after.marked == [] and after.clusters[0].phase == ClusterPhase.DEPROVISIONING
+
+
+def test_registered_clusters_are_no_scale_ups() -> None:
+    """The region starts a registered cluster's workflow too (manual in its input): the cluster
+    exists already, so no decision, and the registry holds it as registered (never removed)."""
+    history = history_from_file(str(REGISTERED))
+    report = fleet_what_if(history)
+    assert report.rounds_replayed >= 10
+    assert report.total_happened == report.total_what_if == FleetDecisions()
+    last = recorded_rounds(history)[-1]
+    assert {c.id for c in last.clusters} == {"both", "std", "ent"} and all(c.manual for c in last.clusters)
