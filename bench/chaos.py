@@ -73,9 +73,8 @@ from scaling.nodes.contracts import (
     DELETE_NODE_OBJECT,
     EVICT_POD,
     OBSERVE_CLUSTER,
+    READINESS,
     START_NODE_REQUESTS,
-    WAIT_NODE_READY,
-    WAIT_NODES_READY,
     WAIT_PODS_GONE,
 )
 from scaling.nodes.models import LABEL_REQUEST
@@ -92,8 +91,6 @@ from starters.scenarios.scale_down import SCALE_DOWN
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 ROOT = Path(__file__).resolve().parent.parent
-# A node's readiness wait: a NodeRequest's own, or a NodeRequestBatch's round over its members.
-READINESS = (WAIT_NODE_READY, WAIT_NODES_READY)
 CLUSTER = "chaos"
 VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)

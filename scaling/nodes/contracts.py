@@ -38,6 +38,8 @@ REQUEST_CHANGED = "request_changed"
 REQUESTS_CHANGED = "requests_changed"
 WAIT_NODE_READY = "wait_node_ready"
 WAIT_NODES_READY = "wait_nodes_ready"  # a NodeRequestBatch's members' readiness, in one activity
+# A node's readiness wait: a NodeRequest's own, or a NodeRequestBatch's round over its members.
+READINESS = (WAIT_NODE_READY, WAIT_NODES_READY)
 LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"
 REPORT_NODE_GROUP_STATUS = "report_node_group_status"

@@ -21,8 +21,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 import worker as growth_worker
 from activities.nodes.providers.kwok import capacity_lease_name
-from bench.chaos import READINESS  # a NodeRequest's readiness wait, or a batch's round
 from scaling.nodes import contracts
+from scaling.nodes.contracts import READINESS  # a NodeRequest's readiness wait, or a batch's round
 from scaling.nodes.models import LABEL_REQUEST, RequestPhase
 from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.status import AutoscalerStatus

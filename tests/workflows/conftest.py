@@ -21,20 +21,3 @@ async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
         dev_server_extra_args=DEV_SERVER_ARGS,
     ) as e:
         yield e
-
-
-@pytest.fixture(scope="session")
-async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    """The dev server with growth's search attributes registered: `growth … approvals` lists by
-    GrowthPhase (a visibility query)."""
-    from workflows.search import ALL
-
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-        dev_server_extra_args=DEV_SERVER_ARGS,
-        search_attributes=ALL,
-    ) as e:
-        yield e
