@@ -177,7 +177,7 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
         settings = FleetAutoscalerSettings(
             provider="aws",
             region="us-east-1",
-            interval_s=5.0,
+            scan_interval_s=5.0,
             max_clusters=clusters,
             max_instances=max(total, 1),
         )
