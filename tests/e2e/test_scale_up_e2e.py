@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from kubernetes import client
+from temporalio.client import WorkflowHandle
 
 from scaling.kube.models import LABEL_ZONE
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_REQUEST, RequestPhase
@@ -209,10 +210,33 @@ async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None: 
     }
     pods = core.list_namespaced_pod("default", label_selector="app=spread").items
     assert Counter(zone_of[p.spec.node_name] for p in pods) == {"za": 2, "zb": 2}
-    made = [(r.id[-11:], r.current_pool, r.pods, r.started_at.time() if r.started_at else None) for r in status.recent]
-    assert status.nodes_created == len(zone_of) == 4, made
+    if not status.nodes_created == len(zone_of) == 4:
+        # Seen once under CI load (7 nodes for 4 pods) and not reproduced in about 45 runs at load up
+        # to 21: print what the next failure needs, whole (pytest cuts a long assertion message).
+        for r in status.recent:
+            print(r.id, r.current_pool, r.pods, r.phase.value, r.node_name, r.started_at, r.finished_at)
+        print(await loop_digest(handle))
+    assert status.nodes_created == len(zone_of) == 4
     assert {r.current_pool for r in status.recent} == {"kwok-cx22-za", "kwok-cx22-zb"}
     await handle.terminate()
+
+
+async def loop_digest(handle: WorkflowHandle) -> str:
+    """The loop's history as one line per event that decides scale-up: its observations (pods
+    pending and nodes, cut), the batches it started and the reports it took, with their times."""
+    lines = []
+    async for e in handle.fetch_history_events():
+        at = e.event_time.ToDatetime().time()
+        if e.HasField("workflow_execution_signaled_event_attributes"):
+            a = e.workflow_execution_signaled_event_attributes
+            lines.append(f"{at} signal {a.signal_name} {[p.data.decode()[:800] for p in a.input.payloads]}")
+        elif e.HasField("activity_task_scheduled_event_attributes"):
+            a = e.activity_task_scheduled_event_attributes
+            lines.append(f"{at} scheduled {a.activity_type.name} {[p.data.decode()[:800] for p in a.input.payloads]}")
+        elif e.HasField("activity_task_completed_event_attributes"):
+            a = e.activity_task_completed_event_attributes
+            lines.append(f"{at} completed {[p.data.decode()[:1500] for p in a.result.payloads]}")
+    return "\n".join(lines)
 
 
 def test_interactive_demo_stops_what_it_started_on_ctrl_c(tmp_path: Path) -> None:
