@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -63,12 +64,18 @@ async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironmen
     GrowthPhase (a visibility query)."""
     from workflows.search import ALL
 
-    async with await WorkflowEnvironment.start_local(
+    async with await start_dev_server(temporal_cli_path, search_attributes=ALL) as e:
+        yield e
+
+
+def start_dev_server(temporal_cli_path: str, **extra: Any) -> Awaitable[WorkflowEnvironment]:
+    """A real dev server as the tests run it (pydantic payloads, quiet log, DEV_SERVER_ARGS);
+    `extra` goes to WorkflowEnvironment.start_local (search attributes, ...)."""
+    return WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli_path,
         dev_server_startup_timeout=SERVER_STARTUP,
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
         dev_server_extra_args=DEV_SERVER_ARGS,
-        search_attributes=ALL,
-    ) as e:
-        yield e
+        **extra,
+    )

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -29,7 +28,7 @@ from scaling.fleet.models import ClusterPhase
 from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
-from tests.conftest import DEV_SERVER_ARGS, SERVER_STARTUP
+from tests.conftest import start_dev_server
 from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
@@ -40,13 +39,7 @@ FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_instal
 
 @pytest.fixture(scope="module")
 async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-        dev_server_extra_args=DEV_SERVER_ARGS,
-    ) as e:
+    async with await start_dev_server(temporal_cli_path) as e:
         yield e
 
 
