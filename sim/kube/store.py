@@ -72,6 +72,12 @@ BUILTIN_TYPES: list[ResourceType] = [
     ResourceType("", "v1", "configmaps", "ConfigMap", True, status_subresource=False, short_names=("cm",)),
     ResourceType("", "v1", "services", "Service", True, short_names=("svc",)),
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, status_subresource=False, short_names=("sa",)),
+    # Volume topology: the scheduler's VolumeZone/VolumeBinding read these.
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, short_names=("pv",)),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, short_names=("pvc",)),
+    ResourceType(
+        "storage.k8s.io", "v1", "storageclasses", "StorageClass", False, status_subresource=False, short_names=("sc",)
+    ),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=("pdb",)),
     ResourceType("apps", "v1", "deployments", "Deployment", True, short_names=("deploy",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, short_names=("rs",)),
