@@ -54,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_up.decision import (
         ScaleUpDecision,
         ScaleUpInput,
-        decide_scale_up,
         empty_decision,
         in_flight_runs,
         nothing_to_decide,
@@ -99,23 +98,10 @@ START_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
 )
 ORPHAN_CHECK_EVERY = 10  # loops
-# Patches retired in 0.2.0 (docs/development.md, "How a patch retires"): runs started by 0.1.0
-# took each one's new branch and carry its marker, which the SDK only skips once deprecated, so
-# each is deprecated where 0.1.0 first asked for it (same place, same order). Remove in 0.3.0.
-MACHINE_GC_CHILD = "machine-gc-child"
-CONCURRENT_STARTS = "concurrent-child-starts"
-ENFORCE_MIN_NODES = "enforce-min-nodes"
-AGGREGATED_DEMAND = "aggregated-demand"
-LANDING_REQUESTS = "count-landing-requests"
-READY_NODES_SEEN = "requests-with-ready-node"
-SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
-CATALOGUE_KEPT = "catalogue-kept"
-FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
-LAUNCH_AND_DOWNSIZE = "planner-launch-and-downsize"
-REQUEST_BATCHES = "request-batches"
-# workflow.patched id: runs started by release 0.1.0 planned in the workflow; later runs record
-# each scale-up decision as a local activity (PLAN_SCALE_UP), which a replay reads back, so a
-# change to the planner needs no patch. Retire it (docs/development.md) in the release after 0.2.0.
+# Deprecated patch (docs/development.md, "How a patch retires"): release 0.2.0 asked
+# workflow.patched for it where the loop decides (runs started by 0.1.0 planned in the workflow),
+# so its runs carry the marker; every run since records each scale-up decision as the local
+# activity PLAN_SCALE_UP. Remove the deprecate_patch call in the release after 0.3.0.
 DECISIONS_RECORDED = "decisions-recorded"
 # A planner that raises is a bug: the loop retries it (as an observation) until a fixed worker
 # runs, rather than failing the loop.
@@ -300,7 +286,6 @@ class NodeAutoscalerWorkflow:
         # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
         workflow.set_current_details(autoscaler_details(self.state))
         if settings.machine_gc:
-            workflow.deprecate_patch(MACHINE_GC_CHILD)
             await self._start_machine_gc()
         iterations_this_run = 0
         while True:
@@ -330,7 +315,6 @@ class NodeAutoscalerWorkflow:
         started = workflow.now()
         in_flight_before = in_flight_for_planner(self.state.in_flight)
         self.ready_since_observed.clear()
-        workflow.deprecate_patch(READY_NODES_SEEN)
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             ObserveInput(
@@ -344,7 +328,6 @@ class NodeAutoscalerWorkflow:
         )
         self.state.resource_versions = obs.resource_versions or self.state.resource_versions
         await self._report_invalid_groups(obs)
-        workflow.deprecate_patch(AGGREGATED_DEMAND)
         demand = obs.demand
         fingerprint = groups_fingerprint(obs.groups)
         self.state.never_satisfiable = prune_never_satisfiable(
@@ -358,7 +341,6 @@ class NodeAutoscalerWorkflow:
         catalogue: list[ServerType] = []  # also the prices approval gates compare
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
         if shapes and providers:
-            workflow.deprecate_patch(CATALOGUE_KEPT)
             if catalogue_still_fresh(self.catalogue, providers, workflow.now().timestamp()):
                 catalogue = self.catalogue.types
             else:
@@ -370,10 +352,6 @@ class NodeAutoscalerWorkflow:
                     retry_policy=OBSERVE_RETRY,
                 )
                 self.catalogue = KeptCatalogue(catalogue, workflow.now().timestamp(), providers)
-        for retired in (LANDING_REQUESTS, SPREAD_ROOM_COUNTED_ONCE, FIRST_FIT_ACROSS_NODES, LAUNCH_AND_DOWNSIZE):
-            workflow.deprecate_patch(retired)
-        if settings.enforce_min_nodes:
-            workflow.deprecate_patch(ENFORCE_MIN_NODES)
         in_flight = with_landing_requests(
             in_flight_for_planner(self.state.in_flight), in_flight_before, self.ready_since_observed
         )
@@ -404,9 +382,6 @@ class NodeAutoscalerWorkflow:
         )
         plan = decision.plan
         new_nodes, gates = decision.planned()
-        workflow.deprecate_patch(CONCURRENT_STARTS)
-        if new_nodes:
-            workflow.deprecate_patch(REQUEST_BATCHES)
         self.state.never_satisfiable.update(decision.never_satisfiable)
 
         groups = {g.name: g for g in obs.groups}
@@ -454,12 +429,11 @@ class NodeAutoscalerWorkflow:
 
     async def _decide(self, inp: ScaleUpInput, in_flight: list[InFlightRequest]) -> ScaleUpDecision:
         """The scale-up decision: none when there is nothing to decide (an idle loop records
-        nothing), else the planner's, recorded as a local activity (DECISIONS_RECORDED)."""
+        nothing), else the planner's, recorded as a local activity."""
         settings = self.inp.settings
         if nothing_to_decide(inp.demand, inp.groups, in_flight, settings.enforce_min_nodes):
             return empty_decision(inp.demand)
-        if not workflow.patched(DECISIONS_RECORDED):
-            return decide_scale_up(inp, with_input=False)  # runs started by 0.1.0 planned here
+        workflow.deprecate_patch(DECISIONS_RECORDED)
         return await workflow.execute_local_activity(
             contracts.PLAN_SCALE_UP,
             inp,

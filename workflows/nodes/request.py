@@ -26,10 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.request_machine import Decision, RequestMachine, wait_alone
     from workflows.search import request_attributes
 
-# Retired in 0.2.0, deprecated where 0.1.0 asked for them, in that order (see autoscaler.py).
-# Remove in 0.3.0.
-RETIRED_PATCHES = ("approval-gates", "ready-in-fewer-tasks", "first-report-skipped")
-
 
 # Outside the sandbox: the sandbox runs a workflow's module again for every new instance, on the
 # worker's event loop, and a burst starts hundreds of NodeRequests at once (10,000 pods: 323).
@@ -89,8 +85,6 @@ class NodeRequestWorkflow:
     # -- the state machine (workflows.nodes.request_machine) ---------------------------
     @workflow.run
     async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
-        for retired in RETIRED_PATCHES:
-            workflow.deprecate_patch(retired)
         # No first report: the loop recorded the request Pending when it started it (in a
         # 30,000-pod burst that report was a third of the loop's signals, arriving as it planned).
         self._show()

@@ -37,8 +37,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision
     from workflows.search import request_attributes
 
-# Retired in 0.2.0, deprecated where 0.1.0 asked for it (see autoscaler.py). Remove in 0.3.0.
-READINESS_ROUNDS = "batch-readiness-rounds"
 # A readiness round's longest wait without news: nodes created meanwhile join the next round,
 # and a round returns at once when any node settles.
 ROUND_S = 10.0
@@ -110,7 +108,6 @@ class NodeRequestBatchWorkflow:
     # -- the members -----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeRequestBatchInput) -> NodeRequestBatchStatus:
-        workflow.deprecate_patch(READINESS_ROUNDS)
         self._show()
         await asyncio.gather(*(self._member(m) for m in self.machines))
         # Keep the final records visible (query, Web UI) for the TTL, then finish (seed 004 step 7).

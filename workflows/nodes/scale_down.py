@@ -52,8 +52,6 @@ PROVIDER_ROUND = RetryPolicy(
 )
 PROVIDER_BACKOFF_MAX_S = 300.0
 CANCELLED_BY_OPERATOR = "CancelledByOperator"
-# Retired in 0.2.0, deprecated where 0.1.0 asked for it (see autoscaler.py). Remove in 0.3.0.
-BOUNDED_RECHECK = "bounded-removal-check"
 DRAIN_TIMEOUT = "DrainTimeout"
 
 
@@ -141,7 +139,6 @@ class NodeScaleDownWorkflow:
             require_empty=method_for(inp.kind).require_empty,
             settings=inp.settings,
         )
-        workflow.deprecate_patch(BOUNDED_RECHECK)
         check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         if not check.found:
             return await self._finish(

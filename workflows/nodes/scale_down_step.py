@@ -43,10 +43,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-# Patches retired in 0.2.0, deprecated where 0.1.0 first asked for them (see autoscaler.py). Remove in 0.3.0.
-BOUNDED_SCALE_DOWN = "bounded-scale-down"
-ORPHANS_BESIDE_CLUSTER = "orphans-beside-cluster"
-UNCHANGED_SCALE_DOWN_SKIPPED = "unchanged-scale-down-skipped"
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
@@ -91,7 +87,6 @@ def _waiting_empty(sd: ScaleDownStatus) -> bool:
 async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = "") -> ScaleDownEvaluation | None:
     """One scale-down evaluation; returns what it acted on (None: the last one still stands, as
     ``view``, the observation's token of what it would read, says, and none is recorded)."""
-    workflow.deprecate_patch(BOUNDED_SCALE_DOWN)
     now = workflow.now().timestamp()
     inp = ScaleDownEvaluationInput(
         cluster=settings.cluster,
@@ -106,7 +101,6 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         candidates_digest=state.candidates_digest,
     )
     key = reuse_key(inp)
-    workflow.deprecate_patch(UNCHANGED_SCALE_DOWN_SKIPPED)
     if stands(state.scale_down_reuse, view, key, now):
         state.scale_down_evaluated_at = now  # it would have said the same now
         record_candidates(state, None, state.candidates_by_state)  # children's phases move on
@@ -219,7 +213,6 @@ async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, n
         settings=loop_settings(settings),
         from_cache=True,  # the NodeScaleDown it starts reads the API server before the drain
     )
-    workflow.deprecate_patch(BOUNDED_SCALE_DOWN)
     check: NodeRemovalCheck = await workflow.execute_activity(
         contracts.CHECK_NODE_REMOVAL,
         check_inp,
@@ -252,7 +245,6 @@ async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, n
 
 
 async def check_orphans(settings: AutoscalerSettings, state: NodeAutoscalerState, providers: list[str]) -> None:
-    workflow.deprecate_patch(ORPHANS_BESIDE_CLUSTER)
     state.orphans = await workflow.execute_activity(
         contracts.FIND_ORPHANS,
         OrphanSearchInput(

@@ -126,7 +126,7 @@ def empty_decision(demand: PendingDemand) -> ScaleUpDecision:
     )
 
 
-def decide_scale_up(inp: ScaleUpInput, *, with_input: bool = True) -> ScaleUpDecision:
+def decide_scale_up(inp: ScaleUpInput) -> ScaleUpDecision:
     """Plan the demand (scaling/nodes/scale_up/planning.py), add the nodes that raise pools to
     their minNodes, keep within the in-flight limit, and gate each node on its group's approval
     policy. Headroom (virtual pods) is split out of what real pods see."""
@@ -158,7 +158,7 @@ def decide_scale_up(inp: ScaleUpInput, *, with_input: bool = True) -> ScaleUpDec
     nodes = within_in_flight_limit(plan.new_nodes, inp.requests_in_flight, inp.max_requests_in_flight)
     gates = approval_gates(nodes, {g.name: g for g in inp.groups}, prices)
     return ScaleUpDecision(
-        input=inp if with_input else None,
+        input=inp,
         plan=plan.model_copy(update={"new_nodes": []}),
         new_nodes=planned_runs(nodes, gates),
         headroom_problems=split.problems,

@@ -4,9 +4,9 @@ in flight (a command added, removed or reordered without workflow.patched) fails
 Re-record after an intended change: see docs/development.md, "Changing a workflow safely".
 
 A worker release replays the runs the release before it started, and no older ones
-(docs/development.md, "How a patch retires"): histories/ holds this release's recordings,
-histories/0.1.0/ those of release 0.1.0, whose loops planned in the workflow (the old branch of
-the one patch left, decisions-recorded)."""
+(docs/development.md, "How a patch retires"): histories/ holds the recordings of release 0.2.0,
+the first whose loops record their decisions; those of 0.1.0, which planned in the workflow,
+retired with that branch."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from tests.workflows.replayer import new_replayer
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import DECISIONS_RECORDED
 
-PREVIOUS = HISTORIES / "0.1.0"
-# Every node history kept: this release's and the previous release's.
-KEPT = sorted([*HISTORIES.glob("node*.json"), *PREVIOUS.glob("node*.json")])
+# Every node history kept.
+KEPT = sorted(HISTORIES.glob("node*.json"))
 
 
 def load(workflow_type: str) -> WorkflowHistory:
@@ -61,10 +60,10 @@ async def test_every_kept_history_replays(path: Path) -> None:
     assert failure is None, f"{path.parent.name}/{path.name}: {failure}"
 
 
-def test_the_previous_release_kept_every_node_workflow_type() -> None:
+def test_every_node_workflow_type_is_kept() -> None:
     types = {
         json.loads(p.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"]
-        for p in PREVIOUS.glob("node*.json")
+        for p in KEPT
     }
     assert types == set(NODE_TYPES)
 
@@ -89,13 +88,9 @@ def local_activities_in(events: list[dict]) -> list[str]:
     return out
 
 
-def test_the_previous_release_planned_in_the_workflow_and_this_one_records_its_decisions() -> None:
-    """0.1.0's loop replays the patch's old branch (no marker, no recorded decision); this
-    release's recording went through the new one, a plan_scale_up marker per loop that planned."""
-    old = json.loads((PREVIOUS / "nodes_NodeAutoscaler.json").read_text())["events"]
-    assert DECISIONS_RECORDED not in patches_in(old) and not local_activities_in(old)
-    # The patches 0.1.0 took are in its histories: they replay with no workflow.patched left for them.
-    assert patches_in(old)
-    new = json.loads(node_history_file("NodeAutoscaler").read_text())["events"]
-    assert DECISIONS_RECORDED in patches_in(new)
-    assert contracts.PLAN_SCALE_UP in local_activities_in(new)
+def test_the_kept_loop_recorded_its_decisions() -> None:
+    """0.2.0's loop asked for decisions-recorded (a marker this code only deprecates) and
+    recorded a plan_scale_up marker per loop that planned: its replay reads those decisions."""
+    events = json.loads(node_history_file("NodeAutoscaler").read_text())["events"]
+    assert DECISIONS_RECORDED in patches_in(events)
+    assert contracts.PLAN_SCALE_UP in local_activities_in(events)
