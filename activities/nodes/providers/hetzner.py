@@ -107,6 +107,11 @@ class HetznerSettings(BaseModel):
     retry_base_s: float = 1.0
     retry_cap_s: float = 60.0
     timeout_s: float = 30.0
+    # The most one create may take, hcloud's retries included (Cluster Autoscaler's
+    # HCLOUD_SERVER_CREATION_TIMEOUT, 5 minutes by default); past it the server is looked up
+    # by its request labels, never created twice. Waiting for the Node is the loop's
+    # readiness_timeout_s (CA's --max-node-provision-time).
+    create_timeout_s: float = Field(300.0, gt=0)
     default_rate_limit_retry_s: float = 60.0
     # A location that answered resource_unavailable for a type is skipped for this long (each
     # try costs a request from the project's budget; capacity rarely returns within a minute).
