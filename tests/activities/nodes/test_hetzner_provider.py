@@ -489,3 +489,72 @@ async def test_create_timeout_bounds_the_create_and_finds_the_server(hz: FakeHet
         assert not e.non_retryable
         result = await provider.create_node(req(pool(), attempt=1))
     assert result.outcome == "created" and hz.stats()["created_total"] == 1
+
+
+async def test_servers_ca_made_are_adopted_scaled_down_by_id_and_never_collected(secrets: Path) -> None:
+    """Servers made the way Cluster Autoscaler makes them (hetzner_node_group.go createServer: name
+    `<group>-%x` of rand.Int63, label hcloud/node-group=<group>, its own cloud-init joining the
+    cluster), found by growth as the migrated pool's nodes; growth's scale-down deletes one by its
+    provider id, and machine GC, which lists growth's servers, never sees them."""
+    import json
+    import random
+    import urllib.request
+
+    from hcloud import Client
+    from hcloud.images import Image
+    from hcloud.locations import Location
+    from hcloud.server_types import ServerType
+
+    from scaling.kube.nodes import node_info
+    from scaling.nodes.adoption import CA_NODE_GROUP_LABEL, adopt_nodes
+    from scaling.nodes.migrate_ca import CaSettings, migrate
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+    from scaling.nodes.nodegroups import load_node_groups
+    from scaling.nodes.scale_up.demand import tally_nodes
+    from tests.polling import eventually
+
+    cluster_mod = pytest.importorskip("sim.cluster")
+    with (
+        cluster_mod.FakeCluster(node_ready_delay=0.1) as cluster,
+        FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
+    ):
+        ca = Client(token=TOKEN, api_endpoint=hz.url)
+        cloud_init = f"#cloud-config\nruncmd:\n  - kubeadm join 10.0.0.2:6443 --token {JOIN}\n"
+        made = []
+        for group in ("pool1", "pool1", "unmigrated"):
+            name = f"{group}-{random.getrandbits(63):x}"
+            ca.servers.create(
+                name=name,
+                server_type=ServerType(name="cx22"),
+                image=Image(name="ubuntu-24.04"),
+                location=Location(name="fsn1"),
+                labels={CA_NODE_GROUP_LABEL: group},
+                user_data=cloud_init,
+            )
+            made.append(name)
+
+        def nodes() -> list[dict]:
+            request = urllib.request.Request(
+                f"{cluster.url}/api/v1/nodes", headers={"Authorization": f"Bearer {cluster.token}"}
+            )
+            with urllib.request.urlopen(request, timeout=10, context=cluster.ssl_context()) as resp:
+                return json.loads(resp.read())["items"]
+
+        eventually(lambda: len(nodes()) == 3, message="CA's servers joined")
+        groups, _ = load_node_groups(migrate(CaSettings(args=["--nodes=1:3:cx22:fsn1:pool1"])).node_groups, {"hetzner"})
+        adopted = adopt_nodes([node_info(n, []) for n in nodes()], groups)
+        mine = {n.name: n for n in adopted if n.labels.get(LABEL_POOL) == "pool1"}
+        assert set(mine) == set(made[:2])
+        assert [(c.group, c.pool, c.count) for c in tally_nodes(adopted).groups] == [("pool1", "pool1", 2)]
+        # GC lists growth's servers only (its cluster label): CA's are never candidates.
+        provider = make_provider(hz, secrets)
+        assert await provider.list_machines("prod") == []
+        # Scale-down deletes the server by the Node's provider id; the Node goes with it.
+        victim = mine[made[0]]
+        await provider.delete_node(
+            DeleteNodeInput(cluster="prod", provider="hetzner", node_name=victim.name, provider_id=victim.provider_id)
+        )
+        eventually(lambda: victim.name not in {n["metadata"]["name"] for n in nodes()}, message="node removed")
+        assert sorted(s["name"] for s in hz.servers()) == sorted(made[1:])
+        # Adoption is growth's reading: the Node itself is not relabelled.
+        assert LABEL_GROUP not in next(n for n in nodes() if n["metadata"]["name"] == made[1])["metadata"]["labels"]
