@@ -509,3 +509,21 @@ def test_priority_regexes_are_re2_posix_classes_included() -> None:
     result = migrate(CaSettings(args=args, priorities=priorities))
     pools = result.node_groups[0]["spec"]["pools"]
     assert [(p["config"]["name"], p["priority"]) for p in pools] == [("workers5", 30), ("workersx", 10)]
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [
+        ("--deployment", "kind: Deployment\nspec: [unclosed\n"),
+        ("--priority-configmap", "- a list\n"),
+        ("--priority-configmap", "metadata: {name: cluster-autoscaler-priority-expander}\ndata: [1]\n"),
+    ],
+)
+def test_unreadable_files_are_refused_naming_the_option(
+    option: str, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "file.yaml"
+    path.write_text(text)
+    assert main(["--arg=--nodes=0:2:cx22:fsn1:p", option, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"refused: {option}:" in err and "Traceback" not in err
