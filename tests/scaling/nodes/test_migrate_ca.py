@@ -527,3 +527,24 @@ def test_unreadable_files_are_refused_naming_the_option(
     assert main(["--arg=--nodes=0:2:cx22:fsn1:p", option, str(path)]) == 2
     err = capsys.readouterr().err
     assert f"refused: {option}:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("timeout", "args", "create_s", "ready_s"),
+    [
+        # CA bounds the create call with HCLOUD_SERVER_CREATION_TIMEOUT (minutes) and waits for the
+        # Node separately: --max-node-provision-time, 15 minutes by default.
+        ("2", [], 120.0, 900.0),
+        ("2", ["--max-node-provision-time=25m"], 120.0, 1500.0),
+        ("0", [], None, 900.0),  # strconv.Atoi 0: CA keeps its 5 minutes
+        ("soon", [], None, 900.0),  # not a number: the same
+    ],
+)
+def test_creation_timeout_bounds_the_create_and_provision_time_the_readiness(
+    timeout: str, args: list[str], create_s: float | None, ready_s: float
+) -> None:
+    env = {"HCLOUD_SERVER_CREATION_TIMEOUT": timeout}
+    result = migrate(CaSettings(args=["--nodes=0:2:cx22:fsn1:p", *args], env=env))
+    valid(result)
+    assert result.worker_settings["providers"]["hetzner"].get("create_timeout_s") == create_s
+    assert result.worker_settings["autoscaler"]["readiness_timeout_s"] == ready_s
