@@ -225,6 +225,7 @@ class HetznerProvider:
         self._groups: dict[str, dict[int, int]] = {}  # group name prefix → {group id: servers}
         self._no_capacity: dict[tuple[str, str], float] = {}  # (type, location) → monotonic time seen
         self._refs: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, name) → (fetched, id)
+        self._subnets: dict[int, tuple[float, set[str]]] = {}  # network id → (fetched, subnet ranges)
 
     @classmethod
     def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
@@ -498,6 +499,27 @@ class HetznerProvider:
         self._refs[(kind, name)] = (time.monotonic(), int(found.id))
         return int(found.id)
 
+    async def _check_subnet(self, config: dict[str, Any]) -> None:
+        """A pool's `subnet_ip_range` must be one of its network's subnets (Cluster Autoscaler's
+        isIpRangeInNetwork, checked at start): refused before any server is bought, never after.
+        The network is read once per cache period."""
+        ip_range = config.get("subnet_ip_range")
+        if not ip_range:
+            return
+        network_id = await self._ref_id("networks", config["networks"][0], "networks[0]")
+        cached = self._subnets.get(network_id)
+        if cached is None or time.monotonic() - cached[0] >= self.settings.cache_ttl_s:
+            network = await self._call(lambda c: c.networks.get_by_id(network_id), RequestKind.POLL)
+            cached = (time.monotonic(), {str(sn.ip_range) for sn in network.subnets or []})
+            self._subnets[network_id] = cached
+        if str(ip_range) not in cached[1]:
+            raise ApplicationError(
+                f"pool config subnet_ip_range {ip_range!r} is no subnet of network {network_id} "
+                f"(its subnets: {', '.join(sorted(cached[1])) or 'none'})",
+                type="HetznerInvalidConfig",
+                non_retryable=True,
+            )
+
     async def _attach_and_start(self, server: BoundServer, config: dict[str, Any]) -> None:
         """A pool with `subnet_ip_range` creates its servers off: attach the network in that
         subnet, then power on (Cluster Autoscaler's createServer). Each step is skipped when
@@ -626,6 +648,7 @@ class HetznerProvider:
             )
 
         in_subnet = bool(config.get("subnet_ip_range"))
+        await self._check_subnet(config)
         kwargs: dict[str, Any] = {
             "name": name,
             "server_type": HServerType(name=type_name),

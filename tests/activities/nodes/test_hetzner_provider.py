@@ -471,6 +471,12 @@ async def test_subnet_ip_range_creates_off_attaches_then_starts(hz: FakeHetzner,
     [server] = hz.servers()
     assert result.outcome == "created" and server["status"] == "running"
     assert [(n["network"], n["ip"].startswith("10.0.1.")) for n in server["private_net"]] == [(net_id, True)]
+    # A range that is no subnet of the network is refused before a server is bought.
+    with pytest.raises(ApplicationError) as e:
+        await provider.create_node(
+            req(pool("cx32", networks=[net_id], subnet_ip_range="10.0.9.0/24"), request_id="nodes/prod/request/r9")
+        )
+    assert e.value.non_retryable and "10.0.9.0/24" in str(e.value) and len(hz.servers()) == 1
     # A retry of the activity finds it and leaves it as it is (no second attach, no second create).
     again = await provider.create_node(req(pool("cx32", networks=[net_id], subnet_ip_range="10.0.1.0/24")))
     assert again.provider_id == result.provider_id and hz.stats()["created_total"] == 1
