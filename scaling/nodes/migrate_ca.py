@@ -227,6 +227,8 @@ def _read_node_configs(config: CaClusterConfig, groups: list[_CaGroup], names: l
         for i, t in enumerate(nc.taints):
             if not t.key:
                 raise MigrationError(f"nodeConfigs.{g.name}.taints[{i}].key", "is required")
+            if not t.effect:
+                notes.append(f"nodeConfigs.{g.name}.taints[{i}] has no effect: growth registers it as NoSchedule")
             g.taints.append({"key": t.key, "value": t.value, "effect": t.effect or "NoSchedule"})
         g.placement_group = nc.placement_group
         g.server_labels = dict(nc.server_labels)
