@@ -40,6 +40,7 @@ from temporalio.client import Client, RPCError, WorkflowHandle, WorkflowQueryFai
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
+from activities.updates import cause_of
 
 RPC_TIMEOUT = timedelta(seconds=30)
 DONE, MISSING, REFUSED = 0, 1, 2
@@ -51,13 +52,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = MISSING) -> None:
         super().__init__(message)
         self.code = code
-
-
-def cause_of(err: BaseException) -> str:
-    """The innermost cause's message: a refused update's reason ("group_pool: ...")."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return getattr(err, "message", None) or str(err)  # a Temporal failure's own message, without its type
 
 
 class Done(BaseModel):
