@@ -25,6 +25,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
     from scaling.components import contracts
     from scaling.components.approvals import create_verdict, decided, next_deadline
@@ -55,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.summaries import components_details
     from scaling.components.timing import next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
+    from workflows.approvals import ApprovalUpdates
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
     from workflows.search import components_attributes
@@ -98,7 +101,7 @@ def workflow_id(namespace: str, name: str) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ComponentAutoscalerWorkflow:
+class ComponentAutoscalerWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: ComponentAutoscalerInput) -> None:
         self.settings = inp.settings
@@ -180,36 +183,23 @@ class ComponentAutoscalerWorkflow:
         if req.component not in ("*", *COMPONENTS):
             raise ValueError(f"component: one of tikv, tidb or *, got {req.component!r}")
 
-    @workflow.update
-    def approve(self, req: DecisionRequest) -> str:
-        """Create the heterogeneous group that awaits approval (`growth components approve ID`)."""
-        return self._decide(req, True)
-
-    @approve.validator
-    def _validate_approve(self, req: DecisionRequest) -> None:
-        self._validate_decision(req)
-
-    @workflow.update
-    def deny(self, req: DecisionRequest) -> str:
-        """Do not create it; a plan may ask again after approval_timeout_s (`growth components deny ID`)."""
-        return self._decide(req, False)
-
-    @deny.validator
-    def _validate_deny(self, req: DecisionRequest) -> None:
-        self._validate_decision(req)
-
+    # approve/deny (workflows.approvals): approve creates the heterogeneous group that awaits
+    # approval; deny does not, and a plan may ask again after approval_timeout_s.
     def _waiting(self, group: str) -> ComponentState | None:
         return next((cs for cs in self.state.components.values() if group in cs.approvals), None)
 
-    def _validate_decision(self, req: DecisionRequest) -> None:
+    def _decision_refused(self, arg: Any) -> str:
+        try:
+            req = DecisionRequest.model_validate(arg)
+        except ValidationError as err:
+            return f"id: {err.errors()[0]['msg']}"
         cs = self._waiting(req.id)
         if cs is None:
-            raise ValueError(f"id: no heterogeneous group {req.id!r} awaits approval")
-        refused = decision_refused(True, cs.approvals[req.id], req.id)
-        if refused:
-            raise ValueError(refused)
+            return f"id: no heterogeneous group {req.id!r} awaits approval"
+        return decision_refused(True, cs.approvals[req.id], req.id)
 
-    def _decide(self, req: DecisionRequest, approve: bool) -> str:
+    def _decided(self, approve: bool, arg: Any) -> str:
+        req = DecisionRequest.model_validate(arg)
         cs = self._waiting(req.id)
         assert cs is not None
         s, now = self.settings, workflow.now()

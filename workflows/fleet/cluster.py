@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.region import ClusterMessages
     from scaling.fleet.summaries import cluster_details
+    from workflows.approvals import ApprovalUpdates
     from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
@@ -106,7 +107,7 @@ class StepFailed(Exception):
 
 
 @workflow.defn(name=contracts.CLUSTER_WORKFLOW)
-class DataPlaneClusterWorkflow:
+class DataPlaneClusterWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: DataPlaneClusterInput) -> None:
         self.inp = inp
@@ -175,31 +176,14 @@ class DataPlaneClusterWorkflow:
             self.changed = True
         self.reports_this_run += 1
 
-    # -- approval gates ---------------------------------------------------------------
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the gated step (`growth fleet approve ID`)."""
-        return self._decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse the gated step (`growth fleet deny ID`)."""
-        return self._decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
+    # -- approval gates (approve/deny: workflows.approvals) ------------------------------
+    def _decision_refused(self, note: Any) -> str:
         approval = self.state.approval
         waiting = approval is not None and not approval.decision and not self.decided
-        refused = decision_refused(waiting, approval, workflow.info().workflow_id)
-        if refused:
-            raise ValueError(refused)
+        return decision_refused(waiting, approval, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self._decide(approve, "operator", str(note or ""))
 
     def _decide(self, approve: bool, by: str, note: str) -> str:
         approval = self.state.approval
