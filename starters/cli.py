@@ -148,6 +148,7 @@ class LazyGroup(click.Group):
         "nodes": "starters.autoscaler:nodes",
         "fleet": "starters.fleet:fleet",
         "components": "starters.components:components",
+        "demo": "starters.demo:demo_command",  # the demo runs in this process until it exits
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -193,15 +194,6 @@ def worker_command(ctx: click.Context, argv: tuple[str, ...]) -> Passthrough:
 
     config = ctx.find_root().meta.get("growth.config")
     return Passthrough(worker.main, (["--config", config] if config else []) + list(argv))
-
-
-@growth.command("demo", context_settings=_PASS, add_help_option=False)
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def demo_command(argv: tuple[str, ...]) -> Passthrough:
-    """Run a demo on the local default (`growth demo --help` for scenarios and ports)."""
-    from starters import demo
-
-    return Passthrough(demo.main, list(argv))
 
 
 @growth.command("completion")
