@@ -88,12 +88,6 @@ OCM_RETRY = RetryPolicy(
 REMOVAL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
-# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
-# branch, the only one left): deprecated where 0.1.0 asked them, so those runs replay; removed
-# once no 0.1.0 run is left (docs/development.md, "How a patch retires").
-UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
-CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
-REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
 class StepFailed(Exception):
@@ -169,7 +163,6 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
         refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
         if refused and self.inp.parent_workflow_id:
-            workflow.deprecate_patch(REJECTED_INSTANCES_REPLACED)  # where 0.1.0 asked it
             # Dropped here before the region re-places them: never on two clusters at once.
             st.instances = [i for i in st.instances if i.id not in refused]
             self.rejected.update(refused)
@@ -276,7 +269,6 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
         st = self.state
-        workflow.deprecate_patch(CLUSTER_APPROVAL_GATES)  # where 0.1.0 asked it
         if st.accepted_at is None:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
@@ -338,8 +330,6 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            if created.state == "uninstalling":
-                workflow.deprecate_patch(UNINSTALLING_FAILS_PROVISIONING)  # where 0.1.0 asked it
             if created.state in ("error", "gone", "uninstalling"):  # none of them becomes ready
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
