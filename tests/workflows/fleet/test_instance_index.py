@@ -12,9 +12,8 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.updates import execute_update
+from activities.updates import cause_of, execute_update
 from scaling.fleet.region import FleetAutoscalerState
-from starters.cli import cause_of
 from starters.fleet import find_instance
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import eventually, run_input
