@@ -163,6 +163,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temporal-port", type=int, default=7233, help="0 = any free port")
     p.add_argument("--ui-port", type=int, default=8233, help="0 = any free port")
     p.add_argument("--metrics-port", type=int, default=0, help="the worker's Prometheus port (0 = any free port)")
+    p.add_argument(
+        "--metrics-source",
+        choices=["auto", "sim", "prometheus"],
+        default=None,
+        help="components: a real Prometheus or the sim's PromQL (default GROWTH_METRICS_SOURCE, else auto)",
+    )
     p.add_argument("--workdir", default=".growth")
     args = p.parse_args(argv)
     if args.temporal_port == 0:

@@ -3,12 +3,16 @@ the Temporal dev server, the simulated cluster with the sim's TiDB world (TidbCl
 controller, fake Prometheus and PD) and the real worker process, all on 127.0.0.1, driven by
 `run_components_scenario` in real time (intervals of 4 s out / 5 s in). The demo runs once per
 module: one test checks its summary and scans it for secrets, the other reads its changes back
-with `growth components trail`."""
+with `growth components trail`.
+
+Metrics source: a real Prometheus (scraping the sim's TiKV/TiDB exposition) when `prometheus` is on
+PATH, else the sim's PromQL; GROWTH_METRICS_SOURCE=sim|prometheus picks one."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from starters import prometheus
 from starters.scenarios.components import interval_violations
 from tests.cli import growth
 from tests.e2e.demo import demo_database, run_headless_demo
@@ -24,7 +29,7 @@ from tests.e2e.leaks import scan_demo
 SUMMARY_KEYS = [
     "scenario", "homogeneous_scale_outs", "heterogeneous_created", "storage_scale_outs", "scale_ins",
     "groups_deleted", "interval_violations", "invalid_specs_reported", "change_events", "invalid_spec_status",
-    "metrics",
+    "metrics", "metrics_source",
 ]  # fmt: skip
 
 
@@ -39,6 +44,13 @@ def test_demo_components_headless(components_demo: tuple[Path, subprocess.Comple
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert list(summary) == SUMMARY_KEYS
     assert summary["scenario"] == "components"
+    wanted = os.environ.get("GROWTH_METRICS_SOURCE", "auto")
+    real = wanted == "prometheus" or (wanted == "auto" and prometheus.binary() is not None)
+    assert (
+        re.fullmatch(r"prometheus \d+\.\d+\.\d+", summary["metrics_source"])
+        if real
+        else summary["metrics_source"] == "sim"
+    ), summary["metrics_source"]
     assert summary["homogeneous_scale_outs"] >= 1 and summary["storage_scale_outs"] >= 1
     (created,) = summary["heterogeneous_created"]  # one hot subset, one resource type's group
     assert created.startswith("auto-")
