@@ -72,6 +72,8 @@ STICKY_QUEUE_TIMEOUT = timedelta(seconds=5)
 # Heartbeats reach the server at most this far apart (the SDK's default is 0.8 x the heartbeat
 # timeout, which left one second of slack on a 6 s timeout): see workflows.activity_options.
 HEARTBEAT_THROTTLE = timedelta(seconds=3)
+WORKER_READY = "growth_worker_ready"  # gauge: what /readyz answers, 1 or 0
+READY_EVERY_S = 10.0
 
 
 def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
@@ -177,6 +179,14 @@ class Health:
         finally:
             writer.close()
 
+    async def report(self, runtime: Runtime, every_s: float = READY_EVERY_S) -> None:
+        """growth_worker_ready (1 or 0) on /metrics, what /readyz would answer, every `every_s`."""
+        gauge = runtime.metric_meter.create_gauge(WORKER_READY, "1 while the worker polls and Temporal answers")
+        while True:
+            ok, _ = await self.ready()
+            gauge.set(1 if ok else 0)
+            await asyncio.sleep(every_s)
+
     async def serve(self, address: str) -> asyncio.Server:
         host, _, port = address.rpartition(":")
         try:
@@ -187,6 +197,8 @@ class Health:
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     runtime = metrics_runtime(settings.observability)
+    if runtime is not None:  # what records outside an activity (activities/meter.py) reaches /metrics too
+        Runtime.set_default(runtime, error_if_already_set=False)
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
     client = await connect(settings.temporal, runtime)
@@ -220,7 +232,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)
-        server = await Health(client, worker).serve(health_address) if health_address else None
+        health = Health(client, worker)
+        server = await health.serve(health_address) if health_address else None
+        readiness = asyncio.create_task(health.report(runtime)) if runtime is not None else None
         agent_api = None
         if settings.fleet is not None:  # the fleet agents report here; it only needs the client
             from activities.fleet.agent_api import serve as serve_agent_api
@@ -240,6 +254,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 )
                 await stop.wait()
         finally:
+            if readiness is not None:
+                readiness.cancel()
             if server is not None:
                 server.close()
             if agent_api is not None:

@@ -30,7 +30,7 @@ import yaml
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from starters import prometheus
+from starters import monitoring, prometheus
 from starters.kube import kube_client
 from starters.metrics import fetch, totals
 from starters.processes import Processes, free_port, fresh_sim_data_dir
@@ -98,8 +98,7 @@ class ComponentsDemo:
             say(
                 f"starting {self.metrics_source}: it scrapes the TiDB world's pods and the worker every {prometheus.SCRAPE_INTERVAL}"
             )
-            rules = prometheus.RULES if prometheus.RULES.exists() else None
-            config = prometheus.scrape_config(self.control_url, self.metrics_address, rules)
+            config = prometheus.scrape_config(self.control_url, self.metrics_address, monitoring.RULES)
             self.prometheus_url = prometheus_url = prometheus.start(self.procs, self.workdir, config)
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(self.kubeconfig)},
@@ -148,6 +147,10 @@ class ComponentsDemo:
             url = f"http://{self.metrics_address}/metrics"
             summary["metrics"] = await asyncio.to_thread(lambda: totals(fetch(url)))
             summary["metrics_source"] = self.metrics_source
+            if self.prometheus_url is not None:  # the dashboard's and alerts' queries, on what it scraped
+                summary["monitoring"] = await asyncio.to_thread(
+                    monitoring.check_live, self.prometheus_url, {"components", "worker"}
+                )
         except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
             say(f"demo failed: {err!r}")
             if self.args.headless:

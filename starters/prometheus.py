@@ -23,7 +23,6 @@ from starters.processes import Processes, free_port
 
 INSTALL_HINT = "no `prometheus` on PATH: `apt-get install prometheus` (Debian/Ubuntu) installs it and promtool"
 SCRAPE_INTERVAL = "1s"  # the demo's windows are seconds (cpu_window_s 10), not TidbMonitor's 15 s
-RULES = Path(__file__).resolve().parents[1] / "deploy" / "monitoring" / "alerts.rules.yaml"
 
 
 def binary() -> str | None:

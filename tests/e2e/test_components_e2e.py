@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from starters import prometheus
+from starters import monitoring, prometheus
 from starters.scenarios.components import interval_violations
 from tests.cli import growth
 from tests.e2e.demo import demo_database, run_headless_demo
@@ -42,10 +42,10 @@ def components_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, sub
 def test_demo_components_headless(components_demo: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     workdir, proc = components_demo
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert list(summary) == SUMMARY_KEYS
-    assert summary["scenario"] == "components"
     wanted = os.environ.get("GROWTH_METRICS_SOURCE", "auto")
     real = wanted == "prometheus" or (wanted == "auto" and prometheus.binary() is not None)
+    assert list(summary) == SUMMARY_KEYS + (["monitoring"] if real else [])
+    assert summary["scenario"] == "components"
     assert (
         re.fullmatch(r"prometheus \d+\.\d+\.\d+", summary["metrics_source"])
         if real
@@ -71,6 +71,13 @@ def test_demo_components_headless(components_demo: tuple[Path, subprocess.Comple
     assert "growth_component_groups_count" in metrics  # its value is checked in tests/workflows/components
     assert metrics["growth_component_replicas_count"] >= 3
     assert metrics["growth_component_round_duration_seconds_count"] >= 10
+    if real:
+        # The real Prometheus scraped the worker: every components and worker panel of
+        # deploy/monitoring/dashboard.json returned a series, every metric an alert of those loops
+        # names had one, and every alert rule it loaded evaluated without error.
+        check = summary["monitoring"]
+        assert check["empty"] == [] and check["checked"] >= 15, check
+        assert check["rules_loaded"] == len(monitoring.alerts()) and check["rules_unhealthy"] == [], check
     # Progress lines name what changed.
     assert re.search(rf"heterogeneous cluster created: TiKV replicas basic \d+, {created} 1 ", proc.stdout)
     # Secrets never in history (issue 20): the sim API server's token (and any token the config names).

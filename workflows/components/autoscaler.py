@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         status_body,
     )
     from scaling.components.summaries import components_details
-    from scaling.components.timing import gate, next_tick, record
+    from scaling.components.timing import allowed_at, gate, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
@@ -508,7 +508,9 @@ class ComponentAutoscalerWorkflow:
             if not await self._apply(component, change, cs, base.name, now):
                 break
             applied.append(change)
-            metrics.changed(self._cluster(), component, change, base.name)
+            due = allowed_at(cs.timing, spec, change.direction)  # the timing before this round's changes
+            early = change.reason != PINNED and due is not None and now < due
+            metrics.changed(self._cluster(), component, change, base.name, early)
         if applied:
             cs.timing = record(cs.timing, applied, self._written_at(now))
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
@@ -618,10 +620,10 @@ class ComponentAutoscalerWorkflow:
     ) -> ComponentPlan | None:
         """A failed source plans nothing; the first failure after a success raises an Event, and
         every failed round is counted in the metric."""
+        metrics.metrics_failed(self._cluster(), component, source, failed=plan is None)
         if plan is not None:
             cs.metrics_error = ""
             return plan
-        metrics.metrics_failed(self._cluster(), component, source)
         kind, message = self._last_failure
         text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
         if not cs.metrics_error:

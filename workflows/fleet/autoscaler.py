@@ -87,6 +87,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.scale_down import removal_decision
     from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.children import abandon
+    from workflows.fleet import metrics
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
@@ -516,7 +517,9 @@ class FleetAutoscalerWorkflow:
                 await self._evaluate()
             await self._flush_outbox()
             iterations += 1
-            workflow.set_current_details(region_details(self.status()))  # no command: not in history
+            status = self.status()
+            workflow.set_current_details(region_details(status))  # no command: not in history
+            metrics.region_observed(status)  # nor this
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 if self.state.index_shards:
                     await self._finish_handlers()  # and the outbox is flushed
