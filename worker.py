@@ -61,7 +61,7 @@ WORKFLOW_TASK_SLOTS = 60
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
 # waits hand themselves back at once, activities.heartbeat.pause), then cancels the rest so
-# they are retried elsewhere; deploy/worker.yaml's terminationGracePeriodSeconds (30) covers it.
+# they are retried elsewhere; deploy/base/worker.yaml's terminationGracePeriodSeconds (30) covers it.
 GRACEFUL_SHUTDOWN = timedelta(seconds=15)
 # A workflow's next task goes to the worker that ran its last one (its sticky queue) and moves to
 # the shared queue after this long unpicked: what a SIGKILLed worker costs each of its workflows
