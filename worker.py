@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
-from activities import components, nodes
+from activities import components, nodes, tracing
 from activities.heartbeat import HeartbeatInterceptor
 from activities.kube.client import ClusterClients
 from activities.nodes.wake import PendingPodsWake, signal_loop
@@ -100,7 +101,7 @@ def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
         raise SettingsError(f"observability.metrics_address {address}: {err}") from None
 
 
-async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client:
+async def connect(t: TemporalSettings, runtime: Runtime | None = None, interceptors: Sequence[Any] = ()) -> Client:
     tls: TLSConfig | bool = False
     if t.tls_cert_file or t.tls_ca_file:
 
@@ -120,6 +121,7 @@ async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client
         api_key=api_key,
         data_converter=pydantic_data_converter,
         runtime=runtime,
+        interceptors=interceptors,
     )
 
 
@@ -201,7 +203,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         Runtime.set_default(runtime, error_if_already_set=False)
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
-    client = await connect(settings.temporal, runtime)
+    try:
+        interceptors, flush_traces = tracing.from_environment()
+    except RuntimeError as err:
+        raise SettingsError(str(err)) from None
+    client = await connect(settings.temporal, runtime, interceptors)
     # Pods that become unschedulable wake their cluster's loop (activities/nodes/wake.py).
     wake = PendingPodsWake(signal_loop(client, asyncio.get_running_loop()))
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as executor:
@@ -263,6 +269,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 await agent_api
             wake.close()
             clusters.close()
+            flush_traces()
 
 
 def main(argv: list[str] | None = None) -> None:

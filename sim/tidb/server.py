@@ -40,6 +40,7 @@ from sim.tidb.operator import base_of, config_labels, tidb_clusters
 from sim.tidb.pd import BadStrategy, autoscaling_plans, reported_quota, store_json
 
 MAX_RANGE_POINTS = 11000  # Prometheus refuses more points per series
+SCRAPE_VIEW_S = 0.2  # scrapes this close together read one view of the instances
 
 
 def _prom_error(message: str, kind: str = "bad_data", code: int = 400) -> HttpError:
@@ -98,6 +99,8 @@ class TidbServer:
         self._store_ids: dict[str, int] = {}
         self._store_started: dict[str, int] = {}
         self._ids_lock = threading.Lock()
+        self._scraped: tuple[float, dict[str, Instance]] = (0.0, {})
+        self._scrape_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -131,6 +134,16 @@ class TidbServer:
     def count(self, route: str) -> None:
         with self.stats_lock:
             self.stats[route] += 1
+
+    def scrape_view(self) -> dict[str, Instance]:
+        """Instances by their metrics path, shared by the scrapes of one instant: a Prometheus
+        scraping every pod each second would otherwise walk every pod once per pod."""
+        with self._scrape_lock:
+            at, view = self._scraped
+            if time.monotonic() - at > SCRAPE_VIEW_S:
+                view = {exposition.metrics_path(i): i for i in self.load.instances(self.store)}
+                self._scraped = (time.monotonic(), view)
+            return view
 
     def store_id(self, inst: Instance) -> tuple[int, int]:
         """PD's id for a TiKV instance (stable while its pod lives) and when it registered."""
@@ -225,8 +238,7 @@ class _Handler(JsonHandler):
 
     def _scrape(self, path: str) -> None:
         """One pod's /metrics; 404 once it stops running (Prometheus marks its series stale)."""
-        found = {exposition.metrics_path(i): i for i in self.tidb.load.instances(self.tidb.store)}
-        inst = found.get(path)
+        inst = self.tidb.scrape_view().get(path)
         if inst is None:
             raise self.error(404, f"no running tikv/tidb instance at {path}")
         self.send_bytes(200, exposition.exposition(inst).encode(), "text/plain; version=0.0.4; charset=utf-8")
