@@ -102,7 +102,8 @@ class FleetAutoscalerState(BaseModel):
     instances: dict[str, ManagedInstance] = Field(default_factory=dict)  # runs before the index only
     waiting: list[str] = Field(default_factory=list)  # runs before the index only: ids, oldest first
     index_shards: int = 0
-    index_started: bool = False  # the shard workflows were started
+    index_started: bool = False  # every shard workflow was started (runs before lazy-index-shards)
+    index_shards_started: list[int] = Field(default_factory=list)  # else these (at most index_shards)
     committed: dict[str, int] = Field(default_factory=dict)  # instance type -> units placed or queued
     instance_count: int = 0  # instances placed or queued
     queue: list[CompactInstance] = Field(default_factory=list)  # waiting for a cluster, oldest first

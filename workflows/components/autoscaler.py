@@ -45,11 +45,12 @@ with workflow.unsafe.imports_passed_through():
         PinRequest,
         status_body,
     )
-    from scaling.components.summaries import components_details
+    from scaling.components.summaries import components_details, components_summary
     from scaling.components.timing import allowed_at, gate, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
+    from workflows.details import show
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -231,7 +232,7 @@ class ComponentAutoscalerWorkflow:
                 self._search_attributes("gone")
                 return f"{s.namespace}/{s.name} deleted"
             self._search_attributes(self._phase())
-            workflow.set_current_details(components_details(self.status(), self._phase()))  # not in history
+            show(components_summary(s), components_details(self.status(), self._phase()))  # not in history
             iterations += 1
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
