@@ -134,6 +134,7 @@ class FleetDemo:
             provider=PROVIDER,
             region=REGION,
             scan_interval_s=1.0,
+            use_search_attributes=True,  # the dev server has them registered: the Web UI's views filter on them
             recheck_delay_s=2.0,
             failure_backoff_s=30.0,
             flap_window_s=120.0,

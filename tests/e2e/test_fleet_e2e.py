@@ -69,6 +69,13 @@ async def test_fleet_trail_and_what_if_read_the_demos_histories(
             if wf.close_time is not None
         ]
         assert deleted, "the demo deprovisions a cluster once the burst is gone"
+        # The Web UI (issue 33): index shards exist as instances reached them (30 instances: at most
+        # 30 of the 64), and the saved view of docs/operations.md lists growth's workflows, no shard.
+        shards = [wf.id async for wf in client.list_workflows('WorkflowType="InstanceIndex"')]
+        assert 0 < len(shards) <= 30, shards
+        view = "GrowthCluster IS NOT NULL OR GrowthRegion IS NOT NULL"
+        listed = [wf.workflow_type async for wf in client.list_workflows(view)]
+        assert "FleetAutoscaler" in listed and "DataPlaneCluster" in listed and "InstanceIndex" not in listed
         connect = ["--address", f"127.0.0.1:{port}"]
         out = await growth(*connect, "fleet", "trail", deleted[0], "-o", "json")
         trail = json.loads(out.stdout)
