@@ -1,8 +1,10 @@
 """deploy/monitoring/ as the real tools read it: the dashboard names only metrics growth exports,
 `promtool check rules` accepts the alert rules and `promtool test rules` runs a unit test per
 alert, firing and not firing (skipped without promtool, saying how to get it); docs/operations.md
-says what to do for each alert. The live half (a real Prometheus scraping the components demo's
-worker: every panel returns a series) is in tests/e2e/test_components_e2e.py."""
+says what to do for each alert. The live half (a real Prometheus scraping the demo's worker: every
+components, fleet and worker panel returns a series, every loaded rule evaluates) is in
+tests/e2e/test_components_e2e.py and tests/e2e/test_fleet_e2e.py; the node loop's queries are
+checked here by name only (its demo meets no Hetzner budget, no failed or blocked node)."""
 
 from __future__ import annotations
 
