@@ -28,7 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
-from activities import components, nodes, tracing
+from activities import components, meter, nodes, tracing
 from activities.heartbeat import HeartbeatInterceptor
 from activities.kube.client import ClusterClients
 from activities.nodes.wake import PendingPodsWake, signal_loop
@@ -200,7 +200,7 @@ class Health:
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     runtime = metrics_runtime(settings.observability)
     if runtime is not None:  # what records outside an activity (activities/meter.py) reaches /metrics too
-        Runtime.set_default(runtime, error_if_already_set=False)
+        meter.use(runtime.metric_meter)
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
     try:
@@ -270,6 +270,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             wake.close()
             clusters.close()
             flush_traces()
+            meter.use(None)
 
 
 def main(argv: list[str] | None = None) -> None:
