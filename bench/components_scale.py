@@ -181,7 +181,7 @@ class Bench:
 
 async def queries_so_far(sim: httpx.AsyncClient, demo: ComponentsDemo) -> int:
     """Queries the metrics source has answered: the real Prometheus's own count, or the sim's."""
-    if demo.prometheus_url is not None:
+    if demo.prometheus_url is not None and demo.metrics_source != "sim":
         return await asyncio.to_thread(prometheus.queries_served, demo.prometheus_url)
     stats = (await sim.get("/sim/v1/stats")).json()
     return sum(stats.get(r, 0) for r in PROM_ROUTES)

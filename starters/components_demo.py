@@ -91,15 +91,17 @@ class ComponentsDemo:
 
         self.metrics_address = f"127.0.0.1:{a.metrics_port or free_port()}"
         prometheus_url = self.world["prometheus_url"]
-        if metrics_source_wanted(a) == "prometheus":
-            binary = prometheus.binary()
-            assert binary is not None
-            self.metrics_source = prometheus.version(binary)
+        source = metrics_source_wanted(a)
+        binary = prometheus.binary()
+        if binary is not None:  # it scrapes the worker for the dashboard's queries whichever source growth reads
+            version = prometheus.version(binary)
             say(
-                f"starting {self.metrics_source}: it scrapes the TiDB world's pods and the worker every {prometheus.SCRAPE_INTERVAL}"
+                f"starting {version}: it scrapes the TiDB world's pods and the worker every {prometheus.SCRAPE_INTERVAL}"
             )
             config = prometheus.scrape_config(self.control_url, self.metrics_address, monitoring.RULES)
-            self.prometheus_url = prometheus_url = prometheus.start(self.procs, self.workdir, config)
+            self.prometheus_url = prometheus.start(self.procs, self.workdir, config)
+            if source == "prometheus":
+                self.metrics_source, prometheus_url = version, self.prometheus_url
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(self.kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
