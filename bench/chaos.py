@@ -1,7 +1,7 @@
 """`make chaos`: the real stack under faults, and the invariants checked after each run.
 
 The stack is the demo's: the Temporal dev server on a database file, the simulated cluster and
-two growth workers on one task queue (as deploy/worker.yaml runs them). Each scenario runs a
+two growth workers on one task queue (as deploy/base/worker.yaml runs them). Each scenario runs a
 loop's workload with a fault schedule, then checks the invariants (issue 20):
 
 - every pod runs; nodes created equal the fault-free run's;

@@ -184,6 +184,12 @@ PORT = click.IntRange(min=0)
 @click.option("--temporal-port", type=PORT, default=7233, show_default=True, help="0 = any free port")
 @click.option("--ui-port", type=PORT, default=8233, show_default=True, help="0 = any free port")
 @click.option("--metrics-port", type=PORT, default=0, show_default=True, help="the worker's Prometheus port (0 = any)")
+@click.option(
+    "--metrics-source",
+    type=click.Choice(["auto", "sim", "prometheus"]),
+    default=None,
+    help="components: a real Prometheus or the sim's PromQL (default GROWTH_METRICS_SOURCE, else auto)",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=".growth", show_default=True)
 def demo_command(**options: Any) -> None:
     """Run a demo on the local default: the Temporal dev server, the simulated world and the

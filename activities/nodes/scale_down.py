@@ -29,6 +29,7 @@ from activities.kube.cache import (
 )
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.kube.informer import Informer
+from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.kube.models import PodInfo
@@ -155,6 +156,7 @@ class ScaleDownActivities:
         with self._memo_lock:
             memo = self._memo.get(inp.cluster)
         if memo is not None and memo.key == key and memo.at <= inp.now < memo.until:
+            record_blocked(inp.cluster, memo.evaluation.candidates)
             return for_input(memo.evaluation, inp)
         ev = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
         ev.view = key[0]
@@ -163,6 +165,7 @@ class ScaleDownActivities:
                 self._memo.pop(inp.cluster, None)
             else:
                 self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, ev.stable_until)
+        record_blocked(inp.cluster, ev.candidates)
         return for_input(ev, inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)

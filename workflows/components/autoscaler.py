@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         PlanFigures,
     )
     from scaling.components.groups import Reconciled, capacity_shapes, metric_clusters, pd_strategy
+    from scaling.components.overrides import PINNED
     from scaling.components.plan import Change, PlanInput
     from scaling.components.spec import COMPONENTS, ComponentSpec, SpecError, base_cluster_ref, parse_spec
     from scaling.components.state import (
@@ -51,12 +52,13 @@ with workflow.unsafe.imports_passed_through():
         PinRequest,
         status_body,
     )
-    from scaling.components.summaries import components_details
-    from scaling.components.timing import next_tick, record
+    from scaling.components.summaries import components_details, components_summary
+    from scaling.components.timing import allowed_at, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.approvals import ApprovalUpdates
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
+    from workflows.details import show
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
@@ -213,7 +215,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
                 self._search_attributes("gone")
                 return f"{s.namespace}/{s.name} deleted"
             self._search_attributes(self._phase())
-            workflow.set_current_details(components_details(self.status(), self._phase()))  # not in history
+            show(components_summary(s), components_details(self.status(), self._phase()))  # not in history
             iterations += 1
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -479,7 +481,9 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
             if not await self._apply(component, change, cs, base.name, now):
                 break
             applied.append(change)
-            metrics.changed(self._cluster(), component, change, base.name)
+            due = allowed_at(cs.timing, spec, change.direction)  # the timing before this round's changes
+            early = change.reason != PINNED and due is not None and now < due
+            metrics.changed(self._cluster(), component, change, base.name, early)
         if applied:
             cs.timing = record(cs.timing, applied, self._written_at())
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
@@ -621,10 +625,10 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
     async def _metrics_outcome(self, cs: ComponentState, answered: bool, component: str, source: str) -> bool:
         """A failed source plans nothing; the first failure after a success raises an Event, and
         every failed round is counted in the metric."""
+        metrics.metrics_failed(self._cluster(), component, source, failed=not answered)
         if answered:
             cs.metrics_error = ""
             return True
-        metrics.metrics_failed(self._cluster(), component, source)
         kind, message = self._last_failure
         text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
         if not cs.metrics_error:

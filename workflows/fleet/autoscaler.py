@@ -94,8 +94,10 @@ with workflow.unsafe.imports_passed_through():
         remember,
     )
     from scaling.fleet.scale_down import RemovalDecision
-    from scaling.fleet.summaries import cluster_summary, region_details
+    from scaling.fleet.summaries import cluster_summary, region_details, region_summary
     from workflows.children import abandon
+    from workflows.details import show
+    from workflows.fleet import metrics
     from workflows.fleet.activity_options import FLEET_DECISIONS
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
@@ -105,6 +107,10 @@ with workflow.unsafe.imports_passed_through():
 # Patch id of release 0.2.0 whose marker its runs carry where they first decided (they took its
 # new branch, the only one left): deprecated there, so they replay; removed in the release after.
 DECISIONS_RECORDED = "fleet-decisions-recorded"
+# workflow.patched id (added after 0.1.0): index shards start as the region first sends one an
+# operation, not all at once when the region starts (a 30-instance region listed 64 shard
+# workflows in the Web UI, burying the three that matter); runs from 0.1.0 start them all.
+LAZY_INDEX_SHARDS = "lazy-index-shards"
 # A decision is pure: it fails only when its worker dies; another worker takes it.
 DECISION_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 RECENT_ANSWERS = 4096  # placements answered in this run, for repeats and the `instance` query (memory only)
@@ -449,8 +455,8 @@ class FleetAutoscalerWorkflow:
             workflow.upsert_search_attributes(fleet_attributes(s.provider, s.region, "running"))
         iterations = 0
         self._start_indexing()
-        if not self.state.index_started:
-            await self._start_index()
+        if not self.state.index_started and not workflow.patched(LAZY_INDEX_SHARDS):
+            await self._start_index()  # every shard at once, as 0.1.0 did
         listed = self.config.manual_clusters(s.provider, s.region)
         for k in range(0, len(listed), MAX_REGISTER_BATCH):
             await self._register_all(listed[k : k + MAX_REGISTER_BATCH])  # known ones are skipped
@@ -463,7 +469,9 @@ class FleetAutoscalerWorkflow:
                 await self._evaluate()
             await self._flush_outbox()
             iterations += 1
-            workflow.set_current_details(region_details(self.status()))  # no command: not in history
+            status = self.status()
+            show(region_summary(self.settings), region_details(status))  # no command: not in history
+            metrics.region_observed(status)  # nor this
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await self._finish_handlers()  # and the outbox is flushed
                 self.state.runs += 1
@@ -479,24 +487,40 @@ class FleetAutoscalerWorkflow:
                 pass
 
     async def _start_index(self) -> None:
-        """Start the index shards (abandoned children: they outlive the region's runs)."""
-        region_id = workflow.info().workflow_id
-
-        async def start(k: int) -> None:
-            try:
-                handle = await workflow.start_child_workflow(
-                    InstanceIndexWorkflow.run,
-                    InstanceIndexInput(region_workflow_id=region_id, shard=k),
-                    id=shard_workflow_id(region_id, k),
-                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                    static_summary=f"InstanceIndex shard {k} of {region_id}",
-                )
-                abandon(handle)
-            except WorkflowAlreadyStartedError:
-                pass  # a region started again over its shards: they answer the new run
-
-        await asyncio.gather(*(start(k) for k in range(self.state.index_shards)))
+        """Start every index shard (runs before LAZY_INDEX_SHARDS)."""
+        await asyncio.gather(*(self._start_shard(k) for k in range(self.state.index_shards)))
         self.state.index_started = True
+
+    async def _start_shard(self, k: int) -> None:
+        """Start index shard k (an abandoned child: it outlives the region's runs)."""
+        region_id = workflow.info().workflow_id
+        try:
+            handle = await workflow.start_child_workflow(
+                InstanceIndexWorkflow.run,
+                InstanceIndexInput(region_workflow_id=region_id, shard=k),
+                id=shard_workflow_id(region_id, k),
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"InstanceIndex shard {k} of {region_id}",
+            )
+            abandon(handle)
+        except WorkflowAlreadyStartedError:
+            pass  # a region started again over its shards: they answer the new run
+
+    async def _shards_for(self, shards: dict[int, IndexOps]) -> dict[int, IndexOps]:
+        """The batches to send, starting the shards they go to that are not started yet
+        (LAZY_INDEX_SHARDS). A shard never started holds no record, so a cluster-wide reject,
+        the one operation sent to every shard, skips it rather than starting it."""
+        st = self.state
+        if st.index_started:
+            return shards
+        new = [
+            k
+            for k, ops in shards.items()
+            if k not in st.index_shards_started and any(op.kind != "reject" or op.instance_id for op in ops.ops)
+        ]
+        await asyncio.gather(*(self._start_shard(k) for k in new))
+        st.index_shards_started = sorted({*st.index_shards_started, *new})
+        return {k: ops for k, ops in shards.items() if k in st.index_shards_started}
 
     async def _finish_handlers(self) -> None:
         """Before continue-as-new: the handlers wait for the index's answers, so keep sending
@@ -725,6 +749,7 @@ class FleetAutoscalerWorkflow:
             shards = group_by_shard(st.index_outbox, st.index_shards)
             batches = batch_by_cluster(st.outbox)
             st.index_outbox, st.outbox = [], []
+            shards = await self._shards_for(shards)
             await asyncio.gather(
                 *(self._send_ops(k, ops) for k, ops in shards.items()),
                 *(self._send_batch(cid, batch) for cid, batch in batches.items()),

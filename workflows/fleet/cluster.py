@@ -72,8 +72,9 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.region import ClusterMessages
-    from scaling.fleet.summaries import cluster_details
+    from scaling.fleet.summaries import cluster_details, cluster_summary, placed_units
     from workflows.approvals import ApprovalUpdates
+    from workflows.details import show
     from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
@@ -264,6 +265,7 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
                 self.restore()
             elif msg.signal == contracts.SIGNAL_DELETE:
                 self.delete()
+        self._show()  # placements change the units used at once, before the agent's next report
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
@@ -543,6 +545,15 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
         if workflow.now() >= deadline:
             raise StepFailed(step, f"timed out: {waiting_for}")
 
+    def _show(self) -> None:
+        """The Web UI's details: the last report, with the units growth placed here, the number
+        `growth fleet status` shows (the region's registry counts the same placements)."""
+        if self.published is not None:
+            st = self.state
+            show(
+                cluster_summary(self.inp), cluster_details(self.published, placed_units(st.instances, st.instance_type))
+            )
+
     async def _publish(self, deletion_denied: bool = False) -> None:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
@@ -552,7 +563,7 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase
         self.published = report
-        workflow.set_current_details(cluster_details(report))  # no command: not in history
+        self._show()
         if inp.use_search_attributes and phase_changed:
             workflow.upsert_search_attributes(fleet_attributes(st.provider, st.region, st.phase.value, st.cluster_id))
         if not inp.parent_workflow_id:
