@@ -34,6 +34,16 @@ FINAL_QUERY_CODES = frozenset(
 )
 
 
+class PayloadTooLarge(ValueError):
+    """An update's argument would not fit in the server's payload limit: refused before sending."""
+
+
+def payload_size(handle: WorkflowHandle[Any, Any], arg: Any) -> int:
+    """Bytes `arg` takes as a payload, encoded by the handle's client's converter."""
+    (payload,) = handle._client.data_converter.payload_converter.to_payloads([arg])
+    return payload.ByteSize()
+
+
 def was_not_processed(err: WorkflowUpdateFailedError) -> bool:
     """True when the server rejected the update before any handler saw it."""
     cause = err.cause
@@ -62,10 +72,18 @@ async def execute_update(
     rpc_timeout: timedelta | None = None,
     attempts: int = 5,
     backoff_s: float = 0.5,
+    max_payload_bytes: int | None = None,
 ) -> Any:
     """`handle.execute_update`, sent again (up to `attempts` times) while the server answers
     that the worker did not process it. Every other failure (a validator's rejection, a
-    handler's error) is raised at once."""
+    handler's error) is raised at once. With `max_payload_bytes`, an argument that encodes
+    larger is refused (PayloadTooLarge) before it is sent: the worker's acceptance carries the
+    argument, and one over the server's limit fails the workflow task."""
+    if max_payload_bytes is not None:
+        for arg in args:
+            size = payload_size(handle, arg)
+            if size > max_payload_bytes:
+                raise PayloadTooLarge(f"the update's argument is {size} bytes once decoded; the limit is {max_payload_bytes}")  # fmt: skip
     return await _retrying(
         lambda: handle.execute_update(update, *args, rpc_timeout=rpc_timeout),
         lambda err: isinstance(err, WorkflowUpdateFailedError) and was_not_processed(err),
