@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
@@ -93,6 +93,10 @@ START_RETRY = RetryPolicy(
 ORPHAN_CHECK_EVERY = 10  # loops
 # workflow.patched id: runs started before the loop began starting MachineGC replay without it.
 MACHINE_GC_CHILD = "machine-gc-child"
+# workflow.patched id: a loop whose iteration fails for good (its cluster is not served, say)
+# stops the MachineGC it started, which would otherwise run on alone, failing every round.
+# Failed runs recorded before it replay without the signal. (Orchestration: added 2026-11.)
+FAILED_LOOP_ENDS_GC = "failed-loop-ends-machine-gc"
 # Runs that started children one per workflow task and awaited their pod events replay so.
 CONCURRENT_STARTS = "concurrent-child-starts"
 # Runs started before the loop raised pools to their minNodes replay without it.
@@ -311,7 +315,12 @@ class NodeAutoscalerWorkflow:
         while True:
             self.pods_pending = False  # this iteration's observation sees them
             if not self.state.paused:
-                await self._iterate()
+                try:
+                    await self._iterate()
+                except ActivityError as err:
+                    if settings.machine_gc and workflow.patched(FAILED_LOOP_ENDS_GC):
+                        await self._end_machine_gc(f"its loop failed: {err.cause or err}")
+                    raise
                 iterations_this_run += 1
             workflow.set_current_details(autoscaler_details(self.state))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
@@ -641,6 +650,13 @@ class NodeAutoscalerWorkflow:
             abandon(handle)
         except WorkflowAlreadyStartedError:
             pass  # the collector from an earlier run is still at work
+
+    async def _end_machine_gc(self, reason: str) -> None:
+        gc = workflow.get_external_workflow_handle(machine_gc_id(self.inp.settings.cluster))
+        try:
+            await gc.signal(MachineGCWorkflow.stop, reason[:500])
+        except FailureError:
+            pass  # it was never started, or has ended: nothing runs on alone
 
     async def _report_invalid_groups(self, obs: ClusterObservation) -> None:
         if obs.invalid_groups == self.state.invalid_groups:
