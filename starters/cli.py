@@ -48,7 +48,7 @@ from temporalio.client import (
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
-from activities.updates import query
+from activities.updates import PayloadTooLarge, query
 from scaling.text import when
 
 RPC_TIMEOUT = timedelta(seconds=30)
@@ -294,6 +294,8 @@ async def execute(call: Call, client: Client, settings: Settings) -> Any:
         return await call.run(client, settings)
     except WorkflowUpdateFailedError as err:
         raise CliError(f"refused: {cause_of(err)}", REFUSED) from None
+    except PayloadTooLarge as err:
+        raise CliError(f"refused: {err}", REFUSED) from None
     except WorkflowQueryFailedError as err:
         raise CliError(f"query failed: {err}", MISSING) from None
     except RPCError as err:

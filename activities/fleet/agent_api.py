@@ -53,7 +53,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
-from activities.updates import PayloadTooLarge, execute_update
+from activities.updates import MAX_UPDATE_BYTES, PayloadTooLarge, execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, InstanceStatusReport, ManagedInstance
 from scaling.fleet.models import InstanceVersions
@@ -69,9 +69,6 @@ SUSPENDED_LABEL = "bf2.org/suspended"
 # A request body is read up to this many bytes; a longer one is 413 (a status report of a
 # cluster with every instance type is about 2 KB; kube-apiserver's own limit is 3 MiB).
 MAX_BODY_BYTES = 1024 * 1024
-# A decoded update (what the workflow's history keeps) up to this size: Temporal warns above
-# 512 KiB and refuses a payload over 2 MiB, which would fail the workflow task.
-MAX_UPDATE_BYTES = 512 * 1024
 MAX_REASON_CHARS = 2000  # of an error's reason (a validator's list of problems, say)
 
 # kas-fleet-manager's error codes (pkg/errors/errors.go), so an agent's logs read the same as

@@ -201,7 +201,7 @@ class ComponentAutoscalerWorkflow:
         cs = self._waiting(req.id)
         if cs is None:
             raise ValueError(f"id: no heterogeneous group {req.id!r} awaits approval")
-        refused = decision_refused(True, cs.approvals[req.id], req.id)
+        refused = decision_refused(True, cs.approvals[req.id], req.id, req.note)
         if refused:
             raise ValueError(refused)
 

@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.scale_down import removal_decision
     from scaling.fleet.summaries import cluster_summary, region_details
+    from scaling.text import too_long
     from workflows.children import abandon
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
@@ -430,6 +431,8 @@ class FleetAutoscalerWorkflow:
 
     @delete_instance.validator
     def _validate_delete(self, instance_id: str) -> None:
+        if too_long("id", instance_id, 256):
+            raise ValueError(too_long("id", instance_id, 256))
         self._refuse_while_draining()
 
     async def _delete_indexed(self, instance_id: str) -> bool:

@@ -184,7 +184,7 @@ class DataPlaneClusterWorkflow:
 
     @approve.validator
     def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
     @workflow.update
     def deny(self, note: str = "") -> str:
@@ -193,12 +193,12 @@ class DataPlaneClusterWorkflow:
 
     @deny.validator
     def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
-    def _validate_decision(self) -> None:
+    def _validate_decision(self, note: str) -> None:
         approval = self.state.approval
         waiting = approval is not None and not approval.decision and not self.decided
-        refused = decision_refused(waiting, approval, workflow.info().workflow_id)
+        refused = decision_refused(waiting, approval, workflow.info().workflow_id, note)
         if refused:
             raise ValueError(refused)
 

@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
+    from scaling.text import too_long
     from workflows.children import abandon
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -274,6 +275,8 @@ class NodeAutoscalerWorkflow:
 
     @cancel_request.validator
     def _validate_cancel(self, request_id: str) -> None:
+        if too_long("request_id", request_id):
+            raise ValueError(too_long("request_id", request_id))
         if request_id in self.state.in_flight:
             return
         if not any(split_request_id(r)[0] == request_id for r in self.state.in_flight):
@@ -671,11 +674,15 @@ class NodeAutoscalerWorkflow:
 
 
 def _validate_node(node: str) -> None:
+    if len(node) > 253:  # a DNS subdomain, as every Node's name
+        raise ValueError(too_long("node", node, 253))
     if not node or "/" in node:
         raise ValueError(f"node: expected a node name, got {node!r}")
 
 
 def _validate_group_pool(group_pool: str) -> None:
+    if too_long("group_pool", group_pool, 512):
+        raise ValueError(too_long("group_pool", group_pool, 512))
     group, _, pool = group_pool.partition("/")
     if not group or not pool:
         raise ValueError(f"group_pool: expected '<group>/<pool>', got {group_pool!r}")

@@ -76,7 +76,7 @@ class NodeRequestWorkflow:
 
     @approve.validator
     def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
     @workflow.update
     def deny(self, note: str = "") -> str:
@@ -85,13 +85,14 @@ class NodeRequestWorkflow:
 
     @deny.validator
     def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
-    def _validate_decision(self) -> None:
+    def _validate_decision(self, note: str) -> None:
         refused = decision_refused(
             self.status.phase == RequestPhase.AWAITING_APPROVAL and not self.decision.decided,
             self.status.approval,
             workflow.info().workflow_id,
+            note,
         )
         if refused:
             raise ValueError(refused)

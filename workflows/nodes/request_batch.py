@@ -90,7 +90,7 @@ class NodeRequestBatchWorkflow:
 
     @approve.validator
     def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
     @workflow.update
     def deny(self, note: str = "") -> str:
@@ -99,12 +99,12 @@ class NodeRequestBatchWorkflow:
 
     @deny.validator
     def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
+        self._validate_decision(note)
 
-    def _validate_decision(self) -> None:
+    def _validate_decision(self, note: str) -> None:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
         refused = decision_refused(
-            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id
+            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
         )
         if refused:
             raise ValueError(refused)
