@@ -25,7 +25,7 @@ from scaling.fleet import contracts
 from scaling.fleet.contracts import MAX_MESSAGE_CHARS, AgentStatusReport
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
-from tests.activities.fleet.test_agent_api import api, body
+from tests.activities.fleet.test_agent_api import api, body, waiting_cluster
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_cluster import cluster_input, in_phase, running
@@ -58,9 +58,7 @@ async def still_serving(handle: Any, http: httpx.AsyncClient) -> None:
 async def test_oversized_bodies_are_413_unread_and_the_cluster_keeps_serving(
     env: WorkflowEnvironment, settings: AgentApiSettings
 ) -> None:
-    inp = cluster_input()
-    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
-        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+    async with waiting_cluster(env, settings) as (handle, http):
         huge = body()
         huge["conditions"][0]["message"] = "x" * FIVE_MB
         reason = upstream_error(await http.put("/status", json=huge), 413, 21)
@@ -92,9 +90,7 @@ async def test_free_text_is_cut_before_it_reaches_the_workflow(
     parsed = AgentStatusReport.model_validate(long)
     assert len(parsed.conditions[0].message) == MAX_MESSAGE_CHARS
     assert len(parsed.conditions[0].reason) == contracts.MAX_NAME_CHARS
-    inp = cluster_input()
-    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
-        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+    async with waiting_cluster(env, settings) as (handle, http):
         assert (await http.put("/status", json=long)).status_code == 204
         history = await handle.fetch_history()
         assert len(history.to_json()) < 100_000  # the half-megabyte message was never sent
