@@ -26,7 +26,7 @@ def _why_started(autoscaler: RecordedHistory, child: RecordedEvent, instance_typ
     for e in autoscaler.events:
         if e is child:
             break
-        if e.kind == "local_activity" and e.name == contracts.EVALUATE_REGION and e.result is not None:
+        if e.kind == "activity" and e.name == contracts.EVALUATE_REGION and e.result is not None:
             evaluation = RegionEvaluation.model_validate(e.result)
     for t in evaluation.types if evaluation else []:
         if t.instance_type == instance_type and t.scale_up.needed:
@@ -98,7 +98,7 @@ def _cluster_entries(cluster: RecordedHistory) -> list[TrailEntry]:
     wf = cluster.workflow_id
     out: list[TrailEntry] = []
     for e in cluster.events:
-        if e.kind in ("activity", "local_activity"):
+        if e.kind == "activity":
             outcome = f"failed: {e.failed}" if e.failed else ("done" if e.completed_event_id else "not finished")
             out.append(TrailEntry(at=e.at, what="Step", detail=f"{e.name}: {outcome}", workflow_id=wf))
         elif e.kind == "update" and e.name == contracts.UPDATE_AGENT_STATUS:
