@@ -255,6 +255,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 log.info(
                     "growth worker polling task queue %s on %s", settings.temporal.task_queue, settings.temporal.address
                 )
+                log.info("growth worker serves %s", serving(settings))
                 metrics = enabled_address(settings.observability.metrics_address)
                 print(
                     f"growth worker ready: task queue {settings.temporal.task_queue}"
@@ -275,6 +276,13 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             clusters.close()
             flush_traces()
             meter.use(None)
+
+
+def serving(settings: Settings) -> str:
+    """What this worker serves, for its start-up log: a loop started for anything else fails."""
+    clusters = ", ".join(sorted(settings.clusters)) if settings.clusters else "every name (one default connection)"
+    fleet = f"agent API on {settings.fleet.agent_api.bind}" if settings.fleet is not None else "off"
+    return f"clusters: {clusters}; node providers: {', '.join(sorted(settings.providers)) or 'none'}; fleet: {fleet}"
 
 
 def main(argv: list[str] | None = None) -> None:

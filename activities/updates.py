@@ -15,12 +15,16 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from scaling.fleet.contracts import UPDATE_DRAINING
 
 UNPROCESSED_UPDATE = "UnprocessedUpdate"
+# An update's argument up to this size (encoded): the worker's acceptance carries it, Temporal
+# warns above 512 KiB and refuses a payload over 2 MiB, which fails the workflow task instead.
+MAX_UPDATE_BYTES = 512 * 1024
 # A query refused for these is refused for good: no such workflow or query, or no access; or
 # the caller's own deadline passed (no worker answered), where asking again only doubles the wait.
 FINAL_QUERY_CODES = frozenset(
@@ -32,6 +36,16 @@ FINAL_QUERY_CODES = frozenset(
         RPCStatusCode.UNAUTHENTICATED,
     }
 )
+
+
+class PayloadTooLarge(ValueError):
+    """An update's argument would not fit in the server's payload limit: refused before sending."""
+
+
+def payload_size(arg: Any) -> int:
+    """Bytes `arg` takes as a payload, encoded as every growth client encodes it (pydantic)."""
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([arg])
+    return payload.ByteSize()
 
 
 def was_not_processed(err: WorkflowUpdateFailedError) -> bool:
@@ -62,10 +76,18 @@ async def execute_update(
     rpc_timeout: timedelta | None = None,
     attempts: int = 5,
     backoff_s: float = 0.5,
+    max_payload_bytes: int | None = MAX_UPDATE_BYTES,
 ) -> Any:
     """`handle.execute_update`, sent again (up to `attempts` times) while the server answers
     that the worker did not process it. Every other failure (a validator's rejection, a
-    handler's error) is raised at once."""
+    handler's error) is raised at once. With `max_payload_bytes`, an argument that encodes
+    larger is refused (PayloadTooLarge) before it is sent: the worker's acceptance carries the
+    argument, and one over the server's limit fails the workflow task."""
+    if max_payload_bytes is not None:
+        for arg in args:
+            size = payload_size(arg)
+            if size > max_payload_bytes:
+                raise PayloadTooLarge(f"the update's argument is {size} bytes once decoded; the limit is {max_payload_bytes}")  # fmt: skip
     return await _retrying(
         lambda: handle.execute_update(update, *args, rpc_timeout=rpc_timeout),
         lambda err: isinstance(err, WorkflowUpdateFailedError) and was_not_processed(err),

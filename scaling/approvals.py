@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from scaling.text import too_long
+
 Default = Literal["approve", "deny"]
 # The GrowthPhase search attribute's value (and a NodeRequest's phase) while a step waits.
 AWAITING_APPROVAL = "AwaitingApproval"
@@ -31,8 +33,11 @@ def applies_default(default: Default) -> bool:
     return default == "approve"
 
 
-def decision_refused(awaiting: bool, approval: ApprovalState | None, what: str) -> str:
-    """Why an approve/deny is refused ("" when it is taken): only a wait still open is decided."""
+def decision_refused(awaiting: bool, approval: ApprovalState | None, what: str, note: str = "") -> str:
+    """Why an approve/deny is refused ("" when it is taken): only a wait still open is decided,
+    with a note of bounded length."""
+    if too_long("note", note):
+        return too_long("note", note)
     if approval is not None and approval.decision:
         return f"id: {what} was already {approval.decision} (by {approval.by})"
     if not awaiting:

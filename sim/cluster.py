@@ -57,10 +57,12 @@ class FakeCluster:
         run_controllers: bool = True,
         data_dir: str | Path | None = None,
         fsync: bool = True,
+        name: str | None = None,
     ) -> None:
         if scoring not in SCORING:
             raise ValueError(f"scoring must be one of {SCORING}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._name = name
         self.token = self._kept("token", lambda: (token or secrets.token_hex(16)).encode(), token).decode()
         self.certs = self._kept_certs()
         if self.data_dir is not None and port == 0 and (self.data_dir / "port").exists():
@@ -175,17 +177,24 @@ class FakeCluster:
         """A client SSL context that trusts this cluster's CA (urllib, httpx)."""
         return self.certs.client_context()
 
+    @property
+    def name(self) -> str:
+        """The cluster's name in its kubeconfig (context, cluster and user): given, or
+        sim-<port>, so the kubeconfigs of two clusters merge (KUBECONFIG=a:b) without a clash."""
+        return self._name or f"sim-{self.url.rsplit(':', 1)[1]}"
+
     def kubeconfig(self) -> dict[str, Any]:
+        n = self.name
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "preferences": {},
             "clusters": [
-                {"name": "sim", "cluster": {"server": self.url, "certificate-authority-data": self.certs.ca_data}}
+                {"name": n, "cluster": {"server": self.url, "certificate-authority-data": self.certs.ca_data}}
             ],
-            "users": [{"name": "sim", "user": {"token": self.token}}],
-            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim", "namespace": "default"}}],
-            "current-context": "sim",
+            "users": [{"name": n, "user": {"token": self.token}}],
+            "contexts": [{"name": n, "context": {"cluster": n, "user": n, "namespace": "default"}}],
+            "current-context": n,
         }
 
     def write_kubeconfig(self, path: str | Path) -> Path:
@@ -225,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
     parser.add_argument("--token", default=None, help="bearer token (random when omitted)")
+    parser.add_argument("--name", default=None, help="the kubeconfig's context, cluster and user (default sim-<port>)")
     parser.add_argument("--node-ready-delay", type=float, default=1.0)
     parser.add_argument("--pod-start-delay", type=float, default=0.2)
     parser.add_argument("--scheduler-interval", type=float, default=0.25)
@@ -259,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         never_ready_nodes=args.never_ready,
         data_dir=args.data_dir,
         fsync=args.fsync,
+        name=args.name,
     )
 
     def ready(started: FakeCluster) -> str:

@@ -53,7 +53,17 @@ from scaling.nodes.state import AutoscalerInput
 from scaling.nodes.status import AutoscalerStatus
 from scaling.nodes.summaries import autoscaler_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
-from starters.cli import RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
+from starters.cli import (
+    RPC_TIMEOUT,
+    Call,
+    CliError,
+    Done,
+    alias,
+    require_served,
+    running_status,
+    shared_options,
+    workflow_call,
+)
 from starters.migrate_ca import migrate_from_ca
 from starters.node_requests import (
     NODE_REQUEST_BATCH_WORKFLOW,
@@ -265,7 +275,11 @@ def start_command(ctx: click.Context, **_: object) -> Call:
     async def run(client: Client, settings: Settings) -> Done:
         return Done(message=await start(client, settings, cluster, flags), data={"workflow_id": autoscaler_id(cluster)})
 
-    return Call(run=run, check=lambda settings: start_settings(settings, cluster, flags))
+    def check(settings: Settings) -> AutoscalerSettings:
+        require_served(settings, cluster, "--cluster")
+        return start_settings(settings, cluster, flags)
+
+    return Call(run=run, check=check)
 
 
 @nodes.command("status")
@@ -275,7 +289,7 @@ def status_command(cluster: str) -> Call:
     """Loops, requests in flight, attempts by pool, scale-downs, problems."""
 
     async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerStatus:
-        return await query(handle, NodeAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        return await running_status(handle, NodeAutoscalerWorkflow.status)
 
     return _call(cluster, run, format_status)
 

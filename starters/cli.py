@@ -36,11 +36,20 @@ from typing import Any, TypeVar
 import click
 import yaml
 from pydantic import BaseModel
-from temporalio.client import Client, RPCError, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    RPCError,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
-from activities.updates import cause_of
+from activities.updates import PayloadTooLarge, cause_of, query
+from scaling.text import when
 
 RPC_TIMEOUT = timedelta(seconds=30)
 DONE, MISSING, REFUSED = 0, 1, 2
@@ -71,6 +80,29 @@ class Call:
     needs_client: bool = True
     plain: bool = False  # printed as is whatever -o says (a completion script)
     check: Callable[[Settings], object] | None = None  # refuses bad input (CliError) before connecting
+
+
+def require_served(settings: Settings, cluster: str, flag: str) -> None:
+    """Refuse (exit 2) a Kubernetes cluster name the settings do not serve: its loop would
+    start and then fail on its first activity (UnknownCluster)."""
+    if settings.kube_for(cluster) is None:
+        served = ", ".join(sorted(settings.clusters))
+        raise CliError(f"{flag} {cluster!r}: not one of the clusters the settings serve ({served})", REFUSED)
+
+
+async def running_status(handle: WorkflowHandle, query_fn: Any) -> Any:
+    """A loop's status query, asked only of a running loop: one that failed, finished or was
+    terminated is said so with how it ended (exit 1), never answered from its last state."""
+    desc = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        try:
+            await handle.result(rpc_timeout=RPC_TIMEOUT)  # closed: answers at once
+            how = "it finished"
+        except WorkflowFailureError as err:
+            how = cause_of(err)
+        status = desc.status.name if desc.status else "CLOSED"
+        raise CliError(f"{handle.id} is not running: {status} at {when(desc.close_time)}: {how}", MISSING)
+    return await query(handle, query_fn, rpc_timeout=RPC_TIMEOUT)
 
 
 def workflow_call(
@@ -247,6 +279,8 @@ async def execute(call: Call, client: Client, settings: Settings) -> Any:
         return await call.run(client, settings)
     except WorkflowUpdateFailedError as err:
         raise CliError(f"refused: {cause_of(err)}", REFUSED) from None
+    except PayloadTooLarge as err:
+        raise CliError(f"refused: {err}", REFUSED) from None
     except WorkflowQueryFailedError as err:
         raise CliError(f"query failed: {err}", MISSING) from None
     except RPCError as err:

@@ -34,7 +34,18 @@ from scaling.components.state import (
 )
 from scaling.components.summaries import components_summary
 from starters.approvals import PendingApproval, awaiting_query, format_approvals, list_awaiting
-from starters.cli import REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
+from starters.cli import (
+    REFUSED,
+    RPC_TIMEOUT,
+    Call,
+    CliError,
+    Done,
+    alias,
+    require_served,
+    running_status,
+    shared_options,
+    workflow_call,
+)
 from starters.components_trail import trail_command
 from starters.settings_flags import flag_for, given, model_options
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
@@ -164,7 +175,12 @@ def start_command(ctx: click.Context, **_: object) -> Call:
         s = start_settings(namespace, name, flags)
         return Done(message=await start(client, settings, s), data={"workflow_id": workflow_id(namespace, name)})
 
-    return Call(run=run, check=lambda settings: start_settings(namespace, name, flags))
+    def check(settings: Settings) -> ComponentAutoscalerSettings:
+        s = start_settings(namespace, name, flags)
+        require_served(settings, s.kube_cluster, flag_for("kube_cluster"))
+        return s
+
+    return Call(run=run, check=check)
 
 
 @components.command("approvals")
@@ -217,7 +233,7 @@ def status_command(where: tuple[str, str]) -> Call:
     """Groups, replicas, intervals, errors, counters."""
 
     async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerReport:
-        return await query(handle, ComponentAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        return await running_status(handle, ComponentAutoscalerWorkflow.status)
 
     return _call(where, run, format_report)
 

@@ -44,7 +44,18 @@ from scaling.fleet.models import ManagedInstance
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.summaries import region_summary
 from starters.approvals import PendingApproval, awaiting_query, decide, format_approvals, list_awaiting
-from starters.cli import MISSING, REFUSED, RPC_TIMEOUT, Call, CliError, Done, alias, shared_options, workflow_call
+from starters.cli import (
+    MISSING,
+    REFUSED,
+    RPC_TIMEOUT,
+    Call,
+    CliError,
+    Done,
+    alias,
+    running_status,
+    shared_options,
+    workflow_call,
+)
 from starters.fleet_trail import trail_command
 from starters.fleet_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
@@ -266,7 +277,7 @@ def status_command(where: tuple[str, str]) -> Call:
     """Clusters with phase and capacity, instances, counters."""
 
     async def run(handle: WorkflowHandle, settings: Settings) -> RegionStatus:
-        return await query(handle, FleetAutoscalerWorkflow.status, rpc_timeout=RPC_TIMEOUT)
+        return await running_status(handle, FleetAutoscalerWorkflow.status)
 
     return _call(where, run, format_status)
 

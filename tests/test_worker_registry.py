@@ -53,3 +53,13 @@ def test_every_loop_has_workflows_registered() -> None:
     names = {w.__temporal_workflow_definition.name for w in WORKFLOWS}
     assert {"NodeAutoscaler", "NodeRequest", "NodeScaleDown", "MachineGC"} <= names
     assert {"FleetAutoscaler", "DataPlaneCluster", "ComponentAutoscaler"} <= names
+
+
+def test_the_start_up_log_lists_what_the_worker_serves() -> None:
+    from activities.fleet.settings import FleetSettings
+    from activities.settings import KubeSettings, Settings
+    from worker import serving
+
+    two = Settings(clusters={"beta": KubeSettings(), "alpha": KubeSettings()}, fleet=FleetSettings())
+    assert serving(two) == "clusters: alpha, beta; node providers: kwok; fleet: agent API on 127.0.0.1:8000"
+    assert serving(Settings()).startswith("clusters: every name (one default connection);")

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from activities.answers import MAX_RESULT_ANSWER_BYTES, BoundedTransport, quoted
+
 SECRET_KEYS = ("ca.crt", "tls.crt", "tls.key")
 
 
@@ -73,20 +75,23 @@ def recommended_replicas(
 ) -> int:
     params = {"name": name, "namespace": namespace, "type": component}
     try:
-        with httpx.Client(timeout=timeout_s, transport=transport, verify=verify) as http:
+        bounded = BoundedTransport(transport, MAX_RESULT_ANSWER_BYTES, verify=verify)
+        with httpx.Client(timeout=timeout_s, transport=bounded) as http:
             resp = http.get(url, params=params)
     except httpx.HTTPError as exc:
         raise RecommenderUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
     if resp.status_code != 200:
-        raise RecommenderUnavailable(f"{url}: HTTP {resp.status_code}: {resp.text[:200]}")
+        raise RecommenderUnavailable(f"{url}: HTTP {resp.status_code}: {quoted(resp.text)}")
     try:
         body = resp.json()
         echoed = (body["name"], body["namespace"], body["type"])
-        replicas = int(body["recommendedReplicas"])
+        replicas = body["recommendedReplicas"]
+        if type(replicas) is not int:  # tidb-operator's recommender answers a Go int32
+            raise TypeError(f"recommendedReplicas: expected an integer, got {quoted(replicas)}")
     except (ValueError, KeyError, TypeError) as exc:
-        raise RecommenderUnavailable(f"{url}: malformed answer {resp.text[:200]!r}: {exc!r}") from None
+        raise RecommenderUnavailable(f"{url}: malformed answer {quoted(resp.text)!r}: {quoted(exc)}") from None
     if echoed != (name, namespace, component):
-        raise RecommenderUnavailable(f"{url} answered for {echoed}, expected {(name, namespace, component)}")
+        raise RecommenderUnavailable(f"{url} answered for {quoted(echoed)}, expected {(name, namespace, component)}")
     if replicas < 0:
         raise RecommenderUnavailable(f"{url}: negative recommendedReplicas {replicas}")
     return replicas

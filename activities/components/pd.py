@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from activities.answers import MAX_RESULT_ANSWER_BYTES, BoundedTransport, quoted
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b?)\s*$", re.IGNORECASE)
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 
@@ -35,7 +37,9 @@ def parse_byte_size(text: Any) -> int:
 class PdClient:
     def __init__(self, base_url: str, *, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self.http = httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, transport=BoundedTransport(transport, MAX_RESULT_ANSWER_BYTES)
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -46,11 +50,11 @@ class PdClient:
         except httpx.HTTPError as exc:
             raise PdUnavailable(f"PD {self.base_url}: {type(exc).__name__}: {exc}") from None
         if resp.status_code != 200:
-            raise PdUnavailable(f"PD {self.base_url}{path}: HTTP {resp.status_code}: {resp.text[:200]}")
+            raise PdUnavailable(f"PD {self.base_url}{path}: HTTP {resp.status_code}: {quoted(resp.text)}")
         try:
             return resp.json()
         except ValueError:
-            raise PdUnavailable(f"PD {self.base_url}{path}: not JSON: {resp.text[:200]}") from None
+            raise PdUnavailable(f"PD {self.base_url}{path}: not JSON: {quoted(resp.text)}") from None
 
     def autoscaling(self, strategy: dict[str, Any]) -> list[dict[str, Any]] | None:
         """PD's plans, or None when PD answered null (no plan, or no metrics: undecidable)."""
@@ -58,20 +62,25 @@ class PdClient:
         if body is None:
             return None
         if not isinstance(body, list) or not all(isinstance(p, dict) for p in body):
-            raise PdUnavailable(f"PD {self.base_url}/autoscaling: expected a list of plans, got {str(body)[:200]}")
+            raise PdUnavailable(f"PD {self.base_url}/autoscaling: expected a list of plans, got {quoted(body)}")
         plans = []
         for plan in body:
             try:
+                count = plan["count"]
+                if type(count) is not int or count < 0:  # PD's Plan.Count is a Go uint64
+                    raise ValueError(f"count: expected a non-negative integer, got {quoted(count)}")
                 plans.append(
                     {
                         "component": str(plan["component"]),
-                        "count": int(plan["count"]),
+                        "count": count,
                         "resource_type": str(plan.get("resource_type") or ""),
                         "labels": {str(k): str(v) for k, v in (plan.get("labels") or {}).items()},
                     }
                 )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise PdUnavailable(f"PD {self.base_url}/autoscaling: malformed plan {plan!r}: {exc!r}") from None
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                raise PdUnavailable(
+                    f"PD {self.base_url}/autoscaling: malformed plan {quoted(plan)}: {quoted(exc)}"
+                ) from None
         return plans
 
     def stores(self) -> list[dict[str, Any]]:
@@ -93,7 +102,7 @@ class PdClient:
                     }
                 )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise PdUnavailable(f"PD {self.base_url}: malformed stores answer: {exc!r}") from None
+            raise PdUnavailable(f"PD {self.base_url}: malformed stores answer: {quoted(repr(exc))}") from None
         return out
 
 

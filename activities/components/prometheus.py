@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from activities.answers import MAX_RESULT_ANSWER_BYTES, BoundedTransport, quoted
 from activities.components.shared import SharedAnswers
 
 USAGE_QUERY = {
@@ -51,7 +52,12 @@ class PrometheusClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers, transport=transport)
+        self.http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            headers=headers,
+            transport=BoundedTransport(transport, MAX_RESULT_ANSWER_BYTES),
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -71,11 +77,12 @@ class PrometheusClient:
         except ValueError:
             body = None
         if resp.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
-            detail = body.get("error") if isinstance(body, dict) else resp.text[:200]
-            raise MetricsUnavailable(f"Prometheus {self.base_url}: HTTP {resp.status_code}: {detail}")
-        data = body.get("data") or {}
-        if data.get("resultType") != "vector":
-            raise MetricsUnavailable(f"Prometheus answered {data.get('resultType')!r}, expected a vector")
+            detail = body.get("error") if isinstance(body, dict) else resp.text
+            raise MetricsUnavailable(f"Prometheus {self.base_url}: HTTP {resp.status_code}: {quoted(detail)}")
+        data = body.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            kind = data.get("resultType") if isinstance(data, dict) else data
+            raise MetricsUnavailable(f"Prometheus answered {quoted(repr(kind))}, expected a vector")
         out: dict[tuple[str, ...], float] = {}
         try:
             for sample in data.get("result") or []:
@@ -84,8 +91,8 @@ class PrometheusClient:
                 value = float(sample["value"][1])
                 if all(key) and math.isfinite(value):
                     out[key] = out.get(key, 0.0) + value
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MetricsUnavailable(f"Prometheus answered a malformed sample: {exc!r}") from None
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise MetricsUnavailable(f"Prometheus answered a malformed sample: {quoted(repr(exc))}") from None
         return out
 
     def cpu_usage(self, namespace: str, component: str, window_s: int) -> dict[str, float]:

@@ -12,9 +12,19 @@
   `report_instance_statuses` update (placed -> ready, deleting -> gone); 200.
 
 Auth: a bearer token per cluster (activities.fleet.tokens): no token -> 401, a token that is not
-this cluster's -> 403 (an HMAC token names no cluster, so another cluster's token and a forged
-one look alike). It lives in the worker process (`serve`) because it only needs a Temporal
-client, and one process fewer to run; it holds no state of its own.
+this cluster's, or a revoked one -> 403 (an HMAC token names no cluster, so another cluster's
+token and a forged one look alike). It lives in the worker process (`serve`) because it only
+needs a Temporal client, and one process fewer to run; it holds no state of its own.
+
+Hostile input is refused here, before any workflow sees it (docs/operations.md, "Input
+surfaces"): a body over MAX_BODY_BYTES is 413 unread; a Content-Type other than JSON is 415;
+integers decode as Go's encoding/json does (scaling.fleet.contracts: no true, "18" or 18.0,
+int32 range); free text is cut; a decoded update over MAX_UPDATE_BYTES is 413 unsent, so no
+update can fail a workflow task on the server's payload limit. Every error, the framework's
+own 404/405 and an unexpected 500 included, is kas-fleet-manager's `{kind: "Error", id, href,
+code, reason}`; a workflow that does not answer in time is 503. A closed (deleted) cluster is
+400 "not found" on all four endpoints, as upstream, and its workflow is never replayed: queries
+are sent with reject_condition NOT_OPEN, and an update to a closed workflow is NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -26,19 +36,30 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import QueryRejectCondition
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
 from activities.meter import process_meter
-from activities.updates import execute_update
+from activities.updates import MAX_UPDATE_BYTES, PayloadTooLarge, execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, InstanceStatusReport, ManagedInstance
 from scaling.fleet.metrics import AGENT_API_RESPONSES
 from scaling.fleet.models import InstanceVersions
+from scaling.text import shorten
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +68,24 @@ PROFILE_QUOTA_LABEL = "bf2.org/kafkaInstanceProfileQuotaConsumed"
 SUSPENDED_LABEL = "bf2.org/suspended"
 
 
+# A request body is read up to this many bytes; a longer one is 413 (a status report of a
+# cluster with every instance type is about 2 KB; kube-apiserver's own limit is 3 MiB).
+MAX_BODY_BYTES = 1024 * 1024
+MAX_REASON_CHARS = 2000  # of an error's reason (a validator's list of problems, say)
+
 # kas-fleet-manager's error codes (pkg/errors/errors.go), so an agent's logs read the same as
-# against the real one: code KAFKAS-MGMT-<n>, href /api/kafkas_mgmt/v1/errors/<n>.
+# against the real one: code KAFKAS-MGMT-<n>, href /api/kafkas_mgmt/v1/errors/<n>. A status
+# with no code of its own takes NewErrorFromHTTPStatusCode's: 21 for a 4xx, 9 for a 5xx.
 ERR_FORBIDDEN = 4
+ERR_NOT_FOUND = 7
 ERR_GENERAL = 9
+ERR_NOT_IMPLEMENTED = 10  # 405
 ERR_UNAUTHENTICATED = 15
 ERR_MALFORMED = 17
 ERR_BAD_REQUEST = 21
 ERR_FIELD_VALIDATION = 37
 FIELD_VALIDATION_REASON = "Field validation failed"
+JSON_TYPES = ("application/json",)
 
 
 class ApiError(Exception):
@@ -70,8 +100,62 @@ def error_body(err: ApiError) -> dict[str, Any]:
         "kind": "Error",
         "href": f"/api/kafkas_mgmt/v1/errors/{err.code}",
         "code": f"KAFKAS-MGMT-{err.code}",
-        "reason": err.reason,
+        "reason": shorten(err.reason, MAX_REASON_CHARS),
     }
+
+
+def framework_error(status: int, path: str, detail: str) -> ApiError:
+    """What Starlette answers by itself (no route, wrong method), in upstream's words."""
+    if status == 404:
+        return ApiError(404, f"The requested resource '{shorten(path, 200)}' doesn't exist", ERR_NOT_FOUND)
+    if status == 405:
+        return ApiError(405, "HTTP Method not implemented for this endpoint", ERR_NOT_IMPLEMENTED)
+    return ApiError(status, detail, ERR_BAD_REQUEST if status < 500 else ERR_GENERAL)
+
+
+class UnexpectedErrors:
+    """ASGI middleware: an exception no handler expected is a 500 in upstream's shape (code 9),
+    logged here, never a plain-text traceback page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("agent API: %s %s failed", scope.get("method"), scope.get("path"))
+            if started or scope["type"] != "http":
+                raise
+            resp = JSONResponse(error_body(ApiError(500, "Unspecified error", ERR_GENERAL)), status_code=500)
+            await resp(scope, receive, send)
+
+
+async def bounded_body(request: Request) -> bytes:
+    """The request's body, refused with 415 when it says it is not JSON and with 413 (unread
+    beyond the limit) when it is over MAX_BODY_BYTES."""
+    ctype = request.headers.get("content-type", "")
+    media = ctype.partition(";")[0].strip().lower()
+    if media and media not in JSON_TYPES and not media.endswith("+json"):
+        raise ApiError(415, f"Content-Type {shorten(ctype, 100)!r} is not supported: send application/json")
+    too_large = f"the request body is over {MAX_BODY_BYTES} bytes (1 MiB), the agent API's limit"
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise ApiError(413, too_large)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def field_errors(err: ValidationError) -> str:
@@ -132,26 +216,55 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
         responses.add(1, {"code": str(response.status_code)})
         return response
 
+    app.add_middleware(UnexpectedErrors)
+
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
         return JSONResponse(error_body(err), status_code=err.status)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, err: HTTPException) -> JSONResponse:
+        api_err = framework_error(err.status_code, request.url.path, str(err.detail))
+        return JSONResponse(error_body(api_err), status_code=api_err.status, headers=err.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_error(_: Request, err: RequestValidationError) -> JSONResponse:
+        return JSONResponse(error_body(ApiError(400, str(err.errors())[:500])), status_code=400)
 
     def authorize(request: Request, cluster_id: str) -> None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(401, "a bearer token is required", ERR_UNAUTHENTICATED)
+        if tokens.revoked(cluster_id):
+            raise ApiError(403, f"the token of cluster {shorten(cluster_id, 100)} is revoked", ERR_FORBIDDEN)
         if not tokens.verify(cluster_id, token.strip()):
-            raise ApiError(403, f"the token is not valid for cluster {cluster_id}", ERR_FORBIDDEN)
+            raise ApiError(403, f"the token is not valid for cluster {shorten(cluster_id, 100)}", ERR_FORBIDDEN)
+
+    def not_found(cluster_id: str) -> ApiError:
+        # upstream answers 400 here (404 is kept for refused tokens), also for a deleted cluster
+        return ApiError(400, f"cluster agent with ID '{cluster_id}' not found")
+
+    def unavailable(cluster_id: str, why: str) -> ApiError:
+        return ApiError(503, f"cluster {cluster_id}: {shorten(why, 500)}; try again", ERR_GENERAL)
 
     async def view(cluster_id: str) -> AgentClusterView:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            return await handle.query(contracts.QUERY_AGENT_VIEW, result_type=AgentClusterView, rpc_timeout=timeout)
+            # NOT_OPEN: the server answers for a closed (deleted) cluster without replaying it
+            return await handle.query(
+                contracts.QUERY_AGENT_VIEW,
+                result_type=AgentClusterView,
+                rpc_timeout=timeout,
+                reject_condition=QueryRejectCondition.NOT_OPEN,
+            )
+        except WorkflowQueryRejectedError:
+            raise not_found(cluster_id) from None
+        except WorkflowQueryFailedError as err:
+            raise unavailable(cluster_id, f"its workflow cannot answer: {err}") from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                # upstream answers 400 here: 404 is kept for refused tokens
-                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
+                raise not_found(cluster_id) from None
+            raise unavailable(cluster_id, err.message) from None
 
     @app.get(PREFIX + "/{cluster_id}")
     @app.get(PREFIX + "/{cluster_id}/", include_in_schema=False)  # httpx base_url + "" ends in "/"
@@ -181,7 +294,7 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     async def put_status(cluster_id: str, request: Request) -> Response:
         authorize(request, cluster_id)
         try:
-            report = AgentStatusReport.model_validate_json(await request.body())
+            report = AgentStatusReport.model_validate_json(await bounded_body(request))
         except ValidationError as err:
             raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
         problems = report.strimzi_problems()
@@ -194,7 +307,7 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     async def put_kafka_statuses(cluster_id: str, request: Request) -> Response:
         authorize(request, cluster_id)
         try:
-            reports = INSTANCE_STATUSES.validate_json(await request.body())
+            reports = INSTANCE_STATUSES.validate_json(await bounded_body(request))
         except ValidationError as err:
             raise ApiError(400, field_errors(err), ERR_MALFORMED) from None
         if reports:
@@ -206,15 +319,20 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     async def update(cluster_id: str, name: str, arg: Any) -> None:
         handle = client.get_workflow_handle(contracts.cluster_workflow_id(cluster_id))
         try:
-            await execute_update(handle, name, arg, rpc_timeout=timeout)
+            await execute_update(handle, name, arg, rpc_timeout=timeout, max_payload_bytes=MAX_UPDATE_BYTES)
+        except PayloadTooLarge as err:
+            raise ApiError(413, str(err)) from None
         except WorkflowUpdateFailedError as err:
             # the workflow's validator refused it; its message names the field
             cause = err.cause
             raise ApiError(400, getattr(cause, "message", None) or str(cause)) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            why = f"its workflow did not answer within {settings.temporal_timeout_s:g} s"
+            raise unavailable(cluster_id, why) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:  # never created, or already deleted
-                raise ApiError(400, f"cluster agent with ID '{cluster_id}' not found") from None
-            raise ApiError(503, f"cluster {cluster_id}: {err.message}", ERR_GENERAL) from None
+                raise not_found(cluster_id) from None
+            raise unavailable(cluster_id, err.message) from None
 
     return app
 

@@ -12,6 +12,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.answers import quoted
 from activities.fleet.ocm_client import OcmClient, ocm_error, reason_of, required_secret
 from activities.fleet.settings import FleetSettings
 from activities.fleet.tokens import AgentTokenError, AgentTokens
@@ -105,7 +106,7 @@ class OcmActivities:
             cluster_id=cluster_id,
             name=str(raw.get("name") or ""),
             state=state,
-            message=message,
+            message=quoted(message),
             created=created,
         )
 
@@ -270,7 +271,7 @@ class OcmActivities:
         return AddonInstallation(
             addon_id=addon_id,
             state=state if state in _ADDON_STATES else "installing",  # type: ignore[arg-type]
-            message=str(raw.get("state_description") or ""),
+            message=quoted(raw.get("state_description") or ""),
         )
 
     def _addon_parameters(self, inp: AddonInput) -> dict[str, str]:

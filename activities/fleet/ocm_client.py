@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from temporalio.exceptions import ApplicationError
 
+from activities.answers import AsyncBoundedTransport, quoted
 from activities.fleet.settings import OcmSettings, read_secret, secret_source
 from scaling.fleet import contracts
 
@@ -39,7 +40,7 @@ class OcmClient:
             self._http = httpx.AsyncClient(
                 base_url=self.settings.base_url.rstrip("/") + API,
                 timeout=self.settings.timeout_s,
-                transport=self._transport,
+                transport=AsyncBoundedTransport(self._transport),
             )
         return self._http
 
@@ -104,8 +105,8 @@ def reason_of(resp: httpx.Response) -> tuple[str, str]:
     except ValueError:
         body = None
     if isinstance(body, dict) and body.get("kind") == "Error":
-        return str(body.get("code") or resp.status_code), str(body.get("reason") or "")
-    return str(resp.status_code), resp.text[:300]
+        return quoted(body.get("code") or resp.status_code), quoted(body.get("reason") or "")
+    return str(resp.status_code), quoted(resp.text)
 
 
 def ocm_error(method: str, path: str, resp: httpx.Response) -> ApplicationError:

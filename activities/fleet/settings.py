@@ -11,6 +11,7 @@ hold them, read when they are needed (so a rotated secret is picked up).
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,7 +45,13 @@ class AgentApiSettings(BaseModel):
     Each cluster's agent token is HMAC-SHA256(secret, cluster id): growth can hand a new
     cluster's token to its fleetshard addon without storing it, and a token is good for its own
     cluster only. `tokens_file` (YAML map cluster id -> token) adds fixed tokens for clusters
-    growth did not create."""
+    growth did not create.
+
+    Revoking: `revoked_clusters_file` (YAML list of cluster ids, read on each request) refuses
+    every token of those clusters (403). Rotating the secret: put the new one where
+    token_secret_* points and the old one where previous_token_secret_* points, with
+    `previous_secret_until` (UTC) ending the overlap: until then a token made with either is
+    good, so agents can be given their new token meanwhile (docs/operations.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +60,10 @@ class AgentApiSettings(BaseModel):
     token_secret_env: str = "GROWTH_AGENT_TOKEN_SECRET"
     token_secret_file: str | None = None
     tokens_file: str | None = None
+    revoked_clusters_file: str | None = None
+    previous_token_secret_env: str = "GROWTH_AGENT_TOKEN_SECRET_PREVIOUS"
+    previous_token_secret_file: str | None = None
+    previous_secret_until: datetime | None = None  # None: the previous secret is not accepted
     temporal_timeout_s: float = Field(default=10.0, gt=0)  # one update or query
 
     def url(self) -> str:

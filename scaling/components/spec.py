@@ -24,6 +24,7 @@ scale-out never takes the base cluster past it (released tidb-operator has no su
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -40,6 +41,11 @@ DEFAULT_CPU_MIN_THRESHOLD = 0.1  # tidb-operator's defaultBasicAutoScaler
 
 def default_type(component: str) -> str:
     return f"default_{component}"
+
+
+# The spec rides in the loop's state and history: one over this many bytes (as JSON) is
+# refused naming `spec` (a real one is under 2 KB; etcd takes 1.5 MiB).
+MAX_SPEC_BYTES = 64 * 1024
 
 
 class SpecError(BaseModel):
@@ -353,6 +359,9 @@ def parse_spec(
 ) -> tuple[AutoscalerSpec | None, dict[str, list[SpecError]]]:
     """Parse, default and validate. Errors are per component ("" = the whole object), so one
     bad component does not stop the other; the spec holds only the valid components."""
+    size = len(json.dumps(raw, default=str)) if isinstance(raw, dict) else 0
+    if size > MAX_SPEC_BYTES:
+        return None, {"": [SpecError(field="spec", message=f"is {size} bytes as JSON; growth reads at most {MAX_SPEC_BYTES}")]}  # fmt: skip
     ref = base_cluster_ref(raw, namespace)
     if isinstance(ref, SpecError):
         return None, {"": [ref]}

@@ -34,13 +34,14 @@ Signatures (input -> output):
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from scaling.fleet.config import ManualCluster
 from scaling.fleet.models import ClusterPhase, InstanceVersions, ManagedInstance, TypeCapacity
+from scaling.text import shorten
 
 # -- activity names (registered by activities/fleet, called by workflows/fleet) ------------
 CREATE_OCM_CLUSTER = "create_ocm_cluster"
@@ -291,20 +292,42 @@ class CleanupInput(BaseModel):
 
 
 # -- the agent (fleetshard) report --------------------------------------------------------
+# Free text from an agent is cut before it reaches a workflow (the agent API validates with
+# these models): a condition's message to MAX_MESSAGE_CHARS, every other string (types,
+# reasons, versions) to MAX_NAME_CHARS. Kubernetes allows 32 KiB condition messages; a
+# cluster's history keeps every accepted report, so growth keeps 1 KiB of each.
+MAX_MESSAGE_CHARS = 1024
+MAX_NAME_CHARS = 256
+INT32_MAX = 2**31 - 1  # upstream's generated model: `type: integer` (no format) is Go's int32
+
+Message = Annotated[str, AfterValidator(lambda s: shorten(s, MAX_MESSAGE_CHARS))]
+Name = Annotated[str, AfterValidator(lambda s: shorten(s, MAX_NAME_CHARS))]
+# Go's encoding/json into an int32: no true, "18" or 18.0, and the range checked. growth
+# refuses negative units too (upstream would store them).
+Units = Annotated[int, Strict(), Field(ge=0, le=INT32_MAX)]
+Int32 = Annotated[int, Strict(), Field(ge=-(2**31), le=INT32_MAX)]
+
+
 class _AgentModel(BaseModel):
     # The agent speaks camelCase JSON (maxUnits, kafkaVersions); growth reads either spelling.
     # Unknown fields (lastTransitionTime, ...) are ignored, as upstream's generated model does.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_zero(cls, data: Any) -> Any:
+        # Go's decoder leaves a field at its zero value for a JSON null.
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
 class AgentCondition(_AgentModel):
     """A status condition. Every field may be omitted (the Go client drops empty strings): a
     deleted instance reports `{"type": "Ready", "reason": "Deleted"}` with no status."""
 
-    type: str = ""
-    status: str = ""
-    reason: str = ""
-    message: str = ""
+    type: Name = ""
+    status: Name = ""
+    reason: Name = ""
+    message: Message = ""
 
 
 class AgentCapacity(_AgentModel):
@@ -312,17 +335,17 @@ class AgentCapacity(_AgentModel):
     from the nodes it can get (max) and what is placed (remaining). A zero is omitted by the Go
     client, so `{"maxUnits": 4}` means none remaining."""
 
-    max_units: int = Field(default=0, ge=0)
-    remaining_units: int = Field(default=0, ge=0)
+    max_units: Units = 0
+    remaining_units: Units = 0
 
 
 class StrimziVersion(_AgentModel):
     """A Strimzi operator version installed on the cluster and whether it is ready."""
 
-    version: str = ""
-    ready: bool = False
-    kafka_versions: list[str] = Field(default_factory=list)
-    kafka_ibp_versions: list[str] = Field(default_factory=list)
+    version: Name = ""
+    ready: Annotated[bool, Strict()] = False
+    kafka_versions: list[Name] = Field(default_factory=list)
+    kafka_ibp_versions: list[Name] = Field(default_factory=list)
 
 
 def parse_bool(value: str) -> bool | None:
@@ -341,7 +364,7 @@ class AgentStatusReport(_AgentModel):
     DataPlaneClusterUpdateStatusRequest allows."""
 
     conditions: list[AgentCondition] = Field(default_factory=list)
-    capacity: dict[str, AgentCapacity] = Field(default_factory=dict)
+    capacity: dict[Name, AgentCapacity] = Field(default_factory=dict)
     strimzi: list[StrimziVersion] = Field(default_factory=list)
 
     @field_validator("capacity")
@@ -373,13 +396,42 @@ class AgentStatusReport(_AgentModel):
         return []
 
 
+class ReportedVersions(InstanceVersions):
+    """An instance's versions as its agent reports them (cut like every agent string)."""
+
+    kafka: Name = ""
+    strimzi: Name = ""
+    kafka_ibp: Name = ""
+
+
+class ReportedKafkaCapacity(_AgentModel):
+    """DataPlaneKafkaStatus.capacity: checked as upstream's decoder does, never kept."""
+
+    ingress_egress_throughput_per_sec: str = ""
+    total_max_connections: Int32 = 0
+    max_data_retention_size: str = ""
+    max_partitions: Int32 = 0
+    max_data_retention_period: str = ""
+    max_connection_attempts_per_sec: Int32 = 0
+
+
+class ReportedRoute(_AgentModel):
+    name: str = ""
+    prefix: str = ""
+    router: str = ""
+
+
 class InstanceStatusReport(_AgentModel):
     """One instance's entry in PUT .../agent-clusters/{id}/kafkas/status (upstream's
     DataPlaneKafkaStatus, keyed by instance id). growth reads the Ready condition and the
-    versions; capacity, routes and adminServerURI are accepted and not kept."""
+    versions; capacity, routes and adminServerURI are decoded as strictly as upstream's Go
+    model does and then dropped (excluded: they never reach the workflow)."""
 
     conditions: list[AgentCondition] = Field(default_factory=list)
-    versions: InstanceVersions = Field(default_factory=InstanceVersions)
+    versions: ReportedVersions = Field(default_factory=ReportedVersions)
+    capacity: ReportedKafkaCapacity | None = Field(default=None, exclude=True)
+    routes: list[ReportedRoute] | None = Field(default=None, exclude=True)
+    admin_server_uri: str = Field(default="", alias="adminServerURI", exclude=True)
 
 
 class AgentClusterView(BaseModel):

@@ -6,6 +6,7 @@ so the problem can go on the object's status; one bad group never hides the othe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterable, Sequence
 from decimal import Decimal
@@ -33,6 +34,9 @@ from scaling.nodes.providers.hetzner import config_problem as hetzner_config_pro
 KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A group's spec rides in the loop's observations and history: one of more than this many
+# bytes (as JSON) is refused, naming `spec` (a real one is about 1 KB; etcd takes 1.5 MiB).
+MAX_SPEC_BYTES = 64 * 1024
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _POOL_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", re.ASCII)  # ASCII digits only
@@ -320,6 +324,12 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
     )
 
 
+def spec_too_large(spec: dict[str, Any]) -> None:
+    size = len(json.dumps(spec, default=str))
+    if size > MAX_SPEC_BYTES:
+        raise InvalidSpec("spec", f"is {size} bytes as JSON; growth reads at most {MAX_SPEC_BYTES}")
+
+
 def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> NodeGroup:
     """Validate one NodeGroupWithPriority object; InvalidSpec names the first bad field."""
     if not isinstance(obj, dict):
@@ -337,6 +347,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise InvalidSpec("spec", "is required")
+    spec_too_large(spec)
     pools_raw = spec.get("pools")
     if not isinstance(pools_raw, list) or not pools_raw:
         raise InvalidSpec("spec.pools", "must list at least one pool")

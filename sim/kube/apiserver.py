@@ -54,6 +54,11 @@ FRESH_TIMEOUT = 3.0  # the watch cache's blockTimeout: how long a watch from a f
 # apiserver's bookmarkFrequency) and one just before it ends (cacher.go: deadline - 2 s).
 
 
+# kube-apiserver's --max-request-body-bytes default (3 MiB): a longer body is 413 unread.
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+DISCARD_LIMIT = 64 * 1024 * 1024
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -178,6 +183,18 @@ class _Handler(JsonHandler):
         self.wfile.write(head + data)
         self._status = code
 
+    def _discard(self, length: int) -> None:
+        """Read a refused body away, never keeping it, so the client sees the answer rather than
+        a reset; past DISCARD_LIMIT the connection is closed instead."""
+        self.close_connection = True
+        if length > DISCARD_LIMIT:
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 20))
+            if not chunk:
+                return
+            length -= len(chunk)
+
     def json_error(self, problem: str) -> Exception:
         return bad_request("the request body is not valid JSON")
 
@@ -191,6 +208,12 @@ class _Handler(JsonHandler):
         path = parts.path.rstrip("/") or "/"
         query = parse_qs(parts.query, keep_blank_values=True)
         try:
+            length = self.headers.get("Content-Length") or ""
+            if length.isdigit() and int(length) > MAX_REQUEST_BODY_BYTES:
+                self._discard(int(length))
+                raise ApiError(
+                    413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}"
+                )
             body = self.read_json()
             if not path.startswith("/sim/v1"):
                 api.control.hold(method, path, body)  # an injected hang (control.RequestHold)
@@ -297,6 +320,17 @@ class _Handler(JsonHandler):
             return
         route = self._route(group, version, rest)
         self._resource = route.rt.plural + (f"/{route.sub}" if route.sub else "")
+        dry_run = query.get("dryRun") or []
+        if any(v != "All" for v in dry_run):
+            raise ApiError(400, "BadRequest", f'Invalid value: {dry_run!r}: supported values: "All"')
+        if dry_run and method != "GET":
+            with store.dry_run():  # validated and answered; nothing stored
+                self._resource_call(method, route, query, body)
+        else:
+            self._resource_call(method, route, query, body)
+
+    def _resource_call(self, method: str, route: _Route, query: dict[str, list[str]], body: Any) -> None:
+        store = self.server.api.store
         rt = route.rt
         if route.name is None:
             if rt.namespaced and route.ns is None and method != "GET":

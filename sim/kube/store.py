@@ -23,7 +23,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,7 @@ class Store:
         self.children: dict[str, set[tuple[GroupResource, str, str]]] = {}
         self.created_seq: dict[str, int] = {}
         self.write_listeners: list[Callable[[], None]] = []
+        self._dry = threading.local()  # dryRun=All for the request on this thread
         # The JSON of each stored object as committed (when the journal encoded it), so a list of
         # 30,000 pods joins their texts instead of encoding every pod again.
         self.encoded: dict[GroupResource, dict[tuple[str, str], tuple[Obj, str]]] = {}
@@ -309,7 +311,27 @@ class Store:
         return None
 
     # ---- writes ---------------------------------------------------------------------------
+    @contextmanager
+    def dry_run(self, on: bool = True) -> Iterator[None]:
+        """Writes inside are validated, defaulted and answered, and nothing is stored, indexed or
+        watched (the apiserver's dryRun=All)."""
+        self._dry.on = on
+        try:
+            yield
+        finally:
+            self._dry.on = False
+
+    @property
+    def dry(self) -> bool:
+        return getattr(self._dry, "on", False)
+
     def _commit(self, rt: ResourceType, ns: str, name: str, obj: Obj, kind: str, old: Obj | None) -> Obj:
+        if self.dry:
+            # the apiserver answers a dry-run write with the object as it would be stored, its
+            # resourceVersion unchanged (a create's has none)
+            if old is not None:
+                obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return obj
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         bucket = self.storage[rt.gr]
@@ -394,6 +416,8 @@ class Store:
             for transient in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink"):
                 meta.pop(transient, None)
             self._prepare_for_create(rt, obj)
+            if self.dry:
+                return self._decorate(rt, self._commit(rt, key[0], name, obj, "ADDED", None))
             self.created_seq[meta["uid"]] = self.rv + 1
             self.uids[meta["uid"]] = (rt.gr, key[0], name)
             for ref in meta.get("ownerReferences") or []:
@@ -540,6 +564,8 @@ class Store:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if new == current:
             return self._decorate(rt, current)  # no-op writes do not bump resourceVersion
+        if self.dry:
+            return self._decorate(rt, self._commit(rt, ns, name, new, "MODIFIED", current))
         if subresource != "status":  # the status endpoint keeps the metadata, owners included
             self._reindex_owners(rt, ns, name, current, new)
         committed = self._commit(rt, ns, name, new, "MODIFIED", current)
@@ -625,6 +651,8 @@ class Store:
             propagation = options.get("propagationPolicy") or (
                 "Orphan" if options.get("orphanDependents") else "Background"
             )
+            if self.dry:
+                return self._decorate(rt, clone(current)), not current["metadata"].get("finalizers")
             if current["metadata"].get("finalizers"):
                 if current["metadata"].get("deletionTimestamp"):
                     return self._decorate(rt, current), False

@@ -187,7 +187,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         cs = self._waiting(req.id)
         if cs is None:
             return f"id: no heterogeneous group {req.id!r} awaits approval"
-        return decision_refused(True, cs.approvals[req.id], req.id)
+        return decision_refused(True, cs.approvals[req.id], req.id, req.note)
 
     def _decided(self, approve: bool, arg: Any) -> str:
         req = DecisionRequest.model_validate(arg)

@@ -95,6 +95,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.fleet.scale_down import RemovalDecision
     from scaling.fleet.summaries import cluster_summary, region_details, region_summary
+    from scaling.text import too_long
     from workflows.children import abandon
     from workflows.details import show
     from workflows.fleet import metrics
@@ -388,6 +389,8 @@ class FleetAutoscalerWorkflow:
 
     @delete_instance.validator
     def _validate_delete(self, instance_id: str) -> None:
+        if too_long("id", instance_id, 256):
+            raise ValueError(too_long("id", instance_id, 256))
         self._refuse_while_draining()
 
     async def _delete_indexed(self, instance_id: str) -> bool:

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
@@ -83,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, autoscaler_summary, machine_gc_summary
+    from scaling.text import too_long
     from workflows.children import abandon
     from workflows.details import show
     from workflows.nodes import metrics, scale_down_step
@@ -108,6 +109,10 @@ DECISIONS_RECORDED = "decisions-recorded"
 # runs, rather than failing the loop.
 PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 PLAN_TIMEOUT = timedelta(seconds=60)  # 30,000 pending pods plan in a few seconds on a loaded core
+# workflow.patched id: a loop whose iteration fails for good (its cluster is not served, say)
+# stops the MachineGC it started, which would otherwise run on alone, failing every round.
+# Failed runs recorded before it replay without the signal. (Orchestration: added 2026-11.)
+FAILED_LOOP_ENDS_GC = "failed-loop-ends-machine-gc"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -251,6 +256,8 @@ class NodeAutoscalerWorkflow:
 
     @cancel_request.validator
     def _validate_cancel(self, request_id: str) -> None:
+        if too_long("request_id", request_id):
+            raise ValueError(too_long("request_id", request_id))
         if request_id in self.state.in_flight:
             return
         if not any(split_request_id(r)[0] == request_id for r in self.state.in_flight):
@@ -292,7 +299,12 @@ class NodeAutoscalerWorkflow:
         while True:
             self.pods_pending = False  # this iteration's observation sees them
             if not self.state.paused:
-                await self._iterate()
+                try:
+                    await self._iterate()
+                except ActivityError as err:
+                    if settings.machine_gc and workflow.patched(FAILED_LOOP_ENDS_GC):
+                        await self._end_machine_gc(f"its loop failed: {err.cause or err}")
+                    raise
                 iterations_this_run += 1
             show(autoscaler_summary(settings), autoscaler_details(self.state))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
@@ -541,6 +553,13 @@ class NodeAutoscalerWorkflow:
         except WorkflowAlreadyStartedError:
             pass  # the collector from an earlier run is still at work
 
+    async def _end_machine_gc(self, reason: str) -> None:
+        gc = workflow.get_external_workflow_handle(machine_gc_id(self.inp.settings.cluster))
+        try:
+            await gc.signal(MachineGCWorkflow.stop, reason[:500])
+        except FailureError:
+            pass  # it was never started, or has ended: nothing runs on alone
+
     async def _report_invalid_groups(self, obs: ClusterObservation) -> None:
         if obs.invalid_groups == self.state.invalid_groups:
             return
@@ -554,11 +573,15 @@ class NodeAutoscalerWorkflow:
 
 
 def _validate_node(node: str) -> None:
+    if len(node) > 253:  # a DNS subdomain, as every Node's name
+        raise ValueError(too_long("node", node, 253))
     if not node or "/" in node:
         raise ValueError(f"node: expected a node name, got {node!r}")
 
 
 def _validate_group_pool(group_pool: str) -> None:
+    if too_long("group_pool", group_pool, 512):
+        raise ValueError(too_long("group_pool", group_pool, 512))
     group, _, pool = group_pool.partition("/")
     if not group or not pool:
         raise ValueError(f"group_pool: expected '<group>/<pool>', got {group_pool!r}")

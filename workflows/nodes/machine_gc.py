@@ -81,6 +81,7 @@ class MachineGCWorkflow:
         self.settings = inp.settings
         self.state = inp.state or MachineGCState()
         self.wake = False
+        self.stopped = ""  # why its loop asked it to end ("" = keep collecting)
 
     @workflow.query
     def status(self) -> MachineGCStatus:
@@ -90,10 +91,20 @@ class MachineGCWorkflow:
     def collect_now(self) -> None:
         self.wake = True
 
+    @workflow.signal
+    def stop(self, reason: str) -> None:
+        """Its loop ended for good (failed): collect no more. (A signal, not a cancel: a round
+        that catches its activity's cancellation would go on collecting.)"""
+        self.stopped = reason or "stopped"
+        self.wake = True
+
     @workflow.run
     async def run(self, inp: MachineGCInput) -> None:
         rounds_this_run = 0
         while True:
+            if self.stopped:  # (histories before the stop signal never get here)
+                self.state.last_error = f"ended: {self.stopped}"
+                return
             await self._round()
             rounds_this_run += 1
             st = self.state
@@ -107,7 +118,9 @@ class MachineGCWorkflow:
                 workflow.continue_as_new(MachineGCInput(settings=self.settings, state=self.state))
             self.wake = False
             try:
-                await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=self.settings.interval_s))
+                await workflow.wait_condition(
+                    lambda: self.wake or bool(self.stopped), timeout=timedelta(seconds=self.settings.interval_s)
+                )
             except TimeoutError:
                 pass
 

@@ -85,7 +85,9 @@ class NodeRequestBatchWorkflow(ApprovalUpdates):
     # refuse it (every waiting member ends Unmet, Denied).
     def _decision_refused(self, note: Any) -> str:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        return decision_refused(waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id)
+        return decision_refused(
+            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, str(note or "")
+        )
 
     def _decided(self, approve: bool, note: Any) -> str:
         return self.decision.decide(approve, "operator", str(note or ""))

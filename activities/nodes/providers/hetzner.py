@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.answers import MAX_ANSWER_BYTES, quoted
 from activities.nodes.providers.cloudinit import render_user_data
 from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudget, spending
 from scaling.kube.labels import label_value, request_key
@@ -86,6 +87,10 @@ PROVIDER_ID_PREFIX = "hcloud://"
 MIB = 1024**2
 
 T = TypeVar("T")
+
+
+class HetznerAnswerTooLarge(requests.RequestException):
+    """An answer over MAX_ANSWER_BYTES (by its Content-Length): never read."""
 
 
 class HetznerSettings(BaseModel):
@@ -272,6 +277,11 @@ class HetznerProvider:
 
     def _on_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._count()
+        length = response.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+            # refused before hcloud reads it: a transport failure, retried like one
+            response.close()
+            raise HetznerAnswerTooLarge(f"Hetzner answered {length} bytes, over {MAX_ANSWER_BYTES}: refused")
         remaining = response.headers.get("RateLimit-Remaining")
         if remaining is not None and remaining.isdigit():
             self.last_rate_limit_remaining = int(remaining)
@@ -290,6 +300,9 @@ class HetznerProvider:
                 with spending(kind):
                     return fn(client)
             except APIException as exc:
+                # the API's own message, cut before it becomes the activity's failure
+                exc.message = quoted(exc.message)
+                exc.args = (f"{exc.message} ({exc.code})",)
                 translated = self._translate(exc)
                 if translated is exc:
                     raise

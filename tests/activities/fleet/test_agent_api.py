@@ -3,7 +3,11 @@ the DataPlaneCluster workflow, OCM replaced by the stubs under the contract's ac
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import httpx
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.fleet.agent_api import PREFIX, create_app
@@ -27,6 +31,17 @@ def api(env: WorkflowEnvironment, settings: AgentApiSettings, cluster_id: str) -
     )
 
 
+@asynccontextmanager
+async def waiting_cluster(
+    env: WorkflowEnvironment, settings: AgentApiSettings
+) -> AsyncIterator[tuple[WorkflowHandle, httpx.AsyncClient]]:
+    """A DataPlaneCluster waiting for its agent, and the agent API client of that cluster."""
+    inp = cluster_input()
+    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
+        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+        yield handle, http
+
+
 def body(**kw: object) -> dict:
     return report(**kw).model_dump(by_alias=True)
 
@@ -34,9 +49,7 @@ def body(**kw: object) -> dict:
 async def test_reports_drive_the_cluster_and_reads_come_from_its_workflow(
     env: WorkflowEnvironment, settings: AgentApiSettings
 ) -> None:
-    inp = cluster_input()
-    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
-        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+    async with waiting_cluster(env, settings) as (handle, http):
         config = (await http.get("")).json()
         assert config["spec"]["capacity"] == {"standard": {"maxNodes": 18}}
         assert (await http.get("/kafkas")).json()["items"] == []  # reserved only once ready
@@ -59,9 +72,7 @@ async def test_reports_drive_the_cluster_and_reads_come_from_its_workflow(
 async def test_bad_bodies_and_refused_reports_are_400_naming_the_field(
     env: WorkflowEnvironment, settings: AgentApiSettings
 ) -> None:
-    inp = cluster_input()
-    async with running(env, FleetWorld(), inp) as handle, api(env, settings, inp.cluster_id) as http:
-        await until(lambda: in_phase(handle, ClusterPhase.WAITING))
+    async with waiting_cluster(env, settings) as (handle, http):
         bad = body()
         bad["capacity"]["standard"]["remainingUnits"] = 99  # > maxUnits: the model refuses it
         resp = await http.put("/status", json=bad)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from activities.answers import MAX_QUOTED_CHARS
 from activities.nodes.providers.hetzner import LABEL_ATTEMPT, HetznerProvider, HetznerSettings
 from scaling.kube.labels import request_key
 from scaling.kube.models import Taint
@@ -418,6 +419,23 @@ def test_from_settings_rejects_unknown_keys() -> None:
     assert provider.settings.locations == ["hel1"] and provider.name == "hetzner"
     with pytest.raises(ValueError):
         HetznerProvider.from_settings({"locaitons": ["hel1"]})
+
+
+async def test_a_five_megabyte_error_message_is_cut(hz: FakeHetzner, secrets: Path) -> None:
+    """What Hetzner says in an error reaches the workflow cut to MAX_QUOTED_CHARS, never whole;
+    an answer over MAX_ANSWER_BYTES is not read at all (a transport failure, retried)."""
+    provider = make_provider(hz, secrets)
+    await provider.server_types()
+    hz.inject_fault("server_error", 1, method="POST", path="/servers", message="m" * 1_000_000)
+    with pytest.raises(ApplicationError) as info:
+        await provider.create_node(req(pool()))
+    assert info.value.type == "HetznerUnavailable"
+    assert len(info.value.message) < 2 * MAX_QUOTED_CHARS
+    hz.inject_fault("server_error", 1, method="POST", path="/servers", message="m" * 5_000_000)
+    with pytest.raises(ApplicationError) as info:
+        await provider.create_node(req(pool()))
+    assert info.value.type == "HetznerTransportError" and "HetznerAnswerTooLarge" in info.value.message
+    assert len(info.value.message) < 2 * MAX_QUOTED_CHARS
 
 
 async def test_ca_settings_by_name_server_labels_and_no_public_ipv4(hz: FakeHetzner, secrets: Path) -> None:

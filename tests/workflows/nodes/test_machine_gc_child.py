@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from scaling.nodes import contracts
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
+from tests.polling import until
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_machine_gc import Cloud
 from tests.workflows.polling import eventually
@@ -75,3 +80,35 @@ async def test_machine_gc_can_be_switched_off(env: WorkflowEnvironment) -> None:
             assert not any(e.HasField("start_child_workflow_execution_initiated_event_attributes") for e in events)
         finally:
             await auto.terminate()
+
+
+async def test_a_loop_that_fails_ends_its_machine_gc(env: WorkflowEnvironment) -> None:
+    """A worker that does not serve the cluster fails the loop's first observation for good; the
+    collector it started must not run on alone (it failed every round, by hand to stop)."""
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+
+    @activity.defn(name=contracts.OBSERVE_CLUSTER)
+    async def observe_cluster(_: object) -> None:
+        raise ApplicationError(f"cluster {cluster!r} is not in this worker's settings", type="UnknownCluster", non_retryable=True)  # fmt: skip
+
+    activities = [a for a in World().activities() if a.__name__ not in ("observe_cluster", "delete_node")]
+    activities += [observe_cluster, *Cloud().activities()]
+    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities):
+        auto = await env.client.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30)),
+            id=f"nodes/{cluster}",
+            task_queue=tq,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await auto.result()
+        assert "not in this worker's settings" in str(failed.value.cause.cause)
+        gc: WorkflowHandle = env.client.get_workflow_handle(machine_gc_id(cluster))
+
+        async def ended() -> bool:
+            return (await gc.describe()).status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
+
+        await until(ended, what="MachineGC ended")
+        st = await gc.query(MachineGCWorkflow.status)
+        assert st.state.last_error.startswith("ended: its loop failed: ")
