@@ -1,12 +1,13 @@
 """Selection: of the nodes removable on their own, which to remove in this loop, checked together
-(empty first, then least utilised; shared PDB budgets, pods of earlier nodes taking room, minNodes,
-headroom and the per-loop limit).
+(empty first, then least utilised; shared PDB budgets, the groups' disruption budgets, pods of
+earlier nodes taking room, minNodes, headroom and the per-loop limit).
 """
 
 from __future__ import annotations
 
 from scaling.kube.drain import MIN_NODES, Blocker, PdbBudget, PdbInfo, pod_key, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.disruption.ledger import BudgetLedger
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
@@ -59,6 +60,7 @@ def select_removals(
             key = (n.labels.get(LABEL_GROUP), pool_of(n))
             pool_size[key] = pool_size.get(key, 0) + 1
     budget = PdbBudget(pdbs)
+    ledger = BudgetLedger(nodes, groups, in_progress, now)
     used = dict(used)
     moved_in: dict[str, list[PodInfo]] = {}
     removed: set[str] = set()
@@ -79,6 +81,11 @@ def select_removals(
                     code=MIN_NODES, message=f"pool {dec.pool} of group {dec.group} is at its minimum of {minimum} nodes"
                 )
             ]
+            continue
+        if (held := ledger.blocker(dec.group or "", method.reason)) is not None:
+            # Alone it was removable: its unneeded timer keeps running until the budget allows it.
+            dec.state = NodeState.BLOCKED
+            dec.reasons = [held]
             continue
         if moved_in.get(node.name):
             # Pods of a node chosen before it are planned to land here: removing it in the
@@ -112,6 +119,7 @@ def select_removals(
             continue
         assert fit is not None
         budget.consume(evict)
+        ledger.count(dec.group or "")
         movers_by_key = {pod_key(p): p for p in evict}
         for pk, dest in fit.placements.items():
             pod = movers_by_key[pk]

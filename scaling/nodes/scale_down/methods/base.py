@@ -12,6 +12,7 @@ from typing import Protocol
 
 from scaling.kube.drain import Blocker
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.disruption.models import DisruptionReason
 from scaling.nodes.models import ScaleDownSettings
 from scaling.nodes.scale_down.checks import is_empty, utilization
 
@@ -46,6 +47,8 @@ class RemovalMethod(Protocol):
     kind: str  # NodeScaleDownInput.kind; a NodeState value for the methods the plan walks
     wait: Wait
     require_empty: bool  # its re-check refuses any pod to evict (NodeRemovalCheckInput.require_empty)
+    # The budget reason it draws from (scaling.nodes.disruption); None: not voluntary, never held.
+    reason: DisruptionReason | None
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         """Whether the node qualifies for this kind of removal (blockers are checked apart)."""
