@@ -14,12 +14,13 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.kube.drain import without_long_terminating
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
+        NodeEventsInput,
         NodeRemovalCheck,
         NodeRemovalCheckInput,
         OrphanCheckInput,
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownEvaluationInput,
         ScaleDownObservation,
     )
+    from scaling.nodes.disruption.events import newly_blocked
     from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, mark_reported, orphans_from, provider_of
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.candidates import plan_from_input
@@ -151,8 +153,20 @@ async def step(
     state.scale_down_reuse = reuse_of(ev, key)
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
     state.scale_down_evaluated_at = now
+    before = dict(state.candidates)
     record_candidates(state, None if ev.candidates_unchanged else ev.candidates, ev.candidates_by_state)
     state.candidates_digest = ev.candidates_digest
+    # Histories recorded before do-not-disrupt hold no such candidate: they replay without this call.
+    if events := newly_blocked(before, state.candidates):
+        try:
+            await workflow.execute_activity(
+                contracts.EMIT_NODE_EVENTS,
+                NodeEventsInput(cluster=settings.cluster, events=events),
+                **NODE_ACTIVITIES[contracts.EMIT_NODE_EVENTS].timeouts(),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:
+            workflow.logger.warning("could not write DisruptionBlocked events")
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
     landed = set(ev.not_empty)

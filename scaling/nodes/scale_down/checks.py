@@ -21,6 +21,7 @@ from scaling.kube.drain import (
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
 from scaling.nodes.billing import BILLING_PERIOD, removable_from
+from scaling.nodes.disruption.do_not_disrupt import do_not_disrupt_blockers
 from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
@@ -190,7 +191,7 @@ def individual_blockers(
     protected: set[str],
     kinds: frozenset[str],
 ) -> tuple[list[Blocker], FitResult | None]:
-    blockers = node_blockers(node, protected)
+    blockers = node_blockers(node, protected) + do_not_disrupt_blockers(node, pods)
     if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
         blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
     blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
