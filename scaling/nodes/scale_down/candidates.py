@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
     billing_hold,
@@ -61,6 +62,7 @@ from scaling.text import when
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
 UNREADY_TIME = "UnreadyTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
+REPLACING = "ReplacementInProgress"
 
 
 def plan_scale_down(
@@ -103,18 +105,29 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
+        if (replaces := node.labels.get(LABEL_REPLACES)) and replaces in in_progress:
+            # The successor of a node being replaced: empty until that node's pods arrive.
+            dec.state = NodeState.BLOCKED
+            dec.reasons = [
+                Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
+            ]
+            continue
         gs = group_settings(node, by_group, settings)
-        if not gs.enabled:
+        candidate.group, candidate.now = by_group.get(dec.group or ""), now
+        # Scale-down off (or consolidateAfter: Never) stops consolidation, not replacements.
+        method = next((m for m in PLANNED if (gs.enabled or m.replaces) and m.is_candidate(candidate, gs)), None)
+        if method is None and not gs.enabled:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
                 Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {dec.group}")
             ]
             continue
-        method = next((m for m in PLANNED if m.is_candidate(candidate, gs)), None)
         if method is None:
             dec.state = NodeState.UTILIZED
             continue
-        blockers, _ = individual_blockers(node, mine, pdbs, storage, targets, used, protected, kinds)
+        blockers, _ = individual_blockers(
+            node, mine, pdbs, storage, targets, used, protected, kinds, check_fit=not method.replaces
+        )
         if blockers:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers

@@ -190,12 +190,15 @@ def individual_blockers(
     used: dict[str, Resources],
     protected: set[str],
     kinds: frozenset[str],
+    check_fit: bool = True,
 ) -> tuple[list[Blocker], FitResult | None]:
+    """What holds ``node`` on its own; with ``check_fit``, also whether its pods fit on ``targets``
+    (a replacement brings its own room)."""
     blockers = node_blockers(node, protected) + do_not_disrupt_blockers(node, pods)
     if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
         blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
     blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
-    if blockers:
+    if blockers or not check_fit:
         return blockers, None
     movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
     if not movers:  # nothing to place (and no need to copy the target list)

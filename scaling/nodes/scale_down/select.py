@@ -74,7 +74,7 @@ def select_removals(
             continue
         key = (dec.group, dec.pool)
         minimum = min_nodes_for(node, groups)
-        if pool_size.get(key, 0) - 1 < minimum:
+        if not method.replaces and pool_size.get(key, 0) - 1 < minimum:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
                 Blocker(
@@ -100,8 +100,8 @@ def select_removals(
         pdb_block = budget.check(evict)
         if pdb_block is not None:
             blockers.append(pdb_block)
-        fit: FitResult | None = None
-        if not blockers:
+        fit: FitResult | None = FitResult(ok=True) if method.replaces else None  # its successor holds the pods
+        if not blockers and fit is None:
             movers = [p for p in evict if needs_room(p, kinds)]
             fit = pods_fit_elsewhere(movers, left, used)
             if not fit.ok:
@@ -126,7 +126,8 @@ def select_removals(
             used[dest] = used.get(dest, Resources()) + pod.requests
             moved_in.setdefault(dest, []).append(pod)
         removed.add(node.name)
-        pool_size[key] = pool_size.get(key, 0) - 1
+        if not method.replaces:
+            pool_size[key] = pool_size.get(key, 0) - 1
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
         delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0

@@ -17,6 +17,7 @@ class Empty:
     kind: str = NodeState.EMPTY.value
     wait = Wait.AFTER_SELECTION
     require_empty = True
+    replaces = False
     reason: DisruptionReason | None = DisruptionReason.EMPTY
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:

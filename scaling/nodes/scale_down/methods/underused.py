@@ -18,6 +18,7 @@ class Underused:
     kind: str = NodeState.UNDERUSED.value
     wait = Wait.BEFORE_SELECTION
     require_empty = False
+    replaces = False
     reason: DisruptionReason | None = DisruptionReason.UNDERUTILIZED
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
