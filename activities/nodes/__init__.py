@@ -72,6 +72,7 @@ def build_activities(
         down.wait_pods_gone,
         down.delete_node_object,
         down.emit_node_events,
+        down.plan_replacement,
         down.observe_orphans,
         down.find_orphans,
         gc.list_provider_machines,

@@ -1,0 +1,152 @@
+"""NodeReplacement on the time-skipping server: the successor Ready before the node is marked, cordoned
+and drained (Karpenter's orchestration queue, pkg/controllers/disruption/orchestration/queue.go), the
+old node kept serving when the successor fails or the drain's re-check refuses. Provider and Kubernetes
+activities are stubs under the real names; planning and re-checks are the real rules."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from temporalio import activity
+from temporalio.testing import WorkflowEnvironment
+
+from scaling.nodes.contracts import (
+    CreateNodeInput,
+    CreateNodeResult,
+    ReplacementPlan,
+    ReplacementPlanInput,
+    ScaleDownObservation,
+)
+from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
+from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
+from scaling.nodes.disruption.orchestration import (
+    REPLACEMENT_FAILED,
+    REPLACEMENT_UNPLANNED,
+    NodeReplacementInput,
+    successor_id,
+)
+from scaling.nodes.disruption.replacement import plan_replacement
+from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
+from tests.workflows.nodes.test_node_scale_down import GROUP, DownWorld, app_pod, node, worker  # noqa: F401
+from workflows.nodes.replacement import NodeReplacementWorkflow
+
+SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
+
+
+@dataclass
+class ReplaceWorld(DownWorld):
+    """The scale-down world, plus the plan: planned on ``plan_obs`` (the cluster before the successor),
+    re-checked on ``down_obs`` (after it)."""
+
+    plan_obs: ScaleDownObservation = field(default_factory=ScaleDownObservation)
+    plans: list[ReplacementPlan] = field(default_factory=list)
+    made: dict[tuple[str, int], str] = field(default_factory=dict)  # the create's key -> machine
+
+    def activities(self) -> list:
+        w = self
+        # DownWorld's `machines` are find_orphans' machines: this create keeps its own key map.
+        base = [a for a in super().activities() if activity._Definition.from_callable(a).name != "create_node"]
+
+        @activity.defn(name="create_node")
+        async def create(inp: CreateNodeInput) -> CreateNodeResult:
+            w.created.append(inp)
+            key = (inp.request_id, inp.attempt)
+            name = w.made.setdefault(key, f"{inp.pool.name}-{len(w.made) + 1}")
+            return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
+
+        @activity.defn(name="plan_replacement")
+        async def plan(inp: ReplacementPlanInput) -> ReplacementPlan:
+            w.calls.append(("plan", inp.node))
+            p = plan_replacement(w.plan_obs, kwok_catalogue(), inp.node, set(inp.leaving), inp.now)
+            w.plans.append(p)
+            return p
+
+        return [*base, create, plan]
+
+
+def busy(name: str, cpu: int = 1800) -> list:
+    return [
+        app_pod(f"{name}-web", name).model_copy(
+            update={"requests": app_pod("x", name).requests.model_copy(update={"cpu_m": cpu})}
+        )
+    ]
+
+
+def world(*, pods: list | None = None, **kw: object) -> ReplaceWorld:
+    a = node("a")
+    pods = pods if pods is not None else busy("a")
+    return ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
+        down_obs=ScaleDownObservation(nodes=[a, node(SUCCESSOR)], pods=pods, groups=[GROUP]),
+        **kw,
+    )
+
+
+async def replace(env: WorkflowEnvironment, tq: str, node_name: str = "a") -> tuple[str, object]:
+    wid = f"nodes/c/replace/{node_name}-{uuid.uuid4().hex[:6]}"
+    now = (await env.get_current_time()).timestamp()
+    removal = NodeScaleDownInput(cluster="c", node=node_name, group="g", kind="Drifted", scale_down_at=now)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run, NodeReplacementInput(removal=removal, readiness_poll_s=1), id=wid, task_queue=tq
+    )
+    return wid, await h.result()
+
+
+async def test_the_successor_is_ready_before_the_node_is_marked_and_drained(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world()
+    tq, _ = await worker(w)
+    wid, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    # One successor, made from the group's spec now, keyed by this workflow, naming the node it replaces.
+    assert len(w.created) == 1 and w.created[0].request_id == successor_id(wid, 0)
+    labels = w.created[0].labels
+    assert labels[LABEL_REPLACES] == "a" and labels[LABEL_POOL_HASH]
+    assert w.labelled[SUCCESSOR][LABEL_REPLACES] == "a"  # ... and Ready (the readiness wait labels it)
+    # Then, and only then: marked, re-checked, cordoned, drained, deleted.
+    assert [c for c, n in w.calls if n == "a"] == ["plan", "mark", "check", "cordon", "delete-node"]
+    assert ("evict", "default/a-web") in w.calls and w.deleted == ["a"]
+
+
+async def test_a_successor_that_never_becomes_ready_leaves_the_node_serving(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world(never_ready_pools={"kwok-cx22"})
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.FAILED and result.reason == REPLACEMENT_FAILED
+    assert "keeps serving" in result.message
+    assert not any(n == "a" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
+    assert "a" not in w.deleted and all(d.startswith("kwok-cx22-") for d in w.deleted)  # the failed machines went
+
+
+async def test_a_do_not_disrupt_pod_arriving_before_the_drain_cancels_and_the_successor_goes(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    w = world()
+    held = app_pod("late", "a").model_copy(update={"annotations": {ANNOTATION_DO_NOT_DISRUPT: "true"}})
+    w.down_obs = w.down_obs.model_copy(update={"pods": [*w.down_obs.pods, held]})
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == DO_NOT_DISRUPT
+    assert ("unmark", "a") in w.calls and ("cordon", "a") not in w.calls
+    assert w.deleted == [SUCCESSOR]  # it took no pod: not kept
+
+
+async def test_a_pod_no_successor_could_hold_is_reported_and_nothing_is_bought(
+    env: WorkflowEnvironment, worker
+) -> None:  # noqa: ANN001, F811
+    huge = busy("a", cpu=10_000_000)
+    w = world(pods=huge)
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == REPLACEMENT_UNPLANNED
+    assert "a-web" in result.message and w.created == []
+
+
+async def test_pods_that_fit_the_other_nodes_need_no_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world()
+    w.plan_obs = w.down_obs  # room on another node already
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and w.created == [] and w.deleted == ["a"]
