@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
+from scaling.history import RecordedHistory
 from scaling.nodes.contracts import (
     CreateNodeInput,
     CreateNodeResult,
@@ -29,8 +30,11 @@ from scaling.nodes.disruption.orchestration import (
 from scaling.nodes.disruption.replacement import plan_replacement
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
+from scaling.nodes.trail import node_trail
+from starters.history import decode_events
 from tests.workflows.nodes.test_node_scale_down import GROUP, DownWorld, app_pod, node, worker  # noqa: F401
 from workflows.nodes.replacement import NodeReplacementWorkflow
+from workflows.nodes.scale_down import scale_down_id
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
 
@@ -84,6 +88,18 @@ def world(*, pods: list | None = None, **kw: object) -> ReplaceWorld:
     )
 
 
+async def trail_of(env: WorkflowEnvironment, wid: str, node_name: str = "a") -> list[str]:
+    """`growth nodes trail`'s entries for the node, from this replacement's and its removal's histories."""
+    histories = [await env.client.get_workflow_handle(w).fetch_history() for w in (wid, scale_down_id("c", node_name))]
+    removal = RecordedHistory(
+        workflow_id=wid,
+        events=sorted((e for h in histories for e in decode_events("r", list(h.events))), key=lambda e: e.at),
+        runs=["r"],
+    )
+    trail = node_trail(node_name, RecordedHistory(workflow_id="nodes/c", events=[], runs=[]), None, removal)
+    return [e.what for e in trail.entries]
+
+
 async def replace(env: WorkflowEnvironment, tq: str, node_name: str = "a") -> tuple[str, object]:
     wid = f"nodes/c/replace/{node_name}-{uuid.uuid4().hex[:6]}"
     now = (await env.get_current_time()).timestamp()
@@ -107,6 +123,17 @@ async def test_the_successor_is_ready_before_the_node_is_marked_and_drained(env:
     # Then, and only then: marked, re-checked, cordoned, drained, deleted.
     assert [c for c, n in w.calls if n == "a"] == ["plan", "mark", "check", "cordon", "delete-node"]
     assert ("evict", "default/a-web") in w.calls and w.deleted == ["a"]
+    assert await trail_of(env, wid) == [
+        "ReplacementPlanned",
+        "SuccessorAttempt",
+        "SuccessorReady",
+        "Marked",
+        "Rechecked",
+        "Evicted",
+        "DeletedAtProvider",
+        "Removed",
+        "ScaleDownEnded",
+    ]
 
 
 async def test_a_successor_that_never_becomes_ready_leaves_the_node_serving(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
