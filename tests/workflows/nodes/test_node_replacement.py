@@ -42,7 +42,7 @@ SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it m
 @dataclass
 class ReplaceWorld(DownWorld):
     """The scale-down world, plus the plan: planned on ``plan_obs`` (the cluster before the successor),
-    re-checked on ``down_obs`` (after it)."""
+    re-checked on ``down_obs``, which a created successor joins."""
 
     plan_obs: ScaleDownObservation = field(default_factory=ScaleDownObservation)
     plans: list[ReplacementPlan] = field(default_factory=list)
@@ -57,7 +57,12 @@ class ReplaceWorld(DownWorld):
         async def create(inp: CreateNodeInput) -> CreateNodeResult:
             w.created.append(inp)
             key = (inp.request_id, inp.attempt)
-            name = w.made.setdefault(key, f"{inp.pool.name}-{len(w.made) + 1}")
+            name = w.made.get(key)
+            if name is None:
+                name = w.made[key] = f"{inp.pool.name}-{len(w.made) + 1}"
+                # The successor joins the cluster the re-check and the loop read.
+                made = node(name).model_copy(update={"labels": {**node(name).labels, **inp.labels}})
+                w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, made]})
             return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
 
         @activity.defn(name="plan_replacement")
@@ -83,7 +88,7 @@ def world(*, pods: list | None = None, **kw: object) -> ReplaceWorld:
     pods = pods if pods is not None else busy("a")
     return ReplaceWorld(
         plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
-        down_obs=ScaleDownObservation(nodes=[a, node(SUCCESSOR)], pods=pods, groups=[GROUP]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
         **kw,
     )
 
@@ -173,6 +178,7 @@ async def test_a_pod_no_successor_could_hold_is_reported_and_nothing_is_bought(
 
 async def test_pods_that_fit_the_other_nodes_need_no_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
     w = world()
+    w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, node("b")]})
     w.plan_obs = w.down_obs  # room on another node already
     tq, _ = await worker(w)
     _, result = await replace(env, tq)
