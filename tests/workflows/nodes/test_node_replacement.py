@@ -5,10 +5,13 @@ activities are stubs under the real names; planning and re-checks are the real r
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.history import RecordedHistory
@@ -28,11 +31,15 @@ from scaling.nodes.disruption.orchestration import (
     successor_id,
 )
 from scaling.nodes.disruption.replacement import plan_replacement
+from scaling.nodes.models import ApprovalPolicy
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.trail import node_trail
 from starters.history import decode_events
+from tests.polling import until
 from tests.workflows.nodes.test_node_scale_down import GROUP, DownWorld, app_pod, node, worker  # noqa: F401
+from tests.workflows.replayer import new_replayer
+from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.scale_down import scale_down_id
 
@@ -183,3 +190,71 @@ async def test_pods_that_fit_the_other_nodes_need_no_successor(env: WorkflowEnvi
     tq, _ = await worker(w)
     _, result = await replace(env, tq)
     assert result.phase == ScaleDownPhase.REMOVED and w.created == [] and w.deleted == ["a"]
+
+
+HISTORY = Path(__file__).parents[1] / "histories" / "node_replacement.json"
+
+
+async def record_history(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
+    """A gated replacement (the group approves nothing above 0 nodes) the operator approves: the
+    committed history below is one of these."""
+    gated = GROUP.model_copy(update={"approval": ApprovalPolicy(nodes_above=0, timeout_s=3600)})
+    w = world()
+    w.plan_obs = w.plan_obs.model_copy(update={"groups": [gated]})
+    tq, _ = await worker(w)
+    wid = f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}"
+    removal = NodeScaleDownInput(cluster="c", node="a", group="g", kind="Expired", scale_down_at=0)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run, NodeReplacementInput(removal=removal, readiness_poll_s=1), id=wid, task_queue=tq
+    )
+    await until(lambda: _awaiting(h), timeout=30)
+    assert w.created == [] and not any(c == "mark" for c, _ in w.calls)  # nothing bought, nothing touched
+    await h.execute_update(NodeReplacementWorkflow.approve, "recorded")
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED and len(w.created) == 1
+    return w, await h.fetch_history()
+
+
+async def _awaiting(h: WorkflowHandle) -> bool:
+    return "AwaitingApproval" in (await h.query(NodeReplacementWorkflow.describe)).message
+
+
+async def test_the_approval_gate_holds_the_successor_and_the_runs_replay(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_node_replacement)."""
+    _, fresh = await record_history(env, worker)
+    committed = WorkflowHistory.from_json(HISTORY.stem, json.loads(HISTORY.read_text()))
+    for history in (fresh, committed):
+        result = await new_replayer(WORKFLOWS).replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Worker
+
+    from tests.conftest import SERVER_STARTUP
+
+    async def main() -> None:
+        server = str(Path(sys.executable).parent / "temporal-test-server")
+        async with await WorkflowEnvironment.start_time_skipping(
+            test_server_startup_timeout=SERVER_STARTUP,
+            test_server_existing_path=server,
+            data_converter=pydantic_data_converter,
+        ) as env:
+            workers: list[Worker] = []
+
+            async def make(w: ReplaceWorld) -> tuple[str, list]:
+                tq = f"tq-{uuid.uuid4().hex[:6]}"
+                workers.append(Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=w.activities()))
+                await workers[-1].__aenter__()
+                return tq, []
+
+            _, history = await record_history(env, make)
+            for wk in workers:
+                await wk.__aexit__(None, None, None)
+        HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
+
+    asyncio.run(main())
