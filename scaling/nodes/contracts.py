@@ -402,6 +402,9 @@ class ReplacementPlan(BaseModel):
     gates: list[ApprovalGate | None] = Field(default_factory=list)  # one per new node (spec.approval)
     pods_fit_existing: int = 0
     problems: list[PodProblem] = Field(default_factory=list)  # a few: no replacement when any
+    # Catalogue prices per hour: the node's server type (None: unknown) and its successors' first choices.
+    price_before: float | None = None
+    price_after: float = 0.0
 
 
 class OrphanCheckInput(BaseModel):

@@ -50,8 +50,10 @@ class ScaleDownSettings(BaseModel):
     unneeded_time_s: float = 600.0  # or spec.disruption.consolidateAfter
     utilization_threshold: float = 0.5
     delay_after_add_s: float = 600.0
-    # spec.disruption.consolidationPolicy: WhenEmpty leaves underused nodes alone.
-    policy: ConsolidationPolicy = ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+    # spec.disruption.consolidationPolicy. None (not written): Cluster Autoscaler's rules, underused
+    # nodes go when their pods fit elsewhere. WhenEmpty: underused nodes stay. WhenEmptyOrUnderutilized:
+    # as None, and an underused node whose pods fit nowhere else is replaced by a cheaper one.
+    policy: ConsolidationPolicy | None = None
 
 
 class GroupLimits(BaseModel):

@@ -24,12 +24,15 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
     from scaling.nodes.disruption.orchestration import (
+        NOT_WORTH_IT,
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
         NodeReplacementInput,
         successor_inputs,
     )
+    from scaling.nodes.disruption.replacement import saving_refused
     from scaling.nodes.models import RequestPhase
+    from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import replacement_details
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -122,6 +125,10 @@ class NodeReplacementWorkflow:
                 REPLACEMENT_UNPLANNED,
                 f"no successor can hold pod {p.namespace}/{p.name}: {p.reason}: {p.message}",
             )
+
+        min_saving = method_for(removal.kind).min_saving
+        if min_saving is not None and (refused := saving_refused(plan, min_saving)) is not None:
+            return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
 
         wid = workflow.info().workflow_id
         self.machines = [RequestMachine(r, self, self.decision) for r in successor_inputs(inp, wid, plan)]

@@ -14,6 +14,7 @@ from scaling.nodes.scale_up.requests import NodeRequestInput
 
 REPLACEMENT_FAILED = "ReplacementFailed"
 REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
+NOT_WORTH_IT = "ConsolidationNotWorthIt"
 
 
 def replacement_id(cluster: str, node: str) -> str:

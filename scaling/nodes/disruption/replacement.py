@@ -13,7 +13,7 @@ from scaling.kube.drain import marked_for_deletion, pods_to_evict, without_long_
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.models import LABEL_GROUP, ServerType
-from scaling.nodes.scale_down.checks import needs_room
+from scaling.nodes.scale_down.checks import needs_room, pool_for
 from scaling.nodes.scale_up.approvals import approval_gates
 from scaling.nodes.scale_up.planning import plan_scale_up
 
@@ -38,7 +38,15 @@ def plan_replacement(
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
+    pool = pool_for(target, groups)
+    known = prices.get((pool.provider, pool.server_type.lower())) if pool is not None else None
     return ReplacementPlan(
+        price_before=known.price_hourly if known is not None else None,
+        price_after=sum(
+            t.price_hourly
+            for n in plan.new_nodes
+            if n.candidates and (t := prices.get((n.candidates[0].provider, n.candidates[0].server_type.lower())))
+        ),
         group=group_name,
         group_labels=groups[0].labels if groups else {},
         group_taints=groups[0].taints if groups else [],
@@ -46,4 +54,16 @@ def plan_replacement(
         gates=approval_gates(plan.new_nodes, {g.name: g for g in groups}, prices),
         pods_fit_existing=plan.pods_fit_existing,
         problems=plan.problems[:PROBLEMS_KEPT],
+    )
+
+
+def saving_refused(plan: ReplacementPlan, min_saving: float) -> str | None:
+    """Why a consolidation's successors are not worth buying (None: they save at least ``min_saving``
+    of the node's price per hour). A node whose price the catalogue does not know is never replaced."""
+    if plan.price_before is None:
+        return "the node's server type has no price in the catalogue"
+    if plan.price_after <= plan.price_before * (1 - min_saving):
+        return None
+    return (
+        f"successors cost {plan.price_after:.4f}/h against {plan.price_before:.4f}/h: less than {min_saving:.0%} saved"
     )

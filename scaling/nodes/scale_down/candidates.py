@@ -115,20 +115,28 @@ def plan_scale_down(
         gs = group_settings(node, by_group, settings)
         candidate.group, candidate.now = by_group.get(dec.group or ""), now
         # Scale-down off (or consolidateAfter: Never) stops consolidation, not replacements.
-        method = next((m for m in PLANNED if (gs.enabled or m.replaces) and m.is_candidate(candidate, gs)), None)
-        if method is None and not gs.enabled:
+        qualified = [m for m in PLANNED if (gs.enabled or m.replaces) and m.is_candidate(candidate, gs)]
+        if not qualified and not gs.enabled:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
                 Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {dec.group}")
             ]
             continue
-        if method is None:
+        if not qualified:
             dec.state = NodeState.UTILIZED
             continue
-        blockers, _ = individual_blockers(
-            node, mine, pdbs, storage, targets, used, protected, kinds, check_fit=not method.replaces
-        )
-        if blockers:
+        # The first method nothing holds names the removal (a later one may bring its own room, as a
+        # replacement does); when all are held, the first one's blockers say why.
+        method, blockers = None, []
+        for m in qualified:
+            held, _ = individual_blockers(
+                node, mine, pdbs, storage, targets, used, protected, kinds, check_fit=not m.replaces
+            )
+            if not held:
+                method = m
+                break
+            blockers = blockers or held
+        if method is None:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
             continue

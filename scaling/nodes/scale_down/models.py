@@ -26,6 +26,7 @@ class NodeState(str, Enum):
     UNDERUSED = "Underused"  # removable now
     EXPIRED = "Expired"  # to replace now: older than its group's expireAfter
     DRIFTED = "Drifted"  # to replace now: made from an earlier spec of its pool
+    CONSOLIDATED = "Consolidated"  # to replace now by a cheaper node: underused, its pods fit nowhere else
 
 
 class ScaleDownLoopSettings(BaseModel):

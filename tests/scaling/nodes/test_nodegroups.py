@@ -190,7 +190,7 @@ def test_disruption_fields_parse() -> None:
         ),
         KNOWN,
     )
-    assert g.scale_down.policy.value == "WhenEmpty"
+    assert g.scale_down.policy is not None and g.scale_down.policy.value == "WhenEmpty"
     assert g.scale_down.unneeded_time_s == 90.0
     assert g.disruption.expire_after_s == 720 * 3600.0
     assert [b.nodes for b in g.disruption.budgets] == ["10%", "0"]
@@ -201,7 +201,7 @@ def test_disruption_fields_parse() -> None:
 def test_no_disruption_keeps_the_old_behaviour() -> None:
     g = parse_node_group(obj(), KNOWN)
     assert g.disruption.budgets == [] and g.disruption.expire_after_s is None
-    assert g.scale_down.policy.value == "WhenEmptyOrUnderutilized" and g.scale_down.enabled
+    assert g.scale_down.policy is None and g.scale_down.enabled  # Cluster Autoscaler's rules
 
 
 def test_consolidate_after_never_turns_consolidation_off_and_expire_after_never_is_none() -> None:

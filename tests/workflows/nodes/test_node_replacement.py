@@ -25,13 +25,14 @@ from scaling.nodes.contracts import (
 from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
 from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
 from scaling.nodes.disruption.orchestration import (
+    NOT_WORTH_IT,
     REPLACEMENT_FAILED,
     REPLACEMENT_UNPLANNED,
     NodeReplacementInput,
     successor_id,
 )
 from scaling.nodes.disruption.replacement import plan_replacement
-from scaling.nodes.models import ApprovalPolicy
+from scaling.nodes.models import LABEL_POOL, ApprovalPolicy, NodeGroup, PoolSpec
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.trail import node_trail
@@ -258,3 +259,52 @@ if __name__ == "__main__":
         HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
 
     asyncio.run(main())
+
+
+def priced_group() -> NodeGroup:
+    """cx22 first, cx52 beside it: a cx52 node running little can become a cx22."""
+    return NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=20),
+            PoolSpec(provider="kwok", serverType=["cx52"], priority=10),
+        ],
+    )
+
+
+async def consolidate(env: WorkflowEnvironment, tq: str) -> object:
+    now = (await env.get_current_time()).timestamp()
+    removal = NodeScaleDownInput(cluster="c", node="a", group="g", kind="Consolidated", scale_down_at=now)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run,
+        NodeReplacementInput(removal=removal, readiness_poll_s=1),
+        id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
+        task_queue=tq,
+    )
+    return await h.result()
+
+
+async def test_consolidation_replaces_a_dear_node_by_a_cheaper_one(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    a = node("a").model_copy(update={"labels": {**node("a").labels, LABEL_POOL: "kwok-cx52"}})
+    pods = busy("a", cpu=500)
+    w = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[priced_group()]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[priced_group()]),
+    )
+    tq, _ = await worker(w)
+    result = await consolidate(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert [c.pool.server_type for c in w.created] == ["cx22"] and w.deleted == ["a"]
+    assert w.plans[0].price_after < w.plans[0].price_before * 0.9  # type: ignore[operator]
+
+
+async def test_consolidation_that_saves_too_little_buys_nothing(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    pods = busy("a", cpu=500)
+    w = ReplaceWorld(  # a is a cx22 already: its successor would cost the same
+        plan_obs=ScaleDownObservation(nodes=[node("a")], pods=pods, groups=[priced_group()]),
+        down_obs=ScaleDownObservation(nodes=[node("a")], pods=pods, groups=[priced_group()]),
+    )
+    tq, _ = await worker(w)
+    result = await consolidate(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == NOT_WORTH_IT, result.message
+    assert w.created == [] and not any(c == "mark" for c, _ in w.calls)

@@ -54,6 +54,8 @@ class RemovalMethod(Protocol):
     # A NodeReplacement makes the node's successor Ready before it is drained (drift, expiry): its
     # pods need no room on the other nodes, and minNodes holds (the pool keeps its size).
     replaces: bool
+    # What its replacement must save, as a share of the node's price per hour (None: no price rule).
+    min_saving: float | None
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         """Whether the node qualifies for this kind of removal (blockers are checked apart)."""

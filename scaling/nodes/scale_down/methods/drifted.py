@@ -21,6 +21,7 @@ class Drifted:
     require_empty = False
     reason: DisruptionReason | None = DisruptionReason.DRIFTED
     replaces = True
+    min_saving: float | None = None
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         return drift_message(candidate.node, candidate.group) is not None

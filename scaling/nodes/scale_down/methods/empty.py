@@ -18,6 +18,7 @@ class Empty:
     wait = Wait.AFTER_SELECTION
     require_empty = True
     replaces = False
+    min_saving: float | None = None
     reason: DisruptionReason | None = DisruptionReason.EMPTY
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:

@@ -21,6 +21,7 @@ class Expired:
     require_empty = False
     reason: DisruptionReason | None = DisruptionReason.EXPIRED
     replaces = True
+    min_saving: float | None = None
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         return expiry_message(candidate.node, candidate.group, candidate.now) is not None

@@ -19,6 +19,7 @@ class Underused:
     wait = Wait.BEFORE_SELECTION
     require_empty = False
     replaces = False
+    min_saving: float | None = None
     reason: DisruptionReason | None = DisruptionReason.UNDERUTILIZED
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
