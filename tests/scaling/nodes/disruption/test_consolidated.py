@@ -59,3 +59,33 @@ def test_the_saving_threshold() -> None:
     assert "less than 10% saved" in (saving_refused(ReplacementPlan(price_before=1.0, price_after=0.95), 0.10) or "")
     assert saving_refused(ReplacementPlan(price_before=None, price_after=0.1), 0.10) is not None
     assert saving_refused(ReplacementPlan(price_before=1.0, price_after=0.0), 0.10) is None  # pods fit elsewhere
+
+
+def test_what_if_consolidate_lists_removals_and_cheaper_replacements_with_their_saving() -> None:
+    from scaling.nodes.contracts import ScaleDownObservation
+    from scaling.nodes.disruption.what_if import consolidation_now
+    from scaling.nodes.providers.kwok import kwok_catalogue
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=30),
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=20),
+            PoolSpec(provider="kwok", serverType=["cx52"], priority=10),
+        ],
+    )
+    # dear runs 28 % of a cx52; its pod fits neither the empty cx22 nor busy, but a cx42.
+    dear = node("dear", cpu=16000, mem=32 * GI, pool="kwok-cx52")
+    empty = node("empty", pool="kwok-cx22")
+    busy = node("busy", cpu=2000, mem=4 * GI, pool="kwok-cx22")
+    obs = ScaleDownObservation(
+        nodes=[dear, empty, busy],
+        pods=[pod("small", "dear", cpu=4500), pod("b", "busy", cpu=1900)],
+        groups=[g],
+    )
+    report = consolidation_now(obs, kwok_catalogue(), 10_000.0)
+    kinds = {s.node: (s.kind, s.successors) for s in report.steps}
+    assert kinds == {"empty": ("Empty", []), "dear": ("Consolidated", ["kwok/cx42"])}
+    assert report.price_per_hour_after < report.price_per_hour_before
+    # The group itself keeps Cluster Autoscaler's rules: only the report assumes the policy.
+    assert g.scale_down.policy is None
