@@ -341,7 +341,6 @@ def plan_scale_up(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
-    launch: bool = True,
 ) -> ScaleUpPlan:
     """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
 
@@ -359,7 +358,6 @@ def plan_scale_up(
         max_nodes_total=max_nodes_total,
         unavailable_pools=unavailable_pools,
         max_price_per_hour_total=max_price_per_hour_total,
-        launch=launch,
     )
 
 
@@ -372,11 +370,7 @@ def plan_demand(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
-    first_fit: bool = True,
-    launch: bool = True,
 ) -> ScaleUpPlan:
-    """`first_fit`: see packing._first_type (False only for runs recorded before it); `launch`:
-    see packing.pack (likewise)."""
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
     planned, blocked, waiting = split_by_topology(demand.shapes, groups, catalogue)
@@ -463,9 +457,7 @@ def plan_demand(
                     owners.append(s)
             if not items:
                 continue
-            result = pack(
-                items, tier_bins, [group_budget, total], price_caps[gname], first_fit=first_fit, launch=launch
-            )
+            result = pack(items, tier_bins, [group_budget, total], price_caps[gname])
             full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
             for pat in result.patterns:
                 chosen = pool_by_name[pat.bin]
