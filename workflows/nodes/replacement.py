@@ -138,7 +138,7 @@ class NodeReplacementWorkflow:
         for m in self.machines:
             if self.cancel_reason is not None:
                 break
-            await m.run(gates=True)
+            await m.run()
             if m.status.phase != RequestPhase.READY:
                 break
         failed = [m for m in self.machines if m.status.phase != RequestPhase.READY]
