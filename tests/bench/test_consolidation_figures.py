@@ -118,3 +118,18 @@ def test_the_last_line_has_the_issue_keys_and_judges_the_aims() -> None:
     assert not breach["aims_met"] and out["aims_met"]
     with pytest.raises(ValueError, match="replacements_failed"):
         report(before=1.0, after=0.0, final_pods=pods, types=types, violations=clean)
+
+
+def test_an_hour_through_the_planners_loses_no_pod_and_reports_every_key() -> None:
+    from bench.consolidation import VIOLATIONS, simulate_day
+
+    day = simulate_day(1, 7)
+    assert day["pods_lost"] == 0 and day["after"] <= day["before"]
+    out = report(
+        before=day["before"],
+        after=day["after"],
+        final_pods=day["final_pods"],
+        types=day["types"],
+        violations=dict.fromkeys(VIOLATIONS, 0),
+    )
+    assert set(KEYS) <= set(out) and out["lower_bound_price_per_hour"] <= out["price_per_hour_after"] + 1e-9
