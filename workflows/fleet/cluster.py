@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.region import ClusterMessages
     from scaling.fleet.summaries import cluster_details
+    from workflows.approvals import ApprovalUpdates
     from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
@@ -87,13 +88,6 @@ OCM_RETRY = RetryPolicy(
 REMOVAL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
-# workflow.patched id: provisioning fails at once on an uninstalling OCM cluster (it polled before).
-UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
-# Runs started before approval gates never wait for one (their input has none).
-CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
-# workflow.patched id: an instance the agent rejects leaves the cluster and goes back to the
-# region to be placed elsewhere, as upstream does (before, it stayed here marked rejected).
-REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
 class StepFailed(Exception):
@@ -107,7 +101,7 @@ class StepFailed(Exception):
 
 
 @workflow.defn(name=contracts.CLUSTER_WORKFLOW)
-class DataPlaneClusterWorkflow:
+class DataPlaneClusterWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: DataPlaneClusterInput) -> None:
         self.inp = inp
@@ -124,7 +118,6 @@ class DataPlaneClusterWorkflow:
         self.changed = True  # something to tell the autoscaler and the Web UI
         self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
-        self.gates = False  # workflow.patched(CLUSTER_APPROVAL_GATES), asked once per run
         self.decided = self.approved = False  # the current wait for approval
         self.rejected: dict[str, str] = {}  # instance id -> reason, owed to the region
 
@@ -169,38 +162,21 @@ class DataPlaneClusterWorkflow:
         st.instances, gone = apply_instance_statuses(st.instances, reports)
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
         refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
-        if refused and self.inp.parent_workflow_id and workflow.patched(REJECTED_INSTANCES_REPLACED):
+        if refused and self.inp.parent_workflow_id:
             # Dropped here before the region re-places them: never on two clusters at once.
             st.instances = [i for i in st.instances if i.id not in refused]
             self.rejected.update(refused)
             self.changed = True
         self.reports_this_run += 1
 
-    # -- approval gates ---------------------------------------------------------------
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the gated step (`growth fleet approve ID`)."""
-        return self._decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse the gated step (`growth fleet deny ID`)."""
-        return self._decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
+    # -- approval gates (approve/deny: workflows.approvals) ------------------------------
+    def _decision_refused(self, note: Any) -> str:
         approval = self.state.approval
         waiting = approval is not None and not approval.decision and not self.decided
-        refused = decision_refused(waiting, approval, workflow.info().workflow_id)
-        if refused:
-            raise ValueError(refused)
+        return decision_refused(waiting, approval, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self._decide(approve, "operator", str(note or ""))
 
     def _decide(self, approve: bool, by: str, note: str) -> str:
         approval = self.state.approval
@@ -213,7 +189,7 @@ class DataPlaneClusterWorkflow:
         """Whether `step` may go ahead: at once when not gated, else once approved (by an
         operator, or by the timeout's default). The wait is a durable timer."""
         st, gate = self.state, self.inp.approval
-        reason = gate_reason(gate, step, st.cluster_id, st.instance_type, st.region) if self.gates else ""
+        reason = gate_reason(gate, step, st.cluster_id, st.instance_type, st.region)
         if not reason or gate is None:
             return True
         self.decided = self.approved = False
@@ -293,7 +269,6 @@ class DataPlaneClusterWorkflow:
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
         st = self.state
-        self.gates = workflow.patched(CLUSTER_APPROVAL_GATES)
         if st.accepted_at is None:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
@@ -355,10 +330,7 @@ class DataPlaneClusterWorkflow:
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            # None of them becomes ready. Runs that polled an uninstalling cluster replay so.
-            if created.state in ("error", "gone") or (
-                created.state == "uninstalling" and workflow.patched(UNINSTALLING_FAILS_PROVISIONING)
-            ):
+            if created.state in ("error", "gone", "uninstalling"):  # none of them becomes ready
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
             created = await self._call("provisioning", deadline, contracts.GET_OCM_CLUSTER, self._ref(), OcmCluster)

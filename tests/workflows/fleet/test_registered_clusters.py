@@ -6,19 +6,18 @@ agent rejects is placed on another cluster, never on two at once."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.updates import execute_update
+from activities.updates import cause_of, execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import ManualCluster, load_fleet_config_text
 from scaling.fleet.contracts import (
@@ -32,12 +31,10 @@ from scaling.fleet.contracts import (
 )
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, RegionStatus
-from starters.cli import cause_of
 from starters.fleet import register_listed
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
-from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -197,23 +194,3 @@ async def test_listed_clusters_serve_several_types_and_a_rejected_instance_moves
         assert await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, added) == "late"
         st = await eventually(handle, lambda s: len(s.clusters) == 4 and s.clusters[3].phase == ClusterPhase.READY)
         assert world.clusters == {}
-
-
-@pytest.mark.parametrize(
-    "path", sorted(HISTORIES.rglob("fleet_autoscaler_*.json")), ids=lambda p: str(p.relative_to(HISTORIES))
-)
-async def test_recorded_region_replays(path: Path) -> None:
-    """Committed FleetAutoscaler histories still replay: the current one and, under
-    before/<patch id>/, the one recorded before each patch (tests.workflows.fleet.record_region_history)."""
-    history = WorkflowHistory.from_json("fleet-region", json.loads(path.read_text()))
-    # The index shards' ids derive from the region's (patch instance-index): replay under the
-    # recorded region's id, read from its first shard start.
-    shard_ids = [
-        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-        for e in history.events
-        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
-    ]
-    region_id = next((i.rsplit("/instances/", 1)[0] for i in shard_ids if "/instances/" in i), "fleet-region")
-    history = WorkflowHistory(region_id, history.events)
-    replayer = new_replayer([FleetAutoscalerWorkflow])
-    await replayer.replay_workflow(history)
