@@ -26,6 +26,7 @@ from activities.nodes.wake import PendingPodsWake
 from scaling.kube.nodes import node_is_ready
 from scaling.kube.pods import counts_as_demand
 from scaling.nodes import contracts
+from scaling.nodes.adoption import adopt_nodes
 from scaling.nodes.contracts import (
     ClusterObservation,
     GroupStatusInput,
@@ -112,7 +113,8 @@ class KubeActivities:
             with groups_inf.cond:
                 group_objs = list(groups_inf.items.values())
             groups, problems = load_node_groups(group_objs, self.known_providers)
-        infos = cache.node_infos(informers["nodes"], pods_inf)
+        # Nodes Cluster Autoscaler made for a migrated group count as that pool's.
+        infos = adopt_nodes(cache.node_infos(informers["nodes"], pods_inf), groups)
         with informers["daemonsets"].cond:
             daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
         # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread) or
