@@ -14,6 +14,7 @@ pod yet are deleted.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import replacement_details
+    from workflows.approvals import ApprovalUpdates
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.request_machine import DELETE_RETRY, Decision, RequestMachine, wait_alone
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
@@ -44,7 +46,7 @@ PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 
 
 @workflow.defn(name="NodeReplacement")
-class NodeReplacementWorkflow:
+class NodeReplacementWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: NodeReplacementInput) -> None:
         self.inp = inp
@@ -77,30 +79,14 @@ class NodeReplacementWorkflow:
     def remove_now(self) -> None:
         """Nothing waits on a timer here: a replacement goes at once."""
 
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the successors the group's spec.approval holds (`growth nodes approve ID`)."""
-        return self.decision.decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse them: the node keeps serving (`growth nodes deny ID`)."""
-        return self.decision.decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
+    # approve/deny (workflows.approvals): go ahead with the successors the group's spec.approval
+    # holds (`growth nodes approve ID`), or refuse them (the node keeps serving).
+    def _decision_refused(self, note: Any) -> str:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        state = self.decision.state
-        refused = decision_refused(waiting and not self.decision.decided, state, workflow.info().workflow_id)
-        if refused:
-            raise ValueError(refused)
+        return decision_refused(waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the orchestration ---------------------------------------------------------------
     @workflow.run
