@@ -9,7 +9,7 @@ PROVIDER ?= kwok
 # Test files run side by side: most of the suite waits on servers and timers, not the CPU.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test lint bench bench-e2e bench-billing bench-hetzner chaos bench-components install clean
+.PHONY: demo test lint bench bench-e2e bench-billing bench-consolidation bench-hetzner chaos bench-components install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench-e2e: $(STAMP)
 # A bursty day through the planners, with and without billing-aware scale-down (seconds).
 bench-billing: $(STAMP)
 	$(PY) -m bench.billing_day
+
+# A day of churn over four workload families, then consolidation; through the planners (seconds).
+bench-consolidation: $(STAMP)
+	$(PY) -m bench.consolidation $(BENCH_ARGS)
 
 # A 500-node burst through the fake Hetzner API, 3,600/h, another tool spending 1,000/h (~30 s).
 bench-hetzner: $(STAMP)

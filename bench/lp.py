@@ -62,7 +62,12 @@ def dual_vertices(caps: Sequence[Sequence[Num]], prices: Sequence[Num], eps: flo
             y.append(_det3(mc) / det)
         if any(v < -eps for v in y):
             continue
-        if any(sum(ci * yi for ci, yi in zip(cap, y)) > p + eps * (1 + abs(p)) for cap, p in zip(caps, prices)):
+        # exact (eps 0): no tolerance term, which would turn a Fraction price into a float that can
+        # round below it and refuse a vertex whose constraint is exactly tight
+        if any(
+            sum(ci * yi for ci, yi in zip(cap, y)) > (p + eps * (1 + abs(p)) if eps else p)
+            for cap, p in zip(caps, prices)
+        ):
             continue
         y = [v if v > 0 else zero for v in y]
         key = tuple(round(float(v), 12) for v in y)

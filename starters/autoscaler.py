@@ -74,6 +74,7 @@ from starters.node_requests import (
     read_request,
     request_workflow_id,
 )
+from starters.nodes_consolidate import consolidate_command
 from starters.nodes_trail import trail_command
 from starters.nodes_what_if import what_if_command
 from starters.settings_flags import flag_for, given, model_options
@@ -566,6 +567,7 @@ async def explain_node(handle: WorkflowHandle, settings: Settings, cluster: str,
 # Reads files only (no Temporal): the migration's own command, mounted here.
 nodes.add_command(migrate_from_ca)
 nodes.add_command(what_if_command)  # reads a history: its own module
+nodes.add_command(consolidate_command)  # reads the cluster now: its own module
 nodes.add_command(trail_command)
 
 main = alias("nodes", "growth-autoscaler")

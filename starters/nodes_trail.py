@@ -8,6 +8,7 @@ from temporalio.client import Client
 
 from activities.settings import Settings
 from scaling.history import RecordedHistory, Trail
+from scaling.nodes.disruption.orchestration import replacement_id
 from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.trail import MAX_ENTRIES, node_trail, request_of_node
 from starters.cli import Call, CliError, shared_options
@@ -55,11 +56,11 @@ def trail_command(cluster: str, node: str, max_runs: int, max_events: int, max_e
         request_wf = split_request_id(request_id)[0]
         request = await optional_history(client, request_wf, max_events) if request_id else None
         removals = []
-        sd_id = scale_down_id(cluster, node)
-        for run_id in await executions_of(client, sd_id, MAX_REMOVALS_READ):
-            found = await optional_history(client, sd_id, max_events, run_id)
-            if found is not None:
-                removals.append(found)
+        for wf in (replacement_id(cluster, node), scale_down_id(cluster, node)):  # a replacement drains by its removal
+            for run_id in await executions_of(client, wf, MAX_REMOVALS_READ):
+                found = await optional_history(client, wf, max_events, run_id)
+                if found is not None:
+                    removals.append(found)
         trail = node_trail(node, autoscaler, request, _merged(removals), max_entries)
         if not trail.entries:
             raise CliError(

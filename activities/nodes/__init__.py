@@ -72,6 +72,7 @@ def build_activities(
         down.wait_pods_gone,
         down.delete_node_object,
         down.emit_node_events,
+        down.plan_replacement,
         down.find_orphans,
         gc.list_provider_machines,
         gc.list_node_provider_ids,

@@ -46,12 +46,15 @@ from scaling.nodes.contracts import (
     NodeRemovalCheck,
     NodeRemovalCheckInput,
     OrphanObservation,
+    ReplacementPlan,
+    ReplacementPlanInput,
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
     ScaleDownObservation,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
+from scaling.nodes.disruption.replacement import plan_replacement
 from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, find_orphans
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
@@ -167,6 +170,20 @@ class ScaleDownActivities:
                 self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, ev.stable_until)
         record_blocked(inp.cluster, ev.candidates)
         return for_input(ev, inp)
+
+    @activity.defn(name=contracts.PLAN_REPLACEMENT)
+    async def plan_replacement(self, inp: ReplacementPlanInput) -> ReplacementPlan:
+        """What a NodeReplacement must make Ready before its node is drained
+        (scaling.nodes.disruption.replacement), planned beside the cluster with the providers'
+        catalogue; only the plan for that one node's pods goes back."""
+        obs = await asyncio.to_thread(self._cached, inp.cluster, {})
+        node = next((n for n in obs.nodes if n.name == inp.node), None)
+        group = next((g for g in obs.groups if node is not None and g.name == node.labels.get(LABEL_GROUP)), None)
+        providers = {p.provider for p in group.pools} if group is not None else set()
+        catalogue = [
+            t for name in sorted(providers) if name in self.providers for t in await self.providers[name].server_types()
+        ]
+        return plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
     def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:

@@ -17,12 +17,15 @@ from scaling.kube.models import (
 )
 from scaling.nodes.models import (
     NodeGroup,
+    PlannedNode,
+    PodProblem,
     Pool,
     SpecProblem,
 )
 from scaling.nodes.scale_down.models import NodeState, ScaleDownLoopSettings
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.nodes.scale_down.storage import LonghornState
+from scaling.nodes.scale_up.approvals import ApprovalGate
 from scaling.nodes.scale_up.demand import PendingDemand
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 
@@ -54,6 +57,7 @@ EVICT_POD = "evict_pod"
 WAIT_PODS_GONE = "wait_pods_gone"
 DELETE_NODE_OBJECT = "delete_node_object"
 EMIT_NODE_EVENTS = "emit_node_events"
+PLAN_REPLACEMENT = "plan_replacement"
 FIND_ORPHANS = "find_orphans"
 LIST_PROVIDER_MACHINES = "list_provider_machines"
 LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
@@ -88,6 +92,7 @@ ACTIVITY_NAMES = frozenset(
         WAIT_PODS_GONE,
         DELETE_NODE_OBJECT,
         EMIT_NODE_EVENTS,
+        PLAN_REPLACEMENT,
         FIND_ORPHANS,
         LIST_PROVIDER_MACHINES,
         LIST_NODE_PROVIDER_IDS,
@@ -365,6 +370,32 @@ class NodeEvent(BaseModel):
 class NodeEventsInput(BaseModel):
     cluster: str
     events: list[NodeEvent]
+
+
+class ReplacementPlanInput(BaseModel):
+    """plan_replacement's input: the node a NodeReplacement replaces, beside the cluster."""
+
+    cluster: str
+    node: str
+    now: float  # workflow time
+    leaving: list[str] = Field(default_factory=list)  # other nodes being removed or replaced
+
+
+class ReplacementPlan(BaseModel):
+    """plan_replacement's result (scaling.nodes.disruption.replacement): the nodes to make Ready before
+    the node is drained, bounded by what that one node's pods need."""
+
+    found: bool = True
+    group: str = ""
+    group_labels: dict[str, str] = Field(default_factory=dict)  # what the successors are made from
+    group_taints: list[Taint] = Field(default_factory=list)
+    new_nodes: list[PlannedNode] = Field(default_factory=list)
+    gates: list[ApprovalGate | None] = Field(default_factory=list)  # one per new node (spec.approval)
+    pods_fit_existing: int = 0
+    problems: list[PodProblem] = Field(default_factory=list)  # a few: no replacement when any
+    # Catalogue prices per hour: the node's server type (None: unknown) and its successors' first choices.
+    price_before: float | None = None
+    price_after: float = 0.0
 
 
 class OrphanObservation(BaseModel):

@@ -16,6 +16,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from scaling.nodes.models import PodProblem
+from scaling.nodes.scale_down.methods import REMOVABLE_NOW, method_for
 from scaling.nodes.scale_down.models import NodeState
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
@@ -337,10 +338,11 @@ def _from_candidate(cand: CandidateState, as_of: str, notes: list[str], base: di
             notes=notes,
             **base,
         )
-    if cand.state in (NodeState.EMPTY.value, NodeState.UNDERUSED.value):
+    if cand.state in {s.value for s in REMOVABLE_NOW}:
+        what = "replaced" if method_for(cand.state).replaces else "removed"
         return NodeExplanation(
             outcome="RemovableNow",
-            summary=f"node {name} is removable now ({cand.state.lower()}): the next loop starts its removal{as_of}",
+            summary=f"node {name} is to be {what} now ({cand.state.lower()}): the next loop starts it{as_of}",
             notes=notes,
             **base,
         )

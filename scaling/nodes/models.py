@@ -13,6 +13,7 @@ from scaling.kube.models import (
     Resources,
     Taint,
 )
+from scaling.nodes.disruption.models import ConsolidationPolicy, Disruption
 
 # Labels growth puts on the nodes it creates; the scale-down loop uses them to find its nodes.
 LABEL_GROUP = "growth.autoscaling.dev/node-group"
@@ -45,10 +46,14 @@ class ServerType(BaseModel):
 
 
 class ScaleDownSettings(BaseModel):
-    enabled: bool = True
-    unneeded_time_s: float = 600.0
+    enabled: bool = True  # spec.disruption.consolidateAfter: Never turns it off too
+    unneeded_time_s: float = 600.0  # or spec.disruption.consolidateAfter
     utilization_threshold: float = 0.5
     delay_after_add_s: float = 600.0
+    # spec.disruption.consolidationPolicy. None (not written): Cluster Autoscaler's rules, underused
+    # nodes go when their pods fit elsewhere. WhenEmpty: underused nodes stay. WhenEmptyOrUnderutilized:
+    # as None, and an underused node whose pods fit nowhere else is replaced by a cheaper one.
+    policy: ConsolidationPolicy | None = None
 
 
 class GroupLimits(BaseModel):
@@ -108,6 +113,7 @@ class NodeGroup(BaseModel):
     headroom: Resources | None = None
     limits: GroupLimits | None = None
     approval: ApprovalPolicy | None = None
+    disruption: Disruption = Field(default_factory=Disruption)  # budgets, expiry (scaling.nodes.disruption)
 
 
 class Pool(BaseModel):

@@ -17,6 +17,8 @@ import yaml
 from scaling.kube.models import Resources, Taint
 from scaling.kube.quantity import cpu_millis, memory_bytes, parse_quantity
 from scaling.nodes.billing import DEFAULT_BILLING, DEFAULT_MARGIN_S
+from scaling.nodes.disruption.budgets import schedule_problem
+from scaling.nodes.disruption.models import Budget, ConsolidationPolicy, Disruption, DisruptionReason
 from scaling.nodes.models import (
     CRD_GROUP,
     CRD_VERSION,
@@ -159,6 +161,101 @@ def _scale_down(v: Any, field: str) -> ScaleDownSettings:
     if unknown:
         raise InvalidSpec(f"{field}.{sorted(unknown)[0]}", "unknown field")
     return ScaleDownSettings(**kwargs)
+
+
+# Karpenter's CRD patterns (pkg/apis/v1/nodepool.go) for spec.disruption.
+_NILLABLE_DURATION = re.compile(r"(([0-9]+(s|m|h))+|Never)", re.ASCII)
+_BUDGET_DURATION = re.compile(r"(([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?", re.ASCII)
+_BUDGET_NODES = re.compile(r"(100|[0-9]{1,2})%|[0-9]+", re.ASCII)
+_DISRUPTION_FIELDS = ("consolidationPolicy", "consolidateAfter", "expireAfter", "budgets")
+_BUDGET_FIELDS = ("nodes", "schedule", "duration", "reasons")
+MAX_BUDGETS = 50  # Karpenter's MaxItems, for budgets and for a budget's reasons
+
+
+def _nillable_duration(v: Any, field: str) -> float | None:
+    """A Karpenter NillableDuration: "30s", "1h30m" or "Never" (None)."""
+    if not isinstance(v, str) or not _NILLABLE_DURATION.fullmatch(v):
+        raise InvalidSpec(field, f"must be a duration like '30s', '1h30m' or 'Never', got {v!r}")
+    return None if v == "Never" else _duration_s(v, field)
+
+
+def _budget(v: Any, field: str) -> Budget:
+    raw = _mapping(v, field)
+    unknown = set(raw) - set(_BUDGET_FIELDS)
+    if unknown:
+        raise InvalidSpec(
+            f"{field}.{sorted(unknown, key=str)[0]}", f"unknown field (known: {', '.join(_BUDGET_FIELDS)})"
+        )
+    nodes = raw.get("nodes", "10%")
+    if not isinstance(nodes, str) or not _BUDGET_NODES.fullmatch(nodes):
+        raise InvalidSpec(
+            f"{field}.nodes", f"must be a string: a count like '3' or a percentage like '10%', got {nodes!r}"
+        )
+    schedule, duration = raw.get("schedule"), raw.get("duration")
+    if (schedule is None) != (duration is None):
+        raise InvalidSpec(
+            f"{field}.schedule" if schedule is None else f"{field}.duration", "'schedule' must be set with 'duration'"
+        )
+    duration_s = None
+    if schedule is not None:
+        if not isinstance(schedule, str) or (problem := schedule_problem(schedule)) is not None:
+            raise InvalidSpec(
+                f"{field}.schedule",
+                problem if isinstance(schedule, str) and problem else f"must be a cron schedule, got {schedule!r}",
+            )
+        if not isinstance(duration, str) or not _BUDGET_DURATION.fullmatch(duration):
+            raise InvalidSpec(
+                f"{field}.duration", f"must be minutes or hours like '30m', '8h' or '1h30m', got {duration!r}"
+            )
+        duration_s = _duration_s(duration, f"{field}.duration")
+    reasons_raw = raw.get("reasons") or []
+    if not isinstance(reasons_raw, list) or len(reasons_raw) > MAX_BUDGETS:
+        raise InvalidSpec(f"{field}.reasons", f"must be a list of at most {MAX_BUDGETS} reasons")
+    known = [r.value for r in DisruptionReason]
+    reasons = []
+    for i, r in enumerate(reasons_raw):
+        if r not in known:
+            raise InvalidSpec(f"{field}.reasons[{i}]", f"must be one of {', '.join(known)}, got {r!r}")
+        reasons.append(DisruptionReason(r))
+    return Budget(nodes=nodes, schedule=schedule, duration_s=duration_s, reasons=tuple(reasons))
+
+
+def _disruption(
+    v: Any, field: str, scale_down: ScaleDownSettings, scale_down_raw: Any
+) -> tuple[Disruption, ScaleDownSettings]:
+    """spec.disruption (Karpenter's NodePool fields), and the group's scale-down settings with
+    consolidationPolicy and consolidateAfter applied. consolidateAfter is the scale-down's unneeded
+    time ("Never" turns consolidation off): setting both it and spec.scaleDown's is refused."""
+    raw = _mapping(v, field)
+    unknown = set(raw) - set(_DISRUPTION_FIELDS)
+    if unknown:
+        raise InvalidSpec(
+            f"{field}.{sorted(unknown, key=str)[0]}", f"unknown field (known: {', '.join(_DISRUPTION_FIELDS)})"
+        )
+    updates: dict[str, Any] = {}
+    if "consolidationPolicy" in raw:
+        known = [p.value for p in ConsolidationPolicy]
+        if raw["consolidationPolicy"] not in known:
+            raise InvalidSpec(
+                f"{field}.consolidationPolicy", f"must be one of {', '.join(known)}, got {raw['consolidationPolicy']!r}"
+            )
+        updates["policy"] = ConsolidationPolicy(raw["consolidationPolicy"])
+    if "consolidateAfter" in raw:
+        after = _nillable_duration(raw["consolidateAfter"], f"{field}.consolidateAfter")
+        written = _mapping(scale_down_raw, "spec.scaleDown")
+        for key in ("unneededTime", "enabled"):
+            if key in written:
+                raise InvalidSpec(f"{field}.consolidateAfter", f"set either it or spec.scaleDown.{key}, not both")
+        updates["enabled" if after is None else "unneeded_time_s"] = False if after is None else after
+    expire = raw.get("expireAfter")
+    budgets_raw = raw.get("budgets") or []
+    if not isinstance(budgets_raw, list) or len(budgets_raw) > MAX_BUDGETS:
+        raise InvalidSpec(f"{field}.budgets", f"must be a list of at most {MAX_BUDGETS} budgets")
+    disruption = Disruption(
+        expire_after_s=None if expire is None else _nillable_duration(expire, f"{field}.expireAfter"),
+        budgets=[_budget(b, f"{field}.budgets[{i}]") for i, b in enumerate(budgets_raw)],
+    )
+    return disruption, scale_down.model_copy(update=updates)
 
 
 def _headroom(v: Any, field: str) -> Resources | None:
@@ -366,13 +463,20 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
         total_min = sum(p.min_nodes for p in pools)
         if total_min > max_nodes:
             raise InvalidSpec("spec.maxNodes", f"is below the pools' summed minNodes ({total_min})")
+    disruption, scale_down = _disruption(
+        spec.get("disruption"),
+        "spec.disruption",
+        _scale_down(spec.get("scaleDown"), "spec.scaleDown"),
+        spec.get("scaleDown"),
+    )
     return NodeGroup(
         name=name,
         labels=_string_map(spec.get("labels"), "spec.labels"),
         taints=_taints(spec.get("taints"), "spec.taints"),
         pools=pools,
         maxNodes=max_nodes,
-        scaleDown=_scale_down(spec.get("scaleDown"), "spec.scaleDown"),
+        scaleDown=scale_down,
+        disruption=disruption,
         headroom=_headroom(spec.get("headroom"), "spec.headroom"),
         limits=_limits(spec.get("limits"), "spec.limits"),
         approval=_approval(spec.get("approval"), "spec.approval"),

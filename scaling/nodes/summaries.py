@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scaling.nodes.explain import when
 from scaling.nodes.models import RequestPhase
-from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownStatus
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.requests import (
     NodeRequestBatchInput,
     NodeRequestBatchStatus,
@@ -96,6 +96,18 @@ def batch_details(status: NodeRequestBatchStatus, ttl_s: float) -> str:
 def scale_down_summary(inp: NodeScaleDownInput) -> str:
     where = f", pool {inp.pool}" if inp.pool else ""
     return f"NodeScaleDown {inp.node} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
+
+
+def replacement_summary(inp: NodeScaleDownInput) -> str:
+    where = f", pool {inp.pool}" if inp.pool else ""
+    return f"NodeReplacement {inp.node} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
+
+
+def replacement_details(status: ScaleDownStatus) -> str:
+    """A replacement's Web UI details: its successors' progress until the drain, then the removal's."""
+    if status.final or status.phase != ScaleDownPhase.MARKED:
+        return scale_down_details(status)
+    return f"Replacing: {status.message}" if status.message else "Replacing"
 
 
 def scale_down_details(status: ScaleDownStatus) -> str:

@@ -1,7 +1,7 @@
 """The decision trail of one node (`growth nodes trail NODE`), built from recorded histories:
 the NodeAutoscaler's (the loop that planned it, the pods' shapes it was for, every scale-down
 evaluation of it), its NodeRequest's (each attempt, Ready) and its NodeScaleDown's (mark,
-re-check, evictions, deletion). Pure: the command fetches the histories.
+re-check, evictions, deletion), or its NodeReplacement's (plan, successors, then the NodeScaleDown's). Pure: the command fetches the histories.
 
 Bounded: repeated evaluations with the same outcome fold into one entry, and the trail keeps at
 most `max_entries` (first and last halves), saying what it left out.
@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
-from scaling.nodes.contracts import CandidateState, ClusterObservation, ScaleDownEvaluation
+from scaling.nodes.contracts import CandidateState, ClusterObservation, ReplacementPlan, ScaleDownEvaluation
+from scaling.nodes.disruption.orchestration import NodeReplacementInput
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
 from scaling.nodes.scale_up.requests import NodeRequestInput, split_request_id
 from scaling.nodes.what_if import reported_requests, started_requests
@@ -179,6 +180,11 @@ def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
                         workflow_id=wf,
                     )
                 )
+        if e.kind == "child" and e.name == "NodeReplacement":
+            inp = NodeReplacementInput.model_validate(first_input(e))
+            if inp.removal.node == node:
+                detail = f"{inp.removal.kind} node: successor first, then the drain ({e.workflow_id})"
+                out.append(TrailEntry(at=e.at, what="ReplacementStarted", detail=detail, workflow_id=wf))
         if e.kind != "activity" or e.name != contracts.EVALUATE_SCALE_DOWN or e.result is None:
             continue
         ev = ScaleDownEvaluation.model_validate(e.result)
@@ -211,7 +217,33 @@ def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
         if e.kind != "activity":
             continue
         inp = first_input(e) or {}
-        if e.name == contracts.MARK_NODE_FOR_SCALE_DOWN:
+        if e.name == contracts.PLAN_REPLACEMENT and isinstance(e.result, dict):
+            plan = ReplacementPlan.model_validate(e.result)
+            detail = (
+                f"replacement: {len(plan.new_nodes)} successor(s) "
+                + ", ".join(n.candidates[0].name for n in plan.new_nodes if n.candidates)
+                + f"; {plan.pods_fit_existing} pod(s) fit other nodes"
+            )
+            if plan.problems:
+                detail = f"replacement: no successor can hold {plan.problems[0].name}: {plan.problems[0].message}"
+            out.append(TrailEntry(at=e.at, what="ReplacementPlanned", detail=detail, workflow_id=wf))
+        elif e.name == contracts.CREATE_NODE:
+            res = e.result or {}
+            made = f", node {res['node_name']}" if res.get("node_name") else ""
+            pool = (inp.get("pool") or {}).get("name", "?")
+            detail = f"successor {inp.get('request_id')} on pool {pool}: {res.get('outcome') or e.failed or 'no answer'}{made}"
+            out.append(TrailEntry(at=e.at, what="SuccessorAttempt", detail=detail, workflow_id=wf))
+        elif e.name == contracts.WAIT_NODE_READY:
+            ready = "became Ready" if e.result is True else "did not become Ready in time"
+            out.append(
+                TrailEntry(
+                    at=e.completed_at or e.at,
+                    what="SuccessorReady",
+                    detail=f"successor {inp.get('node_name')} {ready}",
+                    workflow_id=wf,
+                )
+            )
+        elif e.name == contracts.MARK_NODE_FOR_SCALE_DOWN:
             out.append(
                 TrailEntry(
                     at=e.at, what="Marked", detail=f"tainted, ScaleDownAt {inp.get('scale_down_at')}", workflow_id=wf

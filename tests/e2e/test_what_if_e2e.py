@@ -93,3 +93,28 @@ async def test_trail_of_a_node_from_its_request_to_its_removal(local_cluster) ->
 
 async def _running(lc: LocalCluster) -> bool:
     return pods_running(lc.api, "web") == 2
+
+
+async def test_what_if_consolidate_reads_the_cluster_and_prices_a_cheaper_successor(local_cluster) -> None:  # noqa: ANN001
+    """A cx52 bought for a 3-cpu pod; once the group also lists cx32 first, consolidation would replace
+    the cx52 by a cx32 (the pod fits on no other node), and the command says so with both prices."""
+    lc: LocalCluster = local_cluster()
+    apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx52"], "priority": 10}]))
+    handle = await start_autoscaler(lc, "consolidate", machine_gc=False, scale_down_enabled=False)
+    client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("big", 1, cpu="3", memory="1Gi"))
+    await until(lambda: pods_running(lc.api, "big") == 1, 90, "the pod running on a cx52")
+    await handle.terminate()
+    cheaper = [
+        {"provider": "kwok", "serverType": ["cx32"], "priority": 20},
+        {"provider": "kwok", "serverType": ["cx52"], "priority": 10},
+    ]
+    apply_node_group(lc.api, node_group("general", cheaper))
+    out = await growth(
+        "--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if-consolidate", "-o", "json"
+    )
+    report = json.loads(out.stdout)
+    [step] = report["steps"]
+    assert (step["kind"], step["server_type"], step["successors"]) == ("Consolidated", "cx52", ["kwok/cx32"])
+    assert report["price_per_hour_after"] < 0.9 * report["price_per_hour_before"]
+    table = await growth("--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if-consolidate")
+    assert "Consolidated" in table.stdout and "saved" in table.stdout

@@ -31,9 +31,10 @@ from tests.workflows.nodes.test_node_request_batch import record_history as reco
 BIN = Path(sys.executable).parent
 HISTORIES = Path(__file__).parent / "histories"
 # What the demo runs now. Its loop starts NodeRequestBatch workflows; a NodeRequest (what an
-# operator may start by hand) is recorded on the time-skipping server (node_request_fallback.json).
+# operator may start by hand) is recorded on the time-skipping server (node_request_fallback.json),
+# and so is a NodeReplacement (node_replacement.json: python -m tests.workflows.nodes.test_node_replacement).
 RECORDED_TYPES = ("NodeAutoscaler", "NodeRequestBatch", "NodeScaleDown", "MachineGC")
-NODE_TYPES = (*RECORDED_TYPES, "NodeRequest")
+NODE_TYPES = (*RECORDED_TYPES, "NodeRequest", "NodeReplacement")
 # One run of a loop workflow is enough to catch a non-deterministic change, and a whole demo's
 # worth of NodeAutoscaler events would make a large file.
 MAX_EVENTS = 400
@@ -42,6 +43,8 @@ MAX_EVENTS = 400
 def node_history_file(workflow_type: str, directory: Path = HISTORIES) -> Path:
     if workflow_type == "NodeRequest":
         return directory / "node_request_fallback.json"
+    if workflow_type == "NodeReplacement":
+        return directory / "node_replacement.json"
     return directory / f"nodes_{workflow_type}.json"
 
 

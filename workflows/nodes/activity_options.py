@@ -39,6 +39,8 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     # Scores every candidate node against the cluster: the slowest read of the loop.
     contracts.EVALUATE_SCALE_DOWN: ActivityOptions(120 * S),
     contracts.CHECK_NODE_REMOVAL: ActivityOptions(60 * S),
+    # One node's pods through the scale-up planner, plus the providers' catalogue.
+    contracts.PLAN_REPLACEMENT: ActivityOptions(60 * S),
     # Single patches, evictions and deletes of one object.
     contracts.MARK_NODE_FOR_SCALE_DOWN: ActivityOptions(30 * S),
     contracts.UNMARK_NODE: ActivityOptions(30 * S),

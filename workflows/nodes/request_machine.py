@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         DeleteNodeInput,
         WaitReadyInput,
     )
+    from scaling.nodes.disruption.drift import LABEL_POOL_HASH, pool_hash
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
     from scaling.nodes.scale_up.approvals import ApprovalGate, waits_for
     from scaling.nodes.scale_up.capacity import hands_back_pods
@@ -179,7 +180,14 @@ class RequestMachine:
         inp, status = self.inp, self.status
         status.current_pool, status.server_type, status.provider = pool.name, pool.server_type, pool.provider
         self._record(pool, AttemptResult.PENDING)
-        labels = {**inp.group_labels, **request_labels(inp.cluster, inp.group, pool, inp.id)}
+        labels = {
+            **inp.group_labels,
+            **request_labels(inp.cluster, inp.group, pool, inp.id),
+            # What the node is made from, for drift (scaling.nodes.disruption.drift); a label in the
+            # create's input, not a command: histories replay unchanged.
+            LABEL_POOL_HASH: pool_hash(inp.group_labels, inp.group_taints, pool),
+            **inp.extra_labels,
+        }
         try:
             created: CreateNodeResult = await workflow.execute_activity(
                 contracts.CREATE_NODE,

@@ -15,17 +15,20 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
+        NodeEventsInput,
         NodeRemovalCheck,
         NodeRemovalCheckInput,
         RemovalTarget,
         ScaleDownEvaluation,
         ScaleDownEvaluationInput,
     )
+    from scaling.nodes.disruption.events import newly_blocked
+    from scaling.nodes.disruption.orchestration import NodeReplacementInput, replacement_id
     from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, provider_of
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.evaluation import apply_unneeded, reuse_key, reuse_of, stands
@@ -36,9 +39,10 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import NodeAutoscalerState
-    from scaling.nodes.summaries import scale_down_summary
+    from scaling.nodes.summaries import replacement_summary, scale_down_summary
     from workflows.children import abandon
     from workflows.nodes.activity_options import NODE_ACTIVITIES
+    from workflows.nodes.replacement import NodeReplacementWorkflow
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
@@ -109,8 +113,20 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
     state.scale_down_reuse = reuse_of(ev, key)
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
     state.scale_down_evaluated_at = now
+    before = dict(state.candidates)
     record_candidates(state, None if ev.candidates_unchanged else ev.candidates, ev.candidates_by_state)
     state.candidates_digest = ev.candidates_digest
+    # Histories recorded before do-not-disrupt hold no such candidate: they replay without this call.
+    if events := newly_blocked(before, state.candidates):
+        try:
+            await workflow.execute_activity(
+                contracts.EMIT_NODE_EVENTS,
+                NodeEventsInput(cluster=settings.cluster, events=events),
+                **NODE_ACTIVITIES[contracts.EMIT_NODE_EVENTS].timeouts(),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:
+            workflow.logger.warning("could not write DisruptionBlocked events")
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down.
     landed = set(ev.not_empty)
@@ -119,7 +135,11 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
             await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
 
     for target in ev.to_remove:
-        await start_child(settings, state, removal_input(settings, state, target, target.provider_id))
+        inp = removal_input(settings, state, target, target.provider_id)
+        if method_for(inp.kind).replaces:  # drift, expiry: only evaluations since disruption name these
+            await start_replacement(settings, state, inp)
+        else:
+            await start_child(settings, state, inp)
     return ev
 
 
@@ -168,6 +188,37 @@ async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, 
     except WorkflowAlreadyStartedError:
         # A child from an earlier run of the loop is still at work on this node: it reports in.
         pass
+    return wid
+
+
+async def start_replacement(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: NodeScaleDownInput) -> str:
+    """A NodeReplacement for the node: it reports as a removal of the node (so it counts in flight,
+    against the budgets and for explain) until its NodeScaleDown child takes over the reports."""
+    wid = replacement_id(settings.cluster, inp.node)
+    state.scale_downs[inp.node] = ScaleDownStatus(
+        node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
+    )
+    try:
+        handle = await workflow.start_child_workflow(
+            NodeReplacementWorkflow.run,
+            NodeReplacementInput(
+                removal=inp,
+                readiness_timeout_s=settings.readiness_timeout_s,
+                readiness_poll_s=settings.readiness_poll_s,
+                max_attempts=settings.max_attempts,
+                use_search_attributes=settings.use_search_attributes,
+                leaving=sorted(n for n in state.scale_downs if n != inp.node),
+            ),
+            id=wid,
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
+            if settings.use_search_attributes
+            else None,
+            static_summary=replacement_summary(inp),
+        )
+        abandon(handle)
+    except WorkflowAlreadyStartedError:
+        pass  # one from an earlier run of the loop is at work on this node: it reports in
     return wid
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
     billing_hold,
@@ -61,6 +62,7 @@ from scaling.text import when
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
 UNREADY_TIME = "UnreadyTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
+REPLACING = "ReplacementInProgress"
 
 
 def plan_scale_down(
@@ -103,19 +105,38 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
+        if (replaces := node.labels.get(LABEL_REPLACES)) and replaces in in_progress:
+            # The successor of a node being replaced: empty until that node's pods arrive.
+            dec.state = NodeState.BLOCKED
+            dec.reasons = [
+                Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
+            ]
+            continue
         gs = group_settings(node, by_group, settings)
-        if not gs.enabled:
+        candidate.group, candidate.now = by_group.get(dec.group or ""), now
+        # Scale-down off (or consolidateAfter: Never) stops consolidation, not replacements.
+        qualified = [m for m in PLANNED if (gs.enabled or m.replaces) and m.is_candidate(candidate, gs)]
+        if not qualified and not gs.enabled:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
                 Blocker(code=GROUP_SCALE_DOWN_DISABLED, message=f"scale-down is disabled for group {dec.group}")
             ]
             continue
-        method = next((m for m in PLANNED if m.is_candidate(candidate, gs)), None)
-        if method is None:
+        if not qualified:
             dec.state = NodeState.UTILIZED
             continue
-        blockers, _ = individual_blockers(node, mine, pdbs, storage, targets, used, protected, kinds)
-        if blockers:
+        # The first method nothing holds names the removal (a later one may bring its own room, as a
+        # replacement does); when all are held, the first one's blockers say why.
+        method, blockers = None, []
+        for m in qualified:
+            held, _ = individual_blockers(
+                node, mine, pdbs, storage, targets, used, protected, kinds, check_fit=not m.replaces
+            )
+            if not held:
+                method = m
+                break
+            blockers = blockers or held
+        if method is None:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
             continue

@@ -21,6 +21,7 @@ from scaling.kube.drain import (
 )
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
 from scaling.nodes.billing import BILLING_PERIOD, removable_from
+from scaling.nodes.disruption.do_not_disrupt import do_not_disrupt_blockers
 from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
@@ -189,12 +190,15 @@ def individual_blockers(
     used: dict[str, Resources],
     protected: set[str],
     kinds: frozenset[str],
+    check_fit: bool = True,
 ) -> tuple[list[Blocker], FitResult | None]:
-    blockers = node_blockers(node, protected)
+    """What holds ``node`` on its own; with ``check_fit``, also whether its pods fit on ``targets``
+    (a replacement brings its own room)."""
+    blockers = node_blockers(node, protected) + do_not_disrupt_blockers(node, pods)
     if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
         blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
     blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
-    if blockers:
+    if blockers or not check_fit:
         return blockers, None
     movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
     if not movers:  # nothing to place (and no need to copy the target list)

@@ -43,6 +43,7 @@ from scaling.nodes.contracts import (
     ScaleDownEvaluationInput,
     ScaleDownObservation,
 )
+from scaling.nodes.disruption.budgets import next_edge
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
@@ -219,8 +220,8 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
 
     Time enters the plan only through these: an unneeded node's timer, the delay after a
     scale-up and a billing hold (each a decision's ``removable_at``), a billed pool's paid
-    period (a node unneeded inside its removal window is held again once the period ends), and
-    a deleted pod that turns long terminating. A plan that removes nodes, or finds removable
+    period (a node unneeded inside its removal window is held again once the period ends), a
+    deleted pod that turns long terminating, and a disruption budget's window opening or closing. A plan that removes nodes, or finds removable
     nodes it did not select (the per-loop limit), changes the workflow's state: no reuse.
     At most REUSE_MAX_S ahead, whatever the plan says: a bound on any staleness not foreseen here."""
     if plan.to_remove:
@@ -240,6 +241,9 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
         after = long_terminating_after(pod)
         if after is not None and after >= now:
             until = min(until, after)
+    edge = next_edge((g.disruption for g in obs.groups), now)
+    if edge is not None:
+        until = min(until, edge)
     return until if until > now else None
 
 

@@ -24,6 +24,9 @@ class NodeState(str, Enum):
     UNNEEDED_WAITING = "UnneededWaiting"  # removable, waiting for a timer; see reasons
     EMPTY = "Empty"  # removable now
     UNDERUSED = "Underused"  # removable now
+    EXPIRED = "Expired"  # to replace now: older than its group's expireAfter
+    DRIFTED = "Drifted"  # to replace now: made from an earlier spec of its pool
+    CONSOLIDATED = "Consolidated"  # to replace now by a cheaper node: underused, its pods fit nowhere else
 
 
 class ScaleDownLoopSettings(BaseModel):
@@ -57,7 +60,7 @@ class NodeRemoval(BaseModel):
     name: str
     group: str
     pool: str | None = None
-    kind: NodeState  # EMPTY or UNDERUSED
+    kind: NodeState  # a planned method's kind (EMPTY, UNDERUSED, EXPIRED, DRIFTED)
     scale_down_at: float  # when to delete it (seed 004's ScaleDownAt)
     pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name"
     destinations: dict[str, str] = Field(default_factory=dict)  # pod -> node it should fit on

@@ -1,12 +1,13 @@
 """Selection: of the nodes removable on their own, which to remove in this loop, checked together
-(empty first, then least utilised; shared PDB budgets, pods of earlier nodes taking room, minNodes,
-headroom and the per-loop limit).
+(empty first, then least utilised; shared PDB budgets, the groups' disruption budgets, pods of
+earlier nodes taking room, minNodes, headroom and the per-loop limit).
 """
 
 from __future__ import annotations
 
 from scaling.kube.drain import MIN_NODES, Blocker, PdbBudget, PdbInfo, pod_key, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.disruption.ledger import BudgetLedger
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
@@ -59,6 +60,7 @@ def select_removals(
             key = (n.labels.get(LABEL_GROUP), pool_of(n))
             pool_size[key] = pool_size.get(key, 0) + 1
     budget = PdbBudget(pdbs)
+    ledger = BudgetLedger(nodes, groups, in_progress, now)
     used = dict(used)
     moved_in: dict[str, list[PodInfo]] = {}
     removed: set[str] = set()
@@ -72,13 +74,18 @@ def select_removals(
             continue
         key = (dec.group, dec.pool)
         minimum = min_nodes_for(node, groups)
-        if pool_size.get(key, 0) - 1 < minimum:
+        if not method.replaces and pool_size.get(key, 0) - 1 < minimum:
             dec.state = NodeState.BLOCKED
             dec.reasons = [
                 Blocker(
                     code=MIN_NODES, message=f"pool {dec.pool} of group {dec.group} is at its minimum of {minimum} nodes"
                 )
             ]
+            continue
+        if (held := ledger.blocker(dec.group or "", method.reason)) is not None:
+            # Alone it was removable: its unneeded timer keeps running until the budget allows it.
+            dec.state = NodeState.BLOCKED
+            dec.reasons = [held]
             continue
         if moved_in.get(node.name):
             # Pods of a node chosen before it are planned to land here: removing it in the
@@ -93,8 +100,8 @@ def select_removals(
         pdb_block = budget.check(evict)
         if pdb_block is not None:
             blockers.append(pdb_block)
-        fit: FitResult | None = None
-        if not blockers:
+        fit: FitResult | None = FitResult(ok=True) if method.replaces else None  # its successor holds the pods
+        if not blockers and fit is None:
             movers = [p for p in evict if needs_room(p, kinds)]
             fit = pods_fit_elsewhere(movers, left, used)
             if not fit.ok:
@@ -112,13 +119,15 @@ def select_removals(
             continue
         assert fit is not None
         budget.consume(evict)
+        ledger.count(dec.group or "")
         movers_by_key = {pod_key(p): p for p in evict}
         for pk, dest in fit.placements.items():
             pod = movers_by_key[pk]
             used[dest] = used.get(dest, Resources()) + pod.requests
             moved_in.setdefault(dest, []).append(pod)
         removed.add(node.name)
-        pool_size[key] = pool_size.get(key, 0) - 1
+        if not method.replaces:
+            pool_size[key] = pool_size.get(key, 0) - 1
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
         delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0

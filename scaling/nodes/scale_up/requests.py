@@ -47,6 +47,9 @@ class RequestSettings(BaseModel):
     # What must be approved before trying its pools (None: nothing; scaling.nodes.scale_up.approvals).
     # A batch's one decision covers every member.
     approval: ApprovalGate | None = None
+    # Labels its node carries besides the group's and the request's (a replacement names the node it
+    # replaces: scaling.nodes.disruption.drift.LABEL_REPLACES).
+    extra_labels: dict[str, str] = Field(default_factory=dict)
 
 
 class BatchMember(BaseModel):

@@ -176,6 +176,109 @@ def test_yaml_syntax_error_is_a_problem_not_a_crash() -> None:
     assert groups == [] and "invalid YAML" in problems[0].message
 
 
+# -- spec.disruption (Karpenter's NodePool fields; patterns from pkg/apis/v1/nodepool.go and the
+# cases of pkg/apis/v1/nodepool_validation_cel_test.go) --------------------------------------------
+
+
+def disruption_obj(disruption: Any, scale_down: Any = None) -> dict[str, Any]:
+    o = obj()
+    o["spec"]["disruption"] = disruption
+    if scale_down is None:
+        del o["spec"]["scaleDown"]
+    else:
+        o["spec"]["scaleDown"] = scale_down
+    return o
+
+
+def test_disruption_fields_parse() -> None:
+    g = parse_node_group(
+        disruption_obj(
+            {
+                "consolidationPolicy": "WhenEmpty",
+                "consolidateAfter": "1m30s",
+                "expireAfter": "720h",
+                "budgets": [
+                    {"nodes": "10%"},
+                    {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Underutilized"]},
+                ],
+            }
+        ),
+        KNOWN,
+    )
+    assert g.scale_down.policy is not None and g.scale_down.policy.value == "WhenEmpty"
+    assert g.scale_down.unneeded_time_s == 90.0
+    assert g.disruption.expire_after_s == 720 * 3600.0
+    assert [b.nodes for b in g.disruption.budgets] == ["10%", "0"]
+    assert g.disruption.budgets[1].duration_s == 8 * 3600.0
+    assert [r.value for r in g.disruption.budgets[1].reasons] == ["Underutilized"]
+
+
+def test_no_disruption_keeps_the_old_behaviour() -> None:
+    g = parse_node_group(obj(), KNOWN)
+    assert g.disruption.budgets == [] and g.disruption.expire_after_s is None
+    assert g.scale_down.policy is None and g.scale_down.enabled  # Cluster Autoscaler's rules
+
+
+def test_consolidate_after_never_turns_consolidation_off_and_expire_after_never_is_none() -> None:
+    g = parse_node_group(disruption_obj({"consolidateAfter": "Never", "expireAfter": "Never"}), KNOWN)
+    assert not g.scale_down.enabled
+    assert g.disruption.expire_after_s is None
+
+
+@pytest.mark.parametrize(
+    ("disruption", "scale_down", "field"),
+    [
+        ({"consolidationPolicy": "WhenUnderutilized"}, None, "spec.disruption.consolidationPolicy"),
+        ({"consolidateAfter": "1d"}, None, "spec.disruption.consolidateAfter"),
+        ({"consolidateAfter": "-1s"}, None, "spec.disruption.consolidateAfter"),
+        ({"consolidateAfter": 30}, None, "spec.disruption.consolidateAfter"),
+        ({"expireAfter": "never"}, None, "spec.disruption.expireAfter"),
+        ({"consolidateAfter": "5m"}, {"unneededTime": "5m"}, "spec.disruption.consolidateAfter"),
+        ({"budgets": [{"nodes": 3}]}, None, "spec.disruption.budgets[0].nodes"),
+        ({"budgets": [{"nodes": "101%"}]}, None, "spec.disruption.budgets[0].nodes"),
+        ({"budgets": [{"nodes": "-1"}]}, None, "spec.disruption.budgets[0].nodes"),
+        ({"budgets": [{"nodes": "1", "schedule": "@daily"}]}, None, "spec.disruption.budgets[0].duration"),
+        ({"budgets": [{"nodes": "1", "duration": "1h"}]}, None, "spec.disruption.budgets[0].schedule"),
+        (
+            {"budgets": [{"nodes": "1", "schedule": "@daily", "duration": "30s"}]},
+            None,
+            "spec.disruption.budgets[0].duration",
+        ),
+        (
+            {"budgets": [{"nodes": "1", "schedule": "@daily", "duration": "-1h"}]},
+            None,
+            "spec.disruption.budgets[0].duration",
+        ),
+        (
+            {"budgets": [{"nodes": "1", "schedule": "@wrongly", "duration": "1h"}]},
+            None,
+            "spec.disruption.budgets[0].schedule",
+        ),
+        (
+            {"budgets": [{"nodes": "1", "schedule": "0 0 * * tue-mon", "duration": "1h"}]},
+            None,
+            "spec.disruption.budgets[0].schedule",
+        ),
+        ({"budgets": [{"nodes": "1", "reasons": ["Expiring"]}]}, None, "spec.disruption.budgets[0].reasons[0]"),
+        ({"budgets": [{"nodes": "1", "crontab": "@daily"}]}, None, "spec.disruption.budgets[0].crontab"),
+        ({"budgets": [{"nodes": "1"}] * 51}, None, "spec.disruption.budgets"),
+        ({"consolidateWhen": "WhenEmpty"}, None, "spec.disruption.consolidateWhen"),
+    ],
+)
+def test_bad_disruption_names_the_field(disruption: Any, scale_down: Any, field: str) -> None:
+    with pytest.raises(InvalidSpec) as e:
+        parse_node_group(disruption_obj(disruption, scale_down), KNOWN)
+    assert e.value.field == field
+
+
+def test_budget_duration_accepts_hours_and_minutes_with_go_trailing_zero_seconds() -> None:
+    for duration in ("30m", "8h", "1h30m", "1h30m0s"):
+        g = parse_node_group(
+            disruption_obj({"budgets": [{"nodes": "1", "schedule": "@daily", "duration": duration}]}), KNOWN
+        )
+        assert g.disruption.budgets[0].duration_s is not None
+
+
 def test_pools_that_name_themselves_can_share_a_type_and_location() -> None:
     # Two Cluster Autoscaler groups of one type and location, told apart by placement group.
     pools = [

@@ -309,3 +309,44 @@ async def _evaluations(h: WorkflowHandle, unchanged: bool, at_least: int) -> boo
                 result = json.loads(attrs.result.payloads[0].data)
                 found += bool(result.get("candidates_unchanged")) == unchanged
     return found >= at_least
+
+
+async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """The loop selects a node made from an earlier spec, starts its NodeReplacement, follows it as a
+    removal (in flight for the budgets), and the node goes only after its successor was made."""
+    from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES, pool_hash
+    from scaling.nodes.disruption.models import Budget, Disruption
+    from scaling.nodes.nodegroups import flatten_pools
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+
+    old = GROUP.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "old"}})]})
+    new = old.model_copy(
+        update={
+            "pools": [GROUP.pools[0].model_copy(update={"config": {"image": "new"}})],
+            "disruption": Disruption(budgets=[Budget(nodes="1")]),
+        }
+    )
+    made_old = {LABEL_POOL_HASH: pool_hash(old.labels, old.taints, flatten_pools(old)[0])}
+    a = node("a").model_copy(update={"labels": {**node("a").labels, **made_old}})
+    pods = busy("a")
+    world = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),  # the successor joins when made
+    )
+    world.observation = ClusterObservation(nodes=[a], groups=[new])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/{k}/a") for k in ("replace", "scale-down"))
+
+    async def removed():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if s.scale_down_by_phase.get("Removed", 0) >= 1 else None
+
+    try:
+        status = await until(removed, timeout=90)
+    except AssertionError:
+        print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
+        raise
+    assert world.deleted == ["a"] and [c.labels[LABEL_REPLACES] for c in world.created] == ["a"]
+    assert [c for c, n in world.calls if n == "a"][:2] == ["plan", "mark"]  # planned and made before the mark
+    assert status.recent_scale_downs[-1].kind == "Drifted"

@@ -6,12 +6,18 @@ removal find theirs by kind. A new kind is a new module here and a line below.
 from __future__ import annotations
 
 from scaling.nodes.scale_down.methods.base import Candidate, RemovalMethod, Wait
+from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
+from scaling.nodes.scale_down.methods.drifted import DRIFTED
 from scaling.nodes.scale_down.methods.empty import EMPTY
+from scaling.nodes.scale_down.methods.expired import EXPIRED
 from scaling.nodes.scale_down.methods.manual import MANUAL_REMOVAL
 from scaling.nodes.scale_down.methods.underused import UNDERUSED
 from scaling.nodes.scale_down.models import NodeState
 
-PLANNED: tuple[RemovalMethod, ...] = (EMPTY, UNDERUSED)  # empty first: nothing to move
+# Empty first: nothing to move, nothing to buy; then the replacements (Karpenter walks drift before
+# consolidation); Underused, as it waits its unneeded time; Consolidated last: it buys a successor for
+# an underused node only when its pods fit nowhere else.
+PLANNED: tuple[RemovalMethod, ...] = (EMPTY, EXPIRED, DRIFTED, UNDERUSED, CONSOLIDATED)
 BY_KIND: dict[str, RemovalMethod] = {m.kind: m for m in (*PLANNED, MANUAL_REMOVAL)}
 REMOVABLE_NOW = tuple(NodeState(m.kind) for m in PLANNED)  # the plan's states of a node it may remove now
 

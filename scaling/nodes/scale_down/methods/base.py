@@ -12,7 +12,8 @@ from typing import Protocol
 
 from scaling.kube.drain import Blocker
 from scaling.kube.models import NodeInfo, PodInfo
-from scaling.nodes.models import ScaleDownSettings
+from scaling.nodes.disruption.models import DisruptionReason
+from scaling.nodes.models import NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import is_empty, utilization
 
 
@@ -32,6 +33,8 @@ class Candidate:
 
     node: NodeInfo
     pods: list[PodInfo]
+    group: NodeGroup | None = None  # its group's spec (drift and expiry read it)
+    now: float = 0.0  # the evaluation's (workflow) time
 
     @cached_property
     def empty(self) -> bool:
@@ -46,6 +49,13 @@ class RemovalMethod(Protocol):
     kind: str  # NodeScaleDownInput.kind; a NodeState value for the methods the plan walks
     wait: Wait
     require_empty: bool  # its re-check refuses any pod to evict (NodeRemovalCheckInput.require_empty)
+    # The budget reason it draws from (scaling.nodes.disruption); None: not voluntary, never held.
+    reason: DisruptionReason | None
+    # A NodeReplacement makes the node's successor Ready before it is drained (drift, expiry): its
+    # pods need no room on the other nodes, and minNodes holds (the pool keeps its size).
+    replaces: bool
+    # What its replacement must save, as a share of the node's price per hour (None: no price rule).
+    min_saving: float | None
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         """Whether the node qualifies for this kind of removal (blockers are checked apart)."""

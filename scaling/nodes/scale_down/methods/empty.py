@@ -4,6 +4,7 @@ tainted, it waits its unneeded time on a durable timer; a pod that lands on it m
 from __future__ import annotations
 
 from scaling.kube.drain import Blocker, pod_key, pods_to_evict
+from scaling.nodes.disruption.models import DisruptionReason
 from scaling.nodes.models import ScaleDownSettings
 from scaling.nodes.scale_down.methods.base import Candidate, Wait
 from scaling.nodes.scale_down.models import NodeState
@@ -16,6 +17,9 @@ class Empty:
     kind: str = NodeState.EMPTY.value
     wait = Wait.AFTER_SELECTION
     require_empty = True
+    replaces = False
+    min_saving: float | None = None
+    reason: DisruptionReason | None = DisruptionReason.EMPTY
 
     def is_candidate(self, candidate: Candidate, settings: ScaleDownSettings) -> bool:
         return candidate.empty

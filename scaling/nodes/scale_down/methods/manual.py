@@ -23,6 +23,7 @@ def data_loss_blockers(blockers: list[Blocker]) -> list[Blocker]:
 class Manual(Underused):
     kind = MANUAL
     wait = Wait.NONE
+    reason = None  # an operator's call: budgets and do-not-disrupt do not hold it (as Karpenter's manual delete)
 
     def cancels(self, blockers: list[Blocker]) -> list[Blocker]:
         return data_loss_blockers(blockers)

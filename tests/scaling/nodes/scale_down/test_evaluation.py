@@ -479,3 +479,23 @@ def test_the_last_evaluation_stands_only_for_the_same_view_input_and_time() -> N
     assert not stands(reuse, "w1:3.7", reuse_key(later), NOW + 500)  # light's timer ran out
     assert reuse_of(ev.model_copy(update={"view": ""}), reuse_key(inp)) is None
     assert reuse_of(ev.model_copy(update={"stable_until": None}), reuse_key(inp)) is None
+
+
+def test_stable_until_stops_at_a_budget_window_edge() -> None:
+    """A window that opens while the evaluation is reused is honoured at its edge: the loop never
+    reuses an evaluation past the next hit of a budget's schedule, nor past a window's end."""
+    from scaling.nodes.disruption.models import Budget, Disruption
+
+    windowed = GROUP.model_copy(deep=True)
+    # Every hour on the hour, for 10 minutes: no removal at all.
+    windowed.disruption = Disruption(budgets=[Budget(nodes="0", schedule="0 * * * *", duration_s=600.0)])
+    obs = waiting_cluster().model_copy(update={"groups": [windowed]})
+    hour = (NOW // 3600 + 1) * 3600  # the next full hour after NOW
+    inp = ScaleDownEvaluationInput(cluster="c", now=hour - 60, unneeded_since={"light": hour - 1000})
+    ev = evaluation_of(obs, inp)
+    assert [t.name for t in ev.to_remove] == ["light"]  # window closed: it goes
+    inp = inp.model_copy(update={"unneeded_since": {"light": hour - 500}})  # removable at hour + 100
+    assert evaluation_of(obs, inp).stable_until == hour  # the window opens first
+    inside = evaluation_of(obs, inp.model_copy(update={"now": hour + 400}))
+    assert inside.to_remove == [] and inside.stable_until == hour + 600  # held until the window closes
+    assert [t.name for t in evaluation_of(obs, inp.model_copy(update={"now": hour + 600})).to_remove] == ["light"]

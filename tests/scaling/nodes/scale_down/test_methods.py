@@ -5,7 +5,10 @@ from __future__ import annotations
 from scaling.kube.drain import Blocker
 from scaling.nodes.models import ScaleDownSettings
 from scaling.nodes.scale_down.methods import BY_KIND, PLANNED, Candidate, method_for, rechecked_as
+from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
+from scaling.nodes.scale_down.methods.drifted import DRIFTED
 from scaling.nodes.scale_down.methods.empty import EMPTY
+from scaling.nodes.scale_down.methods.expired import EXPIRED
 from scaling.nodes.scale_down.methods.manual import MANUAL_REMOVAL
 from scaling.nodes.scale_down.methods.underused import UNDERUSED
 from scaling.nodes.scale_down.models import NodeState
@@ -13,7 +16,7 @@ from tests.scaling.nodes.scale_down.test_candidates import ds, group, node, plan
 
 
 def test_the_plan_walks_empty_first_and_the_first_that_qualifies_names_the_removal() -> None:
-    assert PLANNED == (EMPTY, UNDERUSED)
+    assert PLANNED == (EMPTY, EXPIRED, DRIFTED, UNDERUSED, CONSOLIDATED)
     # n1 runs only a heavy DaemonSet (75 %): it qualifies as both, and Empty, walked first, names it.
     heavy = Candidate(node("n1"), [ds("agent", "n1", cpu=3000)])
     gs = ScaleDownSettings()
@@ -33,7 +36,14 @@ def test_the_plan_walks_empty_first_and_the_first_that_qualifies_names_the_remov
 
 
 def test_kinds_find_their_method_and_an_unknown_kind_is_handled_as_underused() -> None:
-    assert {k: m for k, m in BY_KIND.items()} == {"Empty": EMPTY, "Underused": UNDERUSED, "Manual": MANUAL_REMOVAL}
+    assert {k: m for k, m in BY_KIND.items()} == {
+        "Empty": EMPTY,
+        "Expired": EXPIRED,
+        "Drifted": DRIFTED,
+        "Underused": UNDERUSED,
+        "Consolidated": CONSOLIDATED,
+        "Manual": MANUAL_REMOVAL,
+    }
     assert method_for("Empty") is EMPTY and method_for(NodeState.UNDERUSED) is UNDERUSED
     assert method_for("SomethingNewer") is UNDERUSED
     blockers = [Blocker(code="NodeUtilized", message="u")]

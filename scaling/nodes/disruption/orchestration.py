@@ -1,0 +1,64 @@
+"""NodeReplacement's input and the pure pieces of its orchestration (Karpenter's
+pkg/controllers/disruption/orchestration/queue.go: launch the replacements, wait until they are
+initialized, then taint and drain the candidate; roll back when a replacement fails)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from scaling.kube.labels import label_value
+from scaling.nodes.contracts import ReplacementPlan
+from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.scale_down.removals import NodeScaleDownInput
+from scaling.nodes.scale_up.requests import NodeRequestInput
+
+REPLACEMENT_FAILED = "ReplacementFailed"
+REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
+NOT_WORTH_IT = "ConsolidationNotWorthIt"
+
+
+def replacement_id(cluster: str, node: str) -> str:
+    return f"nodes/{cluster}/replace/{node}"
+
+
+def successor_id(workflow_id: str, index: int) -> str:
+    """A successor's request id, the create's idempotency key at the provider: a worker killed
+    mid-create finds the machine it made, never buys a second one."""
+    return f"{workflow_id}/node-{index}"
+
+
+class NodeReplacementInput(BaseModel):
+    """One replacement: ``removal`` is the NodeScaleDown that drains and deletes the node once its
+    successors are Ready (its parent_workflow_id is the loop, which follows it as any removal)."""
+
+    removal: NodeScaleDownInput
+    readiness_timeout_s: float = 300.0
+    readiness_poll_s: float = 2.0
+    max_attempts: int = 5
+    use_search_attributes: bool = False
+    leaving: list[str] = Field(default_factory=list)  # other nodes the loop is removing
+
+
+def successor_inputs(inp: NodeReplacementInput, workflow_id: str, plan: ReplacementPlan) -> list[NodeRequestInput]:
+    """The requests for the planned successors, made from the group's spec now, each labelled with the
+    node it replaces and gated as the plan says (spec.approval, as a scale-up of as many nodes is)."""
+    gates = plan.gates or [None] * len(plan.new_nodes)
+    return [
+        NodeRequestInput(
+            id=successor_id(workflow_id, i),
+            cluster=inp.removal.cluster,
+            group=p.group,
+            group_labels=plan.group_labels,
+            group_taints=plan.group_taints,
+            requirements=p.requirements,
+            pod_uids=p.pod_uids,
+            pods=p.pods,
+            candidates=p.candidates,
+            readiness_timeout_s=inp.readiness_timeout_s,
+            readiness_poll_s=inp.readiness_poll_s,
+            max_attempts=inp.max_attempts,
+            approval=gate,
+            extra_labels={LABEL_REPLACES: label_value(inp.removal.node)},
+        )
+        for i, (p, gate) in enumerate(zip(plan.new_nodes, gates, strict=True))
+    ]

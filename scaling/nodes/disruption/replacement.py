@@ -1,0 +1,69 @@
+"""What a replacement must buy: the scale-up planner (scaling.nodes.scale_up.planning.plan_scale_up, so every
+scheduling rule it models holds) asked about the pods of the node to replace, as if they were pending,
+with that node and every node leaving taken away. Pods that fit the other nodes' free room need nothing
+new (Karpenter's drift launches replacements only for the pods its scheduling simulation cannot place,
+pkg/controllers/disruption/helpers.go SimulateScheduling); the rest get nodes of the node's own group,
+from its current spec. A pod the planner cannot place anywhere is a problem: no replacement, the node
+keeps serving, and the reason is reported.
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import marked_for_deletion, pods_to_evict, without_long_terminating
+from scaling.nodes.catalogue import catalogue_index
+from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
+from scaling.nodes.models import LABEL_GROUP, ServerType
+from scaling.nodes.scale_down.checks import needs_room, pool_for
+from scaling.nodes.scale_up.approvals import approval_gates
+from scaling.nodes.scale_up.planning import plan_scale_up
+
+PROBLEMS_KEPT = 10  # a report names a few of them, never every pod
+
+
+def plan_replacement(
+    obs: ScaleDownObservation, catalogue: list[ServerType], node: str, leaving: set[str], now: float
+) -> ReplacementPlan:
+    """The nodes to make Ready before ``node`` is drained (none when its pods fit elsewhere)."""
+    target = next((n for n in obs.nodes if n.name == node), None)
+    if target is None:
+        return ReplacementPlan(found=False)
+    group_name = target.labels.get(LABEL_GROUP, "")
+    groups = [g for g in obs.groups if g.name == group_name]
+    pods = without_long_terminating(obs.pods, now)
+    gone = leaving | {node}
+    movers = [
+        p.model_copy(update={"node_name": None, "phase": "Pending"}) for p in pods_to_evict(node, pods) if needs_room(p)
+    ]
+    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n)]
+    staying = [p for p in pods if p.node_name and p.node_name not in gone]
+    prices = catalogue_index(catalogue)
+    plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
+    pool = pool_for(target, groups)
+    known = prices.get((pool.provider, pool.server_type.lower())) if pool is not None else None
+    return ReplacementPlan(
+        price_before=known.price_hourly if known is not None else None,
+        price_after=sum(
+            t.price_hourly
+            for n in plan.new_nodes
+            if n.candidates and (t := prices.get((n.candidates[0].provider, n.candidates[0].server_type.lower())))
+        ),
+        group=group_name,
+        group_labels=groups[0].labels if groups else {},
+        group_taints=groups[0].taints if groups else [],
+        new_nodes=plan.new_nodes,
+        gates=approval_gates(plan.new_nodes, {g.name: g for g in groups}, prices),
+        pods_fit_existing=plan.pods_fit_existing,
+        problems=plan.problems[:PROBLEMS_KEPT],
+    )
+
+
+def saving_refused(plan: ReplacementPlan, min_saving: float) -> str | None:
+    """Why a consolidation's successors are not worth buying (None: they save at least ``min_saving``
+    of the node's price per hour). A node whose price the catalogue does not know is never replaced."""
+    if plan.price_before is None:
+        return "the node's server type has no price in the catalogue"
+    if plan.price_after <= plan.price_before * (1 - min_saving):
+        return None
+    return (
+        f"successors cost {plan.price_after:.4f}/h against {plan.price_before:.4f}/h: less than {min_saving:.0%} saved"
+    )

@@ -1,0 +1,135 @@
+"""bench/consolidation.py's violation counting and last JSON line: a budget breach in a synthetic
+history counts once, a start that waited for a slot counts none, a window that closed counts none."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from bench.consolidation import (
+    KEYS,
+    Availability,
+    Eviction,
+    InFlight,
+    budget_violations,
+    do_not_disrupt_evictions,
+    pdb_violations,
+    pods_lost,
+    report,
+)
+from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.disruption.models import Budget, Disruption, DisruptionReason
+from scaling.nodes.providers.kwok import kwok_catalogue
+
+U = DisruptionReason.UNDERUTILIZED
+D = DisruptionReason.DRIFTED
+GI = 1024**3
+MON_10 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()  # a Monday
+
+
+def two_at_once() -> dict[str, Disruption]:
+    return {"web": Disruption(budgets=[Budget(nodes="2")])}
+
+
+def size(n: int):  # noqa: ANN202
+    return lambda group, at: n
+
+
+def test_a_third_disruption_beside_two_in_flight_is_one_breach() -> None:
+    history = [
+        InFlight("a", "web", U, MON_10, MON_10 + 300),
+        InFlight("b", "web", U, MON_10 + 10, MON_10 + 300),
+        InFlight("c", "web", U, MON_10 + 20, MON_10 + 300),
+    ]
+    assert budget_violations(history, two_at_once(), size(10)) == 1
+
+
+def test_a_start_after_a_slot_freed_is_no_breach() -> None:
+    history = [
+        InFlight("a", "web", U, MON_10, MON_10 + 60),
+        InFlight("b", "web", U, MON_10 + 10, MON_10 + 300),
+        InFlight("c", "web", U, MON_10 + 60, MON_10 + 300),  # a ended as c started
+        InFlight("d", "other", U, MON_10 + 20),  # another group's, no budget
+    ]
+    assert budget_violations(history, two_at_once(), size(10)) == 0
+
+
+def test_percent_budgets_scale_with_the_group_and_reasons_select_them() -> None:
+    # 10 % of 10 nodes is 1 for Underutilized; drift has no budget of its own
+    settings = {"web": Disruption(budgets=[Budget(nodes="10%", reasons=(U,))])}
+    history = [
+        InFlight("a", "web", D, MON_10),
+        InFlight("b", "web", U, MON_10 + 10),  # one in flight (a's drift) already: breach
+    ]
+    assert budget_violations(history, settings, size(10)) == 1
+    assert budget_violations(history, settings, size(20)) == 0  # 10 % of 20 is 2
+
+
+def test_a_scheduled_zero_budget_counts_only_starts_inside_its_window() -> None:
+    # no disruption on weekdays 09:00-17:00 UTC
+    settings = {"web": Disruption(budgets=[Budget(nodes="0", schedule="0 9 * * mon-fri", duration=8 * 3600)])}
+    inside = InFlight("a", "web", U, MON_10)
+    after = InFlight("b", "web", U, MON_10 + 8 * 3600)  # 18:00
+    assert budget_violations([inside, after], settings, size(5)) == 1
+
+
+def test_pdb_episodes_count_once_and_only_beside_a_disruption() -> None:
+    disruptions = [InFlight("n1", "web", U, 100, 200)]
+    samples = [
+        Availability(90, "api", 1),  # below, but nothing disrupted yet: the app's own dip
+        Availability(110, "api", 1),
+        Availability(120, "api", 1),  # the same episode
+        Availability(150, "api", 3),
+        Availability(160, "api", 1),  # a second episode
+        Availability(160, "db", 0),  # db has no PDB
+    ]
+    assert pdb_violations(samples, {"api": 2}, disruptions, lambda app, at: {"n1"}) == 2
+    assert pdb_violations(samples, {"api": 2}, disruptions, lambda app, at: {"n2"}) == 0
+
+
+def test_do_not_disrupt_and_lost_pods() -> None:
+    evictions = [Eviction("ns/a", "n1"), Eviction("ns/b", "n2"), Eviction("ns/c", "n3")]
+    assert do_not_disrupt_evictions(evictions, {"ns/a"}, {"n2"}) == 2
+    assert pods_lost({"api": 5, "db": 3}, {"api": 5, "db": 1}) == 2
+
+
+def test_the_last_line_has_the_issue_keys_and_judges_the_aims() -> None:
+    types = kwok_catalogue("hetzner")
+    pods = [
+        PodInfo(namespace="day", name=f"p{i}", uid=f"p{i}", requests=Resources(cpu_m=500, memory=GI // 2, pods=1))
+        for i in range(12)
+    ]
+    clean = dict.fromkeys(("pdb_violations", "do_not_disrupt_evictions", "budget_violations", "pods_lost"), 0)
+    out = report(before=1.0, after=0.0, final_pods=pods, types=types, violations={**clean, "replacements_failed": 0})
+    assert list(out)[: len(KEYS)] == list(KEYS)
+    assert 0 < out["lower_bound_price_per_hour"] <= out["karpenter_like_price_per_hour"]
+    json.dumps(out)
+    dear = report(
+        before=1.0,
+        after=out["karpenter_like_price_per_hour"] * 2,
+        final_pods=pods,
+        types=types,
+        violations={**clean, "replacements_failed": 0},
+    )
+    assert not dear["aims_met"]
+    breach = report(before=1.0, after=0.0, final_pods=pods, types=types, violations={**clean, "replacements_failed": 1})
+    assert not breach["aims_met"] and out["aims_met"]
+    with pytest.raises(ValueError, match="replacements_failed"):
+        report(before=1.0, after=0.0, final_pods=pods, types=types, violations=clean)
+
+
+def test_an_hour_through_the_planners_loses_no_pod_and_reports_every_key() -> None:
+    from bench.consolidation import VIOLATIONS, simulate_day
+
+    day = simulate_day(1, 7)
+    assert day["pods_lost"] == 0 and day["after"] <= day["before"]
+    out = report(
+        before=day["before"],
+        after=day["after"],
+        final_pods=day["final_pods"],
+        types=day["types"],
+        violations=dict.fromkeys(VIOLATIONS, 0),
+    )
+    assert set(KEYS) <= set(out) and out["lower_bound_price_per_hour"] <= out["price_per_hour_after"] + 1e-9

@@ -1,0 +1,91 @@
+"""Single-node consolidation (Karpenter's singlenodeconsolidation.go: replace one node by one cheaper node
+that holds its pods): only for groups that write consolidationPolicy: WhenEmptyOrUnderutilized, only for
+an underused node whose pods fit nowhere else, and only when the successor saves enough."""
+
+from __future__ import annotations
+
+from scaling.kube.drain import NO_PLACE_TO_MOVE
+from scaling.nodes.contracts import ReplacementPlan
+from scaling.nodes.disruption.models import ConsolidationPolicy
+from scaling.nodes.disruption.replacement import saving_refused
+from scaling.nodes.models import NodeGroup, PoolSpec, ScaleDownSettings
+from scaling.nodes.scale_down.models import NodeState
+from tests.scaling.nodes.scale_down.test_candidates import GI, node, plan, pod, state
+
+
+def group(policy: ConsolidationPolicy | None) -> NodeGroup:
+    return NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["small"], priority=10)],
+        scaleDown=ScaleDownSettings(policy=policy, unneeded_time_s=60),
+    )
+
+
+def cluster() -> tuple[list, list]:
+    """n1 is underused (25 %), and its pod fits on no other node."""
+    nodes = [node("n1"), node("full", group=None, cpu=4000, mem=8 * GI)]
+    return nodes, [pod("web", "n1", cpu=1000), pod("x", "full", cpu=3900)]
+
+
+def test_an_underused_node_whose_pods_fit_nowhere_is_consolidated_after_its_unneeded_time() -> None:
+    nodes, pods = cluster()
+    g = group(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED)
+    waiting = plan(nodes, pods, groups=[g], since={"n1": 10_000.0 - 30}, last_up=0.0)
+    assert state(waiting, "n1")[0] == NodeState.UNNEEDED_WAITING  # its unneeded time first
+    p = plan(nodes, pods, groups=[g], since={"n1": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in p.to_remove] == [("n1", NodeState.CONSOLIDATED)]
+
+
+def test_cluster_autoscalers_rules_stay_the_default() -> None:
+    nodes, pods = cluster()
+    for policy in (None, ConsolidationPolicy.WHEN_EMPTY):
+        p = plan(nodes, pods, groups=[group(policy)], since={"n1": 0.0}, last_up=0.0)
+        assert p.to_remove == []
+    assert state(plan(nodes, pods, groups=[group(None)], since={"n1": 0.0}, last_up=0.0), "n1") == (
+        NodeState.BLOCKED,
+        NO_PLACE_TO_MOVE,
+    )
+
+
+def test_pods_that_fit_elsewhere_make_it_a_plain_removal() -> None:
+    nodes = [node("n1"), node("roomy", group=None, cpu=64000, mem=64 * GI)]
+    g = group(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED)
+    p = plan(nodes, [pod("web", "n1", cpu=1000)], groups=[g], since={"n1": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in p.to_remove] == [("n1", NodeState.UNDERUSED)]
+
+
+def test_the_saving_threshold() -> None:
+    assert saving_refused(ReplacementPlan(price_before=1.0, price_after=0.9), 0.10) is None
+    assert "less than 10% saved" in (saving_refused(ReplacementPlan(price_before=1.0, price_after=0.95), 0.10) or "")
+    assert saving_refused(ReplacementPlan(price_before=None, price_after=0.1), 0.10) is not None
+    assert saving_refused(ReplacementPlan(price_before=1.0, price_after=0.0), 0.10) is None  # pods fit elsewhere
+
+
+def test_what_if_consolidate_lists_removals_and_cheaper_replacements_with_their_saving() -> None:
+    from scaling.nodes.contracts import ScaleDownObservation
+    from scaling.nodes.disruption.what_if import consolidation_now
+    from scaling.nodes.providers.kwok import kwok_catalogue
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=30),
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=20),
+            PoolSpec(provider="kwok", serverType=["cx52"], priority=10),
+        ],
+    )
+    # dear runs 28 % of a cx52; its pod fits neither the empty cx22 nor busy, but a cx42.
+    dear = node("dear", cpu=16000, mem=32 * GI, pool="kwok-cx52")
+    empty = node("empty", pool="kwok-cx22")
+    busy = node("busy", cpu=2000, mem=4 * GI, pool="kwok-cx22")
+    obs = ScaleDownObservation(
+        nodes=[dear, empty, busy],
+        pods=[pod("small", "dear", cpu=4500), pod("b", "busy", cpu=1900)],
+        groups=[g],
+    )
+    report = consolidation_now(obs, kwok_catalogue(), 10_000.0)
+    kinds = {s.node: (s.kind, s.successors) for s in report.steps}
+    assert kinds == {"empty": ("Empty", []), "dear": ("Consolidated", ["kwok/cx42"])}
+    assert report.price_per_hour_after < report.price_per_hour_before
+    # The group itself keeps Cluster Autoscaler's rules: only the report assumes the policy.
+    assert g.scale_down.policy is None

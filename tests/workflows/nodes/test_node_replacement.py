@@ -1,0 +1,310 @@
+"""NodeReplacement on the time-skipping server: the successor Ready before the node is marked, cordoned
+and drained (Karpenter's orchestration queue, pkg/controllers/disruption/orchestration/queue.go), the
+old node kept serving when the successor fails or the drain's re-check refuses. Provider and Kubernetes
+activities are stubs under the real names; planning and re-checks are the real rules."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+
+from scaling.history import RecordedHistory
+from scaling.nodes.contracts import (
+    CreateNodeInput,
+    CreateNodeResult,
+    ReplacementPlan,
+    ReplacementPlanInput,
+    ScaleDownObservation,
+)
+from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
+from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
+from scaling.nodes.disruption.orchestration import (
+    NOT_WORTH_IT,
+    REPLACEMENT_FAILED,
+    REPLACEMENT_UNPLANNED,
+    NodeReplacementInput,
+    successor_id,
+)
+from scaling.nodes.disruption.replacement import plan_replacement
+from scaling.nodes.models import LABEL_POOL, ApprovalPolicy, NodeGroup, PoolSpec
+from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
+from scaling.nodes.trail import node_trail
+from starters.history import decode_events
+from tests.polling import until
+from tests.workflows.nodes.test_node_scale_down import GROUP, DownWorld, app_pod, node, worker  # noqa: F401
+from tests.workflows.replayer import new_replayer
+from workflows.all import WORKFLOWS
+from workflows.nodes.replacement import NodeReplacementWorkflow
+from workflows.nodes.scale_down import scale_down_id
+
+SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
+
+
+@dataclass
+class ReplaceWorld(DownWorld):
+    """The scale-down world, plus the plan: planned on ``plan_obs`` (the cluster before the successor),
+    re-checked on ``down_obs``, which a created successor joins."""
+
+    plan_obs: ScaleDownObservation = field(default_factory=ScaleDownObservation)
+    plans: list[ReplacementPlan] = field(default_factory=list)
+    made: dict[tuple[str, int], str] = field(default_factory=dict)  # the create's key -> machine
+
+    def activities(self) -> list:
+        w = self
+        # DownWorld's `machines` are find_orphans' machines: this create keeps its own key map.
+        base = [a for a in super().activities() if activity._Definition.from_callable(a).name != "create_node"]
+
+        @activity.defn(name="create_node")
+        async def create(inp: CreateNodeInput) -> CreateNodeResult:
+            w.created.append(inp)
+            key = (inp.request_id, inp.attempt)
+            name = w.made.get(key)
+            if name is None:
+                name = w.made[key] = f"{inp.pool.name}-{len(w.made) + 1}"
+                # The successor joins the cluster the re-check and the loop read.
+                made = node(name).model_copy(update={"labels": {**node(name).labels, **inp.labels}})
+                w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, made]})
+            return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
+
+        @activity.defn(name="plan_replacement")
+        async def plan(inp: ReplacementPlanInput) -> ReplacementPlan:
+            w.calls.append(("plan", inp.node))
+            p = plan_replacement(w.plan_obs, kwok_catalogue(), inp.node, set(inp.leaving), inp.now)
+            w.plans.append(p)
+            return p
+
+        return [*base, create, plan]
+
+
+def busy(name: str, cpu: int = 1800) -> list:
+    return [
+        app_pod(f"{name}-web", name).model_copy(
+            update={"requests": app_pod("x", name).requests.model_copy(update={"cpu_m": cpu})}
+        )
+    ]
+
+
+def world(*, pods: list | None = None, **kw: object) -> ReplaceWorld:
+    a = node("a")
+    pods = pods if pods is not None else busy("a")
+    return ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
+        **kw,
+    )
+
+
+async def trail_of(env: WorkflowEnvironment, wid: str, node_name: str = "a") -> list[str]:
+    """`growth nodes trail`'s entries for the node, from this replacement's and its removal's histories."""
+    histories = [await env.client.get_workflow_handle(w).fetch_history() for w in (wid, scale_down_id("c", node_name))]
+    removal = RecordedHistory(
+        workflow_id=wid,
+        events=sorted((e for h in histories for e in decode_events("r", list(h.events))), key=lambda e: e.at),
+        runs=["r"],
+    )
+    trail = node_trail(node_name, RecordedHistory(workflow_id="nodes/c", events=[], runs=[]), None, removal)
+    return [e.what for e in trail.entries]
+
+
+async def replace(env: WorkflowEnvironment, tq: str, node_name: str = "a") -> tuple[str, object]:
+    wid = f"nodes/c/replace/{node_name}-{uuid.uuid4().hex[:6]}"
+    now = (await env.get_current_time()).timestamp()
+    removal = NodeScaleDownInput(cluster="c", node=node_name, group="g", kind="Drifted", scale_down_at=now)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run, NodeReplacementInput(removal=removal, readiness_poll_s=1), id=wid, task_queue=tq
+    )
+    return wid, await h.result()
+
+
+async def test_the_successor_is_ready_before_the_node_is_marked_and_drained(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world()
+    tq, _ = await worker(w)
+    wid, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    # One successor, made from the group's spec now, keyed by this workflow, naming the node it replaces.
+    assert len(w.created) == 1 and w.created[0].request_id == successor_id(wid, 0)
+    labels = w.created[0].labels
+    assert labels[LABEL_REPLACES] == "a" and labels[LABEL_POOL_HASH]
+    assert w.labelled[SUCCESSOR][LABEL_REPLACES] == "a"  # ... and Ready (the readiness wait labels it)
+    # Then, and only then: marked, re-checked, cordoned, drained, deleted.
+    assert [c for c, n in w.calls if n == "a"] == ["plan", "mark", "check", "cordon", "delete-node"]
+    assert ("evict", "default/a-web") in w.calls and w.deleted == ["a"]
+    assert await trail_of(env, wid) == [
+        "ReplacementPlanned",
+        "SuccessorAttempt",
+        "SuccessorReady",
+        "Marked",
+        "Rechecked",
+        "Evicted",
+        "DeletedAtProvider",
+        "Removed",
+        "ScaleDownEnded",
+    ]
+
+
+async def test_a_successor_that_never_becomes_ready_leaves_the_node_serving(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world(never_ready_pools={"kwok-cx22"})
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.FAILED and result.reason == REPLACEMENT_FAILED
+    assert "keeps serving" in result.message
+    assert not any(n == "a" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
+    assert "a" not in w.deleted and all(d.startswith("kwok-cx22-") for d in w.deleted)  # the failed machines went
+
+
+async def test_a_do_not_disrupt_pod_arriving_before_the_drain_cancels_and_the_successor_goes(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    w = world()
+    held = app_pod("late", "a").model_copy(update={"annotations": {ANNOTATION_DO_NOT_DISRUPT: "true"}})
+    w.down_obs = w.down_obs.model_copy(update={"pods": [*w.down_obs.pods, held]})
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == DO_NOT_DISRUPT
+    assert ("unmark", "a") in w.calls and ("cordon", "a") not in w.calls
+    assert w.deleted == [SUCCESSOR]  # it took no pod: not kept
+
+
+async def test_a_pod_no_successor_could_hold_is_reported_and_nothing_is_bought(
+    env: WorkflowEnvironment, worker
+) -> None:  # noqa: ANN001, F811
+    huge = busy("a", cpu=10_000_000)
+    w = world(pods=huge)
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == REPLACEMENT_UNPLANNED
+    assert "a-web" in result.message and w.created == []
+
+
+async def test_pods_that_fit_the_other_nodes_need_no_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world()
+    w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, node("b")]})
+    w.plan_obs = w.down_obs  # room on another node already
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and w.created == [] and w.deleted == ["a"]
+
+
+HISTORY = Path(__file__).parents[1] / "histories" / "node_replacement.json"
+
+
+async def record_history(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
+    """A gated replacement (the group approves nothing above 0 nodes) the operator approves: the
+    committed history below is one of these."""
+    gated = GROUP.model_copy(update={"approval": ApprovalPolicy(nodes_above=0, timeout_s=3600)})
+    w = world()
+    w.plan_obs = w.plan_obs.model_copy(update={"groups": [gated]})
+    tq, _ = await worker(w)
+    wid = f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}"
+    removal = NodeScaleDownInput(cluster="c", node="a", group="g", kind="Expired", scale_down_at=0)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run, NodeReplacementInput(removal=removal, readiness_poll_s=1), id=wid, task_queue=tq
+    )
+    await until(lambda: _awaiting(h), timeout=30)
+    assert w.created == [] and not any(c == "mark" for c, _ in w.calls)  # nothing bought, nothing touched
+    await h.execute_update(NodeReplacementWorkflow.approve, "recorded")
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED and len(w.created) == 1
+    return w, await h.fetch_history()
+
+
+async def _awaiting(h: WorkflowHandle) -> bool:
+    return "AwaitingApproval" in (await h.query(NodeReplacementWorkflow.describe)).message
+
+
+async def test_the_approval_gate_holds_the_successor_and_the_runs_replay(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_node_replacement)."""
+    _, fresh = await record_history(env, worker)
+    committed = WorkflowHistory.from_json(HISTORY.stem, json.loads(HISTORY.read_text()))
+    for history in (fresh, committed):
+        result = await new_replayer(WORKFLOWS).replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Worker
+
+    from tests.conftest import SERVER_STARTUP
+
+    async def main() -> None:
+        server = str(Path(sys.executable).parent / "temporal-test-server")
+        async with await WorkflowEnvironment.start_time_skipping(
+            test_server_startup_timeout=SERVER_STARTUP,
+            test_server_existing_path=server,
+            data_converter=pydantic_data_converter,
+        ) as env:
+            workers: list[Worker] = []
+
+            async def make(w: ReplaceWorld) -> tuple[str, list]:
+                tq = f"tq-{uuid.uuid4().hex[:6]}"
+                workers.append(Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=w.activities()))
+                await workers[-1].__aenter__()
+                return tq, []
+
+            _, history = await record_history(env, make)
+            for wk in workers:
+                await wk.__aexit__(None, None, None)
+        HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
+
+    asyncio.run(main())
+
+
+def priced_group() -> NodeGroup:
+    """cx22 first, cx52 beside it: a cx52 node running little can become a cx22."""
+    return NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=20),
+            PoolSpec(provider="kwok", serverType=["cx52"], priority=10),
+        ],
+    )
+
+
+async def consolidate(env: WorkflowEnvironment, tq: str) -> object:
+    now = (await env.get_current_time()).timestamp()
+    removal = NodeScaleDownInput(cluster="c", node="a", group="g", kind="Consolidated", scale_down_at=now)
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run,
+        NodeReplacementInput(removal=removal, readiness_poll_s=1),
+        id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
+        task_queue=tq,
+    )
+    return await h.result()
+
+
+async def test_consolidation_replaces_a_dear_node_by_a_cheaper_one(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    a = node("a").model_copy(update={"labels": {**node("a").labels, LABEL_POOL: "kwok-cx52"}})
+    pods = busy("a", cpu=500)
+    w = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[priced_group()]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[priced_group()]),
+    )
+    tq, _ = await worker(w)
+    result = await consolidate(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert [c.pool.server_type for c in w.created] == ["cx22"] and w.deleted == ["a"]
+    assert w.plans[0].price_after < w.plans[0].price_before * 0.9  # type: ignore[operator]
+
+
+async def test_consolidation_that_saves_too_little_buys_nothing(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    pods = busy("a", cpu=500)
+    w = ReplaceWorld(  # a is a cx22 already: its successor would cost the same
+        plan_obs=ScaleDownObservation(nodes=[node("a")], pods=pods, groups=[priced_group()]),
+        down_obs=ScaleDownObservation(nodes=[node("a")], pods=pods, groups=[priced_group()]),
+    )
+    tq, _ = await worker(w)
+    result = await consolidate(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == NOT_WORTH_IT, result.message
+    assert w.created == [] and not any(c == "mark" for c, _ in w.calls)

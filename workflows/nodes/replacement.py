@@ -1,0 +1,210 @@
+"""NodeReplacement `nodes/<cluster>/replace/<node>`: a drifted or expired node replaced, its successor Ready
+before it is touched (Karpenter's orchestration queue: launch, wait initialized, then taint and drain).
+
+Planning (plan_replacement: the scale-up planner beside the cluster, for the node's pods) → the
+successors, each a RequestMachine as a NodeRequest runs it (its id, derived from this workflow's, is the
+create's key: a killed worker never buys twice), behind the group's approval gate → the node's
+NodeScaleDown as a child (mark, re-check, cordon, drain through the Eviction API and PDBs, delete) →
+done. If a successor fails, the node was never marked: it keeps serving, the successors already made
+are deleted, and the reason is reported to the loop. If the drain's re-check cancels (a do-not-disrupt
+pod arrived, a PDB holds), the NodeScaleDown leaves the node unmarked, and successors that took no
+pod yet are deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from scaling.approvals import decision_refused
+    from scaling.nodes import contracts
+    from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
+    from scaling.nodes.disruption.orchestration import (
+        NOT_WORTH_IT,
+        REPLACEMENT_FAILED,
+        REPLACEMENT_UNPLANNED,
+        NodeReplacementInput,
+        successor_inputs,
+    )
+    from scaling.nodes.disruption.replacement import saving_refused
+    from scaling.nodes.models import RequestPhase
+    from scaling.nodes.scale_down.methods import method_for
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.summaries import replacement_details
+    from workflows.approvals import ApprovalUpdates
+    from workflows.nodes.activity_options import NODE_ACTIVITIES
+    from workflows.nodes.request_machine import DELETE_RETRY, Decision, RequestMachine, wait_alone
+    from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
+    from workflows.search import CLUSTER, NODE, PHASE
+
+PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+
+
+@workflow.defn(name="NodeReplacement")
+class NodeReplacementWorkflow(ApprovalUpdates):
+    @workflow.init
+    def __init__(self, inp: NodeReplacementInput) -> None:
+        self.inp = inp
+        self.status = ScaleDownStatus(
+            node=inp.removal.node,
+            workflow_id=workflow.info().workflow_id,
+            kind=inp.removal.kind,
+            scale_down_at=inp.removal.scale_down_at,
+            message="planning its successor",
+        )
+        self.decision = Decision()  # one approval for every successor
+        self.machines: list[RequestMachine] = []
+        self.cancel_reason: tuple[str, str] | None = None
+        self.draining = False
+
+    # -- steering ------------------------------------------------------------------------
+    @workflow.query
+    def describe(self) -> ScaleDownStatus:
+        return self.status
+
+    @workflow.signal
+    def cancel(self, reason: str = "CancelledByOperator", message: str = "cancelled by operator") -> None:
+        """Honoured until the drain starts (the NodeScaleDown child takes cancels from then on)."""
+        if self.cancel_reason is None and not self.draining:
+            self.cancel_reason = (reason, message)
+            for m in self.machines:
+                m.cancel(message)
+
+    @workflow.signal
+    def remove_now(self) -> None:
+        """Nothing waits on a timer here: a replacement goes at once."""
+
+    # approve/deny (workflows.approvals): go ahead with the successors the group's spec.approval
+    # holds (`growth nodes approve ID`), or refuse them (the node keeps serving).
+    def _decision_refused(self, note: Any) -> str:
+        waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
+        return decision_refused(waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self.decision.decide(approve, "operator", str(note or ""))
+
+    # -- the orchestration ---------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: NodeReplacementInput) -> ScaleDownStatus:
+        removal = inp.removal
+        await self._publish()
+        plan: ReplacementPlan = await workflow.execute_activity(
+            contracts.PLAN_REPLACEMENT,
+            ReplacementPlanInput(
+                cluster=removal.cluster, node=removal.node, now=workflow.now().timestamp(), leaving=inp.leaving
+            ),
+            result_type=ReplacementPlan,
+            **NODE_ACTIVITIES[contracts.PLAN_REPLACEMENT].timeouts(),
+            retry_policy=PLAN_RETRY,
+        )
+        if not plan.found:
+            return await self._finish(ScaleDownPhase.CANCELLED, "NodeGone", f"node {removal.node} no longer exists")
+        if plan.problems:
+            p = plan.problems[0]
+            return await self._finish(
+                ScaleDownPhase.CANCELLED,
+                REPLACEMENT_UNPLANNED,
+                f"no successor can hold pod {p.namespace}/{p.name}: {p.reason}: {p.message}",
+            )
+
+        min_saving = method_for(removal.kind).min_saving
+        if min_saving is not None and (refused := saving_refused(plan, min_saving)) is not None:
+            return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
+
+        wid = workflow.info().workflow_id
+        self.machines = [RequestMachine(r, self, self.decision) for r in successor_inputs(inp, wid, plan)]
+        if self.machines:
+            self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"
+            await self._publish()
+        for m in self.machines:
+            if self.cancel_reason is not None:
+                break
+            await m.run()
+            if m.status.phase != RequestPhase.READY:
+                break
+        failed = [m for m in self.machines if m.status.phase != RequestPhase.READY]
+        if self.cancel_reason is not None or failed:
+            await self._delete_successors()
+            if self.cancel_reason is not None:
+                return await self._finish(ScaleDownPhase.CANCELLED, *self.cancel_reason)
+            m = failed[0]
+            return await self._finish(
+                ScaleDownPhase.FAILED,
+                REPLACEMENT_FAILED,
+                f"successor {m.status.id} ended {m.status.phase.value}: {m.status.message}; node {removal.node} keeps serving",
+            )
+
+        # Every successor is Ready: now, and only now, the node is marked, drained and deleted.
+        self.draining = True
+        result: ScaleDownStatus = await workflow.execute_child_workflow(
+            NodeScaleDownWorkflow.run,
+            removal.model_copy(update={"scale_down_at": workflow.now().timestamp()}),
+            id=scale_down_id(removal.cluster, removal.node),
+            result_type=ScaleDownStatus,
+        )
+        if result.phase != ScaleDownPhase.REMOVED and not result.evicted:
+            await self._delete_successors()  # nothing moved to them: the node keeps serving alone
+        self.status = result.model_copy(update={"workflow_id": wid})
+        self._show()
+        return self.status  # the child reported the outcome to the loop itself
+
+    # -- RequestOwner ----------------------------------------------------------------------
+    async def publish(self, machine: RequestMachine) -> None:
+        s = machine.status
+        self.status.message = f"successor {s.id}: {s.phase.value}" + (f" ({s.message})" if s.message else "")
+        self._show()
+
+    async def provisioning(self, machine: RequestMachine) -> None:
+        await self.publish(machine)
+
+    async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
+        return await wait_alone(machine, wait)
+
+    # -- helpers -------------------------------------------------------------------------
+    async def _delete_successors(self) -> None:
+        for m in self.machines:
+            s = m.status
+            if s.phase == RequestPhase.READY and s.node_name:
+                await workflow.execute_activity(
+                    contracts.DELETE_NODE,
+                    DeleteNodeInput(
+                        cluster=self.inp.removal.cluster,
+                        provider=s.provider,
+                        node_name=s.node_name,
+                        provider_id=s.provider_id,
+                    ),
+                    **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
+                    retry_policy=DELETE_RETRY,
+                )
+
+    async def _finish(self, phase: ScaleDownPhase, reason: str, message: str) -> ScaleDownStatus:
+        self.status.phase, self.status.reason, self.status.message = phase, reason, message
+        await self._publish()
+        return self.status
+
+    def _show(self) -> None:
+        workflow.set_current_details(replacement_details(self.status))  # no command: not in history
+        if self.inp.use_search_attributes:
+            workflow.upsert_search_attributes(
+                [
+                    CLUSTER.value_set(self.inp.removal.cluster),
+                    NODE.value_set(self.inp.removal.node),
+                    PHASE.value_set(self.status.phase.value),
+                ]
+            )
+
+    async def _publish(self) -> None:
+        """Tell the loop (it follows this node as being removed) and the Web UI."""
+        self._show()
+        parent = self.inp.removal.parent_workflow_id
+        if not parent:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent).signal("scale_down_changed", self.status)
+        except FailureError:
+            workflow.logger.warning("autoscaler %s did not take the update", parent)
