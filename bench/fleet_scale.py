@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.fleet.decisions import DECISIONS
 from activities.updates import execute_update
 from bench import runtime
 from scaling.fleet import contracts
@@ -191,6 +192,7 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
             client,
             task_queue=tq,
             workflows=WORKFLOWS,
+            activities=DECISIONS,  # the region's decisions (scaling.fleet.decisions); no OCM here
             max_concurrent_workflow_tasks=20,
             # every cluster, the region and its index shards stay cached: an evicted region replays
             # its whole history on its next task

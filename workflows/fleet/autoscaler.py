@@ -130,6 +130,7 @@ class FleetAutoscalerWorkflow:
         self.wake = False
         self.marked = False  # workflow.deprecate_patch(DECISIONS_RECORDED) said in this run
         self.passes = self.passes_started = 0  # placement passes in this run (a create waits for the next)
+        self.pass_wanted = 0  # the pass the latest waiting create needs (a round's end never swallows it)
         self.unplaced: PlacementFigures | None = None  # the last placement's figures when it placed none
         self.draining = False  # finishing handlers before continue-as-new
         # Memory only (rebuilt by replay): the index's answers the handlers wait for.
@@ -336,7 +337,7 @@ class FleetAutoscalerWorkflow:
         # Placed by the loop's next placement pass (one decision for every create waiting); the id
         # stays claimed until then, so a repeat waits for this answer.
         self._mark_decisions()
-        wanted = self.passes_started + 1
+        wanted = self.pass_wanted = self.passes_started + 1
         self.wake = True
         await workflow.wait_condition(lambda: self.passes >= wanted)
         answer = self._remember_answer(placement_of(inst))
@@ -483,7 +484,12 @@ class FleetAutoscalerWorkflow:
             self.wake = False
             try:
                 await workflow.wait_condition(
-                    lambda: self.wake or bool(self.state.outbox) or bool(self.state.index_outbox),
+                    lambda: (
+                        self.wake
+                        or bool(self.state.outbox)
+                        or bool(self.state.index_outbox)
+                        or self.pass_wanted > self.passes
+                    ),
                     timeout=timedelta(seconds=s.scan_interval_s),
                 )
             except TimeoutError:
@@ -534,14 +540,20 @@ class FleetAutoscalerWorkflow:
         st = self.state
         self.draining = True
         while True:
-            if self.wake:
+            if self.wake or self.pass_wanted > self.passes:
                 await self._place_queue()  # a create waits for a placement pass
             await self._flush_outbox()
             if workflow.all_handlers_finished() and not st.outbox and not st.index_outbox:
                 return
             self.wake = False
             await workflow.wait_condition(
-                lambda: workflow.all_handlers_finished() or bool(st.outbox) or bool(st.index_outbox) or self.wake
+                lambda: (
+                    workflow.all_handlers_finished()
+                    or bool(st.outbox)
+                    or bool(st.index_outbox)
+                    or self.wake
+                    or self.pass_wanted > self.passes
+                )
             )
 
     async def _place_queue(self) -> None:
