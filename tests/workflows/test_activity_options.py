@@ -52,7 +52,7 @@ def test_every_activity_of_a_loop_has_its_limits(table: dict[str, ActivityOption
 def test_a_rolling_update_waits_for_the_graceful_shutdown() -> None:
     from tests.test_deploy_files import DEPLOY, find
 
-    (deploy,) = find("Deployment", DEPLOY / "worker.yaml")
+    (deploy,) = find("Deployment", DEPLOY / "base" / "worker.yaml")
     grace = deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert grace >= worker.GRACEFUL_SHUTDOWN.total_seconds() + 10  # + the last tasks and the exit
     assert deploy["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0  # a new one polls first
