@@ -29,6 +29,11 @@ def required_node_affinity(spec: Mapping[str, Any]) -> list[NodeSelectorTerm]:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
+    return required_node_affinity_terms(required)
+
+
+def required_node_affinity_terms(required: Mapping[str, Any]) -> list[NodeSelectorTerm]:
+    """A NodeSelector's terms (a pod's required node affinity, a PersistentVolume's nodeAffinity.required)."""
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return []

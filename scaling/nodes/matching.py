@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from scaling.kube.affinity import node_affinity_matches
 from scaling.kube.models import (
     LABEL_ARCH,
     LABEL_INSTANCE_TYPE,
@@ -30,25 +29,16 @@ from scaling.kube.models import (
     Taint,
     Toleration,
 )
+from scaling.kube.scheduling.nodeaffinity import admits
+from scaling.kube.scheduling.tainttoleration import untolerated
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.providers import hetzner
 
-_BLOCKING = ("NoSchedule", "NoExecute")
-
-
-def _tolerates_one(t: Toleration, taint: Taint) -> bool:
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.operator == "Exists":
-        return not t.key or t.key == taint.key  # an empty key with Exists tolerates every taint
-    return t.key == taint.key and t.value == taint.value
-
 
 def tolerates(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
     """True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
-    tols = list(tolerations)
-    return all(any(_tolerates_one(t, taint) for t in tols) for taint in taints if taint.effect in _BLOCKING)
+    return untolerated(list(tolerations), taints) is None
 
 
 def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -62,7 +52,7 @@ def labels_admit(
     node_name: str = "",
 ) -> bool:
     """nodeSelector and required node affinity admit a node with these labels ("" = a future node)."""
-    return selector_matches(node_selector, labels) and node_affinity_matches(node_affinity, labels, node_name)
+    return admits(node_selector, node_affinity, labels, node_name)
 
 
 def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterable[Taint], node_name: str = "") -> bool:

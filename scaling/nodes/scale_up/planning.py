@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration, Vec, fit_count, vec
+from scaling.kube.pods import TERMINAL_PHASES
 from scaling.kube.quantity import format_cpu, format_memory
+from scaling.kube.scheduling.cluster import Cluster
+from scaling.kube.scheduling.volumes import Volumes
 from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
 from scaling.nodes.models import (
     InFlightRequest,
@@ -342,17 +345,24 @@ def plan_scale_up(
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
     launch: bool = True,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    volumes: Volumes | None = None,
 ) -> ScaleUpPlan:
     """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
 
-    `pods` bound to a node (node_name set) tell which nodes already run pods that a pending
-    pod's anti-affinity or spread counts."""
-    node_pods: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
+    `pods` bound to a node (node_name set) are the running pods the scheduler's filters count
+    (spread, pod affinity and anti-affinity); `namespaces` (name -> labels) and `volumes` are
+    what namespaceSelector and the volume filters read."""
+    bound: dict[str, list[PodInfo]] = defaultdict(list)
     for p in pods:
-        if p.node_name:
-            node_pods[p.node_name].append((p.namespace, p.labels))
+        if p.node_name and p.phase not in TERMINAL_PHASES:
+            bound[p.node_name].append(p)
     return plan_demand(
-        observe_demand(pods, nodes, node_pods=node_pods),
+        observe_demand(
+            pods,
+            nodes,
+            cluster=Cluster(nodes=nodes, pods=bound, namespaces=namespaces or {}, volumes=volumes or Volumes()),
+        ),
         groups,
         catalogue,
         in_flight,
