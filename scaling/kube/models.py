@@ -179,6 +179,8 @@ class TopologySpread(BaseModel):
     namespaces: tuple[str, ...] = ()
     max_skew: int = 1
     counts_self: bool = True
+    # While fewer domains than this exist, the global minimum counts as 0 (None: not set).
+    min_domains: int | None = None
 
 
 class PodInfo(BaseModel):

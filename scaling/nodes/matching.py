@@ -26,9 +26,11 @@ from scaling.kube.models import (
     NODE_OS,
     NodeSelectorTerm,
     PodInfo,
+    Resources,
     Taint,
     Toleration,
 )
+from scaling.kube.quantity import memory_bytes
 from scaling.kube.scheduling.nodeaffinity import admits
 from scaling.kube.scheduling.tainttoleration import untolerated
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
@@ -75,6 +77,25 @@ def pool_topology(pool: Pool) -> dict[str, str]:
         locations = hetzner.pool_locations(pool.config)
         return hetzner.topology_labels(locations[0]) if len(locations) == 1 else {}
     return {}
+
+
+def pool_resources(pool: Pool) -> tuple[tuple[str, int], ...]:
+    """Extended resources a KWOK pool's nodes offer beyond their type's (config `resources`:
+    {"example.com/foo": 4}); other providers' pools declare none."""
+    if pool.provider != "kwok":
+        return ()
+    raw = pool.config.get("resources") or {}
+    if not isinstance(raw, dict):
+        return ()
+    return tuple(sorted((str(k), memory_bytes(v)) for k, v in raw.items()))
+
+
+def node_allocatable(pool: Pool, server_type: ServerType) -> Resources:
+    """What a node of `pool` offers: its type's allocatable and the pool's own resources."""
+    extra = pool_resources(pool)
+    if not extra:
+        return server_type.allocatable
+    return server_type.allocatable + Resources(extended=extra)
 
 
 def node_labels_for(group: NodeGroup, pool: Pool, server_type: ServerType | None) -> dict[str, str]:

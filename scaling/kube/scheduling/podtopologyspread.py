@@ -53,6 +53,18 @@ class SpreadState(BaseModel):
         counts = tuple({} if c.topology_key == key else d for c, d in zip(self.constraints, self.counts))
         return self.model_copy(update={"counts": counts})
 
+    def dropping(self, key: str) -> SpreadState | None:
+        """The state without the constraints on `key` (None when none is left): the planner
+        shares those out over domains itself, counting the pods it plans."""
+        keep = [i for i, c in enumerate(self.constraints) if c.topology_key != key]
+        if not keep:
+            return None
+        return SpreadState(
+            constraints=tuple(self.constraints[i] for i in keep),
+            counts=tuple(self.counts[i] for i in keep),
+            self_match=tuple(self.self_match[i] for i in keep),
+        )
+
     def room(self, node: NodeInfo) -> int | None:
         """How many more pods that match themselves the node's domains take (None: no limit)."""
         out = None

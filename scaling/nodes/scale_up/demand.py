@@ -141,7 +141,7 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
     if pod.spreads:
         parts.append([s.model_dump() for s in pod.spreads])
     if pod.topology_spreads:
-        parts.append({"topology": [t.model_dump() for t in pod.topology_spreads]})
+        parts.append({"topology": [t.model_dump(exclude_none=True) for t in pod.topology_spreads]})
     if pod.host_ports:
         parts.append({"ports": [h.model_dump() for h in pod.host_ports]})
     if interpod(pod):
