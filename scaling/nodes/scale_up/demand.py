@@ -144,7 +144,10 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
         parts.append({"topology": [t.model_dump(exclude_none=True) for t in pod.topology_spreads]})
     if pod.host_ports:
         parts.append({"ports": [h.model_dump() for h in pod.host_ports]})
-    if interpod(pod):
+    terms = bool(pod.terms_key) or interpod(pod)
+    if pod.terms_key:
+        parts.append({"terms": pod.terms_key})
+    elif terms:
         parts.append(
             {
                 "affinity": [t.model_dump() for t in pod.pod_affinity],
@@ -152,7 +155,7 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
                 "spread": [c.model_dump() for c in pod.spread_constraints],
             }
         )
-    if label_keys or interpod(pod):
+    if label_keys or terms:
         parts.append({"ns": pod.namespace, "labels": sorted(projected(pod, label_keys).items())})
     if volumes:
         parts.append({"volumes": volumes.model_dump()})  # type: ignore[attr-defined]
@@ -177,16 +180,23 @@ def own_keys(pod: PodInfo) -> set[str]:
 
 
 def projected(pod: PodInfo, label_keys: frozenset[str]) -> dict[str, str]:
-    """The pod's labels that a selector in play names (its own or `label_keys`)."""
-    keep = label_keys | own_keys(pod)
-    return {k: v for k, v in pod.labels.items() if k in keep}
+    """The pod's labels that a selector in play names (`label_keys`: label_keys_in_play, which
+    holds every pending pod's own selectors' keys)."""
+    return {k: v for k, v in pod.labels.items() if k in label_keys}
 
 
 def label_keys_in_play(pods: Sequence[PodInfo], cluster: Cluster | None) -> frozenset[str]:
     """Label keys any pending pod's selectors or any running pod's anti-affinity names."""
     keys: set[str] = set(cluster.label_keys) if cluster is not None else set()
+    seen: set[tuple[int, ...]] = set()
     for p in pods:
-        if interpod(p):
+        if not (p.pod_affinity or p.pod_anti_affinity or p.spread_constraints):
+            continue
+        # Pods of one template share their term lists' items: each distinct one is read once.
+        # (A term tuple is built once per distinct raw list, so its first item names it.)
+        sig = tuple(id(ts[0]) if ts else 0 for ts in (p.pod_affinity, p.pod_anti_affinity, p.spread_constraints))
+        if sig not in seen:
+            seen.add(sig)
             keys |= own_keys(p)
     return frozenset(keys)
 

@@ -462,7 +462,7 @@ def pack(
         return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     # None: by value; a bin: that bin first; True: Karpenter's launch.
-    starts: list[Bin | bool | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
+    starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items)]
     if launch:
         starts.append(True)
     for n, start in enumerate(starts):
@@ -492,6 +492,21 @@ def pack(
     result = best[1]
     _spend(result, bins, budgets, price_budgets)
     return result
+
+
+def _first_type_starts(bins: Sequence[Bin], items: Sequence[Item]) -> list[Bin]:
+    """The bins to try each alone first: every bin some item may use, but one per (room,
+    price): the same type in several zones, with pods free to use any zone, gives nearly the
+    same plan from each, and trying each tripled an affinity-heavy plan's time over three zones.
+    A single zone, or zone shares packed apart (_components), has no such twins."""
+    seen: set[tuple[Vec, float]] = set()
+    out = []
+    for b in bins:
+        if (b.cap, b.price) in seen or not any(b.key in it.bins for it in items):
+            continue
+        seen.add((b.cap, b.price))
+        out.append(b)
+    return out
 
 
 def _components(items: Sequence[Item]) -> list[list[int]]:
@@ -880,21 +895,30 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
             :MERGE_CANDIDATES
         ]
         best: tuple[float, int, int, Bin, int] | None = None
+        # Per round: each pattern's allowed bins, and the bins of each allowed set cheapest
+        # first (an affinity-heavy plan over three zones spent most of merge recomputing them).
+        allowed_of = [_allowed(p, items) for p in pats]
+        by_allowed: dict[frozenset[str], list[Bin]] = {}
         for a in range(len(pats)):
             for c in range(a, len(pats)):
                 pa, pc = pats[a], pats[c]
                 k = pa.repeat // 2 if a == c else min(pa.repeat, pc.repeat)
                 if k <= 0:
                     continue
-                used = tuple(pa.used[d] + pc.used[d] for d in range(3))
-                if not all(u <= x for u, x in zip(used, envelope)) or any(
+                u0, u1, u2 = pa.used[0] + pc.used[0], pa.used[1] + pc.used[1], pa.used[2] + pc.used[2]
+                if u0 > envelope[0] or u1 > envelope[1] or u2 > envelope[2]:
+                    continue
+                if any(
                     items[i].per_node is not None and pa.counts.get(i, 0) + pc.counts.get(i, 0) > items[i].per_node
                     for i in set(pa.counts) | set(pc.counts)
                 ):
                     continue
-                allowed = _allowed(pa, items) & _allowed(pc, items)
-                for b in bins:
-                    if b.key not in allowed or not all(u <= x for u, x in zip(used, b.cap)):
+                allowed = allowed_of[a] & allowed_of[c]
+                candidates = by_allowed.get(allowed)
+                if candidates is None:
+                    candidates = by_allowed[allowed] = [b for b in bins if b.key in allowed]
+                for b in candidates:
+                    if u0 > b.cap[0] or u1 > b.cap[1] or u2 > b.cap[2]:
                         continue
                     gain = price[pa.bin] + price[pc.bin] - b.price
                     if gain <= 1e-12:
