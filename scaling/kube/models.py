@@ -225,6 +225,9 @@ class PodInfo(BaseModel):
     # A digest of the spec those three came from (with the namespace and the labels that
     # matchLabelKeys read): what a shape key takes of them, without dumping them per pod.
     terms_key: str = ""
+    # Filter plugins whose input the pod has but growth does not model (DynamicResources for
+    # spec.resourceClaims): the planner reports such a pod and buys nothing for it.
+    unmodelled: list[str] = Field(default_factory=list)
 
 
 class NodeInfo(BaseModel):

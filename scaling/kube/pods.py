@@ -223,6 +223,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         pod_anti_affinity=list(pod_affinity_terms(spec, namespace, labels, "podAntiAffinity")),
         spread_constraints=list(spread_constraints(spec, labels)),
         terms_key=terms_key(spec, namespace, labels),
+        unmodelled=["DynamicResources"] if spec.get("resourceClaims") else [],
         deletion_timestamp=_deletion_timestamp(pod),
         termination_grace_period_s=_grace_period_s(pod),
     )

@@ -89,6 +89,7 @@ class PodShape(BaseModel):
     # Pending shapes whose anti-affinity on a key wider than a node (zone) meets this one: it
     # waits until they are placed, so that both are never planned into one domain.
     zone_conflicts: list[str] = Field(default_factory=list)
+    unmodelled: list[str] = Field(default_factory=list)  # PodInfo.unmodelled
 
 
 class NodeCount(BaseModel):
@@ -158,7 +159,9 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
     if label_keys or terms:
         parts.append({"ns": pod.namespace, "labels": sorted(projected(pod, label_keys).items())})
     if volumes:
-        parts.append({"volumes": volumes.model_dump()})  # type: ignore[attr-defined]
+        parts.append({"volumes": volumes.model_dump()})
+    if pod.unmodelled:
+        parts.append({"unmodelled": pod.unmodelled})  # type: ignore[attr-defined]
     # Memoised by the parts' repr, which names them exactly: a burst's pods share a few shapes,
     # and json.dumps with sorted keys, once per pending pod and loop, was most of an
     # observation's CPU at 30,000 pods. The key stays the digest of the sorted JSON (keys live in
@@ -239,6 +242,7 @@ def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) ->
                 pod_affinity=p.pod_affinity,
                 pod_anti_affinity=p.pod_anti_affinity,
                 spread_constraints=p.spread_constraints,
+                unmodelled=p.unmodelled,
             )
         s.count += 1
         s.pods.append(PodRef(namespace=p.namespace, name=p.name, uid=p.uid))
@@ -317,8 +321,8 @@ def settle_on_existing(
             ]
         if (s.spreads or s.topology_spreads) and node_pods is None:
             continue
-        if needs_cluster(s) and cluster is None:
-            continue
+        if (needs_cluster(s) and cluster is None) or s.unmodelled:
+            continue  # unmodelled: whether a node takes it is not growth's to say (reported)
         state = s.scheduling or SchedulingState()
         req = vec(s.requests)
         for node, room in free:
