@@ -257,10 +257,15 @@ def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) ->
 def relate(shapes: Sequence[PodShape], ns_labels: Mapping[str, Mapping[str, str]]) -> None:
     """Each shape's pending affinity targets and the shapes it may not share a node (or, for
     terms on a wider key, a domain) with."""
-    special = [s for s in shapes if s.namespace]
+    # Shapes with labels in play (namespace set) or host ports: the others meet no selector.
+    special = [s for s in shapes if s.namespace or s.host_ports]
     for s in special:
         for t in special:
             if t is s:
+                continue
+            if not (s.namespace and t.namespace):
+                if _ports_clash(s, t):
+                    s.conflicts.append(t.key)
                 continue
             if s.pod_affinity and all(a.selects(t.namespace, t.labels, ns_labels) for a in s.pod_affinity):
                 s.affinity_targets.append(t.key)
