@@ -256,6 +256,10 @@ def test_two_workloads_on_one_host_port_without_other_terms_never_share_a_node()
     ports = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]
     a = [pod_info({"metadata": {"name": "a", "uid": "a"}, "spec": {"containers": [{"name": "c", "ports": ports}]}})]
     big = {"resources": {"requests": {"cpu": "1"}}}
-    b = [pod_info({"metadata": {"name": "b", "uid": "b"}, "spec": {"containers": [{"name": "c", "ports": ports, **big}]}})]
+    b = [
+        pod_info(
+            {"metadata": {"name": "b", "uid": "b"}, "spec": {"containers": [{"name": "c", "ports": ports, **big}]}}
+        )
+    ]
     plan = plan_scale_up(a + b, [], [zoned(("cx42",), zones=["z1"])], CAT, [])
     assert sorted(len(n.pod_uids) for n in plan.new_nodes) == [1, 1]
