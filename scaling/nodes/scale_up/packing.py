@@ -171,26 +171,6 @@ def _repeat_limit(
     return max(repeat, 1)
 
 
-def _ffd_fill(b: Bin, items: Sequence[Item], remaining: Sequence[int]) -> tuple[dict[int, int], Vec]:
-    """One node of `b` filled first-fit decreasing (largest share of the node first, as many
-    of each as fit), for runs recorded before `_first_fit`: repeating this node is what they bought."""
-    order = sorted(
-        (i for i, it in enumerate(items) if remaining[i] > 0 and b.key in it.bins),
-        key=lambda i: (-(items[i].req[0] / b.cap[0] + items[i].req[1] / b.cap[1]), i),
-    )
-    room = list(b.cap)
-    counts: dict[int, int] = {}
-    for i in order:
-        n = min(fit_count(items[i].req, room), remaining[i])
-        if items[i].per_node is not None:
-            n = min(n, items[i].per_node)
-        if n > 0:
-            counts[i] = n
-            for d in range(3):
-                room[d] -= items[i].req[d] * n
-    return counts, (b.cap[0] - room[0], b.cap[1] - room[1], b.cap[2] - room[2])
-
-
 def _take(
     result: PackResult,
     b: Bin,
@@ -216,35 +196,6 @@ def _budget_left(budgets: Sequence[Budget]) -> int | None:
     return min((bg.left for bg in budgets if bg.left is not None), default=None)
 
 
-def _first_type(
-    start: Bin,
-    items: Sequence[Item],
-    remaining: list[int],
-    budgets: Sequence[Budget],
-    price_budgets: Sequence[PriceBudget],
-    first_fit: bool = True,
-) -> PackResult:
-    """Every pod `start` holds onto nodes of `start` alone, first-fit decreasing (what Cluster
-    Autoscaler's estimator buys when its expander picks that group).
-
-    `first_fit`: pods go, largest first, into the first node with room, as CA's estimator
-    places them, so pods capped per node spread over the nodes opened before the rest fill
-    them (`_first_fit`). Runs recorded before it fill one node at a time and repeat it, which
-    strands capped pods on extra nodes."""
-    if first_fit:
-        return _first_fit(start, items, remaining, budgets, price_budgets)
-    result = PackResult()
-    while start.slots is None or start.slots > 0:
-        left = _budget_left(budgets)
-        if (left is not None and left <= 0) or not all(pb.affords(start.price) for pb in price_budgets):
-            break
-        counts, used = _ffd_fill(start, items, remaining)
-        if not counts:
-            break
-        _take(result, start, counts, used, _repeat_limit(start, counts, remaining, left, price_budgets), remaining, budgets, price_budgets)  # fmt: skip
-    return result
-
-
 def _nodes_needed(item: Item) -> int:
     """The fewest nodes a capped item's pods need (0 uncapped): among pods of one size, those
     needing the most nodes go first, so the others fill those nodes' room."""
@@ -260,14 +211,16 @@ def _grown(
     return grown, [room[0] - req[0] * k, room[1] - req[1] * k, room[2] - req[2] * k], m
 
 
-def _first_fit(
+def _first_type(
     start: Bin,
     items: Sequence[Item],
     remaining: list[int],
     budgets: Sequence[Budget],
     price_budgets: Sequence[PriceBudget],
 ) -> PackResult:
-    """First-fit decreasing across nodes of `start`, on counts: each item (largest first; of one
+    """Every pod `start` holds onto nodes of `start` alone (what Cluster Autoscaler's estimator
+    buys when its expander picks that group): first-fit decreasing across nodes, on counts, so
+    pods capped per node spread over the nodes opened before the rest fill them. Each item (largest first; of one
     size, the capped ones needing the most nodes first) goes into every open node's room in turn, then
     into new nodes, within the pool's slots, the node budgets and the money. Nodes with the same
     contents become one pattern."""
@@ -425,9 +378,6 @@ def pack(
     bins: Sequence[Bin],
     budgets: Sequence[Budget] = (),
     price_budgets: Sequence[PriceBudget] = (),
-    *,
-    first_fit: bool = True,
-    launch: bool = True,
 ) -> PackResult:
     """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets
     (node counts) and price budgets (money per hour: a bin is open only while one more of its
@@ -439,8 +389,6 @@ def pack(
     (`_launch`). The cheapest plans are then improved (`improve`: cheaper types, backfill,
     merges, partial moves); the one placing the most pods at the least cost wins and spends the
     real limits. Pods that cannot be placed are in `leftover`.
-
-    `launch`: False only for runs recorded before the launch strategy and `downsize`.
     """
     parts = _components(items)
     unlimited = all(b.slots is None for b in bins) and all(bg.left is None for bg in budgets)
@@ -453,8 +401,6 @@ def pack(
             sub = pack(
                 [items[i] for i in part],
                 [b for b in bins if any(b.key in items[i].bins for i in part)],
-                first_fit=first_fit,
-                launch=launch,
             )
             for p in sub.patterns:
                 result.patterns.append(replace(p, counts={part[i]: n for i, n in p.counts.items()}))
@@ -462,9 +408,7 @@ def pack(
         return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     # None: by value; a bin: that bin first; True: Karpenter's launch.
-    starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items)]
-    if launch:
-        starts.append(True)
+    starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items), True]
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
         trial_budgets = [replace(bg) for bg in budgets]
@@ -475,7 +419,7 @@ def pack(
             result = _launch(items, trial_bins, trial_budgets, trial_prices, remaining)
         elif isinstance(start, Bin):
             first = next(b for b in trial_bins if b.key == start.key)
-            result = _first_type(first, items, remaining, trial_budgets, trial_prices, first_fit)
+            result = _first_type(first, items, remaining, trial_budgets, trial_prices)
         rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
         result.patterns.extend(rest.patterns)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}
@@ -484,7 +428,7 @@ def pack(
     built.sort(key=lambda rr: rr[0])
     best: tuple[tuple[int, float, int], PackResult] | None = None
     for (_, _, n), result in built[:IMPROVE_BEST]:
-        improve(result, items, bins, downsize_nodes=launch)
+        improve(result, items, bins)
         rank = _rank(result, bins, n)
         if best is None or rank < best[0]:
             best = (rank, result)
@@ -945,14 +889,13 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
     return saved_nodes
 
 
-def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin], downsize_nodes: bool = True) -> None:
+def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> None:
     """Consolidate a plan as Karpenter would after launch: cheaper types for nodes that allow
     one, emptying light nodes into others' room (backfill), merging pairs into one cheaper
-    node, moving some pods so that a node fits a cheaper type (`downsize`; not in runs recorded
-    before it), and cheaper types again for what changed."""
+    node, moving some pods so that a node fits a cheaper type (`downsize`), and cheaper types
+    again for what changed."""
     shrink(result, items, bins)
     backfill(result, items, bins)
     merge(result, items, bins)
-    if downsize_nodes:
-        downsize(result, items, bins)
+    downsize(result, items, bins)
     shrink(result, items, bins)
