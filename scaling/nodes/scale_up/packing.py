@@ -409,6 +409,7 @@ def pack(
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     # None: by value; a bin: that bin first; True: Karpenter's launch.
     starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items), True]
+    static = _value_facts(items, bins)
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
         trial_budgets = [replace(bg) for bg in budgets]
@@ -420,7 +421,7 @@ def pack(
         elif isinstance(start, Bin):
             first = next(b for b in trial_bins if b.key == start.key)
             result = _first_type(first, items, remaining, trial_budgets, trial_prices)
-        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
+        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining, static)
         result.patterns.extend(rest.patterns)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}
         built.append((_rank(result, bins, n), result))
@@ -496,21 +497,11 @@ def _spend(
             pb.take(p.repeat, b.price)
 
 
-def _pack_by_value(
-    items: Sequence[Item],
-    bins: Sequence[Bin],
-    budgets: Sequence[Budget],
-    price_budgets: Sequence[PriceBudget],
-    remaining: list[int],
-) -> PackResult:
-    """The value-scored packing: price each item standalone; for every open bin build one
-    node's contents (largest first, balanced); take the bin whose node costs the smallest
-    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
-    repeat that node as often as counts, slots and budgets allow."""
-    result = PackResult()
-    bins = list(bins)
-    # Static facts, computed once: which items each bin admits and holds, and each item's
-    # standalone price per bin (price / how many fit), cheapest first.
+def _value_facts(
+    items: Sequence[Item], bins: Sequence[Bin]
+) -> tuple[dict[str, list[int]], list[list[tuple[float, str]]]]:
+    """Static facts of a packing, the same for every strategy tried: which items each bin admits
+    and holds, and each item's standalone price per bin (price / how many fit), cheapest first."""
     holds: dict[str, list[int]] = {
         b.key: [i for i, it in enumerate(items) if b.key in it.bins and _per_node(it, b.cap) > 0] for b in bins
     }
@@ -521,6 +512,24 @@ def _pack_by_value(
             share_prices[i].append((b.price * share, b.key))
     for sp in share_prices:
         sp.sort()
+    return holds, share_prices
+
+
+def _pack_by_value(
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget],
+    price_budgets: Sequence[PriceBudget],
+    remaining: list[int],
+    static: tuple[dict[str, list[int]], list[list[tuple[float, str]]]] | None = None,
+) -> PackResult:
+    """The value-scored packing: price each item standalone; for every open bin build one
+    node's contents (largest first, balanced); take the bin whose node costs the smallest
+    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
+    repeat that node as often as counts, slots and budgets allow."""
+    result = PackResult()
+    bins = list(bins)
+    holds, share_prices = static or _value_facts(items, bins)
     while True:
         budget_left = _budget_left(budgets)
         if budget_left is not None and budget_left <= 0:
