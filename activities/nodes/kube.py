@@ -118,7 +118,7 @@ class KubeActivities:
         infos = cache.node_infos(informers["nodes"], pods_inf)
         with informers["daemonsets"].cond:
             daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
-        cluster = self._cluster(cache, informers, infos, unschedulable, inp.fresh)
+        scheduling = self._cluster(cache, informers, infos, unschedulable, inp.fresh)
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
             demand=observe_demand(
@@ -127,7 +127,7 @@ class KubeActivities:
                 virtual=headroom_pods(groups),
                 sample=SHAPE_SAMPLE,
                 max_shapes=MAX_SHAPES,
-                cluster=cluster,
+                cluster=scheduling,
             ).model_copy(update={"daemonsets": daemonsets}),
             groups=groups,
             invalid_groups=problems,

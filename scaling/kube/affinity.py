@@ -8,8 +8,10 @@ does not have: such a term never matches a future node.
 Per-node limits (`pod_spreads`): required pod anti-affinity and topology spread constraints
 with whenUnsatisfiable DoNotSchedule, both only with topologyKey kubernetes.io/hostname.
 Spread constraints on any other key (zone, region) are `topology_spreads`: the planner shares
-pods out over those domains (scaling.nodes.scale_up.topology). Pod anti-affinity on other keys and
-required pod affinity are not read: the planner ignores them.
+pods out over those domains (scaling.nodes.scale_up.topology). These are the planner's own
+accounting for the pods it places; whether a node admits a pod at all is the scheduler's
+filters' to say (scaling.kube.scheduling: pod affinity and anti-affinity on every key, in both
+directions, and spread in full).
 A spread's skew is measured against the least loaded eligible node; growth takes that minimum
 as 0 (a new node is empty), so maxSkew N reads as "fewer than N matching pods on the node"
 (N per new node): conservative, never more pods per node than the scheduler allows.
@@ -124,7 +126,8 @@ def pod_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[PodSpr
 
     A null labelSelector selects no pod, so it sets no limit. Anti-affinity's namespaceSelector
     cannot be evaluated without the namespaces' labels: it is read as every namespace (more
-    matching pods, so fewer nodes admit the pod: conservative). mismatchLabelKeys is not read."""
+    matching pods, so fewer nodes admit the pod: conservative); the filter
+    (scaling.kube.scheduling.interpodaffinity) reads it with the namespaces' labels."""
     namespace = meta.get("namespace") or "default"
     labels = dict(meta.get("labels") or {})
     out: list[PodSpread] = []

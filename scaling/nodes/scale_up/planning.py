@@ -5,7 +5,10 @@ cost what a dozen do:
   a. pods that fit the free room of Ready, schedulable nodes are left to the scheduler (the
      observer settles them: plan_demand starts from what is left);
   b. pods an in-flight NodeRequest was made for, or that fit its spare room, are covered;
-  c. the rest are matched to exactly one node group (ambiguity and no match are problems);
+  c. the rest are matched to exactly one node group (ambiguity and no match are problems) by
+     labels and taints, and within it to the pools whose next node every scheduler filter
+     admits (scaling.nodes.scale_up.claims; a pod no pool admits is NeverSatisfiable in the
+     scheduler's words); pod affinity among planned pods first (scaling.nodes.scale_up.pod_affinity);
   d. per group, pods go to the highest-priority tier with a type that can hold them, packed
      at least cost (scaling.nodes.scale_up.packing) within per-pool, per-group and cluster node limits;
      a shape with hostname anti-affinity or spread puts at most its limit on each new node
