@@ -159,3 +159,22 @@ spec:
 def test_yaml_syntax_error_is_a_problem_not_a_crash() -> None:
     groups, problems = parse_node_groups_yaml("spec: [unclosed", KNOWN)
     assert groups == [] and "invalid YAML" in problems[0].message
+
+
+def test_kwok_pool_resources_are_validated_with_the_field_named() -> None:
+    def group(res: object) -> dict:
+        pool = {"provider": "kwok", "serverType": ["cx22"], "priority": 1, "config": {"resources": res}}
+        return {"metadata": {"name": "g"}, "spec": {"pools": [pool]}}
+
+    assert parse_node_group(group({"example.com/foo": 4}), {"kwok"}).pools[0].config["resources"] == {
+        "example.com/foo": 4
+    }
+    for bad, where in (
+        ({"foo": 1}, "resources.foo"),
+        ({"example.com/foo": "x"}, "resources.example.com/foo"),
+        ({"example.com/foo": -1}, "resources.example.com/foo"),
+        ("a", "resources"),
+    ):
+        with pytest.raises(InvalidSpec) as e:
+            parse_node_group(group(bad), {"kwok"})
+        assert e.value.field == f"spec.pools[0].config.{where}"
