@@ -13,9 +13,10 @@ COPY sim/ sim/
 COPY starters/ starters/
 COPY bench/ bench/
 COPY deploy/ deploy/
-RUN pip install . && rm -rf build *.egg-info
+# With the otel extra: OTEL_EXPORTER_OTLP_ENDPOINT in the Deployment turns tracing on (docs/operations.md).
+RUN pip install '.[otel]' && rm -rf build *.egg-info
 
-# Non-root; the same uid deploy/worker.yaml runs as.
+# Non-root; the same uid deploy/base/worker.yaml runs as.
 RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin growth
 USER 10001
 WORKDIR /home/growth

@@ -14,7 +14,7 @@ TEST_WORKERS ?= 4
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,otel]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
-from activities import components, nodes
+from activities import components, meter, nodes, tracing
 from activities.components.decisions import DECISIONS as COMPONENT_DECISIONS
 from activities.fleet.decisions import DECISIONS as FLEET_DECISIONS
 from activities.heartbeat import HeartbeatInterceptor
@@ -63,7 +64,7 @@ WORKFLOW_TASK_SLOTS = 60
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long
 # waits hand themselves back at once, activities.heartbeat.pause), then cancels the rest so
-# they are retried elsewhere; deploy/worker.yaml's terminationGracePeriodSeconds (30) covers it.
+# they are retried elsewhere; deploy/base/worker.yaml's terminationGracePeriodSeconds (30) covers it.
 GRACEFUL_SHUTDOWN = timedelta(seconds=15)
 # A workflow's next task goes to the worker that ran its last one (its sticky queue) and moves to
 # the shared queue after this long unpicked: what a SIGKILLed worker costs each of its workflows
@@ -74,6 +75,8 @@ STICKY_QUEUE_TIMEOUT = timedelta(seconds=5)
 # Heartbeats reach the server at most this far apart (the SDK's default is 0.8 x the heartbeat
 # timeout, which left one second of slack on a 6 s timeout): see workflows.activity_options.
 HEARTBEAT_THROTTLE = timedelta(seconds=3)
+WORKER_READY = "growth_worker_ready"  # gauge: what /readyz answers, 1 or 0
+READY_EVERY_S = 10.0
 
 
 def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
@@ -100,7 +103,7 @@ def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
         raise SettingsError(f"observability.metrics_address {address}: {err}") from None
 
 
-async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client:
+async def connect(t: TemporalSettings, runtime: Runtime | None = None, interceptors: Sequence[Any] = ()) -> Client:
     tls: TLSConfig | bool = False
     if t.tls_cert_file or t.tls_ca_file:
 
@@ -120,6 +123,7 @@ async def connect(t: TemporalSettings, runtime: Runtime | None = None) -> Client
         api_key=api_key,
         data_converter=pydantic_data_converter,
         runtime=runtime,
+        interceptors=interceptors,
     )
 
 
@@ -181,6 +185,14 @@ class Health:
         finally:
             writer.close()
 
+    async def report(self, runtime: Runtime, every_s: float = READY_EVERY_S) -> None:
+        """growth_worker_ready (1 or 0) on /metrics, what /readyz would answer, every `every_s`."""
+        gauge = runtime.metric_meter.create_gauge(WORKER_READY, "1 while the worker polls and Temporal answers")
+        while True:
+            ok, _ = await self.ready()
+            gauge.set(1 if ok else 0)
+            await asyncio.sleep(every_s)
+
     async def serve(self, address: str) -> asyncio.Server:
         host, _, port = address.rpartition(":")
         try:
@@ -191,9 +203,15 @@ class Health:
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     runtime = metrics_runtime(settings.observability)
+    if runtime is not None:  # what records outside an activity (activities/meter.py) reaches /metrics too
+        meter.use(runtime.metric_meter)
     clusters = ClusterClients(settings)
     clusters.preload()  # a bad kubeconfig stops the worker now, naming the cluster
-    client = await connect(settings.temporal, runtime)
+    try:
+        interceptors, flush_traces = tracing.from_environment()
+    except RuntimeError as err:
+        raise SettingsError(str(err)) from None
+    client = await connect(settings.temporal, runtime, interceptors)
     # Pods that become unschedulable wake their cluster's loop (activities/nodes/wake.py).
     wake = PendingPodsWake(signal_loop(client, asyncio.get_running_loop()))
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as executor:
@@ -224,7 +242,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)
-        server = await Health(client, worker).serve(health_address) if health_address else None
+        health = Health(client, worker)
+        server = await health.serve(health_address) if health_address else None
+        readiness = asyncio.create_task(health.report(runtime)) if runtime is not None else None
         agent_api = None
         if settings.fleet is not None:  # the fleet agents report here; it only needs the client
             from activities.fleet.agent_api import serve as serve_agent_api
@@ -244,6 +264,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 )
                 await stop.wait()
         finally:
+            if readiness is not None:
+                readiness.cancel()
             if server is not None:
                 server.close()
             if agent_api is not None:
@@ -251,6 +273,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 await agent_api
             wake.close()
             clusters.close()
+            flush_traces()
+            meter.use(None)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -95,3 +95,10 @@ async def query(
         attempts,
         backoff_s,
     )
+
+
+def cause_of(err: BaseException) -> str:
+    """The innermost cause's message: a refused update's reason ("group_pool: ...")."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return getattr(err, "message", None) or str(err)  # a Temporal failure's own message, without its type

@@ -7,7 +7,7 @@ scale-in, the emptied group drained and deleted). Faults: Prometheus and PD answ
 a while or losing their answers (the connection closed unanswered), the worker SIGKILLed while it creates a heterogeneous group (held there by the API
 server refusing TidbCluster creates) and replaced, the Temporal server restarted on its database
 with a group create held the same way. Invariants
-beyond bench/chaos.py's history checks: the scenario finishes, interval violations 0 (counted
+beyond the harness's history checks (bench/chaos_harness.py): the scenario finishes, interval violations 0 (counted
 from the Events, independently of the workflow), no heterogeneous group created twice, none
 left behind.
 """
@@ -27,7 +27,15 @@ import httpx
 from kubernetes import client
 from temporalio.client import Client
 
-from bench.chaos import Fault, FaultRecord, Outcome, _strike_when, beside_faults, check_histories, pending_activities
+from bench.chaos_harness import (
+    Fault,
+    FaultRecord,
+    Outcome,
+    _strike_when,
+    beside_faults,
+    check_histories,
+    pending_activities,
+)
 from bench.stack import DemoRestarts, demo_args, running
 from scaling.components.contracts import CREATE_AUTO_CLUSTER
 from sim.kube.kubeconfig import Endpoint

@@ -7,7 +7,7 @@ create is in progress (held there by a slow OCM answer) and replaced, OCM 503 an
 cluster creates, lost create responses (created at OCM, the answer never arrives or is a 503), and the
 Temporal server restarted on its database while a create is held the same way. Each strikes on
 the fake OCM's own counts (`/sim/v1/stats`: create requests, lost answers), never on catching a
-create activity in a poll (one that finished first skipped the fault). Invariants beyond bench/chaos.py's history checks:
+create activity in a poll (one that finished first skipped the fault). Invariants beyond the harness's history checks (bench/chaos_harness.py):
 every instance placed (none lost), none placed twice, no second OCM cluster for one cluster
 workflow (the fake counts live clusters per external id), no OCM cluster leaked.
 """
@@ -26,7 +26,7 @@ import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from bench.chaos import (
+from bench.chaos_harness import (
     Fault,
     FaultRecord,
     Outcome,

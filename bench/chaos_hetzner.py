@@ -1,6 +1,6 @@
 """`make chaos` for the Hetzner burst: the node loop creating servers on the fake Hetzner API.
 
-The stack is bench/chaos.py's (dev server on a database file, simulated cluster, two workers)
+The stack is bench/chaos_harness.py's (dev server on a database file, simulated cluster, two workers)
 with the fake Hetzner API started and configured as `make demo --provider hetzner` does it
 (starters/scenarios/hetzner.py: tokens in files, CAX11 short of capacity so requests move
 across locations and pools, servers boot into the cluster as Nodes). Faults, from the fake's
@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from temporalio.client import Client
 
-from bench.chaos import (
+from bench.chaos_harness import (
     Fault,
     FaultRecord,
     Outcome,

@@ -12,7 +12,8 @@ scale out, and drop to 10% for the second half, so they scale back in.
 Figures:
 - round duration p50/p99: per workflow from its history, a timer's firing (or the run's start)
   to the next timer started, so the wait for a workflow task under load counts;
-- Prometheus queries per round, and per autoscaler per round, from the sim's request counts;
+- Prometheus queries per round, and per autoscaler per round, from the sim's request counts (or,
+  with `--metrics-source prometheus`, the real Prometheus's own prometheus_http_requests_total);
 - interval violations: per autoscaler and component, two change rounds (ScaledOut/ScaledIn
   Events on the object) closer than the later change's interval, counted without the workflow;
 - the machine's load average and the worker's CPU seconds beside them (the machine is shared),
@@ -45,6 +46,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import runtime
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
+from starters import prometheus
 from starters.components_demo import TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
 from starters.scenarios.components import G, V, _event_time, add_nodes, autoscaler, base_cluster, interval_violations
@@ -177,6 +179,14 @@ class Bench:
         return total, sum(len(evs) for evs in by_object.values())
 
 
+async def queries_so_far(sim: httpx.AsyncClient, demo: ComponentsDemo) -> int:
+    """Queries the metrics source has answered: the real Prometheus's own count, or the sim's."""
+    if demo.prometheus_url is not None and demo.metrics_source != "sim":
+        return await asyncio.to_thread(prometheus.queries_served, demo.prometheus_url)
+    stats = (await sim.get("/sim/v1/stats")).json()
+    return sum(stats.get(r, 0) for r in PROM_ROUTES)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     bench = Bench(args)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="growth-bench-components-"))
@@ -187,6 +197,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             metrics_port=0,
             workdir=str(workdir),
             headless=True,
+            metrics_source=args.metrics_source,
             components_settings={
                 "prometheus_batch_s": args.prometheus_batch_s,
                 "capacity_max_age_s": args.capacity_max_age_s,
@@ -235,7 +246,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             # Warm-up: every loop's first round (the start-up burst) is left out of the figures.
             await asyncio.sleep(args.scan_interval * 2)
             since = datetime.now(UTC)
-            stats0 = (await sim.get("/sim/v1/stats")).json()
+            stats0 = await queries_so_far(sim, demo)
             cpu0, load0, procs0 = cpu_seconds(worker_pid), os.getloadavg(), sim_process_cpu(demo.procs)
             t0 = time.monotonic()
             print(f"a third go hot (95% of TiKV quota) for {args.seconds / 2:.0f} s", flush=True)
@@ -245,7 +256,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             (await sim.put("/sim/v1/load", json=bench.load(0.1))).raise_for_status()
             await asyncio.sleep(args.seconds / 2)
             elapsed = time.monotonic() - t0
-            stats1 = (await sim.get("/sim/v1/stats")).json()
+            stats1 = await queries_so_far(sim, demo)
             cpu1, load1, procs1 = cpu_seconds(worker_pid), os.getloadavg(), sim_process_cpu(demo.procs)
         durations: list[float] = []
         begun = 0
@@ -262,11 +273,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if api is not None:
             api.close()
         demo.stop()
-    queries = sum(stats1.get(r, 0) - stats0.get(r, 0) for r in PROM_ROUTES)
+    queries = stats1 - stats0
     rounds = len(durations)
     stack_cpu = sum(procs1[k] - procs0.get(k, 0.0) for k in procs1)
     return {
         "autoscalers": args.autoscalers,
+        "metrics_source": demo.metrics_source,
         "prometheus_batch_s": args.prometheus_batch_s,
         "capacity_max_age_s": args.capacity_max_age_s,
         "namespaces": len({ns for ns, _ in bench.names}),
@@ -315,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         default=5.0,
         help="the worker's components.capacity_max_age_s (0: every round lists every pod and node)",
     )
+    parser.add_argument(
+        "--metrics-source",
+        choices=["auto", "sim", "prometheus"],
+        default=None,
+        help="a real Prometheus or the sim's PromQL (default GROWTH_METRICS_SOURCE, else auto)",
+    )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
     result = runtime.run(run(args))
@@ -324,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         f"max {result['round_max_s']} s"
     )
     print(
-        f"Prometheus: {result['prometheus_queries']} queries, {result['queries_per_round']} per round of all "
+        f"Prometheus ({result['metrics_source']}): {result['prometheus_queries']} queries, {result['queries_per_round']} per round of all "
         f"autoscalers, {result['queries_per_autoscaler_round']} per autoscaler round"
     )
     print(f"changes {result['change_events']}, interval violations {result['interval_violations']} (aim 0)")

@@ -40,6 +40,7 @@ from temporalio.client import Client, RPCError, WorkflowHandle, WorkflowQueryFai
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
+from activities.updates import cause_of
 
 RPC_TIMEOUT = timedelta(seconds=30)
 DONE, MISSING, REFUSED = 0, 1, 2
@@ -51,13 +52,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = MISSING) -> None:
         super().__init__(message)
         self.code = code
-
-
-def cause_of(err: BaseException) -> str:
-    """The innermost cause's message: a refused update's reason ("group_pool: ...")."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return getattr(err, "message", None) or str(err)  # a Temporal failure's own message, without its type
 
 
 class Done(BaseModel):
@@ -154,6 +148,7 @@ class LazyGroup(click.Group):
         "nodes": "starters.autoscaler:nodes",
         "fleet": "starters.fleet:fleet",
         "components": "starters.components:components",
+        "demo": "starters.demo:demo_command",  # the demo runs in this process until it exits
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -199,15 +194,6 @@ def worker_command(ctx: click.Context, argv: tuple[str, ...]) -> Passthrough:
 
     config = ctx.find_root().meta.get("growth.config")
     return Passthrough(worker.main, (["--config", config] if config else []) + list(argv))
-
-
-@growth.command("demo", context_settings=_PASS, add_help_option=False)
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def demo_command(argv: tuple[str, ...]) -> Passthrough:
-    """Run a demo on the local default (`growth demo --help` for scenarios and ports)."""
-    from starters import demo
-
-    return Passthrough(demo.main, list(argv))
 
 
 @growth.command("completion")

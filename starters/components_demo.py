@@ -8,6 +8,11 @@ the worker with `components:` settings pointing at those fakes; adds three big f
 runs `run_components_scenario` with short intervals: it creates TidbCluster `tidb/basic` and
 its TidbClusterAutoScaler (plus an invalid one), starts `components/tidb/basic` and drives the
 load. Headless: the last line is its JSON summary.
+
+Metrics source (`--metrics-source`, or GROWTH_METRICS_SOURCE): `prometheus` starts a real
+Prometheus (starters/prometheus.py) that scrapes the sim's TiKV/TiDB exposition and the worker, and
+growth queries it; `sim` keeps the sim's own PromQL; `auto` (the default) is `prometheus` when the
+binary is on PATH. The summary's `metrics_source` says which ("prometheus 2.42.0" or "sim").
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +30,7 @@ import yaml
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from starters import monitoring, prometheus
 from starters.kube import kube_client
 from starters.metrics import fetch, totals
 from starters.processes import Processes, free_port, fresh_sim_data_dir
@@ -40,11 +47,28 @@ def say(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
 
 
+def metrics_source_wanted(args: argparse.Namespace) -> str:
+    """`prometheus` or `sim`: the flag, else GROWTH_METRICS_SOURCE, else auto."""
+    wanted = getattr(args, "metrics_source", None) or os.environ.get("GROWTH_METRICS_SOURCE") or "auto"
+    if wanted not in ("auto", "sim", "prometheus"):
+        raise SystemExit(f"metrics source {wanted!r}: one of auto, sim, prometheus")
+    if wanted == "auto":
+        if prometheus.binary() is not None:
+            return "prometheus"
+        say(f"the real-Prometheus tier is skipped: {prometheus.INSTALL_HINT}; using the sim's PromQL")
+        return "sim"
+    if wanted == "prometheus" and prometheus.binary() is None:
+        raise SystemExit(prometheus.INSTALL_HINT)
+    return wanted
+
+
 class ComponentsDemo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.workdir = Path(args.workdir).resolve()
         self.procs = Processes(self.workdir)
+        self.prometheus_url: str | None = None  # the real Prometheus, when one runs
+        self.metrics_source = "sim"
 
     def start_processes(self) -> None:
         a = self.args
@@ -66,12 +90,24 @@ class ComponentsDemo:
         self.control_url = self.world["control_url"].removesuffix("/sim/v1")
 
         self.metrics_address = f"127.0.0.1:{a.metrics_port or free_port()}"
+        prometheus_url = self.world["prometheus_url"]
+        source = metrics_source_wanted(a)
+        binary = prometheus.binary()
+        if binary is not None:  # it scrapes the worker for the dashboard's queries whichever source growth reads
+            version = prometheus.version(binary)
+            say(
+                f"starting {version}: it scrapes the TiDB world's pods and the worker every {prometheus.SCRAPE_INTERVAL}"
+            )
+            config = prometheus.scrape_config(self.control_url, self.metrics_address, monitoring.RULES)
+            self.prometheus_url = prometheus.start(self.procs, self.workdir, config)
+            if source == "prometheus":
+                self.metrics_source, prometheus_url = version, self.prometheus_url
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(self.kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
             "observability": {"metrics_address": self.metrics_address, "health_address": f"127.0.0.1:{free_port()}"},
             "components": {
-                "prometheus_url": self.world["prometheus_url"],
+                "prometheus_url": prometheus_url,
                 "pd_url": self.world["pd_url_template"],
                 "cpu_window_s": 10,
                 "http_timeout_s": 5,
@@ -81,9 +117,7 @@ class ComponentsDemo:
         }
         self.config_path = self.workdir / "growth-components.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
-        say(
-            f"starting the growth worker (Prometheus {self.world['prometheus_url']}, metrics http://{self.metrics_address}/metrics)"
-        )
+        say(f"starting the growth worker (Prometheus {prometheus_url}, metrics http://{self.metrics_address}/metrics)")
         self.procs.worker(self.config_path)
 
     async def run(self) -> int:
@@ -114,6 +148,11 @@ class ComponentsDemo:
             )
             url = f"http://{self.metrics_address}/metrics"
             summary["metrics"] = await asyncio.to_thread(lambda: totals(fetch(url)))
+            summary["metrics_source"] = self.metrics_source
+            if self.prometheus_url is not None:  # the dashboard's and alerts' queries, on what it scraped
+                summary["monitoring"] = await asyncio.to_thread(
+                    monitoring.check_live, self.prometheus_url, {"components", "worker"}
+                )
         except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
             say(f"demo failed: {err!r}")
             if self.args.headless:

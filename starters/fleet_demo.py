@@ -28,6 +28,7 @@ from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings
 from scaling.fleet.summaries import region_summary
 from sim.fleet.agent import AgentFleet
+from starters import monitoring, prometheus
 from starters.processes import Processes, free_port, port_open
 from starters.scenarios.fleet import demo_fleet_config, demo_region_limit, run_fleet_burst
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
@@ -63,6 +64,7 @@ class FleetDemo:
         self.workdir = Path(args.workdir).resolve()
         self.procs = Processes(self.workdir)
         self.agents: AgentFleet | None = None
+        self.prometheus_url: str | None = None
 
     def start_processes(self) -> None:
         a = self.args
@@ -88,11 +90,16 @@ class FleetDemo:
         kubeconfig = self.workdir / "unused.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(UNUSED_KUBECONFIG))
         self.agent_api = f"127.0.0.1:{free_port()}"
+        metrics_address = f"127.0.0.1:{free_port()}"
+        if prometheus.binary() is not None:  # it scrapes the worker: the dashboard's fleet queries run on it
+            say("starting prometheus: it scrapes the worker every second, with growth's alert rules")
+            config = prometheus.scrape_config(None, metrics_address, monitoring.RULES)
+            self.prometheus_url = prometheus.start(self.procs, self.workdir, config)
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
             "observability": {
-                "metrics_address": f"127.0.0.1:{free_port()}",
+                "metrics_address": metrics_address,
                 "health_address": f"127.0.0.1:{free_port()}",
             },  # fmt: skip
             "fleet": {
@@ -134,6 +141,7 @@ class FleetDemo:
             provider=PROVIDER,
             region=REGION,
             scan_interval_s=1.0,
+            use_search_attributes=True,  # the dev server has them registered: the Web UI's views filter on them
             recheck_delay_s=2.0,
             failure_backoff_s=30.0,
             flap_window_s=120.0,
@@ -165,6 +173,10 @@ class FleetDemo:
                 timeout_s=self.args.timeout,
                 say=say,
             )
+            if self.prometheus_url is not None:  # every fleet and worker panel returns a series
+                summary["monitoring"] = await asyncio.to_thread(
+                    monitoring.check_live, self.prometheus_url, {"fleet", "worker"}
+                )
         except Exception as err:  # noqa: BLE001 - the demo reports any failure as its result
             say(f"demo failed: {err}")
             if self.args.headless:

@@ -37,19 +37,30 @@ def _container(docs: list[Any]) -> dict[str, Any]:
         if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
             continue
         containers = (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-        for c in containers:
+        for c in containers if isinstance(containers, list) else []:
+            if not isinstance(c, dict):
+                continue
             words = [*(c.get("command") or []), *(c.get("args") or []), str(c.get("image", ""))]
             if any("cluster-autoscaler" in str(w) for w in words):
                 return c
     raise MigrationError("--deployment", "no Deployment with a cluster-autoscaler container")
 
 
+def _yaml_docs(path: str, option: str) -> list[Any]:
+    try:
+        return list(yaml.safe_load_all(Path(path).read_text()))
+    except yaml.YAMLError as e:
+        raise MigrationError(option, f"not YAML: {e}") from None
+
+
 def settings_from(args: argparse.Namespace, notes: list[str]) -> CaSettings:
     ca = CaSettings()
     if args.deployment:
-        container = _container(list(yaml.safe_load_all(Path(args.deployment).read_text())))
+        container = _container(_yaml_docs(args.deployment, "--deployment"))
         ca.args = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
         for var in container.get("env") or []:
+            if not isinstance(var, dict):
+                raise MigrationError("--deployment", f"an env entry must be a mapping, got {var!r}")
             name = str(var.get("name", ""))
             ref = (var.get("valueFrom") or {}).get("secretKeyRef")
             if ref is not None:
@@ -68,7 +79,11 @@ def settings_from(args: argparse.Namespace, notes: list[str]) -> CaSettings:
     if args.cluster_config_file:
         ca.cluster_config_file = Path(args.cluster_config_file).read_text()
     if args.priority_configmap:
-        cm = yaml.safe_load(Path(args.priority_configmap).read_text()) or {}
+        cm = (_yaml_docs(args.priority_configmap, "--priority-configmap") or [{}])[0] or {}
+        if not isinstance(cm, dict) or not isinstance(cm.get("metadata") or {}, dict):
+            raise MigrationError("--priority-configmap", "not a ConfigMap")
+        if not isinstance(cm.get("data") or {}, dict):
+            raise MigrationError("--priority-configmap", "data must be a mapping")
         name = (cm.get("metadata") or {}).get("name")
         if name != PRIORITY_CONFIGMAP:
             notes.append(f"the ConfigMap is named {name!r}; CA reads only {PRIORITY_CONFIGMAP}")

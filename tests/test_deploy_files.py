@@ -25,7 +25,13 @@ from workflows.search import ALL as SEARCH_KEYS
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 # deploy/ files that are not Kubernetes manifests.
-NOT_MANIFESTS = {DEPLOY / "growth.example.yaml", *(DEPLOY / "compose").glob("*")}
+NOT_MANIFESTS = {
+    DEPLOY / "growth.example.yaml",
+    *(DEPLOY / "compose").glob("*"),
+    *DEPLOY.rglob("kustomization.yaml"),  # kustomize's own files (tests/test_deploy_overlays.py)
+    DEPLOY / "monitoring" / "alerts.rules.yaml",  # a Prometheus rule file and its promtool tests
+    DEPLOY / "monitoring" / "alerts.test.yaml",
+}
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -240,7 +246,7 @@ REQUIRED = [
 
 
 def test_rbac_grants_what_the_activities_use() -> None:
-    (role,) = find("ClusterRole", DEPLOY / "rbac.yaml")
+    (role,) = find("ClusterRole", DEPLOY / "base" / "rbac.yaml")
     for group, resource, verbs in REQUIRED:
         for verb in verbs:
             assert _allows(role["rules"], group, resource, verb), f"{verb} {resource} in group {group!r}"
@@ -251,10 +257,10 @@ def test_rbac_grants_what_the_activities_use() -> None:
 
 
 def test_rbac_is_bound_to_the_workers_service_account() -> None:
-    (binding,) = find("ClusterRoleBinding", DEPLOY / "rbac.yaml")
-    (role,) = find("ClusterRole", DEPLOY / "rbac.yaml")
-    (deploy,) = find("Deployment", DEPLOY / "worker.yaml")
-    (sa,) = find("ServiceAccount", DEPLOY / "worker.yaml")
+    (binding,) = find("ClusterRoleBinding", DEPLOY / "base" / "rbac.yaml")
+    (role,) = find("ClusterRole", DEPLOY / "base" / "rbac.yaml")
+    (deploy,) = find("Deployment", DEPLOY / "base" / "worker.yaml")
+    (sa,) = find("ServiceAccount", DEPLOY / "base" / "worker.yaml")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (subject,) = binding["subjects"]
     assert subject == {
@@ -264,13 +270,13 @@ def test_rbac_is_bound_to_the_workers_service_account() -> None:
     }
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
     assert deploy["metadata"]["namespace"] == sa["metadata"]["namespace"]
-    namespaces = [n["metadata"]["name"] for n in find("Namespace", DEPLOY / "worker.yaml")]
+    namespaces = [n["metadata"]["name"] for n in find("Namespace", DEPLOY / "base" / "worker.yaml")]
     assert sa["metadata"]["namespace"] in namespaces
 
 
 def test_worker_deployment_reads_its_configmap(tmp_path: Path) -> None:
-    (deploy,) = find("Deployment", DEPLOY / "worker.yaml")
-    (cm,) = find("ConfigMap", DEPLOY / "worker.yaml")
+    (deploy,) = find("Deployment", DEPLOY / "base" / "worker.yaml")
+    (cm,) = find("ConfigMap", DEPLOY / "base" / "worker.yaml")
     pod = deploy["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     argv = container.get("command", []) + container.get("args", [])
@@ -333,7 +339,7 @@ def test_recommender_tls_role_grants_one_secret_to_the_worker() -> None:
     path = DEPLOY / "examples" / "recommender-tls-rbac.yaml"
     (role,) = find("Role", path)
     (binding,) = find("RoleBinding", path)
-    (cluster_binding,) = find("ClusterRoleBinding", DEPLOY / "rbac.yaml")
+    (cluster_binding,) = find("ClusterRoleBinding", DEPLOY / "base" / "rbac.yaml")
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["recommender-client"], "verbs": ["get"]}
     ]

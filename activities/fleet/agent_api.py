@@ -33,9 +33,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.fleet.settings import AgentApiSettings
 from activities.fleet.tokens import AgentTokens
+from activities.meter import process_meter
 from activities.updates import execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import AgentClusterView, AgentStatusReport, InstanceStatusReport, ManagedInstance
+from scaling.fleet.metrics import AGENT_API_RESPONSES
 from scaling.fleet.models import InstanceVersions
 
 log = logging.getLogger(__name__)
@@ -118,6 +120,17 @@ def create_app(client: Client, settings: AgentApiSettings, tokens: AgentTokens |
     tokens = tokens or AgentTokens(settings)
     timeout = timedelta(seconds=settings.temporal_timeout_s)
     app = FastAPI(title="growth agent API", docs_url=None, redoc_url=None, openapi_url=None)
+    responses = process_meter().create_counter(AGENT_API_RESPONSES, "agent API answers, by HTTP status code")
+
+    @app.middleware("http")
+    async def _count(request: Request, call_next: Any) -> Response:
+        try:
+            response: Response = await call_next(request)
+        except Exception:
+            responses.add(1, {"code": "500"})
+            raise
+        responses.add(1, {"code": str(response.status_code)})
+        return response
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:

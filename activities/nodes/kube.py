@@ -29,6 +29,7 @@ from scaling.kube.pods import counts_as_demand
 from scaling.kube.scheduling.cluster import Cluster
 from scaling.kube.scheduling.volumes import Volumes, volumes_from
 from scaling.nodes import contracts
+from scaling.nodes.adoption import adopt_nodes
 from scaling.nodes.contracts import (
     ClusterObservation,
     GroupStatusInput,
@@ -115,7 +116,8 @@ class KubeActivities:
             with groups_inf.cond:
                 group_objs = list(groups_inf.items.values())
             groups, problems = load_node_groups(group_objs, self.known_providers)
-        infos = cache.node_infos(informers["nodes"], pods_inf)
+        # Nodes Cluster Autoscaler made for a migrated group count as that pool's.
+        infos = adopt_nodes(cache.node_infos(informers["nodes"], pods_inf), groups)
         with informers["daemonsets"].cond:
             daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
         scheduling = self._cluster(cache, informers, infos, unschedulable, inp.fresh)

@@ -29,12 +29,14 @@ from activities.kube.cache import (
 )
 from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
 from activities.kube.informer import Informer
+from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.kube.models import PodInfo
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import pod_info
 from scaling.nodes import contracts
+from scaling.nodes.adoption import adopt_nodes
 from scaling.nodes.contracts import (
     EvictPodInput,
     EvictResult,
@@ -70,6 +72,11 @@ class _Evaluated:
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
+
+
+def _adopted(obs: ScaleDownObservation) -> ScaleDownObservation:
+    """Nodes Cluster Autoscaler made for a migrated group are scaled down as their pool's."""
+    return obs.model_copy(update={"nodes": adopt_nodes(obs.nodes, obs.groups)})
 
 
 class ScaleDownActivities:
@@ -149,6 +156,7 @@ class ScaleDownActivities:
         with self._memo_lock:
             memo = self._memo.get(inp.cluster)
         if memo is not None and memo.key == key and memo.at <= inp.now < memo.until:
+            record_blocked(inp.cluster, memo.evaluation.candidates)
             return for_input(memo.evaluation, inp)
         ev = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
         ev.view = key[0]
@@ -157,6 +165,7 @@ class ScaleDownActivities:
                 self._memo.pop(inp.cluster, None)
             else:
                 self._memo[inp.cluster] = _Evaluated(key, ev, inp.now, ev.stable_until)
+        record_blocked(inp.cluster, ev.candidates)
         return for_input(ev, inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
@@ -187,12 +196,14 @@ class ScaleDownActivities:
         if this is not None:
             nodes.append(node_info(this, raw_on_node))
         policy = client.PolicyV1Api(self.clusters.api(cluster))
-        return ScaleDownObservation(
-            nodes=nodes,
-            pods=pods,
-            pdbs=[pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)],
-            groups=self._groups(cluster),
-            storage=self._storage(cluster, pods),
+        return _adopted(
+            ScaleDownObservation(
+                nodes=nodes,
+                pods=pods,
+                pdbs=[pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)],
+                groups=self._groups(cluster),
+                storage=self._storage(cluster, pods),
+            )
         )
 
     def _cached(self, cluster: str, fresh: dict[str, str]) -> ScaleDownObservation:
@@ -218,12 +229,14 @@ class ScaleDownActivities:
             groups = self._groups(cluster)
         else:
             groups, _ = load_node_groups(items(NODE_GROUP_PLURAL) or [], self.known_providers)
-        return ScaleDownObservation(
-            nodes=cache.node_infos(informers["nodes"], informers["pods"]),
-            pods=pods,
-            pdbs=[pdb_from_object(o) for o in items("poddisruptionbudgets") or []],
-            groups=groups,
-            storage=storage,
+        return _adopted(
+            ScaleDownObservation(
+                nodes=cache.node_infos(informers["nodes"], informers["pods"]),
+                pods=pods,
+                pdbs=[pdb_from_object(o) for o in items("poddisruptionbudgets") or []],
+                groups=groups,
+                storage=storage,
+            )
         )
 
     def _observe(self, cluster: str) -> ScaleDownObservation:
@@ -238,12 +251,14 @@ class ScaleDownActivities:
         pods = [pod_info(p) for p in raw_pods]
         policy = client.PolicyV1Api(self.clusters.api(cluster))
         pdbs = [pdb_from_object(o) for o in raw_list(policy.list_pod_disruption_budget_for_all_namespaces)]
-        return ScaleDownObservation(
-            nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in raw_nodes],
-            pods=pods,
-            pdbs=pdbs,
-            groups=self._groups(cluster),
-            storage=self._storage(cluster, pods),
+        return _adopted(
+            ScaleDownObservation(
+                nodes=[node_info(n, by_node.get(n["metadata"]["name"], [])) for n in raw_nodes],
+                pods=pods,
+                pdbs=pdbs,
+                groups=self._groups(cluster),
+                storage=self._storage(cluster, pods),
+            )
         )
 
     def _storage(self, cluster: str, pods: list[PodInfo]) -> LonghornState | None:

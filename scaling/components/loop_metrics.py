@@ -10,13 +10,16 @@ from __future__ import annotations
 # Counters.
 CHANGES = "growth_component_changes_total"  # {cluster, component, direction, kind}: one applied change
 METRICS_FAILURES = "growth_component_metrics_failures_total"  # {cluster, component, source}: a round with no answer
+# {cluster, component}: a change applied before its direction's interval since the last change
+# ran out (the loop's own check of its gate: 0 unless the gate is wrong; set to 0 at each change).
+INTERVAL_VIOLATIONS = "growth_component_interval_violations_total"
 # Gauges, set every round a component is planned.
 GROUPS = "growth_component_groups_count"  # {cluster, component}: heterogeneous groups (auto-* TidbClusters)
 REPLICAS = "growth_component_replicas_count"  # {cluster, component}: replicas over the base and its groups
 # Histograms (seconds).
 ROUND_DURATION = "growth_component_round_duration_seconds"  # {cluster}: read, plan and act, one round
 
-ALL = (CHANGES, METRICS_FAILURES, GROUPS, REPLICAS, ROUND_DURATION)
+ALL = (CHANGES, METRICS_FAILURES, INTERVAL_VIOLATIONS, GROUPS, REPLICAS, ROUND_DURATION)
 
 # A round is a few activities; seconds, not the SDK's millisecond buckets.
 HISTOGRAM_BUCKETS: dict[str, list[float]] = {

@@ -98,7 +98,8 @@ class FleetAutoscalerState(BaseModel):
     clusters: dict[str, ClusterRecord] = Field(default_factory=dict)  # in creation order
     cluster_table: ClusterTable | None = None  # the registry in a continue-as-new input
     index_shards: int = 0
-    index_started: bool = False  # the shard workflows were started
+    index_started: bool = False  # every shard workflow was started (runs before lazy-index-shards)
+    index_shards_started: list[int] = Field(default_factory=list)  # else these (at most index_shards)
     committed: dict[str, int] = Field(default_factory=dict)  # instance type -> units placed or queued
     instance_count: int = 0  # instances placed or queued
     queue: list[CompactInstance] = Field(default_factory=list)  # waiting for a cluster, oldest first

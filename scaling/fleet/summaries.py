@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
+from scaling.fleet.models import ManagedInstance
 from scaling.fleet.region import FleetAutoscalerSettings, RegionStatus
 
 
@@ -34,10 +35,22 @@ def cluster_summary(inp: DataPlaneClusterInput) -> str:
     return f"DataPlaneCluster {inp.cluster_id}: {inp.instance_type}, {inp.provider}/{inp.region}, {zones}"
 
 
-def cluster_details(report: ClusterReport) -> str:
+def placed_units(instances: list[ManagedInstance], instance_type: str) -> int:
+    """Units of the instances growth placed on a cluster and has not released: what the region's
+    registry counts as consumed there (`growth fleet status`)."""
+    return sum(i.units for i in instances if not i.deleted and i.instance_type == instance_type)
+
+
+def cluster_details(report: ClusterReport, placed: int | None = None) -> str:
+    """`placed` (growth's count, as `growth fleet status` shows it) is the units used; where the
+    agent's last report counts otherwise (it has not caught up, or runs instances growth did not
+    place), its figure follows, named as the agent's."""
     units = ""
     if report.max_units is not None:
-        used = report.max_units - (report.remaining_units or 0)
+        reported = report.max_units - (report.remaining_units or 0)
+        used = reported if placed is None else placed
         units = f", {used}/{report.max_units} units used"
+        if used != reported:
+            units += f" (agent reports {reported})"
     message = f": {report.message}" if report.message else ""
     return f"{report.phase.value}{units}{message}"

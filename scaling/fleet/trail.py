@@ -26,7 +26,9 @@ def _why_started(autoscaler: RecordedHistory, child: RecordedEvent, instance_typ
     for e in autoscaler.events:
         if e is child:
             break
-        if e.kind == "local_activity" and e.name == contracts.EVALUATE_REGION and e.result is not None:
+        if (
+            e.kind == "activity" and e.name == contracts.EVALUATE_REGION and e.result is not None
+        ):  # an activity (scaling.fleet.decisions)
             evaluation = RegionEvaluation.model_validate(e.result)
     for t in evaluation.types if evaluation else []:
         if t.instance_type == instance_type and t.scale_up.needed:

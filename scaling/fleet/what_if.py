@@ -74,7 +74,9 @@ def recorded_evaluations(history: RecordedHistory) -> list[RecordedEvaluation]:
         if e.kind == "started":
             inp = FleetAutoscalerInput.model_validate(first_input(e))
             region = (inp.settings.provider, inp.settings.region)
-        elif e.kind == "local_activity" and e.name == contracts.EVALUATE_REGION and e.result is not None:
+        elif (
+            e.kind == "activity" and e.name == contracts.EVALUATE_REGION and e.result is not None
+        ):  # an activity, not a local one (scaling.fleet.decisions)
             out.append(
                 RecordedEvaluation(
                     run_id=e.run_id,

@@ -64,6 +64,8 @@ START_NODE_REQUESTS = "start_node_requests"
 # The loop's scale-up decision (scaling/nodes/scale_up/decision.py), a local activity: its result,
 # input included, is what the loop's history records of the decision.
 PLAN_SCALE_UP = "plan_scale_up"
+# Decisions run as local activities: their options are the workflow's, not NODE_ACTIVITIES'.
+DECISION_NAMES = frozenset({PLAN_SCALE_UP})
 
 ACTIVITY_NAMES = frozenset(
     {

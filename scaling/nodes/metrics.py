@@ -16,6 +16,10 @@ from scaling.nodes.scale_up.demand import NodeTally
 # Gauges, set by observe_cluster every loop.
 UNSCHEDULABLE_PODS = "growth_unschedulable_pods_count"  # {cluster}
 NODES = "growth_nodes_count"  # {cluster, group, pool}: growth-managed nodes
+# {cluster, reason}: nodes the last scale-down evaluation found held (among the candidates it reports)
+SCALE_DOWN_BLOCKED = "growth_scale_down_blocked_nodes_count"
+# Gauge, set at each Hetzner answer: the project's API requests left (RateLimit-Remaining plus refill).
+HETZNER_RATELIMIT_REMAINING = "growth_hetzner_ratelimit_remaining"
 # Counters, from workflows.
 SCALED_UP_NODES = "growth_scaled_up_nodes_total"  # {cluster, group, pool}: a NodeRequest's node became Ready
 SCALED_DOWN_NODES = "growth_scaled_down_nodes_total"  # {cluster, group, pool, reason}: a node was removed
@@ -27,6 +31,8 @@ LOOP_DURATION = "growth_loop_duration_seconds"  # {cluster}: one NodeAutoscaler 
 ALL = (
     UNSCHEDULABLE_PODS,
     NODES,
+    SCALE_DOWN_BLOCKED,
+    HETZNER_RATELIMIT_REMAINING,
     SCALED_UP_NODES,
     SCALED_DOWN_NODES,
     FAILED_SCALE_UPS,

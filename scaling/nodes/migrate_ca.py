@@ -1,53 +1,81 @@
 """From Cluster Autoscaler's Hetzner provider to growth: CA's settings as CA users keep them in,
 NodeGroupWithPriority objects and worker settings out, with notes on what did not carry over.
 
-What CA reads (cluster-autoscaler/cloudprovider/hetzner, hetzner_manager.go and
-hetzner_cloud_provider.go, and expander/priority):
+What CA reads (cluster-autoscaler/cloudprovider/hetzner, hetzner_manager.go,
+hetzner_cloud_provider.go, hetzner_node_group.go, and expander/priority), read as CA reads it
+(scaling.nodes.ca_config: Go's JSON, booleans, integers, base64 and RE2):
 - `--nodes=<min>:<max>:<type>:<location>:<name>`, split on the first four colons; min and max
-  must be integers; type and location are lower-cased.
+  are strconv.Atoi integers; type and location are lower-cased.
 - `HCLOUD_CLUSTER_CONFIG` (base64 JSON) wins over `HCLOUD_CLUSTER_CONFIG_FILE` (plain JSON):
-  `imagesForArch` {arm64, amd64} and `nodeConfigs` {<name>: cloudInit, labels, taints,
-  placementGroup}. With either, every `--nodes` name needs a nodeConfigs entry (CA stops
-  otherwise). Without them, the legacy `HCLOUD_CLOUD_INIT` and `HCLOUD_IMAGE` (default
-  `ubuntu-20.04`) apply to every node group. JSON keys match case-insensitively, as Go's do.
+  imagesForArch, defaultSubnetIPRange and nodeConfigs {<name>: cloudInit, labels, taints,
+  placementGroup, serverLabels, imagesForArch, subnetIPRange, firewalls}. With either, every
+  `--nodes` name needs a nodeConfigs entry (CA stops otherwise). Without them, the legacy
+  `HCLOUD_CLOUD_INIT` and `HCLOUD_IMAGE` (default `ubuntu-20.04`) apply to every node group.
 - `HCLOUD_NETWORK`, `HCLOUD_FIREWALL`, `HCLOUD_SSH_KEY` (id or name), `HCLOUD_PUBLIC_IPV4/IPV6`
-  (Go booleans, default true), `HCLOUD_ENDPOINT`, `HCLOUD_SERVER_CREATION_TIMEOUT` (minutes).
-- The priority expander's ConfigMap `cluster-autoscaler-priority-expander`, key `priorities`:
-  YAML of priority -> regexes over node group names (unanchored, as Go's MatchString); the
-  highest matching priority wins; a group no regex matches is never expanded by CA.
+  (Go booleans, unset or "" = true), `HCLOUD_ENDPOINT`, `HCLOUD_SERVER_CREATION_TIMEOUT`
+  (minutes, bounds the create call; CA waits for the Node separately, `--max-node-provision-time`).
+- The priority expander's ConfigMap `cluster-autoscaler-priority-expander`, key `priorities`.
+- A placement group whose groups' max sizes add up past 10 stops CA (Hetzner's spread limit).
 
-How growth maps them: CA node groups whose nodes carry the same labels and taints become the
-pools of one NodeGroupWithPriority (one pool entry per server type, its locations in priority
-order, so growth falls back across them); their priorities come from the expander. Secrets
-never reach the output: the token stays where it is (`token_env: HCLOUD_TOKEN`, the same
-Secret), and cloud-init is not copied (it usually holds a join token).
+How growth maps them: CA node groups whose nodes carry the same labels and taints become one
+NodeGroupWithPriority; every CA group is its own pool in it (config.name = the CA group's name),
+never merged, so each keeps its min/max, location, placement group, images, subnet, server
+labels and priority, and growth tries the pools in the priority expander's order (a higher
+priority first; equal priorities share a tier, as CA hands ties to its next expander).
+`config.ca_node_group` lets growth adopt the servers CA made for the group (scaling.nodes.adoption).
+Secrets never reach the output: the token stays where it is (`token_env: HCLOUD_TOKEN`, the
+same Secret), and cloud-init is not copied (it usually holds a join token).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import ipaddress
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
+from scaling.nodes.ca_config import (
+    CaClusterConfig,
+    CaImageList,
+    CaSettingError,
+    go_atoi,
+    go_base64,
+    go_env_bool,
+    go_parse_bool,
+    parse_cluster_config,
+    parse_priorities,
+)
 from scaling.nodes.catalogue import catalogue_index, lookup
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import KIND, InvalidSpec, _duration_s, parse_node_group
-from scaling.nodes.providers.hetzner import PROVIDER
+from scaling.nodes.providers.hetzner import PROVIDER, SPREAD_GROUP_MAX
 from scaling.nodes.providers.kwok import kwok_catalogue
 
 DEFAULT_LEGACY_IMAGE = "ubuntu-20.04"  # what CA uses when HCLOUD_IMAGE is unset
+DEFAULT_CREATE_TIMEOUT_S = 300.0  # CA's serverCreateTimeoutDefault (5 minutes)
+DEFAULT_PROVISION_TIME_S = 900.0  # CA's --max-node-provision-time default (15 minutes)
 PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"
 MIGRATED_FROM = f"{CRD_GROUP}/migrated-from"
-_GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _DNS = re.compile(r"[^a-z0-9.-]+")
-_NODE_CONFIG_KEYS = {"cloudinit", "labels", "taints", "placementgroup"}  # CA's NodeConfig fields
+_LABEL = re.compile(r"[^a-z0-9-]+")
+# Every variable CA's Hetzner provider reads; another HCLOUD_* is noted as unread.
+_CA_ENV = {
+    "HCLOUD_TOKEN",
+    "HCLOUD_CLOUD_INIT",
+    "HCLOUD_IMAGE",
+    "HCLOUD_CLUSTER_CONFIG",
+    "HCLOUD_CLUSTER_CONFIG_FILE",
+    "HCLOUD_NETWORK",
+    "HCLOUD_FIREWALL",
+    "HCLOUD_SSH_KEY",
+    "HCLOUD_PUBLIC_IPV4",
+    "HCLOUD_PUBLIC_IPV6",
+    "HCLOUD_ENDPOINT",
+    "HCLOUD_SERVER_CREATION_TIMEOUT",
+}
 # CA flags growth has a setting for: flag -> (where, growth name). Durations are Go durations.
 _GROUP_FLAGS = {
     "scale-down-enabled": "enabled",
@@ -66,12 +94,7 @@ _LOOP_FLAGS = {
 _SILENT_FLAGS = {"cloud-provider", "expander", "nodes", "v", "logtostderr", "stderrthreshold", "alsologtostderr"}
 
 
-class MigrationError(ValueError):
-    """CA settings CA itself would refuse; `field` names the setting."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+MigrationError = CaSettingError  # CA settings CA itself would refuse; `field` names the setting
 
 
 class CaSettings(BaseModel):
@@ -100,6 +123,10 @@ class _CaGroup(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     placement_group: str = ""
+    server_labels: dict[str, str] = Field(default_factory=dict)
+    images: dict[str, str] = Field(default_factory=dict)  # arch -> image (the pool's, else the global)
+    subnet_ip_range: str = ""
+    firewalls: list[str] = Field(default_factory=list)
 
 
 def parse_nodes_flag(value: str) -> _CaGroup:
@@ -109,9 +136,10 @@ def parse_nodes_flag(value: str) -> _CaGroup:
         raise MigrationError("--nodes", f"expected <min>:<max>:<type>:<location>:<name>, got {value!r}")
     sizes = []
     for what, token in (("min", tokens[0]), ("max", tokens[1])):
-        if not re.fullmatch(r"[+-]?[0-9]+", token):
-            raise MigrationError("--nodes", f"{what} size {token!r} of {value!r} is not an integer")
-        sizes.append(int(token))
+        size = go_atoi(token)
+        if size is None:
+            raise MigrationError("--nodes", f"{what} size {token!r} of {value!r} is not an integer CA reads (int64)")
+        sizes.append(size)
     return _CaGroup(
         name=tokens[4], min_size=sizes[0], max_size=sizes[1], server_type=tokens[2].lower(), location=tokens[3].lower()
     )
@@ -134,31 +162,12 @@ def flag_values(args: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def _go_bool(value: str, field: str) -> bool:
-    if value in _GO_TRUE:
-        return True
-    if value in _GO_FALSE:
-        return False
-    raise MigrationError(field, f"not a boolean: {value!r}")
-
-
-def _ci(d: Mapping[str, Any], key: str) -> Any:
-    """Go's encoding/json matches keys case-insensitively."""
-    for k, v in d.items():
-        if k.lower() == key.lower():
-            return v
-    return None
-
-
-def cluster_config(ca: CaSettings) -> dict[str, Any] | None:
+def cluster_config(ca: CaSettings) -> CaClusterConfig | None:
     """The decoded new-format config, or None when only the legacy variables are set."""
     b64 = ca.env.get("HCLOUD_CLUSTER_CONFIG", "")
     if b64:
         field = "HCLOUD_CLUSTER_CONFIG"
-        try:
-            text = base64.b64decode(b64, validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError) as e:
-            raise MigrationError(field, f"not base64: {e}") from None
+        text: str | bytes = go_base64(b64, field)
     elif ca.cluster_config_file is not None:
         field, text = "HCLOUD_CLUSTER_CONFIG_FILE", ca.cluster_config_file
     elif ca.env.get("HCLOUD_CLUSTER_CONFIG_FILE"):
@@ -170,37 +179,7 @@ def cluster_config(ca: CaSettings) -> dict[str, Any] | None:
         raise MigrationError("HCLOUD_CLUSTER_CONFIG", f"comes from {source}: pass its decoded JSON as the config file")
     else:
         return None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MigrationError(field, f"not JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise MigrationError(field, "must be a JSON object")
-    return data
-
-
-def parse_priorities(text: str) -> list[tuple[int, list[re.Pattern[str]]]]:
-    """The expander's priorities, highest first; bad YAML, keys or regexes name the field."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise MigrationError("priorities", f"invalid YAML: {e}") from None
-    if not isinstance(data, dict) or not data:
-        raise MigrationError("priorities", "must map priorities to lists of regexes")
-    out = []
-    for key, regexes in data.items():
-        if isinstance(key, bool) or not isinstance(key, int) or key < 0:
-            raise MigrationError(f"priorities[{key!r}]", "a priority must be a non-negative integer")
-        if not isinstance(regexes, list):
-            raise MigrationError(f"priorities[{key}]", "must be a list of regexes")
-        compiled = []
-        for i, r in enumerate(regexes):
-            try:
-                compiled.append(re.compile(str(r)))
-            except re.error as e:
-                raise MigrationError(f"priorities[{key}][{i}]", f"invalid regex {r!r}: {e}") from None
-        out.append((key, compiled))
-    return sorted(out, key=lambda kv: -kv[0])
+    return parse_cluster_config(text, field)
 
 
 def _arch(server_type: str) -> str:
@@ -208,28 +187,188 @@ def _arch(server_type: str) -> str:
     return t.arch if t is not None else ("arm64" if server_type.startswith("cax") else "amd64")
 
 
-def _ref(env: Mapping[str, str], name: str, config_key: str, notes: list[str]) -> tuple[str, list[int]] | None:
-    value = env.get(name, "")
-    if not value:
-        return None
-    if value.isdigit():
-        return config_key, [int(value)]
-    notes.append(
-        f"{name}={value!r} is a name: growth's pools need the numeric id (`hcloud {config_key.rstrip('s').replace('_', '-')} "
-        f"describe {value}`), then add `{config_key}: [<id>]` to each pool's config"
-    )
-    return None
+def _ref(value: str) -> int | str:
+    """An id stays a number, a name a string: growth's provider resolves names at create."""
+    return int(value) if value.isdigit() else value
 
 
-def _group_name(raw: str, taken: set[str], notes: list[str]) -> str:
-    name = _DNS.sub("-", raw.lower()).strip("-.") or "ca-nodes"
+def _unique(raw: str, pattern: re.Pattern[str], limit: int, taken: set[str], fallback: str) -> str:
+    name = pattern.sub("-", raw.lower()).strip("-.")[:limit].strip("-.") or fallback
     base, n = name, 2
     while name in taken:
-        name, n = f"{base}-{n}", n + 1
-    if name != raw:
-        notes.append(f"node group {raw!r} is named {name!r} (NodeGroupWithPriority names are DNS names)")
+        suffix = f"-{n}"
+        name, n = f"{base[: limit - len(suffix)]}{suffix}", n + 1
     taken.add(name)
     return name
+
+
+def _cidr(value: str, field: str) -> str:
+    """net.ParseCIDR: host bits may be set; CA keeps the network it names."""
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except ValueError as e:
+        raise MigrationError(field, f"not a CIDR range (CA stops): {e}") from None
+
+
+def _read_node_configs(config: CaClusterConfig, groups: list[_CaGroup], names: list[str], notes: list[str]) -> None:
+    """Each group's labels, taints, placement group, server labels, images, subnet and firewalls."""
+    if not config.node_configs:
+        raise MigrationError("nodeConfigs", "the cluster config has no node configs (CA stops without them)")
+    for key in config.unknown():
+        notes.append(f"{key} is not a field of CA's cluster config; not carried over")
+    default_subnet = (
+        _cidr(config.default_subnet_ip_range, "defaultSubnetIPRange") if config.default_subnet_ip_range else ""
+    )
+    for g in groups:
+        nc = config.node_configs.get(g.name)
+        if nc is None:
+            raise MigrationError(f"nodeConfigs.{g.name}", "missing: CA needs one per --nodes group")
+        g.labels = dict(nc.labels)
+        for i, t in enumerate(nc.taints):
+            if not t.key:
+                raise MigrationError(f"nodeConfigs.{g.name}.taints[{i}].key", "is required")
+            if not t.effect:
+                notes.append(f"nodeConfigs.{g.name}.taints[{i}] has no effect: growth registers it as NoSchedule")
+            g.taints.append({"key": t.key, "value": t.value, "effect": t.effect or "NoSchedule"})
+        g.placement_group = nc.placement_group
+        g.server_labels = dict(nc.server_labels)
+        images = nc.images_for_arch if nc.images_for_arch is not None else config.images_for_arch
+        g.images = {arch: image for arch, image in (("amd64", images.amd64), ("arm64", images.arm64)) if image}
+        if nc.subnet_ip_range:
+            g.subnet_ip_range = _cidr(nc.subnet_ip_range, f"nodeConfigs.{g.name}.subnetIPRange")
+        else:
+            g.subnet_ip_range = default_subnet
+        g.firewalls = list(nc.firewalls)
+        for key in nc.unknown():
+            notes.append(f"nodeConfigs.{g.name}.{key} is not a field CA's Hetzner provider reads; not carried over")
+        if nc.cloud_init:
+            notes.append(
+                f"nodeConfigs.{g.name}.cloudInit not copied: growth writes its own join user-data "
+                "(kubelet labels and taints included); give the worker the join endpoint and put the join "
+                "token in a file (join_token_file) or GROWTH_JOIN_TOKEN"
+            )
+    for extra in sorted(set(config.node_configs) - set(names)):
+        notes.append(f"nodeConfigs.{extra} matches no --nodes group (CA ignores it too)")
+
+
+def _check_placement_groups(groups: list[_CaGroup]) -> None:
+    """CA stops when a placement group's groups may grow past Hetzner's spread limit together."""
+    totals: dict[str, list[_CaGroup]] = {}
+    for g in groups:
+        if g.placement_group:
+            totals.setdefault(g.placement_group, []).append(g)
+    for ref, members in totals.items():
+        total = sum(g.max_size for g in members)
+        if total > SPREAD_GROUP_MAX:
+            raise MigrationError(
+                f"nodeConfigs.{members[0].name}.placementGroup",
+                f"placement group {ref!r} holds at most {SPREAD_GROUP_MAX} servers but its groups "
+                f"({', '.join(g.name for g in members)}) may grow to {total}; CA refuses this too",
+            )
+
+
+def _priorities(ca: CaSettings, flags: dict[str, list[str]], groups: list[_CaGroup], notes: list[str]) -> None:
+    expander = (flags.get("expander") or ["random"])[-1]
+    chain = expander.split(",")
+    if ca.priorities is not None and "priority" in chain:
+        table = parse_priorities(ca.priorities)
+        for g in groups:
+            # The highest priority whose regexes match anywhere in the name (FindStringIndex).
+            g.priority = next((p for p, regexes in table if any(r.search(g.name) for r in regexes)), -1)
+        if all(g.priority < 0 for g in groups):
+            notes.append("no node group matches a priority regex: CA filters nothing, every pool gets priority 0")
+        for g in groups:
+            if g.priority < 0:
+                g.priority = 0
+                notes.append(
+                    f"node group {g.name} matches no priority regex (CA never expands it); it is kept at priority 0"
+                )
+        tail = [e for e in chain[chain.index("priority") + 1 :] if e]
+        if tail and tail[0] != "least-waste":
+            notes.append(f"--expander={expander}: within a priority growth picks the cheapest pool that fits")
+    elif ca.priorities is not None:
+        notes.append(f"--expander={expander}: CA does not use the priority ConfigMap, so neither does growth")
+    elif "priority" in chain:
+        notes.append(f"--expander={expander} but no {PRIORITY_CONFIGMAP} ConfigMap given: every pool gets priority 0")
+    elif expander != "random":
+        notes.append(f"--expander={expander}: growth picks the cheapest pool that fits within a priority tier")
+
+
+def _flags(flags: dict[str, list[str]], notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Scale-down flags become each group's scaleDown; loop flags the worker's autoscaler settings."""
+    scale_down: dict[str, Any] = {}
+    loop: dict[str, Any] = {}
+    for flag, values in flags.items():
+        value = values[-1]
+        if flag in _GROUP_FLAGS:
+            key = _GROUP_FLAGS[flag]
+            if key == "enabled":
+                scale_down[key] = go_parse_bool(value, f"--{flag}")
+            elif key == "utilizationThreshold":
+                scale_down[key] = value
+            else:
+                try:  # refused here, naming the flag, not later on the group
+                    _duration_s(value, f"--{flag}")
+                except InvalidSpec as e:
+                    raise MigrationError(f"--{flag}", e.message) from None
+                scale_down[key] = value
+        elif flag in _LOOP_FLAGS:
+            key = _LOOP_FLAGS[flag]
+            try:
+                if key.endswith("_s"):
+                    loop[key] = _duration_s(value, f"--{flag}")
+                elif key == "enforce_min_nodes":
+                    loop[key] = go_parse_bool(value, f"--{flag}")
+                else:
+                    n = go_atoi(value)
+                    if n is None:
+                        raise MigrationError(f"--{flag}", f"not an integer CA reads (int64): {value!r}")
+                    loop[key] = n
+            except InvalidSpec as e:
+                raise MigrationError(f"--{flag}", e.message) from None
+        elif flag not in _SILENT_FLAGS:
+            notes.append(f"--{flag}={value} has no growth equivalent and was not carried over")
+    if loop.get("max_nodes_total") == 0:
+        del loop["max_nodes_total"]  # CA: 0 = no limit
+    loop.setdefault("enforce_min_nodes", False)  # CA's default; growth's is true
+    # CA waits this long for a created server's Node (--max-node-provision-time, 15m by default).
+    loop.setdefault("readiness_timeout_s", DEFAULT_PROVISION_TIME_S)
+    return scale_down, loop
+
+
+def _pool(g: _CaGroup, name: str, shared: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {"name": name, "ca_node_group": g.name, "locations": [g.location]}
+    arch = _arch(g.server_type)
+    if g.images.get(arch):
+        config["images_for_arch"] = {arch: g.images[arch]}
+    elif g.images:
+        notes.append(f"node group {g.name}: {g.server_type} is {arch} and imagesForArch has no {arch} image")
+    if g.placement_group:
+        config["placement_group"] = _ref(g.placement_group)
+        if g.placement_group.lower() == "spread":
+            notes.append(
+                f"nodeConfigs.{g.name}.placementGroup 'spread' is growth's word for groups it makes itself; "
+                "give the group's id instead"
+            )
+    config.update({k: list(v) if isinstance(v, list) else v for k, v in shared.items()})
+    firewalls = list(dict.fromkeys([*map(str, shared.get("firewalls", [])), *g.firewalls]))
+    if firewalls:
+        config["firewalls"] = [_ref(f) for f in firewalls]
+    if g.server_labels:
+        config["server_labels"] = dict(g.server_labels)
+    if g.subnet_ip_range:
+        if shared.get("networks"):
+            config["subnet_ip_range"] = g.subnet_ip_range
+        else:
+            notes.append(f"node group {g.name}: a subnet IP range without HCLOUD_NETWORK is ignored (as by CA)")
+    return {
+        "provider": PROVIDER,
+        "serverType": [g.server_type],
+        "priority": g.priority,
+        "minNodes": g.min_size,
+        "maxNodes": g.max_size,
+        "config": config,
+    }
 
 
 def migrate(ca: CaSettings) -> Migration:
@@ -248,128 +387,58 @@ def migrate(ca: CaSettings) -> Migration:
         if g.min_size < 0 or g.max_size < g.min_size:
             raise MigrationError("--nodes", f"{g.name}: need 0 <= min <= max, got {g.min_size}:{g.max_size}")
 
-    # Images, cloud-init, labels, taints: the new format or the legacy variables.
+    # Images, cloud-init, labels, taints and the rest: the new format or the legacy variables.
     config = cluster_config(ca)
-    images: dict[str, str] = {}
+    global_images: dict[str, str] = {}
     if config is not None:
-        for arch, image in (_ci(config, "imagesForArch") or {}).items():
-            if image:
-                images[arch.lower()] = str(image)
-        if not images:
+        _read_node_configs(config, groups, names, notes)
+        gi: CaImageList = config.images_for_arch
+        global_images = {arch: image for arch, image in (("amd64", gi.amd64), ("arm64", gi.arm64)) if image}
+        if not any(g.images for g in groups):
             notes.append("imagesForArch names no image: the worker's default image applies to every pool")
-        node_configs = _ci(config, "nodeConfigs") or {}
-        if not isinstance(node_configs, dict) or not node_configs:
-            raise MigrationError("nodeConfigs", "the cluster config has no node configs (CA stops without them)")
-        for g in groups:
-            nc = node_configs.get(g.name)
-            if not isinstance(nc, dict):
-                raise MigrationError(f"nodeConfigs.{g.name}", "missing: CA needs one per --nodes group")
-            g.labels = {str(k): str(v) for k, v in (_ci(nc, "labels") or {}).items()}
-            g.taints = [
-                {"key": str(_ci(t, "key")), "value": str(_ci(t, "value") or ""), "effect": str(_ci(t, "effect"))}
-                for t in _ci(nc, "taints") or []
-            ]
-            g.placement_group = str(_ci(nc, "placementGroup") or "")
-            for key in sorted(k for k in nc if k.lower() not in _NODE_CONFIG_KEYS):
-                notes.append(f"nodeConfigs.{g.name}.{key} is not a field CA's Hetzner provider reads; not carried over")
-            if _ci(nc, "cloudInit"):
-                notes.append(
-                    f"nodeConfigs.{g.name}.cloudInit not copied: growth writes its own join user-data "
-                    "(kubelet labels and taints included); give the worker the join endpoint and put the join "
-                    "token in a file (join_token_file) or GROWTH_JOIN_TOKEN"
-                )
-        for extra in sorted(set(node_configs) - set(names)):
-            notes.append(f"nodeConfigs.{extra} matches no --nodes group (CA ignores it too)")
         for legacy in ("HCLOUD_CLOUD_INIT", "HCLOUD_IMAGE"):
             if ca.env.get(legacy):
                 notes.append(f"{legacy} ignored: the cluster config replaces it (as in CA)")
     else:
-        images["amd64"] = images["arm64"] = ca.env.get("HCLOUD_IMAGE") or DEFAULT_LEGACY_IMAGE
+        image = ca.env.get("HCLOUD_IMAGE") or DEFAULT_LEGACY_IMAGE
+        global_images = {"amd64": image, "arm64": image}
+        for g in groups:
+            g.images = dict(global_images)
         if ca.env.get("HCLOUD_CLOUD_INIT") or ca.env_from_secrets.get("HCLOUD_CLOUD_INIT"):
             notes.append(
                 "HCLOUD_CLOUD_INIT not copied: growth writes its own join user-data; give the worker the join "
                 "endpoint and put the join token in a file (join_token_file) or GROWTH_JOIN_TOKEN"
             )
-    for env_name in sorted(ca.env):
-        if re.fullmatch(r"HCLOUD_.+_CLOUD_INIT", env_name):
-            notes.append(f"{env_name} (a per-pool cloud-init) not copied, as HCLOUD_CLOUD_INIT")
+    for env_name in sorted({*ca.env, *ca.env_from_secrets}):
+        if env_name.startswith("HCLOUD_") and env_name not in _CA_ENV:
+            notes.append(f"{env_name} is not read by CA's Hetzner provider; not carried over")
+    _check_placement_groups(groups)
+    _priorities(ca, flags, groups, notes)
 
-    # Priorities from the expander's ConfigMap.
-    expander = (flags.get("expander") or ["random"])[-1]
-    if ca.priorities is not None:
-        table = parse_priorities(ca.priorities)
-        for g in groups:
-            g.priority = next((p for p, regexes in table if any(r.search(g.name) for r in regexes)), -1)
-            if g.priority < 0:
-                g.priority = 0
-                notes.append(
-                    f"node group {g.name} matches no priority regex (CA never expands it); it is kept at priority 0"
-                )
-        if "priority" not in expander.split(","):
-            notes.append(f"--expander={expander}: the priority ConfigMap was read although CA does not use it")
-    else:
-        if "priority" in expander.split(","):
-            notes.append(
-                f"--expander={expander} but no {PRIORITY_CONFIGMAP} ConfigMap given: every pool gets priority 0"
-            )
-        elif expander != "random":
-            notes.append(f"--expander={expander}: growth picks the cheapest pool that fits within a priority tier")
-
-    # Shared pool config: network, firewall, SSH key.
+    # Shared pool config: network, firewall, SSH key (ids or names), public addresses.
     shared: dict[str, Any] = {}
-    for env_name, key in (("HCLOUD_NETWORK", "networks"), ("HCLOUD_FIREWALL", "firewalls")):
-        ref = _ref(ca.env, env_name, key, notes)
-        if ref is not None:
-            shared[ref[0]] = ref[1]
+    if ca.env.get("HCLOUD_NETWORK"):
+        shared["networks"] = [_ref(ca.env["HCLOUD_NETWORK"])]
+    if ca.env.get("HCLOUD_FIREWALL"):
+        shared["firewalls"] = [_ref(ca.env["HCLOUD_FIREWALL"])]
     if ca.env.get("HCLOUD_SSH_KEY"):
-        shared["ssh_keys"] = [ca.env["HCLOUD_SSH_KEY"]]  # growth takes ids or names
-    for env_name in ("HCLOUD_PUBLIC_IPV4", "HCLOUD_PUBLIC_IPV6"):
-        if env_name in ca.env and not _go_bool(ca.env[env_name], env_name):
-            notes.append(f"{env_name}=false not carried over: growth's servers get the API's default public IPs")
-    if ca.env.get("HCLOUD_SUBNET"):
-        notes.append("HCLOUD_SUBNET not carried over: growth attaches the network without a fixed subnet")
+        shared["ssh_keys"] = [ca.env["HCLOUD_SSH_KEY"]]
+    for env_name, key in (("HCLOUD_PUBLIC_IPV4", "public_ipv4"), ("HCLOUD_PUBLIC_IPV6", "public_ipv6")):
+        if not go_env_bool(ca.env, env_name):
+            shared[key] = False
 
-    # Scale-down flags become each group's scaleDown; loop flags the worker's autoscaler settings.
-    scale_down: dict[str, Any] = {}
-    loop: dict[str, Any] = {}
-    for flag, values in flags.items():
-        value = values[-1]
-        if flag in _GROUP_FLAGS:
-            key = _GROUP_FLAGS[flag]
-            if key == "enabled":
-                scale_down[key] = _go_bool(value, f"--{flag}")
-            elif key == "utilizationThreshold":
-                scale_down[key] = value
-            else:
-                try:  # refused here, naming the flag, not later on the group
-                    _duration_s(value, f"--{flag}")
-                except InvalidSpec as e:
-                    raise MigrationError(f"--{flag}", e.message) from None
-                scale_down[key] = value
-        elif flag in _LOOP_FLAGS:
-            key = _LOOP_FLAGS[flag]
-            try:
-                if key.endswith("_s"):
-                    loop[key] = _duration_s(value, f"--{flag}")
-                elif key == "enforce_min_nodes":
-                    loop[key] = _go_bool(value, f"--{flag}")
-                else:
-                    loop[key] = int(value)
-            except InvalidSpec as e:
-                raise MigrationError(f"--{flag}", e.message) from None
-            except ValueError:
-                raise MigrationError(f"--{flag}", f"not an integer: {value!r}") from None
-        elif flag not in _SILENT_FLAGS:
-            notes.append(f"--{flag}={value} has no growth equivalent and was not carried over")
-    if loop.get("max_nodes_total") == 0:
-        del loop["max_nodes_total"]  # CA: 0 = no limit
-    if "enforce_min_nodes" not in loop:
-        loop["enforce_min_nodes"] = False  # CA's default; growth's is true
+    scale_down, loop = _flags(flags, notes)
+    hetzner: dict[str, Any] = {"token_env": "HCLOUD_TOKEN"}
     timeout = ca.env.get("HCLOUD_SERVER_CREATION_TIMEOUT", "")
-    if timeout.isdigit() and int(timeout) > 0 and "readiness_timeout_s" not in loop:
-        loop["readiness_timeout_s"] = float(int(timeout) * 60)
+    minutes = go_atoi(timeout)
+    if minutes is not None and minutes != 0:
+        hetzner["create_timeout_s"] = float(minutes * 60)
+    elif timeout:
+        notes.append(f"HCLOUD_SERVER_CREATION_TIMEOUT={timeout!r} is not minutes CA reads: CA's 5 minutes apply")
+    if hetzner.get("create_timeout_s", DEFAULT_CREATE_TIMEOUT_S) <= 0:
+        raise MigrationError("HCLOUD_SERVER_CREATION_TIMEOUT", f"must be a positive number of minutes, got {timeout!r}")
 
-    # CA groups with the same labels and taints become one NodeGroupWithPriority.
+    # CA groups with the same labels and taints share a NodeGroupWithPriority; each is a pool.
     by_shape: dict[str, list[_CaGroup]] = {}
     for g in groups:
         by_shape.setdefault(json.dumps([g.labels, g.taints], sort_keys=True), []).append(g)
@@ -377,47 +446,13 @@ def migrate(ca: CaSettings) -> Migration:
     taken: set[str] = set()
     for members in by_shape.values():
         members.sort(key=lambda g: -g.priority)  # stable: flag order within a priority
-        name = _group_name(members[0].name, taken, notes)
-        pools: list[dict[str, Any]] = []
-        by_type: dict[str, dict[str, Any]] = {}
-        for g in members:
-            entry = by_type.get(g.server_type)
-            if entry is not None:
-                entry["config"]["locations"].append(g.location)
-                entry["minNodes"] += g.min_size
-                entry["maxNodes"] += g.max_size
-                notes.append(
-                    f"node groups {entry['_from'][0]} and {g.name} ({g.server_type}) became one pool trying "
-                    f"{', '.join(entry['config']['locations'])} in that order, with their sizes added"
-                )
-                entry["_from"].append(g.name)
-                continue
-            pool_config: dict[str, Any] = {"locations": [g.location], **shared}
-            arch = _arch(g.server_type)
-            image = images.get(arch)
-            if image:
-                pool_config["image"] = image
-            elif images:
-                notes.append(f"node group {g.name}: {g.server_type} is {arch} and imagesForArch has no {arch} image")
-            if g.placement_group:
-                if g.placement_group.isdigit():
-                    pool_config["placement_group"] = int(g.placement_group)
-                else:
-                    notes.append(
-                        f"nodeConfigs.{g.name}.placementGroup {g.placement_group!r} is a name: growth needs its id"
-                    )
-            entry = {
-                "provider": PROVIDER,
-                "serverType": [g.server_type],
-                "priority": g.priority,
-                "minNodes": g.min_size,
-                "maxNodes": g.max_size,
-                "config": pool_config,
-                "_from": [g.name],
-            }
-            by_type[g.server_type] = entry
-            pools.append(entry)
-        sources = [n for p in pools for n in p.pop("_from")]
+        name = _unique(members[0].name, _DNS, 253, taken, "ca-nodes")
+        if name != members[0].name:
+            notes.append(
+                f"node group {members[0].name!r} is named {name!r} (NodeGroupWithPriority names are DNS names)"
+            )
+        pool_names: set[str] = set()
+        pools = [_pool(g, _unique(g.name, _LABEL, 63, pool_names, "pool"), shared, notes) for g in members]
         spec: dict[str, Any] = {"pools": pools}
         if members[0].labels:
             spec["labels"] = members[0].labels
@@ -428,7 +463,7 @@ def migrate(ca: CaSettings) -> Migration:
         obj = {
             "apiVersion": f"{CRD_GROUP}/{CRD_VERSION}",
             "kind": KIND,
-            "metadata": {"name": name, "annotations": {MIGRATED_FROM: ", ".join(sources)}},
+            "metadata": {"name": name, "annotations": {MIGRATED_FROM: ", ".join(g.name for g in members)}},
             "spec": spec,
         }
         try:
@@ -437,7 +472,6 @@ def migrate(ca: CaSettings) -> Migration:
             raise MigrationError(f"node group {name}: {e.field}", e.message) from None
         out_groups.append(obj)
 
-    hetzner: dict[str, Any] = {"token_env": "HCLOUD_TOKEN"}
     source = ca.env_from_secrets.get("HCLOUD_TOKEN")
     if source:
         notes.append(f"HCLOUD_TOKEN: give the worker the same env from {source} (the value is never copied)")
@@ -447,10 +481,9 @@ def migrate(ca: CaSettings) -> Migration:
         notes.append("HCLOUD_TOKEN: set it on the worker from a Secret, or token_file (never in these files)")
     if ca.env.get("HCLOUD_ENDPOINT"):
         hetzner["api_endpoint"] = ca.env["HCLOUD_ENDPOINT"]
-    locations = list(dict.fromkeys(g.location for g in groups))
-    hetzner["locations"] = locations
-    if images.get("amd64"):
-        hetzner["image"] = images["amd64"]
+    hetzner["locations"] = list(dict.fromkeys(g.location for g in groups))
+    if global_images.get("amd64"):
+        hetzner["image"] = global_images["amd64"]
     return Migration(
         node_groups=out_groups, worker_settings={"providers": {PROVIDER: hetzner}, "autoscaler": loop}, notes=notes
     )

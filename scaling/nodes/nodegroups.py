@@ -34,6 +34,7 @@ KIND = "NodeGroupWithPriority"
 API_VERSION = f"{CRD_GROUP}/{CRD_VERSION}"
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_POOL_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", re.ASCII)  # ASCII digits only
 _DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -45,14 +46,22 @@ class InvalidSpec(ValueError):
         self.message = message
 
 
-def pool_name(provider: str, server_type: str, zone: str = "") -> str:
+def pool_name(provider: str, server_type: str, zone: str = "", name: str = "") -> str:
     """`<provider>-<type>`, and `-<zone>` for an entry pinned to a zone (config.zone), so one
-    type can be a pool in each of several zones."""
+    type can be a pool in each of several zones; an entry that names itself (config.name, one
+    server type) is called that, so one type and zone can be several pools (a migrated Cluster
+    Autoscaler group each, told apart by placement group, sizes or priority)."""
+    if name:
+        return name
     return f"{provider}-{server_type}{f'-{zone}' if zone else ''}".lower()
 
 
 def _zone(config: dict[str, Any]) -> str:
     return str(config.get("zone") or "")
+
+
+def _own_name(config: dict[str, Any]) -> str:
+    return str(config.get("name") or "")
 
 
 def _is_int(v: Any) -> bool:
@@ -292,6 +301,12 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
         if min_nodes > max_nodes:
             raise InvalidSpec(f"{field}.minNodes", f"minNodes {min_nodes} exceeds maxNodes {max_nodes}")
     config = _mapping(v.get("config"), f"{field}.config")
+    if "name" in config:
+        own = config["name"]
+        if not isinstance(own, str) or not _POOL_NAME.fullmatch(own):
+            raise InvalidSpec(f"{field}.config.name", f"must be a DNS label (a-z, 0-9, '-', at most 63), got {own!r}")
+        if len(types) != 1:
+            raise InvalidSpec(f"{field}.config.name", "names one pool: list exactly one server type")
     if provider == "hetzner" and (problem := hetzner_config_problem(config)) is not None:
         raise InvalidSpec(f"{field}.config.{problem[0]}", problem[1])
     if provider == "kwok" and "resources" in config:
@@ -357,7 +372,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
     seen: dict[str, str] = {}
     for i, p in enumerate(pools):
         for j, t in enumerate(p.server_types):
-            n = pool_name(p.provider, t, _zone(p.config))
+            n = pool_name(p.provider, t, _zone(p.config), _own_name(p.config))
             if n in seen:
                 raise InvalidSpec(f"spec.pools[{i}].serverType[{j}]", f"{t!r} is already listed at {seen[n]}")
             seen[n] = f"spec.pools[{i}]"
@@ -421,7 +436,7 @@ def flatten_pools(group: NodeGroup) -> list[Pool]:
     return [
         Pool(
             group=group.name,
-            name=pool_name(spec.provider, t, _zone(spec.config)),
+            name=pool_name(spec.provider, t, _zone(spec.config), _own_name(spec.config)),
             provider=spec.provider,
             server_type=t,
             priority=spec.priority,

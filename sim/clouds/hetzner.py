@@ -9,8 +9,12 @@ It stands for the outside world, so it never imports growth's packages. What it 
   that refills by one a second (limit/3600 per second), RateLimit-Limit/-Remaining/-Reset
   (the Unix time the bucket is full again) on every answer, 429 `rate_limit_exceeded` when empty.
   `rate_time_scale` runs the refill clock faster (benchmarks only; the ratios stay the same);
-- images (system images per architecture, snapshots with labels) and spread placement groups
-  (at most 10 servers each, as Hetzner allows);
+- images (system images per architecture, snapshots with labels), spread placement groups
+  (at most 10 servers each, as Hetzner allows), networks (cloud subnets) and firewalls, each
+  listed with Hetzner's `name` and `label_selector` filters (how clients look a name up);
+- servers' public_net (enable_ipv4/ipv6 false: no such address), networks and firewalls that
+  must exist, and the actions a server created off needs: attach_to_network (with an
+  ip_range that must be one of the network's subnets) and poweron;
 - capacity per (server type, location) and a project server limit, answered with Hetzner's
   error codes: `resource_unavailable` (HTTP 403 in Hetzner's table), `placement_error` (412),
   `resource_limit_exceeded` (403), `rate_limit_exceeded` (429), `uniqueness_error` (409);
@@ -28,6 +32,7 @@ Run alone: `python -m sim.clouds.hetzner --port 8090 --token sim-token`.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import re
 import sys
@@ -158,6 +163,24 @@ class _PlacementGroup:
     created: float
 
 
+@dataclass
+class _Network:
+    id: int
+    name: str
+    ip_range: str
+    subnets: list[str]  # cloud subnets' ip ranges, inside ip_range
+    labels: dict[str, str]
+    created: float
+
+
+@dataclass
+class _Firewall:
+    id: int
+    name: str
+    labels: dict[str, str]
+    created: float
+
+
 SPREAD_GROUP_MAX = 10  # servers in one spread placement group (Hetzner's documented limit)
 DEFAULT_PROJECT = "default"
 # System images the fake offers, one per architecture like Hetzner's (same name, two ids).
@@ -181,6 +204,9 @@ class _Server:
     firewalls: list[int] = field(default_factory=list)
     placement_group: int | None = None
     image_id: int = 0
+    public_ipv4: bool = True  # public_net.enable_ipv4 at create
+    public_ipv6: bool = True
+    subnet_of: dict[int, str] = field(default_factory=dict)  # network id -> subnet ip_range attached in
     node_registered: bool = False
     join_refused: bool = False
     register_attempts: int = 0
@@ -321,6 +347,9 @@ class FakeHetzner:
         self._next_image_id = 200_000
         self._placement_groups: dict[int, _PlacementGroup] = {}
         self._next_placement_group_id = 1
+        self._networks: dict[int, _Network] = {}
+        self._firewalls: dict[int, _Firewall] = {}
+        self._next_resource_id = 7000  # networks and firewalls
         self._storm: tuple[int, float] = (0, 0.0)  # (requests left, reset at)
         self._faults: list[Fault] = []
         self._lose = LoseResponses()
@@ -501,6 +530,21 @@ class FakeHetzner:
             )
             return image_id
 
+    def add_network(self, name: str, ip_range: str = "10.0.0.0/16", subnets: list[str] | None = None) -> int:
+        """A private network with cloud subnets (by default one: its whole range); its id."""
+        with self._lock:
+            network = _Network(self._next_resource_id, name, ip_range, list(subnets or [ip_range]), {}, time.time())
+            self._next_resource_id += 1
+            self._networks[network.id] = network
+            return network.id
+
+    def add_firewall(self, name: str) -> int:
+        with self._lock:
+            firewall = _Firewall(self._next_resource_id, name, {}, time.time())
+            self._next_resource_id += 1
+            self._firewalls[firewall.id] = firewall
+            return firewall.id
+
     def placement_groups(self) -> list[dict[str, Any]]:
         with self._lock:
             return [self._placement_group_json(g) for g in self._placement_groups.values()]
@@ -618,25 +662,30 @@ class FakeHetzner:
             "status": status,
             "created": _iso(s.created),
             "public_net": {
+                # A server created with enable_ipv4/ipv6 false has no such address (null).
                 "ipv4": {
                     "id": s.id + 500000,
                     "ip": f"203.0.{octets[0]}.{octets[1]}",
                     "blocked": False,
                     "dns_ptr": f"static.{s.id}.example",
-                },
+                }
+                if s.public_ipv4
+                else None,
                 "ipv6": {
                     "id": s.id + 600000,
                     "ip": f"2001:db8:{s.id:x}::/64",
                     "blocked": False,
                     "dns_ptr": [],
-                },
+                }
+                if s.public_ipv6
+                else None,
                 "floating_ips": [],
                 "firewalls": [{"id": f, "status": "applied"} for f in s.firewalls],
             },
             "private_net": [
                 {
                     "network": n,
-                    "ip": f"10.0.{octets[0]}.{octets[1]}",
+                    "ip": self._private_ip(s, n),
                     "alias_ips": [],
                     "mac_address": f"86:00:00:00:{octets[0]:02x}:{octets[1]:02x}",
                 }
@@ -664,6 +713,57 @@ class FakeHetzner:
             if s.placement_group in self._placement_groups
             else None,
         }
+
+    def _private_ip(self, s: _Server, network_id: int) -> str:
+        """An address in the subnet the server was attached in (the network's first subnet else)."""
+        network = self._networks.get(network_id)
+        subnet = s.subnet_of.get(network_id) or (network.subnets[0] if network else "10.0.0.0/16")
+        net = ipaddress.ip_network(subnet)
+        return str(net.network_address + 2 + s.id % max(1, net.num_addresses - 3))
+
+    def _network_json(self, network: _Network) -> dict[str, Any]:
+        return {
+            "id": network.id,
+            "name": network.name,
+            "ip_range": network.ip_range,
+            "subnets": [
+                {
+                    "type": "cloud",
+                    "ip_range": r,
+                    "network_zone": "eu-central",
+                    "gateway": str(next(ipaddress.ip_network(r).hosts())),
+                }
+                for r in network.subnets
+            ],
+            "routes": [],
+            "servers": [x.id for x in self._servers.values() if network.id in x.networks],
+            "protection": {"delete": False},
+            "labels": dict(network.labels),
+            "created": _iso(network.created),
+            "load_balancers": [],
+            "expose_routes_to_vswitch": False,
+        }
+
+    def _firewall_json(self, firewall: _Firewall) -> dict[str, Any]:
+        return {
+            "id": firewall.id,
+            "name": firewall.name,
+            "labels": dict(firewall.labels),
+            "created": _iso(firewall.created),
+            "rules": [],
+            "applied_to": [
+                {"type": "server", "server": {"id": x.id}} for x in self._servers.values() if firewall.id in x.firewalls
+            ],
+        }
+
+    def _named(self, items: list[Any], query: dict[str, list[str]]) -> list[Any]:
+        """A list's `name` and `label_selector` filters, as Hetzner applies them."""
+        if "name" in query:
+            items = [i for i in items if i.name == query["name"][0]]
+        if "label_selector" in query:
+            terms = parse_label_selector(query["label_selector"][0])
+            items = [i for i in items if selector_matches(terms, i.labels)]
+        return items
 
     def _image_json(self, image: _Image) -> dict[str, Any]:
         name = image.name or ""
@@ -846,6 +946,20 @@ class FakeHetzner:
                 terms = parse_label_selector(query["label_selector"][0])
                 groups = [g for g in groups if selector_matches(terms, g.labels)]
             return 200, self._page("placement_groups", [self._placement_group_json(g) for g in groups], query)
+        for kind, store, render in (
+            ("networks", self._networks, self._network_json),
+            ("firewalls", self._firewalls, self._firewall_json),
+        ):
+            if parts == [kind] and method == "GET":
+                found = self._named(list(store.values()), query)
+                return 200, self._page(kind, [render(x) for x in found], query)
+            if parts == [kind] and method == "POST":
+                return 201, self._create_named(kind, body, now)
+            if len(parts) == 2 and parts[0] == kind and method == "GET":
+                item = store.get(int(parts[1])) if parts[1].isdigit() else None
+                if item is None:
+                    raise ApiError("not_found", f"{kind[:-1]} with ID '{parts[1]}' not found")
+                return 200, {kind[:-1]: render(item)}
         if parts == ["placement_groups"] and method == "POST":
             return 201, self._create_placement_group(body, now)
         if len(parts) == 2 and parts[0] == "placement_groups" and method in ("GET", "DELETE"):
@@ -879,6 +993,8 @@ class FakeHetzner:
                 return 200, {"server": self._server_json(server, now)}
             if len(parts) == 2 and method == "DELETE":
                 return 200, {"action": self._delete_server(server, now).json(now)}
+            if len(parts) == 4 and parts[2] == "actions" and method == "POST":
+                return 201, {"action": self._server_action(server, parts[3], body, now).json(now)}
             if len(parts) == 3 and parts[2] == "actions" and method == "GET":
                 items = [a.json(now) for a in self._actions.values() if any(r["id"] == server.id for r in a.resources)]
                 return 200, self._page("actions", items, query)
@@ -940,6 +1056,62 @@ class FakeHetzner:
             if image.name == text and image.architecture == architecture:
                 return image
         raise ApiError("invalid_input", f"image {text!r} not found for architecture {architecture}")
+
+    def _create_named(self, kind: str, body: bytes, now: float) -> dict[str, Any]:
+        """POST /networks {name, ip_range, subnets} or /firewalls {name}."""
+        try:
+            data = parse_json(body, {})
+        except ValueError as exc:
+            raise ApiError("json_error", "invalid JSON") from exc
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ApiError("invalid_input", "invalid input in field 'name'")
+        store: dict[int, Any] = self._networks if kind == "networks" else self._firewalls
+        if any(x.name == name for x in store.values()):
+            raise ApiError("uniqueness_error", f"{kind[:-1]} name is already used")
+        labels = self._validate_labels(data.get("labels") or {})
+        if kind == "networks":
+            ip_range = str(data.get("ip_range") or "")
+            try:
+                ipaddress.ip_network(ip_range)
+            except ValueError as exc:
+                raise ApiError("invalid_input", "invalid input in field 'ip_range'") from exc
+            subnets = [str(x.get("ip_range")) for x in data.get("subnets") or [] if isinstance(x, dict)]
+            item: Any = _Network(self._next_resource_id, name, ip_range, subnets, labels, now)
+        else:
+            item = _Firewall(self._next_resource_id, name, labels, now)
+        self._next_resource_id += 1
+        store[item.id] = item
+        return {kind[:-1]: (self._network_json(item) if kind == "networks" else self._firewall_json(item))}
+
+    def _server_action(self, server: _Server, command: str, body: bytes, now: float) -> _Action:
+        """attach_to_network {network, ip_range} and poweron, the two a server created off needs."""
+        try:
+            data = parse_json(body, {})
+        except ValueError as exc:
+            raise ApiError("json_error", "invalid JSON") from exc
+        if command == "poweron":
+            if not server.start:
+                server.start = True
+                server.running_at = max(server.running_at, now + self.action_delay_s)
+                server.boot_at = max(server.boot_at, now + max(self.action_delay_s, self.boot_delay_s))
+            return self._new_action("start_server", server.id, self.action_delay_s, now)
+        if command == "attach_to_network":
+            network = (
+                self._networks.get(int(data.get("network", 0))) if str(data.get("network", "")).isdigit() else None
+            )
+            if network is None:
+                raise ApiError("not_found", f"network {data.get('network')!r} not found")
+            if network.id in server.networks:
+                raise ApiError("server_already_attached", "server is already attached to the network")
+            ip_range = data.get("ip_range")
+            if ip_range is not None:
+                if ip_range not in network.subnets:
+                    raise ApiError("invalid_input", f"ip_range {ip_range!r} is no subnet of network {network.id}")
+                server.subnet_of[network.id] = str(ip_range)
+            server.networks.append(network.id)
+            return self._new_action("attach_to_network", server.id, self.action_delay_s, now)
+        raise ApiError("not_found", f"action {command!r} not found")
 
     def _create_placement_group(self, body: bytes, now: float) -> dict[str, Any]:
         try:
@@ -1026,6 +1198,15 @@ class FakeHetzner:
             members = sum(1 for x in self._servers.values() if x.placement_group == group.id)
             if group.type == "spread" and members >= SPREAD_GROUP_MAX:
                 raise ApiError("placement_error", f"placement group {group.id} is full ({SPREAD_GROUP_MAX} servers)")
+        networks = [int(n) for n in data.get("networks") or []]
+        for n in networks:
+            if n not in self._networks:
+                raise ApiError("invalid_input", f"network {n} not found")
+        firewalls = [int(f["firewall"]) for f in data.get("firewalls") or []]
+        for f in firewalls:
+            if f not in self._firewalls:
+                raise ApiError("invalid_input", f"firewall {f} not found")
+        public_net = data.get("public_net") or {}
         user_data = data.get("user_data") or ""
         if len(user_data.encode()) > 32 * 1024:
             raise ApiError("invalid_input", "user_data is limited to 32 KiB")
@@ -1074,8 +1255,10 @@ class FakeHetzner:
             start=data.get("start_after_create", True) is not False,
             running_at=now + self.action_delay_s,
             boot_at=now + max(self.action_delay_s, self.boot_delay_s),
-            networks=[int(n) for n in data.get("networks") or []],
-            firewalls=[int(f["firewall"]) for f in data.get("firewalls") or []],
+            networks=networks,
+            firewalls=firewalls,
+            public_ipv4=public_net.get("enable_ipv4", True) is not False,
+            public_ipv6=public_net.get("enable_ipv6", True) is not False,
             placement_group=int(group_id) if group_id is not None else None,
         )
         self._next_server_id += 1

@@ -274,7 +274,9 @@ class LoadModel:
             live.add(inst.uid)
             seconds, cpu, at = self._counters.get(inst.uid, (0.0, inst.cpu, now))
             seconds += cpu * max(0.0, now - at)
-            self._counters[inst.uid] = (seconds, inst.cpu, now)
+            # Callers read the clock before the lock: a later reading may already be stored, and
+            # going back to an earlier one would count that stretch twice.
+            self._counters[inst.uid] = (seconds, inst.cpu, max(now, at))
             inst.cpu_seconds = seconds
         for uid in [u for u in self._counters if u not in live]:
             del self._counters[uid]

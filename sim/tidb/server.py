@@ -12,6 +12,9 @@ Routes (all JSON):
   of a range query answers the present load.
 - PD, one per base cluster, under `/pd/<namespace>/<cluster>`: `GET .../pd/api/v1/stores`,
   `GET .../pd/api/v1/store/<id>`, `POST .../autoscaling` (released behaviour, see pd.py).
+- Scrape side, for a real Prometheus (exposition.py): `GET /sim/v1/targets` is an HTTP service
+  discovery document (one target per running instance, kubernetes_sd's labels) and
+  `GET /metrics/<namespace>/<pod>` that pod's exposition text, as real TiKV/TiDB serve it.
 - External recommender: `GET /external?name=&namespace=&type=` answers
   {name, namespace, type, recommendedReplicas} (404 when no recommendation is scripted).
 - Control: `GET|POST|PUT|DELETE /sim/v1/load` (POST merges, PUT replaces, see load.py),
@@ -31,12 +34,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from sim.http import Drop, HttpError, JsonHandler, parse_json
 from sim.kube.store import Store
-from sim.tidb import promql
+from sim.tidb import exposition, promql
 from sim.tidb.load import Fault, Instance, LoadModel
 from sim.tidb.operator import base_of, config_labels, tidb_clusters
 from sim.tidb.pd import BadStrategy, autoscaling_plans, reported_quota, store_json
 
 MAX_RANGE_POINTS = 11000  # Prometheus refuses more points per series
+SCRAPE_VIEW_S = 0.2  # scrapes this close together read one view of the instances
 
 
 def _prom_error(message: str, kind: str = "bad_data", code: int = 400) -> HttpError:
@@ -95,6 +99,8 @@ class TidbServer:
         self._store_ids: dict[str, int] = {}
         self._store_started: dict[str, int] = {}
         self._ids_lock = threading.Lock()
+        self._scraped: tuple[float, dict[str, Instance]] = (0.0, {})
+        self._scrape_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -128,6 +134,16 @@ class TidbServer:
     def count(self, route: str) -> None:
         with self.stats_lock:
             self.stats[route] += 1
+
+    def scrape_view(self) -> dict[str, Instance]:
+        """Instances by their metrics path, shared by the scrapes of one instant: a Prometheus
+        scraping every pod each second would otherwise walk every pod once per pod."""
+        with self._scrape_lock:
+            at, view = self._scraped
+            if time.monotonic() - at > SCRAPE_VIEW_S:
+                view = {exposition.metrics_path(i): i for i in self.load.instances(self.store)}
+                self._scraped = (time.monotonic(), view)
+            return view
 
     def store_id(self, inst: Instance) -> tuple[int, int]:
         """PD's id for a TiKV instance (stable while its pod lives) and when it registered."""
@@ -168,6 +184,14 @@ class _Handler(JsonHandler):
             self._prometheus(path, params)
         elif path.startswith("/pd/"):
             self._pd(method, path, raw)
+        elif path.startswith(exposition.METRICS_PATH + "/") and method == "GET":
+            self.tidb.count(exposition.METRICS_PATH)
+            self._scrape(path)
+        elif path == "/sim/v1/targets" and method == "GET":
+            self.send_json(
+                200,
+                exposition.targets(self.tidb.load.instances(self.tidb.store), self.tidb.url.removeprefix("http://")),
+            )
         elif path == "/external" and method == "GET":
             self.tidb.count("/external")
             self._external(params)
@@ -211,6 +235,13 @@ class _Handler(JsonHandler):
         except promql.PromQLError as exc:
             raise _prom_error(str(exc)) from None
         self.send_json(200, {"status": "success", "data": data})
+
+    def _scrape(self, path: str) -> None:
+        """One pod's /metrics; 404 once it stops running (Prometheus marks its series stale)."""
+        inst = self.tidb.scrape_view().get(path)
+        if inst is None:
+            raise self.error(404, f"no running tikv/tidb instance at {path}")
+        self.send_bytes(200, exposition.exposition(inst).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     def _range(self, query: str, params: dict[str, str], series: list[promql.Series]) -> dict[str, Any]:
         for key in ("start", "end", "step"):

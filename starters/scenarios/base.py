@@ -1,12 +1,28 @@
+"""What a node demo scenario is, and what it sees of the demo that runs it. The demo (starters/
+demo.py) imports the scenarios; a scenario imports neither the demo nor the CLI: it reads the demo
+through `Demo` below."""
+
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from starters.demo import Demo
+    from kubernetes.client import ApiClient
+    from temporalio.client import WorkflowHandle
+
+    from scaling.nodes.status import AutoscalerStatus
     from starters.processes import Processes
+
+
+class Demo(Protocol):
+    """The running demo as a scenario reads it (starters.demo.Demo is one)."""
+
+    api: ApiClient  # the simulated cluster
+    gc_handle: WorkflowHandle  # the MachineGC workflow
+
+    async def status(self) -> AutoscalerStatus: ...
 
 
 class Scenario:

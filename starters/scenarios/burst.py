@@ -7,17 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 
 from scaling.nodes.models import LABEL_GROUP
 from starters.kube import deployment, node_group
-from starters.scenarios.base import Scenario
+from starters.scenarios.base import Demo, Scenario
 from starters.scenarios.progress import PodWatch, RequestLog, draw, percentile, problem_summary, progress_bar
-
-if TYPE_CHECKING:
-    from starters.demo import Demo
 
 PREFERRED_CAPACITY = 3  # nodes the preferred pool can give before it reports no capacity
 

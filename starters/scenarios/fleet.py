@@ -26,13 +26,12 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities.updates import execute_update
+from activities.updates import cause_of, execute_update
 from scaling.fleet import contracts
 from scaling.fleet.contracts import CreateInstanceRequest
 from scaling.fleet.lifecycle import DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import RegionStatus
-from starters.cli import cause_of
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 

@@ -30,8 +30,8 @@ from starters.scenarios.burst import BurstScenario, max_nodes_for
 from workflows.nodes.machine_gc import MachineGCWorkflow
 
 if TYPE_CHECKING:
-    from starters.demo import Demo
     from starters.processes import Processes
+    from starters.scenarios.base import Demo
 
 LOCATIONS = ["fsn1", "nbg1", "hel1"]
 PREFERRED = "cax11"

@@ -16,7 +16,7 @@ from scaling.nodes.status import AutoscalerStatus
 from starters.scenarios.burst import BurstScenario
 
 if TYPE_CHECKING:
-    from starters.demo import Demo
+    from starters.scenarios.base import Demo
 
 SCALE_DOWN = {"unneededTime": "4s", "delayAfterAdd": "8s", "utilizationThreshold": 0.5}
 NOT_BLOCKING = {"Removing", "Utilized", "UnneededWaiting", "Empty", "Underused", "NotManaged"}

@@ -27,8 +27,8 @@ from starters.kube import deployment, node_group
 from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
 
 if TYPE_CHECKING:
-    from starters.demo import Demo
     from starters.processes import Processes
+    from starters.scenarios.base import Demo
 
 VOLUME = "vol-1"
 PODS_PER_NODE = 2

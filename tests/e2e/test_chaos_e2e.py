@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.chaos import FAULTS, check, node_burst, restart_api_server, restart_temporal, sim_keeps_state
+from bench.chaos_harness import FAULTS, check, node_burst, restart_api_server, restart_temporal, sim_keeps_state
 from bench.chaos_hetzner import check_servers, lose_creates
 
 # The worker dies while a node is awaited; the server and the API server go down right after,

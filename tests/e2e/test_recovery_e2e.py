@@ -1,4 +1,4 @@
-"""Recovery with two workers on one task queue (as deploy/worker.yaml runs them): a worker
+"""Recovery with two workers on one task queue (as deploy/base/worker.yaml runs them): a worker
 SIGKILLed in the middle of an activity has it retried on the other within seconds, and a worker
 stopped with SIGTERM hands its work over and exits, losing nothing and doubling nothing.
 

@@ -1,5 +1,5 @@
 """The worker's operability endpoints against the real dev server: Prometheus metrics (the SDK's
-runtime) and the liveness/readiness probes deploy/worker.yaml uses."""
+runtime) and the liveness/readiness probes deploy/base/worker.yaml uses."""
 
 from __future__ import annotations
 

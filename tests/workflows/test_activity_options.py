@@ -30,8 +30,9 @@ from workflows.components.activity_options import COMPONENT_ACTIVITIES
 from workflows.fleet.activity_options import FLEET_ACTIVITIES
 from workflows.nodes.activity_options import NODE_ACTIVITIES
 
+# A decision (a local activity) takes its options where the workflow calls it, not from the table.
 TABLES = [
-    (NODE_ACTIVITIES, nodes.ACTIVITY_NAMES),
+    (NODE_ACTIVITIES, nodes.ACTIVITY_NAMES - nodes.DECISION_NAMES),
     (FLEET_ACTIVITIES, fleet.ACTIVITY_NAMES),
     (COMPONENT_ACTIVITIES, components.ACTIVITY_NAMES),
 ]

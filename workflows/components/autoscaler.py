@@ -25,6 +25,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
     from scaling.components import contracts
     from scaling.components.approvals import create_verdict, decided, next_deadline
@@ -33,11 +35,9 @@ with workflow.unsafe.imports_passed_through():
         GroupFigures,
         PlanDecision,
         PlanFigures,
-        decide_groups,
-        decide_plan,
-        release,
     )
     from scaling.components.groups import Reconciled, capacity_shapes, metric_clusters, pd_strategy
+    from scaling.components.overrides import PINNED
     from scaling.components.plan import Change, PlanInput
     from scaling.components.spec import COMPONENTS, ComponentSpec, SpecError, base_cluster_ref, parse_spec
     from scaling.components.state import (
@@ -52,24 +52,18 @@ with workflow.unsafe.imports_passed_through():
         PinRequest,
         status_body,
     )
-    from scaling.components.summaries import components_details
-    from scaling.components.timing import next_tick, record
+    from scaling.components.summaries import components_details, components_summary
+    from scaling.components.timing import allowed_at, next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
+    from workflows.approvals import ApprovalUpdates
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
+    from workflows.details import show
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
-# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
-# branch, the only one left): deprecated where 0.1.0 asked them, so those runs replay; removed
-# once no 0.1.0 run is left (docs/development.md, "How a patch retires").
-TIDB_OPERATOR_PARITY = "tidb-operator-parity"
-GROUP_APPROVAL_GATE = "group-approval-gate"
-CHANGE_TIME_AFTER_WRITE = "change-time-after-write"
-LOCAL_ROUND_READS = "local-round-reads"
-# workflow.patched id: the groups' bookkeeping and the plan run as local activities whose results
-# are recorded (scaling.components.decisions), so a planner change needs no patch; runs started
-# by 0.1.0 decide in workflow code.
+# Patch id of release 0.2.0 whose marker its runs carry where they first decided (they took its
+# new branch, the only one left): deprecated there, so they replay; removed in the release after.
 DECISIONS_RECORDED = "components-decisions-recorded"
 # Longest a decision may take: pure work in the worker.
 DECISION_TIMEOUT = timedelta(seconds=30)
@@ -98,7 +92,7 @@ def workflow_id(namespace: str, name: str) -> str:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ComponentAutoscalerWorkflow:
+class ComponentAutoscalerWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: ComponentAutoscalerInput) -> None:
         self.settings = inp.settings
@@ -107,7 +101,7 @@ class ComponentAutoscalerWorkflow:
         self.done = False
         self._last_failure: tuple[str, str] = ("", "")
         self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
-        self._recorded: bool | None = None  # workflow.patched(DECISIONS_RECORDED), asked once per run
+        self._marked = False  # workflow.deprecate_patch(DECISIONS_RECORDED) said in this run
         # The last decisions per component (memory only): an unchanged question is not asked again.
         self._last_groups: dict[str, GroupDecision] = {}
         self._last_plans: dict[str, PlanDecision] = {}
@@ -180,36 +174,23 @@ class ComponentAutoscalerWorkflow:
         if req.component not in ("*", *COMPONENTS):
             raise ValueError(f"component: one of tikv, tidb or *, got {req.component!r}")
 
-    @workflow.update
-    def approve(self, req: DecisionRequest) -> str:
-        """Create the heterogeneous group that awaits approval (`growth components approve ID`)."""
-        return self._decide(req, True)
-
-    @approve.validator
-    def _validate_approve(self, req: DecisionRequest) -> None:
-        self._validate_decision(req)
-
-    @workflow.update
-    def deny(self, req: DecisionRequest) -> str:
-        """Do not create it; a plan may ask again after approval_timeout_s (`growth components deny ID`)."""
-        return self._decide(req, False)
-
-    @deny.validator
-    def _validate_deny(self, req: DecisionRequest) -> None:
-        self._validate_decision(req)
-
+    # approve/deny (workflows.approvals): approve creates the heterogeneous group that awaits
+    # approval; deny does not, and a plan may ask again after approval_timeout_s.
     def _waiting(self, group: str) -> ComponentState | None:
         return next((cs for cs in self.state.components.values() if group in cs.approvals), None)
 
-    def _validate_decision(self, req: DecisionRequest) -> None:
+    def _decision_refused(self, arg: Any) -> str:
+        try:
+            req = DecisionRequest.model_validate(arg)
+        except ValidationError as err:
+            return f"id: {err.errors()[0]['msg']}"
         cs = self._waiting(req.id)
         if cs is None:
-            raise ValueError(f"id: no heterogeneous group {req.id!r} awaits approval")
-        refused = decision_refused(True, cs.approvals[req.id], req.id)
-        if refused:
-            raise ValueError(refused)
+            return f"id: no heterogeneous group {req.id!r} awaits approval"
+        return decision_refused(True, cs.approvals[req.id], req.id)
 
-    def _decide(self, req: DecisionRequest, approve: bool) -> str:
+    def _decided(self, approve: bool, arg: Any) -> str:
+        req = DecisionRequest.model_validate(arg)
         cs = self._waiting(req.id)
         assert cs is not None
         s, now = self.settings, workflow.now()
@@ -227,7 +208,6 @@ class ComponentAutoscalerWorkflow:
         while True:
             self.state.rounds += 1
             started = workflow.now()
-            workflow.deprecate_patch(LOCAL_ROUND_READS)  # where 0.1.0 asked it
             await self._round()
             metrics.round_done(self._cluster(), started)
             if self.done:
@@ -235,7 +215,7 @@ class ComponentAutoscalerWorkflow:
                 self._search_attributes("gone")
                 return f"{s.namespace}/{s.name} deleted"
             self._search_attributes(self._phase())
-            workflow.set_current_details(components_details(self.status(), self._phase()))  # not in history
+            show(components_summary(s), components_details(self.status(), self._phase()))  # not in history
             iterations += 1
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -371,7 +351,6 @@ class ComponentAutoscalerWorkflow:
             await self._report_errors([missing], {})
             await self._write_status()
             return
-        workflow.deprecate_patch(TIDB_OPERATOR_PARITY)  # where 0.1.0 asked it
         spec, errors = parse_spec(obj.spec, s.namespace, base.components)
         await self._report_errors(errors.get("", []), errors)
         if spec is not None and not st.overrides.paused:
@@ -485,7 +464,7 @@ class ComponentAutoscalerWorkflow:
         figures = await self._plan_figures(spec, inp, pd_answer, cs)
         if figures is None:
             return
-        decision = await self._decide_plan(component, figures) if self._recording() else decide_plan(figures)
+        decision = await self._decide_plan(component, figures)
         plan = decision.plan
         cs.notes = plan.notes[-5:]
         if plan.headroom != cs.headroom and plan.headroom:
@@ -493,19 +472,18 @@ class ComponentAutoscalerWorkflow:
             await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
         cs.headroom = plan.headroom
         now = workflow.now()
-        if not self._recording():  # 0.1.0 let changes through by the time after the headroom Event
-            decision = release(decision, now)
         cs.deferred, cs.deferred_until = decision.deferred, decision.retry_at
         changes = decision.allowed
         if self.settings.approve_group_create:
-            workflow.deprecate_patch(GROUP_APPROVAL_GATE)  # where 0.1.0 asked it
             changes = await self._through_approval(component, cs, changes, base.name, now)
         applied = []
         for change in changes:
             if not await self._apply(component, change, cs, base.name, now):
                 break
             applied.append(change)
-            metrics.changed(self._cluster(), component, change, base.name)
+            due = allowed_at(cs.timing, spec, change.direction)  # the timing before this round's changes
+            early = change.reason != PINNED and due is not None and now < due
+            metrics.changed(self._cluster(), component, change, base.name, early)
         if applied:
             cs.timing = record(cs.timing, applied, self._written_at())
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
@@ -545,17 +523,15 @@ class ComponentAutoscalerWorkflow:
                 out.append(ch)
         return out
 
-    def _recording(self) -> bool:
-        """Whether this run's decisions are recorded local activities (asked once per run: a run
-        started by 0.1.0 decides in workflow code)."""
-        if self._recorded is None:
-            self._recorded = workflow.patched(DECISIONS_RECORDED)
-        return self._recorded
+    def _mark_decisions(self) -> None:
+        """Where a 0.2.0 run asked patch components-decisions-recorded (once per run)."""
+        if not self._marked:
+            self._marked = True
+            workflow.deprecate_patch(DECISIONS_RECORDED)
 
     async def _reconcile(self, component: str, figures: GroupFigures) -> Reconciled:
         """The groups' bookkeeping: a recorded decision unless the question is the last one's."""
-        if not self._recording():
-            return decide_groups(figures).reconciled
+        self._mark_decisions()
         last = self._last_groups.get(component)
         if last is None or last.figures != figures:
             last = await workflow.execute_local_activity(
@@ -649,10 +625,10 @@ class ComponentAutoscalerWorkflow:
     async def _metrics_outcome(self, cs: ComponentState, answered: bool, component: str, source: str) -> bool:
         """A failed source plans nothing; the first failure after a success raises an Event, and
         every failed round is counted in the metric."""
+        metrics.metrics_failed(self._cluster(), component, source, failed=not answered)
         if answered:
             cs.metrics_error = ""
             return True
-        metrics.metrics_failed(self._cluster(), component, source)
         kind, message = self._last_failure
         text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
         if not cs.metrics_error:
@@ -663,7 +639,6 @@ class ComponentAutoscalerWorkflow:
 
     def _written_at(self) -> datetime:
         """When a change is done: the workflow's time after its writes and Events (issue 20)."""
-        workflow.deprecate_patch(CHANGE_TIME_AFTER_WRITE)  # where 0.1.0 asked it
         return workflow.now()
 
     async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:

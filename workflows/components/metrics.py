@@ -14,10 +14,16 @@ with workflow.unsafe.imports_passed_through():
     from scaling.components.plan import Change
 
 
-def changed(cluster: str, component: str, change: Change, base: str) -> None:
+def changed(cluster: str, component: str, change: Change, base: str, early: bool = False) -> None:
+    """One applied change; `early`: before its interval ran out (adding 0 otherwise keeps the
+    violations series present, so an alert on it never reads a missing series as healthy)."""
     kind = "homogeneous" if change.cluster == base else "heterogeneous"
-    workflow.metric_meter().create_counter(names.CHANGES, "applied scale-outs and scale-ins").add(
+    meter = workflow.metric_meter()
+    meter.create_counter(names.CHANGES, "applied scale-outs and scale-ins").add(
         1, {"cluster": cluster, "component": component, "direction": change.direction, "kind": kind}
+    )
+    meter.create_counter(names.INTERVAL_VIOLATIONS, "changes applied before their interval ran out").add(
+        1 if early else 0, {"cluster": cluster, "component": component}
     )
 
 
@@ -28,9 +34,10 @@ def sized(cluster: str, component: str, groups: int, replicas: int) -> None:
     meter.create_gauge(names.REPLICAS, "replicas over the base cluster and its groups").set(replicas, labels)
 
 
-def metrics_failed(cluster: str, component: str, source: str) -> None:
+def metrics_failed(cluster: str, component: str, source: str, failed: bool = True) -> None:
+    """A round's source answered or not (0 when it did: the series exists before the first failure)."""
     workflow.metric_meter().create_counter(names.METRICS_FAILURES, "rounds whose metrics source gave no answer").add(
-        1, {"cluster": cluster, "component": component, "source": source}
+        1 if failed else 0, {"cluster": cluster, "component": component, "source": source}
     )
 
 

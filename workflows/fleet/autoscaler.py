@@ -20,10 +20,9 @@ record's placement (a repeated create, also long after the placement). A delete 
 record and frees what it held; a rejection goes through the shard so only an instance still on
 that cluster is placed again (scaling/fleet/index.py has the invariants).
 
-Decisions (patch fleet-decisions-recorded): where queued instances go, whether a cluster marked
-for removal is deleted, and the evaluation run as activities whose inputs and results (what each
-read and decided, scaling.fleet.decisions) are in the history; the loop acts on them. Runs started by
-release 0.1.0 decided in workflow code and replay so.
+Decisions: where queued instances go, whether a cluster marked for removal is deleted, and the
+evaluation run as activities whose inputs and results (what each read and decided,
+scaling.fleet.decisions) are in the history; the loop acts on them.
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
         placement_figures,
         recheck_figures,
     )
-    from scaling.fleet.evaluation import RegionEvaluation, evaluate_region, region_figures
+    from scaling.fleet.evaluation import RegionEvaluation, region_figures
     from scaling.fleet.index import (
         SIGNAL_INDEX_ANSWERS,
         SIGNAL_INDEX_OPS,
@@ -72,7 +71,6 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
     from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance, TypeUnits
     from scaling.fleet.placement import (
-        FirstFit,
         instance_quota,
         instance_units,
         reserved_instances,
@@ -95,23 +93,24 @@ with workflow.unsafe.imports_passed_through():
         release_removed,
         remember,
     )
-    from scaling.fleet.scale_down import RemovalDecision, removal_decision
-    from scaling.fleet.summaries import cluster_summary, region_details
+    from scaling.fleet.scale_down import RemovalDecision
+    from scaling.fleet.summaries import cluster_summary, region_details, region_summary
     from workflows.children import abandon
+    from workflows.details import show
+    from workflows.fleet import metrics
     from workflows.fleet.activity_options import FLEET_DECISIONS
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
 
 
-# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
-# branch, the only one left): deprecated so those runs replay, removed once no 0.1.0 run is left.
-BATCHED_OUTBOX = "batched-outbox"
-INSTANCE_INDEX = "instance-index"
-COMPACT_REGISTRY = "compact-registry"
-# workflow.patched id: the region's decisions run as activities whose inputs and results are recorded
-# (scaling.fleet.decisions), so a rule change needs no patch; runs from 0.1.0 decide in workflow code.
+# Patch id of release 0.2.0 whose marker its runs carry where they first decided (they took its
+# new branch, the only one left): deprecated there, so they replay; removed in the release after.
 DECISIONS_RECORDED = "fleet-decisions-recorded"
+# workflow.patched id (added after 0.1.0): index shards start as the region first sends one an
+# operation, not all at once when the region starts (a 30-instance region listed 64 shard
+# workflows in the Web UI, burying the three that matter); runs from 0.1.0 start them all.
+LAZY_INDEX_SHARDS = "lazy-index-shards"
 # A decision is pure: it fails only when its worker dies; another worker takes it.
 DECISION_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 RECENT_ANSWERS = 4096  # placements answered in this run, for repeats and the `instance` query (memory only)
@@ -128,8 +127,7 @@ class FleetAutoscalerWorkflow:
             self.state.clusters, self.state.cluster_table = registry_of(self.state), None
         self.rules: dict[str, TypeRules] = type_rules(inp.config, inp.settings.provider, inp.settings.region)
         self.wake = False
-        self.asked_index = False  # workflow.deprecate_patch(INSTANCE_INDEX) asked in this run
-        self.recorded: bool | None = None  # workflow.patched(DECISIONS_RECORDED), asked once per run
+        self.marked = False  # workflow.deprecate_patch(DECISIONS_RECORDED) said in this run
         self.passes = self.passes_started = 0  # placement passes in this run (a create waits for the next)
         self.unplaced: PlacementFigures | None = None  # the last placement's figures when it placed none
         self.draining = False  # finishing handlers before continue-as-new
@@ -154,20 +152,15 @@ class FleetAutoscalerWorkflow:
         return placement_of(queued) if queued else self.recent.get(instance_id)
 
     def _start_indexing(self) -> None:
-        """A region's first run fixes its number of index shards. 0.1.0 asked patch instance-index
-        there (its first runs carry the marker)."""
-        st = self.state
-        if not st.index_shards and not self.asked_index:
-            self.asked_index = True
-            workflow.deprecate_patch(INSTANCE_INDEX)
-            st.index_shards = self.settings.index_shards
+        """A region's first run fixes its number of index shards."""
+        if not self.state.index_shards:
+            self.state.index_shards = self.settings.index_shards
 
-    def _recording(self) -> bool:
-        """Whether this run's decisions are recorded activities (asked once per run: a run
-        started by 0.1.0 decides in workflow code)."""
-        if self.recorded is None:
-            self.recorded = workflow.patched(DECISIONS_RECORDED)
-        return self.recorded
+    def _mark_decisions(self) -> None:
+        """Where a 0.2.0 run asked patch fleet-decisions-recorded (once per run)."""
+        if not self.marked:
+            self.marked = True
+            workflow.deprecate_patch(DECISIONS_RECORDED)
 
     # -- clusters report ----------------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_CLUSTER_CHANGED)
@@ -339,14 +332,12 @@ class FleetAutoscalerWorkflow:
             _same_instance(req, found.instance_type, found.size)
             return self._remember_answer(placement_of(found))
         st.queue.append(inst)
-        if self._recording():
-            # Placed by the loop's next placement pass (one decision for every create waiting);
-            # the id stays claimed until then, so a repeat waits for this answer.
-            wanted = self.passes_started + 1
-            self.wake = True
-            await workflow.wait_condition(lambda: self.passes >= wanted)
-        else:
-            self._place_queue()
+        # Placed by the loop's next placement pass (one decision for every create waiting); the id
+        # stays claimed until then, so a repeat waits for this answer.
+        self._mark_decisions()
+        wanted = self.passes_started + 1
+        self.wake = True
+        await workflow.wait_condition(lambda: self.passes >= wanted)
         answer = self._remember_answer(placement_of(inst))
         self.claiming.discard(req.id)
         return answer
@@ -464,32 +455,26 @@ class FleetAutoscalerWorkflow:
             workflow.upsert_search_attributes(fleet_attributes(s.provider, s.region, "running"))
         iterations = 0
         self._start_indexing()
-        if not self.state.index_started:
-            await self._start_index()
+        if not self.state.index_started and not workflow.patched(LAZY_INDEX_SHARDS):
+            await self._start_index()  # every shard at once, as 0.1.0 did
         listed = self.config.manual_clusters(s.provider, s.region)
-        if listed:
-            workflow.deprecate_patch(COMPACT_REGISTRY)  # where 0.1.0 asked it
         for k in range(0, len(listed), MAX_REGISTER_BATCH):
             await self._register_all(listed[k : k + MAX_REGISTER_BATCH])  # known ones are skipped
         while True:
             self.state.rounds += 1
-            if self._recording():
-                await self._place_recorded()
-                if not self.state.paused:
-                    await self._recheck_recorded()
-                    await self._evaluate_recorded()
-            else:
-                self._place_queue()
-                if not self.state.paused:
-                    self._recheck_deprovisioning()
-                    await self._evaluate()
+            self._mark_decisions()
+            await self._place_queue()
+            if not self.state.paused:
+                await self._recheck()
+                await self._evaluate()
             await self._flush_outbox()
             iterations += 1
-            workflow.set_current_details(region_details(self.status()))  # no command: not in history
+            status = self.status()
+            show(region_summary(self.settings), region_details(status))  # no command: not in history
+            metrics.region_observed(status)  # nor this
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
                 await self._finish_handlers()  # and the outbox is flushed
                 self.state.runs += 1
-                workflow.deprecate_patch(COMPACT_REGISTRY)  # where 0.1.0 asked it
                 carried = FleetAutoscalerInput(settings=s, config=self.config, state=self.state)
                 workflow.continue_as_new(carried_over(carried))
             self.wake = False
@@ -502,24 +487,40 @@ class FleetAutoscalerWorkflow:
                 pass
 
     async def _start_index(self) -> None:
-        """Start the index shards (abandoned children: they outlive the region's runs)."""
-        region_id = workflow.info().workflow_id
-
-        async def start(k: int) -> None:
-            try:
-                handle = await workflow.start_child_workflow(
-                    InstanceIndexWorkflow.run,
-                    InstanceIndexInput(region_workflow_id=region_id, shard=k),
-                    id=shard_workflow_id(region_id, k),
-                    parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                    static_summary=f"InstanceIndex shard {k} of {region_id}",
-                )
-                abandon(handle)
-            except WorkflowAlreadyStartedError:
-                pass  # a region started again over its shards: they answer the new run
-
-        await asyncio.gather(*(start(k) for k in range(self.state.index_shards)))
+        """Start every index shard (runs before LAZY_INDEX_SHARDS)."""
+        await asyncio.gather(*(self._start_shard(k) for k in range(self.state.index_shards)))
         self.state.index_started = True
+
+    async def _start_shard(self, k: int) -> None:
+        """Start index shard k (an abandoned child: it outlives the region's runs)."""
+        region_id = workflow.info().workflow_id
+        try:
+            handle = await workflow.start_child_workflow(
+                InstanceIndexWorkflow.run,
+                InstanceIndexInput(region_workflow_id=region_id, shard=k),
+                id=shard_workflow_id(region_id, k),
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"InstanceIndex shard {k} of {region_id}",
+            )
+            abandon(handle)
+        except WorkflowAlreadyStartedError:
+            pass  # a region started again over its shards: they answer the new run
+
+    async def _shards_for(self, shards: dict[int, IndexOps]) -> dict[int, IndexOps]:
+        """The batches to send, starting the shards they go to that are not started yet
+        (LAZY_INDEX_SHARDS). A shard never started holds no record, so a cluster-wide reject,
+        the one operation sent to every shard, skips it rather than starting it."""
+        st = self.state
+        if st.index_started:
+            return shards
+        new = [
+            k
+            for k, ops in shards.items()
+            if k not in st.index_shards_started and any(op.kind != "reject" or op.instance_id for op in ops.ops)
+        ]
+        await asyncio.gather(*(self._start_shard(k) for k in new))
+        st.index_shards_started = sorted({*st.index_shards_started, *new})
+        return {k: ops for k, ops in shards.items() if k in st.index_shards_started}
 
     async def _finish_handlers(self) -> None:
         """Before continue-as-new: the handlers wait for the index's answers, so keep sending
@@ -530,8 +531,8 @@ class FleetAutoscalerWorkflow:
         st = self.state
         self.draining = True
         while True:
-            if self.recorded and self.wake:
-                await self._place_recorded()  # a create waits for a placement pass
+            if self.wake:
+                await self._place_queue()  # a create waits for a placement pass
             await self._flush_outbox()
             if workflow.all_handlers_finished() and not st.outbox and not st.index_outbox:
                 return
@@ -540,21 +541,7 @@ class FleetAutoscalerWorkflow:
                 lambda: workflow.all_handlers_finished() or bool(st.outbox) or bool(st.index_outbox) or self.wake
             )
 
-    def _place_queue(self) -> None:
-        """Place queued instances on the first ready cluster with room; tell the cluster and the
-        index."""
-        st = self.state
-        fit = FirstFit(list(st.clusters.values()))  # first-fit, without rescanning full clusters
-        placed: dict[str, str] = {}
-        for inst in st.queue:
-            rules = self.rules.get(inst.instance_type)
-            cid = fit.place(inst, rules) if rules else None
-            if cid is not None:
-                self._place(inst, cid)
-                placed[inst.id] = cid
-        st.queue = [inst for inst in st.queue if inst.id not in placed]
-
-    async def _place_recorded(self) -> None:
+    async def _place_queue(self) -> None:
         """One placement pass: the queue in batches, each a recorded decision (skipped when its
         figures are those of the last batch that placed nothing); creates wait for it."""
         st = self.state
@@ -587,16 +574,10 @@ class FleetAutoscalerWorkflow:
         st.index_outbox.append(IndexOp(kind="set", instance=inst))
         self._remember_answer(placement_of(inst))
 
-    def _recheck_deprovisioning(self) -> None:
+    async def _recheck(self) -> None:
         """Seed 000: once marked, check again (empty, and the region keeps enough capacity)
         before deleting; otherwise back to ready. The re-check waits `recheck_delay_s` after the
         mark, so capacity reports and an operator's block can still change the answer."""
-        clusters = list(self.state.clusters.values())
-        for rec in self._due_rechecks():
-            rules = self.rules.get(rec.instance_type)
-            self._recheck(rec, removal_decision(rec, clusters, rules, rechecking=True) if rules else None)
-
-    async def _recheck_recorded(self) -> None:
         due = self._due_rechecks()
         if not due:
             return
@@ -610,7 +591,7 @@ class FleetAutoscalerWorkflow:
         for rec in due:
             now = st.clusters.get(rec.id)
             if now is rec and rec.phase == ClusterPhase.DEPROVISIONING and not rec.delete_sent:  # unchanged meanwhile
-                self._recheck(rec, decisions.get(rec.id))
+                self._apply_recheck(rec, decisions.get(rec.id))
 
     def _due_rechecks(self) -> list[ClusterRecord]:
         """Clusters marked deprovisioning whose re-check delay has passed."""
@@ -625,7 +606,7 @@ class FleetAutoscalerWorkflow:
             due.append(rec)
         return due
 
-    def _recheck(self, rec: ClusterRecord, decision: RemovalDecision | None) -> None:
+    def _apply_recheck(self, rec: ClusterRecord, decision: RemovalDecision | None) -> None:
         """Delete a cluster whose re-check passed; bring one back to ready otherwise (None: no
         rules for its type)."""
         st, now = self.state, workflow.now()
@@ -643,16 +624,6 @@ class FleetAutoscalerWorkflow:
             remember(st, f"{rec.id}: re-check failed ({why}), back to ready")
 
     async def _evaluate(self) -> None:
-        scaling = self.config.dynamic_scaling
-        ev = evaluate_region(
-            list(self.state.clusters.values()),
-            self.rules,
-            scale_up_enabled=scaling.enable_dynamic_data_plane_scale_up,
-            scale_down_enabled=scaling.enable_dynamic_data_plane_scale_down,
-        )
-        await self._act_on(ev)
-
-    async def _evaluate_recorded(self) -> None:
         """The evaluation as a recorded decision; when the registry's figures are those the last
         one read, its outcome stands (an idle round records nothing)."""
         st, scaling = self.state, self.config.dynamic_scaling
@@ -778,13 +749,13 @@ class FleetAutoscalerWorkflow:
             shards = group_by_shard(st.index_outbox, st.index_shards)
             batches = batch_by_cluster(st.outbox)
             st.index_outbox, st.outbox = [], []
+            shards = await self._shards_for(shards)
             await asyncio.gather(
                 *(self._send_ops(k, ops) for k, ops in shards.items()),
                 *(self._send_batch(cid, batch) for cid, batch in batches.items()),
             )
             return
         if st.outbox:
-            workflow.deprecate_patch(BATCHED_OUTBOX)  # where 0.1.0 asked it
             batches = batch_by_cluster(st.outbox)
             st.outbox = []
             await asyncio.gather(*(self._send_batch(cid, batch) for cid, batch in batches.items()))

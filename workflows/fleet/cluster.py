@@ -72,7 +72,9 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.models import ClusterPhase, TypeCapacity
     from scaling.fleet.pools import machine_pool_input
     from scaling.fleet.region import ClusterMessages
-    from scaling.fleet.summaries import cluster_details
+    from scaling.fleet.summaries import cluster_details, cluster_summary, placed_units
+    from workflows.approvals import ApprovalUpdates
+    from workflows.details import show
     from workflows.fleet.activity_options import FLEET_ACTIVITIES
     from workflows.search import fleet_attributes
 
@@ -87,12 +89,6 @@ OCM_RETRY = RetryPolicy(
 REMOVAL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
-# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
-# branch, the only one left): deprecated where 0.1.0 asked them, so those runs replay; removed
-# once no 0.1.0 run is left (docs/development.md, "How a patch retires").
-UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
-CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
-REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
 class StepFailed(Exception):
@@ -106,7 +102,7 @@ class StepFailed(Exception):
 
 
 @workflow.defn(name=contracts.CLUSTER_WORKFLOW)
-class DataPlaneClusterWorkflow:
+class DataPlaneClusterWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: DataPlaneClusterInput) -> None:
         self.inp = inp
@@ -168,38 +164,20 @@ class DataPlaneClusterWorkflow:
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
         refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
         if refused and self.inp.parent_workflow_id:
-            workflow.deprecate_patch(REJECTED_INSTANCES_REPLACED)  # where 0.1.0 asked it
             # Dropped here before the region re-places them: never on two clusters at once.
             st.instances = [i for i in st.instances if i.id not in refused]
             self.rejected.update(refused)
             self.changed = True
         self.reports_this_run += 1
 
-    # -- approval gates ---------------------------------------------------------------
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the gated step (`growth fleet approve ID`)."""
-        return self._decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse the gated step (`growth fleet deny ID`)."""
-        return self._decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
+    # -- approval gates (approve/deny: workflows.approvals) ------------------------------
+    def _decision_refused(self, note: Any) -> str:
         approval = self.state.approval
         waiting = approval is not None and not approval.decision and not self.decided
-        refused = decision_refused(waiting, approval, workflow.info().workflow_id)
-        if refused:
-            raise ValueError(refused)
+        return decision_refused(waiting, approval, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self._decide(approve, "operator", str(note or ""))
 
     def _decide(self, approve: bool, by: str, note: str) -> str:
         approval = self.state.approval
@@ -287,12 +265,12 @@ class DataPlaneClusterWorkflow:
                 self.restore()
             elif msg.signal == contracts.SIGNAL_DELETE:
                 self.delete()
+        self._show()  # placements change the units used at once, before the agent's next report
 
     # -- the lifecycle ------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
         st = self.state
-        workflow.deprecate_patch(CLUSTER_APPROVAL_GATES)  # where 0.1.0 asked it
         if st.accepted_at is None:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
@@ -354,8 +332,6 @@ class DataPlaneClusterWorkflow:
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            if created.state == "uninstalling":
-                workflow.deprecate_patch(UNINSTALLING_FAILS_PROVISIONING)  # where 0.1.0 asked it
             if created.state in ("error", "gone", "uninstalling"):  # none of them becomes ready
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
@@ -569,6 +545,15 @@ class DataPlaneClusterWorkflow:
         if workflow.now() >= deadline:
             raise StepFailed(step, f"timed out: {waiting_for}")
 
+    def _show(self) -> None:
+        """The Web UI's details: the last report, with the units growth placed here, the number
+        `growth fleet status` shows (the region's registry counts the same placements)."""
+        if self.published is not None:
+            st = self.state
+            show(
+                cluster_summary(self.inp), cluster_details(self.published, placed_units(st.instances, st.instance_type))
+            )
+
     async def _publish(self, deletion_denied: bool = False) -> None:
         """Tell the region's autoscaler (by workflow id: its latest run) and the Web UI."""
         self.changed = False
@@ -578,7 +563,7 @@ class DataPlaneClusterWorkflow:
             return  # agents report often; only changes cost history
         phase_changed = self.published is None or self.published.phase != report.phase
         self.published = report
-        workflow.set_current_details(cluster_details(report))  # no command: not in history
+        self._show()
         if inp.use_search_attributes and phase_changed:
             workflow.upsert_search_attributes(fleet_attributes(st.provider, st.region, st.phase.value, st.cluster_id))
         if not inp.parent_workflow_id:

@@ -82,8 +82,9 @@ with workflow.unsafe.imports_passed_through():
         with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
-    from scaling.nodes.summaries import autoscaler_details, machine_gc_summary
+    from scaling.nodes.summaries import autoscaler_details, autoscaler_summary, machine_gc_summary
     from workflows.children import abandon
+    from workflows.details import show
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
@@ -284,7 +285,7 @@ class NodeAutoscalerWorkflow:
     async def run(self, inp: AutoscalerInput) -> None:
         settings = inp.settings
         # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
-        workflow.set_current_details(autoscaler_details(self.state))
+        show(autoscaler_summary(settings), autoscaler_details(self.state))
         if settings.machine_gc:
             await self._start_machine_gc()
         iterations_this_run = 0
@@ -293,7 +294,7 @@ class NodeAutoscalerWorkflow:
             if not self.state.paused:
                 await self._iterate()
                 iterations_this_run += 1
-            workflow.set_current_details(autoscaler_details(self.state))  # no command: not in history
+            show(autoscaler_summary(settings), autoscaler_details(self.state))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations_this_run >= settings.iterations_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await asyncio.gather(*self.background)

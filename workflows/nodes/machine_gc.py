@@ -23,7 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
     from scaling.nodes.gc.leaks import find_leaked_machines
     from scaling.nodes.models import LABEL_GROUP, LABEL_REQUEST
-    from scaling.nodes.summaries import machine_gc_details
+    from scaling.nodes.summaries import machine_gc_details, machine_gc_summary
+    from workflows.details import show
     from workflows.nodes.activity_options import NODE_ACTIVITIES
 
 FACTS_RETRY = RetryPolicy(
@@ -96,8 +97,9 @@ class MachineGCWorkflow:
             await self._round()
             rounds_this_run += 1
             st = self.state
-            workflow.set_current_details(
-                machine_gc_details(st.rounds, st.machines_seen, st.collected_total, st.last_error)
+            show(
+                machine_gc_summary(self.settings.cluster, self.settings.interval_s),
+                machine_gc_details(st.rounds, st.machines_seen, st.collected_total, st.last_error),
             )
             if workflow.info().is_continue_as_new_suggested() or rounds_this_run >= self.settings.rounds_per_run:
                 await workflow.wait_condition(workflow.all_handlers_finished)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -22,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, NodeRequestStatus
     from scaling.nodes.summaries import request_details
+    from workflows.approvals import ApprovalUpdates
     from workflows.nodes import metrics
     from workflows.nodes.request_machine import Decision, RequestMachine, wait_alone
     from workflows.search import request_attributes
@@ -34,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
 # for their first activation. Everything it imports is passed through the sandbox anyway, it
 # reads time only through workflow.now(), and the replay tests keep it deterministic.
 @workflow.defn(name=NODE_REQUEST_WORKFLOW, sandboxed=False)
-class NodeRequestWorkflow:
+class NodeRequestWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: NodeRequestInput) -> None:
         self.inp = inp
@@ -55,32 +57,17 @@ class NodeRequestWorkflow:
     def cancel(self, reason: str = "cancelled by operator") -> None:
         self.machine.cancel(reason)
 
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the scale-up this request waits for (`growth nodes approve ID`)."""
-        return self.decision.decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse it: the request ends Unmet (Denied) (`growth nodes deny ID`)."""
-        return self.decision.decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
-        refused = decision_refused(
+    # approve/deny (workflows.approvals): go ahead with the scale-up this request waits for, or
+    # refuse it (the request ends Unmet, Denied).
+    def _decision_refused(self, note: Any) -> str:
+        return decision_refused(
             self.status.phase == RequestPhase.AWAITING_APPROVAL and not self.decision.decided,
             self.status.approval,
             workflow.info().workflow_id,
         )
-        if refused:
-            raise ValueError(refused)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the state machine (workflows.nodes.request_machine) ---------------------------
     @workflow.run

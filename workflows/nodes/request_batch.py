@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         queue_report,
     )
     from scaling.nodes.summaries import batch_details
+    from workflows.approvals import ApprovalUpdates
     from workflows.nodes import metrics
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision
@@ -44,7 +46,7 @@ ROUND_S = 10.0
 
 # Outside the sandbox, as NodeRequest (see there): a burst starts many at once.
 @workflow.defn(name=NODE_REQUEST_BATCH_WORKFLOW, sandboxed=False)
-class NodeRequestBatchWorkflow:
+class NodeRequestBatchWorkflow(ApprovalUpdates):
     @workflow.init
     def __init__(self, inp: NodeRequestBatchInput) -> None:
         self.inp = inp
@@ -79,31 +81,14 @@ class NodeRequestBatchWorkflow:
             if not m.status.final:
                 m.cancel(inp.reason)
 
-    @workflow.update
-    def approve(self, note: str = "") -> str:
-        """Go ahead with the scale-up the batch waits for (`growth nodes approve ID`)."""
-        return self.decision.decide(True, "operator", note)
-
-    @approve.validator
-    def _validate_approve(self, note: str = "") -> None:
-        self._validate_decision()
-
-    @workflow.update
-    def deny(self, note: str = "") -> str:
-        """Refuse it: every waiting member ends Unmet (Denied) (`growth nodes deny ID`)."""
-        return self.decision.decide(False, "operator", note)
-
-    @deny.validator
-    def _validate_deny(self, note: str = "") -> None:
-        self._validate_decision()
-
-    def _validate_decision(self) -> None:
+    # approve/deny (workflows.approvals): go ahead with the scale-up the batch waits for, or
+    # refuse it (every waiting member ends Unmet, Denied).
+    def _decision_refused(self, note: Any) -> str:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        refused = decision_refused(
-            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id
-        )
-        if refused:
-            raise ValueError(refused)
+        return decision_refused(waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id)
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the members -----------------------------------------------------------------------
     @workflow.run

@@ -17,7 +17,12 @@ What it guards against (the complaints about Cluster Autoscaler's Hetzner provid
   snapshot of the server type's architecture wins, as Cluster Autoscaler's findImage picks it),
   so one group can mix CAX (arm) and CX (x86) types;
 - `placement_group: spread` creates and fills spread placement groups of at most 10 servers
-  (Hetzner's limit) per pool, so a pool asks for spread without naming a group id.
+  (Hetzner's limit) per pool, so a pool asks for spread without naming a group id;
+- what Cluster Autoscaler's users configure, done as CA does it: networks, firewalls and a
+  placement group by id or name (a name is looked up once per cache period), `server_labels`
+  set on the server at create, `public_ipv4/ipv6: false` (created without those addresses),
+  `subnet_ip_range` (created off, attached to the network in that subnet, then started), and
+  `create_timeout_s` bounding the create call (CA's HCLOUD_SERVER_CREATION_TIMEOUT).
 
 Secrets never pass through workflow inputs: the API token comes from HCLOUD_TOKEN or a token
 file, the cluster join token/endpoint from env or files, read when an activity runs.
@@ -46,7 +51,7 @@ from hcloud.locations import Location
 from hcloud.networks import Network
 from hcloud.placement_groups import PlacementGroup
 from hcloud.server_types import ServerType as HServerType
-from hcloud.servers import BoundServer, Server
+from hcloud.servers import BoundServer, Server, ServerCreatePublicNetwork
 from hcloud.ssh_keys import SSHKey
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
@@ -65,6 +70,7 @@ from scaling.nodes.providers.hetzner import (
     decide_error,
     hetzner_architecture,
     image_ref,
+    is_id,
     pick_placement_group,
     placement_group_name,
     pool_locations,
@@ -107,6 +113,11 @@ class HetznerSettings(BaseModel):
     retry_base_s: float = 1.0
     retry_cap_s: float = 60.0
     timeout_s: float = 30.0
+    # The most one create may take, hcloud's retries included (Cluster Autoscaler's
+    # HCLOUD_SERVER_CREATION_TIMEOUT, 5 minutes by default); past it the server is looked up
+    # by its request labels, never created twice. Waiting for the Node is the loop's
+    # readiness_timeout_s (CA's --max-node-provision-time).
+    create_timeout_s: float = Field(300.0, gt=0)
     default_rate_limit_retry_s: float = 60.0
     # A location that answered resource_unavailable for a type is skipped for this long (each
     # try costs a request from the project's budget; capacity rarely returns within a minute).
@@ -188,16 +199,6 @@ def server_labels(inp: CreateNodeInput) -> dict[str, str]:
     }
 
 
-def _ref_id(value: Any) -> int:
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        return int(value)
-    raise ApplicationError(
-        f"Hetzner pool config needs numeric ids for networks/firewalls/placement_group, got {value!r}",
-        type="HetznerInvalidConfig",
-        non_retryable=True,
-    )
-
-
 class HetznerProvider:
     """NodeProvider for Hetzner Cloud. One instance per worker; safe to call concurrently."""
 
@@ -223,6 +224,8 @@ class HetznerProvider:
         self._groups_lock = threading.Lock()
         self._groups: dict[str, dict[int, int]] = {}  # group name prefix → {group id: servers}
         self._no_capacity: dict[tuple[str, str], float] = {}  # (type, location) → monotonic time seen
+        self._refs: dict[tuple[str, str], tuple[float, int]] = {}  # (kind, name) → (fetched, id)
+        self._subnets: dict[int, tuple[float, set[str]]] = {}  # network id → (fetched, subnet ranges)
 
     @classmethod
     def from_settings(cls, cfg: dict[str, Any] | None = None) -> HetznerProvider:
@@ -471,6 +474,86 @@ class HetznerProvider:
         self._images[(ref.value, harch)] = (time.monotonic(), int(found[0].id))
         return Image(id=int(found[0].id))
 
+    async def _ref_id(self, kind: str, ref: Any, field: str) -> int:
+        """The id of a network, firewall or placement group given by id or name. A name costs one
+        list (`?name=`) per cache period, as Cluster Autoscaler resolves HCLOUD_NETWORK and
+        placementGroup names; a name the project does not hold is a config error."""
+        if is_id(ref):
+            return int(ref)
+        name = str(ref)
+        cached = self._refs.get((kind, name))
+        if cached is not None and time.monotonic() - cached[0] < self.settings.cache_ttl_s:
+            return cached[1]
+        lookups = {
+            "networks": lambda c: c.networks.get_by_name(name),
+            "firewalls": lambda c: c.firewalls.get_by_name(name),
+            "placement_groups": lambda c: c.placement_groups.get_by_name(name),
+        }
+        found = await self._call(lookups[kind], RequestKind.POLL)
+        if found is None:
+            raise ApplicationError(
+                f"pool config {field}: no {kind.rstrip('s').replace('_', ' ')} named {name!r} in the project",
+                type="HetznerInvalidConfig",
+                non_retryable=True,
+            )
+        self._refs[(kind, name)] = (time.monotonic(), int(found.id))
+        return int(found.id)
+
+    async def _check_subnet(self, config: dict[str, Any]) -> None:
+        """A pool's `subnet_ip_range` must be one of its network's subnets (Cluster Autoscaler's
+        isIpRangeInNetwork, checked at start): refused before any server is bought, never after.
+        The network is read once per cache period."""
+        ip_range = config.get("subnet_ip_range")
+        if not ip_range:
+            return
+        network_id = await self._ref_id("networks", config["networks"][0], "networks[0]")
+        cached = self._subnets.get(network_id)
+        if cached is None or time.monotonic() - cached[0] >= self.settings.cache_ttl_s:
+            network = await self._call(lambda c: c.networks.get_by_id(network_id), RequestKind.POLL)
+            cached = (time.monotonic(), {str(sn.ip_range) for sn in network.subnets or []})
+            self._subnets[network_id] = cached
+        if str(ip_range) not in cached[1]:
+            raise ApplicationError(
+                f"pool config subnet_ip_range {ip_range!r} is no subnet of network {network_id} "
+                f"(its subnets: {', '.join(sorted(cached[1])) or 'none'})",
+                type="HetznerInvalidConfig",
+                non_retryable=True,
+            )
+
+    async def _attach_and_start(self, server: BoundServer, config: dict[str, Any]) -> None:
+        """A pool with `subnet_ip_range` creates its servers off: attach the network in that
+        subnet, then power on (Cluster Autoscaler's createServer). Each step is skipped when
+        done, so a retried activity finishes what an earlier try began."""
+        ip_range = config.get("subnet_ip_range")
+        if not ip_range:
+            return
+        network_id = await self._ref_id("networks", config["networks"][0], "networks[0]")
+        attached = {int(n.network.id) for n in (server.private_net or [])}
+        sid = int(server.id)
+
+        def run(client: Client) -> None:
+            if network_id not in attached:
+                try:
+                    client.servers.attach_to_network(Server(id=sid), Network(id=network_id), ip_range=str(ip_range))
+                except APIException as exc:
+                    if exc.code != "server_already_attached":
+                        raise
+            if server.status in (None, "off"):
+                client.servers.power_on(Server(id=sid))
+
+        try:
+            await self._call(run)
+        except APIException as exc:
+            if decide_error(exc.code) is ErrorDecision.RETRY:  # locked: the attach is still running
+                raise ApplicationError(
+                    f"Hetzner API error {exc.code} finishing server {sid}: {exc.message}", type="HetznerUnavailable"
+                ) from exc
+            raise ApplicationError(
+                f"pool config subnet_ip_range {ip_range!r}: Hetzner refused the attach ({exc.code}): {exc.message}",
+                type="HetznerInvalidRequest",
+                non_retryable=True,
+            ) from exc
+
     def _spread_group(self, client: Client, inp: CreateNodeInput) -> int:
         """A spread group of this pool with room, created when all are full; its seat is taken
         here (given back by `_spread_done` if the create fails)."""
@@ -535,6 +618,7 @@ class HetznerProvider:
         if not (activity.in_activity() and activity.info().attempt == 1):
             existing = await self._call(lambda c: self._find(c, labels), RequestKind.POLL)
             if existing is not None:
+                await self._attach_and_start(existing, config)
                 return self._created(existing, "found existing server for this request attempt")
 
         try:
@@ -563,24 +647,39 @@ class HetznerProvider:
                 taints=inp.taints,
             )
 
+        in_subnet = bool(config.get("subnet_ip_range"))
+        await self._check_subnet(config)
         kwargs: dict[str, Any] = {
             "name": name,
             "server_type": HServerType(name=type_name),
             "image": await self._image(config, st.arch if st is not None else "amd64"),
-            "labels": labels,
-            "start_after_create": True,
+            # The pool's server_labels (Cluster Autoscaler's serverLabels), growth's own on top.
+            "labels": {**(config.get("server_labels") or {}), **labels},
+            # In a subnet: created off, attached, then started (_attach_and_start).
+            "start_after_create": not in_subnet,
         }
         if config.get("ssh_keys"):
             kwargs["ssh_keys"] = [
                 SSHKey(id=int(k)) if str(k).isdigit() else SSHKey(name=str(k)) for k in config["ssh_keys"]
             ]
-        if config.get("networks"):
-            kwargs["networks"] = [Network(id=_ref_id(n)) for n in config["networks"]]
+        if config.get("networks") and not in_subnet:
+            kwargs["networks"] = [
+                Network(id=await self._ref_id("networks", n, f"networks[{i}]"))
+                for i, n in enumerate(config["networks"])
+            ]
         if config.get("firewalls"):
-            kwargs["firewalls"] = [Firewall(id=_ref_id(f)) for f in config["firewalls"]]
+            ids = [await self._ref_id("firewalls", f, f"firewalls[{i}]") for i, f in enumerate(config["firewalls"])]
+            # The cluster's and the pool's firewalls, deduplicated by id (as Cluster Autoscaler merges them).
+            kwargs["firewalls"] = [Firewall(id=i) for i in dict.fromkeys(ids)]
+        if config.get("public_ipv4") is False or config.get("public_ipv6") is False:
+            kwargs["public_net"] = ServerCreatePublicNetwork(
+                enable_ipv4=config.get("public_ipv4") is not False, enable_ipv6=config.get("public_ipv6") is not False
+            )
         spread = wants_spread(config)
         if config.get("placement_group") is not None and not spread:
-            kwargs["placement_group"] = PlacementGroup(id=_ref_id(config["placement_group"]))
+            kwargs["placement_group"] = PlacementGroup(
+                id=await self._ref_id("placement_groups", config["placement_group"], "placement_group")
+            )
 
         misses: list[str] = []
         for location in locations:
@@ -594,12 +693,18 @@ class HetznerProvider:
                 kwargs["placement_group"] = PlacementGroup(id=gid)
             created = False
             try:
-                response = await self._call(
-                    lambda c, loc=location: c.servers.create(
-                        location=Location(name=loc), user_data=user_data(loc), **kwargs
-                    )
+                # Bounded as Cluster Autoscaler bounds it (HCLOUD_SERVER_CREATION_TIMEOUT); a create
+                # still running past it is looked up by its labels below, never sent again.
+                response = await asyncio.wait_for(
+                    self._call(
+                        lambda c, loc=location: c.servers.create(
+                            location=Location(name=loc), user_data=user_data(loc), **kwargs
+                        )
+                    ),
+                    self.settings.create_timeout_s,
                 )
                 created = True
+                await self._attach_and_start(response.server, config)
                 return self._created(response.server, f"created in {location}")
             except APIException as exc:
                 if gid is not None:
@@ -616,7 +721,7 @@ class HetznerProvider:
                 if decision is ErrorDecision.ALREADY_EXISTS:
                     # hcloud re-sent a create whose answer timed out, or an earlier try of this
                     # attempt created it: the first one took the name.
-                    return await self._recover(labels, name, f"name taken ({exc.code})")
+                    return await self._recover(labels, name, f"name taken ({exc.code})", config)
                 if decision is ErrorDecision.RETRY:
                     raise ApplicationError(
                         f"Hetzner API error {exc.code}: {exc.message}", type="HetznerUnavailable"
@@ -626,10 +731,10 @@ class HetznerProvider:
                     type="HetznerInvalidRequest",
                     non_retryable=True,
                 ) from exc
-            except requests.RequestException as exc:
-                # The answer was lost: the server may exist. Look before anyone creates again.
+            except (requests.RequestException, TimeoutError) as exc:
+                # The answer was lost or late: the server may exist. Look before anyone creates again.
                 created = True  # keep the group seat: the server may hold it
-                return await self._recover(labels, name, f"create response lost ({type(exc).__name__})")
+                return await self._recover(labels, name, f"create response lost ({type(exc).__name__})", config)
             finally:
                 if gid is not None and not created:
                     self._spread_done(inp, gid, created=False)
@@ -638,7 +743,9 @@ class HetznerProvider:
             message=f"no capacity for {type_name} in {', '.join(locations)}: {'; '.join(misses)}",
         )
 
-    async def _recover(self, labels: dict[str, str], name: str, why: str) -> CreateNodeResult:
+    async def _recover(
+        self, labels: dict[str, str], name: str, why: str, config: dict[str, Any] | None = None
+    ) -> CreateNodeResult:
         def look(client: Client) -> BoundServer | None:
             found = self._find(client, labels)
             if found is None:
@@ -652,6 +759,7 @@ class HetznerProvider:
         except requests.RequestException as exc:
             raise ApplicationError(f"{why}; lookup failed too: {exc}", type="HetznerTransportError") from exc
         if server is not None:
+            await self._attach_and_start(server, config or {})
             return self._created(server, f"{why}; found the server it created")
         raise ApplicationError(f"{why}; no server found yet, retrying", type="HetznerTransportError")
 

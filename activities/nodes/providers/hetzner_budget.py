@@ -18,6 +18,8 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
+from activities.meter import process_meter
+from scaling.nodes.metrics import HETZNER_RATELIMIT_REMAINING
 from scaling.nodes.providers.hetzner_budget import (
     BudgetSettings,
     BudgetView,
@@ -120,6 +122,10 @@ class ProjectBudget:
                     or estimate_remaining(view, now) <= estimate_remaining(current, now)
                 ):
                     self._view = view
+                if self._view is not None:
+                    process_meter().create_gauge(
+                        HETZNER_RATELIMIT_REMAINING, "the Hetzner project's requests left, as its last answer said"
+                    ).set(int(estimate_remaining(self._view, now)))
             self._cond.notify_all()
 
     def _measure_others(self, view: BudgetView, spent: bool) -> BudgetView:

@@ -9,7 +9,8 @@ from scaling.components.planners.targets import Targets
 
 def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
     """PD returns the full set of groups of a component it planned: each plan is a group's
-    target; a standing group PD left out goes to 0. Counts are capped by the resource type's
+    target (the TidbCluster carrying the plan's group label, as tidb-operator matches them,
+    else a new one); a standing group PD left out goes to 0. Counts are capped by the resource type's
     count. No plan at all for this component (PD answers nothing for a component within its
     thresholds, and growth asks once for both) changes nothing: it never drains the groups."""
     plan = ComponentPlan(component=inp.spec.component)
@@ -27,7 +28,8 @@ def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
             plan.notes.append(f"PD planned unknown resource type {p.resource_type!r}: ignored")
             continue
         labels = dict(p.labels)
-        name = t.ensure_group(res, labels, labels.get(GROUP_LABEL) or p.resource_type)
+        group = labels.get(GROUP_LABEL) or p.resource_type
+        name = t.standing_group(res.name, group) or t.ensure_group(res, labels, group)
         count = max(0, p.count)
         if res.count is not None:
             count = min(count, max(0, res.count - per_type.get(res.name, 0)))

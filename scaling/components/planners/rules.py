@@ -190,7 +190,8 @@ def _heterogeneous_out(inp: PlanInput, t: Targets, plan: ComponentPlan, types: l
         if k <= 0:
             continue
         labels = group_labels(inp.spec.component, res.name)
-        name = t.ensure_group(res, labels, labels[GROUP_LABEL])
+        own = t.standing_group(res.name, labels[GROUP_LABEL])
+        name = own or t.standing_group(res.name) or t.ensure_group(res, labels, labels[GROUP_LABEL])
         t.set(name, t.target[name] + k, "instances over the cpu max threshold")
         need -= k * cores
         spent_cpu += k * res.cpu_milli

@@ -61,6 +61,17 @@ class Targets:
             )
         return name
 
+    def standing_group(self, resource_type: str, group: str = "") -> str | None:
+        """A TidbCluster that already holds this resource type's group, whoever made it: the one
+        labelled `group` when given (tidb-operator's syncPlans matches PD's plans to TidbClusters
+        by the autoscaling-group label, not by name), else the first of the type. A group
+        tidb-operator created with released PD (labels like `pd-auto-scaling-tikv-0`) is thus
+        grown in place, as released PD grows it, never doubled by a second TidbCluster."""
+        standing = [g for g in self.inp.groups if g.resource_type == resource_type and g.name in self.meta]
+        if group:
+            return next((g.name for g in standing if g.group == group), None)
+        return min((g.name for g in standing), default=None)
+
     def set(self, cluster: str, replicas: int, reason: str) -> None:
         self.target[cluster] = replicas
         self.reasons[cluster] = reason

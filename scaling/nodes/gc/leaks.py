@@ -8,6 +8,7 @@ between create and record). Pure decision; an activity lists machines and delete
 from __future__ import annotations
 
 from scaling.kube.labels import request_key
+from scaling.nodes.adoption import CA_NODE_GROUP_LABEL
 from scaling.nodes.contracts import ProviderMachine
 from scaling.nodes.models import LABEL_REQUEST
 
@@ -19,7 +20,8 @@ def find_leaked_machines(
     now: float,
     grace_s: float,
 ) -> list[ProviderMachine]:
-    """Machines older than grace_s that back no Node and belong to no live NodeRequest.
+    """Machines older than grace_s that back no Node and belong to no live NodeRequest, nor
+    to a Cluster Autoscaler group growth adopted.
 
     A machine without a known creation time is never reported: deleting is irreversible and
     its age cannot be judged. Request labels match either the raw id or its label-safe key.
@@ -31,6 +33,8 @@ def find_leaked_machines(
             continue
         if m.provider_id and m.provider_id in node_provider_ids:
             continue
+        if CA_NODE_GROUP_LABEL in m.labels:
+            continue  # made by Cluster Autoscaler for a group growth adopted (scaling.nodes.adoption)
         request = m.labels.get(LABEL_REQUEST)
         if request is not None and request in live:
             continue

@@ -3,6 +3,7 @@ what a NodeRequest should do next. Pure: plain dicts in the API's JSON shape, no
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Literal
@@ -223,8 +224,22 @@ def pick_placement_group(members: dict[int, int]) -> int | None:
     return max(open_groups)[1]
 
 
+def is_id(value: Any) -> bool:
+    """A Hetzner reference that is an id (an int, or digits) rather than a name."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
+
+
+def _ref_problem(value: Any) -> str | None:
+    if is_id(value) or (isinstance(value, str) and value.strip()):
+        return None
+    return f"must be an id or a name, got {value!r}"
+
+
 def config_problem(config: dict[str, Any]) -> tuple[str, str] | None:
-    """(field under `config`, reason) for a Hetzner pool config growth cannot use, or None."""
+    """(field under `config`, reason) for a Hetzner pool config growth cannot use, or None.
+
+    Networks, firewalls and a placement group are ids or names, as Cluster Autoscaler takes
+    them (a name is looked up through the API at create and cached)."""
     per_arch = config.get("images_for_arch")
     if per_arch is not None:
         if not isinstance(per_arch, dict):
@@ -235,6 +250,36 @@ def config_problem(config: dict[str, Any]) -> tuple[str, str] | None:
             if not isinstance(image, (str, int)) or not str(image).strip():
                 return f"images_for_arch.{arch}", f"must be an image name, id or label selector, got {image!r}"
     group = config.get("placement_group")
-    if group is not None and not wants_spread(config) and not str(group).isdigit():
-        return "placement_group", f"must be a placement group id or 'spread', got {group!r}"
+    if group is not None and (problem := _ref_problem(group)) is not None:
+        return "placement_group", f"{problem} (or 'spread')"
+    for key in ("networks", "firewalls"):
+        refs = config.get(key)
+        if refs is None:
+            continue
+        if not isinstance(refs, list):
+            return key, f"must be a list of ids or names, got {type(refs).__name__}"
+        for i, ref in enumerate(refs):
+            if (problem := _ref_problem(ref)) is not None:
+                return f"{key}[{i}]", problem
+    labels = config.get("server_labels")
+    if labels is not None:
+        if not isinstance(labels, dict):
+            return "server_labels", f"must be a mapping of label to value, got {type(labels).__name__}"
+        for k, v in labels.items():
+            if not isinstance(k, str) or not k or not isinstance(v, str):
+                return f"server_labels.{k}", f"keys and values must be strings, got {v!r}"
+    for key in ("public_ipv4", "public_ipv6"):
+        if key in config and not isinstance(config[key], bool):
+            return key, f"must be true or false, got {config[key]!r}"
+    subnet = config.get("subnet_ip_range")
+    if subnet is not None:
+        try:
+            ipaddress.ip_network(str(subnet), strict=True)
+        except ValueError as e:
+            return "subnet_ip_range", f"must be a CIDR range like 10.0.1.0/24: {e}"
+        if len(config.get("networks") or []) != 1:
+            return "subnet_ip_range", "needs exactly one network in `networks` (the range is a subnet of it)"
+    adopt = config.get("ca_node_group")
+    if adopt is not None and (not isinstance(adopt, str) or not adopt):
+        return "ca_node_group", f"must be the Cluster Autoscaler node group's name, got {adopt!r}"
     return None

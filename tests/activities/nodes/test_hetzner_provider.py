@@ -418,3 +418,149 @@ def test_from_settings_rejects_unknown_keys() -> None:
     assert provider.settings.locations == ["hel1"] and provider.name == "hetzner"
     with pytest.raises(ValueError):
         HetznerProvider.from_settings({"locaitons": ["hel1"]})
+
+
+async def test_ca_settings_by_name_server_labels_and_no_public_ipv4(hz: FakeHetzner, secrets: Path) -> None:
+    # What `growth nodes migrate-from-ca` writes for a CA group: HCLOUD_NETWORK/HCLOUD_FIREWALL and
+    # placementGroup by name (CA resolves them through the API, hetzner_manager.go / BuildHetzner),
+    # nodeConfigs.<pool>.serverLabels (1.36+) and HCLOUD_PUBLIC_IPV4=false.
+    from hcloud import Client
+
+    api = Client(token=TOKEN, api_endpoint=hz.url)
+    group = api.placement_groups.create(name="pg-workers", type="spread").placement_group
+    net_id, fw_id = hz.add_network("k8s"), hz.add_firewall("k8s-nodes")
+    provider = make_provider(hz, secrets)
+    p = pool(
+        "cx32",
+        networks=["k8s"],
+        firewalls=["k8s-nodes", fw_id],
+        placement_group="pg-workers",
+        server_labels={"my-label": "my-value", LABEL_CLUSTER: "not-this"},
+        public_ipv4=False,
+    )
+    first = await provider.create_node(req(p))
+    second = await provider.create_node(req(p, request_id="nodes/prod/request/r2"))
+    assert first.outcome == second.outcome == "created"
+    servers = {s["id"]: s for s in hz.servers()}
+    for result in (first, second):
+        server = servers[int(result.provider_id.removeprefix("hcloud://"))]
+        assert server["labels"]["my-label"] == "my-value"
+        assert server["labels"][LABEL_CLUSTER] == "prod"  # growth's own labels win
+        assert server["public_net"]["ipv4"] is None and server["public_net"]["ipv6"] is not None
+        assert [n["network"] for n in server["private_net"]] == [net_id]
+        assert [f["id"] for f in server["public_net"]["firewalls"]] == [fw_id]
+        assert server["placement_group"]["id"] == group.id
+    # Each name was looked up once, then cached.
+    routes = hz.stats()["requests_by_route"]
+    assert routes["GET /networks"] == routes["GET /firewalls"] == routes["GET /placement_groups"] == 1
+
+
+async def test_a_name_the_project_lacks_is_a_config_error(hz: FakeHetzner, secrets: Path) -> None:
+    provider = make_provider(hz, secrets)
+    with pytest.raises(ApplicationError) as e:
+        await provider.create_node(req(pool("cx32", networks=["nope"])))
+    assert e.value.non_retryable and "networks[0]" in str(e.value) and hz.servers() == []
+
+
+async def test_subnet_ip_range_creates_off_attaches_then_starts(hz: FakeHetzner, secrets: Path) -> None:
+    # CA 1.35+ subnetIPRange: hetzner_node_group.go createServer creates the server off, attaches the
+    # network with the ip range, then powers it on.
+    net_id = hz.add_network("k8s", "10.0.0.0/16", ["10.0.0.0/24", "10.0.1.0/24"])
+    provider = make_provider(hz, secrets)
+    result = await provider.create_node(req(pool("cx32", networks=[net_id], subnet_ip_range="10.0.1.0/24")))
+    [server] = hz.servers()
+    assert result.outcome == "created" and server["status"] == "running"
+    assert [(n["network"], n["ip"].startswith("10.0.1.")) for n in server["private_net"]] == [(net_id, True)]
+    # A range that is no subnet of the network is refused before a server is bought.
+    with pytest.raises(ApplicationError) as e:
+        await provider.create_node(
+            req(pool("cx32", networks=[net_id], subnet_ip_range="10.0.9.0/24"), request_id="nodes/prod/request/r9")
+        )
+    assert e.value.non_retryable and "10.0.9.0/24" in str(e.value) and len(hz.servers()) == 1
+    # A retry of the activity finds it and leaves it as it is (no second attach, no second create).
+    again = await provider.create_node(req(pool("cx32", networks=[net_id], subnet_ip_range="10.0.1.0/24")))
+    assert again.provider_id == result.provider_id and hz.stats()["created_total"] == 1
+    routes = hz.stats()["requests_by_route"]
+    assert routes["POST /servers/{id}/actions/attach_to_network"] == routes["POST /servers/{id}/actions/poweron"] == 1
+
+
+async def test_create_timeout_bounds_the_create_and_finds_the_server(hz: FakeHetzner, secrets: Path) -> None:
+    # HCLOUD_SERVER_CREATION_TIMEOUT bounds the create call; a create answered late is found by
+    # its labels, never sent a second time by growth.
+    provider = make_provider(hz, secrets, create_timeout_s=0.5, timeout_s=10.0)
+    hz.lose_create_responses(1, mode="delay", delay_s=1.5)
+    try:
+        result = await provider.create_node(req(pool()))
+    except ApplicationError as e:  # looked before the late answer landed: retryable, nothing created twice
+        assert not e.non_retryable
+        result = await provider.create_node(req(pool(), attempt=1))
+    assert result.outcome == "created" and hz.stats()["created_total"] == 1
+
+
+async def test_servers_ca_made_are_adopted_scaled_down_by_id_and_never_collected(secrets: Path) -> None:
+    """Servers made the way Cluster Autoscaler makes them (hetzner_node_group.go createServer: name
+    `<group>-%x` of rand.Int63, label hcloud/node-group=<group>, its own cloud-init joining the
+    cluster), found by growth as the migrated pool's nodes; growth's scale-down deletes one by its
+    provider id, and machine GC, which lists growth's servers, never sees them."""
+    import json
+    import random
+    import urllib.request
+
+    from hcloud import Client
+    from hcloud.images import Image
+    from hcloud.locations import Location
+    from hcloud.server_types import ServerType
+
+    from scaling.kube.nodes import node_info
+    from scaling.nodes.adoption import CA_NODE_GROUP_LABEL, adopt_nodes
+    from scaling.nodes.migrate_ca import CaSettings, migrate
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+    from scaling.nodes.nodegroups import load_node_groups
+    from scaling.nodes.scale_up.demand import tally_nodes
+    from tests.polling import eventually
+
+    cluster_mod = pytest.importorskip("sim.cluster")
+    with (
+        cluster_mod.FakeCluster(node_ready_delay=0.1) as cluster,
+        FakeHetzner(TOKEN, kube_url=cluster.url, kube_token=cluster.token, join_token=JOIN, boot_delay_s=0.05) as hz,
+    ):
+        ca = Client(token=TOKEN, api_endpoint=hz.url)
+        cloud_init = f"#cloud-config\nruncmd:\n  - kubeadm join 10.0.0.2:6443 --token {JOIN}\n"
+        made = []
+        for group in ("pool1", "pool1", "unmigrated"):
+            name = f"{group}-{random.getrandbits(63):x}"
+            ca.servers.create(
+                name=name,
+                server_type=ServerType(name="cx22"),
+                image=Image(name="ubuntu-24.04"),
+                location=Location(name="fsn1"),
+                labels={CA_NODE_GROUP_LABEL: group},
+                user_data=cloud_init,
+            )
+            made.append(name)
+
+        def nodes() -> list[dict]:
+            request = urllib.request.Request(
+                f"{cluster.url}/api/v1/nodes", headers={"Authorization": f"Bearer {cluster.token}"}
+            )
+            with urllib.request.urlopen(request, timeout=10, context=cluster.ssl_context()) as resp:
+                return json.loads(resp.read())["items"]
+
+        eventually(lambda: len(nodes()) == 3, message="CA's servers joined")
+        groups, _ = load_node_groups(migrate(CaSettings(args=["--nodes=1:3:cx22:fsn1:pool1"])).node_groups, {"hetzner"})
+        adopted = adopt_nodes([node_info(n, []) for n in nodes()], groups)
+        mine = {n.name: n for n in adopted if n.labels.get(LABEL_POOL) == "pool1"}
+        assert set(mine) == set(made[:2])
+        assert [(c.group, c.pool, c.count) for c in tally_nodes(adopted).groups] == [("pool1", "pool1", 2)]
+        # GC lists growth's servers only (its cluster label): CA's are never candidates.
+        provider = make_provider(hz, secrets)
+        assert await provider.list_machines("prod") == []
+        # Scale-down deletes the server by the Node's provider id; the Node goes with it.
+        victim = mine[made[0]]
+        await provider.delete_node(
+            DeleteNodeInput(cluster="prod", provider="hetzner", node_name=victim.name, provider_id=victim.provider_id)
+        )
+        eventually(lambda: victim.name not in {n["metadata"]["name"] for n in nodes()}, message="node removed")
+        assert sorted(s["name"] for s in hz.servers()) == sorted(made[1:])
+        # Adoption is growth's reading: the Node itself is not relabelled.
+        assert LABEL_GROUP not in next(n for n in nodes() if n["metadata"]["name"] == made[1])["metadata"]["labels"]

@@ -446,3 +446,35 @@ def test_observe_carries_what_the_scheduler_filters_read(api: client.ApiClient) 
     (shape,) = obs.demand.shapes
     assert shape.scheduling is not None and shape.scheduling.affinity is not None
     assert shape.scheduling.affinity.anti_counts == {LABEL_ZONE: {"kwok-a": 1}}
+
+
+def test_observations_read_nodes_ca_made_as_their_migrated_pools(api: client.ApiClient, tmp_path: Path) -> None:
+    """The loop's and scale-down's observations adopt the Nodes of servers Cluster Autoscaler made
+    for a migrated group (hetzner_node_group.go newNodeName `<group>-%x`, providerID hcloud://<id>)."""
+    from activities.nodes.scale_down import ScaleDownActivities
+    from scaling.nodes.migrate_ca import CaSettings, migrate
+    from scaling.nodes.models import LABEL_GROUP
+
+    groups_file = tmp_path / "nodegroups.yaml"
+    migrated = migrate(CaSettings(args=["--nodes=1:3:cx22:fsn1:pool1"]))
+    groups_file.write_text(yaml.safe_dump_all(migrated.node_groups))
+    core = client.CoreV1Api(api)
+    for name, server_id in (("pool1-5f3a9c2e1b7d4a60", 11), ("pool1-77", 12), ("unrelated-1", 13)):
+        core.create_node(
+            {
+                "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "cx22"}},
+                "spec": {"providerID": f"hcloud://{server_id}"},
+                "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}},
+            }
+        )
+    kube = KubeActivities(api, known_providers=["hetzner"], node_groups_file=str(groups_file))
+    obs = eventually(
+        lambda: (o := kube.observe_cluster("c1")) and o.demand.nodes.total == 3 and o, message="nodes seen"
+    )
+    assert [(c.group, c.pool, c.count) for c in obs.demand.nodes.groups] == [("pool1", "pool1", 2)]
+    scale_down = ScaleDownActivities(api, known_providers=["hetzner"], node_groups_file=str(groups_file))
+    seen = scale_down.observe_scale_down("c1")
+    assert sorted(n.name for n in seen.nodes if n.labels.get(LABEL_GROUP) == "pool1") == [
+        "pool1-5f3a9c2e1b7d4a60",
+        "pool1-77",
+    ]

@@ -400,3 +400,50 @@ def test_property_external_never_above_max_replicas(p: PlanInput, recommended: i
     plan = plan_from_external(q, recommended)
     assert [c.to_replicas for c in plan.changes] == ([min(recommended, 8)] if recommended else [])
     assert plan.target("db") is None
+
+
+def operator_group(spec: ComponentSpec, resource_type: str, replicas: int, group: str) -> Group:
+    """A TidbCluster tidb-operator made with released PD: named from the labels of PD's first plan
+    for it ({group, resource-type, specialUse}, pdplan_autoscaler.go createAutoscalingClusters),
+    labelled tidb.pingcap.com/autoscaling-group=<group>."""
+    created_with = {"group": group, "resource-type": resource_type, "specialUse": "hotRegion"}
+    return Group(
+        name=group_name(inp(spec, []), spec.resources[resource_type], created_with),
+        group=group,
+        resource_type=resource_type,
+        replicas=replicas,
+        labels=created_with,
+    )
+
+
+def test_pd_grows_the_group_tidb_operator_made_in_place() -> None:
+    # tikv/pd pkg/autoscaling/calculation_test.go TestStrategyChangeCount: two stores of group
+    # pd-auto-scaling-tikv-0 (resource_a), the resource's count raised to 3 under high load: PD's
+    # plan is count 3 on that group. tidb-operator's syncPlans updates the TidbCluster whose
+    # autoscaling-group label is the plan's group; growth must do the same, not create a second
+    # TidbCluster of resource_a (the plan's labels no longer carry specialUse, so its name differs).
+    spec = tikv_spec(count_big=3, count_small=None)
+    standing = operator_group(spec, "big", 2, "pd-auto-scaling-tikv-0")
+    plans = [
+        PdPlan(
+            component="tikv",
+            count=3,
+            resource_type="big",
+            labels={"group": "pd-auto-scaling-tikv-0", "resource-type": "big"},
+        )
+    ]
+    plan = plan_from_pd(inp(spec, [], groups=[standing]), plans)
+    assert [(c.cluster, c.create, c.from_replicas, c.to_replicas) for c in plan.changes] == [
+        (standing.name, False, 2, 3)
+    ]
+    # Count lowered to 1 (the test's last step): the same group goes down to 1.
+    lowered = plan_from_pd(inp(tikv_spec(count_big=1, count_small=None), [], groups=[standing]), plans)
+    assert [(c.cluster, c.to_replicas) for c in lowered.changes] == [(standing.name, 1)]
+
+
+def test_growths_rules_grow_a_group_tidb_operator_made_instead_of_a_second_of_its_type() -> None:
+    spec = tikv_spec(count_big=3, count_small=0)
+    standing = operator_group(spec, "big", 1, "pd-auto-scaling-tikv")
+    plan = plan_growth(inp(spec, [hom(3, 0.5, hot=1, hot_ratio=0.99)], groups=[standing]))
+    grown = [c for c in plan.changes if c.resource_type == "big"]
+    assert [(c.cluster, c.create, c.direction) for c in grown] == [(standing.name, False, "out")]

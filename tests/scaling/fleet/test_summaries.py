@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from scaling.fleet.lifecycle import ClusterReport
-from scaling.fleet.models import ClusterPhase, ClusterRecord
+from scaling.fleet.models import ClusterPhase, ClusterRecord, ManagedInstance
 from scaling.fleet.region import FleetAutoscalerSettings, RegionStatus
-from scaling.fleet.summaries import cluster_details, region_details, region_summary
+from scaling.fleet.summaries import cluster_details, placed_units, region_details, region_summary
 
 
 def test_region_and_cluster_text() -> None:
@@ -31,3 +31,13 @@ def test_region_and_cluster_text() -> None:
         cluster_id="a", instance_type="standard", phase=ClusterPhase.READY, max_units=10, remaining_units=7
     )
     assert cluster_details(report) == "ready, 3/10 units used"
+    # The Web UI counts what growth placed there, as `growth fleet status` does; an agent report
+    # that has not caught up (or counts more) is named as the agent's, not shown as the usage.
+    placed = [
+        ManagedInstance(id="k1", instance_type="standard", size="x1", units=2),
+        ManagedInstance(id="k2", instance_type="standard", size="x1", units=1, deleted=True),  # released
+        ManagedInstance(id="d1", instance_type="developer", size="x1", units=1),  # another type's units
+    ]
+    assert placed_units(placed, "standard") == 2
+    assert cluster_details(report, placed_units(placed, "standard")) == "ready, 2/10 units used (agent reports 3)"
+    assert cluster_details(report, 3) == "ready, 3/10 units used"

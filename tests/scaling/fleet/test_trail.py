@@ -28,15 +28,6 @@ def test_a_cluster_reads_from_its_creation_through_its_instances_to_its_deletion
     assert cluster_trail("other-cluster", autoscaler).entries == []
 
 
-def test_a_cluster_started_by_a_0_1_0_region_says_its_rule_was_not_recorded() -> None:
-    autoscaler = history_from_file(str(HISTORIES.parent / "0.1.0" / "fleet_FleetAutoscaler_scaling.json"))
-    cid = next(e for e in autoscaler.events if e.kind == "child" and e.name == "DataPlaneCluster").input[0][
-        "cluster_id"
-    ]
-    created = cluster_trail(cid, autoscaler).entries[0]
-    assert created.what == "Created" and "0.2.0" in created.detail
-
-
 def test_the_clusters_own_history_adds_its_steps_and_agent_reports() -> None:
     autoscaler = history_from_file(str(REGION))
     own = history_from_file(str(HISTORIES / "fleet_DataPlaneCluster.json"))

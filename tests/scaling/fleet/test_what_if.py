@@ -2,7 +2,7 @@
 0.2.0/fleet_FleetAutoscaler_scaling.json: an empty region starts a cluster, 6 instances of 2 units
 fill it and start a second one, all are deleted and one empty cluster goes): the recorded
 configuration decides what the region decided; a changed one decides by today's rules on the
-recorded figures. A history from 0.1.0 recorded no evaluation."""
+recorded figures."""
 
 from __future__ import annotations
 
@@ -64,11 +64,6 @@ def test_every_recorded_evaluation_carries_what_it_read() -> None:
     first = evaluations[0]
     assert [t.rules.instance_type for t in first.figures.types] == ["standard"]
     assert first.figures.types[0].tally.total_units == 0 and first.evaluation.scale_up_types() == ["standard"]
-
-
-def test_a_run_from_0_1_0_recorded_no_evaluation() -> None:
-    report = fleet_what_if(history_from_file(str(HISTORIES / "0.1.0" / "fleet_FleetAutoscaler_scaling.json")))
-    assert report.rounds_replayed == 0 and "0.2.0" in report.notes[0]
 
 
 async def test_the_command_reads_a_fleet_config_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from activities.nodes.providers.hetzner import HetznerSettings
 from scaling.nodes.migrate_ca import CaSettings, MigrationError, flag_values, migrate
-from scaling.nodes.nodegroups import load_node_groups
+from scaling.nodes.nodegroups import flatten_pools, load_node_groups, priority_tiers
 from scaling.nodes.settings import AutoscalerSettings
 from starters.migrate_ca import main
 
@@ -137,7 +137,7 @@ def test_readme_cluster_config_carries_labels_and_taints() -> None:
         "priority": 0,
         "minNodes": 1,
         "maxNodes": 10,
-        "config": {"locations": ["fsn1"]},
+        "config": {"name": "pool1", "ca_node_group": "pool1", "locations": ["fsn1"]},
     }
     assert any("imagesForArch names no image" in n for n in result.notes)
     # The file form holds the same JSON, not base64.
@@ -145,20 +145,26 @@ def test_readme_cluster_config_carries_labels_and_taints() -> None:
     assert from_file.node_groups == result.node_groups
 
 
-def test_readme_flags_in_legacy_mode_become_one_group_with_fallback_locations() -> None:
+def test_readme_flags_in_legacy_mode_keep_every_ca_group_apart() -> None:
     result = migrate(
         CaSettings(args=README_NODES, env={"HCLOUD_CLOUD_INIT": b64("#cloud-config"), "HCLOUD_IMAGE": "debian-12"})
     )
     valid(result)
-    [group] = result.node_groups  # no labels or taints tell them apart
+    [group] = result.node_groups  # no labels or taints tell them apart: one group, a pool each
     assert group["metadata"]["annotations"]["growth.autoscaling.dev/migrated-from"] == "pool1, pool2, pool3"
-    cpx51, cx41 = group["spec"]["pools"]
-    assert cpx51["serverType"] == ["cpx51"] and cpx51["config"]["locations"] == ["fsn1", "nbg1"]
-    assert (cpx51["minNodes"], cpx51["maxNodes"]) == (2, 20)
-    assert cx41["config"] == {"locations": ["nbg1"], "image": "debian-12"}
+    pools = group["spec"]["pools"]
+    assert [(p["config"]["name"], p["serverType"], p["config"]["locations"]) for p in pools] == [
+        ("pool1", ["cpx51"], ["fsn1"]),
+        ("pool2", ["cpx51"], ["nbg1"]),
+        ("pool3", ["cx41"], ["nbg1"]),
+    ]
+    # CA keeps min/max per group: so does each pool (1:10 in each location, not 2:20 merged).
+    assert [(p["minNodes"], p["maxNodes"]) for p in pools] == [(1, 10)] * 3
+    assert pools[2]["config"]["images_for_arch"] == {"amd64": "debian-12"}
     assert result.worker_settings["providers"]["hetzner"]["locations"] == ["fsn1", "nbg1"]
     assert any("HCLOUD_CLOUD_INIT not copied" in n for n in result.notes)
-    assert any("pool1 and pool2" in n for n in result.notes)
+    [parsed], _ = load_node_groups(result.node_groups, {"hetzner"})
+    assert [p.name for p in flatten_pools(parsed)] == ["pool1", "pool2", "pool3"]
 
 
 def test_example_deployment_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,9 +174,10 @@ def test_example_deployment_through_the_command(tmp_path: Path, capsys: pytest.C
     groups = list(yaml.safe_load_all((tmp_path / "out" / "node-groups.yaml").read_text()))
     settings = yaml.safe_load((tmp_path / "out" / "worker-settings.yaml").read_text())
     assert [g["spec"]["pools"][0]["serverType"] for g in groups] == [["cpx11"]]
-    assert groups[0]["spec"]["pools"][0]["config"]["image"] == "ubuntu-20.04"  # CA's legacy default
+    assert groups[0]["spec"]["pools"][0]["config"]["images_for_arch"] == {"amd64": "ubuntu-20.04"}  # CA's default
     assert settings["providers"]["hetzner"]["token_env"] == "HCLOUD_TOKEN"
-    assert settings["autoscaler"] == {"enforce_min_nodes": False}  # CA's default, not growth's
+    # CA's defaults, not growth's: min sizes not enforced, 15 minutes for a Node to register.
+    assert settings["autoscaler"] == {"enforce_min_nodes": False, "readiness_timeout_s": 900.0}
     err = capsys.readouterr().err
     assert "from secret hcloud, key token (the value is never copied)" in err
 
@@ -197,7 +204,10 @@ def test_images_per_arch_and_references_go_to_each_pool() -> None:
     config = {
         "imagesForArch": {"arm64": "ubuntu-24.04-arm", "amd64": "ubuntu-24.04"},
         # Go's encoding/json matches keys case-insensitively, so CA reads these too.
-        "NodeConfigs": {"arm": {"PlacementGroup": "42"}, "x86": {"labels": {"a": "b"}, "subnetIPRange": "10.0.1.0/24"}},
+        "NodeConfigs": {
+            "arm": {"PlacementGroup": "42"},
+            "x86": {"labels": {"a": "b"}, "subnetIPRange": "10.0.1.0/24", "placementGroup": "pg-x86"},
+        },
     }
     env = {
         "HCLOUD_CLUSTER_CONFIG": b64(json.dumps(config)),
@@ -205,18 +215,181 @@ def test_images_per_arch_and_references_go_to_each_pool() -> None:
         "HCLOUD_FIREWALL": "k8s-nodes",
         "HCLOUD_SSH_KEY": "ops",
         "HCLOUD_PUBLIC_IPV4": "false",
+        "HCLOUD_PUBLIC_IPV6": "",  # Go: "" is unset, the default (true)
     }
     result = migrate(CaSettings(args=["--nodes=0:3:cax11:hel1:arm", "--nodes=0:3:cx22:hel1:x86"], env=env))
     valid(result)
     pools = {p["serverType"][0]: p["config"] for g in result.node_groups for p in g["spec"]["pools"]}
-    assert pools["cax11"]["image"] == "ubuntu-24.04-arm" and pools["cx22"]["image"] == "ubuntu-24.04"
-    assert pools["cax11"]["placement_group"] == 42 and "placement_group" not in pools["cx22"]
+    assert pools["cax11"]["images_for_arch"] == {"arm64": "ubuntu-24.04-arm"}
+    assert pools["cx22"]["images_for_arch"] == {"amd64": "ubuntu-24.04"}
+    # Names are kept as names: growth's provider looks them up (and caches them) at create, as CA does.
+    assert pools["cax11"]["placement_group"] == 42 and pools["cx22"]["placement_group"] == "pg-x86"
     assert pools["cx22"]["networks"] == [1234] and pools["cx22"]["ssh_keys"] == ["ops"]
-    assert "firewalls" not in pools["cx22"]  # a name: growth needs the id, and says so
-    assert any("HCLOUD_FIREWALL='k8s-nodes' is a name" in n for n in result.notes)
-    assert any("HCLOUD_PUBLIC_IPV4=false not carried over" in n for n in result.notes)
-    assert any("nodeConfigs.x86.subnetIPRange is not a field" in n for n in result.notes)
+    assert pools["cx22"]["firewalls"] == ["k8s-nodes"]
+    assert pools["cx22"]["public_ipv4"] is False and "public_ipv6" not in pools["cx22"]
+    assert pools["cx22"]["subnet_ip_range"] == "10.0.1.0/24" and "subnet_ip_range" not in pools["cax11"]
     assert [g["spec"].get("labels") for g in result.node_groups] == [None, {"a": "b"}]  # two label sets, two groups
+
+
+# The README's HCLOUD_CLUSTER_CONFIG as it reads at CA 1.36 (cluster-autoscaler/cloudprovider/hetzner/README.md
+# at cluster-autoscaler-1.36.0, `//` comments removed) plus the per-pool imagesForArch of 1.34's README
+# section "The global imagesForArch configuration can be overridden on a per-nodepool basis".
+README_136_CLUSTER_CONFIG = {
+    "imagesForArch": {"arm64": "", "amd64": ""},
+    "defaultSubnetIPRange": "10.0.0.0/16",
+    "nodeConfigs": {
+        "pool1": {
+            "cloudInit": "",
+            "labels": {"node.kubernetes.io/role": "autoscaler-node"},
+            "serverLabels": {"my-label": "my-value"},
+            "taints": [{"key": "node.kubernetes.io/role", "value": "autoscaler-node", "effect": "NoExecute"}],
+            "subnetIPRange": "10.0.0.0/24",
+            "imagesForArch": {"amd64": "pool1-image", "arm64": ""},
+        },
+        "pool2": {"labels": {"node.kubernetes.io/role": "autoscaler-node"}},
+    },
+}
+
+
+def test_readme_136_config_keeps_per_pool_images_subnets_and_server_labels() -> None:
+    env = {"HCLOUD_CLUSTER_CONFIG": b64(json.dumps(README_136_CLUSTER_CONFIG)), "HCLOUD_NETWORK": "my-network"}
+    result = migrate(CaSettings(args=["--nodes=1:10:CPX51:FSN1:pool1", "--nodes=0:5:CPX51:NBG1:pool2"], env=env))
+    valid(result)
+    [pool1], [pool2] = [g["spec"]["pools"] for g in result.node_groups]  # pool1's taints set it apart
+    assert pool1["config"]["images_for_arch"] == {"amd64": "pool1-image"}  # the pool's own, not the global
+    assert pool1["config"]["server_labels"] == {"my-label": "my-value"}
+    assert pool1["config"]["subnet_ip_range"] == "10.0.0.0/24"
+    assert pool2["config"]["subnet_ip_range"] == "10.0.0.0/16"  # defaultSubnetIPRange
+    assert pool1["config"]["networks"] == ["my-network"]
+    assert "server_labels" not in pool2["config"] and "images_for_arch" not in pool2["config"]
+
+
+def test_groups_ca_kept_apart_stay_apart_with_their_placement_groups_sizes_and_priorities() -> None:
+    # The usual way past a spread group's 10 servers: two CA groups of one type and location,
+    # each with its own placement group; a third in another location with its own sizes.
+    config = {
+        "imagesForArch": {"amd64": "ubuntu-24.04"},
+        "nodeConfigs": {
+            "workers-a": {"placementGroup": "spread-a"},
+            "workers-b": {"placementGroup": "spread-b"},
+            "workers-nbg": {},
+        },
+    }
+    priorities = "10:\n  - workers-a\n20:\n  - workers-b\n5:\n  - nbg\n"
+    args = [
+        "--expander=priority",
+        "--nodes=0:10:cpx31:fsn1:workers-a",
+        "--nodes=0:10:cpx31:fsn1:workers-b",
+        "--nodes=2:4:cpx31:nbg1:workers-nbg",
+    ]
+    result = migrate(
+        CaSettings(args=args, env={"HCLOUD_CLUSTER_CONFIG": b64(json.dumps(config))}, priorities=priorities)
+    )
+    valid(result)
+    [group] = result.node_groups
+    pools = group["spec"]["pools"]
+    # The priority expander's order: 20 before 10 before 5.
+    assert [(p["config"]["name"], p["priority"]) for p in pools] == [
+        ("workers-b", 20),
+        ("workers-a", 10),
+        ("workers-nbg", 5),
+    ]
+    assert [p["config"].get("placement_group") for p in pools] == ["spread-b", "spread-a", None]
+    assert [(p["minNodes"], p["maxNodes"]) for p in pools] == [(0, 10), (0, 10), (2, 4)]
+    [parsed], _ = load_node_groups(result.node_groups, {"hetzner"})
+    tiers = priority_tiers(flatten_pools(parsed))
+    assert [[p.name for p in tier] for tier in tiers] == [["workers-b"], ["workers-a"], ["workers-nbg"]]
+
+
+def test_a_placement_group_past_ten_servers_is_refused_as_ca_does() -> None:
+    # hetzner_cloud_provider.go BuildHetzner: placementGroupTotals[name] += maxSize, > 10 is fatal.
+    config = {"nodeConfigs": {"a": {"placementGroup": "pg"}, "b": {"placementGroup": "pg"}}}
+    env = {"HCLOUD_CLUSTER_CONFIG": b64(json.dumps(config))}
+    ok = migrate(CaSettings(args=["--nodes=0:6:cx22:fsn1:a", "--nodes=0:4:cx22:fsn1:b"], env=env))
+    valid(ok)
+    with pytest.raises(MigrationError) as e:
+        migrate(CaSettings(args=["--nodes=0:6:cx22:fsn1:a", "--nodes=0:5:cx22:fsn1:b"], env=env))
+    assert e.value.field == "nodeConfigs.a.placementGroup" and "may grow to 11" in str(e.value)
+
+
+def test_base64_wrapped_at_76_columns_decodes_as_go_does() -> None:
+    # `base64 config.json` (GNU coreutils) wraps at 76 columns; Go's StdEncoding skips \r and \n.
+    text = json.dumps(README_136_CLUSTER_CONFIG)
+    flat = b64(text)
+    wrapped = "\n".join(flat[i : i + 76] for i in range(0, len(flat), 76)) + "\n"
+    assert len(wrapped.splitlines()) > 1
+    args = ["--nodes=1:10:CPX51:FSN1:pool1", "--nodes=0:5:CPX51:NBG1:pool2"]
+    from_flat = migrate(CaSettings(args=args, env={"HCLOUD_CLUSTER_CONFIG": flat}))
+    from_wrapped = migrate(CaSettings(args=args, env={"HCLOUD_CLUSTER_CONFIG": wrapped.replace("\n", "\r\n")}))
+    assert from_wrapped.node_groups == from_flat.node_groups
+    with pytest.raises(MigrationError) as e:  # a space is not skipped by Go
+        migrate(CaSettings(args=args, env={"HCLOUD_CLUSTER_CONFIG": flat[:8] + " " + flat[8:]}))
+    assert e.value.field == "HCLOUD_CLUSTER_CONFIG"
+
+
+@pytest.mark.parametrize(
+    ("value", "default_kept"),
+    [
+        ("", True),
+        ("1", True),
+        ("t", True),
+        ("TRUE", True),
+        ("True", True),
+        ("0", False),
+        ("F", False),
+        ("false", False),
+    ],
+)
+def test_public_ip_switches_read_as_go_parse_bool(value: str, default_kept: bool) -> None:
+    result = migrate(CaSettings(args=["--nodes=0:2:cx22:fsn1:p"], env={"HCLOUD_PUBLIC_IPV4": value}))
+    config = result.node_groups[0]["spec"]["pools"][0]["config"]
+    assert ("public_ipv4" not in config) is default_kept
+    if not default_kept:
+        assert config["public_ipv4"] is False
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"nodeConfigs": {"p": {"labels": ["a=b"]}}}, "nodeConfigs.p.labels"),
+        ({"nodeConfigs": {"p": {"labels": {"a": 1}}}}, "nodeConfigs.p.labels.a"),
+        ({"nodeConfigs": {"p": {"taints": {"key": "a"}}}}, "nodeConfigs.p.taints"),
+        ({"nodeConfigs": {"p": {"taints": [{"key": 5}]}}}, "nodeConfigs.p.taints[0].key"),
+        ({"nodeConfigs": {"p": {"taints": ["a"]}}}, "nodeConfigs.p.taints[0]"),
+        ({"imagesForArch": "ubuntu-24.04", "nodeConfigs": {"p": {}}}, "imagesForArch"),
+        ({"imagesForArch": {"amd64": 7}, "nodeConfigs": {"p": {}}}, "imagesForArch.amd64"),
+        ({"nodeConfigs": {"p": {"imagesForArch": "x"}}}, "nodeConfigs.p.imagesForArch"),
+        ({"nodeConfigs": {"p": {"placementGroup": 42}}}, "nodeConfigs.p.placementGroup"),
+        ({"nodeConfigs": {"p": {"serverLabels": []}}}, "nodeConfigs.p.serverLabels"),
+        ({"nodeConfigs": {"p": {"cloudInit": True}}}, "nodeConfigs.p.cloudInit"),
+        ({"nodeConfigs": {"p": {"subnetIPRange": "10.0.0.0/33"}}}, "nodeConfigs.p.subnetIPRange"),
+        ({"nodeConfigs": {"p": {"firewalls": "fw"}}}, "nodeConfigs.p.firewalls"),
+        ({"nodeConfigs": {"p": "x"}}, "nodeConfigs.p"),
+        ({"nodeConfigs": ["p"]}, "nodeConfigs"),
+        ({"defaultSubnetIPRange": 10, "nodeConfigs": {"p": {}}}, "defaultSubnetIPRange"),
+    ],
+)
+def test_every_json_type_error_is_refused_naming_the_setting(
+    config: dict[str, Any], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(MigrationError) as e:
+        migrate(CaSettings(args=["--nodes=0:2:cx22:fsn1:p"], cluster_config_file=json.dumps(config)))
+    assert e.value.field == field
+    # Through the command: exit 2, the setting named, no traceback.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["--arg=--nodes=0:2:cx22:fsn1:p", "--cluster-config-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"refused: {field}:" in err and "Traceback" not in err
+
+
+def test_null_and_unknown_keys_are_read_as_go_reads_them() -> None:
+    config = {"imagesForArch": None, "nodeConfigs": {"p": {"labels": None, "taints": None, "Extra": 1}}, "x": 2}
+    result = migrate(CaSettings(args=["--nodes=0:2:cx22:fsn1:p"], cluster_config_file=json.dumps(config)))
+    valid(result)
+    assert "labels" not in result.node_groups[0]["spec"]
+    assert any("nodeConfigs.p.Extra is not a field" in n for n in result.notes)
+    assert any(n.startswith("x is not a field") for n in result.notes)
 
 
 def test_ca_flags_become_scale_down_and_loop_settings() -> None:
@@ -242,6 +415,7 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "max_nodes_total": 30,
         "scan_interval_s": 20.0,
         "enforce_min_nodes": False,
+        "readiness_timeout_s": 900.0,
     }
     assert any("--balance-similar-node-groups=true has no growth equivalent" in n for n in result.notes)
 
@@ -275,7 +449,27 @@ def test_secrets_never_reach_the_output(tmp_path: Path, capsys: pytest.CaptureFi
         ),
         (CaSettings(args=["--nodes=1:2:cx22:fsn1:p"], cluster_config_file="{nope"), "HCLOUD_CLUSTER_CONFIG_FILE"),
         (CaSettings(args=["--nodes=1:2:cx22:fsn1:p"], env={"HCLOUD_PUBLIC_IPV6": "maybe"}), "HCLOUD_PUBLIC_IPV6"),
-        (CaSettings(args=["--nodes=1:2:cx22:fsn1:p"], priorities="10:\n  - 'pool[' \n"), "priorities[10][0]"),
+        (
+            CaSettings(args=["--expander=priority", "--nodes=1:2:cx22:fsn1:p"], priorities="10:\n  - 'pool[' \n"),
+            "priorities[10][0]",
+        ),
+        # RE2 (Go's regexp) refuses lookahead and backreferences: CA ignores the whole ConfigMap.
+        (
+            CaSettings(args=["--expander=priority", "--nodes=1:2:cx22:fsn1:p"], priorities="10:\n  - 'p(?=1)'\n"),
+            "priorities[10][0]",
+        ),
+        (
+            CaSettings(args=["--expander=priority", "--nodes=1:2:cx22:fsn1:p"], priorities="10:\n  - '(p)\\1'\n"),
+            "priorities[10][0]",
+        ),
+        (
+            CaSettings(args=["--expander=priority", "--nodes=1:2:cx22:fsn1:p"], priorities="10:\n  - 7\n"),
+            "priorities[10][0]",
+        ),
+        # strconv.Atoi on CA's 64-bit builds.
+        (CaSettings(args=["--nodes=0:9223372036854775808:cx22:fsn1:p"]), "--nodes"),
+        (CaSettings(args=["--nodes=0:1_0:cx22:fsn1:p"]), "--nodes"),
+        (CaSettings(args=["--nodes=0: 10:cx22:fsn1:p"]), "--nodes"),
         (CaSettings(args=["--nodes=1:2:cx22:fsn1:p", "--scale-down-unneeded-time=soon"]), "--scale-down-unneeded-time"),
         (
             CaSettings(
@@ -304,3 +498,53 @@ def test_growth_nodes_migrate_from_ca_is_the_same_command(tmp_path: Path, capsys
     assert "kind: NodeGroupWithPriority" in (out / "node-groups.yaml").read_text()
     assert run_cli(["nodes", "migrate-from-ca", "--arg=--nodes=1:x:cx22:fsn1:p"]) == 2
     assert "refused: --nodes: max size 'x'" in capsys.readouterr().err
+
+
+def test_priority_regexes_are_re2_posix_classes_included() -> None:
+    # expander/priority/priority.go compiles each entry with Go's regexp (RE2) and matches it anywhere
+    # in the group's name; [[:digit:]] is a POSIX class there (Python's re reads it as a set of
+    # characters followed by a literal "]" and would leave workers5 at priority 0).
+    priorities = "30:\n  - '^workers[[:digit:]]$'\n10:\n  - workers\n"
+    args = ["--expander=priority,least-waste", "--nodes=0:5:cx22:fsn1:workers5", "--nodes=0:5:cx22:fsn1:workersx"]
+    result = migrate(CaSettings(args=args, priorities=priorities))
+    pools = result.node_groups[0]["spec"]["pools"]
+    assert [(p["config"]["name"], p["priority"]) for p in pools] == [("workers5", 30), ("workersx", 10)]
+
+
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [
+        ("--deployment", "kind: Deployment\nspec: [unclosed\n"),
+        ("--priority-configmap", "- a list\n"),
+        ("--priority-configmap", "metadata: {name: cluster-autoscaler-priority-expander}\ndata: [1]\n"),
+    ],
+)
+def test_unreadable_files_are_refused_naming_the_option(
+    option: str, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "file.yaml"
+    path.write_text(text)
+    assert main(["--arg=--nodes=0:2:cx22:fsn1:p", option, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"refused: {option}:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("timeout", "args", "create_s", "ready_s"),
+    [
+        # CA bounds the create call with HCLOUD_SERVER_CREATION_TIMEOUT (minutes) and waits for the
+        # Node separately: --max-node-provision-time, 15 minutes by default.
+        ("2", [], 120.0, 900.0),
+        ("2", ["--max-node-provision-time=25m"], 120.0, 1500.0),
+        ("0", [], None, 900.0),  # strconv.Atoi 0: CA keeps its 5 minutes
+        ("soon", [], None, 900.0),  # not a number: the same
+    ],
+)
+def test_creation_timeout_bounds_the_create_and_provision_time_the_readiness(
+    timeout: str, args: list[str], create_s: float | None, ready_s: float
+) -> None:
+    env = {"HCLOUD_SERVER_CREATION_TIMEOUT": timeout}
+    result = migrate(CaSettings(args=["--nodes=0:2:cx22:fsn1:p", *args], env=env))
+    valid(result)
+    assert result.worker_settings["providers"]["hetzner"].get("create_timeout_s") == create_s
+    assert result.worker_settings["autoscaler"]["readiness_timeout_s"] == ready_s

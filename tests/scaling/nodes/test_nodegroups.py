@@ -110,6 +110,21 @@ def bad(path: list[Any], value: Any) -> dict[str, Any]:
         (bad(["metadata", "name"], "Bad_Name"), "metadata.name", "DNS"),
         (bad(["apiVersion"], "growth/v1alpha1"), "apiVersion", "growth.autoscaling.dev/v1alpha1"),
         (bad(["spec", "pools", 0, "serverType"], ["CX31"]), "spec.pools[1].serverType[0]", "already listed"),
+        (bad(["spec", "pools", 1, "config"], {"name": "Pool_1"}), "spec.pools[1].config.name", "DNS label"),
+        (bad(["spec", "pools", 1, "config"], {"name": "p"}), "spec.pools[1].config.name", "exactly one"),
+        (bad(["spec", "pools", 0, "config"], {"placement_group": ""}), "spec.pools[0].config.placement_group", "id"),
+        (bad(["spec", "pools", 0, "config"], {"networks": "net"}), "spec.pools[0].config.networks", "list"),
+        (bad(["spec", "pools", 0, "config"], {"public_ipv4": "false"}), "spec.pools[0].config.public_ipv4", "true"),
+        (
+            bad(["spec", "pools", 0, "config"], {"subnet_ip_range": "10.0.1.0/24"}),
+            "spec.pools[0].config.subnet_ip_range",
+            "one network",
+        ),
+        (
+            bad(["spec", "pools", 0, "config"], {"server_labels": {"a": 1}}),
+            "spec.pools[0].config.server_labels.a",
+            "strings",
+        ),
     ],
 )
 def test_invalid_specs_name_the_field(doc: dict[str, Any], field: str, words: str) -> None:
@@ -178,3 +193,16 @@ def test_kwok_pool_resources_are_validated_with_the_field_named() -> None:
         with pytest.raises(InvalidSpec) as e:
             parse_node_group(group(bad), {"kwok"})
         assert e.value.field == f"spec.pools[0].config.{where}"
+
+
+def test_pools_that_name_themselves_can_share_a_type_and_location() -> None:
+    # Two Cluster Autoscaler groups of one type and location, told apart by placement group.
+    pools = [
+        {"provider": "hetzner", "serverType": ["cpx31"], "priority": 20, "maxNodes": 10, "config": c}
+        for c in ({"name": "workers-a", "placement_group": "pg-a"}, {"name": "workers-b", "placement_group": 7})
+    ]
+    group = parse_node_group(obj(pools=pools, maxNodes=None), KNOWN)
+    assert [p.name for p in flatten_pools(group)] == ["workers-a", "workers-b"]
+    with pytest.raises(InvalidSpec) as e:
+        parse_node_group(obj(pools=[pools[0], pools[0]], maxNodes=None), KNOWN)
+    assert e.value.field == "spec.pools[1].serverType[0]"

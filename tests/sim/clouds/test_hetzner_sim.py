@@ -404,3 +404,62 @@ def test_spread_placement_group_holds_ten_servers(hz: FakeHetzner) -> None:
     assert info.value.code == "placement_error"
     [listed] = c.placement_groups.get_all(label_selector="pool=a")
     assert len(listed.servers) == 10 and listed.type == "spread"
+
+
+def test_networks_firewalls_and_placement_groups_are_found_by_name(hz: FakeHetzner) -> None:
+    # Cluster Autoscaler takes HCLOUD_NETWORK/HCLOUD_FIREWALL and placementGroup as an id or a name;
+    # hcloud-go's Get(idOrName) and hcloud-python's get_by_name list with ?name=.
+    c = client(hz)
+    net_id = hz.add_network("k8s", "10.0.0.0/16", ["10.0.0.0/24", "10.0.1.0/24"])
+    fw_id = hz.add_firewall("k8s-nodes")
+    pg = c.placement_groups.create(name="spread-a", type="spread").placement_group
+    assert c.networks.get_by_name("k8s").id == net_id
+    assert [s.ip_range for s in c.networks.get_by_name("k8s").subnets] == ["10.0.0.0/24", "10.0.1.0/24"]
+    assert c.firewalls.get_by_name("k8s-nodes").id == fw_id
+    assert c.placement_groups.get_by_name("spread-a").id == pg.id
+    assert c.networks.get_by_name("nope") is None and c.firewalls.get_by_name("nope") is None
+    created = c.firewalls.create(name="extra").firewall
+    assert c.firewalls.get_by_id(created.id).name == "extra"
+
+
+def test_servers_need_existing_networks_and_firewalls_and_honour_public_net(hz: FakeHetzner) -> None:
+    from hcloud.firewalls import Firewall
+    from hcloud.networks import Network
+    from hcloud.servers import ServerCreatePublicNetwork
+
+    c = client(hz)
+    with pytest.raises(APIException) as info:
+        create(c, "no-net", networks=[Network(id=999)])
+    assert info.value.code == "invalid_input"
+    net_id, fw_id = hz.add_network("k8s"), hz.add_firewall("fw")
+    server = create(
+        c,
+        "private",
+        networks=[Network(id=net_id)],
+        firewalls=[Firewall(id=fw_id)],
+        public_net=ServerCreatePublicNetwork(enable_ipv4=False, enable_ipv6=True),
+    ).server
+    got = c.servers.get_by_id(server.id)
+    assert got.public_net.ipv4 is None and got.public_net.ipv6 is not None
+    assert [n.network.id for n in got.private_net] == [net_id]
+    assert [f.firewall.id for f in got.public_net.firewalls] == [fw_id]
+
+
+def test_a_server_created_off_is_attached_in_a_subnet_then_powered_on(hz: FakeHetzner) -> None:
+    # CA's createServer with a subnetIPRange: create off, attach_to_network(ip_range), power on.
+    from hcloud.networks import Network
+
+    c = client(hz)
+    net_id = hz.add_network("k8s", "10.0.0.0/16", ["10.0.0.0/24", "10.0.1.0/24"])
+    server = create(c, "in-subnet", start_after_create=False).server
+    assert c.servers.get_by_id(server.id).status == "off"
+    with pytest.raises(APIException) as info:
+        c.servers.attach_to_network(server, Network(id=net_id), ip_range="10.0.9.0/24")
+    assert info.value.code == "invalid_input"
+    c.servers.attach_to_network(server, Network(id=net_id), ip_range="10.0.1.0/24")
+    with pytest.raises(APIException) as again:
+        c.servers.attach_to_network(server, Network(id=net_id))
+    assert again.value.code == "server_already_attached"
+    c.servers.power_on(server)
+    got = c.servers.get_by_id(server.id)
+    assert got.status == "running" and got.private_net[0].ip.startswith("10.0.1.")

@@ -440,7 +440,11 @@ def test_kubectl_get_nodes_and_pods(cluster: FakeCluster, kubeconfig: Path) -> N
 
 @needs_kubectl
 def test_kubectl_apply_validates_without_flags(cluster: FakeCluster, kubeconfig: Path, tmp_path: Path) -> None:
-    kubectl(kubeconfig, "apply", "-f", "deploy/crds/")
+    # Every CRD file (deploy/crds/ also holds the kustomize base's kustomization.yaml).
+    crds = sorted(
+        str(p.relative_to(REPO)) for p in (REPO / "deploy" / "crds").glob("*.yaml") if p.name != "kustomization.yaml"
+    )
+    kubectl(kubeconfig, "apply", *[arg for path in crds for arg in ("-f", path)])
     eventually(
         lambda: "nodegroupswithpriority" in kubectl(kubeconfig, "api-resources").stdout, message="the CRD is discovered"
     )

@@ -281,9 +281,16 @@ async def test_pd_null_plans_nothing_and_pd_plans_are_the_full_group_set(env: Wo
         await skip(env, 1000)
         await rounds_past(env, handle, 2)
         assert world.patches == [] and world.autos["auto-x"].replicas == 2
-        labels = {"group": "pd-auto-scaling-tikv-big", "resource-type": "big", "specialUse": "hotRegion"}
+        # PD's plan for auto-x's own group, with the labels released PD gives a standing group
+        # ({group, resource-type}: not the ones auto-x was named from). tidb-operator's syncPlans
+        # matches plans to TidbClusters by the autoscaling-group label: auto-x goes to 1 itself.
+        labels = {"group": "pd-auto-scaling-tikv-big", "resource-type": "big"}
         world.pd_plans = [PdPlan(component="tikv", count=1, resource_type="big", labels=labels)]
-        # PD's group is a new name (the hash of its labels and resources); auto-x is not in the plan.
+        await skip_until(env, lambda: world.autos["auto-x"].replicas == 1, 600)
+        assert len(world.autos) == 1
+        # A plan for another group only: that group is created, auto-x (not in the plan) drained.
+        other = {"group": "pd-auto-scaling-tikv-other", "resource-type": "big"}
+        world.pd_plans = [PdPlan(component="tikv", count=1, resource_type="big", labels=other)]
         await skip_until(env, lambda: len(world.autos) == 2, 300)
         await skip_until(env, lambda: world.autos["auto-x"].replicas == 0, 600)
 

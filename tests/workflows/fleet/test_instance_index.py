@@ -1,20 +1,22 @@
-"""The region's instances in the index shards (patch instance-index), on the dev server: a create
-repeated (at once, or after continue-as-new) gets the first placement and never a second
-instance; a deleted instance is gone from the shard; a region whose state still holds instances
-(a run from before the patch) moves them into the index and keeps them; the limits name their
-field; the recorded shard history replays."""
+"""The region's instances in the index shards, on the dev server: a create repeated (at once, or
+after continue-as-new) gets the first placement and never a second instance; a deleted instance
+is gone from the shard; the limits name their field; a shard starts with its first instance
+(patch lazy-index-shards)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.updates import execute_update
+from activities.updates import cause_of, execute_update
+from scaling.fleet.index import shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerState
-from starters.cli import cause_of
+from scaling.fleet.summaries import region_summary
 from starters.fleet import find_instance
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import eventually, run_input
@@ -81,3 +83,34 @@ async def test_the_instance_limit_names_its_field(env: WorkflowEnvironment) -> N
             await create(handle, "c", "standard")
         assert "max_instances" in cause_of(refused.value) and cause_of(refused.value).startswith("id:")
         assert (await create(handle, "a", "standard")).id == "a"  # a repeat is answered, not refused
+
+
+async def test_shards_start_as_instances_reach_them_and_the_region_keeps_its_summary(env: WorkflowEnvironment) -> None:
+    """64 shards configured, two instances: only their shards exist (the Web UI lists what the
+    region needs); an id whose shard never started is simply unknown; after continue-as-new the
+    region's details still open with its summary (a later run has no static summary)."""
+    shards = 64
+    async with registered_region(env, FleetWorld(), None, index_shards=shards, iterations_per_run=4) as handle:
+        await eventually(handle, lambda s: sum(c.phase.value == "ready" for c in s.clusters) == 3)
+        ids = ["s1", "s2"]
+        for iid in ids:
+            assert (await create(handle, iid, "standard")).cluster_id
+        st = await eventually(handle, lambda s: s.instances_placed == 2)
+        runs = st.runs
+        await eventually(handle, lambda s: s.runs >= runs + 1)  # continued as new
+        wanted = {shard_of(i, shards) for i in ids}
+
+        async def exists(k: int) -> bool:
+            try:
+                await env.client.get_workflow_handle(shard_workflow_id(handle.id, k)).describe()
+            except RPCError as err:
+                assert err.status == RPCStatusCode.NOT_FOUND
+                return False
+            return True
+
+        started = {k for k in range(shards) if await exists(k)}
+        assert started == wanted
+        other = next(f"x{n}" for n in range(1000) if shard_of(f"x{n}", shards) not in wanted)
+        assert await find_instance(env.client, handle.id, other) is None
+        meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert meta.current_details.startswith(region_summary((await run_input(env.client, handle)).settings) + "\n")

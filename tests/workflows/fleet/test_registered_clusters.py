@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.updates import execute_update
+from activities.updates import cause_of, execute_update
 from scaling.fleet import contracts
 from scaling.fleet.config import ManualCluster, load_fleet_config_text
 from scaling.fleet.contracts import (
@@ -31,7 +31,6 @@ from scaling.fleet.contracts import (
 )
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerState, RegionStatus
-from starters.cli import cause_of
 from starters.fleet import register_listed
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents

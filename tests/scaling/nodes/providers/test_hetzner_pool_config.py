@@ -63,7 +63,9 @@ def test_a_mixed_arch_spread_pool_is_valid() -> None:
         ({"images_for_arch": "talos"}, "spec.pools[0].config.images_for_arch", "mapping"),
         ({"images_for_arch": {"x86": "a"}}, "spec.pools[0].config.images_for_arch.x86", "amd64 or arm64"),
         ({"images_for_arch": {"arm64": ""}}, "spec.pools[0].config.images_for_arch.arm64", "image name"),
-        ({"placement_group": "tight"}, "spec.pools[0].config.placement_group", "'spread'"),
+        # A name is accepted (looked up at create, as Cluster Autoscaler takes one); nothing is not.
+        ({"placement_group": ""}, "spec.pools[0].config.placement_group", "'spread'"),
+        ({"placement_group": True}, "spec.pools[0].config.placement_group", "id or a name"),
     ],
 )
 def test_bad_hetzner_pool_config_names_the_field(config: dict[str, Any], field: str, words: str) -> None:

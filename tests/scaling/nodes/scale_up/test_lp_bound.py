@@ -75,7 +75,7 @@ def test_bench_module_prints_json_last_line() -> None:
             capture_output=True,
             text=True,
             check=True,
-            timeout=60,
+            timeout=240,  # a bound on a hang, not a speed aim: at load 20 this took over 60 s
         )
         .stdout.strip()
         .splitlines()
