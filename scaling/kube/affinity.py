@@ -8,8 +8,10 @@ does not have: such a term never matches a future node.
 Per-node limits (`pod_spreads`): required pod anti-affinity and topology spread constraints
 with whenUnsatisfiable DoNotSchedule, both only with topologyKey kubernetes.io/hostname.
 Spread constraints on any other key (zone, region) are `topology_spreads`: the planner shares
-pods out over those domains (scaling.nodes.scale_up.topology). Pod anti-affinity on other keys and
-required pod affinity are not read: the planner ignores them.
+pods out over those domains (scaling.nodes.scale_up.topology). These are the planner's own
+accounting for the pods it places; whether a node admits a pod at all is the scheduler's
+filters' to say (scaling.kube.scheduling: pod affinity and anti-affinity on every key, in both
+directions, and spread in full).
 A spread's skew is measured against the least loaded eligible node; growth takes that minimum
 as 0 (a new node is empty), so maxSkew N reads as "fewer than N matching pods on the node"
 (N per new node): conservative, never more pods per node than the scheduler allows.
@@ -29,6 +31,11 @@ def required_node_affinity(spec: Mapping[str, Any]) -> list[NodeSelectorTerm]:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
+    return required_node_affinity_terms(required)
+
+
+def required_node_affinity_terms(required: Mapping[str, Any]) -> list[NodeSelectorTerm]:
+    """A NodeSelector's terms (a pod's required node affinity, a PersistentVolume's nodeAffinity.required)."""
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return []
@@ -119,7 +126,8 @@ def pod_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[PodSpr
 
     A null labelSelector selects no pod, so it sets no limit. Anti-affinity's namespaceSelector
     cannot be evaluated without the namespaces' labels: it is read as every namespace (more
-    matching pods, so fewer nodes admit the pod: conservative). mismatchLabelKeys is not read."""
+    matching pods, so fewer nodes admit the pod: conservative); the filter
+    (scaling.kube.scheduling.interpodaffinity) reads it with the namespaces' labels."""
     namespace = meta.get("namespace") or "default"
     labels = dict(meta.get("labels") or {})
     out: list[PodSpread] = []
@@ -150,10 +158,9 @@ def pod_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[PodSpr
 
 
 def topology_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[TopologySpread]:
-    """The pod's DoNotSchedule spread constraints over a key other than the hostname.
-
-    minDomains and nodeTaintsPolicy are not read; nodeAffinityPolicy Ignore is read as Honor
-    (the domains are those of nodes the pod may use), as the planner only adds such nodes."""
+    """The pod's DoNotSchedule spread constraints over a key other than the hostname, as the
+    planner shares pods out over domains (the filter itself is
+    scaling.kube.scheduling.podtopologyspread, which reads every field)."""
     namespace = meta.get("namespace") or "default"
     labels = dict(meta.get("labels") or {})
     out: list[TopologySpread] = []
@@ -170,6 +177,7 @@ def topology_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[T
             match_expressions=me,
             namespaces=(namespace,),
             max_skew=max(int(c.get("maxSkew") or 1), 1),
+            min_domains=c.get("minDomains"),
         )
         out.append(t.model_copy(update={"counts_self": spread_selects(t, namespace, labels)}))
     return out

@@ -410,6 +410,8 @@ def _pool(v: Any, field: str, known_providers: Collection[str]) -> PoolSpec:
             raise InvalidSpec(f"{field}.config.name", "names one pool: list exactly one server type")
     if provider == "hetzner" and (problem := hetzner_config_problem(config)) is not None:
         raise InvalidSpec(f"{field}.config.{problem[0]}", problem[1])
+    if provider == "kwok" and "resources" in config:
+        _pool_resources(config["resources"], f"{field}.config.resources")
     return PoolSpec(
         provider=provider,
         serverType=list(types),
@@ -425,6 +427,31 @@ def spec_too_large(spec: dict[str, Any]) -> None:
     size = len(json.dumps(spec, default=str))
     if size > MAX_SPEC_BYTES:
         raise InvalidSpec("spec", f"is {size} bytes as JSON; growth reads at most {MAX_SPEC_BYTES}")
+
+
+# What a KWOK pool may declare its nodes offer beyond their type (config.resources).
+MAX_POOL_RESOURCES = 16
+
+
+def _pool_resources(raw: Any, field: str) -> None:
+    """{"example.com/foo": 4, ...}: extended-resource names (a domain-qualified name) and
+    non-negative whole quantities; InvalidSpec names the first bad entry."""
+    if not isinstance(raw, dict) or len(raw) > MAX_POOL_RESOURCES:
+        raise InvalidSpec(field, f"must map at most {MAX_POOL_RESOURCES} resource names to quantities")
+    for name, q in raw.items():
+        if not isinstance(name, str) or not _RESOURCE.fullmatch(name):
+            raise InvalidSpec(f"{field}.{name}", "must be a resource name like example.com/foo or hugepages-2Mi")
+        try:
+            amount = parse_quantity(q)
+        except ValueError as e:
+            raise InvalidSpec(f"{field}.{name}", str(e)) from None
+        if amount < 0 or amount != amount.to_integral_value():
+            raise InvalidSpec(f"{field}.{name}", f"must be a whole, non-negative quantity, got {q!r}")
+
+
+_RESOURCE = re.compile(
+    r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?|hugepages-[0-9]+[KMG]i|ephemeral-storage)"
+)
 
 
 def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> NodeGroup:

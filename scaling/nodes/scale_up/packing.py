@@ -408,7 +408,8 @@ def pack(
         return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     # None: by value; a bin: that bin first; True: Karpenter's launch.
-    starts: list[Bin | bool | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items)), True]
+    starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items), True]
+    static = _value_facts(items, bins)
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
         trial_budgets = [replace(bg) for bg in budgets]
@@ -420,7 +421,7 @@ def pack(
         elif isinstance(start, Bin):
             first = next(b for b in trial_bins if b.key == start.key)
             result = _first_type(first, items, remaining, trial_budgets, trial_prices)
-        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
+        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining, static)
         result.patterns.extend(rest.patterns)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}
         built.append((_rank(result, bins, n), result))
@@ -436,6 +437,21 @@ def pack(
     result = best[1]
     _spend(result, bins, budgets, price_budgets)
     return result
+
+
+def _first_type_starts(bins: Sequence[Bin], items: Sequence[Item]) -> list[Bin]:
+    """The bins to try each alone first: every bin some item may use, but one per (room,
+    price): the same type in several zones, with pods free to use any zone, gives nearly the
+    same plan from each, and trying each tripled an affinity-heavy plan's time over three zones.
+    A single zone, or zone shares packed apart (_components), has no such twins."""
+    seen: set[tuple[Vec, float]] = set()
+    out = []
+    for b in bins:
+        if (b.cap, b.price) in seen or not any(b.key in it.bins for it in items):
+            continue
+        seen.add((b.cap, b.price))
+        out.append(b)
+    return out
 
 
 def _components(items: Sequence[Item]) -> list[list[int]]:
@@ -481,21 +497,11 @@ def _spend(
             pb.take(p.repeat, b.price)
 
 
-def _pack_by_value(
-    items: Sequence[Item],
-    bins: Sequence[Bin],
-    budgets: Sequence[Budget],
-    price_budgets: Sequence[PriceBudget],
-    remaining: list[int],
-) -> PackResult:
-    """The value-scored packing: price each item standalone; for every open bin build one
-    node's contents (largest first, balanced); take the bin whose node costs the smallest
-    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
-    repeat that node as often as counts, slots and budgets allow."""
-    result = PackResult()
-    bins = list(bins)
-    # Static facts, computed once: which items each bin admits and holds, and each item's
-    # standalone price per bin (price / how many fit), cheapest first.
+def _value_facts(
+    items: Sequence[Item], bins: Sequence[Bin]
+) -> tuple[dict[str, list[int]], list[list[tuple[float, str]]]]:
+    """Static facts of a packing, the same for every strategy tried: which items each bin admits
+    and holds, and each item's standalone price per bin (price / how many fit), cheapest first."""
     holds: dict[str, list[int]] = {
         b.key: [i for i, it in enumerate(items) if b.key in it.bins and _per_node(it, b.cap) > 0] for b in bins
     }
@@ -506,6 +512,24 @@ def _pack_by_value(
             share_prices[i].append((b.price * share, b.key))
     for sp in share_prices:
         sp.sort()
+    return holds, share_prices
+
+
+def _pack_by_value(
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget],
+    price_budgets: Sequence[PriceBudget],
+    remaining: list[int],
+    static: tuple[dict[str, list[int]], list[list[tuple[float, str]]]] | None = None,
+) -> PackResult:
+    """The value-scored packing: price each item standalone; for every open bin build one
+    node's contents (largest first, balanced); take the bin whose node costs the smallest
+    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
+    repeat that node as often as counts, slots and budgets allow."""
+    result = PackResult()
+    bins = list(bins)
+    holds, share_prices = static or _value_facts(items, bins)
     while True:
         budget_left = _budget_left(budgets)
         if budget_left is not None and budget_left <= 0:
@@ -824,21 +848,30 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
             :MERGE_CANDIDATES
         ]
         best: tuple[float, int, int, Bin, int] | None = None
+        # Per round: each pattern's allowed bins, and the bins of each allowed set cheapest
+        # first (an affinity-heavy plan over three zones spent most of merge recomputing them).
+        allowed_of = [_allowed(p, items) for p in pats]
+        by_allowed: dict[frozenset[str], list[Bin]] = {}
         for a in range(len(pats)):
             for c in range(a, len(pats)):
                 pa, pc = pats[a], pats[c]
                 k = pa.repeat // 2 if a == c else min(pa.repeat, pc.repeat)
                 if k <= 0:
                     continue
-                used = tuple(pa.used[d] + pc.used[d] for d in range(3))
-                if not all(u <= x for u, x in zip(used, envelope)) or any(
+                u0, u1, u2 = pa.used[0] + pc.used[0], pa.used[1] + pc.used[1], pa.used[2] + pc.used[2]
+                if u0 > envelope[0] or u1 > envelope[1] or u2 > envelope[2]:
+                    continue
+                if any(
                     items[i].per_node is not None and pa.counts.get(i, 0) + pc.counts.get(i, 0) > items[i].per_node
                     for i in set(pa.counts) | set(pc.counts)
                 ):
                     continue
-                allowed = _allowed(pa, items) & _allowed(pc, items)
-                for b in bins:
-                    if b.key not in allowed or not all(u <= x for u, x in zip(used, b.cap)):
+                allowed = allowed_of[a] & allowed_of[c]
+                candidates = by_allowed.get(allowed)
+                if candidates is None:
+                    candidates = by_allowed[allowed] = [b for b in bins if b.key in allowed]
+                for b in candidates:
+                    if u0 > b.cap[0] or u1 > b.cap[1] or u2 > b.cap[2]:
                         continue
                     gain = price[pa.bin] + price[pc.bin] - b.price
                     if gain <= 1e-12:

@@ -279,6 +279,25 @@ def test_budget_duration_accepts_hours_and_minutes_with_go_trailing_zero_seconds
         assert g.disruption.budgets[0].duration_s is not None
 
 
+def test_kwok_pool_resources_are_validated_with_the_field_named() -> None:
+    def group(res: object) -> dict:
+        pool = {"provider": "kwok", "serverType": ["cx22"], "priority": 1, "config": {"resources": res}}
+        return {"metadata": {"name": "g"}, "spec": {"pools": [pool]}}
+
+    assert parse_node_group(group({"example.com/foo": 4}), {"kwok"}).pools[0].config["resources"] == {
+        "example.com/foo": 4
+    }
+    for bad, where in (
+        ({"foo": 1}, "resources.foo"),
+        ({"example.com/foo": "x"}, "resources.example.com/foo"),
+        ({"example.com/foo": -1}, "resources.example.com/foo"),
+        ("a", "resources"),
+    ):
+        with pytest.raises(InvalidSpec) as e:
+            parse_node_group(group(bad), {"kwok"})
+        assert e.value.field == f"spec.pools[0].config.{where}"
+
+
 def test_pools_that_name_themselves_can_share_a_type_and_location() -> None:
     # Two Cluster Autoscaler groups of one type and location, told apart by placement group.
     pools = [

@@ -275,6 +275,28 @@ def test_a_burst_in_request_batches_keeps_every_payload_under_256_kb() -> None:
     assert max(biggest_batch, biggest_start, size(status), size(report)) < LIMIT
 
 
+def test_an_affinity_heavy_observation_stays_under_256_kb() -> None:
+    """30,000 pending pods of 50 workloads with pod affinity and anti-affinity on the zone and
+    the hostname, 5,000 nodes each running a pod: shapes carry their terms and per-zone counts
+    (the hostname pairs dropped), never per-pod or per-node lists."""
+    from bench.workload import affinity_workload
+    from scaling.kube.scheduling.cluster import Cluster
+
+    w = affinity_workload(30_000, node_count=5000)
+    running = [p for p in w.pods if p.node_name]
+    pending = [p for p in w.pods if not p.node_name]
+    by_node: dict[str, list] = {}
+    for p in running:
+        by_node.setdefault(p.node_name or "", []).append(p)
+    demand = observe_demand(
+        pending, w.nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES, cluster=Cluster(nodes=w.nodes, pods=by_node)
+    )
+    obs = ClusterObservation(demand=demand, groups=[w.group], pods_total=len(w.pods), pods_running=len(running))
+    assert size(obs) < LIMIT, size(obs)
+    assert demand.unschedulable == 30_000 and len(demand.shapes) == 50
+    assert all(s.scheduling is not None for s in demand.shapes)
+
+
 def test_a_burst_s_recorded_decisions_stay_under_256_kb() -> None:
     """The loop's recorded scale-up decision (its input and its plan, contracts.PLAN_SCALE_UP):
     the first loop of the burst plans max_requests_in_flight nodes, the next one sees them in flight."""
