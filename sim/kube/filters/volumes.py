@@ -97,7 +97,11 @@ def zone_allows(pv: Obj, node: Obj) -> bool:
     if not any(k in node_labels for k in ZONE_LABELS):
         return True
     for key in ZONE_LABELS:
-        if key in labels(pv) and node_labels.get(key) not in labels(pv)[key].split("__"):
+        if key not in labels(pv):
+            continue
+        # A PV's beta label is matched with the node's GA label when the node has no beta one.
+        value = node_labels.get(key, node_labels.get(key.replace("failure-domain.beta", "topology")))
+        if value not in labels(pv)[key].split("__"):
             return False
     return True
 
