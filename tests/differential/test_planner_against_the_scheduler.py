@@ -1,0 +1,43 @@
+"""The planner held against the cluster double's scheduler (issue 29): every node the planner
+buys receives at least one of the pods it was bought for, and every pod left Pending is one the
+planner reports with a reason. One workload of each kind by name, then mixes drawn by
+hypothesis (tests/differential/workloads.py), bounded and seeded; each runs the in-process loop
+of tests/differential/harness.py."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.differential.harness import Loop
+from tests.differential.workloads import KINDS, Obj, three_zone_group, workload, workloads
+
+# The planner reads the scheduler's filters once scaling/kube/scheduling/ exists (issue 29 item 1,
+# branch fplan); before it, GPU pods get CPU nodes, host-port agents and zone anti-affine pods
+# wait unreported, and a pod affine to no pod gets a node (see the kinds below).
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("scaling.kube.scheduling") is None,
+    reason="waits for the planner's scheduling filters (scaling/kube/scheduling/, issue 29 item 1)",
+)
+GROUP = three_zone_group(["cx22", "cx32"])
+
+
+def run(pods: list[Obj], objects: list[tuple[str, str, Obj]]) -> None:
+    loop = Loop([GROUP], objects=objects)
+    loop.add_pods(pods)
+    out = loop.run()
+    assert (out.wasted, out.unreported) == ([], []), out.explain()
+
+
+@pytest.mark.parametrize("count", [1, 4])
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_workload_of_each_kind(kind: str, count: int) -> None:
+    run(*workload(kind, 0, count, 500))
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_every_node_bought_is_used_and_every_pending_pod_is_reported(drawn: tuple[list[Obj], list]) -> None:
+    run(*drawn)
