@@ -63,9 +63,9 @@ class Cluster:
     anti_pods: list[tuple[Obj, list[podaffinity.Term]]] = field(default_factory=list)
 
 
-def node_reasons(pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources) -> list[str]:
-    """The filters that read the pod and the node alone, without ports (NodeUnschedulable,
-    NodeName, TaintToleration, NodeAffinity, NodeResourcesFit)."""
+def pod_node_reasons(pod: Obj, node: Obj) -> list[str]:
+    """The filters that read the pod and the node alone: NodeUnschedulable, NodeName,
+    TaintToleration, NodeAffinity."""
     if reason := unschedulable(pod, node):
         return [reason]
     if not name_matches(pod, node):
@@ -74,7 +74,13 @@ def node_reasons(pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Re
         return [taint_reason(taint)]
     if not affinity_matches(pod, node):
         return [NODE_AFFINITY]
-    return insufficient(req, used, alloc)
+    return []
+
+
+def node_reasons(pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources) -> list[str]:
+    """pod_node_reasons, then NodeResourcesFit: all that decides for a pod without host ports,
+    volumes and pod (anti-)affinity or spread (scheduler.equivalence_key)."""
+    return pod_node_reasons(pod, node) or insufficient(req, used, alloc)
 
 
 class Cycle:
@@ -98,14 +104,8 @@ class Cycle:
         pod, node = self.pod, info.node
         if self.failure is not None:
             return [self.failure]
-        if reason := unschedulable(pod, node):
-            return [reason]
-        if not name_matches(pod, node):
-            return [NODE_NAME]
-        if (taint := untolerated(pod, node)) is not None:
-            return [taint_reason(taint)]
-        if not affinity_matches(pod, node):
-            return [NODE_AFFINITY]
+        if reasons := pod_node_reasons(pod, node):
+            return reasons
         if self.ports and conflicts(self.ports, info.ports):
             return [PORTS_REASON]
         if short := insufficient(self.req, info.used, info.alloc):
