@@ -29,6 +29,11 @@ def required_node_affinity(spec: Mapping[str, Any]) -> list[NodeSelectorTerm]:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
+    return required_node_affinity_terms(required)
+
+
+def required_node_affinity_terms(required: Mapping[str, Any]) -> list[NodeSelectorTerm]:
+    """A NodeSelector's terms (a pod's required node affinity, a PersistentVolume's nodeAffinity.required)."""
     terms = required.get("nodeSelectorTerms") or []
     if not terms:
         return []
@@ -150,10 +155,9 @@ def pod_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[PodSpr
 
 
 def topology_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[TopologySpread]:
-    """The pod's DoNotSchedule spread constraints over a key other than the hostname.
-
-    minDomains and nodeTaintsPolicy are not read; nodeAffinityPolicy Ignore is read as Honor
-    (the domains are those of nodes the pod may use), as the planner only adds such nodes."""
+    """The pod's DoNotSchedule spread constraints over a key other than the hostname, as the
+    planner shares pods out over domains (the filter itself is
+    scaling.kube.scheduling.podtopologyspread, which reads every field)."""
     namespace = meta.get("namespace") or "default"
     labels = dict(meta.get("labels") or {})
     out: list[TopologySpread] = []
@@ -170,6 +174,7 @@ def topology_spreads(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> list[T
             match_expressions=me,
             namespaces=(namespace,),
             max_skew=max(int(c.get("maxSkew") or 1), 1),
+            min_domains=c.get("minDomains"),
         )
         out.append(t.model_copy(update={"counts_self": spread_selects(t, namespace, labels)}))
     return out

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scaling.kube.scheduling.terms import HostPort, PodAffinityTerm, SpreadConstraint
+
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
 
@@ -33,17 +35,23 @@ NODE_OS = "linux"
 
 
 class Resources(BaseModel):
+    """What a pod requests or a node offers. `extended`: every resource beyond cpu, memory and
+    pod slots (ephemeral-storage, hugepages-2Mi, nvidia.com/gpu, example.com/foo ...) as sorted
+    (name, amount) pairs, empty for most pods; a node without a resource offers 0 of it."""
+
     model_config = ConfigDict(frozen=True)
 
     cpu_m: int = 0
     memory: int = 0
     pods: int = 0
+    extended: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(
             cpu_m=self.cpu_m + other.cpu_m,
             memory=self.memory + other.memory,
             pods=self.pods + other.pods,
+            extended=_merge(self.extended, other.extended, 1),
         )
 
     def __sub__(self, other: Resources) -> Resources:
@@ -51,9 +59,17 @@ class Resources(BaseModel):
             cpu_m=self.cpu_m - other.cpu_m,
             memory=self.memory - other.memory,
             pods=self.pods - other.pods,
+            extended=_merge(self.extended, other.extended, -1),
         )
 
+    def amount(self, name: str) -> int:
+        return dict(self.extended).get(name, 0)
+
     def fits_in(self, other: Resources) -> bool:
+        if self.extended:
+            have = dict(other.extended)
+            if any(q > have.get(k, 0) for k, q in self.extended):
+                return False
         return self.cpu_m <= other.cpu_m and self.memory <= other.memory and self.pods <= other.pods
 
     @staticmethod
@@ -61,9 +77,21 @@ class Resources(BaseModel):
         """The sum as one model: adding models one by one builds one per pod, and a scale-down
         evaluation of 10,000 pods spent most of its time doing that."""
         cpu_m = memory = pods = 0
+        extended: dict[str, int] = {}
         for r in items:
             cpu_m, memory, pods = cpu_m + r.cpu_m, memory + r.memory, pods + r.pods
-        return Resources(cpu_m=cpu_m, memory=memory, pods=pods)
+            for k, q in r.extended:
+                extended[k] = extended.get(k, 0) + q
+        return Resources(cpu_m=cpu_m, memory=memory, pods=pods, extended=tuple(sorted(extended.items())))
+
+
+def _merge(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...], sign: int) -> tuple[tuple[str, int], ...]:
+    if not b:
+        return a
+    out = dict(a)
+    for k, q in b:
+        out[k] = out.get(k, 0) + sign * q
+    return tuple(sorted(out.items()))
 
 
 # Resources as a plain tuple (cpu millicores, memory bytes, pod slots): the scale-up planner
@@ -151,6 +179,8 @@ class TopologySpread(BaseModel):
     namespaces: tuple[str, ...] = ()
     max_skew: int = 1
     counts_self: bool = True
+    # While fewer domains than this exist, the global minimum counts as 0 (None: not set).
+    min_domains: int | None = None
 
 
 class PodInfo(BaseModel):
@@ -179,6 +209,13 @@ class PodInfo(BaseModel):
     pvc_names: list[str] = Field(default_factory=list)
     deletion_timestamp: datetime | None = None  # set once the pod is being deleted
     termination_grace_period_s: int | None = None  # spec.terminationGracePeriodSeconds (None: 30)
+    # What the scheduler's NodePorts, InterPodAffinity and PodTopologySpread filters read
+    # (scaling.kube.scheduling): app containers' host ports, required pod (anti-)affinity terms,
+    # every topology spread constraint.
+    host_ports: list[HostPort] = Field(default_factory=list)
+    pod_affinity: list[PodAffinityTerm] = Field(default_factory=list)
+    pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list)
+    spread_constraints: list[SpreadConstraint] = Field(default_factory=list)
 
 
 class NodeInfo(BaseModel):
@@ -192,3 +229,4 @@ class NodeInfo(BaseModel):
     unschedulable: bool = False  # cordoned (spec.unschedulable)
     provider_id: str = ""
     created_at: datetime | None = None
+    host_ports: list[HostPort] = Field(default_factory=list)  # bound by the pods running here

@@ -8,15 +8,22 @@ from typing import Any
 from scaling.kube.models import NodeInfo, Resources, Taint
 from scaling.kube.pods import TERMINAL_PHASES, pod_demand
 from scaling.kube.quantity import cpu_millis, memory_bytes
+from scaling.kube.scheduling.terms import host_ports
 
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _resources(q: dict[str, Any]) -> Resources:
+    """A node's allocatable: cpu, memory, pods and every other resource it lists (zero amounts
+    left out: a node offering 0 of a resource offers none)."""
+    extended = tuple(
+        sorted((k, n) for k, v in q.items() if k not in ("cpu", "memory", "pods") and (n := memory_bytes(v)) > 0)
+    )
     return Resources(
         cpu_m=cpu_millis(q["cpu"]) if "cpu" in q else 0,
         memory=memory_bytes(q["memory"]) if "memory" in q else 0,
         pods=memory_bytes(q["pods"]) if "pods" in q else 0,
+        extended=extended,
     )
 
 
@@ -47,11 +54,9 @@ def node_info(node: dict[str, Any], pods_on_node: list[dict[str, Any]]) -> NodeI
     spec = node.get("spec") or {}
     status = node.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    requested = Resources()
-    for pod in pods_on_node:
-        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            continue
-        requested = requested + pod_demand(pod)
+    live = [p for p in pods_on_node if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES]
+    requested = Resources.total(pod_demand(p) for p in live)
+    ports = [hp for p in live for hp in host_ports(p.get("spec") or {})]
     return NodeInfo(
         name=meta.get("name") or "",
         labels=dict(meta.get("labels") or {}),
@@ -67,4 +72,5 @@ def node_info(node: dict[str, Any], pods_on_node: list[dict[str, Any]]) -> NodeI
         unschedulable=bool(spec.get("unschedulable")),
         provider_id=spec.get("providerID") or "",
         created_at=_timestamp(meta.get("creationTimestamp")),
+        host_ports=ports,
     )

@@ -17,6 +17,7 @@ from typing import Any
 from scaling.kube.affinity import pod_spreads, required_node_affinity, topology_spreads
 from scaling.kube.models import PodInfo, Resources, Toleration
 from scaling.kube.quantity import cpu_millis, memory_bytes
+from scaling.kube.scheduling.terms import host_ports, pod_affinity_terms, spread_constraints
 
 MIN_POD_CPU_M = 10
 MIN_POD_MEMORY = 16 * 1024 * 1024
@@ -24,45 +25,44 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-def _container_requests(container: dict[str, Any]) -> tuple[int, int]:
+def _container_requests(container: dict[str, Any]) -> dict[str, int]:
+    """Every resource the container requests (limits stand in for requests left unset), in
+    base units: cpu in millicores, everything else in whole units."""
     resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = {**limits, **(resources.get("requests") or {})}
-    cpu = cpu_millis(requests["cpu"]) if "cpu" in requests else 0
-    mem = memory_bytes(requests["memory"]) if "memory" in requests else 0
-    return cpu, mem
+    requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {k: cpu_millis(v) if k == "cpu" else memory_bytes(v) for k, v in requests.items()}
 
 
-def _raw_requests(spec: dict[str, Any]) -> tuple[int, int]:
-    app_cpu = app_mem = 0
+def _raw_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """Per resource: max(app containers + sidecars, each init container + the sidecars started
+    before it) + overhead, as the scheduler's NodeResourcesFit sums them."""
+    app: dict[str, int] = {}
     for c in spec.get("containers") or []:
-        cpu, mem = _container_requests(c)
-        app_cpu += cpu
-        app_mem += mem
-    side_cpu = side_mem = 0
-    init_cpu = init_mem = 0
+        for k, q in _container_requests(c).items():
+            app[k] = app.get(k, 0) + q
+    side: dict[str, int] = {}
+    init: dict[str, int] = {}
     for c in spec.get("initContainers") or []:
-        cpu, mem = _container_requests(c)
+        req = _container_requests(c)
         if c.get("restartPolicy") == "Always":  # native sidecar: keeps running beside the app
-            side_cpu += cpu
-            side_mem += mem
+            for k, q in req.items():
+                side[k] = side.get(k, 0) + q
         else:
-            init_cpu = max(init_cpu, cpu + side_cpu)
-            init_mem = max(init_mem, mem + side_mem)
-    cpu = max(app_cpu + side_cpu, init_cpu)
-    mem = max(app_mem + side_mem, init_mem)
-    overhead = spec.get("overhead") or {}
-    if "cpu" in overhead:
-        cpu += cpu_millis(overhead["cpu"])
-    if "memory" in overhead:
-        mem += memory_bytes(overhead["memory"])
-    return cpu, mem
+            for k in req.keys() | side.keys():
+                init[k] = max(init.get(k, 0), req.get(k, 0) + side.get(k, 0))
+    out = {k: max(app.get(k, 0) + side.get(k, 0), init.get(k, 0)) for k in app.keys() | side.keys() | init.keys()}
+    for k, v in (spec.get("overhead") or {}).items():
+        out[k] = out.get(k, 0) + (cpu_millis(v) if k == "cpu" else memory_bytes(v))
+    return out
 
 
 def pod_demand(pod: dict[str, Any]) -> Resources:
     """The room the pod takes on a node (with the documented minimums and one pod slot)."""
-    cpu, mem = _raw_requests(pod.get("spec") or {})
-    return Resources(cpu_m=cpu or MIN_POD_CPU_M, memory=mem or MIN_POD_MEMORY, pods=1)
+    raw = _raw_requests(pod.get("spec") or {})
+    extended = tuple(sorted((k, q) for k, q in raw.items() if k not in ("cpu", "memory", "pods") and q > 0))
+    return Resources(
+        cpu_m=raw.get("cpu") or MIN_POD_CPU_M, memory=raw.get("memory") or MIN_POD_MEMORY, pods=1, extended=extended
+    )
 
 
 def controller_kind(pod: dict[str, Any]) -> str | None:
@@ -179,11 +179,13 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
+    namespace = meta.get("namespace") or "default"
+    labels = dict(meta.get("labels") or {})
     return PodInfo(
-        namespace=meta.get("namespace") or "default",
+        namespace=namespace,
         name=meta.get("name") or "",
-        uid=meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
-        labels=dict(meta.get("labels") or {}),
+        uid=meta.get("uid") or f"{namespace}/{meta.get('name') or ''}",
+        labels=labels,
         annotations=dict(meta.get("annotations") or {}),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=[_toleration(t) for t in spec.get("tolerations") or []],
@@ -201,6 +203,10 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         has_local_storage=has_local_storage(pod),
         local_volumes=local_volumes(pod),
         pvc_names=pvc_names(pod),
+        host_ports=list(host_ports(spec)),
+        pod_affinity=list(pod_affinity_terms(spec, namespace, labels, "podAffinity")),
+        pod_anti_affinity=list(pod_affinity_terms(spec, namespace, labels, "podAntiAffinity")),
+        spread_constraints=list(spread_constraints(spec, labels)),
         deletion_timestamp=_deletion_timestamp(pod),
         termination_grace_period_s=_grace_period_s(pod),
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from scaling.kube.affinity import node_affinity_matches
 from scaling.kube.models import (
     LABEL_ARCH,
     LABEL_INSTANCE_TYPE,
@@ -27,28 +26,21 @@ from scaling.kube.models import (
     NODE_OS,
     NodeSelectorTerm,
     PodInfo,
+    Resources,
     Taint,
     Toleration,
 )
+from scaling.kube.quantity import memory_bytes
+from scaling.kube.scheduling.nodeaffinity import admits
+from scaling.kube.scheduling.tainttoleration import untolerated
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PodProblem, Pool, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.providers import hetzner
 
-_BLOCKING = ("NoSchedule", "NoExecute")
-
-
-def _tolerates_one(t: Toleration, taint: Taint) -> bool:
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.operator == "Exists":
-        return not t.key or t.key == taint.key  # an empty key with Exists tolerates every taint
-    return t.key == taint.key and t.value == taint.value
-
 
 def tolerates(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> bool:
     """True when every NoSchedule/NoExecute taint is tolerated (PreferNoSchedule never blocks)."""
-    tols = list(tolerations)
-    return all(any(_tolerates_one(t, taint) for t in tols) for taint in taints if taint.effect in _BLOCKING)
+    return untolerated(list(tolerations), taints) is None
 
 
 def selector_matches(node_selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -62,7 +54,7 @@ def labels_admit(
     node_name: str = "",
 ) -> bool:
     """nodeSelector and required node affinity admit a node with these labels ("" = a future node)."""
-    return selector_matches(node_selector, labels) and node_affinity_matches(node_affinity, labels, node_name)
+    return admits(node_selector, node_affinity, labels, node_name)
 
 
 def pod_fits_node_shape(pod: PodInfo, labels: Mapping[str, str], taints: Iterable[Taint], node_name: str = "") -> bool:
@@ -85,6 +77,25 @@ def pool_topology(pool: Pool) -> dict[str, str]:
         locations = hetzner.pool_locations(pool.config)
         return hetzner.topology_labels(locations[0]) if len(locations) == 1 else {}
     return {}
+
+
+def pool_resources(pool: Pool) -> tuple[tuple[str, int], ...]:
+    """Extended resources a KWOK pool's nodes offer beyond their type's (config `resources`:
+    {"example.com/foo": 4}); other providers' pools declare none."""
+    if pool.provider != "kwok":
+        return ()
+    raw = pool.config.get("resources") or {}
+    if not isinstance(raw, dict):
+        return ()
+    return tuple(sorted((str(k), memory_bytes(v)) for k, v in raw.items()))
+
+
+def node_allocatable(pool: Pool, server_type: ServerType) -> Resources:
+    """What a node of `pool` offers: its type's allocatable and the pool's own resources."""
+    extra = pool_resources(pool)
+    if not extra:
+        return server_type.allocatable
+    return server_type.allocatable + Resources(extended=extra)
 
 
 def node_labels_for(group: NodeGroup, pool: Pool, server_type: ServerType | None) -> dict[str, str]:

@@ -25,7 +25,7 @@ from activities.kube.client import ClusterClients, cluster_clients, raw_list
 from activities.kube.lease import LeaseLock
 from scaling.kube.models import LABEL_ARCH, LABEL_HOSTNAME, LABEL_INSTANCE_TYPE, LABEL_OS, NODE_OS
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
-from scaling.nodes.matching import pool_topology
+from scaling.nodes.matching import node_allocatable, pool_topology
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_POOL, ServerType
 from scaling.nodes.providers.kwok import kwok_catalogue
 
@@ -107,8 +107,9 @@ class KwokProvider:
         stype = self._types.get(pool.server_type.lower())
         if stype is None:
             return CreateNodeResult(outcome="no_capacity", message=f"unknown server type {pool.server_type}")
-        alloc = stype.allocatable
+        alloc = node_allocatable(pool, stype)  # the type's extended resources and the pool's own
         quantities = {"cpu": f"{alloc.cpu_m}m", "memory": str(alloc.memory), "pods": str(alloc.pods)}
+        quantities.update({k: str(q) for k, q in alloc.extended})
         labels = {
             **inp.labels,
             LABEL_CLUSTER: inp.cluster,

@@ -101,11 +101,20 @@ def server_type_from_api(
     return ServerType(
         provider=PROVIDER,
         name=str(data["name"]).lower(),
-        allocatable=Resources(cpu_m=max(alloc.cpu_m, 0), memory=max(alloc.memory, 0), pods=max(alloc.pods, 0)),
+        allocatable=Resources(
+            cpu_m=max(alloc.cpu_m, 0), memory=max(alloc.memory, 0), pods=max(alloc.pods, 0), extended=_disk(data)
+        ),
         price_hourly=price if price is not None else 0.0,
         arch=_arch(data),  # type: ignore[arg-type]
         deprecated=deprecation_of(data, locations) is not None,
     )
+
+
+def _disk(data: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The local disk (GB, as the API gives it) as the node's ephemeral-storage; Hetzner Cloud
+    types offer no extended resources."""
+    disk = data.get("disk")
+    return (("ephemeral-storage", int(disk) * 10**9),) if isinstance(disk, (int, float)) and disk > 0 else ()
 
 
 def deprecation_of(data: dict[str, Any], locations: list[str]) -> dict[str, Any] | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from scaling.nodes.catalogue import DEFAULT_RESERVE, GIB, Reserve, allocatable_after_reserve
 from scaling.nodes.models import ServerType
 
-# (name, cores, memory GiB, EUR/hour, arch, deprecated)
+# (name, cores, memory GiB, EUR/hour, arch, deprecated); the disk (ephemeral-storage) is
+# Hetzner's for the shape, in GB (DISK_GB)
 _KWOK_TABLE: tuple[tuple[str, int, int, float, str, bool], ...] = (
     # shared vCPU, Intel, current generation
     ("cx22", 2, 4, 0.0060, "amd64", False),
@@ -44,15 +45,50 @@ _KWOK_TABLE: tuple[tuple[str, int, int, float, str, bool], ...] = (
 )
 
 
+DISK_GB = {
+    "cx22": 40, "cx32": 80, "cx42": 160, "cx52": 320, "cx31": 80, "cx33": 80,
+    "cx11": 20, "cx21": 40, "cx41": 160, "cx51": 240,
+    "cpx11": 40, "cpx21": 80, "cpx31": 160, "cpx41": 240, "cpx51": 360,
+    "cax11": 40, "cax21": 80, "cax31": 160, "cax41": 320,
+    "ccx13": 80, "ccx23": 160, "ccx33": 240, "ccx43": 360, "ccx53": 600,
+}  # fmt: skip
+
+GPU = "nvidia.com/gpu"
+# A GPU family that has no Hetzner Cloud twin, so GPU pods can be planned and tested:
+# (name, cores, memory GiB, EUR/hour, GPUs, disk GB).
+_KWOK_GPU_TABLE: tuple[tuple[str, int, int, float, int, int], ...] = (
+    ("gpu1", 8, 32, 0.30, 1, 240),
+    ("gpu4", 32, 128, 1.10, 4, 960),
+)
+
+
 def kwok_catalogue(provider: str = "kwok", reserve: Reserve = DEFAULT_RESERVE) -> list[ServerType]:
-    return [
-        ServerType(
-            provider=provider,
-            name=name,
-            allocatable=allocatable_after_reserve(cores, mem_gib * GIB, reserve),
-            price_hourly=price,
-            arch=arch,  # type: ignore[arg-type]
-            deprecated=deprecated,
+    out = []
+    for name, cores, mem_gib, price, arch, deprecated in _KWOK_TABLE:
+        alloc = allocatable_after_reserve(cores, mem_gib * GIB, reserve)
+        out.append(
+            ServerType(
+                provider=provider,
+                name=name,
+                allocatable=alloc.model_copy(update={"extended": _storage(name)}),
+                price_hourly=price,
+                arch=arch,  # type: ignore[arg-type]
+                deprecated=deprecated,
+            )
         )
-        for name, cores, mem_gib, price, arch, deprecated in _KWOK_TABLE
-    ]
+    for name, cores, mem_gib, price, gpus, disk in _KWOK_GPU_TABLE:
+        alloc = allocatable_after_reserve(cores, mem_gib * GIB, reserve)
+        extended = tuple(sorted({GPU: gpus, "ephemeral-storage": disk * 10**9}.items()))
+        out.append(
+            ServerType(
+                provider=provider,
+                name=name,
+                allocatable=alloc.model_copy(update={"extended": extended}),
+                price_hourly=price,
+            )
+        )
+    return out
+
+
+def _storage(name: str) -> tuple[tuple[str, int], ...]:
+    return (("ephemeral-storage", DISK_GB[name] * 10**9),) if name in DISK_GB else ()

@@ -58,8 +58,10 @@ def daemonset_overhead(daemonsets: Sequence[PodShape], labels: Mapping[str, str]
 
 def room_for_pods(allocatable: Resources, overhead: Resources) -> Resources:
     """A new node's room for pending pods: its allocatable less its DaemonSets (never negative)."""
+    used = dict(overhead.extended)
     return Resources(
         cpu_m=max(allocatable.cpu_m - overhead.cpu_m, 0),
         memory=max(allocatable.memory - overhead.memory, 0),
         pods=max(allocatable.pods - overhead.pods, 0),
+        extended=tuple((k, max(q - used.get(k, 0), 0)) for k, q in allocatable.extended),
     )

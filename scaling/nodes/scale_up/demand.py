@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
 from scaling.kube.affinity import spread_room
 from scaling.kube.memo import ReprMemo
 from scaling.kube.models import (
+    LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     NodeInfo,
     NodeSelectorTerm,
@@ -32,6 +33,11 @@ from scaling.kube.models import (
     vec,
 )
 from scaling.kube.pods import counts_as_demand
+from scaling.kube.scheduling import framework
+from scaling.kube.scheduling.cluster import Cluster, selector_keys
+from scaling.kube.scheduling.framework import SchedulingState
+from scaling.kube.scheduling.placed import self_limit, with_placed
+from scaling.kube.scheduling.terms import HostPort, PodAffinityTerm, SpreadConstraint
 from scaling.nodes.matching import labels_admit, tolerates
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.scale_up.topology import NodePods, domain_counts, room_in_domain
@@ -65,6 +71,24 @@ class PodShape(BaseModel):
     domain_room: list[dict[str, int]] = Field(default_factory=list)
     count: int
     pods: list[PodRef] = Field(default_factory=list)  # the first `count` pods, or a sample of them
+    # What the scheduler's other filters read (scaling.kube.scheduling), empty for most shapes:
+    # the namespace, the labels some selector in play names, host ports, pod (anti-)affinity
+    # terms, spread constraints, and the prefilter state against the observed cluster with the
+    # hostname pairs left out (a new node runs no pods; bounded however large the cluster).
+    namespace: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    host_ports: list[HostPort] = Field(default_factory=list)
+    pod_affinity: list[PodAffinityTerm] = Field(default_factory=list)
+    pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list)
+    spread_constraints: list[SpreadConstraint] = Field(default_factory=list)
+    scheduling: SchedulingState | None = None
+    # Other pending shapes this one's affinity waits for (they match all its affinity terms),
+    # and pending shapes it may not share a node with (anti-affinity either way, host ports).
+    affinity_targets: list[str] = Field(default_factory=list)
+    conflicts: list[str] = Field(default_factory=list)
+    # Pending shapes whose anti-affinity on a key wider than a node (zone) meets this one: it
+    # waits until they are placed, so that both are never planned into one domain.
+    zone_conflicts: list[str] = Field(default_factory=list)
 
 
 class NodeCount(BaseModel):
@@ -91,13 +115,25 @@ class PendingDemand(BaseModel):
     daemonsets: list[PodShape] = Field(default_factory=list)  # templates: room they take on a new node
 
 
-def demand_key(pod: PodInfo) -> str:
+def interpod(pod: PodInfo) -> bool:
+    """The pod has terms that other pods' labels decide (pod affinity, anti-affinity, spread)."""
+    return bool(pod.pod_affinity or pod.pod_anti_affinity or pod.spread_constraints)
+
+
+def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: object = None) -> str:
     """The shape a pending pod belongs to: a digest of everything the planner reads.
 
-    Per-node limits join the digest only when the pod has some, so every other pod keeps the
-    key it had before they were read (keys live in recorded histories and in-flight requests)."""
+    What only some pods have (per-node limits, extended resources, host ports, pod affinity
+    terms, volume topology) joins the digest only when present, so every other pod keeps the key
+    it had before it was read (keys live in recorded histories and in-flight requests). The
+    namespace and labels join only when some selector in play could tell pods apart by them,
+    and then only the labels such selectors name (`label_keys`): a pod-template-hash never
+    splits a shape."""
+    requests = pod.requests.model_dump()
+    if not pod.requests.extended:
+        del requests["extended"]
     parts: list = [
-        pod.requests.model_dump(),
+        requests,
         sorted(pod.node_selector.items()),
         [t.model_dump() for t in pod.tolerations],
         [t.model_dump() for t in pod.node_affinity],
@@ -105,7 +141,21 @@ def demand_key(pod: PodInfo) -> str:
     if pod.spreads:
         parts.append([s.model_dump() for s in pod.spreads])
     if pod.topology_spreads:
-        parts.append({"topology": [t.model_dump() for t in pod.topology_spreads]})
+        parts.append({"topology": [t.model_dump(exclude_none=True) for t in pod.topology_spreads]})
+    if pod.host_ports:
+        parts.append({"ports": [h.model_dump() for h in pod.host_ports]})
+    if interpod(pod):
+        parts.append(
+            {
+                "affinity": [t.model_dump() for t in pod.pod_affinity],
+                "anti": [t.model_dump() for t in pod.pod_anti_affinity],
+                "spread": [c.model_dump() for c in pod.spread_constraints],
+            }
+        )
+    if label_keys or interpod(pod):
+        parts.append({"ns": pod.namespace, "labels": sorted(projected(pod, label_keys).items())})
+    if volumes:
+        parts.append({"volumes": volumes.model_dump()})  # type: ignore[attr-defined]
     # Memoised by the parts' repr, which names them exactly: a burst's pods share a few shapes,
     # and json.dumps with sorted keys, once per pending pod and loop, was most of an
     # observation's CPU at 30,000 pods. The key stays the digest of the sorted JSON (keys live in
@@ -116,20 +166,54 @@ def demand_key(pod: PodInfo) -> str:
 _KEYS: ReprMemo[str] = ReprMemo(4096)  # a pod's parts -> its key (demand_key)
 
 
+def own_keys(pod: PodInfo) -> set[str]:
+    """Label keys the pod's own selectors name."""
+    out = {k for t in (*pod.pod_affinity, *pod.pod_anti_affinity) for k in selector_keys(t)}
+    for c in pod.spread_constraints:
+        if c.selector is not None:
+            out.update(k for k, _ in c.selector.match_labels)
+            out.update(r.key for r in c.selector.match_expressions)
+    return out
+
+
+def projected(pod: PodInfo, label_keys: frozenset[str]) -> dict[str, str]:
+    """The pod's labels that a selector in play names (its own or `label_keys`)."""
+    keep = label_keys | own_keys(pod)
+    return {k: v for k, v in pod.labels.items() if k in keep}
+
+
+def label_keys_in_play(pods: Sequence[PodInfo], cluster: Cluster | None) -> frozenset[str]:
+    """Label keys any pending pod's selectors or any running pod's anti-affinity names."""
+    keys: set[str] = set(cluster.label_keys) if cluster is not None else set()
+    for p in pods:
+        if interpod(p):
+            keys |= own_keys(p)
+    return frozenset(keys)
+
+
 def _size(shape: PodShape) -> tuple[float, str]:
     # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
     return (-(shape.requests.cpu_m / 1000 + shape.requests.memory / 2**32), shape.key)
 
 
-def aggregate_demand(pods: Sequence[PodInfo]) -> list[PodShape]:
-    """Unbound pods that count as demand, grouped into shapes (largest first), pods in order."""
+def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) -> list[PodShape]:
+    """Unbound pods that count as demand, grouped into shapes (largest first), pods in order.
+
+    With `cluster`, each shape that the scheduler's other filters concern gets their prefilter
+    state (PodShape.scheduling) and its relations to the other pending shapes."""
+    demand = [p for p in pods if counts_as_demand(p) and not p.node_name]
+    keys = label_keys_in_play(demand, cluster)
     by_key: dict[str, PodShape] = {}
-    for p in pods:
-        if not counts_as_demand(p) or p.node_name:
-            continue  # never demand, or already bound
-        key = demand_key(p)
+    first: dict[str, PodInfo] = {}
+    for p in demand:
+        vols = None
+        if p.pvc_names and cluster is not None:
+            vols = framework.volume_topology(p.namespace, p.pvc_names, cluster.volumes) or None
+        key = demand_key(p, keys, vols)
         s = by_key.get(key)
         if s is None:
+            first[key] = p
+            special = interpod(p) or bool(keys)
             s = by_key[key] = PodShape(
                 key=key,
                 requests=p.requests,
@@ -139,10 +223,45 @@ def aggregate_demand(pods: Sequence[PodInfo]) -> list[PodShape]:
                 spreads=p.spreads,
                 topology_spreads=p.topology_spreads,
                 count=0,
+                namespace=p.namespace if special else "",
+                labels=projected(p, keys) if special else {},
+                host_ports=p.host_ports,
+                pod_affinity=p.pod_affinity,
+                pod_anti_affinity=p.pod_anti_affinity,
+                spread_constraints=p.spread_constraints,
             )
         s.count += 1
         s.pods.append(PodRef(namespace=p.namespace, name=p.name, uid=p.uid))
+    if cluster is not None:
+        for key, s in by_key.items():
+            state = framework.prefilter(first[key], cluster)
+            s.scheduling = state if state else None
+        relate(list(by_key.values()), cluster.namespaces)
     return sorted(by_key.values(), key=_size)
+
+
+def relate(shapes: Sequence[PodShape], ns_labels: Mapping[str, Mapping[str, str]]) -> None:
+    """Each shape's pending affinity targets and the shapes it may not share a node (or, for
+    terms on a wider key, a domain) with."""
+    special = [s for s in shapes if s.namespace]
+    for s in special:
+        for t in special:
+            if t is s:
+                continue
+            if s.pod_affinity and all(a.selects(t.namespace, t.labels, ns_labels) for a in s.pod_affinity):
+                s.affinity_targets.append(t.key)
+            repel = [a for a in s.pod_anti_affinity if a.selects(t.namespace, t.labels, ns_labels)]
+            repel += [a for a in t.pod_anti_affinity if a.selects(s.namespace, s.labels, ns_labels)]
+            if any(a.topology_key == LABEL_HOSTNAME for a in repel) or _ports_clash(s, t):
+                s.conflicts.append(t.key)
+            if any(a.topology_key != LABEL_HOSTNAME for a in repel):
+                s.zone_conflicts.append(t.key)
+
+
+def _ports_clash(a: PodShape, b: PodShape) -> bool:
+    from scaling.kube.scheduling.nodeports import any_conflict
+
+    return bool(a.host_ports and b.host_ports) and any_conflict(a.host_ports, b.host_ports)
 
 
 def tally_nodes(nodes: Sequence[NodeInfo]) -> NodeTally:
@@ -158,17 +277,19 @@ def tally_nodes(nodes: Sequence[NodeInfo]) -> NodeTally:
 
 
 def settle_on_existing(
-    shapes: list[PodShape], nodes: Sequence[NodeInfo], node_pods: NodePods | None = None
+    shapes: list[PodShape], nodes: Sequence[NodeInfo], node_pods: NodePods | None = None, cluster: Cluster | None = None
 ) -> list[PodRef]:
     """Pods that fit the free room of Ready, schedulable nodes are left to the scheduler:
     their shapes' counts drop (largest shapes first); returns the pods settled.
 
-    A shape with per-node limits (hostname anti-affinity, spread) settles on a node only as far
-    as the pods already running there allow, which needs `node_pods`; a shape with zone or
-    region spread only as far as its domain's skew allows, and gets its domains' counts
-    (PodShape.domain_counts) and the room its domains' nodes still hold for it
-    (PodShape.domain_room). Without `node_pods` such shapes never settle (conservative: a
-    new node is planned rather than a pod left pending)."""
+    A node takes a shape's pods only where every scheduler filter admits it (taints, node
+    affinity, host ports, volumes, spread, pod affinity and anti-affinity: `cluster` holds what
+    they read) and as many as its room, extended resources included, holds; pods the shape
+    places itself count against its own spread and (anti-)affinity as they are placed, as the
+    scheduler's AddPod does. Per-node limits (PodSpread) and zone spreads keep their own counts
+    too, and a zone-spread shape gets its domains' counts (PodShape.domain_counts) and the room
+    its domains' nodes still hold for it (PodShape.domain_room). Without `node_pods` such shapes
+    never settle (conservative: a new node is planned rather than a pod left pending)."""
     free: list[tuple[NodeInfo, list[int]]] = []
     for n in nodes:
         room = list(vec(n.allocatable - n.requested))
@@ -177,6 +298,7 @@ def settle_on_existing(
             free.append((n, room))
     # Pods settled in this pass that count against a per-node limit: node -> limit -> pods.
     placed: dict[str, Counter[PodSpread]] = {}
+    views: dict[str, NodeInfo] = {}  # nodes whose requested or host ports changed in this pass
     settled: list[PodRef] = []
     for s in shapes:
         if s.topology_spreads and node_pods is not None:
@@ -185,6 +307,9 @@ def settle_on_existing(
             ]
         if (s.spreads or s.topology_spreads) and node_pods is None:
             continue
+        if needs_cluster(s) and cluster is None:
+            continue
+        state = s.scheduling or SchedulingState()
         req = vec(s.requests)
         for node, room in free:
             if s.count == 0:
@@ -192,11 +317,13 @@ def settle_on_existing(
             n = min(fit_count(req, room), s.count)
             if n <= 0:
                 continue
-            if not (
-                labels_admit(s.node_selector, s.node_affinity, node.labels, node.name)
-                and tolerates(s.tolerations, node.taints)
-            ):
+            view = views.get(node.name, node)
+            if s.requests.extended:
+                n = min(n, extended_fit(s.requests, view.allocatable - view.requested))
+            if n <= 0 or framework.filter(s, state, view, resources=False) is not None:
                 continue
+            limit = self_limit(s, state, view)
+            n = n if limit is None else min(n, limit)
             if s.spreads:
                 assert node_pods is not None
                 extra = placed.setdefault(node.name, Counter())
@@ -218,12 +345,33 @@ def settle_on_existing(
                     counts[node.labels[t.key]] += n
             for r in range(3):
                 room[r] -= req[r] * n
+            if s.requests.extended or s.host_ports:
+                views[node.name] = view.model_copy(
+                    update={
+                        "requested": view.requested
+                        + Resources(extended=tuple((k, q * n) for k, q in s.requests.extended)),
+                        "host_ports": [*view.host_ports, *s.host_ports],
+                    }
+                )
+            if s.scheduling:
+                state = with_placed(s, state, view, n)
             s.count -= n
             settled.extend(s.pods[:n])
             del s.pods[:n]
         if s.topology_spreads and node_pods is not None and s.count > 0:
             s.domain_room = [_room_by_domain(s, t, free, node_pods, placed) for t in s.topology_spreads]
     return settled
+
+
+def needs_cluster(s: PodShape) -> bool:
+    """The shape's filters read other pods or volumes: it settles only against a Cluster."""
+    return bool(s.pod_affinity or s.pod_anti_affinity or s.spread_constraints)
+
+
+def extended_fit(requests: Resources, free: Resources) -> int:
+    """How many pods requesting `requests` the extended resources of `free` hold."""
+    have = dict(free.extended)
+    return min((have.get(k, 0) // q for k, q in requests.extended if q > 0), default=1 << 30)
 
 
 def _room_by_domain(
@@ -239,12 +387,16 @@ def _room_by_domain(
     shape may settle there first, and then the next loop plans this one's node."""
     req = vec(s.requests)
     out: dict[str, int] = {}
+    # Every filter but the spread: its skew is what keeps them off for now.
+    unskewed = s.scheduling.model_copy(update={"spread": None}) if s.scheduling else None
     for node, room in free:
         domain = node.labels.get(spread.key)
         if domain is None or not (
             labels_admit(s.node_selector, s.node_affinity, node.labels, node.name)
             and tolerates(s.tolerations, node.taints)
         ):
+            continue
+        if unskewed is not None and framework.filter(s, unskewed, node, resources=False) is not None:
             continue
         n = fit_count(req, room)
         if s.spreads:
@@ -255,6 +407,17 @@ def _room_by_domain(
     return out
 
 
+def for_new_nodes(state: SchedulingState) -> SchedulingState:
+    """The state without the hostname pairs: a new node runs no pods, so they never decide for
+    one, and they would grow with the cluster."""
+    update: dict = {}
+    if state.affinity is not None:
+        update["affinity"] = state.affinity.without(LABEL_HOSTNAME)
+    if state.spread is not None:
+        update["spread"] = state.spread.without(LABEL_HOSTNAME)
+    return state.model_copy(update=update)
+
+
 def observe_demand(
     pods: Sequence[PodInfo],
     nodes: Sequence[NodeInfo],
@@ -263,6 +426,7 @@ def observe_demand(
     sample: int | None = None,
     max_shapes: int | None = None,
     node_pods: NodePods | None = None,
+    cluster: Cluster | None = None,
 ) -> PendingDemand:
     """What the planner needs of the pods and nodes: shapes after settling, counts of nodes.
 
@@ -270,8 +434,12 @@ def observe_demand(
     a shape of its own keyed by its uid, always named, never deferred, and left out of the
     counts. `sample` bounds the pods named per shape, `max_shapes` the shapes (the observer's
     bounds; in-process callers pass neither and keep every pod). `node_pods`: the pods running
-    on each node, for per-node limits (settle_on_existing)."""
-    shapes = aggregate_demand(pods)
+    on each node, for per-node limits (settle_on_existing); `cluster`: nodes, running pods,
+    namespaces and volumes for the scheduler's filters (derived node_pods when those are not
+    given)."""
+    if cluster is not None and node_pods is None:
+        node_pods = {n: [(p.namespace, p.labels) for p in ps] for n, ps in cluster.pods.items()}
+    shapes = aggregate_demand(pods, cluster)
     unschedulable = sum(s.count for s in shapes)
     virtual_keys = {p.uid for p in virtual}
     for p in virtual:
@@ -287,7 +455,10 @@ def observe_demand(
             )
         )
     shapes.sort(key=_size)  # stable: virtual shapes after real ones of the same size
-    settled = [p for p in settle_on_existing(shapes, nodes, node_pods) if p.uid not in virtual_keys]
+    settled = [p for p in settle_on_existing(shapes, nodes, node_pods, cluster) if p.uid not in virtual_keys]
+    for sh in shapes:
+        if sh.scheduling is not None:
+            sh.scheduling = for_new_nodes(sh.scheduling)
     shapes = [s for s in shapes if s.count > 0]
     real = [s for s in shapes if s.key not in virtual_keys]
     deferred = 0

@@ -28,9 +28,25 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
-from scaling.kube.models import NodeInfo, NodeSelectorTerm, PodInfo, Resources, Toleration, Vec, fit_count, vec
+from scaling.kube.models import (
+    LABEL_HOSTNAME,
+    NodeInfo,
+    NodeSelectorTerm,
+    PodInfo,
+    Resources,
+    Toleration,
+    Vec,
+    fit_count,
+    vec,
+)
+from scaling.kube.pods import TERMINAL_PHASES
 from scaling.kube.quantity import format_cpu, format_memory
-from scaling.nodes.matching import eligible_pools, labels_admit, node_labels_for, tolerates
+from scaling.kube.scheduling.cluster import Cluster
+from scaling.kube.scheduling.interpodaffinity import AFFINITY
+from scaling.kube.scheduling.placed import hostname_cap
+from scaling.kube.scheduling.podtopologyspread import REASON as SPREAD_REASON
+from scaling.kube.scheduling.volumes import Volumes
+from scaling.nodes.matching import eligible_pools, labels_admit, node_allocatable, node_labels_for, tolerates
 from scaling.nodes.models import (
     InFlightRequest,
     NodeGroup,
@@ -42,6 +58,14 @@ from scaling.nodes.models import (
     is_unavailable,
 )
 from scaling.nodes.nodegroups import flatten_pools, priority_tiers
+from scaling.nodes.scale_up.claims import (
+    admitting,
+    claim_node,
+    describe_refusals,
+    extended_per_node,
+    filtered,
+    refusal,
+)
 from scaling.nodes.scale_up.daemonsets import daemonset_overhead, room_for_pods
 from scaling.nodes.scale_up.demand import NodeTally, PendingDemand, PodRef, PodShape, observe_demand
 from scaling.nodes.scale_up.money import (
@@ -53,6 +77,7 @@ from scaling.nodes.scale_up.money import (
     within_price_caps,
 )
 from scaling.nodes.scale_up.packing import Bin, Budget, Item, pack
+from scaling.nodes.scale_up.pod_affinity import split_by_pod_affinity
 from scaling.nodes.scale_up.topology import base_key, reachable_domains, share_key, share_out
 
 Catalogue = Mapping[tuple[str, str], ServerType]
@@ -69,19 +94,27 @@ class _Shape:
     node_affinity: tuple[NodeSelectorTerm, ...]
     count: int
     pods: list[PodRef]  # the first pods of the shape (all of them in-process, a sample observed)
-    cap: int | None = None  # at most this many per new node (hostname anti-affinity, spread)
+    cap: int | None = None  # at most this many per new node (hostname anti-affinity, spread, ports)
     taken: int = 0  # pods at the front already placed or reported
     eligible: dict[str, list[Pool]] = field(default_factory=dict)  # group -> pools admitting it
+    src: PodShape | None = None  # the observed shape: what the filters read
+    # Pods that go on one node together (a self-affine group's first pods): the packer sees
+    # one item of `together` pods; `count` and `taken` count such items.
+    together: int = 1
 
     @property
     def left(self) -> int:
         return self.count - self.taken
 
     def take(self, n: int) -> list[PodRef]:
-        """Place or report `n` more pods; returns those of them that are named."""
-        out = self.pods[self.taken : self.taken + n]
+        """Place or report `n` more items; returns the named pods among them."""
+        out = self.pods[self.taken * self.together : (self.taken + n) * self.together]
         self.taken += n
         return out
+
+    @property
+    def conflicts(self) -> frozenset[str]:
+        return frozenset(self.src.conflicts) if self.src is not None else frozenset()
 
     def admits(self, labels: Mapping[str, str], taints: Sequence, node_name: str = "") -> bool:
         return labels_admit(self.node_selector, self.node_affinity, labels, node_name) and tolerates(
@@ -89,21 +122,28 @@ class _Shape:
         )
 
 
-def _shapes(demand: Sequence[PodShape]) -> list[_Shape]:
-    return [
-        _Shape(
-            key=d.key,
-            req=vec(d.requests),
-            node_selector=dict(d.node_selector),
-            tolerations=tuple(d.tolerations),
-            node_affinity=tuple(d.node_affinity),
-            count=d.count,
-            pods=list(d.pods),
-            cap=per_node_cap(d.spreads),
+def _shapes(demand: Sequence[PodShape], together: Mapping[str, int] | None = None) -> list[_Shape]:
+    out = []
+    for d in demand:
+        if d.count <= 0:
+            continue
+        caps = [c for c in (per_node_cap(d.spreads), hostname_cap(d, d.scheduling)) if c is not None]
+        k = (together or {}).get(d.key, 1)
+        out.append(
+            _Shape(
+                key=d.key,
+                req=tuple(q * k for q in vec(d.requests)),  # type: ignore[arg-type]
+                node_selector=dict(d.node_selector),
+                tolerations=tuple(d.tolerations),
+                node_affinity=tuple(d.node_affinity),
+                count=d.count // k,
+                pods=list(d.pods),
+                cap=min(caps) if caps else None,
+                src=d,
+                together=k,
+            )
         )
-        for d in demand
-        if d.count > 0
-    ]
+    return out
 
 
 def split_by_topology(
@@ -132,6 +172,14 @@ def split_by_topology(
             out.append(d)  # no group admits it at all: the planner says so (NoMatchingNodeGroup)
             continue
         share, left = share_out(counts, reachable, d.count, spread)
+        if d.scheduling is not None and d.scheduling.spread is not None:
+            # The shares already keep this constraint's skew, counting the pods planned in the
+            # other domains; the filter on a planned node would count only the running ones.
+            d = d.model_copy(
+                update={
+                    "scheduling": d.scheduling.model_copy(update={"spread": d.scheduling.spread.dropping(spread.key)})
+                }
+            )
         room = d.domain_room[0] if d.domain_room else {}
         pods = list(d.pods)
         for domain, n in sorted(share.items()):
@@ -154,7 +202,7 @@ def split_by_topology(
             )
             del pods[:n]
         if left:
-            where = f"{spread.key} spread (maxSkew {spread.max_skew}, pods per domain {dict(sorted(counts.items()))})"
+            where = f"{SPREAD_REASON}: {spread.key} spread (maxSkew {spread.max_skew}, pods per domain {dict(sorted(counts.items()))})"
             if reachable:
                 msg = f"{where}: the least loaded domain is one no matching pool adds nodes in (pools reach {', '.join(sorted(reachable))})"
             else:
@@ -225,11 +273,13 @@ def _describe(req: tuple[int, int, int]) -> str:
 
 
 def _pool_room(group: NodeGroup, pool: Pool, t: ServerType, daemonsets: Sequence[PodShape]) -> Resources:
-    """Room for pending pods on a new node of `pool`: allocatable less its DaemonSets."""
+    """Room for pending pods on a new node of `pool`: allocatable (the pool's own resources
+    included) less its DaemonSets."""
+    alloc = node_allocatable(pool, t)
     if not daemonsets:
-        return t.allocatable
+        return alloc
     overhead = daemonset_overhead(daemonsets, node_labels_for(group, pool, t), group.taints)
-    return room_for_pods(t.allocatable, overhead)
+    return room_for_pods(alloc, overhead)
 
 
 def _covered_in_flight(
@@ -238,9 +288,11 @@ def _covered_in_flight(
     groups: Mapping[str, NodeGroup],
     catalogue: Catalogue,
     daemonsets: Sequence[PodShape] = (),
+    claims: Mapping[str, Mapping[str, NodeInfo]] | None = None,
 ) -> tuple[int, list[str]]:
     """Step b: pods a request was made for (counted per shape; by uid for requests recorded
-    before shapes), then pods that fit a request's spare room. Returns how many, and the
+    before shapes), then pods that fit a request's spare room where every filter admits them
+    on its node and none of the shapes it was made for repels them. Returns how many, and the
     named ones."""
     made_for: Counter[str] = Counter()
     assigned: set[str] = set()
@@ -253,11 +305,11 @@ def _covered_in_flight(
 
     def cover(s: _Shape, n: int) -> None:
         nonlocal covered
-        covered += n
+        covered += n * s.together
         out.extend(p.uid for p in s.take(n))
 
     for s in shapes:
-        cover(s, min(s.left, made_for[s.key]))
+        cover(s, min(s.left, made_for[s.key] // s.together))
         if assigned:
             rest = s.pods[s.taken :]
             hit = [p for p in rest if p.uid in assigned]
@@ -278,8 +330,16 @@ def _covered_in_flight(
             continue  # without its group's labels we cannot tell which pods its node admits
         base, admitted = node
         room = [c - q for c, q in zip(base, vec(r.requirements), strict=True)]
+        claim = (claims or {}).get(r.group, {}).get(r.pool)
         for s, admits in admitted:
-            if s.left <= 0 or not admits:
+            if s.left <= 0 or not admits or s.together > 1:
+                continue
+            if s.src is not None and filtered(s.src):
+                # Spare room by cpu and memory only: a shape with extended resources waits for
+                # the node rather than being counted into room it may not have.
+                if claim is None or s.src.requests.extended or refusal(s.src, claim) is not None:
+                    continue
+            if s.conflicts & set(r.pods):
                 continue
             n = min(fit_count(s.req, room), s.left)
             if s.cap is not None:  # its node holds the pods it was made for, and takes cap in all
@@ -323,6 +383,91 @@ def _node_counts(tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> tupl
     return per_pool, per_group
 
 
+def _per_node(s: _Shape, names: frozenset[str], rooms: Mapping[str, Resources]) -> int | None:
+    """Pods of the shape on one new node: its own cap, and what the extended resources of the
+    smallest admitting type hold (the packer counts cpu, memory and pod slots only)."""
+    caps = [] if s.cap is None else [s.cap]
+    if s.src is not None and s.src.requests.extended:
+        caps.append(min((extended_per_node(s.src.requests, rooms[n]) or 0) // s.together for n in names if n in rooms))
+    return min(caps) if caps else None
+
+
+def _apart(owners: Sequence[_Shape]) -> list[list[int]]:
+    """The shapes split so that none shares a packing (so a node) with one it conflicts with:
+    anti-affinity on the hostname either way, clashing host ports, or (as the packer counts
+    extended resources per shape only) a resource both request. One part in the common case."""
+    parts: list[list[int]] = []
+    for i, s in enumerate(owners):
+        for part in parts:
+            if not any(_clash(s, owners[j]) for j in part):
+                part.append(i)
+                break
+        else:
+            parts.append([i])
+    return parts
+
+
+def _clash(a: _Shape, b: _Shape) -> bool:
+    if a.src is None or b.src is None:
+        return False
+    if base_key(b.key) in a.conflicts or base_key(a.key) in b.conflicts:
+        return True
+    return bool({k for k, _ in a.src.requests.extended} & {k for k, _ in b.src.requests.extended})
+
+
+def _requirements(items: Sequence[Item], owners: Sequence[_Shape], counts: Mapping[int, int]) -> Resources:
+    extended: Counter[str] = Counter()
+    for i, n in counts.items():
+        src = owners[i].src
+        for k, q in src.requests.extended if src is not None else ():
+            extended[k] += q * n * owners[i].together
+    return Resources(
+        cpu_m=sum(items[i].req[0] * n for i, n in counts.items()),
+        memory=sum(items[i].req[1] * n for i, n in counts.items()),
+        pods=sum(items[i].req[2] * n for i, n in counts.items()),
+        extended=tuple(sorted(extended.items())),
+    )
+
+
+def _label_pools(d: PodShape, g: NodeGroup, catalogue: Catalogue, flat: Mapping[str, list[Pool]]) -> list[Pool]:
+    """The group's pools whose next node's labels and taints admit the shape."""
+    return eligible_pools(
+        d.node_selector, list(d.tolerations), g, catalogue, flat[g.name], node_affinity=d.node_affinity
+    )
+
+
+def _claim_nodes(
+    groups: Sequence[NodeGroup], flat: Mapping[str, list[Pool]], catalogue: Catalogue, daemonsets: Sequence[PodShape]
+) -> dict[str, dict[str, NodeInfo]]:
+    """Each pool's next node as the filters see it (scaling.nodes.scale_up.claims)."""
+    out: dict[str, dict[str, NodeInfo]] = {}
+    for g in groups:
+        out[g.name] = {}
+        for p in flat[g.name]:
+            t = _usable_type(p, catalogue)
+            if t is not None:
+                out[g.name][p.name] = claim_node(g, p, t, _pool_room(g, p, t, daemonsets))
+    return out
+
+
+def _together_size(
+    d: PodShape,
+    groups: Sequence[NodeGroup],
+    catalogue: Catalogue,
+    flat: Mapping[str, list[Pool]],
+    claims: Mapping[str, Mapping[str, NodeInfo]],
+) -> int:
+    """How many of a self-affine group's first pods one node of an admitting pool holds."""
+    best = 0
+    for g in groups:
+        for p in admitting(d, _label_pools(d, g, catalogue, flat), claims[g.name])[0]:
+            room = claims[g.name][p.name].allocatable
+            n = fit_count(vec(d.requests), vec(room))
+            ext = extended_per_node(d.requests, room)
+            best = max(best, n if ext is None else min(n, ext))
+    return min(best, d.count)
+
+
 def _largest(rooms: Sequence[tuple[Pool, Resources]], daemonsets: bool) -> str:
     if not rooms:
         return "no pool has a known, current server type"
@@ -342,17 +487,24 @@ def plan_scale_up(
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
     launch: bool = True,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    volumes: Volumes | None = None,
 ) -> ScaleUpPlan:
     """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
 
-    `pods` bound to a node (node_name set) tell which nodes already run pods that a pending
-    pod's anti-affinity or spread counts."""
-    node_pods: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
+    `pods` bound to a node (node_name set) are the running pods the scheduler's filters count
+    (spread, pod affinity and anti-affinity); `namespaces` (name -> labels) and `volumes` are
+    what namespaceSelector and the volume filters read."""
+    bound: dict[str, list[PodInfo]] = defaultdict(list)
     for p in pods:
-        if p.node_name:
-            node_pods[p.node_name].append((p.namespace, p.labels))
+        if p.node_name and p.phase not in TERMINAL_PHASES:
+            bound[p.node_name].append(p)
     return plan_demand(
-        observe_demand(pods, nodes, node_pods=node_pods),
+        observe_demand(
+            pods,
+            nodes,
+            cluster=Cluster(nodes=nodes, pods=bound, namespaces=namespaces or {}, volumes=volumes or Volumes()),
+        ),
         groups,
         catalogue,
         in_flight,
@@ -384,23 +536,51 @@ def plan_demand(
     plan.fits_existing += [p.uid for w in waiting for p in w.pods]
     for shape, msg in blocked:
         plan.problems.extend(_problems(_shapes([shape])[0], "TopologySpread", msg))
-    shapes = _shapes(planned)
+    flat = {g.name: flatten_pools(g) for g in groups}
+    claims = _claim_nodes(groups, flat, catalogue, demand.daemonsets)
+
+    def domains(d: PodShape, key: str) -> set[str]:
+        return {
+            claims[g.name][p.name].labels[key]
+            for g in groups
+            for p in admitting(d, _label_pools(d, g, catalogue, flat), claims[g.name])[0]
+            if key in claims[g.name][p.name].labels
+        }
+
+    planned, affinity_problems, together = split_by_pod_affinity(planned, domains)
+    for shape, reason, msg in affinity_problems:
+        plan.problems.extend(_problems(_shapes([shape])[0], reason, msg))
+    sizes: dict[str, int] = {}
+    for i, d in enumerate(planned):
+        if d.key in together:
+            k = _together_size(d, groups, catalogue, flat, claims)
+            if 0 < k < d.count:
+                rest = d.model_copy(update={"count": d.count - k, "pods": d.pods[k:]})
+                msg = (
+                    f"{AFFINITY}: pods with required affinity to their own group on {LABEL_HOSTNAME} all "
+                    f"join the first one's node, and the largest matching type holds {k} of them"
+                )
+                plan.problems.extend(_problems(_shapes([rest])[0], "NeverSatisfiable", msg))
+                planned[i] = d.model_copy(update={"count": k, "pods": d.pods[:k]})
+            sizes[d.key] = max(k, 1)
+    shapes = _shapes(planned, sizes)
     group_by_name = {g.name: g for g in groups}
 
     plan.pods_covered, plan.covered_in_flight = _covered_in_flight(
-        shapes, in_flight, group_by_name, catalogue, demand.daemonsets
+        shapes, in_flight, group_by_name, catalogue, demand.daemonsets, claims
     )
 
-    # c. match shapes to groups
-    flat = {g.name: flatten_pools(g) for g in groups}
+    # c. match shapes to groups: labels and taints pick the group, every other filter the pools
     per_group: dict[str, list[_Shape]] = defaultdict(list)
     for s in shapes:
         if s.left == 0:
             continue
+        refused: Counter[str] = Counter()
         for g in groups:
-            pools = eligible_pools(
-                s.node_selector, list(s.tolerations), g, catalogue, flat[g.name], node_affinity=s.node_affinity
-            )
+            pools = _label_pools(s.src, g, catalogue, flat) if s.src is not None else []
+            if pools and s.src is not None and filtered(s.src):
+                pools, why = admitting(s.src, pools, claims[g.name])
+                refused.update(why)
             if pools:
                 s.eligible[g.name] = pools
         if len(s.eligible) == 1:
@@ -409,6 +589,8 @@ def plan_demand(
         if s.eligible:
             reason = "MultipleNodeGroups"
             msg = f"pod matches node groups {', '.join(sorted(s.eligible))}; make their labels or taints disjoint"
+        elif refused:
+            reason, msg = "NeverSatisfiable", describe_refusals(refused)
         else:
             reason, msg = "NoMatchingNodeGroup", "no node group's labels and taints admit this pod"
         plan.problems.extend(_problems(s, reason, msg))
@@ -459,44 +641,40 @@ def plan_demand(
                     b.key in names and (b.slots is None or b.slots > 0) and fit_count(s.req, list(b.cap)) > 0
                     for b in tier_bins
                 ):
-                    items.append(Item(req=s.req, count=s.left, bins=names, per_node=s.cap))
+                    items.append(Item(req=s.req, count=s.left, bins=names, per_node=_per_node(s, names, rooms)))
                     owners.append(s)
-            if not items:
-                continue
-            result = pack(
-                items, tier_bins, [group_budget, total], price_caps[gname], first_fit=first_fit, launch=launch
-            )
-            full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
-            for pat in result.patterns:
-                chosen = pool_by_name[pat.bin]
-                reqs = Resources(
-                    cpu_m=sum(items[i].req[0] * n for i, n in pat.counts.items()),
-                    memory=sum(items[i].req[1] * n for i, n in pat.counts.items()),
-                    pods=sum(items[i].req[2] * n for i, n in pat.counts.items()),
+            for part in _apart(owners):
+                sub_items, sub_owners = [items[i] for i in part], [owners[i] for i in part]
+                result = pack(
+                    sub_items, tier_bins, [group_budget, total], price_caps[gname], first_fit=first_fit, launch=launch
                 )
-                allowed = frozenset.intersection(*(items[i].bins for i in pat.counts))
-                ckey = (chosen.name, reqs, allowed)
-                cands = cand_cache.get(ckey)
-                if cands is None:
-                    cands = fallback_candidates(
-                        group, chosen, reqs, catalogue, unavailable | full, allowed=allowed, room=rooms
-                    )
-                    if not cands or cands[0].name != chosen.name:
-                        cands = [chosen, *(c for c in cands if c.name != chosen.name)]
-                    cand_cache[ckey] = cands
-                for _ in range(pat.repeat):
-                    uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
-                    made_for = {owners[i].key: n for i, n in pat.counts.items()}
-                    plan.new_nodes.append(
-                        PlannedNode(
-                            group=gname,
-                            pool=chosen.name,
-                            candidates=cands,
-                            requirements=reqs,
-                            pod_uids=uids,
-                            pods=made_for,
+                full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
+                for pat in result.patterns:
+                    chosen = pool_by_name[pat.bin]
+                    reqs = _requirements(sub_items, sub_owners, pat.counts)
+                    allowed = frozenset.intersection(*(sub_items[i].bins for i in pat.counts))
+                    ckey = (chosen.name, reqs, allowed)
+                    cands = cand_cache.get(ckey)
+                    if cands is None:
+                        cands = fallback_candidates(
+                            group, chosen, reqs, catalogue, unavailable | full, allowed=allowed, room=rooms
                         )
-                    )
+                        if not cands or cands[0].name != chosen.name:
+                            cands = [chosen, *(c for c in cands if c.name != chosen.name)]
+                        cand_cache[ckey] = cands
+                    for _ in range(pat.repeat):
+                        uids = [p.uid for i, n in pat.counts.items() for p in sub_owners[i].take(n)]
+                        made_for = {sub_owners[i].key: n * sub_owners[i].together for i, n in pat.counts.items()}
+                        plan.new_nodes.append(
+                            PlannedNode(
+                                group=gname,
+                                pool=chosen.name,
+                                candidates=cands,
+                                requirements=reqs,
+                                pod_uids=uids,
+                                pods=made_for,
+                            )
+                        )
 
         # e (second half). Pods left after every tier: limits or backoff stopped them.
         for s in live:

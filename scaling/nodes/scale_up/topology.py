@@ -67,6 +67,8 @@ def share_out(
         allowed = sorted(d for d in reachable if room_in_domain(spread, known, d) is None)
         return ({allowed[0]: pending}, 0) if allowed else ({}, pending)
     out_of_reach = min((c for d, c in known.items() if d not in reachable), default=None)
+    if spread.min_domains is not None and len(known) < spread.min_domains:
+        out_of_reach = 0  # fewer domains than minDomains: the scheduler's global minimum is 0
     heap = [(known[d], d) for d in sorted(reachable)]
     heapq.heapify(heap)
     share: Counter[str] = Counter()

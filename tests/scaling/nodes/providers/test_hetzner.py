@@ -39,7 +39,10 @@ def test_conversion() -> None:
     reserve = Resources(cpu_m=200, memory=GIB // 2)
     st = server_type_from_api(st_json("CX32"), ["hel1", "fsn1"], reserve, max_pods=110)
     assert st.name == "cx32" and st.provider == "hetzner" and st.arch == "amd64"
-    assert st.allocatable == Resources(cpu_m=3800, memory=8 * GIB - GIB // 2, pods=110)
+    # The disk (80 GB) is the node's ephemeral-storage; Hetzner Cloud types offer no extended resources.
+    assert st.allocatable == Resources(
+        cpu_m=3800, memory=8 * GIB - GIB // 2, pods=110, extended=(("ephemeral-storage", 80 * 10**9),)
+    )
     assert st.price_hourly == pytest.approx(0.02)  # first configured location's price
     assert server_type_from_api(st_json(arch="arm"), ["fsn1"], Resources()).arch == "arm64"
     tiny = server_type_from_api(st_json(cores=1, memory=0.5), ["fsn1"], Resources(cpu_m=2000, memory=GIB))
