@@ -41,7 +41,7 @@ STABLE_LOOPS = 3  # loops with nothing in flight and nothing changed before the 
 
 def gpu_types() -> list[str]:
     """The KWOK catalogue's types that offer GPUs (none: the GPU pods are reported instead)."""
-    return [t.name for t in kwok_catalogue() if GPU in (getattr(t, "extended", None) or {})]
+    return [t.name for t in kwok_catalogue() if t.allocatable.amount(GPU) > 0]
 
 
 def required(kind: str, app: str, key: str) -> dict[str, Any]:

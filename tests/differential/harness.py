@@ -6,8 +6,8 @@ leaves Unschedulable are observed as the worker observes them (scaling.kube pods
 observe_demand) and planned (plan_demand); every planned node is created Ready as the KWOK
 provider makes it (labels from node_labels_for, the type's allocatable), and the scheduler runs
 again; until a round plans nothing. Then the two claims of issue 29 are read off the end state:
-- a node bought for some pods received at least one of them, or of pods the planner cannot tell
-  from them (their shape), else it is wasted;
+- a node bought for some pods received at least one of them (of its plan's pods: see
+  plan_round), else it is wasted;
 - a pod still Pending is reported by the planner (a problem with a reason), else unreported.
 """
 
@@ -21,8 +21,10 @@ from typing import Any
 from scaling.kube.models import LABEL_HOSTNAME
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import counts_as_demand, pod_info
+from scaling.kube.scheduling.cluster import Cluster
+from scaling.kube.scheduling.volumes import volumes_from
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.matching import node_labels_for
+from scaling.nodes.matching import node_allocatable, node_labels_for
 from scaling.nodes.models import NodeGroup, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.providers.kwok import kwok_catalogue
@@ -52,6 +54,11 @@ class Outcome:
         return sorted(n for n, uids in self.bought.items() if not any(self.placed.get(u) == n for u in uids))
 
     @property
+    def converged(self) -> bool:
+        """The loop stopped buying before its last round."""
+        return self.rounds < MAX_ROUNDS
+
+    @property
     def unreported(self) -> list[str]:
         """Pods Pending at the end that the planner gave no reason for."""
         return sorted(u for u in self.messages if u not in self.reported)
@@ -70,9 +77,9 @@ def kwok_node(name: str, group: NodeGroup, pool_name: str, types: dict[tuple[str
     """The Node the KWOK provider would write for a node of this pool, Ready."""
     pool = next(p for p in flatten_pools(group) if p.name == pool_name)
     stype = types[(pool.provider, pool.server_type.lower())]
-    alloc = stype.allocatable
+    alloc = node_allocatable(pool, stype)
     quantities = {"cpu": f"{alloc.cpu_m}m", "memory": str(alloc.memory), "pods": str(alloc.pods)}
-    quantities.update({k: str(v) for k, v in (getattr(stype, "extended", None) or {}).items()})
+    quantities.update({k: str(q) for k, q in alloc.extended})
     labels = {**node_labels_for(group, pool, stype), LABEL_HOSTNAME: name}
     return {
         "metadata": {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}},
@@ -139,11 +146,20 @@ class Loop:
                 by_node.setdefault(name, []).append(pod)
         pending = [info for info in (pod_info(p) for p in pods) if info.unschedulable and counts_as_demand(info)]
         infos = [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes]
-        node_pods = {
-            name: [(p["metadata"]["namespace"], p["metadata"].get("labels") or {}) for p in on_node]
-            for name, on_node in by_node.items()
-        }
-        demand = observe_demand(pending, infos, node_pods=node_pods)
+        cluster = Cluster(
+            nodes=infos,
+            pods={name: [pod_info(p) for p in on_node] for name, on_node in by_node.items()},
+            namespaces={
+                ns["metadata"]["name"]: ns["metadata"].get("labels") or {}
+                for ns in self.store.all(self.store.builtin("namespaces"))
+            },
+            volumes=volumes_from(
+                self.store.all(self.store.builtin("persistentvolumeclaims")),
+                self.store.all(self.store.builtin("persistentvolumes")),
+                self.store.all(self.store.builtin("storageclasses", "storage.k8s.io")),
+            ),
+        )
+        demand = observe_demand(pending, infos, cluster=cluster)
         plan = plan_demand(demand, self.groups, self.catalogue, [])
         self.outcome.reported = {}
         by_shape = {s.key: [p.uid for p in s.pods] for s in demand.shapes}
@@ -151,12 +167,16 @@ class Loop:
             for uid in [problem.uid, *by_shape.get(problem.key, [])]:
                 self.outcome.reported[uid] = f"{problem.reason}: {problem.message}"
         group_by_name = {g.name: g for g in self.groups}
+        # What the plan's nodes were bought for: its pods, all of them. The nodes of one plan
+        # turn Ready together and the scheduler spreads the plan's pods over them as its
+        # scoring prefers (LeastAllocated), not as the planner packed them, so a node that runs
+        # another pod of the plan is used; a node that runs none of them is one nobody needed.
+        meant = {u for n in plan.new_nodes for u in n.pod_uids} | {
+            u for n in plan.new_nodes for k in n.pods for u in by_shape.get(k.split("@")[0], [])
+        }
         for planned in plan.new_nodes:
             name = f"{planned.pool}-{len(self.outcome.bought)}".lower()
             node = kwok_node(name, group_by_name[planned.group], planned.pool, self.catalogue)
             self.store.create(self.store.builtin("nodes"), "", node)
-            # Pods of one shape are alike to the planner: the scheduler may run another of them.
-            self.outcome.bought[name] = set(planned.pod_uids).union(
-                *(by_shape.get(k.split("@")[0], []) for k in planned.pods)
-            )
+            self.outcome.bought[name] = meant
         return len(plan.new_nodes)

@@ -21,14 +21,14 @@ pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("scaling.kube.scheduling") is None,
     reason="waits for the planner's scheduling filters (scaling/kube/scheduling/, issue 29 item 1)",
 )
-GROUP = three_zone_group(["cx22", "cx32"])
+GROUP = three_zone_group(["cx22", "cx32"], ["gpu1"])
 
 
 def run(pods: list[Obj], objects: list[tuple[str, str, Obj]]) -> None:
     loop = Loop([GROUP], objects=objects)
     loop.add_pods(pods)
     out = loop.run()
-    assert (out.wasted, out.unreported) == ([], []), out.explain()
+    assert (out.wasted, out.unreported, out.converged) == ([], [], True), out.explain()
 
 
 @pytest.mark.parametrize("count", [1, 4])
