@@ -403,9 +403,11 @@ class Scheduler(Actor):
             return
         taken: set[str] = set()
         for claim, sc in state.unbound:
-            pv = volumes.static_match(claim, sc, vols, node, taken) or self.store.create(
-                pvs_rt, "", volumes.provisioned(claim, sc, node)
-            )
+            pv = volumes.static_match(claim, sc, vols, node, taken)
+            if pv is None:
+                body = volumes.provisioned(claim, sc, node)
+                # A claim provisioned before (its PV is named after it) keeps that PV.
+                pv = self.store.find(pvs_rt, "", body["metadata"]["name"]) or self.store.create(pvs_rt, "", body)
             pv_name = pv["metadata"]["name"]
             taken.add(pv_name)
             meta = claim["metadata"]
