@@ -5,10 +5,11 @@ avoid each other per zone), web pods affine to a cache on the hostname, host-por
 per node), a pod whose PersistentVolume is pinned to zone kwok-b, and one pod no pool can hold.
 The scenario waits until every pod runs or growth gave a reason for it, nothing is in flight and
 a few loops changed nothing; its summary counts
-- wasted_nodes: nodes growth bought that received none of the pods they were bought for (or of
-  pods the planner cannot tell from them: their shape);
+- wasted_nodes: nodes growth bought that received none of the pods they were bought for (the
+  scenario's pods, all pending when growth starts buying: the scheduler places them as its
+  scoring prefers, not as the planner packed them);
 - unreported_pending: pods Pending at the end with no reason from growth (a NotTriggerScaleUp
-  Event, or a problem in the autoscaler's status).
+  Event on the pod, or a problem naming it in the autoscaler's status).
 Both must be 0.
 """
 
@@ -21,10 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from scaling.kube.pods import pod_info
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.providers.kwok import kwok_catalogue
-from scaling.nodes.scale_up.demand import demand_key
 from starters.kube import deployment, node_group
 from starters.scenarios.base import Scenario
 from starters.scenarios.progress import RequestLog
@@ -129,10 +128,6 @@ def volume_objects() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     return sc, pv, pvc
 
 
-def shape(pod: dict[str, Any]) -> str:
-    return demand_key(pod_info(pod))
-
-
 class ConstraintsScenario(Scenario):
     name = "constraints"
 
@@ -207,25 +202,24 @@ class ConstraintsScenario(Scenario):
         events = core.list_namespaced_event("default").items
         reasons = {e.involved_object.uid: f"{e.reason}: {e.message}" for e in events if e.reason == "NotTriggerScaleUp"}
         problems = [*status.problems, *status.never_satisfiable]
-        problem_shapes = {p.key.split("@")[0]: f"{p.reason}: {p.message}" for p in problems if p.key}
         reasons.update({p.uid: f"{p.reason}: {p.message}" for p in problems})
         placed = {p["metadata"]["uid"]: p["spec"].get("nodeName") for p in pods}
         names = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
-        shapes = {p["metadata"]["uid"]: shape(p) for p in pods}
-        wasted = []
-        for r in requests.values():
-            if not r.node_name or r.phase.value != "Ready":
-                continue
-            keys = {k.split("@")[0] for k in r.pods}
-            meant = set(r.pod_uids) | {u for u, k in shapes.items() if k in keys}
-            if not any(placed.get(u) == r.node_name for u in meant):
-                wasted.append(r.node_name)
+        # Every pod of the scenario is pending when growth starts buying, and the scheduler places
+        # them on the new nodes as its scoring prefers, not as the planner packed them: a node
+        # that runs none of them is one nobody needed.
+        busy = set(placed.values())
+        wasted = [
+            r.node_name
+            for r in requests.values()
+            if r.node_name and r.phase.value == "Ready" and r.node_name not in busy
+        ]
         pending = {}
         unreported = []
         for uid, node in placed.items():
             if node:
                 continue
-            why = reasons.get(uid) or problem_shapes.get(shapes[uid])
+            why = reasons.get(uid)  # a shape's pods are named up to SHAPE_SAMPLE (5): each has its own
             pending[names[uid]] = why or "no reason"
             if why is None:
                 unreported.append(names[uid])

@@ -6,8 +6,8 @@ leaves Unschedulable are observed as the worker observes them (scaling.kube pods
 observe_demand) and planned (plan_demand); every planned node is created Ready as the KWOK
 provider makes it (labels from node_labels_for, the type's allocatable), and the scheduler runs
 again; until a round plans nothing. Then the two claims of issue 29 are read off the end state:
-- a node bought for some pods received at least one of them (of its plan's pods: see
-  plan_round), else it is wasted;
+- a node bought for the pending pods received at least one of them (see plan_round), else it
+  is wasted;
 - a pod still Pending is reported by the planner (a problem with a reason), else unreported.
 """
 
@@ -164,16 +164,15 @@ class Loop:
         self.outcome.reported = {}
         by_shape = {s.key: [p.uid for p in s.pods] for s in demand.shapes}
         for problem in plan.problems:
-            for uid in [problem.uid, *by_shape.get(problem.key, [])]:
+            for uid in [problem.uid, *by_shape.get(problem.key.split("@")[0], [])]:
                 self.outcome.reported[uid] = f"{problem.reason}: {problem.message}"
         group_by_name = {g.name: g for g in self.groups}
-        # What the plan's nodes were bought for: its pods, all of them. The nodes of one plan
-        # turn Ready together and the scheduler spreads the plan's pods over them as its
-        # scoring prefers (LeastAllocated), not as the planner packed them, so a node that runs
-        # another pod of the plan is used; a node that runs none of them is one nobody needed.
-        meant = {u for n in plan.new_nodes for u in n.pod_uids} | {
-            u for n in plan.new_nodes for k in n.pods for u in by_shape.get(k.split("@")[0], [])
-        }
+        # What the plan's nodes were bought for: the pods pending when it was made. The nodes of
+        # one plan turn Ready together and the scheduler places the pending pods on them as its
+        # scoring prefers (LeastAllocated spreads), not as the planner packed them, and a pod that
+        # waited for its affinity target takes room the planner meant for another; a node that
+        # runs none of the pending pods is one nobody needed.
+        meant = {p.uid for p in pending}
         for planned in plan.new_nodes:
             name = f"{planned.pool}-{len(self.outcome.bought)}".lower()
             node = kwok_node(name, group_by_name[planned.group], planned.pool, self.catalogue)
