@@ -124,6 +124,11 @@ class ClusterCache:
             "nodes": (core.list_node, self.node_index),
             "daemonsets": (apps.list_daemon_set_for_all_namespaces, None),
             "poddisruptionbudgets": (policy.list_pod_disruption_budget_for_all_namespaces, None),
+            # What the scheduler's filters read beyond pods and nodes (namespaceSelector, volumes).
+            "namespaces": (core.list_namespace, None),
+            "persistentvolumes": (core.list_persistent_volume, None),
+            "persistentvolumeclaims": (core.list_persistent_volume_claim_for_all_namespaces, None),
+            "storageclasses": (client.StorageV1Api(self.api).list_storage_class, None),
             NODE_GROUP_PLURAL: (crd(CRD_GROUP, CRD_VERSION, NODE_GROUP_PLURAL), None),
         }
         for plural in LONGHORN_PLURALS:

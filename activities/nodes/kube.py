@@ -23,8 +23,11 @@ from activities.kube.informer import Informer
 from activities.nodes import metrics
 from activities.nodes.requests import report_to_loop
 from activities.nodes.wake import PendingPodsWake
+from scaling.kube.models import NodeInfo, PodInfo
 from scaling.kube.nodes import node_is_ready
 from scaling.kube.pods import counts_as_demand
+from scaling.kube.scheduling.cluster import Cluster
+from scaling.kube.scheduling.volumes import Volumes, volumes_from
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     ClusterObservation,
@@ -39,7 +42,7 @@ from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
 from scaling.nodes.scale_up.daemonsets import daemonset_shapes
-from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
+from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, interpod, observe_demand
 from scaling.nodes.state import requests_with_ready_node
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -116,21 +119,7 @@ class KubeActivities:
         infos = cache.node_infos(informers["nodes"], pods_inf)
         with informers["daemonsets"].cond:
             daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
-        # Who runs where, only when a pending pod has per-node limits (anti-affinity, spread) or
-        # spreads over zones or regions.
-        node_pods: dict[str, list[tuple[str, dict[str, str]]]] = {}
-        if any(p.spreads or p.topology_spreads for p in unschedulable):
-            with pods_inf.cond:
-                for name, keys in index.by_node.items():
-                    on_node = [pods_inf.items[k] for k in keys if k in pods_inf.items]
-                    node_pods[name] = [
-                        (
-                            (p.get("metadata") or {}).get("namespace") or "default",
-                            (p.get("metadata") or {}).get("labels") or {},
-                        )
-                        for p in on_node
-                        if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-                    ]
+        cluster = self._cluster(cache, informers, infos, unschedulable, inp.fresh)
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
             demand=observe_demand(
@@ -139,7 +128,7 @@ class KubeActivities:
                 virtual=headroom_pods(groups),
                 sample=SHAPE_SAMPLE,
                 max_shapes=MAX_SHAPES,
-                node_pods=node_pods,
+                cluster=cluster,
             ).model_copy(update={"daemonsets": daemonsets}),
             groups=groups,
             invalid_groups=problems,
@@ -151,6 +140,51 @@ class KubeActivities:
         )
         metrics.record_observation(cluster, obs)
         return obs
+
+    def _cluster(
+        self,
+        cache: Any,
+        informers: dict[str, Informer],
+        infos: list[NodeInfo],
+        pending: list[PodInfo],
+        fresh: dict[str, str] | None,
+    ) -> Cluster | None:
+        """What the scheduler's filters read beyond a pending pod itself, only when they read
+        it: the pods running on each node (spread, pod affinity, anti-affinity either way),
+        namespace labels (namespaceSelector) and volumes (claims, PVs, classes)."""
+        pods_inf = informers["pods"]
+        index = cache.pod_index
+        with pods_inf.cond:
+            keys = [k for ks in index.by_node.values() for k in ks]
+        running = [p for p in cache.pod_infos(pods_inf, keys) if p.phase not in TERMINAL_PHASES and p.node_name]
+        if not any(
+            p.spreads or p.topology_spreads or interpod(p) or p.pvc_names or p.host_ports for p in pending
+        ) and not any(p.pod_anti_affinity for p in running):
+            return None  # nothing pending reads them, and no running pod repels anything
+        by_node: dict[str, list[PodInfo]] = {}
+        for p in running:
+            by_node.setdefault(p.node_name or "", []).append(p)
+        namespaces: dict[str, dict[str, str]] = {}
+        if any(
+            t.namespace_selector is not None
+            for p in (*pending, *running)
+            for t in (*p.pod_affinity, *p.pod_anti_affinity)
+        ):
+            ns_inf = cache.read(["namespaces"], fresh)["namespaces"]
+            with ns_inf.cond:
+                namespaces = {
+                    (o.get("metadata") or {}).get("name") or "": dict((o.get("metadata") or {}).get("labels") or {})
+                    for o in ns_inf.items.values()
+                }
+        volumes = Volumes()
+        if any(p.pvc_names for p in pending):
+            kinds = cache.read(["persistentvolumeclaims", "persistentvolumes", "storageclasses"], fresh)
+            lists = []
+            for kind in ("persistentvolumeclaims", "persistentvolumes", "storageclasses"):
+                with kinds[kind].cond:
+                    lists.append(list(kinds[kind].items.values()))
+            volumes = volumes_from(*lists)
+        return Cluster(nodes=infos, pods=by_node, namespaces=namespaces, volumes=volumes)
 
     # -- nodes ---------------------------------------------------------------------------
     @activity.defn(name=contracts.WAIT_NODE_READY)

@@ -411,3 +411,48 @@ def test_label_node_and_pod_events(api: client.ApiClient) -> None:
     assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [
         ("TriggeredScaleUp", pod.metadata.uid, "growth")
     ]
+
+
+async def test_kwok_gpu_nodes_carry_their_extended_resources(api: client.ApiClient) -> None:
+    gpu = pool("kwok-gpu4", "gpu4").model_copy(update={"config": {"resources": {"example.com/foo": 2}}})
+    created = await KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="g1", attempt=0, pool=gpu))
+    status = client.CoreV1Api(api).read_node(created.node_name).status
+    assert status.allocatable["nvidia.com/gpu"] == "4" and status.capacity["example.com/foo"] == "2"
+    assert int(status.allocatable["ephemeral-storage"]) > 0
+
+
+def test_observe_carries_what_the_scheduler_filters_read(api: client.ApiClient) -> None:
+    """A pending pod whose anti-affinity (namespaceSelector) repels a running pod's zone: the
+    observer reads the namespace labels and the running pods, and the shape carries the zone
+    counts (never per-pod lists) for the planner."""
+    asyncio.run(KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r0", attempt=0, pool=pool())))
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": "data", "labels": {"tier": "data"}}})
+    client.AppsV1Api(api).create_namespaced_deployment(
+        "data", deployment("db", 1, cpu="100m", memory="64Mi", namespace="data")
+    )
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": LABEL_ZONE,
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "namespaceSelector": {"matchLabels": {"tier": "data"}},
+                }
+            ]
+        }
+    }
+    kube = KubeActivities(api, known_providers=["kwok"])
+    eventually(lambda: kube.observe_cluster("c1").pods_running == 1, timeout=60, message="db running")
+    client.AppsV1Api(api).create_namespaced_deployment(
+        "default", deployment("batch", 2, cpu="100m", memory="64Mi", affinity=anti)
+    )
+    obs = eventually(
+        lambda: (o := kube.observe_cluster("c1")) and o.demand.unschedulable == 2 and o,
+        timeout=60,
+        message="two batch pods unschedulable",
+    )
+    assert obs.demand.fits_existing == 0  # the node has room, but the db's zone repels them
+    (shape,) = obs.demand.shapes
+    assert shape.scheduling is not None and shape.scheduling.affinity is not None
+    assert shape.scheduling.affinity.anti_counts == {LABEL_ZONE: {"kwok-a": 1}}
