@@ -119,7 +119,8 @@ class KubeActivities:
         infos = cache.node_infos(informers["nodes"], pods_inf)
         with informers["daemonsets"].cond:
             daemonsets = daemonset_shapes(list(informers["daemonsets"].items.values()))
-        cluster = self._cluster(cache, informers, infos, unschedulable, inp.fresh)
+        # Not `cluster`: that is the cluster's name, which the metrics below are labelled with.
+        view_for_filters = self._cluster(cache, informers, infos, unschedulable, inp.fresh)
         obs = ClusterObservation(
             # Aggregated here: what crosses history stays small however large the cluster.
             demand=observe_demand(
@@ -128,7 +129,7 @@ class KubeActivities:
                 virtual=headroom_pods(groups),
                 sample=SHAPE_SAMPLE,
                 max_shapes=MAX_SHAPES,
-                cluster=cluster,
+                cluster=view_for_filters,
             ).model_copy(update={"daemonsets": daemonsets}),
             groups=groups,
             invalid_groups=problems,
