@@ -209,18 +209,29 @@ class ConstraintsScenario(Scenario):
         # them on the new nodes as its scoring prefers, not as the planner packed them: a node
         # that runs none of them is one nobody needed.
         busy = set(placed.values())
-        wasted = [
-            r.node_name
+        wasted = {
+            r.node_name: sorted(names.get(u, u) for u in r.pod_uids)  # the pods its request was for
             for r in requests.values()
             if r.node_name and r.phase.value == "Ready" and r.node_name not in busy
-        ]
+        }
+        scheduler = {
+            p["metadata"]["uid"]: next(
+                (
+                    c.get("message", "")
+                    for c in (p.get("status") or {}).get("conditions") or []
+                    if c["type"] == "PodScheduled"
+                ),
+                "",
+            )
+            for p in pods
+        }
         pending = {}
         unreported = []
         for uid, node in placed.items():
             if node:
                 continue
             why = reasons.get(uid)  # a shape's pods are named up to SHAPE_SAMPLE (5): each has its own
-            pending[names[uid]] = why or "no reason"
+            pending[names[uid]] = f"{why or 'no reason'} (scheduler: {scheduler[uid]})"
             if why is None:
                 unreported.append(names[uid])
         return {
@@ -229,6 +240,6 @@ class ConstraintsScenario(Scenario):
             "placed": tuple(sorted((names[u], n or "") for u, n in placed.items())),
             "reported": tuple(sorted(pending.items())),
             "pending": pending,
-            "wasted": sorted(wasted),
+            "wasted": wasted,
             "unreported": sorted(unreported),
         }
