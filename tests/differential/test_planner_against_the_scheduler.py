@@ -6,21 +6,12 @@ of tests/differential/harness.py."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.differential.harness import Loop
 from tests.differential.workloads import KINDS, Obj, three_zone_group, workload, workloads
 
-# The planner reads the scheduler's filters once scaling/kube/scheduling/ exists (issue 29 item 1,
-# branch fplan); before it, GPU pods get CPU nodes, host-port agents and zone anti-affine pods
-# wait unreported, and a pod affine to no pod gets a node (see the kinds below).
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("scaling.kube.scheduling") is None,
-    reason="waits for the planner's scheduling filters (scaling/kube/scheduling/, issue 29 item 1)",
-)
 GROUP = three_zone_group(["cx22", "cx32"], ["gpu1"])
 
 

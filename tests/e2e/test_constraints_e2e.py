@@ -6,19 +6,11 @@ unused, and no pod is left Pending without a reason."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 from starters.scenarios.constraints import gpu_types
 from tests.e2e.demo import run_headless_demo
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("scaling.kube.scheduling") is None,
-    reason="waits for the planner's scheduling filters (scaling/kube/scheduling/, issue 29 item 1)",
-)
 
 
 def test_constraints_scenario_wastes_no_node_and_leaves_no_pod_unexplained(tmp_path: Path) -> None:
@@ -27,6 +19,8 @@ def test_constraints_scenario_wastes_no_node_and_leaves_no_pod_unexplained(tmp_p
     assert summary["scenario"] == "constraints"
     assert (summary["wasted_nodes"], summary["unreported_pending"]) == (0, 0), summary
     pending = set(summary["pending"])
-    expected = {"impossible"} | (set() if gpu_types() else {p for p in pending if p.startswith("gpu-train-")})
-    assert pending == expected, summary["pending"]
-    assert summary["pods_running"] == summary["pods"] - len(expected)
+    assert "impossible" in pending
+    # Whether a web pod finds room beside a cache depends on where the scheduler put the cache
+    # (a node a new one cannot be); those that wait say why (counted in unreported_pending).
+    assert not {p for p in pending if p.startswith(("gpu-train-", "db-", "agent-", "reports"))}, summary["pending"]
+    assert gpu_types()  # the GPU pods ran on a KWOK GPU type
