@@ -28,6 +28,8 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
 from activities import components, nodes
+from activities.components.decisions import DECISIONS as COMPONENT_DECISIONS
+from activities.fleet.decisions import DECISIONS as FLEET_DECISIONS
 from activities.heartbeat import HeartbeatInterceptor
 from activities.kube.client import ClusterClients
 from activities.nodes.wake import PendingPodsWake, signal_loop
@@ -128,6 +130,8 @@ def build_activities(
     every loop reaches a cluster through the same cached client."""
     clusters = clusters or ClusterClients(settings)
     built = [*nodes.build_activities(settings, clusters, wake), *components.build_activities(settings, clusters)]
+    # Pure: a loop's decisions run as local activities on whichever worker runs the loop.
+    built += [*FLEET_DECISIONS, *COMPONENT_DECISIONS]
     if settings.fleet is not None:  # only a worker configured for the fleet loop talks to OCM
         from activities import fleet
 

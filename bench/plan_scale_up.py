@@ -17,7 +17,16 @@ from fractions import Fraction
 from bench.baselines import cluster_autoscaler, karpenter
 from bench.lp import lp_lower_bound
 from bench.machine import load_average
-from bench.workload import FAMILIES, POOL_TYPES, PROVIDER, ZONE_SPREAD_FAMILIES, ZONES, Workload, workload
+from bench.workload import (
+    FAMILIES,
+    POOL_TYPES,
+    PROVIDER,
+    ZONE_SPREAD_FAMILIES,
+    ZONES,
+    Workload,
+    affinity_workload,
+    workload,
+)
 from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.scale_up.planning import plan_scale_up
@@ -47,6 +56,30 @@ def cost_lower_bound(w: Workload) -> float:
         Fraction(sum(p.requests.pods for p in w.pods)),
     ]
     return float(lp_lower_bound(caps, prices, demand).cost)
+
+
+# The affinity-heavy family (bench.workload.affinity_workload): its time aim is 2 CPU-seconds.
+AFFINITY_PODS = 10_000
+
+
+def affinity_run(pods: int | None = None) -> dict[str, float | int]:
+    """Plan time and cost of 10,000 pods over 50 workloads with pod affinity and anti-affinity
+    on the zone and the hostname. The baselines do not model pod affinity, so no cost beside
+    them; every pod must be planned (the terms all admit some zone)."""
+    pods = pods or AFFINITY_PODS
+    w = affinity_workload(pods)
+    plan, seconds, cpu = timed_plan(w)
+    planned = sum(sum(n.pods.values()) for n in plan.new_nodes)
+    if planned != pods or plan.problems:
+        raise SystemExit(f"affinity plan incomplete: {planned}/{pods} planned, {len(plan.problems)} problems")
+    return {
+        "pods": pods,
+        "plan_seconds": round(seconds, 4),
+        "plan_cpu_seconds": round(cpu, 4),
+        "load_average": load_average(),
+        "nodes": len(plan.new_nodes),
+        "cost": round(plan_cost(w, plan), 4),
+    }
 
 
 def timed_plan(w: Workload) -> tuple[ScaleUpPlan, float, float]:
@@ -136,7 +169,12 @@ def main() -> None:
         _, wall, cpu[name] = timed_plan(workload(most, family=name))
         print(f"  {name:<20} pods={most:>6}  plan={wall:.3f}s (cpu {cpu[name]:.3f}s)")
     family_cpu = {k: round(v, 4) for k, v in cpu.items()}
-    print(json.dumps({**results[-1], "families": fams, "family_plan_cpu_seconds": family_cpu}))
+    aff = affinity_run()
+    print(
+        f"  affinity-heavy       pods={aff['pods']:>6}  plan={aff['plan_seconds']:.3f}s "
+        f"(cpu {aff['plan_cpu_seconds']:.3f}s, load {aff['load_average']:.1f})  nodes={aff['nodes']}  cost={aff['cost']:.4f}/h"
+    )
+    print(json.dumps({**results[-1], "families": fams, "family_plan_cpu_seconds": family_cpu, "affinity": aff}))
 
 
 if __name__ == "__main__":

@@ -180,3 +180,84 @@ def workload(pod_count: int, node_count: int = 1000, family: str = "mixed") -> W
         nodes=existing_nodes(catalogue, node_count),
         pods=pending_pods(pod_count, family=family),
     )
+
+
+# The affinity-heavy family (issue 29 item 5): 50 workloads over three zones, each pod with
+# required pod affinity or anti-affinity on the zone or the hostname, built from pod specs as
+# the observer parses them. Running "base-<zone>" pods on the full existing nodes are what the
+# zone terms point at. Kinds, ten workloads each:
+#   solo      anti-affinity to itself on the hostname (one per node)
+#   apart     anti-affinity on the hostname to the next workload (never on one node with it)
+#   near      affinity on the zone to the running base of one zone (planned in that zone)
+#   away      anti-affinity on the zone to the running base of one zone (the other two)
+#   near-solo affinity on the zone to a base, anti-affinity to itself on the hostname
+AFFINITY_KINDS = ("solo", "apart", "near", "away", "near-solo")
+AFFINITY_SIZES = ((100, 128), (250, 256), (500, 1024), (1000, 2048), (250, 4096))
+
+
+def _affinity_pod(i: int, w: int, zone: str) -> PodInfo:
+    from scaling.kube.pods import pod_info
+
+    kind = AFFINITY_KINDS[w // 10]
+    cpu, mem = AFFINITY_SIZES[w % len(AFFINITY_SIZES)]
+    app = f"w{w}"
+
+    def term(labels: dict[str, str], key: str) -> dict:
+        return {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+
+    host = "kubernetes.io/hostname"
+    affinity, anti = [], []
+    if kind in ("solo", "near-solo"):
+        anti.append(term({"app": app}, host))
+    if kind == "apart":
+        anti.append(term({"app": f"w{(w + 1) % 10 + 10}"}, host))
+    if kind in ("near", "near-solo"):
+        affinity.append(term({"app": f"base-{zone}"}, LABEL_ZONE))
+    if kind == "away":
+        anti.append(term({"app": f"base-{zone}"}, LABEL_ZONE))
+    aff: dict = {}
+    if affinity:
+        aff["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": affinity}
+    if anti:
+        aff["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": anti}
+    return pod_info(
+        {
+            "metadata": {"namespace": "bench", "name": f"{app}-{i}", "uid": f"uid-{i}", "labels": {"app": app}},
+            "spec": {
+                "affinity": aff,
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}],
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            },
+        }
+    )
+
+
+def affinity_workload(pod_count: int = 10_000, node_count: int = 300) -> Workload:
+    """50 workloads of pods with affinity terms; `node_count` full existing nodes over the three
+    zones, each running one base pod of its zone."""
+    catalogue = catalogue_index(kwok_catalogue(PROVIDER))
+    from scaling.kube.pods import pod_info
+
+    bases = {
+        z: pod_info(
+            {
+                "metadata": {"namespace": "bench", "name": "base", "uid": "base", "labels": {"app": f"base-{z}"}},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            }
+        )
+        for z in ZONES
+    }
+    nodes, running = [], []
+    for i, n in enumerate(existing_nodes(catalogue, node_count)):
+        zone = ZONES[i % len(ZONES)]
+        nodes.append(n.model_copy(update={"labels": {**n.labels, LABEL_ZONE: zone, "kubernetes.io/hostname": n.name}}))
+        running.append(bases[zone].model_copy(update={"name": f"base-{i}", "uid": f"base-{i}", "node_name": n.name}))
+    # Workload w's zone terms point at the base of zone w % 3. One pod parsed per workload,
+    # the others copies under their own names (parsing 30,000 specs is not what is measured).
+    first = [_affinity_pod(w, w, ZONES[w % len(ZONES)]) for w in range(50)]
+    pods = [first[i % 50].model_copy(update={"name": f"w{i % 50}-{i}", "uid": f"uid-{i}"}) for i in range(pod_count)]
+    return Workload(group=node_group(ZONES), catalogue=catalogue, nodes=nodes, pods=running + pods)

@@ -1,8 +1,9 @@
 """A workflow history as the replay and trail builders read it: one entry per step, payloads
 already decoded to JSON values (the pydantic data converter's form).
 
-An activity is one entry (its scheduling, with the result once it completed), as are a child
-workflow start, a signal and an accepted update. Builders validate the values into their own
+An activity is one entry (its scheduling, with the result once it completed), as are a local
+activity (its marker: the result, never the input), a child workflow start, a signal and an
+accepted update. Builders validate the values into their own
 models, so this module knows no loop. Bounded by the loader (`starters/history.py`), which
 says when it stopped early.
 """
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 Kind = Literal[
     "started",
     "activity",
+    "local_activity",
     "child",
     "signal",
     "signal_out",
@@ -39,7 +41,7 @@ class RecordedEvent(BaseModel):
     kind: Kind
     name: str = ""  # activity type, child workflow type, signal or update name
     input: list[Any] = Field(default_factory=list)
-    result: Any = None  # an activity's result (None until it completed)
+    result: Any = None  # an activity's or local activity's result (None until it completed)
     completed_event_id: int = 0  # where the result entered the history (0: never)
     completed_at: datetime | None = None
     failed: str = ""  # an activity's failure message, when it failed or timed out

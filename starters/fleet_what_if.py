@@ -32,12 +32,12 @@ def _decisions(d: FleetDecisions) -> str:
 
 
 def format_report(r: FleetWhatIfReport) -> str:
-    lines = [f"what-if over {r.workflow_id}: {r.runs} run(s), {r.rounds_replayed} round(s) replayed"]
-    lines.append(f"{'round':>5}  {'at (UTC)':<19}  {'clusters':>8}  {'units used/max':<18}  {'happened':<28}  what-if")
+    lines = [f"what-if over {r.workflow_id}: {r.runs} run(s), {r.rounds_replayed} recorded evaluation(s) replayed"]
+    lines.append(f"{'round':>5}  {'at (UTC)':<19}  {'units used/max':<18}  {'happened':<28}  what-if")
     for x in r.rounds:
         units = ", ".join(f"{t} {u}" for t, u in x.units.items()) or "-"
         lines.append(
-            f"{x.round:>5}  {x.at:%Y-%m-%d %H:%M:%S}  {x.clusters:>8}  {units:<18}  {_decisions(x.happened):<28}  "
+            f"{x.round:>5}  {x.at:%Y-%m-%d %H:%M:%S}  {units:<18}  {_decisions(x.happened):<28}  "
             f"{_decisions(x.what_if)}"
         )
     lines.append(f"total happened: {_decisions(r.total_happened)}")
@@ -53,7 +53,7 @@ def format_report(r: FleetWhatIfReport) -> str:
 EXAMPLES = """\b
 Examples:
   growth fleet --region us-east-1 what-if --fleet-config more-slack.yaml
-  growth fleet what-if --history fleet_autoscaler.json --fleet-config fleet.yaml -o json
+  growth fleet what-if --history region.json --fleet-config fleet.yaml -o json
 """
 
 

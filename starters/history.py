@@ -23,6 +23,7 @@ from starters.cli import CliError
 
 MAX_RUNS = 50
 MAX_EVENTS = 100_000
+LOCAL = "core_local_activity"  # the SDK's marker of a local activity's result (a recorded decision)
 _convert = pydantic_data_converter.payload_converter
 
 
@@ -63,6 +64,18 @@ def decode_events(run_id: str, events: Iterable[HistoryEvent]) -> list[RecordedE
             ev = activities.get(e.activity_task_timed_out_event_attributes.scheduled_event_id)
             if ev is not None:
                 ev.failed = "timed out"
+        elif t == EventType.EVENT_TYPE_MARKER_RECORDED and e.marker_recorded_event_attributes.marker_name == LOCAL:
+            # A local activity (a recorded decision): its result; its input is not in history.
+            details = e.marker_recorded_event_attributes.details
+            data = _values(details["data"]) if "data" in details else []
+            result = _values(details["result"]) if "result" in details else []
+            name = data[0].get("activity_type", "") if data and isinstance(data[0], dict) else ""
+            failed = e.marker_recorded_event_attributes.failure.message if not result else ""
+            ev = RecordedEvent(
+                kind="local_activity", name=name, result=result[0] if result else None, failed=failed, **base
+            )
+            ev.completed_event_id, ev.completed_at = e.event_id, at
+            out.append(ev)
         elif t == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             a = e.start_child_workflow_execution_initiated_event_attributes
             out.append(

@@ -30,13 +30,23 @@ def test_worker_registers_every_loops_contract_names(tmp_path: Path) -> None:
     plain = Settings.model_validate({"kubernetes": {"kubeconfig": str(kubeconfig)}})
     names = registered(plain)
     assert len(names) == len(set(names))
-    assert set(names) == nodes.ACTIVITY_NAMES | components.ACTIVITY_NAMES
+    assert (
+        set(names)
+        == nodes.ACTIVITY_NAMES | components.ACTIVITY_NAMES | fleet.DECISION_NAMES | components.DECISION_NAMES
+    )
 
     # The fleet loop talks to OCM only on a worker configured for it.
     with_fleet = Settings.model_validate({"kubernetes": {"kubeconfig": str(kubeconfig)}, "fleet": {}})
     names = registered(with_fleet)
     assert len(names) == len(set(names))
-    assert set(names) == nodes.ACTIVITY_NAMES | components.ACTIVITY_NAMES | fleet.ACTIVITY_NAMES
+    assert (
+        set(names)
+        == nodes.ACTIVITY_NAMES
+        | components.ACTIVITY_NAMES
+        | fleet.ACTIVITY_NAMES
+        | fleet.DECISION_NAMES
+        | components.DECISION_NAMES
+    )
 
 
 def test_every_loop_has_workflows_registered() -> None:

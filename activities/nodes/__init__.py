@@ -10,6 +10,7 @@ from typing import Any
 from activities.kube.client import ClusterClients
 from activities.nodes.kube import KubeActivities
 from activities.nodes.machines import MachineActivities
+from activities.nodes.planning import plan_scale_up
 from activities.nodes.providers.base import NodeProvider
 from activities.nodes.providers.kwok import KwokProvider
 from activities.nodes.provisioning import ProviderActivities
@@ -55,14 +56,13 @@ def build_activities(
         kube.observe_cluster,
         kube.wait_node_ready,
         kube.wait_nodes_ready,
-        kube.label_node,
         kube.emit_pod_events,
         kube.report_node_group_status,
         start_node_requests,
+        plan_scale_up,
         prov.create_node,
         prov.delete_node,
         prov.get_catalogue,
-        down.observe_scale_down,
         down.evaluate_scale_down,
         down.check_node_removal,
         down.mark_node_for_scale_down,
@@ -72,7 +72,6 @@ def build_activities(
         down.wait_pods_gone,
         down.delete_node_object,
         down.emit_node_events,
-        down.observe_orphans,
         down.find_orphans,
         gc.list_provider_machines,
         gc.list_node_provider_ids,

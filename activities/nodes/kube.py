@@ -32,7 +32,6 @@ from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     ClusterObservation,
     GroupStatusInput,
-    LabelNodeInput,
     ObserveInput,
     PodEventsInput,
     WaitNodesReadyInput,
@@ -251,10 +250,6 @@ class KubeActivities:
                 return settled
             await pause(min(inp.poll_s, end - time.time()))
             poll += 1
-
-    @activity.defn(name=contracts.LABEL_NODE)
-    def label_node(self, inp: LabelNodeInput) -> None:
-        self._core(inp.cluster).patch_node(inp.node_name, {"metadata": {"labels": inp.labels}})
 
     # -- reporting -----------------------------------------------------------------------
     @activity.defn(name=contracts.EMIT_POD_EVENTS)

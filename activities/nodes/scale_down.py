@@ -43,7 +43,6 @@ from scaling.nodes.contracts import (
     NodeRef,
     NodeRemovalCheck,
     NodeRemovalCheckInput,
-    OrphanCheckInput,
     OrphanObservation,
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
@@ -127,11 +126,10 @@ class ScaleDownActivities:
                 return None
             raise
 
-    @activity.defn(name=contracts.OBSERVE_SCALE_DOWN)
     def observe_scale_down(self, cluster: str) -> ScaleDownObservation:
         """All pods (scale-down must see every pod, not only pending ones), nodes, PDBs with
-        their status, node groups, and Longhorn's objects when its CRDs exist. Only runs from
-        before the bounded-scale-down patches call it (it grows with the cluster)."""
+        their status, node groups, and Longhorn's objects when its CRDs exist: what
+        evaluate_scale_down reads. Not an activity (it grows with the cluster): tests read it."""
         return self._observe(cluster)
 
     @activity.defn(name=contracts.EVALUATE_SCALE_DOWN)
@@ -375,20 +373,6 @@ class ScaleDownActivities:
         for ev in inp.events:
             node = client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1")
             create_event(core, "default", node, ev.reason, ev.message, ev.type, self.component)
-
-    @activity.defn(name=contracts.OBSERVE_ORPHANS)
-    async def observe_orphans(self, inp: OrphanCheckInput) -> OrphanObservation:
-        """growth-managed Nodes with their providerID, and the machines each provider holds. Only
-        runs from before the orphans-beside-cluster patch call it (it grows with the cluster)."""
-        core = await asyncio.to_thread(self._core, inp.cluster)
-        nodes = await asyncio.to_thread(raw_list, core.list_node, label_selector=LABEL_GROUP)
-        return await self._with_machines(
-            OrphanObservation(
-                nodes={n["metadata"]["name"]: (n.get("spec") or {}).get("providerID", "") for n in nodes}
-            ),
-            inp.cluster,
-            inp.providers,
-        )
 
     @activity.defn(name=contracts.FIND_ORPHANS)
     async def find_orphans(self, inp: OrphanSearchInput) -> list[Orphan]:

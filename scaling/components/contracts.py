@@ -34,6 +34,12 @@ CREATE_AUTO_CLUSTER = "components_create_auto_cluster"
 PATCH_REPLICAS = "components_patch_replicas"
 DELETE_AUTO_CLUSTER = "components_delete_auto_cluster"
 
+# The autoscaler's decisions, local activities whose results (what each read and decided) are
+# recorded in its history (scaling.components.decisions).
+DECIDE_GROUPS = "components_decide_groups"  # GroupFigures -> GroupDecision
+DECIDE_PLAN = "components_decide_plan"  # PlanFigures -> PlanDecision
+DECISION_NAMES = frozenset({DECIDE_GROUPS, DECIDE_PLAN})
+
 ACTIVITY_NAMES = frozenset(
     {
         LIST_AUTOSCALERS,

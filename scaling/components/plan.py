@@ -52,10 +52,6 @@ class PlanInput(BaseModel):
     # a missing key: unknown, treated as unlimited.
     fits: dict[str, int] | None = None
     growth_manages_nodes: bool = False
-    # False only to replay runs recorded before the `tidb-operator-parity` patch: scale-outs
-    # round up to the midpoint, PD's answer drains a component it has no plan for, and an
-    # external recommendation counts the homogeneous instances.
-    upstream_parity: bool = True
 
 
 class Change(BaseModel):

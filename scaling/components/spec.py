@@ -126,9 +126,7 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _resource(
-    name: str, raw: Any, at: str, component: str, errors: list[SpecError], upstream: bool = True
-) -> AutoResource | None:
+def _resource(name: str, raw: Any, at: str, component: str, errors: list[SpecError]) -> AutoResource | None:
     if not isinstance(raw, dict):
         errors.append(SpecError(field=at, message="must be an object {cpu, memory, storage?, count?}"))
         return None
@@ -153,9 +151,6 @@ def _resource(
             values["cpu_milli"] = amount
         elif key == "memory":
             values["memory_bytes"] = amount
-    if component != "tikv" and values.get("storage") and not upstream:
-        errors.append(SpecError(field=f"{at}.storage", message="only TiKV instances have storage"))
-        return None
     if component != "tikv":
         values.pop("storage", None)  # allowed by the CRD; a TiDB instance has no volume to size
     if raw.get("count") is not None:
@@ -190,9 +185,7 @@ def _default_resource(
     return _resource(name, raw, f"{at}.resources.{name}", component, errors)
 
 
-def _rule(
-    kind: str, raw: Any, at: str, component: str, types: list[str], errors: list[SpecError], upstream: bool = True
-) -> AutoRule | None:
+def _rule(kind: str, raw: Any, at: str, component: str, types: list[str], errors: list[SpecError]) -> AutoRule | None:
     if kind not in RULE_RESOURCES:
         errors.append(SpecError(field=at, message=f"unknown rule resource {kind!r}; known: cpu, storage"))
         return None
@@ -212,11 +205,8 @@ def _rule(
         if low is None:
             errors.append(SpecError(field=f"{at}.min_threshold", message="must be a number in [0, 1)"))
             return None
-    elif kind == "cpu" and upstream:
-        low = DEFAULT_CPU_MIN_THRESHOLD
     elif kind == "cpu":
-        errors.append(SpecError(field=f"{at}.min_threshold", message="required for the cpu rule (scale-in threshold)"))
-        return None
+        low = DEFAULT_CPU_MIN_THRESHOLD
     if not 0 < high <= 1:
         errors.append(SpecError(field=f"{at}.max_threshold", message=f"must be in (0, 1], got {high}"))
         return None
@@ -298,7 +288,7 @@ def _external(raw: Any, at: str, errors: list[SpecError]) -> ExternalConfig | No
 
 
 def parse_component(
-    component: Component, raw: Any, base: ComponentView | None, upstream: bool = True
+    component: Component, raw: Any, base: ComponentView | None
 ) -> tuple[ComponentSpec | None, list[SpecError]]:
     at = f"spec.{component}"
     errors: list[SpecError] = []
@@ -310,7 +300,7 @@ def parse_component(
         if not isinstance(raw_resources, dict):
             return None, [SpecError(field=f"{at}.resources", message="must be a map of resource type -> resource")]
         for name, body in raw_resources.items():
-            res = _resource(str(name), body, f"{at}.resources.{name}", component, errors, upstream)
+            res = _resource(str(name), body, f"{at}.resources.{name}", component, errors)
             if res is not None:
                 resources[res.name] = res
     else:
@@ -324,7 +314,7 @@ def parse_component(
     if not isinstance(raw_rules, dict):
         return None, [SpecError(field=f"{at}.rules", message="must be a map cpu|storage -> rule")]
     for kind, body in raw_rules.items():
-        rule = _rule(str(kind), body, f"{at}.rules.{kind}", component, list(resources), errors, upstream)
+        rule = _rule(str(kind), body, f"{at}.rules.{kind}", component, list(resources), errors)
         if rule is not None:
             rules[str(kind)] = rule
     scale_in = _interval(raw, "scaleInIntervalSeconds", DEFAULT_SCALE_IN_S, at, errors)
@@ -359,12 +349,10 @@ def parse_component(
 
 
 def parse_spec(
-    raw: dict[str, Any], namespace: str, base_components: dict[str, ComponentView], upstream: bool = True
+    raw: dict[str, Any], namespace: str, base_components: dict[str, ComponentView]
 ) -> tuple[AutoscalerSpec | None, dict[str, list[SpecError]]]:
     """Parse, default and validate. Errors are per component ("" = the whole object), so one
-    bad component does not stop the other; the spec holds only the valid components.
-    upstream=False replays runs from before the `tidb-operator-parity` patch: a cpu rule needs
-    min_threshold and a TiDB resource type may not carry storage."""
+    bad component does not stop the other; the spec holds only the valid components."""
     ref = base_cluster_ref(raw, namespace)
     if isinstance(ref, SpecError):
         return None, {"": [ref]}
@@ -377,7 +365,7 @@ def parse_spec(
     for component in COMPONENTS:
         if raw.get(component) is None:
             continue
-        parsed, problems = parse_component(component, raw[component], base_components.get(component), upstream)
+        parsed, problems = parse_component(component, raw[component], base_components.get(component))
         if problems:
             errors[component] = problems
         elif parsed is not None:

@@ -9,9 +9,8 @@ expected capacity. `consumed_units` is growth's own record of what it placed.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from scaling.fleet.config import FleetConfig
 from scaling.fleet.models import NO_CAPACITY, SCALE_UP_ONGOING, ClusterPhase, ClusterRecord
@@ -79,10 +78,12 @@ def can_hold_biggest(cluster: ClusterRecord, rules: TypeRules) -> bool:
     return cluster_free_units(cluster, rules) >= rules.biggest_units
 
 
-@dataclass(frozen=True)
-class CapacityTally:
+class CapacityTally(BaseModel):
     """The region's figures for one instance type that the scale-up rule reads. Kept as sums
-    and counts so a scale-down dry run can take one cluster out in O(1) (`without`)."""
+    and counts so a scale-down dry run can take one cluster out in O(1) (`less`); small, so a
+    recorded decision carries it as its input (scaling.fleet.decisions)."""
+
+    model_config = ConfigDict(frozen=True)
 
     total_units: int = 0
     consumed_units: int = 0
@@ -93,15 +94,24 @@ class CapacityTally:
     def free_units(self) -> int:
         return self.total_units - self.consumed_units
 
+    def less(self, capacity_units: int, consumed_units: int, holds_biggest: bool, ongoing: bool) -> CapacityTally:
+        """The tally with one counted cluster of these figures taken out."""
+        return CapacityTally(
+            total_units=self.total_units - capacity_units,
+            consumed_units=self.consumed_units - consumed_units,
+            holders_of_biggest=self.holders_of_biggest - int(holds_biggest),
+            scale_up_ongoing=self.scale_up_ongoing - int(ongoing),
+        )
+
     def without(self, cluster: ClusterRecord, rules: TypeRules) -> CapacityTally:
         """The tally with `cluster` (one that was counted) taken out."""
         if not gives_capacity(cluster):
             return self
-        return CapacityTally(
-            total_units=self.total_units - cluster_capacity_units(cluster, rules),
-            consumed_units=self.consumed_units - cluster.units(rules.instance_type).consumed_units,
-            holders_of_biggest=self.holders_of_biggest - int(can_hold_biggest(cluster, rules)),
-            scale_up_ongoing=self.scale_up_ongoing - int(cluster.phase in SCALE_UP_ONGOING),
+        return self.less(
+            cluster_capacity_units(cluster, rules),
+            cluster.units(rules.instance_type).consumed_units,
+            can_hold_biggest(cluster, rules),
+            cluster.phase in SCALE_UP_ONGOING,
         )
 
 
@@ -117,7 +127,9 @@ def tally_capacity(clusters: Iterable[ClusterRecord], rules: TypeRules) -> Capac
         consumed += used
         holders += int(cap - used >= rules.biggest_units)
         ongoing += int(c.phase in SCALE_UP_ONGOING)
-    return CapacityTally(total, consumed, holders, ongoing)
+    return CapacityTally(
+        total_units=total, consumed_units=consumed, holders_of_biggest=holders, scale_up_ongoing=ongoing
+    )
 
 
 def ready_clusters(clusters: Iterable[ClusterRecord], instance_type: str) -> list[ClusterRecord]:

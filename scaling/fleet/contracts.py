@@ -62,6 +62,13 @@ ACTIVITY_NAMES = frozenset(
     }
 )  # fmt: skip
 
+# The region's decisions, activities whose inputs (what each read) and results (what each decided)
+# are recorded in its history (scaling.fleet.decisions). Pure: every worker registers them.
+PLACE_INSTANCES = "place_instances"  # PlacementFigures -> Placements
+RECHECK_REMOVALS = "recheck_removals"  # RecheckFigures -> Rechecks
+EVALUATE_REGION = "evaluate_region"  # RegionFigures -> RegionEvaluation
+DECISION_NAMES = frozenset({PLACE_INSTANCES, RECHECK_REMOVALS, EVALUATE_REGION})
+
 # ApplicationError types raised by the OCM activities. Non-retryable ones end the step.
 ERR_OCM_UNAUTHORIZED = "OcmUnauthorized"  # 401/403: the token is wrong; retrying cannot help
 ERR_OCM_BAD_REQUEST = "OcmBadRequest"  # 400/422: growth sent something OCM refuses

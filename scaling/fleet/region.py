@@ -15,12 +15,11 @@ from scaling.fleet import contracts
 from scaling.fleet.approvals import after_denied_deletion
 from scaling.fleet.cluster_table import ClusterTable, from_table, to_table
 from scaling.fleet.config import FleetConfig, ManualCluster
-from scaling.fleet.evaluation import TypeEvaluation
+from scaling.fleet.evaluation import RegionFigures, TypeEvaluation
 from scaling.fleet.index import DEFAULT_SHARDS, IndexOp
 from scaling.fleet.lifecycle import ClusterReport, ClusterTimeouts
 from scaling.fleet.models import (
     FINISHED,
-    MAX_REJECTED_BY,
     ClusterPhase,
     ClusterRecord,
     CompactInstance,
@@ -88,19 +87,16 @@ class FleetAutoscalerState(BaseModel):
     """The region's registry and counters: one model, carried across continue-as-new. Bounded
     by max_clusters and max_waiting; finished clusters leave the registry.
 
-    `index_shards` > 0: the instances are in the index (patch instance-index) and the region holds
-    `committed` units per type, `instance_count` and the `queue` of waiting instances. 0: a run
-    from before, whose `instances` and `waiting` hold every instance (moved to the index at its
-    next continue-as-new).
+    The instances are in the index shards (`index_shards` of them, fixed by the first run); the
+    region holds `committed` units per type, `instance_count` and the `queue` of waiting instances.
 
-    The registry crosses continue-as-new as `cluster_table` (patch compact-registry: columns,
-    about 40 bytes a cluster) and the region unpacks it into `clusters` when it starts; inputs
-    from before carry `clusters` itself."""
+    The registry crosses continue-as-new as `cluster_table` (columns, about 40 bytes a cluster)
+    and the region unpacks it into `clusters` when it starts. `evaluated` is what the last
+    recorded evaluation read (bounded by the instance types): an unchanged registry is not
+    evaluated again, its `last_evaluation` stands."""
 
     clusters: dict[str, ClusterRecord] = Field(default_factory=dict)  # in creation order
     cluster_table: ClusterTable | None = None  # the registry in a continue-as-new input
-    instances: dict[str, ManagedInstance] = Field(default_factory=dict)  # runs before the index only
-    waiting: list[str] = Field(default_factory=list)  # runs before the index only: ids, oldest first
     index_shards: int = 0
     index_started: bool = False  # the shard workflows were started
     committed: dict[str, int] = Field(default_factory=dict)  # instance type -> units placed or queued
@@ -115,6 +111,7 @@ class FleetAutoscalerState(BaseModel):
     last_removal_at: dict[str, datetime] = Field(default_factory=dict)  # instance type -> when
     awaiting_approval: list[str] = Field(default_factory=list)
     last_evaluation: list[TypeEvaluation] = Field(default_factory=list)
+    evaluated: RegionFigures | None = None
     events: list[str] = Field(default_factory=list)
     rounds: int = 0  # loop rounds, paused or not
     evaluations: int = 0
@@ -243,32 +240,9 @@ def fold_cluster_report(
 
 
 def unplace_from(state: FleetAutoscalerState, cluster_id: str) -> None:
-    """A cluster left the registry: anything placed there waits for a cluster again (with the
-    index, its shard is told to reject what it holds there and answers with each instance)."""
-    if state.index_shards:
-        state.index_outbox.append(IndexOp(kind="reject", cluster_id=cluster_id, reason=f"{cluster_id} is gone"))
-        return
-    for inst in state.instances.values():
-        if inst.cluster_id == cluster_id:
-            inst.cluster_id = ""
-            state.waiting.append(inst.id)
-
-
-def release_instance(state: FleetAutoscalerState, instance_id: str) -> bool:
-    """A run from before the index: the instance leaves the state, its units and place on its
-    cluster are free again and the cluster is told to release it. False: no such instance."""
-    inst = state.instances.pop(instance_id, None)
-    if inst is None:
-        return False
-    if instance_id in state.waiting:
-        state.waiting.remove(instance_id)
-    rec = state.clusters.get(inst.cluster_id)
-    if rec is not None:
-        free_on_cluster(rec, inst)
-        state.outbox.append(
-            ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_INSTANCE_RELEASED, instance_id=instance_id)
-        )
-    return True
+    """A cluster left the registry: anything placed there waits for a cluster again (its shard is
+    told to reject what it holds there and answers with each instance)."""
+    state.index_outbox.append(IndexOp(kind="reject", cluster_id=cluster_id, reason=f"{cluster_id} is gone"))
 
 
 def release_removed(state: FleetAutoscalerState, found: ManagedInstance) -> None:
@@ -290,26 +264,8 @@ def release_removed(state: FleetAutoscalerState, found: ManagedInstance) -> None
         )
 
 
-def reject_instances(state: FleetAutoscalerState, cluster_id: str, messages: dict[str, str]) -> None:
-    """A run from before the index: the cluster's agent refused these instances (id -> why). Each
-    one still on that cluster frees its units there, remembers the cluster so it is never placed
-    there again (the last MAX_REJECTED_BY), and waits for another cluster."""
-    rec = state.clusters.get(cluster_id)
-    for iid, why in messages.items():
-        inst = state.instances.get(iid)
-        if inst is None or inst.cluster_id != cluster_id:
-            continue  # deleted meanwhile, or already moved
-        free_on_cluster(rec, inst)
-        inst.rejected_by = [*inst.rejected_by, cluster_id][-MAX_REJECTED_BY:]
-        inst.cluster_id, inst.phase, inst.message = "", "placed", why
-        state.waiting.append(iid)
-        remember(state, f"{iid}: rejected by {cluster_id} ({why or 'no reason'}), placing it elsewhere")
-
-
 def instances_placed(state: FleetAutoscalerState) -> int:
-    if state.index_shards:
-        return state.instance_count - len(state.queue)
-    return len(state.instances) - len(state.waiting)
+    return state.instance_count - len(state.queue)
 
 
 def commit(state: FleetAutoscalerState, instance: ManagedInstance, sign: int) -> None:
@@ -341,7 +297,7 @@ def region_status(settings: FleetAutoscalerSettings, state: FleetAutoscalerState
         paused=state.paused,
         clusters=list(state.clusters.values()),
         instances_placed=instances_placed(state),
-        instances_waiting=len(state.queue) if state.index_shards else len(state.waiting),
+        instances_waiting=len(state.queue),
         awaiting_approval=state.awaiting_approval,
         last_evaluation=state.last_evaluation,
         events=state.events,

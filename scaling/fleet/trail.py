@@ -11,33 +11,30 @@ from __future__ import annotations
 from datetime import datetime
 
 from scaling.fleet import contracts
-from scaling.fleet.capacity import type_rules
-from scaling.fleet.evaluation import evaluate_region
+from scaling.fleet.evaluation import RegionEvaluation
 from scaling.fleet.lifecycle import ClusterReport, DataPlaneClusterInput
 from scaling.fleet.models import ManagedInstance
 from scaling.fleet.region import ClusterMessages
-from scaling.fleet.what_if import recorded_rounds
-from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 
 MAX_ENTRIES = 200
 
 
-def _why_started(autoscaler: RecordedHistory, cluster_id: str, instance_type: str) -> str:
-    """The rule that asked for the cluster, re-evaluated on the registry of its round."""
-    for r in recorded_rounds(autoscaler):
-        if instance_type not in r.started:
-            continue
-        if any(c.id == cluster_id for c in r.clusters):
-            continue  # a later round: the cluster existed already
-        ev = evaluate_region(r.clusters, type_rules(r.config, r.provider, r.region))
-        for t in ev.types:
-            if t.instance_type == instance_type:
-                up = t.scale_up
-                return (
-                    f"rule {up.reason.value}: {up.free_units} free of {up.total_units} units, "
-                    f"{up.consumed_units} consumed, {len(r.clusters)} cluster(s) then"
-                )
-    return "the deciding round is not in the history read"
+def _why_started(autoscaler: RecordedHistory, child: RecordedEvent, instance_type: str) -> str:
+    """The rule that asked for the cluster: the last evaluation the region recorded before it."""
+    evaluation: RegionEvaluation | None = None
+    for e in autoscaler.events:
+        if e is child:
+            break
+        if e.kind == "local_activity" and e.name == contracts.EVALUATE_REGION and e.result is not None:
+            evaluation = RegionEvaluation.model_validate(e.result)
+    for t in evaluation.types if evaluation else []:
+        if t.instance_type == instance_type and t.scale_up.needed:
+            up = t.scale_up
+            return (
+                f"rule {up.reason.value}: {up.free_units} free of {up.total_units} units, {up.consumed_units} consumed"
+            )
+    return "no recorded evaluation before it in the history read (runs before release 0.2.0 recorded none)"
 
 
 def _autoscaler_entries(autoscaler: RecordedHistory, cluster_id: str) -> list[TrailEntry]:
@@ -49,7 +46,7 @@ def _autoscaler_entries(autoscaler: RecordedHistory, cluster_id: str) -> list[Tr
         if e.kind == "child" and e.name == contracts.CLUSTER_WORKFLOW:
             inp = DataPlaneClusterInput.model_validate(first_input(e))
             if inp.cluster_id == cluster_id:
-                why = _why_started(autoscaler, cluster_id, inp.instance_type)
+                why = _why_started(autoscaler, e, inp.instance_type)
                 detail = f"started for instance type {inp.instance_type} in {inp.provider}/{inp.region}: {why}"
                 out.append(TrailEntry(at=e.at, what="Created", detail=detail, workflow_id=wf))
         elif e.kind == "signal" and e.name == contracts.SIGNAL_CLUSTER_CHANGED:
@@ -101,7 +98,7 @@ def _cluster_entries(cluster: RecordedHistory) -> list[TrailEntry]:
     wf = cluster.workflow_id
     out: list[TrailEntry] = []
     for e in cluster.events:
-        if e.kind == "activity":
+        if e.kind in ("activity", "local_activity"):
             outcome = f"failed: {e.failed}" if e.failed else ("done" if e.completed_event_id else "not finished")
             out.append(TrailEntry(at=e.at, what="Step", detail=f"{e.name}: {outcome}", workflow_id=wf))
         elif e.kind == "update" and e.name == contracts.UPDATE_AGENT_STATUS:

@@ -107,6 +107,12 @@ def fit_count(req: Sequence[int], room: Sequence[int]) -> int:
     """How many pods of `req` fit in `room`, over the dimensions `req` needs. Room short of one
     of them (negative: a node its DaemonSets overfill) holds none: 0, never a negative count that
     a caller would take from what is left. A `req` of all zeros counts 0 too."""
+    if len(req) == 3 and len(room) == 3:  # the planner's vectors: unrolled, it counts a lot
+        q0, q1, q2 = req
+        c0, c1, c2 = room
+        big = 1 << 62
+        n3 = min(c0 // q0 if q0 > 0 else big, c1 // q1 if q1 > 0 else big, c2 // q2 if q2 > 0 else big)
+        return 0 if n3 == big or n3 < 0 else n3
     n = None
     for q, c in zip(req, room):
         if q > 0:
@@ -216,6 +222,12 @@ class PodInfo(BaseModel):
     pod_affinity: list[PodAffinityTerm] = Field(default_factory=list)
     pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list)
     spread_constraints: list[SpreadConstraint] = Field(default_factory=list)
+    # A digest of the spec those three came from (with the namespace and the labels that
+    # matchLabelKeys read): what a shape key takes of them, without dumping them per pod.
+    terms_key: str = ""
+    # Filter plugins whose input the pod has but growth does not model (DynamicResources for
+    # spec.resourceClaims): the planner reports such a pod and buys nothing for it.
+    unmodelled: list[str] = Field(default_factory=list)
 
 
 class NodeInfo(BaseModel):

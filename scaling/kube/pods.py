@@ -11,10 +11,12 @@ this, thousands of request-less pods would be planned onto a single node.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
 from scaling.kube.affinity import pod_spreads, required_node_affinity, topology_spreads
+from scaling.kube.memo import ReprMemo
 from scaling.kube.models import PodInfo, Resources, Toleration
 from scaling.kube.quantity import cpu_millis, memory_bytes
 from scaling.kube.scheduling.terms import host_ports, pod_affinity_terms, spread_constraints
@@ -175,6 +177,19 @@ def _toleration(t: dict[str, Any]) -> Toleration:
     )
 
 
+def terms_key(spec: dict[str, Any], namespace: str, labels: dict[str, str]) -> str:
+    """A digest of the pod (anti-)affinity and spread constraints as written ("" without any)."""
+    affinity = spec.get("affinity") or {}
+    raw = (affinity.get("podAffinity"), affinity.get("podAntiAffinity"), spec.get("topologySpreadConstraints"))
+    if not any(raw):
+        return ""
+    parts = (raw, namespace, labels)
+    return _TERMS_KEYS.get(parts, lambda: hashlib.sha256(repr(parts).encode()).hexdigest()[:16])
+
+
+_TERMS_KEYS: ReprMemo[str] = ReprMemo(1024)
+
+
 def pod_info(pod: dict[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -207,6 +222,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         pod_affinity=list(pod_affinity_terms(spec, namespace, labels, "podAffinity")),
         pod_anti_affinity=list(pod_affinity_terms(spec, namespace, labels, "podAntiAffinity")),
         spread_constraints=list(spread_constraints(spec, labels)),
+        terms_key=terms_key(spec, namespace, labels),
+        unmodelled=["DynamicResources"] if spec.get("resourceClaims") else [],
         deletion_timestamp=_deletion_timestamp(pod),
         termination_grace_period_s=_grace_period_s(pod),
     )

@@ -40,13 +40,11 @@ WAIT_NODE_READY = "wait_node_ready"
 WAIT_NODES_READY = "wait_nodes_ready"  # a NodeRequestBatch's members' readiness, in one activity
 # A node's readiness wait: a NodeRequest's own, or a NodeRequestBatch's round over its members.
 READINESS = (WAIT_NODE_READY, WAIT_NODES_READY)
-LABEL_NODE = "label_node"
 EMIT_POD_EVENTS = "emit_pod_events"
 REPORT_NODE_GROUP_STATUS = "report_node_group_status"
 CREATE_NODE = "create_node"
 DELETE_NODE = "delete_node"
 GET_CATALOGUE = "get_catalogue"
-OBSERVE_SCALE_DOWN = "observe_scale_down"
 EVALUATE_SCALE_DOWN = "evaluate_scale_down"
 CHECK_NODE_REMOVAL = "check_node_removal"
 MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
@@ -56,7 +54,6 @@ EVICT_POD = "evict_pod"
 WAIT_PODS_GONE = "wait_pods_gone"
 DELETE_NODE_OBJECT = "delete_node_object"
 EMIT_NODE_EVENTS = "emit_node_events"
-OBSERVE_ORPHANS = "observe_orphans"
 FIND_ORPHANS = "find_orphans"
 LIST_PROVIDER_MACHINES = "list_provider_machines"
 LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
@@ -64,20 +61,22 @@ LIVE_NODE_REQUEST_IDS = "live_node_request_ids"
 REPORT_COLLECTED_MACHINE = "report_collected_machine"
 REPORT_UNUSABLE_POOLS = "report_unusable_pools"
 START_NODE_REQUESTS = "start_node_requests"
+# The loop's scale-up decision (scaling/nodes/scale_up/decision.py), a local activity: its result,
+# input included, is what the loop's history records of the decision.
+PLAN_SCALE_UP = "plan_scale_up"
 
 ACTIVITY_NAMES = frozenset(
     {
         OBSERVE_CLUSTER,
         WAIT_NODE_READY,
         WAIT_NODES_READY,
-        LABEL_NODE,
         EMIT_POD_EVENTS,
         REPORT_NODE_GROUP_STATUS,
         START_NODE_REQUESTS,
+        PLAN_SCALE_UP,
         CREATE_NODE,
         DELETE_NODE,
         GET_CATALOGUE,
-        OBSERVE_SCALE_DOWN,
         EVALUATE_SCALE_DOWN,
         CHECK_NODE_REMOVAL,
         MARK_NODE_FOR_SCALE_DOWN,
@@ -87,7 +86,6 @@ ACTIVITY_NAMES = frozenset(
         WAIT_PODS_GONE,
         DELETE_NODE_OBJECT,
         EMIT_NODE_EVENTS,
-        OBSERVE_ORPHANS,
         FIND_ORPHANS,
         LIST_PROVIDER_MACHINES,
         LIST_NODE_PROVIDER_IDS,
@@ -189,12 +187,6 @@ class WaitNodesReadyInput(BaseModel):
     round_s: float = 10.0
 
 
-class LabelNodeInput(BaseModel):
-    cluster: str
-    node_name: str
-    labels: dict[str, str]
-
-
 class CreateNodeInput(BaseModel):
     cluster: str
     request_id: str  # the NodeRequest workflow id: the idempotency key at the provider
@@ -229,12 +221,9 @@ class ProviderMachine(BaseModel):
 
 
 class ScaleDownObservation(BaseModel):
-    """What observe_scale_down returns: the ScaleDownInput fields that come from the cluster.
-
-    It holds every node and pod, so it grows with the cluster: workflows no longer fetch it
-    (evaluate_scale_down and check_node_removal work beside the cluster and return only their
-    verdict). Runs recorded before the "bounded-scale-down" (NodeAutoscaler) and
-    "bounded-removal-check" (NodeScaleDown) patches still call observe_scale_down."""
+    """The ScaleDownInput fields that come from the cluster, as evaluate_scale_down and
+    check_node_removal read them beside it. It holds every node and pod, so it grows with the
+    cluster: it never crosses history (they return only their verdict)."""
 
     nodes: list[NodeInfo] = Field(default_factory=list)
     pods: list[PodInfo] = Field(default_factory=list)
@@ -376,14 +365,8 @@ class NodeEventsInput(BaseModel):
     events: list[NodeEvent]
 
 
-class OrphanCheckInput(BaseModel):
-    cluster: str
-    providers: list[str]
-
-
 class OrphanObservation(BaseModel):
-    """Every growth-managed node and every machine: observe_orphans' result in runs before the
-    orphans-beside-cluster patch; find_orphans keeps it in the worker."""
+    """Every growth-managed node and every machine, as find_orphans reads them in the worker."""
 
     nodes: dict[str, str] = Field(default_factory=dict)  # growth-managed node -> providerID
     machines: list[dict[str, str]] = Field(default_factory=list)  # provider, provider_id, name

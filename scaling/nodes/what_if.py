@@ -1,10 +1,14 @@
 """What-if replay of a NodeAutoscaler: the observations it recorded, planned again by the current
 planner under other node groups and/or settings (`growth nodes what-if`).
 
-Each recorded loop is replanned on its own, with the requests that were really in flight at the
-time (rebuilt from the history: the run's input state, the requests the loop started, and their
-`request_changed` reports), so a loop's figures answer "with what was actually running, what
-would this loop have started?". Loops are not chained through the counterfactual: a node the
+Each recorded loop is replanned on its own. A loop that recorded its decision (the local
+activity plan_scale_up, whose result holds what the planner was given: demand, groups,
+catalogue, the requests it counted in flight, limits) is planned again by today's planner on
+exactly that input, with the changed groups and settings. Loops without one (runs started by
+0.1.0, and loops that had nothing to decide) are rebuilt from the history: the requests that
+were really in flight at the time (the run's input state, the requests the loop started, and
+their `request_changed` reports). Either way a loop's figures answer "with what was actually
+running, what would this loop have started?". Loops are not chained through the counterfactual: a node the
 what-if would have added does not exist in the next recorded observation. Headroom pods and the
 catalogue are the recorded ones (the latest catalogue the loop fetched; the first one for loops
 before it). Operator bans, quota backoffs and capacity memory are
@@ -27,6 +31,8 @@ from scaling.nodes.headroom import is_headroom, split_headroom
 from scaling.nodes.loop import apply_attempt_backoff, newly_reported_attempt, unavailable_pools, within_in_flight_limit
 from scaling.nodes.models import AttemptResult, InFlightRequest, NodeGroup, PlannedNode, RequestPhase, ServerType
 from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
+from scaling.nodes.scale_up.decision import ScaleUpDecision, decide_scale_up
+from scaling.nodes.scale_up.demand import PendingDemand
 from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
 from scaling.nodes.scale_up.planning import Catalogue, plan_demand
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus, StartRequestsInput
@@ -56,6 +62,7 @@ class RecordedLoop(BaseModel):
     unavailable: list[tuple[str, str]] = Field(default_factory=list)
     started: list[NodeRequestInput] = Field(default_factory=list)  # what the loop really started
     settings: AutoscalerSettings
+    decision: ScaleUpDecision | None = None  # what the loop recorded of its decision, if it did
 
 
 class NodeChoice(BaseModel):
@@ -248,6 +255,10 @@ def recorded_loops(history: RecordedHistory) -> list[RecordedLoop]:
             for loop in loops:  # loops before the first fetch: its catalogue
                 loop.catalogue = loop.catalogue or catalogue
             continue
+        if event.kind == "local_activity" and event.name == contracts.PLAN_SCALE_UP:
+            if current is not None and event.result is not None:
+                current.decision = ScaleUpDecision.model_validate(event.result)
+            continue
         decide(event.at)  # any other command: the loop has planned
         if event.kind == "activity" and event.name == contracts.OBSERVE_CLUSTER:
             current = RecordedLoop(
@@ -273,6 +284,20 @@ def plan_loop(
 ) -> tuple[list[PlannedNode], int]:
     """The nodes the loop would start under `groups` (None: the recorded ones) and `settings`,
     with the pods left pending: the NodeAutoscaler's planning step, without its I/O."""
+    recorded = loop.decision.input if loop.decision is not None else None
+    if recorded is not None:  # today's planner on what the loop's planner was given
+        inp = recorded.model_copy(
+            update={
+                "groups": list(groups) if groups is not None else recorded.groups,
+                "max_nodes_total": settings.max_nodes_total,
+                "max_price_per_hour_total": settings.max_price_per_hour_total,
+                "enforce_min_nodes": settings.enforce_min_nodes,
+                "max_requests_in_flight": settings.max_requests_in_flight,
+            }
+        )
+        decision = decide_scale_up(inp)
+        new_nodes, _ = decision.planned()
+        return new_nodes, pods_left_pending(recorded.demand, decision.plan.pods_covered, new_nodes)
     obs = loop.observation
     use = list(groups) if groups is not None else obs.groups
     unavailable = set(loop.unavailable)
@@ -298,14 +323,14 @@ def plan_loop(
             max_nodes_total=settings.max_nodes_total,
         )
     new_nodes = within_in_flight_limit(plan.new_nodes, len(loop.in_flight), settings.max_requests_in_flight)
-    return new_nodes, pods_left_pending(obs, plan.pods_covered, new_nodes)
+    return new_nodes, pods_left_pending(obs.demand, plan.pods_covered, new_nodes)
 
 
-def pods_left_pending(obs: ClusterObservation, covered: int, new_nodes: Sequence[PlannedNode]) -> int:
+def pods_left_pending(demand: PendingDemand, covered: int, new_nodes: Sequence[PlannedNode]) -> int:
     """Real pods of the loop's demand that neither in-flight requests nor new nodes hold (and
     those deferred to a later loop). Counted from what was placed, not from the plan's
     problems: a pod the planner leaves out without a problem still counts as pending."""
-    wanted = sum(s.count for s in obs.demand.shapes if not is_headroom(s.key)) + obs.demand.pods_deferred
+    wanted = sum(s.count for s in demand.shapes if not is_headroom(s.key)) + demand.pods_deferred
     placed = sum(n for node in new_nodes for key, n in node.pods.items() if not is_headroom(key))
     return max(wanted - covered - placed, 0)
 

@@ -69,8 +69,11 @@ async def test_starter_cli_steers_the_autoscaler(local_cluster: Callable[..., Lo
 
     request_ids: list[str] = []
     try:
+        # The cx32 request below must still be waiting when the test cancels it: under load (CI
+        # at load 20) the CLI calls in between took over a minute, and a 60 s readiness timeout
+        # ended it first (Unmet by timeout, then "not an in-flight NodeRequest" for the cancel).
         out = (
-            await cli(lc, "start", "--scan-interval", "0.5", "--readiness-timeout", "60", "--request-ttl", "5")
+            await cli(lc, "start", "--scan-interval", "0.5", "--readiness-timeout", "600", "--request-ttl", "5")
         ).stdout
         assert f"started NodeAutoscaler {autoscaler_id(CLUSTER)}" in out
         assert lc.task_queue in out

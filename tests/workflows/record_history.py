@@ -30,8 +30,8 @@ from tests.workflows.nodes.test_node_request_batch import record_history as reco
 
 BIN = Path(sys.executable).parent
 HISTORIES = Path(__file__).parent / "histories"
-# What the demo runs now. Its loop starts NodeRequestBatch workflows (patch request-batches);
-# nodes_NodeRequest.json stays as recorded before them (runs started by hand are NodeRequests).
+# What the demo runs now. Its loop starts NodeRequestBatch workflows; a NodeRequest (what an
+# operator may start by hand) is recorded on the time-skipping server (node_request_fallback.json).
 RECORDED_TYPES = ("NodeAutoscaler", "NodeRequestBatch", "NodeScaleDown", "MachineGC")
 NODE_TYPES = (*RECORDED_TYPES, "NodeRequest")
 # One run of a loop workflow is enough to catch a non-deterministic change, and a whole demo's
@@ -39,8 +39,10 @@ NODE_TYPES = (*RECORDED_TYPES, "NodeRequest")
 MAX_EVENTS = 400
 
 
-def node_history_file(workflow_type: str) -> Path:
-    return HISTORIES / f"nodes_{workflow_type}.json"
+def node_history_file(workflow_type: str, directory: Path = HISTORIES) -> Path:
+    if workflow_type == "NodeRequest":
+        return directory / "node_request_fallback.json"
+    return directory / f"nodes_{workflow_type}.json"
 
 
 def run_demo(workdir: Path) -> None:

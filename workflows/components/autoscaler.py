@@ -28,10 +28,17 @@ with workflow.unsafe.imports_passed_through():
     from scaling.approvals import AWAITING_APPROVAL, decision_refused
     from scaling.components import contracts
     from scaling.components.approvals import create_verdict, decided, next_deadline
-    from scaling.components.groups import capacity_shapes, metric_clusters, pd_strategy, reconcile
-    from scaling.components.overrides import PINNED, apply_overrides
-    from scaling.components.plan import Change, ComponentPlan, PlanInput
-    from scaling.components.planners import plan_from_external, plan_from_pd, plan_growth
+    from scaling.components.decisions import (
+        GroupDecision,
+        GroupFigures,
+        PlanDecision,
+        PlanFigures,
+        decide_groups,
+        decide_plan,
+        release,
+    )
+    from scaling.components.groups import Reconciled, capacity_shapes, metric_clusters, pd_strategy
+    from scaling.components.plan import Change, PlanInput
     from scaling.components.spec import COMPONENTS, ComponentSpec, SpecError, base_cluster_ref, parse_spec
     from scaling.components.state import (
         MAX_CREATED_NAMES,
@@ -46,31 +53,26 @@ with workflow.unsafe.imports_passed_through():
         status_body,
     )
     from scaling.components.summaries import components_details
-    from scaling.components.timing import gate, next_tick, record
+    from scaling.components.timing import next_tick, record
     from scaling.kube.quantity import cpu_millis, memory_bytes
     from workflows.components import metrics
     from workflows.components.activity_options import COMPONENT_ACTIVITIES, LOCAL_READS
     from workflows.search import components_attributes
 
 WORKFLOW_NAME = "ComponentAutoscaler"
-# Patch ids, with why each was added.
-# tidb-operator parity (issue 18): cpu min_threshold defaults to 0.1 and storage on a TiDB type is
-# accepted (objects refused before now scale), scale-outs land strictly below the midpoint, a PD
-# answer without a plan for a component leaves it alone, and an external recommendation is the
-# external group's own replicas. Runs recorded before it replay the earlier decisions.
+# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
+# branch, the only one left): deprecated where 0.1.0 asked them, so those runs replay; removed
+# once no 0.1.0 run is left (docs/development.md, "How a patch retires").
 TIDB_OPERATOR_PARITY = "tidb-operator-parity"
-# Runs that created every planned heterogeneous group at once replay so; asked only when the
-# approval gate is on (scaling.components.approvals), so ungated runs record no marker.
 GROUP_APPROVAL_GATE = "group-approval-gate"
-# Issue 20: a change was stamped with its round's start, so a write that took long (retried after
-# a killed worker) let the next change come sooner than its interval after the real change. Now
-# the component's last change is stamped when the round's writes and their Events are done (never
-# before tidb-operator's time.Now() after the update), each group's when its write is done.
 CHANGE_TIME_AFTER_WRITE = "change-time-after-write"
-# Issue 21 (200 autoscalers on one worker): a round's reads run as local activities (a quiet
-# round is one workflow task, was about ten), and rounds fall on ticks of the scan interval
-# offset by a hash of the workflow id, so loops started together do not fire together.
 LOCAL_ROUND_READS = "local-round-reads"
+# workflow.patched id: the groups' bookkeeping and the plan run as local activities whose results
+# are recorded (scaling.components.decisions), so a planner change needs no patch; runs started
+# by 0.1.0 decide in workflow code.
+DECISIONS_RECORDED = "components-decisions-recorded"
+# Longest a decision may take: pure work in the worker.
+DECISION_TIMEOUT = timedelta(seconds=30)
 UNAVAILABLE = [
     contracts.METRICS_UNAVAILABLE,
     contracts.PD_UNAVAILABLE,
@@ -105,8 +107,10 @@ class ComponentAutoscalerWorkflow:
         self.done = False
         self._last_failure: tuple[str, str] = ("", "")
         self._attributes: tuple[str, str] = ("", "")  # last upserted (cluster, phase)
-        self._parity = True  # set each round by workflow.patched(TIDB_OPERATOR_PARITY)
-        self._local_reads = False  # set each round by workflow.patched(LOCAL_ROUND_READS)
+        self._recorded: bool | None = None  # workflow.patched(DECISIONS_RECORDED), asked once per run
+        # The last decisions per component (memory only): an unchanged question is not asked again.
+        self._last_groups: dict[str, GroupDecision] = {}
+        self._last_plans: dict[str, PlanDecision] = {}
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -223,7 +227,7 @@ class ComponentAutoscalerWorkflow:
         while True:
             self.state.rounds += 1
             started = workflow.now()
-            self._local_reads = workflow.patched(LOCAL_ROUND_READS)
+            workflow.deprecate_patch(LOCAL_ROUND_READS)  # where 0.1.0 asked it
             await self._round()
             metrics.round_done(self._cluster(), started)
             if self.done:
@@ -246,9 +250,7 @@ class ComponentAutoscalerWorkflow:
     def _sleep(self, started: datetime) -> timedelta:
         """Until the next scan, or sooner when a deferred change's interval ends (durable timer)."""
         now = workflow.now()
-        wait = timedelta(seconds=self.settings.scan_interval_s)
-        if self._local_reads:
-            wait = next_tick(started, now, self.settings.scan_interval_s, workflow.info().workflow_id) - now
+        wait = next_tick(started, now, self.settings.scan_interval_s, workflow.info().workflow_id) - now
         for cs in self.state.components.values():
             if cs.deferred_until is not None:
                 wait = min(wait, max(timedelta(seconds=1), cs.deferred_until - now))
@@ -286,7 +288,7 @@ class ComponentAutoscalerWorkflow:
         `cause` kept as what a failed round reports), so a round degrades, never fails."""
         limit = timedelta(seconds=self.settings.activity_timeout_s)
         try:
-            if self._local_reads and name in LOCAL_READS:
+            if name in LOCAL_READS:
                 return await workflow.execute_local_activity(
                     name,
                     arg,
@@ -357,15 +359,11 @@ class ComponentAutoscalerWorkflow:
         base_read = self._act(
             contracts.GET_TIDB_CLUSTER, contracts.GetClusterInput(**self._ref(), name=ref[0]), contracts.TidbClusterView
         )
-        listings: dict[str, contracts.AutoClusterList | None] = {}
-        if self._local_reads:
-            # The groups' listings need only the object: they run beside the base cluster's read,
-            # so the round's workflow task (and its slot) is held for fewer reads in a row.
-            wanted = [k for k in COMPONENTS if isinstance(obj.spec.get(k), dict)]
-            base, *listed = await asyncio.gather(base_read, *(self._list_groups(k) for k in wanted))
-            listings = dict(zip(wanted, listed, strict=True))
-        else:
-            base = await base_read
+        # The groups' listings need only the object: they run beside the base cluster's read,
+        # so the round's workflow task (and its slot) is held for fewer reads in a row.
+        wanted = [k for k in COMPONENTS if isinstance(obj.spec.get(k), dict)]
+        base, *listed = await asyncio.gather(base_read, *(self._list_groups(k) for k in wanted))
+        listings = dict(zip(wanted, listed, strict=True))
         if base is None:
             return
         if not base.found:
@@ -373,8 +371,8 @@ class ComponentAutoscalerWorkflow:
             await self._report_errors([missing], {})
             await self._write_status()
             return
-        self._parity = workflow.patched(TIDB_OPERATOR_PARITY)
-        spec, errors = parse_spec(obj.spec, s.namespace, base.components, upstream=self._parity)
+        workflow.deprecate_patch(TIDB_OPERATOR_PARITY)  # where 0.1.0 asked it
+        spec, errors = parse_spec(obj.spec, s.namespace, base.components)
         await self._report_errors(errors.get("", []), errors)
         if spec is not None and not st.overrides.paused:
             pd_answer = await self._ask_pd(spec) if s.planner == "pd" else None
@@ -446,7 +444,7 @@ class ComponentAutoscalerWorkflow:
         if listed is None:
             cs.notes = ["could not list the heterogeneous clusters: nothing decided"]
             return
-        rec = reconcile(cs.groups, listed.items)
+        rec = await self._reconcile(component, GroupFigures(records=cs.groups, found=listed.items))
         cs.groups = rec.records
         # Per-group timestamps only for groups that still exist (the component-wide last change
         # stays in timing.last_change_at), so state does not grow with groups ever made.
@@ -483,25 +481,24 @@ class ComponentAutoscalerWorkflow:
             base_memory=view.memory,
             base_storage=view.storage,
             groups=rec.groups,
-            upstream_parity=self._parity,
         )
-        plan = await self._plan(spec, inp, pd_answer, cs)
-        if plan is None:
+        figures = await self._plan_figures(spec, inp, pd_answer, cs)
+        if figures is None:
             return
-        plan = apply_overrides(plan, inp, self.state.overrides, cs.groups)
+        decision = await self._decide_plan(component, figures) if self._recording() else decide_plan(figures)
+        plan = decision.plan
         cs.notes = plan.notes[-5:]
         if plan.headroom != cs.headroom and plan.headroom:
             need = ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in plan.headroom)
             await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
         cs.headroom = plan.headroom
         now = workflow.now()
-        pinned = [ch for ch in plan.changes if ch.reason == PINNED]
-        gated = gate(
-            plan.model_copy(update={"changes": [ch for ch in plan.changes if ch not in pinned]}), cs.timing, spec, now
-        )
-        cs.deferred, cs.deferred_until = gated.deferred, gated.retry_at
-        changes = [*pinned, *gated.allowed]
-        if self.settings.approve_group_create and workflow.patched(GROUP_APPROVAL_GATE):
+        if not self._recording():  # 0.1.0 let changes through by the time after the headroom Event
+            decision = release(decision, now)
+        cs.deferred, cs.deferred_until = decision.deferred, decision.retry_at
+        changes = decision.allowed
+        if self.settings.approve_group_create:
+            workflow.deprecate_patch(GROUP_APPROVAL_GATE)  # where 0.1.0 asked it
             changes = await self._through_approval(component, cs, changes, base.name, now)
         applied = []
         for change in changes:
@@ -510,7 +507,7 @@ class ComponentAutoscalerWorkflow:
             applied.append(change)
             metrics.changed(self._cluster(), component, change, base.name)
         if applied:
-            cs.timing = record(cs.timing, applied, self._written_at(now))
+            cs.timing = record(cs.timing, applied, self._written_at())
         replicas = cs.homogeneous_replicas + sum(g.replicas for g in cs.groups.values())
         metrics.sized(self._cluster(), component, len(cs.groups), replicas)
 
@@ -548,11 +545,52 @@ class ComponentAutoscalerWorkflow:
                 out.append(ch)
         return out
 
-    async def _plan(
+    def _recording(self) -> bool:
+        """Whether this run's decisions are recorded local activities (asked once per run: a run
+        started by 0.1.0 decides in workflow code)."""
+        if self._recorded is None:
+            self._recorded = workflow.patched(DECISIONS_RECORDED)
+        return self._recorded
+
+    async def _reconcile(self, component: str, figures: GroupFigures) -> Reconciled:
+        """The groups' bookkeeping: a recorded decision unless the question is the last one's."""
+        if not self._recording():
+            return decide_groups(figures).reconciled
+        last = self._last_groups.get(component)
+        if last is None or last.figures != figures:
+            last = await workflow.execute_local_activity(
+                contracts.DECIDE_GROUPS, figures, result_type=GroupDecision, start_to_close_timeout=DECISION_TIMEOUT
+            )
+            self._last_groups[component] = last
+        return last.reconciled
+
+    async def _decide_plan(self, component: str, figures: PlanFigures) -> PlanDecision:
+        """The plan as a recorded decision. When it reads what the last one read (its clock
+        aside) and that one changed nothing and deferred nothing, it stands: not asked again."""
+        last = self._last_plans.get(component)
+        same = last is not None and figures.model_copy(update={"now": last.figures.now}) == last.figures
+        if last is None or not same or last.allowed or last.deferred:
+            last = await workflow.execute_local_activity(
+                contracts.DECIDE_PLAN, figures, result_type=PlanDecision, start_to_close_timeout=DECISION_TIMEOUT
+            )
+            self._last_plans[component] = last
+        return last
+
+    async def _plan_figures(
         self, spec: ComponentSpec, inp: PlanInput, pd_answer: contracts.PdAnswer | None, cs: ComponentState
-    ) -> ComponentPlan | None:
+    ) -> PlanFigures | None:
+        """What the component's plan reads, its source's answer included; None when the source
+        gave none (nothing is decided this round)."""
         s = self.settings
         self._last_failure = ("", "")
+        figures = PlanFigures(
+            source="growth",
+            plan=inp,
+            overrides=self.state.overrides,
+            groups=cs.groups,
+            timing=cs.timing,
+            now=workflow.now(),
+        )
         if spec.external is not None:
             answer: contracts.ExternalAnswer | None = await self._act(
                 contracts.ASK_EXTERNAL_ENDPOINT,
@@ -565,62 +603,55 @@ class ComponentAutoscalerWorkflow:
                 ),
                 contracts.ExternalAnswer,
             )
-            return await self._metrics_outcome(
-                cs,
-                None if answer is None else plan_from_external(inp, answer.recommended_replicas),
-                spec.component,
-                "external",
-            )
+            if not await self._metrics_outcome(cs, answer is not None, spec.component, "external"):
+                return None
+            assert answer is not None
+            return figures.model_copy(update={"source": "external", "recommended": answer.recommended_replicas})
         if s.planner == "pd":
             if pd_answer is None or not pd_answer.answered:
                 cs.notes = ["PD gave no plan (null or unreachable): nothing decided"]
-                return await self._metrics_outcome(cs, None, spec.component, "pd") if pd_answer is None else None
-            return await self._metrics_outcome(cs, plan_from_pd(inp, pd_answer.plans), spec.component, "pd")
+                if pd_answer is None:
+                    await self._metrics_outcome(cs, False, spec.component, "pd")
+                return None
+            await self._metrics_outcome(cs, True, spec.component, "pd")
+            return figures.model_copy(update={"source": "pd", "pd_plans": pd_answer.plans})
         cpu = spec.rules.get("cpu")
-        metrics_read = self._act(
-            contracts.QUERY_METRICS,
-            contracts.MetricsInput(
-                **self._ref(),
-                base_cluster=inp.base_cluster,
-                component=spec.component,
-                clusters=metric_clusters(inp.base_cluster, cs.groups),
-                hot_threshold=cpu.max_threshold if cpu else None,
-                storage="storage" in spec.rules,
+        # Both at once; a failed capacity read is not what the round reports as its failure.
+        found, capacity = await asyncio.gather(
+            self._act(
+                contracts.QUERY_METRICS,
+                contracts.MetricsInput(
+                    **self._ref(),
+                    base_cluster=inp.base_cluster,
+                    component=spec.component,
+                    clusters=metric_clusters(inp.base_cluster, cs.groups),
+                    hot_threshold=cpu.max_threshold if cpu else None,
+                    storage="storage" in spec.rules,
+                ),
+                contracts.ComponentMetrics,
             ),
-            contracts.ComponentMetrics,
+            self._act(
+                contracts.OBSERVE_CAPACITY,
+                contracts.CapacityInput(
+                    kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)
+                ),
+                contracts.CapacityAnswer,
+                cause=False,
+            ),
         )
-        capacity_input = contracts.CapacityInput(
-            kube_cluster=s.kube_cluster, shapes=capacity_shapes(spec, inp.homogeneous_shape)
-        )
-        found: contracts.ComponentMetrics | None
-        capacity: contracts.CapacityAnswer | None
-        if self._local_reads:
-            # Both at once; a failed capacity read is not what the round reports as its failure.
-            found, capacity = await asyncio.gather(
-                metrics_read,
-                self._act(contracts.OBSERVE_CAPACITY, capacity_input, contracts.CapacityAnswer, cause=False),
-            )
-        else:
-            found = await metrics_read
-            capacity = None
-            if found is not None:
-                capacity = await self._act(contracts.OBSERVE_CAPACITY, capacity_input, contracts.CapacityAnswer)
-        if found is None:
-            return await self._metrics_outcome(cs, None, spec.component, "prometheus")
+        if not await self._metrics_outcome(cs, found is not None, spec.component, "prometheus"):
+            return None
+        update: dict[str, Any] = {"metrics": found}
         if capacity is not None:
-            inp = inp.model_copy(update={"fits": capacity.fits, "growth_manages_nodes": capacity.growth_manages_nodes})
-        return await self._metrics_outcome(
-            cs, plan_growth(inp.model_copy(update={"metrics": found})), spec.component, "prometheus"
-        )
+            update.update(fits=capacity.fits, growth_manages_nodes=capacity.growth_manages_nodes)
+        return figures.model_copy(update={"plan": inp.model_copy(update=update)})
 
-    async def _metrics_outcome(
-        self, cs: ComponentState, plan: ComponentPlan | None, component: str, source: str
-    ) -> ComponentPlan | None:
+    async def _metrics_outcome(self, cs: ComponentState, answered: bool, component: str, source: str) -> bool:
         """A failed source plans nothing; the first failure after a success raises an Event, and
         every failed round is counted in the metric."""
-        if plan is not None:
+        if answered:
             cs.metrics_error = ""
-            return plan
+            return True
         metrics.metrics_failed(self._cluster(), component, source)
         kind, message = self._last_failure
         text = f"{kind}: {message}"[:300] if kind else "metrics source unavailable"
@@ -628,12 +659,12 @@ class ComponentAutoscalerWorkflow:
             self.state.counters.metrics_failures += 1
             await self._event("MetricsUnavailable", f"{text}; no scaling this round", warning=True)
         cs.metrics_error = text
-        return None
+        return False
 
-    def _written_at(self, now: datetime) -> datetime:
-        """When a change is done: the workflow's time after its writes (issue 20); `now`, the
-        round's start, for runs recorded before."""
-        return workflow.now() if workflow.patched(CHANGE_TIME_AFTER_WRITE) else now
+    def _written_at(self) -> datetime:
+        """When a change is done: the workflow's time after its writes and Events (issue 20)."""
+        workflow.deprecate_patch(CHANGE_TIME_AFTER_WRITE)  # where 0.1.0 asked it
+        return workflow.now()
 
     async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:
         """One change; False when it could not be made (the rest of the round's changes wait)."""
@@ -708,7 +739,7 @@ class ComponentAutoscalerWorkflow:
             )
             if res is None or not res.found:
                 return False
-        draining, written = ch.to_replicas == 0, self._written_at(now)
+        draining, written = ch.to_replicas == 0, self._written_at()
         cs.groups[ch.cluster] = rec.model_copy(
             update={
                 "replicas": ch.to_replicas,

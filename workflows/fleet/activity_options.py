@@ -28,3 +28,11 @@ FLEET_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.GET_ADDON: CALL,
     contracts.CLEANUP_CLUSTER_RESOURCES: CALL,
 }
+
+# The region's decisions (scaling.fleet.decisions): pure work, milliseconds at 1,000 clusters.
+DECISION = ActivityOptions(timedelta(seconds=30))
+FLEET_DECISIONS: dict[str, ActivityOptions] = {
+    contracts.PLACE_INSTANCES: DECISION,
+    contracts.RECHECK_REMOVALS: DECISION,
+    contracts.EVALUATE_REGION: DECISION,
+}

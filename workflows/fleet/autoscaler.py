@@ -12,22 +12,28 @@ continue-as-new (as columns, patch compact-registry: scaling.fleet.cluster_table
 their phase and capacity to it by signal. Clusters listed in dataplane-cluster-configuration reach
 it through `register_clusters` in batches (the starter's), not in its input.
 
-Instances (patch instance-index): the region keeps per cluster the units placement needs, the
+Instances: the region keeps per cluster the units placement needs, the
 committed units per type, and a bounded queue of instances waiting for a cluster; which instances
 exist and where each is placed is in the index shards (`workflows/fleet/index.py`). A create
 claims the id in its shard first: an unknown id is queued and placed, a known one gets its
 record's placement (a repeated create, also long after the placement). A delete removes the
 record and frees what it held; a rejection goes through the shard so only an instance still on
 that cluster is placed again (scaling/fleet/index.py has the invariants).
+
+Decisions (patch fleet-decisions-recorded): where queued instances go, whether a cluster marked
+for removal is deleted, and the evaluation run as activities whose inputs and results (what each
+read and decided, scaling.fleet.decisions) are in the history; the loop acts on them. Runs started by
+release 0.1.0 decided in workflow code and replay so.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
@@ -43,7 +49,15 @@ with workflow.unsafe.imports_passed_through():
         InstancePlacement,
         RejectedInstances,
     )
-    from scaling.fleet.evaluation import evaluate_region
+    from scaling.fleet.decisions import (
+        PLACE_BATCH,
+        PlacementFigures,
+        Placements,
+        Rechecks,
+        placement_figures,
+        recheck_figures,
+    )
+    from scaling.fleet.evaluation import RegionEvaluation, evaluate_region, region_figures
     from scaling.fleet.index import (
         SIGNAL_INDEX_ANSWERS,
         SIGNAL_INDEX_OPS,
@@ -61,7 +75,6 @@ with workflow.unsafe.imports_passed_through():
         FirstFit,
         instance_quota,
         instance_units,
-        place_instance,
         reserved_instances,
         within_region_limit,
     )
@@ -79,33 +92,28 @@ with workflow.unsafe.imports_passed_through():
         free_on_cluster,
         region_status,
         registry_of,
-        reject_instances,
-        release_instance,
         release_removed,
         remember,
     )
-    from scaling.fleet.scale_down import removal_decision
+    from scaling.fleet.scale_down import RemovalDecision, removal_decision
     from scaling.fleet.summaries import cluster_summary, region_details
     from workflows.children import abandon
+    from workflows.fleet.activity_options import FLEET_DECISIONS
     from workflows.fleet.cluster import DataPlaneClusterWorkflow
     from workflows.fleet.index import InstanceIndexWorkflow
     from workflows.search import CLUSTER, PHASE, PROVIDER, REGION, fleet_attributes
 
 
-# workflow.patched id: the outbox goes out as one signal per cluster, all clusters at once
-# (before: one signal per message, one after another), so a burst's placements cost a signal
-# per cluster and a round's latency does not grow with the burst.
+# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
+# branch, the only one left): deprecated so those runs replay, removed once no 0.1.0 run is left.
 BATCHED_OUTBOX = "batched-outbox"
-# workflow.patched id: the instances move out of the region's state into index shard workflows
-# (create claims the id there, delete removes it), so the continue-as-new input no longer grows
-# with the fleet (it passed the 2 MB payload limit at about 8,000 instances). Runs from before
-# keep their instances in the state until their next continue-as-new, which moves them.
 INSTANCE_INDEX = "instance-index"
-# workflow.patched id: the region continues as new with its registry as columns and without the
-# configuration's cluster list (scaling.fleet.cluster_table; 581 KB at 1,000 clusters before,
-# both grew with the fleet), and registers the clusters its input lists in concurrent batches
-# (before: one child start after another, a workflow task each).
 COMPACT_REGISTRY = "compact-registry"
+# workflow.patched id: the region's decisions run as activities whose inputs and results are recorded
+# (scaling.fleet.decisions), so a rule change needs no patch; runs from 0.1.0 decide in workflow code.
+DECISIONS_RECORDED = "fleet-decisions-recorded"
+# A decision is pure: it fails only when its worker dies; another worker takes it.
+DECISION_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
 RECENT_ANSWERS = 4096  # placements answered in this run, for repeats and the `instance` query (memory only)
 
 
@@ -120,7 +128,10 @@ class FleetAutoscalerWorkflow:
             self.state.clusters, self.state.cluster_table = registry_of(self.state), None
         self.rules: dict[str, TypeRules] = type_rules(inp.config, inp.settings.provider, inp.settings.region)
         self.wake = False
-        self.asked_index = False  # workflow.patched(INSTANCE_INDEX) asked in this run
+        self.asked_index = False  # workflow.deprecate_patch(INSTANCE_INDEX) asked in this run
+        self.recorded: bool | None = None  # workflow.patched(DECISIONS_RECORDED), asked once per run
+        self.passes = self.passes_started = 0  # placement passes in this run (a create waits for the next)
+        self.unplaced: PlacementFigures | None = None  # the last placement's figures when it placed none
         self.draining = False  # finishing handlers before continue-as-new
         # Memory only (rebuilt by replay): the index's answers the handlers wait for.
         self.claiming: set[str] = set()
@@ -136,37 +147,27 @@ class FleetAutoscalerWorkflow:
 
     @workflow.query
     def instance(self, instance_id: str) -> InstancePlacement | None:
-        """Where the instance is, as far as the region knows: kept in its state before the index;
-        with the index, a queued instance or one answered in this run (the shard knows the rest:
-        `activities.fleet.lookup.find_instance`)."""
+        """Where the instance is, as far as the region knows: a queued instance or one answered in
+        this run (the shard knows the rest: `activities.fleet.lookup.find_instance`)."""
         st = self.state
-        if not st.index_shards:
-            found = st.instances.get(instance_id)
-            return placement_of(found) if found else None
         queued = next((i for i in st.queue if i.id == instance_id), None)
         return placement_of(queued) if queued else self.recent.get(instance_id)
 
-    def _indexed(self) -> bool:
-        """Whether instances live in the index; asked once per run (a run from before the patch
-        keeps its instances in the state until it continues as new)."""
+    def _start_indexing(self) -> None:
+        """A region's first run fixes its number of index shards. 0.1.0 asked patch instance-index
+        there (its first runs carry the marker)."""
         st = self.state
         if not st.index_shards and not self.asked_index:
             self.asked_index = True
-            if workflow.patched(INSTANCE_INDEX):
-                self._move_to_index()
-        return st.index_shards > 0
+            workflow.deprecate_patch(INSTANCE_INDEX)
+            st.index_shards = self.settings.index_shards
 
-    def _move_to_index(self) -> None:
-        """The instances of a run from before go to the index shards; waiting ones to the queue."""
-        st = self.state
-        st.index_shards = self.settings.index_shards
-        waiting = set(st.waiting)
-        for inst in st.instances.values():
-            commit(st, inst, 1)
-            st.index_outbox.append(IndexOp(kind="claim", instance=inst))
-            if inst.id in waiting:
-                st.queue.append(inst)
-        st.instances, st.waiting = {}, []
+    def _recording(self) -> bool:
+        """Whether this run's decisions are recorded activities (asked once per run: a run
+        started by 0.1.0 decides in workflow code)."""
+        if self.recorded is None:
+            self.recorded = workflow.patched(DECISIONS_RECORDED)
+        return self.recorded
 
     # -- clusters report ----------------------------------------------------------------
     @workflow.signal(name=contracts.SIGNAL_CLUSTER_CHANGED)
@@ -179,13 +180,9 @@ class FleetAutoscalerWorkflow:
         """The cluster's agent refused these (the cluster has dropped them): free their units
         there and place them on another cluster, never that one again."""
         st = self.state
-        if self._indexed():
-            for iid, why in rejected.messages.items():
-                st.index_outbox.append(
-                    IndexOp(kind="reject", instance_id=iid, cluster_id=rejected.cluster_id, reason=why)
-                )
-        else:
-            reject_instances(st, rejected.cluster_id, rejected.messages)
+        self._start_indexing()
+        for iid, why in rejected.messages.items():
+            st.index_outbox.append(IndexOp(kind="reject", instance_id=iid, cluster_id=rejected.cluster_id, reason=why))
         self.wake = True
 
     @workflow.signal(name=SIGNAL_INDEX_ANSWERS)
@@ -311,23 +308,8 @@ class FleetAutoscalerWorkflow:
     # -- instances ----------------------------------------------------------------------
     @workflow.update(name=contracts.UPDATE_CREATE_INSTANCE)
     async def create_instance(self, req: CreateInstanceRequest) -> InstancePlacement:
-        if self._indexed():
-            return await self._create_indexed(req)
-        st = self.state
-        existing = st.instances.get(req.id)
-        if existing is None:
-            units = instance_units(self.config, req.instance_type, req.size) or 0
-            st.instances[req.id] = ManagedInstance(
-                id=req.id,
-                instance_type=req.instance_type,
-                size=req.size,
-                units=units,
-                quota=instance_quota(self.config, req.instance_type, req.size),
-            )
-            st.waiting.append(req.id)
-            self._place_waiting()
-            self.wake = True
-        return placement_of(st.instances[req.id])
+        self._start_indexing()
+        return await self._create_indexed(req)
 
     async def _create_indexed(self, req: CreateInstanceRequest) -> InstancePlacement:
         st = self.state
@@ -351,14 +333,23 @@ class FleetAutoscalerWorkflow:
         self.wake = True
         await workflow.wait_condition(lambda: req.id in self.claimed)
         found = self.claimed.pop(req.id)
-        self.claiming.discard(req.id)
         if found is not None:  # the id exists: its placement, not a second instance
+            self.claiming.discard(req.id)
             commit(st, inst, -1)
             _same_instance(req, found.instance_type, found.size)
             return self._remember_answer(placement_of(found))
         st.queue.append(inst)
-        self._place_queue()
-        return self._remember_answer(placement_of(inst))
+        if self._recording():
+            # Placed by the loop's next placement pass (one decision for every create waiting);
+            # the id stays claimed until then, so a repeat waits for this answer.
+            wanted = self.passes_started + 1
+            self.wake = True
+            await workflow.wait_condition(lambda: self.passes >= wanted)
+        else:
+            self._place_queue()
+        answer = self._remember_answer(placement_of(inst))
+        self.claiming.discard(req.id)
+        return answer
 
     def _remember_answer(self, placement: InstancePlacement) -> InstancePlacement:
         self.recent.pop(placement.id, None)  # the latest answer goes last: the oldest leave first
@@ -369,27 +360,7 @@ class FleetAutoscalerWorkflow:
 
     @create_instance.validator
     def _validate_create(self, req: CreateInstanceRequest) -> None:
-        if self.state.index_shards:
-            self._validate_create_indexed(req)
-            return
-        existing = self.state.instances.get(req.id)
-        if existing is not None:
-            if (existing.instance_type, existing.size) != (req.instance_type, req.size):
-                raise ValueError(
-                    f"id: instance {req.id} exists with type {existing.instance_type} size {existing.size}"
-                )
-            return  # the same request again: answered with its placement
-        rules = self.rules.get(req.instance_type)
-        if rules is None:
-            raise ValueError(f"instance_type: {req.instance_type!r} is not supported in {self.settings.region}")
-        units = instance_units(self.config, req.instance_type, req.size)
-        if units is None:
-            raise ValueError(f"size: {req.size!r} is not a size of {req.instance_type!r}")
-        if len(self.state.instances) >= self.settings.max_instances:
-            raise ValueError(f"id: the region holds its maximum of {self.settings.max_instances} instances")
-        committed = sum(i.units for i in self.state.instances.values() if i.instance_type == req.instance_type)
-        if not within_region_limit(units, committed, rules.limit):
-            raise ValueError(f"instance_type: the region's {req.instance_type} limit of {rules.limit} units is reached")
+        self._validate_create_indexed(req)
 
     def _refuse_while_draining(self) -> None:
         if self.draining:
@@ -421,12 +392,8 @@ class FleetAutoscalerWorkflow:
 
     @workflow.update(name=contracts.UPDATE_DELETE_INSTANCE)
     async def delete_instance(self, instance_id: str) -> bool:
-        if self._indexed():
-            return await self._delete_indexed(instance_id)
-        if not release_instance(self.state, instance_id):
-            return False
-        self.wake = True
-        return True
+        self._start_indexing()
+        return await self._delete_indexed(instance_id)
 
     @delete_instance.validator
     def _validate_delete(self, instance_id: str) -> None:
@@ -496,38 +463,35 @@ class FleetAutoscalerWorkflow:
         if s.use_search_attributes:
             workflow.upsert_search_attributes(fleet_attributes(s.provider, s.region, "running"))
         iterations = 0
-        if self._indexed() and not self.state.index_started:
+        self._start_indexing()
+        if not self.state.index_started:
             await self._start_index()
         listed = self.config.manual_clusters(s.provider, s.region)
-        if listed and workflow.patched(COMPACT_REGISTRY):
-            for k in range(0, len(listed), MAX_REGISTER_BATCH):
-                await self._register_all(listed[k : k + MAX_REGISTER_BATCH])  # known ones are skipped
-        else:
-            for mc in listed:
-                await self._register(mc)  # known ones (a continued run) are skipped
+        if listed:
+            workflow.deprecate_patch(COMPACT_REGISTRY)  # where 0.1.0 asked it
+        for k in range(0, len(listed), MAX_REGISTER_BATCH):
+            await self._register_all(listed[k : k + MAX_REGISTER_BATCH])  # known ones are skipped
         while True:
             self.state.rounds += 1
-            if self.state.index_shards:
-                self._place_queue()
+            if self._recording():
+                await self._place_recorded()
+                if not self.state.paused:
+                    await self._recheck_recorded()
+                    await self._evaluate_recorded()
             else:
-                self._place_waiting()
-            if not self.state.paused:
-                self._recheck_deprovisioning()
-                await self._evaluate()
+                self._place_queue()
+                if not self.state.paused:
+                    self._recheck_deprovisioning()
+                    await self._evaluate()
             await self._flush_outbox()
             iterations += 1
             workflow.set_current_details(region_details(self.status()))  # no command: not in history
             if workflow.info().is_continue_as_new_suggested() or iterations >= s.iterations_per_run:
-                if self.state.index_shards:
-                    await self._finish_handlers()  # and the outbox is flushed
-                else:
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    await self._flush_outbox()
+                await self._finish_handlers()  # and the outbox is flushed
                 self.state.runs += 1
+                workflow.deprecate_patch(COMPACT_REGISTRY)  # where 0.1.0 asked it
                 carried = FleetAutoscalerInput(settings=s, config=self.config, state=self.state)
-                if workflow.patched(COMPACT_REGISTRY):
-                    carried = carried_over(carried)
-                workflow.continue_as_new(carried)
+                workflow.continue_as_new(carried_over(carried))
             self.wake = False
             try:
                 await workflow.wait_condition(
@@ -566,11 +530,14 @@ class FleetAutoscalerWorkflow:
         st = self.state
         self.draining = True
         while True:
+            if self.recorded and self.wake:
+                await self._place_recorded()  # a create waits for a placement pass
             await self._flush_outbox()
             if workflow.all_handlers_finished() and not st.outbox and not st.index_outbox:
                 return
+            self.wake = False
             await workflow.wait_condition(
-                lambda: workflow.all_handlers_finished() or bool(st.outbox) or bool(st.index_outbox)
+                lambda: workflow.all_handlers_finished() or bool(st.outbox) or bool(st.index_outbox) or self.wake
             )
 
     def _place_queue(self) -> None:
@@ -578,77 +545,140 @@ class FleetAutoscalerWorkflow:
         index."""
         st = self.state
         fit = FirstFit(list(st.clusters.values()))  # first-fit, without rescanning full clusters
-        still: list[ManagedInstance] = []
+        placed: dict[str, str] = {}
         for inst in st.queue:
             rules = self.rules.get(inst.instance_type)
             cid = fit.place(inst, rules) if rules else None
-            if cid is None:
-                still.append(inst)
-                continue
-            rec = st.clusters[cid]
-            rec.types[inst.instance_type].consumed_units += inst.units
-            rec.instances += 1
-            inst.cluster_id, inst.namespace = cid, inst.namespace or inst.id
-            st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
-            st.index_outbox.append(IndexOp(kind="set", instance=inst))
-            self._remember_answer(placement_of(inst))
-        st.queue = still
+            if cid is not None:
+                self._place(inst, cid)
+                placed[inst.id] = cid
+        st.queue = [inst for inst in st.queue if inst.id not in placed]
 
-    def _place_waiting(self) -> None:
+    async def _place_recorded(self) -> None:
+        """One placement pass: the queue in batches, each a recorded decision (skipped when its
+        figures are those of the last batch that placed nothing); creates wait for it."""
         st = self.state
-        clusters = list(st.clusters.values())
-        still: list[str] = []
-        for iid in st.waiting:
-            inst = st.instances.get(iid)
-            rules = self.rules.get(inst.instance_type) if inst else None
-            if inst is None or rules is None:
-                continue
-            cid = place_instance(inst, clusters, rules)
-            if cid is None:
-                still.append(iid)
-                continue
-            rec = st.clusters[cid]
-            rec.types[inst.instance_type].consumed_units += inst.units
-            rec.instances += 1
-            inst.cluster_id, inst.namespace = cid, inst.namespace or iid
-            st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
-        st.waiting = still
+        self.passes_started += 1
+        batches = [st.queue[k : k + PLACE_BATCH] for k in range(0, len(st.queue), PLACE_BATCH)]
+        for batch in batches:
+            figures = placement_figures(list(st.clusters.values()), batch, self.rules)
+            if not figures.clusters.id or figures == self.unplaced:
+                continue  # nowhere to go, or the same question as last time: the same answer
+            done: Placements = await self._decide(contracts.PLACE_INSTANCES, figures, Placements)
+            self.unplaced = figures if not done.placed else None
+            queued = {inst.id: inst for inst in st.queue}
+            for iid, cid in done.placed.items():
+                inst, rec = queued.get(iid), st.clusters.get(cid)
+                # Still queued (not deleted meanwhile) and its cluster still serving: the decision stands.
+                if inst is not None and rec is not None and rec.phase == ClusterPhase.READY:
+                    self._place(inst, cid)
+                    queued.pop(iid)
+            st.queue = [inst for inst in st.queue if inst.id in queued]
+        self.passes += 1
+
+    def _place(self, inst: ManagedInstance, cid: str) -> None:
+        """Count a placement on its cluster, and tell the cluster and the index."""
+        st = self.state
+        rec = st.clusters[cid]
+        rec.types[inst.instance_type].consumed_units += inst.units
+        rec.instances += 1
+        inst.cluster_id, inst.namespace = cid, inst.namespace or inst.id
+        st.outbox.append(ClusterMessage(cluster_id=cid, signal=contracts.SIGNAL_INSTANCE_PLACED, instance=inst))
+        st.index_outbox.append(IndexOp(kind="set", instance=inst))
+        self._remember_answer(placement_of(inst))
 
     def _recheck_deprovisioning(self) -> None:
         """Seed 000: once marked, check again (empty, and the region keeps enough capacity)
         before deleting; otherwise back to ready. The re-check waits `recheck_delay_s` after the
         mark, so capacity reports and an operator's block can still change the answer."""
+        clusters = list(self.state.clusters.values())
+        for rec in self._due_rechecks():
+            rules = self.rules.get(rec.instance_type)
+            self._recheck(rec, removal_decision(rec, clusters, rules, rechecking=True) if rules else None)
+
+    async def _recheck_recorded(self) -> None:
+        due = self._due_rechecks()
+        if not due:
+            return
+        st = self.state
+        known = [rec for rec in due if rec.instance_type in self.rules]
+        decisions: dict[str, RemovalDecision] = {}
+        if known:
+            figures = recheck_figures(known, list(st.clusters.values()), self.rules)
+            done: Rechecks = await self._decide(contracts.RECHECK_REMOVALS, figures, Rechecks)
+            decisions = {d.cluster_id: d for d in done.decisions}
+        for rec in due:
+            now = st.clusters.get(rec.id)
+            if now is rec and rec.phase == ClusterPhase.DEPROVISIONING and not rec.delete_sent:  # unchanged meanwhile
+                self._recheck(rec, decisions.get(rec.id))
+
+    def _due_rechecks(self) -> list[ClusterRecord]:
+        """Clusters marked deprovisioning whose re-check delay has passed."""
         st, now = self.state, workflow.now()
-        for rec in list(st.clusters.values()):
+        due = []
+        for rec in st.clusters.values():
             if rec.phase != ClusterPhase.DEPROVISIONING or rec.delete_sent:
                 continue
             marked = st.marked_at.get(rec.id)
             if marked is not None and now - marked < timedelta(seconds=self.settings.recheck_delay_s):
                 continue
-            rules = self.rules.get(rec.instance_type)
-            decision = removal_decision(rec, list(st.clusters.values()), rules, rechecking=True) if rules else None
-            if decision is not None and decision.removable:
-                rec.delete_sent = True
-                st.last_removal_at[rec.instance_type] = now
-                st.outbox.append(ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_DELETE))
-                remember(st, f"{rec.id}: re-check passed, deleting")
-            else:
-                rec.phase = ClusterPhase.READY
-                rec.deletion_approved = False
-                st.marked_at.pop(rec.id, None)
-                st.outbox.append(ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_RESTORE))
-                why = decision.reason.value if decision else "unknown instance type"
-                remember(st, f"{rec.id}: re-check failed ({why}), back to ready")
+            due.append(rec)
+        return due
+
+    def _recheck(self, rec: ClusterRecord, decision: RemovalDecision | None) -> None:
+        """Delete a cluster whose re-check passed; bring one back to ready otherwise (None: no
+        rules for its type)."""
+        st, now = self.state, workflow.now()
+        if decision is not None and decision.removable:
+            rec.delete_sent = True
+            st.last_removal_at[rec.instance_type] = now
+            st.outbox.append(ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_DELETE))
+            remember(st, f"{rec.id}: re-check passed, deleting")
+        else:
+            rec.phase = ClusterPhase.READY
+            rec.deletion_approved = False
+            st.marked_at.pop(rec.id, None)
+            st.outbox.append(ClusterMessage(cluster_id=rec.id, signal=contracts.SIGNAL_RESTORE))
+            why = decision.reason.value if decision else "unknown instance type"
+            remember(st, f"{rec.id}: re-check failed ({why}), back to ready")
 
     async def _evaluate(self) -> None:
-        st, s, now = self.state, self.settings, workflow.now()
         scaling = self.config.dynamic_scaling
         ev = evaluate_region(
+            list(self.state.clusters.values()),
+            self.rules,
+            scale_up_enabled=scaling.enable_dynamic_data_plane_scale_up,
+            scale_down_enabled=scaling.enable_dynamic_data_plane_scale_down,
+        )
+        await self._act_on(ev)
+
+    async def _evaluate_recorded(self) -> None:
+        """The evaluation as a recorded decision; when the registry's figures are those the last
+        one read, its outcome stands (an idle round records nothing)."""
+        st, scaling = self.state, self.config.dynamic_scaling
+        figures = region_figures(
             list(st.clusters.values()),
             self.rules,
             scale_up_enabled=scaling.enable_dynamic_data_plane_scale_up,
             scale_down_enabled=scaling.enable_dynamic_data_plane_scale_down,
         )
+        if figures == st.evaluated:
+            await self._act_on(RegionEvaluation(types=st.last_evaluation))
+            return
+        done: RegionEvaluation = await self._decide(contracts.EVALUATE_REGION, figures, RegionEvaluation)
+        st.evaluated = figures
+        await self._act_on(done)
+
+    async def _decide(self, name: str, figures: Any, result_type: type) -> Any:
+        """A decision as an activity: its figures and its outcome are in the history."""
+        return await workflow.execute_activity(
+            name, figures, result_type=result_type, **FLEET_DECISIONS[name].timeouts(), retry_policy=DECISION_RETRY
+        )
+
+    async def _act_on(self, ev: RegionEvaluation) -> None:
+        """Start a cluster per type the evaluation wants one for (unless backing off or at
+        max_clusters), mark its removals deprovisioning (or hold them for approval)."""
+        st, s, now = self.state, self.settings, workflow.now()
         st.evaluations += 1
         st.last_evaluation = ev.types
         st.awaiting_approval = []
@@ -661,7 +691,9 @@ class FleetAutoscalerWorkflow:
                 continue
             await self._start_cluster(itype)
         for cid in ev.removals():
-            rec = st.clusters[cid]
+            rec = st.clusters.get(cid)
+            if rec is None or rec.phase != ClusterPhase.READY:
+                continue  # changed since the evaluation read it: the next one decides again
             if s.deletion_requires_approval and not rec.deletion_approved:
                 st.awaiting_approval.append(cid)
                 continue
@@ -751,23 +783,11 @@ class FleetAutoscalerWorkflow:
                 *(self._send_batch(cid, batch) for cid, batch in batches.items()),
             )
             return
-        if st.outbox and workflow.patched(BATCHED_OUTBOX):
+        if st.outbox:
+            workflow.deprecate_patch(BATCHED_OUTBOX)  # where 0.1.0 asked it
             batches = batch_by_cluster(st.outbox)
             st.outbox = []
             await asyncio.gather(*(self._send_batch(cid, batch) for cid, batch in batches.items()))
-            return
-        while st.outbox:
-            msg = st.outbox[0]
-            handle = workflow.get_external_workflow_handle(contracts.cluster_workflow_id(msg.cluster_id))
-            arg = msg.instance if msg.instance is not None else (msg.instance_id or None)
-            try:
-                if arg is None:
-                    await handle.signal(msg.signal)
-                else:
-                    await handle.signal(msg.signal, arg)
-            except FailureError:
-                workflow.logger.warning("cluster %s did not take %s", msg.cluster_id, msg.signal)
-            st.outbox.pop(0)
 
     async def _send_ops(self, shard: int, ops: IndexOps) -> None:
         handle = workflow.get_external_workflow_handle(shard_workflow_id(workflow.info().workflow_id, shard))

@@ -87,12 +87,11 @@ OCM_RETRY = RetryPolicy(
 REMOVAL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2))
 CALL_TIMEOUT = timedelta(minutes=1)
 ADDONS = (contracts.STRIMZI_ADDON, contracts.FLEETSHARD_ADDON)
-# workflow.patched id: provisioning fails at once on an uninstalling OCM cluster (it polled before).
+# Patch ids of release 0.1.0 whose markers its runs carry (every 0.1.0 run took their new
+# branch, the only one left): deprecated where 0.1.0 asked them, so those runs replay; removed
+# once no 0.1.0 run is left (docs/development.md, "How a patch retires").
 UNINSTALLING_FAILS_PROVISIONING = "uninstalling-fails-provisioning"
-# Runs started before approval gates never wait for one (their input has none).
 CLUSTER_APPROVAL_GATES = "cluster-approval-gates"
-# workflow.patched id: an instance the agent rejects leaves the cluster and goes back to the
-# region to be placed elsewhere, as upstream does (before, it stayed here marked rejected).
 REJECTED_INSTANCES_REPLACED = "rejected-instances-replaced"
 
 
@@ -124,7 +123,6 @@ class DataPlaneClusterWorkflow:
         self.changed = True  # something to tell the autoscaler and the Web UI
         self.published: ClusterReport | None = None  # what the autoscaler was last told
         self.reports_this_run = 0
-        self.gates = False  # workflow.patched(CLUSTER_APPROVAL_GATES), asked once per run
         self.decided = self.approved = False  # the current wait for approval
         self.rejected: dict[str, str] = {}  # instance id -> reason, owed to the region
 
@@ -169,7 +167,8 @@ class DataPlaneClusterWorkflow:
         st.instances, gone = apply_instance_statuses(st.instances, reports)
         st.deleted_instances = [*st.deleted_instances, *gone][-MAX_DELETED_KEPT:]
         refused = {i.id: i.message for i in st.instances if i.phase == "rejected"}
-        if refused and self.inp.parent_workflow_id and workflow.patched(REJECTED_INSTANCES_REPLACED):
+        if refused and self.inp.parent_workflow_id:
+            workflow.deprecate_patch(REJECTED_INSTANCES_REPLACED)  # where 0.1.0 asked it
             # Dropped here before the region re-places them: never on two clusters at once.
             st.instances = [i for i in st.instances if i.id not in refused]
             self.rejected.update(refused)
@@ -213,7 +212,7 @@ class DataPlaneClusterWorkflow:
         """Whether `step` may go ahead: at once when not gated, else once approved (by an
         operator, or by the timeout's default). The wait is a durable timer."""
         st, gate = self.state, self.inp.approval
-        reason = gate_reason(gate, step, st.cluster_id, st.instance_type, st.region) if self.gates else ""
+        reason = gate_reason(gate, step, st.cluster_id, st.instance_type, st.region)
         if not reason or gate is None:
             return True
         self.decided = self.approved = False
@@ -293,7 +292,7 @@ class DataPlaneClusterWorkflow:
     @workflow.run
     async def run(self, inp: DataPlaneClusterInput) -> DataPlaneClusterState:
         st = self.state
-        self.gates = workflow.patched(CLUSTER_APPROVAL_GATES)
+        workflow.deprecate_patch(CLUSTER_APPROVAL_GATES)  # where 0.1.0 asked it
         if st.accepted_at is None:
             st.accepted_at = workflow.now()
             set_phase(st, ClusterPhase.ACCEPTED, st.accepted_at, "accepted")
@@ -355,10 +354,9 @@ class DataPlaneClusterWorkflow:
             st.ocm_state = created.state
             if created.state == "ready":
                 break
-            # None of them becomes ready. Runs that polled an uninstalling cluster replay so.
-            if created.state in ("error", "gone") or (
-                created.state == "uninstalling" and workflow.patched(UNINSTALLING_FAILS_PROVISIONING)
-            ):
+            if created.state == "uninstalling":
+                workflow.deprecate_patch(UNINSTALLING_FAILS_PROVISIONING)  # where 0.1.0 asked it
+            if created.state in ("error", "gone", "uninstalling"):  # none of them becomes ready
                 raise StepFailed("provisioning", f"OCM cluster is {created.state}: {created.message}".rstrip(": "))
             await self._sleep_until_next_poll(deadline, "provisioning", f"OCM cluster still {created.state}")
             created = await self._call("provisioning", deadline, contracts.GET_OCM_CLUSTER, self._ref(), OcmCluster)

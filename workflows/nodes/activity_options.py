@@ -33,12 +33,9 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.WAIT_NODE_READY: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
     # One round of a NodeRequestBatch's waits: start_to_close is the round + 60 s (set at the call).
     contracts.WAIT_NODES_READY: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
-    # One node patch.
-    contracts.LABEL_NODE: ActivityOptions(30 * S),
     # One provider delete (404 = done).
     contracts.DELETE_NODE: ActivityOptions(120 * S),
     # -- scale-down -------------------------------------------------------------------------
-    contracts.OBSERVE_SCALE_DOWN: ActivityOptions(60 * S),
     # Scores every candidate node against the cluster: the slowest read of the loop.
     contracts.EVALUATE_SCALE_DOWN: ActivityOptions(120 * S),
     contracts.CHECK_NODE_REMOVAL: ActivityOptions(60 * S),
@@ -52,8 +49,7 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     # call); the deadline rides in the heartbeat, as for WAIT_NODE_READY.
     contracts.WAIT_PODS_GONE: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
     contracts.EMIT_NODE_EVENTS: ActivityOptions(30 * S),
-    # Nodes plus every provider's machine list.
-    contracts.OBSERVE_ORPHANS: ActivityOptions(60 * S),
+    # The worker's cached nodes plus every provider's machine list.
     contracts.FIND_ORPHANS: ActivityOptions(60 * S),
     # -- machine GC -------------------------------------------------------------------------
     contracts.LIST_PROVIDER_MACHINES: ActivityOptions(60 * S),

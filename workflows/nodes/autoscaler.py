@@ -1,7 +1,8 @@
 """NodeAutoscaler `nodes/<cluster>`: the loop of seed 004 (steps 1-4).
 
-Every scan interval: observe (unschedulable pods, nodes, node groups) → plan (scaling/) →
-start a NodeRequest per planned node (through an activity, in batches). Requests report back
+Every scan interval: observe (unschedulable pods, nodes, node groups) → decide (scaling/'s planner
+in a local activity, whose result, input included, the history records) → start a
+NodeRequestBatch per run of identical planned nodes (through activities). Requests report back
 with a signal; the state needed to resume (in-flight requests, never-satisfiable pods,
 backoffs) is carried through continue-as-new, so the history of one run stays bounded.
 """
@@ -17,7 +18,7 @@ from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
-    from scaling.nodes.catalogue import KeptCatalogue, catalogue_index, catalogue_still_fresh
+    from scaling.nodes.catalogue import KeptCatalogue, catalogue_still_fresh
     from scaling.nodes.contracts import ClusterObservation, GroupStatusInput, ObserveInput, PodEvent, PodEventsInput
     from scaling.nodes.explain import (
         ExplainNodeInput,
@@ -27,38 +28,45 @@ with workflow.unsafe.imports_passed_through():
         last_demand_of,
         problems_by_shape,
     )
-    from scaling.nodes.headroom import headroom_pods, is_headroom, split_headroom
+    from scaling.nodes.headroom import is_headroom
     from scaling.nodes.loop import (
         apply_attempt_backoff,
         fresh_problems,
         may_scale_down,
-        never_satisfiable_of,
         newly_reported_attempt,
         prune_never_satisfiable,
         unavailable_pools,
-        within_in_flight_limit,
     )
-    from scaling.nodes.models import AttemptResult, NodeGroup, PlannedNode, PodProblem, RequestPhase, ServerType
+    from scaling.nodes.models import (
+        AttemptResult,
+        InFlightRequest,
+        NodeGroup,
+        PlannedNode,
+        PodProblem,
+        RequestPhase,
+        ServerType,
+    )
     from scaling.nodes.observation import event_batches, never_satisfiable_events
     from scaling.nodes.scale_down.removals import ScaleDownStatus
-    from scaling.nodes.scale_up.approvals import ApprovalGate, approval_gates, scale_up_event
+    from scaling.nodes.scale_up.approvals import ApprovalGate, scale_up_event
     from scaling.nodes.scale_up.batches import batch_indexes, start_chunks
     from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
-    from scaling.nodes.scale_up.demand import demand_key, observe_demand
-    from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
-    from scaling.nodes.scale_up.planning import plan_demand
+    from scaling.nodes.scale_up.decision import (
+        ScaleUpDecision,
+        ScaleUpInput,
+        empty_decision,
+        in_flight_runs,
+        nothing_to_decide,
+    )
     from scaling.nodes.scale_up.requests import (
         START_BATCH,
-        START_BATCH_BEFORE,
         CancelMembers,
         NodeRequestBatchInput,
-        NodeRequestInput,
         NodeRequestStatus,
         StartRequestsInput,
         batch_input,
         in_flight_record,
         member_id,
-        request_input,
         split_request_id,
     )
     from scaling.nodes.state import (
@@ -74,14 +82,13 @@ with workflow.unsafe.imports_passed_through():
         with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
-    from scaling.nodes.summaries import autoscaler_details, machine_gc_summary, request_static_details, request_summary
+    from scaling.nodes.summaries import autoscaler_details, machine_gc_summary
     from workflows.children import abandon
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.machine_gc import MachineGCInput, MachineGCSettings, MachineGCWorkflow, machine_gc_id
     from workflows.nodes.request import NodeRequestWorkflow
     from workflows.nodes.request_batch import NodeRequestBatchWorkflow
-    from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 EVENTS_RETRY = RetryPolicy(maximum_attempts=3)
@@ -91,42 +98,15 @@ START_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
 )
 ORPHAN_CHECK_EVERY = 10  # loops
-# workflow.patched id: runs started before the loop began starting MachineGC replay without it.
-MACHINE_GC_CHILD = "machine-gc-child"
-# Runs that started children one per workflow task and awaited their pod events replay so.
-CONCURRENT_STARTS = "concurrent-child-starts"
-# Runs started before the loop raised pools to their minNodes replay without it.
-ENFORCE_MIN_NODES = "enforce-min-nodes"
-# Runs whose observations carried every pending pod and node replay by aggregating them here.
-AGGREGATED_DEMAND = "aggregated-demand"
-# Runs whose loop waited for the server to start every child it asked for replay so.
-BACKGROUND_STARTS = "background-child-starts"
-# Runs that forgot a request once it reported Ready, even mid-observation, replay so.
-LANDING_REQUESTS = "count-landing-requests"
-# Runs that counted a request in flight even when its node was Ready in the observation (and
-# so counted it twice) replay so.
-READY_NODES_SEEN = "requests-with-ready-node"
-# Runs that started their requests as children (each recorded twice in the loop's own history)
-# replay so.
-ACTIVITY_STARTS = "requests-started-by-activity"
-# Runs that kept counting a zone-spread request in flight once its node was Ready (counting that
-# node's room twice, before the observer reported the room the skew holds back) replay so.
-SPREAD_ROOM_COUNTED_ONCE = "spread-room-counted-once"
-# Runs that fetched the catalogue in every loop with pending pods replay so: in a burst that was an
-# activity and a workflow task more between a loop's observation and its requests' start.
-CATALOGUE_KEPT = "catalogue-kept"
-# Runs that started their requests 25 to an activity (START_BATCH_BEFORE) replay so.
-LARGER_START_BATCHES = "larger-start-batches"
-# Runs whose per-type packing filled one node at a time and repeated it (stranding pods capped
-# per node on extra nodes, where first-fit across nodes as CA's estimator does buys fewer) replay so.
-FIRST_FIT_ACROSS_NODES = "first-fit-across-nodes"
-# Runs whose packer tried no Karpenter-like launch and never moved part of a node's pods so that
-# it drops to a cheaper type (a plan dearer than Karpenter's launch was found) replay so.
-LAUNCH_AND_DOWNSIZE = "planner-launch-and-downsize"
-# Runs that started a NodeRequest per planned node replay so. A 30,000-pod burst was ~970
-# workflows whose first tasks waited 18-20 s (p99) at the server; identical nodes now share a
-# NodeRequestBatch (scaling.nodes.scale_up.batches), each node in flight as `<batch id>#<index>`.
-REQUEST_BATCHES = "request-batches"
+# Deprecated patch (docs/development.md, "How a patch retires"): release 0.2.0 asked
+# workflow.patched for it where the loop decides (runs started by 0.1.0 planned in the workflow),
+# so its runs carry the marker; every run since records each scale-up decision as the local
+# activity PLAN_SCALE_UP. Remove the deprecate_patch call in the release after 0.3.0.
+DECISIONS_RECORDED = "decisions-recorded"
+# A planner that raises is a bug: the loop retries it (as an observation) until a fixed worker
+# runs, rather than failing the loop.
+PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+PLAN_TIMEOUT = timedelta(seconds=60)  # 30,000 pending pods plan in a few seconds on a loaded core
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -151,7 +131,7 @@ class NodeAutoscalerWorkflow:
         self.scale_down_lock = asyncio.Lock()
         self.background: set[asyncio.Task[None]] = set()  # pod events and child starts in progress
         self.ready_since_observed: set[str] = set()  # requests Ready since this loop's observation began
-        self.catalogue = KeptCatalogue()  # the last one fetched in this run (CATALOGUE_KEPT)
+        self.catalogue = KeptCatalogue()  # the last one fetched in this run
 
     # -- queries, signals, updates (operator overrides) ------------------------------------
     @workflow.query
@@ -305,7 +285,7 @@ class NodeAutoscalerWorkflow:
         settings = inp.settings
         # A run after continue-as-new shows the carried state at once, not blank until its first loop ends.
         workflow.set_current_details(autoscaler_details(self.state))
-        if settings.machine_gc and workflow.patched(MACHINE_GC_CHILD):
+        if settings.machine_gc:
             await self._start_machine_gc()
         iterations_this_run = 0
         while True:
@@ -321,7 +301,7 @@ class NodeAutoscalerWorkflow:
                 workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
             self.wake = False
             if self.pods_pending:
-                continue  # (histories recorded before this signal never get here)
+                continue
             try:
                 await workflow.wait_condition(
                     lambda: self.wake or self.pods_pending, timeout=timedelta(seconds=settings.scan_interval_s)
@@ -335,27 +315,20 @@ class NodeAutoscalerWorkflow:
         started = workflow.now()
         in_flight_before = in_flight_for_planner(self.state.in_flight)
         self.ready_since_observed.clear()
-        ready_nodes_seen = workflow.patched(READY_NODES_SEEN)
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             ObserveInput(
                 cluster=settings.cluster,
                 requests={r.id: r.node_name for r in self.state.in_flight.values()},
                 fresh=self.state.resource_versions,
-            )
-            if ready_nodes_seen
-            else settings.cluster,
+            ),
             result_type=ClusterObservation,
             **NODE_ACTIVITIES[contracts.OBSERVE_CLUSTER].timeouts(),
             retry_policy=OBSERVE_RETRY,
         )
         self.state.resource_versions = obs.resource_versions or self.state.resource_versions
         await self._report_invalid_groups(obs)
-        aggregated = workflow.patched(AGGREGATED_DEMAND)
-        if aggregated:
-            demand = obs.demand
-        else:  # runs recorded when the observer sent every pod and node
-            demand = observe_demand(obs.unschedulable, obs.nodes, virtual=headroom_pods(obs.groups))
+        demand = obs.demand
         fingerprint = groups_fingerprint(obs.groups)
         self.state.never_satisfiable = prune_never_satisfiable(
             self.state.never_satisfiable,
@@ -364,18 +337,11 @@ class NodeAutoscalerWorkflow:
         )
         self.state.groups_fingerprint = fingerprint
         shapes = [s for s in demand.shapes if s.key not in self.state.never_satisfiable]
-        # Those runs asked for the catalogue while any pod was pending, even one that fit a node.
-        wanted = (
-            shapes
-            if aggregated
-            else [p for p in obs.unschedulable if demand_key(p) not in self.state.never_satisfiable]
-        )
 
         catalogue: list[ServerType] = []  # also the prices approval gates compare
         providers = sorted({pool.provider for g in obs.groups for pool in g.pools})
-        if wanted and providers:
-            kept = workflow.patched(CATALOGUE_KEPT)
-            if kept and catalogue_still_fresh(self.catalogue, providers, workflow.now().timestamp()):
+        if shapes and providers:
+            if catalogue_still_fresh(self.catalogue, providers, workflow.now().timestamp()):
                 catalogue = self.catalogue.types
             else:
                 catalogue = await workflow.execute_activity(
@@ -385,77 +351,58 @@ class NodeAutoscalerWorkflow:
                     **NODE_ACTIVITIES[contracts.GET_CATALOGUE].timeouts(),
                     retry_policy=OBSERVE_RETRY,
                 )
-                if kept:
-                    self.catalogue = KeptCatalogue(catalogue, workflow.now().timestamp(), providers)
-        prices = catalogue_index(catalogue)
-        unavailable = unavailable_pools(
-            self.state.banned_pools,
-            self.state.backoff_until,
-            workflow.now().timestamp(),
-            self.state.capacity_unavailable_until,
+                self.catalogue = KeptCatalogue(catalogue, workflow.now().timestamp(), providers)
+        in_flight = with_landing_requests(
+            in_flight_for_planner(self.state.in_flight), in_flight_before, self.ready_since_observed
         )
-        in_flight = in_flight_for_planner(self.state.in_flight)
-        if workflow.patched(LANDING_REQUESTS):
-            in_flight = with_landing_requests(in_flight, in_flight_before, self.ready_since_observed)
-        if ready_nodes_seen:  # their nodes are in the observation, with their room
-            in_flight = counted_once(
-                in_flight, obs.requests_with_ready_node, keep_zone_shares=not workflow.patched(SPREAD_ROOM_COUNTED_ONCE)
-            )
-        split = split_headroom(  # from here on, the plan's pods and problems are real pods only
-            plan_demand(
-                demand.model_copy(update={"shapes": shapes}),
-                obs.groups,
-                prices,
-                in_flight,
+        # Their nodes are in the observation, with their room.
+        in_flight = counted_once(in_flight, obs.requests_with_ready_node)
+        demand = demand.model_copy(update={"shapes": shapes})
+        decision = await self._decide(
+            ScaleUpInput(
+                demand=demand,
+                groups=obs.groups,
+                catalogue=catalogue,
+                in_flight=in_flight_runs(in_flight),
+                unavailable=sorted(
+                    unavailable_pools(
+                        self.state.banned_pools,
+                        self.state.backoff_until,
+                        workflow.now().timestamp(),
+                        self.state.capacity_unavailable_until,
+                    )
+                ),
                 max_nodes_total=settings.max_nodes_total,
-                unavailable_pools=unavailable,
-                # None in every run started before money limits: their plans replay unchanged.
                 max_price_per_hour_total=settings.max_price_per_hour_total,
-                first_fit=workflow.patched(FIRST_FIT_ACROSS_NODES),
-                launch=workflow.patched(LAUNCH_AND_DOWNSIZE),
-            )
+                enforce_min_nodes=settings.enforce_min_nodes,
+                requests_in_flight=len(self.state.in_flight),
+                max_requests_in_flight=settings.max_requests_in_flight,
+            ),
+            in_flight,
         )
-        plan = split.plan
-        if settings.enforce_min_nodes and workflow.patched(ENFORCE_MIN_NODES):
-            plan.new_nodes += requests_to_reach_min_nodes(
-                obs.groups,
-                demand.nodes,
-                in_flight,
-                plan.new_nodes,
-                unavailable=unavailable,
-                max_nodes_total=settings.max_nodes_total,
-            )
-        self.state.never_satisfiable.update(never_satisfiable_of(plan.problems))
-        # In-flight requests are the state carried across continue-as-new: bounded.
-        plan.new_nodes = within_in_flight_limit(
-            plan.new_nodes, len(self.state.in_flight), settings.max_requests_in_flight
-        )
-        if not aggregated:
-            for planned in plan.new_nodes:
-                planned.pods = {}  # those runs' requests covered their pods by uid
+        plan = decision.plan
+        new_nodes, gates = decision.planned()
+        self.state.never_satisfiable.update(decision.never_satisfiable)
 
         groups = {g.name: g for g in obs.groups}
         named = {p.uid: p for s in shapes for p in s.pods}
         events: list[PodEvent] = self._new_problem_events(plan.problems)
-        # Ids and state first (in plan order, so replays decide the same), then every child
-        # start in one workflow task: hundreds of children start together, not one per task.
-        gates = approval_gates(plan.new_nodes, groups, prices)  # (None for groups without spec.approval)
-        announced: list[tuple[str, PlannedNode, ApprovalGate | None]]  # request id, node, gate
-        concurrent = workflow.patched(CONCURRENT_STARTS)
-        if plan.new_nodes and workflow.patched(REQUEST_BATCHES):
-            announced = self._start_batches(plan.new_nodes, groups, gates)
-        else:
-            announced = await self._start_each(plan.new_nodes, groups, gates, concurrent)
+        # Ids and state first (in plan order, so replays decide the same), then the batches
+        # start in the background.
+        announced = self._start_batches(new_nodes, groups, gates) if new_nodes else []
         for request_id, planned, gate in announced:
             reason, message = scale_up_event(request_id, planned, gate)
             events.extend(
                 PodEvent(namespace=p.namespace, pod_name=p.name, pod_uid=p.uid, reason=reason, message=message)
                 for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
             )
-        if plan.new_nodes:
+        if new_nodes:
             self.state.last_scale_up_at = workflow.now().timestamp()
         if may_scale_down(
-            plan, settings.scale_down_enabled, demand.nodes, removals_running=bool(self.state.scale_downs)
+            plan.model_copy(update={"new_nodes": new_nodes}),
+            settings.scale_down_enabled,
+            demand.nodes,
+            removals_running=bool(self.state.scale_downs),
         ):
             async with self.scale_down_lock:
                 await scale_down_step.step(settings, self.state, obs.scale_down_view)
@@ -466,22 +413,34 @@ class NodeAutoscalerWorkflow:
             unschedulable=demand.unschedulable,
             fits_existing=plan.pods_fit_existing,
             covered_in_flight=plan.pods_covered,
-            planned_nodes=len(plan.new_nodes),
+            planned_nodes=len(new_nodes),
             problems=sum(p.count for p in plan.problems),
             nodes=demand.nodes.total,
             pods_total=obs.pods_total,
             pods_running=obs.pods_running,
-            headroom_problems=split.problems,
+            headroom_problems=decision.headroom_problems,
         )
-        self.state.last_demand = last_demand_of((s.key, s.count) for s in demand.shapes if not is_headroom(s.key))
+        self.state.last_demand = last_demand_of((s.key, s.count) for s in obs.demand.shapes if not is_headroom(s.key))
         self.state.last_problems = problems_by_shape(plan.problems)
         metrics.loop_done(settings.cluster, started)
         for batch in event_batches(events):
-            if concurrent:
-                # Events are a report, not a step: the next loop does not wait for them.
-                self.background.add(asyncio.create_task(self._emit_pod_events(batch)))
-            else:
-                await self._emit_pod_events(batch)
+            # Events are a report, not a step: the next loop does not wait for them.
+            self.background.add(asyncio.create_task(self._emit_pod_events(batch)))
+
+    async def _decide(self, inp: ScaleUpInput, in_flight: list[InFlightRequest]) -> ScaleUpDecision:
+        """The scale-up decision: none when there is nothing to decide (an idle loop records
+        nothing), else the planner's, recorded as a local activity."""
+        settings = self.inp.settings
+        if nothing_to_decide(inp.demand, inp.groups, in_flight, settings.enforce_min_nodes):
+            return empty_decision(inp.demand)
+        workflow.deprecate_patch(DECISIONS_RECORDED)
+        return await workflow.execute_local_activity(
+            contracts.PLAN_SCALE_UP,
+            inp,
+            result_type=ScaleUpDecision,
+            start_to_close_timeout=PLAN_TIMEOUT,
+            retry_policy=PLAN_RETRY,
+        )
 
     async def _emit_pod_events(self, events: list[PodEvent]) -> None:
         try:
@@ -499,9 +458,10 @@ class NodeAutoscalerWorkflow:
     def _start_batches(
         self, planned: list[PlannedNode], groups: dict[str, NodeGroup], gates: list[ApprovalGate | None]
     ) -> list[tuple[str, PlannedNode, ApprovalGate | None]]:
-        """REQUEST_BATCHES: identical planned nodes share a NodeRequestBatch; every member is in
-        flight (as `<batch id>#<index>`) before the batches start, in the background, through
-        activities of about START_BATCH members each."""
+        """Identical planned nodes share a NodeRequestBatch (a 30,000-pod burst as ~970
+        NodeRequests waited 18-20 s (p99) for their first tasks); every member is in flight (as
+        `<batch id>#<index>`) before the batches start, in the background, through activities of
+        about START_BATCH members each."""
         batches: list[NodeRequestBatchInput] = []
         announced: list[tuple[str, PlannedNode, ApprovalGate | None]] = []
         for indexes in batch_indexes(planned, gates):
@@ -511,53 +471,13 @@ class NodeAutoscalerWorkflow:
             batches.append(batch)
             announced.extend((member_id(batch.id, k), p, gate) for k, p in enumerate(members))
         for chunk in start_chunks([len(b.members) for b in batches], START_BATCH):
-            self.background.add(asyncio.create_task(self._start_requests([], [batches[i] for i in chunk])))
+            self.background.add(asyncio.create_task(self._start_requests([batches[i] for i in chunk])))
         return announced
-
-    async def _start_each(
-        self,
-        planned: list[PlannedNode],
-        groups: dict[str, NodeGroup],
-        gates: list[ApprovalGate | None],
-        concurrent: bool,
-    ) -> list[tuple[str, PlannedNode, ApprovalGate | None]]:
-        """A NodeRequest per planned node, as runs before REQUEST_BATCHES did."""
-        requests = [
-            (self._record_request(node, groups[node.group], gate), node)
-            for node, gate in zip(planned, gates, strict=True)
-        ]
-        if requests and workflow.patched(ACTIVITY_STARTS):
-            # In the background, as below, through activities (activities/nodes/requests.py).
-            inputs = [inp for inp, _ in requests]
-            size = START_BATCH if workflow.patched(LARGER_START_BATCHES) else START_BATCH_BEFORE
-            for i in range(0, len(inputs), size):
-                self.background.add(asyncio.create_task(self._start_requests(inputs[i : i + size])))
-        elif requests and workflow.patched(BACKGROUND_STARTS):
-            # The loop goes on while the server starts them: in a burst, starting hundreds of
-            # children takes seconds, and the next observation need not wait for it (the
-            # requests are in flight in the state already).
-            for inp, _ in requests:
-                self.background.add(asyncio.create_task(self._start_request(inp)))
-        elif concurrent:
-            await asyncio.gather(*(self._start_request(inp) for inp, _ in requests))
-        else:
-            for inp, _ in requests:
-                await self._start_request(inp)
-        return [(inp.id, node, inp.approval) for inp, node in requests]
 
     def _next_request_id(self) -> str:
         self.state.seq += 1
         # Deterministic (replay-safe) yet unique across restarts of the autoscaler.
         return f"{autoscaler_id(self.inp.settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
-
-    def _record_request(
-        self, planned: PlannedNode, group: NodeGroup, approval: ApprovalGate | None = None
-    ) -> NodeRequestInput:
-        """A planned node's NodeRequest id and input, recorded as in flight before it starts."""
-        request_id = self._next_request_id()
-        inp = request_input(request_id, planned, group, self.inp.settings, workflow.info().workflow_id, approval)
-        self.state.in_flight[request_id] = in_flight_record(request_id, planned, workflow.now())
-        return inp
 
     def _record_batch(
         self, planned: list[PlannedNode], group: NodeGroup, approval: ApprovalGate | None
@@ -570,17 +490,14 @@ class NodeAutoscalerWorkflow:
             self.state.in_flight[request_id] = in_flight_record(request_id, node, now)
         return batch_input(batch_id, planned, group, self.inp.settings, workflow.info().workflow_id, approval)
 
-    async def _start_requests(
-        self, requests: list[NodeRequestInput], batches: list[NodeRequestBatchInput] | None = None
-    ) -> None:
+    async def _start_requests(self, batches: list[NodeRequestBatchInput]) -> None:
         settings = self.inp.settings
-        batches = batches or []
         try:
             await workflow.execute_activity(
                 contracts.START_NODE_REQUESTS,
                 StartRequestsInput(
                     cluster=settings.cluster,
-                    requests=requests,
+                    requests=[],
                     use_search_attributes=settings.use_search_attributes,
                     batches=batches,
                 ),
@@ -589,29 +506,10 @@ class NodeAutoscalerWorkflow:
                 retry_policy=START_RETRY,
             )
         except ActivityError as err:
-            ids = [r.id for r in requests] + [member_id(b.id, i) for b in batches for i in range(len(b.members))]
+            ids = [member_id(b.id, i) for b in batches for i in range(len(b.members))]
             for request_id in ids:
                 self.state.in_flight.pop(request_id, None)
             workflow.logger.warning("%d NodeRequests did not start (%s); their pods are planned again", len(ids), err)
-        finally:
-            self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
-
-    async def _start_request(self, inp: NodeRequestInput) -> None:
-        settings = self.inp.settings
-        try:
-            handle = await workflow.start_child_workflow(
-                NodeRequestWorkflow.run,
-                inp,
-                id=inp.id,
-                # Requests outlive a continue-as-new or a restart of the loop.
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=initial_attributes(settings.cluster, "Pending")
-                if settings.use_search_attributes
-                else None,
-                static_summary=request_summary(inp),  # the Web UI's workflow list
-                static_details=request_static_details(inp),
-            )
-            abandon(handle)
         finally:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 

@@ -26,20 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.request_machine import Decision, RequestMachine, wait_alone
     from workflows.search import request_attributes
 
-# workflow.patched id: runs started before approval gates never wait for one (their input has none).
-APPROVAL_GATES = "approval-gates"
-# Runs that told their loop they were Pending as they began replay so. The loop recorded them
-# Pending when it started them; that first report was a third of a burst's signals to the loop,
-# arriving while it planned (30,000 pods: ~1,000 at once).
-FIRST_REPORT_SKIPPED = "first-report-skipped"
-# Runs that took a workflow task for each report's delivery and for a label activity replay so.
-# A burst's ~1,000 requests each took 6 workflow tasks up to Ready on the worker's one workflow
-# thread, and a request's first task queued behind the others' later ones. Now the readiness
-# wait reports Provisioning to the loop and labels the node itself, and the final report goes out
-# beside the TTL timer instead of before it: 4 tasks, of which 3 before Ready. A report still
-# waits for the last one's delivery, so the loop sees them in order.
-FEWER_TASKS = "ready-in-fewer-tasks"
-
 
 # Outside the sandbox: the sandbox runs a workflow's module again for every new instance, on the
 # worker's event loop, and a burst starts hundreds of NodeRequests at once (10,000 pods: 323).
@@ -99,18 +85,13 @@ class NodeRequestWorkflow:
     # -- the state machine (workflows.nodes.request_machine) ---------------------------
     @workflow.run
     async def run(self, inp: NodeRequestInput) -> NodeRequestStatus:
-        gates = workflow.patched(APPROVAL_GATES)
-        self.machine.fewer_tasks = workflow.patched(FEWER_TASKS)
-        if workflow.patched(FIRST_REPORT_SKIPPED):
-            self._show()
-        else:
-            await self._publish()
-        await self.machine.run(gates)
+        # No first report: the loop recorded the request Pending when it started it (in a
+        # 30,000-pod burst that report was a third of the loop's signals, arriving as it planned).
+        self._show()
+        await self.machine.run()
         metrics.request_finished(inp.cluster, self.status)
-        if self.machine.fewer_tasks:
-            self._send()
-        else:
-            await self._publish()
+        # The final report goes out beside the TTL timer, in the same workflow task.
+        self._send()
         # Keep the final record visible (query, Web UI) for the TTL, then finish (seed 004 step 7).
         await workflow.sleep(timedelta(seconds=inp.ttl_s))
         await self._delivered()
@@ -125,9 +106,9 @@ class NodeRequestWorkflow:
         self._show()
 
     async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
-        if machine.fewer_tasks:  # the wait reports Provisioning to the loop itself
-            wait.report_to = self.inp.parent_workflow_id or ""
-            wait.report = machine.report() if self.inp.parent_workflow_id else None
+        # The wait reports Provisioning to the loop itself.
+        wait.report_to = self.inp.parent_workflow_id or ""
+        wait.report = machine.report() if self.inp.parent_workflow_id else None
         return await wait_alone(machine, wait)
 
     # -- reports ---------------------------------------------------------------------------
@@ -147,7 +128,7 @@ class NodeRequestWorkflow:
 
     def _send(self) -> None:
         """`_publish` without waiting for the delivery: the signal goes out in the same workflow
-        task as the command that follows (FEWER_TASKS). The status is copied now, and it leaves
+        task as the command that follows. The status is copied now, and it leaves
         after the report before it was delivered."""
         self._show()
         if not self.inp.parent_workflow_id:

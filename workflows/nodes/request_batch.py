@@ -34,12 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.summaries import batch_details
     from workflows.nodes import metrics
     from workflows.nodes.activity_options import NODE_ACTIVITIES
-    from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision, wait_alone
+    from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision
     from workflows.search import request_attributes
 
-# workflow.patched id: runs whose members each waited for Ready in an activity of their own
-# (wait_node_ready) replay so; one wait_nodes_ready round at a time now serves every member.
-READINESS_ROUNDS = "batch-readiness-rounds"
 # A readiness round's longest wait without news: nodes created meanwhile join the next round,
 # and a round returns at once when any node settles.
 ROUND_S = 10.0
@@ -59,7 +56,6 @@ class NodeRequestBatchWorkflow:
         self.waiting: dict[str, NodeWait] = {}  # node name -> its member's wait for Ready
         self.settled: dict[str, bool] = {}  # node name -> Ready (labelled) or timed out
         self.rounds: asyncio.Task[None] | None = None
-        self.in_rounds = True  # READINESS_ROUNDS, set by run()
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -112,7 +108,6 @@ class NodeRequestBatchWorkflow:
     # -- the members -----------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeRequestBatchInput) -> NodeRequestBatchStatus:
-        self.in_rounds = workflow.patched(READINESS_ROUNDS)
         self._show()
         await asyncio.gather(*(self._member(m) for m in self.machines))
         # Keep the final records visible (query, Web UI) for the TTL, then finish (seed 004 step 7).
@@ -121,7 +116,7 @@ class NodeRequestBatchWorkflow:
         return self.describe()
 
     async def _member(self, machine: RequestMachine) -> None:
-        await machine.run(gates=True)
+        await machine.run()
         metrics.request_finished(self.inp.cluster, machine.status)
         self._changed(machine)
 
@@ -134,8 +129,6 @@ class NodeRequestBatchWorkflow:
 
     async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
         """The member's node joins the batch's readiness rounds (the sender reports Provisioning)."""
-        if not self.in_rounds:
-            return await wait_alone(machine, wait)
         node = wait.node_name
         deadline = workflow.now() + timedelta(seconds=wait.timeout_s)
         self.waiting[node] = NodeWait(node_name=node, labels=wait.labels, deadline=deadline.timestamp())

@@ -29,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         CreateNodeInput,
         CreateNodeResult,
         DeleteNodeInput,
-        LabelNodeInput,
         WaitReadyInput,
     )
     from scaling.nodes.models import Attempt, AttemptResult, Pool, RequestPhase
@@ -117,10 +116,10 @@ class RequestOwner(Protocol):
         """A change the loop and the Web UI must see, in order."""
 
     async def provisioning(self, machine: RequestMachine) -> None:
-        """The node was created; the readiness wait follows (FEWER_TASKS form)."""
+        """The node was created; the readiness wait follows."""
 
     async def wait_ready(self, machine: RequestMachine, wait: WaitReadyInput) -> bool:
-        """Whether the node became Ready (and labelled, FEWER_TASKS form) in time; False once
+        """Whether the node became Ready (and labelled) in time; False once
         the machine is cancelled."""
 
 
@@ -147,20 +146,18 @@ class RequestMachine:
             )
         self.cancel_requested = False
         self.cancel_reason = ""
-        # The readiness wait labels the node (no label activity after it); see request.FEWER_TASKS.
-        self.fewer_tasks = True
 
     def cancel(self, reason: str) -> None:
         self.cancel_requested = True
         self.cancel_reason = reason
 
-    async def run(self, gates: bool) -> NodeRequestStatus:
-        """Every attempt up to a final phase (`gates`: whether approval gates apply)."""
+    async def run(self) -> NodeRequestStatus:
+        """Every attempt up to a final phase."""
         inp, status = self.inp, self.status
         for attempt_no, pool in enumerate(inp.candidates):
             if self.cancel_requested or attempts_exhausted(status.attempts, inp.max_attempts):
                 break
-            if gates and not await self._approved(pool):
+            if not await self._approved(pool):
                 break
             if await self._try_pool(pool, attempt_no):
                 break
@@ -213,23 +210,11 @@ class RequestMachine:
         status.phase = RequestPhase.PROVISIONING
         status.node_name, status.provider_id = created.node_name, created.provider_id
         self._record(pool, AttemptResult.PROVISIONING, node_name=created.node_name)
-        if self.fewer_tasks:
-            await self.owner.provisioning(self)
-        else:
-            await self.owner.publish(self)
+        await self.owner.provisioning(self)
 
-        ready = await self._wait_ready(created.node_name, labels)
-        if ready and self.fewer_tasks:  # the wait labelled the node
-            status.phase = RequestPhase.READY
-            self._record(pool, AttemptResult.READY, node_name=created.node_name)
-            return True
-        if ready:
-            await workflow.execute_activity(
-                contracts.LABEL_NODE,
-                LabelNodeInput(cluster=inp.cluster, node_name=created.node_name, labels=labels),
-                **NODE_ACTIVITIES[contracts.LABEL_NODE].timeouts(),
-                retry_policy=KUBE_RETRY,
-            )
+        # The readiness wait labels the node and reports Provisioning to the loop: a burst's
+        # ~1,000 requests each took 6 workflow tasks up to Ready with a label activity after it.
+        if await self._wait_ready(created.node_name, labels):
             status.phase = RequestPhase.READY
             self._record(pool, AttemptResult.READY, node_name=created.node_name)
             return True
@@ -285,10 +270,12 @@ class RequestMachine:
     async def _wait_ready(self, node_name: str, labels: dict[str, str]) -> bool:
         inp = self.inp
         wait = WaitReadyInput(
-            cluster=inp.cluster, node_name=node_name, timeout_s=inp.readiness_timeout_s, poll_s=inp.readiness_poll_s
+            cluster=inp.cluster,
+            node_name=node_name,
+            timeout_s=inp.readiness_timeout_s,
+            poll_s=inp.readiness_poll_s,
+            labels=labels,
         )
-        if self.fewer_tasks:
-            wait.labels = labels
         return await self.owner.wait_ready(self, wait)
 
     def _record(self, pool: Pool, result: AttemptResult, node_name: str = "", message: str = "") -> None:

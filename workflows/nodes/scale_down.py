@@ -19,7 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import NOT_ENOUGH_PDB, pods_to_evict, without_long_terminating
+    from scaling.kube.drain import NOT_ENOUGH_PDB
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         DeleteNodeInput,
@@ -31,11 +31,9 @@ with workflow.unsafe.imports_passed_through():
         NodeRef,
         NodeRemovalCheck,
         NodeRemovalCheckInput,
-        ScaleDownObservation,
         UnmarkNodeInput,
         WaitPodsGoneInput,
     )
-    from scaling.nodes.scale_down.evaluation import check_node_removal
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.recheck import blocking, cancel_code
     from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
@@ -54,9 +52,6 @@ PROVIDER_ROUND = RetryPolicy(
 )
 PROVIDER_BACKOFF_MAX_S = 300.0
 CANCELLED_BY_OPERATOR = "CancelledByOperator"
-# workflow.patched id: runs recorded while the re-check fetched the whole cluster
-# (observe_scale_down) and checked in the workflow replay that way.
-BOUNDED_RECHECK = "bounded-removal-check"
 DRAIN_TIMEOUT = "DrainTimeout"
 
 
@@ -144,13 +139,7 @@ class NodeScaleDownWorkflow:
             require_empty=method_for(inp.kind).require_empty,
             settings=inp.settings,
         )
-        obs: ScaleDownObservation | None = None  # only on the path runs before the patch took
-        if workflow.patched(BOUNDED_RECHECK):
-            check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
-        else:
-            obs = await self._kube(contracts.OBSERVE_SCALE_DOWN, inp.cluster, ScaleDownObservation)
-            recheck.now = workflow.now().timestamp()
-            check = check_node_removal(obs, recheck)
+        check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         if not check.found:
             return await self._finish(
                 inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
@@ -169,12 +158,8 @@ class NodeScaleDownWorkflow:
         self.status.phase = ScaleDownPhase.DRAINING
         await self._publish(inp)
         await self._kube(contracts.CORDON_NODE, NodeRef(cluster=inp.cluster, node=inp.node))
-        # A pod long past its grace period is not waited for: a dead kubelet never finishes it.
-        evict = check.pods_to_evict
-        if obs is not None:  # (as runs before the patch worked it out: after the cordon)
-            live = without_long_terminating(obs.pods, workflow.now().timestamp())
-            evict = sorted(f"{p.namespace}/{p.name}" for p in pods_to_evict(inp.node, live))
-        failed = await self._drain(inp, evict)
+        # The check leaves out pods long past their grace period: a dead kubelet never finishes them.
+        failed = await self._drain(inp, check.pods_to_evict)
         if failed is not None:
             code, message = failed
             return await self._finish(inp, ScaleDownPhase.FAILED, code, message, uncordon=True, event="ScaleDownFailed")

@@ -1,7 +1,8 @@
 """The NodeAutoscaler's scale-down half, called once per loop (workflow code, no I/O).
 
 evaluate_scale_down (the activity lists the cluster and runs plan_from_input from scaling/ beside
-it, with this workflow's timers) → start NodeScaleDown children for the nodes to remove; cancel
+it, with this workflow's timers: the decision, input and result, is recorded in the history as
+that activity's) → start NodeScaleDown children for the nodes to remove; cancel
 waiting children of empty nodes that pods landed on. Only the bounded evaluation crosses the
 history, never the cluster's nodes and pods. The state it needs across loops (unneeded_since,
 candidates, running children) lives in NodeAutoscalerState, so it is carried through
@@ -17,40 +18,21 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.kube.drain import without_long_terminating
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         NodeRemovalCheck,
         NodeRemovalCheckInput,
-        OrphanCheckInput,
-        OrphanObservation,
         RemovalTarget,
         ScaleDownEvaluation,
         ScaleDownEvaluationInput,
-        ScaleDownObservation,
     )
-    from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, mark_reported, orphans_from, provider_of
+    from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, provider_of
     from scaling.nodes.models import LABEL_GROUP
-    from scaling.nodes.scale_down.candidates import plan_from_input
-    from scaling.nodes.scale_down.checks import is_empty
-    from scaling.nodes.scale_down.evaluation import (
-        apply_unneeded,
-        check_node_removal,
-        compact_candidates,
-        reuse_key,
-        reuse_of,
-        stands,
-    )
+    from scaling.nodes.scale_down.evaluation import apply_unneeded, reuse_key, reuse_of, stands
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS
     from scaling.nodes.scale_down.methods.manual import MANUAL, data_loss_blockers
-    from scaling.nodes.scale_down.models import (
-        NodeRemoval,
-        NodeState,
-        ScaleDownInput,
-        ScaleDownLoopSettings,
-        ScaleDownPlan,
-    )
+    from scaling.nodes.scale_down.models import NodeRemoval, NodeState, ScaleDownLoopSettings
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import NodeAutoscalerState
@@ -61,30 +43,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search import initial_attributes
 
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-# workflow.patched id: runs recorded while the step fetched the whole cluster (observe_scale_down,
-# every node and pod into the history) and planned in the workflow replay that way.
-BOUNDED_SCALE_DOWN = "bounded-scale-down"
-# Runs whose orphan check brought every managed node and every machine into the history (50 KB
-# every ten loops at 330 nodes) and matched them in the workflow replay that way.
-ORPHANS_BESIDE_CLUSTER = "orphans-beside-cluster"
-# Runs that evaluated scale-down in every loop, even when the observation showed the cluster as
-# the last evaluation read it and no timer of it had run out (an idle loop's largest cost), replay so.
-UNCHANGED_SCALE_DOWN_SKIPPED = "unchanged-scale-down-skipped"
 
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
     return ScaleDownLoopSettings(
         max_removals_per_loop=settings.max_scale_down_per_loop, unready_time_s=settings.scale_down_unready_time_s
-    )
-
-
-async def observe(cluster: str) -> ScaleDownObservation:
-    return await workflow.execute_activity(
-        contracts.OBSERVE_SCALE_DOWN,
-        cluster,
-        result_type=ScaleDownObservation,
-        **NODE_ACTIVITIES[contracts.OBSERVE_SCALE_DOWN].timeouts(),
-        retry_policy=OBSERVE_RETRY,
     )
 
 
@@ -121,13 +84,9 @@ def _waiting_empty(sd: ScaleDownStatus) -> bool:
     return sd.phase == ScaleDownPhase.MARKED and method_for(sd.kind).require_empty
 
 
-async def step(
-    settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = ""
-) -> ScaleDownEvaluation | ScaleDownPlan | None:
+async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = "") -> ScaleDownEvaluation | None:
     """One scale-down evaluation; returns what it acted on (None: the last one still stands, as
-    ``view``, the observation's token of what it would read, says)."""
-    if not workflow.patched(BOUNDED_SCALE_DOWN):
-        return await _observed_step(settings, state)
+    ``view``, the observation's token of what it would read, says, and none is recorded)."""
     now = workflow.now().timestamp()
     inp = ScaleDownEvaluationInput(
         cluster=settings.cluster,
@@ -142,11 +101,10 @@ async def step(
         candidates_digest=state.candidates_digest,
     )
     key = reuse_key(inp)
-    if workflow.patched(UNCHANGED_SCALE_DOWN_SKIPPED):
-        if stands(state.scale_down_reuse, view, key, now):
-            state.scale_down_evaluated_at = now  # it would have said the same now
-            record_candidates(state, None, state.candidates_by_state)  # children's phases move on
-            return None
+    if stands(state.scale_down_reuse, view, key, now):
+        state.scale_down_evaluated_at = now  # it would have said the same now
+        record_candidates(state, None, state.candidates_by_state)  # children's phases move on
+        return None
     ev = await evaluate(inp)
     state.scale_down_reuse = reuse_of(ev, key)
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
@@ -163,43 +121,6 @@ async def step(
     for target in ev.to_remove:
         await start_child(settings, state, removal_input(settings, state, target, target.provider_id))
     return ev
-
-
-async def _observed_step(settings: AutoscalerSettings, state: NodeAutoscalerState) -> ScaleDownPlan:
-    """The step before BOUNDED_SCALE_DOWN, kept for replay: the whole cluster into the history."""
-    now = workflow.now().timestamp()
-    obs = await observe(settings.cluster)
-    inp = ScaleDownInput(
-        nodes=obs.nodes,
-        pods=obs.pods,
-        pdbs=obs.pdbs,
-        groups=obs.groups,
-        storage=obs.storage,
-        now=now,
-        unneeded_since=state.unneeded_since,
-        last_scale_up_at=state.last_scale_up_at,
-        protected=state.protected_nodes,
-        in_progress=sorted(state.scale_downs),
-        settings=loop_settings(settings),
-    )
-    plan = plan_from_input(inp)
-    state.unneeded_since = dict(plan.unneeded_since)
-    state.scale_down_evaluated_at = now
-    record_candidates(state, *compact_candidates(plan.decisions))
-
-    # Seed 004: a pod landing on a marked empty node cancels its scale-down.
-    by_name = {n.name: n for n in obs.nodes}
-    live = without_long_terminating(obs.pods, now)
-    for name, sd in list(state.scale_downs.items()):
-        node = by_name.get(name)
-        if _waiting_empty(sd) and node is not None:
-            if not is_empty(node, live):
-                await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
-
-    for removal in plan.to_remove:
-        node = by_name[removal.name]
-        await start_child(settings, state, removal_input(settings, state, removal, node.provider_id))
-    return plan
 
 
 def removal_input(
@@ -292,18 +213,13 @@ async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, n
         settings=loop_settings(settings),
         from_cache=True,  # the NodeScaleDown it starts reads the API server before the drain
     )
-    if workflow.patched(BOUNDED_SCALE_DOWN):
-        check: NodeRemovalCheck = await workflow.execute_activity(
-            contracts.CHECK_NODE_REMOVAL,
-            check_inp,
-            result_type=NodeRemovalCheck,
-            **NODE_ACTIVITIES[contracts.CHECK_NODE_REMOVAL].timeouts(),
-            retry_policy=OBSERVE_RETRY,
-        )
-    else:  # runs recorded before the patch: the whole cluster into the history
-        obs = await observe(settings.cluster)
-        check_inp.now, check_inp.in_progress = workflow.now().timestamp(), sorted(state.scale_downs)
-        check = check_node_removal(obs, check_inp)
+    check: NodeRemovalCheck = await workflow.execute_activity(
+        contracts.CHECK_NODE_REMOVAL,
+        check_inp,
+        result_type=NodeRemovalCheck,
+        **NODE_ACTIVITIES[contracts.CHECK_NODE_REMOVAL].timeouts(),
+        retry_policy=OBSERVE_RETRY,
+    )
     if not check.found:
         raise ApplicationError(f"node {node} does not exist", type="NodeNotFound")
     if not check.managed:
@@ -329,33 +245,18 @@ async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, n
 
 
 async def check_orphans(settings: AutoscalerSettings, state: NodeAutoscalerState, providers: list[str]) -> None:
-    if workflow.patched(ORPHANS_BESIDE_CLUSTER):
-        state.orphans = await workflow.execute_activity(
-            contracts.FIND_ORPHANS,
-            OrphanSearchInput(
-                cluster=settings.cluster,
-                providers=providers,
-                now=workflow.now().timestamp(),
-                grace_s=settings.orphan_grace_s,
-                previous=state.orphans,
-                removing=sorted(state.scale_downs),
-                fresh=state.resource_versions,
-            ),
-            result_type=list[Orphan],
-            **NODE_ACTIVITIES[contracts.FIND_ORPHANS].timeouts(),
-            retry_policy=RetryPolicy(maximum_attempts=3),
-        )
-        return
-    obs: OrphanObservation = await workflow.execute_activity(
-        contracts.OBSERVE_ORPHANS,
-        OrphanCheckInput(cluster=settings.cluster, providers=providers),
-        result_type=OrphanObservation,
-        **NODE_ACTIVITIES[contracts.OBSERVE_ORPHANS].timeouts(),
+    state.orphans = await workflow.execute_activity(
+        contracts.FIND_ORPHANS,
+        OrphanSearchInput(
+            cluster=settings.cluster,
+            providers=providers,
+            now=workflow.now().timestamp(),
+            grace_s=settings.orphan_grace_s,
+            previous=state.orphans,
+            removing=sorted(state.scale_downs),
+            fresh=state.resource_versions,
+        ),
+        result_type=list[Orphan],
+        **NODE_ACTIVITIES[contracts.FIND_ORPHANS].timeouts(),
         retry_policy=RetryPolicy(maximum_attempts=3),
-    )
-    now = workflow.now().timestamp()
-    # A node being removed legitimately loses its machine first.
-    obs.nodes = {k: v for k, v in obs.nodes.items() if k not in state.scale_downs}
-    state.orphans = mark_reported(
-        orphans_from(obs, state.orphans, now, settings.orphan_grace_s), now, settings.orphan_grace_s
     )

@@ -18,8 +18,6 @@ def plan_from_external(inp: PlanInput, recommended: int) -> ComponentPlan:
         return plan
     t = Targets(inp)
     extra = min(max(0, recommended), ext.max_replicas)
-    if not inp.upstream_parity:
-        extra = max(0, extra - inp.homogeneous_replicas)
     if recommended > ext.max_replicas:
         plan.notes.append(f"recommended {recommended} capped at maxReplicas {ext.max_replicas}")
     labels = {SPECIAL_USE_LABEL: HOT_REGION} if inp.spec.component == "tikv" else {}

@@ -13,7 +13,7 @@ def plan_from_pd(inp: PlanInput, plans: list[PdPlan]) -> ComponentPlan:
     count. No plan at all for this component (PD answers nothing for a component within its
     thresholds, and growth asks once for both) changes nothing: it never drains the groups."""
     plan = ComponentPlan(component=inp.spec.component)
-    if inp.upstream_parity and not any(p.component == inp.spec.component for p in plans):
+    if not any(p.component == inp.spec.component for p in plans):
         plan.notes.append(f"PD gave no plan for {inp.spec.component}: nothing changed")
         return plan
     t = Targets(inp)

@@ -48,13 +48,10 @@ def _ceil(x: float) -> int:
     return max(0, math.ceil(x - EPS))
 
 
-def below_target(used: float, capacity: float, per_instance: float, target: float, strict: bool = True) -> int:
+def below_target(used: float, capacity: float, per_instance: float, target: float) -> int:
     """The fewest instances of `per_instance` that bring used/capacity strictly below `target`
     (seed 002: the new average is lower than the midpoint; landing on it would leave the next
-    reading one jitter away from another scale-out). strict=False: at or below (before the
-    parity patch)."""
-    if not strict:
-        return _ceil((used / target - capacity) / per_instance) if per_instance > 0 and target > 0 else 0
+    reading one jitter away from another scale-out)."""
     if per_instance <= 0 or target <= 0 or (capacity > 0 and used / capacity < target):
         return 0
     n = _ceil((used / target - capacity) / per_instance)
@@ -113,7 +110,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         average = used / quota
         hot = sum(g.hot_instances for g in groups.values())
         if average > cpu_rule.max_threshold and hom_cpu > 0:
-            add_cpu = below_target(used, quota, hom_cpu, cpu_rule.target, inp.upstream_parity)
+            add_cpu = below_target(used, quota, hom_cpu, cpu_rule.target)
             plan.notes.append(f"cpu average {average:.3f} > max {cpu_rule.max_threshold}: +{add_cpu} homogeneous")
         elif hot:
             hot_used = sum(g.hot_cpu_used for g in groups.values())
@@ -139,7 +136,7 @@ def plan_growth(inp: PlanInput) -> ComponentPlan:
         s_n = hom.storage_instances if hom else 0
         per_storage = hom.storage_capacity / s_n if hom and s_n else 0.0
         if s_cap > 0 and per_storage > 0 and s_used / s_cap > storage_rule.max_threshold:
-            add_storage = below_target(s_used, s_cap, per_storage, storage_rule.target, inp.upstream_parity)
+            add_storage = below_target(s_used, s_cap, per_storage, storage_rule.target)
             plan.notes.append(
                 f"storage average {s_used / s_cap:.3f} > max {storage_rule.max_threshold}: +{add_storage} homogeneous"
             )
@@ -176,7 +173,7 @@ def _heterogeneous_out(inp: PlanInput, t: Targets, plan: ComponentPlan, types: l
         if room != math.inf:
             room = max(0, room - _ceil(spent_cpu / res.cpu_milli))
         # Strictly below the target: k * cores > need, so an exact fit takes one more.
-        exceed = math.floor(need / cores + EPS) + 1 if inp.upstream_parity else _ceil(need / cores)
+        exceed = math.floor(need / cores + EPS) + 1
         wanted = min(exceed, available)
         short = wanted - min(wanted, room)
         if short > 0:
@@ -249,7 +246,7 @@ def _homogeneous_out(
         if t.target[name] == 0:
             victims.pop(0)
         if cpu_driven and cpu_rule and hom_cpu > 0:
-            add = max(add, below_target(used, quota - removed_quota, hom_cpu, cpu_rule.target, inp.upstream_parity))
+            add = max(add, below_target(used, quota - removed_quota, hom_cpu, cpu_rule.target))
             if cap is not None:
                 add = min(add, max(0, cap - t.target[inp.base_cluster]))
     placeable = room + _slots(freed_cpu, freed_mem, shape)

@@ -89,6 +89,7 @@ class PodShape(BaseModel):
     # Pending shapes whose anti-affinity on a key wider than a node (zone) meets this one: it
     # waits until they are placed, so that both are never planned into one domain.
     zone_conflicts: list[str] = Field(default_factory=list)
+    unmodelled: list[str] = Field(default_factory=list)  # PodInfo.unmodelled
 
 
 class NodeCount(BaseModel):
@@ -144,7 +145,10 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
         parts.append({"topology": [t.model_dump(exclude_none=True) for t in pod.topology_spreads]})
     if pod.host_ports:
         parts.append({"ports": [h.model_dump() for h in pod.host_ports]})
-    if interpod(pod):
+    terms = bool(pod.terms_key) or interpod(pod)
+    if pod.terms_key:
+        parts.append({"terms": pod.terms_key})
+    elif terms:
         parts.append(
             {
                 "affinity": [t.model_dump() for t in pod.pod_affinity],
@@ -152,10 +156,12 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
                 "spread": [c.model_dump() for c in pod.spread_constraints],
             }
         )
-    if label_keys or interpod(pod):
+    if label_keys or terms:
         parts.append({"ns": pod.namespace, "labels": sorted(projected(pod, label_keys).items())})
     if volumes:
-        parts.append({"volumes": volumes.model_dump()})  # type: ignore[attr-defined]
+        parts.append({"volumes": volumes.model_dump()})
+    if pod.unmodelled:
+        parts.append({"unmodelled": pod.unmodelled})  # type: ignore[attr-defined]
     # Memoised by the parts' repr, which names them exactly: a burst's pods share a few shapes,
     # and json.dumps with sorted keys, once per pending pod and loop, was most of an
     # observation's CPU at 30,000 pods. The key stays the digest of the sorted JSON (keys live in
@@ -177,16 +183,23 @@ def own_keys(pod: PodInfo) -> set[str]:
 
 
 def projected(pod: PodInfo, label_keys: frozenset[str]) -> dict[str, str]:
-    """The pod's labels that a selector in play names (its own or `label_keys`)."""
-    keep = label_keys | own_keys(pod)
-    return {k: v for k, v in pod.labels.items() if k in keep}
+    """The pod's labels that a selector in play names (`label_keys`: label_keys_in_play, which
+    holds every pending pod's own selectors' keys)."""
+    return {k: v for k, v in pod.labels.items() if k in label_keys}
 
 
 def label_keys_in_play(pods: Sequence[PodInfo], cluster: Cluster | None) -> frozenset[str]:
     """Label keys any pending pod's selectors or any running pod's anti-affinity names."""
     keys: set[str] = set(cluster.label_keys) if cluster is not None else set()
+    seen: set[tuple[int, ...]] = set()
     for p in pods:
-        if interpod(p):
+        if not (p.pod_affinity or p.pod_anti_affinity or p.spread_constraints):
+            continue
+        # Pods of one template share their term lists' items: each distinct one is read once.
+        # (A term tuple is built once per distinct raw list, so its first item names it.)
+        sig = tuple(id(ts[0]) if ts else 0 for ts in (p.pod_affinity, p.pod_anti_affinity, p.spread_constraints))
+        if sig not in seen:
+            seen.add(sig)
             keys |= own_keys(p)
     return frozenset(keys)
 
@@ -229,6 +242,7 @@ def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) ->
                 pod_affinity=p.pod_affinity,
                 pod_anti_affinity=p.pod_anti_affinity,
                 spread_constraints=p.spread_constraints,
+                unmodelled=p.unmodelled,
             )
         s.count += 1
         s.pods.append(PodRef(namespace=p.namespace, name=p.name, uid=p.uid))
@@ -243,10 +257,15 @@ def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) ->
 def relate(shapes: Sequence[PodShape], ns_labels: Mapping[str, Mapping[str, str]]) -> None:
     """Each shape's pending affinity targets and the shapes it may not share a node (or, for
     terms on a wider key, a domain) with."""
-    special = [s for s in shapes if s.namespace]
+    # Shapes with labels in play (namespace set) or host ports: the others meet no selector.
+    special = [s for s in shapes if s.namespace or s.host_ports]
     for s in special:
         for t in special:
             if t is s:
+                continue
+            if not (s.namespace and t.namespace):
+                if _ports_clash(s, t):
+                    s.conflicts.append(t.key)
                 continue
             if s.pod_affinity and all(a.selects(t.namespace, t.labels, ns_labels) for a in s.pod_affinity):
                 s.affinity_targets.append(t.key)
@@ -307,8 +326,8 @@ def settle_on_existing(
             ]
         if (s.spreads or s.topology_spreads) and node_pods is None:
             continue
-        if needs_cluster(s) and cluster is None:
-            continue
+        if (needs_cluster(s) and cluster is None) or s.unmodelled:
+            continue  # unmodelled: whether a node takes it is not growth's to say (reported)
         state = s.scheduling or SchedulingState()
         req = vec(s.requests)
         for node, room in free:

@@ -41,17 +41,8 @@ def requests_to_reach_min_nodes(
 ) -> list[PlannedNode]:
     """The nodes to request so that every pool has at least its minNodes (see module doc)."""
     tally = nodes if isinstance(nodes, NodeTally) else tally_nodes(nodes)
-    per_pool: Counter[tuple[str, str]] = Counter()
-    per_group: Counter[str] = Counter()
     flat = {g.name: flatten_pools(g) for g in groups}
-    for c in tally.groups:
-        per_group[c.group] += c.count
-        pool = node_pool(c, flat.get(c.group, []))
-        if pool:
-            per_pool[(c.group, pool)] += c.count
-    for item in [*in_flight, *planned]:
-        per_group[item.group] += 1
-        per_pool[(item.group, item.pool)] += 1
+    per_pool, per_group = _sizes(flat, tally, [*in_flight, *planned])
     total_left = None if max_nodes_total is None else max_nodes_total - tally.total - len(in_flight) - len(planned)
 
     out: list[PlannedNode] = []
@@ -73,3 +64,29 @@ def requests_to_reach_min_nodes(
             if total_left is not None:
                 total_left -= missing
     return out
+
+
+def below_min_nodes(groups: Sequence[NodeGroup], tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> bool:
+    """Whether any pool has fewer nodes (in flight counted) than its minNodes: when the loop
+    asks the planner even without pending pods. A pool that cannot grow now (banned, at its
+    limits) still counts: the planner says so."""
+    flat = {g.name: flatten_pools(g) for g in groups}
+    per_pool, _ = _sizes(flat, tally, in_flight)
+    return any(p.min_nodes > per_pool[(g, p.name)] for g, pools in flat.items() for p in pools)
+
+
+def _sizes(
+    flat: dict[str, list[Pool]], tally: NodeTally, items: Sequence[InFlightRequest | PlannedNode]
+) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+    """Nodes per (group, pool) and per group: the tally's, plus one per request or planned node."""
+    per_pool: Counter[tuple[str, str]] = Counter()
+    per_group: Counter[str] = Counter()
+    for c in tally.groups:
+        per_group[c.group] += c.count
+        pool = node_pool(c, flat.get(c.group, []))
+        if pool:
+            per_pool[(c.group, pool)] += c.count
+    for item in items:
+        per_group[item.group] += 1
+        per_pool[(item.group, item.pool)] += 1
+    return per_pool, per_group

@@ -171,26 +171,6 @@ def _repeat_limit(
     return max(repeat, 1)
 
 
-def _ffd_fill(b: Bin, items: Sequence[Item], remaining: Sequence[int]) -> tuple[dict[int, int], Vec]:
-    """One node of `b` filled first-fit decreasing (largest share of the node first, as many
-    of each as fit), for runs recorded before `_first_fit`: repeating this node is what they bought."""
-    order = sorted(
-        (i for i, it in enumerate(items) if remaining[i] > 0 and b.key in it.bins),
-        key=lambda i: (-(items[i].req[0] / b.cap[0] + items[i].req[1] / b.cap[1]), i),
-    )
-    room = list(b.cap)
-    counts: dict[int, int] = {}
-    for i in order:
-        n = min(fit_count(items[i].req, room), remaining[i])
-        if items[i].per_node is not None:
-            n = min(n, items[i].per_node)
-        if n > 0:
-            counts[i] = n
-            for d in range(3):
-                room[d] -= items[i].req[d] * n
-    return counts, (b.cap[0] - room[0], b.cap[1] - room[1], b.cap[2] - room[2])
-
-
 def _take(
     result: PackResult,
     b: Bin,
@@ -216,35 +196,6 @@ def _budget_left(budgets: Sequence[Budget]) -> int | None:
     return min((bg.left for bg in budgets if bg.left is not None), default=None)
 
 
-def _first_type(
-    start: Bin,
-    items: Sequence[Item],
-    remaining: list[int],
-    budgets: Sequence[Budget],
-    price_budgets: Sequence[PriceBudget],
-    first_fit: bool = True,
-) -> PackResult:
-    """Every pod `start` holds onto nodes of `start` alone, first-fit decreasing (what Cluster
-    Autoscaler's estimator buys when its expander picks that group).
-
-    `first_fit`: pods go, largest first, into the first node with room, as CA's estimator
-    places them, so pods capped per node spread over the nodes opened before the rest fill
-    them (`_first_fit`). Runs recorded before it fill one node at a time and repeat it, which
-    strands capped pods on extra nodes."""
-    if first_fit:
-        return _first_fit(start, items, remaining, budgets, price_budgets)
-    result = PackResult()
-    while start.slots is None or start.slots > 0:
-        left = _budget_left(budgets)
-        if (left is not None and left <= 0) or not all(pb.affords(start.price) for pb in price_budgets):
-            break
-        counts, used = _ffd_fill(start, items, remaining)
-        if not counts:
-            break
-        _take(result, start, counts, used, _repeat_limit(start, counts, remaining, left, price_budgets), remaining, budgets, price_budgets)  # fmt: skip
-    return result
-
-
 def _nodes_needed(item: Item) -> int:
     """The fewest nodes a capped item's pods need (0 uncapped): among pods of one size, those
     needing the most nodes go first, so the others fill those nodes' room."""
@@ -260,14 +211,16 @@ def _grown(
     return grown, [room[0] - req[0] * k, room[1] - req[1] * k, room[2] - req[2] * k], m
 
 
-def _first_fit(
+def _first_type(
     start: Bin,
     items: Sequence[Item],
     remaining: list[int],
     budgets: Sequence[Budget],
     price_budgets: Sequence[PriceBudget],
 ) -> PackResult:
-    """First-fit decreasing across nodes of `start`, on counts: each item (largest first; of one
+    """Every pod `start` holds onto nodes of `start` alone (what Cluster Autoscaler's estimator
+    buys when its expander picks that group): first-fit decreasing across nodes, on counts, so
+    pods capped per node spread over the nodes opened before the rest fill them. Each item (largest first; of one
     size, the capped ones needing the most nodes first) goes into every open node's room in turn, then
     into new nodes, within the pool's slots, the node budgets and the money. Nodes with the same
     contents become one pattern."""
@@ -425,9 +378,6 @@ def pack(
     bins: Sequence[Bin],
     budgets: Sequence[Budget] = (),
     price_budgets: Sequence[PriceBudget] = (),
-    *,
-    first_fit: bool = True,
-    launch: bool = True,
 ) -> PackResult:
     """Place items' pods on new nodes of `bins` at low cost, within pool slots and budgets
     (node counts) and price budgets (money per hour: a bin is open only while one more of its
@@ -439,8 +389,6 @@ def pack(
     (`_launch`). The cheapest plans are then improved (`improve`: cheaper types, backfill,
     merges, partial moves); the one placing the most pods at the least cost wins and spends the
     real limits. Pods that cannot be placed are in `leftover`.
-
-    `launch`: False only for runs recorded before the launch strategy and `downsize`.
     """
     parts = _components(items)
     unlimited = all(b.slots is None for b in bins) and all(bg.left is None for bg in budgets)
@@ -453,8 +401,6 @@ def pack(
             sub = pack(
                 [items[i] for i in part],
                 [b for b in bins if any(b.key in items[i].bins for i in part)],
-                first_fit=first_fit,
-                launch=launch,
             )
             for p in sub.patterns:
                 result.patterns.append(replace(p, counts={part[i]: n for i, n in p.counts.items()}))
@@ -462,9 +408,8 @@ def pack(
         return result
     built: list[tuple[tuple[int, float, int], PackResult]] = []
     # None: by value; a bin: that bin first; True: Karpenter's launch.
-    starts: list[Bin | bool | None] = [None, *(b for b in bins if any(b.key in it.bins for it in items))]
-    if launch:
-        starts.append(True)
+    starts: list[Bin | bool | None] = [None, *_first_type_starts(bins, items), True]
+    static = _value_facts(items, bins)
     for n, start in enumerate(starts):
         trial_bins = [replace(b) for b in bins]
         trial_budgets = [replace(bg) for bg in budgets]
@@ -475,8 +420,8 @@ def pack(
             result = _launch(items, trial_bins, trial_budgets, trial_prices, remaining)
         elif isinstance(start, Bin):
             first = next(b for b in trial_bins if b.key == start.key)
-            result = _first_type(first, items, remaining, trial_budgets, trial_prices, first_fit)
-        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining)
+            result = _first_type(first, items, remaining, trial_budgets, trial_prices)
+        rest = _pack_by_value(items, trial_bins, trial_budgets, trial_prices, remaining, static)
         result.patterns.extend(rest.patterns)
         result.leftover = {i: k for i, k in enumerate(remaining) if k > 0}
         built.append((_rank(result, bins, n), result))
@@ -484,7 +429,7 @@ def pack(
     built.sort(key=lambda rr: rr[0])
     best: tuple[tuple[int, float, int], PackResult] | None = None
     for (_, _, n), result in built[:IMPROVE_BEST]:
-        improve(result, items, bins, downsize_nodes=launch)
+        improve(result, items, bins)
         rank = _rank(result, bins, n)
         if best is None or rank < best[0]:
             best = (rank, result)
@@ -492,6 +437,21 @@ def pack(
     result = best[1]
     _spend(result, bins, budgets, price_budgets)
     return result
+
+
+def _first_type_starts(bins: Sequence[Bin], items: Sequence[Item]) -> list[Bin]:
+    """The bins to try each alone first: every bin some item may use, but one per (room,
+    price): the same type in several zones, with pods free to use any zone, gives nearly the
+    same plan from each, and trying each tripled an affinity-heavy plan's time over three zones.
+    A single zone, or zone shares packed apart (_components), has no such twins."""
+    seen: set[tuple[Vec, float]] = set()
+    out = []
+    for b in bins:
+        if (b.cap, b.price) in seen or not any(b.key in it.bins for it in items):
+            continue
+        seen.add((b.cap, b.price))
+        out.append(b)
+    return out
 
 
 def _components(items: Sequence[Item]) -> list[list[int]]:
@@ -537,21 +497,11 @@ def _spend(
             pb.take(p.repeat, b.price)
 
 
-def _pack_by_value(
-    items: Sequence[Item],
-    bins: Sequence[Bin],
-    budgets: Sequence[Budget],
-    price_budgets: Sequence[PriceBudget],
-    remaining: list[int],
-) -> PackResult:
-    """The value-scored packing: price each item standalone; for every open bin build one
-    node's contents (largest first, balanced); take the bin whose node costs the smallest
-    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
-    repeat that node as often as counts, slots and budgets allow."""
-    result = PackResult()
-    bins = list(bins)
-    # Static facts, computed once: which items each bin admits and holds, and each item's
-    # standalone price per bin (price / how many fit), cheapest first.
+def _value_facts(
+    items: Sequence[Item], bins: Sequence[Bin]
+) -> tuple[dict[str, list[int]], list[list[tuple[float, str]]]]:
+    """Static facts of a packing, the same for every strategy tried: which items each bin admits
+    and holds, and each item's standalone price per bin (price / how many fit), cheapest first."""
     holds: dict[str, list[int]] = {
         b.key: [i for i, it in enumerate(items) if b.key in it.bins and _per_node(it, b.cap) > 0] for b in bins
     }
@@ -562,6 +512,24 @@ def _pack_by_value(
             share_prices[i].append((b.price * share, b.key))
     for sp in share_prices:
         sp.sort()
+    return holds, share_prices
+
+
+def _pack_by_value(
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget],
+    price_budgets: Sequence[PriceBudget],
+    remaining: list[int],
+    static: tuple[dict[str, list[int]], list[list[tuple[float, str]]]] | None = None,
+) -> PackResult:
+    """The value-scored packing: price each item standalone; for every open bin build one
+    node's contents (largest first, balanced); take the bin whose node costs the smallest
+    fraction of its pods' worth; shrink it to the cheapest bin that still holds those pods;
+    repeat that node as often as counts, slots and budgets allow."""
+    result = PackResult()
+    bins = list(bins)
+    holds, share_prices = static or _value_facts(items, bins)
     while True:
         budget_left = _budget_left(budgets)
         if budget_left is not None and budget_left <= 0:
@@ -880,21 +848,30 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
             :MERGE_CANDIDATES
         ]
         best: tuple[float, int, int, Bin, int] | None = None
+        # Per round: each pattern's allowed bins, and the bins of each allowed set cheapest
+        # first (an affinity-heavy plan over three zones spent most of merge recomputing them).
+        allowed_of = [_allowed(p, items) for p in pats]
+        by_allowed: dict[frozenset[str], list[Bin]] = {}
         for a in range(len(pats)):
             for c in range(a, len(pats)):
                 pa, pc = pats[a], pats[c]
                 k = pa.repeat // 2 if a == c else min(pa.repeat, pc.repeat)
                 if k <= 0:
                     continue
-                used = tuple(pa.used[d] + pc.used[d] for d in range(3))
-                if not all(u <= x for u, x in zip(used, envelope)) or any(
+                u0, u1, u2 = pa.used[0] + pc.used[0], pa.used[1] + pc.used[1], pa.used[2] + pc.used[2]
+                if u0 > envelope[0] or u1 > envelope[1] or u2 > envelope[2]:
+                    continue
+                if any(
                     items[i].per_node is not None and pa.counts.get(i, 0) + pc.counts.get(i, 0) > items[i].per_node
                     for i in set(pa.counts) | set(pc.counts)
                 ):
                     continue
-                allowed = _allowed(pa, items) & _allowed(pc, items)
-                for b in bins:
-                    if b.key not in allowed or not all(u <= x for u, x in zip(used, b.cap)):
+                allowed = allowed_of[a] & allowed_of[c]
+                candidates = by_allowed.get(allowed)
+                if candidates is None:
+                    candidates = by_allowed[allowed] = [b for b in bins if b.key in allowed]
+                for b in candidates:
+                    if u0 > b.cap[0] or u1 > b.cap[1] or u2 > b.cap[2]:
                         continue
                     gain = price[pa.bin] + price[pc.bin] - b.price
                     if gain <= 1e-12:
@@ -921,14 +898,13 @@ def merge(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int
     return saved_nodes
 
 
-def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin], downsize_nodes: bool = True) -> None:
+def improve(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> None:
     """Consolidate a plan as Karpenter would after launch: cheaper types for nodes that allow
     one, emptying light nodes into others' room (backfill), merging pairs into one cheaper
-    node, moving some pods so that a node fits a cheaper type (`downsize`; not in runs recorded
-    before it), and cheaper types again for what changed."""
+    node, moving some pods so that a node fits a cheaper type (`downsize`), and cheaper types
+    again for what changed."""
     shrink(result, items, bins)
     backfill(result, items, bins)
     merge(result, items, bins)
-    if downsize_nodes:
-        downsize(result, items, bins)
+    downsize(result, items, bins)
     shrink(result, items, bins)

@@ -486,7 +486,6 @@ def plan_scale_up(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
-    launch: bool = True,
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     volumes: Volumes | None = None,
 ) -> ScaleUpPlan:
@@ -511,7 +510,6 @@ def plan_scale_up(
         max_nodes_total=max_nodes_total,
         unavailable_pools=unavailable_pools,
         max_price_per_hour_total=max_price_per_hour_total,
-        launch=launch,
     )
 
 
@@ -524,11 +522,7 @@ def plan_demand(
     max_nodes_total: int | None = None,
     unavailable_pools: Collection[tuple[str, str]] = (),
     max_price_per_hour_total: float | None = None,
-    first_fit: bool = True,
-    launch: bool = True,
 ) -> ScaleUpPlan:
-    """`first_fit`: see packing._first_type (False only for runs recorded before it); `launch`:
-    see packing.pack (likewise)."""
     unavailable = set(unavailable_pools)
     plan = ScaleUpPlan(fits_existing=[p.uid for p in demand.fits_existing_pods], pods_fit_existing=demand.fits_existing)
     planned, blocked, waiting = split_by_topology(demand.shapes, groups, catalogue)
@@ -646,7 +640,10 @@ def plan_demand(
             for part in _apart(owners):
                 sub_items, sub_owners = [items[i] for i in part], [owners[i] for i in part]
                 result = pack(
-                    sub_items, tier_bins, [group_budget, total], price_caps[gname], first_fit=first_fit, launch=launch
+                    sub_items,
+                    tier_bins,
+                    [group_budget, total],
+                    price_caps[gname],
                 )
                 full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
                 for pat in result.patterns:

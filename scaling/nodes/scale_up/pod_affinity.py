@@ -10,6 +10,8 @@ each other is decided here, before packing:
   them), in one domain for a wider key;
 - a shape whose anti-affinity selects itself on a key wider than a node takes one pod per
   domain its pools reach without a match (the rest are reported);
+- a shape that needs a filter growth does not model (DynamicResources) is reported
+  (NotModelled), never planned;
 - shapes that repel each other on such a key are planned one at a time: the later (by key)
   waits for the earlier to be placed (WaitingForAntiAffinityTarget), so both are never
   planned into one domain. Shapes that repel each other on the hostname (or clash on host
@@ -28,6 +30,7 @@ from scaling.nodes.scale_up.topology import base_key, share_key
 WAITING_FOR_AFFINITY = "WaitingForAffinityTarget"
 WAITING_FOR_ANTI_AFFINITY = "WaitingForAntiAffinityTarget"
 NEVER_SATISFIABLE = "NeverSatisfiable"
+NOT_MODELLED = "NotModelled"
 
 Problem = tuple[PodShape, str, str]  # shape (its pods), reason, message
 
@@ -43,6 +46,13 @@ def split_by_pod_affinity(
     problems: list[Problem] = []
     together: set[str] = set()
     for d in shapes:
+        if d.unmodelled:
+            msg = (
+                f"the pod needs the {', '.join(d.unmodelled)} filter, which growth does not model: "
+                "no node is bought for it on a guess"
+            )
+            problems.append((d, NOT_MODELLED, msg))
+            continue
         aff = d.scheduling.affinity if d.scheduling else None
         if aff is None or d.count <= 0:
             out.append(d)

@@ -21,7 +21,6 @@ from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     CreateNodeInput,
     DeleteNodeInput,
-    LabelNodeInput,
     MarkNodeInput,
     NodeRef,
     WaitReadyInput,
@@ -85,10 +84,9 @@ async def test_each_clusters_activities_reach_its_own_api_server(
 
     for name in ("east", "west"):
         node = made[name].node_name
-        ready = WaitReadyInput(cluster=name, node_name=node, timeout_s=30, poll_s=0.05)
+        labels = {LABEL_GROUP: f"seen-by-{name}"}  # the wait labels the node once Ready
+        ready = WaitReadyInput(cluster=name, node_name=node, timeout_s=30, poll_s=0.05, labels=labels)
         assert await env.run(acts[contracts.WAIT_NODE_READY], ready) is True
-        labels = {LABEL_GROUP: f"seen-by-{name}"}
-        env.run(acts[contracts.LABEL_NODE], LabelNodeInput(cluster=name, node_name=node, labels=labels))
         obs = env.run(acts[contracts.OBSERVE_CLUSTER], name)
         assert obs.demand.nodes.total == 1
         assert [c.group for c in obs.demand.nodes.groups] == [f"seen-by-{name}"]

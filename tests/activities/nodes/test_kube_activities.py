@@ -23,7 +23,6 @@ from scaling.nodes.contracts import (
     CreateNodeInput,
     DeleteNodeInput,
     GroupStatusInput,
-    LabelNodeInput,
     NodeWait,
     ObserveInput,
     PodEvent,
@@ -378,18 +377,9 @@ def test_node_groups_from_a_yaml_file(api: client.ApiClient, tmp_path: Path) -> 
     assert [(p.name, p.field) for p in obs.invalid_groups] == [("bad", "spec.pools[0].serverType")]
 
 
-def test_label_node_and_pod_events(api: client.ApiClient) -> None:
-    import asyncio
-
+def test_pod_events(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
-    made = asyncio.run(
-        KwokProvider(api).create_node(CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool()))
-    )
     kube = KubeActivities(api, known_providers=["kwok"])
-    kube.label_node(
-        LabelNodeInput(cluster="c1", node_name=made.node_name, labels={"growth.autoscaling.dev/node-group": "general"})
-    )
-    assert core.read_node(made.node_name).metadata.labels["growth.autoscaling.dev/node-group"] == "general"
     pod = core.create_namespaced_pod(
         "default", {"metadata": {"name": "p1"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
     )

@@ -1,4 +1,4 @@
-"""A ComponentAutoscaler's trail over its recorded history (tests/workflows/histories/
+"""A ComponentAutoscaler's trail over its recorded history (tests/workflows/histories/0.2.0/
 components_ComponentAutoscaler.json): each change with the reason its Event gave."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from scaling.components.trail import component_trail
 from starters.history import history_from_file
 
-HISTORY = Path(__file__).parents[2] / "workflows" / "histories" / "components_ComponentAutoscaler.json"
+HISTORY = Path(__file__).parents[2] / "workflows" / "histories" / "0.2.0" / "components_ComponentAutoscaler.json"
 
 
 def test_changes_read_with_their_reasons() -> None:

@@ -160,14 +160,19 @@ def _commit(placed: str | None, inst: ManagedInstance, records: dict[str, Cluste
         rec.instances += 1
 
 
+def with_both_types(found: list[ClusterRecord], standard: TypeRules, developer: TypeRules) -> dict[str, TypeRules]:
+    """Some of `found` run both types, with their own units; the rules by type."""
+    for c in found:
+        if c.id in ("c1", "c4"):
+            c.types.setdefault("developer", c.types[c.instance_type].model_copy())
+    return {"standard": standard, "developer": developer}
+
+
 @given(clusters(), queue(), rules("standard"), rules("developer"))
 def test_first_fit_in_one_pass_places_as_first_fit_one_by_one(
     found: list[ClusterRecord], waiting: list[ManagedInstance], standard: TypeRules, developer: TypeRules
 ) -> None:
-    by_type = {"standard": standard, "developer": developer}
-    for c in found:  # some clusters run both types, with their own units
-        if c.id in ("c1", "c4"):
-            c.types.setdefault("developer", c.types[c.instance_type].model_copy())
+    by_type = with_both_types(found, standard, developer)
     one = {c.id: c.model_copy(deep=True) for c in found}
     fit_records = {c.id: c.model_copy(deep=True) for c in found}
     fit = FirstFit(list(fit_records.values()))

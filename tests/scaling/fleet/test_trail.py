@@ -1,5 +1,5 @@
-"""A data-plane cluster's trail over the recorded histories: the FleetAutoscaler's (the fleet
-demo) and a DataPlaneCluster lifecycle (tests/workflows/fleet/histories/)."""
+"""A data-plane cluster's trail over the recorded histories (tests/workflows/histories/0.2.0/): the
+FleetAutoscaler's (a region that scales up and down) and a DataPlaneCluster lifecycle."""
 
 from __future__ import annotations
 
@@ -8,25 +8,38 @@ from pathlib import Path
 from scaling.fleet.trail import cluster_trail
 from starters.history import history_from_file
 
-HISTORIES = Path(__file__).parents[2] / "workflows" / "fleet" / "histories"
+HISTORIES = Path(__file__).parents[2] / "workflows" / "histories" / "0.2.0"
+REGION = HISTORIES / "fleet_FleetAutoscaler_scaling.json"
 
 
-def test_a_cluster_reads_from_its_creation_through_its_instances() -> None:
-    autoscaler = history_from_file(str(HISTORIES / "fleet_autoscaler.json"))
-    cid = next(e for e in autoscaler.events if e.kind == "child").input[0]["cluster_id"]
+def test_a_cluster_reads_from_its_creation_through_its_instances_to_its_deletion() -> None:
+    autoscaler = history_from_file(str(REGION))
+    cid = next(e for e in autoscaler.events if e.kind == "child" and e.name == "DataPlaneCluster").input[0][
+        "cluster_id"
+    ]
     trail = cluster_trail(cid, autoscaler)
     kinds = [e.what for e in trail.entries]
-    assert kinds[0] == "Created" and "no_room_for_biggest" in trail.entries[0].detail  # the rule, re-evaluated
+    assert kinds[0] == "Created" and "no_room_for_biggest" in trail.entries[0].detail  # the recorded evaluation's rule
     phases = [e.detail.split(",")[0].split(":")[0] for e in trail.entries if e.what == "Reported"]
     assert phases[:4] == ["cluster_provisioning", "cluster_provisioned", "waiting_for_kas_fleetshard_operator", "ready"]
-    assert kinds.count("InstancePlaced") == kinds.count("InstanceReleased") == 12
-    assert kinds.index("Reported") < kinds.index("InstancePlaced")  # placed once it reported
+    assert kinds.count("InstancePlaced") == kinds.count("InstanceReleased") == 5  # 5 of 2 units fill its 10
+    assert kinds.index("Reported") < kinds.index("InstancePlaced") < kinds.index("Deprovisioning")
+    assert kinds.index("Deprovisioning") < kinds.index("DeleteSent") and phases[-1] == "deleted"
     assert cluster_trail("other-cluster", autoscaler).entries == []
 
 
+def test_a_cluster_started_by_a_0_1_0_region_says_its_rule_was_not_recorded() -> None:
+    autoscaler = history_from_file(str(HISTORIES.parent / "0.1.0" / "fleet_FleetAutoscaler_scaling.json"))
+    cid = next(e for e in autoscaler.events if e.kind == "child" and e.name == "DataPlaneCluster").input[0][
+        "cluster_id"
+    ]
+    created = cluster_trail(cid, autoscaler).entries[0]
+    assert created.what == "Created" and "0.2.0" in created.detail
+
+
 def test_the_clusters_own_history_adds_its_steps_and_agent_reports() -> None:
-    autoscaler = history_from_file(str(HISTORIES / "fleet_autoscaler.json"))
-    own = history_from_file(str(HISTORIES / "data_plane_cluster_lifecycle.json"))
+    autoscaler = history_from_file(str(REGION))
+    own = history_from_file(str(HISTORIES / "fleet_DataPlaneCluster.json"))
     trail = cluster_trail("c1", autoscaler, own, max_entries=10)
     steps = [e.detail for e in trail.entries if e.what == "Step"]
     assert steps and steps[0] == "create_ocm_cluster: done"

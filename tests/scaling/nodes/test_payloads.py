@@ -15,6 +15,7 @@ from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.observation import event_batches
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.batches import BATCH_MAX, batch_indexes, start_chunks
+from scaling.nodes.scale_up.decision import ScaleUpInput, decide_scale_up, in_flight_runs
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.scale_up.planning import plan_demand
 from scaling.nodes.scale_up.requests import (
@@ -272,3 +273,56 @@ def test_a_burst_in_request_batches_keeps_every_payload_under_256_kb() -> None:
         f" start input {biggest_start} B, batch status {size(status)} B, report {size(report)} B"
     )
     assert max(biggest_batch, biggest_start, size(status), size(report)) < LIMIT
+
+
+def test_an_affinity_heavy_observation_stays_under_256_kb() -> None:
+    """30,000 pending pods of 50 workloads with pod affinity and anti-affinity on the zone and
+    the hostname, 5,000 nodes each running a pod: shapes carry their terms and per-zone counts
+    (the hostname pairs dropped), never per-pod or per-node lists."""
+    from bench.workload import affinity_workload
+    from scaling.kube.scheduling.cluster import Cluster
+
+    w = affinity_workload(30_000, node_count=5000)
+    running = [p for p in w.pods if p.node_name]
+    pending = [p for p in w.pods if not p.node_name]
+    by_node: dict[str, list] = {}
+    for p in running:
+        by_node.setdefault(p.node_name or "", []).append(p)
+    demand = observe_demand(
+        pending, w.nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES, cluster=Cluster(nodes=w.nodes, pods=by_node)
+    )
+    obs = ClusterObservation(demand=demand, groups=[w.group], pods_total=len(w.pods), pods_running=len(running))
+    assert size(obs) < LIMIT, size(obs)
+    assert demand.unschedulable == 30_000 and len(demand.shapes) == 50
+    assert all(s.scheduling is not None for s in demand.shapes)
+
+
+def test_a_burst_s_recorded_decisions_stay_under_256_kb() -> None:
+    """The loop's recorded scale-up decision (its input and its plan, contracts.PLAN_SCALE_UP):
+    the first loop of the burst plans max_requests_in_flight nodes, the next one sees them in flight."""
+    pods, nodes, groups = burst()
+    demand = observe_demand(pods, nodes, sample=SHAPE_SAMPLE, max_shapes=MAX_SHAPES)
+    settings = AutoscalerSettings(cluster="big")
+    first = decide_scale_up(
+        ScaleUpInput(demand=demand, groups=groups, catalogue=kwok_catalogue(), max_requests_in_flight=1500)
+    )
+    planned, gates = first.planned()
+    assert len(planned) == settings.max_requests_in_flight and gates == [None] * len(planned)
+    assert len(first.new_nodes) < len(planned) / 10  # runs of identical nodes
+    state = NodeAutoscalerState()
+    for i, node in enumerate(planned):
+        rid = member_id(f"nodes/big/request/{i // BATCH_MAX:06d}-abcd", i % BATCH_MAX)
+        state.in_flight[rid] = in_flight_record(rid, node, BURST_AT)
+    in_flight = in_flight_for_planner(state.in_flight)
+    second = decide_scale_up(
+        ScaleUpInput(
+            demand=demand,
+            groups=groups,
+            catalogue=kwok_catalogue(),
+            in_flight=in_flight_runs(in_flight),
+            requests_in_flight=len(in_flight),
+        )
+    )
+    assert second.plan.pods_covered > 0 and second.planned()[0] == []
+    print(f"\nrecorded decision: first loop {size(first)} B, next loop {size(second)} B")
+    assert size(first) < LIMIT and size(second) < LIMIT

@@ -14,8 +14,8 @@ from starters.history import history_from_file
 HISTORIES = Path(__file__).parents[2] / "workflows" / "histories"
 # The recording's nodes (names change with every re-recording: tests.workflows.record_history
 # records all nodes_*.json from one demo run, so the three histories tell one story).
-REMOVED = "demo-kwok-cx22-eb3454c5"  # the node of nodes_NodeScaleDown.json (its workflow id)
-REQUESTED = "demo-kwok-cx32-8e529625"  # a node of nodes_NodeRequestBatch.json (in its attempts)
+REMOVED = "demo-kwok-cx22-bdbef635"  # the node of nodes_NodeScaleDown.json (its workflow id)
+REQUESTED = "demo-kwok-cx32-2a888f79"  # a node of nodes_NodeRequestBatch.json (in its attempts)
 
 
 def load(name: str, workflow_id: str = ""):  # noqa: ANN201

@@ -13,7 +13,7 @@ import pytest
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.nodegroups import parse_node_groups_yaml
 from scaling.nodes.scale_up.planning import plan_demand
-from scaling.nodes.what_if import RecordedLoop, recorded_loops, what_if
+from scaling.nodes.what_if import RecordedLoop, plan_loop, recorded_loops, what_if
 from starters.history import history_from_file
 from tests.cli import growth
 
@@ -51,6 +51,21 @@ def test_unchanged_inputs_start_what_the_loop_started(history) -> None:  # noqa:
         assert loop.difference.nodes == 0 and loop.difference.server_types == {}
     assert report.total_what_if.cost_per_hour == report.total_recorded.cost_per_hour > 0
     assert report.difference.nodes == 0
+
+
+def test_loops_that_planned_read_their_recorded_decision(history) -> None:  # noqa: ANN001
+    """The loops that planned recorded plan_scale_up (input and decision); unchanged, today's
+    planner on that input decides what was recorded, whatever the history says of the state."""
+    loops = recorded_loops(history)
+    deciding = [loop for loop in loops if loop.decision is not None]
+    assert any(loop.started for loop in deciding) and len(deciding) < len(loops)  # idle loops record none
+    for loop in deciding:
+        assert loop.decision is not None and loop.decision.input is not None
+        recorded, _ = loop.decision.planned()
+        planned, _ = plan_loop(loop, None, loop.settings)
+        assert planned == recorded
+        # Had the rebuilt state been wrong, the input still is what the planner saw.
+        assert plan_loop(loop.model_copy(update={"in_flight": []}), None, loop.settings)[0] == recorded
 
 
 def test_a_node_cap_gives_the_direct_plans_figures(history) -> None:  # noqa: ANN001

@@ -16,6 +16,7 @@ from datetime import datetime
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.components.decisions import DECISIONS
 from scaling.components import contracts
 from scaling.kube.quantity import cpu_millis
 
@@ -262,6 +263,7 @@ class ComponentsWorld:
             patch_replicas,
             delete_auto_cluster,
             list_autoscalers,
+            *DECISIONS,  # the autoscaler's decisions: the real ones (pure)
         ]
 
     def release_pods(self) -> None:

@@ -12,7 +12,6 @@ carried as columns, patch compact-registry). Also the history of the index shard
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import uuid
 from pathlib import Path
@@ -24,19 +23,21 @@ from temporalio.worker import Worker
 from activities.updates import execute_update
 from bench.runtime import run
 from scaling.fleet.config import load_fleet_config_text
-from scaling.fleet.index import DEFAULT_SHARDS, shard_of, shard_workflow_id
+from scaling.fleet.index import shard_of, shard_workflow_id
 from scaling.fleet.region import FleetAutoscalerInput, RegionStatus
 from starters.fleet import register_listed
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import settings
 from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
+from tests.workflows.release_histories import HISTORIES, save
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
 
-REGION_HISTORY = Path(__file__).parent / "histories" / "fleet_autoscaler_registered.json"
-# The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run.
-INDEX_HISTORY = Path(__file__).parent / "histories" / "instance_index_shard.json"
+REGION_HISTORY = HISTORIES / "0.2.0" / "fleet_FleetAutoscaler_registered.json"
+# The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run: beside it.
+INDEX_HISTORY = "fleet_InstanceIndex.json"
 TEMPORAL = Path(sys.executable).parent / "temporal"
+SHARDS = 2  # the index shards are started first: 64 of them would be most of the history
 RUN_ROUNDS = 30  # the first run's rounds: the scenario takes about 20 (each message wakes the loop)
 
 
@@ -50,7 +51,8 @@ async def record(out: Path) -> None:
             handle = await env.client.start_workflow(
                 FleetAutoscalerWorkflow.run,
                 FleetAutoscalerInput(
-                    settings=settings(iterations_per_run=RUN_ROUNDS), config=config.without_clusters()
+                    settings=settings(iterations_per_run=RUN_ROUNDS, index_shards=SHARDS),
+                    config=config.without_clusters(),
                 ),
                 id=f"fleet/aws/recorded-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
@@ -70,15 +72,14 @@ async def record(out: Path) -> None:
                 await asyncio.sleep(0.3)  # the first run's rounds are done: it continued as new
             await stop_agents(agent)
             history = await env.client.get_workflow_handle(handle.id, run_id=handle.result_run_id).fetch_history()
-            shard = env.client.get_workflow_handle(shard_workflow_id(handle.id, shard_of("s2", DEFAULT_SHARDS)))
+            shard = env.client.get_workflow_handle(shard_workflow_id(handle.id, shard_of("s2", SHARDS)))
             shard_history = await shard.fetch_history()
             await shard.terminate()
             await handle.terminate()
             for cid in ("both", "std", "ent"):
                 await env.client.get_workflow_handle(f"fleet/cluster/{cid}").terminate()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(history.to_json_dict(), indent=1))
-    INDEX_HISTORY.write_text(json.dumps(shard_history.to_json_dict(), indent=1))
+    save(history, out, max_bytes=250_000)  # whole: its continue-as-new carries the registry's columns
+    save(shard_history, out.with_name(INDEX_HISTORY))
 
 
 if __name__ == "__main__":

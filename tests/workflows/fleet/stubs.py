@@ -12,6 +12,7 @@ from temporalio import activity
 from temporalio.client import RPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 
+from activities.fleet.decisions import DECISIONS
 from scaling.fleet import contracts
 from scaling.fleet.contracts import (
     AddonInput,
@@ -198,6 +199,7 @@ class FleetWorld:
             get_addon,
             delete_ocm_cluster,
             cleanup_cluster_resources,
+            *DECISIONS,  # the region's decisions: the real ones (pure)
         ]
 
 

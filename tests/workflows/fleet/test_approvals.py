@@ -3,11 +3,8 @@ creating at OCM and deleting wait for approve/deny, or for the durable timeout's
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.updates import execute_update
@@ -18,13 +15,9 @@ from scaling.fleet.models import ClusterPhase
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import create, eventually, phases, region, settings
-from tests.workflows.fleet.test_cluster import LIFECYCLE_HISTORY, cluster_input, in_phase, report, running
-from tests.workflows.nodes.test_replay import patches_in
-from tests.workflows.replayer import new_replayer
+from tests.workflows.fleet.test_cluster import cluster_input, in_phase, report, running
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.cluster import CLUSTER_APPROVAL_GATES, DataPlaneClusterWorkflow
-
-BEFORE = Path(__file__).parent / "histories" / "before" / CLUSTER_APPROVAL_GATES / LIFECYCLE_HISTORY.name
+from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 
 async def state(handle: WorkflowHandle) -> DataPlaneClusterState:
@@ -105,16 +98,6 @@ async def test_an_approved_deletion_deletes(env: WorkflowEnvironment) -> None:
         final: DataPlaneClusterState = await handle.result()  # the timeout approves
     assert final.phase == ClusterPhase.DELETED and final.approval is not None and final.approval.by == "timeout"
     assert contracts.DELETE_OCM_CLUSTER in world.calls
-
-
-async def test_histories_before_and_after_the_patch_replay() -> None:
-    replayer = new_replayer([DataPlaneClusterWorkflow])
-    for path, patched in ((BEFORE, False), (LIFECYCLE_HISTORY, True)):
-        events = json.loads(path.read_text())["events"]
-        assert (CLUSTER_APPROVAL_GATES in patches_in(events)) is patched, path
-        history = WorkflowHistory.from_json(path.stem, {"events": events})
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert result.replay_failure is None, f"{path}: {result.replay_failure}"
 
 
 async def test_the_region_blocks_a_cluster_whose_deletion_was_denied(dev_env: WorkflowEnvironment) -> None:

@@ -4,14 +4,12 @@ under the contract's activity names."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -30,7 +28,7 @@ from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterInput, Data
 from scaling.fleet.models import ClusterPhase
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, StubCluster
-from tests.workflows.replayer import new_replayer
+from tests.workflows.release_histories import HISTORIES, save
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 TERRAFORMING = [
@@ -335,20 +333,7 @@ async def test_continue_as_new_keeps_state(env: WorkflowEnvironment) -> None:
     assert len(world.clusters) == 1
 
 
-HISTORIES = Path(__file__).parent / "histories"
-LIFECYCLE_HISTORY = HISTORIES / "data_plane_cluster_lifecycle.json"
-
-
-@pytest.mark.parametrize(
-    "path", sorted(HISTORIES.rglob("data_plane_cluster_*.json")), ids=lambda p: str(p.relative_to(HISTORIES))
-)
-async def test_recorded_lifecycle_replays(env: WorkflowEnvironment, path: Path) -> None:
-    """Committed histories of a whole lifecycle still replay: the current one and, under
-    before/<patch id>/, the one recorded before each patch (re-record with
-    tests.workflows.fleet.record_history, after moving the current one there)."""
-    history = WorkflowHistory.from_json("fleet-lifecycle", json.loads(path.read_text()))
-    replayer = new_replayer([DataPlaneClusterWorkflow])
-    await replayer.replay_workflow(history)
+LIFECYCLE_HISTORY = HISTORIES / "0.2.0" / "fleet_DataPlaneCluster.json"
 
 
 async def record_history(env: WorkflowEnvironment) -> None:
@@ -370,5 +355,4 @@ async def record_history(env: WorkflowEnvironment) -> None:
         await handle.signal(DataPlaneClusterWorkflow.delete)
         await handle.result()
         history = await handle.fetch_history()
-    HISTORIES.mkdir(exist_ok=True)
-    LIFECYCLE_HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
+    save(history, LIFECYCLE_HISTORY)

@@ -7,26 +7,20 @@ field; the recorded shard history replays."""
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.updates import execute_update
-from scaling.fleet.models import ManagedInstance
 from scaling.fleet.region import FleetAutoscalerState
 from starters.cli import cause_of
 from starters.fleet import find_instance
-from tests.workflows.fleet.record_region_history import INDEX_HISTORY
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import eventually, run_input
 from tests.workflows.fleet.test_registered_clusters import create
 from tests.workflows.fleet.test_registered_clusters import region as registered_region
-from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.index import InstanceIndexWorkflow
 
 SHARDS = 4
 
@@ -87,22 +81,3 @@ async def test_the_instance_limit_names_its_field(env: WorkflowEnvironment) -> N
             await create(handle, "c", "standard")
         assert "max_instances" in cause_of(refused.value) and cause_of(refused.value).startswith("id:")
         assert (await create(handle, "a", "standard")).id == "a"  # a repeat is answered, not refused
-
-
-async def test_a_state_from_before_the_index_moves_its_instances_there(env: WorkflowEnvironment) -> None:
-    old = ManagedInstance(id="old1", instance_type="standard", size="x1", units=1)
-    state = FleetAutoscalerState(instances={"old1": old}, waiting=["old1"])
-    async with region(env, state=state) as handle:
-        st = await eventually(handle, lambda s: s.index_shards == SHARDS and s.instances_placed == 1)
-        assert st.instances_waiting == 0
-        found = await find_instance(env.client, handle.id, "old1")
-        assert found is not None and found.cluster_id
-        assert (await create(handle, "old1", "standard")).cluster_id == found.cluster_id
-        st = await eventually(handle, lambda s: s.instances_placed == 1)
-        assert sum(c.instances for c in st.clusters) == 1
-
-
-async def test_recorded_index_shard_replays() -> None:
-    history = WorkflowHistory.from_json("index-shard", json.loads(Path(INDEX_HISTORY).read_text()))
-    replayer = new_replayer([InstanceIndexWorkflow])
-    await replayer.replay_workflow(history)

@@ -6,14 +6,13 @@ agent rejects is placed on another cluster, never on two at once."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -37,7 +36,6 @@ from starters.fleet import register_listed
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
-from tests.workflows.replayer import new_replayer
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
@@ -197,23 +195,3 @@ async def test_listed_clusters_serve_several_types_and_a_rejected_instance_moves
         assert await execute_update(handle, FleetAutoscalerWorkflow.register_cluster, added) == "late"
         st = await eventually(handle, lambda s: len(s.clusters) == 4 and s.clusters[3].phase == ClusterPhase.READY)
         assert world.clusters == {}
-
-
-@pytest.mark.parametrize(
-    "path", sorted(HISTORIES.rglob("fleet_autoscaler_*.json")), ids=lambda p: str(p.relative_to(HISTORIES))
-)
-async def test_recorded_region_replays(path: Path) -> None:
-    """Committed FleetAutoscaler histories still replay: the current one and, under
-    before/<patch id>/, the one recorded before each patch (tests.workflows.fleet.record_region_history)."""
-    history = WorkflowHistory.from_json("fleet-region", json.loads(path.read_text()))
-    # The index shards' ids derive from the region's (patch instance-index): replay under the
-    # recorded region's id, read from its first shard start.
-    shard_ids = [
-        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-        for e in history.events
-        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
-    ]
-    region_id = next((i.rsplit("/instances/", 1)[0] for i in shard_ids if "/instances/" in i), "fleet-region")
-    history = WorkflowHistory(region_id, history.events)
-    replayer = new_replayer([FleetAutoscalerWorkflow])
-    await replayer.replay_workflow(history)

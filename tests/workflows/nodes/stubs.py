@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.nodes.planning import plan_scale_up
 from activities.nodes.requests import report_to_loop, start_node_requests
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
@@ -17,7 +18,6 @@ from scaling.nodes.contracts import (
     CreateNodeResult,
     DeleteNodeInput,
     GroupStatusInput,
-    LabelNodeInput,
     ObserveInput,
     PodEvent,
     PodEventsInput,
@@ -112,10 +112,6 @@ class World:
                     world.labelled[w.node_name] = w.labels
             return settled
 
-        @activity.defn(name=contracts.LABEL_NODE)
-        async def label_node(inp: LabelNodeInput) -> None:
-            world.labelled[inp.node_name] = inp.labels
-
         @activity.defn(name=contracts.DELETE_NODE)
         async def delete_node(inp: DeleteNodeInput) -> None:
             world.deleted.append(inp.node_name)
@@ -162,11 +158,11 @@ class World:
             create_node,
             wait_node_ready,
             wait_nodes_ready,
-            label_node,
             delete_node,
             observe_cluster,
             get_catalogue,
             emit_pod_events,
             report_node_group_status,
             start_node_requests,  # the real one: it starts the requests on the test's own server
+            plan_scale_up,  # the real one: the loop's decision
         ]

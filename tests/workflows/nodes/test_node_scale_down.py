@@ -30,7 +30,6 @@ from scaling.nodes.contracts import (
     NodeRef,
     NodeRemovalCheck,
     NodeRemovalCheckInput,
-    OrphanCheckInput,
     OrphanObservation,
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
@@ -98,8 +97,8 @@ class DownWorld(World):
     provider_failures: int = 0  # delete_node raises this many times first
     calls: list[tuple[str, str]] = field(default_factory=list)
     node_events: list[NodeEvent] = field(default_factory=list)
-    observe_gate: asyncio.Event | None = None  # observe/evaluate_scale_down wait on it when set
-    observing: int = 0  # observe/evaluate_scale_down calls under way
+    observe_gate: asyncio.Event | None = None  # evaluate_scale_down waits on it when set
+    observing: int = 0  # evaluate_scale_down calls under way
     evaluations: list[ScaleDownEvaluation] = field(default_factory=list)  # what the loop got back
     machines: OrphanObservation = field(default_factory=OrphanObservation)  # what find_orphans looks at
 
@@ -113,16 +112,6 @@ class DownWorld(World):
                 w.provider_failures -= 1
                 raise ApplicationError("provider says 503")
             w.deleted.append(inp.node_name)
-
-        @activity.defn(name="observe_scale_down")
-        async def observe_scale_down(cluster: str) -> ScaleDownObservation:
-            w.observing += 1
-            try:
-                if w.observe_gate is not None:
-                    await w.observe_gate.wait()
-                return w.down_obs
-            finally:
-                w.observing -= 1
 
         @activity.defn(name="evaluate_scale_down")
         async def evaluate(inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
@@ -178,10 +167,6 @@ class DownWorld(World):
         async def events(inp: NodeEventsInput) -> None:
             w.node_events.extend(inp.events)
 
-        @activity.defn(name="observe_orphans")
-        async def orphans(inp: OrphanCheckInput) -> OrphanObservation:
-            return OrphanObservation()
-
         @activity.defn(name="find_orphans")
         async def find(inp: OrphanSearchInput) -> list[Orphan]:
             # The real activity's search, on the world's nodes and machines.
@@ -189,7 +174,6 @@ class DownWorld(World):
 
         return base + [
             delete_node,
-            observe_scale_down,
             evaluate,
             check,
             mark,
@@ -199,7 +183,6 @@ class DownWorld(World):
             wait_gone,
             delete_obj,
             events,
-            orphans,
             find,
         ]
 

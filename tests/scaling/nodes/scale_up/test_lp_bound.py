@@ -69,7 +69,7 @@ def test_bench_module_prints_json_last_line() -> None:
             [
                 sys.executable,
                 "-c",
-                "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.main()",
+                "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.AFFINITY_PODS = 500; b.main()",
             ],
             cwd=ROOT,
             capture_output=True,
@@ -83,7 +83,7 @@ def test_bench_module_prints_json_last_line() -> None:
     last = json.loads(out[-1])
     assert set(last) == {
         "pods", "plan_seconds", "plan_cpu_seconds", "load_average", "nodes", "cost", "cost_lower_bound",
-        "cost_ratio", "families", "family_plan_cpu_seconds",
+        "cost_ratio", "families", "family_plan_cpu_seconds", "affinity",
     }  # fmt: skip
     assert set(last["family_plan_cpu_seconds"]) == set(FAMILIES)
     assert last["pods"] == 500 and last["cost_ratio"] >= 1.0

@@ -167,16 +167,14 @@ def test_pods_that_share_no_pool_are_packed_apart_and_keep_their_indices() -> No
 
 def test_first_fit_spreads_capped_pods_over_the_nodes_it_opens_before_filling_them() -> None:
     # 6 pods capped at 3 per node and 5 uncapped ones, 7 of either size per node: first-fit
-    # across nodes needs two nodes; one node filled and repeated at a time needed three.
+    # across nodes needs two nodes (one node filled and repeated at a time needed three).
     free, capped = (
         Item(req=(50, 1, 1), count=5, bins=frozenset({"a"})),
         Item(req=(50, 1, 1), count=6, bins=frozenset({"a"}), per_node=3),
     )
     node = Bin(key="a", cap=(350, 100, 110), price=1.0, slots=None)
     across = _first_type(replace(node), [free, capped], [5, 6], [], [])
-    one_at_a_time = _first_type(replace(node), [free, capped], [5, 6], [], [], first_fit=False)
     assert sum(p.repeat for p in across.patterns) == 2
-    assert sum(p.repeat for p in one_at_a_time.patterns) == 3
     assert all(p.counts.get(1, 0) <= 3 for p in across.patterns)
 
 
@@ -262,8 +260,8 @@ def test_the_launch_strategy_on_counts_buys_what_karpenters_launch_buys_pod_by_p
 
 
 def _first_fit_node_by_node(cap: tuple[int, int, int], items: list[Item], most: int | None) -> list[dict[int, int]]:
-    """First-fit decreasing across nodes, one node at a time: what _first_fit's runs of
-    identical nodes must equal (runs recorded with first-fit-across-nodes replay its plans)."""
+    """First-fit decreasing across nodes, one node at a time: what _first_type's runs of
+    identical nodes must equal."""
 
     def needed(it: Item) -> int:
         return 0 if it.per_node is None else -(-it.count // max(it.per_node, 1))

@@ -240,3 +240,26 @@ def test_min_domains_caps_each_zone_while_fewer_zones_exist() -> None:
     plan = plan_scale_up(web, [], [zoned(zones=["z1", "z2"])], CAT, [])
     # Two zones < minDomains 3: the global minimum is 0, so each zone takes maxSkew (1) pod.
     assert zones_of(plan) == {"z1": 1, "z2": 1} and sum(p.count for p in plan.problems) == 2
+
+
+def test_a_pod_with_resource_claims_is_reported_not_modelled_and_never_bought_for() -> None:
+    dra = [pod("dra-0", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])]
+    roomy = NodeInfo(
+        name="n1", labels={LABEL_ZONE: "z1"}, allocatable=Resources(cpu_m=4000, memory=8 * 2**30, pods=110), ready=True
+    )
+    plan = plan_scale_up(dra, [roomy], [zoned()], CAT, [])
+    assert plan.new_nodes == [] and plan.fits_existing == []
+    assert [(p.reason, "DynamicResources" in p.message) for p in plan.problems] == [("NotModelled", True)]
+
+
+def test_two_workloads_on_one_host_port_without_other_terms_never_share_a_node() -> None:
+    ports = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]
+    a = [pod_info({"metadata": {"name": "a", "uid": "a"}, "spec": {"containers": [{"name": "c", "ports": ports}]}})]
+    big = {"resources": {"requests": {"cpu": "1"}}}
+    b = [
+        pod_info(
+            {"metadata": {"name": "b", "uid": "b"}, "spec": {"containers": [{"name": "c", "ports": ports, **big}]}}
+        )
+    ]
+    plan = plan_scale_up(a + b, [], [zoned(("cx42",), zones=["z1"])], CAT, [])
+    assert sorted(len(n.pod_uids) for n in plan.new_nodes) == [1, 1]
