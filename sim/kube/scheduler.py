@@ -1,15 +1,14 @@
-"""A small kube-scheduler: binds pending pods to Ready nodes with room.
+"""A small kube-scheduler: binds pending pods to nodes the filter plugins allow.
 
-Filters, in the default plugin order: NodeUnschedulable (cordon), TaintToleration (NoSchedule
-and NoExecute; a NotReady node counts as tainted node.kubernetes.io/not-ready), NodeAffinity
-(nodeSelector and required node affinity), NodeResourcesFit (requests vs allocatable, one pod
-slot), PodTopologySpread (whenUnsatisfiable DoNotSchedule, any topologyKey: the node's domain
-may not exceed the least loaded eligible domain by more than maxSkew; nodeAffinityPolicy Honor,
-nodeTaintsPolicy Ignore, minDomains, matchLabelKeys), InterPodAffinity (required pod
-anti-affinity, any topologyKey, both the incoming pod's terms and those of pods already placed;
-required pod affinity is not modelled). Scores with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go
-to the first node by name so runs are reproducible. Pods that fit nowhere get
-PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" message.
+The filters are sim/kube/filters/ (one module per plugin: NodeUnschedulable, NodeName,
+TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
+PodTopologySpread, InterPodAffinity), this module's own reading of the kube-scheduler's. Scores
+with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go to the first
+node by name so runs are reproducible. Pods that fit nowhere get PodScheduled=False/
+Unschedulable with the scheduler's "0/N nodes are available" message. Binding a pod binds its
+unbound WaitForFirstConsumer claims as the PV controller would once the scheduler picked a
+node: to the smallest Available PV that allows it, or to a new PV provisioned with the node's
+values of the class's allowedTopologies keys (its zone when the class names none).
 """
 
 from __future__ import annotations
@@ -17,258 +16,52 @@ from __future__ import annotations
 import heapq
 import json
 import time
-from collections import Counter
 from typing import Any
 
-from sim.kube import quantity
 from sim.kube.actor import Actor
 from sim.kube.control import FakeControl
 from sim.kube.errors import ApiError
+from sim.kube.filters import volumes
+from sim.kube.filters.cycle import Cluster, Cycle, NodeInfo, node_reasons, unschedulable_message
+from sim.kube.filters.nodeaffinity import affinity_matches
+from sim.kube.filters.podaffinity import Term, anti_affinity_terms
+from sim.kube.filters.ports import host_ports
+from sim.kube.filters.resources import Resources, allocatable, pod_requests
 from sim.kube.follow import Follower
-from sim.kube.kwok import is_ready
-from sim.kube.selectors import Requirement, label_selector_to_requirements
 from sim.kube.store import Obj, Store, now_rfc3339
 
-NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
-Resources = dict[str, int]
+__all__ = ["Scheduler", "affinity_matches", "pod_requests", "unschedulable_message"]
 Key = tuple[str, str]  # (namespace, name)
-
-
-def _amount(name: str, value: Any) -> int:
-    return quantity.millis(value) if name == "cpu" else quantity.units(value)
-
-
-def pod_requests(pod: Obj) -> Resources:
-    """Effective requests: containers summed, init containers' max, plus overhead."""
-    spec = pod.get("spec") or {}
-
-    def of(container: Obj) -> Resources:
-        res = container.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}  # requests default to limits
-        return {k: _amount(k, v) for k, v in merged.items()}
-
-    total: Resources = Counter()
-    for c in spec.get("containers") or []:
-        total.update(of(c))
-    for c in spec.get("initContainers") or []:
-        for k, v in of(c).items():
-            total[k] = max(total.get(k, 0), v)
-    for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, 0) + _amount(k, v)
-    total["pods"] = 1
-    return dict(total)
-
-
-def allocatable(node: Obj) -> Resources:
-    status = node.get("status") or {}
-    source = status.get("allocatable") or status.get("capacity") or {}
-    return {k: _amount(k, v) for k, v in source.items()}
-
-
-def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists":
-            if not t.get("key") or t["key"] == taint.get("key"):
-                return True
-        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
-    op, key, values = expr.get("operator"), expr.get("key"), expr.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return key not in labels or labels[key] not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def affinity_matches(pod: Obj, node: Obj) -> bool:
-    labels = node["metadata"].get("labels") or {}
-    spec = pod.get("spec") or {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if not required:
-        return True
-    fields = {"metadata.name": node["metadata"]["name"]}
-    for term in required.get("nodeSelectorTerms") or []:
-        exprs = term.get("matchExpressions") or []
-        field_exprs = term.get("matchFields") or []
-        if not exprs and not field_exprs:
-            continue  # an empty term matches nothing
-        if all(_expression_matches(e, labels) for e in exprs) and all(
-            _expression_matches(e, fields) for e in field_exprs
-        ):
-            return True
-    return False
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def _namespace(pod: Obj) -> str:
-    return (pod.get("metadata") or {}).get("namespace") or "default"
-
-
-def _selector(selector: Obj | None, match_label_keys: list[str], labels: dict[str, str]) -> list[Requirement] | None:
-    reqs = label_selector_to_requirements(selector)
-    if reqs is None:
-        return None  # a null selector selects no pod
-    return reqs + [Requirement(k, "=", (labels[k],)) for k in match_label_keys if k in labels]
-
-
-def _selects(reqs: list[Requirement] | None, namespaces: set[str] | None, pod: Obj) -> bool:
-    if reqs is None or (namespaces is not None and _namespace(pod) not in namespaces):
-        return False
-    labels = _labels(pod)
-    return all(r.matches(labels) for r in reqs)
-
-
-AntiTerms = list[tuple[str, list[Requirement] | None, set[str] | None]]
-
-
-def anti_affinity_terms(pod: Obj) -> AntiTerms:
-    """(topologyKey, selector, namespaces or None for all) per required anti-affinity term."""
-    terms = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or []
-    out = []
-    for t in terms:
-        if t.get("namespaceSelector") is not None:
-            namespaces = None  # namespace labels are not modelled: every namespace
-        else:
-            namespaces = set(t.get("namespaces") or [_namespace(pod)])
-        out.append(
-            (
-                t.get("topologyKey") or "",
-                _selector(t.get("labelSelector"), t.get("matchLabelKeys") or [], _labels(pod)),
-                namespaces,
-            )
-        )
-    return out
-
-
-def anti_affinity_blocked(
-    pod: Obj, nodes: list[Obj], placed: dict[str, list[Obj]], placed_terms: list[tuple[str, Obj, AntiTerms]]
-) -> set[str]:
-    """Nodes the pod may not join: a term of its own, or of a pod already placed
-    (`placed_terms`: node, pod, its terms), selects a pod in the same topology domain (nodes
-    sharing the value of the term's topologyKey)."""
-    labels_of = {n["metadata"]["name"]: _labels(n) for n in nodes}
-    forbidden: set[tuple[str, str]] = set()  # (topologyKey, value)
-    own = anti_affinity_terms(pod)
-    if own:
-        for node_name, pods in placed.items():
-            labels = labels_of.get(node_name)
-            if labels is None:
-                continue
-            for key, reqs, namespaces in own:
-                if key in labels and any(_selects(reqs, namespaces, other) for other in pods):
-                    forbidden.add((key, labels[key]))
-    for node_name, _other, terms in placed_terms:  # symmetry: theirs against this pod
-        labels = labels_of.get(node_name)
-        if labels is None:
-            continue
-        for key, reqs, namespaces in terms:
-            if key in labels and _selects(reqs, namespaces, pod):
-                forbidden.add((key, labels[key]))
-    if not forbidden:
-        return set()
-    return {name for name, labels in labels_of.items() if any(labels.get(k) == v for k, v in forbidden)}
-
-
-def spread_blocked(pod: Obj, nodes: list[Obj], placed: dict[str, list[Obj]]) -> set[str]:
-    """Nodes a DoNotSchedule topology spread constraint of the pod rules out."""
-    spec = pod.get("spec") or {}
-    blocked: set[str] = set()
-    for c in spec.get("topologySpreadConstraints") or []:
-        if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue
-        key = c.get("topologyKey") or ""
-        reqs = _selector(c.get("labelSelector"), c.get("matchLabelKeys") or [], _labels(pod))
-        namespaces = {_namespace(pod)}
-        honour_affinity = c.get("nodeAffinityPolicy", "Honor") == "Honor"
-        counts: Counter[str] = Counter()
-        for n in nodes:
-            labels = _labels(n)
-            if key not in labels or (honour_affinity and not affinity_matches(pod, n)):
-                continue
-            counts[labels[key]] += sum(
-                1 for p in placed.get(n["metadata"]["name"], []) if _selects(reqs, namespaces, p)
-            )
-        domains = len(counts)
-        least = min(counts.values()) if counts else 0
-        if domains < int(c.get("minDomains") or 1):
-            least = 0
-        self_match = 1 if _selects(reqs, namespaces, pod) else 0
-        skew = int(c.get("maxSkew") or 1)
-        for n in nodes:
-            value = _labels(n).get(key)
-            if value is None or counts.get(value, 0) + self_match - least > skew:
-                blocked.add(n["metadata"]["name"])
-    return blocked
+AntiTerms = list[Term]
 
 
 def equivalence_key(pod: Obj, anti_affinity_placed: bool) -> str | None:
-    """What the filters read of a pod, for pods whose fit no other pending pod changes for the
-    better: None for pods with topology spread or pod anti-affinity of their own."""
+    """What the filters read of a pod, for pods whose fit only the room on the nodes decides
+    (and placed pods' anti-affinity, which only grows in a pass): None for pods whose fit other
+    pods change for the better or in ways room does not tell (topology spread, pod affinity or
+    anti-affinity of their own, host ports, volume claims)."""
     spec = pod.get("spec") or {}
-    if spec.get("topologySpreadConstraints") or (spec.get("affinity") or {}).get("podAntiAffinity"):
+    affinity = spec.get("affinity") or {}
+    if (
+        spec.get("topologySpreadConstraints")
+        or affinity.get("podAntiAffinity")
+        or affinity.get("podAffinity")
+        or host_ports(pod)
+        or volumes.claim_names(pod)
+    ):
         return None
     parts = [
         [c.get("resources") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])],
+        [c.get("restartPolicy") for c in spec.get("initContainers") or []],
         spec.get("overhead"),
         spec.get("nodeSelector"),
-        spec.get("affinity"),
+        spec.get("nodeName"),
+        affinity,
         spec.get("tolerations"),
     ]
     if anti_affinity_placed:  # placed pods' anti-affinity reads the pod's labels and namespace
         parts += [pod["metadata"].get("namespace"), pod["metadata"].get("labels")]
     return json.dumps(parts, sort_keys=True)
-
-
-def filter_node(pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources | None = None) -> list[str]:
-    """Reasons the node cannot take the pod; empty when it fits."""
-    spec = pod.get("spec") or {}
-    tolerations = spec.get("tolerations") or []
-    if (node.get("spec") or {}).get("unschedulable") and not tolerates(
-        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    ):
-        return ["node(s) were unschedulable"]
-    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-    if not is_ready(node):
-        taints = [NOT_READY_TAINT] + taints
-    for taint in taints:
-        if not tolerates(tolerations, taint):
-            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"]
-    if not affinity_matches(pod, node):
-        return ["node(s) didn't match Pod's node affinity/selector"]
-    alloc = allocatable(node) if alloc is None else alloc
-    reasons = []
-    for name, amount in sorted(req.items()):
-        if amount <= 0 or (name == "ephemeral-storage" and name not in alloc):
-            continue
-        if used.get(name, 0) + amount > alloc.get(name, 0):
-            reasons.append("Too many pods" if name == "pods" else f"Insufficient {name}")
-    return reasons
 
 
 def score(req: Resources, node: Obj, used: Resources, strategy: str, alloc: Resources | None = None) -> float:
@@ -283,13 +76,6 @@ def score(req: Resources, node: Obj, used: Resources, strategy: str, alloc: Reso
         fraction = min(1.0, requested / capacity)
         parts.append(100 * (fraction if strategy == "most-allocated" else 1 - fraction))
     return sum(parts) / len(parts)
-
-
-def unschedulable_message(node_count: int, reasons: Counter[str]) -> str:
-    if node_count == 0:
-        return "no nodes available to schedule pods"
-    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{node_count} nodes are available: {', '.join(parts)}."
 
 
 def is_terminal(pod: Obj) -> bool:
@@ -461,29 +247,44 @@ class Scheduler(Actor):
         version = dict.fromkeys(names, 0)
         placed_terms = list(self._terms.values())
         added: list[tuple[str, Obj]] = []  # pods this pass placed
-        placed_view: dict[str, list[Obj]] | None = None
+        by_name = dict(zip(names, nodes, strict=True))
+        cluster: Cluster | None = None
+        infos: dict[str, NodeInfo] = {}
 
-        def placed() -> dict[str, list[Obj]]:
-            # Node -> its live pods, for pod anti-affinity and spread: built only when needed.
-            nonlocal placed_view
-            if placed_view is None:
-                placed_view = {n: list(pods.values()) for n, pods in self._placed.items()}
-                for n, pod in added:
-                    placed_view.setdefault(n, []).append(pod)
-            return placed_view
+        def view() -> Cluster:
+            # The nodes with their pods, the namespaces and the volume objects, for the filters
+            # that read more than the pod and the node: built when a pass first needs it, then
+            # kept up to date by the binds (a NodeInfo shares its `used` with the pass).
+            nonlocal cluster
+            if cluster is None:
+                for name, node in zip(names, nodes, strict=True):
+                    infos[name] = NodeInfo(node, alloc[name], used[name], list((self._placed.get(name) or {}).values()))
+                for name, pod in added:
+                    infos[name].pods.append(pod)
+                with self.store.lock:
+                    namespaces = {
+                        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {})
+                        for ns in self.store.all(self.store.builtin("namespaces"))
+                    }
+                cluster = Cluster(
+                    [infos[name] for name in names],
+                    namespaces,
+                    self._volumes(),
+                    [(by_name[n], terms) for n, _, terms in placed_terms if n in by_name],
+                )
+            return cluster
 
         def entry(fits: _Fits, node: Obj) -> tuple[float, str, int] | None:
             name = node["metadata"]["name"]
-            if filter_node(fits.pod, fits.req, node, used[name], alloc[name]):
+            if node_reasons(fits.pod, fits.req, node, used[name], alloc[name]):
                 return None
             return (-score(fits.req, node, used[name], self.control.scoring, alloc[name]), name, version[name])
 
-        by_name = dict(zip(names, nodes, strict=True))
         kinds: dict[str, _Fits] = {}
         self._deferred = []
         bound = 0
         # Within a pass room only shrinks and placed pods only add anti-affinity: a pod like one
-        # that fit nowhere fits nowhere either (unless spread or anti-affinity of its own apply).
+        # that fit nowhere fits nowhere either (equivalence_key leaves out the pods this is not so for).
         failed_like: dict[str, str] = {}
         for order, pod in pending:
             try:
@@ -496,8 +297,9 @@ class Scheduler(Actor):
                 self._mark_unschedulable(pod, failed_like[like], order)
                 continue
             best: str | None = None
+            cycle: Cycle | None = None
             if like is not None and not placed_terms:
-                # No spread or anti-affinity anywhere in the way: the kind's heap has the answer.
+                # Only room decides: the kind's heap has the answer.
                 fits = kinds.get(like)
                 if fits is None:
                     fits = kinds[like] = _Fits(pod, req, [])
@@ -510,61 +312,60 @@ class Scheduler(Actor):
                         break
                     heapq.heappop(fits.heap)  # its node took a pod since: its new entry is in the heap
             else:
-                best = self._search(pod, req, nodes, used, alloc, placed(), placed_terms)
+                cycle = Cycle(pod, req, view())
+                best = self._best(cycle)
             if best is None:
-                # Fits nowhere: the reasons from every node, as the scheduler reports them.
-                reasons: Counter[str] = Counter()
-                anti = (
-                    anti_affinity_blocked(pod, nodes, placed(), placed_terms) if like is None or placed_terms else set()
-                )
-                spread = spread_blocked(pod, nodes, placed()) if pod["spec"].get("topologySpreadConstraints") else set()
-                for node in nodes:
-                    name = node["metadata"]["name"]
-                    reasons.update(_reasons(pod, req, node, used[name], alloc[name], spread, anti))
-                message = unschedulable_message(len(nodes), reasons)
+                message = (cycle or Cycle(pod, req, view())).message()
                 if like is not None:
                     failed_like[like] = message
                 self._mark_unschedulable(pod, message, order)
                 continue
-            if self._bind(pod, best):
-                for k, v in req.items():
-                    used[best][k] = used[best].get(k, 0) + v
+            if self._bind(pod, by_name[best]):
+                if cluster is not None:
+                    infos[best].add(pod, req)
+                else:
+                    for k, v in req.items():
+                        used[best][k] = used[best].get(k, 0) + v
                 version[best] += 1
                 for fits in kinds.values():
                     if (e := entry(fits, by_name[best])) is not None:
                         heapq.heappush(fits.heap, e)
                 added.append((best, pod))
-                if placed_view is not None:
-                    placed_view.setdefault(best, []).append(pod)
                 if terms := anti_affinity_terms(pod):
                     placed_terms.append((best, pod, terms))
+                    if cluster is not None:
+                        cluster.anti_pods.append((by_name[best], terms))
+                if cluster is not None and volumes.claim_names(pod):
+                    cluster.volumes = self._volumes()  # its claims were bound
                 bound += 1
         if bound:
             self._dirty = True  # room and spread changed: pods the pass found no place for may find one
         return bound
 
-    def _search(
-        self,
-        pod: Obj,
-        req: Resources,
-        nodes: list[Obj],
-        used: dict[str, dict[str, int]],
-        alloc: dict[str, Resources],
-        placed: dict[str, list[Obj]],
-        placed_terms: list[tuple[str, Obj, AntiTerms]],
-    ) -> str | None:
+    def _best(self, cycle: Cycle) -> str | None:
         """Every node filtered and scored: the best by score, ties to the first by name."""
-        anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
-        spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
         best: tuple[float, str] | None = None
-        for node in nodes:
-            name = node["metadata"]["name"]
-            if _reasons(pod, req, node, used[name], alloc[name], spread, anti):
+        for info in cycle.cluster.nodes:
+            if cycle.reasons(info):
                 continue
-            s = score(req, node, used[name], self.control.scoring, alloc[name])
+            s = score(cycle.req, info.node, info.used, self.control.scoring, info.alloc)
             if best is None or s > best[0]:
-                best = (s, name)
+                best = (s, info.name)
         return None if best is None else best[1]
+
+    def _volumes(self) -> volumes.Volumes:
+        with self.store.lock:
+            return volumes.Volumes(
+                {pv["metadata"]["name"]: pv for pv in self.store.all(self.store.builtin("persistentvolumes"))},
+                {
+                    (c["metadata"]["namespace"], c["metadata"]["name"]): c
+                    for c in self.store.all(self.store.builtin("persistentvolumeclaims"))
+                },
+                {
+                    sc["metadata"]["name"]: sc
+                    for sc in self.store.all(self.store.builtin("storageclasses", "storage.k8s.io"))
+                },
+            )
 
     def _retry_deferred(self) -> None:
         """Nothing changed since the last pass, so its verdicts stand: write the marks whose
@@ -580,15 +381,66 @@ class Scheduler(Actor):
                 continue
             self._mark_unschedulable(pod, message, order)
 
-    def _bind(self, pod: Obj, node_name: str) -> bool:
+    def _bind(self, pod: Obj, node: Obj) -> bool:
         with self.store.lock:
-            if self.store.find(self.store.builtin("nodes"), "", node_name) is None:
+            if self.store.find(self.store.builtin("nodes"), "", node["metadata"]["name"]) is None:
                 return False
             try:
-                self.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], node_name)
+                self.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], node["metadata"]["name"])
             except ApiError:
                 return False  # deleted or bound meanwhile
+            if volumes.claim_names(pod):
+                self._bind_claims(pod, node)
         return True
+
+    def _bind_claims(self, pod: Obj, node: Obj) -> None:
+        """The pod's unbound WaitForFirstConsumer claims, bound for the node it got (see the
+        module doc); the claim is marked with the node, as the scheduler's VolumeBinding does."""
+        pvs_rt, claims_rt = self.store.builtin("persistentvolumes"), self.store.builtin("persistentvolumeclaims")
+        vols = self._volumes()
+        state = volumes.prefilter(pod, vols)
+        if isinstance(state, str):
+            return
+        taken: set[str] = set()
+        for claim, sc in state.unbound:
+            pv = volumes.static_match(claim, sc, vols, node, taken)
+            if pv is None:
+                body = volumes.provisioned(claim, sc, node)
+                # A claim provisioned before (its PV is named after it) keeps that PV.
+                pv = self.store.find(pvs_rt, "", body["metadata"]["name"]) or self.store.create(pvs_rt, "", body)
+            pv_name = pv["metadata"]["name"]
+            taken.add(pv_name)
+            meta = claim["metadata"]
+            ref = {"kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"]}
+            ref["uid"] = meta["uid"]
+
+            def claimed(obj: Obj, ref: Obj = ref) -> Obj:
+                obj["spec"]["claimRef"] = ref
+                return obj
+
+            def bound_status(obj: Obj) -> Obj:
+                obj["status"] = {**(obj.get("status") or {}), "phase": "Bound"}
+                return obj
+
+            def claim_bound(obj: Obj, pv_name: str = pv_name) -> Obj:
+                obj["spec"]["volumeName"] = pv_name
+                annotations = obj["metadata"].setdefault("annotations", {})
+                annotations[volumes.SELECTED_NODE] = node["metadata"]["name"]
+                annotations["pv.kubernetes.io/bind-completed"] = "yes"
+                return obj
+
+            def claim_status(obj: Obj, pv: Obj = pv) -> Obj:
+                obj["status"] = {
+                    "phase": "Bound",
+                    "accessModes": pv["spec"].get("accessModes") or [],
+                    "capacity": pv["spec"].get("capacity") or {},
+                }
+                return obj
+
+            self.store.mutate(pvs_rt, "", pv_name, claimed)
+            self.store.mutate(pvs_rt, "", pv_name, bound_status, "status")
+            self.store.mutate(claims_rt, meta["namespace"], meta["name"], claim_bound)
+            self.store.mutate(claims_rt, meta["namespace"], meta["name"], claim_status, "status")
 
     def _mark_unschedulable(self, pod: Obj, message: str, order: tuple[int, int] = (0, 0)) -> None:
         current = None
@@ -643,18 +495,6 @@ def _nodes_version(nodes: list[Obj]) -> tuple[int, int]:
     """How many nodes there are and the newest resourceVersion among them: a node added,
     changed or deleted changes it."""
     return len(nodes), max((int(n["metadata"]["resourceVersion"]) for n in nodes), default=0)
-
-
-def _reasons(
-    pod: Obj, req: Resources, node: Obj, used: Resources, alloc: Resources, spread: set[str], anti: set[str]
-) -> list[str]:
-    failed = filter_node(pod, req, node, used, alloc)
-    name = node["metadata"]["name"]
-    if not failed and name in spread:
-        failed = ["node(s) didn't match pod topology spread constraints"]
-    if not failed and name in anti:
-        failed = ["node(s) didn't match pod anti-affinity rules"]
-    return failed
 
 
 def _changes_fit(old: Obj, new: Obj) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starters.scenarios.base import Scenario
 from starters.scenarios.burst import BurstScenario
+from starters.scenarios.constraints import ConstraintsScenario
 from starters.scenarios.scale_down import ScaleDownScenario
 from starters.scenarios.storage import StorageScenario
 
@@ -14,6 +15,7 @@ COMPONENTS = "components"
 
 SCENARIOS: dict[str, type[Scenario]] = {
     "burst": BurstScenario,
+    "constraints": ConstraintsScenario,
     "scale-down": ScaleDownScenario,
     "storage": StorageScenario,
 }

@@ -16,7 +16,7 @@ from kubernetes import client, watch
 
 from sim.cluster import FakeCluster
 from tests.polling import eventually
-from tests.sim.conftest import is_ready, node_body, pod_body
+from tests.sim.conftest import is_ready, node_body, pod_body, ready_nodes
 
 HOUR = 3600.0
 DELAY = 0.4
@@ -104,3 +104,23 @@ def test_pods_on_kwok_node_run_and_become_ready(slow: FakeCluster, score: client
     conditions = {c.type: c.status for c in pod.status.conditions}
     assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
     assert pod.status.pod_ip and pod.status.container_statuses[0].ready is True
+
+
+def test_a_node_keeps_the_extended_resources_it_was_created_with(cluster: FakeCluster, core: client.CoreV1Api) -> None:
+    """A node made for a GPU type carries nvidia.com/gpu in capacity and allocatable once Ready,
+    and a pod asking for one runs there."""
+    body = node_body("gpu-0")
+    body["status"]["capacity"].update({"nvidia.com/gpu": "4", "ephemeral-storage": "200Gi", "hugepages-2Mi": "1Gi"})
+    core.create_node(body)
+    ready_nodes(core, "gpu-0")
+    node = core.read_node("gpu-0")
+    for resources in (node.status.capacity, node.status.allocatable):
+        assert (resources["nvidia.com/gpu"], resources["ephemeral-storage"], resources["hugepages-2Mi"]) == (
+            "4",
+            "200Gi",
+            "1Gi",
+        )
+    pod = pod_body("train")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    core.create_namespaced_pod("default", pod)
+    eventually(lambda: core.read_namespaced_pod("train", "default").status.phase == "Running", message="train runs")

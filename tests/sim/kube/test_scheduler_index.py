@@ -1,10 +1,11 @@
 """The scheduler's pass works from state kept from the store's events and a per-kind heap of
-nodes; these tests hold it to the plain algorithm it replaced: every pending pod in queue
-order, every node filtered and scored, the best by score with ties to the first by name, and a pod
+nodes; these tests hold it to the plain algorithm: every pending pod in queue order, a full
+filter cycle (sim/kube/filters/cycle.py) on every node and every node scored, the best by score with ties to the first by name, and a pod
 like one that fit nowhere in the pass given that one's verdict.
 
 Randomised clusters (resources, pod slots, zones, taints, cordons, NotReady nodes, selectors,
-tolerations, priorities, hostname anti-affinity, zone spread, pods already bound) must come
+tolerations, priorities, hostname anti-affinity, zone spread, GPUs, host ports, pod affinity,
+pods already bound) must come
 out of one pass with the same bindings and the same Unschedulable messages as the reference,
 so the order in which pods are placed is unchanged too.
 """
@@ -18,19 +19,10 @@ from typing import Any
 import pytest
 
 from sim.kube.control import FakeControl
-from sim.kube.scheduler import (
-    Scheduler,
-    allocatable,
-    anti_affinity_blocked,
-    anti_affinity_terms,
-    equivalence_key,
-    filter_node,
-    is_terminal,
-    pod_requests,
-    score,
-    spread_blocked,
-    unschedulable_message,
-)
+from sim.kube.filters.cycle import Cluster, Cycle, NodeInfo
+from sim.kube.filters.podaffinity import anti_affinity_terms
+from sim.kube.filters.resources import allocatable, pod_requests
+from sim.kube.scheduler import Scheduler, equivalence_key, is_terminal, score
 from sim.kube.store import Obj, Store
 from tests.sim.conftest import eventually
 
@@ -43,20 +35,19 @@ def ready_node(store: Store, name: str, cpu: str, pods: str) -> None:
 
 
 def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], scoring: str) -> dict[str, str]:
-    """pod name -> node name, or "!" + the Unschedulable message: the plain algorithm."""
+    """pod name -> node name, or "!" + the Unschedulable message: the plain algorithm, a full
+    cycle (every filter on every node) per pod."""
     nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
-    used: dict[str, Counter[str]] = {n["metadata"]["name"]: Counter() for n in nodes}
-    placed: dict[str, list[Obj]] = {}
-    placed_terms: list[Any] = []
+    infos = {n["metadata"]["name"]: NodeInfo(n, allocatable(n), Counter(), []) for n in nodes}
+    cluster = Cluster(list(infos.values()))
     pending = []
     for pod in pods:
         node_name = pod["spec"].get("nodeName")
         if node_name:
-            if node_name in used and not is_terminal(pod):
-                placed.setdefault(node_name, []).append(pod)
+            if node_name in infos and not is_terminal(pod):
+                infos[node_name].add(pod, pod_requests(pod))
                 if terms := anti_affinity_terms(pod):
-                    placed_terms.append((node_name, pod, terms))
-                used[node_name].update(pod_requests(pod))
+                    cluster.anti_pods.append((infos[node_name].node, terms))
         else:
             pending.append(pod)
     pending.sort(key=lambda p: (-int(p["spec"].get("priority") or 0), order[p["metadata"]["uid"]]))
@@ -64,37 +55,27 @@ def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], sco
     failed_like: dict[str, str] = {}  # a pod like one that fit nowhere gets its verdict
     for pod in pending:
         req = pod_requests(pod)
-        like = equivalence_key(pod, bool(placed_terms))
+        like = equivalence_key(pod, bool(cluster.anti_pods))
         if like is not None and like in failed_like:
             out[pod["metadata"]["name"]] = failed_like[like]
             continue
-        anti = anti_affinity_blocked(pod, nodes, placed, placed_terms)
-        spread = spread_blocked(pod, nodes, placed) if pod["spec"].get("topologySpreadConstraints") else set()
-        reasons: Counter[str] = Counter()
+        cycle = Cycle(pod, req, cluster)
         best: tuple[float, str] | None = None
-        for node in nodes:
-            name = node["metadata"]["name"]
-            failed = filter_node(pod, req, node, used[name])
-            if not failed and name in spread:
-                failed = ["node(s) didn't match pod topology spread constraints"]
-            if not failed and name in anti:
-                failed = ["node(s) didn't match pod anti-affinity rules"]
-            if failed:
-                reasons.update(failed)
+        for info in cluster.nodes:
+            if cycle.reasons(info):
                 continue
-            s = score(req, node, used[name], scoring)
+            s = score(req, info.node, info.used, scoring)
             if best is None or s > best[0]:
-                best = (s, name)
+                best = (s, info.name)
         if best is None:
-            out[pod["metadata"]["name"]] = "!" + unschedulable_message(len(nodes), reasons)
+            out[pod["metadata"]["name"]] = "!" + cycle.message()
             if like is not None:
                 failed_like[like] = out[pod["metadata"]["name"]]
             continue
         out[pod["metadata"]["name"]] = best[1]
-        used[best[1]].update(req)
-        placed.setdefault(best[1], []).append(pod)
+        infos[best[1]].add(pod, req)
         if terms := anti_affinity_terms(pod):
-            placed_terms.append((best[1], pod, terms))
+            cluster.anti_pods.append((infos[best[1]].node, terms))
     return out
 
 
@@ -110,6 +91,9 @@ def random_cluster(rng: random.Random, store: Store) -> None:
         if rng.random() < 0.1:
             spec["unschedulable"] = True
         cpu, memory, slots = rng.choice(["1", "2", "4", "8"]), rng.choice(["2Gi", "4Gi", "8Gi"]), rng.randint(2, 12)
+        allocatable = {"cpu": cpu, "memory": memory, "pods": str(slots)}
+        if rng.random() < 0.2:
+            allocatable["nvidia.com/gpu"] = rng.choice(["1", "2"])
         store.create(
             nodes,
             "",
@@ -117,7 +101,7 @@ def random_cluster(rng: random.Random, store: Store) -> None:
                 "metadata": {"name": name, "labels": {"zone": zone, "kubernetes.io/hostname": name}},
                 "spec": spec,
                 "status": {
-                    "allocatable": {"cpu": cpu, "memory": memory, "pods": str(slots)},
+                    "allocatable": allocatable,
                     "conditions": READY if rng.random() < 0.9 else [],
                 },
             },
@@ -156,6 +140,19 @@ def random_cluster(rng: random.Random, store: Store) -> None:
                 {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
                  "labelSelector": {"matchLabels": {"app": "batch"}}}
             ]  # fmt: skip
+        if app == "web" and rng.random() < 0.3:
+            spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": rng.choice([80, 8080])}]
+        if app == "batch" and rng.random() < 0.2:
+            spec["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+        if app == "web" and rng.random() < 0.3:
+            spec["affinity"] = {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": rng.choice(["db", "web"])}},
+                         "topologyKey": rng.choice(["zone", "kubernetes.io/hostname"])}
+                    ]
+                }
+            }  # fmt: skip
         if rng.random() < 0.25:
             spec["nodeName"] = rng.choice(names)  # already bound (perhaps beyond its node's room)
         store.create(pods, "default", {"metadata": {"name": f"p{i:02d}", "labels": {"app": app}}, "spec": spec})

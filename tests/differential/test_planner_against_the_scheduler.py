@@ -1,0 +1,47 @@
+"""The planner held against the cluster double's scheduler (issue 29): every node the planner
+buys receives at least one of the pods it was bought for, and every pod left Pending is one the
+planner reports with a reason. One workload of each kind by name, then mixes drawn by
+hypothesis (tests/differential/workloads.py), bounded and seeded; each runs the in-process loop
+of tests/differential/harness.py."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.differential.harness import Loop
+from tests.differential.workloads import KINDS, Obj, three_zone_group, workload, workloads
+
+GROUP = three_zone_group(["cx22", "cx32"], ["gpu1"])
+
+
+def run(pods: list[Obj], objects: list[tuple[str, str, Obj]]) -> None:
+    loop = Loop([GROUP], objects=objects)
+    loop.add_pods(pods)
+    out = loop.run()
+    assert (out.wasted, out.unreported, out.converged) == ([], [], True), out.explain()
+
+
+@pytest.mark.parametrize("count", [1, 4])
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_workload_of_each_kind(kind: str, count: int) -> None:
+    run(*workload(kind, 0, count, 500))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="planner (fplan 0ec3d08): shapes are packed in size order, and GPU shapes rank with CPU shapes of the "
+    "same cpu/memory, so an anti-affine pod that missed the first GPU node's room gets a cx22 while the second GPU "
+    "node, bought later in the same plan, has room for it; the scheduler puts it there and the cx22 stays empty",
+)
+def test_pods_fill_the_room_of_the_gpu_nodes_of_their_plan() -> None:
+    """Found by the mixes below with other seeds: GPU pods of two workloads and two pods anti-affine
+    on the hostname."""
+    pods = workload("gpu", 0, 1, 250)[0] + workload("host-db", 1, 2, 250)[0] + workload("gpu", 2, 1, 250)[0]
+    run(pods, [])
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_every_node_bought_is_used_and_every_pending_pod_is_reported(drawn: tuple[list[Obj], list]) -> None:
+    run(*drawn)
