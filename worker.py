@@ -59,7 +59,7 @@ ACTIVITY_SLOTS = 2048
 # most of its time, so the requests' tasks queued behind a full worker with spare CPU (10,000
 # pods, p99: a request's first task waited 12-16 s with 20 slots, 7 s with 60, 7-10 s with 150,
 # its later tasks 11-15 s, 6-10 s and 10 s, the loop's own 0.3-0.8 s throughout, ahead of them
-# by priority; docs/nodes.md, "Fewer workflow tasks per request").
+# by priority; docs/nodes-benchmarks.md, "Fewer workflow tasks per request").
 WORKFLOW_TASK_SLOTS = 60
 WORKFLOW_TASK_POLLS = 10
 # Recovery (issue 20). SIGTERM stops polling, lets running activities finish for this long (long

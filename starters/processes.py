@@ -182,7 +182,7 @@ class Processes:
             # One partition per task queue: with the server's four, a task lands in a partition
             # with no poll waiting and waits to be forwarded to one that has. Measured on the
             # bench's bursts: a request's first workflow task waited 3.1 s (p99) instead of
-            # 6.5 s at 10,000 pods and 13.1 s instead of 20.1 s at 30,000 (docs/nodes.md).
+            # 6.5 s at 10,000 pods and 13.1 s instead of 20.1 s at 30,000 (docs/nodes-benchmarks.md).
             "--dynamic-config-value",
             "matching.numTaskqueueReadPartitions=1",
             "--dynamic-config-value",
