@@ -22,6 +22,8 @@ def apply_crds(api: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
     for path in sorted((DEPLOY / "crds").glob("*.yaml")):
         body = yaml.safe_load(path.read_text())
+        if body.get("kind") != "CustomResourceDefinition":
+            continue  # deploy/crds/kustomization.yaml lists them for kustomize
         try:
             ext.create_custom_resource_definition(body)
         except ApiException as e:
