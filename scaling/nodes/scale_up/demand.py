@@ -377,6 +377,10 @@ def settle_on_existing(
             s.count -= n
             settled.extend(s.pods[:n])
             del s.pods[:n]
+        if s.scheduling is not None:
+            # The pods settled here are placed as far as the rest are concerned (the scheduler's
+            # AddPod, before they are bound): a zone anti-affine pod's new node avoids their zones.
+            s.scheduling = state
         if s.topology_spreads and node_pods is not None and s.count > 0:
             s.domain_room = [_room_by_domain(s, t, free, node_pods, placed) for t in s.topology_spreads]
     return settled

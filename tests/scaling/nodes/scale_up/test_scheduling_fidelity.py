@@ -15,7 +15,7 @@ from scaling.kube.models import LABEL_ZONE, NodeInfo, PodInfo, Resources
 from scaling.kube.pods import pod_info
 from scaling.kube.scheduling.volumes import volumes_from
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.models import ScaleUpPlan
+from scaling.nodes.models import InFlightRequest, ScaleUpPlan
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
@@ -162,6 +162,38 @@ def test_a_zone_anti_affine_database_gets_one_pod_per_zone() -> None:
     assert zones_of(plan) == {"z1": 1, "z2": 1, "z3": 1}
     assert [(p.reason, p.count) for p in plan.problems] == [("NeverSatisfiable", 1)]
     assert "didn't match pod anti-affinity rules" in plan.problems[0].message
+
+
+def test_a_ready_node_the_database_settles_on_keeps_the_rest_out_of_its_zone() -> None:
+    # The constraints demo's wasted node: the first plan buys one node per zone for db-0..2; the
+    # z2 node turns Ready (its request no longer counts in flight, its room does) before the
+    # scheduler binds anything. The pod that settles on it must repel the other two from z2 as
+    # the scheduler's AddPod does, so the z1 and z3 requests cover them and nothing is bought.
+    db = [pod(f"db-{i}", {"app": "db"}, cpu="1", anti=[term("db", LABEL_ZONE)]) for i in range(3)]
+    group = zoned(("cx22",))
+    first = plan_scale_up(db, [], [group], CAT, [])
+    assert zones_of(first) == {"z1": 1, "z2": 1, "z3": 1}
+    in_flight = [
+        InFlightRequest(
+            id=f"r{i}",
+            group="g",
+            pool=n.pool,
+            server_type="cx22",
+            provider="kwok",
+            requirements=n.requirements,
+            pods=n.pods,
+        )
+        for i, n in enumerate(first.new_nodes)
+        if not n.pool.endswith("z2")
+    ]
+    room = Resources(cpu_m=1900, memory=3 * 2**30, pods=110)
+    ready = NodeInfo(name="n2", labels={LABEL_ZONE: "z2", HOST: "n2"}, allocatable=room, ready=True)
+    plan = plan_scale_up(db, [ready], [group], CAT, in_flight)
+    assert (len(plan.fits_existing), len(plan.covered_in_flight), plan.new_nodes) == (1, 2, [])
+    # db-0 already runs in z1: db-1 settles on the z2 node, the z3 request covers db-2.
+    running = pod("db-0", {"app": "db"}, node="n1", cpu="1", anti=[term("db", LABEL_ZONE)])
+    plan = plan_scale_up([running, *db[1:]], [full_node("n1", "z1"), ready], [group], CAT, in_flight[1:])
+    assert (plan.fits_existing, plan.covered_in_flight, plan.new_nodes) == (["db-1"], ["db-2"], [])
 
 
 def test_two_workloads_that_repel_each_other_never_share_a_planned_node() -> None:
