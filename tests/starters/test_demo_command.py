@@ -14,7 +14,10 @@ from starters.cli import growth
 def test_the_help_lists_options_examples_and_exit_codes() -> None:
     out = CliRunner().invoke(growth, ["demo", "--help"])
     assert out.exit_code == 0
-    assert "--scenario [burst|components|constraints|fleet|scale-down|storage]" in out.output and "[default: burst]" in out.output
+    assert (
+        "--scenario [burst|components|constraints|fleet|scale-down|storage]" in out.output
+        and "[default: burst]" in out.output
+    )
     assert "growth demo --scenario burst --headless" in out.output and "Exit codes: 0 done" in out.output
     assert "demo" in CliRunner().invoke(growth, ["--help"]).output
 
