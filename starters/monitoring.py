@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ DASHBOARD = MONITORING / "dashboard.json"
 RULES = MONITORING / "alerts.rules.yaml"
 _METRIC = re.compile(r"\b((?:growth|temporal)_[a-z_]+|up)\b(?=\s*[{\[)]|\s*$|\s*[=<>!])")
 _HISTOGRAM = re.compile(r"_(bucket|count|sum)$")
+# What a comparison must not touch: label matchers ({code=~"5.."}) and string literals.
+_MATCHERS_AND_STRINGS = re.compile(r'(\{[^}]*\}|"(?:[^"\\]|\\.)*")')
+_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(?!\s*bool\b)")
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,23 @@ def alerts() -> list[Expression]:
     return [Expression("alert", r["alert"], r["expr"]) for g in rule_groups() for r in g["rules"] if "alert" in r]
 
 
+def of(loops: set[str]) -> list[Expression]:
+    """The panels and alerts of `loops`."""
+    return [e for e in [*panels(), *alerts()] if e.loop in loops]
+
+
 def exported_name(metric: str) -> str:
     """The name a metric family is declared under: a histogram's series drop their suffix."""
     return _HISTOGRAM.sub("", metric)
+
+
+def as_bool(expr: str) -> str:
+    """An alert's condition with every comparison made `bool`: 0 or 1 for every series the
+    condition compares, where the plain comparison keeps only the series that fire. A healthy
+    system's alert returns nothing; this still returns a series iff what it compares exists."""
+    parts = _MATCHERS_AND_STRINGS.split(expr)
+    # split() with one group: even indexes are outside matchers and strings.
+    return "".join(_COMPARISON.sub(r"\1 bool", part) if i % 2 == 0 else part for i, part in enumerate(parts))
 
 
 def _vector(url: str, query: str) -> list[dict[str, Any]]:
@@ -77,26 +95,23 @@ def _vector(url: str, query: str) -> list[dict[str, Any]]:
     return list(body["data"]["result"])
 
 
-def check_live(url: str, loops: set[str]) -> dict[str, Any]:
-    """Every panel and alert of `loops` against the Prometheus at `url`: a panel's query must
-    return a series, an alert's every metric must have one (its condition is healthy here, so its
-    result is empty), and every rule Prometheus loaded must evaluate without error."""
-    empty: list[str] = []
-    checked = 0
-    for e in [*panels(), *alerts()]:
-        if e.loop not in loops:
-            continue
-        checked += 1
-        if e.source == "panel":
-            if not _vector(url, e.expr):
-                empty.append(f"panel {e.title}: {e.expr}")
-            continue
-        for metric in e.metrics:
-            if not _vector(url, f"count({metric})"):
-                empty.append(f"alert {e.title}: no series of {metric}")
+def check_live(url: str, loops: set[str], wait_s: float = 30.0) -> dict[str, Any]:
+    """Every panel and alert of `loops` against the Prometheus at `url`: each panel's query, and
+    each alert's condition read as 0/1 (`as_bool`), must return a series; every rule Prometheus
+    loaded must evaluate without error. Queries that return nothing are asked again until
+    `wait_s`: a series recorded just before the check needs two scrapes before rate() or
+    increase() see it."""
+    todo = {f"{e.source} {e.title}: {e.expr}": e.expr if e.source == "panel" else as_bool(e.expr) for e in of(loops)}
+    checked = len(todo)
+    deadline = time.monotonic() + wait_s
+    while True:
+        todo = {what: q for what, q in todo.items() if not _vector(url, q)}
+        if not todo or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)  # Prometheus scrapes every second (starters/prometheus.py)
     rules = httpx.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
     unhealthy = [
         f"{r['name']}: {r.get('lastError')}" for g in rules for r in g["rules"] if r.get("health") not in ("ok", None)
     ]
     loaded = sum(len(g["rules"]) for g in rules)
-    return {"checked": checked, "empty": empty, "rules_loaded": loaded, "rules_unhealthy": unhealthy}
+    return {"checked": checked, "empty": sorted(todo), "rules_loaded": loaded, "rules_unhealthy": unhealthy}

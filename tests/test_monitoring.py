@@ -36,9 +36,25 @@ def test_every_query_names_only_metrics_growth_exports() -> None:
             if metric.startswith("growth_"):
                 assert metric in GROWTH_METRICS or monitoring.exported_name(metric) in GROWTH_METRICS, (e.title, metric)
     # Every loop and the worker have panels, and every metric growth exports is on the dashboard.
+    # Every expression belongs to a loop an e2e run checks live (the module docstring).
     assert {e.loop for e in monitoring.panels()} == {"nodes", "fleet", "components", "worker"}
+    assert {e.loop for e in monitoring.alerts()} <= {"nodes", "fleet", "components", "worker"}
     shown = {n for e in monitoring.panels() for m in e.metrics for n in (m, monitoring.exported_name(m))}
     assert GROWTH_METRICS <= shown, GROWTH_METRICS - shown
+
+
+def test_as_bool_reads_an_alert_condition_as_zero_or_one_for_every_series_it_compares() -> None:
+    assert monitoring.as_bool("sum(x) == 0") == "sum(x) == bool 0"
+    assert monitoring.as_bool("a >= 5 or b < 1") == "a >= bool 5 or b < bool 1"
+    assert monitoring.as_bool("a > bool 1") == "a > bool 1"  # already bool: unchanged
+    # Matchers and strings are not comparisons.
+    assert (
+        monitoring.as_bool('sum(rate(x{code=~"5..",a!="b"}[5m])) > 0 unless label_replace(y, "d", "<", "s", ">=")')
+        == 'sum(rate(x{code=~"5..",a!="b"}[5m])) > bool 0 unless label_replace(y, "d", "<", "s", ">=")'
+    )
+    # Every alert's condition has a comparison to turn.
+    for a in monitoring.alerts():
+        assert " bool " in monitoring.as_bool(a.expr), a.title
 
 
 def test_dashboard_is_grafana_json_with_a_datasource_variable() -> None:
@@ -57,6 +73,18 @@ def test_promtool_checks_the_rules() -> None:
     proc = subprocess.run(["promtool", "check", "rules", str(monitoring.RULES)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(monitoring.alerts())} rules found" in proc.stdout
+
+
+@needs_promtool
+def test_promtool_accepts_the_conditions_as_the_live_check_asks_them(tmp_path: Path) -> None:
+    groups = monitoring.rule_groups()
+    for g in groups:
+        for r in g["rules"]:
+            r["expr"] = monitoring.as_bool(r["expr"])
+    rules = tmp_path / "bool.rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    proc = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @needs_promtool

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starters import prometheus
+from starters import monitoring, prometheus
 from tests.cli import growth
 from tests.e2e.demo import demo_database, run_headless_demo
 from tests.e2e.leaks import scan_demo
@@ -41,9 +41,10 @@ def test_demo_fleet_headless(fleet_demo: tuple[Path, subprocess.CompletedProcess
         "scenario", "instances", "instances_placed", "clusters_created", "clusters_deleted", "clusters_final",
         "flaps", "phases_seen", "ocm_clusters_leaked", "seconds_to_all_placed", *(["monitoring"] if real else []),
     ]  # fmt: skip
-    if real:  # a real Prometheus scraped the worker: every fleet and worker panel returned a series
+    if real:  # a real Prometheus scraped the worker: every fleet and worker panel and alert returned a series
         check = summary["monitoring"]
-        assert check["empty"] == [] and check["checked"] >= 8 and check["rules_unhealthy"] == [], check
+        assert check["empty"] == [] and check["checked"] == len(monitoring.of({"fleet", "worker"})), check
+        assert check["rules_unhealthy"] == [], check
     assert summary["scenario"] == "fleet"
     assert summary["instances_placed"] == summary["instances"] == 30
     # 30 one-unit instances + a reserved one per cluster do not fit one 18-unit cluster.

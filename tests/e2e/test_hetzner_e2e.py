@@ -3,13 +3,19 @@ fake Hetzner API. A burst on seed 004's pools: the preferred CAX11 has no room i
 location and only two machines in the second, so requests fall back across locations, then
 pools; CX31 was removed by Hetzner, so only its pool is unusable (and reported). A server that
 never joined the cluster is found and deleted by MachineGC. Exactly one server per Ready
-request, none left over."""
+request, none left over. Then the burst goes: every node's server is deleted but the one whose
+node says scale-down-disabled, which stays, reported Blocked.
+
+The node loop's half of the dashboard (deploy/monitoring/): with `prometheus` on PATH a real one
+scrapes this worker, and every nodes and worker panel and alert returns a series at the end (the
+components and fleet halves: tests/e2e/test_components_e2e.py, test_fleet_e2e.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +23,14 @@ from kubernetes import client
 from temporalio.service import RPCError
 
 from activities.nodes.providers.hetzner import HetznerProvider
+from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED, SCALE_DOWN_DISABLED
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CreateNodeInput
-from scaling.nodes.models import CRD_GROUP, CRD_VERSION, Pool
+from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP, Pool
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from sim.clouds.hetzner import FakeHetzner
+from starters import monitoring, prometheus
 from starters.kube import apply_node_group, deployment
 from starters.processes import Processes
 from starters.scenarios.hetzner import HetznerBurstScenario, kubeconfig_endpoint
@@ -34,6 +42,7 @@ from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
 API_TOKEN = "e2e-hcloud-token"
 JOIN = "e2e000.0123456789abcdef"
 PODS = 12
+SCALE_DOWN = {"unneededTime": "1s", "delayAfterAdd": "1s"}  # quick: the timers have tests of their own
 
 
 async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: TemporalServer, tmp_path: Path) -> None:
@@ -67,6 +76,13 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
         providers = scenario.providers(tmp_path, extra)
         lc = attach_worker(procs, tmp_path, temporal_server, kubeconfig, providers)
         api, task_queue = lc.api, lc.task_queue
+        prometheus_url = None
+        if prometheus.binary() is None:
+            warnings.warn(f"the node loop's live dashboard check is skipped: {prometheus.INSTALL_HINT}", stacklevel=1)
+        else:  # it scrapes the worker from the start, every second, with growth's alert rules
+            worker_address = lc.metrics_url.removeprefix("http://").removesuffix("/metrics")
+            config = prometheus.scrape_config(None, worker_address, monitoring.RULES)
+            prometheus_url = prometheus.start(procs, tmp_path, config)
         for group in scenario.node_groups():
             apply_node_group(api, group)
 
@@ -178,6 +194,44 @@ async def test_hetzner_burst_falls_back_and_leaves_no_leaks(temporal_server: Tem
         )
         unusable = {p["pool"]: p["reason"] for p in group["status"]["unusablePools"]}
         assert set(unusable) == {"hetzner-cx31"}
+
+        # The burst goes. The group now scales down at once and is billed by the second (Hetzner's
+        # default holds a node until its paid hour ends); one node says scale-down-disabled.
+        kept = ready[0].node_name
+        await asyncio.to_thread(
+            core.patch_node, kept, {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_DISABLED: "true"}}}
+        )
+        pools = [{**p, "billing": {"period": "0"}} for p in group["spec"]["pools"]]
+        await asyncio.to_thread(
+            client.CustomObjectsApi(api).patch_cluster_custom_object,
+            CRD_GROUP,
+            CRD_VERSION,
+            "nodegroupswithpriority",
+            "general",
+            {"spec": {"pools": pools, "scaleDown": SCALE_DOWN}},
+        )
+        await asyncio.to_thread(apps.delete_namespaced_deployment, "burst", "default")
+
+        async def only_the_kept_node_left() -> Any:
+            managed = await asyncio.to_thread(core.list_node, label_selector=LABEL_GROUP)
+            if [n.metadata.name for n in managed.items] != [kept]:
+                return None
+            s = await auto.query(NodeAutoscalerWorkflow.status)
+            held = [c for c in s.candidates if c.node == kept and c.state == "Blocked"]
+            return s if held and not s.scale_downs else None
+
+        down = await until(only_the_kept_node_left, 90, f"every node but {kept} removed, {kept} reported Blocked")
+        assert [c.reason for c in down.candidates if c.node == kept] == [SCALE_DOWN_DISABLED]
+        assert down.scale_down_by_phase["Removed"] == len(ready) - 1
+        # Each removed node's server deleted once; the kept node's server stays.
+        assert [f"hcloud://{s['id']}" for s in hz.servers()] == [r.provider_id for r in ready if r.node_name == kept]
+
+        if prometheus_url is not None:
+            # A real Prometheus scraped the worker through the burst, its fallbacks and the scale-down:
+            # every nodes and worker panel and alert of deploy/monitoring/ returns a series.
+            check = await asyncio.to_thread(monitoring.check_live, prometheus_url, {"nodes", "worker"})
+            assert check["empty"] == [] and check["checked"] == len(monitoring.of({"nodes", "worker"})), check
+            assert check["rules_loaded"] == len(monitoring.alerts()) and check["rules_unhealthy"] == [], check
     finally:
         for h in handles:
             try:
