@@ -39,7 +39,7 @@ from bench.chaos_harness import (
 from bench.stack import DemoRestarts, demo_args, running
 from scaling.components.contracts import CREATE_AUTO_CLUSTER
 from sim.kube.kubeconfig import Endpoint
-from starters.components_demo import SCALE_IN_S, SCALE_OUT_S, TASK_QUEUE, ComponentsDemo
+from starters.components_demo import CPU_WINDOW_S, SCALE_IN_S, SCALE_OUT_S, TASK_QUEUE, ComponentsDemo
 from starters.kube import kube_client
 from starters.scenarios.components import BASE, NAMESPACE, G, V, add_nodes, run_components_scenario
 from workflows.components.autoscaler import workflow_id
@@ -172,6 +172,8 @@ async def components_ramp(workdir: Path, names: list[str], timeout: float = 300)
                     scale_in_s=SCALE_IN_S,
                     phase_timeout_s=120.0,
                     progress=log,
+                    source_url=stack.source_url,
+                    cpu_window_s=CPU_WINDOW_S,
                 ),
                 timeout,
             )

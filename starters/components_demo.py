@@ -41,6 +41,7 @@ TASK_QUEUE = "growth"
 # scenario's independent interval check (Event timestamps, whole seconds) tells rounds apart.
 SCALE_OUT_S = 4
 SCALE_IN_S = 5
+CPU_WINDOW_S = 10  # the loop's CPU window: seconds, as the intervals are
 
 
 def say(msg: str) -> None:
@@ -69,6 +70,7 @@ class ComponentsDemo:
         self.procs = Processes(self.workdir)
         self.prometheus_url: str | None = None  # the real Prometheus, when one runs
         self.metrics_source = "sim"
+        self.source_url = ""  # the PromQL endpoint growth reads: the sim's or the real Prometheus
 
     def start_processes(self) -> None:
         a = self.args
@@ -102,6 +104,7 @@ class ComponentsDemo:
             self.prometheus_url = prometheus.start(self.procs, self.workdir, config)
             if source == "prometheus":
                 self.metrics_source, prometheus_url = version, self.prometheus_url
+        self.source_url = prometheus_url
         config: dict[str, Any] = {
             "kubernetes": {"kubeconfig": str(self.kubeconfig)},
             "temporal": {"address": f"127.0.0.1:{self.temporal_port}", "task_queue": TASK_QUEUE},
@@ -109,7 +112,7 @@ class ComponentsDemo:
             "components": {
                 "prometheus_url": prometheus_url,
                 "pd_url": self.world["pd_url_template"],
-                "cpu_window_s": 10,
+                "cpu_window_s": CPU_WINDOW_S,
                 "http_timeout_s": 5,
                 "drain_poll_s": 0.5,
                 **getattr(a, "components_settings", {}),  # bench.components_scale's overrides
@@ -143,6 +146,8 @@ class ComponentsDemo:
                     scale_in_s=SCALE_IN_S,
                     phase_timeout_s=min(120.0, self.args.timeout),
                     progress=say,
+                    source_url=self.source_url,
+                    cpu_window_s=CPU_WINDOW_S,
                 ),
                 self.args.timeout,
             )
