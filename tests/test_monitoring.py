@@ -1,10 +1,11 @@
 """deploy/monitoring/ as the real tools read it: the dashboard names only metrics growth exports,
 `promtool check rules` accepts the alert rules and `promtool test rules` runs a unit test per
 alert, firing and not firing (skipped without promtool, saying how to get it); docs/operations.md
-says what to do for each alert. The live half (a real Prometheus scraping the demo's worker: every
-components, fleet and worker panel returns a series, every loaded rule evaluates) is in
-tests/e2e/test_components_e2e.py and tests/e2e/test_fleet_e2e.py; the node loop's queries are
-checked here by name only (its demo meets no Hetzner budget, no failed or blocked node)."""
+says what to do for each alert. The live half (a real Prometheus scraping a worker that ran the
+loop: every panel's query and every alert's condition read as 0/1 returns a series, every loaded
+rule evaluates) is in the e2e test of each loop: tests/e2e/test_hetzner_e2e.py (nodes: burst,
+fallbacks, failed scale-ups, the Hetzner budget, a scale-down and a node blocked from it),
+test_components_e2e.py and test_fleet_e2e.py, each with the worker's panels and alerts."""
 
 from __future__ import annotations
 
