@@ -70,6 +70,10 @@ class ScaleDownPlan(BaseModel):
     decisions: dict[str, NodeDecision] = Field(default_factory=dict)
     to_remove: list[NodeRemoval] = Field(default_factory=list)
     unneeded_since: dict[str, float] = Field(default_factory=dict)
+    # One multi-node consolidation's candidates, in disruption-cost order (scale_down.consolidation):
+    # one NodeReplacement plans which of them go together.
+    consolidation: list[NodeRemoval] = Field(default_factory=list)
+    consolidation_allowed: int = 0  # how many of them may go together (the group's budget)
 
 
 class ScaleDownInput(BaseModel):
