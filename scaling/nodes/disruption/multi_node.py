@@ -10,9 +10,9 @@ consolidation.go), which growth follows:
   prefix that is consolidatable, assuming a longer prefix that is implies the shorter ones are.
 - A prefix is consolidatable when every pod of every candidate is placed (by the scale-up planner, so
   every scheduling rule it models holds) on the other nodes plus at most one new node, and that node
-  is cheaper than the candidates together; a candidate's own server type is a successor only when
-  cheaper than the cheapest candidate of that type (filterOutSameType: else deleting the others
-  does the same with fewer pods moved).
+  is cheaper than the candidates together; when one of the successor's type options is a candidate's
+  type, only options cheaper than that candidate stay (filterOutSameType: else deleting the other
+  candidates does the same with fewer pods moved).
 - When no prefix of two or more is, single-node consolidation tries each candidate alone in order
   (Karpenter runs its single-node method after the multi-node one, over every candidate).
 Where growth differs: the successor must cost at most (1 - MIN_SAVING) of the candidates' price (a
@@ -104,18 +104,21 @@ def consolidation_refused(
         return None, "a candidate's server type has no price in the catalogue"
     if not plan.new_nodes:
         return plan, ""  # a deletion: the rest of the cluster holds the pods
-    limit = plan.price_before * (1 - min_saving)
-    same_type = _type_prices(obs, plan.nodes, prices)
     new = plan.new_nodes[0]
-    kept = []
-    for c in new.candidates:
-        t = prices.get((c.provider, c.server_type.lower()))
-        if t is None or t.price_hourly > limit + 1e-12:
-            continue
-        cheapest_same = same_type.get((c.provider, c.server_type.lower()))
-        if cheapest_same is not None and t.price_hourly >= cheapest_same:
-            continue
-        kept.append((c, t.price_hourly))
+    options = [(c, t.price_hourly) for c in new.candidates if (t := prices.get((c.provider, c.server_type.lower())))]
+    same_type = _type_prices(obs, plan.nodes, prices)
+    # filterOutSameType: a successor option that is a candidate's type caps every option below that
+    # candidate's price (else deleting the other candidates does as well, moving fewer pods).
+    cap = min(
+        (
+            same_type[(c.provider, c.server_type.lower())]
+            for c, _ in options
+            if (c.provider, c.server_type.lower()) in same_type
+        ),
+        default=None,
+    )
+    limit = plan.price_before * (1 - min_saving)
+    kept = [(c, price) for c, price in options if price <= limit + 1e-12 and (cap is None or price < cap)]
     if not kept:
         return None, f"no successor type costs at most {1 - min_saving:.0%} of {plan.price_before:.4f}/h"
     first = kept[0][0]
