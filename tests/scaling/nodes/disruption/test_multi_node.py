@@ -226,3 +226,19 @@ def test_the_command_is_planned_as_the_evaluation_ordered_it() -> None:
     p: ReplacementPlan = plan_for_input(obs(nodes, pods), CATALOGUE, inp)
     # Two cx22 at 1550m each: one cx32 (0.0113) against 0.012, under 10 % saved: no command.
     assert p.refused and p.nodes == []
+
+
+def test_the_loop_takes_one_final_report_per_node_of_a_command() -> None:
+    """A multi-node NodeReplacement reports for each of its nodes under one workflow id: each report frees
+    its node and restarts its timer (a repeated one is still ignored)."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update
+
+    state = NodeAutoscalerState(unneeded_since={"a": 1.0, "b": 1.0, "c": 1.0})
+    wid = "nodes/c/replace/a"
+    for n in ("a", "b"):
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=wid)
+    for n in ("a", "b", "c", "c"):  # c was a candidate the loop did not hold
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=wid, phase=ScaleDownPhase.CANCELLED))
+    assert state.scale_downs == {} and state.unneeded_since == {}
+    assert state.scale_down_by_phase == {"Cancelled": 3}
