@@ -7,7 +7,9 @@ consolidation.go), which growth follows:
   evicts, moved by its pod-deletion-cost, times the share of the node's lifetime left before
   expireAfter), and those the budgets would hold are left out before the search (the caller does).
 - A binary search over the prefixes of the ordered candidates (at least two nodes) finds the longest
-  prefix that is consolidatable, assuming a longer prefix that is implies the shorter ones are.
+  prefix that is consolidatable, assuming a longer prefix that is implies the shorter ones are (it does
+  not always hold: two cx32 at 51 % need two cx32, three fit one cx42; trying every candidate first
+  found that one on the planner bench's seed 11 and ended dearer, 1.10x the bound against 1.05x).
 - A prefix is consolidatable when every pod of every candidate is placed (by the scale-up planner, so
   every scheduling rule it models holds) on the other nodes plus at most one new node, and that node
   is cheaper than the candidates together; when one of the successor's type options is a candidate's

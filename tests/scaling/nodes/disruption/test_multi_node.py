@@ -158,8 +158,18 @@ def test_longest_prefix_is_a_binary_search_over_two_or_more() -> None:
 
     assert longest_prefix(9, upto(6)) == (6, "first 6")
     assert len(asked) <= 4 and min(asked) >= 2
+    assert longest_prefix(9, upto(9)) == (9, "first 9")
     assert longest_prefix(9, upto(1)) == (0, None)
     assert longest_prefix(1, upto(9)) == (0, None)  # one candidate is single-node's
+
+
+def test_the_search_assumes_a_shorter_prefix_works_when_a_longer_one_does() -> None:
+    # Karpenter's assumption, kept: two cx32 at 51 % would need two new cx32 (cheaper than one cx42), so
+    # the search stops there, though three of them fit one cx42, cheaper than three cx32.
+    nodes = [cx(n, "cx32") for n in ("a", "b", "c")]
+    pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10)
+    assert p.refused and "a+b: its pods need 2 new nodes" in p.refused and "a+b+c" not in p.refused
 
 
 def test_disruption_cost_counts_evicted_pods_their_deletion_cost_and_the_lifetime_left() -> None:
