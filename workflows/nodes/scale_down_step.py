@@ -229,7 +229,7 @@ async def start_replacement(
             search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
             if settings.use_search_attributes
             else None,
-            static_summary=replacement_summary(inp),
+            static_summary=replacement_summary(inp, len(replacement.others)),
         )
         abandon(handle)
     except WorkflowAlreadyStartedError:

@@ -252,3 +252,23 @@ def test_the_loop_takes_one_final_report_per_node_of_a_command() -> None:
         record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=wid, phase=ScaleDownPhase.CANCELLED))
     assert state.scale_downs == {} and state.unneeded_since == {}
     assert state.scale_down_by_phase == {"Cancelled": 3}
+
+
+def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None:
+    from scaling.nodes.disruption.what_if import consolidation_now
+    from starters.nodes_consolidate import format_consolidation
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
+        ],
+    )
+    nodes = [node(n, cpu=3920, mem=6 * GI, pool="kwok-cpx31") for n in ("a", "b", "c")]
+    pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
+    report = consolidation_now(obs(nodes, pods, g), CATALOGUE, NOW)
+    [step] = report.steps
+    assert (step.nodes, step.successors) == (["a", "b", "c"], ["kwok/cx42"])
+    assert round(report.price_per_hour_before, 4) == 0.0684 and round(report.price_per_hour_after, 4) == 0.0273
+    assert "a+b+c" in format_consolidation(report)
