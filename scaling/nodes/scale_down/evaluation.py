@@ -243,7 +243,8 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
             return None
         if d.removable_at is not None:
             until = min(until, d.removable_at)
-        if d.name in plan.unneeded_since:
+        # (a utilized node's timer is multi-node consolidation's: its removable_at bounds the next change)
+        if d.name in plan.unneeded_since and d.state != NodeState.UTILIZED:
             pool = pool_for(nodes[d.name], obs.groups)
             if pool is not None and pool.billing is not None:
                 return None

@@ -195,6 +195,9 @@ def test_utilized_nodes_join_a_command_once_their_unneeded_time_ran_out() -> Non
     first = plan(nodes, pods, groups=[flexible()], now=NOW)
     assert first.consolidation == [] and set(first.unneeded_since) == {"a", "b", "c"}
     assert first.decisions["a"].removable_at == NOW + 60  # the evaluation may change then
+    from scaling.nodes.scale_down.evaluation import stable_until
+
+    assert stable_until(first, obs(nodes, pods), NOW) == NOW + 60  # reused until then, not longer
     later = plan(nodes, pods, groups=[flexible()], now=NOW, since={n: NOW - 60 for n in "abc"})
     assert [r.name for r in later.consolidation] == ["a", "b", "c"]
     assert {r.kind for r in later.consolidation} == {NodeState.CONSOLIDATED} and later.to_remove == []
