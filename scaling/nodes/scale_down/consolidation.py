@@ -15,7 +15,7 @@ as before.
 
 from __future__ import annotations
 
-from scaling.kube.drain import Blocker, PdbBudget, PdbInfo, pod_key, pods_to_evict
+from scaling.kube.drain import Blocker, PdbBudget, PdbInfo, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.ledger import BudgetLedger
 from scaling.nodes.disruption.models import ConsolidationPolicy, DisruptionReason
@@ -107,14 +107,5 @@ def select_consolidation(
                 budget.consume(evict)
                 ledger.count(name)
             dec.state, dec.selected = NodeState.CONSOLIDATED, True
-            plan.consolidation.append(
-                NodeRemoval(
-                    name=dec.name,
-                    group=name,
-                    pool=dec.pool,
-                    kind=NodeState.CONSOLIDATED,
-                    scale_down_at=now,
-                    pods_to_evict=sorted(pod_key(p) for p in evict),
-                )
-            )
+            plan.consolidation.append(NodeRemoval.of(dec, now, evict))
     return singles

@@ -36,6 +36,10 @@ LIMIT_REACHED = "ScaleDownLimitReached"
 DESTINATION = "DestinationOfRemovedNode"
 
 
+def limit_reached(settings: ScaleDownLoopSettings) -> Blocker:
+    return Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
+
+
 def select_removals(
     plan: ScaleDownPlan,
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]],
@@ -76,9 +80,7 @@ def select_removals(
             deferred.append(dec)
             continue
         if len(plan.to_remove) >= settings.max_removals_per_loop:
-            dec.reasons = [
-                Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
-            ]
+            dec.reasons = [limit_reached(settings)]
             continue
         key = (dec.group, dec.pool)
         minimum = min_nodes_for(node, groups)
@@ -139,17 +141,7 @@ def select_removals(
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
         delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0
-        plan.to_remove.append(
-            NodeRemoval(
-                name=node.name,
-                group=dec.group or "",
-                pool=dec.pool,
-                kind=dec.state,
-                scale_down_at=now + delay,
-                pods_to_evict=sorted(pod_key(p) for p in evict),
-                destinations=fit.placements,
-            )
-        )
+        plan.to_remove.append(NodeRemoval.of(dec, now + delay, evict, fit.placements))
 
     singles = select_consolidation(
         plan,
@@ -166,18 +158,7 @@ def select_removals(
     )
     for dec in singles:  # alone in its group: replaced by itself, as before multi-node consolidation
         if len(plan.to_remove) >= settings.max_removals_per_loop:
-            dec.reasons = [
-                Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
-            ]
+            dec.reasons = [limit_reached(settings)]
             continue
         dec.selected = True
-        plan.to_remove.append(
-            NodeRemoval(
-                name=dec.name,
-                group=dec.group or "",
-                pool=dec.pool,
-                kind=dec.state,
-                scale_down_at=now,
-                pods_to_evict=sorted(pod_key(p) for p in pods_to_evict(dec.name, on_node.get(dec.name, []))),
-            )
-        )
+        plan.to_remove.append(NodeRemoval.of(dec, now, pods_to_evict(dec.name, on_node.get(dec.name, []))))
