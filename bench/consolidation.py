@@ -369,10 +369,11 @@ def simulate_day(hours: int, seed: int) -> dict[str, Any]:
             for succ in s.successors:
                 server_type = succ.split("/")[1]
                 buy(next(p for p in pool_of if pool_of[p].server_type == server_type), now - BOOT_S)
-            for p, n in bound.items():
-                if n == s.node:
-                    bound[p] = None
-            del nodes[s.node]
+            for gone in s.nodes or [s.node]:  # a multi-node consolidation replaces several
+                for p, n in bound.items():
+                    if n == gone:
+                        bound[p] = None
+                del nodes[gone]
             schedule(now)
     final = pods_now(now)
     lost = sum(1 for p in final if p.node_name is None)

@@ -28,8 +28,9 @@ def format_consolidation(r: ConsolidationReport) -> str:
     lines = [f"{'node':<40}  {'kind':<12}  {'type':<8}  {'€/h now':>8}  {'successors':<24}  {'€/h after':>9}"]
     for s in r.steps:
         now = "?" if s.price_before is None else f"{s.price_before:.4f}"
+        node = "+".join(s.nodes) if s.nodes else s.node  # a multi-node consolidation names every node
         lines.append(
-            f"{s.node:<40}  {s.kind:<12}  {s.server_type:<8}  {now:>8}  {', '.join(s.successors) or '-':<24}  {s.price_after:>9.4f}"
+            f"{node:<40}  {s.kind:<12}  {s.server_type:<8}  {now:>8}  {', '.join(s.successors) or '-':<24}  {s.price_after:>9.4f}"
         )
     saved = r.price_per_hour_before - r.price_per_hour_after
     lines.append(
@@ -49,7 +50,9 @@ def consolidate_command(cluster: str) -> Call:
     """What consolidation would remove or replace now, and the price per hour before and after.
 
     As if every group wrote consolidationPolicy: WhenEmptyOrUnderutilized and every unneeded timer
-    had run out; budgets, PDBs, do-not-disrupt, Longhorn, minNodes, headroom and billing holds apply."""
+    had run out; budgets, PDBs, do-not-disrupt, Longhorn, minNodes, headroom and billing holds apply.
+    A multi-node consolidation (several nodes to one cheaper successor, or to none) shows as one row
+    naming its nodes, a+b+c."""
 
     async def run(client: Client, settings: Settings) -> ConsolidationReport:
         clusters = ClusterClients(settings)

@@ -54,7 +54,7 @@ from scaling.nodes.contracts import (
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
-from scaling.nodes.disruption.replacement import plan_replacement
+from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, find_orphans
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION, LABEL_GROUP
 from scaling.nodes.nodegroups import load_node_groups, parse_node_groups_yaml
@@ -175,7 +175,7 @@ class ScaleDownActivities:
     async def plan_replacement(self, inp: ReplacementPlanInput) -> ReplacementPlan:
         """What a NodeReplacement must make Ready before its node is drained
         (scaling.nodes.disruption.replacement), planned beside the cluster with the providers'
-        catalogue; only the plan for that one node's pods goes back."""
+        catalogue; only the plan for that node's pods (a multi-node consolidation's: its nodes') goes back."""
         obs = await asyncio.to_thread(self._cached, inp.cluster, {})
         node = next((n for n in obs.nodes if n.name == inp.node), None)
         group = next((g for g in obs.groups if node is not None and g.name == node.labels.get(LABEL_GROUP)), None)
@@ -183,7 +183,7 @@ class ScaleDownActivities:
         catalogue = [
             t for name in sorted(providers) if name in self.providers for t in await self.providers[name].server_types()
         ]
-        return plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
+        return plan_for_input(obs, catalogue, inp)
 
     @activity.defn(name=contracts.CHECK_NODE_REMOVAL)
     def check_node_removal(self, inp: NodeRemovalCheckInput) -> NodeRemovalCheck:

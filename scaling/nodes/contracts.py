@@ -276,6 +276,11 @@ class ScaleDownEvaluation(BaseModel):
     (see scaling.nodes.scale_down.evaluation)."""
 
     to_remove: list[RemovalTarget] = Field(default_factory=list)
+    # One multi-node consolidation's candidates (at most scaling.nodes.disruption.multi_node.MAX_CANDIDATES),
+    # in disruption-cost order, and how many of them the group's budget lets go together: one
+    # NodeReplacement plans which go (empty in every evaluation recorded before multi-node).
+    consolidate: list[RemovalTarget] = Field(default_factory=list)
+    consolidate_allowed: int = 0
     # The plan's unneeded_since is the input's, less unneeded_ended, plus unneeded_started at `now`.
     unneeded_started: list[str] = Field(default_factory=list)
     unneeded_ended: list[str] = Field(default_factory=list)
@@ -379,6 +384,10 @@ class ReplacementPlanInput(BaseModel):
     node: str
     now: float  # workflow time
     leaving: list[str] = Field(default_factory=list)  # other nodes being removed or replaced
+    # Multi-node consolidation: the other candidates, in the evaluation's order (disruption cost);
+    # the plan chooses which of ``node`` and these go together (scaling.nodes.disruption.multi_node).
+    others: list[str] = Field(default_factory=list)
+    allowed: int = 1  # how many of node and others may go together (the group's budget)
 
 
 class ReplacementPlan(BaseModel):
@@ -386,6 +395,9 @@ class ReplacementPlan(BaseModel):
     the node is drained, bounded by what that one node's pods need."""
 
     found: bool = True
+    # The nodes the successors replace when more than one (multi-node consolidation), drained in this
+    # order; empty: the NodeReplacement's own node alone (every plan recorded before multi-node).
+    nodes: list[str] = Field(default_factory=list)
     group: str = ""
     group_labels: dict[str, str] = Field(default_factory=dict)  # what the successors are made from
     group_taints: list[Taint] = Field(default_factory=list)
@@ -396,6 +408,7 @@ class ReplacementPlan(BaseModel):
     # Catalogue prices per hour: the node's server type (None: unknown) and its successors' first choices.
     price_before: float | None = None
     price_after: float = 0.0
+    refused: str = ""  # a multi-node consolidation that found nothing worth doing: why (nothing is bought)
 
 
 class OrphanObservation(BaseModel):

@@ -229,7 +229,11 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
         return
     current = state.scale_downs.get(update.node)
     if current is None or current.workflow_id != update.workflow_id:
-        if any(r.workflow_id == update.workflow_id and r.final for r in state.recent_scale_downs[-50:]):
+        # (by node too: a multi-node consolidation's NodeReplacement reports for each of its nodes)
+        if any(
+            r.workflow_id == update.workflow_id and r.node == update.node and r.final
+            for r in state.recent_scale_downs[-50:]
+        ):
             return
     state.scale_downs.pop(update.node, None)
     phase = update.phase.value

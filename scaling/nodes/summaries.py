@@ -98,9 +98,10 @@ def scale_down_summary(inp: NodeScaleDownInput) -> str:
     return f"NodeScaleDown {inp.node} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
 
 
-def replacement_summary(inp: NodeScaleDownInput) -> str:
+def replacement_summary(inp: NodeScaleDownInput, others: int = 0) -> str:
     where = f", pool {inp.pool}" if inp.pool else ""
-    return f"NodeReplacement {inp.node} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
+    more = f" and up to {others} more (multi-node)" if others else ""
+    return f"NodeReplacement {inp.node}{more} ({inp.kind.lower()}), cluster {inp.cluster}{where}"
 
 
 def replacement_details(status: ScaleDownStatus) -> str:

@@ -182,8 +182,10 @@ def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
                 )
         if e.kind == "child" and e.name == "NodeReplacement":
             inp = NodeReplacementInput.model_validate(first_input(e))
-            if inp.removal.node == node:
+            if node in (inp.removal.node, *(o.node for o in inp.others)):
                 detail = f"{inp.removal.kind} node: successor first, then the drain ({e.workflow_id})"
+                if inp.others:
+                    detail = f"multi-node consolidation of {1 + len(inp.others)} candidate(s): {detail}"
                 out.append(TrailEntry(at=e.at, what="ReplacementStarted", detail=detail, workflow_id=wf))
         if e.kind != "activity" or e.name != contracts.EVALUATE_SCALE_DOWN or e.result is None:
             continue
@@ -195,7 +197,7 @@ def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
             if c.node != node:
                 continue
             why = f"{c.state}" + (f" ({c.reason})" if c.reason else "") + f", utilization {c.utilization:.0%}"
-            removing = any(t.name == node for t in ev.to_remove)
+            removing = any(t.name == node for t in (*ev.to_remove, *ev.consolidate))
             out.append(
                 TrailEntry(
                     at=e.at,
@@ -224,8 +226,12 @@ def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
                 + ", ".join(n.candidates[0].name for n in plan.new_nodes if n.candidates)
                 + f"; {plan.pods_fit_existing} pod(s) fit other nodes"
             )
+            if plan.nodes:
+                detail += f"; replaces {', '.join(plan.nodes)}"
             if plan.problems:
                 detail = f"replacement: no successor can hold {plan.problems[0].name}: {plan.problems[0].message}"
+            if plan.refused:
+                detail = f"multi-node consolidation: nothing worth doing: {plan.refused}"
             out.append(TrailEntry(at=e.at, what="ReplacementPlanned", detail=detail, workflow_id=wf))
         elif e.name == contracts.CREATE_NODE:
             res = e.result or {}

@@ -1,5 +1,8 @@
-"""NodeReplacement `nodes/<cluster>/replace/<node>`: a drifted or expired node replaced, its successor Ready
-before it is touched (Karpenter's orchestration queue: launch, wait initialized, then taint and drain).
+"""NodeReplacement `nodes/<cluster>/replace/<node>`: a drifted, expired or consolidated node replaced, its
+successor Ready before it is touched (Karpenter's orchestration queue: launch, wait initialized, then taint
+and drain). A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
+which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then each
+chosen node is drained and deleted in turn by its NodeScaleDown; if the successor fails, none was touched.
 
 Planning (plan_replacement: the scale-up planner beside the cluster, for the node's pods) → the
 successors, each a RequestMachine as a NodeRequest runs it (its id, derived from this workflow's, is the
@@ -29,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
         NodeReplacementInput,
+        command_nodes,
+        removal_of,
         successor_inputs,
     )
     from scaling.nodes.disruption.replacement import saving_refused
@@ -61,6 +66,7 @@ class NodeReplacementWorkflow(ApprovalUpdates):
         self.machines: list[RequestMachine] = []
         self.cancel_reason: tuple[str, str] | None = None
         self.draining = False
+        self.nodes = command_nodes(inp)  # what the loop holds for this command (one node but for multi-node)
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -96,7 +102,12 @@ class NodeReplacementWorkflow(ApprovalUpdates):
         plan: ReplacementPlan = await workflow.execute_activity(
             contracts.PLAN_REPLACEMENT,
             ReplacementPlanInput(
-                cluster=removal.cluster, node=removal.node, now=workflow.now().timestamp(), leaving=inp.leaving
+                cluster=removal.cluster,
+                node=removal.node,
+                now=workflow.now().timestamp(),
+                leaving=inp.leaving,
+                others=[o.node for o in inp.others],
+                allowed=inp.allowed,
             ),
             result_type=ReplacementPlan,
             **NODE_ACTIVITIES[contracts.PLAN_REPLACEMENT].timeouts(),
@@ -112,12 +123,19 @@ class NodeReplacementWorkflow(ApprovalUpdates):
                 f"no successor can hold pod {p.namespace}/{p.name}: {p.reason}: {p.message}",
             )
 
+        if plan.refused:
+            self.nodes = [removal.node, *(o.node for o in inp.others)]  # every candidate's timer starts again
+            return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"nodes kept: {plan.refused}")
+        if inp.others:
+            await self._take(plan.nodes or [removal.node])
+
         min_saving = method_for(removal.kind).min_saving
         if min_saving is not None and (refused := saving_refused(plan, min_saving)) is not None:
             return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
 
         wid = workflow.info().workflow_id
-        self.machines = [RequestMachine(r, self, self.decision) for r in successor_inputs(inp, wid, plan)]
+        requests = successor_inputs(inp, wid, plan, self.nodes[-1])
+        self.machines = [RequestMachine(r, self, self.decision) for r in requests]
         if self.machines:
             self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"
             await self._publish()
@@ -139,16 +157,26 @@ class NodeReplacementWorkflow(ApprovalUpdates):
                 f"successor {m.status.id} ended {m.status.phase.value}: {m.status.message}; node {removal.node} keeps serving",
             )
 
-        # Every successor is Ready: now, and only now, the node is marked, drained and deleted.
+        # Every successor is Ready: now, and only now, the nodes are marked, drained and deleted, one by one.
         self.draining = True
-        result: ScaleDownStatus = await workflow.execute_child_workflow(
-            NodeScaleDownWorkflow.run,
-            removal.model_copy(update={"scale_down_at": workflow.now().timestamp()}),
-            id=scale_down_id(removal.cluster, removal.node),
-            result_type=ScaleDownStatus,
-        )
-        if result.phase != ScaleDownPhase.REMOVED and not result.evicted:
-            await self._delete_successors()  # nothing moved to them: the node keeps serving alone
+        results: list[ScaleDownStatus] = []
+        for node in self.nodes:
+            results.append(
+                await workflow.execute_child_workflow(
+                    NodeScaleDownWorkflow.run,
+                    removal_of(inp, node).model_copy(update={"scale_down_at": workflow.now().timestamp()}),
+                    id=scale_down_id(removal.cluster, node),
+                    result_type=ScaleDownStatus,
+                )
+            )
+        if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
+            await self._delete_successors()  # nothing moved to them: the nodes keep serving alone
+        result = results[0]
+        if len(results) > 1:
+            removed = [r.node for r in results if r.phase == ScaleDownPhase.REMOVED]
+            result = result.model_copy(
+                update={"message": f"{len(removed)} of {len(results)} nodes removed ({', '.join(removed) or 'none'})"}
+            )
         self.status = result.model_copy(update={"workflow_id": wid})
         self._show()
         return self.status  # the child reported the outcome to the loop itself
@@ -198,13 +226,40 @@ class NodeReplacementWorkflow(ApprovalUpdates):
                 ]
             )
 
+    async def _take(self, chosen: list[str]) -> None:
+        """A multi-node command planned: the nodes held for it but not chosen go back to the loop (their
+        timers start again), then the chosen ones are held (the loop never counts more than the budget)."""
+        released = [n for n in self.nodes if n not in chosen]
+        if released:
+            self.nodes = released
+            await self._tell(
+                self.status.model_copy(
+                    update={
+                        "phase": ScaleDownPhase.CANCELLED,
+                        "reason": NOT_WORTH_IT,
+                        "message": f"not in the consolidation of {', '.join(chosen)}",
+                    }
+                )
+            )
+        self.nodes = list(chosen)
+        self.status.node = chosen[0]
+        self.status.message = f"consolidating {', '.join(chosen)}: planning the successor"
+        await self._publish()
+
     async def _publish(self) -> None:
-        """Tell the loop (it follows this node as being removed) and the Web UI."""
+        """Tell the loop (it follows these nodes as being removed) and the Web UI."""
         self._show()
+        await self._tell(self.status)
+
+    async def _tell(self, status: ScaleDownStatus) -> None:
+        """The status, for each node of the command, to the loop."""
         parent = self.inp.removal.parent_workflow_id
         if not parent:
             return
-        try:
-            await workflow.get_external_workflow_handle(parent).signal("scale_down_changed", self.status)
-        except FailureError:
-            workflow.logger.warning("autoscaler %s did not take the update", parent)
+        for node in self.nodes:
+            try:
+                await workflow.get_external_workflow_handle(parent).signal(
+                    "scale_down_changed", status if node == status.node else status.model_copy(update={"node": node})
+                )
+            except FailureError:
+                workflow.logger.warning("autoscaler %s did not take the update", parent)

@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownEvaluationInput,
     )
     from scaling.nodes.disruption.events import newly_blocked
-    from scaling.nodes.disruption.orchestration import NodeReplacementInput, replacement_id
+    from scaling.nodes.disruption.orchestration import NodeReplacementInput, command_nodes, replacement_id
     from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, provider_of
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.evaluation import apply_unneeded, reuse_key, reuse_of, stands
@@ -140,6 +140,9 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
             await start_replacement(settings, state, inp)
         else:
             await start_child(settings, state, inp)
+    if ev.consolidate:  # a multi-node consolidation: only evaluations since multi-node name one
+        first, *others = (removal_input(settings, state, t, t.provider_id) for t in ev.consolidate)
+        await start_replacement(settings, state, first, others, ev.consolidate_allowed)
     return ev
 
 
@@ -191,30 +194,42 @@ async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, 
     return wid
 
 
-async def start_replacement(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: NodeScaleDownInput) -> str:
+async def start_replacement(
+    settings: AutoscalerSettings,
+    state: NodeAutoscalerState,
+    inp: NodeScaleDownInput,
+    others: list[NodeScaleDownInput] | None = None,
+    allowed: int = 1,
+) -> str:
     """A NodeReplacement for the node: it reports as a removal of the node (so it counts in flight,
-    against the budgets and for explain) until its NodeScaleDown child takes over the reports."""
+    against the budgets and for explain) until its NodeScaleDown child takes over the reports. A
+    multi-node consolidation's (``others``, ``allowed``) holds its first ``allowed`` nodes so."""
     wid = replacement_id(settings.cluster, inp.node)
-    state.scale_downs[inp.node] = ScaleDownStatus(
-        node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
+    replacement = NodeReplacementInput(
+        removal=inp,
+        readiness_timeout_s=settings.readiness_timeout_s,
+        readiness_poll_s=settings.readiness_poll_s,
+        max_attempts=settings.max_attempts,
+        use_search_attributes=settings.use_search_attributes,
+        others=others or [],
+        allowed=allowed,
     )
+    held = command_nodes(replacement)
+    replacement.leaving = sorted(n for n in state.scale_downs if n not in held)
+    for node in held:
+        state.scale_downs[node] = ScaleDownStatus(
+            node=node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
+        )
     try:
         handle = await workflow.start_child_workflow(
             NodeReplacementWorkflow.run,
-            NodeReplacementInput(
-                removal=inp,
-                readiness_timeout_s=settings.readiness_timeout_s,
-                readiness_poll_s=settings.readiness_poll_s,
-                max_attempts=settings.max_attempts,
-                use_search_attributes=settings.use_search_attributes,
-                leaving=sorted(n for n in state.scale_downs if n != inp.node),
-            ),
+            replacement,
             id=wid,
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
             if settings.use_search_attributes
             else None,
-            static_summary=replacement_summary(inp),
+            static_summary=replacement_summary(inp, len(replacement.others)),
         )
         abandon(handle)
     except WorkflowAlreadyStartedError:

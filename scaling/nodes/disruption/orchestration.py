@@ -37,11 +37,29 @@ class NodeReplacementInput(BaseModel):
     max_attempts: int = 5
     use_search_attributes: bool = False
     leaving: list[str] = Field(default_factory=list)  # other nodes the loop is removing
+    # Multi-node consolidation (scaling.nodes.disruption.multi_node): the command's other candidates, in
+    # disruption-cost order, and how many of ``removal`` and these may go together (the group's
+    # budget; the loop holds that many for the command while it plans). Empty: one node replaced.
+    others: list[NodeScaleDownInput] = Field(default_factory=list)
+    allowed: int = 1
 
 
-def successor_inputs(inp: NodeReplacementInput, workflow_id: str, plan: ReplacementPlan) -> list[NodeRequestInput]:
+def command_nodes(inp: NodeReplacementInput) -> list[str]:
+    """The nodes the loop holds for the command while it plans: ``removal`` and the first others."""
+    return [inp.removal.node, *(o.node for o in inp.others[: max(inp.allowed - 1, 0)])]
+
+
+def removal_of(inp: NodeReplacementInput, node: str) -> NodeScaleDownInput:
+    return next((r for r in (inp.removal, *inp.others) if r.node == node), inp.removal)
+
+
+def successor_inputs(
+    inp: NodeReplacementInput, workflow_id: str, plan: ReplacementPlan, replaces: str | None = None
+) -> list[NodeRequestInput]:
     """The requests for the planned successors, made from the group's spec now, each labelled with the
-    node it replaces and gated as the plan says (spec.approval, as a scale-up of as many nodes is)."""
+    node it replaces (``replaces``: the last of a multi-node command, drained last, so the successor is
+    held from scale-down until every node is gone) and gated as the plan says (spec.approval, as a
+    scale-up of as many nodes is)."""
     gates = plan.gates or [None] * len(plan.new_nodes)
     return [
         NodeRequestInput(
@@ -58,7 +76,7 @@ def successor_inputs(inp: NodeReplacementInput, workflow_id: str, plan: Replacem
             readiness_poll_s=inp.readiness_poll_s,
             max_attempts=inp.max_attempts,
             approval=gate,
-            extra_labels={LABEL_REPLACES: label_value(inp.removal.node)},
+            extra_labels={LABEL_REPLACES: label_value(replaces or inp.removal.node)},
         )
         for i, (p, gate) in enumerate(zip(plan.new_nodes, gates, strict=True))
     ]

@@ -10,9 +10,10 @@ keeps serving, and the reason is reported.
 from __future__ import annotations
 
 from scaling.kube.drain import marked_for_deletion, pods_to_evict, without_long_terminating
+from scaling.kube.models import NodeInfo
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
-from scaling.nodes.models import LABEL_GROUP, ServerType
+from scaling.nodes.models import LABEL_GROUP, NodeGroup, ServerType
 from scaling.nodes.scale_down.checks import needs_room, pool_for
 from scaling.nodes.scale_up.approvals import approval_gates
 from scaling.nodes.scale_up.planning import plan_scale_up
@@ -24,24 +25,37 @@ def plan_replacement(
     obs: ScaleDownObservation, catalogue: list[ServerType], node: str, leaving: set[str], now: float
 ) -> ReplacementPlan:
     """The nodes to make Ready before ``node`` is drained (none when its pods fit elsewhere)."""
-    target = next((n for n in obs.nodes if n.name == node), None)
-    if target is None:
+    return plan_for_nodes(obs, catalogue, [node], leaving, now)
+
+
+def plan_for_nodes(
+    obs: ScaleDownObservation, catalogue: list[ServerType], nodes: list[str], leaving: set[str], now: float
+) -> ReplacementPlan:
+    """The nodes to make Ready before all of ``nodes`` (one group's) are drained: their pods planned
+    together beside the rest of the cluster. ``price_before`` is their summed price (None when the
+    catalogue does not price one of them)."""
+    by_name = {n.name: n for n in obs.nodes}
+    targets = [by_name[n] for n in nodes if n in by_name]
+    if len(targets) != len(nodes) or not targets:
         return ReplacementPlan(found=False)
-    group_name = target.labels.get(LABEL_GROUP, "")
+    group_name = targets[0].labels.get(LABEL_GROUP, "")
     groups = [g for g in obs.groups if g.name == group_name]
     pods = without_long_terminating(obs.pods, now)
-    gone = leaving | {node}
+    gone = leaving | set(nodes)
     movers = [
-        p.model_copy(update={"node_name": None, "phase": "Pending"}) for p in pods_to_evict(node, pods) if needs_room(p)
+        p.model_copy(update={"node_name": None, "phase": "Pending"})
+        for n in nodes
+        for p in pods_to_evict(n, pods)
+        if needs_room(p)
     ]
     others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n)]
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
-    pool = pool_for(target, groups)
-    known = prices.get((pool.provider, pool.server_type.lower())) if pool is not None else None
+    known = [price_of(t, groups, prices) for t in targets]
     return ReplacementPlan(
-        price_before=known.price_hourly if known is not None else None,
+        nodes=list(nodes) if len(nodes) > 1 else [],
+        price_before=None if None in known else sum(k for k in known if k is not None),
         price_after=sum(
             t.price_hourly
             for n in plan.new_nodes
@@ -55,6 +69,13 @@ def plan_replacement(
         pods_fit_existing=plan.pods_fit_existing,
         problems=plan.problems[:PROBLEMS_KEPT],
     )
+
+
+def price_of(node: NodeInfo, groups: list[NodeGroup], prices: dict[tuple[str, str], ServerType]) -> float | None:
+    """A node's catalogue price per hour, from its pool's server type (None: unknown)."""
+    pool = pool_for(node, groups)
+    known = prices.get((pool.provider, pool.server_type.lower())) if pool is not None else None
+    return known.price_hourly if known is not None else None
 
 
 def saving_refused(plan: ReplacementPlan, min_saving: float) -> str | None:

@@ -2,7 +2,8 @@
 save, as if every group wrote consolidationPolicy: WhenEmptyOrUnderutilized (a group that wrote
 WhenEmpty stays so) and every unneeded timer had run out. Budgets, PDBs, do-not-disrupt, Longhorn,
 minNodes, headroom and billing holds apply as in the loop; each Consolidated node's successors are
-planned as its NodeReplacement would plan them, and one that saves too little is left out."""
+planned as its NodeReplacement would plan them, and one that saves too little is left out; so is the
+multi-node consolidation of the evaluation's candidates (scaling.nodes.disruption.multi_node)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from pydantic import BaseModel, Field
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.models import ConsolidationPolicy
+from scaling.nodes.disruption.multi_node import plan_consolidation
 from scaling.nodes.disruption.replacement import plan_replacement, saving_refused
 from scaling.nodes.models import NodeGroup, ServerType
 from scaling.nodes.scale_down.candidates import plan_scale_down
 from scaling.nodes.scale_down.checks import is_managed, pool_for
 from scaling.nodes.scale_down.methods import method_for
 from scaling.nodes.scale_down.methods.consolidated import MIN_SAVING
-from scaling.nodes.scale_down.models import NodeState, ScaleDownLoopSettings
+from scaling.nodes.scale_down.models import NodeRemoval, NodeState, ScaleDownLoopSettings
 
 CONSOLIDATING = (NodeState.EMPTY, NodeState.UNDERUSED, NodeState.CONSOLIDATED)
 
@@ -25,6 +27,7 @@ CONSOLIDATING = (NodeState.EMPTY, NodeState.UNDERUSED, NodeState.CONSOLIDATED)
 class ConsolidationStep(BaseModel):
     node: str
     kind: str  # Empty, Underused (removed) or Consolidated (replaced)
+    nodes: list[str] = Field(default_factory=list)  # a multi-node consolidation: every node it replaces
     server_type: str = ""
     price_before: float | None = None
     successors: list[str] = Field(default_factory=list)  # provider/server type of each
@@ -92,4 +95,47 @@ def consolidation_now(obs: ScaleDownObservation, catalogue: list[ServerType], no
             step.price_after = succ.price_after
         report.steps.append(step)
         report.price_per_hour_after += step.price_after - (step.price_before or 0.0)
+    if plan.consolidation:
+        report.steps.extend(
+            _multi_node(
+                report, obs, catalogue, plan.consolidation, plan.consolidation_allowed, leaving, price, groups, now
+            )
+        )
     return report
+
+
+def _multi_node(
+    report: ConsolidationReport,
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    candidates: list[NodeRemoval],
+    allowed: int,
+    leaving: set[str],
+    price: dict[str, float],
+    groups: list[NodeGroup],
+    now: float,
+) -> list[ConsolidationStep]:
+    """The multi-node consolidation its NodeReplacement would plan for the evaluation's candidates."""
+    names = [r.name for r in candidates]
+    succ = plan_consolidation(
+        obs.model_copy(update={"groups": groups}), catalogue, names, leaving, now, MIN_SAVING, allowed
+    )
+    if succ.refused:
+        report.not_worth_it.extend(names)
+        return []
+    nodes = succ.nodes or names[:1]
+    by_name = {n.name: n for n in obs.nodes}
+    types = {pool.server_type for n in nodes if (pool := pool_for(by_name[n], groups)) is not None}
+    step = ConsolidationStep(
+        node=nodes[0],
+        kind=NodeState.CONSOLIDATED.value,
+        nodes=nodes if len(nodes) > 1 else [],
+        server_type="+".join(sorted(types)),
+        price_before=succ.price_before,
+        successors=[
+            f"{p.candidates[0].provider}/{p.candidates[0].server_type}" for p in succ.new_nodes if p.candidates
+        ],
+        price_after=succ.price_after,
+    )
+    report.price_per_hour_after += step.price_after - sum(price.get(n, 0.0) for n in nodes)
+    return [step]

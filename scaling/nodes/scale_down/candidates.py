@@ -46,6 +46,7 @@ from scaling.nodes.scale_down.checks import (
     removal_wait_s,
     used_by_node,
 )
+from scaling.nodes.scale_down.consolidation import spare_for_consolidation
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
@@ -88,6 +89,7 @@ def plan_scale_down(
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     plan = ScaleDownPlan()
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
+    spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
 
     for node in sorted(nodes, key=lambda n: n.name):
         candidate = Candidate(node, on_node.get(node.name, []))
@@ -124,6 +126,21 @@ def plan_scale_down(
             continue
         if not qualified:
             dec.state = NodeState.UTILIZED
+            if spare_for_consolidation(node, mine, gs, pdbs, storage, targets, used, protected, kinds):
+                # Karpenter's multi-node consolidation considers every node, not only underused ones:
+                # its timer runs as an unneeded node's, and once out it may join a command.
+                since = unneeded_since.get(node.name, now)
+                dec.unneeded_since = plan.unneeded_since[node.name] = since
+                hold = billing_hold(node, pool_for(node, groups), now)
+                # removable_at: when the evaluation may change (scale_down.evaluation.stable_until)
+                if now - since < gs.unneeded_time_s:
+                    dec.removable_at = since + gs.unneeded_time_s
+                elif last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
+                    dec.removable_at = last_scale_up_at + gs.delay_after_add_s
+                elif hold is not None:
+                    dec.removable_at = hold[0]
+                elif node.ready:
+                    spare.append(dec)
             continue
         # The first method nothing holds names the removal (a later one may bring its own room, as a
         # replacement does); when all are held, the first one's blockers say why.
@@ -180,7 +197,7 @@ def plan_scale_down(
         ready.append((dec, gs, billed, method))
 
     select_removals(
-        plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds
+        plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds, spare
     )
     return plan
 

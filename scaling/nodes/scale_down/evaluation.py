@@ -48,7 +48,14 @@ from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
 from scaling.nodes.scale_down.methods import REMOVABLE_NOW
-from scaling.nodes.scale_down.models import NodeDecision, NodeState, ScaleDownInput, ScaleDownPlan, ScaleDownReuse
+from scaling.nodes.scale_down.models import (
+    NodeDecision,
+    NodeRemoval,
+    NodeState,
+    ScaleDownInput,
+    ScaleDownPlan,
+    ScaleDownReuse,
+)
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
 from scaling.text import shorten
@@ -184,17 +191,9 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> S
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
     return ScaleDownEvaluation(
-        to_remove=[
-            RemovalTarget(
-                name=r.name,
-                group=r.group,
-                pool=r.pool,
-                kind=r.kind,
-                scale_down_at=r.scale_down_at,
-                provider_id=provider_ids.get(r.name, ""),
-            )
-            for r in plan.to_remove
-        ],
+        to_remove=[removal_target(r, provider_ids) for r in plan.to_remove],
+        consolidate=[removal_target(r, provider_ids) for r in plan.consolidation],
+        consolidate_allowed=plan.consolidation_allowed,
         unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since),
         unneeded_ended=sorted(n for n in inp.unneeded_since if n not in plan.unneeded_since),
         candidates=candidates,
@@ -204,6 +203,17 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> S
         nodes=len(obs.nodes),
         pods=len(obs.pods),
         stable_until=stable_until(plan, obs, inp.now),
+    )
+
+
+def removal_target(r: NodeRemoval, provider_ids: dict[str, str]) -> RemovalTarget:
+    return RemovalTarget(
+        name=r.name,
+        group=r.group,
+        pool=r.pool,
+        kind=r.kind,
+        scale_down_at=r.scale_down_at,
+        provider_id=provider_ids.get(r.name, ""),
     )
 
 
@@ -224,7 +234,7 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
     deleted pod that turns long terminating, and a disruption budget's window opening or closing. A plan that removes nodes, or finds removable
     nodes it did not select (the per-loop limit), changes the workflow's state: no reuse.
     At most REUSE_MAX_S ahead, whatever the plan says: a bound on any staleness not foreseen here."""
-    if plan.to_remove:
+    if plan.to_remove or plan.consolidation:
         return None
     until = now + REUSE_MAX_S
     nodes = {n.name: n for n in obs.nodes}
@@ -233,7 +243,8 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
             return None
         if d.removable_at is not None:
             until = min(until, d.removable_at)
-        if d.name in plan.unneeded_since:
+        # (a utilized node's timer is multi-node consolidation's: its removable_at bounds the next change)
+        if d.name in plan.unneeded_since and d.state != NodeState.UTILIZED:
             pool = pool_for(nodes[d.name], obs.groups)
             if pool is not None and pool.billing is not None:
                 return None

@@ -8,7 +8,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-from scaling.kube.drain import REPLICATED_KINDS, Blocker, PdbInfo
+from scaling.kube.drain import REPLICATED_KINDS, Blocker, PdbInfo, pod_key
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.models import NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.storage import LonghornState
@@ -65,11 +65,30 @@ class NodeRemoval(BaseModel):
     pods_to_evict: list[str] = Field(default_factory=list)  # "namespace/name"
     destinations: dict[str, str] = Field(default_factory=dict)  # pod -> node it should fit on
 
+    @classmethod
+    def of(
+        cls, dec: NodeDecision, at: float, evict: list[PodInfo], destinations: dict[str, str] | None = None
+    ) -> NodeRemoval:
+        """The removal of a selected node (its decision's state is the kind)."""
+        return cls(
+            name=dec.name,
+            group=dec.group or "",
+            pool=dec.pool,
+            kind=dec.state,
+            scale_down_at=at,
+            pods_to_evict=sorted(pod_key(p) for p in evict),
+            destinations=destinations or {},
+        )
+
 
 class ScaleDownPlan(BaseModel):
     decisions: dict[str, NodeDecision] = Field(default_factory=dict)
     to_remove: list[NodeRemoval] = Field(default_factory=list)
     unneeded_since: dict[str, float] = Field(default_factory=dict)
+    # One multi-node consolidation's candidates, in disruption-cost order (scale_down.consolidation):
+    # one NodeReplacement plans which of them go together.
+    consolidation: list[NodeRemoval] = Field(default_factory=list)
+    consolidation_allowed: int = 0  # how many of them may go together (the group's budget)
 
 
 class ScaleDownInput(BaseModel):

@@ -19,7 +19,9 @@ from scaling.nodes.scale_down.checks import (
     pool_of,
     removal_wait_s,
 )
+from scaling.nodes.scale_down.consolidation import select_consolidation
 from scaling.nodes.scale_down.methods import PLANNED, RemovalMethod, Wait
+from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
     FitResult,
     NodeDecision,
@@ -32,6 +34,10 @@ from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
 
 LIMIT_REACHED = "ScaleDownLimitReached"
 DESTINATION = "DestinationOfRemovedNode"
+
+
+def limit_reached(settings: ScaleDownLoopSettings) -> Blocker:
+    return Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
 
 
 def select_removals(
@@ -48,8 +54,10 @@ def select_removals(
     in_progress: set[str],
     settings: ScaleDownLoopSettings,
     kinds: frozenset[str],
+    spare: list[NodeDecision] | None = None,
 ) -> None:
-    """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together."""
+    """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together;
+    then a multi-node consolidation over the Consolidated nodes and ``spare`` (scale_down.consolidation)."""
     by_name = {n.name: n for n in nodes}
     by_group = {g.name: g for g in groups}
     order = {m.kind: i for i, m in enumerate(PLANNED)}
@@ -64,13 +72,15 @@ def select_removals(
     used = dict(used)
     moved_in: dict[str, list[PodInfo]] = {}
     removed: set[str] = set()
+    deferred: list[NodeDecision] = []  # Consolidated: multi-node consolidation first, as Karpenter orders them
 
     for dec, gs, billed, method in ready:
         node = by_name[dec.name]
+        if method is CONSOLIDATED:
+            deferred.append(dec)
+            continue
         if len(plan.to_remove) >= settings.max_removals_per_loop:
-            dec.reasons = [
-                Blocker(code=LIMIT_REACHED, message=f"at most {settings.max_removals_per_loop} removals per loop")
-            ]
+            dec.reasons = [limit_reached(settings)]
             continue
         key = (dec.group, dec.pool)
         minimum = min_nodes_for(node, groups)
@@ -131,14 +141,24 @@ def select_removals(
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
         delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0
-        plan.to_remove.append(
-            NodeRemoval(
-                name=node.name,
-                group=dec.group or "",
-                pool=dec.pool,
-                kind=dec.state,
-                scale_down_at=now + delay,
-                pods_to_evict=sorted(pod_key(p) for p in evict),
-                destinations=fit.placements,
-            )
-        )
+        plan.to_remove.append(NodeRemoval.of(dec, now + delay, evict, fit.placements))
+
+    singles = select_consolidation(
+        plan,
+        [*deferred, *(spare or [])],
+        by_name,
+        on_node,
+        by_group,
+        storage,
+        targets,
+        removed | set(moved_in),
+        budget,
+        ledger,
+        now,
+    )
+    for dec in singles:  # alone in its group: replaced by itself, as before multi-node consolidation
+        if len(plan.to_remove) >= settings.max_removals_per_loop:
+            dec.reasons = [limit_reached(settings)]
+            continue
+        dec.selected = True
+        plan.to_remove.append(NodeRemoval.of(dec, now, pods_to_evict(dec.name, on_node.get(dec.name, []))))

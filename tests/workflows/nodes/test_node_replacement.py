@@ -15,15 +15,18 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.history import RecordedHistory
+from scaling.kube.models import Resources
 from scaling.nodes.contracts import (
     CreateNodeInput,
     CreateNodeResult,
     ReplacementPlan,
     ReplacementPlanInput,
     ScaleDownObservation,
+    WaitReadyInput,
 )
 from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
 from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
+from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.disruption.orchestration import (
     NOT_WORTH_IT,
     REPLACEMENT_FAILED,
@@ -31,14 +34,13 @@ from scaling.nodes.disruption.orchestration import (
     NodeReplacementInput,
     successor_id,
 )
-from scaling.nodes.disruption.replacement import plan_replacement
 from scaling.nodes.models import LABEL_POOL, ApprovalPolicy, NodeGroup, PoolSpec
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.trail import node_trail
 from starters.history import decode_events
 from tests.polling import until
-from tests.workflows.nodes.test_node_scale_down import GROUP, DownWorld, app_pod, node, worker  # noqa: F401
+from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, app_pod, node, worker  # noqa: F401
 from tests.workflows.replayer import new_replayer
 from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
@@ -76,11 +78,20 @@ class ReplaceWorld(DownWorld):
         @activity.defn(name="plan_replacement")
         async def plan(inp: ReplacementPlanInput) -> ReplacementPlan:
             w.calls.append(("plan", inp.node))
-            p = plan_replacement(w.plan_obs, kwok_catalogue(), inp.node, set(inp.leaving), inp.now)
+            p = plan_for_input(w.plan_obs, kwok_catalogue(), inp)
             w.plans.append(p)
             return p
 
-        return [*base, create, plan]
+        waits = next(a for a in base if activity._Definition.from_callable(a).name == "wait_node_ready")
+
+        @activity.defn(name="wait_node_ready")
+        async def wait_ready(inp: WaitReadyInput) -> bool:
+            ready = await waits(inp)
+            if ready:
+                w.calls.append(("ready", inp.node_name))
+            return ready
+
+        return [*(a for a in base if a is not waits), create, plan, wait_ready]
 
 
 def busy(name: str, cpu: int = 1800) -> list:
@@ -308,3 +319,80 @@ async def test_consolidation_that_saves_too_little_buys_nothing(env: WorkflowEnv
     result = await consolidate(env, tq)
     assert result.phase == ScaleDownPhase.CANCELLED and result.reason == NOT_WORTH_IT, result.message
     assert w.created == [] and not any(c == "mark" for c, _ in w.calls)
+
+
+# --- multi-node consolidation: N nodes replaced by one successor ---------------------------------
+
+
+def three_dear_nodes() -> ReplaceWorld:
+    """a, b and c are cx42 running 500m each: one cx22 holds all three pods (group: one tier of types)."""
+    g = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22", "cx32", "cx42"], priority=10)])
+    dear = [
+        node(n).model_copy(
+            update={
+                "labels": {**node(n).labels, LABEL_POOL: "kwok-cx42"},
+                "allocatable": Resources(cpu_m=7910, memory=16 * GIB, pods=110),
+                "requested": Resources(cpu_m=500, memory=GIB // 8, pods=1),
+            }
+        )
+        for n in ("a", "b", "c")
+    ]
+    pods = [p for n in ("a", "b", "c") for p in busy(n, cpu=500)]
+    return ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=dear, pods=pods, groups=[g]),
+        down_obs=ScaleDownObservation(nodes=dear, pods=pods, groups=[g]),
+    )
+
+
+async def consolidate_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> object:
+    now = (await env.get_current_time()).timestamp()
+    a, b, c = (
+        NodeScaleDownInput(cluster="c", node=n, group="g", kind="Consolidated", scale_down_at=now)
+        for n in ("a", "b", "c")
+    )
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run,
+        NodeReplacementInput(removal=a, others=[b, c], allowed=allowed, readiness_poll_s=1),
+        id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
+        task_queue=tq,
+    )
+    return await h.result()
+
+
+async def test_three_nodes_are_replaced_by_one_successor_ready_before_any_is_touched(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    w = three_dear_nodes()
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and "3 of 3 nodes removed" in result.message, result.message
+    assert w.plans[0].nodes == ["a", "b", "c"]
+    assert [c.pool.server_type for c in w.created] == ["cx22"]  # one successor, cheaper than the three
+    assert w.created[0].labels[LABEL_REPLACES] == "c"  # held from scale-down until the last is drained
+    ready = w.calls.index(("ready", SUCCESSOR))
+    touched = [i for i, (c, n) in enumerate(w.calls) if n in "abc" and c in ("mark", "cordon", "delete-node")]
+    assert touched and min(touched) > ready  # nothing touched before the successor was Ready
+    # then each node in turn: marked, re-checked, cordoned, drained, deleted
+    assert [c for c, n in w.calls if n == "b"] == ["mark", "check", "cordon", "delete-node"]
+    assert w.deleted == ["a", "b", "c"]
+
+
+async def test_the_budget_bounds_how_many_go_together(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = three_dear_nodes()
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq, allowed=2)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert w.plans[0].nodes == ["a", "b"] and w.deleted == ["a", "b"]
+    assert not any(n == "c" for _, n in w.calls if _ != "plan")  # c was never touched
+
+
+async def test_a_successor_that_fails_leaves_every_node_serving(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = three_dear_nodes()
+    w.never_ready_pools = {"kwok-cx22", "kwok-cx32"}  # every type that saves enough (cx42 is a candidate's)
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.phase == ScaleDownPhase.FAILED and result.reason == REPLACEMENT_FAILED, result.message
+    assert "keeps serving" in result.message
+    assert not any(n in "abc" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
+    assert w.deleted and all(d.startswith(("kwok-cx22-", "kwok-cx32-")) for d in w.deleted)  # only failed successors

@@ -350,3 +350,57 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
     assert world.deleted == ["a"] and [c.labels[LABEL_REPLACES] for c in world.created] == ["a"]
     assert [c for c, n in world.calls if n == "a"][:2] == ["plan", "mark"]  # planned and made before the mark
     assert status.recent_scale_downs[-1].kind == "Drifted"
+
+
+async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """Multi-node consolidation through the loop: three cpx31 at 51 % (utilized: Cluster Autoscaler keeps
+    them, and no pod fits another node) become one cx42 (0.0273/h against 3 x 0.0228/h). The loop hands
+    them to one NodeReplacement, which makes the cx42 Ready, then drains and deletes each of them."""
+    from scaling.kube.models import Resources
+    from scaling.nodes.disruption.models import ConsolidationPolicy
+    from scaling.nodes.models import LABEL_POOL, ScaleDownSettings
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
+        ],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
+    )
+    names = ("a", "b", "c")
+    nodes = [
+        node(n).model_copy(
+            update={
+                "labels": {**node(n).labels, LABEL_POOL: "kwok-cpx31"},
+                "allocatable": Resources(cpu_m=3920, memory=6 << 30, pods=110),
+                "requested": Resources(cpu_m=2000, memory=1 << 27, pods=1),
+            }
+        )
+        for n in names
+    ]
+    pods = [p for n in names for p in busy(n, cpu=2000)]
+    world = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
+        down_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
+    )
+    world.observation = ClusterObservation(nodes=nodes, groups=[g])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/replace/a"))
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in names)
+
+    async def removed():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if s.scale_down_by_phase.get("Removed", 0) >= 3 else None
+
+    try:
+        status = await until(removed, timeout=90)
+    except AssertionError:
+        print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
+        raise
+    assert world.deleted[:3] == ["a", "b", "c"]
+    assert [c.pool.server_type for c in world.created] == ["cx42"]
+    assert [p.nodes for p in world.plans] == [["a", "b", "c"]]  # one command, planned once
+    assert {r.node for r in status.recent_scale_downs if r.phase.value == "Removed"} >= set(names)

@@ -85,7 +85,14 @@ def test_what_if_consolidate_lists_removals_and_cheaper_replacements_with_their_
     )
     report = consolidation_now(obs, kwok_catalogue(), 10_000.0)
     kinds = {s.node: (s.kind, s.successors) for s in report.steps}
-    assert kinds == {"empty": ("Empty", []), "dear": ("Consolidated", ["kwok/cx42"])}
+    # dear and busy are one command's candidates (busy is utilized, as Karpenter considers every node):
+    # together they would need two nodes (the group's priorities put busy's pod on a cx22), so
+    # single-node consolidation takes the first that goes alone: busy, whose pod fits dear's room.
+    assert kinds == {"empty": ("Empty", []), "busy": ("Consolidated", [])}
     assert report.price_per_hour_after < report.price_per_hour_before
+    # Without busy, dear alone is replaced by a cheaper cx42.
+    obs = obs.model_copy(update={"nodes": [dear, empty], "pods": obs.pods[:1]})
+    kinds = {s.node: (s.kind, s.successors) for s in consolidation_now(obs, kwok_catalogue(), 10_000.0).steps}
+    assert kinds == {"empty": ("Empty", []), "dear": ("Consolidated", ["kwok/cx42"])}
     # The group itself keeps Cluster Autoscaler's rules: only the report assumes the policy.
     assert g.scale_down.policy is None

@@ -1,0 +1,111 @@
+"""Which nodes one evaluation hands to a multi-node consolidation (scaling.nodes.disruption.multi_node
+plans it with prices, in the NodeReplacement's plan_replacement activity).
+
+As Karpenter's disruption controller orders its methods (multi-node consolidation before single-node;
+kubernetes-sigs/karpenter pkg/controllers/disruption/controller.go), a group's Consolidated nodes
+(underused, pods fit nowhere else) are not replaced one by one while it has two or more candidates:
+they go, with the group's utilized nodes whose unneeded timer ran out, to one command. Candidates are
+ordered by disruption cost (lowest first) and those that PDBs or Longhorn would hold are left out. The
+group's budget (each node counts) bounds how many go together (``consolidation_allowed``: the
+loop holds that many of the candidates for the command while it plans), as Karpenter filters by budget
+before its search; single-node consolidation, tried when no multi-node command is found, may take any
+one candidate. One command per evaluation; a group with a single Consolidated candidate replaces it
+as before.
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import Blocker, PdbBudget, PdbInfo, pods_to_evict
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.disruption.ledger import BudgetLedger
+from scaling.nodes.disruption.models import ConsolidationPolicy, DisruptionReason
+from scaling.nodes.disruption.multi_node import MAX_CANDIDATES, disruption_cost
+from scaling.nodes.models import NodeGroup, ScaleDownSettings
+from scaling.nodes.scale_down.checks import individual_blockers
+from scaling.nodes.scale_down.models import NodeDecision, NodeRemoval, NodeState, ScaleDownPlan
+from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
+
+ONE_COMMAND = "MultiNodeConsolidationPending"
+
+
+def consolidating(gs: ScaleDownSettings) -> bool:
+    return gs.enabled and gs.policy is ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+
+
+def spare_for_consolidation(
+    node: NodeInfo,
+    pods: list[PodInfo],
+    gs: ScaleDownSettings,
+    pdbs: list[PdbInfo],
+    storage: LonghornState | None,
+    targets: list[NodeInfo],
+    used: dict[str, Resources],
+    protected: set[str],
+    kinds: frozenset[str],
+) -> bool:
+    """Whether a utilized node may join a multi-node consolidation: its group consolidates
+    underutilized nodes and nothing holds it on its own (do-not-disrupt, PDBs, Longhorn, ...)."""
+    if not consolidating(gs):
+        return False
+    held, _ = individual_blockers(node, pods, pdbs, storage, targets, used, protected, kinds, check_fit=False)
+    return not held
+
+
+def select_consolidation(
+    plan: ScaleDownPlan,
+    candidates: list[NodeDecision],
+    by_name: dict[str, NodeInfo],
+    on_node: dict[str, list[PodInfo]],
+    groups: dict[str, NodeGroup],
+    storage: LonghornState | None,
+    targets: list[NodeInfo],
+    taken: set[str],
+    budget: PdbBudget,
+    ledger: BudgetLedger,
+    now: float,
+) -> list[NodeDecision]:
+    """Set ``plan.consolidation`` to the first group's command of two or more nodes (none when no group
+    has that many) and return the Consolidated candidates left alone in their group (the caller
+    replaces each as before). ``taken``: nodes this evaluation already removes or sends pods to."""
+    per_group: dict[str, list[NodeDecision]] = {}
+    for dec in candidates:
+        if dec.name not in taken:
+            per_group.setdefault(dec.group or "", []).append(dec)
+    singles: list[NodeDecision] = []
+    for name in sorted(per_group):
+        group = groups.get(name)
+        expire = group.disruption.expire_after_s if group is not None else None
+
+        def cost(d: NodeDecision, expire: float | None = expire) -> tuple[float, str]:
+            return disruption_cost(by_name[d.name], on_node.get(d.name, []), expire, now), d.name
+
+        chosen: list[NodeDecision] = []
+        for dec in sorted(per_group[name], key=cost):
+            if len(chosen) == MAX_CANDIDATES:
+                break
+            evict = pods_to_evict(dec.name, on_node.get(dec.name, []))
+            held = ledger.blocker(name, DisruptionReason.UNDERUTILIZED) or budget.check(evict)
+            if held is None:
+                left = {t.name for t in targets if t.name not in taken and t.name != dec.name}
+                held = next(iter(storage_blockers(dec.name, storage, left)), None)
+            if held is not None:
+                dec.state, dec.reasons = NodeState.BLOCKED, [held]
+                continue
+            chosen.append(dec)
+        if len(chosen) < 2:
+            singles.extend(d for d in chosen if d.state == NodeState.CONSOLIDATED)
+            continue
+        if plan.consolidation:
+            for d in chosen:
+                d.reasons = [Blocker(code=ONE_COMMAND, message="one multi-node consolidation per loop")]
+            continue
+        # The budget bounds the command (each node counts); single-node consolidation may take any one.
+        plan.consolidation_allowed = min(ledger.left(name, DisruptionReason.UNDERUTILIZED), len(chosen))
+        for k, dec in enumerate(chosen):
+            evict = pods_to_evict(dec.name, on_node.get(dec.name, []))
+            if k < plan.consolidation_allowed:  # what the loop holds for the command while it plans
+                budget.consume(evict)
+                ledger.count(name)
+            dec.state, dec.selected = NodeState.CONSOLIDATED, True
+            plan.consolidation.append(NodeRemoval.of(dec, now, evict))
+    return singles

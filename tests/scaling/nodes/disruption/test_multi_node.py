@@ -1,0 +1,277 @@
+"""Multi-node consolidation: which nodes one evaluation hands to a command (scale_down.consolidation) and
+what the command does (disruption.multi_node). Cases ported from kubernetes-sigs/karpenter
+pkg/controllers/disruption/consolidation_test.go ("Multi-NodeClaim": "can merge 3 nodes into 1", "won't
+merge 2 nodes into 1 of the same type"; budgets: a multi-node command never takes more nodes than the
+budget allows) and the filterOutSameType examples of pkg/controllers/disruption/multinodeconsolidation.go;
+the rest are growth's own rules (the saving threshold, priorities, timers)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from scaling.kube.drain import LabelSelector, PdbInfo
+from scaling.kube.models import Resources
+from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
+from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT
+from scaling.nodes.disruption.models import Budget, ConsolidationPolicy, Disruption
+from scaling.nodes.disruption.multi_node import (
+    ANNOTATION_DELETION_COST,
+    consolidation_refused,
+    disruption_cost,
+    longest_prefix,
+    plan_consolidation,
+    plan_for_input,
+)
+from scaling.nodes.models import NodeGroup, PoolSpec, ScaleDownSettings
+from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_down.models import NodeState
+from tests.scaling.nodes.scale_down.test_candidates import GI, node, plan, pod
+
+CATALOGUE = kwok_catalogue()
+NOW = 10_000.0
+
+
+def flexible(budgets: list[Budget] | None = None, policy: ConsolidationPolicy | None = None) -> NodeGroup:
+    """One tier of cx22, cx32 and cx42 (the planner takes the cheapest that holds a node's pods)."""
+    return NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22", "cx32", "cx42"], priority=10)],
+        scaleDown=ScaleDownSettings(
+            policy=policy or ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=60
+        ),
+        disruption=Disruption(budgets=budgets or []),
+    )
+
+
+def cx(name: str, size: str = "cx42", **kw: object) -> object:
+    cpu, mem = {"cx22": (1930, 3 * GI), "cx32": (3920, 6 * GI), "cx42": (7910, 13 * GI)}[size]
+    return node(name, cpu=cpu, mem=mem, pool=f"kwok-{size}", **kw)
+
+
+def obs(nodes: list, pods: list, g: NodeGroup | None = None) -> ScaleDownObservation:
+    """The cluster as the activity observes it: each node's requested room is its pods' requests."""
+    filled = [
+        n.model_copy(update={"requested": sum((p.requests for p in pods if p.node_name == n.name), Resources())})
+        for n in nodes
+    ]
+    return ScaleDownObservation(nodes=filled, pods=pods, groups=[g or flexible()])
+
+
+# --- the command's plan -----------------------------------------------------------------------
+
+
+def test_three_dear_nodes_are_merged_into_one_cheaper_node() -> None:
+    # Karpenter: "can merge 3 nodes into 1" (one pod on each of three nodes of the dearest type).
+    nodes = [cx("n1"), cx("n2"), cx("n3")]
+    pods = [pod(f"p{i}", f"n{i}", cpu=1000, mem=GI) for i in (1, 2, 3)]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["n1", "n2", "n3"], set(), NOW, 0.10)
+    assert p.nodes == ["n1", "n2", "n3"] and not p.refused
+    [succ] = p.new_nodes
+    assert succ.candidates[0].server_type == "cx32"  # 3 x 1000m: the cheapest type that holds them all
+    assert p.price_before == 3 * 0.0273 and p.price_after == 0.0113
+
+
+def test_two_cheapest_nodes_are_not_merged_into_one_of_their_type_the_emptier_one_is_deleted() -> None:
+    # Karpenter: "won't merge 2 nodes into 1 of the same type": [cx22, cx22] -> one cx22 is what deleting
+    # one of them does with fewer pods moved; the node with fewer pods (lower disruption cost) goes.
+    nodes = [cx("n1", "cx22"), cx("n2", "cx22")]
+    pods = [pod("a", "n1", cpu=300), pod("b", "n2", cpu=300), pod("c", "n2", cpu=300)]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["n1", "n2"], set(), NOW, 0.10)
+    assert p.nodes == ["n1"] and p.new_nodes == [] and p.price_after == 0.0
+
+
+def test_a_successor_option_of_a_candidates_type_caps_every_option_below_that_candidates_price() -> None:
+    # multinodeconsolidation.go's filterOutSameType: [2xlarge, 2xlarge, small] -> options small, xlarge,
+    # 2xlarge: small is a candidate's type, so only types cheaper than small stay: none here.
+    nodes = [cx("n1"), cx("n2"), cx("n3", "cx22")]
+    pods = [pod("a", "n1", cpu=300), pod("b", "n2", cpu=300), pod("c", "n3", cpu=300)]
+    o = obs(nodes, pods)
+    merged = plan_consolidation(o, CATALOGUE, ["n1", "n2", "n3"], set(), NOW, 0.10)
+    # No three-node command (its one cx22 successor is refused): the two cx42 are deleted, their pods
+    # moving to n3's room, which is what the comment's "just deleting the 2 nodes" means.
+    assert merged.nodes == ["n1", "n2"] and merged.new_nodes == []
+    from scaling.nodes.disruption.replacement import plan_for_nodes
+
+    three = plan_for_nodes(o, CATALOGUE, ["n1", "n2", "n3"], set(), NOW).model_copy(
+        update={"nodes": ["n1", "n2", "n3"]}
+    )
+    assert [c.server_type for c in three.new_nodes[0].candidates][:1] == ["cx22"]
+    ok, why = consolidation_refused(three, o, {(t.provider, t.name): t for t in CATALOGUE}, 0.10)
+    assert ok is None and "no successor type" in why
+
+
+def test_every_pod_must_fit_or_nothing_is_done() -> None:
+    # Karpenter: a command is made only when all the candidates' pods are scheduled.
+    nodes = [cx("n1"), cx("n2")]
+    pods = [pod("a", "n1", cpu=1000), pod("huge", "n2", cpu=100_000)]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["n2", "n1"], set(), NOW, 0.10)
+    # n2's pod fits nowhere: neither the pair nor n2 alone; n1 alone is replaced by a cx22.
+    assert p.nodes == ["n1"] and [n.candidates[0].server_type for n in p.new_nodes] == ["cx22"]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["n2"], set(), NOW, 0.10)
+    assert p.refused and "fits nowhere" in p.refused and p.new_nodes == []
+
+
+def test_a_saving_under_the_threshold_is_no_command() -> None:
+    # Two cx32 nodes whose pods need a cx42: 0.0273 against 2 x 0.0113, dearer.
+    nodes = [cx("n1", "cx32"), cx("n2", "cx32")]
+    pods = [pod("a", "n1", cpu=3000), pod("b", "n2", cpu=3000)]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["n1", "n2"], set(), NOW, 0.10)
+    assert p.refused and p.nodes == [] and p.new_nodes == []
+
+
+def test_the_budget_bounds_the_command_but_not_single_node_consolidation() -> None:
+    nodes = [cx(f"n{i}") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i}", cpu=500) for i in range(4)]
+    names = [f"n{i}" for i in range(4)]
+    assert plan_consolidation(obs(nodes, pods), CATALOGUE, names, set(), NOW, 0.10).nodes == names
+    assert plan_consolidation(obs(nodes, pods), CATALOGUE, names, set(), NOW, 0.10, allowed=2).nodes == names[:2]
+    one = plan_consolidation(obs(nodes, pods), CATALOGUE, names, set(), NOW, 0.10, allowed=1)
+    assert len(one.nodes) == 1 and len(one.new_nodes) <= 1
+
+
+def test_the_groups_priorities_hold_for_the_successor() -> None:
+    """A higher-priority cx22 pool takes what it can hold: the pair's pods would make two cx22 (no one-node
+    command, though one cx42 would hold both); n1 alone goes, its pod fitting n2's room."""
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22"], priority=30),
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+        ],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED),
+    )
+    nodes = [cx("n1"), cx("n2")]
+    pods = [pod("a", "n1", cpu=1500), pod("b", "n2", cpu=1500)]
+    p = plan_consolidation(obs(nodes, pods, g), CATALOGUE, ["n1", "n2"], set(), NOW, 0.10)
+    assert p.nodes == ["n1"] and p.new_nodes == []
+
+
+def test_longest_prefix_is_a_binary_search_over_two_or_more() -> None:
+    asked: list[int] = []
+
+    def upto(k_max: int):  # noqa: ANN202
+        def works(k: int) -> str | None:
+            asked.append(k)
+            return f"first {k}" if k <= k_max else None
+
+        return works
+
+    assert longest_prefix(9, upto(6)) == (6, "first 6")
+    assert len(asked) <= 4 and min(asked) >= 2
+    assert longest_prefix(9, upto(9)) == (9, "first 9")
+    assert longest_prefix(9, upto(1)) == (0, None)
+    assert longest_prefix(1, upto(9)) == (0, None)  # one candidate is single-node's
+
+
+def test_the_search_assumes_a_shorter_prefix_works_when_a_longer_one_does() -> None:
+    # Karpenter's assumption, kept: two cx32 at 51 % would need two new cx32 (cheaper than one cx42), so
+    # the search stops there, though three of them fit one cx42, cheaper than three cx32.
+    nodes = [cx(n, "cx32") for n in ("a", "b", "c")]
+    pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10)
+    assert p.refused and "a+b: its pods need 2 new nodes" in p.refused and "a+b+c" not in p.refused
+
+
+def test_disruption_cost_counts_evicted_pods_their_deletion_cost_and_the_lifetime_left() -> None:
+    n = cx("n1").model_copy(update={"created_at": datetime.fromtimestamp(NOW - 3600, UTC)})
+    pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n2")]
+    assert disruption_cost(n, pods, None, NOW) == 2.0
+    assert disruption_cost(n, pods, 4 * 3600.0, NOW) == 1.5  # a quarter of its life gone
+    dear = pod("a", "n1", annotations={ANNOTATION_DELETION_COST: str(2**27)})
+    assert disruption_cost(n, [dear], None, NOW) == 2.0
+    assert disruption_cost(n, [pod("a", "n1", annotations={ANNOTATION_DELETION_COST: "x"})], None, NOW) == 1.0
+
+
+# --- which nodes one evaluation hands to a command --------------------------------------------
+
+
+def utilized(names: list[str], **kw: object) -> tuple[list, list]:
+    """Nodes at 80 % of cpu (utilized: Cluster Autoscaler's rules would keep them all)."""
+    return [cx(n, "cx22", **kw) for n in names], [pod(f"{n}-p", n, cpu=1550) for n in names]
+
+
+def test_utilized_nodes_join_a_command_once_their_unneeded_time_ran_out() -> None:
+    nodes, pods = utilized(["a", "b", "c"])
+    first = plan(nodes, pods, groups=[flexible()], now=NOW)
+    assert first.consolidation == [] and set(first.unneeded_since) == {"a", "b", "c"}
+    assert first.decisions["a"].removable_at == NOW + 60  # the evaluation may change then
+    from scaling.nodes.scale_down.evaluation import stable_until
+
+    assert stable_until(first, obs(nodes, pods), NOW) == NOW + 60  # reused until then, not longer
+    later = plan(nodes, pods, groups=[flexible()], now=NOW, since={n: NOW - 60 for n in "abc"})
+    assert [r.name for r in later.consolidation] == ["a", "b", "c"]
+    assert {r.kind for r in later.consolidation} == {NodeState.CONSOLIDATED} and later.to_remove == []
+    assert later.consolidation_allowed == 3
+
+
+def test_only_groups_that_consolidate_underutilized_nodes_make_commands() -> None:
+    nodes, pods = utilized(["a", "b"])
+    for g in (
+        flexible(policy=ConsolidationPolicy.WHEN_EMPTY),
+        flexible().model_copy(update={"scale_down": ScaleDownSettings()}),
+    ):
+        p = plan(nodes, pods, groups=[g], now=NOW, since={"a": 0.0, "b": 0.0})
+        assert p.consolidation == [] and p.unneeded_since == {}
+
+
+def test_do_not_disrupt_pdbs_and_budgets_hold_candidates_back() -> None:
+    nodes, pods = utilized(["a", "b", "c", "d"])
+    pods[0] = pods[0].model_copy(update={"annotations": {ANNOTATION_DO_NOT_DISRUPT: "true"}})
+    pdb = PdbInfo(namespace="default", name="b", selector=LabelSelector(match_labels={"app": "b"}))
+    pods[1] = pods[1].model_copy(update={"labels": {"app": "b"}})
+    since = {n: 0.0 for n in "abcd"}
+    p = plan(nodes, pods, pdbs=[pdb], groups=[flexible([Budget(nodes="1")])], now=NOW, since=since)
+    # a and b stay utilized (not candidates); of c and d, the budget lets one go at a time.
+    assert [r.name for r in p.consolidation] == ["c", "d"] and p.consolidation_allowed == 1
+    assert p.decisions["a"].state == p.decisions["b"].state == NodeState.UTILIZED
+
+
+def test_a_single_underused_candidate_is_replaced_alone_as_before() -> None:
+    nodes = [cx("a"), cx("full", group=None)]
+    pods = [pod("w", "a", cpu=1000), pod("x", "full", cpu=7900)]
+    p = plan(nodes, pods, groups=[flexible()], now=NOW, since={"a": 0.0})
+    assert [(r.name, r.kind) for r in p.to_remove] == [("a", NodeState.CONSOLIDATED)] and p.consolidation == []
+
+
+def test_the_command_is_planned_as_the_evaluation_ordered_it() -> None:
+    nodes, pods = utilized(["a", "b"])
+    inp = ReplacementPlanInput(cluster="c", node="a", now=NOW, others=["b"], allowed=2)
+    p: ReplacementPlan = plan_for_input(obs(nodes, pods), CATALOGUE, inp)
+    # Two cx22 at 1550m each: one cx32 (0.0113) against 0.012, under 10 % saved: no command.
+    assert p.refused and p.nodes == []
+
+
+def test_the_loop_takes_one_final_report_per_node_of_a_command() -> None:
+    """A multi-node NodeReplacement reports for each of its nodes under one workflow id: each report frees
+    its node and restarts its timer (a repeated one is still ignored)."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update
+
+    state = NodeAutoscalerState(unneeded_since={"a": 1.0, "b": 1.0, "c": 1.0})
+    wid = "nodes/c/replace/a"
+    for n in ("a", "b"):
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=wid)
+    for n in ("a", "b", "c", "c"):  # c was a candidate the loop did not hold
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=wid, phase=ScaleDownPhase.CANCELLED))
+    assert state.scale_downs == {} and state.unneeded_since == {}
+    assert state.scale_down_by_phase == {"Cancelled": 3}
+
+
+def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None:
+    from scaling.nodes.disruption.what_if import consolidation_now
+    from starters.nodes_consolidate import format_consolidation
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
+        ],
+    )
+    nodes = [node(n, cpu=3920, mem=6 * GI, pool="kwok-cpx31") for n in ("a", "b", "c")]
+    pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
+    report = consolidation_now(obs(nodes, pods, g), CATALOGUE, NOW)
+    [step] = report.steps
+    assert (step.nodes, step.successors) == (["a", "b", "c"], ["kwok/cx42"])
+    assert round(report.price_per_hour_before, 4) == 0.0684 and round(report.price_per_hour_after, 4) == 0.0273
+    assert "a+b+c" in format_consolidation(report)
