@@ -4,19 +4,21 @@ running the nodes loop with scale-down and consolidation on.
 
 The day is bench/consolidation.py's (replicas_over_the_day: four families bursting 3-10x and
 back, a step per 5 simulated minutes) compressed: each step lasts `--step-s` seconds of wall
-time. Beside it: a PodDisruptionBudget per family (minAvailable one below the family's least
-replicas), two `pinned` pods annotated karpenter.sh/do-not-disrupt, one busy node annotated so
-early in the day, and the group's budgets: 20 % of its nodes, and none for Underutilized during
-a one-minute window every three minutes (cron, UTC). After the last step the loop consolidates
-until the cluster settles (node set unchanged, nothing pending or leaving, no window open, for
-`--quiet-s`).
+time; then a night (with_night) scales every family in. Beside it: a PodDisruptionBudget per
+family (minAvailable one below the family's least replicas), two `pinned` pods annotated
+karpenter.sh/do-not-disrupt on one node, the busiest other node annotated so early in the day,
+and the group's budgets: 20 % of its nodes, and none for Underutilized during a one-minute
+window every three minutes (cron, UTC). After the last step the loop consolidates until the
+cluster settles (node set unchanged, nothing pending or leaving, no window open, for `--quiet-s`).
 
 Everything is counted afterwards from what was recorded: the disruptions (each NodeScaleDown
-and NodeReplacement, from start to close, merged per node) and evictions from the workflows'
-histories; the pods, nodes and their readiness from the API server, sampled every half second.
-`count_day` turns those into the violation counts with bench/consolidation.py's pure functions.
+and NodeReplacement, merged per node, until the node's deletion starts or the loop is told the
+final phase: in_flight) and evictions from the workflows' histories; the pods, nodes and their
+readiness from the API server, sampled every half second. `count_day` turns those into the
+violation counts with bench/consolidation.py's pure functions. `--record` keeps the material and
+the loop's scale-down evaluations, to explain a count.
 
-python -m bench.consolidation_stack [--hours 2] [--seed 7] [--step-s 5] [--planner-only]
+python -m bench.consolidation_stack [--hours 2] [--seed 7] [--step-s 5] [--record FILE] [--planner-only]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import bisect
 import dataclasses
+import functools
 import json
 import sys
 import tempfile
@@ -93,6 +96,7 @@ def group_object() -> dict[str, Any]:
     )
 
 
+@functools.cache
 def disruption_settings() -> dict[str, Disruption]:
     return {GROUP: parse_node_group(group_object(), {"kwok"}).disruption}
 
