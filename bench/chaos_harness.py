@@ -87,6 +87,7 @@ class Stack:
     # The burst on Hetzner: the demo's scenario starts the fake cloud and names the provider.
     hetzner: HetznerBurstScenario | None = None
     providers: dict[str, Any] = field(default_factory=lambda: {"kwok": {}})
+    worker_names: tuple[str, ...] = ("worker-a", "worker-b")  # chaos kills one: the other carries on
 
     def start(self, sim_args: list[str]) -> None:
         self.procs = Processes(self.workdir)
@@ -103,7 +104,7 @@ class Stack:
             self.providers = self.hetzner.providers(self.workdir, extra)
         self.holds = self.workdir / "holds"
         self.holds.mkdir(exist_ok=True)
-        for name in ("worker-a", "worker-b"):
+        for name in self.worker_names:
             self.workers[name] = self.start_worker(name)
         self.api = kube_client(self.kubeconfig)
         apply_crds(self.api)
@@ -683,6 +684,23 @@ async def settle(
     return None
 
 
+async def start_node_loop(stack: Stack, temporal: Client, **settings: Any) -> Any:
+    """The cluster's NodeAutoscaler on quick timers (a scan each second); `settings` override them."""
+    quick: dict[str, Any] = {
+        "scan_interval_s": 1,
+        "readiness_timeout_s": 120,
+        "readiness_poll_s": 0.5,
+        "request_ttl_s": 600,
+        "eviction_retry_s": 0.5,
+    }
+    return await temporal.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(cluster=CLUSTER, **(quick | settings))),
+        id=autoscaler_id(CLUSTER),
+        task_queue=stack.task_queue,
+    )
+
+
 async def node_burst(
     workdir: Path,
     faults: list[tuple[str, Fault]],
@@ -718,20 +736,7 @@ async def _burst(
         pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
         apply_node_group(stack.api, node_group("general", pools, **group_spec))
         burst = deployment("burst", pods, "500m", "256Mi")
-    settings = AutoscalerSettings(
-        cluster=CLUSTER,
-        scan_interval_s=1,
-        readiness_timeout_s=120,
-        readiness_poll_s=0.5,
-        request_ttl_s=600,
-        eviction_retry_s=0.5,
-    )
-    handle = await temporal.start_workflow(
-        NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=settings),
-        id=autoscaler_id(CLUSTER),
-        task_queue=stack.task_queue,
-    )
+    handle = await start_node_loop(stack, temporal)
     began = time.monotonic()
     stack.replicas = pods
     client.AppsV1Api(stack.api).create_namespaced_deployment("default", burst)

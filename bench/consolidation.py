@@ -16,14 +16,16 @@ the histories and the API server's Events record:
   node so annotated.
 - pods_lost: replicas asked for and not running at the end.
 
-`simulate_day` runs the day through the planners only (not yet the real stack): deployments of
+`simulate_day` runs the day through the planners only (`--planner-only` of
+bench/consolidation_stack.py, the real-stack run `make bench-consolidation` makes): deployments of
 four workload families scaled up in bursts and back each 5 minutes, a packing scheduler, the
 scale-up planner buying and the loop's scale-down removing (Empty, Underused); then
 `growth nodes what-if consolidate`'s consolidation_now applied one step at a time until it finds
 nothing. The pool is billing-neutral (period 0) so that the final price is consolidation's, not a
 paid hour's hold. Without an API server the PDB, do-not-disrupt, budget and replacement counts are
 0 by construction there; only pods_lost is measured. The real-stack driver (dev server, simulated
-cluster, worker, histories and Events) reports through the same functions.
+cluster, worker; the histories and the API server's objects over time) counts through the same
+functions.
 
 python -m bench.consolidation [--hours 24] [--seed 7]
 """
@@ -183,7 +185,7 @@ def report(
     return out
 
 
-# --- the day, through the planners (the real-stack run is not built yet; see the module's doc) ---
+# --- the day, through the planners (bench/consolidation_stack.py runs it on the real stack) ---
 
 PROVIDER = "hetzner"
 TYPES = ("cx22", "cx32", "cx42", "cx52")
@@ -388,18 +390,13 @@ def simulate_day(hours: int, seed: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    import argparse
-    import json
+def planner_day(hours: int, seed: int) -> dict[str, Any]:
+    """The day through the planners: its JSON line (only pods_lost measured among the violations)."""
     import os
     import time
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hours", type=int, default=24)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
     t0 = time.monotonic()
-    day = simulate_day(args.hours, args.seed)
+    day = simulate_day(hours, seed)
     took = time.monotonic() - t0
     out = report(
         before=day["before"],
@@ -409,14 +406,24 @@ def main() -> None:
         # through the planners only: no API server, so only lost pods can be counted here
         violations={k: 0 for k in VIOLATIONS} | {"pods_lost": day["pods_lost"]},
     )
-    out |= {
+    return out | {
         "stack": "planners",
         "rounds": day["rounds"],
         "pods": len(day["final_pods"]),
         "seconds": round(took, 1),
         "load1": round(os.getloadavg()[0], 1),
     }
-    print(json.dumps(out))
+
+
+def main() -> None:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    print(json.dumps(planner_day(args.hours, args.seed)))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
-"""Minimal workload controllers: Deployment -> ReplicaSet -> Pods, and DaemonSets.
+"""Minimal workload controllers: Deployment -> ReplicaSet -> Pods, DaemonSets, and the
+disruption controller's PodDisruptionBudget status writes.
 
 Deliberately small: a Deployment keeps one ReplicaSet per pod-template hash and scales the
 others to zero at once (a Recreate-style rollout, no surge accounting). A ReplicaSet keeps
-`replicas` live pods and, scaling down, deletes unscheduled before scheduled, not-ready
-before ready, and newest first among equals (the real controller's ranking, simplified).
+`replicas` live pods and, scaling down, deletes as the real controller ranks them
+(kubernetes/kubernetes pkg/controller/controller_utils.go, ActivePodsWithRanks.Less): unscheduled
+before scheduled, pending before running, not-ready before ready, lower
+`controller.kubernetes.io/pod-deletion-cost` first, then pods doubled up on a node with more of
+the ReplicaSet's pods first, then newest first (ready time and restarts are not modelled).
 DaemonSet pods tolerate every taint and are created with spec.nodeName set, bypassing the
 scheduler; nodeSelector and required node affinity of the template are honoured.
 """
@@ -12,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from sim.kube.actor import Actor
@@ -124,6 +129,29 @@ class OwnedPods:
                         self.ready[uid].add(key)
 
 
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _deletion_cost(pod: Obj) -> int:
+    try:
+        return int((pod["metadata"].get("annotations") or {}).get(DELETION_COST, 0))
+    except ValueError:  # not an integer: the real API server refuses the pod; here it costs 0
+        return 0
+
+
+def _deletion_rank(pods: list[Obj], order: Callable[[Obj], int]) -> Callable[[Obj], tuple[Any, ...]]:
+    """The sort key of a ReplicaSet's scale-down: the first pods go first."""
+    on_node = Counter(p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName"))
+    return lambda p: (
+        bool(p["spec"].get("nodeName")),
+        p["status"].get("phase") == "Running",
+        _ready(p),
+        _deletion_cost(p),
+        -on_node.get(p["spec"].get("nodeName"), 0),
+        -order(p),
+    )
+
+
 class Controllers(Actor):
     name = "controllers"
 
@@ -136,6 +164,7 @@ class Controllers(Actor):
         self.deployments = store.builtin("deployments", "apps")
         self.replicasets = store.builtin("replicasets", "apps")
         self.daemonsets = store.builtin("daemonsets", "apps")
+        self.pdbs = store.builtin("poddisruptionbudgets", "policy")
         self.owned = OwnedPods(store, self.pods)
 
     def step(self) -> None:
@@ -146,6 +175,7 @@ class Controllers(Actor):
         self.owned.catch_up()
         self.sync_replicasets()
         self.sync_daemonsets()
+        self.sync_pdbs()
 
     def _set_status(self, rt: ResourceType, obj: Obj, status: Obj) -> None:
         def update(current: Obj) -> Obj:
@@ -250,15 +280,7 @@ class Controllers(Actor):
                     )
             elif active > desired:
                 pods = self.owned.active_of(meta["uid"])
-                ranked = sorted(
-                    pods,
-                    key=lambda p: (
-                        bool(p["spec"].get("nodeName")),
-                        p["status"].get("phase") == "Running",
-                        _ready(p),
-                        -self.store.order(p),
-                    ),
-                )
+                ranked = sorted(pods, key=_deletion_rank(pods, self.store.order))
                 for pod in ranked[: len(pods) - desired]:
                     self._delete(self.pods, pod)
                 pods = ranked[len(pods) - desired :]
@@ -274,6 +296,17 @@ class Controllers(Actor):
                     "observedGeneration": meta.get("generation", 1),
                 },
             )
+
+    # ---- poddisruptionbudgets ---------------------------------------------------------------
+    def sync_pdbs(self) -> None:
+        """The disruption controller's status write: a read always computes a PDB's status afresh,
+        but a watcher (an informer's cache) learns of a change only from a write, as it learns
+        of the real controller's status updates."""
+        for pdb in self.store.all(self.pdbs):
+            meta = pdb["metadata"]
+            fresh = self.store.get(self.pdbs, meta["namespace"], meta["name"]).get("status")
+            if pdb.get("status") != fresh:
+                self._set_status(self.pdbs, pdb, fresh)
 
     # ---- daemonsets -----------------------------------------------------------------------
     def sync_daemonsets(self) -> None:

@@ -133,3 +133,45 @@ def test_an_hour_through_the_planners_loses_no_pod_and_reports_every_key() -> No
         violations=dict.fromkeys(VIOLATIONS, 0),
     )
     assert set(KEYS) <= set(out) and out["lower_bound_price_per_hour"] <= out["price_per_hour_after"] + 1e-9
+
+
+def test_the_real_stacks_record_counts_each_breach_once() -> None:
+    """bench/consolidation_stack.py's counting on a synthetic record (samples of the API server,
+    removals from the histories) with one breach of each kind; a replacement and its drain are one
+    disruption, and a node whose deletion began frees its budget slot."""
+    from bench.consolidation_stack import NodeSeen, PodSeen, Removal, Seen, count_day, disruption_settings
+
+    t = 90.0  # 00:01:30 UTC: outside the group's Underutilized window (00:00-00:01, every 3 minutes)
+
+    def seen(at: float, nodes: list[str], pods: dict[str, tuple[str, str | None, bool]]) -> Seen:
+        return Seen(
+            at=t + at,
+            nodes={n: NodeSeen("cx32", ready=True, leaving=False, protected=n == "n4") for n in nodes},
+            pods={k: PodSeen(app, uid=k, node=node, healthy=ok) for k, (app, node, ok) in pods.items()},
+        )
+
+    web = {"d/web-0": ("web", "n1", True), "d/web-1": ("web", "n2", True), "d/web-2": ("web", "n2", True)}
+    others = {"d/api-0": ("api", "n5", True), "d/pinned-0": ("pinned", "n3", True)}
+    moved = web | {"d/web-0": ("web", "n2", True)}
+    everyone = ["n1", "n2", "n3", "n4", "n5"]
+    samples = [seen(at, everyone, web | others) for at in (0.0, 1.0)]
+    samples.append(seen(2.0, everyone, web | others | {"d/web-0": ("web", None, False)}))  # evicted from n1: 2 of 3
+    samples += [seen(at, everyone[1:], moved | others) for at in (3.0, 5.0)]
+    samples += [seen(at, everyone[1:], moved | {"d/api-0": others["d/api-0"]}) for at in (7.0, 10.0)]
+    records = [
+        Removal("NodeScaleDown", "n1", "day", "Underused", start=t + 1, end=t + 5, deleting=t + 3),
+        Removal("NodeScaleDown", "n2", "day", "Underused", start=t + 3.5, end=t + 6, reported=t + 4.5),
+        Removal("NodeReplacement", "n5", "day", "Consolidated", start=t + 5, end=t + 9),
+        Removal("NodeScaleDown", "n5", "day", "Consolidated", start=t + 7, end=t + 8.5, reported=t + 8.2),
+        # beside n5's replacement (20 % of 5 nodes is 1): the breach; it evicts the pinned pod
+        Removal("NodeScaleDown", "n3", "day", "Underused", t + 6, t + 7.5, t + 7, evicted=((t + 6.5, "d/pinned-0"),)),
+        Removal("NodeReplacement", "n4", "day", "Drifted", start=t + 9.5, end=t + 9.9, reported=t + 9.8, failed=True),
+    ]
+    counts = count_day(samples, records, disruption_settings(), {"web": 3}, {"web": 3, "api": 2, "pinned": 1}, "pinned")
+    assert counts == {
+        "pdb_violations": 1,
+        "do_not_disrupt_evictions": 1,
+        "budget_violations": 1,
+        "pods_lost": 2,  # an api replica never ran, the pinned pod is gone
+        "replacements_failed": 1,
+    }

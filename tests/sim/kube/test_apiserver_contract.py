@@ -414,6 +414,22 @@ def test_eviction_allowed_when_budget_permits(core: client.CoreV1Api, policy: cl
     assert info.value.status == 429
 
 
+def test_a_watcher_sees_a_pdb_status_change_the_pods_made(core: client.CoreV1Api, policy: client.PolicyV1Api) -> None:
+    """An informer holds what it was sent: the disruption controller writes a new status when the
+    pods change it (a PDB made before its pods allowed 0 disruptions; once they run, 1)."""
+    policy.create_namespaced_pod_disruption_budget(
+        "default", {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    )
+    rv = policy.list_namespaced_pod_disruption_budget("default").metadata.resource_version
+    for name in ("db-0", "db-1"):
+        _running_pod(core, name, {"app": "db"})
+    seen = watch.Watch().stream(
+        policy.list_namespaced_pod_disruption_budget, "default", resource_version=rv, timeout_seconds=10
+    )
+    allowed = next(e["object"].status.disruptions_allowed for e in seen if e["object"].status.disruptions_allowed)
+    assert allowed == 1
+
+
 def test_eviction_without_pdb_deletes_pod(core: client.CoreV1Api) -> None:
     _running_pod(core, "lonely", {"app": "x"})
     _, code, _ = core.create_namespaced_pod_eviction_with_http_info(
