@@ -1,6 +1,8 @@
-"""The `growth` command itself, as a subprocess: help with examples, shell completion, the
-worker and demo behind it, the old names as aliases, and the exit codes (0 done, 1 missing or
-unreachable, 2 refused) before any workflow is involved."""
+"""The `growth` command itself: help with examples, shell completion, the worker and demo behind
+it, the old names as aliases, and the exit codes (0 done, 1 missing or unreachable, 2 refused)
+before any workflow is involved. The installed console scripts run as subprocesses where the
+process is what is checked (the entry point, exit codes at the process boundary, the worker and
+demo behind the command, the old names); the rest runs the command's entry in-process."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ UNREACHABLE = ["--address", f"127.0.0.1:{free_port()}"]  # nothing listens there
 
 
 async def test_help_lists_every_loop_with_examples_and_exit_codes() -> None:
-    out = (await growth("--help")).stdout
+    out = (await growth("--help", process=True)).stdout
     for command in ("nodes", "fleet", "components", "worker", "demo", "completion"):
         assert f"  {command} " in out, command
     assert "Examples:" in out and "Exit codes: 0 done, 1 missing or unreachable, 2 refused." in out
@@ -49,7 +51,7 @@ async def test_shell_completion_completes_commands_and_choices() -> None:
 
 async def test_exit_codes_before_any_workflow(tmp_path: Path) -> None:
     # 1: Temporal unreachable (and the settings file missing), named
-    down = await growth(*UNREACHABLE, "nodes", "status", expect=1)
+    down = await growth(*UNREACHABLE, "nodes", "status", expect=1, process=True)
     assert "cannot connect to Temporal at 127.0.0.1:" in down.stderr
     missing = await growth("--config", str(tmp_path / "nope.yaml"), "fleet", "status", expect=1)
     assert "nope.yaml" in missing.stderr
@@ -73,11 +75,11 @@ async def test_old_names_are_aliases() -> None:
 
 async def test_worker_and_demo_run_behind_the_command(tmp_path: Path) -> None:
     # The worker's and the demo's own flags pass through; a bad settings file is named by the worker.
-    assert "--config" in (await growth("worker", "--help")).stdout
-    assert "--scenario" in (await growth("demo", "--help")).stdout
+    assert "--config" in (await growth("worker", "--help", process=True)).stdout
+    assert "--scenario" in (await growth("demo", "--help", process=True)).stdout
     bad = tmp_path / "growth.yaml"
     bad.write_text(yaml.safe_dump({"temporal": {"adress": "x"}}))
-    failed = await growth("--config", str(bad), "worker", expect=1)
+    failed = await growth("--config", str(bad), "worker", expect=1, process=True)
     assert "temporal.adress" in failed.stderr
 
 
