@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m compileall -q -j 0 scaling workflows activities sim starters bench worker.py
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
