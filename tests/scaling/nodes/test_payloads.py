@@ -1,6 +1,7 @@
 """What crosses history does not grow with the cluster: a 30,000-pending-pod, 5,000-node
 burst, measured with the data converter the worker uses."""
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -47,6 +48,7 @@ def size(value: object) -> int:
     return pydantic_data_converter.payload_converter.to_payloads([value])[0].ByteSize()
 
 
+@functools.cache  # one burst for the module (~1 CPU-s to build); no test changes it
 def burst() -> tuple[list[PodInfo], list[NodeInfo], list[NodeGroup]]:
     pods: list[PodInfo] = []
     # 28,000 replicas of 40 Deployments, and 2,000 pods each with its own requests (worst case).

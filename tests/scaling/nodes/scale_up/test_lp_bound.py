@@ -1,18 +1,15 @@
 import itertools
 import json
-import subprocess
-import sys
 from fractions import Fraction
-from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import plan_scale_up
 from bench.lp import lp_lower_bound
 from bench.plan_scale_up import BASELINES, run
 from bench.workload import FAMILIES
-
-ROOT = Path(__file__).resolve().parents[4]
 
 
 def brute_force(caps, prices, demand, step=Fraction(1, 4), top=12):
@@ -63,23 +60,14 @@ def test_bench_small_size_is_complete_and_within_ten_percent() -> None:
     assert 1.0 <= r["cost_ratio"] <= 1.10
 
 
-def test_bench_module_prints_json_last_line() -> None:
-    out = (
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import bench.plan_scale_up as b; b.SIZES = (500,); b.FAMILY_PODS = (200,); b.AFFINITY_PODS = 500; b.main()",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=240,  # a bound on a hang, not a speed aim: at load 20 this took over 60 s
-        )
-        .stdout.strip()
-        .splitlines()
-    )
+def test_bench_module_prints_json_last_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `make bench`'s main at small sizes, in-process (a subprocess cost its imports again).
+    for name, value in (("SIZES", (500,)), ("FAMILY_PODS", (200,)), ("AFFINITY_PODS", 500)):
+        monkeypatch.setattr(plan_scale_up, name, value)
+    plan_scale_up.main()
+    out = capsys.readouterr().out.strip().splitlines()
     last = json.loads(out[-1])
     assert set(last) == {
         "pods", "plan_seconds", "plan_cpu_seconds", "load_average", "nodes", "cost", "cost_lower_bound",
