@@ -40,14 +40,14 @@ class MessageArguments(Interceptor):
 
 class _CheckedMessages(WorkflowInboundInterceptor):
     async def handle_signal(self, input: HandleSignalInput) -> None:
-        problem = _problem(_handler("signals", input.signal), input.args)
+        problem = argument_problem(_handler("signals", input.signal), input.args)
         if problem:
             workflow.logger.warning("dropped signal %s: %s", input.signal, problem)
             return
         await super().handle_signal(input)
 
     def handle_update_validator(self, input: HandleUpdateInput) -> None:
-        problem = _problem(_handler("updates", input.update), input.args)
+        problem = argument_problem(_handler("updates", input.update), input.args)
         if problem:
             raise ValueError(problem)
         super().handle_update_validator(input)
@@ -55,7 +55,7 @@ class _CheckedMessages(WorkflowInboundInterceptor):
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
         # An update without a validator meets its arguments here first: an ApplicationError fails
         # the update (any other exception would fail the workflow task).
-        problem = _problem(_handler("updates", input.update), input.args)
+        problem = argument_problem(_handler("updates", input.update), input.args)
         if problem:
             raise ApplicationError(problem, type="InvalidArguments", non_retryable=True)
         return await super().handle_update_handler(input)
@@ -77,7 +77,7 @@ def _handler(kind: str, name: str) -> Callable[..., Any] | None:
     return found.fn
 
 
-def _problem(fn: Callable[..., Any] | None, args: Sequence[Any]) -> str:
+def argument_problem(fn: Callable[..., Any] | None, args: Sequence[Any]) -> str:
     """ "" when `args` fit fn's parameters, else "<parameter>: <reason>"."""
     if fn is None:
         return ""
