@@ -10,10 +10,10 @@ activity names; the production worker's interceptors."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -64,6 +64,7 @@ from workflows.nodes.request import NodeRequestWorkflow
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
 
+ANSWER_S = 30
 HUGE = "x" * (MAX_UPDATE_BYTES + 1)
 LONG = "x" * (MAX_UPDATE_TEXT + 1)
 
@@ -71,7 +72,7 @@ LONG = "x" * (MAX_UPDATE_TEXT + 1)
 async def refused(handle: WorkflowHandle, update: str, arg: Any, field: str = "") -> str:
     """The update is refused; the reason (naming `field` when given)."""
     with pytest.raises((WorkflowUpdateFailedError, PayloadTooLarge)) as info:
-        await execute_update(handle, update, arg)
+        await answered(execute_update(handle, update, arg), f"update {update}")
     err = info.value
     reason = str(err) if isinstance(err, PayloadTooLarge) else str(getattr(err.cause, "message", err.cause))
     assert not field or reason.startswith(field), reason
@@ -206,11 +207,21 @@ async def hammer(handle: WorkflowHandle, cls: type) -> list[str]:
     for name, upd in sorted(defn.updates.items(), key=lambda kv: str(kv[0])):
         for args in _garbage(upd.fn):
             with pytest.raises(WorkflowUpdateFailedError):
-                await handle.execute_update(str(name), args=args, rpc_timeout=timedelta(seconds=30))
+                await answered(handle.execute_update(str(name), args=args), f"update {name}{tuple(args)}")
         await refused(handle, str(name), HUGE)
         sent.append(f"update {name}")
+    await answered(handle.query("__stack_trace"), "a query after the garbage")  # a stalled workflow answers none
     await no_failed_tasks(handle)
     return sent
+
+
+async def answered(call: Awaitable[Any], what: str) -> Any:
+    """`call`'s answer; a workflow whose task fails answers no update or query (the client would
+    wait for ever): that fails here, naming the message."""
+    try:
+        return await asyncio.wait_for(call, ANSWER_S)
+    except TimeoutError:
+        raise AssertionError(f"{what}: no answer within {ANSWER_S} s (its workflow task failing?)") from None
 
 
 async def no_failed_tasks(handle: WorkflowHandle) -> None:
