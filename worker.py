@@ -26,7 +26,7 @@ from typing import Any
 from temporalio.client import Client, TLSConfig
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import Interceptor, PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
 from activities import components, meter, nodes, tracing
 from activities.components.decisions import DECISIONS as COMPONENT_DECISIONS
@@ -45,6 +45,7 @@ from activities.settings import (
 from scaling.components.loop_metrics import HISTOGRAM_BUCKETS as COMPONENT_BUCKETS
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
+from workflows.arguments import MessageArguments
 
 log = logging.getLogger("growth.worker")
 # A burst keeps hundreds of NodeRequests waiting for their nodes at once. Those waits are async
@@ -201,6 +202,12 @@ class Health:
             raise SettingsError(f"observability.health_address {address}: {err}") from None
 
 
+def worker_interceptors() -> list[Interceptor]:
+    """Activities beat in the background; a message whose arguments do not fit its handler is
+    dropped or refused before it reaches a workflow (workflows/arguments.py)."""
+    return [HeartbeatInterceptor(), MessageArguments()]
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     runtime = metrics_runtime(settings.observability)
     if runtime is not None:  # what records outside an activity (activities/meter.py) reaches /metrics too
@@ -234,7 +241,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             nonsticky_to_sticky_poll_ratio=1.0,
             activity_task_poller_behavior=PollerBehaviorAutoscaling(),
-            interceptors=[HeartbeatInterceptor()],
+            interceptors=worker_interceptors(),
             graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
             sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -33,9 +33,12 @@ def applies_default(default: Default) -> bool:
     return default == "approve"
 
 
-def decision_refused(awaiting: bool, approval: ApprovalState | None, what: str, note: str = "") -> str:
+def decision_refused(awaiting: bool, approval: ApprovalState | None, what: str, note: object = "") -> str:
     """Why an approve/deny is refused ("" when it is taken): only a wait still open is decided,
-    with a note of bounded length."""
+    with a note that is text (or none) of bounded length."""
+    if note is not None and not isinstance(note, str):
+        return f"note: a string, got {type(note).__name__}"
+    note = note or ""
     if too_long("note", note):
         return too_long("note", note)
     if approval is not None and approval.decision:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from scaling.approvals import ApprovalState
 from scaling.components.plan import Change, Headroom
@@ -113,20 +113,28 @@ class ComponentAutoscalerInput(BaseModel):
     state: ComponentAutoscalerState | None = None
 
 
+# The operator's requests (updates) decode strictly, as the API server would decode the fields
+# they stand for: no "3" or 3.0 for 3, no "yes" for true; replicas is an int32 there.
+STRICT = ConfigDict(strict=True)
+
+
 class PinRequest(BaseModel):
+    model_config = STRICT
     component: Literal["tikv", "tidb"]
     cluster: str = ""  # "" = the base cluster (homogeneous); else an auto-<hash> group
-    replicas: int | None = None  # None removes the pin
+    replicas: int | None = Field(default=None, le=2**31 - 1)  # None removes the pin
 
 
 class DecisionRequest(BaseModel):
     """`growth components approve|deny ID`: ID is the group's name (auto-<hash>)."""
 
+    model_config = STRICT
     id: str
     note: str = ""
 
 
 class BlockScaleInRequest(BaseModel):
+    model_config = STRICT
     component: str = "*"  # "tikv", "tidb" or "*"
     blocked: bool = True
 

@@ -174,7 +174,7 @@ class DataPlaneClusterWorkflow(ApprovalUpdates):
     def _decision_refused(self, note: Any) -> str:
         approval = self.state.approval
         waiting = approval is not None and not approval.decision and not self.decided
-        return decision_refused(waiting, approval, workflow.info().workflow_id, str(note or ""))
+        return decision_refused(waiting, approval, workflow.info().workflow_id, note)
 
     def _decided(self, approve: bool, note: Any) -> str:
         return self._decide(approve, "operator", str(note or ""))

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
@@ -35,6 +35,11 @@ DELETE_RETRY = RetryPolicy(
 )
 REPORT_RETRY = RetryPolicy(maximum_attempts=3)
 COLLECTED_KEPT = 100
+# workflow.patched id: a collector cancelled while an activity runs ends as cancelled. It caught
+# the activity's cancellation as a provider failure and carried on collecting (deleting
+# machines) every round. Runs cancelled before it replay carrying on. (Orchestration: added
+# 2026-11, release 0.3.0.)
+CANCEL_ENDS_MACHINE_GC = "cancel-ends-machine-gc"
 
 
 def machine_gc_id(cluster: str) -> str:
@@ -93,8 +98,8 @@ class MachineGCWorkflow:
 
     @workflow.signal
     def stop(self, reason: str) -> None:
-        """Its loop ended for good (failed): collect no more. (A signal, not a cancel: a round
-        that catches its activity's cancellation would go on collecting.)"""
+        """Its loop ended for good (failed): collect no more. (A signal, not a cancel: the
+        reason stays in its status, and runs started before a cancel ended it still serve.)"""
         self.stopped = reason or "stopped"
         self.wake = True
 
@@ -138,6 +143,7 @@ class MachineGCWorkflow:
                     retry_policy=REPORT_RETRY,
                 )
             except ActivityError as err:
+                _end_if_cancelled(err)
                 self.state.last_error = f"report_unusable_pools: {_cause(err)}"
         try:
             machines: list[ProviderMachine] = await workflow.execute_activity(
@@ -162,6 +168,7 @@ class MachineGCWorkflow:
                 retry_policy=FACTS_RETRY,
             )
         except ActivityError as err:
+            _end_if_cancelled(err)
             self.state.skipped_rounds += 1
             self.state.last_error = _cause(err)
             return
@@ -186,6 +193,7 @@ class MachineGCWorkflow:
                 retry_policy=DELETE_RETRY,
             )
         except ActivityError as err:
+            _end_if_cancelled(err)
             self.state.delete_failures += 1
             self.state.last_error = f"delete {m.provider_id}: {_cause(err)}"
             return  # found again next round
@@ -213,7 +221,14 @@ class MachineGCWorkflow:
                 retry_policy=REPORT_RETRY,
             )
         except ActivityError as err:
+            _end_if_cancelled(err)
             self.state.last_error = f"event for {m.name}: {_cause(err)}"
+
+
+def _end_if_cancelled(err: ActivityError) -> None:
+    """The workflow was cancelled while this activity ran: end (as cancelled), collect no more."""
+    if is_cancelled_exception(err) and workflow.patched(CANCEL_ENDS_MACHINE_GC):
+        raise err
 
 
 def _cause(err: BaseException) -> str:

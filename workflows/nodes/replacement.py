@@ -89,7 +89,9 @@ class NodeReplacementWorkflow(ApprovalUpdates):
     # holds (`growth nodes approve ID`), or refuse them (the node keeps serving).
     def _decision_refused(self, note: Any) -> str:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        return decision_refused(waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id)
+        return decision_refused(
+            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
+        )
 
     def _decided(self, approve: bool, note: Any) -> str:
         return self.decision.decide(approve, "operator", str(note or ""))

@@ -64,7 +64,7 @@ class NodeRequestWorkflow(ApprovalUpdates):
             self.status.phase == RequestPhase.AWAITING_APPROVAL and not self.decision.decided,
             self.status.approval,
             workflow.info().workflow_id,
-            str(note or ""),
+            note,
         )
 
     def _decided(self, approve: bool, note: Any) -> str:

@@ -86,7 +86,7 @@ class NodeRequestBatchWorkflow(ApprovalUpdates):
     def _decision_refused(self, note: Any) -> str:
         waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
         return decision_refused(
-            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, str(note or "")
+            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
         )
 
     def _decided(self, approve: bool, note: Any) -> str:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle
-from temporalio.exceptions import ApplicationError
+from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
-from tests.polling import query_until
+from tests.polling import query_until, until
 from workflows.nodes.machine_gc import (
     MachineGCInput,
     MachineGCSettings,
@@ -52,12 +52,17 @@ class Cloud:
     reports: list[CollectedMachine] = field(default_factory=list)
     unusable: list[UnusablePool] = field(default_factory=list)
     live_asked: list[str] = field(default_factory=list)
+    listings: int = 0
+    hold: asyncio.Event | None = None  # set: listing the machines waits for it
 
     def activities(self) -> list[Callable]:
         cloud = self
 
         @activity.defn(name="list_provider_machines")
         async def list_provider_machines(cluster: str) -> list[ProviderMachine]:
+            cloud.listings += 1
+            if cloud.hold is not None:
+                await cloud.hold.wait()
             return list(cloud.machines)
 
         @activity.defn(name="list_node_provider_ids")
@@ -212,3 +217,27 @@ async def test_failed_delete_is_retried_next_round_and_state_survives_continue_a
     assert cloud.deleted == ["hcloud://1"]
     assert (second.state.runs, second.state.delete_failures, second.state.collected_total) == (3, 3, 1)
     assert [c.provider_id for c in second.state.collected] == ["hcloud://1"]
+
+
+async def test_a_collector_cancelled_mid_round_ends_cancelled(env: WorkflowEnvironment, gc) -> None:  # noqa: ANN001
+    """Cancelled (the Web UI's Cancel, `temporal workflow cancel`) while it lists machines, it
+    ends as cancelled: its activity's cancellation is not a provider failure to note and carry on
+    from (it did, and collected on, every round, until terminated by hand)."""
+    cloud = Cloud(machines=[machine(1, OLD)], hold=asyncio.Event())
+    handle = await gc(cloud)
+    try:
+        await until(lambda: cloud.listings == 1, what="a round listing machines")
+        await handle.cancel()
+
+        async def ended_or_listing_again() -> bool:
+            running = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+            return (await handle.describe()).status != running or cloud.listings > 1
+
+        await until(ended_or_listing_again, what="MachineGC ended or in its next round")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert isinstance(failed.value.cause, CancelledError)
+        assert cloud.listings == 1 and cloud.deleted == []  # no round after the cancel
+    finally:
+        cloud.hold.set()

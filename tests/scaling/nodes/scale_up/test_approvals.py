@@ -118,6 +118,15 @@ def test_decisions_are_taken_once() -> None:
     assert decision_refused(False, decided, "id1") == "id: id1 was already denied (by timeout)"
 
 
+def test_a_note_is_text_or_nothing() -> None:
+    """A note decoded from JSON may be anything: only text (or none) is taken, never its str()."""
+    wait = ApprovalState(reason="r", step="p", deadline=datetime.now(UTC), default="deny")
+    assert decision_refused(True, wait, "id1", None) == ""
+    assert decision_refused(True, wait, "id1", [1, 2]) == "note: a string, got list"
+    assert decision_refused(True, wait, "id1", {"note": 1}) == "note: a string, got dict"
+    assert decision_refused(True, wait, "id1", "x" * 100_000).startswith("note: ")
+
+
 def test_a_denial_backs_the_pool_off_and_a_ready_node_clears_it() -> None:
     failures: dict[str, int] = {}
     until: dict[str, float] = {}
