@@ -28,12 +28,6 @@ def test_one_workload_of_each_kind(kind: str, count: int) -> None:
     run(*workload(kind, 0, count, 500))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner (fplan 0ec3d08): shapes are packed in size order, and GPU shapes rank with CPU shapes of the "
-    "same cpu/memory, so an anti-affine pod that missed the first GPU node's room gets a cx22 while the second GPU "
-    "node, bought later in the same plan, has room for it; the scheduler puts it there and the cx22 stays empty",
-)
 def test_pods_fill_the_room_of_the_gpu_nodes_of_their_plan() -> None:
     """Found by the mixes below with other seeds: GPU pods of two workloads and two pods anti-affine
     on the hostname."""
