@@ -28,16 +28,25 @@ def test_one_workload_of_each_kind(kind: str, count: int) -> None:
     run(*workload(kind, 0, count, 500))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner (fplan 0ec3d08): shapes are packed in size order, and GPU shapes rank with CPU shapes of the "
-    "same cpu/memory, so an anti-affine pod that missed the first GPU node's room gets a cx22 while the second GPU "
-    "node, bought later in the same plan, has room for it; the scheduler puts it there and the cx22 stays empty",
-)
 def test_pods_fill_the_room_of_the_gpu_nodes_of_their_plan() -> None:
     """Found by the mixes below with other seeds: GPU pods of two workloads and two pods anti-affine
     on the hostname."""
     pods = workload("gpu", 0, 1, 250)[0] + workload("host-db", 1, 2, 250)[0] + workload("gpu", 2, 1, 250)[0]
+    run(pods, [])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scoring, not filters (open): the plan is feasible (zone a: a cx32 for the two plain pods and a cx22 "
+    "for one agent; zone c: a cx32 for the zone-pinned leader and the other agent), but the scheduler places the "
+    "agents and plain pods first, LeastAllocated spreads them over the two cx32s, the leader finds no room in zone "
+    "c and the cx22 stays empty; the planner does not foresee the scheduler's scoring order",
+)
+def test_a_pod_pinned_to_one_zone_keeps_the_room_its_plan_gave_it() -> None:
+    """Found by the mixes below with other seeds (--hypothesis-seed=3 over 150 examples)."""
+    pods: list[Obj] = []
+    for kind, index, count in (("agents", 0, 2), ("plain", 1, 2), ("zone-follow", 2, 1)):
+        pods += workload(kind, index, count, 1500)[0]
     run(pods, [])
 
 

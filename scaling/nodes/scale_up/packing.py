@@ -439,6 +439,58 @@ def pack(
     return result
 
 
+def pack_apart(
+    items: Sequence[Item],
+    clashes: Sequence[frozenset[int]],
+    bins: Sequence[Bin],
+    budgets: Sequence[Budget] = (),
+    price_budgets: Sequence[PriceBudget] = (),
+) -> PackResult:
+    """`pack` for items some of which may not share a node (`clashes[i]`: the items `i` may
+    never sit beside: anti-affinity, host ports, an extended resource the packer counts per
+    item only). Items are packed in parts that hold no clashing pair, then the parts share
+    room: each node whose pods all fit the room of the others' nodes (beside nothing they clash
+    with) is dropped, its limits given back. The scheduler sees one plan, not parts: a pod left
+    on a node of its own while a node of another part has room for it would go there, and its
+    own node would stay empty (a GPU workload's node, bought after the hostname anti-affine pod
+    that missed the first GPU node's room got a small node of its own)."""
+    parts = _apart(clashes)
+    if len(parts) == 1:
+        return pack(items, bins, budgets, price_budgets)
+    result = PackResult()
+    for part in parts:
+        sub = pack([items[i] for i in part], bins, budgets, price_budgets)
+        result.patterns += [replace(p, counts={part[i]: n for i, n in p.counts.items()}) for p in sub.patterns]
+        result.leftover.update({part[i]: n for i, n in sub.leftover.items()})
+    before = _nodes_on(result.patterns)
+    # Every node may go, however full: the scheduler would leave it empty all the same.
+    if backfill(result, items, bins, clashes, max_fill=1.0):
+        after = _nodes_on(result.patterns)
+        for b in bins:
+            freed = before.get(b.key, 0) - after.get(b.key, 0)
+            if b.slots is not None:
+                b.slots += freed
+            for bg in budgets:
+                bg.take(-freed)
+            for pb in price_budgets:
+                pb.take(-freed, b.price)
+    return result
+
+
+def _apart(clashes: Sequence[frozenset[int]]) -> list[list[int]]:
+    """Items in parts that hold no clashing pair, each into the first part it may join (one
+    part in the common case)."""
+    parts: list[list[int]] = []
+    for i, apart in enumerate(clashes):
+        for part in parts:
+            if not apart.intersection(part):
+                part.append(i)
+                break
+        else:
+            parts.append([i])
+    return parts
+
+
 def _first_type_starts(bins: Sequence[Bin], items: Sequence[Item]) -> list[Bin]:
     """The bins to try each alone first: every bin some item may use, but one per (room,
     price): the same type in several zones, with pods free to use any zone, gives nearly the
@@ -655,13 +707,19 @@ def _place(req: Vec, n: int, item: int, receivers: Sequence[_Receiver], per_node
     return n
 
 
-def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> int:
+def backfill(
+    result: PackResult,
+    items: Sequence[Item],
+    bins: Sequence[Bin],
+    clashes: Sequence[frozenset[int]] | None = None,
+    max_fill: float = BACKFILL_MAX_FILL,
+) -> int:
     """Empty lightly used new nodes into the free room of the others (Karpenter's
     consolidation, applied to the plan before anything is bought). Returns nodes dropped.
 
     Donors are taken emptiest first, one node at a time; a donor goes only if every one of
-    its pods finds room on a node that admits it, and nodes that received pods are never
-    emptied afterwards (no cycles)."""
+    its pods finds room on a node that admits it (and holds no item that `clashes[item]`
+    names), and nodes that received pods are never emptied afterwards (no cycles)."""
     cap = {b.key: b.cap for b in bins}
     order = sorted(
         range(len(result.patterns)),
@@ -672,14 +730,19 @@ def backfill(result: PackResult, items: Sequence[Item], bins: Sequence[Bin]) -> 
     patterns = result.patterns
     for di in order:
         donor = patterns[di]
-        if id(donor) in received or _fill_fraction(donor.used, cap[donor.bin]) > BACKFILL_MAX_FILL:
+        if id(donor) in received or _fill_fraction(donor.used, cap[donor.bin]) > max_fill:
             continue
         while donor.repeat > 0 and attempts < BACKFILL_MAX_ATTEMPTS:
             attempts += 1
             receivers = _receivers(patterns, donor, cap)
             ok = True
             for item, n in sorted(donor.counts.items(), key=lambda kv: -items[kv[0]].req[0]):
-                allowed = [r for r in receivers if r.pattern.bin in items[item].bins]
+                apart = clashes[item] if clashes else frozenset()
+                allowed = [
+                    r
+                    for r in receivers
+                    if r.pattern.bin in items[item].bins and not (apart and apart.intersection(r.pattern.counts))
+                ]
                 if _place(items[item].req, n, item, allowed, items[item].per_node) > 0:
                     ok = False
                     break

@@ -11,8 +11,10 @@ cost what a dozen do:
      scheduler's words); pod affinity among planned pods first (scaling.nodes.scale_up.pod_affinity);
   d. per group, pods go to the highest-priority tier with a type that can hold them, packed
      at least cost (scaling.nodes.scale_up.packing) within per-pool, per-group and cluster node limits;
-     a shape with hostname anti-affinity or spread puts at most its limit on each new node
-     (limits across shapes, e.g. two Deployments selecting each other, are not modelled);
+     a shape with hostname anti-affinity or spread puts at most its limit on each new node;
+     shapes that clash (hostname anti-affinity either way, host ports, one extended resource)
+     never share a new node, and a node whose pods fit the room of the plan's other nodes
+     is not bought (packing.pack_apart: the scheduler would leave it empty);
   e. pods no type of any matching pool can hold are NeverSatisfiable; pods left over when
      limits run out are MaxNodesReached (NoAvailablePool when only pools in backoff could),
      or PriceLimitReached when a money cap stopped them (scaling.nodes.scale_up.money).
@@ -71,6 +73,7 @@ from scaling.nodes.scale_up.claims import (
 )
 from scaling.nodes.scale_up.daemonsets import daemonset_overhead, room_for_pods
 from scaling.nodes.scale_up.demand import NodeTally, PendingDemand, PodRef, PodShape, observe_demand
+from scaling.nodes.scale_up.extended import may_overflow
 from scaling.nodes.scale_up.money import (
     PRICE_LIMIT_REACHED,
     PriceBudget,
@@ -79,7 +82,7 @@ from scaling.nodes.scale_up.money import (
     group_price_budget,
     within_price_caps,
 )
-from scaling.nodes.scale_up.packing import Bin, Budget, Item, pack
+from scaling.nodes.scale_up.packing import Bin, Budget, Item, pack_apart
 from scaling.nodes.scale_up.pod_affinity import split_by_pod_affinity
 from scaling.nodes.scale_up.topology import base_key, reachable_domains, share_key, share_out
 
@@ -395,27 +398,35 @@ def _per_node(s: _Shape, names: frozenset[str], rooms: Mapping[str, Resources]) 
     return min(caps) if caps else None
 
 
-def _apart(owners: Sequence[_Shape]) -> list[list[int]]:
-    """The shapes split so that none shares a packing (so a node) with one it conflicts with:
-    anti-affinity on the hostname either way, clashing host ports, or (as the packer counts
-    extended resources per shape only) a resource both request. One part in the common case."""
-    parts: list[list[int]] = []
+def _clashes(owners: Sequence[_Shape], items: Sequence[Item], rooms: Mapping[str, Resources]) -> list[frozenset[int]]:
+    """For each shape, the shapes it may not share a planned node with: anti-affinity on the
+    hostname either way, clashing host ports, or an extended resource both ask for where,
+    together, they could ask a node of one of `rooms`' pools for more than it has
+    (scaling.nodes.scale_up.extended). All empty in the common case."""
+    by_base: dict[str, list[int]] = defaultdict(list)
+    by_resource: dict[str, list[tuple[int, int]]] = defaultdict(list)  # name -> (shape, amount per item)
     for i, s in enumerate(owners):
-        for part in parts:
-            if not any(_clash(s, owners[j]) for j in part):
-                part.append(i)
-                break
-        else:
-            parts.append([i])
-    return parts
+        by_base[base_key(s.key)].append(i)
+        for k, q in s.src.requests.extended if s.src is not None else ():
+            by_resource[k].append((i, q * s.together))
+    out: list[set[int]] = [set() for _ in owners]
+    for i, s in enumerate(owners):
+        for c in s.conflicts:
+            for j in by_base.get(c, ()):
+                out[i].add(j)
+                out[j].add(i)
+    for name, users in by_resource.items():
+        for pool, room in rooms.items() if len(users) > 1 else ():
+            on = [(i, q) for i, q in users if pool in items[i].bins]
+            asks = [(items[i].req, _most_per_node(items[i]), q) for i, q in on]
+            if len(on) > 1 and may_overflow(asks, vec(room), room.amount(name)):
+                for i, _ in on:
+                    out[i].update(j for j, _ in on if j != i)
+    return [frozenset(c) for c in out]
 
 
-def _clash(a: _Shape, b: _Shape) -> bool:
-    if a.src is None or b.src is None:
-        return False
-    if base_key(b.key) in a.conflicts or base_key(a.key) in b.conflicts:
-        return True
-    return bool({k for k, _ in a.src.requests.extended} & {k for k, _ in b.src.requests.extended})
+def _most_per_node(item: Item) -> int:
+    return item.count if item.per_node is None else min(item.count, item.per_node)
 
 
 def _requirements(items: Sequence[Item], owners: Sequence[_Shape], counts: Mapping[int, int]) -> Resources:
@@ -640,41 +651,37 @@ def plan_demand(
                 ):
                     items.append(Item(req=s.req, count=s.left, bins=names, per_node=_per_node(s, names, rooms)))
                     owners.append(s)
-            for part in _apart(owners):
-                sub_items, sub_owners = [items[i] for i in part], [owners[i] for i in part]
-                result = pack(
-                    sub_items,
-                    tier_bins,
-                    [group_budget, total],
-                    price_caps[gname],
-                )
-                full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
-                for pat in result.patterns:
-                    chosen = pool_by_name[pat.bin]
-                    reqs = _requirements(sub_items, sub_owners, pat.counts)
-                    allowed = frozenset.intersection(*(sub_items[i].bins for i in pat.counts))
-                    ckey = (chosen.name, reqs, allowed)
-                    cands = cand_cache.get(ckey)
-                    if cands is None:
-                        cands = fallback_candidates(
-                            group, chosen, reqs, catalogue, unavailable | full, allowed=allowed, room=rooms
+            if not items:
+                continue
+            clashes = _clashes(owners, items, {b.key: rooms[b.key] for b in tier_bins})
+            result = pack_apart(items, clashes, tier_bins, [group_budget, total], price_caps[gname])
+            full = {(gname, b.key) for b in bins.values() if b.slots is not None and b.slots <= 0}
+            for pat in result.patterns:
+                chosen = pool_by_name[pat.bin]
+                reqs = _requirements(items, owners, pat.counts)
+                allowed = frozenset.intersection(*(items[i].bins for i in pat.counts))
+                ckey = (chosen.name, reqs, allowed)
+                cands = cand_cache.get(ckey)
+                if cands is None:
+                    cands = fallback_candidates(
+                        group, chosen, reqs, catalogue, unavailable | full, allowed=allowed, room=rooms
+                    )
+                    if not cands or cands[0].name != chosen.name:
+                        cands = [chosen, *(c for c in cands if c.name != chosen.name)]
+                    cand_cache[ckey] = cands
+                for _ in range(pat.repeat):
+                    uids = [p.uid for i, n in pat.counts.items() for p in owners[i].take(n)]
+                    made_for = {owners[i].key: n * owners[i].together for i, n in pat.counts.items()}
+                    plan.new_nodes.append(
+                        PlannedNode(
+                            group=gname,
+                            pool=chosen.name,
+                            candidates=cands,
+                            requirements=reqs,
+                            pod_uids=uids,
+                            pods=made_for,
                         )
-                        if not cands or cands[0].name != chosen.name:
-                            cands = [chosen, *(c for c in cands if c.name != chosen.name)]
-                        cand_cache[ckey] = cands
-                    for _ in range(pat.repeat):
-                        uids = [p.uid for i, n in pat.counts.items() for p in sub_owners[i].take(n)]
-                        made_for = {sub_owners[i].key: n * sub_owners[i].together for i, n in pat.counts.items()}
-                        plan.new_nodes.append(
-                            PlannedNode(
-                                group=gname,
-                                pool=chosen.name,
-                                candidates=cands,
-                                requirements=reqs,
-                                pod_uids=uids,
-                                pods=made_for,
-                            )
-                        )
+                    )
 
         # e (second half). Pods left after every tier: limits or backoff stopped them.
         for s in live:

@@ -18,6 +18,7 @@ from scaling.nodes.scale_up.packing import (
     downsize,
     merge,
     pack,
+    pack_apart,
     plan_price,
     shrink,
 )
@@ -163,6 +164,28 @@ def test_pods_that_share_no_pool_are_packed_apart_and_keep_their_indices() -> No
         ("za", [(0, 4)], 1),
         ("zb", [(1, 2)], 1),
     ]
+
+
+def test_items_packed_apart_share_room_and_give_back_the_limits_of_nodes_they_drop() -> None:
+    # Items 0 and 2 never share a node (one GPU each, say); item 1's two pods go one per node.
+    # Packed in parts, 0 and 1 take a big node and a small one, 2 a big node of its own; the
+    # pod on the small node fits beside 2, so the small node goes and its limits come back.
+    gpu = frozenset({"big"})
+    items = [
+        Item(req=(1000, 1000, 1), count=1, bins=gpu, per_node=1),
+        Item(req=(500, 500, 1), count=2, bins=frozenset({"big", "small"}), per_node=1),
+        Item(req=(1000, 1000, 1), count=1, bins=gpu, per_node=1),
+    ]
+    bins = [replace(BIG, slots=5), replace(SMALL, slots=5)]
+    nodes, money = Budget(10), PriceBudget(left=1.0)
+    result = pack_apart(items, [frozenset({2}), frozenset(), frozenset({0})], bins, [nodes], [money])
+    assert result.leftover == {}
+    assert sorted((p.bin, sorted(p.counts.items()), p.repeat) for p in result.patterns) == [
+        ("big", [(0, 1), (1, 1)], 1),
+        ("big", [(1, 1), (2, 1)], 1),
+    ]
+    assert (bins[0].slots, bins[1].slots, nodes.left) == (3, 5, 8)
+    assert money.left == pytest.approx(1.0 - 2 * BIG.price)
 
 
 def test_first_fit_spreads_capped_pods_over_the_nodes_it_opens_before_filling_them() -> None:

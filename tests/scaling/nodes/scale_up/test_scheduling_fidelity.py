@@ -295,3 +295,44 @@ def test_two_workloads_on_one_host_port_without_other_terms_never_share_a_node()
     ]
     plan = plan_scale_up(a + b, [], [zoned(("cx42",), zones=["z1"])], CAT, [])
     assert sorted(len(n.pod_uids) for n in plan.new_nodes) == [1, 1]
+
+
+def test_pods_kept_off_one_gpu_node_use_the_room_of_another_before_a_node_of_their_own() -> None:
+    """Two GPU workloads (never on one gpu1: one GPU each) and two pods anti-affine on the
+    hostname: one goes beside each GPU pod. A plan that gave the second one a cx22 of its own
+    would see the scheduler put it on the second gpu1 and the cx22 stay empty (found by
+    tests/differential)."""
+    group = parse_node_group(
+        {
+            "metadata": {"name": "g"},
+            "spec": {
+                "pools": [
+                    {"provider": "kwok", "serverType": types, "priority": 10, "config": {"zone": "z1"}}
+                    for types in (["cx22", "cx32"], ["gpu1"])
+                ]
+            },
+        },
+        {"kwok"},
+    )
+    gpu = {"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    pods = [
+        pod("train-0", {"app": "train"}, cpu="250m", requests=gpu),
+        *(pod(f"db-{i}", {"app": "db"}, cpu="250m", anti=[term("db", HOST)]) for i in range(2)),
+        pod("infer-0", {"app": "infer"}, cpu="250m", requests=gpu),
+    ]
+    plan = plan_scale_up(pods, [], [group], CAT, [])
+    assert plan.problems == []
+    assert [n.pool for n in plan.new_nodes] == ["kwok-gpu1-z1"] * 2
+    beside = sorted(sorted(u.split("-")[0] for u in n.pod_uids) for n in plan.new_nodes)
+    assert beside == [["db", "infer"], ["db", "train"]]
+
+
+def test_workloads_asking_for_a_little_disk_share_a_node() -> None:
+    """Five one-pod workloads that each ask 1Gi of ephemeral-storage: a cx22's 40 GB disk holds
+    them all, so one node, as without the disk (kept apart per resource, five were bought and
+    the scheduler would have left four empty)."""
+    disk = {"ephemeral-storage": "1Gi"}
+    pods = [pod(f"w{i}-0", {"app": f"w{i}"}, cpu=f"{200 + 10 * i}m", requests=disk) for i in range(5)]
+    plan = plan_scale_up(pods, [], [zoned(("cx22", "cx32"), zones=["z1"])], CAT, [])
+    assert plan.problems == [] and [len(n.pod_uids) for n in plan.new_nodes] == [5]
+    assert plan.new_nodes[0].requirements.amount("ephemeral-storage") == 5 * 2**30
