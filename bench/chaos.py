@@ -30,7 +30,9 @@ request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain
 start of its requests, which only the Temporal server sees, by the workers' own first
 NodeRequest or NodeRequestBatch start waiting unsent in front of it (bench/start_hold.py, kill_worker_during_held_start);
 its observation by freezing every worker the moment the loop's history shows one scheduled
-(kill_worker_taking). Every fault strikes; one that did not is a violation. The Hetzner burst's scenarios are in bench/chaos_hetzner.py, the fleet loop's in
+(kill_worker_taking). Every fault strikes; one that did not is a violation. The node replacement's
+scenarios (a worker killed at each step of a NodeReplacement, checked from the API server's
+watched states) are in bench/chaos_replacement.py, the Hetzner burst's in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
 
@@ -50,6 +52,7 @@ from bench.chaos_components import components_ramp
 from bench.chaos_fleet import fleet_burst
 from bench.chaos_harness import FAULTS, Outcome, check, node_burst, node_scale_down, pause_api_server
 from bench.chaos_hetzner import hetzner_burst
+from bench.chaos_replacement import node_replacement
 from starters.scenarios.progress import percentile
 
 
@@ -58,6 +61,14 @@ async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expec
     workdir = Path(tempfile.mkdtemp(prefix=f"{loop}-", dir=base))
     if loop == "hetzner-burst":
         outcome = await hetzner_burst(workdir, names, pods // 2, expected)
+        outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
+        return outcome
+    if loop == "node-replacement":
+        # 6 pods fill two nodes, each replaced by one successor: the count is the scenario's own.
+        outcome = await node_replacement(workdir, names)
+        if names and outcome.nodes_created != expected.get(loop, outcome.nodes_created):
+            outcome.violations.append(f"successors made {outcome.nodes_created}, fault-free run {expected[loop]}")
+        expected.setdefault(loop, outcome.nodes_created)
         outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
         return outcome
     if loop in ("fleet-burst", "components-ramp"):
@@ -102,6 +113,11 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "storm-429": ("node-burst", ["node-create-429-storm"]),
     "sd-kill-drain": ("node-scale-down", ["kill-worker-during-drain"]),
     "sd-temporal-restart": ("node-scale-down", ["restart-temporal-during-drain"]),
+    "rep-kill-create": ("node-replacement", ["kill-worker-during-successor-create"]),
+    "rep-kill-readiness": ("node-replacement", ["kill-worker-during-successor-readiness"]),
+    "rep-kill-cordon": ("node-replacement", ["kill-worker-during-cordon"]),
+    "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
+    "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),
     "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
     "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),
     "hz-429-storm": ("hetzner-burst", ["hetzner-429-storm"]),

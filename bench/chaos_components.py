@@ -155,7 +155,9 @@ COMPONENTS_FAULTS: dict[str, Fault] = {
 
 async def components_ramp(workdir: Path, names: list[str], timeout: float = 300) -> Outcome:
     """The components demo's scenario with the faults `names` one after another beside it; checked."""
-    stack = ComponentsStack(demo_args(workdir, timeout))
+    # The loop reads the fake Prometheus's PromQL, where the faults strike: the demo's real
+    # Prometheus (started when the binary is on PATH) would stand between them.
+    stack = ComponentsStack(demo_args(workdir, timeout, metrics_source="sim"))
     began = time.monotonic()
     async with running(stack) as temporal:
         api = kube_client(stack.kubeconfig)

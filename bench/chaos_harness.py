@@ -56,6 +56,7 @@ from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = "chaos"
 VOLUME = "chaos-vol"  # a Longhorn volume on the scale-down's nodes: removals must not lose it
+KWOK_POOLS = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]  # the burst's group
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
 COMPLETED = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
@@ -288,19 +289,20 @@ def kill_worker_during(
     activity_type: str | tuple[str, ...],
     sig: int = signal.SIGKILL,
     hold_api_from: Moment | None = None,
+    match: Callable[[Pending], bool] = lambda p: True,
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity (a long one, as a node-ready
     wait: the loop's quick ones are kill_worker_taking's); a new worker replaces it.
 
     `hold_api_from`: for activities too quick to catch (a drain step is one call of ~20 ms),
     the API server hangs from that moment until the kill (api_held_from); the fault ends when
-    it answers again."""
+    it answers again. `match`: that activity only (wait_for_activity's)."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         async with api_held_from(stack, temporal, hold_api_from, rec) as held:
             if not held:
                 return
-            snapshot = await wait_for_activity(temporal, activity_type, 60)
+            snapshot = await wait_for_activity(temporal, activity_type, 60, match=match)
             name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
             if name is None:
                 rec.skipped = f"no {activity_type} seen running on a worker of ours"
@@ -733,8 +735,7 @@ async def _burst(
             apply_node_group(stack.api, group)
         burst = stack.hetzner.workload()
     else:
-        pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
-        apply_node_group(stack.api, node_group("general", pools, **group_spec))
+        apply_node_group(stack.api, node_group("general", KWOK_POOLS, **group_spec))
         burst = deployment("burst", pods, "500m", "256Mi")
     handle = await start_node_loop(stack, temporal)
     began = time.monotonic()

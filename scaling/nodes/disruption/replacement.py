@@ -1,6 +1,6 @@
 """What a replacement must buy: the scale-up planner (scaling.nodes.scale_up.planning.plan_scale_up, so every
 scheduling rule it models holds) asked about the pods of the node to replace, as if they were pending,
-with that node and every node leaving taken away. Pods that fit the other nodes' free room need nothing
+with that node, every node leaving and the successors made for those taken away. Pods that fit the other nodes' free room need nothing
 new (Karpenter's drift launches replacements only for the pods its scheduling simulation cannot place,
 pkg/controllers/disruption/helpers.go SimulateScheduling); the rest get nodes of the node's own group,
 from its current spec. A pod the planner cannot place anywhere is a problem: no replacement, the node
@@ -10,9 +10,11 @@ keeps serving, and the reason is reported.
 from __future__ import annotations
 
 from scaling.kube.drain import marked_for_deletion, pods_to_evict, without_long_terminating
+from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
+from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ServerType
 from scaling.nodes.scale_down.checks import needs_room, pool_for
 from scaling.nodes.scale_up.approvals import approval_gates
@@ -48,7 +50,8 @@ def plan_for_nodes(
         for p in pods_to_evict(n, pods)
         if needs_room(p)
     ]
-    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n)]
+    # Another replacement's successors are room for that node's pods, not for these.
+    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n) and not taken(n, leaving)]
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
@@ -76,6 +79,12 @@ def price_of(node: NodeInfo, groups: list[NodeGroup], prices: dict[tuple[str, st
     pool = pool_for(node, groups)
     known = prices.get((pool.provider, pool.server_type.lower())) if pool is not None else None
     return known.price_hourly if known is not None else None
+
+
+def taken(node: NodeInfo, leaving: set[str]) -> bool:
+    """Whether ``node`` is a successor made for a node still leaving (its replacement under way)."""
+    replaces = node.labels.get(LABEL_REPLACES)
+    return replaces is not None and replaces in {label_value(n) for n in leaving}
 
 
 def saving_refused(plan: ReplacementPlan, min_saving: float) -> str | None:

@@ -1,0 +1,86 @@
+"""bench/chaos_replacement.py's invariant checker on synthetic API server states: a replacement
+made in the right order holds; cordoning before the successor is Ready, a second successor, a
+create not keyed by the replacement, a node bought beside it and a pod left on the deleted node
+each break it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.chaos_replacement import NodeSeen, PodSeen, node_seen, replacement_violations, successor_keys
+from scaling.kube.labels import request_key
+from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.disruption.orchestration import replacement_id, successor_id
+from scaling.nodes.models import LABEL_REQUEST
+
+KEY_A = request_key(successor_id(replacement_id("c", "a"), 0))
+
+
+def up(rv: int, name: str, **kw: Any) -> NodeSeen:
+    return NodeSeen(rv=rv, name=name, ready=True, schedulable=True, **kw)
+
+
+def listed() -> list[NodeSeen | PodSeen]:
+    """Two full drifted nodes, listed at one resourceVersion (one store state)."""
+    return [
+        up(10, "a"),
+        up(10, "b"),
+        PodSeen(10, "default/p1", node="a", phase="Running"),
+        PodSeen(10, "default/p2", node="b", phase="Running"),
+    ]
+
+
+def replacement_of_a(cordon_at: int = 15, ready_at: int = 12) -> list[NodeSeen | PodSeen]:
+    """a's successor s made and Ready, then a marked, cordoned, drained and deleted."""
+    return [
+        NodeSeen(11, "s", schedulable=True, replaces="a", request=KEY_A),  # not Ready yet
+        up(ready_at, "s", replaces="a", request=KEY_A),
+        NodeSeen(cordon_at - 1, "a", ready=True, schedulable=False),  # the mark's NoSchedule taint
+        NodeSeen(cordon_at, "a", ready=True, schedulable=False),  # cordoned
+        PodSeen(16, "default/p1", node="a", phase="Running", gone=True),
+        PodSeen(17, "default/p3", node="s", phase="Running"),
+        NodeSeen(18, "a", gone=True),
+    ]
+
+
+def test_a_successor_ready_before_the_cordon_holds() -> None:
+    assert replacement_violations([*listed(), *replacement_of_a()], {"a", "b"}, "c") == []
+
+
+def test_the_cordon_before_the_successor_is_ready_breaks() -> None:
+    v = replacement_violations([*listed(), *replacement_of_a(cordon_at=13, ready_at=16)], {"a", "b"}, "c")
+    assert v == [
+        "node a and its successors all out of service at resourceVersion 12: a (ready, cordoned), s (not ready, schedulable)"
+    ]
+
+
+def test_a_second_successor_an_unkeyed_one_and_a_node_beside_break() -> None:
+    extra = [
+        up(20, "s2", replaces="a", request="made-by-someone-else"),
+        up(21, "x"),  # the loop bought a node: the pods had no room
+    ]
+    v = replacement_violations([*listed(), *replacement_of_a(), *extra], {"a", "b"}, "c")
+    assert v == [
+        "successor s2 of a not keyed by its replacement: 'made-by-someone-else'",
+        "node x made beside the replacements",
+        "node a replaced by 2 successors: s, s2",
+    ]
+
+
+def test_a_pod_still_on_the_node_when_it_is_deleted_is_lost() -> None:
+    seen = [s for s in replacement_of_a() if not (isinstance(s, PodSeen) and s.gone)]
+    assert replacement_violations([*listed(), *seen], {"a", "b"}, "c") == [
+        "pods default/p1 still on node a when it was deleted"
+    ]
+
+
+def test_a_node_as_the_api_server_shows_it() -> None:
+    obj = {
+        "metadata": {"name": "s", "labels": {LABEL_REPLACES: "a", LABEL_REQUEST: KEY_A}},
+        "spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    seen = node_seen(7, obj)
+    assert (seen.ready, seen.schedulable, seen.replaces, seen.serving) == (True, False, "a", False)
+    assert KEY_A in successor_keys("c", "a")
+    assert node_seen(8, {**obj, "spec": {"unschedulable": False}}).serving
