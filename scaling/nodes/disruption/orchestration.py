@@ -15,6 +15,7 @@ from scaling.nodes.scale_up.requests import NodeRequestInput
 REPLACEMENT_FAILED = "ReplacementFailed"
 REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
 NOT_WORTH_IT = "ConsolidationNotWorthIt"
+ALREADY_REMOVING = "AlreadyBeingRemoved"
 
 
 def replacement_id(cluster: str, node: str) -> str:
