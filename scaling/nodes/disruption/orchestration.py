@@ -22,6 +22,10 @@ def replacement_id(cluster: str, node: str) -> str:
     return f"nodes/{cluster}/replace/{node}"
 
 
+def is_replacement_id(workflow_id: str) -> bool:
+    return workflow_id.startswith("nodes/") and "/replace/" in workflow_id
+
+
 def successor_id(workflow_id: str, index: int) -> str:
     """A successor's request id, the create's idempotency key at the provider: a worker killed
     mid-create finds the machine it made, never buys a second one."""
