@@ -191,6 +191,7 @@ class Removal:
     deleting: float | None = None  # when the node's deletion started: from then it is gone, not disrupting
     failed: bool = False  # a replacement whose successor failed, or a run that failed
     evicted: tuple[tuple[float, str], ...] = ()  # (when, namespace/name) the API server accepted
+    outcome: str = ""  # its result's reason and message, or its failure's (for a reader of --record)
 
 
 def _payload(payloads: Any) -> Any:
@@ -210,6 +211,7 @@ async def removals(temporal: Client) -> list[Removal]:
         reported: float | None = None
         deleting: float | None = None
         deletes: set[int] = set()
+        outcome = ""
         for e in history.events:
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 attrs = e.activity_task_scheduled_event_attributes
@@ -229,8 +231,11 @@ async def removals(temporal: Client) -> list[Removal]:
                 attrs = e.signal_external_workflow_execution_initiated_event_attributes
                 if reported is None and _payload(attrs.input).get("phase") in FINAL_PHASES:
                     reported = e.event_time.ToDatetime().timestamp()
+            elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+                outcome = e.workflow_execution_failed_event_attributes.failure.message
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                 result = _payload(e.workflow_execution_completed_event_attributes.result)
+                outcome = f"{result.get('phase')} {result.get('reason')}: {result.get('message')}"
                 failed = failed or (
                     wf.workflow_type == "NodeReplacement" and result.get("reason") == REPLACEMENT_FAILED
                 )
@@ -246,6 +251,7 @@ async def removals(temporal: Client) -> list[Removal]:
                 deleting=deleting,
                 failed=failed,
                 evicted=tuple(evicted),
+                outcome=outcome,
             )
         )
     return out

@@ -288,8 +288,11 @@ class PdbBudget:
         self.pdbs = list(pdbs)
         self.remaining = {(p.namespace, p.name): p.disruptions_allowed for p in pdbs}
 
-    def check(self, pods: list[PodInfo]) -> Blocker | None:
-        """The first PDB that evicting all ``pods`` would violate, or None."""
+    def check(self, pods: list[PodInfo], one_at_a_time: bool = False) -> Blocker | None:
+        """The first PDB that evicting all ``pods`` would violate, or None. ``one_at_a_time``: each PDB
+        need only allow one disruption now, the drain evicting the rest as it lets them (Karpenter's
+        rule, kubernetes-sigs/karpenter pkg/utils/pdb/pdb.go CanEvictPods; Cluster Autoscaler's
+        wants them all at once)."""
         need: dict[tuple[str, str], list[PodInfo]] = {}
         for pod in pods:
             for pdb in self.pdbs:
@@ -297,7 +300,7 @@ class PdbBudget:
                     need.setdefault((pdb.namespace, pdb.name), []).append(pod)
         for (ns, name), selected in sorted(need.items()):
             left = self.remaining[(ns, name)]
-            if len(selected) > left:
+            if (1 if one_at_a_time else len(selected)) > left:
                 names = ", ".join(pod_key(p) for p in selected)
                 return Blocker(
                     code=NOT_ENOUGH_PDB,
@@ -322,11 +325,13 @@ def drain_blockers(
     pdbs: list[PdbInfo],
     budget: PdbBudget | None = None,
     replicated_kinds: frozenset[str] = REPLICATED_KINDS,
+    one_at_a_time: bool = False,
 ) -> list[Blocker]:
-    """Everything that blocks draining ``node_name`` (one blocker per pod, then PDBs)."""
+    """Everything that blocks draining ``node_name`` (one blocker per pod, then PDBs; see
+    PdbBudget.check for ``one_at_a_time``)."""
     evict = pods_to_evict(node_name, pods)
     out = [b for p in evict if (b := pod_blocker(p, pdbs, replicated_kinds)) is not None]
-    pdb_block = (budget or PdbBudget(pdbs)).check(evict)
+    pdb_block = (budget or PdbBudget(pdbs)).check(evict, one_at_a_time)
     if pdb_block is not None:
         out.append(pdb_block)
     return out

@@ -21,13 +21,14 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.approvals import decision_refused
     from scaling.nodes import contracts
     from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
     from scaling.nodes.disruption.orchestration import (
+        ALREADY_REMOVING,
         NOT_WORTH_IT,
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
@@ -163,14 +164,28 @@ class NodeReplacementWorkflow(ApprovalUpdates):
         self.draining = True
         results: list[ScaleDownStatus] = []
         for node in self.nodes:
-            results.append(
-                await workflow.execute_child_workflow(
-                    NodeScaleDownWorkflow.run,
-                    removal_of(inp, node).model_copy(update={"scale_down_at": workflow.now().timestamp()}),
-                    id=scale_down_id(removal.cluster, node),
-                    result_type=ScaleDownStatus,
+            try:
+                results.append(
+                    await workflow.execute_child_workflow(
+                        NodeScaleDownWorkflow.run,
+                        removal_of(inp, node).model_copy(update={"scale_down_at": workflow.now().timestamp()}),
+                        id=scale_down_id(removal.cluster, node),
+                        result_type=ScaleDownStatus,
+                    )
                 )
-            )
+            except WorkflowAlreadyStartedError:
+                # Another command took this node after the loop named it to this one (a single-node
+                # fallback may take any candidate): its NodeScaleDown drains it and reports to the loop.
+                results.append(
+                    self.status.model_copy(
+                        update={
+                            "node": node,
+                            "phase": ScaleDownPhase.CANCELLED,
+                            "reason": ALREADY_REMOVING,
+                            "message": f"node {node} is being removed by another workflow",
+                        }
+                    )
+                )
         if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
             await self._delete_successors()  # nothing moved to them: the nodes keep serving alone
         result = results[0]

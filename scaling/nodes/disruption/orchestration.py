@@ -15,10 +15,15 @@ from scaling.nodes.scale_up.requests import NodeRequestInput
 REPLACEMENT_FAILED = "ReplacementFailed"
 REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
 NOT_WORTH_IT = "ConsolidationNotWorthIt"
+ALREADY_REMOVING = "AlreadyBeingRemoved"
 
 
 def replacement_id(cluster: str, node: str) -> str:
     return f"nodes/{cluster}/replace/{node}"
+
+
+def is_replacement_id(workflow_id: str) -> bool:
+    return workflow_id.startswith("nodes/") and "/replace/" in workflow_id
 
 
 def successor_id(workflow_id: str, index: int) -> str:

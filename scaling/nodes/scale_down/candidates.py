@@ -46,7 +46,7 @@ from scaling.nodes.scale_down.checks import (
     removal_wait_s,
     used_by_node,
 )
-from scaling.nodes.scale_down.consolidation import spare_for_consolidation
+from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
@@ -147,7 +147,16 @@ def plan_scale_down(
         method, blockers = None, []
         for m in qualified:
             held, _ = individual_blockers(
-                node, mine, pdbs, storage, targets, used, protected, kinds, check_fit=not m.replaces
+                node,
+                mine,
+                pdbs,
+                storage,
+                targets,
+                used,
+                protected,
+                kinds,
+                check_fit=not m.replaces,
+                one_at_a_time=consolidating(gs),
             )
             if not held:
                 method = m

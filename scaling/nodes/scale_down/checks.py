@@ -191,13 +191,15 @@ def individual_blockers(
     protected: set[str],
     kinds: frozenset[str],
     check_fit: bool = True,
+    one_at_a_time: bool = False,
 ) -> tuple[list[Blocker], FitResult | None]:
     """What holds ``node`` on its own; with ``check_fit``, also whether its pods fit on ``targets``
-    (a replacement brings its own room)."""
+    (a replacement brings its own room). ``one_at_a_time``: PDBs as Karpenter reads them
+    (PdbBudget.check), for groups that consolidate as it does."""
     blockers = node_blockers(node, protected) + do_not_disrupt_blockers(node, pods)
     if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
         blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
-    blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds)
+    blockers += drain_blockers(node.name, pods, pdbs, replicated_kinds=kinds, one_at_a_time=one_at_a_time)
     if blockers or not check_fit:
         return blockers, None
     movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]

@@ -19,6 +19,7 @@ from scaling.nodes.scale_down.checks import (
     pool_of,
     used_by_node,
 )
+from scaling.nodes.scale_down.consolidation import consolidating
 from scaling.nodes.scale_down.methods import Candidate, method_for, rechecked_as
 from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS, NOT_EMPTY
 from scaling.nodes.scale_down.models import GROUP_SCALE_DOWN_DISABLED, RemovalCheck, ScaleDownLoopSettings
@@ -79,7 +80,9 @@ def still_removable(
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
     targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
-    b, fit = individual_blockers(node, pods, pdbs, storage, targets, used, set(protected), kinds)
+    b, fit = individual_blockers(
+        node, pods, pdbs, storage, targets, used, set(protected), kinds, one_at_a_time=consolidating(gs)
+    )
     blockers += b
     if fit is not None and fit.ok:
         movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]

@@ -19,7 +19,7 @@ from scaling.nodes.scale_down.checks import (
     pool_of,
     removal_wait_s,
 )
-from scaling.nodes.scale_down.consolidation import select_consolidation
+from scaling.nodes.scale_down.consolidation import consolidating, select_consolidation
 from scaling.nodes.scale_down.methods import PLANNED, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
@@ -107,7 +107,7 @@ def select_removals(
         left = [t for t in targets if t.name not in removed and t.name != node.name]
         blockers = storage_blockers(node.name, storage, {t.name for t in left})
         evict = pods_to_evict(node.name, on_node.get(node.name, []))
-        pdb_block = budget.check(evict)
+        pdb_block = budget.check(evict, one_at_a_time=consolidating(gs))
         if pdb_block is not None:
             blockers.append(pdb_block)
         fit: FitResult | None = FitResult(ok=True) if method.replaces else None  # its successor holds the pods

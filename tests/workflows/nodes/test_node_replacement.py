@@ -28,6 +28,7 @@ from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, D
 from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
 from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.disruption.orchestration import (
+    ALREADY_REMOVING,
     NOT_WORTH_IT,
     REPLACEMENT_FAILED,
     REPLACEMENT_UNPLANNED,
@@ -44,7 +45,7 @@ from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, ap
 from tests.workflows.replayer import new_replayer
 from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
-from workflows.nodes.scale_down import scale_down_id
+from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
 
@@ -396,3 +397,18 @@ async def test_a_successor_that_fails_leaves_every_node_serving(env: WorkflowEnv
     assert "keeps serving" in result.message
     assert not any(n in "abc" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
     assert w.deleted and all(d.startswith(("kwok-cx22-", "kwok-cx32-")) for d in w.deleted)  # only failed successors
+
+
+async def test_a_node_another_command_is_removing_is_left_to_it(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """The consolidation bench's replacements failed with "Workflow execution already started": a
+    single-node fallback took a node the loop then named to a second command, whose plan chose it too."""
+    w = world()
+    w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, node("b")]})
+    w.plan_obs = w.down_obs  # a deletion: its pods fit b
+    tq, _ = await worker(w)
+    now = (await env.get_current_time()).timestamp()
+    other = NodeScaleDownInput(cluster="c", node="a", group="g", kind="Consolidated", scale_down_at=now + 3600)
+    await env.client.start_workflow(NodeScaleDownWorkflow.run, other, id=scale_down_id("c", "a"), task_queue=tq)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.CANCELLED and result.reason == ALREADY_REMOVING, result.message
+    assert w.created == [] and w.deleted == []

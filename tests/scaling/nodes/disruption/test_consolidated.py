@@ -96,3 +96,35 @@ def test_what_if_consolidate_lists_removals_and_cheaper_replacements_with_their_
     assert kinds == {"empty": ("Empty", []), "dear": ("Consolidated", ["kwok/cx42"])}
     # The group itself keeps Cluster Autoscaler's rules: only the report assumes the policy.
     assert g.scale_down.policy is None
+
+
+def test_a_pdb_that_allows_one_eviction_holds_no_consolidation_of_a_node_with_two_of_its_pods() -> None:
+    """Karpenter reads PDBs per pod (kubernetes-sigs/karpenter pkg/utils/pdb/pdb.go CanEvictPods: blocked
+    only when a PDB allows no disruption; the drain evicts the rest as the PDB lets it); Cluster
+    Autoscaler wants every pod at once. The consolidation bench kept a cx52 for two batch pods of a PDB
+    allowing one, dearer than Karpenter would end."""
+    from scaling.kube.drain import NOT_ENOUGH_PDB, LabelSelector, PdbInfo
+    from scaling.nodes.scale_down.recheck import still_removable
+
+    nodes, _ = cluster()
+    pods = [pod(f"batch-{i}", "n1", cpu=500, labels={"app": "batch"}) for i in range(2)] + [pod("x", "full", cpu=3900)]
+    pdb = PdbInfo(
+        namespace="default", name="batch", selector=LabelSelector(match_labels={"app": "batch"}), disruptions_allowed=1
+    )
+    karpenter = group(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED)
+    p = plan(nodes, pods, pdbs=[pdb], groups=[karpenter], since={"n1": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in p.to_remove] == [("n1", NodeState.CONSOLIDATED)]
+    with_successor = [*nodes, node("successor")]  # its drain's re-check: the successor is Ready
+    assert still_removable(nodes[0], pods, [pdb], None, with_successor, groups=[karpenter]).ok
+    none_left = pdb.model_copy(update={"disruptions_allowed": 0})
+    p = plan(nodes, pods, pdbs=[none_left], groups=[karpenter], since={"n1": 0.0}, last_up=0.0)
+    assert state(p, "n1") == (NodeState.BLOCKED, NOT_ENOUGH_PDB)
+    # Cluster Autoscaler's groups keep its rule.
+    ca = group(None)
+    assert state(plan(nodes, pods, pdbs=[pdb], groups=[ca], since={"n1": 0.0}, last_up=0.0), "n1") == (
+        NodeState.BLOCKED,
+        NOT_ENOUGH_PDB,
+    )
+    assert [b.code for b in still_removable(nodes[0], pods, [pdb], None, with_successor, groups=[ca]).blockers] == [
+        NOT_ENOUGH_PDB
+    ]

@@ -275,3 +275,20 @@ def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None
     assert (step.nodes, step.successors) == (["a", "b", "c"], ["kwok/cx42"])
     assert round(report.price_per_hour_before, 4) == 0.0684 and round(report.price_per_hour_after, 4) == 0.0273
     assert "a+b+c" in format_consolidation(report)
+
+
+def test_a_commands_late_report_for_a_node_another_command_holds_is_ignored() -> None:
+    """A refused command tells the loop every candidate's timer starts again; when that report arrives
+    after the loop gave one of them to a second command, the node stays held (the bench's loop started
+    a fourth disruption under a budget of three). The second command's NodeScaleDown child still reports."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update
+
+    state = NodeAutoscalerState()
+    state.scale_downs["b"] = ScaleDownStatus(node="b", workflow_id="nodes/c/replace/b")
+    late = ScaleDownStatus(node="b", workflow_id="nodes/c/replace/a", phase=ScaleDownPhase.CANCELLED)
+    record_scale_down_update(state, late)
+    assert list(state.scale_downs) == ["b"] and state.scale_downs["b"].workflow_id == "nodes/c/replace/b"
+    child = ScaleDownStatus(node="b", workflow_id="nodes/c/scale-down/b", phase=ScaleDownPhase.REMOVED)
+    record_scale_down_update(state, child)
+    assert state.scale_downs == {}

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.models import Taint
 from scaling.nodes.disruption.budgets import BUDGET_EXHAUSTED
+from scaling.nodes.disruption.ledger import DECISION_LEAD_S
 from scaling.nodes.disruption.models import Budget, ConsolidationPolicy, Disruption, DisruptionReason
 from scaling.nodes.models import NodeGroup, PoolSpec, ScaleDownSettings
 from scaling.nodes.scale_down.models import NodeState
@@ -83,3 +84,16 @@ def test_when_empty_leaves_underused_nodes_alone() -> None:
     p = plan(nodes, [*BUSY, pod("w", "u1", cpu=200)], groups=[g], since={"u1": 0.0})
     assert removed(p) == ["e1"]
     assert state(p, "u1")[0] == NodeState.UTILIZED
+
+
+def test_a_window_about_to_open_holds_what_it_would_hold() -> None:
+    """The loop starts what it chose a workflow task later: a window opening within DECISION_LEAD_S
+    already holds (the consolidation bench started a replacement 70 ms into a window it chose 10 ms
+    before)."""
+    window = Budget(nodes="0", schedule="*/3 * * * *", duration_s=60.0, reasons=(DisruptionReason.UNDERUTILIZED,))
+    nodes = [node("e1"), node("u1"), node("big", group=None, cpu=64000, mem=64 * GI)]
+    pods = [*BUSY, pod("w", "u1", cpu=200)]
+    opens = datetime(2024, 1, 8, 10, 3, tzinfo=UTC).timestamp()
+    for before, held in ((0.01, True), (DECISION_LEAD_S, True), (DECISION_LEAD_S + 1, False), (119.0, False)):
+        p = plan(nodes, pods, groups=[group(window)], now=opens - before, since={"u1": 0.0}, last_up=0.0)
+        assert removed(p) == (["e1"] if held else ["e1", "u1"]), before
