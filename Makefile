@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 HEADLESS ?=
 SCENARIO ?= burst
 PROVIDER ?= kwok
-# Test files run side by side: most of the suite waits on servers and timers, not the CPU.
+# Test files run side by side. On 2 cores the suite is bound by CPU (docs/development.md, "What
+# make test costs"): 4 workers took 7m08s on a clean clone, 6 took 7m29s.
 TEST_WORKERS ?= 4
 # Python's byte-code cache stays on whatever the shell says: with PYTHONDONTWRITEBYTECODE set
 # (some CI images set it), every process recompiled growth's modules from source and each pytest
