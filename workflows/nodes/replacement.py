@@ -17,14 +17,12 @@ pod yet are deleted.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.approvals import decision_refused
     from scaling.nodes import contracts
     from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
     from scaling.nodes.disruption.orchestration import (
@@ -42,9 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import replacement_details
-    from workflows.approvals import ApprovalUpdates
     from workflows.nodes.activity_options import NODE_ACTIVITIES
-    from workflows.nodes.request_machine import DELETE_RETRY, Decision, RequestMachine, wait_alone
+    from workflows.nodes.request_machine import DELETE_RETRY, Decision, MachineApprovals, RequestMachine, wait_alone
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import CLUSTER, NODE, PHASE
 
@@ -52,7 +49,7 @@ PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 
 
 @workflow.defn(name="NodeReplacement")
-class NodeReplacementWorkflow(ApprovalUpdates):
+class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors (denied: the node stays)
     @workflow.init
     def __init__(self, inp: NodeReplacementInput) -> None:
         self.inp = inp
@@ -85,17 +82,6 @@ class NodeReplacementWorkflow(ApprovalUpdates):
     @workflow.signal
     def remove_now(self) -> None:
         """Nothing waits on a timer here: a replacement goes at once."""
-
-    # approve/deny (workflows.approvals): go ahead with the successors the group's spec.approval
-    # holds (`growth nodes approve ID`), or refuse them (the node keeps serving).
-    def _decision_refused(self, note: Any) -> str:
-        waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        return decision_refused(
-            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
-        )
-
-    def _decided(self, approve: bool, note: Any) -> str:
-        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the orchestration ---------------------------------------------------------------
     @workflow.run

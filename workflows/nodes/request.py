@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.approvals import decision_refused
     from scaling.nodes import contracts
     from scaling.nodes.contracts import WaitReadyInput
-    from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_up.requests import NODE_REQUEST_WORKFLOW, NodeRequestInput, NodeRequestStatus
     from scaling.nodes.summaries import request_details
-    from workflows.approvals import ApprovalUpdates
     from workflows.nodes import metrics
-    from workflows.nodes.request_machine import Decision, RequestMachine, wait_alone
+    from workflows.nodes.request_machine import Decision, MachineApprovals, RequestMachine, wait_alone
     from workflows.search import request_attributes
 
 
@@ -36,12 +32,13 @@ with workflow.unsafe.imports_passed_through():
 # for their first activation. Everything it imports is passed through the sandbox anyway, it
 # reads time only through workflow.now(), and the replay tests keep it deterministic.
 @workflow.defn(name=NODE_REQUEST_WORKFLOW, sandboxed=False)
-class NodeRequestWorkflow(ApprovalUpdates):
+class NodeRequestWorkflow(MachineApprovals):  # approve/deny: the scale-up it waits for (denied: Unmet)
     @workflow.init
     def __init__(self, inp: NodeRequestInput) -> None:
         self.inp = inp
         self.decision = Decision()  # one approval covers the whole request
         self.machine = RequestMachine(inp, self, self.decision)
+        self.machines = [self.machine]  # MachineApprovals' view: the request's status.approval is its decision's state
         self.sending: asyncio.Task[None] | None = None  # the last report sent beside other work
 
     @property
@@ -56,19 +53,6 @@ class NodeRequestWorkflow(ApprovalUpdates):
     @workflow.signal
     def cancel(self, reason: str = "cancelled by operator") -> None:
         self.machine.cancel(reason)
-
-    # approve/deny (workflows.approvals): go ahead with the scale-up this request waits for, or
-    # refuse it (the request ends Unmet, Denied).
-    def _decision_refused(self, note: Any) -> str:
-        return decision_refused(
-            self.status.phase == RequestPhase.AWAITING_APPROVAL and not self.decision.decided,
-            self.status.approval,
-            workflow.info().workflow_id,
-            note,
-        )
-
-    def _decided(self, approve: bool, note: Any) -> str:
-        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the state machine (workflows.nodes.request_machine) ---------------------------
     @workflow.run

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.approvals import decision_refused
     from scaling.nodes import contracts
     from scaling.nodes.contracts import NodeWait, WaitNodesReadyInput, WaitReadyInput
-    from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_up.requests import (
         NODE_REQUEST_BATCH_WORKFLOW,
         CancelMembers,
@@ -33,10 +30,9 @@ with workflow.unsafe.imports_passed_through():
         queue_report,
     )
     from scaling.nodes.summaries import batch_details
-    from workflows.approvals import ApprovalUpdates
     from workflows.nodes import metrics
     from workflows.nodes.activity_options import NODE_ACTIVITIES
-    from workflows.nodes.request_machine import KUBE_RETRY, RequestMachine, SharedDecision
+    from workflows.nodes.request_machine import KUBE_RETRY, MachineApprovals, RequestMachine, SharedDecision
     from workflows.search import request_attributes
 
 # A readiness round's longest wait without news: nodes created meanwhile join the next round,
@@ -46,7 +42,7 @@ ROUND_S = 10.0
 
 # Outside the sandbox, as NodeRequest (see there): a burst starts many at once.
 @workflow.defn(name=NODE_REQUEST_BATCH_WORKFLOW, sandboxed=False)
-class NodeRequestBatchWorkflow(ApprovalUpdates):
+class NodeRequestBatchWorkflow(MachineApprovals):  # approve/deny: every waiting member (denied: Unmet)
     @workflow.init
     def __init__(self, inp: NodeRequestBatchInput) -> None:
         self.inp = inp
@@ -80,17 +76,6 @@ class NodeRequestBatchWorkflow(ApprovalUpdates):
         for m in chosen:
             if not m.status.final:
                 m.cancel(inp.reason)
-
-    # approve/deny (workflows.approvals): go ahead with the scale-up the batch waits for, or
-    # refuse it (every waiting member ends Unmet, Denied).
-    def _decision_refused(self, note: Any) -> str:
-        waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
-        return decision_refused(
-            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
-        )
-
-    def _decided(self, approve: bool, note: Any) -> str:
-        return self.decision.decide(approve, "operator", str(note or ""))
 
     # -- the members -----------------------------------------------------------------------
     @workflow.run

@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from scaling.approvals import ApprovalState, applies_default
+    from scaling.approvals import ApprovalState, applies_default, decision_refused
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         CreateNodeInput,
@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
         request_labels,
     )
+    from workflows.approvals import ApprovalUpdates
     from workflows.nodes.activity_options import NODE_ACTIVITIES
 
 PROVIDER_RETRY = RetryPolicy(
@@ -108,6 +109,24 @@ class SharedDecision(Decision):
         if self.timer is None and not self.decided:
             self.timer = asyncio.create_task(super().wait(gate, lambda: False))
         await workflow.wait_condition(lambda: self.decided or cancelled())
+
+
+class MachineApprovals(ApprovalUpdates):
+    """approve/deny (workflows.approvals) of a workflow whose request machines share one Decision
+    (NodeRequest, NodeRequestBatch, NodeReplacement): taken while a machine awaits approval and
+    nothing is decided yet; an operator's decision covers every machine."""
+
+    machines: list[RequestMachine]
+    decision: Decision
+
+    def _decision_refused(self, note: Any) -> str:
+        waiting = any(m.status.phase == RequestPhase.AWAITING_APPROVAL for m in self.machines)
+        return decision_refused(
+            waiting and not self.decision.decided, self.decision.state, workflow.info().workflow_id, note
+        )
+
+    def _decided(self, approve: bool, note: Any) -> str:
+        return self.decision.decide(approve, "operator", str(note or ""))
 
 
 class RequestOwner(Protocol):
