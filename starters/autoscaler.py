@@ -28,10 +28,8 @@ from datetime import UTC, datetime
 import click
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
-from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.kube.client import api_client
 from activities.settings import Settings
@@ -62,6 +60,7 @@ from starters.cli import (
     require_served,
     running_status,
     shared_options,
+    start_loop,
     workflow_call,
 )
 from starters.migrate_ca import migrate_from_ca
@@ -77,7 +76,7 @@ from starters.node_requests import (
 from starters.nodes_consolidate import consolidate_command
 from starters.nodes_trail import trail_command
 from starters.nodes_what_if import what_if_command
-from starters.settings_flags import flag_for, given, model_options
+from starters.settings_flags import flag_for, given, model_options, validated
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.search import CLUSTER
 
@@ -104,21 +103,18 @@ START_HELP = {
 
 async def start(client: Client, settings: Settings, cluster: str, flags: dict) -> str:
     auto = start_settings(settings, cluster, flags)
-    wf_id = autoscaler_id(cluster)
-    try:
-        handle = await client.start_workflow(
-            NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=auto),
-            id=wf_id,
-            task_queue=settings.temporal.task_queue,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster)])
-            if auto.use_search_attributes
-            else None,
-            static_summary=autoscaler_summary(auto),  # the Web UI's workflow list
-        )
-    except WorkflowAlreadyStartedError:
-        return f"NodeAutoscaler {wf_id} is already running (settings unchanged; terminate it to change them)"
-    return f"started NodeAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+    attrs = TypedSearchAttributes([SearchAttributePair(CLUSTER, cluster)]) if auto.use_search_attributes else None
+    _, text = await start_loop(
+        client,
+        settings,
+        "NodeAutoscaler",
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=auto),
+        autoscaler_id(cluster),
+        summary=autoscaler_summary(auto),
+        search_attributes=attrs,
+    )
+    return text
 
 
 def start_settings(settings: Settings, cluster: str, flags: dict) -> AutoscalerSettings:
@@ -127,13 +123,11 @@ def start_settings(settings: Settings, cluster: str, flags: dict) -> AutoscalerS
     unknown = sorted(set(settings.autoscaler) - set(fields))
     if unknown:
         raise CliError(f"settings: autoscaler.{unknown[0]}: not an AutoscalerSettings field", 2)
-    try:
-        return AutoscalerSettings.model_validate({**settings.autoscaler, **flags, "cluster": cluster})
-    except ValidationError as err:
-        e = err.errors()[0]
-        name = str(e["loc"][0]) if e["loc"] else ""
-        where = flag_for(name) if name in flags else f"settings autoscaler.{name}"
-        raise CliError(f"{where}: {e['msg']}", 2) from None
+    return validated(
+        AutoscalerSettings,
+        {**settings.autoscaler, **flags, "cluster": cluster},
+        lambda name: flag_for(name) if name in flags else f"settings autoscaler.{name}",
+    )
 
 
 def _counts(d: dict[str, int]) -> str:

@@ -45,6 +45,8 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import TypedSearchAttributes
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCStatusCode
 
 from activities.settings import Settings, SettingsError, load_settings
@@ -88,6 +90,34 @@ def require_served(settings: Settings, cluster: str, flag: str) -> None:
     if settings.kube_for(cluster) is None:
         served = ", ".join(sorted(settings.clusters))
         raise CliError(f"{flag} {cluster!r}: not one of the clusters the settings serve ({served})", REFUSED)
+
+
+async def start_loop(
+    client: Client,
+    settings: Settings,
+    kind: str,
+    run: Any,
+    inp: BaseModel,
+    wf_id: str,
+    *,
+    summary: str,
+    search_attributes: TypedSearchAttributes | None = None,
+) -> tuple[WorkflowHandle, str]:
+    """Start a loop's workflow `kind` (`growth <loop> start`), or leave the one running as it is:
+    its handle, and what was done in words."""
+    try:
+        handle = await client.start_workflow(
+            run,
+            inp,
+            id=wf_id,
+            task_queue=settings.temporal.task_queue,
+            search_attributes=search_attributes,
+            static_summary=summary,  # the Web UI's workflow list
+        )
+    except WorkflowAlreadyStartedError:
+        text = f"{kind} {wf_id} is already running (settings unchanged; terminate it to change them)"
+        return client.get_workflow_handle(wf_id), text
+    return handle, f"started {kind} {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
 
 
 async def running_status(handle: WorkflowHandle, query_fn: Any) -> Any:

@@ -18,9 +18,7 @@ components/<namespace>/<name>.
 from __future__ import annotations
 
 import click
-from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.settings import Settings
 from activities.updates import execute_update, query
@@ -35,19 +33,18 @@ from scaling.components.state import (
 from scaling.components.summaries import components_summary
 from starters.approvals import PendingApproval, awaiting_query, format_approvals, list_awaiting
 from starters.cli import (
-    REFUSED,
     RPC_TIMEOUT,
     Call,
-    CliError,
     Done,
     alias,
     require_served,
     running_status,
     shared_options,
+    start_loop,
     workflow_call,
 )
 from starters.components_trail import trail_command
-from starters.settings_flags import flag_for, given, model_options
+from starters.settings_flags import flag_for, given, model_options, validated
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 
 FIXED = frozenset({"namespace", "name"})
@@ -66,29 +63,21 @@ START_HELP = {
 
 
 def start_settings(namespace: str, name: str, flags: dict) -> ComponentAutoscalerSettings:
-    try:
-        return ComponentAutoscalerSettings.model_validate({**flags, "namespace": namespace, "name": name})
-    except ValidationError as err:
-        e = err.errors()[0]
-        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", REFUSED) from None
+    return validated(ComponentAutoscalerSettings, {**flags, "namespace": namespace, "name": name})
 
 
 async def start(client: Client, settings: Settings, s: ComponentAutoscalerSettings) -> str:
-    wf_id = workflow_id(s.namespace, s.name)
     # Search attributes (when enabled) are set by the workflow once it has read its base cluster.
-    try:
-        handle = await client.start_workflow(
-            ComponentAutoscalerWorkflow.run,
-            ComponentAutoscalerInput(settings=s),
-            id=wf_id,
-            task_queue=settings.temporal.task_queue,
-            static_summary=components_summary(s),  # the Web UI's workflow list
-        )
-    except WorkflowAlreadyStartedError:
-        return f"ComponentAutoscaler {wf_id} is already running (terminate it to change its settings)"
-    return (
-        f"started ComponentAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
+    _, text = await start_loop(
+        client,
+        settings,
+        "ComponentAutoscaler",
+        ComponentAutoscalerWorkflow.run,
+        ComponentAutoscalerInput(settings=s),
+        workflow_id(s.namespace, s.name),
+        summary=components_summary(s),
     )
+    return text
 
 
 def format_report(r: AutoscalerReport) -> str:

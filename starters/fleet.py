@@ -22,10 +22,8 @@ from __future__ import annotations
 import dataclasses
 
 import click
-from pydantic import ValidationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings
@@ -54,11 +52,12 @@ from starters.cli import (
     alias,
     running_status,
     shared_options,
+    start_loop,
     workflow_call,
 )
 from starters.fleet_trail import trail_command
 from starters.fleet_what_if import what_if_command
-from starters.settings_flags import flag_for, given, model_options
+from starters.settings_flags import given, model_options, validated
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow, placement_of
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.index import InstanceIndexWorkflow
@@ -88,11 +87,7 @@ START_HELP = {
 
 
 def start_settings(provider: str, region: str, flags: dict) -> FleetAutoscalerSettings:
-    try:
-        return FleetAutoscalerSettings.model_validate({**flags, "provider": provider, "region": region})
-    except ValidationError as err:
-        e = err.errors()[0]
-        raise CliError(f"{flag_for(str(e['loc'][0]))}: {e['msg']}", REFUSED) from None
+    return validated(FleetAutoscalerSettings, {**flags, "provider": provider, "region": region})
 
 
 def start_input(provider: str, region: str, fleet_config: str, flags: dict) -> FleetAutoscalerInput:
@@ -122,21 +117,16 @@ async def start(client: Client, settings: Settings, provider: str, region: str, 
     attrs = None
     if fleet.use_search_attributes:
         attrs = TypedSearchAttributes([SearchAttributePair(PROVIDER, provider), SearchAttributePair(REGION, region)])
-    try:
-        handle = await client.start_workflow(
-            FleetAutoscalerWorkflow.run,
-            inp,
-            id=wf_id,
-            task_queue=settings.temporal.task_queue,
-            search_attributes=attrs,
-            static_summary=region_summary(fleet),  # the Web UI's workflow list
-        )
-        text = (
-            f"started FleetAutoscaler {wf_id} (run {handle.result_run_id}) on task queue {settings.temporal.task_queue}"
-        )
-    except WorkflowAlreadyStartedError:
-        handle = client.get_workflow_handle(wf_id)
-        text = f"FleetAutoscaler {wf_id} is already running (terminate it to change its settings)"
+    handle, text = await start_loop(
+        client,
+        settings,
+        "FleetAutoscaler",
+        FleetAutoscalerWorkflow.run,
+        inp,
+        wf_id,
+        summary=region_summary(fleet),
+        search_attributes=attrs,
+    )
     if listed:
         await register_listed(handle, listed)
         text += f"; {len(listed)} listed cluster(s) registered"

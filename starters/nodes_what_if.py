@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 import yaml
-from pydantic import ValidationError
 from temporalio.client import Client
 
 from activities.settings import Settings
@@ -18,7 +17,7 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.what_if import LoopOutcome, WhatIfReport, recorded_providers, what_if
 from starters.cli import REFUSED, Call, CliError, shared_options
 from starters.history import MAX_EVENTS, MAX_RUNS, history_from_file, history_from_temporal
-from starters.settings_flags import flag_for, given, model_options
+from starters.settings_flags import flag_for, given, model_options, validated
 from workflows.nodes.autoscaler import autoscaler_id
 
 # The settings the planning step reads; the others (timeouts, scale-down) change nothing here.
@@ -42,12 +41,11 @@ def settings_changes(path: str | None, flags: dict[str, Any]) -> dict[str, Any]:
                 raise CliError(f"--settings: {name}: not an AutoscalerSettings field", REFUSED)
         changes.update({k: v for k, v in section.items() if k in PLANNING_FIELDS})
     changes.update(flags)
-    try:  # validated as the loop would validate them (cluster: any name)
-        checked = AutoscalerSettings.model_validate({"cluster": "what-if", **changes})
-    except ValidationError as err:
-        e = err.errors()[0]
-        name = str(e["loc"][0]) if e["loc"] else ""
-        raise CliError(f"{flag_for(name) if name in flags else f'--settings {name}'}: {e['msg']}", REFUSED) from None
+    checked = validated(  # as the loop would validate them (cluster: any name)
+        AutoscalerSettings,
+        {"cluster": "what-if", **changes},
+        lambda name: flag_for(name) if name in flags else f"--settings {name}",
+    )
     return {k: getattr(checked, k) for k in changes}
 
 

@@ -19,11 +19,24 @@ import click
 from click.core import ParameterSource
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from starters.cli import REFUSED, CliError
+
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound=BaseModel)
 
 
 def flag_for(field: str) -> str:
     return "--" + (field[:-2] if field.endswith("_s") else field).replace("_", "-")
+
+
+def validated(model: type[M], values: dict[str, Any], where: Callable[[str], str] = flag_for) -> M:
+    """A loop's settings from the options given, or a start refused (exit 2) naming where its
+    first error came from (`where`: the option, by default)."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise CliError(f"{where(str(e['loc'][0]) if e['loc'] else '')}: {e['msg']}", REFUSED) from None
 
 
 def _allows_none(annotation: Any) -> bool:
