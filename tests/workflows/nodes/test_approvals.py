@@ -5,24 +5,20 @@ an operator's approve/deny is an update whose validator refuses a wait already d
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.scale_up.approvals import ApprovalGate
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
-from tests.conftest import SERVER_STARTUP
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
-from tests.workflows.replayer import new_replayer
+from tests.workflows.replayer import assert_replay, committed, record_again
 from workflows.nodes.request import NodeRequestWorkflow
 
 HISTORY = Path(__file__).parents[1] / "histories" / "node_request_approval.json"
@@ -165,26 +161,12 @@ async def record_history(env: WorkflowEnvironment) -> WorkflowHistory:
 
 async def test_a_gated_run_replays(env: WorkflowEnvironment) -> None:
     """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_approvals)."""
-    replayer = new_replayer([NodeRequestWorkflow])
-    fresh = await record_history(env)
-    committed = WorkflowHistory.from_json(HISTORY.stem, json.loads(HISTORY.read_text()))
-    for history in (fresh, committed):
+    histories = (await record_history(env), committed(HISTORY))
+    for history in histories:
         events = history.to_json_dict()["events"]
         assert any(e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED" for e in events)  # approve
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert result.replay_failure is None
+    await assert_replay([NodeRequestWorkflow], *histories)
 
 
 if __name__ == "__main__":
-
-    async def main() -> None:
-        server = str(Path(sys.executable).parent / "temporal-test-server")
-        async with await WorkflowEnvironment.start_time_skipping(
-            test_server_startup_timeout=SERVER_STARTUP,
-            test_server_existing_path=server,
-            data_converter=pydantic_data_converter,
-        ) as env:
-            history = await record_history(env)
-        HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
-
-    asyncio.run(main())
+    record_again(HISTORY, record_history)

@@ -5,7 +5,6 @@ activities are stubs under the real names; planning and re-checks are the real r
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ from scaling.nodes.trail import node_trail
 from starters.history import decode_events
 from tests.polling import until
 from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, app_pod, node, worker  # noqa: F401
-from tests.workflows.replayer import new_replayer
+from tests.workflows.replayer import assert_replay, committed, record_again
 from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
@@ -235,42 +234,27 @@ async def _awaiting(h: WorkflowHandle) -> bool:
 async def test_the_approval_gate_holds_the_successor_and_the_runs_replay(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
     """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_node_replacement)."""
     _, fresh = await record_history(env, worker)
-    committed = WorkflowHistory.from_json(HISTORY.stem, json.loads(HISTORY.read_text()))
-    for history in (fresh, committed):
-        result = await new_replayer(WORKFLOWS).replay_workflow(history, raise_on_replay_failure=False)
-        assert result.replay_failure is None
+    await assert_replay(WORKFLOWS, fresh, committed(HISTORY))
 
 
 if __name__ == "__main__":
-    import asyncio
-    import sys
-
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker import Worker
 
-    from tests.conftest import SERVER_STARTUP
+    async def record(env: WorkflowEnvironment) -> WorkflowHistory:
+        workers: list[Worker] = []
 
-    async def main() -> None:
-        server = str(Path(sys.executable).parent / "temporal-test-server")
-        async with await WorkflowEnvironment.start_time_skipping(
-            test_server_startup_timeout=SERVER_STARTUP,
-            test_server_existing_path=server,
-            data_converter=pydantic_data_converter,
-        ) as env:
-            workers: list[Worker] = []
+        async def make(w: ReplaceWorld) -> tuple[str, list]:
+            tq = f"tq-{uuid.uuid4().hex[:6]}"
+            workers.append(Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=w.activities()))
+            await workers[-1].__aenter__()
+            return tq, []
 
-            async def make(w: ReplaceWorld) -> tuple[str, list]:
-                tq = f"tq-{uuid.uuid4().hex[:6]}"
-                workers.append(Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=w.activities()))
-                await workers[-1].__aenter__()
-                return tq, []
+        _, history = await record_history(env, make)
+        for wk in workers:
+            await wk.__aexit__(None, None, None)
+        return history
 
-            _, history = await record_history(env, make)
-            for wk in workers:
-                await wk.__aexit__(None, None, None)
-        HISTORY.write_text(json.dumps(history.to_json_dict(), indent=1))
-
-    asyncio.run(main())
+    record_again(HISTORY, record)
 
 
 def priced_group() -> NodeGroup:

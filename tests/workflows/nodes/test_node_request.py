@@ -8,7 +8,6 @@ from pathlib import Path
 
 from hcloud import APIException
 from temporalio import activity, workflow
-from temporalio.client import WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -19,7 +18,7 @@ from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.nodes.stubs import World
-from tests.workflows.replayer import new_replayer
+from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request import NodeRequestWorkflow
 
 HISTORIES = Path(__file__).parents[1] / "histories"
@@ -167,9 +166,7 @@ async def test_provider_error_keeps_the_actionable_outer_message(env: WorkflowEn
 async def test_replay_of_recorded_fallback_history() -> None:
     """A recorded history must replay on the current code: catches non-determinism."""
     history_file = HISTORIES / "node_request_fallback.json"
-    history = WorkflowHistory.from_json("recorded", json.loads(history_file.read_text()))
-    replayer = new_replayer([NodeRequestWorkflow])
-    await replayer.replay_workflow(history)
+    await assert_replay([NodeRequestWorkflow], committed(history_file))
 
 
 async def record_history(env: WorkflowEnvironment) -> None:

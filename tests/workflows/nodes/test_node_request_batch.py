@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -29,7 +29,7 @@ from scaling.nodes.scale_up.requests import (
 )
 from tests.polling import query_until
 from tests.workflows.nodes.stubs import World
-from tests.workflows.replayer import new_replayer
+from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 
 HISTORIES = Path(__file__).parents[1] / "histories"
@@ -307,8 +307,7 @@ async def test_members_reports_reach_the_loop_in_a_few_signals_in_order(env: Wor
 
 async def test_replay_of_recorded_batch_history() -> None:
     """A recorded history must replay on the current code: catches non-determinism."""
-    history = WorkflowHistory.from_json("recorded", json.loads(HISTORY.read_text()))
-    await new_replayer([NodeRequestBatchWorkflow]).replay_workflow(history)
+    await assert_replay([NodeRequestBatchWorkflow], committed(HISTORY))
 
 
 async def record_history(env: WorkflowEnvironment) -> None:

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowHistory
 
 from scaling.nodes import contracts
 from tests.workflows.record_history import HISTORIES, NODE_TYPES, node_history_file
-from tests.workflows.replayer import new_replayer
+from tests.workflows.replayer import committed, new_replayer
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import DECISIONS_RECORDED
 
@@ -28,11 +28,7 @@ KEPT = sorted(HISTORIES.glob("node*.json"))
 
 
 def load(workflow_type: str) -> WorkflowHistory:
-    return load_file(node_history_file(workflow_type))
-
-
-def load_file(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    return committed(node_history_file(workflow_type))
 
 
 async def replay_failure(history: WorkflowHistory) -> Exception | None:
@@ -54,7 +50,7 @@ async def test_recorded_history_replays(workflow_type: str) -> None:
 
 @pytest.mark.parametrize("path", KEPT, ids=lambda p: f"{p.parent.name}/{p.stem}")
 async def test_every_kept_history_replays(path: Path) -> None:
-    history = load_file(path)
+    history = committed(path)
     assert len(history.events) > 10
     failure = await replay_failure(history)
     assert failure is None, f"{path.parent.name}/{path.name}: {failure}"
