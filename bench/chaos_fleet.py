@@ -34,6 +34,7 @@ from bench.chaos_harness import (
     beside_faults,
     check_histories,
     pending_activities,
+    storm,
 )
 from bench.stack import DemoRestarts, demo_args, running
 from scaling.fleet.contracts import CREATE_OCM_CLUSTER, SIGNAL_CLUSTER_MESSAGES, SIGNAL_INSTANCE_PLACED
@@ -114,16 +115,13 @@ def ocm_create_storm(status: int, seconds: float) -> Fault:
             fault["retry_after_s"] = 1
         before = await ocm_count(stack, CREATE_ROUTE)
         await stack.ocm("POST", "/faults", fault)
-        try:
-            if not await ocm_counted(stack, CREATE_ROUTE, before + 1, rec, "no cluster create met the storm"):
-                return
-            rec.started = time.time()
-            rec.stalled = await pending_activities(temporal)
-            await asyncio.sleep(seconds)  # the storm's length
-        finally:
-            await stack.ocm("POST", "/reset_faults")
-        rec.ended = time.time()
-        rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
+        await storm(
+            temporal,
+            rec,
+            lambda: ocm_counted(stack, CREATE_ROUTE, before + 1, rec, "no cluster create met the storm"),
+            seconds,
+            lambda: stack.ocm("POST", "/reset_faults"),
+        )
 
     return inject
 

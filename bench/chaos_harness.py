@@ -556,6 +556,28 @@ async def storm_began(first_hit: Callable[[], Awaitable[bool]], rec: FaultRecord
     return False
 
 
+async def storm(
+    temporal: Client,
+    rec: FaultRecord,
+    began: Callable[[], Awaitable[bool]],
+    seconds: float,
+    end: Callable[[], Awaitable[object]],
+) -> None:
+    """A storm already in place, from the request it first refused (`began`: False when none
+    came, the record skipped) for `seconds`, then ended (`end`, whatever happened). What it
+    stalled: the work in progress as it began, and what still retries at its end."""
+    try:
+        if not await began():
+            return
+        rec.started = time.time()
+        rec.stalled = await pending_activities(temporal)
+        await asyncio.sleep(seconds)  # the storm's length
+    finally:
+        await end()
+    rec.ended = time.time()
+    rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
+
+
 def node_create_storm(status: int, seconds: float) -> Fault:
     """Every node create answered `status` for `seconds` from the first one refused (the KWOK
     provider's API is the cloud). In place before the loop plans, so no create slips past."""
@@ -569,18 +591,11 @@ def node_create_storm(status: int, seconds: float) -> Fault:
                 left = (await http.get(f"{stack.sim_url}/sim/v1/faults")).json()["request_failures"]
                 return not left or left[0]["times"] < STORM_TIMES
 
-            (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
-            try:
-                if not await storm_began(refused, rec):
-                    return
-                rec.started = time.time()
-                rec.stalled = await pending_activities(temporal)
-                await asyncio.sleep(seconds)  # the storm's length
-            finally:
+            async def end() -> None:
                 (await http.delete(f"{stack.sim_url}/sim/v1/faults")).raise_for_status()
-        rec.ended = time.time()
-        # The work it stalled: what was in progress as it began, and the creates still retrying.
-        rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
+
+            (await http.post(f"{stack.sim_url}/sim/v1/faults", json={"request_failures": [failure]})).raise_for_status()
+            await storm(temporal, rec, lambda: storm_began(refused, rec), seconds, end)
 
     return inject
 

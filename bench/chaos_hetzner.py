@@ -34,6 +34,7 @@ from bench.chaos_harness import (
     check,
     node_burst,
     pending_activities,
+    storm,
     storm_began,
     wait_for_activity,
 )
@@ -92,16 +93,10 @@ def create_storm(seconds: float, status: int) -> Fault:
                 return int(stats["projects"].get("default", {}).get("responses_429", 0)) > 0
             return int(stats["requests_by_route"].get("POST /servers", 0)) > 0
 
-        try:
-            if not await storm_began(refused, rec):
-                return
-            rec.started = time.time()
-            rec.stalled = await pending_activities(temporal)
-            await asyncio.sleep(seconds)  # the storm's length
-        finally:
-            await fake(stack, "POST", "/reset_faults")  # the 429 storm too: buckets start full again
-        rec.ended = time.time()
-        rec.stalled += [p for p in await pending_activities(temporal) if p not in rec.stalled]
+        # The end resets the 429 storm too: buckets start full again.
+        await storm(
+            temporal, rec, lambda: storm_began(refused, rec), seconds, lambda: fake(stack, "POST", "/reset_faults")
+        )
 
     return inject
 
