@@ -33,7 +33,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.fleet import contracts
@@ -96,7 +96,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.fleet.scale_down import RemovalDecision
     from scaling.fleet.summaries import cluster_summary, region_details, region_summary
     from scaling.text import too_long
-    from workflows.children import abandon
+    from workflows.children import start_abandoned
     from workflows.details import show
     from workflows.fleet import metrics
     from workflows.fleet.activity_options import FLEET_DECISIONS
@@ -503,17 +503,13 @@ class FleetAutoscalerWorkflow:
     async def _start_shard(self, k: int) -> None:
         """Start index shard k (an abandoned child: it outlives the region's runs)."""
         region_id = workflow.info().workflow_id
-        try:
-            handle = await workflow.start_child_workflow(
-                InstanceIndexWorkflow.run,
-                InstanceIndexInput(region_workflow_id=region_id, shard=k),
-                id=shard_workflow_id(region_id, k),
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=f"InstanceIndex shard {k} of {region_id}",
-            )
-            abandon(handle)
-        except WorkflowAlreadyStartedError:
-            pass  # a region started again over its shards: they answer the new run
+        # A region started again over its shards: they answer the new run.
+        await start_abandoned(
+            InstanceIndexWorkflow.run,
+            InstanceIndexInput(region_workflow_id=region_id, shard=k),
+            id=shard_workflow_id(region_id, k),
+            static_summary=f"InstanceIndex shard {k} of {region_id}",
+        )
 
     async def _shards_for(self, shards: dict[int, IndexOps]) -> dict[int, IndexOps]:
         """The batches to send, starting the shards they go to that are not started yet
@@ -740,19 +736,15 @@ class FleetAutoscalerWorkflow:
                     SearchAttributePair(CLUSTER, inp.cluster_id),
                 ]
             )
-        try:
-            handle = await workflow.start_child_workflow(
-                DataPlaneClusterWorkflow.run,
-                inp,
-                id=contracts.cluster_workflow_id(inp.cluster_id),
-                # Clusters outlive a continue-as-new or a restart of the region's loop.
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                search_attributes=attrs,
-                static_summary=cluster_summary(inp),  # the Web UI's workflow list
-            )
-            abandon(handle)
-        except WorkflowAlreadyStartedError:
-            pass  # replayed start of a child that exists: it reports to us anyway
+        # Clusters outlive a continue-as-new or a restart of the region's loop; a replayed start of
+        # a child that exists is left to it: it reports to us anyway.
+        await start_abandoned(
+            DataPlaneClusterWorkflow.run,
+            inp,
+            id=contracts.cluster_workflow_id(inp.cluster_id),
+            search_attributes=attrs,
+            static_summary=cluster_summary(inp),
+        )
 
     async def _flush_outbox(self) -> None:
         """Send what the clusters are owed, in order; a cluster that is gone is skipped. One

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts, explain
@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.status import AutoscalerStatus, status_of
     from scaling.nodes.summaries import autoscaler_details, autoscaler_summary, machine_gc_summary
     from scaling.text import too_long
-    from workflows.children import abandon
+    from workflows.children import start_abandoned
     from workflows.details import show
     from workflows.nodes import metrics, scale_down_step
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -540,18 +540,14 @@ class NodeAutoscalerWorkflow:
             grace_s=settings.machine_gc_grace_s,
             autoscaler_workflow_id=workflow.info().workflow_id,
         )
-        try:
-            handle = await workflow.start_child_workflow(
-                MachineGCWorkflow.run,
-                MachineGCInput(settings=gc),
-                id=machine_gc_id(settings.cluster),
-                # It outlives a continue-as-new or a restart of the loop, like the requests.
-                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=machine_gc_summary(settings.cluster, gc.interval_s),  # the Web UI's workflow list
-            )
-            abandon(handle)
-        except WorkflowAlreadyStartedError:
-            pass  # the collector from an earlier run is still at work
+        # It outlives a continue-as-new or a restart of the loop, like the requests; the collector
+        # from an earlier run may still be at work.
+        await start_abandoned(
+            MachineGCWorkflow.run,
+            MachineGCInput(settings=gc),
+            id=machine_gc_id(settings.cluster),
+            static_summary=machine_gc_summary(settings.cluster, gc.interval_s),
+        )
 
     async def _end_machine_gc(self, reason: str) -> None:
         gc = workflow.get_external_workflow_handle(machine_gc_id(self.inp.settings.cluster))

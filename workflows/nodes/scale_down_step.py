@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.common import RetryPolicy, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import NodeAutoscalerState
     from scaling.nodes.summaries import replacement_summary, scale_down_summary
-    from workflows.children import abandon
+    from workflows.children import start_abandoned
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.replacement import NodeReplacementWorkflow
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
@@ -176,21 +176,14 @@ async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, 
     state.scale_downs[inp.node] = ScaleDownStatus(
         node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
     )
-    try:
-        handle = await workflow.start_child_workflow(
-            NodeScaleDownWorkflow.run,
-            inp,
-            id=wid,
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
-            if settings.use_search_attributes
-            else None,
-            static_summary=scale_down_summary(inp),  # the Web UI's workflow list
-        )
-        abandon(handle)
-    except WorkflowAlreadyStartedError:
-        # A child from an earlier run of the loop is still at work on this node: it reports in.
-        pass
+    # A child from an earlier run of the loop may still be at work on this node: it reports in.
+    await start_abandoned(
+        NodeScaleDownWorkflow.run,
+        inp,
+        id=wid,
+        search_attributes=_marked(settings),
+        static_summary=scale_down_summary(inp),
+    )
     return wid
 
 
@@ -220,21 +213,20 @@ async def start_replacement(
         state.scale_downs[node] = ScaleDownStatus(
             node=node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
         )
-    try:
-        handle = await workflow.start_child_workflow(
-            NodeReplacementWorkflow.run,
-            replacement,
-            id=wid,
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            search_attributes=initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value)
-            if settings.use_search_attributes
-            else None,
-            static_summary=replacement_summary(inp, len(replacement.others)),
-        )
-        abandon(handle)
-    except WorkflowAlreadyStartedError:
-        pass  # one from an earlier run of the loop is at work on this node: it reports in
+    # One from an earlier run of the loop may be at work on this node: it reports in.
+    await start_abandoned(
+        NodeReplacementWorkflow.run,
+        replacement,
+        id=wid,
+        search_attributes=_marked(settings),
+        static_summary=replacement_summary(inp, len(replacement.others)),
+    )
     return wid
+
+
+def _marked(settings: AutoscalerSettings) -> TypedSearchAttributes | None:
+    """A removal child's search attributes as it starts (when the loop sets them)."""
+    return initial_attributes(settings.cluster, ScaleDownPhase.MARKED.value) if settings.use_search_attributes else None
 
 
 async def _signal_cancel(sd: ScaleDownStatus, code: str, message: str) -> None:
