@@ -124,14 +124,6 @@ def cluster_autoscaler(pods: Sequence[PodInfo], types: Sequence[ServerType], exp
     return cost
 
 
-def cluster_autoscaler_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    return cluster_autoscaler(pods, types, "price")
-
-
-def cluster_autoscaler_least_waste(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    return cluster_autoscaler(pods, types, "least-waste")
-
-
 def _cheapest(caps: Sequence[tuple[Vec, float]], pods: Sequence[_Pod]) -> int | None:
     """Index of the cheapest type one node of which holds `pods` (None: none does)."""
     best = None

@@ -308,20 +308,6 @@ def in_flight(records: Sequence[Removal]) -> list[day.InFlight]:
     return out
 
 
-def read_record(data: Mapping[str, Any]) -> tuple[list[Seen], list[Removal]]:
-    """A day's samples and removals back from what --record wrote."""
-    samples = [
-        Seen(
-            at=x["at"],
-            nodes={k: NodeSeen(**v) for k, v in x["nodes"].items()},
-            pods={k: PodSeen(**v) for k, v in x["pods"].items()},
-        )
-        for x in data["samples"]
-    ]
-    records = [Removal(**(r | {"evicted": tuple((at, pod) for at, pod in r["evicted"])})) for r in data["removals"]]
-    return samples, records
-
-
 # -- the counts -----------------------------------------------------------------------------------
 def count_day(
     samples: Sequence[Seen],

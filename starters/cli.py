@@ -198,10 +198,6 @@ def shared_options(f: F) -> F:
     return f
 
 
-def output_of(ctx: click.Context) -> str:
-    return ctx.find_root().meta.get("growth.output") or os.environ.get("GROWTH_OUTPUT") or "table"
-
-
 # -- the root group: loop groups load when named (fast --help and completion) ------------------
 
 
