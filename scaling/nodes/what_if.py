@@ -27,14 +27,13 @@ from scaling.history import RecordedEvent, RecordedHistory, first_input
 from scaling.nodes import contracts
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ClusterObservation
-from scaling.nodes.headroom import is_headroom, split_headroom
-from scaling.nodes.loop import apply_attempt_backoff, newly_reported_attempt, unavailable_pools, within_in_flight_limit
+from scaling.nodes.headroom import is_headroom
+from scaling.nodes.loop import apply_attempt_backoff, newly_reported_attempt, unavailable_pools
 from scaling.nodes.models import AttemptResult, InFlightRequest, NodeGroup, PlannedNode, RequestPhase, ServerType
 from scaling.nodes.scale_up.capacity import remember_insufficient_capacity
-from scaling.nodes.scale_up.decision import ScaleUpDecision, decide_scale_up
+from scaling.nodes.scale_up.decision import ScaleUpDecision, decide_scale_up, plan_new_nodes
 from scaling.nodes.scale_up.demand import PendingDemand
-from scaling.nodes.scale_up.min_size import requests_to_reach_min_nodes
-from scaling.nodes.scale_up.planning import Catalogue, plan_demand
+from scaling.nodes.scale_up.planning import Catalogue
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus, StartRequestsInput
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import (
@@ -299,31 +298,19 @@ def plan_loop(
         new_nodes, _ = decision.planned()
         return new_nodes, pods_left_pending(recorded.demand, decision.plan.pods_covered, new_nodes)
     obs = loop.observation
-    use = list(groups) if groups is not None else obs.groups
-    unavailable = set(loop.unavailable)
-    split = split_headroom(
-        plan_demand(
-            obs.demand,
-            use,
-            catalogue_index(loop.catalogue),
-            loop.in_flight,
-            max_nodes_total=settings.max_nodes_total,
-            unavailable_pools=unavailable,
-            max_price_per_hour_total=settings.max_price_per_hour_total,
-        )
+    split, new_nodes = plan_new_nodes(
+        obs.demand,
+        list(groups) if groups is not None else obs.groups,
+        catalogue_index(loop.catalogue),
+        loop.in_flight,
+        set(loop.unavailable),
+        max_nodes_total=settings.max_nodes_total,
+        max_price_per_hour_total=settings.max_price_per_hour_total,
+        enforce_min_nodes=settings.enforce_min_nodes,
+        requests_in_flight=len(loop.in_flight),
+        max_requests_in_flight=settings.max_requests_in_flight,
     )
-    plan = split.plan
-    if settings.enforce_min_nodes:
-        plan.new_nodes += requests_to_reach_min_nodes(
-            use,
-            obs.demand.nodes,
-            loop.in_flight,
-            plan.new_nodes,
-            unavailable=unavailable,
-            max_nodes_total=settings.max_nodes_total,
-        )
-    new_nodes = within_in_flight_limit(plan.new_nodes, len(loop.in_flight), settings.max_requests_in_flight)
-    return new_nodes, pods_left_pending(obs.demand, plan.pods_covered, new_nodes)
+    return new_nodes, pods_left_pending(obs.demand, split.plan.pods_covered, new_nodes)
 
 
 def pods_left_pending(demand: PendingDemand, covered: int, new_nodes: Sequence[PlannedNode]) -> int:

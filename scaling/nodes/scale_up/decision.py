@@ -14,16 +14,18 @@ kept per node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, Field
 
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.headroom import split_headroom
+from scaling.nodes.headroom import HeadroomSplit, split_headroom
 from scaling.nodes.loop import never_satisfiable_of, within_in_flight_limit
 from scaling.nodes.models import InFlightRequest, NodeGroup, PlannedNode, PodProblem, ScaleUpPlan, ServerType
 from scaling.nodes.scale_up.approvals import ApprovalGate, approval_gates
 from scaling.nodes.scale_up.demand import PendingDemand
 from scaling.nodes.scale_up.min_size import below_min_nodes, requests_to_reach_min_nodes
-from scaling.nodes.scale_up.planning import plan_demand
+from scaling.nodes.scale_up.planning import Catalogue, plan_demand
 
 
 class InFlightRun(BaseModel):
@@ -126,36 +128,65 @@ def empty_decision(demand: PendingDemand) -> ScaleUpDecision:
     )
 
 
+def plan_new_nodes(
+    demand: PendingDemand,
+    groups: Sequence[NodeGroup],
+    prices: Catalogue,
+    in_flight: list[InFlightRequest],
+    unavailable: set[str],
+    *,
+    max_nodes_total: int | None,
+    max_price_per_hour_total: float | None,
+    enforce_min_nodes: bool,
+    requests_in_flight: int,
+    max_requests_in_flight: int,
+) -> tuple[HeadroomSplit, list[PlannedNode]]:
+    """The demand planned, headroom split out (its plan's new_nodes with the nodes that raise pools
+    to their minNodes), and the nodes to request now within the in-flight limit. The loop's
+    decision and what-if's replanning of a loop recorded without one both plan so."""
+    split = split_headroom(
+        plan_demand(
+            demand,
+            groups,
+            prices,
+            in_flight,
+            max_nodes_total=max_nodes_total,
+            unavailable_pools=unavailable,
+            max_price_per_hour_total=max_price_per_hour_total,
+        )
+    )
+    plan = split.plan
+    if enforce_min_nodes:
+        plan.new_nodes += requests_to_reach_min_nodes(
+            groups,
+            demand.nodes,
+            in_flight,
+            plan.new_nodes,
+            unavailable=unavailable,
+            max_nodes_total=max_nodes_total,
+        )
+    return split, within_in_flight_limit(plan.new_nodes, requests_in_flight, max_requests_in_flight)
+
+
 def decide_scale_up(inp: ScaleUpInput) -> ScaleUpDecision:
     """Plan the demand (scaling/nodes/scale_up/planning.py), add the nodes that raise pools to
     their minNodes, keep within the in-flight limit, and gate each node on its group's approval
     policy. Headroom (virtual pods) is split out of what real pods see."""
     prices = catalogue_index(inp.catalogue)
-    in_flight = inp.in_flight_requests()
-    unavailable = set(inp.unavailable)
-    split = split_headroom(
-        plan_demand(
-            inp.demand,
-            inp.groups,
-            prices,
-            in_flight,
-            max_nodes_total=inp.max_nodes_total,
-            unavailable_pools=unavailable,
-            max_price_per_hour_total=inp.max_price_per_hour_total,
-        )
+    split, nodes = plan_new_nodes(
+        inp.demand,
+        inp.groups,
+        prices,
+        inp.in_flight_requests(),
+        set(inp.unavailable),
+        max_nodes_total=inp.max_nodes_total,
+        max_price_per_hour_total=inp.max_price_per_hour_total,
+        enforce_min_nodes=inp.enforce_min_nodes,
+        requests_in_flight=inp.requests_in_flight,
+        max_requests_in_flight=inp.max_requests_in_flight,
     )
     plan = split.plan
-    if inp.enforce_min_nodes:
-        plan.new_nodes += requests_to_reach_min_nodes(
-            inp.groups,
-            inp.demand.nodes,
-            in_flight,
-            plan.new_nodes,
-            unavailable=unavailable,
-            max_nodes_total=inp.max_nodes_total,
-        )
     never = never_satisfiable_of(plan.problems)
-    nodes = within_in_flight_limit(plan.new_nodes, inp.requests_in_flight, inp.max_requests_in_flight)
     gates = approval_gates(nodes, {g.name: g for g in inp.groups}, prices)
     return ScaleUpDecision(
         input=inp,
