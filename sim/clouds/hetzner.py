@@ -236,6 +236,22 @@ class _Action:
         }
 
 
+def _json_body(body: bytes) -> Any:
+    """A request's JSON (an empty body reads as {}), or Hetzner's json_error."""
+    try:
+        return parse_json(body, {})
+    except ValueError as exc:
+        raise ApiError("json_error", "invalid JSON") from exc
+
+
+def _named(data: dict[str, Any]) -> str:
+    """The `name` a create requires, or Hetzner's invalid_input naming the field."""
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ApiError("invalid_input", "invalid input in field 'name'")
+    return name
+
+
 def parse_label_selector(selector: str) -> list[tuple[str, str, list[str]]]:
     """Hetzner label selector → [(op, key, values)] with op in =, !=, exists, !exists, in, notin."""
     terms: list[str] = []
@@ -1059,13 +1075,8 @@ class FakeHetzner:
 
     def _create_named(self, kind: str, body: bytes, now: float) -> dict[str, Any]:
         """POST /networks {name, ip_range, subnets} or /firewalls {name}."""
-        try:
-            data = parse_json(body, {})
-        except ValueError as exc:
-            raise ApiError("json_error", "invalid JSON") from exc
-        name = data.get("name")
-        if not isinstance(name, str) or not name:
-            raise ApiError("invalid_input", "invalid input in field 'name'")
+        data = _json_body(body)
+        name = _named(data)
         store: dict[int, Any] = self._networks if kind == "networks" else self._firewalls
         if any(x.name == name for x in store.values()):
             raise ApiError("uniqueness_error", f"{kind[:-1]} name is already used")
@@ -1086,10 +1097,7 @@ class FakeHetzner:
 
     def _server_action(self, server: _Server, command: str, body: bytes, now: float) -> _Action:
         """attach_to_network {network, ip_range} and poweron, the two a server created off needs."""
-        try:
-            data = parse_json(body, {})
-        except ValueError as exc:
-            raise ApiError("json_error", "invalid JSON") from exc
+        data = _json_body(body)
         if command == "poweron":
             if not server.start:
                 server.start = True
@@ -1114,13 +1122,8 @@ class FakeHetzner:
         raise ApiError("not_found", f"action {command!r} not found")
 
     def _create_placement_group(self, body: bytes, now: float) -> dict[str, Any]:
-        try:
-            data = parse_json(body, {})
-        except ValueError as exc:
-            raise ApiError("json_error", "invalid JSON") from exc
-        name = data.get("name")
-        if not isinstance(name, str) or not name:
-            raise ApiError("invalid_input", "invalid input in field 'name'")
+        data = _json_body(body)
+        name = _named(data)
         if data.get("type") != "spread":
             raise ApiError("invalid_input", f"invalid input in field 'type': {data.get('type')!r}")
         if any(g.name == name for g in self._placement_groups.values()):
@@ -1169,10 +1172,7 @@ class FakeHetzner:
         return {str(k): str(v) for k, v in labels.items()}
 
     def _create_server(self, body: bytes, now: float) -> dict[str, Any]:
-        try:
-            data = parse_json(body, {})
-        except ValueError as exc:
-            raise ApiError("json_error", "invalid JSON") from exc
+        data = _json_body(body)
         name = data.get("name")
         if not isinstance(name, str) or not _HOSTNAME.match(name):
             raise ApiError("invalid_input", f"invalid input in field 'name': {name!r}")
