@@ -10,17 +10,13 @@ from activities.settings import Settings
 from scaling.components.trail import MAX_ENTRIES, component_trail
 from scaling.history import Trail
 from starters.cli import Call, CliError, shared_options
-from starters.history import MAX_EVENTS, MAX_RUNS, format_trail, history_from_temporal
+from starters.history import format_trail, history_from_temporal, trail_options
 from workflows.components.autoscaler import workflow_id
 
 
 @click.command("trail")
 @click.option("--component", default="", help="only this component's changes (tidb, tikv, ...)")
-@click.option("--max-runs", type=click.IntRange(min=1), default=MAX_RUNS, show_default=True, help="loop runs read")
-@click.option("--max-events", type=click.IntRange(min=1), default=MAX_EVENTS, show_default=True, help="events read")
-@click.option(
-    "--max-entries", type=click.IntRange(min=2), default=MAX_ENTRIES, show_default=True, help="entries printed"
-)
+@trail_options(MAX_ENTRIES, events="events read")
 @shared_options
 @click.pass_obj
 def trail_command(where: tuple[str, str], component: str, max_runs: int, max_events: int, max_entries: int) -> Call:

@@ -11,18 +11,12 @@ from scaling.fleet.contracts import autoscaler_workflow_id, cluster_workflow_id
 from scaling.fleet.trail import MAX_ENTRIES, cluster_trail
 from scaling.history import Trail
 from starters.cli import Call, CliError, shared_options
-from starters.history import MAX_EVENTS, MAX_RUNS, format_trail, history_from_temporal, optional_history
+from starters.history import format_trail, history_from_temporal, optional_history, trail_options
 
 
 @click.command("trail")
 @click.argument("cluster")
-@click.option("--max-runs", type=click.IntRange(min=1), default=MAX_RUNS, show_default=True, help="loop runs read")
-@click.option(
-    "--max-events", type=click.IntRange(min=1), default=MAX_EVENTS, show_default=True, help="events read per workflow"
-)
-@click.option(
-    "--max-entries", type=click.IntRange(min=2), default=MAX_ENTRIES, show_default=True, help="entries printed"
-)
+@trail_options(MAX_ENTRIES)
 @shared_options
 @click.pass_obj
 def trail_command(where: tuple[str, str], cluster: str, max_runs: int, max_events: int, max_entries: int) -> Call:

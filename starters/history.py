@@ -9,9 +9,11 @@ stopped early. Payloads are decoded with the pydantic data converter into JSON v
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
+import click
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
@@ -23,6 +25,7 @@ from starters.cli import CliError
 
 MAX_RUNS = 50
 MAX_EVENTS = 100_000
+F = TypeVar("F", bound=Callable[..., Any])
 LOCAL = "core_local_activity"  # the SDK's marker of a local activity's result (a recorded decision)
 _convert = pydantic_data_converter.payload_converter
 
@@ -203,6 +206,31 @@ async def optional_history(
         if err.status == RPCStatusCode.NOT_FOUND:
             return None  # never existed, or past the namespace's retention
         raise
+
+
+def trail_options(max_entries: int, events: str = "events read per workflow") -> Callable[[F], F]:
+    """A `trail` command's bounds: --max-runs, --max-events (`events`: their help) and --max-entries."""
+
+    def decorate(f: F) -> F:
+        for option in (
+            click.option(
+                "--max-entries",
+                type=click.IntRange(min=2),
+                default=max_entries,
+                show_default=True,
+                help="entries printed",
+            ),
+            click.option(
+                "--max-events", type=click.IntRange(min=1), default=MAX_EVENTS, show_default=True, help=events
+            ),
+            click.option(
+                "--max-runs", type=click.IntRange(min=1), default=MAX_RUNS, show_default=True, help="loop runs read"
+            ),
+        ):
+            f = option(f)
+        return f
+
+    return decorate
 
 
 def format_trail(t: Trail) -> str:

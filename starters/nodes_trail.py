@@ -12,7 +12,13 @@ from scaling.nodes.disruption.orchestration import replacement_id
 from scaling.nodes.scale_up.requests import split_request_id
 from scaling.nodes.trail import MAX_ENTRIES, node_trail, request_of_node
 from starters.cli import Call, CliError, shared_options
-from starters.history import MAX_EVENTS, MAX_RUNS, executions_of, format_trail, history_from_temporal, optional_history
+from starters.history import (
+    executions_of,
+    format_trail,
+    history_from_temporal,
+    optional_history,
+    trail_options,
+)
 from workflows.nodes.autoscaler import autoscaler_id
 from workflows.nodes.scale_down import scale_down_id
 
@@ -36,13 +42,7 @@ Examples:
 
 @click.command("trail", epilog=EXAMPLES)
 @click.argument("node")
-@click.option("--max-runs", type=click.IntRange(min=1), default=MAX_RUNS, show_default=True, help="loop runs read")
-@click.option(
-    "--max-events", type=click.IntRange(min=1), default=MAX_EVENTS, show_default=True, help="events read per workflow"
-)
-@click.option(
-    "--max-entries", type=click.IntRange(min=2), default=MAX_ENTRIES, show_default=True, help="entries printed"
-)
+@trail_options(MAX_ENTRIES)
 @shared_options
 @click.pass_obj
 def trail_command(cluster: str, node: str, max_runs: int, max_events: int, max_entries: int) -> Call:
