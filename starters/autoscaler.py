@@ -56,9 +56,10 @@ from starters.cli import (
     Call,
     CliError,
     Done,
+    add_signal_command,
+    add_status_command,
     alias,
     require_served,
-    running_status,
     shared_options,
     start_loop,
     workflow_call,
@@ -277,32 +278,19 @@ def start_command(ctx: click.Context, **_: object) -> Call:
     return Call(run=run, check=check)
 
 
-@nodes.command("status")
-@shared_options
-@click.pass_obj
-def status_command(cluster: str) -> Call:
-    """Loops, requests in flight, attempts by pool, scale-downs, problems."""
-
-    async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerStatus:
-        return await running_status(handle, NodeAutoscalerWorkflow.status)
-
-    return _call(cluster, run, format_status)
-
-
-def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
-    @nodes.command(name, help=text)
-    @shared_options
-    @click.pass_obj
-    def command(cluster: str) -> Call:
-        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
-            await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
-            return Done(message=f"{name} sent to {handle.id}")
-
-        return _call(cluster, run)
-
-
-_signal("pause", NodeAutoscalerWorkflow.pause, "Stop planning new nodes (in-flight requests continue).")
-_signal("resume", NodeAutoscalerWorkflow.resume, "Plan again, starting with a loop right away.")
+add_status_command(
+    nodes,
+    _call,
+    NodeAutoscalerWorkflow.status,
+    format_status,
+    "Loops, requests in flight, attempts by pool, scale-downs, problems.",
+)
+add_signal_command(
+    nodes, _call, "pause", NodeAutoscalerWorkflow.pause, "Stop planning new nodes (in-flight requests continue)."
+)
+add_signal_command(
+    nodes, _call, "resume", NodeAutoscalerWorkflow.resume, "Plan again, starting with a loop right away."
+)
 
 
 @nodes.command("cancel-request")

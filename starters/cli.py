@@ -135,6 +135,34 @@ async def running_status(handle: WorkflowHandle, query_fn: Any) -> Any:
     return await query(handle, query_fn, rpc_timeout=RPC_TIMEOUT)
 
 
+def add_status_command(group: click.Group, call: Callable[..., Call], query_fn: Any, table: Any, text: str) -> None:
+    """`growth <loop> status`: the running loop's status query (`call`: the loop's own workflow
+    call, with its hint when the loop is not found), printed by `table`."""
+
+    @group.command("status", help=text)
+    @shared_options
+    @click.pass_obj
+    def command(where: Any) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Any:
+            return await running_status(handle, query_fn)
+
+        return call(where, run, table)
+
+
+def add_signal_command(group: click.Group, call: Callable[..., Call], name: str, signal: Any, text: str) -> None:
+    """`growth <loop> NAME`: the loop's signal NAME (pause, resume) sent."""
+
+    @group.command(name, help=text)
+    @shared_options
+    @click.pass_obj
+    def command(where: Any) -> Call:
+        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
+            await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
+            return Done(message=f"{name} sent to {handle.id}")
+
+        return call(where, run)
+
+
 def workflow_call(
     wf_id: str,
     not_found: str,

@@ -36,9 +36,9 @@ from starters.cli import (
     RPC_TIMEOUT,
     Call,
     Done,
+    add_status_command,
     alias,
     require_served,
-    running_status,
     shared_options,
     start_loop,
     workflow_call,
@@ -215,16 +215,13 @@ _decision("approve", True, "Create heterogeneous group GROUP (auto-<hash>) that 
 _decision("deny", False, "Do not create GROUP; the plan may ask again after the approval timeout.")
 
 
-@components.command("status")
-@shared_options
-@click.pass_obj
-def status_command(where: tuple[str, str]) -> Call:
-    """Groups, replicas, intervals, errors, counters."""
-
-    async def run(handle: WorkflowHandle, settings: Settings) -> AutoscalerReport:
-        return await running_status(handle, ComponentAutoscalerWorkflow.status)
-
-    return _call(where, run, format_report)
+add_status_command(
+    components,
+    _call,
+    ComponentAutoscalerWorkflow.status,
+    format_report,
+    "Groups, replicas, intervals, errors, counters.",
+)
 
 
 def _pause(name: str, update, text: str) -> None:  # noqa: ANN001

@@ -49,8 +49,9 @@ from starters.cli import (
     Call,
     CliError,
     Done,
+    add_signal_command,
+    add_status_command,
     alias,
-    running_status,
     shared_options,
     start_loop,
     workflow_call,
@@ -260,16 +261,13 @@ def start_command(ctx: click.Context, fleet_config: str, **_: object) -> Call:
     return Call(run=run, check=lambda settings: start_input(provider, region, fleet_config, flags))
 
 
-@fleet.command("status")
-@shared_options
-@click.pass_obj
-def status_command(where: tuple[str, str]) -> Call:
-    """Clusters with phase and capacity, instances, counters."""
-
-    async def run(handle: WorkflowHandle, settings: Settings) -> RegionStatus:
-        return await running_status(handle, FleetAutoscalerWorkflow.status)
-
-    return _call(where, run, format_status)
+add_status_command(
+    fleet,
+    _call,
+    FleetAutoscalerWorkflow.status,
+    format_status,
+    "Clusters with phase and capacity, instances, counters.",
+)
 
 
 @fleet.command("create-instance")
@@ -418,20 +416,10 @@ _decision("approve", True, "Let CLUSTER's creation or deletion that awaits appro
 _decision("deny", False, "Refuse it: a creation ends the cluster failed, a denied deletion blocks its deletion.")
 
 
-def _signal(name: str, signal, text: str) -> None:  # noqa: ANN001
-    @fleet.command(name, help=text)
-    @shared_options
-    @click.pass_obj
-    def command(where: tuple[str, str]) -> Call:
-        async def run(handle: WorkflowHandle, settings: Settings) -> Done:
-            await handle.signal(signal, rpc_timeout=RPC_TIMEOUT)
-            return Done(message=f"{name} sent to {handle.id}")
-
-        return _call(where, run)
-
-
-_signal("pause", FleetAutoscalerWorkflow.pause, "Stop creating and removing clusters (placement goes on).")
-_signal("resume", FleetAutoscalerWorkflow.resume, "Evaluate again.")
+add_signal_command(
+    fleet, _call, "pause", FleetAutoscalerWorkflow.pause, "Stop creating and removing clusters (placement goes on)."
+)
+add_signal_command(fleet, _call, "resume", FleetAutoscalerWorkflow.resume, "Evaluate again.")
 
 fleet.add_command(what_if_command)  # reads a history: its own module
 fleet.add_command(trail_command)
