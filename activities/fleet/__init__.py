@@ -29,7 +29,7 @@ def warn_missing_secrets(fleet: FleetSettings) -> None:
     still arrive): otherwise the first cluster would find out at its identity-provider step."""
     import logging
 
-    from activities.fleet.settings import read_secret, secret_source
+    from activities.secrets import read_secret, secret_source
 
     needed = (
         ("OCM token", fleet.ocm.token_env, fleet.ocm.token_file),

@@ -21,7 +21,8 @@ import httpx
 from temporalio.exceptions import ApplicationError
 
 from activities.answers import AsyncBoundedTransport, quoted
-from activities.fleet.settings import OcmSettings, read_secret, secret_source
+from activities.fleet.settings import OcmSettings
+from activities.secrets import read_secret, secret_source
 from scaling.fleet import contracts
 
 API = "/api/clusters_mgmt/v1"

@@ -10,9 +10,7 @@ hold them, read when they are needed (so a rotated secret is picked up).
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -76,18 +74,3 @@ class FleetSettings(BaseModel):
     ocm: OcmSettings = Field(default_factory=OcmSettings)
     identity_provider: IdentityProviderSettings = Field(default_factory=IdentityProviderSettings)
     agent_api: AgentApiSettings = Field(default_factory=AgentApiSettings)
-
-
-def read_secret(env: str, path: str | None) -> str:
-    """The secret in file `path` (when set) or else in environment variable `env`; "" if none."""
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError:
-            return ""
-    return os.environ.get(env, "").strip()
-
-
-def secret_source(env: str, path: str | None) -> str:
-    """Where a secret is expected, for error messages (never the secret itself)."""
-    return f"file {path}" if path else f"${env}"

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 import yaml
 
-from activities.fleet.settings import AgentApiSettings, read_secret, secret_source
+from activities.fleet.settings import AgentApiSettings
+from activities.secrets import read_secret, secret_source
 
 TOKEN_PREFIX = "gat_"  # recognisable in a leaked-secret scan
 

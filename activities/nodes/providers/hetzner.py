@@ -40,7 +40,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
@@ -60,6 +59,7 @@ from temporalio.exceptions import ApplicationError
 from activities.answers import MAX_ANSWER_BYTES, quoted
 from activities.nodes.providers.cloudinit import render_user_data
 from activities.nodes.providers.hetzner_budget import BudgetAdapter, ProjectBudget, spending
+from activities.secrets import read_secret
 from scaling.kube.labels import label_value, request_key
 from scaling.kube.models import LABEL_ARCH, LABEL_INSTANCE_TYPE, Resources
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult, DeleteNodeInput, ProviderMachine
@@ -140,15 +140,6 @@ class _Catalogue:
 
 class _RateLimitSeen(threading.local):
     reset_at: float | None = None
-
-
-def _read_secret(env: str, path: str | None) -> str:
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError:
-            return ""
-    return os.environ.get(env, "").strip()
 
 
 def _server_type_json(bound: Any) -> dict[str, Any]:
@@ -249,7 +240,7 @@ class HetznerProvider:
             self._requests += 1
 
     def _client(self) -> Client:
-        token = _read_secret(self.settings.token_env, self.settings.token_file)
+        token = read_secret(self.settings.token_env, self.settings.token_file)
         client: Client | None = getattr(self._local, "client", None)
         if client is not None and getattr(self._local, "token", None) == token:
             return client
@@ -427,7 +418,7 @@ class HetznerProvider:
 
     def _join_secrets(self) -> tuple[str, str, str]:
         s = self.settings
-        token = _read_secret(s.join_token_env, s.join_token_file)
+        token = read_secret(s.join_token_env, s.join_token_file)
         endpoint = s.join_endpoint or os.environ.get(s.join_endpoint_env, "").strip()
         if not token or not endpoint:
             raise ApplicationError(
