@@ -133,7 +133,7 @@ def plan_new_nodes(
     groups: Sequence[NodeGroup],
     prices: Catalogue,
     in_flight: list[InFlightRequest],
-    unavailable: set[str],
+    unavailable: set[tuple[str, str]],
     *,
     max_nodes_total: int | None,
     max_price_per_hour_total: float | None,

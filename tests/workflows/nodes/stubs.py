@@ -4,10 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
 from activities.nodes.planning import plan_scale_up
 from activities.nodes.requests import report_to_loop, start_node_requests
@@ -166,3 +173,14 @@ class World:
             start_node_requests,  # the real one: it starts the requests on the test's own server
             plan_scale_up,  # the real one: the loop's decision
         ]
+
+
+@asynccontextmanager
+async def started(
+    env: WorkflowEnvironment, workflow: Any, inp: Any, world: World, **worker_kw: Any
+) -> AsyncIterator[WorkflowHandle]:
+    """`workflow` started on `inp` (its id inp.id) and run by a worker of its own, on a task queue of
+    its own, with `world`'s stubs, for as long as the block lasts."""
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    async with Worker(env.client, task_queue=tq, workflows=[workflow], activities=world.activities(), **worker_kw):
+        yield await env.client.start_workflow(workflow.run, inp, id=inp.id, task_queue=tq)

@@ -5,18 +5,16 @@ an operator's approve/deny is an update whose validator refuses a wait already d
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.nodes.models import AttemptResult, RequestPhase
 from scaling.nodes.scale_up.approvals import ApprovalGate
-from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
-from tests.workflows.nodes.stubs import World
+from scaling.nodes.scale_up.requests import NodeRequestStatus
+from tests.workflows.nodes.stubs import World, started
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.replayer import assert_replay, committed, record_again
 from workflows.nodes.request import NodeRequestWorkflow
@@ -36,22 +34,12 @@ async def awaiting(handle: WorkflowHandle) -> NodeRequestStatus:
         await asyncio.sleep(0.05)
 
 
-async def start(env: WorkflowEnvironment, world: World, inp: NodeRequestInput, tq: str) -> WorkflowHandle:
-    return await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
-
-
-def worker(env: WorkflowEnvironment, world: World, tq: str) -> Worker:
-    return Worker(env.client, task_queue=tq, workflows=[NodeRequestWorkflow], activities=world.activities())
-
-
 @pytest.mark.parametrize(("default", "phase"), [("deny", RequestPhase.UNMET), ("approve", RequestPhase.READY)])
 async def test_timeout_applies_the_default(env: WorkflowEnvironment, default: str, phase: RequestPhase) -> None:
     world = World()
     gate = NODES_GATE.model_copy(update={"default": default, "timeout_s": 1800})
     inp = request(pools("kwok-cx22"), approval=gate, replan_when_unavailable=True)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         waiting = await awaiting(handle)
         assert world.created == []  # nothing is created while it waits
         assert waiting.approval is not None and waiting.approval.reason == gate.nodes
@@ -71,9 +59,7 @@ async def test_timeout_applies_the_default(env: WorkflowEnvironment, default: st
 async def test_operator_approves_and_a_second_decision_is_refused(env: WorkflowEnvironment) -> None:
     world = World()
     inp = request(pools("kwok-cx22"), approval=NODES_GATE)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         await awaiting(handle)
         assert await handle.execute_update(NodeRequestWorkflow.approve, "go") == f"{inp.id}: approved"
         with pytest.raises(WorkflowUpdateFailedError) as refused:
@@ -88,9 +74,7 @@ async def test_operator_approves_and_a_second_decision_is_refused(env: WorkflowE
 async def test_operator_denies(env: WorkflowEnvironment) -> None:
     world = World()
     inp = request(pools("kwok-cx22", "kwok-cx32"), approval=NODES_GATE)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         await awaiting(handle)
         await handle.execute_update(NodeRequestWorkflow.deny, "not today")
         status = await handle.result()
@@ -106,9 +90,7 @@ async def test_only_a_dear_fallback_pool_waits(env: WorkflowEnvironment) -> None
     world = World(no_capacity_pools={"kwok-cx22"})
     gate = ApprovalGate(pools={"kwok-cx32": "kwok cx32 costs 0.5/h (approval above 0.1/h)"}, timeout_s=600)
     inp = request(pools("kwok-cx22", "kwok-cx32"), approval=gate)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         waiting = await awaiting(handle)
         assert [c.pool.name for c in world.created] == ["kwok-cx22"]
         assert waiting.current_pool == "kwok-cx32" and waiting.approval is not None
@@ -123,9 +105,7 @@ async def test_only_a_dear_fallback_pool_waits(env: WorkflowEnvironment) -> None
 async def test_a_request_without_a_gate_refuses_a_decision(env: WorkflowEnvironment) -> None:
     world = World(hold_readiness=True)
     inp = request(pools("kwok-cx22"))
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(NodeRequestWorkflow.approve, "")
         assert refused.value.cause.message == f"id: {inp.id} is not awaiting approval"
@@ -136,9 +116,7 @@ async def test_a_request_without_a_gate_refuses_a_decision(env: WorkflowEnvironm
 async def test_cancel_while_awaiting_approval_ends_unmet_without_a_denial(env: WorkflowEnvironment) -> None:
     world = World()
     inp = request(pools("kwok-cx22"), approval=NODES_GATE)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         await awaiting(handle)
         await handle.signal(NodeRequestWorkflow.cancel, "no longer needed")
         status = await handle.result()
@@ -150,9 +128,7 @@ async def record_history(env: WorkflowEnvironment) -> WorkflowHistory:
     """A gated request the operator approves: the committed history below is one of these."""
     world = World()
     inp = request(pools("kwok-cx22"), approval=NODES_GATE)
-    tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with worker(env, world, tq):
-        handle = await start(env, world, inp, tq)
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
         await awaiting(handle)
         await handle.execute_update(NodeRequestWorkflow.approve, "recorded")
         await handle.result()

@@ -17,7 +17,7 @@ from scaling.nodes import contracts
 from scaling.nodes.contracts import CreateNodeInput, CreateNodeResult
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, RequestPhase
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
-from tests.workflows.nodes.stubs import World
+from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request import NodeRequestWorkflow
 
@@ -46,12 +46,9 @@ def request(candidates: list[Pool], **kw) -> NodeRequestInput:
     )
 
 
-async def run_request(env: WorkflowEnvironment, world: World, inp: NodeRequestInput, task_queue: str | None = None):
-    tq = task_queue or f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=[NodeRequestWorkflow], activities=world.activities()):
-        handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
-        result = await handle.result()
-    return handle, result
+async def run_request(env: WorkflowEnvironment, world: World, inp: NodeRequestInput):
+    async with started(env, NodeRequestWorkflow, inp, world) as handle:
+        return handle, await handle.result()
 
 
 async def test_falls_back_to_next_pool_on_insufficient_capacity(env: WorkflowEnvironment) -> None:

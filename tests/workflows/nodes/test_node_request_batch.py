@@ -28,7 +28,7 @@ from scaling.nodes.scale_up.requests import (
     member_id,
 )
 from tests.polling import query_until
-from tests.workflows.nodes.stubs import World
+from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 
@@ -62,11 +62,7 @@ def tq() -> str:
 
 
 async def run_batch(env: WorkflowEnvironment, world: World, inp: NodeRequestBatchInput, **worker_kw):
-    queue = tq()
-    async with Worker(
-        env.client, task_queue=queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities(), **worker_kw
-    ):
-        handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
+    async with started(env, NodeRequestBatchWorkflow, inp, world, **worker_kw) as handle:
         return handle, await handle.result()
 
 
@@ -180,11 +176,7 @@ async def test_one_member_without_capacity_leaves_the_others_ready(env: Workflow
 async def test_cancel_one_member_then_every_other(env: WorkflowEnvironment) -> None:
     world = World(hold_readiness=True)
     inp = batch(3)
-    queue = tq()
-    async with Worker(
-        env.client, task_queue=queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities()
-    ):
-        handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
+    async with started(env, NodeRequestBatchWorkflow, inp, world) as handle:
         await describe_until(handle, lambda s: phases(s) == [RequestPhase.PROVISIONING] * 3)
         await handle.signal(NodeRequestBatchWorkflow.cancel, CancelMembers(index=1, reason="no longer needed"))
         one = await describe_until(handle, lambda s: s.members[1].final)
@@ -208,11 +200,7 @@ NODES_GATE = ApprovalGate(nodes="3 nodes for group general in one loop (approval
 async def test_one_decision_covers_the_batch(env: WorkflowEnvironment, approve: bool) -> None:
     world = World()
     inp = batch(3, approval=NODES_GATE)
-    queue = tq()
-    async with Worker(
-        env.client, task_queue=queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities()
-    ):
-        handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
+    async with started(env, NodeRequestBatchWorkflow, inp, world) as handle:
         waiting = await describe_until(handle, lambda s: phases(s) == [RequestPhase.AWAITING_APPROVAL] * 3)
         assert waiting.approval is not None and waiting.approval.reason == NODES_GATE.nodes
         assert not world.created
@@ -246,11 +234,7 @@ async def test_the_timeout_default_decides_for_every_member_with_one_timer(env: 
 async def test_a_decision_on_a_batch_not_waiting_is_refused_naming_the_id(env: WorkflowEnvironment) -> None:
     world = World(hold_readiness=True)
     inp = batch(2)
-    queue = tq()
-    async with Worker(
-        env.client, task_queue=queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities()
-    ):
-        handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
+    async with started(env, NodeRequestBatchWorkflow, inp, world) as handle:
         await describe_until(handle, lambda s: phases(s) == [RequestPhase.PROVISIONING] * 2)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(NodeRequestBatchWorkflow.approve, "")
