@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from starters import monitoring, prometheus
 from starters.kube import kube_client
 from starters.metrics import fetch, totals
-from starters.processes import Processes, free_port, fresh_sim_data_dir
+from starters.processes import Processes, free_port, fresh_sim_data_dir, say
 from starters.scenarios.components import add_nodes, run_components_scenario
 
 TASK_QUEUE = "growth"
@@ -42,10 +41,6 @@ TASK_QUEUE = "growth"
 SCALE_OUT_S = 4
 SCALE_IN_S = 5
 CPU_WINDOW_S = 10  # the loop's CPU window: seconds, as the intervals are
-
-
-def say(msg: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
 
 
 def metrics_source_wanted(args: argparse.Namespace) -> str:
@@ -74,12 +69,7 @@ class ComponentsDemo:
 
     def start_processes(self) -> None:
         a = self.args
-        db = self.workdir / "temporal.db"
-        db.unlink(missing_ok=True)  # every demo run is a fresh scenario
-        say("starting the Temporal dev server")
-        self.temporal_port, ui_port = self.procs.temporal(db, a.temporal_port, a.ui_port)
-        self.ui_url = f"http://127.0.0.1:{ui_port}"
-        say(f"Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
+        self.temporal_port, self.ui_url = self.procs.demo_temporal(self.workdir, a.temporal_port, a.ui_port)
 
         self.kubeconfig = self.workdir / "kubeconfig"
         say("starting the simulated cluster with the TiDB world (operator, fake Prometheus, fake PD)")

@@ -14,7 +14,6 @@ import json
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from starters.components_demo import ComponentsDemo
 from starters.fleet_demo import FleetDemo
 from starters.kube import apply_crds, apply_node_group, kube_client
 from starters.metrics import fetch, totals
-from starters.processes import Processes, free_port, fresh_sim_data_dir
+from starters.processes import Processes, free_port, fresh_sim_data_dir, say
 from starters.scenarios import COMPONENTS, FLEET, SCENARIOS, Scenario
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 from workflows.nodes.machine_gc import machine_gc_id
@@ -53,12 +52,7 @@ class Demo:
     # -- set-up ---------------------------------------------------------------------------
     def start_processes(self) -> None:
         a = self.args
-        db = self.workdir / "temporal.db"
-        db.unlink(missing_ok=True)  # every demo run is a fresh scenario
-        say("starting the Temporal dev server")
-        self.temporal_port, ui_port = self.procs.temporal(db, a.temporal_port, a.ui_port)
-        self.ui_url = f"http://127.0.0.1:{ui_port}"
-        say(f"Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
+        self.temporal_port, self.ui_url = self.procs.demo_temporal(self.workdir, a.temporal_port, a.ui_port)
         kubeconfig = self.workdir / "kubeconfig"
         say("starting the simulated cluster")
         # On disk (kill-safe, no fsync): a restart is the same cluster, and its Events outlive the run.
@@ -147,10 +141,6 @@ def scenario_for(args: argparse.Namespace) -> Scenario:
 
         return HetznerBurstScenario(args)
     return SCENARIOS[args.scenario](args)
-
-
-def say(msg: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
 
 
 EXAMPLES = """\b

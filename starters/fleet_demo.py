@@ -29,7 +29,7 @@ from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings
 from scaling.fleet.summaries import region_summary
 from sim.fleet.agent import AgentFleet
 from starters import monitoring, prometheus
-from starters.processes import Processes, free_port, port_open
+from starters.processes import Processes, free_port, port_open, say
 from starters.scenarios.fleet import demo_fleet_config, demo_region_limit, run_fleet_burst
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 
@@ -48,10 +48,6 @@ UNUSED_KUBECONFIG = {
 }
 
 
-def say(msg: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
-
-
 def secret_file(path: Path) -> str:
     path.write_text(secrets.token_hex(24) + "\n")
     path.chmod(0o600)
@@ -68,12 +64,7 @@ class FleetDemo:
 
     def start_processes(self) -> None:
         a = self.args
-        db = self.workdir / "temporal.db"
-        db.unlink(missing_ok=True)
-        say("starting the Temporal dev server")
-        self.temporal_port, ui_port = self.procs.temporal(db, a.temporal_port, a.ui_port)
-        self.ui_url = f"http://127.0.0.1:{ui_port}"
-        say(f"Temporal dev server on 127.0.0.1:{self.temporal_port} (Web UI {self.ui_url})")
+        self.temporal_port, self.ui_url = self.procs.demo_temporal(self.workdir, a.temporal_port, a.ui_port)
 
         ocm_token = secrets.token_hex(16)
         (self.workdir / "ocm-token").write_text(ocm_token + "\n")

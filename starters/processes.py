@@ -114,6 +114,11 @@ class Proc:
         os.killpg(self.popen.pid, signal.SIGCONT)
 
 
+def say(msg: str) -> None:
+    """A demo's progress line, with the time."""
+    print(f"{time.strftime('%H:%M:%S')}  {msg}", flush=True)
+
+
 class Processes:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -167,6 +172,17 @@ class Processes:
                 if attempt == tries:
                     raise
         raise AssertionError("unreachable")
+
+    def demo_temporal(self, workdir: Path, port: int | None, ui_port: int | None) -> tuple[int, str]:
+        """A demo's dev server, on a fresh database (every demo run is a fresh scenario): its port
+        and its Web UI's URL."""
+        db = workdir / "temporal.db"
+        db.unlink(missing_ok=True)
+        say("starting the Temporal dev server")
+        port, ui = self.temporal(db, port, ui_port)
+        url = f"http://127.0.0.1:{ui}"
+        say(f"Temporal dev server on 127.0.0.1:{port} (Web UI {url})")
+        return port, url
 
     def _start_temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
         argv = [
