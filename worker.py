@@ -46,6 +46,7 @@ from scaling.components.loop_metrics import HISTOGRAM_BUCKETS as COMPONENT_BUCKE
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.all import WORKFLOWS
 from workflows.arguments import MessageArguments
+from workflows.sandbox import workflow_runner
 
 log = logging.getLogger("growth.worker")
 # A burst keeps hundreds of NodeRequests waiting for their nodes at once. Those waits are async
@@ -246,6 +247,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             sticky_queue_schedule_to_start_timeout=STICKY_QUEUE_TIMEOUT,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            workflow_runner=workflow_runner(),
         )
         stop = stop or asyncio.Event()
         health_address = enabled_address(settings.observability.health_address)

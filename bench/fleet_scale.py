@@ -43,6 +43,7 @@ from starters.fleet import find_instance, register_listed
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 AIM_P99_S = 10.0
 TEMPORAL = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "temporal"
@@ -197,6 +198,7 @@ async def run(clusters: int, prefill: int, burst: int, units: int) -> dict[str, 
             # every cluster, the region and its index shards stay cached: an evicted region replays
             # its whole history on its next task
             max_cached_workflows=2 * clusters + 200,
+            workflow_runner=workflow_runner(),
         ):
             t0 = time.monotonic()
             handle = await client.start_workflow(

@@ -85,7 +85,7 @@ def start_dev_server(temporal_cli_path: str, **extra: Any) -> Awaitable[Workflow
 # run for 30-170 s each. xdist hands files out in collection order (`--no-loadscope-reorder` in
 # the Makefile; its default orders files by their number of tests, which put these last): they
 # go first, so none is left running alone while the other workers idle at the end.
-LONG_FIRST = ("tests/e2e/", "tests/workflows/fleet/test_autoscaler.py", "tests/workflows/fleet/test_scenario.py")
+LONG_FIRST = ("tests/e2e/", "tests/workflows/fleet/test_autoscaler.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -21,6 +21,7 @@ from tests.e2e.conftest import TemporalServer
 from tests.polling import until
 from worker import Health, metrics_runtime, run_worker
 from workflows.all import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 
 def get(url: str) -> tuple[int, str]:
@@ -73,7 +74,7 @@ async def test_metrics_and_probes_while_the_worker_polls(
 
 async def test_readiness_is_false_until_the_worker_polls(temporal_server: TemporalServer) -> None:
     client = await temporal_server.client()
-    worker = Worker(client, task_queue="never-started", workflows=WORKFLOWS)
+    worker = Worker(client, task_queue="never-started", workflows=WORKFLOWS, workflow_runner=workflow_runner())
     ok, why = await Health(client, worker).ready()
     assert not ok and "not polling" in why
 

@@ -57,6 +57,7 @@ from worker import worker_interceptors
 from workflows.all import WORKFLOWS
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.sandbox import workflow_runner
 
 PER_SOURCE = 20  # objects drawn from the CRD's schema, and as many with garbage at typed fields
 
@@ -133,6 +134,7 @@ async def test_autoscalers_through_one_running_loop_end_as_conditions_naming_the
         workflows=WORKFLOWS,
         activities=world.activities(),
         interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
     ):
         settings = ComponentAutoscalerSettings(
             namespace="ns", name="tas", scan_interval_s=3600, iterations_per_run=1000
@@ -222,6 +224,7 @@ async def test_node_groups_through_one_running_loop_end_as_problems_naming_the_f
         workflows=WORKFLOWS,
         activities=[*base, observe_cluster],
         interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
     ):
         settings = AutoscalerSettings(cluster=cluster, scan_interval_s=3600, machine_gc=False, iterations_per_run=1000)
         handle = await env.client.start_workflow(

@@ -63,6 +63,7 @@ from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.request import NodeRequestWorkflow
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
+from workflows.sandbox import workflow_runner
 
 ANSWER_S = 30
 HUGE = "x" * (MAX_UPDATE_BYTES + 1)
@@ -118,6 +119,7 @@ async def test_a_node_loops_updates_refuse_garbage_naming_the_field_and_it_keeps
         workflows=WORKFLOWS,
         activities=World().activities(),
         interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
     ):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
@@ -238,7 +240,14 @@ def node_worker(env: WorkflowEnvironment, world: World, tq: str) -> Worker:
     acts = world.activities()
     names = {activity._Definition.must_from_callable(a).name for a in acts}
     acts += [a for a in Cloud().activities() if activity._Definition.must_from_callable(a).name not in names]
-    return Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=acts, interceptors=worker_interceptors())
+    return Worker(
+        env.client,
+        task_queue=tq,
+        workflows=WORKFLOWS,
+        activities=acts,
+        interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
+    )
 
 
 async def test_node_requests_and_the_collector_drop_garbage_and_go_on(env: WorkflowEnvironment) -> None:
@@ -313,6 +322,7 @@ async def test_a_region_and_its_index_drop_garbage_and_go_on(env: WorkflowEnviro
         workflows=WORKFLOWS,
         activities=FleetWorld().activities(),
         interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
     ):
         config = load_fleet_config_text(CONFIG).without_clusters()
         region = await env.client.start_workflow(
@@ -351,6 +361,7 @@ async def test_a_component_autoscalers_updates_refuse_garbage_naming_the_field(e
         workflows=WORKFLOWS,
         activities=world.activities(),
         interceptors=worker_interceptors(),
+        workflow_runner=workflow_runner(),
     ):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,

@@ -29,6 +29,7 @@ from starters.cli import MISSING, REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.polling import until
 from workflows.nodes.autoscaler import autoscaler_id
+from workflows.sandbox import workflow_runner
 from workflows.search import CLUSTER, PHASE
 
 
@@ -189,7 +190,9 @@ async def test_request_approvals_decisions_and_cancel_with_batch_and_member_ids(
         ],
     )
     started = []
-    async with Worker(client, task_queue=tq, workflows=[StandInBatch, StandInRequest, StandInLoop]):
+    async with Worker(
+        client, task_queue=tq, workflows=[StandInBatch, StandInRequest, StandInLoop], workflow_runner=workflow_runner()
+    ):
         try:
             for wf, arg, wf_id in (
                 (StandInBatch.run, batch, batch_id),

@@ -18,10 +18,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from tests.conftest import SERVER_STARTUP
+from workflows.sandbox import workflow_runner
 
 
 def new_replayer(workflows: Sequence[type]) -> Replayer:
-    return Replayer(workflows=workflows, data_converter=pydantic_data_converter, debug_mode=True)
+    return Replayer(
+        workflows=workflows, data_converter=pydantic_data_converter, debug_mode=True, workflow_runner=workflow_runner()
+    )
 
 
 def committed(path: Path) -> WorkflowHistory:

@@ -29,6 +29,7 @@ from workflows.activity_options import ActivityOptions
 from workflows.components.activity_options import COMPONENT_ACTIVITIES
 from workflows.fleet.activity_options import FLEET_ACTIVITIES
 from workflows.nodes.activity_options import NODE_ACTIVITIES
+from workflows.sandbox import workflow_runner
 
 # A decision (a local activity) takes its options where the workflow calls it, not from the table.
 TABLES = [
@@ -122,6 +123,7 @@ def make_worker(env: WorkflowEnvironment, tq: str, interceptors: list) -> Worker
         max_heartbeat_throttle_interval=timedelta(seconds=0.5),
         default_heartbeat_throttle_interval=timedelta(seconds=0.5),
         graceful_shutdown_timeout=timedelta(seconds=30),
+        workflow_runner=workflow_runner(),
     )
 
 

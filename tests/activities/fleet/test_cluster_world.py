@@ -32,6 +32,7 @@ from tests.conftest import start_dev_server
 from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
+from workflows.sandbox import workflow_runner
 
 UNITS_PER_NODE = 0.5
 FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_install_s=0.3)
@@ -76,7 +77,7 @@ async def world(
     agents = AgentFleet(ocm.addon_installations, units_per_node={"standard": UNITS_PER_NODE}, interval_s=0.5, scan_s=0.2).start()  # fmt: skip
     tq = tq or f"fleet-world-{uuid.uuid4().hex[:6]}"
     try:
-        async with Worker(env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=build_activities(settings)):  # fmt: skip
+        async with Worker(env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=build_activities(settings), workflow_runner=workflow_runner()):  # fmt: skip
             yield tq, agents
     finally:
         agents.stop()

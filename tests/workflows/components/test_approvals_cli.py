@@ -20,6 +20,7 @@ from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import tikv_spec
 from workflows.components.autoscaler import workflow_id
 from workflows.components.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 
 async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -> None:
@@ -32,7 +33,9 @@ async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -
     async def cli(*argv: str) -> str:
         return await invoke(client, settings, ["components", "-n", "ns", name, *argv])
 
-    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         try:
             await cli("start", "--scan-interval", "1", "--approve-group-create", "--use-search-attributes")
             deadline = asyncio.get_running_loop().time() + 60

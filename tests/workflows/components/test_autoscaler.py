@@ -30,6 +30,7 @@ from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.replayer import new_replayer
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 from workflows.components.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 CPU_RULE = {"max_threshold": 0.8, "min_threshold": 0.2}
 SCAN_S = 30
@@ -106,7 +107,9 @@ async def autoscaler(
 ) -> AsyncIterator[WorkflowHandle]:
     tq = task_queue or f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace=world.namespace, name=world.name, scan_interval_s=30, **kw)
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(settings=settings),
@@ -314,7 +317,9 @@ async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: Workf
     world.autos["auto-x"] = _auto("auto-x", replicas=1)
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30)
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(settings=settings),

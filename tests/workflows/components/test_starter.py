@@ -15,6 +15,7 @@ from tests.cli import growth
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from workflows.components.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 
 async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
@@ -30,7 +31,9 @@ async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
     async def cli(*argv: str) -> str:
         return await invoke(env.client, settings, ["components", "-n", "ns", name, *argv])
 
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         out = await cli("start", "--scan-interval", "30")
         assert out.startswith(f"started ComponentAutoscaler components/ns/{name}")
         assert "already running" in await cli("start")

@@ -18,6 +18,7 @@ from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import report, rounds_past, skip, tikv_spec
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 
 async def test_worker_killed_between_creating_a_group_and_recording_it(env: WorkflowEnvironment) -> None:
@@ -27,7 +28,12 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     handle = None
     # No workflow cache: the second worker replays the history, as a new process would.
     async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), max_cached_workflows=0
+        env.client,
+        task_queue=tq,
+        workflows=WORKFLOWS,
+        activities=world.activities(),
+        max_cached_workflows=0,
+        workflow_runner=workflow_runner(),
     ):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
@@ -40,7 +46,12 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     assert world.objects_created and len(world.autos) == 1
     try:
         async with Worker(
-            env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), max_cached_workflows=0
+            env.client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            activities=world.activities(),
+            max_cached_workflows=0,
+            workflow_runner=workflow_runner(),
         ):
             await skip(env, 30)
             await until(lambda: "auto" in str((world.last_status().get("tikv") or {}).keys()))

@@ -32,6 +32,7 @@ from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, creat
 from tests.workflows.release_histories import HISTORIES, save
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 REGION_HISTORY = HISTORIES / "0.2.0" / "fleet_FleetAutoscaler_registered.json"
 # The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run: beside it.
@@ -46,7 +47,13 @@ async def record(out: Path) -> None:
         dev_server_existing_path=str(TEMPORAL), data_converter=pydantic_data_converter, dev_server_log_level="error"
     ) as env:
         tq = f"fleet-{uuid.uuid4().hex[:6]}"
-        async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+        async with Worker(
+            env.client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            activities=FleetWorld().activities(),
+            workflow_runner=workflow_runner(),
+        ):
             config = load_fleet_config_text(CONFIG)
             handle = await env.client.start_workflow(
                 FleetAutoscalerWorkflow.run,

@@ -20,6 +20,7 @@ from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 
 async def test_cli_approves_and_denies_cluster_creation(search_env: WorkflowEnvironment, tmp_path) -> None:
@@ -45,7 +46,9 @@ async def test_cli_approves_and_denies_cluster_creation(search_env: WorkflowEnvi
 
     world = FleetWorld()
     clusters: list[str] = []
-    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         try:
             await cli(
                 "start", "--fleet-config", str(cfg), "--interval", "1", "--cluster-timeouts", '{"poll_s": 1}',

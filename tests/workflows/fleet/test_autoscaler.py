@@ -27,6 +27,7 @@ from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 CONFIG = """
 supported_providers:
@@ -81,7 +82,9 @@ async def region(
     """A worker, the region's loop, and a fake agent for every cluster that waits for one."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
     wid = f"fleet/aws/test-{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(settings=s, config=load_fleet_config_text(CONFIG), state=state),

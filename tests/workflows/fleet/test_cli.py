@@ -23,6 +23,7 @@ from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG, _terminate_all, run_input
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 REGION_FLAGS = ["--provider", "aws", "--region", "us-east-1"]
 
@@ -70,7 +71,9 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         return await invoke(client, settings, ["fleet", *flags, *argv])
 
     world = FleetWorld()
-    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         out = await cli("start", "--fleet-config", str(cfg), "--interval", "1", "--cluster-timeouts", '{"poll_s": 1}')
         assert out.startswith(f"started FleetAutoscaler fleet/aws/{region}")
         assert "already running" in await cli("start", "--fleet-config", str(cfg))

@@ -30,6 +30,7 @@ from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, StubCluster
 from tests.workflows.release_histories import HISTORIES, save
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
+from workflows.sandbox import workflow_runner
 
 TERRAFORMING = [
     contracts.CREATE_MACHINE_POOL,
@@ -85,7 +86,12 @@ async def running(
 ) -> AsyncIterator[WorkflowHandle]:
     tq = tq or f"fleet-{uuid.uuid4().hex[:6]}"
     async with Worker(
-        env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities(), **worker_options
+        env.client,
+        task_queue=tq,
+        workflows=[DataPlaneClusterWorkflow],
+        activities=world.activities(),
+        **worker_options,
+        workflow_runner=workflow_runner(),
     ):
         handle = await env.client.start_workflow(
             DataPlaneClusterWorkflow.run, inp, id=contracts.cluster_workflow_id(inp.cluster_id), task_queue=tq
@@ -274,6 +280,7 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
         workflows=[DataPlaneClusterWorkflow],
         activities=world.activities(),
         max_cached_workflows=0,
+        workflow_runner=workflow_runner(),
     ):
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())

@@ -38,6 +38,7 @@ from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, se
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
 from workflows.fleet.registry import WORKFLOWS
+from workflows.sandbox import workflow_runner
 
 CONFIG = """
 supported_providers:
@@ -109,7 +110,9 @@ async def region(
     config = load_fleet_config_text(CONFIG)
     listed = [c.cluster_id for c in config.clusters]
     await terminate_clusters(env.client, listed)  # the ids are fixed: no run of an earlier test may answer for them
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(

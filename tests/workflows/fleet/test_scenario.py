@@ -1,9 +1,10 @@
-"""The fleet demo scenario's driver on the dev server, with the stub OCM and fake agents:
-a burst is placed on new clusters, withdrawn, and the region settles without flapping."""
+"""The fleet demo scenario's driver on the dev server, with the stub OCM: a refusal reaches the
+user, the demo region's size, and when the region counts as settled. The burst itself is run
+twice elsewhere: with exact counts by the loop's own test (test_autoscaler.py, the burst test)
+and through the real worker by the demo (tests/e2e/test_fleet_e2e.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -13,66 +14,16 @@ from temporalio.worker import Worker
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
 from scaling.fleet.evaluation import TypeEvaluation
-from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase, ClusterRecord
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, RegionStatus
 from scaling.fleet.scale_down import RemovalDecision, RemovalReason
 from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
 from starters.scenarios.fleet import SteadyState, demo_fleet_config, demo_region_limit, run_fleet_burst
-from tests.workflows.fleet.stubs import FleetWorld, stop_agents
-from tests.workflows.fleet.test_autoscaler import _terminate_all, fake_agents
+from tests.workflows.fleet.stubs import FleetWorld
+from tests.workflows.fleet.test_autoscaler import _terminate_all
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.registry import WORKFLOWS
-
-
-async def test_fleet_burst_summary(dev_env: WorkflowEnvironment) -> None:
-    client = dev_env.client
-    region = f"scenario-{uuid.uuid4().hex[:6]}"
-    tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
-    world = FleetWorld()
-    settings = FleetAutoscalerSettings(
-        provider="aws",
-        region=region,
-        scan_interval_s=1.0,
-        recheck_delay_s=2.0,
-        cluster_timeouts=ClusterTimeouts(poll_s=0.2),
-    )
-    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
-        handle = await client.start_workflow(
-            FleetAutoscalerWorkflow.run,
-            FleetAutoscalerInput(settings=settings, config=load_fleet_config_text(demo_fleet_config(region=region))),
-            id=contracts.autoscaler_workflow_id("aws", region),
-            task_queue=tq,
-        )
-        agents = asyncio.create_task(fake_agents(client, handle))
-
-        async def live() -> int:
-            return len(world.live_clusters())
-
-        try:
-            summary = await run_fleet_burst(
-                client, "aws", region, instances=25, ocm_live_clusters=live, timeout_s=240, say=lambda _: None
-            )
-        finally:
-            await stop_agents(agents)
-            await _terminate_all(client, handle)
-
-    assert summary["scenario"] == "fleet" and summary["instances_placed"] == 25
-    # 25 one-unit instances on 10-unit clusters: three clusters; the burst's extra ones go away.
-    assert summary["clusters_created"] == 3
-    assert summary["clusters_final"] == 1 and summary["clusters_deleted"] == 2
-    assert summary["flaps"] == 0 and summary["ocm_clusters_leaked"] == 0
-    assert summary["phases_seen"] == [
-        "cluster_accepted",
-        "cluster_provisioning",
-        "cluster_provisioned",
-        "waiting_for_kas_fleetshard_operator",
-        "ready",
-        "deprovisioning",
-        "cleanup",
-        "deleted",
-    ]
-    assert summary["seconds_to_all_placed"] > 0
+from workflows.sandbox import workflow_runner
 
 
 async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment) -> None:
@@ -82,7 +33,13 @@ async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment
     tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
     settings = FleetAutoscalerSettings(provider="aws", region=region, scan_interval_s=1.0)
     config = load_fleet_config_text(demo_fleet_config(region=region, limit=3))
-    async with Worker(client, task_queue=tq, workflows=WORKFLOWS, activities=FleetWorld().activities()):
+    async with Worker(
+        client,
+        task_queue=tq,
+        workflows=WORKFLOWS,
+        activities=FleetWorld().activities(),
+        workflow_runner=workflow_runner(),
+    ):
         handle = await client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(settings=settings, config=config),

@@ -23,6 +23,7 @@ from scaling.nodes.state import AutoscalerInput, NodeAutoscalerState
 from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.sandbox import workflow_runner
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -46,7 +47,13 @@ TASK_QUEUE = f"tq-{uuid.uuid4().hex[:6]}"
 
 
 async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEnvironment) -> None:
-    async with Worker(env.client, task_queue=TASK_QUEUE, workflows=WORKFLOWS, activities=World().activities()):
+    async with Worker(
+        env.client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=World().activities(),
+        workflow_runner=workflow_runner(),
+    ):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         state = carried_state(cluster)
         (request,) = state.in_flight.values()
@@ -78,7 +85,13 @@ async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEn
 
 
 async def test_scale_down_report_in_the_first_activation_is_applied(env: WorkflowEnvironment) -> None:
-    async with Worker(env.client, task_queue=TASK_QUEUE, workflows=WORKFLOWS, activities=World().activities()):
+    async with Worker(
+        env.client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=World().activities(),
+        workflow_runner=workflow_runner(),
+    ):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         state = carried_state(cluster)
         final = state.scale_downs["n1"].model_copy(update={"phase": ScaleDownPhase.REMOVED})
@@ -103,7 +116,13 @@ async def test_resume_in_the_first_activation_is_applied(env: WorkflowEnvironmen
     """A paused loop resumed right at the boundary runs: the resume is not overwritten by the
     carried paused=True."""
     world = World(hold_readiness=True)
-    async with Worker(env.client, task_queue=TASK_QUEUE, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client,
+        task_queue=TASK_QUEUE,
+        workflows=WORKFLOWS,
+        activities=world.activities(),
+        workflow_runner=workflow_runner(),
+    ):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,

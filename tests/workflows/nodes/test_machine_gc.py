@@ -28,6 +28,7 @@ from workflows.nodes.machine_gc import (
     MachineGCWorkflow,
     machine_gc_id,
 )
+from workflows.sandbox import workflow_runner
 
 OLD = 0.0  # created at the epoch: far older than any grace period
 YOUNG = 1e12  # created in the far future: never past the grace period
@@ -112,7 +113,13 @@ async def gc(env: WorkflowEnvironment):
 
     async def _start(cloud: Cloud, **settings: object) -> WorkflowHandle:
         tq = f"gc-{uuid.uuid4().hex[:6]}"
-        worker = Worker(env.client, task_queue=tq, workflows=[MachineGCWorkflow], activities=cloud.activities())
+        worker = Worker(
+            env.client,
+            task_queue=tq,
+            workflows=[MachineGCWorkflow],
+            activities=cloud.activities(),
+            workflow_runner=workflow_runner(),
+        )
         await worker.__aenter__()
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(

@@ -24,6 +24,7 @@ from tests.workflows.polling import eventually
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
+from workflows.sandbox import workflow_runner
 
 
 async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new(env: WorkflowEnvironment) -> None:
@@ -31,7 +32,9 @@ async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new
     cluster = f"c{uuid.uuid4().hex[:6]}"
     cloud = Cloud()
     activities = World().activities() + [a for a in cloud.activities() if a.__name__ != "delete_node"]
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities, workflow_runner=workflow_runner()
+    ):
         settings = AutoscalerSettings(
             cluster=cluster, scan_interval_s=30, iterations_per_run=1, machine_gc_interval_s=45, machine_gc_grace_s=120
         )
@@ -66,7 +69,13 @@ async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new
 async def test_machine_gc_can_be_switched_off(env: WorkflowEnvironment) -> None:
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     cluster = f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=World().activities()):
+    async with Worker(
+        env.client,
+        task_queue=tq,
+        workflows=WORKFLOWS,
+        activities=World().activities(),
+        workflow_runner=workflow_runner(),
+    ):
         auto = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False)),
@@ -94,7 +103,9 @@ async def test_a_loop_that_fails_ends_its_machine_gc(env: WorkflowEnvironment) -
 
     activities = [a for a in World().activities() if a.__name__ not in ("observe_cluster", "delete_node")]
     activities += [observe_cluster, *Cloud().activities()]
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities, workflow_runner=workflow_runner()
+    ):
         auto = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30)),

@@ -40,6 +40,7 @@ from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 
@@ -66,7 +67,9 @@ GENERAL = NodeGroup(
 
 async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[WorkflowHandle, Worker]:
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    worker = Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities())
+    worker = Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    )
     await worker.__aenter__()
     cluster = f"c{uuid.uuid4().hex[:6]}"
     handle = await env.client.start_workflow(

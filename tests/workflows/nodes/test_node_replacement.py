@@ -45,6 +45,7 @@ from tests.workflows.replayer import assert_replay, committed, record_again
 from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
+from workflows.sandbox import workflow_runner
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
 
@@ -245,7 +246,15 @@ if __name__ == "__main__":
 
         async def make(w: ReplaceWorld) -> tuple[str, list]:
             tq = f"tq-{uuid.uuid4().hex[:6]}"
-            workers.append(Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=w.activities()))
+            workers.append(
+                Worker(
+                    env.client,
+                    task_queue=tq,
+                    workflows=WORKFLOWS,
+                    activities=w.activities(),
+                    workflow_runner=workflow_runner(),
+                )
+            )
             await workers[-1].__aenter__()
             return tq, []
 

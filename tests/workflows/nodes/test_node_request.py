@@ -20,6 +20,7 @@ from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request import NodeRequestWorkflow
+from workflows.sandbox import workflow_runner
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 
@@ -104,7 +105,13 @@ async def test_cancel_during_provisioning_removes_the_node(env: WorkflowEnvironm
     world = World(hold_readiness=True)
     inp = request(pools("kwok-cx22"))
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=[NodeRequestWorkflow], activities=world.activities()):
+    async with Worker(
+        env.client,
+        task_queue=tq,
+        workflows=[NodeRequestWorkflow],
+        activities=world.activities(),
+        workflow_runner=workflow_runner(),
+    ):
         handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
         # Wait (by query, not by sleeping) until the request is Provisioning.
         for _ in range(200):
@@ -149,7 +156,13 @@ async def test_provider_error_keeps_the_actionable_outer_message(env: WorkflowEn
     stubs = [a for a in world.activities() if a.__temporal_activity_definition.name != contracts.CREATE_NODE]
     inp = request(pools("kwok-cx22", "kwok-cx32"))
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=[NodeRequestWorkflow], activities=[create_node, *stubs]):
+    async with Worker(
+        env.client,
+        task_queue=tq,
+        workflows=[NodeRequestWorkflow],
+        activities=[create_node, *stubs],
+        workflow_runner=workflow_runner(),
+    ):
         handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
         status = await handle.result()
     assert status.phase == RequestPhase.UNMET
@@ -196,7 +209,11 @@ async def test_a_request_reports_to_its_loop_from_its_first_attempt_on(env: Work
     burst, a third of the signals the loop took)."""
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     async with Worker(
-        env.client, task_queue=tq, workflows=[NodeRequestWorkflow, ReportRecorder], activities=World().activities()
+        env.client,
+        task_queue=tq,
+        workflows=[NodeRequestWorkflow, ReportRecorder],
+        activities=World().activities(),
+        workflow_runner=workflow_runner(),
     ):
         loop = await env.client.start_workflow(ReportRecorder.run, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=tq)
         inp = request(pools("kwok-cx22"), parent_workflow_id=loop.id)

@@ -31,6 +31,7 @@ from tests.polling import query_until
 from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
+from workflows.sandbox import workflow_runner
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 HISTORY = HISTORIES / "node_request_batch.json"
@@ -114,6 +115,7 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
         workflows=[NodeRequestBatchWorkflow],
         activities=world.activities(),
         max_cached_workflows=0,
+        workflow_runner=workflow_runner(),
     ):
         handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
         await world.crashed.wait()
@@ -125,6 +127,7 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
         workflows=[NodeRequestBatchWorkflow],
         activities=world.activities(),
         max_cached_workflows=0,
+        workflow_runner=workflow_runner(),
     ):
         status = await handle.result()
     assert phases(status) == [RequestPhase.READY] * 3
@@ -268,6 +271,7 @@ async def test_members_reports_reach_the_loop_in_a_few_signals_in_order(env: Wor
         task_queue=queue,
         workflows=[NodeRequestBatchWorkflow, BatchReportRecorder],
         activities=World().activities(),
+        workflow_runner=workflow_runner(),
     ):
         loop = await env.client.start_workflow(
             BatchReportRecorder.run, n, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=queue

@@ -47,6 +47,7 @@ from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
+from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 GROUP = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)])
@@ -193,7 +194,13 @@ async def worker(env: WorkflowEnvironment):
 
     async def _make(world: DownWorld) -> tuple[str, list[WorkflowHandle]]:
         tq = f"tq-{uuid.uuid4().hex[:6]}"
-        w = Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities())
+        w = Worker(
+            env.client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            activities=world.activities(),
+            workflow_runner=workflow_runner(),
+        )
         await w.__aenter__()
         handles: list[WorkflowHandle] = []
         made.append((w, handles))

@@ -20,6 +20,7 @@ from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 GROUP = NodeGroup(
@@ -47,7 +48,9 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     cluster = f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities()):
+    async with Worker(
+        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    ):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(
