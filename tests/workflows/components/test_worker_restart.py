@@ -26,7 +26,7 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30, activity_timeout_s=20)
     handle = None
-    # No workflow cache: the second worker replays the history, as a new process would.
+    # No workflow cache: no sticky queue holds the run's next task for a worker that is gone.
     async with Worker(
         env.client,
         task_queue=tq,
@@ -45,12 +45,13 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     # The first worker is gone; the object exists but the workflow never heard of it.
     assert world.objects_created and len(world.autos) == 1
     try:
+        # A new worker starts with an empty cache: it replays the history once, as a new process
+        # would (with none, every later task replayed the whole history again).
         async with Worker(
             env.client,
             task_queue=tq,
             workflows=WORKFLOWS,
             activities=world.activities(),
-            max_cached_workflows=0,
             workflow_runner=workflow_runner(),
         ):
             await skip(env, 30)

@@ -258,8 +258,8 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
 ) -> None:
     """The worker stops mid-terraforming, either while the workflow waits on a durable timer
     (four steps done) or while an activity is in flight whose effect OCM already applied (the
-    pool exists, the answer never came). A new worker replays the history (no workflow cache, as
-    a new process would), retries only what never answered, and the lifecycle completes."""
+    pool exists, the answer never came). A new worker replays the history (its cache starts empty, as
+    a new process's does), retries only what never answered, and the lifecycle completes."""
     in_flight = stopped_in == "a machine-pool call"
     world = FleetWorld(hold_addons=not in_flight, hang_after_pool_created=in_flight)
     inp = cluster_input()
@@ -279,7 +279,6 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
         task_queue=tq,
         workflows=[DataPlaneClusterWorkflow],
         activities=world.activities(),
-        max_cached_workflows=0,
         workflow_runner=workflow_runner(),
     ):
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))

@@ -105,7 +105,7 @@ async def test_a_lost_create_answer_is_retried_and_finds_its_machine(env: Workfl
 
 async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: WorkflowEnvironment) -> None:
     """Member 1's create made its machine, then the worker died before answering. Another
-    worker (no cache: it replays the history) retries that create under the same key."""
+    worker (a new one: it replays the history) retries that create under the same key."""
     inp = batch(3)
     world = World(crash_after_create={member_id(inp.id, 1)})
     queue = tq()
@@ -126,7 +126,6 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
         task_queue=queue,
         workflows=[NodeRequestBatchWorkflow],
         activities=world.activities(),
-        max_cached_workflows=0,
         workflow_runner=workflow_runner(),
     ):
         status = await handle.result()
