@@ -84,6 +84,7 @@ from scaling.nodes.scale_up.money import (
 )
 from scaling.nodes.scale_up.packing import Bin, Budget, Item, pack_apart
 from scaling.nodes.scale_up.pod_affinity import split_by_pod_affinity
+from scaling.nodes.scale_up.scoring_order import follow_scoring
 from scaling.nodes.scale_up.topology import base_key, reachable_domains, share_key, share_out
 
 Catalogue = Mapping[tuple[str, str], ServerType]
@@ -709,4 +710,12 @@ def plan_demand(
                 msg = "node limits reached: " + ("; ".join(limits) or "no pool may add nodes")
             plan.problems.extend(_problems(s, reason, msg))
     plan.new_nodes = within_price_caps(plan.new_nodes, price_caps, catalogue)
+    plan.new_nodes, waiting = follow_scoring(
+        plan.new_nodes,
+        {s.key: s.src for s in shapes if s.src is not None},
+        claims,
+        {d.key: d.node_selector for d in demand.shapes},
+        frozenset(together),
+    )
+    plan.problems.extend(waiting)
     return plan
