@@ -578,6 +578,14 @@ def plan_demand(
     plan.pods_covered, plan.covered_in_flight = _covered_in_flight(
         shapes, in_flight, group_by_name, catalogue, demand.daemonsets, claims
     )
+    # Pods of a zone spread's shares that in-flight nodes were made for, per domain: the skew
+    # the scheduler sees counts them once those nodes run (follow_scoring).
+    in_flight_domains: dict[str, Counter[str]] = defaultdict(Counter)
+    for s in shapes:
+        if s.taken and s.src is not None and s.src.topology_spreads and s.key != base_key(s.key):
+            domain = s.node_selector.get(s.src.topology_spreads[0].key)
+            if domain is not None:
+                in_flight_domains[base_key(s.key)][domain] += s.taken * s.together
 
     # c. match shapes to groups: labels and taints pick the group, every other filter the pools
     per_group: dict[str, list[_Shape]] = defaultdict(list)
@@ -716,6 +724,7 @@ def plan_demand(
         claims,
         {d.key: d.node_selector for d in demand.shapes},
         frozenset(together),
+        in_flight_domains,
     )
     plan.problems.extend(waiting)
     return plan

@@ -73,24 +73,27 @@ def follow_scoring(
     claims: Mapping[str, Mapping[str, NodeInfo]],
     pinned: Mapping[str, Mapping[str, str]],
     fixed: frozenset[str] = frozenset(),
+    elsewhere: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[list[PlannedNode], list[PodProblem]]:
     """`nodes` without those the scheduler's scoring would leave empty, their pods counted where
     it puts them. `shapes`: the planned shapes by key; `claims`: group -> pool -> the pool's next
     node; `pinned`: base shape key -> the node selector it had before a domain's share pinned
     it; `fixed`: shapes whose pods stay on the nodes the packer gave them (a self-affine group
-    on one node)."""
+    on one node); `elsewhere`: base shape key -> domain -> its pods in-flight nodes were made
+    for (a zone spread's skew counts them)."""
+    elsewhere = elsewhere or {}
     if not nodes or len(nodes) > MAX_NODES or sum(sum(n.pods.values()) for n in nodes) > MAX_PODS:
         return list(nodes), []
     if any(k not in shapes for n in nodes for k in n.pods):
         return list(nodes), []  # a shape the caller did not pass: nothing to play
     out, problems = list(nodes), []
     for order in ORDERS:
-        sims, kinds, moving = _setup(out, shapes, claims, pinned, fixed)
+        sims, kinds, moving = _setup(out, shapes, claims, pinned, fixed, elsewhere)
         if not any(k.free_key or k.admitted < len(sims) for k in moving):
             # Every pod may go on every node: which node each gets is the packer's choice of
             # types and tiers, and in the cluster the order the nodes turn Ready decides.
             break
-        _play(sims, moving, order)
+        _play(sims, moving, order, elsewhere)
         if not all(sim.pods for sim in sims):
             out, waiting = _rewrite(out, sims, kinds, shapes, claims)
             problems += waiting
@@ -103,6 +106,7 @@ def _setup(
     claims: Mapping[str, Mapping[str, NodeInfo]],
     pinned: Mapping[str, Mapping[str, str]],
     fixed: frozenset[str],
+    elsewhere: Mapping[str, Mapping[str, int]],
 ) -> tuple[list[_Node], dict[str, _Kind], list[_Kind]]:
     """The plan's nodes, empty but for the fixed shapes' pods; the shapes that move, with their choice."""
     sims = [_node(i, claims[n.group][n.pool]) for i, n in enumerate(nodes)]
@@ -123,12 +127,12 @@ def _setup(
     for k in moving:
         # Choice: pods without rules about other pods before those with them, then by how
         # many nodes admit them.
-        k.admitted = sum(1 for sim in sims if _admits(k, sim, sims))
+        k.admitted = sum(1 for sim in sims if _admits(k, sim, sims, elsewhere))
         k.rank = k.admitted - (len(sims) + 1) * bool(k.free_key or k.shape.scheduling)
     return sims, kinds, moving
 
 
-def _play(sims: Sequence[_Node], moving: list[_Kind], order: str) -> None:
+def _play(sims: Sequence[_Node], moving: list[_Kind], order: str, elsewhere: Mapping[str, Mapping[str, int]]) -> None:
     """The scheduler's placement of the moving shapes' pods, shapes in `order`."""
     if order.startswith("shuffled"):
         random.Random(order).shuffle(moving)
@@ -141,7 +145,7 @@ def _play(sims: Sequence[_Node], moving: list[_Kind], order: str) -> None:
         placed = 0
         for k in moving:
             while k.count > 0:
-                best = _best(k, sims)
+                best = _best(k, sims, elsewhere)
                 if best is None:
                     break
                 _place(k, best, 1)
@@ -163,22 +167,23 @@ def _node(i: int, claim: NodeInfo) -> _Node:
 
 
 def _free_key(s: PodShape, pinned: Mapping[str, Mapping[str, str]]) -> str | None:
-    """The key a share of a shape whose pods repel each other on it was pinned on: the scheduler
-    puts its pod in any domain without one (a zone spread's share keeps its domain: the skew
-    counts pods the play does not see, such as those in-flight nodes were made for)."""
+    """The key a domain's share was pinned on (a zone spread's, or a shape's whose pods repel
+    each other on the key): the scheduler puts its pods in any domain the rule allows."""
     before = pinned.get(base_key(s.key))
-    if before is None or s.key == base_key(s.key) or s.scheduling is None or s.scheduling.affinity is None:
+    if before is None or s.key == base_key(s.key):
         return None
-    added = [k for k in s.node_selector if k not in before and k in s.scheduling.affinity.self_anti]
+    anti = s.scheduling.affinity.self_anti if s.scheduling and s.scheduling.affinity else ()
+    spread = {t.key for t in s.topology_spreads}
+    added = [k for k in s.node_selector if k not in before and (k in anti or k in spread)]
     return added[0] if len(added) == 1 else None
 
 
-def _admits(k: _Kind, sim: _Node, sims: Sequence[_Node]) -> bool:
+def _admits(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> bool:
     """Every modelled filter but room admits one more pod of `k` on `sim` now."""
     s = k.shape
     if k.free_key is not None:
         selector = {key: v for key, v in s.node_selector.items() if key != k.free_key}
-        if not _domain_open(k, sim, sims):
+        if not _domain_open(k, sim, sims, elsewhere):
             return False
         pod = s.model_copy(update={"node_selector": selector})
     else:
@@ -197,22 +202,40 @@ def _admits(k: _Kind, sim: _Node, sims: Sequence[_Node]) -> bool:
     return not any(base_key(other) in conflicts and n > 0 for other, n in sim.pods.items())
 
 
-def _domain_open(k: _Kind, sim: _Node, sims: Sequence[_Node]) -> bool:
-    """A share of a shape whose pods repel each other on its key takes any domain where the play
-    put none of them yet (pods running there are the filters' to count)."""
+def _domain_open(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> bool:
+    """A domain's share takes any domain its rule allows: one pod per domain for a shape whose
+    pods repel each other on the key (pods running there are the filters' to count); for a zone
+    spread, the skew over the running pods, those in-flight nodes were made for (`elsewhere`)
+    and the family's pods in the play."""
     key = k.free_key
     assert key is not None
     domain = sim.view.labels.get(key)
+    if domain is None:
+        return False
     family = base_key(k.shape.key)
-    return domain is not None and not any(
-        n > 0 and base_key(o) == family
-        for other in sims
-        if other.view.labels.get(key) == domain
-        for o, n in other.pods.items()
-    )
+    placed: Counter[str] = Counter()
+    for other in sims:
+        d = other.view.labels.get(key)
+        if d is not None:
+            placed[d] += sum(n for o, n in other.pods.items() if base_key(o) == family)
+    spreads = [t for t in k.shape.topology_spreads if t.key == key]
+    if not spreads:
+        return placed[domain] == 0
+    t = spreads[0]
+    counts = Counter(k.shape.domain_counts[0] if k.shape.domain_counts else {})
+    counts.update(elsewhere.get(family, {}))
+    for other in sims:
+        counts[other.view.labels.get(key, "")] += 0  # every planned node's domain is one the pod may use
+    del counts[""]
+    if t.counts_self:
+        counts.update(placed)
+    least = min(counts.values(), default=0)
+    if t.min_domains is not None and len(counts) < t.min_domains:
+        least = 0  # fewer domains than minDomains: the scheduler's global minimum is 0
+    return counts[domain] + (1 if t.counts_self else 0) - least <= t.max_skew
 
 
-def _best(k: _Kind, sims: Sequence[_Node]) -> _Node | None:
+def _best(k: _Kind, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> _Node | None:
     req = vec(k.shape.requests)
     best: tuple[int, _Node] | None = None
     for sim in sims:
@@ -220,7 +243,7 @@ def _best(k: _Kind, sims: Sequence[_Node]) -> _Node | None:
             continue
         if any(sim.extended[name] < q for name, q in k.shape.requests.extended):
             continue
-        if not _admits(k, sim, sims):
+        if not _admits(k, sim, sims, elsewhere):
             continue
         score = resource_score((sim.used[0] + req[0], sim.used[1] + req[1]), sim.alloc)
         if best is None or score > best[0]:

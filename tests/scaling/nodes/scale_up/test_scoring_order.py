@@ -62,3 +62,12 @@ def test_a_plan_whose_every_node_the_scheduler_uses_is_kept() -> None:
     p = plan(("plain", 3, 1500))
     assert bought(p) == ["kwok-cx22-kwok-a", "kwok-cx32-kwok-a"]
     assert sorted(sum(n.pods.values()) for n in p.new_nodes) == [1, 2]
+
+
+def test_a_zone_spread_pod_goes_to_the_roomy_node_its_skew_allows() -> None:
+    """Differential seed 29 again: one pod of a zone spread (maxSkew 1, minDomains 3) is shared
+    to zone a, but with fewer domains than minDomains any zone takes one, and the scheduler puts
+    it on the half-empty gpu1 in zone c."""
+    p = plan(("gpu", 1, 250), ("spread", 1, 250), ("zone-follow", 1, 500))
+    assert bought(p) == ["kwok-gpu1-kwok-c"]
+    assert sum(p.new_nodes[0].pods.values()) == 3
