@@ -9,7 +9,8 @@ worker's shutdown waits on the eviction. A loop test under load once hung in its
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 
 import pytest
 from temporalio.client import Client
@@ -45,3 +46,13 @@ async def stop_worker(worker: Worker, timeout_s: float = SHUTDOWN_S) -> None:
             "a workflow it holds could not be evicted (a workflow task failed as a potential deadlock?)",
             pytrace=False,
         )
+
+
+@asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[Worker]:
+    """`async with Worker(...)` whose exit is stop_worker's: bounded."""
+    await worker.__aenter__()
+    try:
+        yield worker
+    finally:
+        await stop_worker(worker)
