@@ -60,9 +60,12 @@ def consolidate_command(cluster: str) -> Call:
         down = ScaleDownActivities(
             clusters, known_providers=providers.keys(), node_groups_file=settings.node_groups_file, providers=providers
         )
-        obs = await asyncio.to_thread(down.observe_scale_down, cluster)
-        used = {p.provider for g in obs.groups for p in g.pools}
-        catalogue = [t for name in sorted(used) if name in providers for t in await providers[name].server_types()]
+        try:
+            obs = await asyncio.to_thread(down.observe_scale_down, cluster)
+            used = {p.provider for g in obs.groups for p in g.pools}
+            catalogue = [t for name in sorted(used) if name in providers for t in await providers[name].server_types()]
+        finally:
+            clusters.close()  # the observation's informers: one read, not a watch for the process's life
         return consolidation_now(obs, catalogue, time.time())
 
     return Call(run=run, table=format_consolidation)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -90,3 +90,24 @@ LONG_FIRST = ("tests/e2e/", "tests/workflows/fleet/test_autoscaler.py")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: order kept within
+
+
+@pytest.fixture(autouse=True)
+def _stop_informers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Stop every informer the test started. Activities built on a bare ApiClient make a
+    ClusterClients of their own that no test closes: each left its informers retrying a stopped
+    sim for the rest of the session (137 threads over four files of tests/activities/nodes), CPU
+    and GIL the loops of later tests in that pytest worker then lacked."""
+    from activities.kube.informer import Informer
+
+    started: list[Informer] = []
+    start = Informer.start
+
+    def tracked(self: Informer) -> Informer:
+        started.append(self)
+        return start(self)
+
+    monkeypatch.setattr(Informer, "start", tracked)
+    yield
+    for informer in started:
+        informer.stop()

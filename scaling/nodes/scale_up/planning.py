@@ -84,6 +84,7 @@ from scaling.nodes.scale_up.money import (
 )
 from scaling.nodes.scale_up.packing import Bin, Budget, Item, pack_apart
 from scaling.nodes.scale_up.pod_affinity import split_by_pod_affinity
+from scaling.nodes.scale_up.scoring_order import follow_scoring
 from scaling.nodes.scale_up.topology import base_key, reachable_domains, share_key, share_out
 
 Catalogue = Mapping[tuple[str, str], ServerType]
@@ -577,6 +578,14 @@ def plan_demand(
     plan.pods_covered, plan.covered_in_flight = _covered_in_flight(
         shapes, in_flight, group_by_name, catalogue, demand.daemonsets, claims
     )
+    # Pods of a zone spread's shares that in-flight nodes were made for, per domain: the skew
+    # the scheduler sees counts them once those nodes run (follow_scoring).
+    in_flight_domains: dict[str, Counter[str]] = defaultdict(Counter)
+    for s in shapes:
+        if s.taken and s.src is not None and s.src.topology_spreads and s.key != base_key(s.key):
+            domain = s.node_selector.get(s.src.topology_spreads[0].key)
+            if domain is not None:
+                in_flight_domains[base_key(s.key)][domain] += s.taken * s.together
 
     # c. match shapes to groups: labels and taints pick the group, every other filter the pools
     per_group: dict[str, list[_Shape]] = defaultdict(list)
@@ -709,4 +718,13 @@ def plan_demand(
                 msg = "node limits reached: " + ("; ".join(limits) or "no pool may add nodes")
             plan.problems.extend(_problems(s, reason, msg))
     plan.new_nodes = within_price_caps(plan.new_nodes, price_caps, catalogue)
+    plan.new_nodes, waiting = follow_scoring(
+        plan.new_nodes,
+        {s.key: s.src for s in shapes if s.src is not None},
+        claims,
+        {d.key: d.node_selector for d in demand.shapes},
+        frozenset(together),
+        in_flight_domains,
+    )
+    plan.problems.extend(waiting)
     return plan

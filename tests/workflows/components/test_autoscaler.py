@@ -26,6 +26,7 @@ from scaling.components.state import (
     PinRequest,
 )
 from tests.polling import until
+from tests.workflows.cleanup import running
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.replayer import new_replayer
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
@@ -107,8 +108,14 @@ async def autoscaler(
 ) -> AsyncIterator[WorkflowHandle]:
     tq = task_queue or f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace=world.namespace, name=world.name, scan_interval_s=30, **kw)
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    async with running(
+        Worker(
+            env.client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            activities=world.activities(),
+            workflow_runner=workflow_runner(),
+        )
     ):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,

@@ -23,6 +23,7 @@ from scaling.fleet.lifecycle import ClusterTimeouts
 from scaling.fleet.models import ClusterPhase
 from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, FleetAutoscalerState, RegionStatus
 from tests.polling import query_until, until
+from tests.workflows.cleanup import running
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
@@ -82,8 +83,14 @@ async def region(
     """A worker, the region's loop, and a fake agent for every cluster that waits for one."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
     wid = f"fleet/aws/test-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
+    async with running(
+        Worker(
+            env.client,
+            task_queue=tq,
+            workflows=WORKFLOWS,
+            activities=world.activities(),
+            workflow_runner=workflow_runner(),
+        )
     ):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,

@@ -13,7 +13,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -21,6 +20,7 @@ from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
 from tests.polling import query_until, until
+from tests.workflows.cleanup import stop_worker, terminate_runs
 from workflows.nodes.machine_gc import (
     MachineGCInput,
     MachineGCSettings,
@@ -133,11 +133,8 @@ async def gc(env: WorkflowEnvironment):
 
     yield _start
     for handle, worker in started:
-        try:
-            await handle.terminate()
-        except RPCError:
-            pass
-        await worker.__aexit__(None, None, None)
+        await terminate_runs(env.client, [handle.id])
+        await stop_worker(worker)
 
 
 async def test_deletes_only_old_machines_without_node_or_live_request(gc) -> None:  # noqa: ANN001

@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -36,6 +35,7 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from starters.autoscaler import format_status
 from tests.polling import until
+from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
 from workflows.all import WORKFLOWS
@@ -111,17 +111,14 @@ async def running(env: WorkflowEnvironment):
         return h
 
     yield _start
-    # Leave nothing running: an abandoned child with a pending activity would stop the
-    # time-skipping server from skipping time for every later test.
+    # Leave nothing running: the loop and every request or batch it started, those that created
+    # nothing too (a batch whose first task failed under load held its worker's shutdown).
     for h, w, world in started:
         world.hold_readiness = False
-        await h.terminate()
-        for workflow_id in {split_request_id(c.request_id)[0] for c in world.created}:  # requests, batches
-            try:
-                await env.client.get_workflow_handle(workflow_id).terminate()
-            except RPCError:
-                pass  # already closed
-        await w.__aexit__(None, None, None)
+        created = {split_request_id(c.request_id)[0] for c in world.created}  # requests, batches
+        await terminate_runs(env.client, [h.id, *created], under=f"{h.id}/")
+        await stop_worker(w)
+        await terminate_runs(env.client, under=f"{h.id}/")  # any its last activities started meanwhile
 
 
 async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001

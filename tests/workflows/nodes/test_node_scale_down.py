@@ -13,7 +13,6 @@ import pytest
 from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -43,6 +42,7 @@ from scaling.nodes.scale_down.evaluation import check_node_removal, evaluate_sca
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
+from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
@@ -208,12 +208,8 @@ async def worker(env: WorkflowEnvironment):
 
     yield _make
     for w, handles in made:
-        for h in handles:
-            try:
-                await h.terminate()
-            except RPCError:
-                pass
-        await w.__aexit__(None, None, None)
+        await terminate_runs(env.client, [h.id for h in handles])
+        await stop_worker(w)
 
 
 async def run_child(env: WorkflowEnvironment, tq: str, inp: NodeScaleDownInput) -> WorkflowHandle:
