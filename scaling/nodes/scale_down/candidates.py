@@ -32,8 +32,7 @@ operator on the nodes that remain.
 from __future__ import annotations
 
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
-from scaling.kube.models import NodeInfo, PodInfo
-from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
     billing_hold,
@@ -47,6 +46,7 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
+from scaling.nodes.scale_down.landing import about_to_land, awaiting_scheduler, successor_held
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
@@ -63,7 +63,6 @@ from scaling.text import when
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
 UNREADY_TIME = "UnreadyTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
-REPLACING = "ReplacementInProgress"
 
 
 def plan_scale_down(
@@ -87,6 +86,8 @@ def plan_scale_down(
     pods = without_long_terminating(pods, now)
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
+    observed = {n.name for n in nodes}
+    waiting = awaiting_scheduler(pods)
     plan = ScaleDownPlan()
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
     spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
@@ -107,12 +108,10 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
-        if (replaces := node.labels.get(LABEL_REPLACES)) and replaces in in_progress:
+        if held := successor_held(node, in_progress, observed):
             # The successor of a node being replaced: empty until that node's pods arrive.
             dec.state = NodeState.BLOCKED
-            dec.reasons = [
-                Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
-            ]
+            dec.reasons = [held]
             continue
         gs = group_settings(node, by_group, settings)
         candidate.group, candidate.now = by_group.get(dec.group or ""), now
@@ -162,6 +161,10 @@ def plan_scale_down(
                 method = m
                 break
             blockers = blockers or held
+        if method is not None and method.require_empty and not method.replaces:
+            # Tainted as soon as selected: not while the scheduler is about to bind pods to it.
+            landing = about_to_land(node, used.get(node.name, Resources()), waiting)
+            method, blockers = (None, [landing]) if landing else (method, blockers)
         if method is None:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
