@@ -4,7 +4,9 @@ and --scenarios takes keys or patterns and refuses a name that matches nothing."
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -35,6 +37,7 @@ def test_main_exits_1_naming_the_failed_scenarios_and_keeps_the_json_lines(monke
         return chaos.summary([outcome("a/fault-free"), outcome("a/kill", ["a violation"])])
 
     monkeypatch.setattr(chaos, "amain", run)
+    monkeypatch.setattr(chaos, "runtime", SimpleNamespace(run=asyncio.run))  # no process-wide Temporal runtime
     with pytest.raises(SystemExit) as exited:
         chaos.main(["--scenarios", "rep-kill-cordon"])
     assert exited.value.code == 1
