@@ -55,6 +55,25 @@ def about_to_land(node: NodeInfo, used: Resources, waiting: list[PodInfo]) -> Bl
     return None
 
 
+def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], used: dict[str, Resources]) -> dict[str, str]:
+    """Where the scheduler is about to put ``waiting`` (pod key -> node), first fit over ``nodes`` in
+    name order, largest pods first, from the room ``used`` leaves; a pod that fits none is left out
+    (the scale-up planner's once judged). A replacement plans its node's pods on what is left: else it
+    counts a node those pods are about to fill as room (Karpenter's scheduling simulation for a
+    disruption takes the pending pods first, pkg/controllers/disruption/helpers.go SimulateScheduling)."""
+    room = {n.name: n.allocatable - used.get(n.name, Resources()) for n in nodes}
+    order = sorted(waiting, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))
+    out: dict[str, str] = {}
+    for pod in order:
+        need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
+        for node in sorted(nodes, key=lambda n: n.name):
+            if need.fits_in(room[node.name]) and can_land(pod, node):
+                room[node.name] = room[node.name] - need
+                out[pod_key(pod)] = node.name
+                break
+    return out
+
+
 def successor_held(node: NodeInfo, in_progress: set[str], observed: set[str]) -> Blocker | None:
     """A replacement's successor is held while the node it replaces is being removed or is still
     seen: until then its pods have not arrived, and it is the only place they have to go."""
