@@ -124,6 +124,7 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "rep-kill-cordon": ("node-replacement", ["kill-worker-during-cordon"]),
     "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
     "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),
+    "rep-slow-scheduler": ("node-replacement", ["slow-scheduler"]),
     "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
     "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),
     "hz-429-storm": ("hetzner-burst", ["hetzner-429-storm"]),
