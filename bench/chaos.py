@@ -17,7 +17,8 @@ and prints one JSON line per scenario: the faults injected (or skipped, with why
 violations (each named) and the recovery per fault: from the fault's end to the moment every
 activity that was in progress when it struck has completed (the work it stalled moves again),
 or, when all of those completed before the fault ended, to the loop's next completed activity. The last line is JSON over all
-scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`.
+scenarios: `scenarios`, `faults_injected`, `invariant_violations` (a count), `recovery_p99_s`,
+`failed` (the scenarios that failed).
 
 Faults are pluggable steps (FAULTS): SIGKILL or SIGTERM of the worker running a chosen activity
 (observe_cluster, start_node_requests, create_node, a readiness wait), Temporal server kill and
@@ -36,13 +37,18 @@ watched states) are in bench/chaos_replacement.py, the Hetzner burst's in bench/
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
 
-python -m bench.chaos [--scenarios node-burst,...] [--pause-s 60] [--pods 24]
+It exits 1, naming them on stderr (the summary's `failed`), when a scenario reports a violation
+or an injected fault with no recovery measured.
+
+python -m bench.chaos [--scenarios 'rep-*,sd-kill-drain'] [--pause-s 60] [--pods 24]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -118,6 +124,7 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "rep-kill-cordon": ("node-replacement", ["kill-worker-during-cordon"]),
     "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
     "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),
+    "rep-slow-scheduler": ("node-replacement", ["slow-scheduler"]),
     "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
     "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),
     "hz-429-storm": ("hetzner-burst", ["hetzner-429-storm"]),
@@ -139,6 +146,15 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
 }
 
 
+def failed_scenarios(outcomes: list[Outcome]) -> list[str]:
+    """The scenarios that fail `make chaos` (it exits 1 naming them): one with an invariant
+    violation (a fault that never struck is one), or an injected fault with no recovery measured
+    (its run ended before the harness could judge it)."""
+    return [
+        o.scenario for o in outcomes if o.violations or any(not f.skipped and f.recovery_s is None for f in o.faults)
+    ]
+
+
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     recoveries = [f.recovery_s for o in outcomes for f in o.faults if f.recovery_s is not None]
     return {
@@ -147,7 +163,18 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "invariant_violations": sum(len(o.violations) for o in outcomes),
         "recovery_p99_s": percentile(recoveries, 0.99) if recoveries else None,
         "recovery_max_s": max(recoveries, default=None),
+        "failed": failed_scenarios(outcomes),
     }
+
+
+def chosen_schedules(spec: str) -> list[str]:
+    """The schedules a --scenarios value names, in SCHEDULES' order: keys or shell-style patterns
+    (`rep-*`), comma-separated; a name that matches none is refused, naming it."""
+    patterns = [p.strip() for p in spec.split(",") if p.strip()]
+    unknown = [p for p in patterns if not fnmatch.filter(SCHEDULES, p)]
+    if unknown or not patterns:
+        raise argparse.ArgumentTypeError(f"--scenarios: no schedule matches {', '.join(unknown) or repr(spec)}")
+    return [key for key in SCHEDULES if any(fnmatch.fnmatchcase(key, p) for p in patterns)]
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,7 +182,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="growth-chaos-"))
     expected: dict[str, Any] = {}
     outcomes: list[Outcome] = []
-    chosen = [SCHEDULES[key] for key in args.scenarios.split(",")]
+    chosen = [SCHEDULES[key] for key in args.scenarios]
     for loop in dict.fromkeys(loop for loop, _ in chosen):
         for names in [[], *(names for lp, names in chosen if lp == loop)]:
             o = await run_scenario(base, loop, names, args.pods, expected)
@@ -166,11 +193,21 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.chaos", description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", default=",".join(SCHEDULES), help=f"of: {', '.join(SCHEDULES)}")
+    parser.add_argument(
+        "--scenarios",
+        type=chosen_schedules,
+        default=list(SCHEDULES),
+        help="schedules to run, comma-separated keys or patterns (e.g. 'rep-*,sd-*'; each loop's "
+        f"fault-free run comes first) of: {', '.join(SCHEDULES)}",
+    )
     parser.add_argument("--pods", type=int, default=24)
     parser.add_argument("--pause-s", type=float, default=60.0, help="how long the API server hangs")
     args = parser.parse_args(argv)
-    print(json.dumps(runtime.run(amain(args))), flush=True)
+    result = runtime.run(amain(args))
+    print(json.dumps(result), flush=True)
+    if result["failed"]:
+        print(f"make chaos: {len(result['failed'])} scenario(s) failed: {', '.join(result['failed'])}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ unanswered (a request hold of `/sim/v1/faults`: the successor's create, the old 
 PATCH once its mark went through, the old node's DELETE), or the successor's readiness wait,
 which lasts the sim's node-ready delay, is caught running, or the API server hangs from the
 moment the old node shows cordoned (a drain step). The worker running that step is SIGKILLed
-and replaced.
+and replaced. One more schedule kills nothing: the sim's scheduler binds pods only every 8 s
+(slow_scheduler), so the evicted pods wait unbound after their node is gone.
 
 The invariants are read from what the API server showed, never from the workflows' reports:
 one watch on the nodes and one on the workload's pods from before the drift, merged in the
@@ -333,6 +334,22 @@ def old_nodes(stack: Stack) -> str:
     return rf"^/api/v1/nodes/({'|'.join(names)})$"
 
 
+def slow_scheduler(interval_s: float = 8.0) -> Fault:
+    """The sim's scheduler binds pending pods every ``interval_s`` from before the drift (as
+    kube-scheduler's backoff does under load): each replacement's evicted pods are recreated and stay
+    unbound for seconds after their node is deleted. A loop that evaluates then saw the successor
+    empty and tainted it as an Empty node, and the next replacement counted it as room and bought no
+    successor (growth on main did both, in 2 runs of 2)."""
+
+    async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
+        async with httpx.AsyncClient(verify=False, timeout=10) as http:
+            settings = {"scheduler_interval": interval_s}
+            (await http.post(f"{stack.sim_url}/sim/v1/settings", json=settings)).raise_for_status()
+        rec.started = rec.ended = time.time()  # a condition the whole run holds, not a moment
+
+    return inject
+
+
 REPLACEMENT_FAULTS: dict[str, Fault] = {
     "kill-worker-during-successor-create": kill_worker_during_held(
         CREATE_NODE, "POST", lambda stack: r"^/api/v1/nodes$"
@@ -344,6 +361,7 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
         DRAIN, hold_api_from=node_cordoned, match=in_replacement
     ),
     "kill-worker-during-old-node-delete": kill_worker_during_held(DELETE_NODE, "DELETE", old_nodes),
+    "slow-scheduler": slow_scheduler(),
 }
 
 

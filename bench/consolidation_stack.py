@@ -172,6 +172,13 @@ class Sampler:
     def last(self) -> Seen:
         return self.samples[-1]
 
+    async def latest(self) -> Seen:
+        """The last sample, once there is one (the first list can outlast the first steps under load:
+        a run at load average 26 found none at the annotation step)."""
+        while not self.samples:
+            await asyncio.sleep(0.05)
+        return self.samples[-1]
+
 
 # -- what the histories recorded ------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -491,14 +498,14 @@ async def run_day(
             before = 0.0
             for k, want in enumerate(plan):
                 if k == len(plan) - NIGHT_STEPS:
-                    before = price(sampler.last)  # what the day left, before the night's consolidation
+                    before = price(await sampler.latest())  # what the day left, before the night's consolidation
                 for app, n in want.items():
                     if k == 0 or plan[k - 1][app] != n:
                         await asyncio.to_thread(
                             apps.patch_namespaced_deployment_scale, app, NAMESPACE, {"spec": {"replicas": n}}
                         )
                 if k == ANNOTATE_STEP:
-                    await asyncio.to_thread(annotate_busiest, stack.api, sampler.last)
+                    await asyncio.to_thread(annotate_busiest, stack.api, await sampler.latest())
                 await asyncio.sleep(step_s)  # the compressed day's clock
             desired = plan[-1] | {PINNED[0]: PINNED[3]}
             churned = time.monotonic()

@@ -15,6 +15,7 @@ from scaling.kube.models import (
     PodInfo,
     Taint,
 )
+from scaling.nodes.disruption.refusals import RefusedConsolidation
 from scaling.nodes.models import (
     NodeGroup,
     PlannedNode,
@@ -256,6 +257,8 @@ class ScaleDownEvaluationInput(BaseModel):
     fresh: dict[str, str] = Field(default_factory=dict)  # as ObserveInput.fresh
     # The digest of the candidates the workflow holds: the same ones are not sent again.
     candidates_digest: str = ""
+    # Consolidations found not worth it: their nodes stay out of consolidation while nothing changed.
+    refused: list[RefusedConsolidation] = Field(default_factory=list)
 
 
 class RemovalTarget(BaseModel):
@@ -293,6 +296,7 @@ class ScaleDownEvaluation(BaseModel):
     candidates_unchanged: bool = False
     candidates_digest: str = ""
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
+    refusals_ended: list[str] = Field(default_factory=list)  # of refused: the nodes whose refusal no longer holds
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0
     # Until when (epoch seconds) the same cluster and input give this evaluation again; None: it
@@ -409,6 +413,7 @@ class ReplacementPlan(BaseModel):
     price_before: float | None = None
     price_after: float = 0.0
     refused: str = ""  # a multi-node consolidation that found nothing worth doing: why (nothing is bought)
+    cluster_digest: str = ""  # what it read (scaling.nodes.disruption.refusals.cluster_digest)
 
 
 class OrphanObservation(BaseModel):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo
 from scaling.nodes.disruption.orchestration import is_replacement_id
+from scaling.nodes.disruption.refusals import NOT_WORTH_IT, RefusedConsolidation, remember
 from scaling.nodes.gc.orphans import Orphan
 from scaling.nodes.models import (
     LABEL_REQUEST,
@@ -118,6 +119,9 @@ class NodeAutoscalerState(BaseModel):
     blocked_by_reason: dict[str, int] = Field(default_factory=dict)  # finished children
     protected_nodes: list[str] = Field(default_factory=list)
     orphans: list[Orphan] = Field(default_factory=list)
+    # Consolidations found not worth it, each with what its plan read: held while nothing changed
+    # (scaling.nodes.disruption.refusals; at most REFUSALS_KEPT).
+    refused_consolidations: list[RefusedConsolidation] = Field(default_factory=list)
 
 
 class AutoscalerInput(BaseModel):
@@ -223,8 +227,9 @@ def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus)
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 
-def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus) -> None:
-    """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored)."""
+def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus, now: float = 0.0) -> None:
+    """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored); a
+    consolidation found not worth it is remembered with what its plan read, at ``now``."""
     if not update.final:
         state.scale_downs[update.node] = update
         return
@@ -242,6 +247,9 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
         ):
             return
     state.scale_downs.pop(update.node, None)
+    if update.reason == NOT_WORTH_IT and update.cluster_digest:
+        refusal = RefusedConsolidation(node=update.node, digest=update.cluster_digest, at=now, message=update.message)
+        state.refused_consolidations = remember(state.refused_consolidations, refusal)
     phase = update.phase.value
     state.scale_down_by_phase[phase] = state.scale_down_by_phase.get(phase, 0) + 1
     if update.reason and update.phase != ScaleDownPhase.REMOVED:

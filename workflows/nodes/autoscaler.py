@@ -204,7 +204,7 @@ class NodeAutoscalerWorkflow:
 
     @workflow.signal
     def scale_down_changed(self, update: ScaleDownStatus) -> None:
-        record_scale_down_update(self.state, update)
+        record_scale_down_update(self.state, update, workflow.now().timestamp())
         if update.final:
             self.wake = True
 

@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
     from scaling.nodes.disruption.orchestration import (
         ALREADY_REMOVING,
-        NOT_WORTH_IT,
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
         NodeReplacementInput,
@@ -35,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         removal_of,
         successor_inputs,
     )
+    from scaling.nodes.disruption.refusals import NOT_WORTH_IT
     from scaling.nodes.disruption.replacement import saving_refused
     from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_down.methods import method_for
@@ -113,6 +113,8 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             )
 
         if plan.refused:
+            # A refusal carries what the plan read: the loop does not ask again while the cluster shows the same.
+            self.status.cluster_digest = plan.cluster_digest
             self.nodes = [removal.node, *(o.node for o in inp.others)]  # every candidate's timer starts again
             return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"nodes kept: {plan.refused}")
         if inp.others:
@@ -120,6 +122,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
 
         min_saving = method_for(removal.kind).min_saving
         if min_saving is not None and (refused := saving_refused(plan, min_saving)) is not None:
+            self.status.cluster_digest = plan.cluster_digest
             return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
 
         wid = workflow.info().workflow_id

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from scaling.nodes.disruption.events import newly_blocked
     from scaling.nodes.disruption.orchestration import NodeReplacementInput, command_nodes, replacement_id
+    from scaling.nodes.disruption.refusals import forget
     from scaling.nodes.gc.orphans import Orphan, OrphanSearchInput, provider_of
     from scaling.nodes.models import LABEL_GROUP
     from scaling.nodes.scale_down.evaluation import apply_unneeded, reuse_key, reuse_of, stands
@@ -103,6 +104,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         settings=loop_settings(settings),
         fresh=state.resource_versions,
         candidates_digest=state.candidates_digest,
+        refused=state.refused_consolidations,
     )
     key = reuse_key(inp)
     if stands(state.scale_down_reuse, view, key, now):
@@ -112,6 +114,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
     ev = await evaluate(inp)
     state.scale_down_reuse = reuse_of(ev, key)
     state.unneeded_since = apply_unneeded(state.unneeded_since, ev, now)
+    state.refused_consolidations = forget(state.refused_consolidations, ev.refusals_ended)
     state.scale_down_evaluated_at = now
     before = dict(state.candidates)
     record_candidates(state, None if ev.candidates_unchanged else ev.candidates, ev.candidates_by_state)

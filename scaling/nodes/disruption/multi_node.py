@@ -32,6 +32,7 @@ from scaling.kube.drain import pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
+from scaling.nodes.disruption.refusals import cluster_digest
 from scaling.nodes.disruption.replacement import plan_for_nodes, plan_replacement
 from scaling.nodes.models import LABEL_GROUP, ServerType
 from scaling.nodes.scale_down.checks import pool_for
@@ -168,9 +169,12 @@ def plan_for_input(
     obs: ScaleDownObservation, catalogue: list[ServerType], inp: ReplacementPlanInput
 ) -> ReplacementPlan:
     """plan_replacement's answer: a multi-node consolidation's command when the input names other
-    candidates, else the successors of the one node."""
+    candidates, else the successors of the one node; with the digest of what it read (a refusal holds
+    while the cluster shows the same: scaling.nodes.disruption.refusals)."""
     if inp.others:
-        return plan_consolidation(
+        plan = plan_consolidation(
             obs, catalogue, [inp.node, *inp.others], set(inp.leaving), inp.now, MIN_SAVING, inp.allowed
         )
-    return plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
+    else:
+        plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
+    return plan.model_copy(update={"cluster_digest": cluster_digest(obs.nodes, obs.pods)})

@@ -14,7 +14,6 @@ from scaling.nodes.scale_up.requests import NodeRequestInput
 
 REPLACEMENT_FAILED = "ReplacementFailed"
 REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
-NOT_WORTH_IT = "ConsolidationNotWorthIt"
 ALREADY_REMOVING = "AlreadyBeingRemoved"
 
 

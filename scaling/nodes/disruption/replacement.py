@@ -9,14 +9,15 @@ keeps serving, and the reason is reported.
 
 from __future__ import annotations
 
-from scaling.kube.drain import marked_for_deletion, pods_to_evict, without_long_terminating
+from scaling.kube.drain import marked_for_deletion, pod_key, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ServerType
-from scaling.nodes.scale_down.checks import needs_room, pool_for
+from scaling.nodes.scale_down.checks import needs_room, pool_for, used_by_node
+from scaling.nodes.scale_down.landing import awaiting_scheduler, nominated
 from scaling.nodes.scale_up.approvals import approval_gates
 from scaling.nodes.scale_up.planning import plan_scale_up
 
@@ -53,6 +54,17 @@ def plan_for_nodes(
     # Another replacement's successors are room for that node's pods, not for these.
     others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n) and not taken(n, leaving)]
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
+    # Pods the scheduler is about to bind (a replacement just before this one evicted them) take their
+    # room first: the empty successor they are meant for is no room for this node's pods.
+    waiting = awaiting_scheduler(pods)
+    if landing := nominated(waiting, others, used_by_node(staying)):
+        bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
+        taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
+        others = [
+            n.model_copy(update={"requested": n.requested + taken_by[n.name]}) if n.name in taken_by else n
+            for n in others
+        ]
+        staying += bound
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
     known = [price_of(t, groups, prices) for t in targets]

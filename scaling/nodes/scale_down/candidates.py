@@ -32,8 +32,14 @@ operator on the nodes that remain.
 from __future__ import annotations
 
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
-from scaling.kube.models import NodeInfo, PodInfo
-from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.disruption.refusals import (
+    RefusedConsolidation,
+    cluster_digest,
+    expiry,
+    refusal_blocker,
+    standing_refusals,
+)
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.checks import (
     billing_hold,
@@ -47,7 +53,9 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
+from scaling.nodes.scale_down.landing import about_to_land, awaiting_scheduler, successor_held
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
+from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
     NodeDecision,
@@ -63,7 +71,6 @@ from scaling.text import when
 UNNEEDED_TIME = "UnneededTimeNotElapsed"
 UNREADY_TIME = "UnreadyTimeNotElapsed"
 DELAY_AFTER_ADD = "ScaleDownDelayAfterAdd"
-REPLACING = "ReplacementInProgress"
 
 
 def plan_scale_down(
@@ -78,16 +85,23 @@ def plan_scale_down(
     protected: set[str],
     in_progress: set[str],
     settings: ScaleDownLoopSettings | None = None,
+    refused: list[RefusedConsolidation] | None = None,
 ) -> ScaleDownPlan:
-    """One scale-down evaluation: a state per node and the nodes to start removing now."""
+    """One scale-down evaluation: a state per node and the nodes to start removing now. ``refused``:
+    consolidations found not worth it, whose nodes consolidation leaves alone while nothing changed."""
     settings = settings or ScaleDownLoopSettings()
+    standing, ended = (
+        standing_refusals(refused, cluster_digest(nodes, pods), now, {n.name for n in nodes}) if refused else ({}, [])
+    )
     kinds = frozenset(settings.replicated_kinds)
     by_group = {g.name: g for g in groups}
     used = used_by_node(pods)  # what targets hold, long-terminating pods included
     pods = without_long_terminating(pods, now)
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
-    plan = ScaleDownPlan()
+    observed = {n.name for n in nodes}
+    waiting = awaiting_scheduler(pods)
+    plan = ScaleDownPlan(refusals_ended=ended)
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
     spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
 
@@ -107,12 +121,10 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
-        if (replaces := node.labels.get(LABEL_REPLACES)) and replaces in in_progress:
+        if held := successor_held(node, in_progress, observed):
             # The successor of a node being replaced: empty until that node's pods arrive.
             dec.state = NodeState.BLOCKED
-            dec.reasons = [
-                Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
-            ]
+            dec.reasons = [held]
             continue
         gs = group_settings(node, by_group, settings)
         candidate.group, candidate.now = by_group.get(dec.group or ""), now
@@ -126,6 +138,9 @@ def plan_scale_down(
             continue
         if not qualified:
             dec.state = NodeState.UTILIZED
+            if node.name in standing:  # not worth it when last asked, and nothing changed since
+                dec.reasons, dec.removable_at = [refusal_blocker(standing[node.name])], expiry(standing[node.name])
+                continue
             if spare_for_consolidation(node, mine, gs, pdbs, storage, targets, used, protected, kinds):
                 # Karpenter's multi-node consolidation considers every node, not only underused ones:
                 # its timer runs as an unneeded node's, and once out it may join a command.
@@ -162,6 +177,13 @@ def plan_scale_down(
                 method = m
                 break
             blockers = blockers or held
+        if method is not None and method.require_empty and not method.replaces:
+            # Tainted as soon as selected: not while the scheduler is about to bind pods to it.
+            landing = about_to_land(node, used.get(node.name, Resources()), waiting)
+            method, blockers = (None, [landing]) if landing else (method, blockers)
+        if method is CONSOLIDATED and node.name in standing:
+            method, blockers = None, [refusal_blocker(standing[node.name])]
+            dec.removable_at = expiry(standing[node.name])
         if method is None:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
@@ -224,4 +246,5 @@ def plan_from_input(inp: ScaleDownInput) -> ScaleDownPlan:
         set(inp.protected),
         set(inp.in_progress),
         inp.settings,
+        inp.refused,
     )

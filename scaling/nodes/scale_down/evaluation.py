@@ -186,6 +186,7 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> S
             protected=inp.protected,
             in_progress=inp.in_progress,
             settings=inp.settings,
+            refused=inp.refused,
         )
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
@@ -200,6 +201,7 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> S
         candidates_by_state=by_state,
         candidates_digest=candidates_digest(candidates, by_state, inp.in_progress),
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
+        refusals_ended=plan.refusals_ended,
         nodes=len(obs.nodes),
         pods=len(obs.pods),
         stable_until=stable_until(plan, obs, inp.now),

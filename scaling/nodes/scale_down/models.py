@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from scaling.kube.drain import REPLICATED_KINDS, Blocker, PdbInfo, pod_key
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.disruption.refusals import RefusedConsolidation
 from scaling.nodes.models import NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.storage import LonghornState
 
@@ -89,6 +90,7 @@ class ScaleDownPlan(BaseModel):
     # one NodeReplacement plans which of them go together.
     consolidation: list[NodeRemoval] = Field(default_factory=list)
     consolidation_allowed: int = 0  # how many of them may go together (the group's budget)
+    refusals_ended: list[str] = Field(default_factory=list)  # nodes whose NotWorthIt no longer holds
 
 
 class ScaleDownInput(BaseModel):
@@ -105,6 +107,7 @@ class ScaleDownInput(BaseModel):
     protected: list[str] = Field(default_factory=list)
     in_progress: list[str] = Field(default_factory=list)
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+    refused: list[RefusedConsolidation] = Field(default_factory=list)
 
 
 class FitResult(BaseModel):

@@ -66,6 +66,9 @@ class ScaleDownStatus(BaseModel):
     evictions_refused: int = 0
     provider_delete_failures: int = 0
     last_error: str = ""
+    # A NotWorthIt consolidation's: the digest of what its plan read (scaling.nodes.disruption.refusals);
+    # the loop keeps the node out of consolidation while the cluster shows the same.
+    cluster_digest: str = ""
 
     @property
     def final(self) -> bool:

@@ -28,12 +28,12 @@ from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
 from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.disruption.orchestration import (
     ALREADY_REMOVING,
-    NOT_WORTH_IT,
     REPLACEMENT_FAILED,
     REPLACEMENT_UNPLANNED,
     NodeReplacementInput,
     successor_id,
 )
+from scaling.nodes.disruption.refusals import NOT_WORTH_IT, cluster_digest
 from scaling.nodes.models import LABEL_POOL, ApprovalPolicy, NodeGroup, PoolSpec
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
@@ -313,6 +313,8 @@ async def test_consolidation_that_saves_too_little_buys_nothing(env: WorkflowEnv
     result = await consolidate(env, tq)
     assert result.phase == ScaleDownPhase.CANCELLED and result.reason == NOT_WORTH_IT, result.message
     assert w.created == [] and not any(c == "mark" for c, _ in w.calls)
+    # What the plan read goes back with the refusal: the loop asks again only once it changed.
+    assert result.cluster_digest == cluster_digest(w.plan_obs.nodes, w.plan_obs.pods) != ""
 
 
 # --- multi-node consolidation: N nodes replaced by one successor ---------------------------------

@@ -356,10 +356,8 @@ async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: W
     """Multi-node consolidation through the loop: three cpx31 at 51 % (utilized: Cluster Autoscaler keeps
     them, and no pod fits another node) become one cx42 (0.0273/h against 3 x 0.0228/h). The loop hands
     them to one NodeReplacement, which makes the cx42 Ready, then drains and deletes each of them."""
-    from scaling.kube.models import Resources
     from scaling.nodes.disruption.models import ConsolidationPolicy
-    from scaling.nodes.models import LABEL_POOL, ScaleDownSettings
-    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+    from scaling.nodes.models import ScaleDownSettings
 
     g = NodeGroup(
         name="g",
@@ -370,22 +368,7 @@ async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: W
         scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
     )
     names = ("a", "b", "c")
-    nodes = [
-        node(n).model_copy(
-            update={
-                "labels": {**node(n).labels, LABEL_POOL: "kwok-cpx31"},
-                "allocatable": Resources(cpu_m=3920, memory=6 << 30, pods=110),
-                "requested": Resources(cpu_m=2000, memory=1 << 27, pods=1),
-            }
-        )
-        for n in names
-    ]
-    pods = [p for n in names for p in busy(n, cpu=2000)]
-    world = ReplaceWorld(
-        plan_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
-        down_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
-    )
-    world.observation = ClusterObservation(nodes=nodes, groups=[g])
+    world = half_full_cpx31(names, g)
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
     handles.append(env.client.get_workflow_handle(f"{h.id}/replace/a"))
@@ -404,3 +387,61 @@ async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: W
     assert [c.pool.server_type for c in world.created] == ["cx42"]
     assert [p.nodes for p in world.plans] == [["a", "b", "c"]]  # one command, planned once
     assert {r.node for r in status.recent_scale_downs if r.phase.value == "Removed"} >= set(names)
+
+
+async def test_a_consolidation_not_worth_it_is_not_proposed_again_while_nothing_changed(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    """Two cpx31 at 51 % in a group of cpx31 only: no successor holds both, and one of their own type
+    saves nothing, so the command ends ConsolidationNotWorthIt. Their consolidateAfter is 1 s: before
+    refusals were remembered the loop planned the same command again every few seconds."""
+    from scaling.nodes.disruption.models import ConsolidationPolicy
+    from scaling.nodes.disruption.refusals import NOT_WORTH_IT
+    from scaling.nodes.models import ScaleDownSettings
+
+    g = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cpx31"], priority=10)],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
+    )
+    world = half_full_cpx31(("a", "b"), g)
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/replace/a"))
+
+    async def held(after: int = 0):  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        a = next((c for c in s.candidates if c.node == "a"), None)
+        return s if a is not None and a.reason == NOT_WORTH_IT and s.iterations >= after else None
+
+    status = await until(held, timeout=60)
+    assert [p.refused != "" for p in world.plans] == [True]
+    # Several loops later (each past the nodes' 1 s consolidateAfter), still the one plan.
+    await until(lambda: held(status.iterations + 4), timeout=60)
+    assert len(world.plans) == 1 and world.created == []
+
+
+def half_full_cpx31(names: tuple[str, ...], g: NodeGroup):  # noqa: ANN201
+    """A ReplaceWorld of cpx31 nodes, each running one 2000m pod (51 %: utilized)."""
+    from scaling.kube.models import Resources
+    from scaling.nodes.models import LABEL_POOL
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+
+    nodes = [
+        node(n).model_copy(
+            update={
+                "labels": {**node(n).labels, LABEL_POOL: "kwok-cpx31"},
+                "allocatable": Resources(cpu_m=3920, memory=6 << 30, pods=110),
+                "requested": Resources(cpu_m=2000, memory=1 << 27, pods=1),
+            }
+        )
+        for n in names
+    ]
+    pods = [p for n in names for p in busy(n, cpu=2000)]
+    world = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
+        down_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=[g]),
+    )
+    world.observation = ClusterObservation(nodes=nodes, groups=[g])
+    return world

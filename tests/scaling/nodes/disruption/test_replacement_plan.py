@@ -30,3 +30,20 @@ def test_a_successor_of_a_node_still_leaving_is_not_room_for_another() -> None:
     # Once a is gone (its replacement over), sa is a node like any other: b's pods fit its room.
     after = ScaleDownObservation(nodes=[node("b"), successor_of("sa", "a")], pods=busy("b"), groups=[GROUP])
     assert plan_replacement(after, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
+
+
+def test_pods_the_scheduler_is_about_to_bind_take_their_room_first() -> None:
+    """a's replacement just ended: a is gone, its pod recreated and not yet bound (it will land on sa).
+    b's replacement, planned in that window, must not count sa as room (found by running the node
+    replacement with the sim's scheduler slowed to 8 s: b was drained onto sa with no successor, and
+    its pods went pending until a scale-up)."""
+    recreated = [p.model_copy(update={"node_name": None, "phase": "Pending", "uid": f"{p.uid}-2"}) for p in busy("a")]
+    obs = ScaleDownObservation(
+        nodes=[node("b"), successor_of("sa", "a")], pods=[*busy("b"), *recreated], groups=[GROUP]
+    )
+    plan = plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0)
+    assert len(plan.new_nodes) == 1 and plan.new_nodes[0].pod_uids == ["b-web"] and not plan.problems
+    # Judged Unschedulable, a pod is the scale-up planner's: the room stays b's to count on.
+    judged = [p.model_copy(update={"unschedulable": True}) for p in recreated]
+    judged_obs = obs.model_copy(update={"pods": [*busy("b"), *judged]})
+    assert plan_replacement(judged_obs, kwok_catalogue(), "b", set(), 0.0).new_nodes == []

@@ -99,6 +99,7 @@ def plan(
     last_up=None,
     protected=(),
     in_progress=(),
+    refused=None,
     **loop,
 ) -> ScaleDownPlan:
     return plan_scale_down(
@@ -113,6 +114,7 @@ def plan(
         set(protected),
         set(in_progress),
         ScaleDownLoopSettings(**loop),
+        refused,
     )
 
 

@@ -1,0 +1,102 @@
+"""Consolidations found not worth it are remembered until the cluster changes
+(scaling.nodes.disruption.refusals): the loop no longer re-proposes the same command every
+consolidateAfter (20-70 NotWorthIt NodeReplacements per chaos or bench run before). Karpenter's
+rule: pkg/controllers/state/cluster.go ConsolidationState (changed by node and pod events,
+forgotten after five minutes)."""
+
+from __future__ import annotations
+
+from scaling.nodes.contracts import ReplacementPlanInput
+from scaling.nodes.disruption.multi_node import plan_for_input
+from scaling.nodes.disruption.refusals import (
+    NOT_WORTH_IT,
+    REFUSAL_KEPT_S,
+    REFUSALS_KEPT,
+    RefusedConsolidation,
+    cluster_digest,
+    remember,
+    standing_refusals,
+)
+from scaling.nodes.scale_down.models import NodeState
+from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update
+from tests.scaling.nodes.disruption.test_multi_node import CATALOGUE, NOW, cx, flexible, obs, utilized
+from tests.scaling.nodes.scale_down.test_candidates import plan, pod
+
+EXPIRED = {n: NOW - 60 for n in "ab"}  # both nodes' consolidateAfter (60 s) ran out
+
+
+def refused_by_the_loop() -> tuple[list, list, NodeAutoscalerState]:
+    """Two cx22 at 1550m: the loop proposes them together, the command's plan refuses (one cx32 saves
+    under 10 %), and its final report for each node reaches the loop."""
+    nodes, pods = utilized(["a", "b"])
+    proposed = plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED)
+    assert [r.name for r in proposed.consolidation] == ["a", "b"]
+    inp = ReplacementPlanInput(cluster="c", node="a", now=NOW, others=["b"], allowed=2)
+    answer = plan_for_input(obs(nodes, pods), CATALOGUE, inp)
+    assert answer.refused and answer.cluster_digest == cluster_digest(obs(nodes, pods).nodes, pods)
+    state = NodeAutoscalerState()
+    for n in ("a", "b"):
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id="nodes/c/replace/a")
+        report = ScaleDownStatus(
+            node=n,
+            workflow_id="nodes/c/replace/a",
+            kind="Consolidated",
+            phase=ScaleDownPhase.CANCELLED,
+            reason=NOT_WORTH_IT,
+            message=f"nodes kept: {answer.refused}",
+            cluster_digest=answer.cluster_digest,
+        )
+        record_scale_down_update(state, report, NOW)
+    assert [r.node for r in state.refused_consolidations] == ["a", "b"]
+    return obs(nodes, pods).nodes, pods, state
+
+
+def test_a_refused_command_is_not_proposed_again_while_nothing_changed() -> None:
+    nodes, pods, state = refused_by_the_loop()
+    again = plan(nodes, pods, groups=[flexible()], now=NOW + 60, since=EXPIRED, refused=state.refused_consolidations)
+    assert again.consolidation == [] and again.to_remove == [] and again.refusals_ended == []
+    a = again.decisions["a"]
+    assert a.reason == NOT_WORTH_IT and a.removable_at == NOW + REFUSAL_KEPT_S
+    # Five minutes on, it is asked again whatever the digest says (prices are not in it).
+    late = plan(
+        nodes, pods, groups=[flexible()], now=NOW + REFUSAL_KEPT_S, since=EXPIRED, refused=state.refused_consolidations
+    )
+    assert [r.name for r in late.consolidation] == ["a", "b"] and late.refusals_ended == ["a", "b"]
+
+
+def test_a_change_in_nodes_or_pods_asks_again_and_status_churn_does_not() -> None:
+    nodes, pods, state = refused_by_the_loop()
+    refused = state.refused_consolidations
+    churn = [p.model_copy(update={"phase": "Pending"}) for p in pods]  # same placement and requests
+    assert plan(nodes, churn, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused).refusals_ended == []
+    left = plan(nodes, [*pods, pod("new", "b", cpu=100)], groups=[flexible()], now=NOW, since=EXPIRED, refused=refused)
+    assert left.refusals_ended == ["a", "b"] and left.decisions["a"].reason != NOT_WORTH_IT
+    bigger = [nodes[0], cx("b", "cx32")]
+    assert plan(bigger, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused).refusals_ended == ["a", "b"]
+
+
+def test_a_single_node_refusal_holds_that_node_only_from_consolidation() -> None:
+    nodes = [cx("a"), cx("full", group=None)]
+    pods = [pod("w", "a", cpu=1000), pod("x", "full", cpu=7900)]
+    refused = [RefusedConsolidation(node="a", digest=cluster_digest(nodes, pods), at=NOW, message="saves 0 %")]
+    p = plan(nodes, pods, groups=[flexible()], now=NOW, since={"a": 0.0}, refused=refused)
+    assert p.to_remove == [] and p.decisions["a"].state == NodeState.BLOCKED
+    assert "nothing changed since (saves 0 %)" in p.decisions["a"].reasons[0].message
+    # Emptied, the node goes as an Empty node: only consolidation is held (and its digest changed anyway).
+    empty = plan(nodes, pods[1:], groups=[flexible()], now=NOW, since={"a": 0.0}, refused=refused)
+    assert [(r.name, r.kind) for r in empty.to_remove] == [("a", NodeState.EMPTY)]
+
+
+def test_the_memory_is_one_refusal_per_node_the_most_recent_kept() -> None:
+    kept: list[RefusedConsolidation] = []
+    for i in range(REFUSALS_KEPT + 5):
+        kept = remember(kept, RefusedConsolidation(node=f"n{i}", digest="d", at=float(i)))
+    kept = remember(kept, RefusedConsolidation(node=f"n{REFUSALS_KEPT}", digest="e", at=1e6))
+    assert len(kept) == REFUSALS_KEPT and kept[-1].digest == "e" and kept[0].node == "n5"
+    standing, ended = standing_refusals(kept, "d", float(REFUSALS_KEPT), {"n5", "n6"})
+    assert set(standing) == {"n5", "n6"} and "n7" in ended and "n5" not in ended
+    # A NotWorthIt report without a digest (recorded before refusals were) is not remembered.
+    state = NodeAutoscalerState()
+    record_scale_down_update(state, ScaleDownStatus(node="a", phase=ScaleDownPhase.CANCELLED, reason=NOT_WORTH_IT))
+    assert state.refused_consolidations == []
