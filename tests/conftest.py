@@ -59,6 +59,17 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
 
 
 @pytest.fixture(scope="session")
+async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
+    """The real dev server, for loop tests that run in real time and poll with queries. The
+    time-skipping server (temporal-test-server 1.40) refuses a workflow task that cancels a timer
+    which fired while the task was with the worker ("invalid history builder state for action",
+    temporalio/sdk-java#2606) and then never times the task out or sends it again (#3088): under
+    CPU load a loop waiting on a short timer, woken by a signal, stalled for good."""
+    async with await start_dev_server(temporal_cli_path) as e:
+        yield e
+
+
+@pytest.fixture(scope="session")
 async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
     """The dev server with growth's search attributes registered: `growth … approvals` lists by
     GrowthPhase (a visibility query)."""

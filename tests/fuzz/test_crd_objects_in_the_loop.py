@@ -186,8 +186,7 @@ def fields_in(message: str) -> list[str]:
 
 class Waits:
     """A loop's history: a round is over when the loop starts its next wait's timer (nothing else
-    in a round starts one; a wake that arrives during a round is reset after it, so each wake is
-    sent once the loop waits)."""
+    in a round starts one). Each wake is sent once the loop waits, so each starts one round."""
 
     def __init__(self, handle: WorkflowHandle) -> None:
         self.handle = handle

@@ -65,6 +65,12 @@ WORKFLOW_NAME = "ComponentAutoscaler"
 # Patch id of release 0.2.0 whose marker its runs carry where they first decided (they took its
 # new branch, the only one left): deprecated there, so they replay; removed in the release after.
 DECISIONS_RECORDED = "components-decisions-recorded"
+# workflow.patched id: an operator's change (pause, pin, approval ...) made during a round starts
+# the next round as that round ends. The wake was reset after the round, so it was forgotten and
+# the change waited for the next scan; runs that met such a change before it replay waiting
+# (their timer is in their history: histories/components_ComponentAutoscaler_wake_forgotten.json).
+# Asked only when a change came during a round. (Orchestration: added 2026-11, release 0.3.0.)
+WAKE_KEPT_DURING_ROUND = "wake-kept-during-round"
 # Longest a decision may take: pure work in the worker.
 DECISION_TIMEOUT = timedelta(seconds=30)
 UNAVAILABLE = [
@@ -208,6 +214,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         while True:
             self.state.rounds += 1
             started = workflow.now()
+            self.wake = False  # this round answers the changes so far; one made during it asks for another
             await self._round()
             metrics.round_done(self._cluster(), started)
             if self.done:
@@ -221,6 +228,8 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self.state.runs += 1
                 workflow.continue_as_new(ComponentAutoscalerInput(settings=s, state=self.state))
+            if self.wake and workflow.patched(WAKE_KEPT_DURING_ROUND):
+                continue
             self.wake = False
             try:
                 await workflow.wait_condition(lambda: self.wake, timeout=self._sleep(started))

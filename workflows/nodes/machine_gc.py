@@ -40,6 +40,12 @@ COLLECTED_KEPT = 100
 # machines) every round. Runs cancelled before it replay carrying on. (Orchestration: added
 # 2026-11, release 0.3.0.)
 CANCEL_ENDS_MACHINE_GC = "cancel-ends-machine-gc"
+# workflow.patched id: a collect_now that comes during a round starts the next round as that
+# round ends. The wake was reset after the round, so it was forgotten and the next round waited
+# a whole interval; runs that met such a wake before it replay waiting (their timer is in their
+# history: histories/node_machine_gc_wake_forgotten.json). Asked only when a wake came during
+# a round. (Orchestration: added 2026-11, release 0.3.0.)
+WAKE_KEPT_DURING_ROUND = "wake-kept-during-round"
 
 
 def machine_gc_id(cluster: str) -> str:
@@ -110,6 +116,7 @@ class MachineGCWorkflow:
             if self.stopped:  # (histories before the stop signal never get here)
                 self.state.last_error = f"ended: {self.stopped}"
                 return
+            self.wake = False  # this round answers the wakes so far; one that comes during it asks for another
             await self._round()
             rounds_this_run += 1
             st = self.state
@@ -121,6 +128,8 @@ class MachineGCWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self.state.runs += 1
                 workflow.continue_as_new(MachineGCInput(settings=self.settings, state=self.state))
+            if self.wake and workflow.patched(WAKE_KEPT_DURING_ROUND):
+                continue
             self.wake = False
             try:
                 await workflow.wait_condition(

@@ -68,6 +68,7 @@ class ComponentsWorld:
     patch_times: list[tuple[datetime, str, int]] = field(default_factory=list)
     event_times: list[tuple[datetime, str]] = field(default_factory=list)
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
+    hold: asyncio.Event | None = None  # set: writing the status (a round's last step) waits for it
     _uids: itertools.count = field(default_factory=itertools.count)
 
     def reasons(self) -> list[str]:
@@ -122,6 +123,8 @@ class ComponentsWorld:
         @activity.defn(name=contracts.WRITE_AUTOSCALER_STATUS)
         async def write_status(inp: contracts.WriteStatusInput) -> contracts.WriteStatusResult:
             world.statuses.append(inp.status)
+            if world.hold is not None:
+                await world.hold.wait()
             return contracts.WriteStatusResult(found=world.found)
 
         @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)

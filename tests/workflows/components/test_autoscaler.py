@@ -107,7 +107,9 @@ async def autoscaler(
     env: WorkflowEnvironment, world: ComponentsWorld, task_queue: str | None = None, **kw: object
 ) -> AsyncIterator[WorkflowHandle]:
     tq = task_queue or f"components-{uuid.uuid4().hex[:6]}"
-    settings = ComponentAutoscalerSettings(namespace=world.namespace, name=world.name, scan_interval_s=30, **kw)
+    settings = ComponentAutoscalerSettings(
+        namespace=world.namespace, name=world.name, **{"scan_interval_s": SCAN_S, **kw}
+    )
     async with running(
         Worker(
             env.client,
@@ -350,3 +352,20 @@ async def test_history_replays_deterministically(env: WorkflowEnvironment) -> No
         await until(lambda: world.replicas["tikv"] == 4)
         history = await handle.fetch_history()
     await new_replayer(WORKFLOWS).replay_workflow(history)
+
+
+async def test_an_update_during_a_round_starts_the_next_round_at_once(env: WorkflowEnvironment) -> None:
+    """An operator's change while a round runs asks for a round after it: the next one starts as
+    that round ends, not a scan (an hour here) later. The wake was reset after the round, so one
+    that came during it was forgotten (patch wake-kept-during-round)."""
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hold=asyncio.Event())
+    async with autoscaler(env, world, scan_interval_s=3600) as handle:
+        await until(lambda: world.statuses, what="the first round writing its status (held)")
+        blocked = await execute_update(handle, "block_scale_in", BlockScaleInRequest(component="tikv"))
+        assert blocked == ["tikv"] and len(world.statuses) == 1  # answered during the round
+        world.hold.set()
+        await until(lambda: _rounds(handle, 2), what="a second round at once")
+
+
+async def _rounds(handle: WorkflowHandle, n: int) -> bool:
+    return (await report(handle)).rounds >= n

@@ -124,7 +124,9 @@ async def gc(env: WorkflowEnvironment):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
             MachineGCWorkflow.run,
-            MachineGCInput(settings=MachineGCSettings(cluster=cluster, interval_s=0.5, grace_s=600, **settings)),
+            MachineGCInput(
+                settings=MachineGCSettings(**{"cluster": cluster, "interval_s": 0.5, "grace_s": 600, **settings})
+            ),
             id=machine_gc_id(cluster),
             task_queue=tq,
         )
@@ -245,3 +247,23 @@ async def test_a_collector_cancelled_mid_round_ends_cancelled(env: WorkflowEnvir
         assert cloud.listings == 1 and cloud.deleted == []  # no round after the cancel
     finally:
         cloud.hold.set()
+
+
+async def test_a_wake_during_a_round_starts_the_next_round_at_once(gc) -> None:  # noqa: ANN001
+    """collect_now while a round lists machines asks for a round after it: the next one starts
+    as that round ends, not an interval (an hour here) later. It was reset after the round, so
+    a wake that came during one was forgotten (patch wake-kept-during-round)."""
+    cloud = Cloud(hold=asyncio.Event())
+    handle = await gc(cloud, interval_s=3600)
+    await until(lambda: cloud.listings == 1, what="the first round listing machines")
+    await handle.signal(MachineGCWorkflow.collect_now)
+    await until(lambda: signalled(handle), what="collect_now in the history, the round still listing")
+    cloud.hold.set()
+    status = await poll(handle, lambda s: s.state.rounds >= 2)
+    assert cloud.listings == 2 and status.state.rounds == 2
+
+
+async def signalled(handle: WorkflowHandle) -> bool:
+    return any(
+        [e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED async for e in handle.fetch_history_events()]
+    )
