@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from datetime import timedelta
@@ -93,37 +92,15 @@ def start_dev_server(temporal_cli_path: str, **extra: Any) -> Awaitable[Workflow
     )
 
 
-# The files that start whole stacks (a dev server, sims, worker processes) run for 20-160 s each
-# and use about a third of a core meanwhile (they wait on the processes they started); the rest
-# of the suite is bound by CPU. xdist hands files out in the order given here
-# (`--no-loadscope-reorder` in the Makefile; its default, most tests first, put the stacks last
-# and left them running alone at the end). The stacks go first, longest first, each followed by
-# one other file: the workers that run other files meanwhile use the CPU the stacks leave idle
-# (with every stack first, four at once left most of a core idle for minutes).
-LONG_FIRST = (
-    "tests/e2e/test_scale_down_e2e.py",
-    "tests/e2e/test_scale_up_e2e.py",
-    "tests/e2e/test_chaos_e2e.py",
-    "tests/e2e/test_components_e2e.py",
-    "tests/e2e/test_recovery_e2e.py",
-    "tests/e2e/test_fleet_e2e.py",
-    "tests/workflows/fleet/test_autoscaler.py",
-    "tests/e2e/",
-)
+# The files that start whole stacks (a dev server, sims, worker processes) or plan 30,000 pods
+# run for 30-170 s each. xdist hands files out in collection order (`--no-loadscope-reorder` in
+# the Makefile; its default orders files by their number of tests, which put these last): they
+# go first, so none is left running alone while the other workers idle at the end.
+LONG_FIRST = ("tests/e2e/", "tests/workflows/fleet/test_autoscaler.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    by_file: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
-
-    def rank(path: str) -> int:
-        return next(i for i, prefix in enumerate((*LONG_FIRST, "")) if path.startswith(prefix))
-
-    stacks = sorted((f for f in by_file if rank(f) < len(LONG_FIRST)), key=rank)  # stable within a rank
-    others = [f for f in by_file if rank(f) == len(LONG_FIRST)]
-    order = [f for pair in itertools.zip_longest(stacks, others) for f in pair if f is not None]
-    items[:] = [item for f in order for item in by_file[f]]
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: order kept within
 
 
 @pytest.fixture(autouse=True)
