@@ -7,7 +7,7 @@ HEADLESS ?=
 SCENARIO ?= burst
 PROVIDER ?= kwok
 # Test files run side by side. On 2 cores the suite is bound by CPU (docs/development.md, "What
-# make test costs"): 4 workers took 7m08s on a clean clone, 6 took 7m29s.
+# make test costs"): on a clean clone 4 workers took 6m37s, 3 took 7m54s and 5 took 6m48s.
 TEST_WORKERS ?= 4
 # Python's byte-code cache stays on whatever the shell says: with PYTHONDONTWRITEBYTECODE set
 # (some CI images set it), every process recompiled growth's modules from source and each pytest
