@@ -3,9 +3,10 @@
 The SDK's sandbox imports a workflow's module afresh for each new run, and with it every module
 of ours that the workflow imports outside `imports_passed_through`. Our helper modules (activity
 options, approvals, children, details, metrics, the request machine, ...) hold no state a run
-could leave behind and define no workflow, yet re-importing them cost each new run ~5-10 ms of
-CPU (measured per workflow type; a 30,000-pod burst starts ~1,000 requests) and the suite's
-in-process workflow tests a third of their CPU (tests/workflows/nodes: 77 CPU-s -> 50). They pass
+could leave behind and define no workflow, yet re-importing them cost NodeAutoscaler 5 of its
+11 ms of CPU per new run (each continue-as-new, scale-down and replacement starts one; the
+NodeRequests run unsandboxed already) and the suite's in-process workflow tests a third of
+their CPU (tests/workflows/nodes: 77 CPU-s -> 50). They pass
 through; the modules that define workflows are still imported afresh for each run, under the
 sandbox's checks. tests/workflows/test_sandbox.py keeps this list equal to what is in the package.
 """
