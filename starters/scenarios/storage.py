@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from scaling.kube.drain import ANNOTATION_SCALE_DOWN_DISABLED
+from scaling.nodes.scale_down.storage import LAST_HEALTHY_REPLICA
 from sim.storage.longhorn import FakeLonghorn
 from starters.kube import deployment, node_group
 from starters.scenarios.scale_down import SCALE_DOWN, BlockTally, ScaleDownScenario, managed_nodes, scale_down_summary
@@ -131,10 +132,18 @@ class StorageScenario(ScaleDownScenario):
         await asyncio.to_thread(client.AppsV1Api(demo.api).delete_namespaced_deployment, self.app, "default")
 
         async def held(status: Any) -> Any:
+            # The held node's reason must come from a pass after the other old nodes went: the
+            # pass that chose them saw their replicas as peers, so it said NotEnoughPdb (the
+            # stand-in's PDB) for it, and that status may still be current when they are gone.
             nodes = await managed_nodes(demo)
-            blocked = [c.node for c in status.candidates if c.state == "Blocked" and c.node in original]
-            if len(nodes) == len(new) + 1 and not status.scale_downs and len(blocked) == 1:
-                return blocked
+            blocked = [c for c in status.candidates if c.state == "Blocked" and c.node in original]
+            if (
+                len(nodes) == len(new) + 1
+                and not status.scale_downs
+                and len(blocked) == 1
+                and blocked[0].reason == LAST_HEALTHY_REPLICA
+            ):
+                return [blocked[0].node]
             return None
 
         blocked_nodes = await self._until(demo, "original + 1 blocked node", held, tally)
