@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from itertools import combinations
 from typing import Generic, TypeVar
 
@@ -36,8 +37,15 @@ def dual_vertices(caps: Sequence[Sequence[Num]], prices: Sequence[Num], eps: flo
     """Vertices of {y >= 0 : caps[t] . y <= prices[t] for all t} (3 resources).
 
     Each vertex makes 3 of the 3 + len(caps) constraints tight; with positive capacities the
-    region is bounded, so the LP optimum for any demand is attained at one of these.
+    region is bounded, so the LP optimum for any demand is attained at one of these. They depend
+    on the catalogue only, and a bench prices many demands against one: enumerated once per
+    catalogue (exact Fractions made it most of `make bench`'s CPU).
     """
+    return list(_vertices(tuple(tuple(c) for c in caps), tuple(prices), eps))
+
+
+@lru_cache(maxsize=16)
+def _vertices(caps: tuple[tuple[Num, ...], ...], prices: tuple[Num, ...], eps: float) -> tuple[tuple[Num, ...], ...]:
     zero = prices[0] * 0 if prices else 0
     one = zero + 1
     rows: list[tuple[tuple[Num, ...], Num]] = [
@@ -74,7 +82,7 @@ def dual_vertices(caps: Sequence[Sequence[Num]], prices: Sequence[Num], eps: flo
         if key not in seen:
             seen.add(key)
             out.append(tuple(y))
-    return out
+    return tuple(out)
 
 
 def lp_lower_bound(caps: Sequence[Sequence[Num]], prices: Sequence[Num], demand: Sequence[Num]) -> LPSolution:

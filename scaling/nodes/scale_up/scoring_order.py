@@ -127,7 +127,8 @@ def _setup(
     for k in moving:
         # Choice: pods without rules about other pods before those with them, then by how
         # many nodes admit them.
-        k.admitted = sum(1 for sim in sims if _admits(k, sim, sims, elsewhere))
+        domains = _domains(k, sims, elsewhere)
+        k.admitted = sum(1 for sim in sims if _admits(k, sim, domains))
         k.rank = k.admitted - (len(sims) + 1) * bool(k.free_key or k.shape.scheduling)
     return sims, kinds, moving
 
@@ -178,12 +179,14 @@ def _free_key(s: PodShape, pinned: Mapping[str, Mapping[str, str]]) -> str | Non
     return added[0] if len(added) == 1 else None
 
 
-def _admits(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> bool:
-    """Every modelled filter but room admits one more pod of `k` on `sim` now."""
+def _admits(k: _Kind, sim: _Node, domains: _Domains | None) -> bool:
+    """Every modelled filter but room admits one more pod of `k` on `sim` now; `domains`: the
+    share's domains as the play stands (_domains), None when `k` is not a share."""
     s = k.shape
     if k.free_key is not None:
+        assert domains is not None
         selector = {key: v for key, v in s.node_selector.items() if key != k.free_key}
-        if not _domain_open(k, sim, sims, elsewhere):
+        if not domains.open(sim.view.labels.get(k.free_key)):
             return False
         pod = s.model_copy(update={"node_selector": selector})
     else:
@@ -202,16 +205,33 @@ def _admits(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping[str,
     return not any(base_key(other) in conflicts and n > 0 for other, n in sim.pods.items())
 
 
-def _domain_open(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> bool:
-    """A domain's share takes any domain its rule allows: one pod per domain for a shape whose
-    pods repel each other on the key (pods running there are the filters' to count); for a zone
-    spread, the skew over the running pods, those in-flight nodes were made for (`elsewhere`)
-    and the family's pods in the play."""
+@dataclass(frozen=True)
+class _Domains:
+    """Which domains a share's next pod may take: one pod per domain for a shape whose pods repel
+    each other on the key (`counts` None; pods running there are the filters' to count), else a
+    zone spread's skew over `counts`."""
+
+    placed: Counter[str]  # the family's pods in the play, by domain
+    counts: Counter[str] | None = None
+    least: int = 0
+    self_count: int = 0
+    max_skew: int = 0
+
+    def open(self, domain: str | None) -> bool:
+        if domain is None:
+            return False
+        if self.counts is None:
+            return self.placed[domain] == 0
+        return self.counts[domain] + self.self_count - self.least <= self.max_skew
+
+
+def _domains(k: _Kind, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> _Domains | None:
+    """The domains `k`'s share may take as the play stands, counted once for every node a pod is
+    tried on (they do not depend on the node): for a zone spread, the skew over the running pods,
+    those in-flight nodes were made for (`elsewhere`) and the family's pods in the play."""
     key = k.free_key
-    assert key is not None
-    domain = sim.view.labels.get(key)
-    if domain is None:
-        return False
+    if key is None:
+        return None
     family = base_key(k.shape.key)
     placed: Counter[str] = Counter()
     for other in sims:
@@ -220,7 +240,7 @@ def _domain_open(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping
             placed[d] += sum(n for o, n in other.pods.items() if base_key(o) == family)
     spreads = [t for t in k.shape.topology_spreads if t.key == key]
     if not spreads:
-        return placed[domain] == 0
+        return _Domains(placed)
     t = spreads[0]
     counts = Counter(k.shape.domain_counts[0] if k.shape.domain_counts else {})
     counts.update(elsewhere.get(family, {}))
@@ -232,18 +252,19 @@ def _domain_open(k: _Kind, sim: _Node, sims: Sequence[_Node], elsewhere: Mapping
     least = min(counts.values(), default=0)
     if t.min_domains is not None and len(counts) < t.min_domains:
         least = 0  # fewer domains than minDomains: the scheduler's global minimum is 0
-    return counts[domain] + (1 if t.counts_self else 0) - least <= t.max_skew
+    return _Domains(placed, counts, least, 1 if t.counts_self else 0, t.max_skew)
 
 
 def _best(k: _Kind, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, int]]) -> _Node | None:
     req = vec(k.shape.requests)
     best: tuple[int, _Node] | None = None
+    domains = _domains(k, sims, elsewhere)
     for sim in sims:
         if fit_count(req, sim.room) <= 0:
             continue
         if any(sim.extended[name] < q for name, q in k.shape.requests.extended):
             continue
-        if not _admits(k, sim, sims, elsewhere):
+        if not _admits(k, sim, domains):
             continue
         score = resource_score((sim.used[0] + req[0], sim.used[1] + req[1]), sim.alloc)
         if best is None or score > best[0]:
