@@ -14,6 +14,7 @@ import json
 import shutil
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,9 @@ def _interrupt(signum: int, frame: object) -> None:
 def run(args: argparse.Namespace) -> None:
     # Ctrl-C and a plain `kill` both stop everything the demo started, even when the demo was
     # launched from a shell that ignores SIGINT for background jobs.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    if threading.current_thread() is threading.main_thread():  # (a test runs `growth demo` on a thread)
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
     if shutil.which("temporal", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("the temporal CLI is missing from the virtualenv: run `make demo` (it installs it)")
     demo: Demo | FleetDemo | ComponentsDemo

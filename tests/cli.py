@@ -24,7 +24,7 @@ SCRIPT = Path(sys.executable).parent / "growth"
 _ONE_AT_A_TIME = threading.Lock()
 
 
-def _in_process(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def in_process(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     from starters import cli
 
     # Text streams over bytes, as click's CliRunner gives: click writes bytes where it can.
@@ -55,7 +55,7 @@ async def growth(
     *argv: str, expect: int = 0, env: dict[str, str] | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`growth ARGV...`; fails the test unless it exits with `expect`."""
-    run = _process if process else _in_process
+    run = _process if process else in_process
     proc = await asyncio.to_thread(run, list(argv), env or {})
     assert proc.returncode == expect, f"{argv}: rc={proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc

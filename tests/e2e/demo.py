@@ -3,28 +3,32 @@ stays there for a test to read the histories back)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from starters.processes import Processes
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli import in_process
 
 
 def run_headless_demo(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "starters.demo", "--headless", "--temporal-port", "0", "--ui-port", "0"]
-    proc = subprocess.run(
-        [*argv, "--workdir", str(workdir), "--timeout", "150", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`growth demo --headless` run in this process (tests.cli), on a thread of its own: the demo
+    starts its dev server, sims and worker as processes, as it does for a user; only its own
+    imports are shared (a process of its own cost ~3 CPU-s of them). The interactive demo's
+    test keeps a process (Ctrl-C)."""
+    argv = ["demo", "--headless", "--temporal-port", "0", "--ui-port", "0"]
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="demo") as pool:
+        proc = pool.submit(in_process, [*argv, "--workdir", str(workdir), "--timeout", "150", *args], {}).result()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def demo_summary(workdir: Path, *args: str) -> dict:
+    """A headless demo's summary: the JSON its last line prints."""
+    return json.loads(run_headless_demo(workdir, *args).stdout.strip().splitlines()[-1])
 
 
 @contextmanager

@@ -4,42 +4,13 @@ double the nodes, scale back, and Longhorn's state keeps only the nodes it must)
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.demo import demo_summary
 
 
 def run_demo(tmp_path: Path, scenario: str, *extra: str) -> dict:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "starters.demo",
-            "--headless",
-            "--scenario",
-            scenario,
-            "--temporal-port",
-            "0",
-            "--ui-port",
-            "0",
-            "--workdir",
-            str(tmp_path / scenario),
-            "--timeout",
-            "120",
-            "--scan-interval",
-            "1",
-            *extra,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return demo_summary(tmp_path / scenario, "--scenario", scenario, "--timeout", "120", "--scan-interval", "1", *extra)
 
 
 def test_scale_up_then_back_to_the_pool_minimum(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +19,7 @@ from scaling.nodes.status import AutoscalerStatus
 from starters.kube import apply_node_group, deployment, node_group
 from starters.metrics import fetch, value
 from tests.e2e.conftest import LocalCluster
+from tests.e2e.demo import demo_summary
 from tests.polling import until
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
@@ -28,32 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_demo_burst_headless_shows_fallback(tmp_path: Path) -> None:
     """`make demo HEADLESS=1` in small: every pod runs, and the preferred pool's exhaustion shows."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "starters.demo",
-            "--headless",
-            "--temporal-port",
-            "0",
-            "--ui-port",
-            "0",
-            "--workdir",
-            str(tmp_path / "demo"),
-            "--pods",
-            "24",
-            "--timeout",
-            "120",
-            "--scan-interval",
-            "1",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = demo_summary(tmp_path / "demo", "--pods", "24", "--timeout", "120", "--scan-interval", "1")
     assert summary["scenario"] == "burst"
     assert summary["pods_running"] == summary["pods"] == 24
     assert set(summary["requests"]) <= {"Ready", "Replanned"}

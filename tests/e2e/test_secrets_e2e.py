@@ -4,25 +4,18 @@ Kubernetes Event. (The fleet and components demo tests run the same scan: tests/
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import asyncio
 from pathlib import Path
 
+from tests.e2e.demo import demo_summary
 from tests.e2e.leaks import scan_demo
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_hetzner_demo_leaves_no_secret_behind(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
-    proc = subprocess.run(
-        [sys.executable, "-m", "starters.demo", "--provider", "hetzner", "--headless", "--temporal-port", "0",
-         "--ui-port", "0", "--workdir", str(workdir), "--pods", "8", "--timeout", "150", "--scan-interval", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["pods_running"] == 8
+    args = ("--provider", "hetzner", "--pods", "8", "--scan-interval", "1")
+    summary = await asyncio.to_thread(demo_summary, workdir, *args)
+    assert summary["pods_running"] == 8
     scan = await scan_demo(workdir)
     # What the scan must have looked for, and where: a scan that finds nothing to look at passes falsely.
     assert {"growth.yaml:token_file", "growth.yaml:join_token_file", "kubeconfig:token"} <= set(scan.secrets)
