@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from scaling.nodes.status import AutoscalerStatus
@@ -16,3 +17,10 @@ async def eventually(
 ) -> AutoscalerStatus:
     """Ask the status query until `check` holds (a condition, not a sleep)."""
     return await query_until(handle, NodeAutoscalerWorkflow.status, check, timeout)
+
+
+async def signalled(handle: WorkflowHandle) -> bool:
+    """A signal is in the run's history (taken by the server, whatever the workflow does with it)."""
+    return any(
+        [e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED async for e in handle.fetch_history_events()]
+    )

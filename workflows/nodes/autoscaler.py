@@ -113,6 +113,13 @@ PLAN_TIMEOUT = timedelta(seconds=60)  # 30,000 pending pods plan in a few second
 # stops the MachineGC it started, which would otherwise run on alone, failing every round.
 # Failed runs recorded before it replay without the signal. (Orchestration: added 2026-11.)
 FAILED_LOOP_ENDS_GC = "failed-loop-ends-machine-gc"
+# workflow.patched id (as MachineGC's and ComponentAutoscaler's): a wake that comes during an
+# iteration (scan_now, resume, unprotect, unban, a request's or scale-down's final report) starts
+# the next iteration as this one ends. It was reset after the iteration, so it was forgotten and
+# the loop waited a scan interval; runs that met such a wake before it replay waiting (their
+# timer is in their history: histories/node_autoscaler_wake_forgotten.json). Asked only when a
+# wake came during an iteration. (Orchestration: added 2026-11, release 0.3.0.)
+WAKE_KEPT_DURING_ROUND = "wake-kept-during-round"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -298,6 +305,7 @@ class NodeAutoscalerWorkflow:
         iterations_this_run = 0
         while True:
             self.pods_pending = False  # this iteration's observation sees them
+            self.wake = False  # this iteration answers the wakes so far; one that comes during it asks for another
             if not self.state.paused:
                 try:
                     await self._iterate()
@@ -312,9 +320,11 @@ class NodeAutoscalerWorkflow:
                 await asyncio.gather(*self.background)
                 self.state.runs += 1
                 workflow.continue_as_new(AutoscalerInput(settings=settings, state=self.state))
-            self.wake = False
             if self.pods_pending:
                 continue
+            if self.wake and workflow.patched(WAKE_KEPT_DURING_ROUND):
+                continue
+            self.wake = False
             try:
                 await workflow.wait_condition(
                     lambda: self.wake or self.pods_pending, timeout=timedelta(seconds=settings.scan_interval_s)

@@ -47,6 +47,7 @@ class World:
     quota_pools: set[str] = field(default_factory=set)
     never_ready_pools: set[str] = field(default_factory=set)
     hold_readiness: bool = False  # wait_node_ready blocks (heartbeating) until released
+    hold_observe: asyncio.Event | None = None  # observe_cluster answers once it is set
     observation: ClusterObservation = field(default_factory=ClusterObservation)
     created: list[CreateNodeInput] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -127,6 +128,8 @@ class World:
         @activity.defn(name=contracts.OBSERVE_CLUSTER)
         async def observe_cluster(inp: ObserveInput | str) -> ClusterObservation:
             world.observe_calls += 1
+            if world.hold_observe is not None:
+                await world.hold_observe.wait()
             requests = {} if isinstance(inp, str) else inp.requests
             world.observe_fresh.append({} if isinstance(inp, str) else dict(inp.fresh))
             # Aggregated as the real observer does: tests describe pods and nodes one by one.

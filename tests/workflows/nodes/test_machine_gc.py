@@ -21,6 +21,7 @@ from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderM
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
 from tests.polling import query_until, until
 from tests.workflows.cleanup import stop_worker, terminate_runs
+from tests.workflows.polling import signalled
 from workflows.nodes.machine_gc import (
     MachineGCInput,
     MachineGCSettings,
@@ -261,9 +262,3 @@ async def test_a_wake_during_a_round_starts_the_next_round_at_once(gc) -> None: 
     cloud.hold.set()
     status = await poll(handle, lambda s: s.state.rounds >= 2)
     assert cloud.listings == 2 and status.state.rounds == 2
-
-
-async def signalled(handle: WorkflowHandle) -> bool:
-    return any(
-        [e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED async for e in handle.fetch_history_events()]
-    )

@@ -37,7 +37,7 @@ from starters.autoscaler import format_status
 from tests.polling import until
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
-from tests.workflows.polling import eventually
+from tests.workflows.polling import eventually, signalled
 from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.sandbox import workflow_runner
@@ -119,6 +119,20 @@ async def running(env: WorkflowEnvironment):
         await terminate_runs(env.client, [h.id, *created], under=f"{h.id}/")
         await stop_worker(w)
         await terminate_runs(env.client, under=f"{h.id}/")  # any its last activities started meanwhile
+
+
+async def test_a_wake_during_an_iteration_starts_the_next_one_at_once(running) -> None:  # noqa: ANN001
+    """scan_now while the loop observes asks for an iteration after it: the next one starts as
+    this one ends, not a scan interval (an hour here) later. It was reset after the iteration, so
+    a wake that came during one was forgotten (patch wake-kept-during-round)."""
+    world = World(hold_observe=asyncio.Event())
+    handle = await running(world, scan_interval_s=3600)
+    await until(lambda: world.observe_calls == 1, what="the first observation")
+    await handle.signal(NodeAutoscalerWorkflow.scan_now)
+    await until(lambda: signalled(handle), what="scan_now in the history, the observation still held")
+    world.hold_observe.set()
+    status = await eventually(handle, lambda s: s.iterations >= 2)
+    assert status.iterations == 2 and world.observe_calls == 2
 
 
 async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001
