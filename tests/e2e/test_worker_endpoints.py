@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from temporalio.worker import Worker
 
 from activities.settings import ObservabilitySettings, Settings, SettingsError
 from sim.cluster import FakeCluster
@@ -19,9 +18,8 @@ from starters.metrics import fetch
 from starters.processes import free_port
 from tests.e2e.conftest import TemporalServer
 from tests.polling import until
+from tests.workflows.workers import new_worker
 from worker import Health, metrics_runtime, run_worker
-from workflows.all import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 
 def get(url: str) -> tuple[int, str]:
@@ -74,7 +72,7 @@ async def test_metrics_and_probes_while_the_worker_polls(
 
 async def test_readiness_is_false_until_the_worker_polls(temporal_server: TemporalServer) -> None:
     client = await temporal_server.client()
-    worker = Worker(client, task_queue="never-started", workflows=WORKFLOWS, workflow_runner=workflow_runner())
+    worker = new_worker(client, "never-started")
     ok, why = await Health(client, worker).ready()
     assert not ok and "not polling" in why
 

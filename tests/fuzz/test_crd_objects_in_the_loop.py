@@ -27,7 +27,6 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
 from scaling.nodes import contracts as node_contracts
@@ -53,11 +52,10 @@ from tests.fuzz.test_loop_messages import no_failed_tasks
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.nodes.stubs import World
+from tests.workflows.workers import new_worker
 from worker import worker_interceptors
-from workflows.all import WORKFLOWS
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.sandbox import workflow_runner
 
 PER_SOURCE = 20  # objects drawn from the CRD's schema, and as many with garbage at typed fields
 
@@ -128,14 +126,7 @@ async def test_autoscalers_through_one_running_loop_end_as_conditions_naming_the
 ) -> None:
     world = ComponentsWorld(spec=copy.deepcopy(VALID_TCAS), base=VALID_TCAS["cluster"]["name"], load={"tikv": 3.0})
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=world.activities(),
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=world.activities(), interceptors=worker_interceptors()):
         settings = ComponentAutoscalerSettings(
             namespace="ns", name="tas", scan_interval_s=3600, iterations_per_run=1000
         )
@@ -217,14 +208,7 @@ async def test_node_groups_through_one_running_loop_end_as_problems_naming_the_f
         return await stub_observe(inp)
 
     tq, cluster = f"tq-{uuid.uuid4().hex[:6]}", f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=[*base, observe_cluster],
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=[*base, observe_cluster], interceptors=worker_interceptors()):
         settings = AutoscalerSettings(cluster=cluster, scan_interval_s=3600, machine_gc=False, iterations_per_run=1000)
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run, AutoscalerInput(settings=settings), id=f"nodes/{cluster}", task_queue=tq

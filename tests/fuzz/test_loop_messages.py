@@ -56,6 +56,7 @@ from tests.workflows.nodes.test_node_replacement import GROUP, node
 from tests.workflows.nodes.test_node_replacement import world as replace_world
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.nodes.test_node_request_batch import batch, describe_until, phases
+from tests.workflows.workers import new_worker
 from worker import worker_interceptors
 from workflows.all import WORKFLOWS
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
@@ -68,7 +69,6 @@ from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.request import NodeRequestWorkflow
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
-from workflows.sandbox import workflow_runner
 
 ANSWER_S = 30
 HUGE = "x" * (MAX_UPDATE_BYTES + 1)
@@ -118,14 +118,7 @@ async def test_a_node_loops_updates_refuse_garbage_naming_the_field_and_it_keeps
     env: WorkflowEnvironment,
 ) -> None:
     tq, cluster = f"tq-{uuid.uuid4().hex[:6]}", f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=World().activities(),
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=World().activities(), interceptors=worker_interceptors()):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False)),
@@ -281,14 +274,7 @@ def node_worker(env: WorkflowEnvironment, world: World, tq: str) -> Worker:
     acts = world.activities()
     names = {activity._Definition.must_from_callable(a).name for a in acts}
     acts += [a for a in Cloud().activities() if activity._Definition.must_from_callable(a).name not in names]
-    return Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=acts,
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    )
+    return new_worker(env.client, tq, activities=acts, interceptors=worker_interceptors())
 
 
 async def test_node_requests_and_the_collector_drop_garbage_and_go_on(env: WorkflowEnvironment) -> None:
@@ -357,14 +343,7 @@ async def test_removals_drop_garbage_and_go_on(env: WorkflowEnvironment) -> None
 async def test_a_region_and_its_index_drop_garbage_and_go_on(dev_env: WorkflowEnvironment) -> None:
     env = dev_env
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=FleetWorld().activities(),
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=FleetWorld().activities(), interceptors=worker_interceptors()):
         config = load_fleet_config_text(CONFIG).without_clusters()
         region = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
@@ -396,14 +375,7 @@ async def test_a_region_and_its_index_drop_garbage_and_go_on(dev_env: WorkflowEn
 async def test_a_component_autoscalers_updates_refuse_garbage_naming_the_field(env: WorkflowEnvironment) -> None:
     world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0})
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=world.activities(),
-        interceptors=worker_interceptors(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=world.activities(), interceptors=worker_interceptors()):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(

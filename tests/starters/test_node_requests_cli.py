@@ -13,7 +13,6 @@ import pytest
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from scaling.approvals import ApprovalState, decision_refused
@@ -28,8 +27,8 @@ from scaling.nodes.scale_up.requests import (
 from starters.cli import MISSING, REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.polling import until
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import autoscaler_id
-from workflows.sandbox import workflow_runner
 from workflows.search import CLUSTER, PHASE
 
 
@@ -190,9 +189,7 @@ async def test_request_approvals_decisions_and_cancel_with_batch_and_member_ids(
         ],
     )
     started = []
-    async with Worker(
-        client, task_queue=tq, workflows=[StandInBatch, StandInRequest, StandInLoop], workflow_runner=workflow_runner()
-    ):
+    async with new_worker(client, tq, workflows=[StandInBatch, StandInRequest, StandInLoop]):
         try:
             for wf, arg, wf_id in (
                 (StandInBatch.run, batch, batch_id),

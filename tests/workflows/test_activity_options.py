@@ -25,11 +25,11 @@ from activities.heartbeat import WORKER_SHUTDOWN, HeartbeatInterceptor, beat_pro
 from scaling.components import contracts as components
 from scaling.fleet import contracts as fleet
 from scaling.nodes import contracts as nodes
+from tests.workflows.workers import new_worker
 from workflows.activity_options import ActivityOptions
 from workflows.components.activity_options import COMPONENT_ACTIVITIES
 from workflows.fleet.activity_options import FLEET_ACTIVITIES
 from workflows.nodes.activity_options import NODE_ACTIVITIES
-from workflows.sandbox import workflow_runner
 
 # A decision (a local activity) takes its options where the workflow calls it, not from the table.
 TABLES = [
@@ -113,9 +113,9 @@ class RunOne:
 
 
 def make_worker(env: WorkflowEnvironment, tq: str, interceptors: list) -> Worker:
-    return Worker(
+    return new_worker(
         env.client,
-        task_queue=tq,
+        tq,
         workflows=[RunOne],
         activities=[silent, silent_thread, resuming, waiting],
         activity_executor=EXECUTOR,
@@ -123,7 +123,6 @@ def make_worker(env: WorkflowEnvironment, tq: str, interceptors: list) -> Worker
         max_heartbeat_throttle_interval=timedelta(seconds=0.5),
         default_heartbeat_throttle_interval=timedelta(seconds=0.5),
         graceful_shutdown_timeout=timedelta(seconds=30),
-        workflow_runner=workflow_runner(),
     )
 
 

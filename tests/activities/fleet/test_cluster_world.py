@@ -16,7 +16,6 @@ import httpx
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.fleet import build_activities
 from activities.fleet.agent_api import serve
@@ -31,8 +30,8 @@ from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
 from tests.conftest import start_dev_server
 from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
+from tests.workflows.workers import new_worker
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-from workflows.sandbox import workflow_runner
 
 UNITS_PER_NODE = 0.5
 FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_install_s=0.3)
@@ -77,7 +76,7 @@ async def world(
     agents = AgentFleet(ocm.addon_installations, units_per_node={"standard": UNITS_PER_NODE}, interval_s=0.5, scan_s=0.2).start()  # fmt: skip
     tq = tq or f"fleet-world-{uuid.uuid4().hex[:6]}"
     try:
-        async with Worker(env.client, task_queue=tq, workflows=[DataPlaneClusterWorkflow], activities=build_activities(settings), workflow_runner=workflow_runner()):  # fmt: skip
+        async with new_worker(env.client, tq, workflows=[DataPlaneClusterWorkflow], activities=build_activities(settings)):  # fmt: skip
             yield tq, agents
     finally:
         agents.stop()

@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
@@ -18,9 +17,8 @@ from tests.cli import growth
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import tikv_spec
+from tests.workflows.workers import new_worker
 from workflows.components.autoscaler import workflow_id
-from workflows.components.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 
 async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -> None:
@@ -33,9 +31,7 @@ async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -
     async def cli(*argv: str) -> str:
         return await invoke(client, settings, ["components", "-n", "ns", name, *argv])
 
-    async with Worker(
-        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(client, tq, activities=world.activities()):
         try:
             await cli("start", "--scan-interval", "1", "--approve-group-create", "--use-search-attributes")
             deadline = asyncio.get_running_loop().time() + 60

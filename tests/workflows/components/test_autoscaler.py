@@ -15,7 +15,6 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.components.state import (
@@ -29,9 +28,9 @@ from tests.polling import until
 from tests.workflows.cleanup import running
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.replayer import new_replayer
+from tests.workflows.workers import new_worker
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
 from workflows.components.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 CPU_RULE = {"max_threshold": 0.8, "min_threshold": 0.2}
 SCAN_S = 30
@@ -110,15 +109,7 @@ async def autoscaler(
     settings = ComponentAutoscalerSettings(
         namespace=world.namespace, name=world.name, **{"scan_interval_s": SCAN_S, **kw}
     )
-    async with running(
-        Worker(
-            env.client,
-            task_queue=tq,
-            workflows=WORKFLOWS,
-            activities=world.activities(),
-            workflow_runner=workflow_runner(),
-        )
-    ):
+    async with running(new_worker(env.client, tq, activities=world.activities())):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(settings=settings),
@@ -326,9 +317,7 @@ async def test_autoscaler_deleted_ends_the_workflow_and_leaves_groups(env: Workf
     world.autos["auto-x"] = _auto("auto-x", replicas=1)
     tq = f"components-{uuid.uuid4().hex[:6]}"
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30)
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=world.activities()):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(settings=settings),

@@ -7,15 +7,13 @@ import uuid
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
-from workflows.components.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
+from tests.workflows.workers import new_worker
 
 
 async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
@@ -31,9 +29,7 @@ async def test_start_status_pin_block_pause(env: WorkflowEnvironment) -> None:
     async def cli(*argv: str) -> str:
         return await invoke(env.client, settings, ["components", "-n", "ns", name, *argv])
 
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=world.activities()):
         out = await cli("start", "--scan-interval", "30")
         assert out.startswith(f"started ComponentAutoscaler components/ns/{name}")
         assert "already running" in await cli("start")

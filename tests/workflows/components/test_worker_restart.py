@@ -10,15 +10,13 @@ import asyncio
 import uuid
 
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import report, rounds_past, skip, tikv_spec
+from tests.workflows.workers import new_worker
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
-from workflows.components.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 
 async def test_worker_killed_between_creating_a_group_and_recording_it(env: WorkflowEnvironment) -> None:
@@ -27,14 +25,7 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     settings = ComponentAutoscalerSettings(namespace="ns", name="tas", scan_interval_s=30, activity_timeout_s=20)
     handle = None
     # No workflow cache: no sticky queue holds the run's next task for a worker that is gone.
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=world.activities(),
-        max_cached_workflows=0,
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=world.activities(), max_cached_workflows=0):
         handle = await env.client.start_workflow(
             ComponentAutoscalerWorkflow.run,
             ComponentAutoscalerInput(settings=settings),
@@ -47,13 +38,7 @@ async def test_worker_killed_between_creating_a_group_and_recording_it(env: Work
     try:
         # A new worker starts with an empty cache: it replays the history once, as a new process
         # would (with none, every later task replayed the whole history again).
-        async with Worker(
-            env.client,
-            task_queue=tq,
-            workflows=WORKFLOWS,
-            activities=world.activities(),
-            workflow_runner=workflow_runner(),
-        ):
+        async with new_worker(env.client, tq, activities=world.activities()):
             await skip(env, 30)
             await until(lambda: "auto" in str((world.last_status().get("tikv") or {}).keys()))
             rep = await report(handle)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from bench.runtime import run
@@ -30,9 +29,8 @@ from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import settings
 from tests.workflows.fleet.test_registered_clusters import CONFIG, agents, create
 from tests.workflows.release_histories import HISTORIES, save
+from tests.workflows.workers import new_worker
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 REGION_HISTORY = HISTORIES / "0.2.0" / "fleet_FleetAutoscaler_registered.json"
 # The index shard that holds s1 and s2 (claimed, placed, s2 removed), from the same run: beside it.
@@ -47,13 +45,7 @@ async def record(out: Path) -> None:
         dev_server_existing_path=str(TEMPORAL), data_converter=pydantic_data_converter, dev_server_log_level="error"
     ) as env:
         tq = f"fleet-{uuid.uuid4().hex[:6]}"
-        async with Worker(
-            env.client,
-            task_queue=tq,
-            workflows=WORKFLOWS,
-            activities=FleetWorld().activities(),
-            workflow_runner=workflow_runner(),
-        ):
+        async with new_worker(env.client, tq, activities=FleetWorld().activities()):
             config = load_fleet_config_text(CONFIG)
             handle = await env.client.start_workflow(
                 FleetAutoscalerWorkflow.run,

@@ -11,7 +11,6 @@ from contextlib import suppress
 import pytest
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
@@ -19,8 +18,7 @@ from starters.cli import REFUSED, CliError, invoke
 from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
+from tests.workflows.workers import new_worker
 
 
 async def test_cli_approves_and_denies_cluster_creation(search_env: WorkflowEnvironment, tmp_path) -> None:
@@ -46,9 +44,7 @@ async def test_cli_approves_and_denies_cluster_creation(search_env: WorkflowEnvi
 
     world = FleetWorld()
     clusters: list[str] = []
-    async with Worker(
-        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(client, tq, activities=world.activities()):
         try:
             await cli(
                 "start", "--fleet-config", str(cfg), "--interval", "1", "--cluster-timeouts", '{"poll_s": 1}',

@@ -12,7 +12,6 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -25,10 +24,9 @@ from scaling.fleet.region import FleetAutoscalerInput, FleetAutoscalerSettings, 
 from tests.polling import query_until, until
 from tests.workflows.cleanup import running
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
+from tests.workflows.workers import new_worker
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 CONFIG = """
 supported_providers:
@@ -83,15 +81,7 @@ async def region(
     """A worker, the region's loop, and a fake agent for every cluster that waits for one."""
     tq = f"fleet-{uuid.uuid4().hex[:6]}"
     wid = f"fleet/aws/test-{uuid.uuid4().hex[:6]}"
-    async with running(
-        Worker(
-            env.client,
-            task_queue=tq,
-            workflows=WORKFLOWS,
-            activities=world.activities(),
-            workflow_runner=workflow_runner(),
-        )
-    ):
+    async with running(new_worker(env.client, tq, activities=world.activities())):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(settings=s, config=load_fleet_config_text(CONFIG), state=state),

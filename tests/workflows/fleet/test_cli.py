@@ -12,7 +12,6 @@ import pytest
 import yaml
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.settings import Settings, TemporalSettings
 from scaling.fleet import contracts
@@ -21,9 +20,8 @@ from starters.cli import REFUSED, Call, CliError, invoke, parse
 from tests.cli import growth
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import CONFIG, _terminate_all, run_input
+from tests.workflows.workers import new_worker
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 REGION_FLAGS = ["--provider", "aws", "--region", "us-east-1"]
 
@@ -71,9 +69,7 @@ async def test_cli_drives_a_region(dev_env: WorkflowEnvironment, tmp_path) -> No
         return await invoke(client, settings, ["fleet", *flags, *argv])
 
     world = FleetWorld()
-    async with Worker(
-        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(client, tq, activities=world.activities()):
         out = await cli("start", "--fleet-config", str(cfg), "--interval", "1", "--cluster-timeouts", '{"poll_s": 1}')
         assert out.startswith(f"started FleetAutoscaler fleet/aws/{region}")
         assert "already running" in await cli("start", "--fleet-config", str(cfg))

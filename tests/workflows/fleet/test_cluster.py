@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.updates import execute_update
 from scaling.fleet import contracts
@@ -29,8 +28,8 @@ from scaling.fleet.models import ClusterPhase
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, StubCluster
 from tests.workflows.release_histories import HISTORIES, save
+from tests.workflows.workers import new_worker
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-from workflows.sandbox import workflow_runner
 
 TERRAFORMING = [
     contracts.CREATE_MACHINE_POOL,
@@ -85,13 +84,8 @@ async def running(
     env: WorkflowEnvironment, world: FleetWorld, inp: DataPlaneClusterInput, tq: str = "", **worker_options: int
 ) -> AsyncIterator[WorkflowHandle]:
     tq = tq or f"fleet-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[DataPlaneClusterWorkflow],
-        activities=world.activities(),
-        **worker_options,
-        workflow_runner=workflow_runner(),
+    async with new_worker(
+        env.client, tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities(), **worker_options
     ):
         handle = await env.client.start_workflow(
             DataPlaneClusterWorkflow.run, inp, id=contracts.cluster_workflow_id(inp.cluster_id), task_queue=tq
@@ -274,13 +268,7 @@ async def test_worker_restart_mid_terraforming_makes_no_duplicate_cluster(
     # The first worker is gone mid-terraforming; a new one picks the workflow up.
     world.hold_addons = world.hang_after_pool_created = False
     calls_before = len(world.calls)
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[DataPlaneClusterWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities()):
         await until(lambda: in_phase(handle, ClusterPhase.WAITING))
         await execute_update(handle, DataPlaneClusterWorkflow.report_agent_status, report())
         await handle.signal(DataPlaneClusterWorkflow.deprovision)

@@ -15,7 +15,6 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.updates import cause_of, execute_update
 from scaling.fleet import contracts
@@ -35,10 +34,9 @@ from starters.fleet import register_listed
 from tests.polling import until
 from tests.workflows.fleet.stubs import FleetWorld, stop_agents
 from tests.workflows.fleet.test_autoscaler import _terminate_all, eventually, settings, terminate_clusters
+from tests.workflows.workers import new_worker
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 CONFIG = """
 supported_providers:
@@ -110,9 +108,7 @@ async def region(
     config = load_fleet_config_text(CONFIG)
     listed = [c.cluster_id for c in config.clusters]
     await terminate_clusters(env.client, listed)  # the ids are fixed: no run of an earlier test may answer for them
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=world.activities()):
         handle = await env.client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.fleet import contracts
 from scaling.fleet.config import load_fleet_config_text
@@ -21,9 +20,8 @@ from scaling.fleet.scale_up import ScaleUpDecision, ScaleUpReason
 from starters.scenarios.fleet import SteadyState, demo_fleet_config, demo_region_limit, run_fleet_burst
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_autoscaler import _terminate_all
+from tests.workflows.workers import new_worker
 from workflows.fleet.autoscaler import FleetAutoscalerWorkflow
-from workflows.fleet.registry import WORKFLOWS
-from workflows.sandbox import workflow_runner
 
 
 async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment) -> None:
@@ -33,13 +31,7 @@ async def test_burst_over_the_region_limit_says_why(dev_env: WorkflowEnvironment
     tq = f"fleet-scn-{uuid.uuid4().hex[:6]}"
     settings = FleetAutoscalerSettings(provider="aws", region=region, scan_interval_s=1.0)
     config = load_fleet_config_text(demo_fleet_config(region=region, limit=3))
-    async with Worker(
-        client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=FleetWorld().activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(client, tq, activities=FleetWorld().activities()):
         handle = await client.start_workflow(
             FleetAutoscalerWorkflow.run,
             FleetAutoscalerInput(settings=settings, config=config),

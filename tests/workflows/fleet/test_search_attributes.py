@@ -11,13 +11,12 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.fleet import contracts
 from tests.workflows.fleet.stubs import FleetWorld
 from tests.workflows.fleet.test_cluster import cluster_input
+from tests.workflows.workers import new_worker
 from workflows.fleet.cluster import DataPlaneClusterWorkflow
-from workflows.sandbox import workflow_runner
 from workflows.search import CLUSTER, PHASE, PROVIDER, REGION
 
 
@@ -35,13 +34,7 @@ async def test_cluster_is_listed_by_provider_region_and_phase(dev_env: WorkflowE
     world = FleetWorld()
     inp = cluster_input().model_copy(update={"use_search_attributes": True})
     tq = f"fleet-sa-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        client,
-        task_queue=tq,
-        workflows=[DataPlaneClusterWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(client, tq, workflows=[DataPlaneClusterWorkflow], activities=world.activities()):
         handle = await client.start_workflow(
             DataPlaneClusterWorkflow.run, inp, id=contracts.cluster_workflow_id(inp.cluster_id), task_queue=tq
         )

@@ -14,7 +14,6 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.nodes.planning import plan_scale_up
 from activities.nodes.requests import report_to_loop, start_node_requests
@@ -36,7 +35,7 @@ from scaling.nodes.models import ServerType, SpecProblem
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.state import requests_with_ready_node
-from workflows.sandbox import workflow_runner
+from tests.workflows.workers import new_worker
 
 
 @dataclass
@@ -186,12 +185,5 @@ async def started(
     """`workflow` started on `inp` (its id inp.id) and run by a worker of its own, on a task queue of
     its own, with `world`'s stubs, for as long as the block lasts."""
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[workflow],
-        activities=world.activities(),
-        **worker_kw,
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, workflows=[workflow], activities=world.activities(), **worker_kw):
         yield await env.client.start_workflow(workflow.run, inp, id=inp.id, task_queue=tq)

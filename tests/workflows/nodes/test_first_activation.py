@@ -13,7 +13,6 @@ import uuid
 from datetime import UTC, datetime
 
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.nodes.models import Attempt, AttemptResult, RequestPhase
 from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
@@ -21,9 +20,8 @@ from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput, NodeAutoscalerState
 from tests.workflows.nodes.stubs import World
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.sandbox import workflow_runner
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -47,13 +45,7 @@ TASK_QUEUE = f"tq-{uuid.uuid4().hex[:6]}"
 
 
 async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEnvironment) -> None:
-    async with Worker(
-        env.client,
-        task_queue=TASK_QUEUE,
-        workflows=WORKFLOWS,
-        activities=World().activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, TASK_QUEUE, activities=World().activities()):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         state = carried_state(cluster)
         (request,) = state.in_flight.values()
@@ -85,13 +77,7 @@ async def test_request_report_in_the_first_activation_is_applied(env: WorkflowEn
 
 
 async def test_scale_down_report_in_the_first_activation_is_applied(env: WorkflowEnvironment) -> None:
-    async with Worker(
-        env.client,
-        task_queue=TASK_QUEUE,
-        workflows=WORKFLOWS,
-        activities=World().activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, TASK_QUEUE, activities=World().activities()):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         state = carried_state(cluster)
         final = state.scale_downs["n1"].model_copy(update={"phase": ScaleDownPhase.REMOVED})
@@ -116,13 +102,7 @@ async def test_resume_in_the_first_activation_is_applied(env: WorkflowEnvironmen
     """A paused loop resumed right at the boundary runs: the resume is not overwritten by the
     carried paused=True."""
     world = World(hold_readiness=True)
-    async with Worker(
-        env.client,
-        task_queue=TASK_QUEUE,
-        workflows=WORKFLOWS,
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, TASK_QUEUE, activities=world.activities()):
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,

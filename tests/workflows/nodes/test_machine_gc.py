@@ -22,6 +22,7 @@ from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
 from tests.polling import query_until, until
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.polling import signalled
+from tests.workflows.workers import new_worker
 from workflows.nodes.machine_gc import (
     MachineGCInput,
     MachineGCSettings,
@@ -29,7 +30,6 @@ from workflows.nodes.machine_gc import (
     MachineGCWorkflow,
     machine_gc_id,
 )
-from workflows.sandbox import workflow_runner
 
 OLD = 0.0  # created at the epoch: far older than any grace period
 YOUNG = 1e12  # created in the far future: never past the grace period
@@ -114,13 +114,7 @@ async def gc(env: WorkflowEnvironment):
 
     async def _start(cloud: Cloud, **settings: object) -> WorkflowHandle:
         tq = f"gc-{uuid.uuid4().hex[:6]}"
-        worker = Worker(
-            env.client,
-            task_queue=tq,
-            workflows=[MachineGCWorkflow],
-            activities=cloud.activities(),
-            workflow_runner=workflow_runner(),
-        )
+        worker = new_worker(env.client, tq, workflows=[MachineGCWorkflow], activities=cloud.activities())
         await worker.__aenter__()
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(

@@ -14,7 +14,6 @@ from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.nodes import contracts
 from scaling.nodes.settings import AutoscalerSettings
@@ -23,10 +22,9 @@ from tests.polling import until
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_machine_gc import Cloud
 from tests.workflows.polling import eventually
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.machine_gc import MachineGCWorkflow, machine_gc_id
-from workflows.sandbox import workflow_runner
 
 
 async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new(dev_env: WorkflowEnvironment) -> None:
@@ -35,9 +33,7 @@ async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new
     cluster = f"c{uuid.uuid4().hex[:6]}"
     cloud = Cloud()
     activities = World().activities() + [a for a in cloud.activities() if a.__name__ != "delete_node"]
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities, workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=activities):
         settings = AutoscalerSettings(
             cluster=cluster, scan_interval_s=0.5, iterations_per_run=1, machine_gc_interval_s=45, machine_gc_grace_s=120
         )
@@ -72,13 +68,7 @@ async def test_autoscaler_starts_machine_gc_once_and_it_survives_continue_as_new
 async def test_machine_gc_can_be_switched_off(env: WorkflowEnvironment) -> None:
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     cluster = f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=WORKFLOWS,
-        activities=World().activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, activities=World().activities()):
         auto = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30, machine_gc=False)),
@@ -106,9 +96,7 @@ async def test_a_loop_that_fails_ends_its_machine_gc(env: WorkflowEnvironment) -
 
     activities = [a for a in World().activities() if a.__name__ not in ("observe_cluster", "delete_node")]
     activities += [observe_cluster, *Cloud().activities()]
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=activities, workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=activities):
         auto = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=30)),

@@ -38,9 +38,8 @@ from tests.polling import until
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually, signalled
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 
@@ -67,9 +66,7 @@ GENERAL = NodeGroup(
 
 async def start(env: WorkflowEnvironment, world: World, **settings) -> tuple[WorkflowHandle, Worker]:
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    worker = Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    )
+    worker = new_worker(env.client, tq, activities=world.activities())
     await worker.__aenter__()
     cluster = f"c{uuid.uuid4().hex[:6]}"
     handle = await env.client.start_workflow(

@@ -42,10 +42,10 @@ from starters.history import decode_events
 from tests.polling import until
 from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, app_pod, node, worker  # noqa: F401
 from tests.workflows.replayer import assert_replay, committed, record_again
+from tests.workflows.workers import new_worker
 from workflows.all import WORKFLOWS
 from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
-from workflows.sandbox import workflow_runner
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
 
@@ -246,15 +246,7 @@ if __name__ == "__main__":
 
         async def make(w: ReplaceWorld) -> tuple[str, list]:
             tq = f"tq-{uuid.uuid4().hex[:6]}"
-            workers.append(
-                Worker(
-                    env.client,
-                    task_queue=tq,
-                    workflows=WORKFLOWS,
-                    activities=w.activities(),
-                    workflow_runner=workflow_runner(),
-                )
-            )
+            workers.append(new_worker(env.client, tq, activities=w.activities()))
             await workers[-1].__aenter__()
             return tq, []
 

@@ -10,7 +10,6 @@ from hcloud import APIException
 from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
@@ -19,8 +18,8 @@ from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, AttemptResult, Pool, R
 from scaling.nodes.scale_up.requests import NodeRequestInput, NodeRequestStatus
 from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
+from tests.workflows.workers import new_worker
 from workflows.nodes.request import NodeRequestWorkflow
-from workflows.sandbox import workflow_runner
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 
@@ -105,13 +104,7 @@ async def test_cancel_during_provisioning_removes_the_node(env: WorkflowEnvironm
     world = World(hold_readiness=True)
     inp = request(pools("kwok-cx22"))
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[NodeRequestWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, workflows=[NodeRequestWorkflow], activities=world.activities()):
         handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
         # Wait (by query, not by sleeping) until the request is Provisioning.
         for _ in range(200):
@@ -156,13 +149,7 @@ async def test_provider_error_keeps_the_actionable_outer_message(env: WorkflowEn
     stubs = [a for a in world.activities() if a.__temporal_activity_definition.name != contracts.CREATE_NODE]
     inp = request(pools("kwok-cx22", "kwok-cx32"))
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[NodeRequestWorkflow],
-        activities=[create_node, *stubs],
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, tq, workflows=[NodeRequestWorkflow], activities=[create_node, *stubs]):
         handle = await env.client.start_workflow(NodeRequestWorkflow.run, inp, id=inp.id, task_queue=tq)
         status = await handle.result()
     assert status.phase == RequestPhase.UNMET
@@ -208,12 +195,8 @@ async def test_a_request_reports_to_its_loop_from_its_first_attempt_on(env: Work
     """The loop recorded the request Pending when it started it: no report says so again (in a
     burst, a third of the signals the loop took)."""
     tq = f"tq-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client,
-        task_queue=tq,
-        workflows=[NodeRequestWorkflow, ReportRecorder],
-        activities=World().activities(),
-        workflow_runner=workflow_runner(),
+    async with new_worker(
+        env.client, tq, workflows=[NodeRequestWorkflow, ReportRecorder], activities=World().activities()
     ):
         loop = await env.client.start_workflow(ReportRecorder.run, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=tq)
         inp = request(pools("kwok-cx22"), parent_workflow_id=loop.id)

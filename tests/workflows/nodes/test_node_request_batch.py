@@ -13,7 +13,6 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.kube.labels import request_key
 from scaling.kube.models import Resources
@@ -30,8 +29,8 @@ from scaling.nodes.scale_up.requests import (
 from tests.polling import query_until
 from tests.workflows.nodes.stubs import World, started
 from tests.workflows.replayer import assert_replay, committed
+from tests.workflows.workers import new_worker
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
-from workflows.sandbox import workflow_runner
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 HISTORY = HISTORIES / "node_request_batch.json"
@@ -109,25 +108,14 @@ async def test_a_worker_killed_mid_batch_leaves_one_node_per_member(env: Workflo
     inp = batch(3)
     world = World(crash_after_create={member_id(inp.id, 1)})
     queue = tq()
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[NodeRequestBatchWorkflow],
-        activities=world.activities(),
-        max_cached_workflows=0,
-        workflow_runner=workflow_runner(),
+    async with new_worker(
+        env.client, queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities(), max_cached_workflows=0
     ):
         handle = await env.client.start_workflow(NodeRequestBatchWorkflow.run, inp, id=inp.id, task_queue=queue)
         await world.crashed.wait()
     # Member 1's machine exists (the others' may or may not yet); the workflow never heard of it.
     assert (member_id(inp.id, 1), 0) in world.machines
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[NodeRequestBatchWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(env.client, queue, workflows=[NodeRequestBatchWorkflow], activities=world.activities()):
         status = await handle.result()
     assert phases(status) == [RequestPhase.READY] * 3
     assert len(world.machines) == 3 and len({m.node_name for m in status.members}) == 3
@@ -265,12 +253,8 @@ class BatchReportRecorder:
 async def test_members_reports_reach_the_loop_in_a_few_signals_in_order(env: WorkflowEnvironment) -> None:
     n = 12
     queue = tq()
-    async with Worker(
-        env.client,
-        task_queue=queue,
-        workflows=[NodeRequestBatchWorkflow, BatchReportRecorder],
-        activities=World().activities(),
-        workflow_runner=workflow_runner(),
+    async with new_worker(
+        env.client, queue, workflows=[NodeRequestBatchWorkflow, BatchReportRecorder], activities=World().activities()
     ):
         loop = await env.client.start_workflow(
             BatchReportRecorder.run, n, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=queue

@@ -44,10 +44,9 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
-from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 GROUP = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)])
@@ -194,13 +193,7 @@ async def worker(env: WorkflowEnvironment):
 
     async def _make(world: DownWorld) -> tuple[str, list[WorkflowHandle]]:
         tq = f"tq-{uuid.uuid4().hex[:6]}"
-        w = Worker(
-            env.client,
-            task_queue=tq,
-            workflows=WORKFLOWS,
-            activities=world.activities(),
-            workflow_runner=workflow_runner(),
-        )
+        w = new_worker(env.client, tq, activities=world.activities())
         await w.__aenter__()
         handles: list[WorkflowHandle] = []
         made.append((w, handles))

@@ -8,7 +8,6 @@ import uuid
 
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.contracts import ClusterObservation
@@ -18,9 +17,8 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.sandbox import workflow_runner
 
 GIB = 1 << 30
 GROUP = NodeGroup(
@@ -48,9 +46,7 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env:
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     cluster = f"c{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        env.client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(env.client, tq, activities=world.activities()):
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(

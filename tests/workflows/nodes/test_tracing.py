@@ -15,7 +15,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.tracing import tracing_interceptor
 from scaling.nodes import contracts
@@ -26,9 +25,8 @@ from scaling.nodes.state import AutoscalerInput
 from tests.polling import until
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_autoscaler import GENERAL, pod
-from workflows.all import WORKFLOWS
+from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
-from workflows.sandbox import workflow_runner
 
 
 def ancestors(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[str]:
@@ -48,9 +46,7 @@ async def test_a_scale_up_is_one_trace_from_the_loops_activity_to_readiness(dev_
     world.observation = ClusterObservation(unschedulable=[pod(0)], groups=[GENERAL])
     tq, cluster = f"trace-{uuid.uuid4().hex[:6]}", f"c{uuid.uuid4().hex[:6]}"
     settings = AutoscalerSettings(cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, machine_gc=False)
-    async with Worker(
-        client, task_queue=tq, workflows=WORKFLOWS, activities=world.activities(), workflow_runner=workflow_runner()
-    ):
+    async with new_worker(client, tq, activities=world.activities()):
         handle = await dev_env.client.start_workflow(  # an operator's start: no trace of its own
             NodeAutoscalerWorkflow.run, AutoscalerInput(settings=settings), id=f"nodes/{cluster}", task_queue=tq
         )

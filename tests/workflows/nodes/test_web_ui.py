@@ -16,16 +16,15 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.nodes.requests import start_node_requests
 from scaling.nodes.scale_up.requests import StartRequestsInput
 from tests.workflows.nodes.stubs import World
 from tests.workflows.nodes.test_node_request import pools, request
 from tests.workflows.nodes.test_node_request_batch import batch
+from tests.workflows.workers import new_worker
 from workflows.nodes.request import NodeRequestWorkflow
 from workflows.nodes.request_batch import NodeRequestBatchWorkflow
-from workflows.sandbox import workflow_runner
 from workflows.search import ALL, PHASE
 
 
@@ -63,13 +62,7 @@ async def test_a_request_reads_in_the_list_and_stays_visibly_finished(dev_env: W
     starter = ActivityEnvironment(client=client)
     starter.info = dataclasses.replace(starter.info, task_queue=tq)  # the activity starts on its own queue
     batch = StartRequestsInput(cluster="test", requests=[inp], use_search_attributes=True)
-    async with Worker(
-        client,
-        task_queue=tq,
-        workflows=[NodeRequestWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(client, tq, workflows=[NodeRequestWorkflow], activities=world.activities()):
         assert await starter.run(start_node_requests, batch) == 1
         handle = client.get_workflow_handle(inp.id)
         details = await wait_details(handle, "Finished Ready")
@@ -115,13 +108,7 @@ async def test_a_batch_reads_in_the_list_by_its_least_advanced_member(dev_env: W
             assert asyncio.get_running_loop().time() < deadline, f"never listed with GrowthPhase = {phase!r}"
             await asyncio.sleep(0.2)
 
-    async with Worker(
-        client,
-        task_queue=tq,
-        workflows=[NodeRequestBatchWorkflow],
-        activities=world.activities(),
-        workflow_runner=workflow_runner(),
-    ):
+    async with new_worker(client, tq, workflows=[NodeRequestBatchWorkflow], activities=world.activities()):
         assert await starter.run(start_node_requests, start) == 1
         handle = client.get_workflow_handle(inp.id)
         details = await wait_details(handle, "3 nodes: 3 Provisioning")
