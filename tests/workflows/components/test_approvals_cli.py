@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import uuid
 
 import pytest
@@ -50,8 +51,15 @@ async def test_cli_lists_approves_and_refuses(search_env: WorkflowEnvironment) -
             out = (await growth(*server, "components", "-n", "ns", name, "approve", group, "--note", "ok")).stdout
             assert f"{group}: approved" in out
             await until(lambda: group in world.autos)
-            # Created: its approval is used up, so a late decision is refused (exit code 2).
-            refused = await growth(*server, "components", "-n", "ns", name, "deny", group, expect=2)
+
+            # Created: its approval is used up, so a late decision is refused (exit code 2). The stub
+            # makes the group a moment before the loop records it: until then a deny is refused as
+            # "already approved".
+            async def late_deny() -> subprocess.CompletedProcess[str] | None:
+                r = await growth(*server, "components", "-n", "ns", name, "deny", group, expect=2)
+                return r if "awaits approval" in r.stderr else None
+
+            refused = await until(late_deny, what="the loop to record the group and use its approval up")
             assert f"no heterogeneous group '{group}' awaits approval" in refused.stderr
             assert await cli("approvals") == "nothing awaits approval"
         finally:
