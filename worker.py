@@ -46,6 +46,7 @@ from activities.settings import (
 )
 from scaling.components.loop_metrics import HISTOGRAM_BUCKETS as COMPONENT_BUCKETS
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
+from workflows.activity_options import HEARTBEAT_THROTTLE
 from workflows.all import WORKFLOWS
 from workflows.arguments import MessageArguments
 from workflows.sandbox import workflow_runner
@@ -76,9 +77,6 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=15)
 # sticky tasks in well under this unless all its task slots are busy; then another worker
 # replays the history instead, which costs CPU but not correctness.
 STICKY_QUEUE_TIMEOUT = timedelta(seconds=5)
-# Heartbeats reach the server at most this far apart (the SDK's default is 0.8 x the heartbeat
-# timeout, which left one second of slack on a 6 s timeout): see workflows.activity_options.
-HEARTBEAT_THROTTLE = timedelta(seconds=3)
 
 
 def _build_id() -> str:

@@ -24,6 +24,10 @@ HEARTBEAT = timedelta(seconds=6)
 # Long waits (node Ready, pods gone): hundreds run at once in a burst, each beating every 3 s;
 # 10 s keeps that load where it was and still hands a dead worker's wait on within seconds.
 WAIT_HEARTBEAT = timedelta(seconds=10)
+# Beats reach the server at most this far apart (the worker's max and default heartbeat throttle;
+# the SDK's default, 0.8 x the heartbeat timeout, left one second of slack on a 6 s timeout). It
+# is also how late an activity learns that its workflow cancelled it.
+HEARTBEAT_THROTTLE = timedelta(seconds=3)
 
 
 @dataclass(frozen=True)

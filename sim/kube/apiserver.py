@@ -149,6 +149,14 @@ def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
     return values[0] if values else default
 
 
+def _flag(query: dict[str, list[str]], key: str) -> bool:
+    """A boolean query parameter as the API server converts it (apimachinery pkg/runtime/
+    conversion.go Convert_Slice_string_To_bool): absent, "0" or "false" in any case is false,
+    anything else is true. kubernetes-client 36 sends `watch=True`."""
+    values = query.get(key)
+    return bool(values) and values[0] != "0" and values[0].lower() != "false"
+
+
 class _Handler(JsonHandler):
     disable_nagle_algorithm = True
     server: _Server
@@ -338,7 +346,7 @@ class _Handler(JsonHandler):
                     405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
                 )
             if method == "GET":
-                if _first(query, "watch") in ("true", "1"):
+                if _flag(query, "watch"):
                     self._verb = "watch"
                     self._watch(rt, route.ns, query)
                 else:
@@ -618,7 +626,7 @@ class _Handler(JsonHandler):
                 return ("DELETED", obj, event)
             return None
 
-        bookmarks = _first(query, "allowWatchBookmarks") in ("true", "1")
+        bookmarks = _flag(query, "allowWatchBookmarks")
 
         def next_bookmark_after(now: float) -> float:
             nxt = now + max(0.05, api.control.watch_bookmark_interval)

@@ -26,7 +26,7 @@ from scaling.components import contracts as components
 from scaling.fleet import contracts as fleet
 from scaling.nodes import contracts as nodes
 from tests.workflows.workers import new_worker
-from workflows.activity_options import ActivityOptions
+from workflows.activity_options import HEARTBEAT_THROTTLE, ActivityOptions
 from workflows.components.activity_options import COMPONENT_ACTIVITIES
 from workflows.fleet.activity_options import FLEET_ACTIVITIES
 from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -46,7 +46,7 @@ def test_every_activity_of_a_loop_has_its_limits(table: dict[str, ActivityOption
         # Noticed dead within seconds; the worker's beats (every <= HEARTBEAT_THROTTLE) leave
         # at least one late beat of slack; and one attempt may run for longer than a beat.
         assert options.heartbeat <= timedelta(seconds=10), name
-        assert options.heartbeat >= 2 * worker.HEARTBEAT_THROTTLE, name
+        assert options.heartbeat >= 2 * HEARTBEAT_THROTTLE, name
         assert options.start_to_close > options.heartbeat, name
 
 

@@ -309,6 +309,26 @@ def test_watch_streams_events_from_resource_version(core: client.CoreV1Api) -> N
     assert events == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w1")]
 
 
+@pytest.mark.parametrize(
+    ("value", "watches"),
+    [("true", True), ("True", True), ("1", True), ("", True), ("false", False), ("FALSE", False), ("0", False)],
+)
+def test_a_boolean_query_parameter_is_read_as_the_api_server_converts_it(
+    cluster: FakeCluster, value: str, watches: bool
+) -> None:
+    """apimachinery pkg/runtime/conversion.go Convert_Slice_string_To_bool: only "0" and "false"
+    (any case) are false. kubernetes-client 36 sends `watch=True`; a sim that knew only "true"
+    and "1" answered it a list, and that client's informers never saw an event."""
+    req = urllib.request.Request(
+        f"{cluster.url}/api/v1/namespaces?watch={value}&timeoutSeconds=1",
+        headers={"Authorization": f"Bearer {cluster.token}"},
+    )
+    with urllib.request.urlopen(req, timeout=10, context=cluster.ssl_context()) as resp:
+        first = json.loads(resp.readline())
+        assert resp.headers.get("Transfer-Encoding") == ("chunked" if watches else None)
+    assert (first.get("type"), first.get("kind")) == (("ADDED", None) if watches else (None, "NamespaceList"))
+
+
 def test_watch_delivers_live_events(core: client.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("existing"))
     received: list[tuple[str, str]] = []
