@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,11 +56,12 @@ def kube(kubeconfig: Path) -> Iterator[client.ApiClient]:
 
 
 def request(api: client.ApiClient, path: str, accept: str = "application/json", **query: str) -> Any:
-    """A GET through the official client's own transport (its CA, token and connection pool)."""
-    method, url, headers, _, _ = api.param_serialize(
-        "GET", path, query_params=list(query.items()), header_params={"Accept": accept}, auth_settings=["BearerToken"]
-    )
-    response = api.call_api(method, url, header_params=headers)
+    """A GET through the official client's own transport (its connection pool, CA and token as
+    the kubeconfig gave them)."""
+    url = api.configuration.host + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    auth = api.configuration.auth_settings()["BearerToken"]
+    headers = {"Accept": accept, auth["key"]: auth["value"]}
+    response = api.rest_client.pool_manager.request("GET", url, headers=headers, preload_content=False)
     assert response.status == 200, response.read()
     return response
 
@@ -313,14 +315,14 @@ def test_table_watch_sends_columns_once(cluster: FakeCluster, kube: client.ApiCl
     response = request(kube, "/api/v1/nodes", TABLE, watch="true", resourceVersion=start, timeoutSeconds="60")
     events: list[dict[str, Any]] = []
     buffer = b""
-    for chunk in response.response.stream(4096):
+    for chunk in response.stream(4096):
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             events.append(json.loads(line))
         if len(events) >= 2:
             break
-    response.response.release_conn()
+    response.release_conn()
     added, ready = events[0], events[1]
     assert added["type"] == "ADDED" and added["object"]["kind"] == "Table"
     assert [c["name"] for c in added["object"]["columnDefinitions"]][:5] == [
