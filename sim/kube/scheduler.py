@@ -3,8 +3,10 @@
 The filters are sim/kube/filters/ (one module per plugin: NodeUnschedulable, NodeName,
 TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
 PodTopologySpread, InterPodAffinity), this module's own reading of the kube-scheduler's. Scores
-with LeastAllocated (the default) or MostAllocated over cpu and memory; ties go to the first
-node by name so runs are reproducible. Pods that fit nowhere get PodScheduled=False/
+as the default profile's NodeResourcesFit (LeastAllocated, or MostAllocated when the control
+says so) plus NodeResourcesBalancedAllocation, in the scheduler's integers (sim/kube/scores);
+the kube-scheduler picks at random among nodes with equal scores, the simulator the first by
+name, so runs are reproducible. Pods that fit nowhere get PodScheduled=False/
 Unschedulable with the scheduler's "0/N nodes are available" message. Binding a pod binds its
 unbound WaitForFirstConsumer claims as the PV controller would once the scheduler picked a
 node: to the smallest Available PV that allows it, or to a new PV provisioned with the node's
@@ -28,6 +30,7 @@ from sim.kube.filters.podaffinity import Term, anti_affinity_terms
 from sim.kube.filters.ports import host_ports
 from sim.kube.filters.resources import Resources, allocatable, pod_requests
 from sim.kube.follow import Follower
+from sim.kube.scores import noderesources
 from sim.kube.store import Obj, Store, now_rfc3339
 
 __all__ = ["Scheduler", "affinity_matches", "pod_requests", "unschedulable_message"]
@@ -64,18 +67,16 @@ def equivalence_key(pod: Obj, anti_affinity_placed: bool) -> str | None:
     return json.dumps(parts, sort_keys=True)
 
 
-def score(req: Resources, node: Obj, used: Resources, strategy: str, alloc: Resources | None = None) -> float:
+def requests(pod: Obj) -> Resources:
+    """What the filters read of the pod's requests, and the non-zero cpu and memory the scores
+    read (sim/kube/scores/noderesources.with_non_zero); raises ValueError when malformed."""
+    return noderesources.with_non_zero(pod, pod_requests(pod))
+
+
+def score(req: Resources, node: Obj, used: Resources, strategy: str, alloc: Resources | None = None) -> int:
+    """The node's score for a pod requesting `req` (requests()), its pods holding `used`."""
     alloc = allocatable(node) if alloc is None else alloc
-    parts = []
-    for name in ("cpu", "memory"):
-        capacity = alloc.get(name, 0)
-        if capacity <= 0:
-            parts.append(0.0)
-            continue
-        requested = used.get(name, 0) + req.get(name, 0)
-        fraction = min(1.0, requested / capacity)
-        parts.append(100 * (fraction if strategy == "most-allocated" else 1 - fraction))
-    return sum(parts) / len(parts)
+    return noderesources.score(req, used, alloc, strategy)
 
 
 def is_terminal(pod: Obj) -> bool:
@@ -88,7 +89,7 @@ class _Fits:
     so a stale entry is dropped when it comes up, and a pod of the kind costs a few heap steps
     instead of a filter and a score per node."""
 
-    def __init__(self, pod: Obj, req: Resources, heap: list[tuple[float, str, int]]) -> None:
+    def __init__(self, pod: Obj, req: Resources, heap: list[tuple[int, str, int]]) -> None:
         self.pod, self.req, self.heap = pod, req, heap
 
 
@@ -141,7 +142,7 @@ class Scheduler(Actor):
     def _requests_of(self, pod: Obj) -> Resources:
         uid = pod["metadata"]["uid"]
         if uid not in self._requests:
-            self._requests[uid] = pod_requests(pod)
+            self._requests[uid] = requests(pod)
         return self._requests[uid]
 
     # ---- the pods, from the store's events ----------------------------------------------------
@@ -274,7 +275,7 @@ class Scheduler(Actor):
                 )
             return cluster
 
-        def entry(fits: _Fits, node: Obj) -> tuple[float, str, int] | None:
+        def entry(fits: _Fits, node: Obj) -> tuple[int, str, int] | None:
             name = node["metadata"]["name"]
             if node_reasons(fits.pod, fits.req, node, used[name], alloc[name]):
                 return None
@@ -344,7 +345,7 @@ class Scheduler(Actor):
 
     def _best(self, cycle: Cycle) -> str | None:
         """Every node filtered and scored: the best by score, ties to the first by name."""
-        best: tuple[float, str] | None = None
+        best: tuple[int, str] | None = None
         for info in cycle.cluster.nodes:
             if cycle.reasons(info):
                 continue

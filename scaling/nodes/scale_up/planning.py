@@ -160,7 +160,8 @@ def split_by_topology(
     in (scaling.nodes.scale_up.topology.share_out), restricted to that domain by a node selector and
     keyed "<key>@<domain>" so in-flight requests keep covering it. A share goes first to the
     room the domain's Ready nodes still hold for it (PodShape.domain_room): the scheduler puts
-    those pods there once the skew allows. Returns the shapes to plan, the pods no domain may
+    those pods there once the skew allows, and share_out sends pods to that room whenever the
+    skew admits them there. Returns the shapes to plan, the pods no domain may
     take (with why) and the pods that wait for that room."""
     out: list[PodShape] = []
     blocked: list[tuple[PodShape, str]] = []
@@ -178,7 +179,8 @@ def split_by_topology(
         ):
             out.append(d)  # no group admits it at all: the planner says so (NoMatchingNodeGroup)
             continue
-        share, left = share_out(counts, reachable, d.count, spread)
+        room = d.domain_room[0] if d.domain_room else {}
+        share, left = share_out(counts, reachable, d.count, spread, room)
         if d.scheduling is not None and d.scheduling.spread is not None:
             # The shares already keep this constraint's skew, counting the pods planned in the
             # other domains; the filter on a planned node would count only the running ones.
@@ -187,7 +189,6 @@ def split_by_topology(
                     "scheduling": d.scheduling.model_copy(update={"spread": d.scheduling.spread.dropping(spread.key)})
                 }
             )
-        room = d.domain_room[0] if d.domain_room else {}
         pods = list(d.pods)
         for domain, n in sorted(share.items()):
             held = min(n, room.get(domain, 0))

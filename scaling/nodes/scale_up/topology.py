@@ -5,8 +5,10 @@ The scheduler lets a pod into a domain (a value of the key) only while that doma
 pods, plus this one, exceed the least loaded domain's by at most maxSkew; the domains are
 those of the nodes the pod may use. growth shares a shape's pending pods out over the domains
 its pools can add nodes in, each pod to the least loaded one (water-filling), and plans each
-domain's share as a shape of its own restricted to that domain. Pods that no such domain may
-take (the least loaded domain is one growth cannot add nodes to) are a problem.
+domain's share as a shape of its own restricted to that domain; a domain whose Ready nodes still
+hold room for the shape takes a pod whenever the skew admits it there, before the least loaded
+one (that room needs no node). Pods that no such domain may take (the least loaded domain is one
+growth cannot add nodes to) are a problem.
 
 Only a shape's first constraint of this kind shares pods out; a second one (zone and region
 together) is not modelled.
@@ -56,10 +58,23 @@ def room_in_domain(spread: TopologySpread, counts: Mapping[str, int], domain: st
 
 
 def share_out(
-    counts: Mapping[str, int], reachable: Collection[str], pending: int, spread: TopologySpread
+    counts: Mapping[str, int],
+    reachable: Collection[str],
+    pending: int,
+    spread: TopologySpread,
+    room: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], int]:
     """Each pending pod to the least loaded domain growth can add nodes in (ties by name), as
-    long as the scheduler would take it there. Returns pods per domain and the pods left over."""
+    long as the scheduler would take it there. Returns pods per domain and the pods left over.
+
+    `room`: pods of the shape that Ready nodes' free room holds per domain (PodShape.domain_room).
+    A domain with such room takes the next pod whenever the skew admits it there, before the
+    least loaded one: the scheduler puts a pod in any domain the skew admits (PodTopologySpread
+    scores ScheduleAnyway constraints only; the resource scores choose the node), so once the
+    share's earlier pods have lifted the minimum, that room is where it may go without a node
+    bought for it (differential seed 12: a spread pod planned a new node in zone a while
+    zone c's Ready node had room; the scheduler put it on that node, and the zone a node stayed
+    empty)."""
     known = {**{d: 0 for d in reachable}, **counts}
     if not reachable or pending <= 0:
         return {}, max(pending, 0)
@@ -69,16 +84,30 @@ def share_out(
     out_of_reach = min((c for d, c in known.items() if d not in reachable), default=None)
     if spread.min_domains is not None and len(known) < spread.min_domains:
         out_of_reach = 0  # fewer domains than minDomains: the scheduler's global minimum is 0
-    heap = [(known[d], d) for d in sorted(reachable)]
+    now = {d: known[d] for d in reachable}
+    heap = [(now[d], d) for d in sorted(reachable)]
     heapq.heapify(heap)
+    held = {d: n for d, n in sorted((room or {}).items()) if d in now and n > 0}
     share: Counter[str] = Counter()
     placed = 0
     while placed < pending:  # one pod at a time: a few ms for 30,000 pods
+        while heap[0][0] != now[heap[0][1]]:
+            heapq.heappop(heap)  # a domain a held pod went to: its new entry is further on
         count, domain = heap[0]
         least = count if out_of_reach is None else min(count, out_of_reach)
         if count + 1 - least > spread.max_skew:
             break
-        heapq.heapreplace(heap, (count + 1, domain))
+        admitted = [(now[d], d) for d in held if now[d] + 1 - least <= spread.max_skew]
+        if admitted:
+            _, domain = min(admitted)
+            held[domain] -= 1
+            if not held[domain]:
+                del held[domain]
+        now[domain] += 1
+        if domain == heap[0][1]:
+            heapq.heapreplace(heap, (now[domain], domain))
+        else:
+            heapq.heappush(heap, (now[domain], domain))
         share[domain] += 1
         placed += 1
     return dict(share), pending - placed

@@ -22,7 +22,7 @@ from sim.kube.control import FakeControl
 from sim.kube.filters.cycle import Cluster, Cycle, NodeInfo
 from sim.kube.filters.podaffinity import anti_affinity_terms
 from sim.kube.filters.resources import allocatable, pod_requests
-from sim.kube.scheduler import Scheduler, equivalence_key, is_terminal, score
+from sim.kube.scheduler import Scheduler, equivalence_key, is_terminal, requests, score
 from sim.kube.store import Obj, Store
 from tests.sim.conftest import eventually
 
@@ -45,7 +45,7 @@ def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], sco
         node_name = pod["spec"].get("nodeName")
         if node_name:
             if node_name in infos and not is_terminal(pod):
-                infos[node_name].add(pod, pod_requests(pod))
+                infos[node_name].add(pod, requests(pod))
                 if terms := anti_affinity_terms(pod):
                     cluster.anti_pods.append((infos[node_name].node, terms))
         else:
@@ -54,13 +54,13 @@ def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], sco
     out: dict[str, str] = {}
     failed_like: dict[str, str] = {}  # a pod like one that fit nowhere gets its verdict
     for pod in pending:
-        req = pod_requests(pod)
+        req = requests(pod)
         like = equivalence_key(pod, bool(cluster.anti_pods))
         if like is not None and like in failed_like:
             out[pod["metadata"]["name"]] = failed_like[like]
             continue
         cycle = Cycle(pod, req, cluster)
-        best: tuple[float, str] | None = None
+        best: tuple[int, str] | None = None
         for info in cluster.nodes:
             if cycle.reasons(info):
                 continue

@@ -87,6 +87,17 @@ def test_pods_are_shared_out_to_the_least_loaded_zone() -> None:
     assert share_out({"a": 1}, set(), 2, SPREAD) == ({}, 2)
 
 
+def test_room_on_ready_nodes_takes_a_pod_once_the_skew_admits_it_there() -> None:
+    """Differential seed 12: zones a, b, c hold 1, 0, 1 pods, and a Ready node in c has room for
+    one more. The first pod must go to b; then every zone is admitted, and c's room takes the
+    second (the scheduler's only node for it when no node is bought in a), not a new node in a."""
+    assert share_out({"a": 1, "b": 0, "c": 1}, {"a", "b", "c"}, 2, SPREAD) == ({"a": 1, "b": 1}, 0)
+    assert share_out({"a": 1, "b": 0, "c": 1}, {"a", "b", "c"}, 2, SPREAD, {"c": 1}) == ({"b": 1, "c": 1}, 0)
+    # Room the skew never admits is not used, and room runs out: then the least loaded again.
+    assert share_out({"a": 0, "b": 0, "c": 2}, {"a", "b", "c"}, 2, SPREAD, {"c": 3}) == ({"a": 1, "b": 1}, 0)
+    assert share_out({"a": 0, "b": 0, "c": 0}, {"a", "b", "c"}, 4, SPREAD, {"c": 1}) == ({"a": 2, "b": 1, "c": 1}, 0)
+
+
 def test_a_burst_is_planned_evenly_over_the_zones() -> None:
     plan = plan_scale_up(web_pods(6), [], [zoned_group(["za", "zb", "zc"])], CAT, [])
     assert plan.problems == []
