@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,9 +156,15 @@ class Processes:
         return proc
 
     def temporal(
-        self, db_file: Path | None, port: int | None = None, ui_port: int | None = None, ui: bool = True
+        self,
+        db_file: Path | None,
+        port: int | None = None,
+        ui_port: int | None = None,
+        ui: bool = True,
+        extra_args: Sequence[str] = (),
     ) -> tuple[int, int | None]:
         """Start the dev server; returns its (port, Web UI port or None when headless).
+        `extra_args` go to `temporal server start-dev` as they are.
 
         Ports left None are picked free here, and picked again if the server exits at start:
         between our probe and its bind another process (a parallel test) may take the port."""
@@ -166,7 +173,7 @@ class Processes:
             p = port or free_port()
             u = (ui_port or free_port()) if ui else None
             try:
-                self._start_temporal(p, u, db_file)
+                self._start_temporal(p, u, db_file, extra_args)
                 return p, u
             except RuntimeError:
                 if attempt == tries:
@@ -184,7 +191,9 @@ class Processes:
         say(f"Temporal dev server on 127.0.0.1:{port} (Web UI {url})")
         return port, url
 
-    def _start_temporal(self, port: int, ui_port: int | None, db_file: Path | None) -> Proc:
+    def _start_temporal(
+        self, port: int, ui_port: int | None, db_file: Path | None, extra_args: Sequence[str] = ()
+    ) -> Proc:
         argv = [
             str(BIN / "temporal"),
             "server",
@@ -225,7 +234,7 @@ class Processes:
         )
         for attr in SEARCH_ATTRIBUTES:
             argv += ["--search-attribute", f"{attr}=Keyword"]
-        proc = self.start("temporal", argv)
+        proc = self.start("temporal", [*argv, *extra_args])
         # Wait until a client connects, not only until the port listens: on a database with
         # history the frontend answers "not healthy yet" for a while after the bind.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callers may be inside a loop

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+
+from starters.processes import Processes
 
 BIN = Path(sys.executable).parent
 
@@ -58,21 +62,49 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
         yield e
 
 
+@dataclass
+class TemporalServer:
+    """A dev server process of this pytest worker's, started as the demo starts it."""
+
+    port: int
+    procs: Processes
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def client(self) -> Client:
+        return await Client.connect(self.address, data_converter=pydantic_data_converter)
+
+
 @pytest.fixture(scope="session")
-async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
+    """The real dev server, started as the demo starts it (starters.processes) plus
+    DEV_SERVER_ARGS: the e2e stacks' workers and the in-process loop tests (`dev_env`) share it.
+    Each idle dev server costs ~0.6 CPU-s a minute and ~1 to start; one per pytest worker, not
+    one per fixture."""
+    workdir = tmp_path_factory.mktemp("temporal")
+    procs = Processes(workdir)
+    port, _ = procs.temporal(workdir / "temporal.db", ui=False, extra_args=DEV_SERVER_ARGS)
+    yield TemporalServer(port, procs)
+    procs.stop_all()
+
+
+@pytest.fixture(scope="session")
+async def dev_env(temporal_server: TemporalServer) -> WorkflowEnvironment:
     """The real dev server, for loop tests that run in real time and poll with queries. The
     time-skipping server (temporal-test-server 1.40) refuses a workflow task that cancels a timer
     which fired while the task was with the worker ("invalid history builder state for action",
     temporalio/sdk-java#2606) and then never times the task out or sends it again (#3088): under
     CPU load a loop waiting on a short timer, woken by a signal, stalled for good."""
-    async with await start_dev_server(temporal_cli_path) as e:
-        yield e
+    return WorkflowEnvironment.from_client(await temporal_server.client())
 
 
 @pytest.fixture(scope="session")
 async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
     """The dev server with growth's search attributes registered: `growth … approvals` lists by
-    GrowthPhase (a visibility query)."""
+    GrowthPhase (a visibility query). A server of its own: those lists read the whole namespace,
+    and the shared one holds what other tests left running."""
     from workflows.search import ALL
 
     async with await start_dev_server(temporal_cli_path, search_attributes=ALL) as e:

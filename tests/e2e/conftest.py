@@ -12,35 +12,12 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from kubernetes import client
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from starters.kube import apply_crds, kube_client
 from starters.processes import Proc, Processes, free_port
+from tests.conftest import TemporalServer
 
 T = TypeVar("T")
-
-
-@dataclass
-class TemporalServer:
-    port: int
-    procs: Processes
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def client(self) -> Client:
-        return await Client.connect(self.address, data_converter=pydantic_data_converter)
-
-
-@pytest.fixture(scope="session")
-def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
-    workdir = tmp_path_factory.mktemp("temporal")
-    procs = Processes(workdir)
-    port, _ = procs.temporal(workdir / "temporal.db", ui=False)
-    yield TemporalServer(port, procs)
-    procs.stop_all()
 
 
 @dataclass

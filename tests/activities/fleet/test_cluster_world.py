@@ -27,7 +27,6 @@ from scaling.fleet.models import ClusterPhase
 from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
-from tests.conftest import start_dev_server
 from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
 from tests.workflows.workers import new_worker
@@ -35,12 +34,6 @@ from workflows.fleet.cluster import DataPlaneClusterWorkflow
 
 UNITS_PER_NODE = 0.5
 FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_install_s=0.3)
-
-
-@pytest.fixture(scope="module")
-async def dev_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    async with await start_dev_server(temporal_cli_path) as e:
-        yield e
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ never reused, so a retried or replayed start finds the request instead of making
 from __future__ import annotations
 
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.nodes.requests import REQUEST_PRIORITY, start_node_requests
 from scaling.nodes.scale_up.requests import StartRequestsInput
-from tests.conftest import SERVER_STARTUP
 from tests.workflows.nodes.test_node_request import pools, request
 
 
@@ -30,16 +28,11 @@ async def test_a_start_sent_again_starts_nothing_new(env: WorkflowEnvironment) -
     assert (await handles[0].describe()).run_id == runs[0]
 
 
-async def test_requests_start_behind_the_loops_own_tasks(temporal_cli_path: str) -> None:
+async def test_requests_start_behind_the_loops_own_tasks(dev_env: WorkflowEnvironment) -> None:
     # The dev server (the time-skipping one keeps no priority): a backlog serves the loop's
     # tasks (priority 3, the default) before a request's, which inherit its workflow's.
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-    ) as env:
-        batch = StartRequestsInput(cluster="test", requests=[request(pools("kwok-cx22"))])
-        assert await ActivityEnvironment(client=env.client).run(start_node_requests, batch) == 1
-        info = (await env.client.get_workflow_handle(batch.requests[0].id).describe()).raw_description
-        assert info.workflow_execution_info.priority.priority_key == REQUEST_PRIORITY.priority_key == 4
+    batch = StartRequestsInput(cluster="test", requests=[request(pools("kwok-cx22"))])
+    assert await ActivityEnvironment(client=dev_env.client).run(start_node_requests, batch) == 1
+    info = (await dev_env.client.get_workflow_handle(batch.requests[0].id).describe()).raw_description
+    assert info.workflow_execution_info.priority.priority_key == REQUEST_PRIORITY.priority_key == 4
+    await dev_env.client.get_workflow_handle(batch.requests[0].id).terminate()  # no worker serves it
