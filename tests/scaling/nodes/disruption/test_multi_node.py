@@ -19,10 +19,11 @@ from scaling.nodes.disruption.multi_node import (
     consolidation_refused,
     disruption_cost,
     longest_prefix,
+    one_node_group,
     plan_consolidation,
     plan_for_input,
 )
-from scaling.nodes.models import NodeGroup, PoolSpec, ScaleDownSettings
+from scaling.nodes.models import NodeGroup, PlannedNode, Pool, PoolSpec, ScaleDownSettings
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.models import NodeState
 from tests.scaling.nodes.scale_down.test_candidates import GI, node, plan, pod
@@ -163,13 +164,67 @@ def test_longest_prefix_is_a_binary_search_over_two_or_more() -> None:
     assert longest_prefix(1, upto(9)) == (0, None)  # one candidate is single-node's
 
 
-def test_the_search_assumes_a_shorter_prefix_works_when_a_longer_one_does() -> None:
-    # Karpenter's assumption, kept: two cx32 at 51 % would need two new cx32 (cheaper than one cx42), so
-    # the search stops there, though three of them fit one cx42, cheaper than three cx32.
+def test_the_search_assumes_a_shorter_prefix_works_when_a_longer_one_does_the_whole_prefix_is_tried_last() -> None:
+    # Karpenter's assumption, kept in the search: two cx32 at 51 % need a cx42 (dearer than both), so the
+    # search stops at the pair, though three of them fit one cx42, cheaper than three cx32. Once neither
+    # the search nor single-node consolidation found a command, the whole prefix is tried.
     nodes = [cx(n, "cx32") for n in ("a", "b", "c")]
     pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
     p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10)
-    assert p.refused and "a+b: its pods need 2 new nodes" in p.refused and "a+b+c" not in p.refused
+    assert p.nodes == ["a", "b", "c"] and not p.refused
+    assert [n.candidates[0].server_type for n in p.new_nodes] == ["cx42"] and p.price_after == 0.0273
+    # a single-node command found first keeps Karpenter's order: the whole prefix is not tried
+    pods.append(pod("small", "d", cpu=100))
+    nodes.append(cx("d", "cx32"))
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["d", "a", "b"], set(), NOW, 0.10)
+    assert p.nodes == ["d"] and p.new_nodes == []
+
+
+def test_the_whole_prefix_is_not_tried_when_the_budget_allows_two() -> None:
+    nodes = [cx(n, "cx32") for n in ("a", "b", "c")]
+    pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10, allowed=2)
+    assert p.refused and "a+b+c" not in p.refused
+
+
+def wide() -> NodeGroup:
+    return NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22", "cx32", "cx42", "cx52"], priority=10)],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED),
+    )
+
+
+def test_pods_the_planner_splits_over_two_new_nodes_go_to_one_that_holds_them_all() -> None:
+    # The scale-up planner buys two cx32 (0.0226) for two 3-CPU pods, cheaper than one cx42 (0.0273);
+    # Karpenter's scheduler fills one NodeClaim while a type holds it, so its command is one cx42.
+    nodes = [node("big", cpu=15890, mem=28 * GI, pool="kwok-cx52")]
+    pods = [pod("a", "big", cpu=3000), pod("b", "big", cpu=3000)]
+    p = plan_consolidation(obs(nodes, pods, wide()), CATALOGUE, ["big"], set(), NOW, 0.10)
+    assert p.nodes == ["big"] and not p.refused
+    [succ] = p.new_nodes
+    assert [c.server_type for c in succ.candidates] == ["cx42"]  # cx52 is the candidate's own type
+    assert p.price_before == 0.054 and p.price_after == 0.0273
+
+
+def test_one_successor_keeps_to_the_tier_the_planner_chose_and_to_types_that_hold_every_pod() -> None:
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx22", "cx32", "cx42"], priority=30),
+            PoolSpec(provider="kwok", serverType=["cx52"], priority=10),
+        ],
+    )
+    prices = {(t.provider, t.name): t for t in CATALOGUE}
+
+    def planned(server_type: str, priority: int, cpu: int) -> PlannedNode:
+        pool = Pool(group="g", name=f"kwok-{server_type}", provider="kwok", server_type=server_type, priority=priority)
+        return PlannedNode(group="g", pool=pool.name, candidates=[pool], requirements=Resources(cpu_m=cpu), pod_uids=[])
+
+    narrowed = one_node_group(g, [planned("cx32", 30, 3000), planned("cx32", 30, 3000)], prices)
+    assert narrowed is not None and [(s.server_types, s.priority) for s in narrowed.pools] == [(["cx42"], 30)]
+    assert one_node_group(g, [planned("cx32", 30, 3000), planned("cx52", 10, 3000)], prices) is None
+    assert one_node_group(g, [planned("cx32", 30, 5000), planned("cx32", 30, 5000)], prices) is None
 
 
 def test_disruption_cost_counts_evicted_pods_their_deletion_cost_and_the_lifetime_left() -> None:
