@@ -228,6 +228,9 @@ class PodInfo(BaseModel):
     # Filter plugins whose input the pod has but growth does not model (DynamicResources for
     # spec.resourceClaims): the planner reports such a pod and buys nothing for it.
     unmodelled: list[str] = Field(default_factory=list)
+    # spec.schedulerName when it is not the kube-scheduler's ("default-scheduler"): growth models
+    # that scheduler only, so such a pod is never counted as about to land on a node.
+    scheduler_name: str | None = None
 
 
 class NodeInfo(BaseModel):

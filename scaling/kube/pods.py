@@ -190,6 +190,14 @@ def terms_key(spec: dict[str, Any], namespace: str, labels: dict[str, str]) -> s
 _TERMS_KEYS: ReprMemo[str] = ReprMemo(1024)
 
 
+DEFAULT_SCHEDULER = "default-scheduler"  # the API server's default for spec.schedulerName
+
+
+def _other_scheduler(spec: dict[str, Any]) -> str | None:
+    name = spec.get("schedulerName")
+    return name if name and name != DEFAULT_SCHEDULER else None
+
+
 def pod_info(pod: dict[str, Any]) -> PodInfo:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -226,4 +234,5 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         unmodelled=["DynamicResources"] if spec.get("resourceClaims") else [],
         deletion_timestamp=_deletion_timestamp(pod),
         termination_grace_period_s=_grace_period_s(pod),
+        scheduler_name=_other_scheduler(spec),
     )

@@ -12,7 +12,10 @@ Autoscaler places the pending pods that fit existing nodes before it simulates a
 The pods counted are the ones the scheduler has not judged yet (pending, unbound, not being
 deleted, no Unschedulable condition): the ones it judged are the scale-up planner's, and a loop
 whose pending pods fit existing nodes runs no scale-down step at all (scaling.nodes.loop).
-DaemonSet and mirror pods never make a node non-empty, so they hold nothing here either.
+DaemonSet and mirror pods never make a node non-empty, so they hold nothing here either; nor do
+pods for another scheduler (spec.schedulerName): the kube-scheduler never judges them, so one
+that waits for a scheduler that is not running held an empty node for good. Cluster Autoscaler
+ignores them too (unless named in --bypassed-schedulers).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def awaiting_scheduler(pods: list[PodInfo]) -> list[PodInfo]:
         and p.deletion_timestamp is None
         and not p.unschedulable
         and not follows_node(p)
+        and p.scheduler_name is None
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scaling.kube.models import Resources
+from scaling.kube.pods import pod_info
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.scale_down.landing import PODS_ABOUT_TO_LAND, about_to_land, awaiting_scheduler
 from scaling.nodes.scale_down.models import NodeState
@@ -53,3 +54,18 @@ def test_only_a_pod_the_node_would_take_holds_it() -> None:
     assert held is not None and held.pod == "default/p" and held.code == PODS_ABOUT_TO_LAND
     p = plan([empty, other], [too_big, elsewhere, deleted, judged], last_up=0.0)
     assert "e" in removed(p) and state(p, "o") == (NodeState.BLOCKED, PODS_ABOUT_TO_LAND)
+
+
+def test_a_pod_for_another_scheduler_holds_no_node() -> None:
+    """The kube-scheduler never judges a pod whose spec.schedulerName names another scheduler: one
+    waiting for a scheduler that is not running held an empty node for good. Read from the pod as
+    the API server stores it (the default name is the kube-scheduler's)."""
+    empty = node("e", cpu=2000)
+    ours, theirs = (
+        pod_info({"metadata": {"name": n, "namespace": "default"}, "spec": {"schedulerName": s, "containers": []}})
+        for n, s in (("ours", "default-scheduler"), ("theirs", "volcano"))
+    )
+    assert (ours.scheduler_name, theirs.scheduler_name) == (None, "volcano")
+    assert [p.name for p in awaiting_scheduler([ours, theirs])] == ["ours"]
+    assert removed(plan([empty], [theirs], last_up=0.0)) == ["e"]
+    assert state(plan([empty], [ours, theirs], last_up=0.0), "e") == (NodeState.BLOCKED, PODS_ABOUT_TO_LAND)
