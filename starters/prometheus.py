@@ -22,7 +22,7 @@ from sim.tidb.exposition import SCRAPE_RELABEL
 from starters.processes import Processes, free_port
 
 INSTALL_HINT = "no `prometheus` on PATH: `apt-get install prometheus` (Debian/Ubuntu) installs it and promtool"
-SCRAPE_INTERVAL = "1s"  # the demo's windows are seconds (cpu_window_s 10), not TidbMonitor's 15 s
+SCRAPE_INTERVAL = "1s"  # the demo's windows are seconds (cpu_window_s 5), not TidbMonitor's 15 s
 
 
 def binary() -> str | None:
