@@ -203,6 +203,10 @@ class PodInfo(BaseModel):
     spreads: list[PodSpread] = Field(default_factory=list)  # per-node limits (hostname anti-affinity, spread)
     topology_spreads: list[TopologySpread] = Field(default_factory=list)  # zone/region spread
     requests: Resources = Resources(pods=1)
+    # cpu, memory as the scheduler's resource scores read them: real, then non-zero (a container
+    # without a request counting 100m / 200 MiB); scaling.kube.pods.score_requests. None: not
+    # read from a pod spec (implied_score_requests stands in).
+    score_requests: tuple[int, int, int, int] | None = None
     node_name: str | None = None
     phase: str = "Pending"
     controller_kind: str | None = None  # kind of the ownerReference with controller=true

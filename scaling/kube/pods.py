@@ -7,6 +7,10 @@ requests gets requests = limits (what the API server defaults).
 A pod that requests nothing still takes room on a real node, so growth counts at least
 MIN_POD_CPU_M and MIN_POD_MEMORY per dimension left at zero, and always one pod slot; without
 this, thousands of request-less pods would be planned onto a single node.
+
+The scheduler's resource scores read cpu and memory otherwise (scaling.kube.scheduling.scoring):
+the real requests, and the non-zero ones where a container missing a request counts 100m or
+200 MiB. `score_requests` gives both; a pod carries them in PodInfo.score_requests.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from scaling.kube.affinity import pod_spreads, required_node_affinity, topology_
 from scaling.kube.memo import ReprMemo
 from scaling.kube.models import PodInfo, Resources, Toleration
 from scaling.kube.quantity import cpu_millis, memory_bytes
+from scaling.kube.scheduling.scoring import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from scaling.kube.scheduling.terms import host_ports, pod_affinity_terms, spread_constraints
 
 MIN_POD_CPU_M = 10
 MIN_POD_MEMORY = 16 * 1024 * 1024
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# What a container missing a cpu or memory request counts in the scheduler's LeastAllocated.
+NON_MISSING = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
 
 
 def _container_requests(container: dict[str, Any]) -> dict[str, int]:
@@ -35,17 +42,24 @@ def _container_requests(container: dict[str, Any]) -> dict[str, int]:
     return {k: cpu_millis(v) if k == "cpu" else memory_bytes(v) for k, v in requests.items()}
 
 
-def _raw_requests(spec: dict[str, Any]) -> dict[str, int]:
+def _raw_requests(spec: dict[str, Any], non_missing: dict[str, int] | None = None) -> dict[str, int]:
     """Per resource: max(app containers + sidecars, each init container + the sidecars started
-    before it) + overhead, as the scheduler's NodeResourcesFit sums them."""
+    before it) + overhead, as the scheduler's NodeResourcesFit sums them. With `non_missing`,
+    each container (init containers too) missing one of its resources counts that amount
+    (an explicit 0 is not missing)."""
+
+    def requests(c: dict[str, Any]) -> dict[str, int]:
+        own = _container_requests(c)
+        return {**non_missing, **own} if non_missing else own
+
     app: dict[str, int] = {}
     for c in spec.get("containers") or []:
-        for k, q in _container_requests(c).items():
+        for k, q in requests(c).items():
             app[k] = app.get(k, 0) + q
     side: dict[str, int] = {}
     init: dict[str, int] = {}
     for c in spec.get("initContainers") or []:
-        req = _container_requests(c)
+        req = requests(c)
         if c.get("restartPolicy") == "Always":  # native sidecar: keeps running beside the app
             for k, q in req.items():
                 side[k] = side.get(k, 0) + q
@@ -65,6 +79,21 @@ def pod_demand(pod: dict[str, Any]) -> Resources:
     return Resources(
         cpu_m=raw.get("cpu") or MIN_POD_CPU_M, memory=raw.get("memory") or MIN_POD_MEMORY, pods=1, extended=extended
     )
+
+
+def score_requests(spec: dict[str, Any]) -> tuple[int, int, int, int]:
+    """cpu millicores and memory bytes as the scheduler's resource scores read them: the real
+    requests (BalancedAllocation), then the non-zero ones (LeastAllocated)."""
+    real, non_zero = _raw_requests(spec), _raw_requests(spec, NON_MISSING)
+    return real.get("cpu", 0), real.get("memory", 0), non_zero.get("cpu", 0), non_zero.get("memory", 0)
+
+
+def implied_score_requests(requests: Resources) -> tuple[int, int, int, int]:
+    """score_requests for a pod known only by its pod_demand: a request at growth's minimum or
+    below stands for a container without one."""
+    cpu = 0 if requests.cpu_m <= MIN_POD_CPU_M else requests.cpu_m
+    memory = 0 if requests.memory <= MIN_POD_MEMORY else requests.memory
+    return cpu, memory, cpu or DEFAULT_MILLI_CPU_REQUEST, memory or DEFAULT_MEMORY_REQUEST
 
 
 def controller_kind(pod: dict[str, Any]) -> str | None:
@@ -216,6 +245,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         spreads=pod_spreads(meta, spec),
         topology_spreads=topology_spreads(meta, spec),
         requests=pod_demand(pod),
+        score_requests=score_requests(spec),
         node_name=spec.get("nodeName") or None,
         phase=status.get("phase") or "Pending",
         controller_kind=controller_kind(pod),

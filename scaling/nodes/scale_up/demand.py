@@ -32,7 +32,7 @@ from scaling.kube.models import (
     fit_count,
     vec,
 )
-from scaling.kube.pods import counts_as_demand
+from scaling.kube.pods import counts_as_demand, implied_score_requests
 from scaling.kube.scheduling import framework
 from scaling.kube.scheduling.cluster import Cluster, selector_keys
 from scaling.kube.scheduling.framework import SchedulingState
@@ -59,6 +59,8 @@ class PodShape(BaseModel):
 
     key: str
     requests: Resources
+    # The scheduler's score reads (PodInfo.score_requests); None: implied by `requests`.
+    score_requests: tuple[int, int, int, int] | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
@@ -125,7 +127,7 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
     """The shape a pending pod belongs to: a digest of everything the planner reads.
 
     What only some pods have (per-node limits, extended resources, host ports, pod affinity
-    terms, volume topology) joins the digest only when present, so every other pod keeps the key
+    terms, volume topology, score requests other than their requests imply) joins the digest only when present, so every other pod keeps the key
     it had before it was read (keys live in recorded histories and in-flight requests). The
     namespace and labels join only when some selector in play could tell pods apart by them,
     and then only the labels such selectors name (`label_keys`): a pod-template-hash never
@@ -139,6 +141,8 @@ def demand_key(pod: PodInfo, label_keys: frozenset[str] = frozenset(), volumes: 
         [t.model_dump() for t in pod.tolerations],
         [t.model_dump() for t in pod.node_affinity],
     ]
+    if pod.score_requests is not None and pod.score_requests != implied_score_requests(pod.requests):
+        parts.append({"score": list(pod.score_requests)})  # pods the scheduler's scores tell apart
     if pod.spreads:
         parts.append([s.model_dump() for s in pod.spreads])
     if pod.topology_spreads:
@@ -230,6 +234,7 @@ def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) ->
             s = by_key[key] = PodShape(
                 key=key,
                 requests=p.requests,
+                score_requests=p.score_requests,
                 node_selector=p.node_selector,
                 tolerations=p.tolerations,
                 node_affinity=p.node_affinity,
@@ -470,6 +475,7 @@ def observe_demand(
             PodShape(
                 key=p.uid,
                 requests=p.requests,
+                score_requests=p.score_requests,
                 node_selector=p.node_selector,
                 tolerations=p.tolerations,
                 node_affinity=p.node_affinity,

@@ -1,8 +1,8 @@
 """A plan's new nodes as the scheduler will fill them: a node its scoring leaves empty is not bought.
 
 The packer puts each pod on the node of least cost; the scheduler binds each pod, in its queue,
-to the feasible node it scores best (scaling.kube.scheduling.scoring: LeastAllocated and
-BalancedAllocation, which prefer the emptier node). Once a plan's nodes are Ready together, a
+to the feasible node it scores best (scaling.kube.scheduling.scoring: LeastAllocated over the
+non-zero requests and BalancedAllocation over the real ones, which prefer the emptier node). Once a plan's nodes are Ready together, a
 pod that may go anywhere takes room on a large node the packer meant for a pod that may go
 only there, or a zone anti-affine pod lands on a roomy node in another zone: the node bought
 for it then runs nothing, and the pod it was meant for may wait for the next loop. So the plan
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import LABEL_HOSTNAME, NodeInfo, Resources, fit_count, vec
+from scaling.kube.pods import implied_score_requests
 from scaling.kube.scheduling import framework
 from scaling.kube.scheduling.framework import SchedulingState
 from scaling.kube.scheduling.placed import self_limit, with_placed
@@ -51,7 +52,8 @@ class _Node:
     room: list[int]  # cpu, memory, pod slots left
     extended: Counter[str]
     alloc: tuple[int, int]
-    used: list[int] = field(default_factory=lambda: [0, 0])
+    # cpu, memory the play's pods request: real, then non-zero (the scores' reads, _Kind.score)
+    used: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     pods: Counter[str] = field(default_factory=Counter)  # shape key -> pods the play put here
 
 
@@ -63,6 +65,7 @@ class _Kind:
     state: SchedulingState
     count: int
     free_key: str | None  # the key a domain's share was pinned on (None: not a share)
+    score: tuple[int, int, int, int] = (0, 0, 0, 0)  # PodShape.score_requests (or implied)
     admitted: int = 0  # nodes whose filters admit it at the start
     rank: int = 0  # its choice (_setup): least last
 
@@ -116,7 +119,8 @@ def _setup(
             kind = kinds.get(key)
             if kind is None:
                 s = shapes[key]
-                kind = kinds[key] = _Kind(s, s.scheduling or SchedulingState(), 0, _free_key(s, pinned))
+                score = s.score_requests or implied_score_requests(s.requests)
+                kind = kinds[key] = _Kind(s, s.scheduling or SchedulingState(), 0, _free_key(s, pinned), score)
             kind.count += count
     for i, n in enumerate(nodes):  # fixed shapes first, where the packer put them
         for key, count in n.pods.items():
@@ -259,6 +263,8 @@ def _best(k: _Kind, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, 
     req = vec(k.shape.requests)
     best: tuple[int, _Node] | None = None
     domains = _domains(k, sims, elsewhere)
+    cpu, memory, nz_cpu, nz_memory = k.score
+    best_effort = cpu == 0 and memory == 0
     for sim in sims:
         if fit_count(req, sim.room) <= 0:
             continue
@@ -266,7 +272,10 @@ def _best(k: _Kind, sims: Sequence[_Node], elsewhere: Mapping[str, Mapping[str, 
             continue
         if not _admits(k, sim, domains):
             continue
-        score = resource_score((sim.used[0] + req[0], sim.used[1] + req[1]), sim.alloc)
+        used = sim.used
+        score = resource_score(
+            (used[2] + nz_cpu, used[3] + nz_memory), (used[0] + cpu, used[1] + memory), sim.alloc, best_effort
+        )
         if best is None or score > best[0]:
             best = (score, sim)
     return None if best is None else best[1]
@@ -276,8 +285,8 @@ def _place(k: _Kind, sim: _Node, n: int) -> None:
     req = vec(k.shape.requests)
     for r in range(3):
         sim.room[r] -= req[r] * n
-    for r in range(2):
-        sim.used[r] += req[r] * n
+    for r in range(4):
+        sim.used[r] += k.score[r] * n
     for name, q in k.shape.requests.extended:
         sim.extended[name] -= q * n
     sim.pods[k.shape.key] += n
