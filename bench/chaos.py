@@ -33,7 +33,7 @@ NodeRequest or NodeRequestBatch start waiting unsent in front of it (bench/start
 its observation by freezing every worker the moment the loop's history shows one scheduled
 (kill_worker_taking). Every fault strikes; one that did not is a violation. The node replacement's
 scenarios (a worker killed at each step of a NodeReplacement, checked from the API server's
-watched states) are in bench/chaos_replacement.py, the Hetzner burst's in bench/chaos_hetzner.py, the fleet loop's in
+watched states; one on the fake Hetzner API) are in bench/chaos_replacement.py, the Hetzner burst's in bench/chaos_hetzner.py, the fleet loop's in
 bench/chaos_fleet.py, the components loop's in bench/chaos_components.py; their processes are
 started, stopped and restarted through bench/stack.py.
 
@@ -69,9 +69,9 @@ async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expec
         outcome = await hetzner_burst(workdir, names, pods // 2, expected)
         outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
         return outcome
-    if loop == "node-replacement":
+    if loop in ("node-replacement", "hetzner-replacement"):
         # 6 pods fill two nodes, each replaced by one successor: the count is the scenario's own.
-        outcome = await node_replacement(workdir, names)
+        outcome = await node_replacement(workdir, names, hetzner=loop == "hetzner-replacement")
         if names and outcome.nodes_created != expected.get(loop, outcome.nodes_created):
             outcome.violations.append(f"successors made {outcome.nodes_created}, fault-free run {expected[loop]}")
         expected.setdefault(loop, outcome.nodes_created)
@@ -125,6 +125,7 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
     "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),
     "rep-slow-scheduler": ("node-replacement", ["slow-scheduler"]),
+    "rep-hetzner-kill-create": ("hetzner-replacement", ["kill-worker-during-successor-hetzner-create"]),
     "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
     "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),
     "hz-429-storm": ("hetzner-burst", ["hetzner-429-storm"]),

@@ -727,9 +727,9 @@ async def node_burst(
     **group_spec: Any,
 ) -> tuple[Outcome, Stack, Client]:
     """A Deployment of `pods` (500m each) on an empty cluster, one KWOK pool (`hetzner`: the
-    Hetzner demo's group and workload on the fake Hetzner API); the faults run one after another
-    while it scales up. Returns with the stack still up, for the checks (stopped when anything
-    fails on the way)."""
+    Hetzner demo's group and workload on the fake Hetzner API), `group_spec` in the group's
+    spec; the faults run one after another while it scales up. Returns with the stack still up,
+    for the checks (stopped when anything fails on the way)."""
     stack = Stack(workdir)
     if hetzner:
         stack.hetzner = HetznerBurstScenario(argparse.Namespace(pods=pods))
@@ -747,7 +747,7 @@ async def _burst(
     temporal = await stack.client()
     if stack.hetzner is not None:
         for group in stack.hetzner.node_groups():
-            apply_node_group(stack.api, group)
+            apply_node_group(stack.api, {**group, "spec": group["spec"] | group_spec})
         burst = stack.hetzner.workload()
     else:
         apply_node_group(stack.api, node_group("general", KWOK_POOLS, **group_spec))

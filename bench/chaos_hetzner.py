@@ -20,6 +20,7 @@ import asyncio
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from bench.chaos_harness import (
     Fault,
     FaultRecord,
     Outcome,
+    Pending,
     Stack,
     check,
     node_burst,
@@ -49,15 +51,16 @@ async def fake(stack: Stack, method: str, path: str, body: dict[str, Any] | None
     return await asyncio.to_thread(control, stack.hetzner.base_url, method, path, body)
 
 
-def kill_worker_during_create(sig: int = signal.SIGKILL) -> Fault:
+def kill_worker_during_create(sig: int = signal.SIGKILL, match: Callable[[Pending], bool] = lambda p: True) -> Fault:
     """Every create's answer held 5 s (the server is made at once; the client waits within its
     10 s timeout) until the worker running one is killed; a new worker replaces it. The retry on
-    the other worker must find the server by its request labels, not make a second."""
+    the other worker must find the server by its request labels, not make a second. `match`:
+    that create only (a replacement's successor: bench/chaos_replacement.py)."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
         await fake(stack, "POST", "/lose_create_responses", {"count": 1000, "mode": "delay", "delay_s": 5})
         try:
-            snapshot = await wait_for_activity(temporal, CREATE_NODE, 120)
+            snapshot = await wait_for_activity(temporal, CREATE_NODE, 120, match=match)
             name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
             if name is None:
                 rec.skipped = f"no {CREATE_NODE} seen running on a worker of ours"
@@ -131,20 +134,29 @@ HETZNER_FAULTS: dict[str, Fault] = {
 }
 
 
-async def check_servers(stack: Stack, outcome: Outcome, expected_servers: int | None) -> int:
-    """The Hetzner invariants, appended to outcome.violations: no request with a second server,
-    none without a Node, every server made one a Ready request accounts for (after check()),
-    as many as the fault-free run made. Returns the servers created."""
+def server_violations(servers: list[dict[str, Any]], backed: set[str]) -> list[str]:
+    """No request with a second server (the servers' request label), none without a Node
+    (`backed`: the Nodes' provider ids): leaked."""
+    per_request = Counter(s["labels"].get(LABEL_REQUEST, "") for s in servers)
+    v = [f"second server for request {r}" for r, n in per_request.items() if n > 1]
+    return v + [f"leaked server {s['name']} (no Node)" for s in servers if f"hcloud://{s['id']}" not in backed]
+
+
+async def check_servers(
+    stack: Stack, outcome: Outcome, expected_servers: int | None, nodes_made: int | None = None
+) -> int:
+    """The Hetzner invariants, appended to outcome.violations: server_violations, and every
+    server made one a Ready request accounts for (`nodes_made`, by default outcome.nodes_created
+    after check()), as many as the fault-free run made. Returns the servers created."""
     servers = (await fake(stack, "GET", "/servers"))["servers"]
     created = int((await fake(stack, "GET", "/stats"))["created_total"])
     nodes = await asyncio.to_thread(client.CoreV1Api(stack.api).list_node)
     backed = {n.spec.provider_id for n in nodes.items if n.spec and n.spec.provider_id}
     v = outcome.violations
-    per_request = Counter(s["labels"].get(LABEL_REQUEST, "") for s in servers)
-    v += [f"second server for request {r}" for r, n in per_request.items() if n > 1]
-    v += [f"leaked server {s['name']} (no Node)" for s in servers if f"hcloud://{s['id']}" not in backed]
-    if created != outcome.nodes_created:
-        v.append(f"servers created {created}, nodes Ready requests made {outcome.nodes_created}")
+    v += server_violations(servers, backed)
+    made = outcome.nodes_created if nodes_made is None else nodes_made
+    if created != made:
+        v.append(f"servers created {created}, nodes Ready requests made {made}")
     if expected_servers is not None and created != expected_servers:
         v.append(f"servers created {created}, fault-free run {expected_servers}")
     return created

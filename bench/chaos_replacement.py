@@ -13,6 +13,14 @@ moment the old node shows cordoned (a drain step). The worker running that step 
 and replaced. One more schedule kills nothing: the sim's scheduler binds pods only every 8 s
 (slow_scheduler), so the evicted pods wait unbound after their node is gone.
 
+The Hetzner variant (node_replacement's `hetzner`) runs the same on the Hetzner demo's group
+(CAX11 first, then CX31/CX32, CX33) and the fake Hetzner API: the worker is SIGKILLed while the
+first successor's server create is in progress (the fake answers creates only after 5 s:
+bench/chaos_hetzner.py's fault), and the servers are checked too (check_servers: no request with
+a second server, none without a Node at the end, as many servers made as burst nodes and
+successors). Its pools are billed by the second (`billing: {period: 0}`): billed per started
+hour, Hetzner's default, a Drifted node waits, untainted, for the last 5 minutes of its paid hour.
+
 The invariants are read from what the API server showed, never from the workflows' reports:
 one watch on the nodes and one on the workload's pods from before the drift, merged in the
 store's resourceVersion order (one counter over every resource), so every state the API server
@@ -64,6 +72,7 @@ from bench.chaos_harness import (
     start_faults,
     wait_for_activity,
 )
+from bench.chaos_hetzner import check_servers, kill_worker_during_create
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CORDON_NODE, CREATE_NODE, DELETE_NODE, READINESS
 from scaling.nodes.disruption.drift import LABEL_REPLACES
@@ -71,6 +80,7 @@ from scaling.nodes.disruption.orchestration import replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
 from sim.kube.kubeconfig import Endpoint
 from starters.kube import apply_node_group, node_group
+from starters.scenarios.hetzner import POOLS as HETZNER_POOLS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 APP = "burst"
@@ -80,6 +90,10 @@ GROUP_SPEC: dict[str, Any] = {
     "scaleDown": {"delayAfterAdd": "1s"},
     "disruption": {"budgets": [{"nodes": "1", "reasons": ["Drifted"]}]},
 }
+# The Hetzner demo's pools billed by the second: billed per started hour (Hetzner's default), a
+# Drifted node is kept, untainted, until 5 min before its paid hour ends (BillingPeriodNotEnding:
+# the billing hold applies to every removal method, replacements included).
+HETZNER_SPEC = GROUP_SPEC | {"pools": [p | {"billing": {"period": "0"}} for p in HETZNER_POOLS]}
 DRIFT_LABELS = {"chaos.growth.autoscaling.dev/generation": "2"}  # in the pool hash: drifts every node
 OUT_OF_SERVICE_EFFECTS = ("NoSchedule", "NoExecute")
 FINISHED = ("Succeeded", "Failed")
@@ -362,23 +376,44 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
     ),
     "kill-worker-during-old-node-delete": kill_worker_during_held(DELETE_NODE, "DELETE", old_nodes),
     "slow-scheduler": slow_scheduler(),
+    # The Hetzner variant: the successor's server create answered only after 5 s (the fake's).
+    "kill-worker-during-successor-hetzner-create": kill_worker_during_create(match=in_replacement),
 }
 
 
+def drift_group(group: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The group with `spec` (the burst's: GROUP_SPEC...) and DRIFT_LABELS added to its labels:
+    every node drifts."""
+    labels = group["spec"].get("labels", {}) | DRIFT_LABELS
+    return {**group, "spec": group["spec"] | spec | {"labels": labels}}
+
+
 # -- the scenario --------------------------------------------------------------------------------
-async def node_replacement(workdir: Path, names: list[str], pods: int = 6, timeout: float = 420) -> Outcome:
-    """The burst, then the drift and its replacements with the faults `names` beside them; checked."""
-    outcome, stack, temporal = await node_burst(workdir, [], pods, **GROUP_SPEC)
+async def node_replacement(
+    workdir: Path, names: list[str], pods: int = 6, timeout: float = 420, hetzner: bool = False
+) -> Outcome:
+    """The burst, then the drift and its replacements with the faults `names` beside them; checked.
+    `hetzner`: on the Hetzner demo's group and fake Hetzner API (node_burst's), its servers
+    checked too (check_servers)."""
+    spec = HETZNER_SPEC if hetzner else GROUP_SPEC
+    outcome, stack, temporal = await node_burst(workdir, [], pods, hetzner=hetzner, **spec)
+    group = stack.hetzner.node_groups()[0] if stack.hetzner else node_group("general", KWOK_POOLS)
     try:
         if not outcome.violations:
-            await _replace(stack, temporal, outcome, [(n, REPLACEMENT_FAULTS[n]) for n in names], timeout)
+            faults = [(n, REPLACEMENT_FAULTS[n]) for n in names]
+            await _replace(stack, temporal, outcome, faults, timeout, drift_group(group, spec))
     finally:
         stack.stop()
     return outcome
 
 
 async def _replace(
-    stack: Stack, temporal: Client, outcome: Outcome, faults: list[tuple[str, Fault]], timeout: float
+    stack: Stack,
+    temporal: Client,
+    outcome: Outcome,
+    faults: list[tuple[str, Fault]],
+    timeout: float,
+    group: dict[str, Any],
 ) -> None:
     began = time.monotonic()
     core = client.CoreV1Api(stack.api)
@@ -388,7 +423,7 @@ async def _replace(
     # The faults' holds go in long before what they hold: a loop scan, an evaluation and a plan
     # come between the drift and a replacement's first request (one that missed is a violation).
     records, faults_done = start_faults(stack, temporal, faults)
-    apply_node_group(stack.api, node_group("general", KWOK_POOLS, labels=DRIFT_LABELS, **GROUP_SPEC))
+    apply_node_group(stack.api, group)
     handle = temporal.get_workflow_handle(autoscaler_id(CLUSTER))
     deadline = time.monotonic() + timeout
     done = False
@@ -418,3 +453,6 @@ async def _replace(
     v += [f"pod {pod} evicted {n} times" for pod, n in evicted.items() if n > 1]
     outcome.nodes_created = len({s.name for s in seen if isinstance(s, NodeSeen) and s.replaces in drifted})
     outcome.nodes_left = len(left)
+    if stack.hetzner is not None:  # a server per burst node and per successor, none leaked
+        created = await check_servers(stack, outcome, None, nodes_made=len(drifted) + outcome.nodes_created)
+        outcome.created = {"nodes_created": outcome.nodes_created, "servers_created": created}

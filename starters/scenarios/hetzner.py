@@ -43,6 +43,12 @@ CAPACITY: dict[tuple[str, str], int] = {
     (PREFERRED, "hel1"): 1,
 }
 
+POOLS: list[dict[str, Any]] = [
+    {"provider": "hetzner", "serverType": ["CAX11"], "priority": 90},
+    {"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50},
+    {"provider": "hetzner", "serverType": ["CX33"], "priority": 10},
+]
+
 
 def kubeconfig_endpoint(kubeconfig: Path) -> tuple[str, str]:
     """(server URL, bearer token) of the first cluster/user in a kubeconfig."""
@@ -136,11 +142,7 @@ class HetznerBurstScenario(BurstScenario):
         return [
             node_group(
                 "general",
-                [
-                    {"provider": "hetzner", "serverType": ["CAX11"], "priority": 90},
-                    {"provider": "hetzner", "serverType": ["CX31", "CX32"], "priority": 50},
-                    {"provider": "hetzner", "serverType": ["CX33"], "priority": 10},
-                ],
+                POOLS,
                 labels={"growth.autoscaling.dev/demo": "true"},
                 maxNodes=max_nodes_for(self.args.pods),
             )

@@ -1,17 +1,28 @@
 """bench/chaos_replacement.py's invariant checker on synthetic API server states: a replacement
 made in the right order holds; cordoning before the successor is Ready, a second successor, a
 create not keyed by the replacement, a node bought beside it and a pod left on the deleted node
-each break it."""
+each break it. The Hetzner variant's drift and server checks too."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.chaos_replacement import NodeSeen, PodSeen, node_seen, replacement_violations, successor_keys
+from bench.chaos_hetzner import server_violations
+from bench.chaos_replacement import (
+    DRIFT_LABELS,
+    GROUP_SPEC,
+    NodeSeen,
+    PodSeen,
+    drift_group,
+    node_seen,
+    replacement_violations,
+    successor_keys,
+)
 from scaling.kube.labels import request_key
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.disruption.orchestration import replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
+from starters.kube import node_group
 
 KEY_A = request_key(successor_id(replacement_id("c", "a"), 0))
 
@@ -84,3 +95,23 @@ def test_a_node_as_the_api_server_shows_it() -> None:
     assert (seen.ready, seen.schedulable, seen.replaces, seen.serving) == (True, False, "a", False)
     assert KEY_A in successor_keys("c", "a")
     assert node_seen(8, {**obj, "spec": {"unschedulable": False}}).serving
+
+
+def test_the_drift_changes_the_labels_and_carries_the_budget() -> None:
+    group = node_group("general", [{"provider": "hetzner", "serverType": ["CAX11"]}], labels={"demo": "true"}, x=1)
+    spec = drift_group(group, GROUP_SPEC)["spec"]
+    assert spec["labels"] == {"demo": "true", **DRIFT_LABELS} and spec["x"] == 1
+    assert spec["disruption"] == GROUP_SPEC["disruption"] and spec["pools"] == group["spec"]["pools"]
+    assert group["spec"]["labels"] == {"demo": "true"}  # the burst's group left as it was
+
+
+def test_a_second_server_and_one_without_a_node_break() -> None:
+    def server(i: int, request: str) -> dict[str, Any]:
+        return {"id": i, "name": f"s{i}", "labels": {LABEL_REQUEST: request}}
+
+    backed = {"hcloud://1", "hcloud://2"}
+    assert server_violations([server(1, KEY_A), server(2, "b")], backed) == []
+    assert server_violations([server(1, KEY_A), server(2, KEY_A), server(3, "c")], backed) == [
+        f"second server for request {KEY_A}",
+        "leaked server s3 (no Node)",
+    ]
