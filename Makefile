@@ -6,9 +6,11 @@ STAMP := $(VENV)/.installed
 HEADLESS ?=
 SCENARIO ?= burst
 PROVIDER ?= kwok
-# Test files run side by side. On 2 cores the suite is bound by CPU (docs/development.md, "What
-# make test costs"): on a clean clone 4 workers took 6m37s, 3 took 7m54s and 5 took 6m48s.
-TEST_WORKERS ?= 4
+# Test files run side by side. On 2 cores the suite now waits more than it computes (stacks
+# starting, timers, processes; docs/development.md, "What make test costs"): on a clean clone of
+# the same code 4 workers took 6m26s (1.5 cores busy), 6 took 5m13s, and 8 took 6m06s with a
+# loop test stalled (the time-skipping server's, since moved to the dev server).
+TEST_WORKERS ?= 6
 # Python's byte-code cache stays on whatever the shell says: with PYTHONDONTWRITEBYTECODE set
 # (some CI images set it), every process recompiled growth's modules from source and each pytest
 # worker re-ran the assertion rewriting of all 217 test files. Measured on 2 cores: collecting the

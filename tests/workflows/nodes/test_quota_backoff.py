@@ -1,6 +1,9 @@
 """Quota → the pool backs off: a NodeRequest whose create reports `quota_exceeded` (what
 HetznerProvider returns on `resource_limit_exceeded`) moves on, and the NodeAutoscaler stops
-planning onto that pool for the backoff period. Time-skipping server, stub activities."""
+planning onto that pool for the backoff period. Stub activities, on the dev server: the loop
+waits on a 0.2 s scan that the requests' reports cut short, and the time-skipping server stalls
+such a loop for good when a timer fires while its task is with the worker (tests/conftest.py
+dev_env; it failed so in a suite run of 8 pytest workers on 2 cores)."""
 
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ def pod(i: int) -> PodInfo:
     )
 
 
-async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(env: WorkflowEnvironment) -> None:
+async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(dev_env: WorkflowEnvironment) -> None:
+    env = dev_env
     world = World(quota_pools={"kwok-cx22"})
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
     tq = f"tq-{uuid.uuid4().hex[:6]}"
