@@ -42,50 +42,75 @@ def _container_requests(container: dict[str, Any]) -> dict[str, int]:
     return {k: cpu_millis(v) if k == "cpu" else memory_bytes(v) for k, v in requests.items()}
 
 
-def _raw_requests(spec: dict[str, Any], non_missing: dict[str, int] | None = None) -> dict[str, int]:
+Parsed = tuple[list[dict[str, int]], list[tuple[dict[str, int], bool]], dict[str, int]]
+
+
+def _parse(spec: dict[str, Any]) -> Parsed:
+    """Each app container's requests, each init container's (and whether it is a native sidecar)
+    and the pod's overhead, parsed once: pod_info sums them twice (real and non-zero requests),
+    and parsing the quantities is most of the cost of reading a pod."""
+    overhead = {k: cpu_millis(v) if k == "cpu" else memory_bytes(v) for k, v in (spec.get("overhead") or {}).items()}
+    return (
+        [_container_requests(c) for c in spec.get("containers") or []],
+        [(_container_requests(c), c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or []],
+        overhead,
+    )
+
+
+def _sum_requests(parsed: Parsed, non_missing: dict[str, int] | None = None) -> dict[str, int]:
     """Per resource: max(app containers + sidecars, each init container + the sidecars started
     before it) + overhead, as the scheduler's NodeResourcesFit sums them. With `non_missing`,
     each container (init containers too) missing one of its resources counts that amount
     (an explicit 0 is not missing)."""
+    containers, inits, overhead = parsed
 
-    def requests(c: dict[str, Any]) -> dict[str, int]:
-        own = _container_requests(c)
+    def requests(own: dict[str, int]) -> dict[str, int]:
         return {**non_missing, **own} if non_missing else own
 
     app: dict[str, int] = {}
-    for c in spec.get("containers") or []:
+    for c in containers:
         for k, q in requests(c).items():
             app[k] = app.get(k, 0) + q
     side: dict[str, int] = {}
     init: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
+    for c, sidecar in inits:
         req = requests(c)
-        if c.get("restartPolicy") == "Always":  # native sidecar: keeps running beside the app
+        if sidecar:  # native sidecar: keeps running beside the app
             for k, q in req.items():
                 side[k] = side.get(k, 0) + q
         else:
             for k in req.keys() | side.keys():
                 init[k] = max(init.get(k, 0), req.get(k, 0) + side.get(k, 0))
     out = {k: max(app.get(k, 0) + side.get(k, 0), init.get(k, 0)) for k in app.keys() | side.keys() | init.keys()}
-    for k, v in (spec.get("overhead") or {}).items():
-        out[k] = out.get(k, 0) + (cpu_millis(v) if k == "cpu" else memory_bytes(v))
+    for k, v in overhead.items():
+        out[k] = out.get(k, 0) + v
     return out
 
 
-def pod_demand(pod: dict[str, Any]) -> Resources:
-    """The room the pod takes on a node (with the documented minimums and one pod slot)."""
-    raw = _raw_requests(pod.get("spec") or {})
+def _demand(raw: dict[str, int]) -> Resources:
     extended = tuple(sorted((k, q) for k, q in raw.items() if k not in ("cpu", "memory", "pods") and q > 0))
     return Resources(
         cpu_m=raw.get("cpu") or MIN_POD_CPU_M, memory=raw.get("memory") or MIN_POD_MEMORY, pods=1, extended=extended
     )
 
 
+def pod_demand(pod: dict[str, Any]) -> Resources:
+    """The room the pod takes on a node (with the documented minimums and one pod slot)."""
+    return _demand(_sum_requests(_parse(pod.get("spec") or {})))
+
+
+def _score_requests(parsed: Parsed, real: dict[str, int]) -> tuple[int, int, int, int]:
+    containers, inits, _ = parsed
+    complete = all("cpu" in c and "memory" in c for c in (*containers, *(c for c, _ in inits)))
+    non_zero = real if complete else _sum_requests(parsed, NON_MISSING)  # nothing missing: the same sums
+    return real.get("cpu", 0), real.get("memory", 0), non_zero.get("cpu", 0), non_zero.get("memory", 0)
+
+
 def score_requests(spec: dict[str, Any]) -> tuple[int, int, int, int]:
     """cpu millicores and memory bytes as the scheduler's resource scores read them: the real
     requests (BalancedAllocation), then the non-zero ones (LeastAllocated)."""
-    real, non_zero = _raw_requests(spec), _raw_requests(spec, NON_MISSING)
-    return real.get("cpu", 0), real.get("memory", 0), non_zero.get("cpu", 0), non_zero.get("memory", 0)
+    parsed = _parse(spec)
+    return _score_requests(parsed, _sum_requests(parsed))
 
 
 def implied_score_requests(requests: Resources) -> tuple[int, int, int, int]:
@@ -233,6 +258,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
     status = pod.get("status") or {}
     namespace = meta.get("namespace") or "default"
     labels = dict(meta.get("labels") or {})
+    parsed = _parse(spec)
+    raw = _sum_requests(parsed)
     return PodInfo(
         namespace=namespace,
         name=meta.get("name") or "",
@@ -244,8 +271,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         node_affinity=required_node_affinity(spec),
         spreads=pod_spreads(meta, spec),
         topology_spreads=topology_spreads(meta, spec),
-        requests=pod_demand(pod),
-        score_requests=score_requests(spec),
+        requests=_demand(raw),
+        score_requests=_score_requests(parsed, raw),
         node_name=spec.get("nodeName") or None,
         phase=status.get("phase") or "Pending",
         controller_kind=controller_kind(pod),
