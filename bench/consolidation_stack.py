@@ -236,7 +236,9 @@ async def removals(temporal: Client) -> list[Removal]:
                     evicted.append((e.event_time.ToDatetime().timestamp(), evicting[attrs.scheduled_event_id]))
             elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
                 attrs = e.signal_external_workflow_execution_initiated_event_attributes
-                if reported is None and _payload(attrs.input).get("phase") in FINAL_PHASES:
+                # Its reports to the loop (a multi-node command's drain-gate signals carry no status).
+                told = reported is None and attrs.signal_name == "scale_down_changed"
+                if told and _payload(attrs.input).get("phase") in FINAL_PHASES:
                     reported = e.event_time.ToDatetime().timestamp()
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
                 outcome = e.workflow_execution_failed_event_attributes.failure.message

@@ -1,8 +1,14 @@
 """NodeReplacement `nodes/<cluster>/replace/<node>`: a drifted, expired or consolidated node replaced, its
 successor Ready before it is touched (Karpenter's orchestration queue: launch, wait initialized, then taint
 and drain). A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
-which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then each
-chosen node is drained and deleted in turn by its NodeScaleDown; if the successor fails, none was touched.
+which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then the
+chosen nodes are drained together (patch multi-node-drains-together; runs before it drained them one
+after the other): every node's NodeScaleDown starts at once, gated by this workflow (``drain_gate``),
+marks, re-checks and cordons its node, reports it cordoned and waits; once every one is cordoned or has
+ended (a re-check that cancelled left its node unmarked and serving), all evict and delete together. So
+no pod evicted from one node of the command lands on another (Karpenter taints every candidate of a
+command before any is drained), and the command takes its longest drain's time, not their sum. If the
+successor fails, none was touched.
 
 Planning (plan_replacement: the scale-up planner beside the cluster, for the node's pods) → the
 successors, each a RequestMachine as a NodeRequest runs it (its id, derived from this workflow's, is the
@@ -16,6 +22,7 @@ pod yet are deleted.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -27,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
     from scaling.nodes.disruption.orchestration import (
         ALREADY_REMOVING,
+        NODE_CORDONED,
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
         NodeReplacementInput,
@@ -38,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.disruption.replacement import saving_refused
     from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_down.methods import method_for
-    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import replacement_details
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.request_machine import DELETE_RETRY, Decision, MachineApprovals, RequestMachine, wait_alone
@@ -46,6 +54,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search import CLUSTER, NODE, PHASE
 
 PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+# workflow.patched id: a multi-node command's nodes are all cordoned before any pod is evicted, then
+# drained and deleted together (Karpenter taints every candidate of a command, then terminates them
+# together). They were drained one after the other: the command took N drains' time, and pods
+# evicted from the first node could be scheduled onto the next, still uncordoned, and be evicted
+# again. Runs that reached their drains before it replay in turn, with ungated children
+# (histories/node_replacement_drained_in_turn.json). Asked only when the command drains two or more
+# nodes. (Orchestration: added 2026-11, release 0.3.0.)
+DRAINS_TOGETHER = "multi-node-drains-together"
 
 
 @workflow.defn(name="NodeReplacement")
@@ -64,6 +80,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.machines: list[RequestMachine] = []
         self.cancel_reason: tuple[str, str] | None = None
         self.draining = False
+        self.cordoned: set[str] = set()  # drain_gate reports: nodes of the command cordoned, waiting to drain
         self.nodes = command_nodes(inp)  # what the loop holds for this command (one node but for multi-node)
 
     # -- steering ------------------------------------------------------------------------
@@ -82,6 +99,11 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
     @workflow.signal
     def remove_now(self) -> None:
         """Nothing waits on a timer here: a replacement goes at once."""
+
+    @workflow.signal(name=NODE_CORDONED)
+    def node_cordoned(self, node: str) -> None:
+        """A NodeScaleDown of this command cordoned its node and waits for the word to drain."""
+        self.cordoned.add(node)
 
     # -- the orchestration ---------------------------------------------------------------
     @workflow.run
@@ -149,32 +171,12 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
                 f"successor {m.status.id} ended {m.status.phase.value}: {m.status.message}; node {removal.node} keeps serving",
             )
 
-        # Every successor is Ready: now, and only now, the nodes are marked, drained and deleted, one by one.
+        # Every successor is Ready: now, and only now, the nodes are marked, drained and deleted.
         self.draining = True
-        results: list[ScaleDownStatus] = []
-        for node in self.nodes:
-            try:
-                results.append(
-                    await workflow.execute_child_workflow(
-                        NodeScaleDownWorkflow.run,
-                        removal_of(inp, node).model_copy(update={"scale_down_at": workflow.now().timestamp()}),
-                        id=scale_down_id(removal.cluster, node),
-                        result_type=ScaleDownStatus,
-                    )
-                )
-            except WorkflowAlreadyStartedError:
-                # Another command took this node after the loop named it to this one (a single-node
-                # fallback may take any candidate): its NodeScaleDown drains it and reports to the loop.
-                results.append(
-                    self.status.model_copy(
-                        update={
-                            "node": node,
-                            "phase": ScaleDownPhase.CANCELLED,
-                            "reason": ALREADY_REMOVING,
-                            "message": f"node {node} is being removed by another workflow",
-                        }
-                    )
-                )
+        if len(self.nodes) > 1 and workflow.patched(DRAINS_TOGETHER):
+            results = await self._drain_together()
+        else:
+            results = await self._drain_in_turn()
         if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
             await self._delete_successors()  # nothing moved to them: the nodes keep serving alone
         result = results[0]
@@ -186,6 +188,76 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.status = result.model_copy(update={"workflow_id": wid})
         self._show()
         return self.status  # the child reported the outcome to the loop itself
+
+    # -- the drains ------------------------------------------------------------------------
+    async def _drain_in_turn(self) -> list[ScaleDownStatus]:
+        """Each node's NodeScaleDown (mark, re-check, cordon, drain, delete) after the one before it ended."""
+        results: list[ScaleDownStatus] = []
+        for node in self.nodes:
+            try:
+                results.append(
+                    await workflow.execute_child_workflow(
+                        NodeScaleDownWorkflow.run,
+                        self._removal(node),
+                        id=scale_down_id(self.inp.removal.cluster, node),
+                        result_type=ScaleDownStatus,
+                    )
+                )
+            except WorkflowAlreadyStartedError:
+                results.append(self._already_removing(node))
+        return results
+
+    async def _drain_together(self) -> list[ScaleDownStatus]:
+        """Every node's NodeScaleDown at once, each gated by this workflow: it marks, re-checks and
+        cordons its node, reports it cordoned, and evicts nothing until told. Once every one started
+        is cordoned or has ended (a re-check that cancelled left its node unmarked and serving), all
+        are told to drain, and they drain and delete their nodes together."""
+        wid = workflow.info().workflow_id
+        started = await asyncio.gather(*(self._start_removal(node, wid) for node in self.nodes))
+        children = {node: child for node, child in zip(self.nodes, started, strict=True) if child is not None}
+        await workflow.wait_condition(lambda: all(n in self.cordoned or c.done() for n, c in children.items()))
+        self.status.message = f"draining {', '.join(sorted(self.cordoned & set(children))) or 'none'} together"
+        workflow.set_current_details(replacement_details(self.status))  # no command: not in history
+        await asyncio.gather(*(self._release(c) for n, c in children.items() if n in self.cordoned and not c.done()))
+        ended = await asyncio.gather(*children.values(), return_exceptions=True)
+        if failed := next((e for e in ended if isinstance(e, BaseException)), None):
+            raise failed  # as a child's failure ends the runs that drain in turn, once every other one ended
+        by_node = dict(zip(children, ended, strict=True))
+        return [by_node.get(node) or self._already_removing(node) for node in self.nodes]
+
+    async def _start_removal(self, node: str, gate: str) -> workflow.ChildWorkflowHandle | None:
+        """The node's NodeScaleDown gated by ``gate``; None when another command's removes the node."""
+        try:
+            return await workflow.start_child_workflow(
+                NodeScaleDownWorkflow.run,
+                self._removal(node).model_copy(update={"drain_gate": gate}),
+                id=scale_down_id(self.inp.removal.cluster, node),
+                result_type=ScaleDownStatus,
+            )
+        except WorkflowAlreadyStartedError:
+            return None
+
+    @staticmethod
+    async def _release(child: workflow.ChildWorkflowHandle) -> None:
+        try:
+            await child.signal(NodeScaleDownWorkflow.drain)
+        except FailureError:  # it ended in between (terminated): its result says how
+            workflow.logger.warning("could not tell %s to drain", child.id)
+
+    def _removal(self, node: str) -> NodeScaleDownInput:
+        return removal_of(self.inp, node).model_copy(update={"scale_down_at": workflow.now().timestamp()})
+
+    def _already_removing(self, node: str) -> ScaleDownStatus:
+        """Another command took this node after the loop named it to this one (a single-node fallback
+        may take any candidate): its NodeScaleDown drains it and reports to the loop."""
+        return self.status.model_copy(
+            update={
+                "node": node,
+                "phase": ScaleDownPhase.CANCELLED,
+                "reason": ALREADY_REMOVING,
+                "message": f"node {node} is being removed by another workflow",
+            }
+        )
 
     # -- RequestOwner ----------------------------------------------------------------------
     async def publish(self, machine: RequestMachine) -> None:

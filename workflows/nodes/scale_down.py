@@ -3,7 +3,10 @@
 Marked (taint + ScaleDownAt) → durable timer → Checking (check_node_removal: still_removable beside
 the cluster) → Draining (cordon,
 evict through the Eviction API, wait for the pods to be gone) → Deleting (machine at the
-provider, then the Node) → Removed. Cancelled when pods land on an empty node during the
+provider, then the Node) → Removed. A node of a multi-node command (``drain_gate``: its
+NodeReplacement) waits between the cordon and the first eviction until the replacement says every
+node of the command is cordoned, so no evicted pod lands on a node about to be drained.
+Cancelled when pods land on an empty node during the
 wait, when an operator protects the node, or when the re-check finds a blocker; Failed when a
 PDB keeps refusing an eviction past the bounded retry time. Both leave the node untainted
 (and uncordoned). Every step is an idempotent activity, so a worker killed mid-drain resumes
@@ -34,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         UnmarkNodeInput,
         WaitPodsGoneInput,
     )
+    from scaling.nodes.disruption.orchestration import NODE_CORDONED
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.recheck import blocking, cancel_code
     from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
@@ -75,6 +79,7 @@ class NodeScaleDownWorkflow:
         )
         self.cancel_reason: tuple[str, str] | None = None  # (code, message)
         self.now_requested = False
+        self.drain_released = False  # a drain_gate's answer: every node of the command is cordoned
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -91,6 +96,11 @@ class NodeScaleDownWorkflow:
     def remove_now(self) -> None:
         """Skip the rest of the timer (the re-check still runs)."""
         self.now_requested = True
+
+    @workflow.signal
+    def drain(self) -> None:
+        """From the drain_gate: every node of the command is cordoned, evict."""
+        self.drain_released = True
 
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
@@ -158,6 +168,8 @@ class NodeScaleDownWorkflow:
         self.status.phase = ScaleDownPhase.DRAINING
         await self._publish(inp)
         await self._kube(contracts.CORDON_NODE, NodeRef(cluster=inp.cluster, node=inp.node))
+        if inp.drain_gate:
+            await self._wait_for_gate(inp, inp.drain_gate)
         # The check leaves out pods long past their grace period: a dead kubelet never finishes them.
         failed = await self._drain(inp, check.pods_to_evict)
         if failed is not None:
@@ -176,6 +188,20 @@ class NodeScaleDownWorkflow:
             unmark=False,
             event="ScaleDown",
         )
+
+    async def _wait_for_gate(self, inp: NodeScaleDownInput, gate: str) -> None:
+        """Tell the command's NodeReplacement this node is cordoned, then wait for its word to drain
+        (cancels are not honoured from the drain on, here as after it). A gate that cannot be told
+        (gone) can never answer: the drain goes on at once."""
+        try:
+            await workflow.get_external_workflow_handle(gate).signal(NODE_CORDONED, inp.node)
+        except FailureError:
+            workflow.logger.warning("drain gate %s did not take the cordon of %s", gate, inp.node)
+            return
+        message = self.status.message
+        self.status.message = "cordoned; waiting until every node of the command is cordoned"
+        await workflow.wait_condition(lambda: self.drain_released)
+        self.status.message = message
 
     async def _drain(self, inp: NodeScaleDownInput, pods: list[str]) -> tuple[str, str] | None:
         deadline = workflow.now().timestamp() + inp.pdb_retry_s

@@ -15,6 +15,9 @@ from scaling.nodes.scale_up.requests import NodeRequestInput
 REPLACEMENT_FAILED = "ReplacementFailed"
 REPLACEMENT_UNPLANNED = "ReplacementUnschedulable"
 ALREADY_REMOVING = "AlreadyBeingRemoved"
+# The signal a multi-node command's NodeScaleDown sends its NodeReplacement (the node's name) once
+# it cordoned the node; it evicts nothing until the replacement signals it back to drain.
+NODE_CORDONED = "node_cordoned"
 
 
 def replacement_id(cluster: str, node: str) -> str:
@@ -61,9 +64,9 @@ def successor_inputs(
     inp: NodeReplacementInput, workflow_id: str, plan: ReplacementPlan, replaces: str | None = None
 ) -> list[NodeRequestInput]:
     """The requests for the planned successors, made from the group's spec now, each labelled with the
-    node it replaces (``replaces``: the last of a multi-node command, drained last, so the successor is
-    held from scale-down until every node is gone) and gated as the plan says (spec.approval, as a
-    scale-up of as many nodes is)."""
+    node it replaces (``replaces``: the last of a multi-node command, so the successor is held from
+    scale-down until that node is gone: runs that drain in turn drain it last, the others drain every
+    node together) and gated as the plan says (spec.approval, as a scale-up of as many nodes is)."""
     gates = plan.gates or [None] * len(plan.new_nodes)
     return [
         NodeRequestInput(

@@ -52,6 +52,9 @@ class NodeScaleDownInput(BaseModel):
     drain_timeout_s: float = 300.0
     protected: list[str] = Field(default_factory=list)
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
+    # A multi-node command's NodeReplacement (its workflow id): once cordoned, the node tells it and
+    # evicts nothing until it answers that every node of the command is cordoned (None: drain at once).
+    drain_gate: str | None = None
 
 
 class ScaleDownStatus(BaseModel):

@@ -5,6 +5,7 @@ activities are stubs under the real names; planning and re-checks are the real r
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from scaling.kube.models import Resources
 from scaling.nodes.contracts import (
     CreateNodeInput,
     CreateNodeResult,
+    EvictPodInput,
+    EvictResult,
     ReplacementPlan,
     ReplacementPlanInput,
     ScaleDownObservation,
@@ -58,6 +61,7 @@ class ReplaceWorld(DownWorld):
     plan_obs: ScaleDownObservation = field(default_factory=ScaleDownObservation)
     plans: list[ReplacementPlan] = field(default_factory=list)
     made: dict[tuple[str, int], str] = field(default_factory=dict)  # the create's key -> machine
+    held_evictions: set[str] = field(default_factory=set)  # pods whose eviction waits while listed here
 
     def activities(self) -> list:
         w = self
@@ -84,6 +88,14 @@ class ReplaceWorld(DownWorld):
             return p
 
         waits = next(a for a in base if activity._Definition.from_callable(a).name == "wait_node_ready")
+        evicts = next(a for a in base if activity._Definition.from_callable(a).name == "evict_pod")
+
+        @activity.defn(name="evict_pod")
+        async def evict(inp: EvictPodInput) -> EvictResult:
+            while f"{inp.namespace}/{inp.name}" in w.held_evictions:
+                activity.heartbeat()
+                await asyncio.sleep(0.05)
+            return await evicts(inp)
 
         @activity.defn(name="wait_node_ready")
         async def wait_ready(inp: WaitReadyInput) -> bool:
@@ -92,7 +104,7 @@ class ReplaceWorld(DownWorld):
                 w.calls.append(("ready", inp.node_name))
             return ready
 
-        return [*(a for a in base if a is not waits), create, plan, wait_ready]
+        return [*(a for a in base if a not in (waits, evicts)), create, plan, wait_ready, evict]
 
 
 def busy(name: str, cpu: int = 1800) -> list:
@@ -111,6 +123,15 @@ def world(*, pods: list | None = None, **kw: object) -> ReplaceWorld:
         down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[GROUP]),
         **kw,
     )
+
+
+def arrived_do_not_disrupt(w: ReplaceWorld, *nodes: str) -> ReplaceWorld:
+    """A do-not-disrupt pod on each of ``nodes`` after the plan: the drain's re-check sees it."""
+    held = [
+        app_pod(f"late-{n}", n).model_copy(update={"annotations": {ANNOTATION_DO_NOT_DISRUPT: "true"}}) for n in nodes
+    ]
+    w.down_obs = w.down_obs.model_copy(update={"pods": [*w.down_obs.pods, *held]})
+    return w
 
 
 async def trail_of(env: WorkflowEnvironment, wid: str, node_name: str = "a") -> list[str]:
@@ -175,9 +196,7 @@ async def test_a_do_not_disrupt_pod_arriving_before_the_drain_cancels_and_the_su
     env: WorkflowEnvironment,
     worker,  # noqa: ANN001, F811
 ) -> None:
-    w = world()
-    held = app_pod("late", "a").model_copy(update={"annotations": {ANNOTATION_DO_NOT_DISRUPT: "true"}})
-    w.down_obs = w.down_obs.model_copy(update={"pods": [*w.down_obs.pods, held]})
+    w = arrived_do_not_disrupt(world(), "a")
     tq, _ = await worker(w)
     _, result = await replace(env, tq)
     assert result.phase == ScaleDownPhase.CANCELLED and result.reason == DO_NOT_DISRUPT
@@ -236,26 +255,6 @@ async def test_the_approval_gate_holds_the_successor_and_the_runs_replay(env: Wo
     """Both the run just recorded and the committed one (python -m tests.workflows.nodes.test_node_replacement)."""
     _, fresh = await record_history(env, worker)
     await assert_replay(WORKFLOWS, fresh, committed(HISTORY))
-
-
-if __name__ == "__main__":
-    from temporalio.worker import Worker
-
-    async def record(env: WorkflowEnvironment) -> WorkflowHistory:
-        workers: list[Worker] = []
-
-        async def make(w: ReplaceWorld) -> tuple[str, list]:
-            tq = f"tq-{uuid.uuid4().hex[:6]}"
-            workers.append(new_worker(env.client, tq, activities=w.activities()))
-            await workers[-1].__aenter__()
-            return tq, []
-
-        _, history = await record_history(env, make)
-        for wk in workers:
-            await wk.__aexit__(None, None, None)
-        return history
-
-    record_again(HISTORY, record)
 
 
 def priced_group() -> NodeGroup:
@@ -332,19 +331,22 @@ def three_dear_nodes() -> ReplaceWorld:
     )
 
 
-async def consolidate_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> object:
+async def start_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> WorkflowHandle:
     now = (await env.get_current_time()).timestamp()
     a, b, c = (
         NodeScaleDownInput(cluster="c", node=n, group="g", kind="Consolidated", scale_down_at=now)
         for n in ("a", "b", "c")
     )
-    h = await env.client.start_workflow(
+    return await env.client.start_workflow(
         NodeReplacementWorkflow.run,
         NodeReplacementInput(removal=a, others=[b, c], allowed=allowed, readiness_poll_s=1),
         id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
         task_queue=tq,
     )
-    return await h.result()
+
+
+async def consolidate_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> object:
+    return await (await start_many(env, tq, allowed)).result()
 
 
 async def test_three_nodes_are_replaced_by_one_successor_ready_before_any_is_touched(
@@ -361,9 +363,9 @@ async def test_three_nodes_are_replaced_by_one_successor_ready_before_any_is_tou
     ready = w.calls.index(("ready", SUCCESSOR))
     touched = [i for i, (c, n) in enumerate(w.calls) if n in "abc" and c in ("mark", "cordon", "delete-node")]
     assert touched and min(touched) > ready  # nothing touched before the successor was Ready
-    # then each node in turn: marked, re-checked, cordoned, drained, deleted
+    # then each node, by its own NodeScaleDown: marked, re-checked, cordoned, drained, deleted
     assert [c for c, n in w.calls if n == "b"] == ["mark", "check", "cordon", "delete-node"]
-    assert w.deleted == ["a", "b", "c"]
+    assert sorted(w.deleted) == ["a", "b", "c"]  # together: in no fixed order
 
 
 async def test_the_budget_bounds_how_many_go_together(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
@@ -371,7 +373,7 @@ async def test_the_budget_bounds_how_many_go_together(env: WorkflowEnvironment, 
     tq, _ = await worker(w)
     result = await consolidate_many(env, tq, allowed=2)
     assert result.phase == ScaleDownPhase.REMOVED, result.message
-    assert w.plans[0].nodes == ["a", "b"] and w.deleted == ["a", "b"]
+    assert w.plans[0].nodes == ["a", "b"] and sorted(w.deleted) == ["a", "b"]
     assert not any(n == "c" for _, n in w.calls if _ != "plan")  # c was never touched
 
 
@@ -399,3 +401,143 @@ async def test_a_node_another_command_is_removing_is_left_to_it(env: WorkflowEnv
     _, result = await replace(env, tq)
     assert result.phase == ScaleDownPhase.CANCELLED and result.reason == ALREADY_REMOVING, result.message
     assert w.created == [] and w.deleted == []
+
+
+def calls_of(w: ReplaceWorld, what: str) -> list[int]:
+    return [i for i, (c, _) in enumerate(w.calls) if c == what]
+
+
+async def test_every_node_is_cordoned_before_the_first_eviction(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """Karpenter taints every candidate of a command before any is drained: no pod evicted from one node
+    may be scheduled onto another node of the command, to be evicted a second time."""
+    w = three_dear_nodes()
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and "3 of 3 nodes removed" in result.message, result.message
+    cordons, evictions = calls_of(w, "cordon"), calls_of(w, "evict")
+    assert len(cordons) == 3 and len(evictions) == 3
+    assert max(cordons) < min(evictions), w.calls  # marked and cordoned, all three, before any pod is evicted
+
+
+async def test_a_held_drain_keeps_no_other_node_of_the_command_from_draining(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """They drain together: a's eviction held, b and c are drained and deleted meanwhile."""
+    w = three_dear_nodes()
+    w.held_evictions = {"default/a-web"}
+    tq, _ = await worker(w)
+    h = await start_many(env, tq)
+    await until(lambda: {"b", "c"} <= set(w.deleted), timeout=30, what="b and c deleted while a's drain is held")
+    assert "a" not in w.deleted and ("evict", "default/a-web") not in w.calls
+    w.held_evictions.clear()
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED and "3 of 3 nodes removed" in result.message, result.message
+    assert sorted(w.deleted) == ["a", "b", "c"]
+
+
+async def test_a_node_whose_recheck_cancels_keeps_serving_while_the_others_go(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """A do-not-disrupt pod arrived on b: its NodeScaleDown unmarks it and ends, and the drain of a and c,
+    which waited for it, goes on. The successor took their pods: kept. The run and the committed ones
+    replay (python -m tests.workflows.nodes.test_node_replacement drains records the first)."""
+    w, fresh = await record_drains(env, worker)
+    assert [c for c, n in w.calls if n == "b"] == ["mark", "check", "unmark"]  # never cordoned: serving
+    assert max(i for i, (c, n) in enumerate(w.calls) if c == "cordon") < min(calls_of(w, "evict"))
+    assert sorted(w.deleted) == ["a", "c"]
+    await assert_replay(WORKFLOWS, fresh, committed(DRAINED_TOGETHER), committed(DRAINED_IN_TURN))
+
+
+def drains_of(events: list[dict]) -> list[str]:
+    """The NodeScaleDown children's starts and ends in a replacement's history, in order."""
+    out = []
+    for e in events:
+        if "startChildWorkflowExecutionInitiatedEventAttributes" in e:
+            out.append("start")
+        elif "childWorkflowExecutionCompletedEventAttributes" in e:
+            out.append("end")
+    return out
+
+
+def test_the_committed_drains_took_each_branch() -> None:
+    """Runs before the patch (no marker) drained in turn; runs since ask for it and drain together."""
+    from tests.workflows.nodes.test_replay import patches_in
+    from workflows.nodes.replacement import DRAINS_TOGETHER
+
+    in_turn = committed(DRAINED_IN_TURN).to_json_dict()["events"]
+    together = committed(DRAINED_TOGETHER).to_json_dict()["events"]
+    assert DRAINS_TOGETHER not in patches_in(in_turn) and DRAINS_TOGETHER in patches_in(together)
+    assert drains_of(in_turn) == ["start", "end"] * 3
+    assert drains_of(together) == ["start"] * 3 + ["end"] * 3
+
+
+async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serves(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    w = arrived_do_not_disrupt(three_dear_nodes(), "a", "b", "c")
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.reason == DO_NOT_DISRUPT and "0 of 3 nodes removed (none)" in result.message, result.message
+    assert sorted(n for c, n in w.calls if c == "unmark") == ["a", "b", "c"]
+    assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
+    assert w.deleted == [SUCCESSOR]  # nothing moved to it
+
+
+async def test_a_node_of_the_command_another_removes_is_left_to_it_and_the_others_drain(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    w = three_dear_nodes()
+    tq, handles = await worker(w)
+    now = (await env.get_current_time()).timestamp()
+    other = NodeScaleDownInput(cluster="c", node="b", group="g", kind="Consolidated", scale_down_at=now + 3600)
+    handles.append(
+        await env.client.start_workflow(NodeScaleDownWorkflow.run, other, id=scale_down_id("c", "b"), task_queue=tq)
+    )
+    result = await consolidate_many(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and "2 of 3 nodes removed (a, c)" in result.message, result.message
+    assert sorted(w.deleted) == ["a", "c"] and ("cordon", "b") not in w.calls  # b is the other's to drain
+
+
+DRAINED_TOGETHER = HISTORY.with_name("node_replacement_drained_together.json")
+# Recorded once by the code before patch multi-node-drains-together, whose nodes drained one after the
+# other: it replays that branch, and cannot be recorded again.
+DRAINED_IN_TURN = HISTORY.with_name("node_replacement_drained_in_turn.json")
+
+
+def one_node_held() -> ReplaceWorld:
+    """three_dear_nodes, where a do-not-disrupt pod arrived on b after the plan: a and c go, b stays."""
+    return arrived_do_not_disrupt(three_dear_nodes(), "b")
+
+
+async def record_drains(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
+    """A multi-node consolidation of a, b and c whose re-check cancels b: the committed histories
+    above are of these."""
+    w = one_node_held()
+    tq, _ = await worker(w)
+    h = await start_many(env, tq)
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED and "2 of 3 nodes removed (a, c)" in result.message, result.message
+    return w, await h.fetch_history()
+
+
+if __name__ == "__main__":
+    import sys
+
+    from temporalio.worker import Worker
+
+    # `drains`: the multi-node consolidation's history (node_replacement_drained_together.json).
+    recorder, path = (record_drains, DRAINED_TOGETHER) if sys.argv[1:] == ["drains"] else (record_history, HISTORY)
+
+    async def record(env: WorkflowEnvironment) -> WorkflowHistory:
+        workers: list[Worker] = []
+
+        async def make(w: ReplaceWorld) -> tuple[str, list]:
+            tq = f"tq-{uuid.uuid4().hex[:6]}"
+            workers.append(new_worker(env.client, tq, activities=w.activities()))
+            await workers[-1].__aenter__()
+            return tq, []
+
+        _, history = await recorder(env, make)
+        for wk in workers:
+            await wk.__aexit__(None, None, None)
+        return history
+
+    record_again(path, record)

@@ -230,6 +230,20 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
     assert (await env.get_current_time()).timestamp() >= now + 600
 
 
+async def test_a_drain_gate_that_cannot_be_told_does_not_hold_the_drain(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """A multi-node command's node tells its NodeReplacement (``drain_gate``) once cordoned and waits for
+    the word to drain; a gate that is gone can never give it, so the drain goes on at once."""
+    world = DownWorld(
+        down_obs=ScaleDownObservation(nodes=[node("a"), node("b")], pods=[ds_pod("ds-a", "a")], groups=[GROUP])
+    )
+    tq, _ = await worker(world)
+    now = (await env.get_current_time()).timestamp()
+    inp = NodeScaleDownInput(cluster="c", node="a", scale_down_at=now, kind="Empty", drain_gate="nodes/c/replace/gone")
+    result = await (await run_child(env, tq, inp)).result()
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert [c for c, n in world.calls if n == "a"] == ["mark", "check", "cordon", "delete-node"]
+
+
 async def test_long_terminating_pod_neither_cancels_nor_is_waited_for(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
     """A pod deleted long ago (its kubelet gone) stays listed on the node: Cluster Autoscaler's
     rule treats it as gone, so the empty node is still removed and the drain does not evict it

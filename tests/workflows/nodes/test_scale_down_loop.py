@@ -355,7 +355,7 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
 async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
     """Multi-node consolidation through the loop: three cpx31 at 51 % (utilized: Cluster Autoscaler keeps
     them, and no pod fits another node) become one cx42 (0.0273/h against 3 x 0.0228/h). The loop hands
-    them to one NodeReplacement, which makes the cx42 Ready, then drains and deletes each of them."""
+    them to one NodeReplacement, which makes the cx42 Ready, then drains and deletes the three together."""
     from scaling.nodes.disruption.models import ConsolidationPolicy
     from scaling.nodes.models import ScaleDownSettings
 
@@ -383,7 +383,7 @@ async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: W
     except AssertionError:
         print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
         raise
-    assert world.deleted[:3] == ["a", "b", "c"]
+    assert sorted(world.deleted[:3]) == ["a", "b", "c"]  # drained together: in no fixed order
     assert [c.pool.server_type for c in world.created] == ["cx42"]
     assert [p.nodes for p in world.plans] == [["a", "b", "c"]]  # one command, planned once
     assert {r.node for r in status.recent_scale_downs if r.phase.value == "Removed"} >= set(names)
