@@ -37,6 +37,7 @@ from scaling.kube.nodes import node_info
 from scaling.kube.pods import pod_info
 from scaling.nodes import contracts
 from scaling.nodes.adoption import adopt_nodes
+from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import (
     EvictPodInput,
     EvictResult,
@@ -66,7 +67,7 @@ from scaling.nodes.scale_down.storage import LonghornState, longhorn_state_from_
 class _Evaluated:
     """An evaluation and what it was made from: reused for the same key while at <= now < until."""
 
-    key: tuple[str, str]  # the cache's view, the input's reuse_key
+    key: tuple[str, str, str]  # the cache's view, the input's reuse_key, the prices
     evaluation: ScaleDownEvaluation
     at: float
     until: float
@@ -143,25 +144,43 @@ class ScaleDownActivities:
         return self._observe(cluster)
 
     @activity.defn(name=contracts.EVALUATE_SCALE_DOWN)
-    def evaluate_scale_down(self, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
-        """The loop's scale-down evaluation beside the cluster: observe as observe_scale_down
-        does, plan with the workflow's timers (scaling.nodes.scale_down.evaluation), return only the
-        bounded result. The cluster's objects stay in this process.
+    async def evaluate_scale_down(self, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+        """The loop's scale-down evaluation beside the cluster (``evaluate``), with the providers'
+        catalogue prices, which order consolidation's candidates (Karpenter's price per unit of
+        disruption: scaling.nodes.disruption.multi_node.savings_ratio)."""
+        return await asyncio.to_thread(self.evaluate, inp, await self._prices())
+
+    async def _prices(self) -> dict[str, float]:
+        """The hourly prices of every provider this worker has (each caches its catalogue). A provider
+        that cannot answer prices nothing: its nodes go by disruption cost alone, the evaluation goes on."""
+        prices: dict[str, float] = {}
+        for name in sorted(self.providers):
+            try:
+                prices |= hourly_prices(await self.providers[name].server_types())
+            except Exception as e:  # noqa: BLE001 - an order hint, never worth failing the evaluation for
+                activity.logger.warning("no prices from provider %s: %s", name, e)
+        return prices
+
+    def evaluate(self, inp: ScaleDownEvaluationInput, prices: dict[str, float] | None = None) -> ScaleDownEvaluation:
+        """Observe as observe_scale_down does, plan with the workflow's timers
+        (scaling.nodes.scale_down.evaluation), return only the bounded result. The cluster's objects
+        stay in this process.
 
         When nothing it reads has changed since an earlier evaluation with the same input (the
-        informers' generations, the workflow's state but for `now`), and `now` is before that
-        evaluation's `stable_until`, the earlier answer is the answer: an idle loop of a
+        informers' generations, the workflow's state but for `now`, the prices), and `now` is before
+        that evaluation's `stable_until`, the earlier answer is the answer: an idle loop of a
         10,000-pod cluster costs no plan."""
+        prices = prices or {}
         cache = self.clusters.caches(inp.cluster)
         informers = cache.read(scale_down_kinds(self.node_groups_file), inp.fresh)
         # Read before the objects: a change in between makes the key older, never newer.
-        key = (view(informers, self.node_groups_file), reuse_key(inp))
+        key = (view(informers, self.node_groups_file), reuse_key(inp), repr(sorted(prices.items())))
         with self._memo_lock:
             memo = self._memo.get(inp.cluster)
         if memo is not None and memo.key == key and memo.at <= inp.now < memo.until:
             record_blocked(inp.cluster, memo.evaluation.candidates)
             return for_input(memo.evaluation, inp)
-        ev = evaluation_of(self._observation(inp.cluster, cache, informers), inp)
+        ev = evaluation_of(self._observation(inp.cluster, cache, informers), inp, prices)
         ev.view = key[0]
         with self._memo_lock:
             if ev.stable_until is None:

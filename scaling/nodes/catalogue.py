@@ -64,6 +64,16 @@ def catalogue_index(types: Iterable[ServerType]) -> dict[tuple[str, str], Server
     return {(t.provider, t.name.lower()): t for t in types}
 
 
+def price_key(provider: str, name: str) -> str:
+    return f"{provider}/{name.lower()}"
+
+
+def hourly_prices(types: Iterable[ServerType]) -> dict[str, float]:
+    """The catalogue's hourly prices by price_key: what the scale-down evaluation reads of it (bounded by
+    the catalogue's size, never the cluster's)."""
+    return {price_key(t.provider, t.name): t.price_hourly for t in types}
+
+
 def lookup(catalogue: dict[tuple[str, str], ServerType], provider: str, name: str) -> ServerType | None:
     return catalogue.get((provider, name.lower()))
 

@@ -305,36 +305,40 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             )
 
     async def _take(self, chosen: list[str]) -> None:
-        """A multi-node command planned: the nodes held for it but not chosen go back to the loop (their
-        timers start again), then the chosen ones are held (the loop never counts more than the budget)."""
+        """A multi-node command planned: the chosen nodes are held, then the ones held for it but not
+        chosen go back to the loop (their timers start again). In between the loop counts more nodes
+        than the command disrupts, never fewer (a single-node fallback may choose a node it did not
+        hold), so no evaluation in between starts what the budget does not allow."""
         released = [n for n in self.nodes if n not in chosen]
-        if released:
-            self.nodes = released
-            await self._tell(
-                self.status.model_copy(
-                    update={
-                        "phase": ScaleDownPhase.CANCELLED,
-                        "reason": NOT_WORTH_IT,
-                        "message": f"not in the consolidation of {', '.join(chosen)}",
-                    }
-                )
-            )
+        release = self.status.model_copy(
+            update={
+                "phase": ScaleDownPhase.CANCELLED,
+                "reason": NOT_WORTH_IT,
+                "message": f"not in the consolidation of {', '.join(chosen)}",
+            }
+        )
         self.nodes = list(chosen)
         self.status.node = chosen[0]
         self.status.message = f"consolidating {', '.join(chosen)}: planning the successor"
         await self._publish()
+        # Released first (before this), the loop counted fewer nodes than were disrupted in between, and
+        # an evaluation then started a disruption beyond the budget (the consolidation bench, seed 11).
+        # The same signal commands in another order: runs from before replay
+        # (histories/node_replacement_release_first.json), so no patch.
+        if released:
+            await self._tell(release, released)
 
     async def _publish(self) -> None:
         """Tell the loop (it follows these nodes as being removed) and the Web UI."""
         self._show()
         await self._tell(self.status)
 
-    async def _tell(self, status: ScaleDownStatus) -> None:
-        """The status, for each node of the command, to the loop."""
+    async def _tell(self, status: ScaleDownStatus, nodes: list[str] | None = None) -> None:
+        """The status, for each node of the command (or of ``nodes``), to the loop."""
         parent = self.inp.removal.parent_workflow_id
         if not parent:
             return
-        for node in self.nodes:
+        for node in self.nodes if nodes is None else nodes:
             try:
                 await workflow.get_external_workflow_handle(parent).signal(
                     "scale_down_changed", status if node == status.node else status.model_copy(update={"node": node})

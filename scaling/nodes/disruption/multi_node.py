@@ -3,9 +3,13 @@ their pods (or by none, when the rest of the cluster holds them).
 
 Karpenter's rules (kubernetes-sigs/karpenter pkg/controllers/disruption/multinodeconsolidation.go and
 consolidation.go), which growth follows:
-- Candidates are ordered by disruption cost, lowest first (``disruption_cost``: one per pod a drain
-  evicts, moved by its pod-deletion-cost, times the share of the node's lifetime left before
-  expireAfter), and those the budgets would hold are left out before the search (the caller does).
+- Candidates are ordered by price per unit of disruption, highest first (``savings_ratio``: the
+  node's price over one plus its evicted pods' eviction costs; kubernetes-sigs/karpenter
+  consolidation.go sortCandidates and types.go SavingsRatio since #2962, July 2026), so a budget
+  that lets few go takes the nodes worth most; ties, and nodes the catalogue does not price, go by
+  disruption cost (``disruption_cost``: the eviction costs times the share of the node's lifetime
+  left before expireAfter, Karpenter's order before #2962). Those the budgets would hold are left
+  out before the search (the caller does).
 - A binary search over the prefixes of the ordered candidates (at least two nodes) finds the longest
   prefix that is consolidatable, assuming a longer prefix that is implies the shorter ones are (it does
   not always hold: two cx32 at 51 % need a cx42, dearer than both; three fit one cx42, cheaper than
@@ -54,8 +58,9 @@ T = TypeVar("T")
 
 
 def _pod_cost(pod: PodInfo) -> float:
-    """Karpenter's eviction cost of one pod: 1, moved by its deletion cost (2^27 per unit), in [-10, 10]."""
-    try:
+    """Karpenter's eviction cost of one pod: 1, moved by its deletion cost (2^27 per unit), in [-10, 10]
+    (Karpenter also adds its priority / 2^25; PodInfo carries no priority)."""
+    try:  # the API server admits only an int32 here (ValidatePodSpecificAnnotations)
         deletion = int(pod.annotations.get(ANNOTATION_DELETION_COST, "0"))
     except ValueError:
         deletion = 0
@@ -69,6 +74,14 @@ def disruption_cost(node: NodeInfo, pods: list[PodInfo], expire_after_s: float |
         age = now - node.created_at.timestamp()
         cost *= min(max(1.0 - age / expire_after_s, 0.0), 1.0)
     return cost
+
+
+def savings_ratio(price: float | None, node: str, pods: list[PodInfo]) -> float:
+    """Karpenter's SavingsRatio: the node's price per unit of disruption, one for the node plus each
+    evicted pod's eviction cost when positive (RescheduleDisruptionCost); 0 when unpriced."""
+    if not price:
+        return 0.0
+    return price / (1.0 + sum(max(_pod_cost(p), 0.0) for p in pods_to_evict(node, pods)))
 
 
 def longest_prefix(n: int, consolidates: Callable[[int], T | None]) -> tuple[int, T | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from scaling.nodes.catalogue import catalogue_index
+from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.models import ConsolidationPolicy
 from scaling.nodes.disruption.multi_node import plan_consolidation
@@ -75,6 +75,7 @@ def consolidation_now(obs: ScaleDownObservation, catalogue: list[ServerType], no
         protected=set(),
         in_progress=set(),
         settings=ScaleDownLoopSettings(max_removals_per_loop=len(obs.nodes) + 1),
+        prices=hourly_prices(catalogue),
     )
     leaving = {r.name for r in plan.to_remove}
     for r in plan.to_remove:

@@ -31,6 +31,8 @@ operator on the nodes that remain.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.refusals import (
@@ -86,9 +88,12 @@ def plan_scale_down(
     in_progress: set[str],
     settings: ScaleDownLoopSettings | None = None,
     refused: list[RefusedConsolidation] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> ScaleDownPlan:
     """One scale-down evaluation: a state per node and the nodes to start removing now. ``refused``:
-    consolidations found not worth it, whose nodes consolidation leaves alone while nothing changed."""
+    consolidations found not worth it, whose nodes consolidation leaves alone while nothing changed;
+    ``prices``: the catalogue's (catalogue.hourly_prices), which order consolidation's
+    candidates (none: by disruption cost alone)."""
     settings = settings or ScaleDownLoopSettings()
     standing, ended = (
         standing_refusals(refused, cluster_digest(nodes, pods), now, {n.name for n in nodes}) if refused else ({}, [])
@@ -228,7 +233,21 @@ def plan_scale_down(
         ready.append((dec, gs, billed, method))
 
     select_removals(
-        plan, ready, nodes, on_node, pdbs, groups, storage, now, targets, used, in_progress, settings, kinds, spare
+        plan,
+        ready,
+        nodes,
+        on_node,
+        pdbs,
+        groups,
+        storage,
+        now,
+        targets,
+        used,
+        in_progress,
+        settings,
+        kinds,
+        spare,
+        prices,
     )
     return plan
 
@@ -247,4 +266,5 @@ def plan_from_input(inp: ScaleDownInput) -> ScaleDownPlan:
         set(inp.in_progress),
         inp.settings,
         inp.refused,
+        inp.prices,
     )

@@ -5,7 +5,8 @@ As Karpenter's disruption controller orders its methods (multi-node consolidatio
 kubernetes-sigs/karpenter pkg/controllers/disruption/controller.go), a group's Consolidated nodes
 (underused, pods fit nowhere else) are not replaced one by one while it has two or more candidates:
 they go, with the group's utilized nodes whose unneeded timer ran out, to one command. Candidates are
-ordered by disruption cost (lowest first) and those that PDBs or Longhorn would hold are left out. The
+ordered by price per unit of disruption (highest first; multi_node.savings_ratio, with the catalogue's
+prices the evaluation activity reads) and those that PDBs or Longhorn would hold are left out. The
 group's budget (each node counts) bounds how many go together (``consolidation_allowed``: the
 loop holds that many of the candidates for the command while it plans), as Karpenter filters by budget
 before its search; single-node consolidation, tried when no multi-node command is found, may take any
@@ -15,13 +16,16 @@ as before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scaling.kube.drain import Blocker, PdbBudget, PdbInfo, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.catalogue import price_key
 from scaling.nodes.disruption.ledger import BudgetLedger
 from scaling.nodes.disruption.models import ConsolidationPolicy, DisruptionReason
-from scaling.nodes.disruption.multi_node import MAX_CANDIDATES, disruption_cost
+from scaling.nodes.disruption.multi_node import MAX_CANDIDATES, disruption_cost, savings_ratio
 from scaling.nodes.models import NodeGroup, ScaleDownSettings
-from scaling.nodes.scale_down.checks import individual_blockers
+from scaling.nodes.scale_down.checks import individual_blockers, pool_for
 from scaling.nodes.scale_down.models import NodeDecision, NodeRemoval, NodeState, ScaleDownPlan
 from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
 
@@ -68,10 +72,14 @@ def select_consolidation(
     budget: PdbBudget,
     ledger: BudgetLedger,
     now: float,
+    prices: Mapping[str, float] | None = None,
 ) -> list[NodeDecision]:
     """Set ``plan.consolidation`` to the first group's command of two or more nodes (none when no group
     has that many) and return the Consolidated candidates left alone in their group (the caller
-    replaces each as before). ``taken``: nodes this evaluation already removes or sends pods to."""
+    replaces each as before). ``taken``: nodes this evaluation already removes or sends pods to;
+    ``prices``: the catalogue's hourly prices (catalogue.hourly_prices)."""
+    prices = prices or {}
+    pools = list(groups.values())
     per_group: dict[str, list[NodeDecision]] = {}
     for dec in candidates:
         if dec.name not in taken:
@@ -81,8 +89,11 @@ def select_consolidation(
         group = groups.get(name)
         expire = group.disruption.expire_after_s if group is not None else None
 
-        def cost(d: NodeDecision, expire: float | None = expire) -> tuple[float, str]:
-            return disruption_cost(by_name[d.name], on_node.get(d.name, []), expire, now), d.name
+        def cost(d: NodeDecision, expire: float | None = expire) -> tuple[float, float, str]:
+            node, pods = by_name[d.name], on_node.get(d.name, [])
+            pool = pool_for(node, pools)
+            price = prices.get(price_key(pool.provider, pool.server_type)) if pool is not None else None
+            return -savings_ratio(price, d.name, pods), disruption_cost(node, pods, expire, now), d.name
 
         chosen: list[NodeDecision] = []
         for dec in sorted(per_group[name], key=cost):

@@ -170,9 +170,12 @@ def stands(reuse: ScaleDownReuse | None, view: str, key: str, now: float) -> boo
     return reuse is not None and bool(view) and reuse.view == view and reuse.key == key and now < reuse.until
 
 
-def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> ScaleDownEvaluation:
+def evaluation_of(
+    obs: ScaleDownObservation, inp: ScaleDownEvaluationInput, prices: dict[str, float] | None = None
+) -> ScaleDownEvaluation:
     """The evaluation with every candidate (``for_input`` leaves out the ones the workflow holds),
-    and until when the same cluster and input give the same one (``stable_until``)."""
+    and until when the same cluster and input give the same one (``stable_until``). ``prices``: the
+    catalogue's (scaling.nodes.catalogue.hourly_prices), for consolidation's order."""
     plan = plan_from_input(
         ScaleDownInput(
             nodes=obs.nodes,
@@ -187,6 +190,7 @@ def evaluation_of(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput) -> S
             in_progress=inp.in_progress,
             settings=inp.settings,
             refused=inp.refused,
+            prices=prices or {},
         )
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}

@@ -108,6 +108,8 @@ class ScaleDownInput(BaseModel):
     in_progress: list[str] = Field(default_factory=list)
     settings: ScaleDownLoopSettings = Field(default_factory=ScaleDownLoopSettings)
     refused: list[RefusedConsolidation] = Field(default_factory=list)
+    # The catalogue's hourly prices (scaling.nodes.catalogue.hourly_prices): consolidation's order.
+    prices: dict[str, float] = Field(default_factory=dict)
 
 
 class FitResult(BaseModel):

@@ -5,6 +5,8 @@ earlier nodes taking room, minNodes, headroom and the per-loop limit).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scaling.kube.drain import MIN_NODES, Blocker, PdbBudget, PdbInfo, pod_key, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.ledger import BudgetLedger
@@ -55,6 +57,7 @@ def select_removals(
     settings: ScaleDownLoopSettings,
     kinds: frozenset[str],
     spare: list[NodeDecision] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> None:
     """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together;
     then a multi-node consolidation over the Consolidated nodes and ``spare`` (scale_down.consolidation)."""
@@ -155,6 +158,7 @@ def select_removals(
         budget,
         ledger,
         now,
+        prices,
     )
     for dec in singles:  # alone in its group: replaced by itself, as before multi-node consolidation
         if len(plan.to_remove) >= settings.max_removals_per_loop:

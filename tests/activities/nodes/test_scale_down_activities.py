@@ -27,7 +27,8 @@ from scaling.nodes.contracts import (
     WaitPodsGoneInput,
 )
 from scaling.nodes.gc.orphans import OrphanSearchInput
-from scaling.nodes.models import LABEL_GROUP
+from scaling.nodes.models import LABEL_GROUP, ServerType
+from scaling.nodes.providers.kwok import kwok_catalogue
 from sim.cluster import FakeCluster
 from sim.storage.longhorn import FakeLonghorn
 from tests.polling import eventually
@@ -163,7 +164,7 @@ def test_evaluate_plans_beside_the_cluster_and_returns_growth_nodes_only(
     )
     bound_pod(core, "web-1", "n1")
     now = time.time()
-    ev = acts.evaluate_scale_down(
+    ev = acts.evaluate(
         ScaleDownEvaluationInput(cluster="c", now=now, watch_empty=["n1", "n2", "gone"], unneeded_since={"gone": 1.0})
     )
     assert [(t.name, t.kind.value, t.provider_id, t.scale_down_at) for t in ev.to_remove] == [
@@ -289,47 +290,81 @@ def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
     plans: list[float] = []
     real = module.evaluation_of
 
-    def counted(obs, inp):  # noqa: ANN001, ANN202 - a spy with the real signature
+    def counted(obs, inp, prices=None):  # noqa: ANN001, ANN202 - a spy with the real signature
         plans.append(inp.now)
-        return real(obs, inp)
+        return real(obs, inp, prices)
 
     monkeypatch.setattr(module, "evaluation_of", counted)
     replicated_pod(core, "web-1", "n1")
     rv = replicated_pod(core, "web-2", "n2")
     t0 = time.time()
-    first = acts.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=t0, fresh={"pods": rv}))
+    first = acts.evaluate(ScaleDownEvaluationInput(cluster="c", now=t0, fresh={"pods": rv}))
     assert first.unneeded_started == ["n1", "n2"] and first.to_remove == []  # both underused: timers start
     since = {"n1": t0, "n2": t0}
     inp = ScaleDownEvaluationInput(cluster="c", now=t0 + 2, unneeded_since=since, fresh={"pods": rv})
-    second = acts.evaluate_scale_down(inp)  # the timers are new input: planned
+    second = acts.evaluate(inp)  # the timers are new input: planned
     assert second.unneeded_started == [] and len(plans) == 2
     idle = [
-        acts.evaluate_scale_down(
-            inp.model_copy(update={"now": t0 + 2 + i, "candidates_digest": second.candidates_digest})
-        )
+        acts.evaluate(inp.model_copy(update={"now": t0 + 2 + i, "candidates_digest": second.candidates_digest}))
         for i in range(1, 4)
     ]
     assert len(plans) == 2  # three idle loops, no plan
     assert all(ev.candidates_unchanged and ev.to_remove == [] for ev in idle)
     fresh_worker = ScaleDownActivities(acts.clusters, known_providers=["kwok"])
-    made = fresh_worker.evaluate_scale_down(
-        inp.model_copy(update={"now": t0 + 3, "candidates_digest": second.candidates_digest})
-    )
+    made = fresh_worker.evaluate(inp.model_copy(update={"now": t0 + 3, "candidates_digest": second.candidates_digest}))
     assert idle[0].model_dump(exclude={"stable_until"}) == made.model_dump(exclude={"stable_until"})
     del plans[2:]  # the fresh worker's plan
     # The workflow's state changed (an operator protected a node): planned.
-    acts.evaluate_scale_down(inp.model_copy(update={"now": t0 + 6, "protected": ["n1"]}))
+    acts.evaluate(inp.model_copy(update={"now": t0 + 6, "protected": ["n1"]}))
     assert len(plans) == 3
     # The cluster changed: planned (the watch has it: the input asks for its version).
     rv = replicated_pod(core, "web-3", "n2")
-    changed = acts.evaluate_scale_down(inp.model_copy(update={"now": t0 + 7, "fresh": {"pods": rv}}))
+    changed = acts.evaluate(inp.model_copy(update={"now": t0 + 7, "fresh": {"pods": rv}}))
     assert len(plans) == 4 and changed.pods == 3
     again = inp.model_copy(update={"now": t0 + 8, "fresh": {"pods": rv}})
-    acts.evaluate_scale_down(again)
+    acts.evaluate(again)
     assert len(plans) == 4
+    # The catalogue's prices changed (they order consolidation's candidates): planned.
+    acts.evaluate(again, {"kwok/cx22": 0.0065})
+    assert len(plans) == 5
     # The unneeded time (600 s) runs out: planned, and a node is removed.
-    due = acts.evaluate_scale_down(again.model_copy(update={"now": t0 + 600}))
-    assert len(plans) == 5 and [t.name for t in due.to_remove] == ["n1"]
+    due = acts.evaluate(again.model_copy(update={"now": t0 + 600}), {"kwok/cx22": 0.0065})
+    assert len(plans) == 6 and [t.name for t in due.to_remove] == ["n1"]
+
+
+async def test_the_evaluation_reads_the_providers_prices_and_goes_on_without_one_that_fails(
+    cluster: FakeCluster, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """evaluate_scale_down hands the providers' catalogue prices to the plan (consolidation's order:
+    Karpenter's price per unit of disruption); a provider whose catalogue cannot be read prices
+    nothing, and the evaluation still answers."""
+    import activities.nodes.scale_down as module
+
+    class Priced:
+        async def server_types(self) -> list[ServerType]:
+            return [t for t in kwok_catalogue() if t.name == "cx22"]
+
+    class Down:
+        async def server_types(self) -> list[ServerType]:
+            raise ConnectionError("catalogue unreachable")
+
+    seen: list[dict[str, float] | None] = []
+    real = module.evaluation_of
+
+    def spy(obs, inp, prices=None):  # noqa: ANN001, ANN202 - a spy with the real signature
+        seen.append(prices)
+        return real(obs, inp, prices)
+
+    monkeypatch.setattr(module, "evaluation_of", spy)
+    providers = {"kwok": Priced(), "hetzner": Down()}
+    acts = ScaleDownActivities(cluster.api_client(), known_providers=["kwok"], providers=providers)  # type: ignore[arg-type]
+    try:
+        ev = await ActivityEnvironment().run(
+            acts.evaluate_scale_down, ScaleDownEvaluationInput(cluster="c", now=time.time())
+        )
+    finally:
+        acts.clusters.caches.close()
+    assert ev.nodes == 2 and seen == [{"kwok/cx22": 0.006}]
 
 
 async def test_find_orphans_reads_nodes_from_the_cache_and_returns_only_orphans(
@@ -363,13 +398,13 @@ def test_the_observation_names_the_view_an_evaluation_read_until_something_chang
     last evaluation's while nothing changed (the loop then skips it), different after a change."""
     kube = KubeActivities(acts.clusters, known_providers=["kwok"])
     rv = replicated_pod(core, "web-1", "n1")
-    ev = acts.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=time.time(), fresh={"pods": rv}))
+    ev = acts.evaluate(ScaleDownEvaluationInput(cluster="c", now=time.time(), fresh={"pods": rv}))
     assert ev.view and kube.observe_cluster(ObserveInput(cluster="c")).scale_down_view == ev.view
     rv = replicated_pod(core, "web-2", "n2")
     assert kube.observe_cluster(ObserveInput(cluster="c", fresh={"pods": rv})).scale_down_view != ev.view
     # Another replica's cache (its own informers) never gives the same token.
     other = ScaleDownActivities(ClusterClients(shared=acts.clusters.api("c")), known_providers=["kwok"])
     try:
-        assert other.evaluate_scale_down(ScaleDownEvaluationInput(cluster="c", now=time.time())).view != ev.view
+        assert other.evaluate(ScaleDownEvaluationInput(cluster="c", now=time.time())).view != ev.view
     finally:
         other.clusters.caches.close()

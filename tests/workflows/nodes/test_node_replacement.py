@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
@@ -39,7 +39,12 @@ from scaling.nodes.disruption.orchestration import (
 from scaling.nodes.disruption.refusals import NOT_WORTH_IT, cluster_digest
 from scaling.nodes.models import LABEL_POOL, ApprovalPolicy, NodeGroup, PoolSpec
 from scaling.nodes.providers.kwok import kwok_catalogue
-from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
+from scaling.nodes.scale_down.removals import (
+    FINAL_SCALE_DOWN_PHASES,
+    NodeScaleDownInput,
+    ScaleDownPhase,
+    ScaleDownStatus,
+)
 from scaling.nodes.trail import node_trail
 from starters.history import decode_events
 from tests.polling import until
@@ -516,6 +521,91 @@ async def record_drains(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld,
     result = await h.result()
     assert result.phase == ScaleDownPhase.REMOVED and "2 of 3 nodes removed (a, c)" in result.message, result.message
     return w, await h.fetch_history()
+
+
+# --- what a multi-node command tells its loop --------------------------------------------------
+
+
+@workflow.defn(name="CommandReports", sandboxed=False)
+class CommandReports:
+    """Stands in for the NodeAutoscaler: the reports a command sends it, in order."""
+
+    @workflow.init
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, str]] = []
+
+    @workflow.signal
+    def scale_down_changed(self, status: ScaleDownStatus) -> None:
+        self.reports.append((status.node, status.phase.value))
+
+    @workflow.query
+    def told(self) -> list[tuple[str, str]]:
+        return self.reports
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: ("b", ScaleDownPhase.REMOVED.value) in self.reports)
+
+
+def one_goes_alone() -> ReplaceWorld:
+    """a and b are cx42 and c a cx22 beside them: a's pod (7,000m) fits no other node and needs a cx42 (no
+    cheaper successor), b's two pods (600m each) fit c (b alone is deleted)."""
+    w = three_dear_nodes()
+    a, b, _ = w.plan_obs.nodes
+    a = a.model_copy(update={"requested": Resources(cpu_m=7000, memory=GIB // 8, pods=1)})
+    b = b.model_copy(update={"requested": Resources(cpu_m=1200, memory=GIB // 4, pods=2)})
+    b_pods = [p.model_copy(update={"name": f"b-web-{i}", "uid": f"b-web-{i}"}) for i in (1, 2) for p in busy("b", 600)]
+    pods = [*busy("a", cpu=7000), *b_pods]
+    nodes, g = [a, b, node("c")], w.plan_obs.groups
+    return ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=g),
+        down_obs=ScaleDownObservation(nodes=nodes, pods=pods, groups=g),
+    )
+
+
+async def run_one_goes_alone(env: WorkflowEnvironment, tq: str) -> tuple[WorkflowHandle, WorkflowHandle]:
+    """A command holding a (the budget allows one) whose single-node fallback chooses b."""
+    loop = await env.client.start_workflow(CommandReports.run, id=f"loop-{uuid.uuid4().hex[:6]}", task_queue=tq)
+    now = (await env.get_current_time()).timestamp()
+    a, b = (
+        NodeScaleDownInput(
+            cluster="c", node=n, group="g", kind="Consolidated", scale_down_at=now, parent_workflow_id=loop.id
+        )
+        for n in ("a", "b")
+    )
+    h = await env.client.start_workflow(
+        NodeReplacementWorkflow.run,
+        NodeReplacementInput(removal=a, others=[b], allowed=1, readiness_poll_s=1),
+        id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
+        task_queue=tq,
+    )
+    return h, loop
+
+
+async def test_a_command_holds_the_node_it_chose_before_it_releases_the_one_it_held(
+    env: WorkflowEnvironment,
+) -> None:
+    """The consolidation bench counted a budget breach (seed 11): a command released the node the loop
+    held for it before it told the loop of the node it chose, and the loop's evaluation in between
+    started another disruption. The loop now counts the chosen node first. A run from before, which
+    released first, replays (histories/node_replacement_release_first.json, in test_replay.py)."""
+    w = one_goes_alone()
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    async with new_worker(env.client, tq, workflows=[*WORKFLOWS, CommandReports], activities=w.activities()):
+        h, loop = await run_one_goes_alone(env, tq)
+        result = await h.result()
+        await loop.result()
+        reports = await loop.query(CommandReports.told)
+    assert result.phase == ScaleDownPhase.REMOVED and w.deleted == ["b"], result.message
+    held_b = reports.index(("b", ScaleDownPhase.MARKED.value))
+    released_a = reports.index(("a", ScaleDownPhase.CANCELLED.value))
+    assert held_b < released_a, reports
+    # The loop's count of the command's nodes never fell to none before b was removed.
+    held: set[str] = set()
+    for node_name, phase in reports[: reports.index(("b", ScaleDownPhase.REMOVED.value))]:
+        final = ScaleDownPhase(phase) in FINAL_SCALE_DOWN_PHASES
+        held.discard(node_name) if final else held.add(node_name)
+        assert held, reports
 
 
 if __name__ == "__main__":

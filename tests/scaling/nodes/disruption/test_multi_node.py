@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from scaling.kube.drain import LabelSelector, PdbInfo
 from scaling.kube.models import Resources
+from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
 from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT
 from scaling.nodes.disruption.models import Budget, ConsolidationPolicy, Disruption
@@ -22,6 +23,7 @@ from scaling.nodes.disruption.multi_node import (
     one_node_group,
     plan_consolidation,
     plan_for_input,
+    savings_ratio,
 )
 from scaling.nodes.models import NodeGroup, PlannedNode, Pool, PoolSpec, ScaleDownSettings
 from scaling.nodes.providers.kwok import kwok_catalogue
@@ -237,6 +239,20 @@ def test_disruption_cost_counts_evicted_pods_their_deletion_cost_and_the_lifetim
     assert disruption_cost(n, [pod("a", "n1", annotations={ANNOTATION_DELETION_COST: "x"})], None, NOW) == 1.0
 
 
+def test_savings_ratio_is_the_price_per_unit_of_disruption() -> None:
+    # Karpenter's balanced_scoring_test.go "Candidate.SavingsRatio": no pods 4.84 / 1; three pods
+    # 4.84 / (1 + 3) = 1.21; no price 0.
+    three = [pod(f"p{i}", "n1") for i in range(3)]
+    assert savings_ratio(4.84, "n1", []) == 4.84
+    assert abs(savings_ratio(4.84, "n1", three) - 1.21) < 1e-9
+    assert savings_ratio(None, "n1", three) == 0.0 and savings_ratio(0.0, "n1", three) == 0.0
+    # Only positive eviction costs count (types.go computeRescheduleDisruptionCost), and only pods a
+    # drain evicts: a pod whose deletion cost makes it cheap to lose adds nothing.
+    cheap = pod("c", "n1", annotations={ANNOTATION_DELETION_COST: str(-(2**28))})  # 1 - 2: -1
+    assert savings_ratio(2.0, "n1", [cheap]) == 2.0
+    assert savings_ratio(2.0, "n1", [pod("elsewhere", "n2")]) == 2.0
+
+
 # --- which nodes one evaluation hands to a command --------------------------------------------
 
 
@@ -257,6 +273,21 @@ def test_utilized_nodes_join_a_command_once_their_unneeded_time_ran_out() -> Non
     assert [r.name for r in later.consolidation] == ["a", "b", "c"]
     assert {r.kind for r in later.consolidation} == {NodeState.CONSOLIDATED} and later.to_remove == []
     assert later.consolidation_allowed == 3
+
+
+def test_candidates_go_by_price_per_unit_of_disruption_and_the_budget_takes_the_first() -> None:
+    # Karpenter's consolidation.go sortCandidates since #2962: SavingsRatio, highest first, so a budget
+    # that lets two of three go takes the two worth most. Here the cx42 holds three pods
+    # (0.0273 / 4 = 0.0068) and each cx22 one (0.0060 / 2 = 0.0030): by disruption cost alone (the order
+    # before, and the one without prices) the cx42 came last and stayed out of the command.
+    nodes = [cx("big", "cx42"), cx("s1", "cx22"), cx("s2", "cx22")]
+    pods = [pod(f"big-{i}", "big", cpu=2500) for i in range(3)] + [pod(f"{n}-p", n, cpu=1550) for n in ("s1", "s2")]
+    budget = [Budget(nodes="2")]
+    since = {n.name: NOW - 60 for n in nodes}
+    priced = plan(nodes, pods, groups=[flexible(budget)], now=NOW, since=since, prices=hourly_prices(CATALOGUE))
+    assert [r.name for r in priced.consolidation][:2] == ["big", "s1"] and priced.consolidation_allowed == 2
+    unpriced = plan(nodes, pods, groups=[flexible(budget)], now=NOW, since=since)
+    assert [r.name for r in unpriced.consolidation][:2] == ["s1", "s2"]
 
 
 def test_only_groups_that_consolidate_underutilized_nodes_make_commands() -> None:

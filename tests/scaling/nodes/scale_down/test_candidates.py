@@ -100,6 +100,7 @@ def plan(
     protected=(),
     in_progress=(),
     refused=None,
+    prices=None,
     **loop,
 ) -> ScaleDownPlan:
     return plan_scale_down(
@@ -115,6 +116,7 @@ def plan(
         set(in_progress),
         ScaleDownLoopSettings(**loop),
         refused,
+        prices,
     )
 
 
