@@ -74,13 +74,14 @@ SAMPLE_S = 0.5
 # start the history records: a percentage budget is read over the group's size in that span.
 DECISION_LAG_S = 3.0
 DRAIN_MEMORY_S = 60.0
+NODES_BUDGET = "20%"  # the group's budget for every reason (--budget)
 WINDOW = {"nodes": "0", "schedule": "*/3 * * * *", "duration": "1m", "reasons": ["Underutilized"]}
 SCALE_DOWN_TYPES = ("NodeScaleDown", "NodeReplacement")
 FINAL_PHASES = {p.value for p in FINAL_SCALE_DOWN_PHASES}
 BAD_ENDINGS = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT)
 
 
-def group_object() -> dict[str, Any]:
+def group_object(budget: str = NODES_BUDGET) -> dict[str, Any]:
     """The day's group: cx22-cx52 on KWOK (Hetzner's shapes and prices), billing-neutral as the
     planner-only day, timers compressed as the day is (delayAfterAdd 10 s, consolidateAfter 5 s)."""
     pool = {"provider": "kwok", "serverType": list(day.TYPES), "priority": 10, "billing": {"period": 0}}
@@ -91,14 +92,14 @@ def group_object() -> dict[str, Any]:
         disruption={
             "consolidationPolicy": "WhenEmptyOrUnderutilized",
             "consolidateAfter": "5s",
-            "budgets": [{"nodes": "20%"}, WINDOW],
+            "budgets": [{"nodes": budget}, WINDOW],
         },
     )
 
 
 @functools.cache
-def disruption_settings() -> dict[str, Disruption]:
-    return {GROUP: parse_node_group(group_object(), {"kwok"}).disruption}
+def disruption_settings(budget: str = NODES_BUDGET) -> dict[str, Disruption]:
+    return {GROUP: parse_node_group(group_object(budget), {"kwok"}).disruption}
 
 
 # -- what the API server showed, over time ------------------------------------------------------
@@ -471,7 +472,14 @@ def with_night(plan: list[dict[str, int]]) -> list[dict[str, int]]:
 
 
 async def run_day(
-    workdir: Path, hours: int, seed: int, step_s: float, quiet_s: float, timeout_s: float, record: Path | None = None
+    workdir: Path,
+    hours: int,
+    seed: int,
+    step_s: float,
+    quiet_s: float,
+    timeout_s: float,
+    record: Path | None = None,
+    budget: str = NODES_BUDGET,
 ) -> dict[str, Any]:
     plan = with_night(day.replicas_over_the_day(hours, seed))
     min_available = {app: max(min(step[app] for step in plan) - 1, 1) for app, _, _ in day.FAMILIES}
@@ -480,7 +488,7 @@ async def run_day(
     stack.start(["--node-ready-delay", "2"])
     try:
         temporal = await stack.client()
-        apply_node_group(stack.api, group_object())
+        apply_node_group(stack.api, group_object(budget))
         apps, policy = client.AppsV1Api(stack.api), client.PolicyV1Api(stack.api)
         for app, cpu, mem in day.FAMILIES:
             apps.create_namespaced_deployment(NAMESPACE, deployment(app, plan[0][app], f"{cpu}m", str(mem)))
@@ -530,7 +538,7 @@ async def run_day(
                     }
                 )
             )
-        counts = count_day(sampler.samples, records, disruption_settings(), min_available, desired, PINNED[0])
+        counts = count_day(sampler.samples, records, disruption_settings(budget), min_available, desired, PINNED[0])
         end = sampler.last
         out = day.report(
             before=before,
@@ -547,6 +555,7 @@ async def run_day(
         return out | {
             "stack": "real",
             "seed": seed,
+            "budget": budget,
             "hours": hours,
             "step_s": step_s,
             **result,
@@ -610,13 +619,23 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=600.0, help="for the pods to run, and to settle")
     parser.add_argument("--record", type=Path, default=None, help="write the samples and removals here (JSON)")
     parser.add_argument("--planner-only", action="store_true", help="through the planners only (seconds)")
+    parser.add_argument("--budget", default=NODES_BUDGET, help="the group's nodes budget (a count or a percentage)")
     args = parser.parse_args()
     if args.planner_only:
         print(json.dumps(day.planner_day(args.hours or 24, args.seed)))
         return
     with tempfile.TemporaryDirectory(prefix="growth-bench-consolidation-") as tmp:
         out = runtime.run(
-            run_day(Path(tmp), args.hours or 2, args.seed, args.step_s, args.quiet_s, args.timeout_s, args.record)
+            run_day(
+                Path(tmp),
+                args.hours or 2,
+                args.seed,
+                args.step_s,
+                args.quiet_s,
+                args.timeout_s,
+                args.record,
+                args.budget,
+            )
         )
     print(json.dumps(out), flush=True)
 

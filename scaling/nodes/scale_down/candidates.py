@@ -109,6 +109,7 @@ def plan_scale_down(
     plan = ScaleDownPlan(refusals_ended=ended)
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
     spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
+    refused_ready: list[NodeDecision] = []  # candidates but for a standing refusal: they rejoin a new one
 
     for node in sorted(nodes, key=lambda n: n.name):
         candidate = Candidate(node, on_node.get(node.name, []))
@@ -145,6 +146,10 @@ def plan_scale_down(
             dec.state = NodeState.UTILIZED
             if node.name in standing:  # not worth it when last asked, and nothing changed since
                 dec.reasons, dec.removable_at = [refusal_blocker(standing[node.name])], expiry(standing[node.name])
+                if node.ready and spare_for_consolidation(
+                    node, mine, gs, pdbs, storage, targets, used, protected, kinds
+                ):
+                    refused_ready.append(dec)
                 continue
             if spare_for_consolidation(node, mine, gs, pdbs, storage, targets, used, protected, kinds):
                 # Karpenter's multi-node consolidation considers every node, not only underused ones:
@@ -189,6 +194,7 @@ def plan_scale_down(
         if method is CONSOLIDATED and node.name in standing:
             method, blockers = None, [refusal_blocker(standing[node.name])]
             dec.removable_at = expiry(standing[node.name])
+            refused_ready.append(dec)
         if method is None:
             dec.state = NodeState.BLOCKED
             dec.reasons = blockers
@@ -248,6 +254,7 @@ def plan_scale_down(
         kinds,
         spare,
         prices,
+        refused_ready,
     )
     return plan
 

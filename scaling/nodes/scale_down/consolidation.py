@@ -73,19 +73,29 @@ def select_consolidation(
     ledger: BudgetLedger,
     now: float,
     prices: Mapping[str, float] | None = None,
+    refused: list[NodeDecision] | None = None,
 ) -> list[NodeDecision]:
     """Set ``plan.consolidation`` to the first group's command of two or more nodes (none when no group
     has that many) and return the Consolidated candidates left alone in their group (the caller
     replaces each as before). ``taken``: nodes this evaluation already removes or sends pods to;
-    ``prices``: the catalogue's hourly prices (catalogue.hourly_prices)."""
+    ``prices``: the catalogue's hourly prices (catalogue.hourly_prices); ``refused``: nodes that would
+    be candidates but for a standing refusal (disruption.refusals). They rejoin a command with a node
+    that was not in the refused one (its timer ran out since): that is another question, which
+    Karpenter asks too (a node turning consolidatable changes its cluster state), while alone they
+    stay held until the cluster changes."""
     prices = prices or {}
     pools = list(groups.values())
     per_group: dict[str, list[NodeDecision]] = {}
     for dec in candidates:
         if dec.name not in taken:
             per_group.setdefault(dec.group or "", []).append(dec)
+    reopened: dict[str, list[NodeDecision]] = {}
+    for dec in refused or []:
+        if dec.name not in taken:
+            reopened.setdefault(dec.group or "", []).append(dec)
     singles: list[NodeDecision] = []
     for name in sorted(per_group):
+        fresh = {d.name for d in per_group[name]}
         group = groups.get(name)
         expire = group.disruption.expire_after_s if group is not None else None
 
@@ -96,7 +106,7 @@ def select_consolidation(
             return -savings_ratio(price, d.name, pods), disruption_cost(node, pods, expire, now), d.name
 
         chosen: list[NodeDecision] = []
-        for dec in sorted(per_group[name], key=cost):
+        for dec in sorted(per_group[name] + reopened.get(name, []), key=cost):
             if len(chosen) == MAX_CANDIDATES:
                 break
             evict = pods_to_evict(dec.name, on_node.get(dec.name, []))
@@ -108,12 +118,15 @@ def select_consolidation(
                 dec.state, dec.reasons = NodeState.BLOCKED, [held]
                 continue
             chosen.append(dec)
+        if not fresh.intersection(d.name for d in chosen):
+            chosen = []  # only refused nodes left: what they were refused for stands
         if len(chosen) < 2:
             singles.extend(d for d in chosen if d.state == NodeState.CONSOLIDATED)
             continue
         if plan.consolidation:
             for d in chosen:
-                d.reasons = [Blocker(code=ONE_COMMAND, message="one multi-node consolidation per loop")]
+                if d.name in fresh:  # a refused node keeps saying why it was refused
+                    d.reasons = [Blocker(code=ONE_COMMAND, message="one multi-node consolidation per loop")]
             continue
         # The budget bounds the command (each node counts); single-node consolidation may take any one.
         plan.consolidation_allowed = min(ledger.left(name, DisruptionReason.UNDERUTILIZED), len(chosen))
@@ -122,6 +135,8 @@ def select_consolidation(
             if k < plan.consolidation_allowed:  # what the loop holds for the command while it plans
                 budget.consume(evict)
                 ledger.count(name)
+            if dec.name not in fresh:  # a refused node rejoining
+                dec.reasons, dec.removable_at = [], None
             dec.state, dec.selected = NodeState.CONSOLIDATED, True
             plan.consolidation.append(NodeRemoval.of(dec, now, evict))
     return singles

@@ -58,9 +58,11 @@ def select_removals(
     kinds: frozenset[str],
     spare: list[NodeDecision] | None = None,
     prices: Mapping[str, float] | None = None,
+    refused: list[NodeDecision] | None = None,
 ) -> None:
     """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together;
-    then a multi-node consolidation over the Consolidated nodes and ``spare`` (scale_down.consolidation)."""
+    then a multi-node consolidation over the Consolidated nodes and ``spare``, which nodes a standing
+    refusal holds (``refused``) rejoin (scale_down.consolidation)."""
     by_name = {n.name: n for n in nodes}
     by_group = {g.name: g for g in groups}
     order = {m.kind: i for i, m in enumerate(PLANNED)}
@@ -159,6 +161,7 @@ def select_removals(
         ledger,
         now,
         prices,
+        refused,
     )
     for dec in singles:  # alone in its group: replaced by itself, as before multi-node consolidation
         if len(plan.to_remove) >= settings.max_removals_per_loop:

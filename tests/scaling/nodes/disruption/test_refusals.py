@@ -76,6 +76,27 @@ def test_a_change_in_nodes_or_pods_asks_again_and_status_churn_does_not() -> Non
     assert plan(bigger, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused).refusals_ended == ["a", "b"]
 
 
+def test_refused_nodes_rejoin_a_command_once_another_nodes_timer_runs_out() -> None:
+    """The consolidation bench (seed 11, a budget of three) ended with three cx32 one cx42 would hold:
+    a and b were refused as a pair while c's consolidateAfter had not run out, and the refusal held
+    them for five minutes after it had. The three together are another question, which Karpenter asks
+    (a node turning consolidatable changes its cluster state); alone, a refused pair stays held."""
+    nodes, pods = utilized(["a", "b", "c"])
+    nodes = obs(nodes, pods).nodes
+    refused = [RefusedConsolidation(node=n, digest=cluster_digest(nodes, pods), at=NOW) for n in "ab"]
+    waiting = plan(nodes, pods, groups=[flexible()], now=NOW + 1, since={**EXPIRED, "c": NOW}, refused=refused)
+    assert waiting.consolidation == [] and waiting.decisions["a"].reason == NOT_WORTH_IT
+    assert waiting.decisions["c"].removable_at == NOW + 60  # c's timer
+    out = plan(nodes, pods, groups=[flexible()], now=NOW + 60, since={**EXPIRED, "c": NOW}, refused=refused)
+    assert sorted(r.name for r in out.consolidation) == ["a", "b", "c"]
+    assert out.decisions["a"].state == NodeState.CONSOLIDATED and out.decisions["a"].reasons == []
+    assert out.refusals_ended == []  # what a and b were refused for still stands: only the question changed
+    # A refused node beside one fresh candidate: a command of the two, not a single replacement of b.
+    alone = [RefusedConsolidation(node="a", digest=cluster_digest(nodes[:2], pods[:2]), at=NOW)]
+    two = plan(nodes[:2], pods[:2], groups=[flexible()], now=NOW + 60, since={"b": NOW}, refused=alone)
+    assert two.refusals_ended == [] and sorted(r.name for r in two.consolidation) == ["a", "b"]
+
+
 def test_a_single_node_refusal_holds_that_node_only_from_consolidation() -> None:
     nodes = [cx("a"), cx("full", group=None)]
     pods = [pod("w", "a", cpu=1000), pod("x", "full", cpu=7900)]
