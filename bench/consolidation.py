@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.baselines import karpenter
 from bench.lp import lp_lower_bound
-from scaling.kube.models import PodInfo
+from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.disruption.budgets import UNLIMITED, allowed_by_reason
 from scaling.nodes.disruption.models import Disruption, DisruptionReason
 from scaling.nodes.models import ServerType
@@ -151,6 +151,66 @@ def lower_bound_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> f
         Fraction(sum(max(p.requests.pods, 1) for p in pods)),
     ]
     return float(lp_lower_bound(caps, prices, demand).cost)
+
+
+def best_packing_price(
+    pods: Sequence[PodInfo], types: Sequence[ServerType], rooms: Sequence[Resources] = (), cap: float | None = None
+) -> float | None:
+    """The cheapest set of new nodes of ``types`` that, with the free ``rooms`` of nodes kept as they are,
+    holds every pod (cpu, memory and pod count, each pod whole on one node): the integral optimum the LP
+    bound relaxes, by exhaustive search. For the few pods a night leaves (a dozen); None when no set
+    costing at most ``cap`` (default: one node per pod of the cheapest type that holds it) does."""
+    need = sorted(pods, key=lambda p: (p.requests.memory, p.requests.cpu_m), reverse=True)
+    options = sorted(types, key=lambda t: t.price_hourly)
+    if cap is None:
+        fits = [min((t.price_hourly for t in options if _fits(p.requests, t.allocatable)), default=None) for p in need]
+        if any(f is None for f in fits):
+            return None
+        cap = sum(f for f in fits if f is not None)
+    best: list[float | None] = [None]
+
+    def buy(i: int, chosen: list[ServerType], spent: float) -> None:
+        if best[0] is not None and spent >= best[0] - 1e-12:
+            return
+        if _packs(need, [*rooms, *(t.allocatable for t in chosen)]):
+            best[0] = spent
+            return
+        for j in range(i, len(options)):  # multisets in order: each type at or after the last one bought
+            t = options[j]
+            if spent + t.price_hourly <= cap + 1e-12:
+                buy(j, [*chosen, t], spent + t.price_hourly)
+
+    buy(0, [], 0.0)
+    return None if best[0] is None else round(best[0], 6)
+
+
+def _fits(need: Resources, room: Resources) -> bool:
+    return need.cpu_m <= room.cpu_m and need.memory <= room.memory and max(need.pods, 1) <= room.pods
+
+
+def _packs(pods: Sequence[PodInfo], rooms: Sequence[Resources]) -> bool:
+    """Whether the pods (largest first) fit the rooms, each pod whole on one: a depth-first search that
+    tries equal rooms once."""
+    left = [[r.cpu_m, r.memory, r.pods] for r in rooms]
+
+    def place(k: int) -> bool:
+        if k == len(pods):
+            return True
+        r = pods[k].requests
+        tried: set[tuple[int, int, int]] = set()
+        for room in left:
+            key = (room[0], room[1], room[2])
+            if key in tried or r.cpu_m > room[0] or r.memory > room[1] or max(r.pods, 1) > room[2]:
+                continue
+            tried.add(key)
+            room[0], room[1], room[2] = room[0] - r.cpu_m, room[1] - r.memory, room[2] - max(r.pods, 1)
+            ok = place(k + 1)
+            room[0], room[1], room[2] = room[0] + r.cpu_m, room[1] + r.memory, room[2] + max(r.pods, 1)
+            if ok:
+                return True
+        return False
+
+    return place(0)
 
 
 def karpenter_like_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:

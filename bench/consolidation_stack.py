@@ -422,17 +422,29 @@ def final_pods(s: Seen) -> list[PodInfo]:
     return out
 
 
-def held_bounds(s: Seen) -> dict[str, float]:
+def held_bounds(s: Seen) -> dict[str, float | None]:
     """The bounds with the nodes do-not-disrupt holds kept as they are (as every consolidator,
-    Karpenter too, keeps them): their price plus each bound over the other nodes' pods."""
+    Karpenter too, keeps them): their price plus each bound over the other nodes' pods. The LP's
+    drops the held nodes' free room (so it moves with where the scheduler left pods, and may exceed
+    the best packing); best_packing_held is the integral optimum with that room usable (None: the
+    search found none under one node per pod)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
-    rest = [p for p in final_pods(s) if p.node_name not in held]
+    pods = final_pods(s)
+    rest = [p for p in pods if p.node_name not in held]
     kept = sum(PRICES.get(s.nodes[n].server_type, 0.0) for n in held if n in s.nodes)
+    allocatable = {t.name: t.allocatable for t in TYPES}
+    rooms = [
+        allocatable[s.nodes[n].server_type] - Resources.total(p.requests for p in pods if p.node_name == n)
+        for n in sorted(held)
+        if n in s.nodes and s.nodes[n].server_type in allocatable
+    ]
+    best = day.best_packing_price(rest, TYPES, rooms) if rest else 0.0
     return {
         "held_price_per_hour": round(kept, 4),
         "lower_bound_held_price_per_hour": round(kept + (day.lower_bound_price(rest, TYPES) if rest else 0.0), 4),
         "karpenter_like_held_price_per_hour": round(kept + (day.karpenter_like_price(rest, TYPES) if rest else 0.0), 4),
+        "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
     }
 
 

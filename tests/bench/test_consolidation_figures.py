@@ -10,11 +10,14 @@ import pytest
 
 from bench.consolidation import (
     KEYS,
+    TYPES,
     Availability,
     Eviction,
     InFlight,
+    best_packing_price,
     budget_violations,
     do_not_disrupt_evictions,
+    lower_bound_price,
     pdb_violations,
     pods_lost,
     report,
@@ -35,6 +38,24 @@ def two_at_once() -> dict[str, Disruption]:
 
 def size(n: int):  # noqa: ANN202
     return lambda group, at: n
+
+
+def test_the_best_packing_is_integral_and_uses_the_kept_nodes_room() -> None:
+    """Two batch pods (2 CPU, 4 GiB): two cx32 at best (one cx32 holds one, a cx42 costs more than two),
+    where the LP bound takes a fraction of a node; each kept node's free room that holds one saves a cx32."""
+    types = [t for t in kwok_catalogue() if t.name in TYPES]
+    price = {t.name: t.price_hourly for t in types}
+    batch = [
+        PodInfo(namespace="d", name=f"b{i}", uid=f"b{i}", requests=Resources(cpu_m=2000, memory=4 * GI, pods=1))
+        for i in (1, 2)
+    ]
+    assert best_packing_price(batch, types) == 2 * price["cx32"]
+    assert lower_bound_price(batch, types) < 2 * price["cx32"]
+    room = Resources(cpu_m=2500, memory=5 * GI, pods=10)
+    assert best_packing_price(batch, types, [room]) == price["cx32"]
+    assert best_packing_price(batch, types, [room, room]) == 0.0
+    huge = batch[0].model_copy(update={"requests": Resources(cpu_m=100_000, memory=GI, pods=1)})
+    assert best_packing_price([huge], types) is None  # no type holds it
 
 
 def test_a_third_disruption_beside_two_in_flight_is_one_breach() -> None:

@@ -10,8 +10,10 @@ prices the evaluation activity reads) and those that PDBs or Longhorn would hold
 group's budget (each node counts) bounds how many go together (``consolidation_allowed``: the
 loop holds that many of the candidates for the command while it plans), as Karpenter filters by budget
 before its search; single-node consolidation, tried when no multi-node command is found, may take any
-one candidate. One command per evaluation; a group with a single Consolidated candidate replaces it
-as before.
+one candidate. One command per evaluation; a group with a single candidate hands it to single-node
+consolidation alone: a Consolidated node as before, and a utilized one too (Karpenter asks every
+candidate, whatever its use: the consolidation bench's seed 3 ended with a cx32 whose pods fit a
+do-not-disrupt cx52's room, kept because it was its group's only candidate).
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ def select_consolidation(
     refused: list[NodeDecision] | None = None,
 ) -> list[NodeDecision]:
     """Set ``plan.consolidation`` to the first group's command of two or more nodes (none when no group
-    has that many) and return the Consolidated candidates left alone in their group (the caller
-    replaces each as before). ``taken``: nodes this evaluation already removes or sends pods to;
+    has that many) and return the candidates left alone in their group, as Consolidated (the caller
+    replaces each, or deletes it when its pods fit the others). ``taken``: nodes this evaluation already removes or sends pods to;
     ``prices``: the catalogue's hourly prices (catalogue.hourly_prices); ``refused``: nodes that would
     be candidates but for a standing refusal (disruption.refusals). They rejoin a command with a node
     that was not in the refused one (its timer ran out since): that is another question, which
@@ -121,7 +123,10 @@ def select_consolidation(
         if not fresh.intersection(d.name for d in chosen):
             chosen = []  # only refused nodes left: what they were refused for stands
         if len(chosen) < 2:
-            singles.extend(d for d in chosen if d.state == NodeState.CONSOLIDATED)
+            for d in chosen:  # alone: single-node consolidation, which Karpenter asks of every candidate
+                if d.state == NodeState.UTILIZED:  # a spare node: its pods may fit the others' room
+                    d.state, d.reasons = NodeState.CONSOLIDATED, []
+                singles.append(d)
             continue
         if plan.consolidation:
             for d in chosen:
