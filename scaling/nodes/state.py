@@ -227,6 +227,28 @@ def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus)
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 
+def reported_final(state: NodeAutoscalerState, workflow_id: str, node: str) -> bool:
+    """Whether the removal ``workflow_id`` already told the loop its final word on ``node``."""
+    return any(r.workflow_id == workflow_id and r.node == node and r.final for r in state.recent_scale_downs)
+
+
+def release_unstarted(
+    state: NodeAutoscalerState, workflow_id: str, held_before: Mapping[str, ScaleDownStatus | None]
+) -> list[str]:
+    """A removal the loop could not start because a run with its id exists: the nodes that run was
+    holding when the loop named them (``held_before``: each node's status before the start) stay
+    with it, it reports in; the rest are let go, since nothing will report on them. The id is the
+    command's first node's, so a command re-asked right after a refusal met the refused run still
+    closing: the consolidation bench's loop held three nodes from the budget for good and stopped
+    removing."""
+    released = [
+        n for n, before in held_before.items() if before is None or before.workflow_id != workflow_id or before.final
+    ]
+    for n in released:
+        state.scale_downs.pop(n, None)
+    return released
+
+
 def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus, now: float = 0.0) -> None:
     """Fold a NodeScaleDown child's report into the autoscaler's state (duplicates ignored); a
     consolidation found not worth it is remembered with what its plan read, at ``now``."""
@@ -241,10 +263,7 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
         return
     if current is None or current.workflow_id != update.workflow_id:
         # (by node too: a multi-node consolidation's NodeReplacement reports for each of its nodes)
-        if any(
-            r.workflow_id == update.workflow_id and r.node == update.node and r.final
-            for r in state.recent_scale_downs[-50:]
-        ):
+        if reported_final(state, update.workflow_id, update.node):
             return
     state.scale_downs.pop(update.node, None)
     if update.reason == NOT_WORTH_IT and update.cluster_digest:

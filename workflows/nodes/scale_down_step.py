@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.models import NodeRemoval, NodeState, ScaleDownLoopSettings
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import NodeAutoscalerState
+    from scaling.nodes.state import NodeAutoscalerState, release_unstarted
     from scaling.nodes.summaries import replacement_summary, scale_down_summary
     from workflows.children import start_abandoned
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -176,17 +176,20 @@ def removal_input(
 
 async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: NodeScaleDownInput) -> str:
     wid = scale_down_id(settings.cluster, inp.node)
+    before = {inp.node: state.scale_downs.get(inp.node)}
     state.scale_downs[inp.node] = ScaleDownStatus(
         node=inp.node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
     )
-    # A child from an earlier run of the loop may still be at work on this node: it reports in.
-    await start_abandoned(
+    # A child from an earlier run of the loop may still be at work on this node: it reports in (a run
+    # that is closing does not: release_unstarted).
+    if not await start_abandoned(
         NodeScaleDownWorkflow.run,
         inp,
         id=wid,
         search_attributes=_marked(settings),
         static_summary=scale_down_summary(inp),
-    )
+    ):
+        release_unstarted(state, wid, before)
     return wid
 
 
@@ -212,18 +215,21 @@ async def start_replacement(
     )
     held = command_nodes(replacement)
     replacement.leaving = sorted(n for n in state.scale_downs if n not in held)
+    before = {n: state.scale_downs.get(n) for n in held}
     for node in held:
         state.scale_downs[node] = ScaleDownStatus(
             node=node, workflow_id=wid, kind=inp.kind, scale_down_at=inp.scale_down_at
         )
-    # One from an earlier run of the loop may be at work on this node: it reports in.
-    await start_abandoned(
+    # One from an earlier run of the loop may be at work on this node: it reports in (a run that is
+    # closing does not: release_unstarted).
+    if not await start_abandoned(
         NodeReplacementWorkflow.run,
         replacement,
         id=wid,
         search_attributes=_marked(settings),
         static_summary=replacement_summary(inp, len(replacement.others)),
-    )
+    ):
+        release_unstarted(state, wid, before)
     return wid
 
 

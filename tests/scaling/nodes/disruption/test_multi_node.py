@@ -394,3 +394,24 @@ def test_a_commands_late_report_for_a_node_another_command_holds_is_ignored() ->
     child = ScaleDownStatus(node="b", workflow_id="nodes/c/scale-down/b", phase=ScaleDownPhase.REMOVED)
     record_scale_down_update(state, child)
     assert state.scale_downs == {}
+
+
+def test_a_command_that_could_not_start_lets_go_of_what_no_run_holds() -> None:
+    """The consolidation bench's loop stopped removing: a refused command's nodes, re-asked 200 ms after
+    its refusal, went to a command with the same id (its first node's) while the refused run was still
+    closing; the start failed, and the loop held the three nodes from the budget for good. A failed
+    start now lets go of every node but those a run of that id was holding when the loop named them."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update, release_unstarted
+
+    state = NodeAutoscalerState()
+    closing = "nodes/c/replace/a"
+    for n in "ab":
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=closing)
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=closing, phase=ScaleDownPhase.CANCELLED))
+    state.scale_downs["x"] = ScaleDownStatus(node="x", workflow_id=closing)  # the run still at work on x
+    before = {n: state.scale_downs.get(n) for n in "abcx"}
+    for n in "abcx":  # the loop names them to the new command, under the same id
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=closing)
+    assert release_unstarted(state, closing, before) == ["a", "b", "c"]
+    assert list(state.scale_downs) == ["x"]  # x's run reports in
