@@ -55,7 +55,7 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
-from scaling.nodes.scale_down.landing import about_to_land, awaiting_scheduler, successor_held
+from scaling.nodes.scale_down.landing import about_to_land, awaiting_scheduler, land, successor_held
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
@@ -106,6 +106,9 @@ def plan_scale_down(
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     observed = {n.name for n in nodes}
     waiting = awaiting_scheduler(pods)
+    # The room the pods waiting for the scheduler are about to take is taken before any fit, and
+    # the ones about to land on a candidate move with it (scale_down.landing).
+    landing = land(waiting, targets, used)
     plan = ScaleDownPlan(refusals_ended=ended)
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
     spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
@@ -182,15 +185,17 @@ def plan_scale_down(
                 kinds,
                 check_fit=not m.replaces,
                 one_at_a_time=consolidating(gs),
+                landing=None if m.require_empty else landing,  # an empty node: about_to_land below
             )
             if not held:
                 method = m
                 break
             blockers = blockers or held
         if method is not None and method.require_empty and not method.replaces:
-            # Tainted as soon as selected: not while the scheduler is about to bind pods to it.
-            landing = about_to_land(node, used.get(node.name, Resources()), waiting)
-            method, blockers = (None, [landing]) if landing else (method, blockers)
+            # Tainted as soon as selected: not while the scheduler is about to bind pods to it. From
+            # the room before the waiting pods landed: one placed here took room it must still find.
+            lands = about_to_land(node, used.get(node.name, Resources()), waiting)
+            method, blockers = (None, [lands]) if lands else (method, blockers)
         if method is CONSOLIDATED and node.name in standing:
             method, blockers = None, [refusal_blocker(standing[node.name])]
             dec.removable_at = expiry(standing[node.name])
@@ -248,13 +253,14 @@ def plan_scale_down(
         storage,
         now,
         targets,
-        used,
+        landing.used,
         in_progress,
         settings,
         kinds,
         spare,
         prices,
         refused_ready,
+        landing,
     )
     return plan
 

@@ -25,9 +25,11 @@ from scaling.nodes.disruption.do_not_disrupt import do_not_disrupt_blockers
 from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
-from scaling.nodes.scale_down.models import FitResult, ScaleDownLoopSettings
+from scaling.nodes.scale_down.models import FitResult, Landing, ScaleDownLoopSettings
 from scaling.nodes.scale_down.storage import LonghornState, storage_blockers
 from scaling.text import when
+
+NOTHING = Resources()
 
 
 def is_managed(node: NodeInfo) -> bool:
@@ -70,35 +72,53 @@ def is_target(node: NodeInfo, excluded: set[str] | frozenset[str] = frozenset())
     return node.ready and not node.unschedulable and not marked_for_deletion(node) and node.name not in excluded
 
 
+def need_of(pod: PodInfo) -> tuple[int, int, int]:
+    """What a pod takes of a node's room in the scale-down fits: cpu, memory and one pod slot at least."""
+    return pod.requests.cpu_m, pod.requests.memory, max(pod.requests.pods, 1)
+
+
+def free_room(node: NodeInfo, used: dict[str, Resources] | None) -> list[int]:
+    """A node's free cpu, memory and pod slots, from what ``used`` says it holds (without it, its
+    ``requested``): plain numbers, which the fits take from."""
+    taken = used.get(node.name, NOTHING) if used is not None else node.requested
+    a = node.allocatable
+    return [a.cpu_m - taken.cpu_m, a.memory - taken.memory, a.pods - taken.pods]
+
+
 def pods_fit_elsewhere(
     pods: list[PodInfo],
     target_nodes: list[NodeInfo],
     used: dict[str, Resources] | None = None,
+    ceiling: tuple[int, int, int] | None = None,
+    leaving: str | None = None,
 ) -> FitResult:
     """First-fit-decreasing of ``pods`` onto ``target_nodes`` over cpu, memory and pod slots,
     honouring nodeSelector and NoSchedule/NoExecute taints.
 
     ``used`` is what each target already holds; without it, NodeInfo.requested is used.
     Targets are tried in the order given (callers pass them sorted by name for determinism).
+    ``ceiling``: at least the most free cpu, memory and pod slots any target has (each on its own):
+    a pod that needs more fails without a scan (Landing.ceiling). ``leaving``: a target to pass over
+    (the node the pods leave: a copy of the target list per candidate cost more than its fit).
     """
     # Free room is worked out for a target when a pod first tries it: a large cluster has
-    # thousands of targets and a few pods to place.
-    free: dict[str, Resources] = {}
-
-    def room(n: NodeInfo) -> Resources:
-        r = free.get(n.name)
-        if r is None:
-            taken = used.get(n.name, Resources()) if used is not None else n.requested
-            r = free[n.name] = n.allocatable - taken
-        return r
-
+    # thousands of targets and a few pods to place. As plain numbers, and checked before the
+    # node's labels and taints: a fit that fails visits every target (pods waiting for the
+    # scheduler fill the first ones; scale_down.landing), and most have no room.
+    free: dict[str, list[int]] = {}
     order = sorted(pods, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))
     placements: dict[str, str] = {}
     for pod in order:
-        need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
-        for node in target_nodes:
-            if can_land(pod, node) and need.fits_in(room(node)):
-                free[node.name] = free[node.name] - need
+        cpu, mem, slots = need_of(pod)
+        some = ceiling is None or (cpu <= ceiling[0] and mem <= ceiling[1] and slots <= ceiling[2])
+        for node in target_nodes if some else ():
+            if node.name == leaving:
+                continue
+            room = free.get(node.name)
+            if room is None:
+                room = free[node.name] = free_room(node, used)
+            if cpu <= room[0] and mem <= room[1] and slots <= room[2] and can_land(pod, node):
+                room[0], room[1], room[2] = room[0] - cpu, room[1] - mem, room[2] - slots
                 placements[pod_key(pod)] = node.name
                 break
         else:
@@ -192,10 +212,13 @@ def individual_blockers(
     kinds: frozenset[str],
     check_fit: bool = True,
     one_at_a_time: bool = False,
+    landing: Landing | None = None,
 ) -> tuple[list[Blocker], FitResult | None]:
     """What holds ``node`` on its own; with ``check_fit``, also whether its pods fit on ``targets``
     (a replacement brings its own room). ``one_at_a_time``: PDBs as Karpenter reads them
-    (PdbBudget.check), for groups that consolidate as it does."""
+    (PdbBudget.check), for groups that consolidate as it does. With ``landing``, the pods waiting
+    for the scheduler took their room first (its ``used``), and the ones about to land on ``node``
+    move with it (scale_down.landing)."""
     blockers = node_blockers(node, protected) + do_not_disrupt_blockers(node, pods)
     if storage is not None and storage.present:  # (storage_blockers is empty otherwise)
         blockers += storage_blockers(node.name, storage, {t.name for t in targets if t.name != node.name})
@@ -203,10 +226,20 @@ def individual_blockers(
     if blockers or not check_fit:
         return blockers, None
     movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
-    if not movers:  # nothing to place (and no need to copy the target list)
+    arriving = landing.arriving.get(node.name, []) if landing is not None else []
+    if not movers and not arriving:  # nothing to place
         return [], FitResult(ok=True)
-    fit = pods_fit_elsewhere(movers, [t for t in targets if t.name != node.name], used)
+    if landing is not None:
+        fit = pods_fit_elsewhere(movers + arriving, targets, landing.used, landing.ceiling, leaving=node.name)
+    else:
+        fit = pods_fit_elsewhere(movers, targets, used, leaving=node.name)
     if not fit.ok:
         assert fit.blocker is not None
+        if (
+            landing is not None
+            and landing.placed
+            and pods_fit_elsewhere(movers, targets, landing.before, leaving=node.name).ok
+        ):
+            return [landing.room_taken(fit.blocker)], fit
         return [fit.blocker], fit
     return [], fit

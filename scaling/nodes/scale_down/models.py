@@ -4,17 +4,19 @@ the plan and its input as values that cross a workflow boundary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pydantic import BaseModel, Field
 
 from scaling.kube.drain import REPLICATED_KINDS, Blocker, PdbInfo, pod_key
-from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.refusals import RefusedConsolidation
 from scaling.nodes.models import NodeGroup, ScaleDownSettings
 from scaling.nodes.scale_down.storage import LonghornState
 
 GROUP_SCALE_DOWN_DISABLED = "ScaleDownDisabledForGroup"
+ROOM_TAKEN = "RoomTakenByPodsAboutToLand"  # a fit that fails only for the room waiting pods take
 
 
 class NodeState(str, Enum):
@@ -116,6 +118,33 @@ class FitResult(BaseModel):
     ok: bool
     blocker: Blocker | None = None
     placements: dict[str, str] = Field(default_factory=dict)  # pod -> target node
+
+
+@dataclass
+class Landing:
+    """Where the pods waiting for the scheduler are about to land (scale_down.landing.land): the room
+    they take before a removal's fit is worked out."""
+
+    used: dict[str, Resources]  # what each node holds once they landed: the fits' room
+    before: dict[str, Resources]  # what each node held before they landed (as about_to_land reads it)
+    arriving: dict[str, list[PodInfo]] = field(default_factory=dict)  # node -> waiting pods placed on it
+    tried: int = 0  # waiting pods tried, in their order (at most LANDING_MAX)
+    # The most free cpu, memory and pod slots a target has once they landed, each on its own (None:
+    # none landed): a pod about to land on a candidate that needs more fits nowhere else, found
+    # without a scan of every target (a burst that fills the nodes makes most fits fail).
+    ceiling: tuple[int, int, int] | None = None
+
+    @property
+    def placed(self) -> int:
+        return sum(len(ps) for ps in self.arriving.values())
+
+    def room_taken(self, blocker: Blocker) -> Blocker:
+        """A fit's NoPlaceToMovePods, when the fit succeeds but for the room these pods take."""
+        return Blocker(
+            code=ROOM_TAKEN,
+            message=f"{blocker.message} once the room of pods not yet scheduled is taken ({self.placed} placed)",
+            pod=blocker.pod,
+        )
 
 
 class RemovalCheck(BaseModel):

@@ -26,6 +26,7 @@ from scaling.nodes.scale_down.methods import PLANNED, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
     FitResult,
+    Landing,
     NodeDecision,
     NodeRemoval,
     NodeState,
@@ -59,10 +60,13 @@ def select_removals(
     spare: list[NodeDecision] | None = None,
     prices: Mapping[str, float] | None = None,
     refused: list[NodeDecision] | None = None,
+    landing: Landing | None = None,
 ) -> None:
     """Pick nodes in order (by method as PLANNED walks them, then least utilised), checking them together;
     then a multi-node consolidation over the Consolidated nodes and ``spare``, which nodes a standing
-    refusal holds (``refused``) rejoin (scale_down.consolidation)."""
+    refusal holds (``refused``) rejoin (scale_down.consolidation). With ``landing``, ``used`` is its own
+    (the room pods waiting for the scheduler take) and the ones about to land on a node move with it
+    (scale_down.landing)."""
     by_name = {n.name: n for n in nodes}
     by_group = {g.name: g for g in groups}
     order = {m.kind: i for i, m in enumerate(PLANNED)}
@@ -116,9 +120,10 @@ def select_removals(
         if pdb_block is not None:
             blockers.append(pdb_block)
         fit: FitResult | None = FitResult(ok=True) if method.replaces else None  # its successor holds the pods
+        coming = landing.arriving.get(node.name, []) if landing is not None and not method.require_empty else []
         if not blockers and fit is None:
-            movers = [p for p in evict if needs_room(p, kinds)]
-            fit = pods_fit_elsewhere(movers, left, used)
+            movers = [p for p in evict if needs_room(p, kinds)] + coming
+            fit = pods_fit_elsewhere(movers, left, used, landing.ceiling if landing is not None else None)
             if not fit.ok:
                 assert fit.blocker is not None
                 blockers.append(fit.blocker)
@@ -135,7 +140,7 @@ def select_removals(
         assert fit is not None
         budget.consume(evict)
         ledger.count(dec.group or "")
-        movers_by_key = {pod_key(p): p for p in evict}
+        movers_by_key = {pod_key(p): p for p in [*evict, *coming]}
         for pk, dest in fit.placements.items():
             pod = movers_by_key[pk]
             used[dest] = used.get(dest, Resources()) + pod.requests
@@ -146,7 +151,9 @@ def select_removals(
         dec.selected = True
         # A billed node's wait happened untainted, and its paid period ends within the margin.
         delay = removal_wait_s(node, gs, settings) if method.wait is Wait.AFTER_SELECTION and not billed else 0.0
-        plan.to_remove.append(NodeRemoval.of(dec, now + delay, evict, fit.placements))
+        evicted = {pod_key(p) for p in evict}  # (the waiting pods are not evicted: not its destinations)
+        destinations = {k: d for k, d in fit.placements.items() if k in evicted}
+        plan.to_remove.append(NodeRemoval.of(dec, now + delay, evict, destinations))
 
     singles = select_consolidation(
         plan,

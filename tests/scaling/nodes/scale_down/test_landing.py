@@ -1,18 +1,33 @@
 """Nodes pods are about to land on (scaling.nodes.scale_down.landing): the chaos run's
 node-replacement/kill-worker-during-cordon found a replacement's successor tainted as an Empty
 node between its predecessor's delete and the scheduler binding the evicted pods' replacements to
-it; the successor then stood cordoned while the node it replaced was gone."""
+it; the successor then stood cordoned while the node it replaced was gone. And the room they are
+about to take, which an underused node's pods cannot count on (Cluster Autoscaler's
+filterOutSchedulable packs them into its snapshot before it simulates a scale-down)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from scaling.kube.models import Resources
 from scaling.kube.pods import pod_info
+from scaling.nodes.contracts import ScaleDownEvaluationInput, ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
-from scaling.nodes.scale_down.landing import PODS_ABOUT_TO_LAND, about_to_land, awaiting_scheduler
-from scaling.nodes.scale_down.models import NodeState
-from tests.scaling.nodes.scale_down.test_candidates import node, plan, pod, removed, state
+from scaling.nodes.scale_down.checks import can_land, pods_fit_elsewhere
+from scaling.nodes.scale_down.evaluation import evaluate_scale_down
+from scaling.nodes.scale_down.landing import (
+    LANDING_MAX,
+    PODS_ABOUT_TO_LAND,
+    about_to_land,
+    awaiting_scheduler,
+    land,
+)
+from scaling.nodes.scale_down.models import ROOM_TAKEN, NodeState
+from tests.scaling.nodes.scale_down.test_candidates import group, node, plan, pod, removed, state
 
 
 def recreated(name: str, cpu: int = 500, **kw: object):  # noqa: ANN201
@@ -69,3 +84,154 @@ def test_a_pod_for_another_scheduler_holds_no_node() -> None:
     assert [p.name for p in awaiting_scheduler([ours, theirs])] == ["ours"]
     assert removed(plan([empty], [theirs], last_up=0.0)) == ["e"]
     assert state(plan([empty], [ours, theirs], last_up=0.0), "e") == (NodeState.BLOCKED, PODS_ABOUT_TO_LAND)
+
+
+# --- the room pods about to land take (scale_down.landing.land) ----------------------------
+# t holds 2500m of 4000m (1500m free); u is underused (one 1000m pod) and its timer ran out; s,
+# when present, comes first by name with 2000m free.
+
+T = node("t", cpu=4000)
+U = node("u", cpu=4000)
+S = node("s", cpu=4000)
+ON_T = [pod(f"busy-{i}", "t", cpu=500) for i in range(5)]
+ON_U = [pod("web", "u", cpu=1000)]
+ON_S = [pod("s-busy", "s", cpu=2000)]
+TIMER_RAN_OUT = {"u": 0.0, "s": 0.0}
+
+
+def room_plan(nodes, waiting):  # noqa: ANN001, ANN201
+    return plan(nodes, [*ON_T, *ON_U, *ON_S, *waiting], since=TIMER_RAN_OUT)
+
+
+def test_an_underused_nodes_pods_do_not_fit_into_room_a_waiting_pod_takes() -> None:
+    assert removed(room_plan([T, U], [])) == ["u"]  # its pod fits t's 1500m
+    # A 1000m pod not yet scheduled lands on t first (by name): u's pod would stay pending.
+    p = room_plan([T, U], [recreated("new", cpu=1000)])
+    assert removed(p) == [] and state(p, "u") == (NodeState.BLOCKED, ROOM_TAKEN)
+    [why] = p.decisions["u"].reasons
+    assert why.pod == "default/web" and "not yet scheduled" in why.message
+    assert p.unneeded_since.get("u") is None  # needed again: its timer ends
+    # Room for both (s takes the new pod first): removed as before.
+    p = room_plan([S, T, U], [recreated("new", cpu=1000)])
+    assert "u" in removed(p)
+
+
+def test_the_evaluation_says_why_an_underused_node_stays() -> None:
+    obs = ScaleDownObservation(nodes=[T, U], pods=[*ON_T, *ON_U, recreated("new", cpu=1000)], groups=[group()])
+    ev = evaluate_scale_down(obs, ScaleDownEvaluationInput(cluster="c", now=10_000.0, unneeded_since={"u": 0.0}))
+    [u] = [c for c in ev.candidates if c.node == "u"]
+    assert ev.to_remove == [] and ev.unneeded_ended == ["u"]
+    assert (u.state, u.reason) == (NodeState.BLOCKED.value, ROOM_TAKEN)
+    assert (
+        u.message == "pod default/web fits on no other node once the room of pods not yet scheduled is taken (1 placed)"
+    )
+
+
+def test_a_pod_for_another_scheduler_or_judged_unschedulable_takes_no_room() -> None:
+    theirs = recreated("theirs", cpu=1000).model_copy(update={"scheduler_name": "volcano"})
+    judged = recreated("judged", cpu=1000).model_copy(update={"unschedulable": True})
+    deleted = recreated("gone", cpu=1000).model_copy(update={"deletion_timestamp": datetime(2030, 1, 1, tzinfo=UTC)})
+    for waiting in ([theirs], [judged], [deleted], [theirs, judged, deleted]):
+        assert removed(room_plan([T, U], waiting)) == ["u"], waiting
+    # One that fits nowhere takes nothing either (the scale-up planner's once judged).
+    assert removed(room_plan([T, U], [recreated("huge", cpu=9000)])) == ["u"]
+
+
+def test_pods_about_to_land_on_an_underused_node_move_with_it() -> None:
+    """As in Cluster Autoscaler's snapshot, a candidate may receive the waiting pods; then they must
+    find room elsewhere too for it to go (they are not evicted: no destinations of its removal)."""
+    a = node("a-underused", cpu=4000)
+    mine = [pod("a-web", "a-underused", cpu=1000)]
+    # The 1000m pod lands on a (first by name, 3000m free); both fit t's 1500m? No: 2000m needed.
+    p = plan([a, T], [*ON_T, *mine, recreated("new", cpu=1000)], since={"a-underused": 0.0})
+    assert state(p, "a-underused") == (NodeState.BLOCKED, ROOM_TAKEN) and removed(p) == []
+    # A 400m one: it and a's pod fit t; a goes, evicting its own pod only.
+    p = plan([a, T], [*ON_T, *mine, recreated("new", cpu=400)], since={"a-underused": 0.0})
+    [r] = p.to_remove
+    assert r.name == "a-underused" and r.pods_to_evict == ["default/a-web"]
+    assert r.destinations == {"default/a-web": "t"}
+
+
+def test_an_empty_node_a_waiting_pod_lands_on_is_held_once() -> None:
+    """The placement takes the room of the pod on the empty node; about_to_land reads the room
+    before it did, so that pod still holds the node (it is not counted against its own room)."""
+    empty = node("e", cpu=4000)
+    full = node("f", cpu=2000)
+    p = plan([empty, full], [pod("f-busy", "f", cpu=2000), recreated("big", cpu=3000)])
+    assert state(p, "e") == (NodeState.BLOCKED, PODS_ABOUT_TO_LAND) and removed(p) == []
+    # And the room it takes there counts once: u's 1000m pod still fits the 1000m left on e.
+    p = plan([empty, U], [*ON_U, recreated("big", cpu=3000)], since={"u": 0.0})
+    assert state(p, "e")[1] == PODS_ABOUT_TO_LAND and removed(p) == ["u"]
+    assert p.to_remove[0].destinations == {"default/web": "e"}
+
+
+def test_a_burst_larger_than_the_bound_is_placed_up_to_it() -> None:
+    big = node("big", cpu=1_000_000)
+    big = big.model_copy(update={"allocatable": Resources(cpu_m=1_000_000, memory=1 << 50, pods=100_000)})
+    burst = [recreated(f"b{i:05d}", cpu=10) for i in range(LANDING_MAX + 500)]
+    landing = land(burst, [big], {})
+    assert landing.tried == LANDING_MAX and landing.placed == LANDING_MAX
+    assert landing.arriving["big"][-1].name == f"b{LANDING_MAX - 1:05d}"  # in their order
+    assert landing.used["big"].cpu_m == 10 * LANDING_MAX
+    # Through the plan: t has 2500m free and room for any number of pods. The first LANDING_MAX
+    # of 1m pods take 1000m of it, and u's 1000m pod fits the rest; the pods past the bound take
+    # no room (had they, 2000m would be gone and u held).
+    roomy = T.model_copy(update={"allocatable": Resources(cpu_m=4000, memory=T.allocatable.memory, pods=100_000)})
+    lighter = ON_T[:3]  # 1500m
+    tiny = [recreated(f"t{i:05d}", cpu=1, mem=0) for i in range(LANDING_MAX + 1000)]
+    assert removed(plan([roomy, U], [*lighter, *ON_U, *tiny], since=TIMER_RAN_OUT)) == ["u"]
+    # Within the bound, what they take counts: 999m and 600m leave 901m.
+    within = [*tiny[: LANDING_MAX - 1], recreated("more", cpu=600)]
+    p = plan([roomy, U], [*lighter, *ON_U, *within], since=TIMER_RAN_OUT)
+    assert state(p, "u") == (NodeState.BLOCKED, ROOM_TAKEN)
+
+
+def test_node_visits_are_bounded() -> None:
+    """Pods pinned each to its own node scan the nodes before theirs: the visits stop at the bound
+    and the pods not reached take no room."""
+    nodes = [node(f"n{i:03d}", cpu=1000) for i in range(200)]
+    pinned = [
+        recreated(f"p{i:03d}", cpu=100, node_selector={"kubernetes.io/hostname": f"n{i:03d}"}) for i in range(200)
+    ]
+    nodes = [n.model_copy(update={"labels": {**n.labels, "kubernetes.io/hostname": n.name}}) for n in nodes]
+    landing = land(pinned, nodes, {}, visits=1000)
+    # p000 costs one visit, p001 two, ...: 44 pods cost 990 visits, the 45th is cut short.
+    assert landing.placed == 44 and landing.tried == 45
+    assert all(landing.arriving[f"n{i:03d}"][0].name == f"p{i:03d}" for i in range(44))
+    assert land(pinned, nodes, {}).placed == 200  # 20,100 visits: within LANDING_VISITS_MAX
+
+
+def first_fit(waiting, targets, used):  # noqa: ANN001, ANN201
+    """The rule as written: each pod in order, from the first target, on the first with room."""
+    room = {n.name: n.allocatable - used.get(n.name, Resources()) for n in targets}
+    out: dict[str, list[str]] = {}
+    for p in waiting[:LANDING_MAX]:
+        need = Resources(cpu_m=p.requests.cpu_m, memory=p.requests.memory, pods=max(p.requests.pods, 1))
+        for n in targets:
+            if need.fits_in(room[n.name]) and can_land(p, n):
+                room[n.name] = room[n.name] - need
+                out.setdefault(n.name, []).append(p.name)
+                break
+    return out
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([100, 300, 700, 1500]), st.booleans()), max_size=40),
+    st.lists(st.tuples(st.sampled_from([500, 1000, 2000]), st.integers(0, 1500), st.booleans()), max_size=8),
+)
+@hsettings(max_examples=200, deadline=None)
+def test_resuming_where_a_key_last_landed_places_as_first_fit_does(pods, nodes) -> None:  # noqa: ANN001
+    """Rooms only shrink, so a pod of a key never fits a node before the one the last of its key
+    took: resuming there places every pod where first fit from the start would."""
+    targets = [node(f"n{i}", cpu=cpu, labels={"zone": "b"} if zoned else {}) for i, (cpu, _, zoned) in enumerate(nodes)]
+    used = {f"n{i}": Resources(cpu_m=taken, pods=1) for i, (_, taken, _) in enumerate(nodes)}
+    waiting = [
+        recreated(f"w{i:02d}", cpu=cpu, node_selector={"zone": "b"} if zoned else {})
+        for i, (cpu, zoned) in enumerate(pods)
+    ]
+    landing = land(waiting, targets, used)
+    assert {n: [p.name for p in ps] for n, ps in landing.arriving.items()} == first_fit(waiting, targets, used)
+    # The ceiling only spares scans: a fit of the same pods answers the same with and without it.
+    assert pods_fit_elsewhere(waiting, targets, landing.used, landing.ceiling) == pods_fit_elsewhere(
+        waiting, targets, landing.used
+    )
