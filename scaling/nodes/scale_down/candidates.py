@@ -55,7 +55,7 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
-from scaling.nodes.scale_down.landing import about_to_land, awaiting_scheduler, land, successor_held
+from scaling.nodes.scale_down.landing import FirstOfEachKey, about_to_land, awaiting_scheduler, land, successor_held
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
@@ -109,6 +109,7 @@ def plan_scale_down(
     # The room the pods waiting for the scheduler are about to take is taken before any fit, and
     # the ones about to land on a candidate move with it (scale_down.landing).
     landing = land(waiting, targets, used)
+    distinct = FirstOfEachKey(waiting)  # what about_to_land needs to read of them
     plan = ScaleDownPlan(refusals_ended=ended)
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
     spare: list[NodeDecision] = []  # utilized nodes a multi-node consolidation may take
@@ -194,7 +195,7 @@ def plan_scale_down(
         if method is not None and method.require_empty and not method.replaces:
             # Tainted as soon as selected: not while the scheduler is about to bind pods to it. From
             # the room before the waiting pods landed: one placed here took room it must still find.
-            lands = about_to_land(node, used.get(node.name, Resources()), waiting)
+            lands = about_to_land(node, used.get(node.name, Resources()), distinct)
             method, blockers = (None, [lands]) if lands else (method, blockers)
         if method is CONSOLIDATED and node.name in standing:
             method, blockers = None, [refusal_blocker(standing[node.name])]

@@ -22,9 +22,11 @@ from scaling.nodes.scale_down.evaluation import evaluate_scale_down
 from scaling.nodes.scale_down.landing import (
     LANDING_MAX,
     PODS_ABOUT_TO_LAND,
+    FirstOfEachKey,
     about_to_land,
     awaiting_scheduler,
     land,
+    landing_key,
 )
 from scaling.nodes.scale_down.models import ROOM_TAKEN, NodeState
 from tests.scaling.nodes.scale_down.test_candidates import group, node, plan, pod, removed, state
@@ -235,3 +237,23 @@ def test_resuming_where_a_key_last_landed_places_as_first_fit_does(pods, nodes) 
     assert pods_fit_elsewhere(waiting, targets, landing.used, landing.ceiling) == pods_fit_elsewhere(
         waiting, targets, landing.used
     )
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([100, 700, 1500, 5000]), st.sampled_from(["", "a", "b"])), max_size=30),
+    st.sampled_from(["", "a", "b"]),
+    st.integers(0, 2000),
+)
+@hsettings(max_examples=200, deadline=None)
+def test_about_to_land_answers_the_same_from_the_first_pod_of_each_key(pods, zone, taken) -> None:  # noqa: ANN001
+    """Whether a node takes a pod depends only on its landing key: the first pod a node would take
+    is the first of its key, so the plan reads one pod per key (each empty node walked them all)."""
+    n = node("e", cpu=2000, labels={"zone": zone} if zone else {})
+    waiting = [
+        recreated(f"w{i:02d}", cpu=cpu, node_selector={"zone": z} if z else {}) for i, (cpu, z) in enumerate(pods)
+    ]
+    distinct = FirstOfEachKey(waiting)
+    used = Resources(cpu_m=taken)
+    assert about_to_land(n, used, distinct) == about_to_land(n, used, waiting)
+    assert about_to_land(n, used, distinct) == about_to_land(n, used, waiting)  # read again: the same
+    assert len(list(distinct)) == len({landing_key(p) for p in waiting})
