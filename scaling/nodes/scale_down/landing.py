@@ -30,7 +30,8 @@ and room (cpu, memory, pod slots: what the scale-down fit reads) admit it. A pod
 takes no room: once judged Unschedulable it is the scale-up planner's. CA packs the pods the
 scheduler judged Unschedulable (and those of --bypassed-schedulers); growth packs the ones not yet
 judged, for its loop runs no scale-down while a judged pod fits an existing node
-(scaling.nodes.loop.may_scale_down).
+(scaling.nodes.loop.may_scale_down; older CA releases did the same, DisableScaleDownForLoop in
+filter_out_schedulable.go, current ones keep only the snapshot).
 
 A node that is itself a removal candidate may receive them, as in CA's snapshot. An empty one is
 then held by ``about_to_land`` as before, which reads the room before any pod landed (else a pod
