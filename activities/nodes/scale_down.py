@@ -196,9 +196,9 @@ class ScaleDownActivities:
         (scaling.nodes.disruption.replacement), planned beside the cluster with the providers'
         catalogue; only the plan for that node's pods (a multi-node consolidation's: its nodes') goes back."""
         obs = await asyncio.to_thread(self._cached, inp.cluster, {})
-        node = next((n for n in obs.nodes if n.name == inp.node), None)
-        group = next((g for g in obs.groups if node is not None and g.name == node.labels.get(LABEL_GROUP)), None)
-        providers = {p.provider for p in group.pools} if group is not None else set()
+        # Every group's providers (each caches its catalogue): a refusal's digest covers every group's
+        # prices, as the evaluation reads them (scaling.nodes.disruption.refusals.prices_digest).
+        providers = {p.provider for g in obs.groups for p in g.pools}
         catalogue = [
             t for name in sorted(providers) if name in self.providers for t in await self.providers[name].server_types()
         ]

@@ -43,9 +43,9 @@ from typing import TypeVar
 
 from scaling.kube.drain import pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.nodes.catalogue import catalogue_index
+from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
-from scaling.nodes.disruption.refusals import cluster_digest
+from scaling.nodes.disruption.refusals import cluster_digest, prices_digest, refusal_digest
 from scaling.nodes.disruption.replacement import plan_for_nodes, plan_replacement
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, PlannedNode, ServerType
 from scaling.nodes.scale_down.checks import pool_for
@@ -246,4 +246,5 @@ def plan_for_input(
         )
     else:
         plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
-    return plan.model_copy(update={"cluster_digest": cluster_digest(obs.nodes, obs.pods)})
+    digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), prices_digest(obs.groups, hourly_prices(catalogue)))
+    return plan.model_copy(update={"cluster_digest": digest})

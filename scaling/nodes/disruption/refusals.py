@@ -6,20 +6,26 @@ same, so the loop remembers the refusal per node with a digest of what the plan 
 and holds those nodes out of consolidation while the digest is unchanged (``standing_refusals``), as
 Karpenter skips consolidation while its cluster state is the one it last found nothing in
 (kubernetes-sigs/karpenter pkg/controllers/state/cluster.go ConsolidationState, MarkUnconsolidated on
-node and pod changes). Prices come from the providers' catalogues, which the scale-down evaluation does
-not read: like Karpenter, which forgets its state after five minutes for what it cannot watch (an
-instance type's availability), a refusal is forgotten after REFUSAL_KEPT_S whatever the digest says.
-Only consolidation is held: an Empty, Drifted or Expired node goes as before.
+node and pod changes). The digest also covers the catalogue's prices of every group's server types
+(``prices_digest``, after a colon), which the evaluation reads from the providers: a price change asks
+again; an evaluation without prices (a provider that could not answer) compares the cluster alone.
+Like Karpenter, which forgets its state after five minutes for what it cannot watch (an instance
+type's availability), a refusal is forgotten after REFUSAL_KEPT_S whatever the digest says. Only
+consolidation is held: an Empty, Drifted or Expired node goes as before.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 from pydantic import BaseModel
 
 from scaling.kube.drain import Blocker, is_terminal
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.catalogue import price_key
+from scaling.nodes.models import NodeGroup
+from scaling.nodes.nodegroups import flatten_pools
 from scaling.text import when
 
 NOT_WORTH_IT = "ConsolidationNotWorthIt"  # a NodeReplacement's reason when it buys nothing
@@ -29,7 +35,7 @@ REFUSALS_KEPT = 100  # the loop's memory of them, most recent last: bounded what
 
 class RefusedConsolidation(BaseModel):
     node: str
-    digest: str  # cluster_digest of what the refusing plan read
+    digest: str  # refusal_digest of what the refusing plan read
     at: float  # when it was refused (workflow time, epoch seconds)
     message: str = ""  # the refusal's why, for explain
 
@@ -49,15 +55,29 @@ def cluster_digest(nodes: list[NodeInfo], pods: list[PodInfo]) -> str:
     return h.hexdigest()[:24]
 
 
+def prices_digest(groups: list[NodeGroup], prices: Mapping[str, float]) -> str:
+    """The hourly prices of every group's server types (absent ones too), as 12 hex digits."""
+    keys = sorted({price_key(p.provider, p.server_type) for g in groups for p in flatten_pools(g)})
+    return hashlib.sha256(repr([(k, prices.get(k)) for k in keys]).encode()).hexdigest()[:12]
+
+
+def refusal_digest(cluster: str, prices: str) -> str:
+    """What a refusal is remembered with: the cluster's digest, then the prices' after a colon."""
+    return f"{cluster}:{prices}"
+
+
 def standing_refusals(
-    refused: list[RefusedConsolidation], digest: str, now: float, nodes: set[str]
+    refused: list[RefusedConsolidation], digest: str, now: float, nodes: set[str], prices: str | None = None
 ) -> tuple[dict[str, RefusedConsolidation], list[str]]:
-    """The refusals that still hold (same digest, younger than REFUSAL_KEPT_S, node still there), by
-    node, and the nodes of those that no longer do (the loop forgets them)."""
+    """The refusals that still hold (same cluster digest, and same prices when the evaluation has them;
+    younger than REFUSAL_KEPT_S; node still there), by node, and the nodes of those that no longer do
+    (the loop forgets them)."""
     standing: dict[str, RefusedConsolidation] = {}
     ended: list[str] = []
     for r in refused:
-        if r.digest == digest and now - r.at < REFUSAL_KEPT_S and r.node in nodes:
+        cluster, _, priced = r.digest.partition(":")
+        same = cluster == digest and (prices is None or priced == prices)
+        if same and now - r.at < REFUSAL_KEPT_S and r.node in nodes:
             standing[r.node] = r
         else:
             ended.append(r.node)

@@ -39,6 +39,7 @@ from scaling.nodes.disruption.refusals import (
     RefusedConsolidation,
     cluster_digest,
     expiry,
+    prices_digest,
     refusal_blocker,
     standing_refusals,
 )
@@ -96,7 +97,15 @@ def plan_scale_down(
     candidates (none: by disruption cost alone)."""
     settings = settings or ScaleDownLoopSettings()
     standing, ended = (
-        standing_refusals(refused, cluster_digest(nodes, pods), now, {n.name for n in nodes}) if refused else ({}, [])
+        standing_refusals(
+            refused,
+            cluster_digest(nodes, pods),
+            now,
+            {n.name for n in nodes},
+            prices_digest(groups, prices) if prices else None,
+        )
+        if refused
+        else ({}, [])
     )
     kinds = frozenset(settings.replicated_kinds)
     by_group = {g.name: g for g in groups}

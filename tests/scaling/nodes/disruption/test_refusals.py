@@ -6,6 +6,7 @@ forgotten after five minutes)."""
 
 from __future__ import annotations
 
+from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import ReplacementPlanInput
 from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.disruption.refusals import (
@@ -14,6 +15,8 @@ from scaling.nodes.disruption.refusals import (
     REFUSALS_KEPT,
     RefusedConsolidation,
     cluster_digest,
+    prices_digest,
+    refusal_digest,
     remember,
     standing_refusals,
 )
@@ -34,7 +37,10 @@ def refused_by_the_loop() -> tuple[list, list, NodeAutoscalerState]:
     assert [r.name for r in proposed.consolidation] == ["a", "b"]
     inp = ReplacementPlanInput(cluster="c", node="a", now=NOW, others=["b"], allowed=2)
     answer = plan_for_input(obs(nodes, pods), CATALOGUE, inp)
-    assert answer.refused and answer.cluster_digest == cluster_digest(obs(nodes, pods).nodes, pods)
+    priced = prices_digest([flexible()], hourly_prices(CATALOGUE))
+    assert answer.refused and answer.cluster_digest == refusal_digest(
+        cluster_digest(obs(nodes, pods).nodes, pods), priced
+    )
     state = NodeAutoscalerState()
     for n in ("a", "b"):
         state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id="nodes/c/replace/a")
@@ -95,6 +101,21 @@ def test_refused_nodes_rejoin_a_command_once_another_nodes_timer_runs_out() -> N
     alone = [RefusedConsolidation(node="a", digest=cluster_digest(nodes[:2], pods[:2]), at=NOW)]
     two = plan(nodes[:2], pods[:2], groups=[flexible()], now=NOW + 60, since={"b": NOW}, refused=alone)
     assert two.refusals_ended == [] and sorted(r.name for r in two.consolidation) == ["a", "b"]
+
+
+def test_a_price_change_asks_again_and_an_evaluation_without_prices_reads_the_cluster_alone() -> None:
+    """The refusal's digest covers every group's prices (the evaluation reads the providers' catalogues):
+    a saving the old prices did not make may be made at the new ones."""
+    nodes, pods, state = refused_by_the_loop()
+    refused = state.refused_consolidations
+    prices = hourly_prices(CATALOGUE)
+    same = plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused, prices=prices)
+    assert same.refusals_ended == [] and same.consolidation == []
+    cheaper = prices | {"kwok/cx32": 0.0099}  # one cx32 now saves 17.5 % of two cx22
+    again = plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused, prices=cheaper)
+    assert again.refusals_ended == ["a", "b"] and [r.name for r in again.consolidation] == ["a", "b"]
+    unpriced = plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused)
+    assert unpriced.refusals_ended == []  # a provider that could not answer asks nothing again
 
 
 def test_a_single_node_refusal_holds_that_node_only_from_consolidation() -> None:
