@@ -323,6 +323,12 @@ def test_fit_honours_node_selector_and_taints() -> None:
     a, b = node("a", group=None, cpu=1000), node("b", group=None, cpu=2000)
     fit = pods_fit_elsewhere([pod("small", None, cpu=1000), pod("large", None, cpu=2000)], [a, b], {})
     assert fit.placements == {"default/large": "b", "default/small": "a"}
+    # By cpu first, then by memory: the consolidation bench's seed 3 had an api (1 CPU, 2 GiB) take the
+    # only node a cache (500m, 3 GiB) fits, and its re-check cancel what the scale-up planner had placed.
+    roomy, small = node("roomy", group=None, cpu=3420, mem=3 * GI), node("small", group=None, cpu=1920, mem=2 * GI)
+    api, cache = pod("api", None, cpu=1000, mem=2 * GI), pod("cache", None, cpu=500, mem=3 * GI)
+    fit = pods_fit_elsewhere([api, cache], [roomy, small], {})
+    assert fit.ok and fit.placements == {"default/cache": "roomy", "default/api": "small"}
     # Pod slots count too.
     full = node("full", group=None).model_copy(update={"allocatable": Resources(cpu_m=4000, memory=8 * GI, pods=1)})
     assert not pods_fit_elsewhere([pod("p", None)], [full], {"full": Resources(pods=1)}).ok
