@@ -233,16 +233,19 @@ def reported_final(state: NodeAutoscalerState, workflow_id: str, node: str) -> b
 
 
 def release_unstarted(
-    state: NodeAutoscalerState, workflow_id: str, held_before: Mapping[str, ScaleDownStatus | None]
+    state: NodeAutoscalerState, workflow_id: str, first: str, held_before: Mapping[str, ScaleDownStatus | None]
 ) -> list[str]:
-    """A removal the loop could not start because a run with its id exists: the nodes that run was
-    holding when the loop named them (``held_before``: each node's status before the start) stay
-    with it, it reports in; the rest are let go, since nothing will report on them. The id is the
-    command's first node's, so a command re-asked right after a refusal met the refused run still
-    closing: the consolidation bench's loop held three nodes from the budget for good and stopped
-    removing."""
+    """A removal the loop could not start because a run with its id (``first``'s) exists. A run that
+    already gave its final word on a node is closing and says nothing more of it: let go. The command's
+    other nodes go too unless that run held them when the loop named them (``held_before``: each node's
+    status before the start). The rest is the run's, at work since before the loop (re)started, and it
+    reports in. The consolidation bench's loop re-asked a refused command 200 ms after its refusal,
+    under the id of the refused run still closing, and held its three nodes from the budget for good."""
     released = [
-        n for n, before in held_before.items() if before is None or before.workflow_id != workflow_id or before.final
+        n
+        for n, before in held_before.items()
+        if reported_final(state, workflow_id, n)
+        or (n != first and (before is None or before.workflow_id != workflow_id or before.final))
     ]
     for n in released:
         state.scale_downs.pop(n, None)

@@ -189,7 +189,7 @@ async def start_child(settings: AutoscalerSettings, state: NodeAutoscalerState, 
         search_attributes=_marked(settings),
         static_summary=scale_down_summary(inp),
     ):
-        release_unstarted(state, wid, before)
+        release_unstarted(state, wid, inp.node, before)
     return wid
 
 
@@ -229,7 +229,7 @@ async def start_replacement(
         search_attributes=_marked(settings),
         static_summary=replacement_summary(inp, len(replacement.others)),
     ):
-        release_unstarted(state, wid, before)
+        release_unstarted(state, wid, inp.node, before)
     return wid
 
 

@@ -413,5 +413,10 @@ def test_a_command_that_could_not_start_lets_go_of_what_no_run_holds() -> None:
     before = {n: state.scale_downs.get(n) for n in "abcx"}
     for n in "abcx":  # the loop names them to the new command, under the same id
         state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=closing)
-    assert release_unstarted(state, closing, before) == ["a", "b", "c"]
+    assert release_unstarted(state, closing, "a", before) == ["a", "b", "c"]
     assert list(state.scale_downs) == ["x"]  # x's run reports in
+    # A loop started afresh names a node whose removal, from before, is still at work: it reports in.
+    fresh = NodeAutoscalerState()
+    fresh.scale_downs["y"] = ScaleDownStatus(node="y", workflow_id="nodes/c/scale-down/y")
+    assert release_unstarted(fresh, "nodes/c/scale-down/y", "y", {"y": None}) == []
+    assert list(fresh.scale_downs) == ["y"]
