@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
+from scaling.kube.drain import NO_PLACE_TO_MOVE
 from scaling.kube.labels import request_key
 from scaling.kube.models import NodeInfo
 from scaling.nodes.disruption.orchestration import is_replacement_id
@@ -23,7 +24,7 @@ from scaling.nodes.models import (
     RequestPhase,
     SpecProblem,
 )
-from scaling.nodes.scale_down.models import ScaleDownReuse
+from scaling.nodes.scale_down.models import NodeState, ScaleDownReuse
 from scaling.nodes.scale_down.removals import CandidateState, ScaleDownPhase, ScaleDownStatus
 from scaling.nodes.scale_up.in_flight_table import from_table, to_table
 from scaling.nodes.scale_up.requests import NodeRequestStatus
@@ -271,6 +272,12 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
     state.scale_downs.pop(update.node, None)
     if update.reason == NOT_WORTH_IT and update.cluster_digest:
         refusal = RefusedConsolidation(node=update.node, digest=update.cluster_digest, at=now, message=update.message)
+        state.refused_consolidations = remember(state.refused_consolidations, refusal)
+    elif update.reason == NO_PLACE_TO_MOVE and update.kind == NodeState.CONSOLIDATED.value:
+        # The command's plan placed the pods and the drain's re-check did not: asked again at once, the
+        # same plan and the same re-check (the consolidation bench's seed 3: every 6 s). Held as a
+        # refusal with no digest, for REFUSAL_KEPT_S (what changed since, the re-check did not say).
+        refusal = RefusedConsolidation(node=update.node, digest="", at=now, message=update.message)
         state.refused_consolidations = remember(state.refused_consolidations, refusal)
     phase = update.phase.value
     state.scale_down_by_phase[phase] = state.scale_down_by_phase.get(phase, 0) + 1

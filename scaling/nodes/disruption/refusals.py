@@ -35,7 +35,7 @@ REFUSALS_KEPT = 100  # the loop's memory of them, most recent last: bounded what
 
 class RefusedConsolidation(BaseModel):
     node: str
-    digest: str  # refusal_digest of what the refusing plan read
+    digest: str  # refusal_digest of what the refusing plan read ("": a re-check's, held for its time)
     at: float  # when it was refused (workflow time, epoch seconds)
     message: str = ""  # the refusal's why, for explain
 
@@ -76,7 +76,8 @@ def standing_refusals(
     ended: list[str] = []
     for r in refused:
         cluster, _, priced = r.digest.partition(":")
-        same = cluster == digest and (prices is None or priced == prices)
+        # No digest: a re-check that cancelled what the plan chose, held for its time whatever changed.
+        same = not r.digest or (cluster == digest and (prices is None or priced == prices))
         if same and now - r.at < REFUSAL_KEPT_S and r.node in nodes:
             standing[r.node] = r
         else:

@@ -142,3 +142,38 @@ def test_the_memory_is_one_refusal_per_node_the_most_recent_kept() -> None:
     state = NodeAutoscalerState()
     record_scale_down_update(state, ScaleDownStatus(node="a", phase=ScaleDownPhase.CANCELLED, reason=NOT_WORTH_IT))
     assert state.refused_consolidations == []
+
+
+def test_a_consolidation_its_recheck_cancelled_is_held_for_the_refusal_time() -> None:
+    """The consolidation bench's seed 3: a command's plan placed a node's pods, the drain's re-check did
+    not, and the loop asked again every 6 s. The cancel is now held as a refusal with no digest (the
+    re-check read no digest), for REFUSAL_KEPT_S whatever changed; a fresh candidate still reopens it."""
+    nodes, pods = utilized(["a", "b"])
+    nodes = obs(nodes, pods).nodes
+    state = NodeAutoscalerState()
+    state.scale_downs["a"] = ScaleDownStatus(node="a", workflow_id="nodes/c/scale-down/a", kind="Consolidated")
+    cancel = ScaleDownStatus(
+        node="a",
+        workflow_id="nodes/c/scale-down/a",
+        kind="Consolidated",
+        phase=ScaleDownPhase.CANCELLED,
+        reason="NoPlaceToMovePods",
+        message="pod default/a-p fits on no other node",
+    )
+    record_scale_down_update(state, cancel, NOW)
+    assert [(r.node, r.digest) for r in state.refused_consolidations] == [("a", "")]
+    held = plan(nodes, pods, groups=[flexible()], now=NOW + 1, since={"a": 0.0}, refused=state.refused_consolidations)
+    assert held.decisions["a"].reason == NOT_WORTH_IT and held.refusals_ended == []
+    late = plan(
+        nodes,
+        pods,
+        groups=[flexible()],
+        now=NOW + REFUSAL_KEPT_S,
+        since={"a": 0.0},
+        refused=state.refused_consolidations,
+    )
+    assert late.refusals_ended == ["a"]
+    # An Underused removal's cancel (Cluster Autoscaler's rules) is no refusal.
+    other = NodeAutoscalerState()
+    record_scale_down_update(other, cancel.model_copy(update={"kind": "Underused", "node": "b"}), NOW)
+    assert other.refused_consolidations == []
