@@ -228,6 +228,17 @@ def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus)
     del state.recent[:-RECENT_REQUESTS_KEPT]
 
 
+def _same_report(a: ScaleDownStatus, b: ScaleDownStatus) -> bool:
+    return (a.workflow_id, a.node, a.phase, a.reason, a.message, a.cluster_digest) == (
+        b.workflow_id,
+        b.node,
+        b.phase,
+        b.reason,
+        b.message,
+        b.cluster_digest,
+    )
+
+
 def reported_final(state: NodeAutoscalerState, workflow_id: str, node: str) -> bool:
     """Whether the removal ``workflow_id`` already told the loop its final word on ``node``."""
     return any(r.workflow_id == workflow_id and r.node == node and r.final for r in state.recent_scale_downs)
@@ -266,8 +277,11 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
         # start a fourth disruption under a budget of three.
         return
     if current is None or current.workflow_id != update.workflow_id:
-        # (by node too: a multi-node consolidation's NodeReplacement reports for each of its nodes)
-        if reported_final(state, update.workflow_id, update.node):
+        # (by node too: a multi-node consolidation's NodeReplacement reports for each of its nodes; and
+        # by what it says: a command's id is its first node's, so a later run reports under it again, for
+        # nodes the loop did not hold. Read as a duplicate, a refused node never had its refusal again,
+        # and the bench's loop re-asked one command every 0.6 s.)
+        if any(_same_report(r, update) for r in state.recent_scale_downs):
             return
     state.scale_downs.pop(update.node, None)
     if update.reason == NOT_WORTH_IT and update.cluster_digest:

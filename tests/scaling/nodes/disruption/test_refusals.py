@@ -177,3 +177,29 @@ def test_a_consolidation_its_recheck_cancelled_is_held_for_the_refusal_time() ->
     other = NodeAutoscalerState()
     record_scale_down_update(other, cancel.model_copy(update={"kind": "Underused", "node": "b"}), NOW)
     assert other.refused_consolidations == []
+
+
+def test_a_later_run_of_a_commands_id_is_heard_for_the_nodes_the_loop_did_not_hold() -> None:
+    """A command's id is its first node's: a second command with the same first node reports under the
+    same id for candidates the loop did not hold (beyond the budget). Its refusal, read as a duplicate of
+    the first run's, was dropped; the node kept the first refusal's digest, which no longer matched, and
+    the bench's loop re-asked the command every 0.6 s (seed 11)."""
+    state = NodeAutoscalerState()
+    wid = "nodes/c/replace/a"
+
+    def refused(digest: str) -> ScaleDownStatus:
+        return ScaleDownStatus(
+            node="b",
+            workflow_id=wid,
+            kind="Consolidated",
+            phase=ScaleDownPhase.CANCELLED,
+            reason=NOT_WORTH_IT,
+            message="nodes kept: b",
+            cluster_digest=digest,
+        )
+
+    record_scale_down_update(state, refused("d1:p"), NOW)
+    record_scale_down_update(state, refused("d1:p"), NOW + 1)  # the same report again: a duplicate
+    assert [(r.node, r.digest, r.at) for r in state.refused_consolidations] == [("b", "d1:p", NOW)]
+    record_scale_down_update(state, refused("d2:p"), NOW + 60)  # a later run, the cluster changed since
+    assert [(r.node, r.digest, r.at) for r in state.refused_consolidations] == [("b", "d2:p", NOW + 60)]
