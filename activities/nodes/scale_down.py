@@ -74,6 +74,7 @@ class _Evaluated:
 
 
 ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
+PRICES_WAIT_S = 5.0  # how long an evaluation waits for a provider's catalogue prices
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
 
@@ -152,13 +153,14 @@ class ScaleDownActivities:
 
     async def _prices(self) -> dict[str, float]:
         """The hourly prices of every provider this worker has (each caches its catalogue). A provider
-        that cannot answer prices nothing: its nodes go by disruption cost alone, the evaluation goes on."""
+        that cannot answer within PRICES_WAIT_S prices nothing: its nodes go by disruption cost alone,
+        and the evaluation goes on (hcloud retries an unreachable API for tens of seconds itself)."""
         prices: dict[str, float] = {}
         for name in sorted(self.providers):
             try:
-                prices |= hourly_prices(await self.providers[name].server_types())
+                prices |= hourly_prices(await asyncio.wait_for(self.providers[name].server_types(), PRICES_WAIT_S))
             except Exception as e:  # noqa: BLE001 - an order hint, never worth failing the evaluation for
-                activity.logger.warning("no prices from provider %s: %s", name, e)
+                activity.logger.warning("no prices from provider %s: %r", name, e)
         return prices
 
     def evaluate(self, inp: ScaleDownEvaluationInput, prices: dict[str, float] | None = None) -> ScaleDownEvaluation:

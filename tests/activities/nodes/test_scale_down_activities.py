@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -336,8 +337,8 @@ async def test_the_evaluation_reads_the_providers_prices_and_goes_on_without_one
     cluster: FakeCluster, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """evaluate_scale_down hands the providers' catalogue prices to the plan (consolidation's order:
-    Karpenter's price per unit of disruption); a provider whose catalogue cannot be read prices
-    nothing, and the evaluation still answers."""
+    Karpenter's price per unit of disruption); a provider whose catalogue cannot be read, or not in
+    PRICES_WAIT_S, prices nothing, and the evaluation still answers."""
     import activities.nodes.scale_down as module
 
     class Priced:
@@ -348,6 +349,11 @@ async def test_the_evaluation_reads_the_providers_prices_and_goes_on_without_one
         async def server_types(self) -> list[ServerType]:
             raise ConnectionError("catalogue unreachable")
 
+    class Slow:  # an API hcloud keeps retrying
+        async def server_types(self) -> list[ServerType]:
+            await asyncio.Event().wait()
+            return []
+
     seen: list[dict[str, float] | None] = []
     real = module.evaluation_of
 
@@ -356,7 +362,8 @@ async def test_the_evaluation_reads_the_providers_prices_and_goes_on_without_one
         return real(obs, inp, prices)
 
     monkeypatch.setattr(module, "evaluation_of", spy)
-    providers = {"kwok": Priced(), "hetzner": Down()}
+    monkeypatch.setattr(module, "PRICES_WAIT_S", 0.05)
+    providers = {"kwok": Priced(), "hetzner": Down(), "slow": Slow()}
     acts = ScaleDownActivities(cluster.api_client(), known_providers=["kwok"], providers=providers)  # type: ignore[arg-type]
     try:
         ev = await ActivityEnvironment().run(
