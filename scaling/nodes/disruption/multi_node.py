@@ -246,5 +246,6 @@ def plan_for_input(
         )
     else:
         plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
-    digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), prices_digest(obs.groups, hourly_prices(catalogue)))
+    priced = prices_digest(obs.groups, hourly_prices(catalogue)) or ""
+    digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), priced)
     return plan.model_copy(update={"cluster_digest": digest})

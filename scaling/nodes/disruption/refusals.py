@@ -8,7 +8,8 @@ Karpenter skips consolidation while its cluster state is the one it last found n
 (kubernetes-sigs/karpenter pkg/controllers/state/cluster.go ConsolidationState, MarkUnconsolidated on
 node and pod changes). The digest also covers the catalogue's prices of every group's server types
 (``prices_digest``, after a colon), which the evaluation reads from the providers: a price change asks
-again; an evaluation without prices (a provider that could not answer) compares the cluster alone.
+again; an evaluation (or a plan) missing a price (a provider that could not answer in time) compares
+the cluster alone.
 Like Karpenter, which forgets its state after five minutes for what it cannot watch (an instance
 type's availability), a refusal is forgotten after REFUSAL_KEPT_S whatever the digest says. Only
 consolidation is held: an Empty, Drifted or Expired node goes as before.
@@ -55,10 +56,14 @@ def cluster_digest(nodes: list[NodeInfo], pods: list[PodInfo]) -> str:
     return h.hexdigest()[:24]
 
 
-def prices_digest(groups: list[NodeGroup], prices: Mapping[str, float]) -> str:
-    """The hourly prices of every group's server types (absent ones too), as 12 hex digits."""
+def prices_digest(groups: list[NodeGroup], prices: Mapping[str, float]) -> str | None:
+    """The hourly prices of every group's server types, as 12 hex digits; None when one is not priced (a
+    provider that did not answer in time: the refusal then compares the cluster alone, never a digest
+    that differs only because a price is missing, which would ask again every loop)."""
     keys = sorted({price_key(p.provider, p.server_type) for g in groups for p in flatten_pools(g)})
-    return hashlib.sha256(repr([(k, prices.get(k)) for k in keys]).encode()).hexdigest()[:12]
+    if any(k not in prices for k in keys):
+        return None
+    return hashlib.sha256(repr([(k, prices[k]) for k in keys]).encode()).hexdigest()[:12]
 
 
 def refusal_digest(cluster: str, prices: str) -> str:
@@ -77,7 +82,7 @@ def standing_refusals(
     for r in refused:
         cluster, _, priced = r.digest.partition(":")
         # No digest: a re-check that cancelled what the plan chose, held for its time whatever changed.
-        same = not r.digest or (cluster == digest and (prices is None or priced == prices))
+        same = not r.digest or (cluster == digest and (prices is None or not priced or priced == prices))
         if same and now - r.at < REFUSAL_KEPT_S and r.node in nodes:
             standing[r.node] = r
         else:

@@ -116,6 +116,11 @@ def test_a_price_change_asks_again_and_an_evaluation_without_prices_reads_the_cl
     assert again.refusals_ended == ["a", "b"] and [r.name for r in again.consolidation] == ["a", "b"]
     unpriced = plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused)
     assert unpriced.refusals_ended == []  # a provider that could not answer asks nothing again
+    partly = {k: v for k, v in prices.items() if k != "kwok/cx42"}  # one type of the group unpriced
+    assert (
+        plan(nodes, pods, groups=[flexible()], now=NOW, since=EXPIRED, refused=refused, prices=partly).refusals_ended
+        == []
+    )
 
 
 def test_a_single_node_refusal_holds_that_node_only_from_consolidation() -> None:
