@@ -43,6 +43,7 @@ from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.disruption.budgets import UNLIMITED, allowed_by_reason
 from scaling.nodes.disruption.models import Disruption, DisruptionReason
 from scaling.nodes.models import ServerType
+from scaling.nodes.scale_down.checks import need_of
 
 KEYS = (
     "price_per_hour_before",
@@ -163,7 +164,7 @@ def best_packing_price(
     need = sorted(pods, key=lambda p: (p.requests.memory, p.requests.cpu_m), reverse=True)
     options = sorted(types, key=lambda t: t.price_hourly)
     if cap is None:
-        fits = [min((t.price_hourly for t in options if _fits(p.requests, t.allocatable)), default=None) for p in need]
+        fits = [min((t.price_hourly for t in options if _packs([p], [t.allocatable])), default=None) for p in need]
         if any(f is None for f in fits):
             return None
         cap = sum(f for f in fits if f is not None)
@@ -184,10 +185,6 @@ def best_packing_price(
     return None if best[0] is None else round(best[0], 6)
 
 
-def _fits(need: Resources, room: Resources) -> bool:
-    return need.cpu_m <= room.cpu_m and need.memory <= room.memory and max(need.pods, 1) <= room.pods
-
-
 def _packs(pods: Sequence[PodInfo], rooms: Sequence[Resources]) -> bool:
     """Whether the pods (largest first) fit the rooms, each pod whole on one: a depth-first search that
     tries equal rooms once."""
@@ -196,16 +193,16 @@ def _packs(pods: Sequence[PodInfo], rooms: Sequence[Resources]) -> bool:
     def place(k: int) -> bool:
         if k == len(pods):
             return True
-        r = pods[k].requests
+        cpu, mem, slots = need_of(pods[k])  # as the scale-down fit reads a pod
         tried: set[tuple[int, int, int]] = set()
         for room in left:
             key = (room[0], room[1], room[2])
-            if key in tried or r.cpu_m > room[0] or r.memory > room[1] or max(r.pods, 1) > room[2]:
+            if key in tried or cpu > room[0] or mem > room[1] or slots > room[2]:
                 continue
             tried.add(key)
-            room[0], room[1], room[2] = room[0] - r.cpu_m, room[1] - r.memory, room[2] - max(r.pods, 1)
+            room[0], room[1], room[2] = room[0] - cpu, room[1] - mem, room[2] - slots
             ok = place(k + 1)
-            room[0], room[1], room[2] = room[0] + r.cpu_m, room[1] + r.memory, room[2] + max(r.pods, 1)
+            room[0], room[1], room[2] = room[0] + cpu, room[1] + mem, room[2] + slots
             if ok:
                 return True
         return False

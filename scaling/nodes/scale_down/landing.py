@@ -93,8 +93,8 @@ def about_to_land(node: NodeInfo, used: Resources, waiting: Iterable[PodInfo]) -
     The plan passes ``FirstOfEachKey(waiting)``: the same answer, without a walk of every pod per node."""
     room = node.allocatable - used
     for pod in waiting:
-        need = Resources(cpu_m=pod.requests.cpu_m, memory=pod.requests.memory, pods=max(pod.requests.pods, 1))
-        if need.fits_in(room) and can_land(pod, node):
+        cpu, mem, slots = need_of(pod)
+        if cpu <= room.cpu_m and mem <= room.memory and slots <= room.pods and can_land(pod, node):
             return Blocker(
                 code=PODS_ABOUT_TO_LAND,
                 message=f"pod {pod_key(pod)}, not yet scheduled, would land on node {node.name}",
