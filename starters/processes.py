@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import random
 import re
 import shutil
 import signal
@@ -46,10 +47,39 @@ async def _wait_serving(port: int, proc: Proc, deadline: float) -> None:
             await asyncio.sleep(0.1)
 
 
-def free_port() -> int:
+# Ports we hand to a server to bind come from below the kernel's ephemeral range. A port bind(0)
+# gave us is free again once we let go of it, and the next bind(0), in any process, may be handed it
+# before our server binds it: the dev server picks its own history, matching and worker ports so, and
+# once took a test's frontend port for its worker service (a panic minutes into the suite, every later
+# test of that pytest worker refused). bind(0) never hands out a port below the range.
+_PICKED_SPAN = 12000
+_pick = random.SystemRandom()  # not the random module's: a test plugin may seed it alike in every worker
+
+
+def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The first port of the kernel's ephemeral range (Linux's default when unreadable)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(tries: int = 200) -> int:
+    """A port nothing is bound to now, below the ephemeral range (above 1024); bind(0)'s when every
+    one tried there is taken."""
+    high = ephemeral_low()
+    low = max(1025, high - _PICKED_SPAN)
+    for _ in range(tries if high > low else 0):
+        port = _pick.randrange(low, high)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -1,5 +1,6 @@
 """Processes.temporal: a started dev server is one a client can use, and a start that cannot
-bind says so instead of handing back a port another process holds."""
+bind says so instead of handing back a port another process holds; the ports it picks are ones no
+bind(0) can be handed before the server binds them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starters.processes import Processes
+from starters.processes import Processes, ephemeral_low, free_port
 
 
 async def test_a_started_dev_server_serves_a_client_at_once(tmp_path: Path) -> None:
@@ -32,3 +33,21 @@ def test_a_port_another_process_holds_is_an_exited_server_not_a_served_one(tmp_p
                 procs.temporal(tmp_path / "temporal.db", port=holder.getsockname()[1], ui=False)
         finally:
             procs.stop_all()
+
+
+def test_picked_ports_are_free_and_below_the_ephemeral_range() -> None:
+    """The dev server picks its internal ports by bind(0): one picked from the ephemeral range and let
+    go of could be handed to it before our server bound it (a test's frontend port once was)."""
+    low = ephemeral_low()
+    ports = {free_port() for _ in range(20)}
+    assert all(1024 < p < low for p in ports) and len(ports) > 1, ports
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))  # nothing holds it
+
+
+def test_the_range_is_the_kernels_and_bind_0_is_the_last_resort(tmp_path: Path) -> None:
+    (tmp_path / "range").write_text("40000\t60999\n")
+    assert ephemeral_low(tmp_path / "range") == 40000
+    assert ephemeral_low(tmp_path / "missing") == 32768  # Linux's default
+    assert free_port(tries=0) >= ephemeral_low()  # none tried below: the kernel's pick

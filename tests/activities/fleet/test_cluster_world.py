@@ -6,7 +6,6 @@ server, in real time (the sim's clocks and the agent are real-time threads)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ from scaling.fleet.lifecycle import ClusterTimeouts, DataPlaneClusterState
 from scaling.fleet.models import ClusterPhase
 from sim.clouds.ocm import API, FakeOcm, Timings
 from sim.fleet.agent import AgentFleet, FakeAgent
+from starters.processes import free_port
 from tests.activities.fleet.conftest import AGENT_SECRET, IDP_SECRET, OCM_TOKEN
 from tests.polling import until
 from tests.workflows.fleet.test_cluster import cluster_input
@@ -40,12 +40,6 @@ FAST = Timings(pending_s=0.3, installing_s=0.5, uninstalling_s=0.5, addon_instal
 def ocm() -> Iterator[FakeOcm]:
     with FakeOcm(OCM_TOKEN, timings=Timings(**vars(FAST))) as sim:
         yield sim
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
