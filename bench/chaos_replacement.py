@@ -45,7 +45,7 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ from bench.chaos_hetzner import check_servers, kill_worker_during_create
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CORDON_NODE, CREATE_NODE, DELETE_NODE, READINESS
 from scaling.nodes.disruption.drift import LABEL_REPLACES
-from scaling.nodes.disruption.orchestration import replacement_id, successor_id
+from scaling.nodes.disruption.orchestration import command_id, replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
 from sim.kube.kubeconfig import Endpoint
 from starters.kube import apply_node_group, node_group
@@ -151,15 +151,28 @@ def pod_seen(rv: int, obj: dict[str, Any], gone: bool = False) -> PodSeen:
     )
 
 
-def successor_keys(cluster: str, node: str) -> set[str]:
-    """The request labels a successor of ``node`` may carry: its replacement workflow's keys."""
+def successor_keys(cluster: str, node: str, runs: Iterable[str]) -> set[str]:
+    """The request labels a successor of ``node`` may carry: the keys of its replacement's runs
+    (a NodeReplacement never continues as new: each run is a command, its run id its first)."""
     wid = replacement_id(cluster, node)
-    return {request_key(successor_id(wid, i)) for i in range(SUCCESSORS_LOOKED_FOR)}
+    return {request_key(successor_id(command_id(wid, r), i)) for r in runs for i in range(SUCCESSORS_LOOKED_FOR)}
 
 
-def replacement_violations(seen: list[NodeSeen | PodSeen], drifted: set[str], cluster: str) -> list[str]:
+async def replacement_runs(temporal: Client, cluster: str, nodes: Iterable[str]) -> dict[str, set[str]]:
+    """Each node's replacement runs, by run id, from the server's visibility."""
+    runs: dict[str, set[str]] = {}
+    for node in nodes:
+        query = f"WorkflowId = '{replacement_id(cluster, node)}'"
+        runs[node] = {w.run_id async for w in temporal.list_workflows(query)}
+    return runs
+
+
+def replacement_violations(
+    seen: list[NodeSeen | PodSeen], drifted: set[str], cluster: str, runs: Mapping[str, Iterable[str]]
+) -> list[str]:
     """The replacement invariants over what the API server showed (module docstring), in its
-    resourceVersion order; ``seen`` starts with the state before the drift (the lists' items)."""
+    resourceVersion order; ``seen`` starts with the state before the drift (the lists' items);
+    ``runs``: each drifted node's replacement runs (replacement_runs)."""
     nodes: dict[str, NodeSeen] = {}
     pods: dict[str, PodSeen] = {}
     listed = min((s.rv for s in seen if isinstance(s, NodeSeen)), default=0)  # the first list's
@@ -185,7 +198,7 @@ def replacement_violations(seen: list[NodeSeen | PodSeen], drifted: set[str], cl
                 if s.replaces in successors:
                     if s.name not in successors[s.replaces]:
                         successors[s.replaces].append(s.name)
-                    if s.request not in successor_keys(cluster, s.replaces):
+                    if s.request not in successor_keys(cluster, s.replaces, runs.get(s.replaces, ())):
                         v.append(f"successor {s.name} of {s.replaces} not keyed by its replacement: {s.request!r}")
                 else:
                     v.append(f"node {s.name} made beside the replacements")
@@ -448,7 +461,7 @@ async def _replace(
         v.append(f"{running} of {stack.replicas} pods running ({total} in all) at the end")
     if watcher.lost:
         v.append(f"the API server's states not all seen: {watcher.lost}")
-    v += replacement_violations(seen, drifted, CLUSTER)
+    v += replacement_violations(seen, drifted, CLUSTER, await replacement_runs(temporal, CLUSTER, drifted))
     evicted = await check_histories(temporal, stack.worker_logs(), outcome)
     v += [f"pod {pod} evicted {n} times" for pod, n in evicted.items() if n > 1]
     outcome.nodes_created = len({s.name for s in seen if isinstance(s, NodeSeen) and s.replaces in drifted})

@@ -20,11 +20,13 @@ from bench.chaos_replacement import (
 )
 from scaling.kube.labels import request_key
 from scaling.nodes.disruption.drift import LABEL_REPLACES
-from scaling.nodes.disruption.orchestration import replacement_id, successor_id
+from scaling.nodes.disruption.orchestration import command_id, replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
 from starters.kube import node_group
 
-KEY_A = request_key(successor_id(replacement_id("c", "a"), 0))
+RUN_A = "0f1e2d3c-run-of-a"
+RUNS = {"a": {RUN_A}}  # a's replacement ran once
+KEY_A = request_key(successor_id(command_id(replacement_id("c", "a"), RUN_A), 0))
 
 
 def up(rv: int, name: str, **kw: Any) -> NodeSeen:
@@ -55,11 +57,11 @@ def replacement_of_a(cordon_at: int = 15, ready_at: int = 12) -> list[NodeSeen |
 
 
 def test_a_successor_ready_before_the_cordon_holds() -> None:
-    assert replacement_violations([*listed(), *replacement_of_a()], {"a", "b"}, "c") == []
+    assert replacement_violations([*listed(), *replacement_of_a()], {"a", "b"}, "c", RUNS) == []
 
 
 def test_the_cordon_before_the_successor_is_ready_breaks() -> None:
-    v = replacement_violations([*listed(), *replacement_of_a(cordon_at=13, ready_at=16)], {"a", "b"}, "c")
+    v = replacement_violations([*listed(), *replacement_of_a(cordon_at=13, ready_at=16)], {"a", "b"}, "c", RUNS)
     assert v == [
         "node a and its successors all out of service at resourceVersion 12: a (ready, cordoned), s (not ready, schedulable)"
     ]
@@ -70,7 +72,7 @@ def test_a_second_successor_an_unkeyed_one_and_a_node_beside_break() -> None:
         up(20, "s2", replaces="a", request="made-by-someone-else"),
         up(21, "x"),  # the loop bought a node: the pods had no room
     ]
-    v = replacement_violations([*listed(), *replacement_of_a(), *extra], {"a", "b"}, "c")
+    v = replacement_violations([*listed(), *replacement_of_a(), *extra], {"a", "b"}, "c", RUNS)
     assert v == [
         "successor s2 of a not keyed by its replacement: 'made-by-someone-else'",
         "node x made beside the replacements",
@@ -80,7 +82,7 @@ def test_a_second_successor_an_unkeyed_one_and_a_node_beside_break() -> None:
 
 def test_a_pod_still_on_the_node_when_it_is_deleted_is_lost() -> None:
     seen = [s for s in replacement_of_a() if not (isinstance(s, PodSeen) and s.gone)]
-    assert replacement_violations([*listed(), *seen], {"a", "b"}, "c") == [
+    assert replacement_violations([*listed(), *seen], {"a", "b"}, "c", RUNS) == [
         "pods default/p1 still on node a when it was deleted"
     ]
 
@@ -93,7 +95,10 @@ def test_a_node_as_the_api_server_shows_it() -> None:
     }
     seen = node_seen(7, obj)
     assert (seen.ready, seen.schedulable, seen.replaces, seen.serving) == (True, False, "a", False)
-    assert KEY_A in successor_keys("c", "a")
+    assert KEY_A in successor_keys("c", "a", [RUN_A])
+    # keyed by another run of a's replacement (or by its id alone, as before the run's key): not a's
+    assert KEY_A not in successor_keys("c", "a", ["another"])
+    assert request_key(successor_id(replacement_id("c", "a"), 0)) not in successor_keys("c", "a", [RUN_A])
     assert node_seen(8, {**obj, "spec": {"unschedulable": False}}).serving
 
 

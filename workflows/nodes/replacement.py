@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         REPLACEMENT_FAILED,
         REPLACEMENT_UNPLANNED,
         NodeReplacementInput,
+        command_id,
         command_nodes,
         removal_of,
         successor_inputs,
@@ -148,7 +149,9 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
 
         wid = workflow.info().workflow_id
-        requests = successor_inputs(inp, wid, plan, self.nodes[-1])
+        # The run's key, not the id's: an activity's input, so runs from before replay unchanged.
+        command = command_id(wid, workflow.info().first_execution_run_id)
+        requests = successor_inputs(inp, command, plan, self.nodes[-1])
         self.machines = [RequestMachine(r, self, self.decision) for r in requests]
         if self.machines:
             self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"

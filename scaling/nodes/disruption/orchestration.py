@@ -28,10 +28,18 @@ def is_replacement_id(workflow_id: str) -> bool:
     return workflow_id.startswith("nodes/") and "/replace/" in workflow_id
 
 
-def successor_id(workflow_id: str, index: int) -> str:
-    """A successor's request id, the create's idempotency key at the provider: a worker killed
-    mid-create finds the machine it made, never buys a second one."""
-    return f"{workflow_id}/node-{index}"
+def command_id(workflow_id: str, first_run_id: str) -> str:
+    """One command's key. Its workflow id names its first node only, and a later command on the same
+    node (this one kept it serving) runs under that id again: keyed by the id alone, it would find
+    this one's successors at the provider as its own, take them as Ready and, on a cancel, delete
+    them under the pods they took over."""
+    return f"{workflow_id}@{first_run_id[:8]}"
+
+
+def successor_id(command: str, index: int) -> str:
+    """A successor's request id (``command``: command_id), the create's idempotency key at the
+    provider: a worker killed mid-create finds the machine it made, never buys a second one."""
+    return f"{command}/node-{index}"
 
 
 class NodeReplacementInput(BaseModel):
@@ -61,7 +69,7 @@ def removal_of(inp: NodeReplacementInput, node: str) -> NodeScaleDownInput:
 
 
 def successor_inputs(
-    inp: NodeReplacementInput, workflow_id: str, plan: ReplacementPlan, replaces: str | None = None
+    inp: NodeReplacementInput, command: str, plan: ReplacementPlan, replaces: str | None = None
 ) -> list[NodeRequestInput]:
     """The requests for the planned successors, made from the group's spec now, each labelled with the
     node it replaces (``replaces``: the last of a multi-node command, so the successor is held from
@@ -70,7 +78,7 @@ def successor_inputs(
     gates = plan.gates or [None] * len(plan.new_nodes)
     return [
         NodeRequestInput(
-            id=successor_id(workflow_id, i),
+            id=successor_id(command, i),
             cluster=inp.removal.cluster,
             group=p.group,
             group_labels=plan.group_labels,

@@ -34,6 +34,7 @@ from scaling.nodes.disruption.orchestration import (
     REPLACEMENT_FAILED,
     REPLACEMENT_UNPLANNED,
     NodeReplacementInput,
+    command_id,
     successor_id,
 )
 from scaling.nodes.disruption.refusals import NOT_WORTH_IT, cluster_digest
@@ -151,23 +152,30 @@ async def trail_of(env: WorkflowEnvironment, wid: str, node_name: str = "a") -> 
     return [e.what for e in trail.entries]
 
 
-async def replace(env: WorkflowEnvironment, tq: str, node_name: str = "a") -> tuple[str, object]:
-    wid = f"nodes/c/replace/{node_name}-{uuid.uuid4().hex[:6]}"
+async def start_replace(
+    env: WorkflowEnvironment, tq: str, node_name: str = "a", kind: str = "Drifted", wid: str | None = None
+) -> WorkflowHandle:
+    wid = wid or f"nodes/c/replace/{node_name}-{uuid.uuid4().hex[:6]}"
     now = (await env.get_current_time()).timestamp()
-    removal = NodeScaleDownInput(cluster="c", node=node_name, group="g", kind="Drifted", scale_down_at=now)
-    h = await env.client.start_workflow(
+    removal = NodeScaleDownInput(cluster="c", node=node_name, group="g", kind=kind, scale_down_at=now)
+    return await env.client.start_workflow(
         NodeReplacementWorkflow.run, NodeReplacementInput(removal=removal, readiness_poll_s=1), id=wid, task_queue=tq
     )
-    return wid, await h.result()
+
+
+async def replace(env: WorkflowEnvironment, tq: str, node_name: str = "a") -> tuple[str, object]:
+    h = await start_replace(env, tq, node_name)
+    return h.id, await h.result()
 
 
 async def test_the_successor_is_ready_before_the_node_is_marked_and_drained(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
     w = world()
     tq, _ = await worker(w)
-    wid, result = await replace(env, tq)
+    h = await start_replace(env, tq)
+    wid, result = h.id, await h.result()
     assert result.phase == ScaleDownPhase.REMOVED, result.message
-    # One successor, made from the group's spec now, keyed by this workflow, naming the node it replaces.
-    assert len(w.created) == 1 and w.created[0].request_id == successor_id(wid, 0)
+    # One successor, made from the group's spec now, keyed by this run, naming the node it replaces.
+    assert len(w.created) == 1 and w.created[0].request_id == successor_id(command_id(wid, h.first_execution_run_id), 0)
     labels = w.created[0].labels
     assert labels[LABEL_REPLACES] == "a" and labels[LABEL_POOL_HASH]
     assert w.labelled[SUCCESSOR][LABEL_REPLACES] == "a"  # ... and Ready (the readiness wait labels it)
@@ -336,7 +344,7 @@ def three_dear_nodes() -> ReplaceWorld:
     )
 
 
-async def start_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> WorkflowHandle:
+async def start_many(env: WorkflowEnvironment, tq: str, allowed: int = 3, wid: str | None = None) -> WorkflowHandle:
     now = (await env.get_current_time()).timestamp()
     a, b, c = (
         NodeScaleDownInput(cluster="c", node=n, group="g", kind="Consolidated", scale_down_at=now)
@@ -345,7 +353,7 @@ async def start_many(env: WorkflowEnvironment, tq: str, allowed: int = 3) -> Wor
     return await env.client.start_workflow(
         NodeReplacementWorkflow.run,
         NodeReplacementInput(removal=a, others=[b, c], allowed=allowed, readiness_poll_s=1),
-        id=f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
+        id=wid or f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}",
         task_queue=tq,
     )
 
@@ -483,6 +491,30 @@ async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serv
     assert sorted(n for c, n in w.calls if c == "unmark") == ["a", "b", "c"]
     assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
     assert w.deleted == [SUCCESSOR]  # nothing moved to it
+
+
+async def test_a_later_command_under_the_same_id_buys_its_own_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """A command's id is its first node's. a's re-check cancelled (a do-not-disrupt pod), b and c went
+    and the successor holds their pods; the next command on a runs under the same id. Keyed by the id
+    alone, its create found that successor as its own and, its re-check cancelling too, deleted it
+    under the pods it held."""
+    w = arrived_do_not_disrupt(three_dear_nodes(), "a")
+    tq, _ = await worker(w)
+    wid = f"nodes/c/replace/a-{uuid.uuid4().hex[:6]}"
+    first = await (await start_many(env, tq, wid=wid)).result()
+    assert "2 of 3 nodes removed (b, c)" in first.message, first.message
+    assert sorted(w.deleted) == ["b", "c"] and w.made  # the successor serves b's and c's pods
+    kept = next(iter(w.made.values()))
+    a = w.plan_obs.nodes[0]
+    w.plan_obs = w.plan_obs.model_copy(
+        update={"nodes": [a], "pods": [p for p in w.plan_obs.pods if p.node_name == "a"]}
+    )
+    h = await start_replace(env, tq, kind="Consolidated", wid=wid)
+    second = await h.result()
+    assert second.reason == DO_NOT_DISRUPT, second.message
+    assert w.created[1].request_id == successor_id(command_id(wid, h.first_execution_run_id), 0)
+    assert w.created[1].request_id != w.created[0].request_id
+    assert kept not in w.deleted and sorted(w.deleted) == sorted(["b", "c", w.made[(w.created[1].request_id, 0)]])
 
 
 async def test_a_node_of_the_command_another_removes_is_left_to_it_and_the_others_drain(
