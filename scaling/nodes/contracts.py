@@ -259,6 +259,8 @@ class ScaleDownEvaluationInput(BaseModel):
     candidates_digest: str = ""
     # Consolidations found not worth it: their nodes stay out of consolidation while nothing changed.
     refused: list[RefusedConsolidation] = Field(default_factory=list)
+    # The multi-node commands with a node in flight (ScaleDownStatus.command): their successors are held.
+    replacing: list[str] = Field(default_factory=list)
 
 
 class RemovalTarget(BaseModel):

@@ -83,6 +83,8 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.draining = False
         self.cordoned: set[str] = set()  # drain_gate reports: nodes of the command cordoned, waiting to drain
         self.nodes = command_nodes(inp)  # what the loop holds for this command (one node but for multi-node)
+        # The run's key, not the id's (orchestration.command_id): the successors' create key and label.
+        self.command = command_id(workflow.info().workflow_id, workflow.info().first_execution_run_id)
 
     # -- steering ------------------------------------------------------------------------
     @workflow.query
@@ -149,9 +151,8 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             return await self._finish(ScaleDownPhase.CANCELLED, NOT_WORTH_IT, f"node {removal.node} kept: {refused}")
 
         wid = workflow.info().workflow_id
-        # The run's key, not the id's: an activity's input, so runs from before replay unchanged.
-        command = command_id(wid, workflow.info().first_execution_run_id)
-        requests = successor_inputs(inp, command, plan, self.nodes[-1])
+        # Keyed by the run: an activity's input, so runs from before replay unchanged.
+        requests = successor_inputs(inp, self.command, plan, self.nodes[-1])
         self.machines = [RequestMachine(r, self, self.decision) for r in requests]
         if self.machines:
             self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"
@@ -233,7 +234,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         try:
             return await workflow.start_child_workflow(
                 NodeScaleDownWorkflow.run,
-                self._removal(node).model_copy(update={"drain_gate": gate}),
+                self._removal(node).model_copy(update={"drain_gate": gate, "command": self.command}),
                 id=scale_down_id(self.inp.removal.cluster, node),
                 result_type=ScaleDownStatus,
             )

@@ -76,6 +76,7 @@ class NodeScaleDownWorkflow:
             workflow_id=workflow.info().workflow_id,
             kind=inp.kind,
             scale_down_at=inp.scale_down_at,
+            command=inp.command,
         )
         self.cancel_reason: tuple[str, str] | None = None  # (code, message)
         self.now_requested = False

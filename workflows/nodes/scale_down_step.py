@@ -105,6 +105,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         fresh=state.resource_versions,
         candidates_digest=state.candidates_digest,
         refused=state.refused_consolidations,
+        replacing=sorted({sd.command for sd in state.scale_downs.values() if sd.command}),
     )
     key = reuse_key(inp)
     if stands(state.scale_down_reuse, view, key, now):

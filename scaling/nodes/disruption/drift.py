@@ -22,6 +22,10 @@ LABEL_POOL_HASH = "growth.autoscaling.dev/pool-hash"
 # The node a replacement is made for: while that node is being replaced, the new one is held from
 # scale-down (it is empty until the old node's pods arrive).
 LABEL_REPLACES = "growth.autoscaling.dev/replaces"
+# The command that made it (orchestration.command_id): a multi-node command's nodes drain together,
+# and the node LABEL_REPLACES names may be gone while the others still drain; the successor is held
+# while any node of its command is.
+LABEL_REPLACEMENT = "growth.autoscaling.dev/replacement"
 
 
 def pool_hash(labels: dict[str, str], taints: list[Taint], pool: Pool) -> str:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from scaling.kube.labels import label_value
 from scaling.nodes.contracts import ReplacementPlan
-from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.disruption.drift import LABEL_REPLACEMENT, LABEL_REPLACES
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
 from scaling.nodes.scale_up.requests import NodeRequestInput
 
@@ -91,7 +91,10 @@ def successor_inputs(
             readiness_poll_s=inp.readiness_poll_s,
             max_attempts=inp.max_attempts,
             approval=gate,
-            extra_labels={LABEL_REPLACES: label_value(replaces or inp.removal.node)},
+            extra_labels={
+                LABEL_REPLACES: label_value(replaces or inp.removal.node),
+                LABEL_REPLACEMENT: label_value(command),
+            },
         )
         for i, (p, gate) in enumerate(zip(plan.new_nodes, gates, strict=True))
     ]

@@ -31,9 +31,10 @@ operator on the nodes that remain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
+from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.refusals import (
     RefusedConsolidation,
@@ -90,11 +91,13 @@ def plan_scale_down(
     settings: ScaleDownLoopSettings | None = None,
     refused: list[RefusedConsolidation] | None = None,
     prices: Mapping[str, float] | None = None,
+    replacing: Collection[str] = (),
 ) -> ScaleDownPlan:
     """One scale-down evaluation: a state per node and the nodes to start removing now. ``refused``:
     consolidations found not worth it, whose nodes consolidation leaves alone while nothing changed;
     ``prices``: the catalogue's (catalogue.hourly_prices), which order consolidation's
-    candidates (none: by disruption cost alone)."""
+    candidates (none: by disruption cost alone); ``replacing``: the multi-node commands with a node
+    in flight (their successors are held)."""
     settings = settings or ScaleDownLoopSettings()
     standing, ended = (
         standing_refusals(
@@ -114,6 +117,7 @@ def plan_scale_down(
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
     observed = {n.name for n in nodes}
+    commands = {label_value(c) for c in replacing}
     waiting = awaiting_scheduler(pods)
     # The room the pods waiting for the scheduler are about to take is taken before any fit, and
     # the ones about to land on a candidate move with it (scale_down.landing).
@@ -140,7 +144,7 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
-        if held := successor_held(node, in_progress, observed):
+        if held := successor_held(node, in_progress, observed, commands):
             # The successor of a node being replaced: empty until that node's pods arrive.
             dec.state = NodeState.BLOCKED
             dec.reasons = [held]
@@ -290,4 +294,5 @@ def plan_from_input(inp: ScaleDownInput) -> ScaleDownPlan:
         inp.settings,
         inp.refused,
         inp.prices,
+        inp.replacing,
     )

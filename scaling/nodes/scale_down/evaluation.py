@@ -152,7 +152,11 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
 def reuse_key(inp: ScaleDownEvaluationInput) -> str:
     """The input but for `now` and what only shapes the answer's size: two inputs with the same
     key, on the same cluster, evaluate alike until the first's ``stable_until``."""
-    body = inp.model_dump_json(exclude={"now", "fresh", "candidates_digest"})
+    # `replacing` only when set: a key carried over continue-as-new from before it was kept
+    # matches, so a recorded run's reuse replays as it was decided.
+    body = inp.model_dump_json(
+        exclude={"now", "fresh", "candidates_digest", *(() if inp.replacing else ("replacing",))}
+    )
     return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
@@ -191,6 +195,7 @@ def evaluation_of(
             settings=inp.settings,
             refused=inp.refused,
             prices=prices or {},
+            replacing=inp.replacing,
         )
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}

@@ -50,12 +50,12 @@ Deployments costs a few passes over the nodes plus one step a pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from scaling.kube.drain import Blocker, pod_key
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.kube.pods import follows_node
-from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.disruption.drift import LABEL_REPLACEMENT, LABEL_REPLACES
 from scaling.nodes.scale_down.checks import NOTHING, can_land, free_room, need_of
 from scaling.nodes.scale_down.models import Landing
 
@@ -202,10 +202,18 @@ def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], used: dict[str, Res
     return {pod_key(p): name for name, pods in landing.arriving.items() for p in pods}
 
 
-def successor_held(node: NodeInfo, in_progress: set[str], observed: set[str]) -> Blocker | None:
+def successor_held(
+    node: NodeInfo, in_progress: set[str], observed: set[str], commands: Collection[str] = ()
+) -> Blocker | None:
     """A replacement's successor is held while the node it replaces is being removed or is still
-    seen: until then its pods have not arrived, and it is the only place they have to go."""
+    seen, or while any node of its command is in flight (``commands``: their LABEL_REPLACEMENT
+    values; a multi-node command drains its nodes together, and the one the successor names may go
+    first): until then their pods have not arrived, and it is the only place they have to go."""
     replaces = node.labels.get(LABEL_REPLACES)
-    if not replaces or (replaces not in in_progress and replaces not in observed):
+    if not replaces:
         return None
-    return Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
+    if replaces in in_progress or replaces in observed:
+        return Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
+    if node.labels.get(LABEL_REPLACEMENT) in commands:
+        return Blocker(code=REPLACING, message=f"node {node.name} replaces nodes of a command still being drained")
+    return None

@@ -112,6 +112,7 @@ class ScaleDownInput(BaseModel):
     refused: list[RefusedConsolidation] = Field(default_factory=list)
     # The catalogue's hourly prices (scaling.nodes.catalogue.hourly_prices): consolidation's order.
     prices: dict[str, float] = Field(default_factory=dict)
+    replacing: list[str] = Field(default_factory=list)  # ScaleDownEvaluationInput.replacing
 
 
 class FitResult(BaseModel):

@@ -55,6 +55,9 @@ class NodeScaleDownInput(BaseModel):
     # A multi-node command's NodeReplacement (its workflow id): once cordoned, the node tells it and
     # evicts nothing until it answers that every node of the command is cordoned (None: drain at once).
     drain_gate: str | None = None
+    # That command's key (orchestration.command_id), reported: the loop holds the command's successor
+    # from scale-down while any node of it is in flight (its labelled node may be gone first).
+    command: str | None = None
 
 
 class ScaleDownStatus(BaseModel):
@@ -72,6 +75,7 @@ class ScaleDownStatus(BaseModel):
     # A NotWorthIt consolidation's: the digest of what its plan read (scaling.nodes.disruption.refusals);
     # the loop keeps the node out of consolidation while the cluster shows the same.
     cluster_digest: str = ""
+    command: str | None = None  # NodeScaleDownInput.command
 
     @property
     def final(self) -> bool:

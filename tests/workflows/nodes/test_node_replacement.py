@@ -15,6 +15,7 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.history import RecordedHistory
+from scaling.kube.labels import label_value
 from scaling.kube.models import Resources
 from scaling.nodes.contracts import (
     CreateNodeInput,
@@ -27,7 +28,7 @@ from scaling.nodes.contracts import (
     WaitReadyInput,
 )
 from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
-from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
+from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACEMENT, LABEL_REPLACES
 from scaling.nodes.disruption.multi_node import plan_for_input
 from scaling.nodes.disruption.orchestration import (
     ALREADY_REMOVING,
@@ -368,11 +369,16 @@ async def test_three_nodes_are_replaced_by_one_successor_ready_before_any_is_tou
 ) -> None:
     w = three_dear_nodes()
     tq, _ = await worker(w)
-    result = await consolidate_many(env, tq)
+    h = await start_many(env, tq)
+    result = await h.result()
     assert result.phase == ScaleDownPhase.REMOVED and "3 of 3 nodes removed" in result.message, result.message
     assert w.plans[0].nodes == ["a", "b", "c"]
     assert [c.pool.server_type for c in w.created] == ["cx22"]  # one successor, cheaper than the three
-    assert w.created[0].labels[LABEL_REPLACES] == "c"  # held from scale-down until the last is drained
+    # held from scale-down until the last is drained, and while any node of the command is in flight:
+    # each node's NodeScaleDown reports the command the successor is labelled with
+    command = command_id(h.id, h.first_execution_run_id)
+    assert w.created[0].labels[LABEL_REPLACES] == "c"
+    assert w.created[0].labels[LABEL_REPLACEMENT] == label_value(command) and result.command == command
     ready = w.calls.index(("ready", SUCCESSOR))
     touched = [i for i, (c, n) in enumerate(w.calls) if n in "abc" and c in ("mark", "cordon", "delete-node")]
     assert touched and min(touched) > ready  # nothing touched before the successor was Ready

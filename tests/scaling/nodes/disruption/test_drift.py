@@ -6,10 +6,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from scaling.kube.labels import label_value
 from scaling.kube.models import Taint
 from scaling.nodes.disruption.budgets import BUDGET_EXHAUSTED
 from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
-from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES, drift_message, expiry_message, pool_hash
+from scaling.nodes.disruption.drift import (
+    LABEL_POOL_HASH,
+    LABEL_REPLACEMENT,
+    LABEL_REPLACES,
+    drift_message,
+    expiry_message,
+    pool_hash,
+)
 from scaling.nodes.disruption.models import Budget, Disruption, DisruptionReason
 from scaling.nodes.models import NodeGroup, PoolSpec, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
@@ -114,6 +122,25 @@ def test_a_successor_is_held_while_its_predecessor_is_replaced() -> None:
     g2 = g.model_copy(update={"pools": [g.pools[0].model_copy(update={"min_nodes": 0})]})
     gone = [n for n in nodes if n.name != "n1"]
     assert "n1-successor" in removed(plan(gone, [], groups=[g2], now=NOW, last_up=0.0))  # n1 gone: plain empty node
+
+
+def test_a_multi_node_commands_successor_is_held_while_any_of_its_nodes_is_in_flight() -> None:
+    """The command's nodes drain together: the one the successor names (its last) may be gone while
+    another still drains, and the successor is the only place that node's pods have to go."""
+    g = group()
+    g0 = g.model_copy(update={"pools": [g.pools[0].model_copy(update={"min_nodes": 0})]})
+    command = "nodes/c/replace/n1@0f1e2d3c"  # orchestration.command_id: a workflow id with '/'
+    labels = {LABEL_REPLACES: "n3", LABEL_REPLACEMENT: label_value(command)}
+    nodes = [made_from(g, "n1"), made_from(g, "s", labels=labels)]
+    nodes.append(node("big", group=None, cpu=64000, mem=64 * GI))
+    p = plan(nodes, [], groups=[g0], now=NOW, last_up=0.0, in_progress={"n1"}, replacing=[command])
+    assert state(p, "s") == (NodeState.BLOCKED, REPLACING)
+    assert "replaces nodes of a command" in p.decisions["s"].reasons[0].message
+    # another command in flight, or none: a plain empty node once n3 is gone
+    for replacing in (["nodes/c/replace/n1@99999999"], []):
+        assert "s" in removed(
+            plan(nodes, [], groups=[g0], now=NOW, last_up=0.0, in_progress={"n1"}, replacing=replacing)
+        )
 
 
 def test_a_replacement_recheck_ignores_what_only_holds_a_plain_removal() -> None:

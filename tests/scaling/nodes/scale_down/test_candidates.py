@@ -101,6 +101,7 @@ def plan(
     in_progress=(),
     refused=None,
     prices=None,
+    replacing=(),
     **loop,
 ) -> ScaleDownPlan:
     return plan_scale_down(
@@ -117,6 +118,7 @@ def plan(
         ScaleDownLoopSettings(**loop),
         refused,
         prices,
+        replacing,
     )
 
 

@@ -6,6 +6,7 @@ empty nodes)."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from datetime import UTC, datetime
 
@@ -476,9 +477,18 @@ def test_the_last_evaluation_stands_only_for_the_same_view_input_and_time() -> N
     assert not stands(reuse, "w1:3.8", reuse_key(later), NOW + 2)  # an object changed
     assert not stands(reuse, "", reuse_key(later), NOW + 2)  # a worker without a token
     assert not stands(reuse, "w1:3.7", reuse_key(later.model_copy(update={"protected": ["busy"]})), NOW + 2)
+    assert not stands(reuse, "w1:3.7", reuse_key(later.model_copy(update={"replacing": ["r@1"]})), NOW + 2)
     assert not stands(reuse, "w1:3.7", reuse_key(later), NOW + 500)  # light's timer ran out
     assert reuse_of(ev.model_copy(update={"view": ""}), reuse_key(inp)) is None
     assert reuse_of(ev.model_copy(update={"stable_until": None}), reuse_key(inp)) is None
+
+
+def test_the_reuse_key_of_an_input_with_no_command_in_flight_is_the_one_before_commands_were_sent() -> None:
+    """The key is carried over continue-as-new: one from before ``replacing`` was sent must match,
+    or a recorded run that reused its evaluation evaluates again on replay."""
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100}, protected=["busy"])
+    before = inp.model_dump_json(exclude={"now", "fresh", "candidates_digest", "replacing"})
+    assert reuse_key(inp) == hashlib.sha256(before.encode()).hexdigest()[:24]
 
 
 def test_stable_until_stops_at_a_budget_window_edge() -> None:
