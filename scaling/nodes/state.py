@@ -239,6 +239,12 @@ def _same_report(a: ScaleDownStatus, b: ScaleDownStatus) -> bool:
     )
 
 
+def commands_in_flight(state: NodeAutoscalerState) -> list[str]:
+    """The multi-node commands with a node the loop still has in flight (their NodeScaleDowns report
+    the command's key): the evaluation holds their successors."""
+    return sorted({sd.command for sd in state.scale_downs.values() if sd.command})
+
+
 def reported_final(state: NodeAutoscalerState, workflow_id: str, node: str) -> bool:
     """Whether the removal ``workflow_id`` already told the loop its final word on ``node``."""
     return any(r.workflow_id == workflow_id and r.node == node and r.final for r in state.recent_scale_downs)

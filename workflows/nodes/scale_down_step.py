@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.models import NodeRemoval, NodeState, ScaleDownLoopSettings
     from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import NodeAutoscalerState, release_unstarted
+    from scaling.nodes.state import NodeAutoscalerState, commands_in_flight, release_unstarted
     from scaling.nodes.summaries import replacement_summary, scale_down_summary
     from workflows.children import start_abandoned
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -105,7 +105,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         fresh=state.resource_versions,
         candidates_digest=state.candidates_digest,
         refused=state.refused_consolidations,
-        replacing=sorted({sd.command for sd in state.scale_downs.values() if sd.command}),
+        replacing=commands_in_flight(state),
     )
     key = reuse_key(inp)
     if stands(state.scale_down_reuse, view, key, now):

@@ -359,6 +359,25 @@ def test_the_loop_takes_one_final_report_per_node_of_a_command() -> None:
     assert state.scale_down_by_phase == {"Cancelled": 3}
 
 
+def test_a_command_stays_in_flight_until_its_last_node_reports_final() -> None:
+    """Drained together, the node the successor is labelled with (c) may end first: the command's key
+    stays among those the evaluation holds successors for until every node of it reported its end."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, commands_in_flight, record_scale_down_update
+
+    state = NodeAutoscalerState()
+    key = "nodes/c/replace/a@0f1e2d3c"
+    for n in ("a", "c"):
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=f"nodes/c/scale-down/{n}", command=key))
+    record_scale_down_update(state, ScaleDownStatus(node="x", workflow_id="nodes/c/scale-down/x"))  # a plain one
+    assert commands_in_flight(state) == [key]
+    ended = ScaleDownStatus(node="c", workflow_id="nodes/c/scale-down/c", command=key, phase=ScaleDownPhase.REMOVED)
+    record_scale_down_update(state, ended)
+    assert commands_in_flight(state) == [key]  # a still drains
+    record_scale_down_update(state, ended.model_copy(update={"node": "a", "workflow_id": "nodes/c/scale-down/a"}))
+    assert commands_in_flight(state) == []
+
+
 def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None:
     from scaling.nodes.disruption.what_if import consolidation_now
     from starters.nodes_consolidate import format_consolidation
