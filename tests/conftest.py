@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from starters.processes import Processes
+from starters.processes import Processes, free_port
 
 BIN = Path(sys.executable).parent
 
@@ -47,6 +47,9 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
     under a CPU hog, a later test's time skip stalled until pytest's timeout and the server
     stopped accepting connections ("tcp connect error", a SYN-flood warning in the kernel log)."""
     async with await WorkflowEnvironment.start_time_skipping(
+        # A port below the kernel's ephemeral range (starters.processes.free_port): the SDK's own pick
+        # is bind(0)'s, which a dev server starting beside it may be handed for an internal service.
+        port=free_port(),
         test_server_existing_path=temporal_test_server_path,
         data_converter=pydantic_data_converter,
         test_server_startup_timeout=SERVER_STARTUP,

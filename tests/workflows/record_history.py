@@ -25,6 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.runtime import run
+from starters.processes import free_port
 from tests.workflows.nodes.test_node_request import record_history as record_fallback
 from tests.workflows.nodes.test_node_request_batch import record_history as record_batch
 
@@ -80,7 +81,9 @@ async def save_node_histories(db: Path) -> None:
 
 async def save_fallback_history() -> None:
     async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(BIN / "temporal-test-server"), data_converter=pydantic_data_converter
+        port=free_port(),
+        test_server_existing_path=str(BIN / "temporal-test-server"),
+        data_converter=pydantic_data_converter,
     ) as env:
         await record_fallback(env)
         await record_batch(env)

@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
+from starters.processes import free_port
 from tests.conftest import SERVER_STARTUP
 from workflows.sandbox import workflow_runner
 
@@ -46,6 +47,7 @@ def record_again(path: Path, record: Callable[[WorkflowEnvironment], Awaitable[W
 
     async def main() -> None:
         async with await WorkflowEnvironment.start_time_skipping(
+            port=free_port(),
             test_server_startup_timeout=SERVER_STARTUP,
             test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
             data_converter=pydantic_data_converter,

@@ -23,6 +23,7 @@ from activities.kube.client import ClusterClients
 from activities.settings import Settings
 from scaling.components import contracts
 from sim.tidb.world import FakeTidb
+from starters.processes import free_port
 from tests.activities.components.conftest import NS, TAC, TC, G, V, running, tc_body
 from tests.conftest import SERVER_STARTUP
 
@@ -99,6 +100,7 @@ async def test_activities_through_a_worker(
     settings = Settings(components=ComponentsSettings(prometheus_url=world.prometheus_url))
     activities = build_activities(settings, ClusterClients(shared=api))
     async with await WorkflowEnvironment.start_time_skipping(
+        port=free_port(),
         test_server_startup_timeout=SERVER_STARTUP,
         test_server_existing_path=temporal_test_server_path,
         data_converter=pydantic_data_converter,

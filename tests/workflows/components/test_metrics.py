@@ -11,6 +11,7 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import loop_metrics as names
+from starters.processes import free_port
 from tests.conftest import SERVER_STARTUP
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
@@ -29,6 +30,7 @@ async def env(temporal_test_server_path: str, buffer: MetricBuffer) -> AsyncIter
     """The shared fixture's server, with a runtime whose metrics go to `buffer`."""
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
     async with await WorkflowEnvironment.start_time_skipping(
+        port=free_port(),
         test_server_startup_timeout=SERVER_STARTUP,
         test_server_existing_path=temporal_test_server_path,
         data_converter=pydantic_data_converter,

@@ -19,6 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import contracts
+from starters.processes import free_port
 from tests.conftest import SERVER_STARTUP
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
@@ -59,6 +60,7 @@ def test_0_2_0_recorded_its_decisions() -> None:
 
 async def _main(path: Path) -> None:
     async with await WorkflowEnvironment.start_time_skipping(
+        port=free_port(),
         test_server_startup_timeout=SERVER_STARTUP,
         test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
         data_converter=pydantic_data_converter,
