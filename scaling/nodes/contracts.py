@@ -324,6 +324,7 @@ class NodeRemovalCheckInput(BaseModel):
     # The worker's watch-fed cache answers (an operator's remove_node, checked again before the
     # drain); False reads the API server itself: the re-check right before a machine goes.
     from_cache: bool = False
+    moving_with: list[str] = Field(default_factory=list)  # NodeScaleDownInput.moving_with
 
 
 class NodeRemovalCheck(BaseModel):

@@ -234,7 +234,13 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         try:
             return await workflow.start_child_workflow(
                 NodeScaleDownWorkflow.run,
-                self._removal(node).model_copy(update={"drain_gate": gate, "command": self.command}),
+                self._removal(node).model_copy(
+                    update={
+                        "drain_gate": gate,
+                        "command": self.command,
+                        "moving_with": [n for n in self.nodes if n != node],
+                    }
+                ),
                 id=scale_down_id(self.inp.removal.cluster, node),
                 result_type=ScaleDownStatus,
             )

@@ -149,6 +149,7 @@ class NodeScaleDownWorkflow:
             protected=inp.protected,
             require_empty=method_for(inp.kind).require_empty,
             settings=inp.settings,
+            moving_with=inp.moving_with,
         )
         check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         if not check.found:

@@ -276,6 +276,7 @@ def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) ->
     if node is None:
         return NodeRemovalCheck(found=False)
     leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(inp.in_progress) | {node.name}
+    leaving |= set(inp.moving_with)  # marked at the same moment: maybe not yet
     check = still_removable(
         node,
         obs.pods,
@@ -288,6 +289,7 @@ def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) ->
         require_empty=inp.require_empty,
         settings=inp.settings,
         now=inp.now,
+        moving_with=sorted(set(inp.moving_with) - {node.name}),
     )
     live = without_long_terminating(obs.pods, inp.now)
     return NodeRemovalCheck(

@@ -4,7 +4,7 @@ cancel a removal, and what an operator's remove-now may override.
 
 from __future__ import annotations
 
-from scaling.kube.drain import MIN_NODES, Blocker, PdbInfo, pods_to_evict, without_long_terminating
+from scaling.kube.drain import MIN_NODES, NO_PLACE_TO_MOVE, Blocker, PdbInfo, pods_to_evict, without_long_terminating
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.models import LABEL_GROUP, NodeGroup
@@ -16,6 +16,7 @@ from scaling.nodes.scale_down.checks import (
     is_target,
     min_nodes_for,
     needs_room,
+    pods_fit_elsewhere,
     pool_of,
     used_by_node,
 )
@@ -38,6 +39,7 @@ def still_removable(
     require_empty: bool = False,
     settings: ScaleDownLoopSettings | None = None,
     now: float | None = None,
+    moving_with: list[str] | None = None,
 ) -> RemovalCheck:
     """Re-check one node right before draining it (the NodeScaleDown timer fired).
 
@@ -46,6 +48,9 @@ def still_removable(
     needs evicting blocking it; without, as Underused (see ``rechecked_as``).
     The node is expected to carry the deletion taint by now; that does not block it. With
     ``now``, long-terminating pods are treated as gone (see the candidates module doc).
+    ``moving_with``: the other nodes of its command, drained with it (in ``in_progress`` too): their
+    pods are placed first, so the command is checked as a whole, as Karpenter validates a command,
+    not each node against the same free room (the successor's, when pods landed on it since the plan).
     """
     settings = settings or ScaleDownLoopSettings()
     used = used_by_node(pods)
@@ -53,7 +58,7 @@ def still_removable(
         pods = without_long_terminating(pods, now)
     groups = groups or []
     kinds = frozenset(settings.replicated_kinds)
-    others_leaving = set(in_progress) - {node.name}
+    others_leaving = (set(in_progress) | set(moving_with or ())) - {node.name}
     blockers: list[Blocker] = []
     if not is_managed(node):
         blockers.append(Blocker(code="NotManaged", message=f"node {node.name} has no {LABEL_GROUP} label"))
@@ -80,10 +85,26 @@ def still_removable(
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
     targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
+    command: Blocker | None = None
+    if moving_with:
+        ahead = [p for peer in moving_with for p in pods_to_evict(peer, pods) if needs_room(p, kinds)]
+        placed = pods_fit_elsewhere(ahead, targets, used)
+        if placed.ok:
+            used = after_moves(used, placed.placements, ahead)
+        else:
+            command = Blocker(
+                code=NO_PLACE_TO_MOVE,
+                message=f"the pods of {', '.join(moving_with)}, drained with node {node.name}, have no place to go",
+            )
     b, fit = individual_blockers(
         node, pods, pdbs, storage, targets, used, set(protected), kinds, one_at_a_time=consolidating(gs)
     )
+    if moving_with and fit is not None and not fit.ok:
+        peers = f" once the pods of {', '.join(moving_with)}, drained with it, are placed"
+        b = [x.model_copy(update={"message": x.message + peers}) if x is fit.blocker else x for x in b]
     blockers += b
+    if command is not None:
+        blockers.append(command)
     if fit is not None and fit.ok:
         movers = [p for p in pods_to_evict(node.name, pods) if needs_room(p, kinds)]
         after = after_moves(used, fit.placements, movers)

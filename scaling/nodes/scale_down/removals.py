@@ -58,6 +58,9 @@ class NodeScaleDownInput(BaseModel):
     # That command's key (orchestration.command_id), reported: the loop holds the command's successor
     # from scale-down while any node of it is in flight (its labelled node may be gone first).
     command: str | None = None
+    # The command's other nodes, drained with this one: the re-check counts them as leaving and places
+    # their pods first, so the command is checked as a whole (Karpenter validates a command so).
+    moving_with: list[str] = Field(default_factory=list)
 
 
 class ScaleDownStatus(BaseModel):

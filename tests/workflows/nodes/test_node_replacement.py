@@ -15,6 +15,7 @@ from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.history import RecordedHistory
+from scaling.kube.drain import NO_PLACE_TO_MOVE
 from scaling.kube.labels import label_value
 from scaling.kube.models import Resources
 from scaling.nodes.contracts import (
@@ -69,6 +70,7 @@ class ReplaceWorld(DownWorld):
     plans: list[ReplacementPlan] = field(default_factory=list)
     made: dict[tuple[str, int], str] = field(default_factory=dict)  # the create's key -> machine
     held_evictions: set[str] = field(default_factory=set)  # pods whose eviction waits while listed here
+    late_cpu: int = 0  # a pod of this many millicores lands on each successor once it is made
 
     def activities(self) -> list:
         w = self
@@ -83,8 +85,18 @@ class ReplaceWorld(DownWorld):
             if name is None:
                 name = w.made[key] = f"{inp.pool.name}-{len(w.made) + 1}"
                 # The successor joins the cluster the re-check and the loop read.
-                made = node(name).model_copy(update={"labels": {**node(name).labels, **inp.labels}})
-                w.down_obs = w.down_obs.model_copy(update={"nodes": [*w.down_obs.nodes, made]})
+                # As big as its server type: a re-check checks the whole command against its room.
+                size = next(t.allocatable for t in kwok_catalogue() if t.name == inp.pool.server_type)
+                made = node(name).model_copy(
+                    update={
+                        "labels": {**node(name).labels, **inp.labels},
+                        "allocatable": size.model_copy(update={"extended": ()}),
+                    }
+                )
+                late = [busy(name, cpu=w.late_cpu)[0].model_copy(update={"name": f"late-{name}"})] if w.late_cpu else []
+                w.down_obs = w.down_obs.model_copy(
+                    update={"nodes": [*w.down_obs.nodes, made], "pods": [*w.down_obs.pods, *late]}
+                )
             return CreateNodeResult(outcome="created", node_name=name, provider_id=f"kwok://{name}")
 
         @activity.defn(name="plan_replacement")
@@ -484,6 +496,19 @@ def test_the_committed_drains_took_each_branch() -> None:
     assert DRAINS_TOGETHER not in patches_in(in_turn) and DRAINS_TOGETHER in patches_in(together)
     assert drains_of(in_turn) == ["start", "end"] * 3
     assert drains_of(together) == ["start"] * 3 + ["end"] * 3
+
+
+async def test_the_drains_recheck_the_command_as_a_whole(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """A pod landed on the successor after the plan: it has room for two of the three nodes' pods. Each
+    node re-checked alone fits its pod there, and all three drained, one pod had nowhere to go; each
+    re-check places the others' pods first (Karpenter validates a command as a whole), so none drains."""
+    w = three_dear_nodes()
+    w.late_cpu = 930  # the cx22 successor (1930m) keeps 1000m: two of the 500m pods
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.reason == NO_PLACE_TO_MOVE and "0 of 3 nodes removed (none)" in result.message, result.message
+    assert sorted(n for c, n in w.calls if c == "unmark") == ["a", "b", "c"]
+    assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
 
 
 async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serves(

@@ -52,3 +52,28 @@ def test_remove_now_is_refused_only_for_data_loss() -> None:
     assert blocking("Empty", [busy]) == [busy]
     assert cancel_code(Blocker(code=NOT_EMPTY, message="pods")) == CANCELLED_BY_PODS
     assert cancel_code(volume) == VOLUME_ATTACHED
+
+
+def test_a_command_is_rechecked_as_a_whole() -> None:
+    """a and b of one command drain together onto the successor s, which has room for one of their
+    pods since a pod landed on it after the plan: each node checked alone fits s's whole room, and both
+    drained, one pod would have nowhere to go (Karpenter validates a command as a whole)."""
+    a, b = (node(n, taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")]) for n in ("a", "b"))
+    s = node("s", cpu=2000)
+    pods = [pod("a-web", "a", cpu=1200), pod("b-web", "b", cpu=1200), pod("late", "s", cpu=500)]
+    kw = {"pods": pods, "pdbs": [], "storage": None, "nodes": [a, b, s], "in_progress": {"a", "b"}}
+    assert still_removable(a, **kw).ok  # alone: s's 1500m hold a's 1200m
+    whole = still_removable(a, moving_with=["b"], **kw)
+    assert [x.code for x in whole.blockers] == [NO_PLACE_TO_MOVE]
+    # b's pod took s's room first: a's has none left
+    assert (
+        whole.blockers[0].message
+        == "pod default/a-web fits on no other node once the pods of b, drained with it, are placed"
+    )
+    # with room for both, the command passes; a peer not yet marked is leaving all the same
+    roomy = [a, node("b"), node("s", cpu=4000)]
+    assert still_removable(a, **{**kw, "nodes": roomy, "in_progress": {"a"}}, moving_with=["b"]).ok
+    # ... and its room is not a's, nor b's pods': with b alone beside a, neither has a place
+    only_b = still_removable(a, **{**kw, "nodes": [a, node("b", cpu=8000)], "in_progress": {"a"}}, moving_with=["b"])
+    assert [x.code for x in only_b.blockers] == [NO_PLACE_TO_MOVE, NO_PLACE_TO_MOVE]
+    assert only_b.blockers[1].message == "the pods of b, drained with node a, have no place to go"
