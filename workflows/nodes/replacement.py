@@ -31,7 +31,14 @@ from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
-    from scaling.nodes.contracts import DeleteNodeInput, ReplacementPlan, ReplacementPlanInput, WaitReadyInput
+    from scaling.nodes.contracts import (
+        DeleteNodeInput,
+        NodeRemovalCheck,
+        NodeRemovalCheckInput,
+        ReplacementPlan,
+        ReplacementPlanInput,
+        WaitReadyInput,
+    )
     from scaling.nodes.disruption.orchestration import (
         ALREADY_REMOVING,
         NODE_CORDONED,
@@ -51,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.summaries import replacement_details
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.request_machine import DELETE_RETRY, Decision, MachineApprovals, RequestMachine, wait_alone
-    from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
+    from workflows.nodes.scale_down import KUBE_RETRY, NodeScaleDownWorkflow, scale_down_id
     from workflows.search import CLUSTER, NODE, PHASE
 
 PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -63,6 +70,10 @@ PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 # (histories/node_replacement_drained_in_turn.json). Asked only when the command drains two or more
 # nodes. (Orchestration: added 2026-11, release 0.3.0.)
 DRAINS_TOGETHER = "multi-node-drains-together"
+# A successor the command no longer needs is deleted only when no pod needs evicting from it: it is a
+# Ready, schedulable node from the moment it is made, and pods from elsewhere may have landed on it
+# (it went at the provider, undrained, with them). One that serves stays for the loop's scale-down.
+SUCCESSORS_EMPTY_FIRST = "successors-deleted-only-empty"
 
 
 @workflow.defn(name="NodeReplacement")
@@ -283,20 +294,40 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
 
     # -- helpers -------------------------------------------------------------------------
     async def _delete_successors(self) -> None:
-        for m in self.machines:
-            s = m.status
-            if s.phase == RequestPhase.READY and s.node_name:
-                await workflow.execute_activity(
-                    contracts.DELETE_NODE,
-                    DeleteNodeInput(
-                        cluster=self.inp.removal.cluster,
-                        provider=s.provider,
-                        node_name=s.node_name,
-                        provider_id=s.provider_id,
-                    ),
-                    **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
-                    retry_policy=DELETE_RETRY,
-                )
+        ready = [m.status for m in self.machines if m.status.phase == RequestPhase.READY and m.status.node_name]
+        check_first = bool(ready) and workflow.patched(SUCCESSORS_EMPTY_FIRST)
+        for s in ready:
+            if check_first and await self._serving(s.node_name or ""):
+                workflow.logger.info("successor %s keeps serving the pods that landed on it", s.node_name)
+                continue
+            await workflow.execute_activity(
+                contracts.DELETE_NODE,
+                DeleteNodeInput(
+                    cluster=self.inp.removal.cluster,
+                    provider=s.provider,
+                    node_name=s.node_name,
+                    provider_id=s.provider_id,
+                ),
+                **NODE_ACTIVITIES[contracts.DELETE_NODE].timeouts(),
+                retry_policy=DELETE_RETRY,
+            )
+
+    async def _serving(self, node: str) -> bool:
+        """Whether pods that need evicting run on ``node`` (read from the API server)."""
+        check: NodeRemovalCheck = await workflow.execute_activity(
+            contracts.CHECK_NODE_REMOVAL,
+            NodeRemovalCheckInput(
+                cluster=self.inp.removal.cluster,
+                node=node,
+                now=workflow.now().timestamp(),
+                require_empty=True,
+                settings=self.inp.removal.settings,
+            ),
+            result_type=NodeRemovalCheck,
+            **NODE_ACTIVITIES[contracts.CHECK_NODE_REMOVAL].timeouts(),
+            retry_policy=KUBE_RETRY,
+        )
+        return check.found and bool(check.pods_to_evict)
 
     async def _finish(self, phase: ScaleDownPhase, reason: str, message: str) -> ScaleDownStatus:
         self.status.phase, self.status.reason, self.status.message = phase, reason, message

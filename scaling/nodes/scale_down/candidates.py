@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from scaling.kube.drain import Blocker, PdbInfo, pods_by_node, without_long_terminating
+from scaling.kube.drain import Blocker, PdbInfo, marked_for_deletion, pods_by_node, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.disruption.refusals import (
@@ -116,7 +116,9 @@ def plan_scale_down(
     pods = without_long_terminating(pods, now)
     on_node = pods_by_node(pods)  # each node's own pods: the per-node rules never scan them all
     targets = sorted((n for n in nodes if is_target(n, in_progress)), key=lambda n: n.name)
-    observed = {n.name for n in nodes}
+    # Nodes seen on their way out (tainted for deletion or cordoned): a removal reported done while the
+    # node is still listed. A node seen serving (its command refused) holds no successor.
+    leaving_seen = {n.name for n in nodes if marked_for_deletion(n) or n.unschedulable}
     commands = {label_value(c) for c in replacing}
     waiting = awaiting_scheduler(pods)
     # The room the pods waiting for the scheduler are about to take is taken before any fit, and
@@ -144,7 +146,7 @@ def plan_scale_down(
         if node.name in in_progress:
             dec.state = NodeState.REMOVING
             continue
-        if held := successor_held(node, in_progress, observed, commands):
+        if held := successor_held(node, in_progress, leaving_seen, commands):
             # The successor of a node being replaced: empty until that node's pods arrive.
             dec.state = NodeState.BLOCKED
             dec.reasons = [held]

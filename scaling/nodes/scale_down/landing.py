@@ -203,16 +203,18 @@ def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], used: dict[str, Res
 
 
 def successor_held(
-    node: NodeInfo, in_progress: set[str], observed: set[str], commands: Collection[str] = ()
+    node: NodeInfo, in_progress: set[str], leaving_seen: set[str], commands: Collection[str] = ()
 ) -> Blocker | None:
     """A replacement's successor is held while the node it replaces is being removed or is still
-    seen, or while any node of its command is in flight (``commands``: their LABEL_REPLACEMENT
+    seen on its way out (``leaving_seen``: tainted for deletion or cordoned; a node whose command
+    refused serves again, and its successor, kept for the pods that landed on it, is a node like any
+    other), or while any node of its command is in flight (``commands``: their LABEL_REPLACEMENT
     values; a multi-node command drains its nodes together, and the one the successor names may go
     first): until then their pods have not arrived, and it is the only place they have to go."""
     replaces = node.labels.get(LABEL_REPLACES)
     if not replaces:
         return None
-    if replaces in in_progress or replaces in observed:
+    if replaces in in_progress or replaces in leaving_seen:
         return Blocker(code=REPLACING, message=f"node {node.name} replaces node {replaces}, still being drained")
     if node.labels.get(LABEL_REPLACEMENT) in commands:
         return Blocker(code=REPLACING, message=f"node {node.name} replaces nodes of a command still being drained")

@@ -55,7 +55,7 @@ from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, ap
 from tests.workflows.replayer import assert_replay, committed, record_again
 from tests.workflows.workers import new_worker
 from workflows.all import WORKFLOWS
-from workflows.nodes.replacement import NodeReplacementWorkflow
+from workflows.nodes.replacement import SUCCESSORS_EMPTY_FIRST, NodeReplacementWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
@@ -505,10 +505,19 @@ async def test_the_drains_recheck_the_command_as_a_whole(env: WorkflowEnvironmen
     w = three_dear_nodes()
     w.late_cpu = 930  # the cx22 successor (1930m) keeps 1000m: two of the 500m pods
     tq, _ = await worker(w)
-    result = await consolidate_many(env, tq)
+    h = await start_many(env, tq)
+    result = await h.result()
     assert result.reason == NO_PLACE_TO_MOVE and "0 of 3 nodes removed (none)" in result.message, result.message
     assert sorted(n for c, n in w.calls if c == "unmark") == ["a", "b", "c"]
     assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
+    # Nothing moved to the successor, but a pod landed on it: it is not deleted under that pod (it was,
+    # at the provider, undrained); the loop's scale-down judges it as any node. The run replays.
+    assert w.deleted == [] and ("check", SUCCESSOR) in w.calls
+    from tests.workflows.nodes.test_replay import patches_in
+
+    history = await h.fetch_history()
+    assert SUCCESSORS_EMPTY_FIRST in patches_in(history.to_json_dict()["events"])
+    await assert_replay(WORKFLOWS, history)
 
 
 async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serves(
@@ -521,7 +530,16 @@ async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serv
     assert result.reason == DO_NOT_DISRUPT and "0 of 3 nodes removed (none)" in result.message, result.message
     assert sorted(n for c, n in w.calls if c == "unmark") == ["a", "b", "c"]
     assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
-    assert w.deleted == [SUCCESSOR]  # nothing moved to it
+    assert w.deleted == [SUCCESSOR]  # nothing moved to it, nothing landed on it: checked, then deleted
+    assert ("check", SUCCESSOR) in w.calls
+
+
+async def test_a_run_from_before_the_successor_check_replays_its_unchecked_delete() -> None:
+    from tests.workflows.nodes.test_replay import patches_in
+
+    events = committed(DELETED_UNCHECKED).to_json_dict()["events"]
+    assert SUCCESSORS_EMPTY_FIRST not in patches_in(events)
+    await assert_replay(WORKFLOWS, committed(DELETED_UNCHECKED))
 
 
 async def test_a_later_command_under_the_same_id_buys_its_own_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
@@ -568,6 +586,9 @@ DRAINED_TOGETHER = HISTORY.with_name("node_replacement_drained_together.json")
 # Recorded once by the code before patch multi-node-drains-together, whose nodes drained one after the
 # other: it replays that branch, and cannot be recorded again.
 DRAINED_IN_TURN = HISTORY.with_name("node_replacement_drained_in_turn.json")
+# Recorded once by the code before patch successors-deleted-only-empty: every re-check refused and
+# the successor, which nothing had moved to, was deleted at once.
+DELETED_UNCHECKED = HISTORY.with_name("node_replacement_successor_deleted_unchecked.json")
 
 
 def one_node_held() -> ReplaceWorld:

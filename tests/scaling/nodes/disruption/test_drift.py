@@ -117,9 +117,19 @@ def test_a_successor_is_held_while_its_predecessor_is_replaced() -> None:
     p = plan(nodes, [], groups=[g], now=NOW, last_up=0.0, in_progress={"n1"})
     assert state(p, "n1-successor") == (NodeState.BLOCKED, REPLACING)
     # Its removal reported done while the node is still seen (a cache behind the API server, or the
-    # report before the delete landed): still held, else it is an empty node and gets tainted.
-    assert state(plan(nodes, [], groups=[g], now=NOW, last_up=0.0), "n1-successor") == (NodeState.BLOCKED, REPLACING)
+    # report before the delete landed), marked as its NodeScaleDown left it: still held, else it is an
+    # empty node and gets tainted.
+    marked = [
+        n.model_copy(update={"taints": [Taint(key="ToBeDeletedByClusterAutoscaler", value="1", effect="NoSchedule")]})
+        if n.name == "n1"
+        else n
+        for n in nodes
+    ]
+    assert state(plan(marked, [], groups=[g], now=NOW, last_up=0.0), "n1-successor") == (NodeState.BLOCKED, REPLACING)
     g2 = g.model_copy(update={"pools": [g.pools[0].model_copy(update={"min_nodes": 0})]})
+    # Seen serving, unmarked (its command refused): the successor kept for pods that landed on it is a
+    # node like any other, not held while n1 lives.
+    assert "n1-successor" in removed(plan(nodes, [], groups=[g2], now=NOW, last_up=0.0))
     gone = [n for n in nodes if n.name != "n1"]
     assert "n1-successor" in removed(plan(gone, [], groups=[g2], now=NOW, last_up=0.0))  # n1 gone: plain empty node
 
