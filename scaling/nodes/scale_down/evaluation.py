@@ -276,7 +276,6 @@ def check_node_removal(obs: ScaleDownObservation, inp: NodeRemovalCheckInput) ->
     if node is None:
         return NodeRemovalCheck(found=False)
     leaving = {n.name for n in obs.nodes if marked_for_deletion(n)} | set(inp.in_progress) | {node.name}
-    leaving |= set(inp.moving_with)  # marked at the same moment: maybe not yet
     check = still_removable(
         node,
         obs.pods,
