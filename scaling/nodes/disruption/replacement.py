@@ -9,7 +9,7 @@ keeps serving, and the reason is reported.
 
 from __future__ import annotations
 
-from scaling.kube.drain import marked_for_deletion, pod_key, pods_to_evict, without_long_terminating
+from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo
 from scaling.nodes.catalogue import catalogue_index
@@ -17,7 +17,7 @@ from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ServerType
 from scaling.nodes.scale_down.checks import needs_room, pool_for, used_by_node
-from scaling.nodes.scale_down.landing import awaiting_scheduler, nominated
+from scaling.nodes.scale_down.landing import awaiting_scheduler, nominated, pods_of_removals
 from scaling.nodes.scale_up.approvals import approval_gates
 from scaling.nodes.scale_up.planning import plan_scale_up
 
@@ -45,6 +45,7 @@ def plan_for_nodes(
     groups = [g for g in obs.groups if g.name == group_name]
     pods = without_long_terminating(obs.pods, now)
     gone = leaving | set(nodes)
+    marked = {n.name for n in obs.nodes if marked_for_deletion(n) and n.name not in gone}
     movers = [
         p.model_copy(update={"node_name": None, "phase": "Pending"})
         for n in nodes
@@ -52,11 +53,20 @@ def plan_for_nodes(
         if needs_room(p)
     ]
     # Another replacement's successors are room for that node's pods, not for these.
-    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n) and not taken(n, leaving)]
+    away = leaving | marked
+    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n) and not taken(n, away)]
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     # Pods the scheduler is about to bind (a replacement just before this one evicted them) take their
-    # room first: the empty successor they are meant for is no room for this node's pods.
-    waiting = awaiting_scheduler(pods)
+    # room first: the empty successor they are meant for is no room for this node's pods. So do the
+    # pods still on nodes being drained, but for those whose successors are there (the room left out
+    # above is theirs): Karpenter schedules the pods of deleting nodes with a command's own
+    # (pkg/controllers/disruption/helpers.go SimulateScheduling), and buys no node for them alone.
+    served = {n.labels.get(LABEL_REPLACES) for n in obs.nodes}
+    served_by_successor = {n for n in away if label_value(n) in served}
+    waiting = [
+        *pods_of_removals(obs.nodes, pods_by_node(pods), excluded={*nodes, *served_by_successor}),
+        *awaiting_scheduler(pods),
+    ]
     if landing := nominated(waiting, others, used_by_node(staying)):
         bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
         taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
@@ -64,7 +74,7 @@ def plan_for_nodes(
             n.model_copy(update={"requested": n.requested + taken_by[n.name]}) if n.name in taken_by else n
             for n in others
         ]
-        staying += bound
+        staying = [p for p in staying if pod_key(p) not in landing] + bound  # a drained pod moves
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
     known = [price_of(t, groups, prices) for t in targets]

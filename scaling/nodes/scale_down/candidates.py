@@ -57,7 +57,15 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
-from scaling.nodes.scale_down.landing import FirstOfEachKey, about_to_land, awaiting_scheduler, land, successor_held
+from scaling.nodes.scale_down.landing import (
+    FirstOfEachKey,
+    about_to_land,
+    awaiting_scheduler,
+    land_removals_first,
+    pods_of_removals,
+    removals_need,
+    successor_held,
+)
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
 from scaling.nodes.scale_down.models import (
@@ -121,9 +129,10 @@ def plan_scale_down(
     leaving_seen = {n.name for n in nodes if marked_for_deletion(n) or n.unschedulable}
     commands = {label_value(c) for c in replacing}
     waiting = awaiting_scheduler(pods)
-    # The room the pods waiting for the scheduler are about to take is taken before any fit, and
-    # the ones about to land on a candidate move with it (scale_down.landing).
-    landing = land(waiting, targets, used)
+    # The room the pods of removals in progress and the pods waiting for the scheduler are about to
+    # take is taken before any fit, and the ones about to land on a candidate move with it
+    # (scale_down.landing).
+    landing = land_removals_first(pods_of_removals(nodes, on_node, kinds), waiting, targets, used)
     distinct = FirstOfEachKey(waiting)  # what about_to_land needs to read of them
     plan = ScaleDownPlan(refusals_ended=ended)
     ready: list[tuple[NodeDecision, ScaleDownSettings, bool, RemovalMethod]] = []  # (..., billed, method)
@@ -211,6 +220,7 @@ def plan_scale_down(
             # Tainted as soon as selected: not while the scheduler is about to bind pods to it. From
             # the room before the waiting pods landed: one placed here took room it must still find.
             lands = about_to_land(node, used.get(node.name, Resources()), distinct)
+            lands = lands or removals_need(node, landing, targets)
             method, blockers = (None, [lands]) if lands else (method, blockers)
         if method is CONSOLIDATED and node.name in standing:
             method, blockers = None, [refusal_blocker(standing[node.name])]

@@ -41,6 +41,18 @@ elsewhere (CA moves every pod its snapshot puts on the node); its utilization re
 to it, as its re-check does. When the fit fails only because of the room they take, the blocker
 says so (``RoomTakenByPodsAboutToLand``, models.ROOM_TAKEN).
 
+Removals in progress: the pods still on nodes tainted for deletion, not yet evicted, take their room
+before the waiting pods (``land_removals_first``), on the successors made for their nodes first. Else
+two removals count the same free room, and the pods of the second to drain stay pending until a
+scale-up buys again. Cluster Autoscaler injects the same pods into its snapshot before it simulates a
+removal (core/scaledown/planner/planner.go injectOngoingActuation: the pods of the nodes being drained
+and those recently evicted; one that fits nowhere takes no room), and Karpenter's consolidation
+schedules the pods of deleting nodes with a command's own (pkg/controllers/disruption/helpers.go
+SimulateScheduling). Only tainted nodes: a replacement taints its node once its successors are Ready,
+so until then its pods are meant for nodes not yet made (Karpenter counts those in flight as
+capacity). An empty candidate that such pods landed on goes only when they fit elsewhere
+(``removals_need``); an underused one moves them with its own, as it moves the waiting ones.
+
 Bounded: at most LANDING_MAX pods are tried and LANDING_VISITS_MAX node visits made, whatever the
 burst. Pods of one landing key (requests, nodeSelector, affinity, tolerations) resume where the
 last of them landed: rooms only shrink, so no node before it can take one (the same answer as
@@ -50,13 +62,21 @@ Deployments costs a few passes over the nodes plus one step a pod.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
-from scaling.kube.drain import Blocker, pod_key
+from scaling.kube.drain import (
+    NO_PLACE_TO_MOVE,
+    REPLICATED_KINDS,
+    Blocker,
+    marked_for_deletion,
+    pod_key,
+    pods_to_evict,
+)
+from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.kube.pods import follows_node
 from scaling.nodes.disruption.drift import LABEL_REPLACEMENT, LABEL_REPLACES
-from scaling.nodes.scale_down.checks import NOTHING, can_land, free_room, need_of
+from scaling.nodes.scale_down.checks import NOTHING, can_land, free_room, need_of, needs_room, pods_fit_elsewhere
 from scaling.nodes.scale_down.models import Landing
 
 PODS_ABOUT_TO_LAND = "PodsAboutToLand"
@@ -179,7 +199,6 @@ def land(
     if not arriving:
         return Landing(used=used, before=used, tried=tried)
     rooms = [room.get(n.name) or free_room(n, used) for n in targets]
-    ceiling = (max(r[0] for r in rooms), max(r[1] for r in rooms), max(r[2] for r in rooms))
     after = dict(used)
     for name, pods in arriving.items():
         needs = [need_of(p) for p in pods]
@@ -187,7 +206,79 @@ def land(
             cpu_m=sum(n[0] for n in needs), memory=sum(n[1] for n in needs), pods=sum(n[2] for n in needs)
         )
         after[name] = after.get(name, NOTHING) + taken
-    return Landing(used=after, before=used, arriving=arriving, tried=tried, ceiling=ceiling)
+    return Landing(used=after, before=used, arriving=arriving, tried=tried, ceiling=_ceiling(rooms))
+
+
+def _ceiling(rooms: Sequence[Sequence[int]]) -> tuple[int, int, int] | None:
+    """The most free cpu, memory and pod slots of any of ``rooms``, each on its own (Landing.ceiling)."""
+    if not rooms:
+        return None
+    return (max(r[0] for r in rooms), max(r[1] for r in rooms), max(r[2] for r in rooms))
+
+
+def pods_of_removals(
+    nodes: Iterable[NodeInfo],
+    on_node: Mapping[str, list[PodInfo]],
+    kinds: frozenset[str] = REPLICATED_KINDS,
+    excluded: Collection[str] = (),
+) -> list[PodInfo]:
+    """The pods still on nodes tainted for deletion (being drained, by growth or anyone) that their
+    controller recreates elsewhere and that are not yet evicted (an evicted one is terminating, and the
+    pod that replaces it waits for the scheduler). Module doc: "Removals in progress"."""
+    return [
+        p
+        for n in sorted(nodes, key=lambda n: n.name)
+        if marked_for_deletion(n) and n.name not in excluded
+        for p in pods_to_evict(n.name, on_node.get(n.name, []))
+        if p.deletion_timestamp is None and needs_room(p, kinds)
+    ]
+
+
+def successors_first(targets: Sequence[NodeInfo], leaving: Iterable[str]) -> list[NodeInfo]:
+    """``targets``, the successors made for ``leaving`` nodes first: the room meant for those nodes' pods."""
+    names = {label_value(n) for n in leaving}
+    own = [t for t in targets if t.labels.get(LABEL_REPLACES) in names]
+    return own + [t for t in targets if t.labels.get(LABEL_REPLACES) not in names] if own else list(targets)
+
+
+def land_removals_first(
+    removals: Sequence[PodInfo],
+    waiting: Sequence[PodInfo],
+    targets: Sequence[NodeInfo],
+    used: dict[str, Resources],
+) -> Landing:
+    """``land``, the pods of removals in progress first (on their nodes' successors first), then the
+    pods waiting for the scheduler. Module doc: "Removals in progress"."""
+    if not removals:
+        return land(waiting, targets, used)
+    first = land(removals, successors_first(targets, {p.node_name for p in removals if p.node_name}), used)
+    then = land(waiting, targets, first.used)
+    arriving = {n: [*first.arriving.get(n, []), *then.arriving.get(n, [])] for n in {*first.arriving, *then.arriving}}
+    return Landing(
+        used=then.used,
+        before=used,
+        arriving=arriving,
+        tried=then.tried,
+        ceiling=_ceiling([free_room(n, then.used) for n in targets]) if arriving else None,
+        removals={pod_key(p) for ps in first.arriving.values() for p in ps},
+    )
+
+
+def removals_need(node: NodeInfo, landing: Landing, targets: Sequence[NodeInfo]) -> Blocker | None:
+    """An empty candidate that pods of removals in progress landed on: held unless they fit the other
+    targets' room (the rest of ``landing`` in place), as an underused node's landed pods move with it."""
+    coming = landing.from_removals(node.name)
+    if not coming:
+        return None
+    fit = pods_fit_elsewhere(coming, list(targets), landing.used, landing.ceiling, leaving=node.name)
+    if fit.ok:
+        return None
+    pod = next((p for p in coming if pod_key(p) == fit.blocker.pod), coming[0]) if fit.blocker else coming[0]
+    return Blocker(
+        code=NO_PLACE_TO_MOVE,
+        message=f"pod {pod_key(pod)} of node {pod.node_name}, being removed, has room on node {node.name} only",
+        pod=pod_key(pod),
+    )
 
 
 def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], used: dict[str, Resources]) -> dict[str, str]:

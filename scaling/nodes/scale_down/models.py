@@ -134,16 +134,25 @@ class Landing:
     # none landed): a pod about to land on a candidate that needs more fits nowhere else, found
     # without a scan of every target (a burst that fills the nodes makes most fits fail).
     ceiling: tuple[int, int, int] | None = None
+    # Keys of the pods in ``arriving`` that are still on nodes being removed (landing.land_removals_first).
+    removals: set[str] = field(default_factory=set)
 
     @property
     def placed(self) -> int:
         return sum(len(ps) for ps in self.arriving.values())
 
+    def from_removals(self, node: str) -> list[PodInfo]:
+        """The pods of removals in progress placed on ``node``."""
+        return [p for p in self.arriving.get(node, []) if pod_key(p) in self.removals] if self.removals else []
+
     def room_taken(self, blocker: Blocker) -> Blocker:
         """A fit's NoPlaceToMovePods, when the fit succeeds but for the room these pods take."""
+        whose = (
+            "pods not yet scheduled and of pods on nodes being removed" if self.removals else "pods not yet scheduled"
+        )
         return Blocker(
             code=ROOM_TAKEN,
-            message=f"{blocker.message} once the room of pods not yet scheduled is taken ({self.placed} placed)",
+            message=f"{blocker.message} once the room of {whose} is taken ({self.placed} placed)",
             pod=blocker.pod,
         )
 

@@ -4,7 +4,15 @@ cancel a removal, and what an operator's remove-now may override.
 
 from __future__ import annotations
 
-from scaling.kube.drain import MIN_NODES, NO_PLACE_TO_MOVE, Blocker, PdbInfo, pods_to_evict, without_long_terminating
+from scaling.kube.drain import (
+    MIN_NODES,
+    NO_PLACE_TO_MOVE,
+    Blocker,
+    PdbInfo,
+    pods_by_node,
+    pods_to_evict,
+    without_long_terminating,
+)
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.models import LABEL_GROUP, NodeGroup
@@ -21,6 +29,7 @@ from scaling.nodes.scale_down.checks import (
     used_by_node,
 )
 from scaling.nodes.scale_down.consolidation import consolidating
+from scaling.nodes.scale_down.landing import land_removals_first, pods_of_removals
 from scaling.nodes.scale_down.methods import Candidate, method_for, rechecked_as
 from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS, NOT_EMPTY
 from scaling.nodes.scale_down.models import GROUP_SCALE_DOWN_DISABLED, RemovalCheck, ScaleDownLoopSettings
@@ -51,6 +60,8 @@ def still_removable(
     ``moving_with``: the other nodes of its command, drained with it (in ``in_progress`` too): their
     pods are placed first, so the command is checked as a whole, as Karpenter validates a command,
     not each node against the same free room (the successor's, when pods landed on it since the plan).
+    The pods still on other nodes tainted for deletion take their room before either, as in the
+    evaluation (scale_down.landing, "Removals in progress").
     """
     settings = settings or ScaleDownLoopSettings()
     used = used_by_node(pods)
@@ -85,6 +96,8 @@ def still_removable(
     if size - 1 < minimum:
         blockers.append(Blocker(code=MIN_NODES, message=f"pool {pool_key[1]} is at its minimum of {minimum} nodes"))
     targets = sorted((n for n in nodes if is_target(n, others_leaving | {node.name})), key=lambda n: n.name)
+    if removals := pods_of_removals(nodes, pods_by_node(pods), kinds, excluded={node.name, *(moving_with or ())}):
+        used = land_removals_first(removals, [], targets, used).used
     command: Blocker | None = None
     if moving_with:
         ahead = [p for peer in moving_with for p in pods_to_evict(peer, pods) if needs_room(p, kinds)]

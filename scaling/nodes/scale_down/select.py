@@ -120,7 +120,15 @@ def select_removals(
         if pdb_block is not None:
             blockers.append(pdb_block)
         fit: FitResult | None = FitResult(ok=True) if method.replaces else None  # its successor holds the pods
-        coming = landing.arriving.get(node.name, []) if landing is not None and not method.require_empty else []
+        # An empty node is held while waiting pods would land on it (candidates: about_to_land), so only
+        # the pods of removals in progress placed on it move with it.
+        coming = (
+            []
+            if landing is None
+            else landing.from_removals(node.name)
+            if method.require_empty
+            else landing.arriving.get(node.name, [])
+        )
         if not blockers and fit is None:
             movers = [p for p in evict if needs_room(p, kinds)] + coming
             fit = pods_fit_elsewhere(movers, left, used, landing.ceiling if landing is not None else None)

@@ -6,7 +6,11 @@ them until a scale-up)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.labels import label_value
+from scaling.kube.models import Resources, Taint
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.disruption.replacement import plan_replacement
@@ -47,3 +51,34 @@ def test_pods_the_scheduler_is_about_to_bind_take_their_room_first() -> None:
     judged = [p.model_copy(update={"unschedulable": True}) for p in recreated]
     judged_obs = obs.model_copy(update={"pods": [*busy("b"), *judged]})
     assert plan_replacement(judged_obs, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
+
+
+def tainted(name: str):  # noqa: ANN201
+    n = node(name)
+    return n.model_copy(update={"taints": [Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")]})
+
+
+def test_pods_still_on_a_node_being_drained_take_their_room_first() -> None:
+    """d is tainted and drained by another removal; its pod is not yet evicted and will need e's room.
+    b's replacement must not count e as room (Karpenter schedules the pods of deleting nodes with a
+    command's own, pkg/controllers/disruption/helpers.go SimulateScheduling). Else both drained onto e
+    and one pod went pending until a scale-up."""
+    obs = ScaleDownObservation(
+        nodes=[node("b"), tainted("d"), node("e")], pods=[*busy("b", 1200), *busy("d", 1200)], groups=[GROUP]
+    )
+    plan = plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0)
+    assert [n.pod_uids for n in plan.new_nodes] == [["b-web"]] and not plan.problems
+    # No node is bought for d's pod alone: with no room anywhere it is left to its own removal.
+    e = node("e").model_copy(update={"requested": Resources(cpu_m=1500)})
+    crowded = ScaleDownObservation(
+        nodes=[node("b"), tainted("d"), e], pods=[*busy("b", 1200), *busy("d", 1900), *busy("e", 1500)], groups=[GROUP]
+    )
+    plan = plan_replacement(crowded, kwok_catalogue(), "b", set(), 0.0)
+    assert [n.pod_uids for n in plan.new_nodes] == [["b-web"]]
+    # With its successor there (the room left out for it), d's pod goes there: e is b's room again.
+    served = obs.model_copy(update={"nodes": [*obs.nodes, successor_of("sd", "d")]})
+    assert plan_replacement(served, kwok_catalogue(), "b", {"d"}, 0.0).new_nodes == []
+    # Evicted (terminating), d's pod is not counted: its replacement, once created, waits as a pending pod.
+    evicted = [p.model_copy(update={"deletion_timestamp": datetime(2030, 1, 1, tzinfo=UTC)}) for p in busy("d", 1200)]
+    gone = obs.model_copy(update={"pods": [*busy("b", 1200), *evicted]})
+    assert plan_replacement(gone, kwok_catalogue(), "b", set(), 0.0).new_nodes == []

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from scaling.kube.models import Resources
+from scaling.kube.drain import NO_PLACE_TO_MOVE, TAINT_TO_BE_DELETED
+from scaling.kube.models import Resources, Taint
 from scaling.kube.pods import pod_info
 from scaling.nodes.contracts import ScaleDownEvaluationInput, ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
@@ -165,6 +166,54 @@ def test_an_empty_node_a_waiting_pod_lands_on_is_held_once() -> None:
     p = plan([empty, U], [*ON_U, recreated("big", cpu=3000)], since={"u": 0.0})
     assert state(p, "e")[1] == PODS_ABOUT_TO_LAND and removed(p) == ["u"]
     assert p.to_remove[0].destinations == {"default/web": "e"}
+
+
+# --- removals in progress (scale_down.landing.land_removals_first) --------------------------
+# d is tainted for deletion (another removal drains it) and still holds a 1000m pod that needs a
+# place: Cluster Autoscaler injects such pods into its snapshot before it simulates a removal
+# (core/scaledown/planner/planner.go injectOngoingActuation).
+
+D = node("d", cpu=4000, taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")])
+ON_D = [pod("d-web", "d", cpu=1000)]
+
+
+def test_an_underused_nodes_pods_do_not_fit_into_room_a_drained_pod_needs() -> None:
+    # d's pod takes t's 1500m first: u's 1000m pod has none left, and would stay pending.
+    p = room_plan([D, T, U], ON_D)
+    assert removed(p) == [] and state(p, "u") == (NodeState.BLOCKED, ROOM_TAKEN)
+    [why] = p.decisions["u"].reasons
+    assert why.message == (
+        "pod default/web fits on no other node once the room of pods not yet scheduled and of pods "
+        "on nodes being removed is taken (1 placed)"
+    )
+    # Evicted already (terminating): its replacement waits for the scheduler and takes the room as such.
+    gone = [pod("d-web", "d", cpu=1000, deletion_timestamp=datetime(2030, 1, 1, tzinfo=UTC))]
+    assert removed(room_plan([D, T, U], gone)) == ["u"]
+    # Not tainted (its removal is not draining yet, or it serves): nothing moves, u goes as before.
+    assert removed(room_plan([node("d", cpu=4000), T, U], ON_D)) == ["u"]
+    # Room for both (s takes d's pod first): u goes.
+    assert "u" in removed(room_plan([D, S, T, U], ON_D))
+
+
+def test_a_drained_pod_takes_the_room_of_its_nodes_successor_first() -> None:
+    """d's successor was made for d's pods: they take its room, not t's, which u's pod may use."""
+    successor = node("z-successor", cpu=2000, labels={LABEL_REPLACES: "d"})
+    p = room_plan([D, T, U, successor], ON_D)
+    assert "u" in removed(p)
+    assert p.to_remove[0].destinations == {"default/web": "t"}
+
+
+def test_an_empty_node_a_drained_pod_needs_is_held_until_it_fits_elsewhere() -> None:
+    empty = node("e", cpu=4000)
+    full = node("f", cpu=2000)
+    p = plan([D, empty, full], [*ON_D, pod("f-busy", "f", cpu=2000)], last_up=0.0)
+    assert removed(p) == [] and state(p, "e")[0] == NodeState.BLOCKED
+    [why] = p.decisions["e"].reasons
+    assert (why.code, why.pod) == (NO_PLACE_TO_MOVE, "default/d-web")
+    assert why.message == "pod default/d-web of node d, being removed, has room on node e only"
+    # With room on g (after e by name, so the pod landed on e): e goes, and the pod moves to g.
+    p = plan([D, empty, full, node("g", cpu=2000)], [*ON_D, pod("f-busy", "f", cpu=2000)], last_up=0.0)
+    assert removed(p) == ["e"]
 
 
 def test_a_burst_larger_than_the_bound_is_placed_up_to_it() -> None:

@@ -62,7 +62,8 @@ def test_a_command_is_rechecked_as_a_whole() -> None:
     s = node("s", cpu=2000)
     pods = [pod("a-web", "a", cpu=1200), pod("b-web", "b", cpu=1200), pod("late", "s", cpu=500)]
     kw = {"pods": pods, "pdbs": [], "storage": None, "nodes": [a, b, s], "in_progress": {"a", "b"}}
-    assert still_removable(a, **kw).ok  # alone: s's 1500m hold a's 1200m
+    serving_b = [a, node("b"), s]
+    assert still_removable(a, **{**kw, "nodes": serving_b}).ok  # alone: s's 1500m hold a's 1200m
     whole = still_removable(a, moving_with=["b"], **kw)
     assert [x.code for x in whole.blockers] == [NO_PLACE_TO_MOVE]
     # b's pod took s's room first: a's has none left
@@ -77,3 +78,21 @@ def test_a_command_is_rechecked_as_a_whole() -> None:
     only_b = still_removable(a, **{**kw, "nodes": [a, node("b", cpu=8000)], "in_progress": {"a"}}, moving_with=["b"])
     assert [x.code for x in only_b.blockers] == [NO_PLACE_TO_MOVE, NO_PLACE_TO_MOVE]
     assert only_b.blockers[1].message == "the pods of b, drained with node a, have no place to go"
+
+
+def test_the_pods_of_another_removal_in_progress_take_their_room_first() -> None:
+    """b, tainted by another removal, still holds a pod that needs a place: it takes s's room before
+    a's pods are fitted (Cluster Autoscaler's planner injects the pods of nodes being drained,
+    core/scaledown/planner/planner.go injectOngoingActuation). Once b's pod is evicted (terminating),
+    its replacement waits for the scheduler and the room is a's again; an untainted b holds none."""
+    a, b = (node(n, taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")]) for n in ("a", "b"))
+    s = node("s", cpu=2000)
+    pods = [pod("a-web", "a", cpu=1200), pod("b-web", "b", cpu=1200)]
+    kw = {"pdbs": [], "storage": None, "nodes": [a, b, s], "in_progress": {"a"}}
+    held = still_removable(a, pods=pods, **kw)
+    assert [(x.code, x.message) for x in held.blockers] == [
+        (NO_PLACE_TO_MOVE, "pod default/a-web fits on no other node")
+    ]
+    evicted = [pods[0], terminating("b-web", "b", cpu=1200)]
+    assert still_removable(a, pods=evicted, **kw).ok
+    assert still_removable(a, pods=pods, **{**kw, "nodes": [a, node("b"), s]}).ok
