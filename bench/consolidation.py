@@ -140,16 +140,18 @@ def pods_lost(desired: Mapping[str, int], running: Mapping[str, int]) -> int:
     return sum(max(want - running.get(app, 0), 0) for app, want in desired.items())
 
 
-def lower_bound_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    """The LP relaxation's optimum for the pods' summed requests over ``types`` (exact)."""
+def lower_bound_price(pods: Sequence[PodInfo], types: Sequence[ServerType], rooms: Sequence[Resources] = ()) -> float:
+    """The LP relaxation's optimum for the pods' summed requests over ``types`` (exact), the free
+    ``rooms`` of nodes kept as they are taken first: whatever packs the pods puts into new nodes at
+    least what those rooms cannot hold, in each resource, so the bound stays a lower bound."""
     caps = [
         [Fraction(t.allocatable.cpu_m), Fraction(t.allocatable.memory), Fraction(t.allocatable.pods)] for t in types
     ]
     prices = [Fraction(str(t.price_hourly)) for t in types]
     demand = [
-        Fraction(sum(p.requests.cpu_m for p in pods)),
-        Fraction(sum(p.requests.memory for p in pods)),
-        Fraction(sum(max(p.requests.pods, 1) for p in pods)),
+        Fraction(max(sum(p.requests.cpu_m for p in pods) - sum(r.cpu_m for r in rooms), 0)),
+        Fraction(max(sum(p.requests.memory for p in pods) - sum(r.memory for r in rooms), 0)),
+        Fraction(max(sum(max(p.requests.pods, 1) for p in pods) - sum(r.pods for r in rooms), 0)),
     ]
     return float(lp_lower_bound(caps, prices, demand).cost)
 

@@ -424,10 +424,10 @@ def final_pods(s: Seen) -> list[PodInfo]:
 
 def held_bounds(s: Seen) -> dict[str, float | None]:
     """The bounds with the nodes do-not-disrupt holds kept as they are (as every consolidator,
-    Karpenter too, keeps them): their price plus each bound over the other nodes' pods. The LP's
-    drops the held nodes' free room (so it moves with where the scheduler left pods, and may exceed
-    the best packing); best_packing_held is the integral optimum with that room usable (None: the
-    search found none under one node per pod)."""
+    Karpenter too, keeps them): their price plus each bound over the other nodes' pods, the held
+    nodes' free room usable. The LP's counts that room as free capacity (before 29 Nov it dropped
+    it, and sat above the best packing when the scheduler had left room there: no lower bound);
+    best_packing_held is the integral optimum (None: the search found none under one node per pod)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
     pods = final_pods(s)
@@ -442,7 +442,9 @@ def held_bounds(s: Seen) -> dict[str, float | None]:
     best = day.best_packing_price(rest, TYPES, rooms) if rest else 0.0
     return {
         "held_price_per_hour": round(kept, 4),
-        "lower_bound_held_price_per_hour": round(kept + (day.lower_bound_price(rest, TYPES) if rest else 0.0), 4),
+        "lower_bound_held_price_per_hour": round(
+            kept + (day.lower_bound_price(rest, TYPES, rooms) if rest else 0.0), 4
+        ),
         "karpenter_like_held_price_per_hour": round(kept + (day.karpenter_like_price(rest, TYPES) if rest else 0.0), 4),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
     }

@@ -54,6 +54,11 @@ def test_the_best_packing_is_integral_and_uses_the_kept_nodes_room() -> None:
     room = Resources(cpu_m=2500, memory=5 * GI, pods=10)
     assert best_packing_price(batch, types, [room]) == price["cx32"]
     assert best_packing_price(batch, types, [room, room]) == 0.0
+    # The LP bound counts the same room as free capacity, so it stays at or under the best packing:
+    # without it the bound for these pods (0.0148/h) sat above their packing beside one room (0.0113).
+    assert 0 < lower_bound_price(batch, types, [room]) <= best_packing_price(batch, types, [room])
+    assert lower_bound_price(batch, types, [room]) < lower_bound_price(batch, types)
+    assert lower_bound_price(batch, types, [room, room]) == 0.0
     huge = batch[0].model_copy(update={"requests": Resources(cpu_m=100_000, memory=GI, pods=1)})
     assert best_packing_price([huge], types) is None  # no type holds it
 
