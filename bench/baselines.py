@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
-from scaling.kube.models import PodInfo
+from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.models import ServerType
 
 Vec = tuple[int, int, int]
@@ -171,7 +171,8 @@ def _rebuild(pods: Sequence[_Pod], cap: Vec) -> _Node:
 
 def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
     """Deletion: the emptiest node whose pods all fit the others' free room goes."""
-    order = sorted(range(len(nodes)), key=lambda k: _weight(tuple(nodes[k][0].used), nodes[k][0].cap))  # type: ignore[arg-type]
+    free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
+    order = sorted(free, key=lambda k: _weight(tuple(nodes[k][0].used), nodes[k][0].cap))  # type: ignore[arg-type]
     for k in order:
         others = [_rebuild(n.pods, n.cap) for j, (n, _) in enumerate(nodes) if j != k]
         if all(any(o.takes(p) and (o.add(p) or True) for o in others) for p in nodes[k][0].pods):
@@ -184,6 +185,8 @@ def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]
 def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
     """Single-node replacement by the cheapest type that holds the node's pods."""
     for k, (node, t) in enumerate(nodes):
+        if t == HELD:
+            continue
         i = _cheapest(caps, node.pods)
         if i is not None and caps[i][1] < caps[t][1]:
             nodes[k] = (_rebuild(node.pods, caps[i][0]), i)
@@ -194,8 +197,9 @@ def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float
 def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
     """Multi-node replacement: the pair whose pods one cheaper node holds, most saved first."""
     best: tuple[float, int, int, int] | None = None
-    for a in range(len(nodes)):
-        for b in range(a + 1, len(nodes)):
+    free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
+    for x, a in enumerate(free):
+        for b in free[x + 1 :]:
             i = _cheapest(caps, nodes[a][0].pods + nodes[b][0].pods)
             if i is None:
                 continue
@@ -210,11 +214,18 @@ def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]
     return True
 
 
-def karpenter(pods: Sequence[PodInfo], types: Sequence[ServerType], consolidate: bool = False) -> float:
+HELD = -1  # the type index of a node consolidation keeps (do-not-disrupt): its room takes pods, it stays
+
+
+def karpenter(
+    pods: Sequence[PodInfo], types: Sequence[ServerType], consolidate: bool = False, rooms: Sequence[Resources] = ()
+) -> float:
     """Hourly cost of what Karpenter launches, and with `consolidate` what it keeps after its
-    consolidation methods ran to a fixed point."""
+    consolidation methods ran to a fixed point. ``rooms``: the free room of nodes it may not
+    disrupt, which its deletions may move pods into (their price is the caller's)."""
     caps = [(_cap(t), t.price_hourly) for t in types]
     nodes = _launch(_pods(pods), caps)
+    nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
     while consolidate and (_delete_one(nodes, caps) or _merge_two(nodes, caps) or _replace_one(nodes, caps)):
         pass
-    return sum(caps[t][1] for _, t in nodes)
+    return sum(caps[t][1] for _, t in nodes if t != HELD)

@@ -212,9 +212,12 @@ def _packs(pods: Sequence[PodInfo], rooms: Sequence[Resources]) -> bool:
     return place(0)
 
 
-def karpenter_like_price(pods: Sequence[PodInfo], types: Sequence[ServerType]) -> float:
-    """What Karpenter would keep for the same pods once its consolidation reached a fixed point."""
-    return karpenter(pods, types, consolidate=True)
+def karpenter_like_price(
+    pods: Sequence[PodInfo], types: Sequence[ServerType], rooms: Sequence[Resources] = ()
+) -> float:
+    """What Karpenter would keep for the same pods once its consolidation reached a fixed point, beside
+    nodes it may not disrupt whose free ``rooms`` its deletions may fill."""
+    return karpenter(pods, types, consolidate=True, rooms=rooms)
 
 
 def report(

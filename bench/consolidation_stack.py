@@ -427,7 +427,8 @@ def held_bounds(s: Seen) -> dict[str, float | None]:
     Karpenter too, keeps them): their price plus each bound over the other nodes' pods, the held
     nodes' free room usable. The LP's counts that room as free capacity (before 29 Nov it dropped
     it, and sat above the best packing when the scheduler had left room there: no lower bound);
-    best_packing_held is the integral optimum (None: the search found none under one node per pod)."""
+    best_packing_held is the integral optimum (None: the search found none under one node per pod);
+    Karpenter-like's deletions may fill that room too (before 29 Nov they could not: a weaker baseline)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
     pods = final_pods(s)
@@ -445,7 +446,9 @@ def held_bounds(s: Seen) -> dict[str, float | None]:
         "lower_bound_held_price_per_hour": round(
             kept + (day.lower_bound_price(rest, TYPES, rooms) if rest else 0.0), 4
         ),
-        "karpenter_like_held_price_per_hour": round(kept + (day.karpenter_like_price(rest, TYPES) if rest else 0.0), 4),
+        "karpenter_like_held_price_per_hour": round(
+            kept + (day.karpenter_like_price(rest, TYPES, rooms) if rest else 0.0), 4
+        ),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
     }
 

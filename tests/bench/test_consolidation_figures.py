@@ -17,6 +17,7 @@ from bench.consolidation import (
     best_packing_price,
     budget_violations,
     do_not_disrupt_evictions,
+    karpenter_like_price,
     lower_bound_price,
     pdb_violations,
     pods_lost,
@@ -59,6 +60,11 @@ def test_the_best_packing_is_integral_and_uses_the_kept_nodes_room() -> None:
     assert 0 < lower_bound_price(batch, types, [room]) <= best_packing_price(batch, types, [room])
     assert lower_bound_price(batch, types, [room]) < lower_bound_price(batch, types)
     assert lower_bound_price(batch, types, [room, room]) == 0.0
+    # Karpenter-like launches one cx42 for both (one claim, the cheapest type that holds it) and never
+    # splits it; its deletions may move pods into the held nodes' room, never remove those nodes.
+    assert karpenter_like_price(batch, types) == price["cx42"]
+    assert karpenter_like_price(batch, types, [room, room]) == 0.0
+    assert karpenter_like_price(batch, types, [room]) == price["cx42"]  # one pod fits it: no deletion
     huge = batch[0].model_copy(update={"requests": Resources(cpu_m=100_000, memory=GI, pods=1)})
     assert best_packing_price([huge], types) is None  # no type holds it
 
