@@ -9,6 +9,7 @@ history that carries it. Texts quoted from an answer into an error are cut with 
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import AsyncIterator, Iterator
 
@@ -25,6 +26,14 @@ MAX_QUOTED_CHARS = 500  # of an answer quoted into an error message
 
 class AnswerTooLarge(httpx.ReadError):
     """The answer's body is over the client's limit: refused unread beyond it."""
+
+
+@functools.cache
+def verified_context() -> ssl.SSLContext:
+    """httpx's default TLS context (the CA bundle of SSL_CERT_FILE, SSL_CERT_DIR or certifi), made
+    once and shared: loading the bundle costs ~40 ms of CPU, which every client made for one
+    call (a recommender's answer, an OCM request) paid again. A context is safe to share."""
+    return httpx.create_ssl_context()
 
 
 def quoted(text: object) -> str:
@@ -82,7 +91,7 @@ class BoundedTransport(httpx.BaseTransport):
         limit: int = MAX_ANSWER_BYTES,
         verify: ssl.SSLContext | bool = True,
     ) -> None:
-        self.inner = inner or httpx.HTTPTransport(verify=verify)
+        self.inner = inner or httpx.HTTPTransport(verify=verified_context() if verify is True else verify)
         self.limit = limit
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -101,7 +110,7 @@ class AsyncBoundedTransport(httpx.AsyncBaseTransport):
     """The async counterpart of BoundedTransport."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport | None = None, limit: int = MAX_ANSWER_BYTES) -> None:
-        self.inner = inner or httpx.AsyncHTTPTransport()
+        self.inner = inner or httpx.AsyncHTTPTransport(verify=verified_context())
         self.limit = limit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

@@ -87,8 +87,8 @@ def as_bool(expr: str) -> str:
     return "".join(_COMPARISON.sub(r"\1 bool", part) if i % 2 == 0 else part for i, part in enumerate(parts))
 
 
-def _vector(url: str, query: str) -> list[dict[str, Any]]:
-    resp = httpx.get(f"{url}/api/v1/query", params={"query": query}, timeout=10)
+def _vector(http: httpx.Client, url: str, query: str) -> list[dict[str, Any]]:
+    resp = http.get(f"{url}/api/v1/query", params={"query": query}, timeout=10)
     body = resp.json()
     if body.get("status") != "success":
         raise ValueError(f"{query}: {body.get('error')}")
@@ -104,12 +104,15 @@ def check_live(url: str, loops: set[str], wait_s: float = 30.0) -> dict[str, Any
     todo = {f"{e.source} {e.title}: {e.expr}": e.expr if e.source == "panel" else as_bool(e.expr) for e in of(loops)}
     checked = len(todo)
     deadline = time.monotonic() + wait_s
-    while True:
-        todo = {what: q for what, q in todo.items() if not _vector(url, q)}
-        if not todo or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)  # Prometheus scrapes every second (starters/prometheus.py)
-    rules = httpx.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    # One client for the whole check: each httpx.get made a client, loading the CA bundle
+    # (~40 ms of CPU) for every query of every panel.
+    with httpx.Client() as http:
+        while True:
+            todo = {what: q for what, q in todo.items() if not _vector(http, url, q)}
+            if not todo or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)  # Prometheus scrapes every second (starters/prometheus.py)
+        rules = http.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
     unhealthy = [
         f"{r['name']}: {r.get('lastError')}" for g in rules for r in g["rules"] if r.get("health") not in ("ok", None)
     ]

@@ -152,7 +152,7 @@ class Kubelet:
         if self.ca_pem is None:
             # Token discovery: the CA is not trusted yet, so this one read does not verify it;
             # the pinned hash (when given) is what makes the answer trustworthy.
-            unverified = ssl.create_default_context()
+            unverified = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA bundle to load: it verifies nothing
             unverified.check_hostname = False
             unverified.verify_mode = ssl.CERT_NONE
             try:

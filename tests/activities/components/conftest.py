@@ -10,6 +10,7 @@ import httpx
 import pytest
 from kubernetes import client
 
+from activities.answers import verified_context
 from activities.kube.client import api_client
 from activities.settings import KubeSettings
 from sim.cluster import FakeCluster
@@ -45,5 +46,5 @@ def world(sim: FakeCluster, api: client.ApiClient) -> Iterator[FakeTidb]:
 
 @pytest.fixture
 def control(world: FakeTidb) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=world.server.url, timeout=10) as c:
+    with httpx.Client(base_url=world.server.url, timeout=10, verify=verified_context()) as c:
         yield c

@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from activities.answers import verified_context
 from activities.fleet import build_activities
 from activities.fleet.agent_api import serve
 from activities.fleet.settings import AgentApiSettings, FleetSettings, IdentityProviderSettings, OcmSettings
@@ -210,7 +211,9 @@ def _posts(ocm: FakeOcm) -> dict[str, int]:
 
 async def _pools_at_ocm(ocm: FakeOcm) -> int:
     """Machine pools the fake OCM holds (asked over its API, as anyone would)."""
-    async with httpx.AsyncClient(base_url=ocm.url + API, headers={"Authorization": f"Bearer {OCM_TOKEN}"}) as http:
+    async with httpx.AsyncClient(
+        base_url=ocm.url + API, headers={"Authorization": f"Bearer {OCM_TOKEN}"}, verify=verified_context()
+    ) as http:
         n = 0
         for c in ocm.clusters():
             resp = await http.get(f"/clusters/{c['id']}/machine_pools")

@@ -13,6 +13,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities.answers import verified_context
 from activities.fleet.ocm import (
     PARAM_AGENT_TOKEN,
     PARAM_CLUSTER_ID,
@@ -52,7 +53,9 @@ def create_input(cluster_id: str = "aws-us-east-1-standard-1", **kw: Any) -> Cre
 
 
 def ocm_http(ocm: FakeOcm) -> httpx.Client:
-    return httpx.Client(base_url=ocm.url + API, headers={"Authorization": f"Bearer {OCM_TOKEN}"})
+    return httpx.Client(
+        base_url=ocm.url + API, headers={"Authorization": f"Bearer {OCM_TOKEN}"}, verify=verified_context()
+    )
 
 
 async def ready(acts: OcmActivities, ocm: FakeOcm, cluster_id: str = "aws-us-east-1-standard-1") -> OcmCluster:

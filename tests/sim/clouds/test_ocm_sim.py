@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from activities.answers import verified_context
 from sim.clouds.ocm import API, FakeOcm, Timings
 
 TOKEN = "sim-ocm-token"
@@ -26,7 +27,9 @@ def ocm() -> Iterator[FakeOcm]:
 
 @pytest.fixture
 def http(ocm: FakeOcm) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=ocm.url + API, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as c:
+    with httpx.Client(
+        base_url=ocm.url + API, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10, verify=verified_context()
+    ) as c:
         yield c
 
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from kubernetes import client
 
+from activities.answers import verified_context
 from sim.cluster import FakeCluster
 from sim.tidb.world import FakeTidb
 from tests.polling import eventually
@@ -34,7 +35,7 @@ def world(cluster: FakeCluster, core: client.CoreV1Api) -> Iterator[FakeTidb]:
 
 @pytest.fixture
 def http(world: FakeTidb) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=world.server.url, timeout=10) as c:
+    with httpx.Client(base_url=world.server.url, timeout=10, verify=verified_context()) as c:
         yield c
 
 
