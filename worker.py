@@ -18,15 +18,13 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
 
-from temporalio.client import Client, TLSConfig
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, PollerBehaviorAutoscaling, PollerBehaviorSimpleMaximum, Worker
 
@@ -40,10 +38,10 @@ from activities.settings import (
     ObservabilitySettings,
     Settings,
     SettingsError,
-    TemporalSettings,
     enabled_address,
     load_settings,
 )
+from activities.temporal_client import connect
 from scaling.components.loop_metrics import HISTOGRAM_BUCKETS as COMPONENT_BUCKETS
 from scaling.nodes.metrics import HISTOGRAM_BUCKETS
 from workflows.activity_options import HEARTBEAT_THROTTLE
@@ -113,30 +111,6 @@ def metrics_runtime(obs: ObservabilitySettings) -> Runtime | None:
         )
     except ValueError as err:  # the port is taken, or the address is malformed
         raise SettingsError(f"observability.metrics_address {address}: {err}") from None
-
-
-async def connect(t: TemporalSettings, runtime: Runtime | None = None, interceptors: Sequence[Any] = ()) -> Client:
-    tls: TLSConfig | bool = False
-    if t.tls_cert_file or t.tls_ca_file:
-
-        def read(path: str | None) -> bytes | None:
-            return open(path, "rb").read() if path else None
-
-        tls = TLSConfig(
-            client_cert=read(t.tls_cert_file),
-            client_private_key=read(t.tls_key_file),
-            server_root_ca_cert=read(t.tls_ca_file),
-        )
-    api_key = os.environ.get(t.api_key_env) if t.api_key_env else None
-    return await Client.connect(
-        t.address,
-        namespace=t.namespace,
-        tls=tls if not api_key else True,
-        api_key=api_key,
-        data_converter=pydantic_data_converter,
-        runtime=runtime,
-        interceptors=interceptors,
-    )
 
 
 def build_activities(

@@ -367,7 +367,7 @@ async def invoke(client: Client, settings: Settings, argv: list[str]) -> str:
 async def amain(call: Call, options: dict[str, Any]) -> str:
     if not call.needs_client:
         return render(await call.run(None, None), call, options.get("output") or "table")  # type: ignore[arg-type]
-    from worker import connect  # the worker's imports are heavy: only commands that connect pay for them
+    from activities.temporal_client import connect  # not the worker's: its imports are heavy
 
     settings = settings_from(options)
     if call.check is not None:
