@@ -141,8 +141,15 @@ def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
         lh.create_volume("vol-1", replicas=2)
         lh.attach("vol-1", "n1")
         assert lh.wait_until(lambda: lh.pdb_nodes() == {"n1", "n2"}, timeout=60)
+        # The observation reads informer caches: the volume's attachment and its second replica
+        # may reach them in either order (main once failed on {'n1'} == {'n1', 'n2'} under load).
         assert lh.wait_until(
-            lambda: bool((s := acts.observe_scale_down("c").storage) and s.volumes and s.volumes[0].node == "n1"),
+            lambda: bool(
+                (s := acts.observe_scale_down("c").storage)
+                and s.volumes
+                and s.volumes[0].node == "n1"
+                and {r.node for r in s.replicas} == {"n1", "n2"}
+            ),
             timeout=60,
         )
         obs = acts.observe_scale_down("c")
