@@ -225,11 +225,12 @@ def pods_of_removals(
     """The pods still on nodes tainted for deletion (being drained, by growth or anyone) that their
     controller recreates elsewhere and that are not yet evicted (an evicted one is terminating, and the
     pod that replaces it waits for the scheduler). Module doc: "Removals in progress"."""
+    # Sorted after the filter: the evaluation calls this over every node, and few are being removed.
+    leaving = sorted(n.name for n in nodes if marked_for_deletion(n) and n.name not in excluded)
     return [
         p
-        for n in sorted(nodes, key=lambda n: n.name)
-        if marked_for_deletion(n) and n.name not in excluded
-        for p in pods_to_evict(n.name, on_node.get(n.name, []))
+        for name in leaving
+        for p in pods_to_evict(name, on_node.get(name, []))
         if p.deletion_timestamp is None and needs_room(p, kinds)
     ]
 
