@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
@@ -38,6 +38,11 @@ RECENT_REQUESTS_KEPT = 50
 
 # Shape keys a finished request keeps (for `explain pod`); in flight it keeps all of them.
 RECENT_SHAPES_KEPT = 8
+# How long a request that reported Ready keeps covering its pods while no observation shows its
+# node Ready (NodeAutoscalerState.landing): far beyond a lagging watch (the cache relists after
+# activities.kube.cache.WAIT_S behind the last observation), short beside a readiness timeout,
+# so a node that went away before any observation saw it holds its pods back only this long.
+LANDING_HOLD_S = 60.0
 REPORTED_PODS_KEPT = 1000  # ~45 KB of state: a sample of each shape's pods is named per loop
 
 
@@ -82,6 +87,16 @@ class NodeAutoscalerState(BaseModel):
     # Crosses history as one compact table (scaling.nodes.scale_up.in_flight_table); runs
     # recorded before it carried id -> record, which still reads.
     in_flight: Annotated[
+        dict[str, NodeRequestStatus],
+        BeforeValidator(from_table),
+        PlainSerializer(to_table, when_used="json"),
+    ] = Field(default_factory=dict)
+    # Requests that reported Ready whose node no observation has shown Ready yet: the readiness
+    # wait may read the API server ahead of the cache the loop observes from (a lagging watch,
+    # another worker replica), and until the node shows, its pods look pending with no room for
+    # them. They stay covered (still_landing says how long) and count toward
+    # max_requests_in_flight, so with `in_flight` they stay within its bound; same table.
+    landing: Annotated[
         dict[str, NodeRequestStatus],
         BeforeValidator(from_table),
         PlainSerializer(to_table, when_used="json"),
@@ -136,23 +151,55 @@ def groups_fingerprint(groups: list[NodeGroup]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _for_planner(r: NodeRequestStatus) -> InFlightRequest:
+    return InFlightRequest(
+        id=r.id,
+        group=r.group,
+        pool=r.current_pool,
+        server_type=r.server_type,
+        provider=r.provider,
+        requirements=r.requirements,
+        pod_uids=r.pod_uids,
+        pods=r.pods,
+        phase=r.phase,
+    )
+
+
 def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlightRequest]:
     return [
-        InFlightRequest(
-            id=r.id,
-            group=r.group,
-            pool=r.current_pool,
-            server_type=r.server_type,
-            provider=r.provider,
-            requirements=r.requirements,
-            pod_uids=r.pod_uids,
-            pods=r.pods,
-            phase=r.phase,
-        )
+        _for_planner(r)
         for r in requests.values()
         # A request awaiting approval holds its pods: they are not planned a second node.
         if r.phase in (RequestPhase.PENDING, RequestPhase.AWAITING_APPROVAL, RequestPhase.PROVISIONING)
     ]
+
+
+def with_held_landing(
+    in_flight: list[InFlightRequest], landing: Mapping[str, NodeRequestStatus]
+) -> list[InFlightRequest]:
+    """The requests the planner counts in flight, plus those Ready whose node no observation has
+    shown Ready yet (still_landing): without them it plans their pods a second node."""
+    ids = {r.id for r in in_flight}
+    return [*in_flight, *(_for_planner(r) for r in landing.values() if r.id not in ids)]
+
+
+def still_landing(
+    landing: Mapping[str, NodeRequestStatus],
+    with_ready_node: Collection[str],
+    now: float,
+    hold_s: float = LANDING_HOLD_S,
+) -> dict[str, NodeRequestStatus]:
+    """The Ready requests that still cover their pods after an observation: not those whose node
+    it shows Ready (requests_with_ready_node: the node's room is counted there), nor those that
+    reported Ready `hold_s` or more ago (`now`: epoch seconds)."""
+    seen = set(with_ready_node)
+    return {rid: r for rid, r in landing.items() if rid not in seen and now - _reported_ready_at(r) < hold_s}
+
+
+def _reported_ready_at(r: NodeRequestStatus) -> float:
+    # The Ready attempt's time: the compact table keeps it, not finished_at.
+    at = r.finished_at or (r.attempts[-1].timestamp if r.attempts else r.started_at)
+    return 0.0 if at is None else at.replace(tzinfo=at.tzinfo or UTC).timestamp()
 
 
 def with_landing_requests(
@@ -222,6 +269,8 @@ def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus)
         per_pool[a.result.value] = per_pool.get(a.result.value, 0) + 1
     if update.phase == RequestPhase.READY:
         state.nodes_created += 1
+        if update.pods or update.pod_uids:  # its pods, until an observation shows its node Ready
+            state.landing[update.id] = update
     # A few shape keys stay for `explain pod`; the full record matters only in flight.
     kept = dict(sorted(update.pods.items(), key=lambda kv: (-kv[1], kv[0]))[:RECENT_SHAPES_KEPT])
     state.recent.append(update.model_copy(update={"pods": kept}))

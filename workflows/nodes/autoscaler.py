@@ -79,6 +79,8 @@ with workflow.unsafe.imports_passed_through():
         in_flight_for_planner,
         record_request_update,
         record_scale_down_update,
+        still_landing,
+        with_held_landing,
         with_landing_requests,
     )
     from scaling.nodes.status import AutoscalerStatus, status_of
@@ -338,11 +340,13 @@ class NodeAutoscalerWorkflow:
         started = workflow.now()
         in_flight_before = in_flight_for_planner(self.state.in_flight)
         self.ready_since_observed.clear()
+        # The landing requests too: the observation says whether it shows their nodes Ready.
+        watched = [*self.state.in_flight.values(), *self.state.landing.values()]
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             ObserveInput(
                 cluster=settings.cluster,
-                requests={r.id: r.node_name for r in self.state.in_flight.values()},
+                requests={r.id: r.node_name for r in watched},
                 fresh=self.state.resource_versions,
             ),
             result_type=ClusterObservation,
@@ -378,8 +382,13 @@ class NodeAutoscalerWorkflow:
         in_flight = with_landing_requests(
             in_flight_for_planner(self.state.in_flight), in_flight_before, self.ready_since_observed
         )
+        # Whether to plan at all (orchestration: a recorded decision or none) is asked as before
+        # the landing requests were counted, so the runs recorded before replay the same; they
+        # only ever take nodes out of a plan.
+        deciding = counted_once(in_flight, obs.requests_with_ready_node)
+        self.state.landing = still_landing(self.state.landing, obs.requests_with_ready_node, workflow.now().timestamp())
         # Their nodes are in the observation, with their room.
-        in_flight = counted_once(in_flight, obs.requests_with_ready_node)
+        in_flight = counted_once(with_held_landing(in_flight, self.state.landing), obs.requests_with_ready_node)
         demand = demand.model_copy(update={"shapes": shapes})
         decision = await self._decide(
             ScaleUpInput(
@@ -398,10 +407,12 @@ class NodeAutoscalerWorkflow:
                 max_nodes_total=settings.max_nodes_total,
                 max_price_per_hour_total=settings.max_price_per_hour_total,
                 enforce_min_nodes=settings.enforce_min_nodes,
-                requests_in_flight=len(self.state.in_flight),
+                # A landing request is in flight for the limit too: with it, the two tables the
+                # state carries stay within max_requests_in_flight rows together.
+                requests_in_flight=len(self.state.in_flight) + len(self.state.landing),
                 max_requests_in_flight=settings.max_requests_in_flight,
             ),
-            in_flight,
+            deciding,
         )
         plan = decision.plan
         new_nodes, gates = decision.planned()

@@ -192,6 +192,50 @@ def test_a_request_ready_while_the_cluster_was_observed_still_covers_its_pods() 
     assert len(plan_demand(demand, [group], cat, [flying]).new_nodes) == 1
 
 
+def test_a_request_reported_ready_covers_its_pods_until_its_node_shows_ready_or_the_hold_ends() -> None:
+    """A request that reported Ready before an observation whose cache does not show its node
+    Ready yet (a lagging watch, another worker replica): its pods still pending are covered."""
+    from datetime import timedelta
+
+    from scaling.nodes.state import (
+        LANDING_HOLD_S,
+        NodeAutoscalerState,
+        in_flight_for_planner,
+        record_request_update,
+        still_landing,
+        with_held_landing,
+    )
+
+    state = NodeAutoscalerState()
+    ready_at = T + timedelta(seconds=5)
+    for rid in ("a", "b", "c"):
+        state.in_flight[rid] = NodeRequestStatus(id=rid, group="g", current_pool="kwok-cx22", pods={"shape": 1})
+    # Final reports come without their pods: the recorded ones are kept for the hold.
+    for rid in ("a", "b"):
+        ready = Attempt(pool="kwok-cx22", result=AttemptResult.READY, timestamp=ready_at, node_name=f"n-{rid}")
+        record_request_update(
+            state,
+            NodeRequestStatus(id=rid, group="g", phase=RequestPhase.READY, node_name=f"n-{rid}", attempts=[ready]),
+        )
+    assert sorted(state.landing) == ["a", "b"] and state.landing["a"].pods == {"shape": 1}
+    # It crosses continue-as-new in the in-flight table's form, with what the hold reads.
+    carried = NodeAutoscalerState.model_validate_json(state.model_dump_json())
+    assert {rid: (r.pods, r.node_name, r.attempts[-1].timestamp) for rid, r in carried.landing.items()} == {
+        rid: ({"shape": 1}, f"n-{rid}", ready_at) for rid in ("a", "b")
+    }
+
+    now = ready_at.timestamp() + 1
+    # The observation shows b's node Ready (its room counts there), not a's.
+    landing = still_landing(carried.landing, ["b"], now)
+    assert sorted(landing) == ["a"]
+    in_flight = with_held_landing(in_flight_for_planner(carried.in_flight), landing)
+    assert [(r.id, r.pods) for r in in_flight] == [("c", {"shape": 1}), ("a", {"shape": 1})]
+    # Counted once: a request both in flight and landing (Ready during the observation).
+    assert [r.id for r in with_held_landing(in_flight, landing)] == ["c", "a"]
+    # A node no observation shows Ready holds its pods only so long.
+    assert still_landing(landing, [], ready_at.timestamp() + LANDING_HOLD_S) == {}
+
+
 def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -> None:
     from scaling.kube.labels import request_key
     from scaling.kube.models import NodeInfo

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.nodes.planning import plan_scale_up
 from activities.nodes.requests import report_to_loop, start_node_requests
+from scaling.kube.models import NodeInfo, Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import (
     ClusterObservation,
@@ -65,6 +66,10 @@ class World:
     crash_after_create: set[str] = field(default_factory=set)  # request ids: make it, then hang
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
     readiness_rounds: list[list[str]] = field(default_factory=list)  # wait_nodes_ready's nodes per call
+    # Nodes labelled Ready join the observation full (other pods took their room): the pods stay
+    # pending and the loop plans again. Otherwise the observation never shows them, and a request
+    # that reported Ready covers its pods for LANDING_HOLD_S, as for a cache that lags.
+    ready_nodes_join_full: bool = False
 
     def activities(self) -> list:
         world = self
@@ -133,6 +138,12 @@ class World:
             world.observe_fresh.append({} if isinstance(inp, str) else dict(inp.fresh))
             # Aggregated as the real observer does: tests describe pods and nodes one by one.
             obs = world.observation
+            if world.ready_nodes_join_full:
+                joined = [
+                    NodeInfo(name=name, labels=labels, ready=True, allocatable=Resources(cpu_m=100, memory=1, pods=1))
+                    for name, labels in world.labelled.items()
+                ]
+                obs = obs.model_copy(update={"nodes": [*obs.nodes, *joined]})
             demand = observe_demand(
                 obs.unschedulable,
                 obs.nodes,

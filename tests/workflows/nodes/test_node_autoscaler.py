@@ -220,6 +220,42 @@ async def test_a_ready_node_whose_request_is_still_in_flight_counts_once(running
     assert status.last_loop.fits_existing == 4 and status.last_loop.covered_in_flight == 2
 
 
+async def test_a_request_reported_ready_covers_its_pods_until_an_observation_shows_its_node(running) -> None:  # noqa: ANN001
+    """The readiness wait may see a node Ready on the API server before the cache the loop
+    observes from does (its watch lags under load, or the observation runs on another replica):
+    the observation after the Ready report then has the pods still pending and no Ready node for
+    them. The request still covers its pods until an observation shows its node Ready; it was
+    forgotten once it reported, and the pods got a second node (the storage demo bought 7 nodes
+    for 3 under load)."""
+    world = World()  # every node is Ready at once
+    world.observation = ClusterObservation(unschedulable=[pod(i, cpu_m=1500) for i in range(2)], groups=[GENERAL])
+    # Scale-down off: these stubs do not observe for it (growth nodes exist here).
+    handle = await running(world, scale_down_enabled=False)
+    ready = await eventually(handle, lambda s: s.nodes_created == 2)  # a cx22 per pod
+    status = await eventually(handle, lambda s: s.iterations >= ready.iterations + 3)
+    # The cache still shows neither node: no request more for their pods.
+    assert len(world.created) == 2
+    assert status.last_loop.covered_in_flight == 2 and status.last_loop.planned_nodes == 0
+    # Once the observation has the nodes Ready (the pods not bound yet), their room counts, once.
+    world.observation = ClusterObservation(
+        unschedulable=[pod(i, cpu_m=1500) for i in range(2)],
+        nodes=[
+            NodeInfo(
+                name=world.machines[(c.request_id, c.attempt)],
+                labels={LABEL_GROUP: "general", LABEL_POOL: c.pool.name, LABEL_REQUEST: request_key(c.request_id)},
+                allocatable=Resources(cpu_m=2000, memory=4 * GIB, pods=110),
+                ready=True,
+            )
+            for c in world.created
+        ],
+        groups=[GENERAL],
+    )
+    seen = await eventually(handle, lambda s: s.last_loop.nodes == 2)
+    status = await eventually(handle, lambda s: s.iterations >= seen.iterations + 2)
+    assert status.last_loop.fits_existing == 2 and status.last_loop.covered_in_flight == 0
+    assert len(world.created) == 2
+
+
 async def test_pools_below_min_nodes_get_requests_once(running) -> None:  # noqa: ANN001
     """No pending pod, one node in a pool with minNodes 3: two requests pinned to that pool, and
     no more in later loops while they are in flight (CA's --enforce-node-group-min-size)."""

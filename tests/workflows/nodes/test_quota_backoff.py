@@ -46,7 +46,7 @@ def pod(i: int) -> PodInfo:
 
 async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(dev_env: WorkflowEnvironment) -> None:
     env = dev_env
-    world = World(quota_pools={"kwok-cx22"})
+    world = World(quota_pools={"kwok-cx22"}, ready_nodes_join_full=True)
     world.observation = ClusterObservation(unschedulable=[pod(1)], groups=[GROUP])
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     cluster = f"c{uuid.uuid4().hex[:6]}"
@@ -54,15 +54,20 @@ async def test_quota_exceeded_backs_the_pool_off_and_later_requests_skip_it(dev_
         handle = await env.client.start_workflow(
             NodeAutoscalerWorkflow.run,
             AutoscalerInput(
+                # Scale-down off: these stubs do not observe for it (growth nodes join here).
                 settings=AutoscalerSettings(
-                    cluster=cluster, scan_interval_s=0.2, readiness_timeout_s=60, machine_gc=False
+                    cluster=cluster,
+                    scan_interval_s=0.2,
+                    readiness_timeout_s=60,
+                    machine_gc=False,
+                    scale_down_enabled=False,
                 )
             ),
             id=f"nodes/{cluster}",
             task_queue=tq,
         )
         try:
-            # Pods stay unschedulable (stubs schedule nothing), so the loop keeps planning nodes.
+            # The pod stays unschedulable (its nodes join full), so the loop keeps planning nodes.
             status = await eventually(handle, lambda s: s.requests_by_phase.get("Ready", 0) >= 3)
             tried = [c.pool.name for c in world.created]
             assert tried[0] == "kwok-cx22"  # the preferred pool, until quota said no
