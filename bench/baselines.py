@@ -12,9 +12,12 @@ their documented choice rules, so the planner's cost can be compared with theirs
   instance types can still hold, else open a claim with every type; at launch each claim
   takes the cheapest type that holds what it got. With `consolidate`, the disruption
   controller's methods then run until none acts (karpenter.sh concepts/disruption):
-  deletion (a node's pods all fit the others' free room), single-node replacement (by the
-  cheapest type that holds its pods, when cheaper) and multi-node replacement (two nodes by
-  one cheaper node that holds both).
+  deletion (a node's pods all fit the others' free room), multi-node replacement (the longest
+  prefix of the nodes by price per pod whose pods the others' room and one node cheaper than
+  them all hold; and any pair one cheaper node holds) and single-node replacement (the others'
+  room and one cheaper node). Before 29 Nov 2026 the replacements ignored the others' room and
+  merged pairs only: a weaker baseline than Karpenter, which places pods on existing nodes
+  before it opens a claim and merges up to 100 nodes a command.
 
 Pods carry a per-node limit (hostname anti-affinity or spread; scaling.kube.affinity) that
 every placement here keeps, like the planner's.
@@ -182,20 +185,56 @@ def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]
     return False
 
 
+def _fill_others(
+    nodes: list[tuple[_Node, int]], leaving: set[int], pods: Sequence[_Pod]
+) -> tuple[list[tuple[_Node, int]], list[_Pod]]:
+    """The nodes not ``leaving``, rebuilt, with as many of ``pods`` (largest first) as their free room
+    takes, first fit (Karpenter's scheduler tries the existing nodes before any new claim); and the
+    pods left over for a new node."""
+    others = [(_rebuild(n.pods, n.cap), t) for j, (n, t) in enumerate(nodes) if j not in leaving]
+    left = []
+    for p in sorted(pods, key=lambda p: -(p.req[0] + p.req[1] / 2**20)):
+        home = next((o for o, _ in others if o.takes(p)), None)
+        if home is None:
+            left.append(p)
+        else:
+            home.add(p)
+    return others, left
+
+
+def _replace(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]], leaving: Sequence[int]) -> bool:
+    """``leaving`` go when their pods fit the others' room plus at most one new node of the cheapest
+    type that holds the rest, and that node costs less than they do (else nothing changes)."""
+    pods = [p for k in leaving for p in nodes[k][0].pods]
+    others, left = _fill_others(nodes, set(leaving), pods)
+    price = sum(caps[nodes[k][1]][1] for k in leaving)
+    if not left:
+        nodes[:] = others
+        return True
+    i = _cheapest(caps, left)
+    if i is None or caps[i][1] >= price - 1e-12:
+        return False
+    nodes[:] = [*others, (_rebuild(left, caps[i][0]), i)]
+    return True
+
+
 def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
-    """Single-node replacement by the cheapest type that holds the node's pods."""
-    for k, (node, t) in enumerate(nodes):
-        if t == HELD:
-            continue
-        i = _cheapest(caps, node.pods)
-        if i is not None and caps[i][1] < caps[t][1]:
-            nodes[k] = (_rebuild(node.pods, caps[i][0]), i)
-            return True
-    return False
+    """Single-node replacement: a node whose pods the others' room and one cheaper node hold."""
+    return any(_replace(nodes, caps, [k]) for k, (_, t) in enumerate(nodes) if t != HELD)
+
+
+def _merge_many(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+    """Multi-node replacement as Karpenter searches it: the candidates by price per pod moved (its
+    SavingsRatio), the longest prefix of two or more whose pods the others' room and one node cheaper
+    than them all hold (Karpenter binary-searches the prefixes; trying each, longest first, finds at
+    least what it finds)."""
+    free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
+    order = sorted(free, key=lambda k: -caps[nodes[k][1]][1] / (1 + len(nodes[k][0].pods)))
+    return any(_replace(nodes, caps, order[:n]) for n in range(len(order), 1, -1))
 
 
 def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
-    """Multi-node replacement: the pair whose pods one cheaper node holds, most saved first."""
+    """Any pair whose pods one cheaper node holds, most saved first: pairs the prefix search skips."""
     best: tuple[float, int, int, int] | None = None
     free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
     for x, a in enumerate(free):
@@ -226,6 +265,8 @@ def karpenter(
     caps = [(_cap(t), t.price_hourly) for t in types]
     nodes = _launch(_pods(pods), caps)
     nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
-    while consolidate and (_delete_one(nodes, caps) or _merge_two(nodes, caps) or _replace_one(nodes, caps)):
+    while consolidate and (
+        _delete_one(nodes, caps) or _merge_many(nodes, caps) or _merge_two(nodes, caps) or _replace_one(nodes, caps)
+    ):
         pass
     return sum(caps[t][1] for _, t in nodes if t != HELD)
