@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
 from scaling.kube.models import PodInfo, Resources
+from scaling.nodes.disruption.budgets import UNLIMITED, scaled_nodes
 from scaling.nodes.models import ServerType
 
 Vec = tuple[int, int, int]
@@ -223,14 +224,14 @@ def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float
     return any(_replace(nodes, caps, [k]) for k, (_, t) in enumerate(nodes) if t != HELD)
 
 
-def _merge_many(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+def _merge_many(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]], limit: int = UNLIMITED) -> bool:
     """Multi-node replacement as Karpenter searches it: the candidates by price per pod moved (its
-    SavingsRatio), the longest prefix of two or more whose pods the others' room and one node cheaper
-    than them all hold (Karpenter binary-searches the prefixes; trying each, longest first, finds at
-    least what it finds)."""
+    SavingsRatio), the longest prefix of two or more, at most ``limit`` (the budget), whose pods the
+    others' room and one node cheaper than them all hold (Karpenter binary-searches the prefixes;
+    trying each, longest first, finds at least what it finds)."""
     free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
     order = sorted(free, key=lambda k: -caps[nodes[k][1]][1] / (1 + len(nodes[k][0].pods)))
-    return any(_replace(nodes, caps, order[:n]) for n in range(len(order), 1, -1))
+    return any(_replace(nodes, caps, order[:n]) for n in range(min(len(order), limit), 1, -1))
 
 
 def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
@@ -257,16 +258,27 @@ HELD = -1  # the type index of a node consolidation keeps (do-not-disrupt): its 
 
 
 def karpenter(
-    pods: Sequence[PodInfo], types: Sequence[ServerType], consolidate: bool = False, rooms: Sequence[Resources] = ()
+    pods: Sequence[PodInfo],
+    types: Sequence[ServerType],
+    consolidate: bool = False,
+    rooms: Sequence[Resources] = (),
+    budget: str | None = None,
 ) -> float:
     """Hourly cost of what Karpenter launches, and with `consolidate` what it keeps after its
     consolidation methods ran to a fixed point. ``rooms``: the free room of nodes it may not
-    disrupt, which its deletions may move pods into (their price is the caller's)."""
+    disrupt, which its deletions may move pods into (their price is the caller's). ``budget``: the
+    pool's nodes budget ("3", "20%" of its nodes, held ones too, rounded up), which limits the nodes
+    of one command as Karpenter's does (None: no budget)."""
     caps = [(_cap(t), t.price_hourly) for t in types]
     nodes = _launch(_pods(pods), caps)
     nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
-    while consolidate and (
-        _delete_one(nodes, caps) or _merge_many(nodes, caps) or _merge_two(nodes, caps) or _replace_one(nodes, caps)
-    ):
-        pass
+    while consolidate:
+        limit = UNLIMITED if budget is None else scaled_nodes(budget, len(nodes))
+        if limit < 1 or not (
+            _delete_one(nodes, caps)
+            or _merge_many(nodes, caps, limit)
+            or (limit >= 2 and _merge_two(nodes, caps))
+            or _replace_one(nodes, caps)
+        ):
+            break
     return sum(caps[t][1] for _, t in nodes if t != HELD)

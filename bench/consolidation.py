@@ -213,11 +213,12 @@ def _packs(pods: Sequence[PodInfo], rooms: Sequence[Resources]) -> bool:
 
 
 def karpenter_like_price(
-    pods: Sequence[PodInfo], types: Sequence[ServerType], rooms: Sequence[Resources] = ()
+    pods: Sequence[PodInfo], types: Sequence[ServerType], rooms: Sequence[Resources] = (), budget: str | None = None
 ) -> float:
     """What Karpenter would keep for the same pods once its consolidation reached a fixed point, beside
-    nodes it may not disrupt whose free ``rooms`` its deletions may fill."""
-    return karpenter(pods, types, consolidate=True, rooms=rooms)
+    nodes it may not disrupt whose free ``rooms`` its commands may fill, each command within the
+    pool's nodes ``budget`` (None: none)."""
+    return karpenter(pods, types, consolidate=True, rooms=rooms, budget=budget)
 
 
 def report(

@@ -422,13 +422,15 @@ def final_pods(s: Seen) -> list[PodInfo]:
     return out
 
 
-def held_bounds(s: Seen) -> dict[str, float | None]:
+def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
     """The bounds with the nodes do-not-disrupt holds kept as they are (as every consolidator,
     Karpenter too, keeps them): their price plus each bound over the other nodes' pods, the held
     nodes' free room usable. The LP's counts that room as free capacity (before 29 Nov it dropped
     it, and sat above the best packing when the scheduler had left room there: no lower bound);
     best_packing_held is the integral optimum (None: the search found none under one node per pod);
-    Karpenter-like's deletions may fill that room too (before 29 Nov they could not: a weaker baseline)."""
+    Karpenter-like's commands may fill that room too (before 29 Nov they could not: a weaker baseline),
+    each within the group's nodes ``budget`` as Karpenter's would be with the same NodePool;
+    karpenter_like_unbudgeted is the same without a budget (a reference the aims do not read)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
     pods = final_pods(s)
@@ -447,6 +449,9 @@ def held_bounds(s: Seen) -> dict[str, float | None]:
             kept + (day.lower_bound_price(rest, TYPES, rooms) if rest else 0.0), 4
         ),
         "karpenter_like_held_price_per_hour": round(
+            kept + (day.karpenter_like_price(rest, TYPES, rooms, budget) if rest else 0.0), 4
+        ),
+        "karpenter_like_unbudgeted_held_price_per_hour": round(
             kept + (day.karpenter_like_price(rest, TYPES, rooms) if rest else 0.0), 4
         ),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
@@ -573,7 +578,7 @@ async def run_day(
             types=TYPES,
             violations=counts,
         )
-        out |= held_bounds(end)
+        out |= held_bounds(end, budget)
         out["aim_bound_held_price_per_hour"] = aim_bound(out)
         kinds: dict[str, int] = {}
         for r in records:

@@ -67,6 +67,8 @@ def test_the_best_packing_is_integral_and_uses_the_kept_nodes_room() -> None:
     # One pod fits it: no deletion, but a replacement places that pod there first and a cx32 holds the
     # other (Karpenter's scheduler fills existing nodes before a claim; before 29 Nov it kept the cx42).
     assert karpenter_like_price(batch, types, [room]) == price["cx32"]
+    assert karpenter_like_price(batch, types, [room], budget="50%") == price["cx32"]  # 50 % of 2 nodes: 1
+    assert karpenter_like_price(batch, types, [room], budget="0") == price["cx42"]  # a budget of 0: nothing
     huge = batch[0].model_copy(update={"requests": Resources(cpu_m=100_000, memory=GI, pods=1)})
     assert best_packing_price([huge], types) is None  # no type holds it
 
@@ -228,6 +230,7 @@ def test_the_karpenter_like_baseline_merges_three_nodes_where_no_pair_saves() ->
     )
     nodes = [(_rebuild([p], caps[cx32][0]), cx32) for p in batch]
     assert not _merge_two(list(nodes), caps)
+    assert not _merge_many(nodes, caps, limit=2)  # a budget of two per command: no prefix saves
     assert _merge_many(nodes, caps)
     assert [types[t].name for _, t in nodes] == ["cx42"]
     assert len(nodes[0][0].pods) == 3
