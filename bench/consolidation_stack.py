@@ -566,6 +566,8 @@ async def run_day(
                         "decisions": await loop_decisions(temporal),
                         "min_available": min_available,
                         "desired": desired,
+                        "budget": budget,
+                        "price_per_hour_before": before,
                     }
                 )
             )
@@ -642,6 +644,33 @@ async def consolidate(
     return {"settled": False, "settle_s": round(time.monotonic() - began, 1)}
 
 
+def judge(record: Mapping[str, Any], budget: str = NODES_BUDGET) -> dict[str, Any]:
+    """A recorded run (--record) judged again with today's counting and bounds: its last sample's
+    prices and bounds, its violations, and the aims but whether it settled (not recorded). The
+    bounds and the baseline changed three times in one week; records let earlier runs be read
+    with the latest. ``budget``: for records from before it was kept in them."""
+    samples = [
+        Seen(
+            at=x["at"],
+            nodes={k: NodeSeen(**v) for k, v in x["nodes"].items()},
+            pods={k: PodSeen(**v) for k, v in x["pods"].items()},
+        )
+        for x in record["samples"]
+    ]
+    removals = [Removal(**(r | {"evicted": tuple(tuple(e) for e in r.get("evicted", ()))})) for r in record["removals"]]
+    budget = record.get("budget", budget)
+    counts = count_day(
+        samples, removals, disruption_settings(budget), record["min_available"], record["desired"], PINNED[0]
+    )
+    end = samples[-1]
+    before = record.get("price_per_hour_before", 0.0)  # not kept before 29 Nov
+    out = day.report(before=before, after=price(end), final_pods=final_pods(end), types=TYPES, violations=counts)
+    out |= held_bounds(end, budget)
+    out["aim_bound_held_price_per_hour"] = aim_bound(out)
+    out["aims_met"] = aims_met(out)  # as if settled
+    return out | {"budget": budget, "samples": len(samples)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=int, default=None, help="simulated hours (default: 2 real, 24 planner-only)")
@@ -652,7 +681,11 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None, help="write the samples and removals here (JSON)")
     parser.add_argument("--planner-only", action="store_true", help="through the planners only (seconds)")
     parser.add_argument("--budget", default=NODES_BUDGET, help="the group's nodes budget (a count or a percentage)")
+    parser.add_argument("--judge", type=Path, default=None, help="judge a --record file again; run nothing")
     args = parser.parse_args()
+    if args.judge:
+        print(json.dumps(judge(json.loads(args.judge.read_text()), args.budget)))
+        return
     if args.planner_only:
         print(json.dumps(day.planner_day(args.hours or 24, args.seed)))
         return

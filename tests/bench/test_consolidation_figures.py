@@ -3,6 +3,7 @@ history counts once, a start that waited for a slot counts none, a window that c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 
@@ -211,6 +212,20 @@ def test_the_real_stacks_record_counts_each_breach_once() -> None:
         "pods_lost": 2,  # an api replica never ran, the pinned pod is gone
         "replacements_failed": 1,
     }
+    # --judge reads the same record back from its JSON (as --record writes it) and counts the same.
+    from bench.consolidation_stack import judge
+
+    record = {
+        "samples": [dataclasses.asdict(x) for x in samples],
+        "removals": [dataclasses.asdict(r) for r in records],
+        "min_available": {"web": 3},
+        "desired": {"web": 3, "api": 2, "pinned": 1},
+        "budget": "20%",
+        "price_per_hour_before": 0.1,
+    }
+    again = judge(json.loads(json.dumps(record)))
+    assert {k: again[k] for k in counts} == counts and not again["aims_met"]
+    assert again["price_per_hour_before"] == 0.1 and again["price_per_hour_after"] == 4 * 0.0113
 
 
 def test_the_karpenter_like_baseline_merges_three_nodes_where_no_pair_saves() -> None:
