@@ -12,9 +12,10 @@ their documented choice rules, so the planner's cost can be compared with theirs
   instance types can still hold, else open a claim with every type; at launch each claim
   takes the cheapest type that holds what it got. With `consolidate`, the disruption
   controller's methods then run until none acts (karpenter.sh concepts/disruption):
-  deletion (a node's pods all fit the others' free room), multi-node replacement (the longest
-  prefix of the nodes by price per pod whose pods the others' room and one node cheaper than
-  them all hold; and any pair one cheaper node holds) and single-node replacement (the others'
+  deletion (a node's pods all fit the others' free room), multi-node replacement (Karpenter's
+  binary search for the longest prefix of the nodes by price per pod whose pods the others' room
+  and one node cheaper than them all hold, then the whole prefix; and any pair one cheaper node
+  holds) and single-node replacement (the others'
   room and one cheaper node). Before 29 Nov 2026 the replacements ignored the others' room and
   merged pairs only: a weaker baseline than Karpenter, which places pods on existing nodes
   before it opens a claim and merges up to 100 nodes a command.
@@ -224,14 +225,34 @@ def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float
     return any(_replace(nodes, caps, [k]) for k, (_, t) in enumerate(nodes) if t != HELD)
 
 
+MAX_COMMAND = 100  # Karpenter's multi-node consolidation takes at most 100 candidates
+
+
 def _merge_many(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]], limit: int = UNLIMITED) -> bool:
     """Multi-node replacement as Karpenter searches it: the candidates by price per pod moved (its
-    SavingsRatio), the longest prefix of two or more, at most ``limit`` (the budget), whose pods the
-    others' room and one node cheaper than them all hold (Karpenter binary-searches the prefixes;
-    trying each, longest first, finds at least what it finds)."""
+    SavingsRatio), at most ``limit`` (the budget) and MAX_COMMAND of them, and a binary search for the
+    longest prefix of two or more whose pods the others' room and one node cheaper than them all hold;
+    then, where that search's assumption (a longer prefix that saves implies the shorter ones do) fails,
+    the whole prefix once, as growth's plan tries it (scaling/nodes/disruption/multi_node.py): at least
+    what Karpenter finds, in log(n) trials."""
     free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
     order = sorted(free, key=lambda k: -caps[nodes[k][1]][1] / (1 + len(nodes[k][0].pods)))
-    return any(_replace(nodes, caps, order[:n]) for n in range(min(len(order), limit), 1, -1))
+    order = order[: min(limit, MAX_COMMAND)]
+    lo, hi, found = 2, len(order), None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        trial = list(nodes)
+        if _replace(trial, caps, order[:mid]):
+            found, lo = trial, mid + 1
+        else:
+            hi = mid - 1
+    if found is None and len(order) > 2:
+        trial = list(nodes)
+        found = trial if _replace(trial, caps, order) else None
+    if found is None:
+        return False
+    nodes[:] = found
+    return True
 
 
 def _merge_two(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
