@@ -12,13 +12,13 @@ their documented choice rules, so the planner's cost can be compared with theirs
   instance types can still hold, else open a claim with every type; at launch each claim
   takes the cheapest type that holds what it got. With `consolidate`, the disruption
   controller's methods then run until none acts (karpenter.sh concepts/disruption):
-  deletion (a node's pods all fit the others' free room), multi-node replacement (Karpenter's
-  binary search for the longest prefix of the nodes by price per pod whose pods the others' room
-  and one node cheaper than them all hold, then the whole prefix; and any pair one cheaper node
-  holds) and single-node replacement (the others'
-  room and one cheaper node). Before 29 Nov 2026 the replacements ignored the others' room and
-  merged pairs only: a weaker baseline than Karpenter, which places pods on existing nodes
-  before it opens a claim and merges up to 100 nodes a command.
+  deletion (a node's pods all fit the others' free room), single-node replacement (by the
+  cheapest type that holds its pods) and multi-node replacement (two nodes by one cheaper node
+  that holds both). With `into_room` (the consolidation bench's Karpenter-like, since 29 Nov
+  2026), as Karpenter's are: replacements place pods in the others' room before they open a
+  node, and multi-node replacement is Karpenter's binary search for the longest prefix of the
+  nodes by price per pod whose pods the others' room and one node cheaper than them all hold
+  (then the whole prefix once, as growth's plan tries it), pairs besides.
 
 Pods carry a per-node limit (hostname anti-affinity or spread; scaling.kube.affinity) that
 every placement here keeps, like the planner's.
@@ -56,6 +56,11 @@ class _Node:
         if p.cap is not None and self.kinds.get(p.kind, 0) >= p.cap:
             return False
         return all(u + r <= x for u, r, x in zip(self.used, p.req, c))
+
+    def copy(self) -> _Node:
+        """The same node, its room to be filled apart (C-speed copies: the consolidation methods copy
+        every node once per candidate they try)."""
+        return _Node(cap=self.cap, used=list(self.used), pods=list(self.pods), kinds=dict(self.kinds))
 
     def add(self, p: _Pod) -> None:
         for d in range(3):
@@ -179,7 +184,7 @@ def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]
     free = [k for k in range(len(nodes)) if nodes[k][1] != HELD]
     order = sorted(free, key=lambda k: _weight(tuple(nodes[k][0].used), nodes[k][0].cap))  # type: ignore[arg-type]
     for k in order:
-        others = [_rebuild(n.pods, n.cap) for j, (n, _) in enumerate(nodes) if j != k]
+        others = [n.copy() for j, (n, _) in enumerate(nodes) if j != k]
         if all(any(o.takes(p) and (o.add(p) or True) for o in others) for p in nodes[k][0].pods):
             kept = [t for j, (_, t) in enumerate(nodes) if j != k]
             nodes[:] = list(zip(others, kept))
@@ -190,10 +195,10 @@ def _delete_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]
 def _fill_others(
     nodes: list[tuple[_Node, int]], leaving: set[int], pods: Sequence[_Pod]
 ) -> tuple[list[tuple[_Node, int]], list[_Pod]]:
-    """The nodes not ``leaving``, rebuilt, with as many of ``pods`` (largest first) as their free room
+    """The nodes not ``leaving``, copied, with as many of ``pods`` (largest first) as their free room
     takes, first fit (Karpenter's scheduler tries the existing nodes before any new claim); and the
     pods left over for a new node."""
-    others = [(_rebuild(n.pods, n.cap), t) for j, (n, t) in enumerate(nodes) if j not in leaving]
+    others = [(n.copy(), t) for j, (n, t) in enumerate(nodes) if j not in leaving]
     left = []
     for p in sorted(pods, key=lambda p: -(p.req[0] + p.req[1] / 2**20)):
         home = next((o for o, _ in others if o.takes(p)), None)
@@ -220,9 +225,32 @@ def _replace(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]], 
     return True
 
 
+def _replace_alone(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
+    """Single-node replacement by the cheapest type that holds the node's pods alone (the scale-up
+    bench's baseline: it ignores the others' room)."""
+    for k, (node, t) in enumerate(nodes):
+        if t == HELD:
+            continue
+        i = _cheapest(caps, node.pods)
+        if i is not None and caps[i][1] < caps[t][1]:
+            nodes[k] = (_rebuild(node.pods, caps[i][0]), i)
+            return True
+    return False
+
+
 def _replace_one(nodes: list[tuple[_Node, int]], caps: Sequence[tuple[Vec, float]]) -> bool:
-    """Single-node replacement: a node whose pods the others' room and one cheaper node hold."""
-    return any(_replace(nodes, caps, [k]) for k, (_, t) in enumerate(nodes) if t != HELD)
+    """Single-node replacement: a node whose pods the others' room and one cheaper node hold. A node
+    whose requests exceed, in some resource, the others' free room plus the largest cheaper type is
+    not tried (a necessary condition, summed: it only spares the placements that must fail)."""
+    free = [sum(n.cap[d] - n.used[d] for n, _ in nodes) for d in range(3)]
+    for k, (node, t) in enumerate(nodes):
+        cheaper = [c for c, price in caps if price < caps[t][1]] if t != HELD else []
+        if not cheaper:
+            continue
+        room = [free[d] - (node.cap[d] - node.used[d]) + max(c[d] for c in cheaper) for d in range(3)]
+        if all(node.used[d] <= room[d] for d in range(3)) and _replace(nodes, caps, [k]):
+            return True
+    return False
 
 
 MAX_COMMAND = 100  # Karpenter's multi-node consolidation takes at most 100 candidates
@@ -284,12 +312,16 @@ def karpenter(
     consolidate: bool = False,
     rooms: Sequence[Resources] = (),
     budget: str | None = None,
+    into_room: bool = False,
 ) -> float:
     """Hourly cost of what Karpenter launches, and with `consolidate` what it keeps after its
     consolidation methods ran to a fixed point. ``rooms``: the free room of nodes it may not
     disrupt, which its deletions may move pods into (their price is the caller's). ``budget``: the
     pool's nodes budget ("3", "20%" of its nodes, held ones too, rounded up), which limits the nodes
-    of one command as Karpenter's does (None: no budget)."""
+    of one command as Karpenter's does (None: no budget). ``into_room``: replacements place pods in
+    the others' room first and N nodes merge, as Karpenter's do (the consolidation bench); without it
+    a node is replaced by what holds its pods alone and only pairs merge (the scale-up bench: the
+    full methods took 90-450 s per capped family at 2,000 pods)."""
     caps = [(_cap(t), t.price_hourly) for t in types]
     nodes = _launch(_pods(pods), caps)
     nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
@@ -297,9 +329,9 @@ def karpenter(
         limit = UNLIMITED if budget is None else scaled_nodes(budget, len(nodes))
         if limit < 1 or not (
             _delete_one(nodes, caps)
-            or _merge_many(nodes, caps, limit)
+            or (into_room and _merge_many(nodes, caps, limit))
             or (limit >= 2 and _merge_two(nodes, caps))
-            or _replace_one(nodes, caps)
+            or (_replace_one(nodes, caps) if into_room else _replace_alone(nodes, caps))
         ):
             break
     return sum(caps[t][1] for _, t in nodes if t != HELD)

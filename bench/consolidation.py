@@ -218,7 +218,7 @@ def karpenter_like_price(
     """What Karpenter would keep for the same pods once its consolidation reached a fixed point, beside
     nodes it may not disrupt whose free ``rooms`` its commands may fill, each command within the
     pool's nodes ``budget`` (None: none)."""
-    return karpenter(pods, types, consolidate=True, rooms=rooms, budget=budget)
+    return karpenter(pods, types, consolidate=True, rooms=rooms, budget=budget, into_room=True)
 
 
 def report(

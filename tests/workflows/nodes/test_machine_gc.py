@@ -16,7 +16,6 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.heartbeat import HeartbeatInterceptor
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import CollectedMachine, DeleteNodeInput, ProviderMachine, UnusablePool
 from scaling.nodes.models import LABEL_CLUSTER, LABEL_GROUP, LABEL_REQUEST
@@ -115,15 +114,9 @@ async def gc(env: WorkflowEnvironment):
 
     async def _start(cloud: Cloud, **settings: object) -> WorkflowHandle:
         tq = f"gc-{uuid.uuid4().hex[:6]}"
-        # Beating as the worker process's activities beat (worker.py): a listing held past the
-        # 6 s heartbeat timeout (a loaded machine) was retried, a second listing in the same round.
-        worker = new_worker(
-            env.client,
-            tq,
-            workflows=[MachineGCWorkflow],
-            activities=cloud.activities(),
-            interceptors=[HeartbeatInterceptor()],
-        )
+        # Its activities beat as the worker process's do (new_worker): a listing held past the 6 s
+        # heartbeat timeout (a loaded machine) was retried, a second listing in the same round.
+        worker = new_worker(env.client, tq, workflows=[MachineGCWorkflow], activities=cloud.activities())
         await worker.__aenter__()
         cluster = f"c{uuid.uuid4().hex[:6]}"
         handle = await env.client.start_workflow(
