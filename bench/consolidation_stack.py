@@ -467,6 +467,15 @@ def aim_bound(out: Mapping[str, Any]) -> float:
     return max(out["lower_bound_held_price_per_hour"], best if best is not None else 0.0)
 
 
+def night_line(before: float, end: Seen, counts: Mapping[str, int], budget: str) -> dict[str, Any]:
+    """The bench's line but the aims and the run's own figures: the issue's keys (day.report), the
+    bounds that keep the held nodes, and the one the aim reads; a run and --judge make it alike."""
+    out = day.report(before=before, after=price(end), final_pods=final_pods(end), types=TYPES, violations=counts)
+    out |= held_bounds(end, budget)
+    out["aim_bound_held_price_per_hour"] = aim_bound(out)
+    return out
+
+
 def aims_met(out: Mapping[str, Any]) -> bool:
     """The issue's aims against the bounds that keep the held nodes: after <= 1.10 x the tightest
     lower bound (aim_bound), never dearer than Karpenter-like, every violation 0."""
@@ -573,15 +582,7 @@ async def run_day(
             )
         counts = count_day(sampler.samples, records, disruption_settings(budget), min_available, desired, PINNED[0])
         end = sampler.last
-        out = day.report(
-            before=before,
-            after=price(end),
-            final_pods=final_pods(end),
-            types=TYPES,
-            violations=counts,
-        )
-        out |= held_bounds(end, budget)
-        out["aim_bound_held_price_per_hour"] = aim_bound(out)
+        out = night_line(before, end, counts, budget)
         kinds: dict[str, int] = {}
         for r in records:
             kinds[f"{r.workflow}:{r.kind}"] = kinds.get(f"{r.workflow}:{r.kind}", 0) + 1
@@ -662,11 +663,8 @@ def judge(record: Mapping[str, Any], budget: str = NODES_BUDGET) -> dict[str, An
     counts = count_day(
         samples, removals, disruption_settings(budget), record["min_available"], record["desired"], PINNED[0]
     )
-    end = samples[-1]
     before = record.get("price_per_hour_before", 0.0)  # not kept before 29 Nov
-    out = day.report(before=before, after=price(end), final_pods=final_pods(end), types=TYPES, violations=counts)
-    out |= held_bounds(end, budget)
-    out["aim_bound_held_price_per_hour"] = aim_bound(out)
+    out = night_line(before, samples[-1], counts, budget)
     out["aims_met"] = aims_met(out)  # as if settled
     return out | {"budget": budget, "samples": len(samples)}
 
