@@ -7,6 +7,7 @@ process is started in its own session; `stop()` ends those and only those.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import os
 import random
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,7 @@ async def _wait_serving(port: int, proc: Proc, deadline: float) -> None:
 # test of that pytest worker refused). bind(0) never hands out a port below the range.
 _PICKED_SPAN = 12000
 _pick = random.SystemRandom()  # not the random module's: a test plugin may seed it alike in every worker
+_handed: collections.deque[int] = collections.deque(maxlen=256)  # ports this process handed out lately
 
 
 def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
@@ -64,19 +66,36 @@ def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -
         return 32768
 
 
+def picking_span(low: int, high: int, env: Mapping[str, str] = os.environ) -> tuple[int, int]:
+    """This process's share of [low, high): each pytest-xdist worker its own slice. Two workers once
+    picked the same port for their time-skipping servers; the second server could not bind, the
+    SDK's start found the first one answering there, and the test failed when the other worker's
+    test stopped its server ("tcp connect error")."""
+    worker, count = env.get("PYTEST_XDIST_WORKER", ""), env.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return low, high
+    width = (high - low) // int(count)
+    start = low + int(worker[2:]) % int(count) * width
+    return start, start + width
+
+
 def free_port(tries: int = 200) -> int:
-    """A port nothing is bound to now, below the ephemeral range (above 1024); bind(0)'s when every
-    one tried there is taken."""
+    """A port nothing is bound to now, below the ephemeral range (above 1024), from this process's
+    share of it and not one it handed out lately (a server may not have bound it yet); bind(0)'s
+    when every one tried there is taken."""
     high = ephemeral_low()
-    low = max(1025, high - _PICKED_SPAN)
+    low, high = picking_span(max(1025, high - _PICKED_SPAN), high)
     for _ in range(tries if high > low else 0):
         port = _pick.randrange(low, high)
+        if port in _handed:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed.append(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

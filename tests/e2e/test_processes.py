@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from starters.processes import Processes, ephemeral_low, free_port
+from starters.processes import Processes, ephemeral_low, free_port, picking_span
 
 
 async def test_a_started_dev_server_serves_a_client_at_once(tmp_path: Path) -> None:
@@ -44,6 +44,27 @@ def test_picked_ports_are_free_and_below_the_ephemeral_range() -> None:
     for p in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))  # nothing holds it
+
+
+def test_each_xdist_worker_picks_from_its_own_slice() -> None:
+    """Two workers' time-skipping servers once got the same port: the second could not bind, its test
+    ran on the first's server, and failed with "tcp connect error" when that one stopped."""
+    low, high = 20768, 32768
+    slices = [
+        picking_span(low, high, {"PYTEST_XDIST_WORKER": f"gw{i}", "PYTEST_XDIST_WORKER_COUNT": "6"}) for i in range(6)
+    ]
+    assert slices[0][0] == low and all(a[1] == b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert all(hi - lo == 2000 for lo, hi in slices)
+    assert picking_span(low, high, {}) == (low, high)  # outside pytest-xdist: the whole span
+    assert picking_span(low, high, {"PYTEST_XDIST_WORKER": "master", "PYTEST_XDIST_WORKER_COUNT": "6"}) == (low, high)
+
+
+def test_a_process_never_hands_out_the_same_port_twice_in_a_row_of_picks() -> None:
+    # A port handed out but not yet bound (a server still starting) is free to bind(), so only the
+    # picker's own memory keeps it from being handed out again.
+    lo, hi = picking_span(max(1025, ephemeral_low() - 12000), ephemeral_low())
+    ports = [free_port() for _ in range(100)]
+    assert len(set(ports)) == len(ports) and all(lo <= p < hi for p in ports), ports
 
 
 def test_the_range_is_the_kernels_and_bind_0_is_the_last_resort(tmp_path: Path) -> None:
