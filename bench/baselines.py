@@ -313,6 +313,7 @@ def karpenter(
     rooms: Sequence[Resources] = (),
     budget: str | None = None,
     into_room: bool = False,
+    start: Sequence[tuple[Sequence[PodInfo], ServerType]] | None = None,
 ) -> float:
     """Hourly cost of what Karpenter launches, and with `consolidate` what it keeps after its
     consolidation methods ran to a fixed point. ``rooms``: the free room of nodes it may not
@@ -321,9 +322,13 @@ def karpenter(
     of one command as Karpenter's does (None: no budget). ``into_room``: replacements place pods in
     the others' room first and N nodes merge, as Karpenter's do (the consolidation bench); without it
     a node is replaced by what holds its pods alone and only pairs merge (the scale-up bench: the
-    full methods took 90-450 s per capped family at 2,000 pods)."""
+    full methods took 90-450 s per capped family at 2,000 pods). ``start``: the nodes as they are
+    (each one's pods and type, one of ``types``), consolidated instead of a launch of ``pods``."""
     caps = [(_cap(t), t.price_hourly) for t in types]
-    nodes = _launch(_pods(pods), caps)
+    if start is None:
+        nodes = _launch(_pods(pods), caps)
+    else:
+        nodes = [(_rebuild(_pods(on), caps[i][0]), i) for on, i in ((on, list(types).index(t)) for on, t in start)]
     nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
     while consolidate:
         limit = UNLIMITED if budget is None else scaled_nodes(budget, len(nodes))

@@ -221,6 +221,18 @@ def karpenter_like_price(
     return karpenter(pods, types, consolidate=True, rooms=rooms, budget=budget, into_room=True)
 
 
+def karpenter_like_from(
+    nodes: Sequence[tuple[Sequence[PodInfo], ServerType]],
+    types: Sequence[ServerType],
+    rooms: Sequence[Resources] = (),
+    budget: str | None = None,
+) -> float:
+    """What Karpenter's consolidation would keep if it took over ``nodes`` as they are (each one's
+    pods and type): the same commands as karpenter_like_price, from that cluster instead of a fresh
+    launch. From a consolidator's own end it asks whether any command of Karpenter's is left there."""
+    return karpenter([], types, consolidate=True, rooms=rooms, budget=budget, into_room=True, start=nodes)
+
+
 def report(
     *,
     before: float,

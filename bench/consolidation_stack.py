@@ -430,7 +430,8 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
     best_packing_held is the integral optimum (None: the search found none under one node per pod);
     Karpenter-like's commands may fill that room too (before 29 Nov they could not: a weaker baseline),
     each within the group's nodes ``budget`` as Karpenter's would be with the same NodePool;
-    karpenter_like_unbudgeted is the same without a budget (a reference the aims do not read)."""
+    karpenter_like_unbudgeted is the same without a budget and karpenter_like_from_end the same
+    commands from the run's own end instead of a fresh launch (references the aims do not read)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
     pods = final_pods(s)
@@ -455,7 +456,21 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
             kept + (day.karpenter_like_price(rest, TYPES, rooms) if rest else 0.0), 4
         ),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
+        "karpenter_like_from_end_held_price_per_hour": round(kept + _karpenter_from(s, held, rooms, budget), 4),
     }
+
+
+def _karpenter_from(s: Seen, held: set[str], rooms: list[Resources], budget: str) -> float:
+    """Karpenter's commands from the run's own end (the nodes but the held ones, as they are): what
+    they would still save there. Equal to the run's price: none of Karpenter's commands is left."""
+    by_type = {t.name: t for t in TYPES}
+    pods = final_pods(s)
+    nodes = [
+        ([p for p in pods if p.node_name == name], by_type[n.server_type])
+        for name, n in sorted(s.nodes.items())
+        if name not in held and n.server_type in by_type
+    ]
+    return day.karpenter_like_from(nodes, TYPES, rooms, budget)
 
 
 def aim_bound(out: Mapping[str, Any]) -> float:

@@ -18,6 +18,7 @@ from bench.consolidation import (
     best_packing_price,
     budget_violations,
     do_not_disrupt_evictions,
+    karpenter_like_from,
     karpenter_like_price,
     lower_bound_price,
     pdb_violations,
@@ -249,6 +250,28 @@ def test_the_karpenter_like_baseline_merges_three_nodes_where_no_pair_saves() ->
     assert _merge_many(nodes, caps)
     assert [types[t].name for _, t in nodes] == ["cx42"]
     assert len(nodes[0][0].pods) == 3
+
+
+def test_karpenter_from_a_runs_end_takes_the_cluster_as_it_is() -> None:
+    """Three cx32 with one batch pod each, as a run might leave them: a fresh launch of the same pods
+    buys one cx42 (the baseline the aim reads), while Karpenter's commands from these nodes merge the
+    three only where the budget lets three go at once; from the cx42 itself nothing is left to do."""
+    types = [t for t in kwok_catalogue() if t.name in TYPES]
+    by = {t.name: t for t in types}
+    batch = [
+        PodInfo(namespace="d", name=f"b{i}", uid=f"b{i}", requests=Resources(cpu_m=2000, memory=4 * GI, pods=1))
+        for i in range(3)
+    ]
+    left = [([p], by["cx32"]) for p in batch]
+    assert karpenter_like_price(batch, types, budget="1") == by["cx42"].price_hourly
+    assert karpenter_like_from(left, types, budget="1") == 3 * by["cx32"].price_hourly  # one node a command
+    assert karpenter_like_from(left, types, budget="2") == 3 * by["cx32"].price_hourly  # no pair saves
+    assert karpenter_like_from(left, types, budget="3") == by["cx42"].price_hourly
+    assert karpenter_like_from(left, types) == by["cx42"].price_hourly
+    assert karpenter_like_from([(batch, by["cx42"])], types) == by["cx42"].price_hourly  # a fixed point
+    # A room that holds one pod: the node with it goes (a deletion), the others stay.
+    room = Resources(cpu_m=2500, memory=5 * GI, pods=10)
+    assert karpenter_like_from(left, types, [room], budget="1") == 2 * by["cx32"].price_hourly
 
 
 def test_the_stack_aims_read_the_tightest_lower_bound() -> None:
