@@ -431,7 +431,8 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
     Karpenter-like's commands may fill that room too (before 29 Nov they could not: a weaker baseline),
     each within the group's nodes ``budget`` as Karpenter's would be with the same NodePool;
     karpenter_like_unbudgeted is the same without a budget and karpenter_like_from_end the same
-    commands from the run's own end instead of a fresh launch (references the aims do not read)."""
+    commands from the run's own end instead of a fresh launch, with and without the budget
+    (references the aims do not read)."""
     held = {name for name, n in s.nodes.items() if n.protected}
     held |= {p.node for p in s.pods.values() if p.app == PINNED[0] and p.node}
     pods = final_pods(s)
@@ -457,10 +458,11 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
         ),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
         "karpenter_like_from_end_held_price_per_hour": round(kept + _karpenter_from(s, held, rooms, budget), 4),
+        "karpenter_like_from_end_unbudgeted_held_price_per_hour": round(kept + _karpenter_from(s, held, rooms), 4),
     }
 
 
-def _karpenter_from(s: Seen, held: set[str], rooms: list[Resources], budget: str) -> float:
+def _karpenter_from(s: Seen, held: set[str], rooms: list[Resources], budget: str | None = None) -> float:
     """Karpenter's commands from the run's own end (the nodes but the held ones, as they are): what
     they would still save there. Equal to the run's price: none of Karpenter's commands is left."""
     by_type = {t.name: t for t in TYPES}
