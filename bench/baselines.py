@@ -328,7 +328,8 @@ def karpenter(
     if start is None:
         nodes = _launch(_pods(pods), caps)
     else:
-        nodes = [(_rebuild(_pods(on), caps[i][0]), i) for on, i in ((on, list(types).index(t)) for on, t in start)]
+        index = {t.name: i for i, t in enumerate(types)}
+        nodes = [(_rebuild(_pods(on), caps[index[t.name]][0]), index[t.name]) for on, t in start]
     nodes += [(_Node(cap=(r.cpu_m, r.memory, r.pods)), HELD) for r in rooms]
     while consolidate:
         limit = UNLIMITED if budget is None else scaled_nodes(budget, len(nodes))
