@@ -52,7 +52,7 @@ from scaling.nodes.contracts import DELETE_NODE, EVALUATE_SCALE_DOWN, EVICT_POD
 from scaling.nodes.disruption.budgets import is_active
 from scaling.nodes.disruption.models import Disruption
 from scaling.nodes.disruption.orchestration import REPLACEMENT_FAILED
-from scaling.nodes.models import LABEL_GROUP
+from scaling.nodes.models import LABEL_GROUP, ServerType
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.methods import method_for
@@ -445,6 +445,7 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
         if n in s.nodes and s.nodes[n].server_type in allocatable
     ]
     best = day.best_packing_price(rest, TYPES, rooms) if rest else 0.0
+    left = _as_left(s, rest, held)
     return {
         "held_price_per_hour": round(kept, 4),
         "lower_bound_held_price_per_hour": round(
@@ -457,22 +458,25 @@ def held_bounds(s: Seen, budget: str = NODES_BUDGET) -> dict[str, float | None]:
             kept + (day.karpenter_like_price(rest, TYPES, rooms) if rest else 0.0), 4
         ),
         "best_packing_held_price_per_hour": None if best is None else round(kept + best, 4),
-        "karpenter_like_from_end_held_price_per_hour": round(kept + _karpenter_from(s, held, rooms, budget), 4),
-        "karpenter_like_from_end_unbudgeted_held_price_per_hour": round(kept + _karpenter_from(s, held, rooms), 4),
+        "karpenter_like_from_end_held_price_per_hour": round(
+            kept + day.karpenter_like_from(left, TYPES, rooms, budget), 4
+        ),
+        "karpenter_like_from_end_unbudgeted_held_price_per_hour": round(
+            kept + day.karpenter_like_from(left, TYPES, rooms), 4
+        ),
     }
 
 
-def _karpenter_from(s: Seen, held: set[str], rooms: list[Resources], budget: str | None = None) -> float:
-    """Karpenter's commands from the run's own end (the nodes but the held ones, as they are): what
-    they would still save there. Equal to the run's price: none of Karpenter's commands is left."""
+def _as_left(s: Seen, rest: list[PodInfo], held: set[str]) -> list[tuple[list[PodInfo], ServerType]]:
+    """The run's end as a Karpenter taking it over would find it (karpenter_like_from_end): each
+    node but the held ones, with its pods (``rest``) and type. Equal to the run's price, none of
+    Karpenter's commands is left there."""
     by_type = {t.name: t for t in TYPES}
-    pods = final_pods(s)
-    nodes = [
-        ([p for p in pods if p.node_name == name], by_type[n.server_type])
+    return [
+        ([p for p in rest if p.node_name == name], by_type[n.server_type])
         for name, n in sorted(s.nodes.items())
         if name not in held and n.server_type in by_type
     ]
-    return day.karpenter_like_from(nodes, TYPES, rooms, budget)
 
 
 def aim_bound(out: Mapping[str, Any]) -> float:
