@@ -416,6 +416,9 @@ class ReplacementPlan(BaseModel):
     price_before: float | None = None
     price_after: float = 0.0
     refused: str = ""  # a multi-node consolidation that found nothing worth doing: why (nothing is bought)
+    # Why the scheduler may strand a moved pod, some arrival order taking the room planned for it
+    # (scaling.nodes.disruption.arrival_orders): a single-node consolidation is then not made.
+    stranding: str = ""
     cluster_digest: str = ""  # what it read (scaling.nodes.disruption.refusals.cluster_digest)
 
 

@@ -45,6 +45,7 @@ from scaling.kube.drain import pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
+from scaling.nodes.disruption.arrival_orders import stranding, with_stranding
 from scaling.nodes.disruption.refusals import cluster_digest, prices_digest, refusal_digest
 from scaling.nodes.disruption.replacement import plan_for_nodes, plan_replacement
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, PlannedNode, ServerType
@@ -216,6 +217,8 @@ def plan_consolidation(
         if len(plan.new_nodes) > 1 and not plan.problems:
             plan = one_successor(obs, catalogue, plan, leaving, now) or plan
         ok, reason = consolidation_refused(plan, obs, prices, min_saving)
+        if ok is not None and (reason := stranding(obs, catalogue, ok, chosen, leaving, now)):
+            ok = None
         if ok is None:
             why.append(f"{'+'.join(chosen)}: {reason}")
         return ok
@@ -246,6 +249,7 @@ def plan_for_input(
         )
     else:
         plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
+        plan = with_stranding(obs, catalogue, plan, inp.node, set(inp.leaving), inp.now)
     priced = prices_digest(obs.groups, hourly_prices(catalogue)) or ""
     digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), priced)
     return plan.model_copy(update={"cluster_digest": digest})

@@ -9,9 +9,11 @@ keeps serving, and the reason is reported.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
-from scaling.kube.models import NodeInfo
+from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
@@ -43,6 +45,41 @@ def plan_for_nodes(
         return ReplacementPlan(found=False)
     group_name = targets[0].labels.get(LABEL_GROUP, "")
     groups = [g for g in obs.groups if g.name == group_name]
+    moves = pods_moving(obs, nodes, leaving, now)
+    movers, others, staying = moves.movers, moves.others, moves.staying
+    prices = catalogue_index(catalogue)
+    plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
+    known = [price_of(t, groups, prices) for t in targets]
+    return ReplacementPlan(
+        nodes=list(nodes) if len(nodes) > 1 else [],
+        price_before=None if None in known else sum(k for k in known if k is not None),
+        price_after=sum(
+            t.price_hourly
+            for n in plan.new_nodes
+            if n.candidates and (t := prices.get((n.candidates[0].provider, n.candidates[0].server_type.lower())))
+        ),
+        group=group_name,
+        group_labels=groups[0].labels if groups else {},
+        group_taints=groups[0].taints if groups else [],
+        new_nodes=plan.new_nodes,
+        gates=approval_gates(plan.new_nodes, {g.name: g for g in groups}, prices),
+        pods_fit_existing=plan.pods_fit_existing,
+        problems=plan.problems[:PROBLEMS_KEPT],
+    )
+
+
+@dataclass
+class Moves:
+    """What draining ``nodes`` moves, and where to: their pods that come back (``movers``), the nodes
+    that may take them (``others``), and the pods that stay (``staying``, those about to land bound
+    where they land; ``others``' ``requested`` counts them)."""
+
+    movers: list[PodInfo]
+    others: list[NodeInfo]
+    staying: list[PodInfo]
+
+
+def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], now: float) -> Moves:
     pods = without_long_terminating(obs.pods, now)
     gone = leaving | set(nodes)
     marked = {n.name for n in obs.nodes if marked_for_deletion(n) and n.name not in gone}
@@ -75,25 +112,7 @@ def plan_for_nodes(
             for n in others
         ]
         staying = [p for p in staying if pod_key(p) not in landing] + bound  # a drained pod moves
-    prices = catalogue_index(catalogue)
-    plan = plan_scale_up([*movers, *staying], others, groups, prices, [])
-    known = [price_of(t, groups, prices) for t in targets]
-    return ReplacementPlan(
-        nodes=list(nodes) if len(nodes) > 1 else [],
-        price_before=None if None in known else sum(k for k in known if k is not None),
-        price_after=sum(
-            t.price_hourly
-            for n in plan.new_nodes
-            if n.candidates and (t := prices.get((n.candidates[0].provider, n.candidates[0].server_type.lower())))
-        ),
-        group=group_name,
-        group_labels=groups[0].labels if groups else {},
-        group_taints=groups[0].taints if groups else [],
-        new_nodes=plan.new_nodes,
-        gates=approval_gates(plan.new_nodes, {g.name: g for g in groups}, prices),
-        pods_fit_existing=plan.pods_fit_existing,
-        problems=plan.problems[:PROBLEMS_KEPT],
-    )
+    return Moves(movers, others, staying)
 
 
 def price_of(node: NodeInfo, groups: list[NodeGroup], prices: dict[tuple[str, str], ServerType]) -> float | None:
@@ -111,9 +130,12 @@ def taken(node: NodeInfo, leaving: set[str]) -> bool:
 
 def saving_refused(plan: ReplacementPlan, min_saving: float) -> str | None:
     """Why a consolidation's successors are not worth buying (None: they save at least ``min_saving``
-    of the node's price per hour). A node whose price the catalogue does not know is never replaced."""
+    of the node's price per hour), or why the scheduler may not follow its plan (``stranding``). A node
+    whose price the catalogue does not know is never replaced."""
     if plan.price_before is None:
         return "the node's server type has no price in the catalogue"
+    if plan.stranding:
+        return plan.stranding
     if plan.price_after <= plan.price_before * (1 - min_saving):
         return None
     return (

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ScaleDownObservation
+from scaling.nodes.disruption.arrival_orders import with_stranding
 from scaling.nodes.disruption.models import ConsolidationPolicy
 from scaling.nodes.disruption.multi_node import plan_consolidation
 from scaling.nodes.disruption.replacement import plan_replacement, saving_refused
@@ -87,6 +88,7 @@ def consolidation_now(obs: ScaleDownObservation, catalogue: list[ServerType], no
         )
         if method_for(r.kind.value).replaces:
             succ = plan_replacement(obs, catalogue, r.name, leaving - {r.name}, now)
+            succ = with_stranding(obs, catalogue, succ, r.name, leaving - {r.name}, now)
             if succ.problems or saving_refused(succ, MIN_SAVING) is not None:
                 report.not_worth_it.append(r.name)
                 continue

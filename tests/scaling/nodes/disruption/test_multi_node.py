@@ -25,6 +25,7 @@ from scaling.nodes.disruption.multi_node import (
     plan_for_input,
     savings_ratio,
 )
+from scaling.nodes.disruption.replacement import plan_replacement, saving_refused
 from scaling.nodes.models import NodeGroup, PlannedNode, Pool, PoolSpec, ScaleDownSettings
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_down.models import NodeState
@@ -439,3 +440,62 @@ def test_a_command_that_could_not_start_lets_go_of_what_no_run_holds() -> None:
     fresh.scale_downs["y"] = ScaleDownStatus(node="y", workflow_id="nodes/c/scale-down/y")
     assert release_unstarted(fresh, "nodes/c/scale-down/y", "y", {"y": None}) == []
     assert list(fresh.scale_downs) == ["y"]
+
+
+# --- the scheduler's arrival orders (scaling.nodes.disruption.arrival_orders) ------------------
+
+
+def stranding_cluster() -> ScaleDownObservation:
+    """x (cx32) holds an api (1 CPU, 2 GiB) and a cache (500m, 3 GiB); d has 2.1 GiB free, m 3.1 GiB.
+    The plan's first fit puts the api on d and the cache on m; an api that arrives first goes to m
+    (more free cpu and memory: LeastAllocated), and the cache then fits no node."""
+    nodes = [cx("x", "cx32"), cx("d", "cx32"), cx("m", "cx32")]
+    pods = [
+        pod("api", "x", cpu=1000, mem=2 * GI),
+        pod("cache", "x", cpu=500, mem=3 * GI),
+        pod("d-batch", "d", cpu=1000, mem=4 * GI - GI // 10),
+        pod("m-cache", "m", cpu=500, mem=3 * GI - GI // 10),
+    ]
+    return obs(nodes, pods)
+
+
+STRANDED = "the scheduler may leave pod default/cache without a node: should default/api arrive first"
+
+
+def test_a_deletion_the_scheduler_may_not_follow_is_no_command() -> None:
+    # The consolidation bench's cycle: such a node was deleted, the cache went pending, a scale-up
+    # bought a cx32 for it, and the next evaluation deleted that one again, every 14 s.
+    o = stranding_cluster()
+    p = plan_consolidation(o, CATALOGUE, ["x"], set(), NOW, 0.10)
+    assert not p.nodes and STRANDED in p.refused
+    # The same pods beside an empty cx32: the api goes there, whatever comes first.
+    roomy = obs([*o.nodes, cx("e", "cx32")], o.pods)
+    p = plan_consolidation(roomy, CATALOGUE, ["x"], set(), NOW, 0.10)
+    assert p.nodes == ["x"] and not p.new_nodes and not p.refused
+
+
+def test_a_single_node_consolidation_carries_its_stranding_which_only_consolidation_reads() -> None:
+    o = stranding_cluster()
+    p = plan_for_input(o, CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
+    assert p.stranding.startswith(STRANDED) and not p.new_nodes and p.pods_fit_existing == 2
+    assert saving_refused(p, 0.10) == p.stranding  # a consolidation: not made
+    # Drift and expiry replace whatever the order (a stranded pod is a scale-up's): their plan is the same.
+    assert plan_replacement(o, CATALOGUE, "x", set(), NOW).stranding == ""
+
+
+def test_a_replacement_whose_pods_the_empty_successor_draws_otherwise_than_planned_is_no_command() -> None:
+    # x (cx42) holds two caches and a web. The plan: a cx32 (6.1 GiB) for the caches, the web in k's last
+    # 0.6 GiB. The successor is the emptiest node: a web that comes before the second cache takes its room
+    # there, and that cache fits no node (the bench's seed 11 cycled so, a cx42 bought every 10 s).
+    nodes = [cx("x", "cx42"), cx("k", "cx32")]
+    pods = [
+        pod("cache-1", "x", cpu=500, mem=3 * GI),
+        pod("cache-2", "x", cpu=500, mem=3 * GI),
+        pod("web", "x", cpu=250, mem=GI // 2),
+        pod("k-batch", "k", cpu=2000, mem=6 * GI - GI // 2 - GI // 10),
+    ]
+    p = plan_for_input(obs(nodes, pods), CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
+    [succ] = p.new_nodes
+    assert succ.pool == "kwok-cx32" and p.pods_fit_existing == 1
+    assert p.stranding.startswith("the scheduler may leave pod default/cache-2 without a node: should ")
+    assert "default/web" in p.stranding

@@ -1,0 +1,155 @@
+"""Where the kube-scheduler puts pods that arrive together, in every order they may arrive.
+
+A plan that moves pods (a consolidation's deletion or replacement) counts them into the room of
+other nodes and of its successors, first fit. The scheduler takes the recreated pods one at a
+time in its queue's order (priority, then creation time; a drain's evictions race, so any order
+of them) and binds each to the feasible node it scores best: NodeResourcesFit's LeastAllocated
+plus BalancedAllocation (scaling.kube.scheduling.scoring), at random among equal scores
+(schedule_one.go selectHost). It prefers the emptiest node, so an early pod may take the room a
+plan kept for a later, larger one, which then waits for a node: a consolidation that bought for
+it comes back in the next loop, and the cycle goes on (docs/nodes-benchmarks.md, the
+consolidation bench's cycles). ``stranded`` plays every distinct order and every tie.
+
+What it reads: room (cpu, memory, pod slots) and what ``admits`` says of labels and taints. Left
+out: the other score plugins (preferred affinity, PreferNoSchedule taints, default topology
+spreading, image locality), which the simulated scheduler does not score either, and
+percentageOfNodesToScore (clusters above 100 nodes are scored in part). The play stops after
+MAX_WORK node scores (a large cluster's many roomy nodes): its answer then says it is incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.pods import implied_score_requests
+from scaling.kube.scheduling.scoring import resource_score
+
+MAX_WORK = 200_000  # node scores: a few tenths of a second
+
+Admits = Callable[[PodInfo, NodeInfo], bool]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A node the arriving pods may take: its free cpu, memory and pod slots, and what its pods
+    request as the scores read it (real cpu, memory, then non-zero cpu, memory)."""
+
+    node: NodeInfo
+    room: tuple[int, int, int]
+    used: tuple[int, int, int, int]
+
+
+@dataclass
+class Arrivals:
+    """``stranded``: a pod some arrival order leaves without a node (None: every order places
+    every pod); ``order``: that order, up to it; ``complete``: every order was played."""
+
+    stranded: PodInfo | None = None
+    order: list[PodInfo] = field(default_factory=list)
+    complete: bool = True
+
+
+def score_reads(pod: PodInfo) -> tuple[int, int, int, int]:
+    return pod.score_requests or implied_score_requests(pod.requests)
+
+
+@dataclass
+class _Kind:
+    pod: PodInfo  # the first of its pods
+    need: tuple[int, int, int]
+    score: tuple[int, int, int, int]
+    admitted: tuple[int, ...]  # targets its filters admit
+
+
+class _OutOfWork(Exception):
+    pass
+
+
+def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> Arrivals:
+    """Whether the scheduler, taking ``pods`` in some order and each to its best-scoring target
+    (any of the best when several tie), leaves one with no target its room and filters admit."""
+    kinds: dict[tuple, _Kind] = {}
+    members: dict[tuple, list[PodInfo]] = {}
+    for p in pods:
+        need = (p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1))
+        admitted = tuple(i for i, t in enumerate(targets) if admits(p, t.node))
+        key = (need, score_reads(p), admitted)
+        kinds.setdefault(key, _Kind(p, need, score_reads(p), admitted))
+        members.setdefault(key, []).append(p)
+    ks = list(kinds.values())
+    named = list(members.values())
+    left = [len(m) for m in named]
+    rooms = [list(t.room) for t in targets]
+    used = [list(t.used) for t in targets]
+    alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
+    admitting = [tuple(i in k.admitted for k in ks) for i in range(len(targets))]
+    seen: set[tuple] = set()
+    work = 0
+
+    def best(k: _Kind) -> list[int]:
+        nonlocal work
+        work += len(k.admitted)
+        if work > MAX_WORK:
+            raise _OutOfWork
+        top, tied = -1, []
+        cpu, mem, nz_cpu, nz_mem = k.score
+        for i in k.admitted:
+            room = rooms[i]
+            if k.need[0] > room[0] or k.need[1] > room[1] or k.need[2] > room[2]:
+                continue
+            u = used[i]
+            s = resource_score(
+                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), alloc[i], cpu == 0 and mem == 0
+            )
+            if s > top:
+                top, tied = s, [i]
+            elif s == top:
+                tied.append(i)
+        # Targets alike in every respect the play reads lead to the same states: one of each.
+        distinct: dict[tuple, int] = {}
+        for i in tied:
+            distinct.setdefault((tuple(rooms[i]), tuple(used[i]), alloc[i], admitting[i]), i)
+        return list(distinct.values())
+
+    def move(k: _Kind, i: int, sign: int) -> None:
+        for r in range(3):
+            rooms[i][r] -= sign * k.need[r]
+        for r in range(4):
+            used[i][r] += sign * k.score[r]
+
+    def visit() -> list[int] | None:
+        key = (tuple(left), tuple(tuple(r) for r in rooms), tuple(tuple(u) for u in used))
+        if key in seen:
+            return None
+        for j, k in enumerate(ks):
+            if not left[j]:
+                continue
+            choices = best(k)
+            if not choices:
+                return [j]
+            left[j] -= 1
+            for i in choices:
+                move(k, i, 1)
+                failed = visit()
+                move(k, i, -1)
+                if failed is not None:
+                    left[j] += 1
+                    return [j, *failed]
+            left[j] += 1
+        seen.add(key)
+        return None
+
+    try:
+        failed = visit()
+    except _OutOfWork:
+        return Arrivals(complete=False)
+    if failed is None:
+        return Arrivals()
+    taken = [0] * len(ks)
+    order = []
+    for j in failed:
+        order.append(named[j][taken[j]])
+        taken[j] += 1
+    return Arrivals(stranded=order[-1], order=order)

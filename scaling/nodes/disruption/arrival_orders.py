@@ -1,0 +1,100 @@
+"""A consolidation goes only where the kube-scheduler will follow it, whatever order the pods arrive in.
+
+The plan (scaling.nodes.disruption.replacement) packs the drained nodes' pods into the other nodes'
+room and its successors first fit. The scheduler binds each recreated pod to the emptiest node that
+admits it (scaling.kube.scheduling.arrivals), in the order the drain's evictions bring them: a pod
+the plan put on a successor may take room on a kept node that another pod was planned into, and
+that one waits. Consolidation is optional, so a command some order strands is not made: the pod
+would go pending, a scale-up would buy for it, and the next evaluation would consolidate again
+(the consolidation bench cycled so for 600 s with a first-fit plan). Drift and expiry are not
+optional; their plans are made whatever the order (a stranded pod is a scale-up's).
+
+The successors' room is their pool's allocatable less the DaemonSet pods the first drained node
+runs (a new node of the group runs the same ones).
+"""
+
+from __future__ import annotations
+
+from scaling.kube.drain import is_terminal, pod_key, stays_with_node
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.scheduling.arrivals import Target, score_reads, stranded
+from scaling.nodes.catalogue import catalogue_index
+from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
+from scaling.nodes.disruption.replacement import pods_moving
+from scaling.nodes.matching import node_allocatable
+from scaling.nodes.models import ServerType
+from scaling.nodes.nodegroups import flatten_pools
+from scaling.nodes.scale_down.checks import can_land, is_target
+from scaling.nodes.scale_up.claims import claim_node
+
+
+def _target(node: NodeInfo, pods: list[PodInfo]) -> Target:
+    real = Resources.total(p.requests for p in pods)
+    reads = [score_reads(p) for p in pods]
+    a = node.allocatable
+    return Target(
+        node,
+        (a.cpu_m - real.cpu_m, a.memory - real.memory, a.pods - real.pods),
+        tuple(sum(r[i] for r in reads) for i in range(4)),  # type: ignore[arg-type]
+    )
+
+
+def stranding(
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    plan: ReplacementPlan,
+    nodes: list[str],
+    leaving: set[str],
+    now: float,
+) -> str:
+    """Why the scheduler may leave one of the pods ``plan`` moves from ``nodes`` without a node
+    ("" when every arrival order places them all, or when the play could not finish)."""
+    moves = pods_moving(obs, nodes, leaving, now)
+    if not moves.movers:
+        return ""
+    on: dict[str, list[PodInfo]] = {}
+    for p in moves.staying:
+        if not is_terminal(p) and p.node_name:
+            on.setdefault(p.node_name, []).append(p)
+    targets = [_target(n, on.get(n.name, [])) for n in moves.others if is_target(n)]
+    prices = catalogue_index(catalogue)
+    groups = {g.name: g for g in obs.groups}
+    daemons = [p for p in obs.pods if p.node_name == nodes[0] and p.is_daemonset and stays_with_node(p)]
+    for i, new in enumerate(plan.new_nodes):
+        group = groups.get(new.group)
+        pool = next((c for c in new.candidates if c.name == new.pool), new.candidates[0] if new.candidates else None)
+        if group is None or pool is None:
+            return ""
+        stype = prices.get((pool.provider, pool.server_type.lower()))
+        if stype is None:
+            return ""
+        pool = next((p for p in flatten_pools(group) if p.name == pool.name), pool)
+        node = claim_node(group, pool, stype, node_allocatable(pool, stype)).model_copy(
+            update={"name": f"{nodes[0]}-successor-{i}"}
+        )
+        targets.append(_target(node, daemons))
+    play = stranded(moves.movers, targets, can_land)
+    if play.stranded is None:
+        return ""
+    pod = pod_key(play.stranded)
+    before = ", ".join(pod_key(p) for p in play.order[:-1])
+    if not before:  # the plan counted room the scheduler does not see (a node not Ready or cordoned)
+        return f"the scheduler finds no node for pod {pod}"
+    return (
+        f"the scheduler may leave pod {pod} without a node: should {before} arrive first, each goes to the "
+        f"emptiest node that holds it (LeastAllocated), taking the room planned for {pod}"
+    )
+
+
+def with_stranding(
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    plan: ReplacementPlan,
+    node: str,
+    leaving: set[str],
+    now: float,
+) -> ReplacementPlan:
+    """A single node's plan with its ``stranding`` (which only a consolidation reads: saving_refused)."""
+    if not plan.found or plan.problems:
+        return plan
+    return plan.model_copy(update={"stranding": stranding(obs, catalogue, plan, [node], leaving, now)})
