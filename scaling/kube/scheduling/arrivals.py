@@ -70,6 +70,9 @@ class _OutOfWork(Exception):
 def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> Arrivals:
     """Whether the scheduler, taking ``pods`` in some order and each to its best-scoring target
     (any of the best when several tie), leaves one with no target its room and filters admit."""
+    # A target no pod fits now never takes one (room only shrinks): left out of the play's states.
+    needs = {(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods}
+    targets = [t for t in targets if any(c <= t.room[0] and m <= t.room[1] and s <= t.room[2] for c, m, s in needs)]
     kinds: dict[tuple, _Kind] = {}
     members: dict[tuple, list[PodInfo]] = {}
     for p in pods:
@@ -81,6 +84,8 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
     ks = list(kinds.values())
     named = list(members.values())
     left = [len(m) for m in named]
+    if all(_always_placed(k, targets, pods) for k in ks):
+        return Arrivals()
     rooms = [list(t.room) for t in targets]
     used = [list(t.used) for t in targets]
     alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
@@ -153,3 +158,17 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
         order.append(named[j][taken[j]])
         taken[j] += 1
     return Arrivals(stranded=order[-1], order=order)
+
+
+def _always_placed(k: _Kind, targets: Sequence[Target], pods: Sequence[PodInfo]) -> bool:
+    """A pod of ``k`` finds room in every order, whatever the scores: more admitting targets it fits
+    than other pods (each of them takes room on one target), or one that holds it beside them all."""
+    fits = [i for i in k.admitted if all(n <= r for n, r in zip(k.need, targets[i].room, strict=True))]
+    if len(fits) >= len(pods):
+        return True
+    total = (
+        sum(p.requests.cpu_m for p in pods),
+        sum(p.requests.memory for p in pods),
+        sum(max(p.requests.pods, 1) for p in pods),
+    )
+    return any(all(n <= r for n, r in zip(total, targets[i].room, strict=True)) for i in fits)

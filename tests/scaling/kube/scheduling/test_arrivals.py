@@ -81,10 +81,24 @@ def test_pods_of_one_shape_are_played_as_one_kind() -> None:
 
 
 def test_a_play_too_large_to_finish_says_so(monkeypatch) -> None:
-    monkeypatch.setattr(arrivals, "MAX_WORK", 3)
-    nodes = [target(f"n{i}", cpu=0, mem=0) for i in range(3)]
-    play = stranded([pod("a", **API), pod("b", **CACHE)], nodes, selector_admits)
+    monkeypatch.setattr(arrivals, "MAX_WORK", 1)
+    d = target("d", cpu=1000, mem=MEM - 2 * GI - GI // 10)
+    m = target("m", cpu=500, mem=MEM - 3 * GI - GI // 10)
+    play = stranded([pod("api", **API), pod("cache", **CACHE)], [d, m], selector_admits)
     assert not play.complete and play.stranded is None
+
+
+def test_pods_with_more_room_than_any_order_can_take_need_no_play(monkeypatch) -> None:
+    # Each pod fits more nodes than there are other pods (each takes room on one), or one node holds
+    # them all: placed in every order whatever the scores, without playing one (a large cluster's case).
+    monkeypatch.setattr(arrivals, "MAX_WORK", 0)
+    pods = [pod("api", **API), pod("cache", **CACHE)]
+    half = [target(f"n{i}", cpu=0, mem=MEM - 3 * GI) for i in range(2)]
+    assert stranded(pods, half, selector_admits).complete
+    one_roomy = [target("d", cpu=1000, mem=MEM - 2 * GI - GI // 10), target("e", cpu=0, mem=0)]
+    assert stranded(pods, one_roomy, selector_admits).complete
+    tight = [target("d", cpu=1000, mem=MEM - 2 * GI - GI // 10), target("m", cpu=500, mem=MEM - 3 * GI - GI // 10)]
+    assert not stranded(pods, tight, selector_admits).complete  # a play was needed
 
 
 def test_the_order_names_each_pod_once() -> None:
