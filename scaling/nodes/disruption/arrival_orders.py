@@ -20,9 +20,9 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.kube.scheduling.arrivals import Target, score_reads, stranded
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
-from scaling.nodes.disruption.replacement import pods_moving
+from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.matching import node_allocatable
-from scaling.nodes.models import ServerType
+from scaling.nodes.models import PlannedNode, ServerType
 from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.scale_down.checks import can_land, is_target
 from scaling.nodes.scale_up.claims import claim_node
@@ -49,7 +49,13 @@ def stranding(
 ) -> str:
     """Why the scheduler may leave one of the pods ``plan`` moves from ``nodes`` without a node
     ("" when every arrival order places them all, or when the play could not finish)."""
-    moves = pods_moving(obs, nodes, leaving, now)
+    return stranding_of(obs, catalogue, plan.new_nodes, nodes, pods_moving(obs, nodes, leaving, now))
+
+
+def stranding_of(
+    obs: ScaleDownObservation, catalogue: list[ServerType], new_nodes: list[PlannedNode], nodes: list[str], moves: Moves
+) -> str:
+    """``stranding`` for successors ``new_nodes`` and what draining ``nodes`` moves (``moves``)."""
     if not moves.movers:
         return ""
     on: dict[str, list[PodInfo]] = {}
@@ -60,7 +66,7 @@ def stranding(
     prices = catalogue_index(catalogue)
     groups = {g.name: g for g in obs.groups}
     daemons = [p for p in obs.pods if p.node_name == nodes[0] and p.is_daemonset and stays_with_node(p)]
-    for i, new in enumerate(plan.new_nodes):
+    for i, new in enumerate(new_nodes):
         group = groups.get(new.group)
         pool = next((c for c in new.candidates if c.name == new.pool), new.candidates[0] if new.candidates else None)
         if group is None or pool is None:

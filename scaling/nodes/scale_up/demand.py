@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -211,6 +211,13 @@ def label_keys_in_play(pods: Sequence[PodInfo], cluster: Cluster | None) -> froz
 def _size(shape: PodShape) -> tuple[float, str]:
     # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
     return (-(shape.requests.cpu_m / 1000 + shape.requests.memory / 2**32), shape.key)
+
+
+def memory_first(shape: PodShape) -> tuple[float, float, str]:
+    """Largest memory first: the other order a replacement's plan settles pods in (as the drain's
+    re-check, scale_down.checks.pods_fit_elsewhere, tries it) where a large-cpu pod took the one room
+    a large-memory pod fits."""
+    return (-float(shape.requests.memory), -float(shape.requests.cpu_m), shape.key)
 
 
 def aggregate_demand(pods: Sequence[PodInfo], cluster: Cluster | None = None) -> list[PodShape]:
@@ -455,6 +462,7 @@ def observe_demand(
     max_shapes: int | None = None,
     node_pods: NodePods | None = None,
     cluster: Cluster | None = None,
+    order: Callable[[PodShape], tuple[float | str, ...]] = _size,
 ) -> PendingDemand:
     """What the planner needs of the pods and nodes: shapes after settling, counts of nodes.
 
@@ -464,7 +472,7 @@ def observe_demand(
     bounds; in-process callers pass neither and keep every pod). `node_pods`: the pods running
     on each node, for per-node limits (settle_on_existing); `cluster`: nodes, running pods,
     namespaces and volumes for the scheduler's filters (derived node_pods when those are not
-    given)."""
+    given); `order`: the order shapes settle in (largest first; memory_first)."""
     if cluster is not None and node_pods is None:
         node_pods = {n: [(p.namespace, p.labels) for p in ps] for n, ps in cluster.pods.items()}
     shapes = aggregate_demand(pods, cluster)
@@ -483,7 +491,7 @@ def observe_demand(
                 pods=[PodRef(namespace=p.namespace, name=p.name, uid=p.uid)],
             )
         )
-    shapes.sort(key=_size)  # stable: virtual shapes after real ones of the same size
+    shapes.sort(key=order)  # stable: virtual shapes after real ones of the same size
     settled = [p for p in settle_on_existing(shapes, nodes, node_pods, cluster) if p.uid not in virtual_keys]
     for sh in shapes:
         if sh.scheduling is not None:

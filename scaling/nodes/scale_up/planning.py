@@ -29,7 +29,7 @@ forms are accepted, so a provider-wide backoff of one type can be passed as it i
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.kube.affinity import per_node_cap
@@ -504,12 +504,14 @@ def plan_scale_up(
     max_price_per_hour_total: float | None = None,
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     volumes: Volumes | None = None,
+    settle_order: Callable[[PodShape], tuple[float | str, ...]] | None = None,
 ) -> ScaleUpPlan:
     """The plan for these pods and nodes (every pod named): observe_demand, then plan_demand.
 
     `pods` bound to a node (node_name set) are the running pods the scheduler's filters count
     (spread, pod affinity and anti-affinity); `namespaces` (name -> labels) and `volumes` are
-    what namespaceSelector and the volume filters read."""
+    what namespaceSelector and the volume filters read; `settle_order`: the order pods settle on
+    the nodes' room in (observe_demand's; None: largest first)."""
     bound: dict[str, list[PodInfo]] = defaultdict(list)
     for p in pods:
         if p.node_name and p.phase not in TERMINAL_PHASES:
@@ -519,6 +521,7 @@ def plan_scale_up(
             pods,
             nodes,
             cluster=Cluster(nodes=nodes, pods=bound, namespaces=namespaces or {}, volumes=volumes or Volumes()),
+            **({"order": settle_order} if settle_order is not None else {}),
         ),
         groups,
         catalogue,

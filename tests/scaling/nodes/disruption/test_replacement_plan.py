@@ -16,7 +16,7 @@ from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.disruption.replacement import plan_replacement
 from scaling.nodes.providers.kwok import kwok_catalogue
 from tests.workflows.nodes.test_node_replacement import busy
-from tests.workflows.nodes.test_node_scale_down import GROUP, node
+from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, node
 
 
 def successor_of(name: str, of: str):  # noqa: ANN201
@@ -82,3 +82,41 @@ def test_pods_still_on_a_node_being_drained_take_their_room_first() -> None:
     evicted = [p.model_copy(update={"deletion_timestamp": datetime(2030, 1, 1, tzinfo=UTC)}) for p in busy("d", 1200)]
     gone = obs.model_copy(update={"pods": [*busy("b", 1200), *evicted]})
     assert plan_replacement(gone, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
+
+
+def test_a_large_memory_pod_keeps_the_one_room_it_fits() -> None:
+    """The consolidation bench's seed 3 end: a cx32 [api, cache, web] beside a held node with 3.1 GiB
+    free. Settled largest first, the api (1 CPU, 2 GiB) takes that room, the cache (3 GiB) then needs a
+    cx32 (a cx22 holds 2.9 GiB): no saving. Settled memory first, the cache takes it, and a cx22 holds
+    the api and the web for half the price; the drain's re-check tries memory first too."""
+    from scaling.kube.models import PodInfo
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, PoolSpec
+
+    types = {t.name: t for t in kwok_catalogue()}
+    group = NodeGroup(name="g", pools=[PoolSpec(provider="kwok", serverType=["cx22", "cx32"], priority=10)])
+    a = node("a").model_copy(
+        update={"labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx32"}, "allocatable": types["cx32"].allocatable}
+    )
+    held = node("held", managed=False).model_copy(
+        update={
+            "allocatable": Resources(cpu_m=8000, memory=16 * GIB, pods=110),
+            "requested": Resources(cpu_m=1000, memory=16 * GIB - 31 * GIB // 10, pods=1),
+        }
+    )
+
+    def pod(name: str, cpu: int, mem: int) -> PodInfo:
+        return busy("a")[0].model_copy(
+            update={"name": name, "uid": name, "requests": Resources(cpu_m=cpu, memory=mem, pods=1)}
+        )
+
+    pods = [pod("api", 1000, 2 * GIB), pod("cache", 500, 3 * GIB), pod("web", 250, GIB // 2)]
+    obs = ScaleDownObservation(nodes=[a, held], pods=pods, groups=[group])
+    plan = plan_replacement(obs, kwok_catalogue(), "a", set(), 0.0)
+    assert not plan.problems and len(plan.new_nodes) == 1
+    assert plan.new_nodes[0].candidates[0].server_type == "cx22"
+    assert sorted(plan.new_nodes[0].pod_uids) == ["api", "web"]
+    assert plan.price_after == types["cx22"].price_hourly < 0.9 * plan.price_before
+    # Where largest first is as cheap (the room holds the api and the cache), its plan stands.
+    roomy = held.model_copy(update={"requested": Resources(cpu_m=1000, memory=16 * GIB - 6 * GIB, pods=1)})
+    plan = plan_replacement(obs.model_copy(update={"nodes": [a, roomy]}), kwok_catalogue(), "a", set(), 0.0)
+    assert plan.new_nodes == [] and not plan.problems

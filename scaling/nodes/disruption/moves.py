@@ -1,0 +1,68 @@
+"""What draining nodes moves, and where to: the pods that come back and the nodes that may take them,
+beside the pods the scheduler is about to bind (the replacement plan's and the arrival-order check's
+common reading of the cluster)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
+from scaling.kube.labels import label_value
+from scaling.kube.models import NodeInfo, PodInfo
+from scaling.nodes.contracts import ScaleDownObservation
+from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.scale_down.checks import needs_room, used_by_node
+from scaling.nodes.scale_down.landing import awaiting_scheduler, nominated, pods_of_removals
+
+
+@dataclass
+class Moves:
+    """What draining ``nodes`` moves, and where to: their pods that come back (``movers``), the nodes
+    that may take them (``others``), and the pods that stay (``staying``, those about to land bound
+    where they land; ``others``' ``requested`` counts them)."""
+
+    movers: list[PodInfo]
+    others: list[NodeInfo]
+    staying: list[PodInfo]
+
+
+def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], now: float) -> Moves:
+    pods = without_long_terminating(obs.pods, now)
+    gone = leaving | set(nodes)
+    marked = {n.name for n in obs.nodes if marked_for_deletion(n) and n.name not in gone}
+    movers = [
+        p.model_copy(update={"node_name": None, "phase": "Pending"})
+        for n in nodes
+        for p in pods_to_evict(n, pods)
+        if needs_room(p)
+    ]
+    # Another replacement's successors are room for that node's pods, not for these.
+    away = leaving | marked
+    others = [n for n in obs.nodes if n.name not in gone and not marked_for_deletion(n) and not taken(n, away)]
+    staying = [p for p in pods if p.node_name and p.node_name not in gone]
+    # Pods the scheduler is about to bind (a replacement just before this one evicted them) take their
+    # room first: the empty successor they are meant for is no room for this node's pods. So do the
+    # pods still on nodes being drained, but for those whose successors are there (the room left out
+    # above is theirs): Karpenter schedules the pods of deleting nodes with a command's own
+    # (pkg/controllers/disruption/helpers.go SimulateScheduling), and buys no node for them alone.
+    served = {n.labels.get(LABEL_REPLACES) for n in obs.nodes}
+    served_by_successor = {n for n in away if label_value(n) in served}
+    waiting = [
+        *pods_of_removals(obs.nodes, pods_by_node(pods), excluded={*nodes, *served_by_successor}),
+        *awaiting_scheduler(pods),
+    ]
+    if landing := nominated(waiting, others, used_by_node(staying)):
+        bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
+        taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
+        others = [
+            n.model_copy(update={"requested": n.requested + taken_by[n.name]}) if n.name in taken_by else n
+            for n in others
+        ]
+        staying = [p for p in staying if pod_key(p) not in landing] + bound  # a drained pod moves
+    return Moves(movers, others, staying)
+
+
+def taken(node: NodeInfo, leaving: set[str]) -> bool:
+    """Whether ``node`` is a successor made for a node still leaving (its replacement under way)."""
+    replaces = node.labels.get(LABEL_REPLACES)
+    return replaces is not None and replaces in {label_value(n) for n in leaving}
