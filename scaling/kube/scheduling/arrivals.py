@@ -153,7 +153,7 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
     if failed is None:
         return Arrivals()
     taken = [0] * len(ks)
-    order = []
+    order: list[PodInfo] = []
     for j in failed:
         order.append(named[j][taken[j]])
         taken[j] += 1

@@ -23,20 +23,17 @@ from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.matching import node_allocatable
 from scaling.nodes.models import PlannedNode, ServerType
-from scaling.nodes.nodegroups import flatten_pools
 from scaling.nodes.scale_down.checks import can_land, is_target
 from scaling.nodes.scale_up.claims import claim_node
 
 
 def _target(node: NodeInfo, pods: list[PodInfo]) -> Target:
+    """``node`` holding ``pods``: its free room, and their requests as the scores read them."""
     real = Resources.total(p.requests for p in pods)
     reads = [score_reads(p) for p in pods]
+    cpu, mem, nz_cpu, nz_mem = (sum(r[i] for r in reads) for i in range(4))
     a = node.allocatable
-    return Target(
-        node,
-        (a.cpu_m - real.cpu_m, a.memory - real.memory, a.pods - real.pods),
-        tuple(sum(r[i] for r in reads) for i in range(4)),  # type: ignore[arg-type]
-    )
+    return Target(node, (a.cpu_m - real.cpu_m, a.memory - real.memory, a.pods - real.pods), (cpu, mem, nz_cpu, nz_mem))
 
 
 def stranding(
@@ -74,7 +71,6 @@ def stranding_of(
         stype = prices.get((pool.provider, pool.server_type.lower()))
         if stype is None:
             return ""
-        pool = next((p for p in flatten_pools(group) if p.name == pool.name), pool)
         node = claim_node(group, pool, stype, node_allocatable(pool, stype)).model_copy(
             update={"name": f"{nodes[0]}-successor-{i}"}
         )
