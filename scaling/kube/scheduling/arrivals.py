@@ -70,21 +70,22 @@ class _OutOfWork(Exception):
 def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> Arrivals:
     """Whether the scheduler, taking ``pods`` in some order and each to its best-scoring target
     (any of the best when several tie), leaves one with no target its room and filters admit."""
+    needs = [(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods]
     # A target no pod fits now never takes one (room only shrinks): left out of the play's states.
-    needs = {(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods}
-    targets = [t for t in targets if any(c <= t.room[0] and m <= t.room[1] and s <= t.room[2] for c, m, s in needs)]
+    targets = [t for t in targets if any(_fits(n, t.room) for n in set(needs))]
     kinds: dict[tuple, _Kind] = {}
     members: dict[tuple, list[PodInfo]] = {}
-    for p in pods:
-        need = (p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1))
+    for p, need in zip(pods, needs, strict=True):
         admitted = tuple(i for i, t in enumerate(targets) if admits(p, t.node))
-        key = (need, score_reads(p), admitted)
-        kinds.setdefault(key, _Kind(p, need, score_reads(p), admitted))
+        reads = score_reads(p)
+        key = (need, reads, admitted)
+        kinds.setdefault(key, _Kind(p, need, reads, admitted))
         members.setdefault(key, []).append(p)
     ks = list(kinds.values())
     named = list(members.values())
     left = [len(m) for m in named]
-    if all(_always_placed(k, targets, pods) for k in ks):
+    total = tuple(sum(n[r] for n in needs) for r in range(3))
+    if all(_always_placed(k, targets, len(pods), total) for k in ks):
         return Arrivals()
     rooms = [list(t.room) for t in targets]
     used = [list(t.used) for t in targets]
@@ -101,8 +102,7 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
         top, tied = -1, []
         cpu, mem, nz_cpu, nz_mem = k.score
         for i in k.admitted:
-            room = rooms[i]
-            if k.need[0] > room[0] or k.need[1] > room[1] or k.need[2] > room[2]:
+            if not _fits(k.need, rooms[i]):
                 continue
             u = used[i]
             s = resource_score(
@@ -160,15 +160,13 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
     return Arrivals(stranded=order[-1], order=order)
 
 
-def _always_placed(k: _Kind, targets: Sequence[Target], pods: Sequence[PodInfo]) -> bool:
+def _fits(need: Sequence[int], room: Sequence[int]) -> bool:
+    return need[0] <= room[0] and need[1] <= room[1] and need[2] <= room[2]
+
+
+def _always_placed(k: _Kind, targets: Sequence[Target], pods: int, total: Sequence[int]) -> bool:
     """A pod of ``k`` finds room in every order, whatever the scores: more admitting targets it fits
-    than other pods (each of them takes room on one target), or one that holds it beside them all."""
-    fits = [i for i in k.admitted if all(n <= r for n, r in zip(k.need, targets[i].room, strict=True))]
-    if len(fits) >= len(pods):
-        return True
-    total = (
-        sum(p.requests.cpu_m for p in pods),
-        sum(p.requests.memory for p in pods),
-        sum(max(p.requests.pods, 1) for p in pods),
-    )
-    return any(all(n <= r for n, r in zip(total, targets[i].room, strict=True)) for i in fits)
+    than other pods (each of them takes room on one target), or one that holds it beside them all
+    (``total``: the ``pods``' summed cpu, memory and pod slots)."""
+    fits = [i for i in k.admitted if _fits(k.need, targets[i].room)]
+    return len(fits) >= pods or any(_fits(total, targets[i].room) for i in fits)

@@ -23,17 +23,16 @@ from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.matching import node_allocatable
 from scaling.nodes.models import PlannedNode, ServerType
-from scaling.nodes.scale_down.checks import can_land, is_target
+from scaling.nodes.scale_down.checks import can_land, free_room, is_target
 from scaling.nodes.scale_up.claims import claim_node
 
 
 def _target(node: NodeInfo, pods: list[PodInfo]) -> Target:
     """``node`` holding ``pods``: its free room, and their requests as the scores read them."""
-    real = Resources.total(p.requests for p in pods)
+    cpu, mem, slots = free_room(node, {node.name: Resources.total(p.requests for p in pods)})
     reads = [score_reads(p) for p in pods]
-    cpu, mem, nz_cpu, nz_mem = (sum(r[i] for r in reads) for i in range(4))
-    a = node.allocatable
-    return Target(node, (a.cpu_m - real.cpu_m, a.memory - real.memory, a.pods - real.pods), (cpu, mem, nz_cpu, nz_mem))
+    real_cpu, real_mem, nz_cpu, nz_mem = (sum(r[i] for r in reads) for i in range(4))
+    return Target(node, (cpu, mem, slots), (real_cpu, real_mem, nz_cpu, nz_mem))
 
 
 def stranding(
