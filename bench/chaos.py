@@ -58,7 +58,7 @@ from bench.chaos_components import components_ramp
 from bench.chaos_fleet import fleet_burst
 from bench.chaos_harness import FAULTS, Outcome, check, node_burst, node_scale_down, pause_api_server
 from bench.chaos_hetzner import hetzner_burst
-from bench.chaos_replacement import node_replacement
+from bench.chaos_replacement import node_replacement, ordered_replacement
 from starters.scenarios.progress import percentile
 
 
@@ -75,6 +75,10 @@ async def run_scenario(base: Path, loop: str, names: list[str], pods: int, expec
         if names and outcome.nodes_created != expected.get(loop, outcome.nodes_created):
             outcome.violations.append(f"successors made {outcome.nodes_created}, fault-free run {expected[loop]}")
         expected.setdefault(loop, outcome.nodes_created)
+        outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
+        return outcome
+    if loop == "ordered-replacement":
+        outcome = await ordered_replacement(workdir, names)
         outcome.scenario = f"{loop}/" + ("+".join(names) or "fault-free")
         return outcome
     if loop in ("fleet-burst", "components-ramp"):
@@ -125,6 +129,7 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
     "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),
     "rep-slow-scheduler": ("node-replacement", ["slow-scheduler"]),
+    "rep-kill-ordered-evictions": ("ordered-replacement", ["kill-worker-during-ordered-evictions"]),
     "rep-hetzner-kill-create": ("hetzner-replacement", ["kill-worker-during-successor-hetzner-create"]),
     "hz-kill-create": ("hetzner-burst", ["kill-worker-during-hetzner-create"]),
     "hz-500-storm": ("hetzner-burst", ["hetzner-500-storm"]),

@@ -35,6 +35,7 @@ from scaling.nodes.contracts import (
     CREATE_NODE,
     DELETE_NODE,
     DELETE_NODE_OBJECT,
+    EVICT_IN_ORDER,
     EVICT_POD,
     OBSERVE_CLUSTER,
     READINESS,
@@ -600,8 +601,9 @@ def node_create_storm(status: int, seconds: float) -> Fault:
     return inject
 
 
-# A NodeScaleDown's steps once its timer ran out: cordon, drain (an empty node has none), delete.
-DRAIN = (CORDON_NODE, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
+# A NodeScaleDown's steps once its timer ran out: cordon, drain (an empty node has none), delete; and a
+# NodeReplacement's ordered evictions between its nodes' cordons and their drains.
+DRAIN = (CORDON_NODE, EVICT_IN_ORDER, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
     "kill-worker-during-start": kill_worker_during_held_start(),
@@ -864,6 +866,7 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
         history = await temporal.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
         ids: dict[int, str] = {}
         evictions: dict[int, str] = {}  # scheduled event -> the pod an evict_pod was for
+        in_order: set[int] = set()  # evict_in_order's: its result names each pod it evicted
         for e in history.events:
             at = e.event_time.ToDatetime().timestamp()
             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -872,6 +875,8 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
                 if attrs.activity_type.name == EVICT_POD:
                     pod = _payload(attrs.input)
                     evictions[e.event_id] = f"{pod['namespace']}/{pod['name']}"
+                elif attrs.activity_type.name == EVICT_IN_ORDER:
+                    in_order.add(e.event_id)
             elif e.event_type in COMPLETED:
                 sid = getattr(e, COMPLETED[e.event_type]).scheduled_event_id
                 completions[(wf.id, wf.run_id, ids.get(sid, ""))] = at
@@ -879,6 +884,12 @@ async def check_histories(temporal: Client, worker_logs: str, outcome: Outcome) 
                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and sid in evictions:
                     result = _payload(e.activity_task_completed_event_attributes.result)
                     evicted[evictions[sid]] += result["outcome"] == "evicted"
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED and sid in in_order:
+                    evicted.update(
+                        d["pod"]
+                        for d in _payload(e.activity_task_completed_event_attributes.result)
+                        if d["outcome"] == "evicted"
+                    )
             elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
                 cause = e.workflow_task_failed_event_attributes.cause
                 if cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR:

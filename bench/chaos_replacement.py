@@ -69,21 +69,24 @@ from bench.chaos_harness import (
     node_burst,
     node_cordoned,
     running_pods,
+    settle,
     start_faults,
+    start_node_loop,
     wait_for_activity,
 )
 from bench.chaos_hetzner import check_servers, kill_worker_during_create
 from scaling.kube.labels import request_key
-from scaling.nodes.contracts import CORDON_NODE, CREATE_NODE, DELETE_NODE, READINESS
+from scaling.nodes.contracts import CORDON_NODE, CREATE_NODE, DELETE_NODE, EVICT_IN_ORDER, READINESS
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.disruption.orchestration import command_id, replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
 from sim.kube.kubeconfig import Endpoint
-from starters.kube import apply_node_group, node_group
+from starters.kube import apply_node_group, deployment, node_group
 from starters.scenarios.hetzner import POOLS as HETZNER_POOLS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
 APP = "burst"
+GIB = 1 << 30
 # One Drifted node at a time (so each fault meets the first replacement at its step), and no
 # wait after the burst's scale-up before the drift is acted on.
 GROUP_SPEC: dict[str, Any] = {
@@ -168,11 +171,17 @@ async def replacement_runs(temporal: Client, cluster: str, nodes: Iterable[str])
 
 
 def replacement_violations(
-    seen: list[NodeSeen | PodSeen], drifted: set[str], cluster: str, runs: Mapping[str, Iterable[str]]
+    seen: list[NodeSeen | PodSeen],
+    drifted: set[str],
+    cluster: str,
+    runs: Mapping[str, Iterable[str]],
+    successors_needed: bool = True,
 ) -> list[str]:
     """The replacement invariants over what the API server showed (module docstring), in its
     resourceVersion order; ``seen`` starts with the state before the drift (the lists' items);
-    ``runs``: each drifted node's replacement runs (replacement_runs)."""
+    ``runs``: each drifted node's replacement runs (replacement_runs). ``successors_needed``: False
+    when the drifted nodes' pods fit the nodes that stay (no successor: a node out of service is the
+    plan, and any node made is one bought for a pod the drain stranded)."""
     nodes: dict[str, NodeSeen] = {}
     pods: dict[str, PodSeen] = {}
     listed = min((s.rv for s in seen if isinstance(s, NodeSeen)), default=0)  # the first list's
@@ -205,7 +214,7 @@ def replacement_violations(
             nodes[s.name] = s
         if i + 1 < len(ordered) and ordered[i + 1].rv == s.rv:
             continue  # one state of the store: judged once all of it is in
-        for old in sorted(drifted - out_of_service):
+        for old in sorted(drifted - out_of_service) if successors_needed else ():
             members = [m for m in (nodes.get(old), *(nodes.get(n) for n in successors[old])) if m is not None]
             if not any(m.serving for m in members):
                 out_of_service.add(old)
@@ -389,6 +398,8 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
     ),
     "kill-worker-during-old-node-delete": kill_worker_during_held(DELETE_NODE, "DELETE", old_nodes),
     "slow-scheduler": slow_scheduler(),
+    # ordered_replacement's: the worker evicting its pods one at a time, between two of them.
+    "kill-worker-during-ordered-evictions": kill_worker_during(EVICT_IN_ORDER, match=in_replacement),
     # The Hetzner variant: the successor's server create answered only after 5 s (the fake's).
     "kill-worker-during-successor-hetzner-create": kill_worker_during_create(match=in_replacement),
 }
@@ -420,6 +431,87 @@ async def node_replacement(
     return outcome
 
 
+# ordered_replacement's world: x (the group's cx32) holds an api and a cache; d and m, nodes of no
+# group, have 2.1 GiB and 3.1 GiB free (tests/activities/nodes/test_evict_in_order.py's).
+ORDERED_POOLS = [{"provider": "kwok", "serverType": ["cx32"], "priority": 10}]
+ORDERED_PODS = (("api", "1", 2 * GIB), ("cache", "500m", 3 * GIB))
+ORDERED_FREE = {"d": (2920, 2 * GIB + GIB // 10), "m": (3420, 3 * GIB + GIB // 10)}  # millicores, bytes
+
+
+def part(name: str, cpu: str, memory: int) -> dict[str, Any]:
+    """A one-replica Deployment whose pod is the workload's (app=APP) and its own (part=name)."""
+    labels = {"app": APP, "part": name}
+    body = deployment(name, 1, cpu, str(memory))
+    body["spec"]["selector"]["matchLabels"] = labels
+    body["spec"]["template"]["metadata"]["labels"] = labels
+    return body
+
+
+def add_held_node(core: client.CoreV1Api, name: str, free: tuple[int, int]) -> None:
+    """A cx32-sized node outside every group, its room but ``free`` taken by a bare pod."""
+    q = {"cpu": "3920m", "memory": str(6 * GIB), "pods": "110"}
+    core.create_node(
+        {
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "status": {"allocatable": q, "capacity": q, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    cpu, mem = 3920 - free[0], 6 * GIB - free[1]
+    requests = {"cpu": f"{cpu}m", "memory": str(mem)}
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": f"{name}-filler"},
+            "spec": {
+                "nodeName": name,
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": requests}}],
+            },
+        },
+    )
+
+
+async def ordered_replacement(workdir: Path, names: list[str], timeout: float = 300) -> Outcome:
+    """The drift of a node whose pods the scheduler places only in one order: x's api, evicted
+    first, would take m (the emptier) and strand the cache, for which a node would be bought. The
+    plan names the order (cache, then api), and the NodeReplacement evicts them one at a time,
+    each once the one before is bound again; no successor, no node bought, nothing evicted twice,
+    with the faults ``names`` (a worker killed between two evictions) beside it."""
+    stack = Stack(workdir)
+    try:
+        stack.start(["--node-ready-delay", "2"])
+        temporal = await stack.client()
+        group = node_group("general", ORDERED_POOLS, **GROUP_SPEC)
+        apply_node_group(stack.api, group)
+        handle = await start_node_loop(stack, temporal)
+        began = time.monotonic()
+        stack.replicas = len(ORDERED_PODS)
+        apps = client.AppsV1Api(stack.api)
+        for body in (part(*p) for p in ORDERED_PODS):
+            apps.create_namespaced_deployment("default", body)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        status = await settle(stack, handle, done, lambda s: not s.in_flight, timeout)
+        outcome = Outcome("ordered-replacement", [], [], 0, time.monotonic() - began)
+        core = client.CoreV1Api(stack.api)
+        growth = [n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items]
+        if status is None or len(growth) != 1:
+            outcome.violations.append(f"the api and the cache not running on one node of the group: {growth}")
+            return outcome
+        for name, free in ORDERED_FREE.items():
+            add_held_node(core, name, free)
+        faults = [(n, REPLACEMENT_FAULTS[n]) for n in names]
+        await _replace(stack, temporal, outcome, faults, timeout, drift_group(group, GROUP_SPEC), False)
+        placed = {
+            p.metadata.labels["part"]: p.spec.node_name
+            for p in core.list_namespaced_pod("default", label_selector=f"app={APP}").items
+        }
+        if placed != {"cache": "m", "api": "d"}:
+            outcome.violations.append(f"the pods ended on {placed}, not the cache on m and the api on d")
+        return outcome
+    finally:
+        stack.stop()
+
+
 async def _replace(
     stack: Stack,
     temporal: Client,
@@ -427,6 +519,7 @@ async def _replace(
     faults: list[tuple[str, Fault]],
     timeout: float,
     group: dict[str, Any],
+    successors_needed: bool = True,
 ) -> None:
     began = time.monotonic()
     core = client.CoreV1Api(stack.api)
@@ -461,7 +554,8 @@ async def _replace(
         v.append(f"{running} of {stack.replicas} pods running ({total} in all) at the end")
     if watcher.lost:
         v.append(f"the API server's states not all seen: {watcher.lost}")
-    v += replacement_violations(seen, drifted, CLUSTER, await replacement_runs(temporal, CLUSTER, drifted))
+    runs = await replacement_runs(temporal, CLUSTER, drifted)
+    v += replacement_violations(seen, drifted, CLUSTER, runs, successors_needed)
     evicted = await check_histories(temporal, stack.worker_logs(), outcome)
     v += [f"pod {pod} evicted {n} times" for pod, n in evicted.items() if n > 1]
     outcome.nodes_created = len({s.name for s in seen if isinstance(s, NodeSeen) and s.replaces in drifted})

@@ -48,7 +48,7 @@ from bench.chaos_harness import Stack, start_node_loop
 from bench.machine import load_average
 from scaling.kube.drain import DELETION_TAINT_KEYS
 from scaling.kube.models import PodInfo, Resources
-from scaling.nodes.contracts import DELETE_NODE, EVALUATE_SCALE_DOWN, EVICT_POD
+from scaling.nodes.contracts import DELETE_NODE, EVALUATE_SCALE_DOWN, EVICT_IN_ORDER, EVICT_POD
 from scaling.nodes.disruption.budgets import is_active
 from scaling.nodes.disruption.models import Disruption
 from scaling.nodes.disruption.orchestration import REPLACEMENT_FAILED
@@ -199,6 +199,7 @@ class Removal:
     deleting: float | None = None  # when the node's deletion started: from then it is gone, not disrupting
     failed: bool = False  # a replacement whose successor failed, or a run that failed
     evicted: tuple[tuple[float, str], ...] = ()  # (when, namespace/name) the API server accepted
+    ordered: bool = False  # a NodeReplacement that evicted in its plan's order (evict_in_order)
     outcome: str = ""  # its result's reason and message, or its failure's (for a reader of --record)
 
 
@@ -215,6 +216,7 @@ async def removals(temporal: Client) -> list[Removal]:
         inp = first.get("removal", first)  # a NodeReplacement carries its NodeScaleDown's input
         failed = wf.status in BAD_ENDINGS
         evicting: dict[int, str] = {}
+        in_order: set[int] = set()  # a NodeReplacement's evict_in_order: its result says when each went
         evicted: list[tuple[float, str]] = []
         reported: float | None = None
         deleting: float | None = None
@@ -226,6 +228,8 @@ async def removals(temporal: Client) -> list[Removal]:
                 if attrs.activity_type.name == EVICT_POD:
                     pod = _payload(attrs.input)
                     evicting[e.event_id] = f"{pod['namespace']}/{pod['name']}"
+                elif attrs.activity_type.name == EVICT_IN_ORDER:
+                    in_order.add(e.event_id)
                 elif attrs.activity_type.name == DELETE_NODE and wf.workflow_type == "NodeScaleDown":
                     deletes.add(e.event_id)  # a replacement's DELETE_NODE removes a successor instead
             elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -235,6 +239,8 @@ async def removals(temporal: Client) -> list[Removal]:
                 attrs = e.activity_task_completed_event_attributes
                 if attrs.scheduled_event_id in evicting and _payload(attrs.result)["outcome"] == "evicted":
                     evicted.append((e.event_time.ToDatetime().timestamp(), evicting[attrs.scheduled_event_id]))
+                elif attrs.scheduled_event_id in in_order:
+                    evicted += [(d["at"], d["pod"]) for d in _payload(attrs.result) if d["outcome"] == "evicted"]
             elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
                 attrs = e.signal_external_workflow_execution_initiated_event_attributes
                 # Its reports to the loop (a multi-node command's drain-gate signals carry no status).
@@ -261,6 +267,7 @@ async def removals(temporal: Client) -> list[Removal]:
                 deleting=deleting,
                 failed=failed,
                 evicted=tuple(evicted),
+                ordered=bool(in_order),
                 outcome=outcome,
             )
         )
@@ -619,6 +626,7 @@ async def run_day(
             "pods": len(final_pods(end)),
             "removals": kinds,
             "evictions": sum(len(r.evicted) for r in records),
+            "ordered_drains": sum(1 for r in records if r.ordered),
             "samples": len(sampler.samples),
             "churn_s": round(churned - t0, 1),
             "seconds": round(time.monotonic() - t0, 1),

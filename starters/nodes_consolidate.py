@@ -32,6 +32,8 @@ def format_consolidation(r: ConsolidationReport) -> str:
         lines.append(
             f"{node:<40}  {s.kind:<12}  {s.server_type:<8}  {now:>8}  {', '.join(s.successors) or '-':<24}  {s.price_after:>9.4f}"
         )
+        if s.drain_order:  # the scheduler places its pods in this order only: evicted one at a time
+            lines.append(f"  evicted one at a time, in this order: {', '.join(s.drain_order)}")
     saved = r.price_per_hour_before - r.price_per_hour_after
     lines.append(
         f"growth nodes now {r.price_per_hour_before:.4f}/h, after {r.price_per_hour_after:.4f}/h: {saved:.4f}/h saved"

@@ -69,6 +69,7 @@ def build_activities(
         down.unmark_node,
         down.cordon_node,
         down.evict_pod,
+        down.evict_in_order,
         down.wait_pods_gone,
         down.delete_node_object,
         down.emit_node_events,

@@ -8,9 +8,10 @@ already deleted succeeds.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +35,12 @@ from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.kube.models import PodInfo
 from scaling.kube.nodes import node_info
-from scaling.kube.pods import pod_info
+from scaling.kube.pods import controlled_pods, controller_uid, pod_info
 from scaling.nodes import contracts
 from scaling.nodes.adoption import adopt_nodes
 from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import (
+    EvictInOrderInput,
     EvictPodInput,
     EvictResult,
     MarkNodeInput,
@@ -46,6 +48,7 @@ from scaling.nodes.contracts import (
     NodeRef,
     NodeRemovalCheck,
     NodeRemovalCheckInput,
+    OrderedEviction,
     OrphanObservation,
     ReplacementPlan,
     ReplacementPlanInput,
@@ -378,9 +381,19 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.EVICT_POD)
     def evict_pod(self, inp: EvictPodInput) -> EvictResult:
         """Through the Eviction API, so PodDisruptionBudgets are honoured by the API server."""
+        core = self._core(inp.cluster)
+        if inp.node is not None:
+            try:
+                pod = json.loads(core.read_namespaced_pod(inp.name, inp.namespace, _preload_content=False).data)
+            except ApiException as e:
+                if e.status == 404:
+                    return EvictResult(outcome="gone")
+                raise
+            if (pod.get("spec") or {}).get("nodeName") != inp.node:
+                return EvictResult(outcome="gone")  # a pod of that name elsewhere is another one
         body = client.V1Eviction(metadata=client.V1ObjectMeta(name=inp.name, namespace=inp.namespace))
         try:
-            self._core(inp.cluster).create_namespaced_pod_eviction(inp.name, inp.namespace, body)
+            core.create_namespaced_pod_eviction(inp.name, inp.namespace, body)
         except ApiException as e:
             if e.status == 404:
                 return EvictResult(outcome="gone")
@@ -388,6 +401,95 @@ class ScaleDownActivities:
                 return EvictResult(outcome="refused", message=_api_message(e))
             raise
         return EvictResult(outcome="evicted")
+
+    @activity.defn(name=contracts.EVICT_IN_ORDER)
+    async def evict_in_order(self, inp: EvictInOrderInput) -> list[OrderedEviction]:
+        """Evict ``pods`` in their order, each once the one before is bound again: its controller has
+        as many pods on nodes as before the eviction (its new pod bound), or made none in
+        ``created_timeout_s``, or ``bound_timeout_s`` passed. So the scheduler takes them in this
+        order (a drain's evictions together race). One a PDB refuses is left to its node's drain,
+        which retries it. A retry resumes where the heartbeat says the last attempt was, waiting as
+        it would have."""
+        details = activity.info().heartbeat_details
+        step: dict[str, Any] = details[0] if details and isinstance(details[0], dict) else {}
+        done = [OrderedEviction.model_validate(d) for d in step.get("done") or []]
+        core = self._core(inp.cluster)
+        index = len(done)
+        waiting: dict[str, Any] | None = step.get("waiting")
+        if waiting is not None and await self._still_there(core, inp.pods[index - 1], waiting["pod"]):
+            index, waiting = index - 1, None  # the last attempt stopped before its eviction: again
+            done = done[:-1]
+
+        def beat() -> None:
+            activity.heartbeat({"done": [d.model_dump() for d in done], "waiting": waiting})
+
+        while True:
+            if waiting is not None:
+                await self._wait_bound(core, inp, waiting, beat)
+                waiting = None
+            if index >= len(inp.pods):
+                return done
+            key = inp.pods[index]
+            index += 1
+            ns, name = key.split("/", 1)
+            try:
+                obj = json.loads(
+                    (await asyncio.to_thread(core.read_namespaced_pod, name, ns, _preload_content=False)).data
+                )
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                obj = {}
+            if (obj.get("spec") or {}).get("nodeName") not in inp.nodes:
+                done.append(OrderedEviction(pod=key, outcome="gone", at=time.time()))
+                beat()
+                continue  # gone, or on a node whose re-check kept it (not cordoned): it serves on
+            uid = controller_uid(obj)
+            if uid:  # told before the eviction: a retry after it waits, one before it evicts again
+                before = controlled_pods(await self._namespace_pods(core, ns), uid)[0]
+                pod_uid = (obj.get("metadata") or {}).get("uid", "")
+                waiting = {"namespace": ns, "pod": pod_uid, "uid": uid, "bound": before, "since": time.time()}
+                done.append(OrderedEviction(pod=key, outcome="evicted", at=time.time()))
+                beat()
+                done.pop()
+            res = await asyncio.to_thread(self.evict_pod, EvictPodInput(cluster=inp.cluster, namespace=ns, name=name))
+            if res.outcome != "evicted":
+                waiting = None
+            done.append(OrderedEviction(pod=key, outcome=res.outcome, at=time.time()))
+            beat()
+
+    async def _still_there(self, core: client.CoreV1Api, key: str, uid: str) -> bool:
+        """Whether pod ``key`` (namespace/name) is the one of ``uid``, not being deleted."""
+        ns, name = key.split("/", 1)
+        try:
+            pod = await asyncio.to_thread(core.read_namespaced_pod, name, ns, _preload_content=False)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return False
+        meta = json.loads(pod.data).get("metadata") or {}
+        return meta.get("uid") == uid and not meta.get("deletionTimestamp")
+
+    async def _namespace_pods(self, core: client.CoreV1Api, ns: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(raw_list, core.list_namespaced_pod, namespace=ns)
+
+    async def _wait_bound(
+        self, core: client.CoreV1Api, inp: EvictInOrderInput, waiting: dict[str, Any], beat: Callable[[], None]
+    ) -> None:
+        """Until the evicted pod's controller has ``bound`` pods on nodes again (see evict_in_order)."""
+        since = float(waiting["since"])
+        while True:
+            pods = await self._namespace_pods(core, waiting["namespace"])
+            bound, pending = controlled_pods(pods, waiting["uid"], but=waiting["pod"])
+            elapsed = time.time() - since
+            if (
+                bound >= waiting["bound"]
+                or (not pending and elapsed >= inp.created_timeout_s)
+                or elapsed >= inp.bound_timeout_s
+            ):
+                return
+            beat()
+            await pause(inp.poll_s)
 
     @activity.defn(name=contracts.WAIT_PODS_GONE)
     async def wait_pods_gone(self, inp: WaitPodsGoneInput) -> list[str]:

@@ -128,6 +128,32 @@ def controller_kind(pod: dict[str, Any]) -> str | None:
     return None
 
 
+def controller_uid(pod: dict[str, Any]) -> str | None:
+    """The uid of the pod's managing controller (its ownerReference with controller: true)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+def controlled_pods(pods: list[dict[str, Any]], uid: str, but: str = "") -> tuple[int, int]:
+    """How many live pods (not deleting, not finished) controller ``uid`` has, other than ``but``
+    (a pod's uid: a StatefulSet's new pod has the old one's name): those bound to a node and those
+    waiting for one."""
+    bound = waiting = 0
+    for p in pods:
+        meta = p.get("metadata") or {}
+        if meta.get("uid") == but or meta.get("deletionTimestamp") or controller_uid(p) != uid:
+            continue
+        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        if (p.get("spec") or {}).get("nodeName"):
+            bound += 1
+        else:
+            waiting += 1
+    return bound, waiting
+
+
 def is_daemonset_pod(pod: dict[str, Any]) -> bool:
     return controller_kind(pod) == "DaemonSet"
 

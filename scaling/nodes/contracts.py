@@ -55,6 +55,9 @@ MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
 UNMARK_NODE = "unmark_node"
 CORDON_NODE = "cordon_node"
 EVICT_POD = "evict_pod"
+# A NodeReplacement's moved pods evicted one at a time, each once the one before is bound again
+# (ReplacementPlan.drain_order).
+EVICT_IN_ORDER = "evict_in_order"
 WAIT_PODS_GONE = "wait_pods_gone"
 DELETE_NODE_OBJECT = "delete_node_object"
 EMIT_NODE_EVENTS = "emit_node_events"
@@ -90,6 +93,7 @@ ACTIVITY_NAMES = frozenset(
         UNMARK_NODE,
         CORDON_NODE,
         EVICT_POD,
+        EVICT_IN_ORDER,
         WAIT_PODS_GONE,
         DELETE_NODE_OBJECT,
         EMIT_NODE_EVENTS,
@@ -355,11 +359,36 @@ class EvictPodInput(BaseModel):
     cluster: str
     namespace: str
     name: str
+    # The node the pod is drained from: a pod of that name elsewhere is another (a StatefulSet's new
+    # pod, after evict_in_order evicted the first) and is "gone" to this drain. None: any node.
+    node: str | None = None
 
 
 class EvictResult(BaseModel):
     outcome: str  # "evicted" | "refused" (429, a PDB) | "gone"
     message: str = ""
+
+
+class EvictInOrderInput(BaseModel):
+    """evict_in_order's input: pods ("namespace/name") to evict in this order, each after the pod
+    before it is bound again (its controller's new pod on a node), or after ``bound_timeout_s``."""
+
+    cluster: str
+    pods: list[str]
+    nodes: list[str]  # the command's cordoned nodes: a pod found on none of them is left alone
+    bound_timeout_s: float = 30.0
+    # A controller that makes no new pod in this long is not replacing the evicted one (scaled in).
+    created_timeout_s: float = 5.0
+    poll_s: float = 0.2
+
+
+class OrderedEviction(BaseModel):
+    """One pod of evict_in_order: "evicted", "gone" (or elsewhere: left alone), or "refused" (a PDB:
+    the node's drain retries it); ``at``: when (epoch seconds)."""
+
+    pod: str
+    outcome: str
+    at: float
 
 
 class WaitPodsGoneInput(BaseModel):
@@ -419,6 +448,10 @@ class ReplacementPlan(BaseModel):
     # Why the scheduler may strand a moved pod, some arrival order taking the room planned for it
     # (scaling.nodes.disruption.arrival_orders): a single-node consolidation is then not made.
     stranding: str = ""
+    # The moved pods' keys ("namespace/name") in the one order the scheduler places them all in, when
+    # another order strands one: the NodeReplacement evicts in it, each pod once the one before is
+    # bound again. Empty: any order does (the drain evicts them together, every plan before it).
+    drain_order: list[str] = Field(default_factory=list)
     cluster_digest: str = ""  # what it read (scaling.nodes.disruption.refusals.cluster_digest)
 
 

@@ -278,8 +278,9 @@ def record_request_update(state: NodeAutoscalerState, update: NodeRequestStatus)
 
 
 def _same_report(a: ScaleDownStatus, b: ScaleDownStatus) -> bool:
-    return (a.workflow_id, a.node, a.phase, a.reason, a.message, a.cluster_digest) == (
+    return (a.workflow_id, a.run, a.node, a.phase, a.reason, a.message, a.cluster_digest) == (
         b.workflow_id,
+        b.run,
         b.node,
         b.phase,
         b.reason,
@@ -335,7 +336,10 @@ def record_scale_down_update(state: NodeAutoscalerState, update: ScaleDownStatus
         # (by node too: a multi-node consolidation's NodeReplacement reports for each of its nodes; and
         # by what it says: a command's id is its first node's, so a later run reports under it again, for
         # nodes the loop did not hold. Read as a duplicate, a refused node never had its refusal again,
-        # and the bench's loop re-asked one command every 0.6 s.)
+        # and the bench's loop re-asked one command every 0.6 s. By run too: five minutes on, a refusal
+        # forgotten, a command asked again and refused in the same words for the nodes it did not hold
+        # (its budget let one go) was read as the first run's report, and the bench's loop re-asked it
+        # every 0.6 s until that report left recent_scale_downs.)
         if any(_same_report(r, update) for r in state.recent_scale_downs):
             return
     state.scale_downs.pop(update.node, None)

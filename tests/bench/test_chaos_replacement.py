@@ -80,6 +80,28 @@ def test_a_second_successor_an_unkeyed_one_and_a_node_beside_break() -> None:
     ]
 
 
+def test_a_drift_whose_pods_fit_the_nodes_that_stay_needs_no_successor_but_buys_nothing() -> None:
+    """ordered_replacement's: a is cordoned and drained with no successor (its pods fit d); a node
+    made meanwhile was bought for a pod the drain stranded."""
+    seen = [
+        up(10, "a"),
+        up(10, "d"),
+        PodSeen(10, "default/p1", node="a", phase="Running"),
+        NodeSeen(11, "a", ready=True, schedulable=False),
+        PodSeen(12, "default/p1", node="a", phase="Running", gone=True),
+        PodSeen(13, "default/p4", node="d", phase="Running"),
+        NodeSeen(14, "a", gone=True),
+    ]
+    assert replacement_violations(seen, {"a"}, "c", RUNS, successors_needed=False) == []
+    assert replacement_violations(seen, {"a"}, "c", RUNS) == [
+        "node a and its successors all out of service at resourceVersion 11: a (ready, cordoned)"
+    ]
+    bought = [*seen, up(15, "x")]
+    assert replacement_violations(bought, {"a"}, "c", RUNS, successors_needed=False) == [
+        "node x made beside the replacements"
+    ]
+
+
 def test_a_pod_still_on_the_node_when_it_is_deleted_is_lost() -> None:
     seen = [s for s in replacement_of_a() if not (isinstance(s, PodSeen) and s.gone)]
     assert replacement_violations([*listed(), *seen], {"a", "b"}, "c", RUNS) == [

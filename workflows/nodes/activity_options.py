@@ -46,6 +46,9 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.UNMARK_NODE: ActivityOptions(30 * S),
     contracts.CORDON_NODE: ActivityOptions(30 * S),
     contracts.EVICT_POD: ActivityOptions(30 * S),
+    # A pod at a time, each waited for until bound again: start_to_close is set at the call from
+    # the number of pods; the progress rides in the heartbeat.
+    contracts.EVICT_IN_ORDER: ActivityOptions(120 * S, heartbeat=WAIT_HEARTBEAT),
     contracts.DELETE_NODE_OBJECT: ActivityOptions(30 * S),
     # Until the evicted pods are gone: start_to_close is the drain timeout + 60 s (set at the
     # call); the deadline rides in the heartbeat, as for WAIT_NODE_READY.

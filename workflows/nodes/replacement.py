@@ -33,8 +33,10 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         DeleteNodeInput,
+        EvictInOrderInput,
         NodeRemovalCheck,
         NodeRemovalCheckInput,
+        OrderedEviction,
         ReplacementPlan,
         ReplacementPlanInput,
         WaitReadyInput,
@@ -70,6 +72,14 @@ PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
 # (histories/node_replacement_drained_in_turn.json). Asked only when the command drains two or more
 # nodes. (Orchestration: added 2026-11, release 0.3.0.)
 DRAINS_TOGETHER = "multi-node-drains-together"
+# workflow.patched id: a plan that names the order its pods must arrive in (ReplacementPlan.drain_order)
+# has them evicted in it, one at a time, once every node is cordoned (a single node is gated as a
+# command's). Its plan activity may have been answered by a worker of this release for a run whose
+# workflow code was the release before (a rolling update), which released a multi-node command's
+# drains right after the cordons: that history replays the old branch, and fails without the patch
+# (histories/node_replacement_order_ignored.json). Asked only when the plan names an order.
+# (Orchestration: added 2026-11, release 0.3.0.)
+DRAINS_IN_ORDER = "drain-in-planned-order"
 # A successor the command no longer needs is deleted only when no pod needs evicting from it: it is a
 # Ready, schedulable node from the moment it is made, and pods from elsewhere may have landed on it
 # (it went at the provider, undrained, with them). One that serves stays for the loop's scale-down.
@@ -87,6 +97,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             kind=inp.removal.kind,
             scale_down_at=inp.removal.scale_down_at,
             message="planning its successor",
+            run=workflow.info().run_id[:8],
         )
         self.decision = Decision()  # one approval for every successor
         self.machines: list[RequestMachine] = []
@@ -188,8 +199,11 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
 
         # Every successor is Ready: now, and only now, the nodes are marked, drained and deleted.
         self.draining = True
-        if len(self.nodes) > 1 and workflow.patched(DRAINS_TOGETHER):
-            results = await self._drain_together()
+        # A plan the scheduler follows in one order only names it: the nodes are gated as a
+        # command's, and this workflow evicts in that order before the drains take the rest.
+        order = plan.drain_order if plan.drain_order and workflow.patched(DRAINS_IN_ORDER) else []
+        if (len(self.nodes) > 1 and workflow.patched(DRAINS_TOGETHER)) or order:
+            results = await self._drain_together(order)
         else:
             results = await self._drain_in_turn()
         if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
@@ -222,15 +236,32 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
                 results.append(self._already_removing(node))
         return results
 
-    async def _drain_together(self) -> list[ScaleDownStatus]:
+    async def _drain_together(self, order: list[str]) -> list[ScaleDownStatus]:
         """Every node's NodeScaleDown at once, each gated by this workflow: it marks, re-checks and
         cordons its node, reports it cordoned, and evicts nothing until told. Once every one started
-        is cordoned or has ended (a re-check that cancelled left its node unmarked and serving), all
-        are told to drain, and they drain and delete their nodes together."""
+        is cordoned or has ended (a re-check that cancelled left its node unmarked and serving), the
+        pods of ``order`` on the cordoned nodes are evicted in it, one at a time; then all are told to
+        drain, and they drain and delete their nodes together."""
         wid = workflow.info().workflow_id
         started = await asyncio.gather(*(self._start_removal(node, wid) for node in self.nodes))
         children = {node: child for node, child in zip(self.nodes, started, strict=True) if child is not None}
         await workflow.wait_condition(lambda: all(n in self.cordoned or c.done() for n, c in children.items()))
+        draining = sorted(self.cordoned & {n for n, c in children.items() if not c.done()})
+        if order and draining:
+            self.status.message = (
+                f"evicting {len(order)} pod(s) one at a time, in the order the scheduler places all in"
+            )
+            await self._publish()
+            evict = EvictInOrderInput(cluster=self.inp.removal.cluster, pods=order, nodes=draining)
+            await workflow.execute_activity(
+                contracts.EVICT_IN_ORDER,
+                evict,
+                result_type=list[OrderedEviction],
+                **NODE_ACTIVITIES[contracts.EVICT_IN_ORDER].timeouts(
+                    timedelta(seconds=len(order) * (evict.bound_timeout_s + 15) + 60)
+                ),
+                retry_policy=KUBE_RETRY,
+            )
         self.status.message = f"draining {', '.join(sorted(self.cordoned & set(children))) or 'none'} together"
         workflow.set_current_details(replacement_details(self.status))  # no command: not in history
         await asyncio.gather(*(self._release(c) for n, c in children.items() if n in self.cordoned and not c.done()))

@@ -77,6 +77,7 @@ class NodeScaleDownWorkflow:
             kind=inp.kind,
             scale_down_at=inp.scale_down_at,
             command=inp.command,
+            run=workflow.info().run_id[:8],
         )
         self.cancel_reason: tuple[str, str] | None = None  # (code, message)
         self.now_requested = False
@@ -214,7 +215,9 @@ class NodeScaleDownWorkflow:
             for key in left:
                 ns, name = key.split("/", 1)
                 res: EvictResult = await self._kube(
-                    contracts.EVICT_POD, EvictPodInput(cluster=inp.cluster, namespace=ns, name=name), EvictResult
+                    contracts.EVICT_POD,
+                    EvictPodInput(cluster=inp.cluster, namespace=ns, name=name, node=inp.node),
+                    EvictResult,
                 )
                 if res.outcome == "refused":
                     refused.append(key)

@@ -8,7 +8,9 @@ plus BalancedAllocation (scaling.kube.scheduling.scoring), at random among equal
 (schedule_one.go selectHost). It prefers the emptiest node, so an early pod may take the room a
 plan kept for a later, larger one, which then waits for a node: a consolidation that bought for
 it comes back in the next loop, and the cycle goes on (docs/nodes-benchmarks.md, the
-consolidation bench's cycles). ``stranded`` plays every distinct order and every tie.
+consolidation bench's cycles). ``stranded`` plays every distinct order and every tie;
+``placing_order`` looks for one order that places every pod whatever the ties (a drain that evicts
+in it, one pod at a time, brings them in it).
 
 What it reads: room (cpu, memory, pod slots) and what ``admits`` says of labels and taints. Left
 out: the other score plugins (preferred affinity, PreferNoSchedule taints, default topology
@@ -67,37 +69,35 @@ class _OutOfWork(Exception):
     pass
 
 
-def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> Arrivals:
-    """Whether the scheduler, taking ``pods`` in some order and each to its best-scoring target
-    (any of the best when several tie), leaves one with no target its room and filters admit."""
-    needs = [(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods]
-    # A target no pod fits now never takes one (room only shrinks): left out of the play's states.
-    targets = [t for t in targets if any(_fits(n, t.room) for n in set(needs))]
-    kinds: dict[tuple, _Kind] = {}
-    members: dict[tuple, list[PodInfo]] = {}
-    for p, need in zip(pods, needs, strict=True):
-        admitted = tuple(i for i, t in enumerate(targets) if admits(p, t.node))
-        reads = score_reads(p)
-        key = (need, reads, admitted)
-        kinds.setdefault(key, _Kind(p, need, reads, admitted))
-        members.setdefault(key, []).append(p)
-    ks = list(kinds.values())
-    named = list(members.values())
-    left = [len(m) for m in named]
-    total = tuple(sum(n[r] for n in needs) for r in range(3))
-    if all(_always_placed(k, targets, len(pods), total) for k in ks):
-        return Arrivals()
-    rooms = [list(t.room) for t in targets]
-    used = [list(t.used) for t in targets]
-    alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
-    admitting = [tuple(i in k.admitted for k in ks) for i in range(len(targets))]
-    seen: set[tuple] = set()
-    work = 0
+class _Play:
+    """The pods in kinds (one per need, score reads and admitting targets) over the targets some
+    pod fits: what both plays read."""
 
-    def best(k: _Kind) -> list[int]:
-        nonlocal work
-        work += len(k.admitted)
-        if work > MAX_WORK:
+    def __init__(self, pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> None:
+        needs = [(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods]
+        # A target no pod fits now never takes one (room only shrinks): left out of the play's states.
+        self.targets = [t for t in targets if any(_fits(n, t.room) for n in set(needs))]
+        kinds: dict[tuple, _Kind] = {}
+        members: dict[tuple, list[PodInfo]] = {}
+        for p, need in zip(pods, needs, strict=True):
+            admitted = tuple(i for i, t in enumerate(self.targets) if admits(p, t.node))
+            reads = score_reads(p)
+            key = (need, reads, admitted)
+            kinds.setdefault(key, _Kind(p, need, reads, admitted))
+            members.setdefault(key, []).append(p)
+        self.kinds = list(kinds.values())
+        self.named = list(members.values())
+        total = tuple(sum(n[r] for n in needs) for r in range(3))
+        self.trivial = all(_always_placed(k, self.targets, len(pods), total) for k in self.kinds)
+        self.alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in self.targets]
+        self.admitting = [tuple(i in k.admitted for k in self.kinds) for i in range(len(self.targets))]
+        self.work = 0
+
+    def best(self, k: _Kind, rooms: Sequence[Sequence[int]], used: Sequence[Sequence[int]]) -> list[int]:
+        """The targets the scheduler may bind a pod of ``k`` to: the best-scoring ones it fits, one of
+        each set of targets alike in every respect the play reads (they lead to the same states)."""
+        self.work += len(k.admitted)
+        if self.work > MAX_WORK:
             raise _OutOfWork
         top, tied = -1, []
         cpu, mem, nz_cpu, nz_mem = k.score
@@ -106,17 +106,38 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
                 continue
             u = used[i]
             s = resource_score(
-                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), alloc[i], cpu == 0 and mem == 0
+                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), self.alloc[i], cpu == 0 and mem == 0
             )
             if s > top:
                 top, tied = s, [i]
             elif s == top:
                 tied.append(i)
-        # Targets alike in every respect the play reads lead to the same states: one of each.
         distinct: dict[tuple, int] = {}
         for i in tied:
-            distinct.setdefault((tuple(rooms[i]), tuple(used[i]), alloc[i], admitting[i]), i)
+            distinct.setdefault((tuple(rooms[i]), tuple(used[i]), self.alloc[i], self.admitting[i]), i)
         return list(distinct.values())
+
+    def pods(self, kinds: Sequence[int]) -> list[PodInfo]:
+        """The pods a sequence of kinds names, each kind's in turn."""
+        taken = [0] * len(self.kinds)
+        order: list[PodInfo] = []
+        for j in kinds:
+            order.append(self.named[j][taken[j]])
+            taken[j] += 1
+        return order
+
+
+def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> Arrivals:
+    """Whether the scheduler, taking ``pods`` in some order and each to its best-scoring target
+    (any of the best when several tie), leaves one with no target its room and filters admit."""
+    play = _Play(pods, targets, admits)
+    if play.trivial:
+        return Arrivals()
+    ks = play.kinds
+    left = [len(m) for m in play.named]
+    rooms = [list(t.room) for t in play.targets]
+    used = [list(t.used) for t in play.targets]
+    seen: set[tuple] = set()
 
     def move(k: _Kind, i: int, sign: int) -> None:
         for r in range(3):
@@ -131,7 +152,7 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
         for j, k in enumerate(ks):
             if not left[j]:
                 continue
-            choices = best(k)
+            choices = play.best(k, rooms, used)
             if not choices:
                 return [j]
             left[j] -= 1
@@ -152,12 +173,64 @@ def stranded(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits)
         return Arrivals(complete=False)
     if failed is None:
         return Arrivals()
-    taken = [0] * len(ks)
-    order: list[PodInfo] = []
-    for j in failed:
-        order.append(named[j][taken[j]])
-        taken[j] += 1
+    order = play.pods(failed)
     return Arrivals(stranded=order[-1], order=order)
+
+
+# A state of the play: each target's room (cpu, memory, slots) and its pods' score reads.
+_State = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+
+
+def placing_order(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> list[PodInfo] | None:
+    """An order of ``pods`` that the scheduler, taking them one at a time in it, places every one of,
+    whichever of the best-scoring targets it picks at each tie (None: no order does, or the search
+    ran out of work). A drain that evicts in it, each pod once the one before is bound again, leaves
+    no pod pending. Larger pods are tried first (first fit's order, which plans most often rely on)."""
+    play = _Play(pods, targets, admits)
+    if play.trivial:
+        return list(pods)
+    ks = play.kinds
+    by_size = sorted(range(len(ks)), key=lambda j: (-(ks[j].need[0] / 1000 + ks[j].need[1] / 2**30), j))
+    start: _State = tuple((t.room, t.used) for t in play.targets)
+    failed: set[tuple] = set()
+
+    def after(k: _Kind, states: frozenset[_State]) -> frozenset[_State] | None:
+        """Every state a pod of ``k`` may leave, from any of ``states`` (None: one leaves it pending)."""
+        out: set[_State] = set()
+        for state in states:
+            rooms, used = [s[0] for s in state], [s[1] for s in state]
+            choices = play.best(k, rooms, used)
+            if not choices:
+                return None
+            for i in choices:
+                play.work += len(state)
+                room, u = state[i]
+                moved = (
+                    tuple(room[r] - k.need[r] for r in range(3)),
+                    tuple(u[r] + k.score[r] for r in range(4)),
+                )
+                out.add((*state[:i], moved, *state[i + 1 :]))
+        return frozenset(out)
+
+    def search(left: tuple[int, ...], states: frozenset[_State]) -> list[int] | None:
+        if not any(left):
+            return []
+        if (left, states) in failed:
+            return None
+        for j in by_size:
+            if not left[j] or (nxt := after(ks[j], states)) is None:
+                continue
+            rest = search((*left[:j], left[j] - 1, *left[j + 1 :]), nxt)
+            if rest is not None:
+                return [j, *rest]
+        failed.add((left, states))
+        return None
+
+    try:
+        found = search(tuple(len(m) for m in play.named), frozenset([start]))
+    except _OutOfWork:
+        return None
+    return None if found is None else play.pods(found)
 
 
 def _fits(need: Sequence[int], room: Sequence[int]) -> bool:

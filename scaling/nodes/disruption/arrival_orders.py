@@ -1,4 +1,4 @@
-"""A consolidation goes only where the kube-scheduler will follow it, whatever order the pods arrive in.
+"""A consolidation goes only where the kube-scheduler will follow it, in the order the drain brings the pods.
 
 The plan (scaling.nodes.disruption.replacement) packs the drained nodes' pods into the other nodes'
 room and its successors first fit. The scheduler binds each recreated pod to the emptiest node that
@@ -6,8 +6,11 @@ admits it (scaling.kube.scheduling.arrivals), in the order the drain's evictions
 the plan put on a successor may take room on a kept node that another pod was planned into, and
 that one waits. Consolidation is optional, so a command some order strands is not made: the pod
 would go pending, a scale-up would buy for it, and the next evaluation would consolidate again
-(the consolidation bench cycled so for 600 s with a first-fit plan). Drift and expiry are not
-optional; their plans are made whatever the order (a stranded pod is a scale-up's).
+(the consolidation bench cycled so for 600 s with a first-fit plan). When every order places them,
+the drain evicts as it always does; when only some do, the plan names one (``DrainOrder.order``)
+and the NodeReplacement evicts in it, each pod once the one before is bound again
+(workflows/nodes/replacement.py); when none does, a consolidation is not made. Drift and expiry are
+not optional; their plans are made whatever the order (a stranded pod is a scale-up's).
 
 The successors' room is their pool's allocatable less the DaemonSet pods the first drained node
 runs (a new node of the group runs the same ones).
@@ -15,9 +18,11 @@ runs (a new node of the group runs the same ones).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from scaling.kube.drain import is_terminal, pod_key, stays_with_node
 from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.kube.scheduling.arrivals import Target, score_reads, stranded
+from scaling.kube.scheduling.arrivals import Target, placing_order, score_reads, stranded
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.moves import Moves, pods_moving
@@ -35,25 +40,34 @@ def _target(node: NodeInfo, pods: list[PodInfo]) -> Target:
     return Target(node, (cpu, mem, slots), (real_cpu, real_mem, nz_cpu, nz_mem))
 
 
-def stranding(
+@dataclass(frozen=True)
+class DrainOrder:
+    """``stranding``: why the scheduler may leave a moved pod without a node in every order ("" when
+    some order places them all, or the play could not finish); ``order``: the pods' keys in the
+    order that places them all when some other order does not ([]: any order does)."""
+
+    stranding: str = ""
+    order: list[str] = field(default_factory=list)
+
+
+def drain_order(
     obs: ScaleDownObservation,
     catalogue: list[ServerType],
     plan: ReplacementPlan,
     nodes: list[str],
     leaving: set[str],
     now: float,
-) -> str:
-    """Why the scheduler may leave one of the pods ``plan`` moves from ``nodes`` without a node
-    ("" when every arrival order places them all, or when the play could not finish)."""
-    return stranding_of(obs, catalogue, plan.new_nodes, nodes, pods_moving(obs, nodes, leaving, now))
+) -> DrainOrder:
+    """The order to drain the pods ``plan`` moves from ``nodes`` in, or why none will do."""
+    return drain_order_of(obs, catalogue, plan.new_nodes, nodes, pods_moving(obs, nodes, leaving, now))
 
 
-def stranding_of(
+def drain_order_of(
     obs: ScaleDownObservation, catalogue: list[ServerType], new_nodes: list[PlannedNode], nodes: list[str], moves: Moves
-) -> str:
-    """``stranding`` for successors ``new_nodes`` and what draining ``nodes`` moves (``moves``)."""
+) -> DrainOrder:
+    """``drain_order`` for successors ``new_nodes`` and what draining ``nodes`` moves (``moves``)."""
     if not moves.movers:
-        return ""
+        return DrainOrder()
     on: dict[str, list[PodInfo]] = {}
     for p in moves.staying:
         if not is_terminal(p) and p.node_name:
@@ -66,24 +80,27 @@ def stranding_of(
         group = groups.get(new.group)
         pool = next((c for c in new.candidates if c.name == new.pool), new.candidates[0] if new.candidates else None)
         if group is None or pool is None:
-            return ""
+            return DrainOrder()
         stype = prices.get((pool.provider, pool.server_type.lower()))
         if stype is None:
-            return ""
+            return DrainOrder()
         node = claim_node(group, pool, stype, node_allocatable(pool, stype)).model_copy(
             update={"name": f"{nodes[0]}-successor-{i}"}
         )
         targets.append(_target(node, daemons))
     play = stranded(moves.movers, targets, can_land)
     if play.stranded is None:
-        return ""
+        return DrainOrder()
+    if (order := placing_order(moves.movers, targets, can_land)) is not None:
+        return DrainOrder(order=[pod_key(p) for p in order])
     pod = pod_key(play.stranded)
     before = ", ".join(pod_key(p) for p in play.order[:-1])
     if not before:  # the plan counted room the scheduler does not see (a node not Ready or cordoned)
-        return f"the scheduler finds no node for pod {pod}"
-    return (
-        f"the scheduler may leave pod {pod} without a node: should {before} arrive first, each goes to the "
-        f"emptiest node that holds it (LeastAllocated), taking the room planned for {pod}"
+        return DrainOrder(f"the scheduler finds no node for pod {pod}")
+    return DrainOrder(
+        f"the scheduler may leave pod {pod} without a node, and no order of evictions places every pod: "
+        f"should {before} arrive first, each goes to the emptiest node that holds it (LeastAllocated), "
+        f"taking the room planned for {pod}"
     )
 
 
@@ -95,7 +112,9 @@ def with_stranding(
     leaving: set[str],
     now: float,
 ) -> ReplacementPlan:
-    """A single node's plan with its ``stranding`` (which only a consolidation reads: saving_refused)."""
+    """A single node's plan with its ``stranding`` (which only a consolidation reads: saving_refused) and
+    the order to drain it in."""
     if not plan.found or plan.problems:
         return plan
-    return plan.model_copy(update={"stranding": stranding(obs, catalogue, plan, [node], leaving, now)})
+    d = drain_order(obs, catalogue, plan, [node], leaving, now)
+    return plan.model_copy(update={"stranding": d.stranding, "drain_order": d.order})

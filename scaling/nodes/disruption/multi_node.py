@@ -45,7 +45,7 @@ from scaling.kube.drain import pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
-from scaling.nodes.disruption.arrival_orders import stranding, with_stranding
+from scaling.nodes.disruption.arrival_orders import drain_order, with_stranding
 from scaling.nodes.disruption.refusals import cluster_digest, prices_digest, refusal_digest
 from scaling.nodes.disruption.replacement import plan_for_nodes, plan_replacement
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, PlannedNode, ServerType
@@ -217,8 +217,9 @@ def plan_consolidation(
         if len(plan.new_nodes) > 1 and not plan.problems:
             plan = one_successor(obs, catalogue, plan, leaving, now) or plan
         ok, reason = consolidation_refused(plan, obs, prices, min_saving)
-        if ok is not None and (reason := stranding(obs, catalogue, ok, chosen, leaving, now)):
-            ok = None
+        if ok is not None:
+            d = drain_order(obs, catalogue, ok, chosen, leaving, now)
+            ok, reason = (None, d.stranding) if d.stranding else (ok.model_copy(update={"drain_order": d.order}), "")
         if ok is None:
             why.append(f"{'+'.join(chosen)}: {reason}")
         return ok
@@ -234,6 +235,8 @@ def plan_consolidation(
     if most > 2 and (whole := command(most)) is not None:
         return whole
     group = next((n.labels.get(LABEL_GROUP, "") for n in obs.nodes if n.name in candidates), "")
+    if most < len(candidates):  # first: the text is cut, and the budget may be all that stands in the way
+        why.insert(0, f"the group's budget lets {most} of the {len(candidates)} candidates go together")
     return ReplacementPlan(group=group, refused=shorten("; ".join(why) or "no candidate", 300))
 
 

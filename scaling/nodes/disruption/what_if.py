@@ -33,6 +33,8 @@ class ConsolidationStep(BaseModel):
     price_before: float | None = None
     successors: list[str] = Field(default_factory=list)  # provider/server type of each
     price_after: float = 0.0
+    # The pods it would evict one at a time, in this order (ReplacementPlan.drain_order; []: together).
+    drain_order: list[str] = Field(default_factory=list)
 
 
 class ConsolidationReport(BaseModel):
@@ -96,6 +98,7 @@ def consolidation_now(obs: ScaleDownObservation, catalogue: list[ServerType], no
                 f"{p.candidates[0].provider}/{p.candidates[0].server_type}" for p in succ.new_nodes if p.candidates
             ]
             step.price_after = succ.price_after
+            step.drain_order = succ.drain_order
         report.steps.append(step)
         report.price_per_hour_after += step.price_after - (step.price_before or 0.0)
     if plan.consolidation:
@@ -139,6 +142,7 @@ def _multi_node(
             f"{p.candidates[0].provider}/{p.candidates[0].server_type}" for p in succ.new_nodes if p.candidates
         ],
         price_after=succ.price_after,
+        drain_order=succ.drain_order,
     )
     report.price_per_hour_after += step.price_after - sum(price.get(n, 0.0) for n in nodes)
     return [step]

@@ -79,6 +79,9 @@ class ScaleDownStatus(BaseModel):
     # the loop keeps the node out of consolidation while the cluster shows the same.
     cluster_digest: str = ""
     command: str | None = None  # NodeScaleDownInput.command
+    # The reporting run (the first 8 characters of its run id; "" in reports from before it): a later
+    # run's report in the same words is news to the loop, the same signal delivered twice is not.
+    run: str = ""
 
     @property
     def final(self) -> bool:

@@ -130,6 +130,18 @@ async def test_evict_honours_pdbs_and_reports_gone_pods(
     assert await env.run(acts.wait_pods_gone, held) == ["default/db-1"]
 
 
+def test_a_drain_evicts_a_pod_of_its_name_only_on_its_node(acts: ScaleDownActivities, core: client.CoreV1Api) -> None:
+    """A StatefulSet's new pod takes the old one's name: after evict_in_order evicted web-0 from n1,
+    n1's drain must not evict the web-0 now on n2."""
+    bound_pod(core, "web-0", "n2")
+    moved = EvictPodInput(cluster="c", namespace="default", name="web-0", node="n1")
+    assert acts.evict_pod(moved).outcome == "gone"
+    assert core.read_namespaced_pod("web-0", "default").spec.node_name == "n2"
+    here = moved.model_copy(update={"node": "n2"})
+    assert acts.evict_pod(here).outcome == "evicted"
+    assert acts.evict_pod(here).outcome == "gone"
+
+
 def test_observe_sees_all_pods_pdbs_and_longhorn_only_when_installed(
     acts: ScaleDownActivities, core: client.CoreV1Api, cluster: FakeCluster
 ) -> None:

@@ -71,6 +71,7 @@ class ReplaceWorld(DownWorld):
     made: dict[tuple[str, int], str] = field(default_factory=dict)  # the create's key -> machine
     held_evictions: set[str] = field(default_factory=set)  # pods whose eviction waits while listed here
     late_cpu: int = 0  # a pod of this many millicores lands on each successor once it is made
+    order: list[str] = field(default_factory=list)  # the plan's drain_order, when it names one
 
     def activities(self) -> list:
         w = self
@@ -103,6 +104,8 @@ class ReplaceWorld(DownWorld):
         async def plan(inp: ReplacementPlanInput) -> ReplacementPlan:
             w.calls.append(("plan", inp.node))
             p = plan_for_input(w.plan_obs, kwok_catalogue(), inp)
+            if w.order:
+                p = p.model_copy(update={"drain_order": w.order})
             w.plans.append(p)
             return p
 
@@ -607,6 +610,90 @@ async def record_drains(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld,
     return w, await h.fetch_history()
 
 
+# --- a plan the scheduler follows in one order only (ReplacementPlan.drain_order) ---------------
+
+# A replacement of a whose plan names the order its two pods are evicted in.
+DRAINED_IN_ORDER = HISTORY.with_name("node_replacement_drained_in_order.json")
+
+
+def two_pods_in_order() -> ReplaceWorld:
+    pods = [*busy("a", cpu=500), app_pod("a-cache", "a")]
+    return world(pods=pods, order=["default/a-cache", "default/a-web"])
+
+
+async def record_in_order(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
+    w = two_pods_in_order()
+    tq, _ = await worker(w)
+    h = await start_replace(env, tq)
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    return w, await h.fetch_history()
+
+
+# A multi-node command whose plan named an order its workflow code, the release before, did not read
+# (a rolling update: the plan answered by this release's worker). Recorded once by that code
+# (`order-ignored`, with DRAINS_IN_ORDER's branch off): it cannot be re-recorded.
+ORDER_IGNORED = HISTORY.with_name("node_replacement_order_ignored.json")
+
+
+async def record_many_in_order(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
+    w = three_dear_nodes()
+    w.order = ["default/b-web", "default/a-web", "default/c-web"]
+    tq, _ = await worker(w)
+    h = await start_many(env, tq)
+    result = await h.result()
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    return w, await h.fetch_history()
+
+
+async def test_a_command_whose_order_the_code_before_ignored_replays_without_it() -> None:
+    """The patch: its history released the drains right after the cordons, without evict_in_order;
+    the code without DRAINS_IN_ORDER would command that activity there and fail the replay."""
+    from tests.workflows.nodes.test_replay import patches_in
+    from workflows.nodes.replacement import DRAINS_IN_ORDER
+
+    events = committed(ORDER_IGNORED).to_json_dict()["events"]
+    assert DRAINS_IN_ORDER not in patches_in(events)
+    assert not any("evict_in_order" in str(e) for e in events)
+    await assert_replay(WORKFLOWS, committed(ORDER_IGNORED))
+
+
+async def test_a_plan_that_names_an_order_is_evicted_in_it_once_the_node_is_cordoned(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    """The one node's NodeScaleDown is gated as a command's: it cordons, then this workflow evicts the
+    pods one at a time in the plan's order (evict_in_order waits for each to be bound again), then the
+    drain takes what is left and deletes the node. The run and the committed one replay (python -m
+    tests.workflows.nodes.test_node_replacement in-order records it)."""
+    w, fresh = await record_in_order(env, worker)
+    in_order = [n for c, n in w.calls if c == "evict-in-order"]
+    assert in_order == ["default/a-cache@a", "default/a-web@a"]
+    cordon, first, drain = calls_of(w, "cordon")[0], calls_of(w, "evict-in-order")[0], calls_of(w, "evict")
+    assert cordon < first < min(drain), w.calls
+    assert w.deleted == ["a"]
+    await assert_replay(WORKFLOWS, fresh, committed(DRAINED_IN_ORDER))
+
+
+async def test_a_plan_without_an_order_drains_as_before(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    w = world(pods=[*busy("a", cpu=500), app_pod("a-cache", "a")])
+    tq, _ = await worker(w)
+    _, result = await replace(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED, result.message
+    assert not calls_of(w, "evict-in-order") and len(calls_of(w, "evict")) == 2
+
+
+async def test_the_order_spares_the_pods_of_a_node_whose_recheck_kept_it(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """b's re-check cancels (a do-not-disrupt pod arrived): the ordered eviction is told only a and c."""
+    w = one_node_held()
+    w.order = ["default/b-web", "default/a-web", "default/c-web"]
+    tq, _ = await worker(w)
+    result = await consolidate_many(env, tq)
+    assert result.phase == ScaleDownPhase.REMOVED and "2 of 3 nodes removed (a, c)" in result.message, result.message
+    assert {n.partition("@")[2] for c, n in w.calls if c == "evict-in-order"} == {"a,c"}
+    assert max(calls_of(w, "cordon")) < min(calls_of(w, "evict-in-order"))
+
+
 # --- what a multi-node command tells its loop --------------------------------------------------
 
 
@@ -697,8 +784,13 @@ if __name__ == "__main__":
 
     from temporalio.worker import Worker
 
-    # `drains`: the multi-node consolidation's history (node_replacement_drained_together.json).
-    recorder, path = (record_drains, DRAINED_TOGETHER) if sys.argv[1:] == ["drains"] else (record_history, HISTORY)
+    # `drains`: the multi-node consolidation's history (node_replacement_drained_together.json);
+    # `in-order`: a plan that names its order (node_replacement_drained_in_order.json).
+    recorder, path = {
+        "drains": (record_drains, DRAINED_TOGETHER),
+        "in-order": (record_in_order, DRAINED_IN_ORDER),
+        "order-ignored": (record_many_in_order, ORDER_IGNORED),
+    }.get(" ".join(sys.argv[1:]), (record_history, HISTORY))
 
     async def record(env: WorkflowEnvironment) -> WorkflowHistory:
         workers: list[Worker] = []

@@ -21,6 +21,7 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.contracts import (
     ClusterObservation,
     DeleteNodeInput,
+    EvictInOrderInput,
     EvictPodInput,
     EvictResult,
     MarkNodeInput,
@@ -29,6 +30,7 @@ from scaling.nodes.contracts import (
     NodeRef,
     NodeRemovalCheck,
     NodeRemovalCheckInput,
+    OrderedEviction,
     OrphanObservation,
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
@@ -155,6 +157,11 @@ class DownWorld(World):
             w.calls.append(("evict", key))
             return EvictResult(outcome="evicted")
 
+        @activity.defn(name="evict_in_order")
+        async def evict_in_order(inp: EvictInOrderInput) -> list[OrderedEviction]:
+            w.calls.extend(("evict-in-order", f"{key}@{','.join(inp.nodes)}") for key in inp.pods)
+            return [OrderedEviction(pod=key, outcome="evicted", at=0.0) for key in inp.pods]
+
         @activity.defn(name="wait_pods_gone")
         async def wait_gone(inp: WaitPodsGoneInput) -> list[str]:
             return []
@@ -180,6 +187,7 @@ class DownWorld(World):
             unmark,
             cordon,
             evict,
+            evict_in_order,
             wait_gone,
             delete_obj,
             events,

@@ -108,3 +108,35 @@ def test_the_order_names_each_pod_once() -> None:
         [pod("web-1", cpu=250, mem=GI), pod("web-2", cpu=250, mem=GI), pod("cache", **CACHE)], [m], selector_admits
     )
     assert [p.name for p in play.order] == ["web-1", "web-2", "cache"]
+
+
+def test_an_order_that_places_every_pod_is_found_when_another_strands_one() -> None:
+    # The first case: an api that arrives first strands the cache; the cache first, both are placed.
+    d = target("d", cpu=1000, mem=MEM - 2 * GI - GI // 10)
+    m = target("m", cpu=500, mem=MEM - 3 * GI - GI // 10)
+    api, cache = pod("api", **API), pod("cache", **CACHE)
+    assert arrivals.placing_order([api, cache], [d, m], selector_admits) == [cache, api]
+
+
+def test_an_order_must_place_every_pod_whichever_way_a_tie_goes() -> None:
+    # a and b tie for the web; only a admits the cache. Cache first, it takes a, and the web b.
+    a = target("a", cpu=0, mem=MEM - 3 * GI, labels={"disk": "ssd"})
+    b = target("b", cpu=0, mem=MEM - 3 * GI)
+    web, cache = pod("web", cpu=250, mem=GI), pod("cache", node_selector={"disk": "ssd"}, **CACHE)
+    assert arrivals.placing_order([web, cache], [a, b], selector_admits) == [cache, web]
+    # A second cache: a holds one only, so no order places every pod, and none is offered.
+    cache2 = pod("cache-2", node_selector={"disk": "ssd"}, **CACHE)
+    assert arrivals.placing_order([web, cache, cache2], [a, b], selector_admits) is None
+
+
+def test_pods_every_order_places_keep_their_own_order() -> None:
+    roomy = [target(f"e{i}", cpu=0, mem=0) for i in range(3)]
+    pods = [pod("web", cpu=250, mem=GI // 2), pod("api", **API)]
+    assert arrivals.placing_order(pods, roomy, selector_admits) == pods
+
+
+def test_the_order_search_stops_at_its_bound(monkeypatch) -> None:  # noqa: ANN001
+    d = target("d", cpu=1000, mem=MEM - 2 * GI - GI // 10)
+    m = target("m", cpu=500, mem=MEM - 3 * GI - GI // 10)
+    monkeypatch.setattr(arrivals, "MAX_WORK", 1)
+    assert arrivals.placing_order([pod("api", **API), pod("cache", **CACHE)], [d, m], selector_admits) is None

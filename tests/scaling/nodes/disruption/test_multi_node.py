@@ -188,6 +188,11 @@ def test_the_whole_prefix_is_not_tried_when_the_budget_allows_two() -> None:
     pods = [pod(f"{n}-p", n, cpu=2000) for n in ("a", "b", "c")]
     p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10, allowed=2)
     assert p.refused and "a+b+c" not in p.refused
+    # The refusal says first that the budget held the command (the consolidation bench's seeds 2 and 11
+    # ended so: three nodes for one, the budget, 20 % of 5 nodes, letting one go at a time).
+    assert p.refused.startswith("the group's budget lets 2 of the 3 candidates go together; ")
+    unbound = plan_consolidation(obs(nodes, pods), CATALOGUE, ["a", "b", "c"], set(), NOW, 0.10)
+    assert "budget" not in unbound.refused
 
 
 def wide() -> NodeGroup:
@@ -459,34 +464,70 @@ def stranding_cluster() -> ScaleDownObservation:
     return obs(nodes, pods)
 
 
-STRANDED = "the scheduler may leave pod default/cache without a node: should default/api arrive first"
+STRANDED = "the scheduler may leave pod default/cache without a node, and no order of evictions places every pod"
 
 
-def test_a_deletion_the_scheduler_may_not_follow_is_no_command() -> None:
+def no_order(monkeypatch) -> None:  # noqa: ANN001
+    """No eviction order places every pod (scaling/kube/scheduling/arrivals.placing_order's own cases
+    are in test_arrivals.py): what the plans make of it."""
+    from scaling.nodes.disruption import arrival_orders
+
+    monkeypatch.setattr(arrival_orders, "placing_order", lambda *a: None)
+
+
+def test_a_deletion_the_scheduler_follows_in_one_order_only_is_drained_in_it(monkeypatch) -> None:  # noqa: ANN001
     # The consolidation bench's cycle: such a node was deleted, the cache went pending, a scale-up
-    # bought a cx32 for it, and the next evaluation deleted that one again, every 14 s.
+    # bought a cx32 for it, and the next evaluation deleted that one again, every 14 s. The cache
+    # evicted first (and bound again, to m) and the api after it, both are placed.
     o = stranding_cluster()
     p = plan_consolidation(o, CATALOGUE, ["x"], set(), NOW, 0.10)
-    assert not p.nodes and STRANDED in p.refused
-    # The same pods beside an empty cx32: the api goes there, whatever comes first.
+    assert p.nodes == ["x"] and not p.new_nodes and p.drain_order == ["default/cache", "default/api"]
+    # The same pods beside an empty cx32: the api goes there, whatever comes first; no order is named.
     roomy = obs([*o.nodes, cx("e", "cx32")], o.pods)
     p = plan_consolidation(roomy, CATALOGUE, ["x"], set(), NOW, 0.10)
-    assert p.nodes == ["x"] and not p.new_nodes and not p.refused
+    assert p.nodes == ["x"] and not p.new_nodes and not p.refused and p.drain_order == []
+    # When no order places them all, there is no command.
+    no_order(monkeypatch)
+    p = plan_consolidation(o, CATALOGUE, ["x"], set(), NOW, 0.10)
+    assert not p.nodes and STRANDED in p.refused
 
 
-def test_a_single_node_consolidation_carries_its_stranding_which_only_consolidation_reads() -> None:
+def test_what_if_consolidate_names_the_order_a_drain_would_keep() -> None:
+    from scaling.nodes.disruption.what_if import consolidation_now
+    from starters.nodes_consolidate import format_consolidation
+
+    o = stranding_cluster()
+    held = {ANNOTATION_DO_NOT_DISRUPT: "true"}  # d and m stay: x is the one to consolidate
+    o = o.model_copy(
+        update={"nodes": [n if n.name == "x" else n.model_copy(update={"annotations": held}) for n in o.nodes]}
+    )
+    report = consolidation_now(o, CATALOGUE, NOW)
+    [x] = report.steps
+    assert x.drain_order == ["default/cache", "default/api"] and x.successors == []
+    assert "  evicted one at a time, in this order: default/cache, default/api" in format_consolidation(report)
+
+
+def test_a_single_node_consolidation_carries_its_order_and_stranding_which_only_consolidation_reads(
+    monkeypatch,  # noqa: ANN001
+) -> None:
     o = stranding_cluster()
     p = plan_for_input(o, CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
-    assert p.stranding.startswith(STRANDED) and not p.new_nodes and p.pods_fit_existing == 2
+    assert p.drain_order == ["default/cache", "default/api"] and not p.stranding and saving_refused(p, 0.10) is None
+    no_order(monkeypatch)
+    p = plan_for_input(o, CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
+    assert p.stranding.startswith(STRANDED) and not p.new_nodes and p.pods_fit_existing == 2 and not p.drain_order
     assert saving_refused(p, 0.10) == p.stranding  # a consolidation: not made
     # Drift and expiry replace whatever the order (a stranded pod is a scale-up's): their plan is the same.
     assert plan_replacement(o, CATALOGUE, "x", set(), NOW).stranding == ""
 
 
-def test_a_replacement_whose_pods_the_empty_successor_draws_otherwise_than_planned_is_no_command() -> None:
+def test_a_replacement_whose_pods_the_empty_successor_draws_otherwise_than_planned_drains_in_order(
+    monkeypatch,  # noqa: ANN001
+) -> None:
     # x (cx42) holds two caches and a web. The plan: a cx32 (6.1 GiB) for the caches, the web in k's last
     # 0.6 GiB. The successor is the emptiest node: a web that comes before the second cache takes its room
-    # there, and that cache fits no node (the bench's seed 11 cycled so, a cx42 bought every 10 s).
+    # there, and that cache fits no node (the bench's seed 11 cycled so, a cx42 bought every 10 s). The
+    # caches evicted first, the web after them, all are placed.
     nodes = [cx("x", "cx42"), cx("k", "cx32")]
     pods = [
         pod("cache-1", "x", cpu=500, mem=3 * GI),
@@ -497,5 +538,10 @@ def test_a_replacement_whose_pods_the_empty_successor_draws_otherwise_than_plann
     p = plan_for_input(obs(nodes, pods), CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
     [succ] = p.new_nodes
     assert succ.pool == "kwok-cx32" and p.pods_fit_existing == 1
-    assert p.stranding.startswith("the scheduler may leave pod default/cache-2 without a node: should ")
+    assert p.drain_order == ["default/cache-1", "default/cache-2", "default/web"] and not p.stranding
+    no_order(monkeypatch)
+    p = plan_for_input(obs(nodes, pods), CATALOGUE, ReplacementPlanInput(cluster="c", node="x", now=NOW))
+    assert p.stranding.startswith(
+        "the scheduler may leave pod default/cache-2 without a node, and no order of evictions places every pod: should "
+    )
     assert "default/web" in p.stranding

@@ -149,6 +149,31 @@ def test_the_memory_is_one_refusal_per_node_the_most_recent_kept() -> None:
     assert state.refused_consolidations == []
 
 
+def test_a_later_runs_refusal_in_the_same_words_is_remembered_again() -> None:
+    """Five minutes on, the refusal forgotten, the loop asks the command again (its id is its first
+    node's) and it refuses in the same words for b, a node it did not hold (the budget let one go).
+    Read as the first run's report, b had no refusal again, and the consolidation bench's loop re-asked
+    the command every 0.6 s for 30 s. The same signal delivered twice is still one report."""
+    state = NodeAutoscalerState()
+    first = ScaleDownStatus(
+        node="b",
+        workflow_id="nodes/c/replace/a",
+        run="run-one1",
+        kind="Consolidated",
+        phase=ScaleDownPhase.CANCELLED,
+        reason=NOT_WORTH_IT,
+        message="nodes kept: a: no successor type costs at most 90 % of 0.0113/h",
+        cluster_digest="d:p",
+    )
+    record_scale_down_update(state, first, NOW)
+    state.refused_consolidations = []  # forgotten (REFUSAL_KEPT_S)
+    record_scale_down_update(state, first, NOW + REFUSAL_KEPT_S)  # delivered twice
+    assert state.refused_consolidations == []
+    later = first.model_copy(update={"run": "run-two2"})
+    record_scale_down_update(state, later, NOW + REFUSAL_KEPT_S)
+    assert [(r.node, r.at) for r in state.refused_consolidations] == [("b", NOW + REFUSAL_KEPT_S)]
+
+
 def test_a_consolidation_its_recheck_cancelled_is_held_for_the_refusal_time() -> None:
     """The consolidation bench's seed 3: a command's plan placed a node's pods, the drain's re-check did
     not, and the loop asked again every 6 s. The cancel is now held as a refusal with no digest (the

@@ -120,10 +120,13 @@ def test_a_large_memory_pod_keeps_the_one_room_it_fits(monkeypatch) -> None:  # 
     roomy = held.model_copy(update={"requested": Resources(cpu_m=1000, memory=16 * GIB - 6 * GIB, pods=1)})
     plan = plan_replacement(obs.model_copy(update={"nodes": [a, roomy]}), kwok_catalogue(), "a", set(), 0.0)
     assert plan.new_nodes == [] and not plan.problems
-    # A memory-first plan the scheduler might not follow (some arrival order strands a pod) is not
+    # A memory-first plan the scheduler might not follow (no arrival order places every pod) is not
     # taken: the largest-first plan, a cx32 for the cache, stands.
     from scaling.nodes.disruption import replacement
+    from scaling.nodes.disruption.arrival_orders import DrainOrder
 
-    monkeypatch.setattr(replacement, "stranding_of", lambda *a: "the scheduler may leave pod cache without a node")
+    monkeypatch.setattr(
+        replacement, "drain_order_of", lambda *a: DrainOrder("the scheduler may leave pod cache without a node")
+    )
     plan = plan_replacement(obs, kwok_catalogue(), "a", set(), 0.0)
     assert [n.candidates[0].server_type for n in plan.new_nodes] == ["cx32"]
