@@ -65,6 +65,12 @@ class Resources(BaseModel):
     def amount(self, name: str) -> int:
         return dict(self.extended).get(name, 0)
 
+    @property
+    def size(self) -> float:
+        """One number to order pods largest first by: cores plus memory in 4 GiB units (the scale-up
+        planner's first-fit order, which consolidation's plans and order searches follow)."""
+        return self.cpu_m / 1000 + self.memory / 2**32
+
     def fits_in(self, other: Resources) -> bool:
         if self.extended:
             have = dict(other.extended)

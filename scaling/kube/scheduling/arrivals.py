@@ -185,13 +185,13 @@ def placing_order(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Ad
     """An order of ``pods`` that the scheduler, taking them one at a time in it, places every one of,
     whichever of the best-scoring targets it picks at each tie (None: no order does, or the search
     ran out of work). A drain that evicts in it, each pod once the one before is bound again, leaves
-    no pod pending. Larger pods are tried first, by the planner's measure of size (scale_up.demand), the
-    order its first-fit plans rely on."""
+    no pod pending. Larger pods are tried first (Resources.size: the planner's first-fit order, which
+    plans most often rely on)."""
     play = _Play(pods, targets, admits)
     if play.trivial:
         return list(pods)
     ks = play.kinds
-    by_size = sorted(range(len(ks)), key=lambda j: (-(ks[j].need[0] / 1000 + ks[j].need[1] / 2**32), j))
+    by_size = sorted(range(len(ks)), key=lambda j: (-ks[j].pod.requests.size, j))
     start: _State = tuple((t.room, t.used) for t in play.targets)
     failed: set[tuple] = set()
 

@@ -9,7 +9,7 @@ keeps serving, and the reason is reported.
 
 from __future__ import annotations
 
-from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.arrival_orders import drain_order_of
@@ -77,9 +77,8 @@ def plan_for_nodes(
 def _orders_differ(pods: list[PodInfo]) -> bool:
     """Whether settling memory first can place ``pods`` otherwise than largest first (one request
     shape, or shapes in the same order both ways: the same plan, not planned twice)."""
-    shapes = {(p.requests.cpu_m, p.requests.memory) for p in pods}
-    size = sorted(shapes, key=lambda r: -(r[0] / 1000 + r[1] / 2**32))
-    return size != sorted(shapes, key=lambda r: (-r[1], -r[0]))
+    shapes = {Resources(cpu_m=p.requests.cpu_m, memory=p.requests.memory) for p in pods}
+    return sorted(shapes, key=lambda r: -r.size) != sorted(shapes, key=lambda r: (-r.memory, -r.cpu_m))
 
 
 def successors_price(plan: ScaleUpPlan, prices: dict[tuple[str, str], ServerType]) -> float:

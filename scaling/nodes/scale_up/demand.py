@@ -210,7 +210,7 @@ def label_keys_in_play(pods: Sequence[PodInfo], cluster: Cluster | None) -> froz
 
 def _size(shape: PodShape) -> tuple[float, str]:
     # Largest first (first-fit decreasing): cpu and memory on a common scale of 4 GiB per core.
-    return (-(shape.requests.cpu_m / 1000 + shape.requests.memory / 2**32), shape.key)
+    return (-shape.requests.size, shape.key)
 
 
 def memory_first(shape: PodShape) -> tuple[float, float, str]:

@@ -161,7 +161,7 @@ def _play(sims: Sequence[_Node], moving: list[_Kind], order: str, elsewhere: Map
 
 
 def _size(s: PodShape) -> float:
-    return s.requests.cpu_m / 1000 + s.requests.memory / 2**32
+    return s.requests.size
 
 
 def _node(i: int, claim: NodeInfo) -> _Node:
