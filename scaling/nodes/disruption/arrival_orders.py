@@ -21,23 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaling.kube.drain import is_terminal, pod_key, stays_with_node
-from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.kube.scheduling.arrivals import Target, placing_order, score_reads, stranded
+from scaling.kube.models import PodInfo
+from scaling.kube.scheduling.arrivals import placing_order, stranded
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.matching import node_allocatable
 from scaling.nodes.models import PlannedNode, ServerType
-from scaling.nodes.scale_down.checks import can_land, free_room, is_target
+from scaling.nodes.scale_down.arrivals import target
+from scaling.nodes.scale_down.checks import can_land, is_target
 from scaling.nodes.scale_up.claims import claim_node
-
-
-def _target(node: NodeInfo, pods: list[PodInfo]) -> Target:
-    """``node`` holding ``pods``: its free room, and their requests as the scores read them."""
-    cpu, mem, slots = free_room(node, {node.name: Resources.total(p.requests for p in pods)})
-    reads = [score_reads(p) for p in pods]
-    real_cpu, real_mem, nz_cpu, nz_mem = (sum(r[i] for r in reads) for i in range(4))
-    return Target(node, (cpu, mem, slots), (real_cpu, real_mem, nz_cpu, nz_mem))
 
 
 @dataclass(frozen=True)
@@ -72,7 +65,7 @@ def drain_order_of(
     for p in moves.staying:
         if not is_terminal(p) and p.node_name:
             on.setdefault(p.node_name, []).append(p)
-    targets = [_target(n, on.get(n.name, [])) for n in moves.others if is_target(n)]
+    targets = [target(n, on.get(n.name, [])) for n in moves.others if is_target(n)]
     prices = catalogue_index(catalogue)
     groups = {g.name: g for g in obs.groups}
     daemons = [p for p in obs.pods if p.node_name == nodes[0] and p.is_daemonset and stays_with_node(p)]
@@ -87,7 +80,7 @@ def drain_order_of(
         node = claim_node(group, pool, stype, node_allocatable(pool, stype)).model_copy(
             update={"name": f"{nodes[0]}-successor-{i}"}
         )
-        targets.append(_target(node, daemons))
+        targets.append(target(node, daemons))
     play = stranded(moves.movers, targets, can_land)
     if play.stranded is None:
         return DrainOrder()

@@ -45,6 +45,7 @@ from scaling.nodes.disruption.refusals import (
     standing_refusals,
 )
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleDownSettings
+from scaling.nodes.scale_down.arrivals import deletion_strands
 from scaling.nodes.scale_down.checks import (
     billing_hold,
     group_settings,
@@ -68,6 +69,7 @@ from scaling.nodes.scale_down.landing import (
 )
 from scaling.nodes.scale_down.methods import PLANNED, Candidate, RemovalMethod, Wait
 from scaling.nodes.scale_down.methods.consolidated import CONSOLIDATED
+from scaling.nodes.scale_down.methods.underused import UNDERUSED
 from scaling.nodes.scale_down.models import (
     GROUP_SCALE_DOWN_DISABLED,
     NodeDecision,
@@ -266,6 +268,15 @@ def plan_scale_down(
                 )
             ]
             continue
+        if method is UNDERUSED and consolidating(gs) and deletion_strands(node, mine, targets, on_node, landing, kinds):
+            # First fit places its pods, but the scheduler may not (scale_down.arrivals): its
+            # consolidation drains it in an order that places every pod, or refuses.
+            if node.name in standing:  # refused when last asked, and nothing changed since
+                dec.state, dec.reasons = NodeState.BLOCKED, [refusal_blocker(standing[node.name])]
+                dec.removable_at = expiry(standing[node.name])
+                refused_ready.append(dec)
+                continue
+            method = CONSOLIDATED
         dec.state = NodeState(method.kind)
         ready.append((dec, gs, billed, method))
 

@@ -5,6 +5,8 @@ blockers that hold one node on its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scaling.kube.drain import (
     NO_PLACE_TO_MOVE,
     REPLICATED_KINDS,
@@ -77,7 +79,7 @@ def need_of(pod: PodInfo) -> tuple[int, int, int]:
     return pod.requests.cpu_m, pod.requests.memory, max(pod.requests.pods, 1)
 
 
-def free_room(node: NodeInfo, used: dict[str, Resources] | None) -> list[int]:
+def free_room(node: NodeInfo, used: Mapping[str, Resources] | None) -> list[int]:
     """A node's free cpu, memory and pod slots, from what ``used`` says it holds (without it, its
     ``requested``): plain numbers, which the fits take from."""
     taken = used.get(node.name, NOTHING) if used is not None else node.requested

@@ -54,6 +54,51 @@ def test_pods_that_fit_elsewhere_make_it_a_plain_removal() -> None:
     assert [(r.name, r.kind) for r in p.to_remove] == [("n1", NodeState.UNDERUSED)]
 
 
+def stranding() -> tuple[list, list]:
+    """x (38 % of its memory) holds an api (1 CPU, 2 GiB) and a cache (500m, 3 GiB); d has 2.1 GiB free
+    and m 3.1 GiB. First fit puts the api on d and the cache on m. An api that arrives first goes to
+    m (more free room: LeastAllocated), and the cache then fits no node."""
+    nodes = [node("x", cpu=8000, mem=13 * GI), node("d", group=None, mem=6 * GI), node("m", group=None, mem=6 * GI)]
+    pods = [
+        pod("api", "x", cpu=1000, mem=2 * GI),
+        pod("cache", "x", cpu=500, mem=3 * GI),
+        pod("d-batch", "d", cpu=1000, mem=4 * GI - GI // 10),
+        pod("m-cache", "m", cpu=500, mem=3 * GI - GI // 10),
+    ]
+    return nodes, pods
+
+
+def test_a_removal_the_scheduler_follows_in_some_orders_only_is_its_consolidations() -> None:
+    # First fit says x's pods fit elsewhere, so Cluster Autoscaler's rules remove it with a plain drain
+    # (their simulator's rule, kept for its groups). The consolidation bench cycled so: the cache went
+    # pending, a scale-up bought a node for it, and the next evaluation removed that one again. A
+    # Karpenter-style group hands x to its consolidation, which drains it in an order that places
+    # both (test_multi_node: the cache first) or refuses.
+    nodes, pods = stranding()
+    ca = plan(nodes, pods, groups=[group(None)], since={"x": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in ca.to_remove] == [("x", NodeState.UNDERUSED)]
+    g = group(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED)
+    p = plan(nodes, pods, groups=[g], since={"x": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in p.to_remove] == [("x", NodeState.CONSOLIDATED)]
+    # Beside an empty node the api goes there whatever comes first: a plain removal, as before.
+    roomy = [*nodes, node("e", group=None, mem=6 * GI)]
+    p = plan(roomy, pods, groups=[g], since={"x": 0.0}, last_up=0.0)
+    assert [(r.name, r.kind) for r in p.to_remove] == [("x", NodeState.UNDERUSED)]
+
+
+def test_a_standing_refusal_holds_a_removal_the_scheduler_may_not_follow() -> None:
+    from scaling.nodes.disruption.refusals import RefusedConsolidation, cluster_digest
+
+    nodes, pods = stranding()
+    g = group(ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED)
+    refusal = RefusedConsolidation(
+        node="x", digest=cluster_digest(nodes, pods), at=9_990.0, message="no order of evictions places every pod"
+    )
+    p = plan(nodes, pods, groups=[g], since={"x": 0.0}, last_up=0.0, refused=[refusal])
+    assert p.to_remove == []
+    assert state(p, "x")[0] == NodeState.BLOCKED and "no order of evictions" in p.decisions["x"].reasons[0].message
+
+
 def test_the_saving_threshold() -> None:
     assert saving_refused(ReplacementPlan(price_before=1.0, price_after=0.9), 0.10) is None
     assert "less than 10% saved" in (saving_refused(ReplacementPlan(price_before=1.0, price_after=0.95), 0.10) or "")

@@ -1,0 +1,79 @@
+"""The scale-down fits as the kube-scheduler takes the moved pods (scaling.kube.scheduling.arrivals).
+
+The fits place a removed node's pods first fit. The scheduler binds each recreated pod to the
+emptiest node that admits it, in whatever order the evictions bring them, and an early pod may
+take the room first fit kept for a later one. A Karpenter-style group's underused node whose pods
+some order strands is therefore not deleted with a plain drain: its consolidation drains it in an
+order that places every pod, or refuses (scaling.nodes.disruption.arrival_orders). A Cluster
+Autoscaler group keeps CA's first fit (its simulator's own rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scaling.kube.drain import pods_to_evict
+from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.scheduling.arrivals import Target, score_reads, stranded
+from scaling.nodes.scale_down.checks import can_land, free_room, need_of, needs_room
+from scaling.nodes.scale_down.models import Landing
+
+
+def target(node: NodeInfo, pods: list[PodInfo], used: Resources | None = None) -> Target:
+    """``node`` holding ``pods`` (and the room ``used`` says it holds, else their requests): its free
+    room, and their requests as the scores read them."""
+    held = Resources.total(p.requests for p in pods) if used is None else used
+    cpu, mem, slots = free_room(node, {node.name: held})
+    reads = [score_reads(p) for p in pods]
+    real_cpu, real_mem, nz_cpu, nz_mem = (sum(r[i] for r in reads) for i in range(4))
+    return Target(node, (cpu, mem, slots), (real_cpu, real_mem, nz_cpu, nz_mem))
+
+
+def placed_anyway(movers: list[PodInfo], targets: list[NodeInfo], used: Mapping[str, Resources], leaving: str) -> bool:
+    """Each of ``movers`` has as many nodes with room that admit it as there are movers, or one with room
+    for them all: no order strands it, so no play is needed (the play's own shortcut, found without
+    reading every node: an evaluation asks it of each underused node, over a cluster's every node).
+    ``leaving``: the node they leave, not one of the ``targets`` they may take."""
+    needs = [need_of(p) for p in movers]
+    total = tuple(sum(n[r] for n in needs) for r in range(3))
+    for pod, need in zip(movers, needs, strict=True):
+        found = 0
+        for t in targets:
+            if t.name == leaving:
+                continue
+            room = free_room(t, used)
+            if not _fits(need, room) or not can_land(pod, t):
+                continue
+            found += 1
+            if found >= len(movers) or _fits(total, room):
+                break
+        else:
+            return False
+    return True
+
+
+def deletion_strands(
+    node: NodeInfo,
+    mine: list[PodInfo],
+    targets: list[NodeInfo],
+    on_node: Mapping[str, list[PodInfo]],
+    landing: Landing,
+    kinds: frozenset[str],
+) -> bool:
+    """Whether some order the scheduler may take ``node``'s moved pods in (``mine`` that come back, and the
+    waiting pods about to land on it) leaves one without a node among the other ``targets``: their room
+    as ``landing`` counts it, their pods ``on_node`` and those landing there as the scores read them.
+    A play that ran out of work says no, as the consolidation's check does."""
+    movers = [p for p in pods_to_evict(node.name, mine) if needs_room(p, kinds)] + landing.arriving.get(node.name, [])
+    if placed_anyway(movers, targets, landing.used, node.name):
+        return False
+    others = [t for t in targets if t.name != node.name]
+    plays = [
+        target(t, [*on_node.get(t.name, []), *landing.arriving.get(t.name, [])], landing.used.get(t.name, Resources()))
+        for t in others
+    ]
+    return stranded(movers, plays, can_land).stranded is not None
+
+
+def _fits(need: tuple[int, ...], room: list[int]) -> bool:
+    return need[0] <= room[0] and need[1] <= room[1] and need[2] <= room[2]
