@@ -301,18 +301,26 @@ def reported_final(state: NodeAutoscalerState, workflow_id: str, node: str) -> b
 
 
 def release_unstarted(
-    state: NodeAutoscalerState, workflow_id: str, first: str, held_before: Mapping[str, ScaleDownStatus | None]
+    state: NodeAutoscalerState,
+    workflow_id: str,
+    first: str,
+    held_before: Mapping[str, ScaleDownStatus | None],
+    drained_by: Collection[str] = (),
 ) -> list[str]:
     """A removal the loop could not start because a run with its id (``first``'s) exists. A run that
-    already gave its final word on a node is closing and says nothing more of it: let go. The command's
-    other nodes go too unless that run held them when the loop named them (``held_before``: each node's
-    status before the start). The rest is the run's, at work since before the loop (re)started, and it
-    reports in. The consolidation bench's loop re-asked a refused command 200 ms after its refusal,
-    under the id of the refused run still closing, and held its three nodes from the budget for good."""
+    already gave its final word on a node is closing and says nothing more of it: let go. So does one
+    whose NodeScaleDown child (``drained_by``: the ids of the children that drain a NodeReplacement's
+    nodes and report them for it) gave it. The command's other nodes go too unless that run held them
+    when the loop named them (``held_before``: each node's status before the start). The rest is the
+    run's, at work since before the loop (re)started, and it reports in. The consolidation bench's loop
+    re-asked a refused command 200 ms after its refusal, under the id of the refused run still closing,
+    and held its three nodes from the budget for good; and it held a node for good that way once its
+    single-node replacement's child had reported it cancelled (the run had said nothing itself)."""
+    said = [workflow_id, *drained_by]
     released = [
         n
         for n, before in held_before.items()
-        if reported_final(state, workflow_id, n)
+        if any(reported_final(state, wid, n) for wid in said)
         or (n != first and (before is None or before.workflow_id != workflow_id or before.final))
     ]
     for n in released:

@@ -447,6 +447,32 @@ def test_a_command_that_could_not_start_lets_go_of_what_no_run_holds() -> None:
     assert list(fresh.scale_downs) == ["y"]
 
 
+def test_a_replacement_that_could_not_start_lets_go_of_a_node_its_closing_runs_child_reported() -> None:
+    """The consolidation bench never settled (600 s): a single node's NodeReplacement was cancelled by its
+    child's re-check (NoPlaceToMovePods), the loop named the node to a new command 0.1 s later, under the
+    id of the run still closing; the start failed, and since only the child had said its final word on
+    the node, the loop held it for good, waiting for the closed run."""
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update, release_unstarted
+
+    state = NodeAutoscalerState()
+    closing, child = "nodes/c/replace/a", "nodes/c/scale-down/a"
+    state.scale_downs["a"] = ScaleDownStatus(node="a", workflow_id=closing)  # the loop starts the replacement
+    record_scale_down_update(state, ScaleDownStatus(node="a", workflow_id=child, phase=ScaleDownPhase.DRAINING))
+    record_scale_down_update(state, ScaleDownStatus(node="a", workflow_id=child, phase=ScaleDownPhase.CANCELLED))
+    assert state.scale_downs == {}
+    before = {n: state.scale_downs.get(n) for n in "ab"}
+    for n in "ab":
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=closing)
+    assert release_unstarted(state, closing, "a", before, [child, "nodes/c/scale-down/b"]) == ["a", "b"]
+    assert state.scale_downs == {}
+    # Without the children's ids (runs of the release before: the patch's old branch) it stays held.
+    for n in "ab":
+        state.scale_downs[n] = ScaleDownStatus(node=n, workflow_id=closing)
+    assert release_unstarted(state, closing, "a", before) == ["b"]
+    assert list(state.scale_downs) == ["a"]
+
+
 # --- the scheduler's arrival orders (scaling.nodes.disruption.arrival_orders) ------------------
 
 
