@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateStage
@@ -15,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.updates import execute_update
 from scaling.nodes.contracts import ClusterObservation, OrphanObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
+from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
 from scaling.nodes.scale_down.storage import LonghornReplica, LonghornState, LonghornVolume
 from tests.polling import until
 from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker is a fixture)
@@ -445,3 +447,73 @@ def half_full_cpx31(names: tuple[str, ...], g: NodeGroup):  # noqa: ANN201
     )
     world.observation = ClusterObservation(nodes=nodes, groups=[g])
     return world
+
+
+async def test_a_replacement_that_cannot_start_beside_its_closing_run_does_not_hold_its_node(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    """The consolidation bench never settled (600 s): a node's NodeReplacement ended (its NodeScaleDown
+    child reported the node cancelled), the loop named the node again at once, under the id of the run
+    still closing; the start failed, and the loop held the node for good, waiting for a report from a
+    run that had closed. Here a run that never ends holds the id: once the child's final word is in,
+    each failed start lets the node go (patch closing-replacement-childs-word), loop after loop."""
+    from scaling.nodes.disruption.drift import LABEL_POOL_HASH, pool_hash
+    from scaling.nodes.nodegroups import flatten_pools
+    from scaling.nodes.scale_down.removals import ScaleDownStatus
+    from scaling.nodes.settings import AutoscalerSettings
+    from scaling.nodes.state import AutoscalerInput
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+    from tests.workflows.nodes.test_replay import patches_in
+    from workflows.nodes.scale_down import NodeScaleDownWorkflow
+    from workflows.nodes.scale_down_step import CLOSING_CHILDS_WORD
+
+    old = GROUP.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "old"}})]})
+    new = old.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "new"}})]})
+    made_old = {LABEL_POOL_HASH: pool_hash(old.labels, old.taints, flatten_pools(old)[0])}
+    a = node("a").model_copy(update={"labels": {**node("a").labels, **made_old}})  # Drifted: replaced
+    pods = busy("a")
+    world = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
+    )
+    world.observation = ClusterObservation(nodes=[a], groups=[new])
+    tq, handles = await worker(world)
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    now = (await env.get_current_time()).timestamp()
+    # The "closing" run: it holds the replacement's id and never reports (an empty node's wait, an hour).
+    closing = await env.client.start_workflow(
+        NodeScaleDownWorkflow.run,
+        NodeScaleDownInput(cluster=cluster, node="elsewhere", kind="Empty", scale_down_at=now + 3600),
+        id=f"nodes/{cluster}/replace/a",
+        task_queue=tq,
+    )
+    handles.append(closing)
+    h = await env.client.start_workflow(
+        NodeAutoscalerWorkflow.run,
+        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, machine_gc=False)),
+        id=f"nodes/{cluster}",
+        task_queue=tq,
+    )
+    handles.append(h)
+
+    async def named():  # noqa: ANN202 - the loop tried to start a's replacement, and holds a
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if any(sd.node == "a" for sd in s.scale_downs) else None
+
+    await until(named, timeout=60)
+    # The child's final word on a, as a single node's replacement has it said.
+    word = ScaleDownStatus(
+        node="a", workflow_id=f"nodes/{cluster}/scale-down/a", kind="Drifted", phase=ScaleDownPhase.CANCELLED
+    )
+    await h.signal(NodeAutoscalerWorkflow.scale_down_changed, word)
+    said = (await h.query(NodeAutoscalerWorkflow.status)).iterations
+
+    async def let_go():  # noqa: ANN202 - loops later, a is named again and let go each time
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if s.iterations >= said + 3 and not any(sd.node == "a" for sd in s.scale_downs) else None
+
+    await until(let_go, timeout=60)
+    history = json.loads((await h.fetch_history()).to_json())
+    assert CLOSING_CHILDS_WORD in patches_in(history["events"])
+    assert world.created == []  # the id held: nothing was bought
