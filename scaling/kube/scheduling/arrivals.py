@@ -76,7 +76,7 @@ class _Play:
     def __init__(self, pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits) -> None:
         needs = [(p.requests.cpu_m, p.requests.memory, max(p.requests.pods, 1)) for p in pods]
         # A target no pod fits now never takes one (room only shrinks): left out of the play's states.
-        self.targets = [t for t in targets if any(_fits(n, t.room) for n in set(needs))]
+        self.targets = [t for t in targets if any(fits(n, t.room) for n in set(needs))]
         kinds: dict[tuple, _Kind] = {}
         members: dict[tuple, list[PodInfo]] = {}
         for p, need in zip(pods, needs, strict=True):
@@ -102,7 +102,7 @@ class _Play:
         top, tied = -1, []
         cpu, mem, nz_cpu, nz_mem = k.score
         for i in k.admitted:
-            if not _fits(k.need, rooms[i]):
+            if not fits(k.need, rooms[i]):
                 continue
             u = used[i]
             s = resource_score(
@@ -234,7 +234,8 @@ def placing_order(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Ad
     return None if found is None else play.pods(found)
 
 
-def _fits(need: Sequence[int], room: Sequence[int]) -> bool:
+def fits(need: Sequence[int], room: Sequence[int]) -> bool:
+    """Whether ``need`` (cpu, memory, pod slots) fits in ``room``."""
     return need[0] <= room[0] and need[1] <= room[1] and need[2] <= room[2]
 
 
@@ -242,5 +243,5 @@ def _always_placed(k: _Kind, targets: Sequence[Target], pods: int, total: Sequen
     """A pod of ``k`` finds room in every order, whatever the scores: more admitting targets it fits
     than other pods (each of them takes room on one target), or one that holds it beside them all
     (``total``: the ``pods``' summed cpu, memory and pod slots)."""
-    fits = [i for i in k.admitted if _fits(k.need, targets[i].room)]
-    return len(fits) >= pods or any(_fits(total, targets[i].room) for i in fits)
+    room_for = [i for i in k.admitted if fits(k.need, targets[i].room)]
+    return len(room_for) >= pods or any(fits(total, targets[i].room) for i in room_for)

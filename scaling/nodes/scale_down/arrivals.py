@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from scaling.kube.drain import pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
-from scaling.kube.scheduling.arrivals import Target, score_reads, stranded
+from scaling.kube.scheduling.arrivals import Target, fits, score_reads, stranded
 from scaling.nodes.scale_down.checks import can_land, free_room, need_of, needs_room
 from scaling.nodes.scale_down.models import Landing
 
@@ -42,10 +42,10 @@ def placed_anyway(movers: list[PodInfo], targets: list[NodeInfo], used: Mapping[
             if t.name == leaving:
                 continue
             room = free_room(t, used)
-            if not _fits(need, room) or not can_land(pod, t):
+            if not fits(need, room) or not can_land(pod, t):
                 continue
             found += 1
-            if found >= len(movers) or _fits(total, room):
+            if found >= len(movers) or fits(total, room):
                 break
         else:
             return False
@@ -73,7 +73,3 @@ def deletion_strands(
         for t in others
     ]
     return stranded(movers, plays, can_land).stranded is not None
-
-
-def _fits(need: tuple[int, ...], room: list[int]) -> bool:
-    return need[0] <= room[0] and need[1] <= room[1] and need[2] <= room[2]
