@@ -21,8 +21,17 @@ from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 async def test_what_if_replays_every_run_by_workflow_id(local_cluster, tmp_path) -> None:  # noqa: ANN001
     lc: LocalCluster = local_cluster()
     apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
-    handle = await start_autoscaler(lc, "whatif", iterations_per_run=3, machine_gc=False, scale_down_enabled=False)
+    # The six pods are pending together before the loop starts: its first decision buys for all of
+    # them, so a bigger type needs fewer nodes. Created once the loop ran, a busy machine showed them to
+    # two decisions (the ReplicaSet's later pods came after the first had decided), and each bought
+    # its own node, cx22 or cx42 alike.
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
+
+    def created() -> bool:
+        return len(client.CoreV1Api(lc.api).list_namespaced_pod("default", label_selector="app=web").items) == 6
+
+    await until(created, 30, "the deployment's 6 pods")
+    handle = await start_autoscaler(lc, "whatif", iterations_per_run=3, machine_gc=False, scale_down_enabled=False)
 
     async def settled() -> AutoscalerStatus | None:
         s = await handle.query(NodeAutoscalerWorkflow.status)
