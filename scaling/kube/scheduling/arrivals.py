@@ -10,7 +10,8 @@ plan kept for a later, larger one, which then waits for a node: a consolidation 
 it comes back in the next loop, and the cycle goes on (docs/nodes-benchmarks.md, the
 consolidation bench's cycles). ``stranded`` plays every distinct order and every tie;
 ``placing_order`` looks for one order that places every pod whatever the ties (a drain that evicts
-in it, one pod at a time, brings them in it).
+in it, one pod at a time, brings them in it); ``bound_in_turn`` plays one order, one tie each (where
+the pods of another drain, already under way, are about to go).
 
 What it reads: room (cpu, memory, pod slots) and what ``admits`` says of labels and taints. Left
 out: the other score plugins (preferred affinity, PreferNoSchedule taints, default topology
@@ -232,6 +233,43 @@ def placing_order(pods: Sequence[PodInfo], targets: Sequence[Target], admits: Ad
     except _OutOfWork:
         return None
     return None if found is None else play.pods(found)
+
+
+def bound_in_turn(
+    pods: Sequence[PodInfo], targets: Sequence[Target], admits: Admits, work: int = MAX_WORK
+) -> list[int]:
+    """Where the scheduler binds ``pods`` taken one at a time in the given order: the index of the
+    target each goes to, the best-scoring one that ``admits`` it and has its room (the first of
+    several that tie, where the scheduler picks one at random), or -1 when none has (it stays
+    pending and takes no room). Pods past ``work`` node scores get -1 too: the answer is partial."""
+    rooms = [list(t.room) for t in targets]
+    used = [list(t.used) for t in targets]
+    alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
+    out: list[int] = []
+    for pod in pods:
+        if work < len(targets):
+            out.append(-1)
+            continue
+        work -= len(targets)
+        need = (pod.requests.cpu_m, pod.requests.memory, max(pod.requests.pods, 1))
+        cpu, mem, nz_cpu, nz_mem = score_reads(pod)
+        best, top = -1, -1
+        for i, t in enumerate(targets):
+            if not fits(need, rooms[i]) or not admits(pod, t.node):
+                continue
+            u = used[i]
+            s = resource_score(
+                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), alloc[i], cpu == 0 and mem == 0
+            )
+            if s > top:
+                best, top = i, s
+        if best >= 0:
+            for r in range(3):
+                rooms[best][r] -= need[r]
+            for r, v in enumerate((cpu, mem, nz_cpu, nz_mem)):
+                used[best][r] += v
+        out.append(best)
+    return out
 
 
 def fits(need: Sequence[int], room: Sequence[int]) -> bool:

@@ -11,8 +11,9 @@ from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
+from scaling.nodes.scale_down.arrivals import nominated
 from scaling.nodes.scale_down.checks import needs_room, used_by_node
-from scaling.nodes.scale_down.landing import awaiting_scheduler, nominated, pods_of_removals
+from scaling.nodes.scale_down.landing import awaiting_scheduler, pods_of_removals
 
 
 @dataclass
@@ -42,16 +43,16 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     # Pods the scheduler is about to bind (a replacement just before this one evicted them) take their
     # room first: the empty successor they are meant for is no room for this node's pods. So do the
-    # pods still on nodes being drained, but for those whose successors are there (the room left out
-    # above is theirs): Karpenter schedules the pods of deleting nodes with a command's own
+    # pods still on nodes being drained or named to a removal (``leaving``, tainted a moment later), but
+    # for those whose successors are there (the room left out above is theirs): Karpenter schedules the pods of deleting nodes with a command's own
     # (pkg/controllers/disruption/helpers.go SimulateScheduling), and buys no node for them alone.
     served = {n.labels.get(LABEL_REPLACES) for n in obs.nodes}
     served_by_successor = {n for n in away if label_value(n) in served}
     waiting = [
-        *pods_of_removals(obs.nodes, pods_by_node(pods), excluded={*nodes, *served_by_successor}),
+        *pods_of_removals(obs.nodes, pods_by_node(pods), excluded={*nodes, *served_by_successor}, also=leaving),
         *awaiting_scheduler(pods),
     ]
-    if landing := nominated(waiting, others, used_by_node(staying)):
+    if landing := nominated(waiting, others, staying):
         bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
         taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
         others = [

@@ -140,3 +140,24 @@ def test_the_order_search_stops_at_its_bound(monkeypatch) -> None:  # noqa: ANN0
     m = target("m", cpu=500, mem=MEM - 3 * GI - GI // 10)
     monkeypatch.setattr(arrivals, "MAX_WORK", 1)
     assert arrivals.placing_order([pod("api", **API), pod("cache", **CACHE)], [d, m], selector_admits) is None
+
+
+def test_pods_taken_in_turn_go_each_to_its_best_scoring_node() -> None:
+    # The web goes to the emptier node, not the first; the api then fits only where the web is not;
+    # the cache fits nowhere once both took their room (-1, no room taken); a tie goes to the first.
+    full = target("a", cpu=2000, mem=4 * GI)
+    empty = target("b", cpu=0, mem=0)
+    web, api, cache = pod("web", cpu=250, mem=GI // 2), pod("api", **API), pod("cache", cpu=500, mem=5 * GI)
+    assert arrivals.bound_in_turn([web, api, cache], [full, empty], selector_admits) == [1, 1, -1]
+    assert arrivals.bound_in_turn([web], [empty, target("c", cpu=0, mem=0)], selector_admits) == [0]
+    # Filters first: a pod whose selector the emptier node fails goes to the other.
+    picky = pod("picky", cpu=250, mem=GI // 2, node_selector={"disk": "ssd"})
+    ssd = target("s", cpu=2000, mem=4 * GI, labels={"disk": "ssd"})
+    assert arrivals.bound_in_turn([picky], [empty, ssd], selector_admits) == [1]
+
+
+def test_pods_past_the_work_bound_are_left_unbound() -> None:
+    nodes = [target(n, cpu=0, mem=0) for n in "abc"]
+    pods = [pod(f"p{i}", cpu=100, mem=GI // 8) for i in range(3)]
+    # Three scores a pod: the work bound of 7 scores the first two pods and leaves the third out.
+    assert arrivals.bound_in_turn(pods, nodes, selector_admits, work=7) == [0, 1, -1]

@@ -84,6 +84,35 @@ def test_pods_still_on_a_node_being_drained_take_their_room_first() -> None:
     assert plan_replacement(gone, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
 
 
+def test_pods_of_a_node_named_to_a_removal_take_their_room_before_it_is_tainted() -> None:
+    """d was just named to a removal (``leaving``) and its NodeScaleDown has not tainted it yet. Its pod
+    needs e's room as much as a tainted node's would: b's replacement buys for b's pod. The consolidation
+    bench's seed 3 planned a command 0.1 s after an underused removal started, counted the room its pods
+    then took, and the drain's re-check cancelled the command after it had bought a cx22."""
+    obs = ScaleDownObservation(
+        nodes=[node("b"), node("d"), node("e")], pods=[*busy("b", 1200), *busy("d", 1200)], groups=[GROUP]
+    )
+    plan = plan_replacement(obs, kwok_catalogue(), "b", {"d"}, 0.0)
+    assert [n.pod_uids for n in plan.new_nodes] == [["b-web"]] and not plan.problems
+    # Not leaving, d keeps its pod: e is b's room.
+    assert plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
+
+
+def test_the_pods_of_a_drain_under_way_go_where_the_scheduler_scores_best() -> None:
+    """d's pod (600m) fits e1's room (first by name) and e2's; the scheduler binds it to e2, the emptier.
+    b's pod (1500m) then fits neither: its replacement buys. Counted first fit, d's pod took e1's room and
+    b's plan counted e2 (the seed 3 run above: a drained web went to the emptier cx32, not the one first
+    fit named, and took the room the plan had kept for an api)."""
+    e1 = node("e1").model_copy(update={"requested": Resources(cpu_m=1000)})
+    obs = ScaleDownObservation(
+        nodes=[node("b"), tainted("d"), e1, node("e2")],
+        pods=[*busy("b", 1500), *busy("d", 600), *busy("e1", 1000)],
+        groups=[GROUP],
+    )
+    plan = plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0)
+    assert [n.pod_uids for n in plan.new_nodes] == [["b-web"]] and not plan.problems
+
+
 def test_a_large_memory_pod_keeps_the_one_room_it_fits(monkeypatch) -> None:  # noqa: ANN001
     """The consolidation bench's seed 3 end: a cx32 [api, cache, web] beside a held node with 3.1 GiB
     free. Settled largest first, the api (1 CPU, 2 GiB) takes that room, the cache (3 GiB) then needs a
