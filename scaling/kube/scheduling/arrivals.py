@@ -241,15 +241,15 @@ def bound_in_turn(
     """Where the scheduler binds ``pods`` taken one at a time in the given order: the index of the
     target each goes to, the best-scoring one that ``admits`` it and has its room (the first of
     several that tie, where the scheduler picks one at random), or -1 when none has (it stays
-    pending and takes no room). Pods past ``work`` node scores get -1 too: the answer is partial."""
+    pending and takes no room). It stops before the pod that would pass ``work`` node scores: a
+    shorter answer names the first pods only."""
     rooms = [list(t.room) for t in targets]
     used = [list(t.used) for t in targets]
     alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
     out: list[int] = []
     for pod in pods:
         if work < len(targets):
-            out.append(-1)
-            continue
+            break
         work -= len(targets)
         need = (pod.requests.cpu_m, pod.requests.memory, max(pod.requests.pods, 1))
         cpu, mem, nz_cpu, nz_mem = score_reads(pod)

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from scaling.kube.drain import is_terminal, pod_key, pods_by_node, pods_to_evict
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.kube.scheduling.arrivals import Target, bound_in_turn, fits, score_reads, stranded
-from scaling.nodes.scale_down.checks import can_land, free_room, need_of, needs_room, used_by_node
-from scaling.nodes.scale_down.landing import LANDING_MAX
+from scaling.nodes.scale_down.checks import NOTHING, can_land, free_room, need_of, needs_room, used_by_node
+from scaling.nodes.scale_down.landing import LANDING_MAX, land
 from scaling.nodes.scale_down.models import Landing
+
+NOMINATION_WORK = 20_000  # node scores where the pods of drains under way land (nominated)
 
 
 def target(node: NodeInfo, pods: list[PodInfo], used: Resources | None = None) -> Target:
@@ -39,15 +41,23 @@ def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], staying: list[PodIn
     nodes first, pkg/controllers/disruption/helpers.go SimulateScheduling). Scored, not first fit: the
     consolidation bench's seed 3 planned an api into the room of a cx32 that a drained web, first fit
     elsewhere, took instead (the emptier node scores best), and its command bought a cx22 that its
-    drain's re-check then found no use for. Bounded as ``land`` is (the LANDING_MAX largest) and by
-    the play's MAX_WORK node scores."""
+    drain's re-check then found no use for. Bounded: the LANDING_MAX largest, NOMINATION_WORK node
+    scores (about 0.2 s), then the rest first fit as ``land`` places them (a burst on a large cluster)."""
     order = sorted(waiting, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))[:LANDING_MAX]
     live = [p for p in staying if not is_terminal(p)]
     on, used = pods_by_node(live), used_by_node(live)
-    targets = [
-        target(n, on.get(n.name, []), used.get(n.name, Resources())) for n in sorted(nodes, key=lambda n: n.name)
-    ]
-    return {pod_key(p): targets[i].node.name for p, i in zip(order, bound_in_turn(order, targets, can_land)) if i >= 0}
+    by_name = sorted(nodes, key=lambda n: n.name)
+    targets = [target(n, on.get(n.name, []), used.get(n.name, Resources())) for n in by_name]
+    bound = bound_in_turn(order, targets, can_land, work=NOMINATION_WORK)
+    landing = {pod_key(p): targets[i].node.name for p, i in zip(order, bound, strict=False) if i >= 0}
+    if rest := order[len(bound) :]:
+        taken = used_by_node(
+            [p.model_copy(update={"node_name": landing[k]}) for p in order if (k := pod_key(p)) in landing]
+        )
+        after = {n: used.get(n, NOTHING) + taken.get(n, NOTHING) for n in {*used, *taken}}
+        first = land(rest, by_name, after)
+        landing |= {pod_key(p): name for name, pods in first.arriving.items() for p in pods}
+    return landing
 
 
 def placed_anyway(movers: list[PodInfo], targets: list[NodeInfo], used: Mapping[str, Resources], leaving: str) -> bool:

@@ -156,8 +156,8 @@ def test_pods_taken_in_turn_go_each_to_its_best_scoring_node() -> None:
     assert arrivals.bound_in_turn([picky], [empty, ssd], selector_admits) == [1]
 
 
-def test_pods_past_the_work_bound_are_left_unbound() -> None:
+def test_the_play_in_turn_stops_at_its_work_bound() -> None:
     nodes = [target(n, cpu=0, mem=0) for n in "abc"]
     pods = [pod(f"p{i}", cpu=100, mem=GI // 8) for i in range(3)]
-    # Three scores a pod: the work bound of 7 scores the first two pods and leaves the third out.
-    assert arrivals.bound_in_turn(pods, nodes, selector_admits, work=7) == [0, 1, -1]
+    # Three scores a pod: the work bound of 7 scores the first two pods, and the answer names them only.
+    assert arrivals.bound_in_turn(pods, nodes, selector_admits, work=7) == [0, 1]

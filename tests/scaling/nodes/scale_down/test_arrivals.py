@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from scaling.kube.models import Resources
 from scaling.kube.scheduling.arrivals import stranded
-from scaling.nodes.scale_down.arrivals import placed_anyway, target
+from scaling.nodes.scale_down import arrivals
+from scaling.nodes.scale_down.arrivals import nominated, placed_anyway, target
 from scaling.nodes.scale_down.checks import can_land
 from tests.scaling.nodes.scale_down.test_candidates import GI, node, pod
 
@@ -53,3 +54,18 @@ def test_a_pod_with_too_few_nodes_to_go_to_needs_the_play() -> None:
     assert not placed_anyway(movers, [t], used, leaving="x")
     assert placed_anyway(movers[:1], [t], used, leaving="x")
     assert stranded(movers, [target(t, [], used["t"])], can_land).stranded is not None
+
+
+def test_pods_about_to_land_go_to_the_node_the_scheduler_scores_best_then_first_fit(monkeypatch) -> None:  # noqa: ANN001
+    # a is half full, b empty: the scheduler binds the first pod to b (first fit would take a), then
+    # each to the emptier one; no node takes more than its room.
+    a, b = node("a", cpu=2000, mem=4 * GI), node("b", cpu=2000, mem=4 * GI)
+    staying = [pod("s", "a", cpu=1000, mem=GI)]
+    waiting = [pod(f"w{i}", None, cpu=600, mem=GI // 2) for i in range(3)]
+    assert nominated(waiting, [a, b], staying) == {"default/w0": "b", "default/w1": "b", "default/w2": "a"}
+    # Past the work bound (two nodes scored per pod: one pod's worth), the rest go first fit by name,
+    # from the room the scored ones left: the largest (w9) scored to b, w0 first fit to a, and w1 and
+    # w2 fit nowhere then (no node takes more than its room).
+    monkeypatch.setattr(arrivals, "NOMINATION_WORK", 2)
+    big = pod("w9", None, cpu=1900, mem=GI)
+    assert nominated([*waiting, big], [a, b], staying) == {"default/w9": "b", "default/w0": "a"}
