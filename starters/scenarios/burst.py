@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
-from scaling.nodes.models import LABEL_GROUP
+from scaling.kube.quantity import cpu_millis, memory_bytes
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from starters.kube import deployment, node_group
 from starters.scenarios.base import Demo, Scenario
 from starters.scenarios.progress import PodWatch, RequestLog, draw, percentile, problem_summary, progress_bar
@@ -22,6 +24,25 @@ PREFERRED_CAPACITY = 3  # nodes the preferred pool can give before it reports no
 def max_nodes_for(pods: int) -> int:
     """The demo group's maxNodes: a node per pod at worst, so `--pods N` fits for any N."""
     return max(50, pods)
+
+
+def nodes_by_pool(
+    nodes: list[client.V1Node], running_on: Mapping[str, int], requests: Mapping[str, str]
+) -> dict[str, dict[str, int]]:
+    """Per pool (its nodes' pool label): how many nodes, how many of the workload's pods run on
+    them, and how many of those pods one of its nodes holds by its allocatable (`pods_per_node`,
+    the fewest over its nodes; the demo runs no DaemonSets). A test reads from it whether the
+    nodes bought were packed for their type's size, however the pods reached the loop."""
+    cpu, memory = cpu_millis(requests["cpu"]), memory_bytes(requests["memory"])
+    out: dict[str, dict[str, int]] = {}
+    for n in nodes:
+        alloc = n.status.allocatable or {}
+        holds = min(cpu_millis(alloc["cpu"]) // cpu, memory_bytes(alloc["memory"]) // memory, int(alloc["pods"]))
+        pool = out.setdefault(n.metadata.labels.get(LABEL_POOL, ""), {"nodes": 0, "pods": 0, "pods_per_node": holds})
+        pool["nodes"] += 1
+        pool["pods"] += running_on.get(n.metadata.name, 0)
+        pool["pods_per_node"] = min(pool["pods_per_node"], holds)
+    return out
 
 
 class BurstScenario(Scenario):
@@ -93,6 +114,7 @@ class BurstScenario(Scenario):
         print(flush=True)
         nodes = await asyncio.to_thread(client.CoreV1Api(demo.api).list_node, label_selector=LABEL_GROUP)
         latencies = watch.decision_latencies(requests.started.values())
+        workload_requests = self.workload()["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
         return {
             "scenario": self.name,
             "pods": self.args.pods,
@@ -100,6 +122,7 @@ class BurstScenario(Scenario):
             "nodes_created": len(nodes.items),
             "requests": status.requests_by_phase,
             "attempts": status.attempts_by_pool,
+            "nodes_by_pool": nodes_by_pool(nodes.items, watch.running_on, workload_requests),
             "seconds_to_all_running": round(seconds, 2),
             "decision_latency_p50_s": percentile(latencies, 0.50),
             "decision_latency_p99_s": percentile(latencies, 0.99),

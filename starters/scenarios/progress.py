@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -58,6 +59,7 @@ class PodWatch:
         self.started: dict[str, float] = {}  # pod uid -> its status.startTime, once it runs
         self.running = 0
         self.total = 0
+        self.running_on: Counter[str] = Counter()  # node name -> the workload's pods running there
 
     async def poll(self) -> None:
         # Raw JSON: the client's model deserialization of thousands of pods costs seconds a poll.
@@ -68,9 +70,12 @@ class PodWatch:
         now = time.time()
         self.total = len(pods)
         self.running = 0
+        self.running_on = Counter()
         for p in pods:
             status = p.get("status") or {}
-            self.running += status.get("phase") == "Running"
+            if status.get("phase") == "Running":
+                self.running += 1
+                self.running_on[(p.get("spec") or {}).get("nodeName", "")] += 1
             meta = p["metadata"]
             if meta["uid"] not in self.created and meta.get("creationTimestamp"):
                 self.created[meta["uid"]] = datetime.fromisoformat(meta["creationTimestamp"]).timestamp()

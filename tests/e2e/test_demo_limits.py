@@ -3,9 +3,11 @@ stuck says why (MaxNodesReached and the limit) instead of "problems: 0". No serv
 
 from __future__ import annotations
 
+from kubernetes import client
+
 from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.models import PodProblem
+from scaling.nodes.models import LABEL_POOL, PodProblem
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
@@ -13,7 +15,7 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import NodeAutoscalerState
 from scaling.nodes.status import status_of
 from starters.demo import parse_args
-from starters.scenarios.burst import BurstScenario
+from starters.scenarios.burst import BurstScenario, nodes_by_pool
 from starters.scenarios.progress import problem_summary
 
 
@@ -61,3 +63,20 @@ def test_decision_latency_matches_pods_to_requests_first_come_first_served() -> 
     # a request's spare room and has no request of its own.
     assert fifo_latencies(since, [(120.0, 1), (110.0, 3)]) == [10.0, 9.0, 8.0, 17.0]
     assert fifo_latencies(since, []) == []
+
+
+def test_the_summary_counts_nodes_and_pods_per_pool_and_what_a_node_holds() -> None:
+    def node(name: str, pool: str, cpu: str, memory: str) -> client.V1Node:
+        return client.V1Node(
+            metadata=client.V1ObjectMeta(name=name, labels={LABEL_POOL: pool}),
+            status=client.V1NodeStatus(allocatable={"cpu": cpu, "memory": memory, "pods": "110"}),
+        )
+
+    # The kwok cx22 and cx32 as the catalogue gives them: 3 and 7 of the burst's pods (500m, 512Mi).
+    nodes = [node("a", "kwok-cx22", "1930m", "3043328Ki"), node("b", "kwok-cx32", "3920m", "6398771Ki")]
+    nodes.append(node("c", "kwok-cx32", "3920m", "6398771Ki"))
+    running_on = {"a": 3, "b": 7, "c": 1, "elsewhere": 2}
+    assert nodes_by_pool(nodes, running_on, {"cpu": "500m", "memory": "512Mi"}) == {
+        "kwok-cx22": {"nodes": 1, "pods": 3, "pods_per_node": 3},
+        "kwok-cx32": {"nodes": 2, "pods": 8, "pods_per_node": 7},
+    }
