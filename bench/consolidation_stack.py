@@ -341,9 +341,13 @@ def count_day(
     disruptions = in_flight(records)
 
     def group_size(group: str, t: float) -> int:
-        # Ready or leaving nodes, as the loop's ledger counts them (every sampled node is the group's)
+        # Ready or leaving nodes, as the loop's ledger counts them (every sampled node is the group's),
+        # the most over the span the loop may have decided in, up to the first sample after the start:
+        # a node that turned Ready since the last sample is one the loop may have seen Ready (seed 11,
+        # 29 Nov: a successor its command had waited Ready 0.1 s before another removal started, sampled
+        # NotReady 0.2 s before it; the group was counted one node short, the start one budget slot over).
         lo, hi = bisect.bisect_left(times, t - DECISION_LAG_S), bisect.bisect_right(times, t)
-        window = samples[max(lo - 1, 0) : hi] or samples[:1]
+        window = samples[max(lo - 1, 0) : hi + 1] or samples[:1]
         return max((sum(1 for n in s.nodes.values() if n.ready or n.leaving) for s in window), default=0)
 
     def nodes_of_app(app: str, t: float) -> set[str]:

@@ -229,6 +229,35 @@ def test_the_real_stacks_record_counts_each_breach_once() -> None:
     assert again["price_per_hour_before"] == 0.1 and again["price_per_hour_after"] == 4 * 0.0113
 
 
+def test_a_node_ready_between_the_last_sample_and_a_start_counts_in_the_group() -> None:
+    """Five Ready nodes and a sixth joining: 20 % of five lets one go, of six two. A second removal
+    that starts after the sixth turned Ready, before the next sample shows it, is no breach (the loop
+    may have seen six; the seed 11 run of 29 Nov); one that starts while the next sample still shows
+    it NotReady is one."""
+    from bench.consolidation_stack import NodeSeen, Removal, Seen, count_day, disruption_settings
+
+    t = 90.0  # outside the group's Underutilized window
+
+    def seen(at: float, joined: bool) -> Seen:
+        nodes = {
+            n: NodeSeen("cx32", ready=True, leaving=False, protected=False) for n in ("n1", "n2", "n3", "n4", "n5")
+        }
+        return Seen(
+            at=t + at, nodes=nodes | {"n6": NodeSeen("cx32", ready=joined, leaving=False, protected=False)}, pods={}
+        )
+
+    def breaches(second_start: float, ready_at: float) -> int:
+        samples = [seen(at, at >= ready_at) for at in (0.0, 0.5, 1.0, 1.5, 2.0)]
+        records = [
+            Removal("NodeScaleDown", "n1", "day", "Underused", start=t + 0.2, end=t + 1.9),
+            Removal("NodeScaleDown", "n2", "day", "Underused", start=t + second_start, end=t + 1.9),
+        ]
+        return count_day(samples, records, disruption_settings(), {}, {}, "pinned")["budget_violations"]
+
+    assert breaches(second_start=1.2, ready_at=1.5) == 0  # sampled NotReady at 1.0, Ready at 1.5
+    assert breaches(second_start=1.2, ready_at=2.0) == 1  # NotReady at 1.0 and at 1.5: five nodes
+
+
 def test_the_karpenter_like_baseline_merges_three_nodes_where_no_pair_saves() -> None:
     """Three cx32 holding one batch pod each (2 CPU, 4 GiB; a cx22 holds none): two into a cx42 costs
     more than two cx32, three into one cx42 less than three. Karpenter's multi-node consolidation merges
