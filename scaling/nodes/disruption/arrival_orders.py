@@ -50,9 +50,13 @@ def drain_order(
     nodes: list[str],
     leaving: set[str],
     now: float,
+    moves: Moves | None = None,
 ) -> DrainOrder:
-    """The order to drain the pods ``plan`` moves from ``nodes`` in, or why none will do."""
-    return drain_order_of(obs, catalogue, plan.new_nodes, nodes, pods_moving(obs, nodes, leaving, now))
+    """The order to drain the pods ``plan`` moves from ``nodes`` in, or why none will do (``moves``:
+    pods_moving's for them, when the caller has it)."""
+    return drain_order_of(
+        obs, catalogue, plan.new_nodes, nodes, moves if moves is not None else pods_moving(obs, nodes, leaving, now)
+    )
 
 
 def drain_order_of(
@@ -104,10 +108,11 @@ def with_stranding(
     node: str,
     leaving: set[str],
     now: float,
+    moves: Moves | None = None,
 ) -> ReplacementPlan:
     """A single node's plan with its ``stranding`` (which only a consolidation reads: saving_refused) and
     the order to drain it in."""
     if not plan.found or plan.problems:
         return plan
-    d = drain_order(obs, catalogue, plan, [node], leaving, now)
+    d = drain_order(obs, catalogue, plan, [node], leaving, now, moves)
     return plan.model_copy(update={"stranding": d.stranding, "drain_order": d.order})

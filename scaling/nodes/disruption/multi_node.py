@@ -46,6 +46,7 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index, hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
 from scaling.nodes.disruption.arrival_orders import drain_order, with_stranding
+from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.disruption.refusals import cluster_digest, prices_digest, refusal_digest
 from scaling.nodes.disruption.replacement import plan_for_nodes, plan_replacement
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, PlannedNode, ServerType
@@ -175,7 +176,12 @@ def one_node_group(group: NodeGroup, new_nodes: list[PlannedNode], prices: dict)
 
 
 def one_successor(
-    obs: ScaleDownObservation, catalogue: list[ServerType], plan: ReplacementPlan, leaving: set[str], now: float
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    plan: ReplacementPlan,
+    leaving: set[str],
+    now: float,
+    moves: Moves | None = None,
 ) -> ReplacementPlan | None:
     """The plan again with one successor for the pods the first plan split over several new nodes, when
     one node of their tier holds them all (None: none does). The scale-up planner buys the cheapest
@@ -186,7 +192,7 @@ def one_successor(
     if narrowed is None:
         return None
     groups = [narrowed if g.name == plan.group else g for g in obs.groups]
-    again = plan_for_nodes(obs.model_copy(update={"groups": groups}), catalogue, plan.nodes or [], leaving, now)
+    again = plan_for_nodes(obs.model_copy(update={"groups": groups}), catalogue, plan.nodes or [], leaving, now, moves)
     if len(again.new_nodes) != 1 or again.problems:
         return None
     # The candidates' own pools may be gone from the narrowed group: their price is the first plan's.
@@ -213,12 +219,13 @@ def plan_consolidation(
 
     def command(k: int, nodes: list[str] | None = None) -> ReplacementPlan | None:
         chosen = nodes or candidates[:k]
-        plan = plan_for_nodes(obs, catalogue, chosen, leaving, now).model_copy(update={"nodes": chosen})
+        moves = pods_moving(obs, chosen, leaving, now)  # one reading for the plan and its drain order
+        plan = plan_for_nodes(obs, catalogue, chosen, leaving, now, moves).model_copy(update={"nodes": chosen})
         if len(plan.new_nodes) > 1 and not plan.problems:
-            plan = one_successor(obs, catalogue, plan, leaving, now) or plan
+            plan = one_successor(obs, catalogue, plan, leaving, now, moves) or plan
         ok, reason = consolidation_refused(plan, obs, prices, min_saving)
         if ok is not None:
-            d = drain_order(obs, catalogue, ok, chosen, leaving, now)
+            d = drain_order(obs, catalogue, ok, chosen, leaving, now, moves)
             ok, reason = (None, d.stranding) if d.stranding else (ok.model_copy(update={"drain_order": d.order}), "")
         if ok is None:
             why.append(f"{'+'.join(chosen)}: {reason}")
@@ -251,8 +258,9 @@ def plan_for_input(
             obs, catalogue, [inp.node, *inp.others], set(inp.leaving), inp.now, MIN_SAVING, inp.allowed
         )
     else:
-        plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now)
-        plan = with_stranding(obs, catalogue, plan, inp.node, set(inp.leaving), inp.now)
+        moves = pods_moving(obs, [inp.node], set(inp.leaving), inp.now)
+        plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now, moves)
+        plan = with_stranding(obs, catalogue, plan, inp.node, set(inp.leaving), inp.now, moves)
     priced = prices_digest(obs.groups, hourly_prices(catalogue)) or ""
     digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), priced)
     return plan.model_copy(update={"cluster_digest": digest})

@@ -13,7 +13,7 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.catalogue import catalogue_index
 from scaling.nodes.contracts import ReplacementPlan, ScaleDownObservation
 from scaling.nodes.disruption.arrival_orders import drain_order_of
-from scaling.nodes.disruption.moves import pods_moving
+from scaling.nodes.disruption.moves import Moves, pods_moving
 from scaling.nodes.models import LABEL_GROUP, NodeGroup, ScaleUpPlan, ServerType
 from scaling.nodes.scale_down.checks import pool_for
 from scaling.nodes.scale_up.approvals import approval_gates
@@ -24,25 +24,36 @@ PROBLEMS_KEPT = 10  # a report names a few of them, never every pod
 
 
 def plan_replacement(
-    obs: ScaleDownObservation, catalogue: list[ServerType], node: str, leaving: set[str], now: float
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    node: str,
+    leaving: set[str],
+    now: float,
+    moves: Moves | None = None,
 ) -> ReplacementPlan:
     """The nodes to make Ready before ``node`` is drained (none when its pods fit elsewhere)."""
-    return plan_for_nodes(obs, catalogue, [node], leaving, now)
+    return plan_for_nodes(obs, catalogue, [node], leaving, now, moves)
 
 
 def plan_for_nodes(
-    obs: ScaleDownObservation, catalogue: list[ServerType], nodes: list[str], leaving: set[str], now: float
+    obs: ScaleDownObservation,
+    catalogue: list[ServerType],
+    nodes: list[str],
+    leaving: set[str],
+    now: float,
+    moves: Moves | None = None,
 ) -> ReplacementPlan:
     """The nodes to make Ready before all of ``nodes`` (one group's) are drained: their pods planned
     together beside the rest of the cluster. ``price_before`` is their summed price (None when the
-    catalogue does not price one of them)."""
+    catalogue does not price one of them). ``moves``: pods_moving's for the same nodes, when the caller
+    has it (its nomination scores nodes: a command's plan and drain order read one)."""
     by_name = {n.name: n for n in obs.nodes}
     targets = [by_name[n] for n in nodes if n in by_name]
     if len(targets) != len(nodes) or not targets:
         return ReplacementPlan(found=False)
     group_name = targets[0].labels.get(LABEL_GROUP, "")
     groups = [g for g in obs.groups if g.name == group_name]
-    moves = pods_moving(obs, nodes, leaving, now)
+    moves = moves if moves is not None else pods_moving(obs, nodes, leaving, now)
     movers, others, staying = moves.movers, moves.others, moves.staying
     prices = catalogue_index(catalogue)
     plan = plan_scale_up([*movers, *staying], others, groups, prices, [])

@@ -19,7 +19,7 @@ from scaling.nodes.scale_down.checks import NOTHING, can_land, free_room, need_o
 from scaling.nodes.scale_down.landing import LANDING_MAX, land
 from scaling.nodes.scale_down.models import Landing
 
-NOMINATION_WORK = 20_000  # node scores where the pods of drains under way land (nominated)
+NOMINATION_WORK = 5_000  # node scores where the pods of drains under way land (nominated)
 
 
 def target(node: NodeInfo, pods: list[PodInfo], used: Resources | None = None) -> Target:
@@ -42,7 +42,8 @@ def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], staying: list[PodIn
     consolidation bench's seed 3 planned an api into the room of a cx32 that a drained web, first fit
     elsewhere, took instead (the emptier node scores best), and its command bought a cx22 that its
     drain's re-check then found no use for. Bounded: the LANDING_MAX largest, NOMINATION_WORK node
-    scores (about 0.2 s), then the rest first fit as ``land`` places them (a burst on a large cluster)."""
+    scores (a few hundredths of a second), then the rest first fit as ``land`` places them (a burst on a
+    large cluster, where the scheduler too scores only some nodes: percentageOfNodesToScore)."""
     order = sorted(waiting, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))[:LANDING_MAX]
     live = [p for p in staying if not is_terminal(p)]
     on, used = pods_by_node(live), used_by_node(live)
