@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.scheduling.arrivals import fits
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.scale_down.arrivals import nominated
-from scaling.nodes.scale_down.checks import needs_room, used_by_node
+from scaling.nodes.scale_down.checks import can_land, free_room, need_of, needs_room, used_by_node
 from scaling.nodes.scale_down.landing import awaiting_scheduler, pods_of_removals
 
 
@@ -43,13 +44,20 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
     staying = [p for p in pods if p.node_name and p.node_name not in gone]
     # Pods the scheduler is about to bind (a replacement just before this one evicted them) take their
     # room first: the empty successor they are meant for is no room for this node's pods. So do the
-    # pods still on nodes being drained or named to a removal (``leaving``, tainted a moment later), but
-    # for those whose successors are there (the room left out above is theirs): Karpenter schedules the pods of deleting nodes with a command's own
-    # (pkg/controllers/disruption/helpers.go SimulateScheduling), and buys no node for them alone.
-    served = {n.labels.get(LABEL_REPLACES) for n in obs.nodes}
-    served_by_successor = {n for n in away if label_value(n) in served}
+    # pods still on nodes being drained or named to a removal (``leaving``, tainted a moment later); those
+    # of a node whose successors are there fill their room first (left out above) and the rest, the ones
+    # its plan put elsewhere, take other nodes' room as these do. Karpenter schedules the pods of deleting
+    # nodes with a command's own (pkg/controllers/disruption/helpers.go SimulateScheduling), and buys no
+    # node for them alone.
+    successors: dict[str, list[NodeInfo]] = {}
+    for n in obs.nodes:
+        if (replaces := n.labels.get(LABEL_REPLACES)) is not None:
+            successors.setdefault(replaces, []).append(n)
+    served_by_successor = {n for n in away if label_value(n) in successors}
+    on_node = pods_by_node(pods)
     waiting = [
-        *pods_of_removals(obs.nodes, pods_by_node(pods), excluded={*nodes, *served_by_successor}, also=leaving),
+        *pods_of_removals(obs.nodes, on_node, excluded={*nodes, *served_by_successor}, also=leaving),
+        *overflow(served_by_successor - set(nodes), successors, on_node),
         *awaiting_scheduler(pods),
     ]
     if landing := nominated(waiting, others, staying):
@@ -61,6 +69,29 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
         ]
         staying = [p for p in staying if pod_key(p) not in landing] + bound  # a drained pod moves
     return Moves(movers, others, staying)
+
+
+def overflow(
+    served: set[str], successors: dict[str, list[NodeInfo]], on_node: dict[str, list[PodInfo]]
+) -> list[PodInfo]:
+    """The pods of ``served`` nodes (leaving, their successors there) that their successors' room does
+    not hold, largest first, first fit: their replacement's plan put them in other nodes' room, and they
+    take it as the pods of a removal without successors do. The seed 7 bench run of 29 Nov: a command
+    planned while another waited for its successor counted all the other node's room free, drained
+    first into it, and the other's drain found no node for a batch."""
+    out: list[PodInfo] = []
+    for name in sorted(served):
+        rooms = [(s, free_room(s, None)) for s in successors.get(label_value(name), [])]
+        mine = [p for p in pods_to_evict(name, on_node.get(name, [])) if p.deletion_timestamp is None and needs_room(p)]
+        for pod in sorted(mine, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.name)):
+            need = need_of(pod)
+            room = next((r for s, r in rooms if fits(need, r) and can_land(pod, s)), None)
+            if room is None:
+                out.append(pod)
+                continue
+            for i in range(3):
+                room[i] -= need[i]
+    return out
 
 
 def taken(node: NodeInfo, leaving: set[str]) -> bool:

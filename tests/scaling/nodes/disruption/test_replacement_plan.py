@@ -98,6 +98,25 @@ def test_pods_of_a_node_named_to_a_removal_take_their_room_before_it_is_tainted(
     assert plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0).new_nodes == []
 
 
+def test_the_pods_a_successor_does_not_hold_take_other_nodes_room() -> None:
+    """d is being replaced: its successor sd holds one of its two pods, and its plan put the other in e's
+    room. b's replacement, planned while d waits for sd, must not count that room: it buys for b's pod.
+    The seed 7 bench run of 29 Nov drained such a second command first, and d's drain then found no node
+    for a batch. With room in sd for both, e is b's room."""
+    two = [
+        p.model_copy(update={"name": f"d-{i}", "uid": f"d-{i}"})
+        for i, p in enumerate([*busy("d", 900), *busy("d", 900)])
+    ]
+    sd = successor_of("sd", "d").model_copy(update={"requested": Resources(cpu_m=1000)})
+    obs = ScaleDownObservation(
+        nodes=[node("b"), node("d"), node("e"), sd], pods=[*busy("b", 1200), *two], groups=[GROUP]
+    )
+    plan = plan_replacement(obs, kwok_catalogue(), "b", {"d"}, 0.0)
+    assert [n.pod_uids for n in plan.new_nodes] == [["b-web"]] and not plan.problems
+    roomy = obs.model_copy(update={"nodes": [node("b"), node("d"), node("e"), successor_of("sd", "d")]})
+    assert plan_replacement(roomy, kwok_catalogue(), "b", {"d"}, 0.0).new_nodes == []
+
+
 def test_the_pods_of_a_drain_under_way_go_where_the_scheduler_scores_best() -> None:
     """d's pod (600m) fits e1's room (first by name) and e2's; the scheduler binds it to e2, the emptier.
     b's pod (1500m) then fits neither: its replacement buys. Counted first fit, d's pod took e1's room and
