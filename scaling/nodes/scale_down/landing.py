@@ -54,9 +54,11 @@ counts those in flight as capacity). A replacement's plan counts too the nodes t
 that are not tainted yet (scaling.nodes.disruption.moves): a removal just started taints its node a
 moment later, and a plan made in that moment counted that node's room gone and its pods with it (the
 consolidation bench saw it in 3 runs of 25: a command planned 0.1 s after an underused removal
-started was cancelled by its drain's re-check, once after it had bought a cx22). Those of a replacement still making its successors then take room they will not:
-that plan buys more, or is refused and made again once the cluster changed. An empty candidate that such pods landed on goes only when they fit elsewhere
-(``removals_need``); an underused one moves them with its own, as it moves the waiting ones.
+started was cancelled by its drain's re-check, once after it had bought a cx22). The pods of a
+replacement whose successors are not there yet then take room they will not: that plan buys more,
+or is refused and made again once the cluster changed. An empty candidate that such pods landed on
+goes only when they fit elsewhere (``removals_need``); an underused one moves them with its own, as
+it moves the waiting ones.
 
 Bounded: at most LANDING_MAX pods are tried and LANDING_VISITS_MAX node visits made, whatever the
 burst. Pods of one landing key (requests, nodeSelector, affinity, tolerations) resume where the
