@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo
-from scaling.kube.scheduling.arrivals import fits
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
-from scaling.nodes.scale_down.arrivals import nominated
-from scaling.nodes.scale_down.checks import can_land, free_room, need_of, needs_room, used_by_node
-from scaling.nodes.scale_down.landing import awaiting_scheduler, pods_of_removals
+from scaling.nodes.scale_down.arrivals import largest_first, nominated
+from scaling.nodes.scale_down.checks import needs_room, used_by_node
+from scaling.nodes.scale_down.landing import awaiting_scheduler, land, pods_of_removals
 
 
 @dataclass
@@ -53,13 +52,8 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
     for n in obs.nodes:
         if (replaces := n.labels.get(LABEL_REPLACES)) is not None:
             successors.setdefault(replaces, []).append(n)
-    served_by_successor = {n for n in away if label_value(n) in successors}
-    on_node = pods_by_node(pods)
-    waiting = [
-        *pods_of_removals(obs.nodes, on_node, excluded={*nodes, *served_by_successor}, also=leaving),
-        *overflow(served_by_successor - set(nodes), successors, on_node),
-        *awaiting_scheduler(pods),
-    ]
+    removals = pods_of_removals(obs.nodes, pods_by_node(pods), excluded=nodes, also=leaving)
+    waiting = [*beyond_successors(removals, successors), *awaiting_scheduler(pods)]
     if landing := nominated(waiting, others, staying):
         bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
         taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
@@ -71,26 +65,24 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
     return Moves(movers, others, staying)
 
 
-def overflow(
-    served: set[str], successors: dict[str, list[NodeInfo]], on_node: dict[str, list[PodInfo]]
-) -> list[PodInfo]:
-    """The pods of ``served`` nodes (leaving, their successors there) that their successors' room does
-    not hold, largest first, first fit: their replacement's plan put them in other nodes' room, and they
-    take it as the pods of a removal without successors do. The seed 7 bench run of 29 Nov: a command
-    planned while another waited for its successor counted all the other node's room free, drained
-    first into it, and the other's drain found no node for a batch."""
+def beyond_successors(removals: list[PodInfo], successors: dict[str, list[NodeInfo]]) -> list[PodInfo]:
+    """``removals`` but those their node's successors hold (``successors``: by the node's label value),
+    largest first, first fit (``land``): the rest take other nodes' room, as the pods of a removal
+    without successors do, for their replacement's plan put them there. The seed 7 bench run of 29 Nov:
+    a command planned while another waited for its successor counted all the other node's room free,
+    drained first into it, and the other's drain found no node for a batch."""
+    on_node: dict[str, list[PodInfo]] = {}
+    for p in removals:
+        on_node.setdefault(p.node_name or "", []).append(p)
     out: list[PodInfo] = []
-    for name in sorted(served):
-        rooms = [(s, free_room(s, None)) for s in successors.get(label_value(name), [])]
-        mine = [p for p in pods_to_evict(name, on_node.get(name, [])) if p.deletion_timestamp is None and needs_room(p)]
-        for pod in sorted(mine, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.name)):
-            need = need_of(pod)
-            room = next((r for s, r in rooms if fits(need, r) and can_land(pod, s)), None)
-            if room is None:
-                out.append(pod)
-                continue
-            for i in range(3):
-                room[i] -= need[i]
+    for name, mine in on_node.items():
+        own = successors.get(label_value(name), [])
+        if not own:
+            out += mine
+            continue
+        held = land(sorted(mine, key=largest_first), own, {s.name: s.requested for s in own})
+        kept = {pod_key(p) for ps in held.arriving.values() for p in ps}
+        out += [p for p in mine if pod_key(p) not in kept]
     return out
 
 

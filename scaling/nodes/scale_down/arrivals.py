@@ -22,6 +22,11 @@ from scaling.nodes.scale_down.models import Landing
 NOMINATION_WORK = 5_000  # node scores where the pods of drains under way land (nominated)
 
 
+def largest_first(pod: PodInfo) -> tuple:
+    """The sort key that takes pods largest first (cpu, then memory), by name among equals."""
+    return (-pod.requests.cpu_m, -pod.requests.memory, pod.namespace, pod.name)
+
+
 def target(node: NodeInfo, pods: list[PodInfo], used: Resources | None = None) -> Target:
     """``node`` holding ``pods`` (and the room ``used`` says it holds, else their requests): its free
     room, and their requests as the scores read them."""
@@ -44,18 +49,19 @@ def nominated(waiting: list[PodInfo], nodes: list[NodeInfo], staying: list[PodIn
     drain's re-check then found no use for. Bounded: the LANDING_MAX largest, NOMINATION_WORK node
     scores (a few hundredths of a second), then the rest first fit as ``land`` places them (a burst on a
     large cluster, where the scheduler too scores only some nodes: percentageOfNodesToScore)."""
-    order = sorted(waiting, key=lambda p: (-p.requests.cpu_m, -p.requests.memory, p.namespace, p.name))[:LANDING_MAX]
+    order = sorted(waiting, key=largest_first)[:LANDING_MAX]
     live = [p for p in staying if not is_terminal(p)]
     on, used = pods_by_node(live), used_by_node(live)
     by_name = sorted(nodes, key=lambda n: n.name)
-    targets = [target(n, on.get(n.name, []), used.get(n.name, Resources())) for n in by_name]
+    targets = [target(n, on.get(n.name, []), used.get(n.name, NOTHING)) for n in by_name]
     bound = bound_in_turn(order, targets, can_land, work=NOMINATION_WORK)
-    landing = {pod_key(p): targets[i].node.name for p, i in zip(order, bound, strict=False) if i >= 0}
+    landing: dict[str, str] = {}
+    after = dict(used)  # the room the scored ones leave, for the rest
+    for p, i in zip(order, bound, strict=False):
+        if i >= 0:
+            name = landing[pod_key(p)] = targets[i].node.name
+            after[name] = after.get(name, NOTHING) + p.requests
     if rest := order[len(bound) :]:
-        taken = used_by_node(
-            [p.model_copy(update={"node_name": landing[k]}) for p in order if (k := pod_key(p)) in landing]
-        )
-        after = {n: used.get(n, NOTHING) + taken.get(n, NOTHING) for n in {*used, *taken}}
         first = land(rest, by_name, after)
         landing |= {pod_key(p): name for name, pods in first.arriving.items() for p in pods}
     return landing
