@@ -57,9 +57,12 @@ class PodWatch:
         self.first_unschedulable: dict[str, float] = {}
         self.created: dict[str, float] = {}  # pod uid -> its creationTimestamp (epoch seconds)
         self.started: dict[str, float] = {}  # pod uid -> its status.startTime, once it runs
-        self.running = 0
         self.total = 0
         self.running_on: Counter[str] = Counter()  # node name -> the workload's pods running there
+
+    @property
+    def running(self) -> int:
+        return self.running_on.total()
 
     async def poll(self) -> None:
         # Raw JSON: the client's model deserialization of thousands of pods costs seconds a poll.
@@ -69,12 +72,10 @@ class PodWatch:
         pods = json.loads(resp.data)["items"]
         now = time.time()
         self.total = len(pods)
-        self.running = 0
         self.running_on = Counter()
         for p in pods:
             status = p.get("status") or {}
             if status.get("phase") == "Running":
-                self.running += 1
                 self.running_on[(p.get("spec") or {}).get("nodeName", "")] += 1
             meta = p["metadata"]
             if meta["uid"] not in self.created and meta.get("creationTimestamp"):
