@@ -80,6 +80,7 @@ ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 PRICES_WAIT_S = 5.0  # how long an evaluation waits for a provider's catalogue prices
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
+CONFLICT_RETRIES = 5  # reads and patches of a node others write at the same moment
 
 
 def _adopted(obs: ScaleDownObservation) -> ScaleDownObservation:
@@ -327,55 +328,72 @@ class ScaleDownActivities:
 
         return json.loads(resp.data)
 
-    def _patch_node(self, cluster: str, name: str, body: dict[str, Any]) -> None:
-        try:
-            self._core(cluster).patch_node(name, body)
-        except ApiException as e:
-            if e.status != 404:  # the node is gone already: nothing to mark or unmark
-                raise
+    def _change_node(self, cluster: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+        """Patch the node with ``change(node)`` (None: nothing to change) on the version it was read at,
+        and read again on a conflict; False: the node is gone. A patch replaces spec.taints whole, and
+        others write it too (the node lifecycle controller's not-ready and pressure taints, users): one
+        from a stale read would put back a taint since removed or drop one since added. Cluster
+        Autoscaler updates its taints so too (utils/taints: Update on the read's resourceVersion, again
+        on a conflict)."""
+        for attempt in range(CONFLICT_RETRIES):
+            node = self._read_node(cluster, name)
+            if node is None:
+                return False
+            body = change(node)
+            if body is None:
+                return True
+            body.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
+            try:
+                self._core(cluster).patch_node(name, body)
+                return True
+            except ApiException as e:
+                if e.status == 404:  # the node is gone already: nothing to mark or unmark
+                    return False
+                if e.status != 409 or attempt == CONFLICT_RETRIES - 1:
+                    raise
+        return False  # not reached: the last attempt returns or raises
 
     @activity.defn(name=contracts.MARK_NODE_FOR_SCALE_DOWN)
     def mark_node_for_scale_down(self, inp: MarkNodeInput) -> bool:
         """Taint ToBeDeletedByClusterAutoscaler (NoSchedule) and annotate ScaleDownAt. False if the node is gone."""
-        node = self._read_node(inp.cluster, inp.node)
-        if node is None:
-            return False
-        taints = list((node.get("spec") or {}).get("taints") or [])
-        if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
-            taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(time.time())), "effect": "NoSchedule"})
-        self._patch_node(
-            inp.cluster,
-            inp.node,
-            {"metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}}, "spec": {"taints": taints}},
-        )
-        return True
+
+        def mark(node: dict[str, Any]) -> dict[str, Any]:
+            taints = list((node.get("spec") or {}).get("taints") or [])
+            if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
+                taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(time.time())), "effect": "NoSchedule"})
+            return {
+                "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}},
+                "spec": {"taints": taints},
+            }
+
+        return self._change_node(inp.cluster, inp.node, mark)
 
     @activity.defn(name=contracts.UNMARK_NODE)
     def unmark_node(self, inp: UnmarkNodeInput) -> None:
         """Remove the taint and the annotation; uncordon if growth cordoned it."""
-        node = self._read_node(inp.cluster, inp.node)
-        if node is None:
-            return
-        meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-        taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
-        body: dict[str, Any] = {
-            "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: None, ANNOTATION_CORDONED: None}},
-            "spec": {"taints": taints},
-        }
-        if inp.uncordon and (meta.get("annotations") or {}).get(ANNOTATION_CORDONED) == "true":
-            body["spec"]["unschedulable"] = False
-        self._patch_node(inp.cluster, inp.node, body)
+
+        def unmark(node: dict[str, Any]) -> dict[str, Any]:
+            meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
+            body: dict[str, Any] = {
+                "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: None, ANNOTATION_CORDONED: None}},
+                "spec": {"taints": taints},
+            }
+            if inp.uncordon and (meta.get("annotations") or {}).get(ANNOTATION_CORDONED) == "true":
+                body["spec"]["unschedulable"] = False
+            return body
+
+        self._change_node(inp.cluster, inp.node, unmark)
 
     @activity.defn(name=contracts.CORDON_NODE)
     def cordon_node(self, inp: NodeRef) -> None:
-        current = self._read_node(inp.cluster, inp.node)
-        if current is None or (current.get("spec") or {}).get("unschedulable"):
-            return  # gone, or cordoned by someone else (then never uncordoned by growth)
-        self._patch_node(
-            inp.cluster,
-            inp.node,
-            {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}},
-        )
+
+        def cordon(node: dict[str, Any]) -> dict[str, Any] | None:
+            if (node.get("spec") or {}).get("unschedulable"):
+                return None  # cordoned by someone else (then never uncordoned by growth)
+            return {"metadata": {"annotations": {ANNOTATION_CORDONED: "true"}}, "spec": {"unschedulable": True}}
+
+        self._change_node(inp.cluster, inp.node, cordon)
 
     # -- drain ---------------------------------------------------------------------------
     @activity.defn(name=contracts.EVICT_POD)

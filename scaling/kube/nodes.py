@@ -27,13 +27,31 @@ def _resources(q: dict[str, Any]) -> Resources:
     )
 
 
-def _ready(status: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+# The taints the node lifecycle controller keeps while a node cannot take pods (TaintNodesByCondition):
+# until they are gone the scheduler places nothing there, though Ready may be True already.
+NOT_READY_TAINTS = frozenset(
+    {"node.kubernetes.io/not-ready", "node.kubernetes.io/disk-pressure", "node.kubernetes.io/network-unavailable"}
+)
+# Those a joining node sheds on its own: Karpenter leaves them out of a node not initialized yet
+# (its StateNode.Taints), as the pods meant for it will land once it is Ready.
+EPHEMERAL_TAINTS = frozenset(
+    {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.cloudprovider.kubernetes.io/uninitialized"}
+)
+# A condition that keeps a node unready, by the status that does.
+_UNREADY_WHEN = {"Ready": ("False", "Unknown"), "DiskPressure": ("True",), "NetworkUnavailable": ("True",)}
 
 
 def node_is_ready(node: dict[str, Any]) -> bool:
-    """The Node's Ready condition is True."""
-    return _ready(node.get("status") or {})
+    """Ready as Cluster Autoscaler reads it (utils/kubernetes/ready.go GetReadinessState): a Ready
+    condition, not False or Unknown, no DiskPressure or NetworkUnavailable, and none of
+    NOT_READY_TAINTS. A node Ready but still tainted not-ready takes no pod yet: counted as room, it
+    would have the planner drop the request that made it and buy again for the same pods."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" for c in conditions):
+        return False
+    if any(c.get("status") in _UNREADY_WHEN.get(c.get("type"), ()) for c in conditions):
+        return False
+    return not any(t.get("key") in NOT_READY_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
 
 
 def _timestamp(v: Any) -> datetime | None:
@@ -68,9 +86,17 @@ def node_info(node: dict[str, Any], pods_on_node: list[dict[str, Any]]) -> NodeI
         ],
         allocatable=_resources(alloc),
         requested=requested,
-        ready=_ready(status),
+        ready=node_is_ready(node),
         unschedulable=bool(spec.get("unschedulable")),
         provider_id=spec.get("providerID") or "",
         created_at=_timestamp(meta.get("creationTimestamp")),
         host_ports=ports,
     )
+
+
+def as_joined(node: NodeInfo) -> NodeInfo:
+    """``node`` as it will be once it has joined: a node not Ready yet without EPHEMERAL_TAINTS (a
+    Ready one as it is: a taint it still carries then is no joining's)."""
+    if node.ready or not any(t.key in EPHEMERAL_TAINTS for t in node.taints):
+        return node
+    return node.model_copy(update={"taints": [t for t in node.taints if t.key not in EPHEMERAL_TAINTS]})

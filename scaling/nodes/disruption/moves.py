@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo
+from scaling.kube.nodes import as_joined
 from scaling.nodes.contracts import ScaleDownObservation
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.scale_down.arrivals import largest_first, nominated
@@ -80,6 +81,7 @@ def beyond_successors(removals: list[PodInfo], successors: dict[str, list[NodeIn
         if not own:
             out += mine
             continue
+        own = [as_joined(s) for s in own]  # one still joining is tainted not-ready until it is Ready
         held = land(sorted(mine, key=largest_first), own, {s.name: s.requested for s in own})
         kept = {pod_key(p) for ps in held.arriving.values() for p in ps}
         out += [p for p in mine if pod_key(p) not in kept]

@@ -100,6 +100,33 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
 
 
+def test_a_taint_another_writer_changes_between_read_and_patch_is_kept(
+    acts: ScaleDownActivities, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec.taints is replaced whole by a patch: marking from a read that another writer (the node
+    lifecycle controller, a user) changed since would drop that writer's taint or bring one back. The
+    patch carries the read's resourceVersion; on the conflict the mark reads again (Cluster
+    Autoscaler's utils/taints does the same with Update)."""
+    core.patch_node("n1", {"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+    read = acts._read_node
+    writes = iter(
+        [
+            {"spec": {"taints": []}},  # the controller: the node is Ready, not-ready goes
+            {"spec": {"taints": [{"key": "late", "effect": "NoSchedule"}]}},  # a user's, in the next window
+        ]
+    )
+
+    def read_then_write(cluster: str, name: str):  # noqa: ANN202
+        node = read(cluster, name)
+        if (w := next(writes, None)) is not None:
+            core.patch_node(name, w)  # lands after the read, before the mark's patch
+        return node
+
+    monkeypatch.setattr(acts, "_read_node", read_then_write)
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="x"))
+    assert [t.key for t in core.read_node("n1").spec.taints] == ["late", TAINT_TO_BE_DELETED]
+
+
 async def test_evict_honours_pdbs_and_reports_gone_pods(
     acts: ScaleDownActivities, core: client.CoreV1Api, cluster: FakeCluster
 ) -> None:

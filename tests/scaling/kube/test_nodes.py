@@ -1,8 +1,10 @@
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from scaling.kube.models import Resources, Taint
-from scaling.kube.nodes import node_info
+from scaling.kube.nodes import node_info, node_is_ready
 
 GI = 2**30
 
@@ -57,3 +59,53 @@ def test_not_ready_and_cordoned() -> None:
     n["spec"]["unschedulable"] = True
     info = node_info(n, [])
     assert not info.ready and info.unschedulable
+
+
+# Cluster Autoscaler's cases (cluster-autoscaler/utils/kubernetes/ready_test.go, TestGetReadiness):
+# the condition, its status, a NoSchedule taint on the node, and whether the node counts as Ready.
+READINESS_CASES = [
+    ("ready", "Ready", "True", "", True),
+    ("unready and unready taint", "Ready", "False", "node.kubernetes.io/not-ready", False),
+    ("readiness unknown and unready taint", "Ready", "Unknown", "node.kubernetes.io/not-ready", False),
+    ("disk pressure and disk pressure taint", "DiskPressure", "True", "node.kubernetes.io/disk-pressure", False),
+    (
+        "network unavailable and network unavailable taint",
+        "NetworkUnavailable",
+        "True",
+        "node.kubernetes.io/network-unavailable",
+        False,
+    ),
+    ("ready but unready taint", "Ready", "True", "node.kubernetes.io/not-ready", False),
+    ("no disk pressure but disk pressure taint", "DiskPressure", "False", "node.kubernetes.io/disk-pressure", False),
+    (
+        "network available but network unavailable taint",
+        "NetworkUnavailable",
+        "False",
+        "node.kubernetes.io/network-unavailable",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("desc", "kind", "status", "taint", "ready"), READINESS_CASES, ids=[c[0] for c in READINESS_CASES]
+)
+def test_readiness_as_cluster_autoscaler_reads_it(desc: str, kind: str, status: str, taint: str, ready: bool) -> None:
+    conditions = [{"type": kind, "status": status}]
+    if kind != "Ready":
+        conditions.append({"type": "Ready", "status": "True"})
+    obj = node(conditions=conditions)
+    obj["spec"]["taints"] = [{"key": taint, "effect": "NoSchedule"}] if taint else []
+    assert node_is_ready(obj) is ready
+    assert node_info(obj, []).ready is ready
+
+
+def test_a_node_without_a_ready_condition_is_not_ready() -> None:
+    assert not node_is_ready(node(conditions=[{"type": "DiskPressure", "status": "False"}]))
+    assert not node_is_ready({"metadata": {"name": "n1"}})
+
+
+def test_other_taints_leave_a_ready_node_ready() -> None:
+    obj = node()  # its taint k=v:NoSchedule is a user's
+    obj["spec"]["taints"].append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    assert node_is_ready(obj)

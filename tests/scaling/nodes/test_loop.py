@@ -258,6 +258,26 @@ def test_requests_with_ready_node_found_by_label_or_name_and_only_when_ready() -
     assert requests_with_ready_node({}, nodes) == []
 
 
+def test_a_node_ready_but_still_tainted_not_ready_leaves_its_request_in_flight() -> None:
+    """The kubelet reports Ready a moment before the node lifecycle controller lifts the not-ready
+    taint; the scheduler places nothing there until it does. Counted Ready then, the request would
+    leave the in-flight count while its node holds no pod: the planner would buy again."""
+    from scaling.kube.labels import request_key
+    from scaling.kube.nodes import node_info
+    from scaling.nodes.models import LABEL_REQUEST
+    from scaling.nodes.state import requests_with_ready_node
+
+    rid = "nodes/c/request/000001-aa"
+    raw = {
+        "metadata": {"name": "kwok-a", "labels": {LABEL_REQUEST: request_key(rid)}},
+        "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "2", "memory": "4Gi"}},
+    }
+    assert requests_with_ready_node({rid: ""}, [node_info(raw, [])]) == []
+    raw["spec"]["taints"] = []  # lifted
+    assert requests_with_ready_node({rid: ""}, [node_info(raw, [])]) == [rid]
+
+
 def test_a_request_with_a_ready_node_is_counted_once_even_when_it_holds_a_zone_share() -> None:
     from scaling.nodes.scale_up.topology import share_key
     from scaling.nodes.state import counted_once

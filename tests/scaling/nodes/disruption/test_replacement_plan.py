@@ -178,3 +178,24 @@ def test_a_large_memory_pod_keeps_the_one_room_it_fits(monkeypatch) -> None:  # 
     )
     plan = plan_replacement(obs, kwok_catalogue(), "a", set(), 0.0)
     assert [n.candidates[0].server_type for n in plan.new_nodes] == ["cx32"]
+
+
+def test_a_successor_still_joining_holds_its_nodes_pods() -> None:
+    """d is being replaced and its successor sd has just registered: NotReady, tainted not-ready by the
+    node lifecycle controller as on every real cluster. Its room is still d's pods': b's replacement
+    counts e as its own room and buys nothing. Read with the taint, d's pod took e's room and b's plan
+    bought a node (Karpenter leaves the ephemeral taints out of a node not initialized yet: its
+    StateNode.Taints)."""
+    joining = successor_of("sd", "d").model_copy(
+        update={"ready": False, "taints": [Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")]}
+    )
+    obs = ScaleDownObservation(
+        nodes=[node("b"), tainted("d"), node("e"), joining], pods=[*busy("b", 1200), *busy("d", 1200)], groups=[GROUP]
+    )
+    assert plan_replacement(obs, kwok_catalogue(), "b", {"d"}, 0.0).new_nodes == []
+    # A taint of the user's stays: sd then holds nothing of d's, and b buys.
+    kept = joining.model_copy(
+        update={"taints": [*joining.taints, Taint(key="dedicated", value="x", effect="NoSchedule")]}
+    )
+    held = obs.model_copy(update={"nodes": [node("b"), tainted("d"), node("e"), kept]})
+    assert [n.pod_uids for n in plan_replacement(held, kwok_catalogue(), "b", {"d"}, 0.0).new_nodes] == [["b-web"]]
