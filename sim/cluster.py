@@ -1,4 +1,5 @@
-"""A whole simulated cluster in one process: API server, KWOK, scheduler, controllers.
+"""A whole simulated cluster in one process: API server, KWOK, scheduler, controllers (the
+workload controllers and the node lifecycle controller's condition taints).
 
     with FakeCluster(node_ready_delay=0.2) as cluster:
         cluster.write_kubeconfig(path)   # then kubernetes.config.load_kube_config(path), or kubectl
@@ -36,6 +37,7 @@ from sim.kube.control import SCORING, FakeControl
 from sim.kube.controllers import Controllers
 from sim.kube.journal import write_atomically
 from sim.kube.kwok import Kwok
+from sim.kube.nodelifecycle import NodeLifecycle
 from sim.kube.scheduler import Scheduler
 from sim.kube.store import Store
 
@@ -48,6 +50,7 @@ class FakeCluster:
         port: int = 0,
         token: str | None = None,
         node_ready_delay: float = 1.0,
+        node_taint_lag: float = 0.0,
         pod_start_delay: float = 0.2,
         scheduler_interval: float = 0.25,
         scoring: str = "least-allocated",
@@ -71,6 +74,7 @@ class FakeCluster:
         self.store = Store(data_dir=self.data_dir, fsync=fsync)
         self.control = FakeControl(
             node_ready_delay=node_ready_delay,
+            node_taint_lag=node_taint_lag,
             pod_start_delay=pod_start_delay,
             scheduler_interval=scheduler_interval,
             scoring=scoring,
@@ -80,9 +84,16 @@ class FakeCluster:
         self.kwok = Kwok(self.store, self.control)
         self.scheduler = Scheduler(self.store, self.control)
         self.controllers = Controllers(self.store)
+        # kube-controller-manager's node lifecycle controller: runs with the other controllers.
+        self.node_lifecycle = NodeLifecycle(self.store, self.control)
         self._actors = [
             a
-            for a, on in ((self.kwok, run_kwok), (self.scheduler, run_scheduler), (self.controllers, run_controllers))
+            for a, on in (
+                (self.kwok, run_kwok),
+                (self.scheduler, run_scheduler),
+                (self.controllers, run_controllers),
+                (self.node_lifecycle, run_controllers),
+            )
             if on
         ]
         self._started = False
@@ -236,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=None, help="bearer token (random when omitted)")
     parser.add_argument("--name", default=None, help="the kubeconfig's context, cluster and user (default sim-<port>)")
     parser.add_argument("--node-ready-delay", type=float, default=1.0)
+    parser.add_argument(
+        "--node-taint-lag",
+        type=float,
+        default=0.0,
+        help="seconds a node that turned Ready keeps its not-ready taint (default: the next pass)",
+    )
     parser.add_argument("--pod-start-delay", type=float, default=0.2)
     parser.add_argument("--scheduler-interval", type=float, default=0.25)
     parser.add_argument("--scoring", choices=SCORING, default="least-allocated")
@@ -263,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         token=args.token,
         node_ready_delay=args.node_ready_delay,
+        node_taint_lag=args.node_taint_lag,
         pod_start_delay=args.pod_start_delay,
         scheduler_interval=args.scheduler_interval,
         scoring=args.scoring,

@@ -63,6 +63,7 @@ SECONDS_SETTINGS = (
     "pod_initial_backoff",
     "pod_max_backoff",
     "watch_bookmark_interval",
+    "node_taint_lag",
 )
 
 
@@ -77,6 +78,9 @@ class FakeControl:
     pod_max_backoff: float = 10.0
     # How often a watch that allowed bookmarks gets one (the apiserver's bookmark frequency: 1 minute).
     watch_bookmark_interval: float = 60.0
+    # How long a node that turned Ready keeps node.kubernetes.io/not-ready (sim/kube/nodelifecycle.py):
+    # the node lifecycle controller's work queue, which on a real cluster takes a moment. 0 = its next pass.
+    node_taint_lag: float = 0.0
     scoring: str = "least-allocated"
     never_ready_nodes: list[str] = field(default_factory=list)
     failures: list[RequestFailure] = field(default_factory=list)

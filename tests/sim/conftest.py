@@ -123,5 +123,16 @@ def is_ready(node: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
+def has_taint(node: Any, key: str) -> bool:
+    return any(t.key == key for t in (node.spec.taints or []))
+
+
 def ready_nodes(core: client.CoreV1Api, *names: str) -> None:
-    eventually(lambda: all(is_ready(core.read_node(n)) for n in names), message=f"nodes {names} Ready")
+    """Wait until the nodes are Ready and the node lifecycle controller has taken their
+    not-ready taint off (the scheduler reads only taints)."""
+
+    def usable(name: str) -> bool:
+        node = core.read_node(name)
+        return is_ready(node) and not has_taint(node, "node.kubernetes.io/not-ready")
+
+    eventually(lambda: all(usable(n) for n in names), message=f"nodes {names} Ready and untainted")

@@ -1,17 +1,16 @@
 """NodeUnschedulable and TaintToleration (NoSchedule and NoExecute taints).
 
-A NotReady node carries node.kubernetes.io/not-ready:NoSchedule, as the node lifecycle
-controller taints it on a real cluster (the sim's nodes do not carry it in their spec).
+Both read the node's spec only, as the kube-scheduler does (it has not filtered on node
+conditions since TaintNodesByCondition): a NotReady node is kept off by the
+node.kubernetes.io/not-ready:NoSchedule taint the node lifecycle controller puts on it
+(sim/kube/nodelifecycle.py), and a Ready node that still carries it takes no pod either.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sim.kube.kwok import is_ready
-
 Obj = dict[str, Any]
-NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 UNSCHEDULABLE = "node(s) were unschedulable"
 
@@ -29,9 +28,8 @@ def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
 
 
 def scheduling_taints(node: Obj) -> list[Obj]:
-    """The taints that keep pods off (NoSchedule, NoExecute), the not-ready one included."""
-    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-    return taints if is_ready(node) else [NOT_READY_TAINT, *taints]
+    """The node's taints that keep pods off (NoSchedule, NoExecute)."""
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
 
 
 def untolerated(pod: Obj, node: Obj) -> Obj | None:

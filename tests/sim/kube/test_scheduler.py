@@ -16,7 +16,7 @@ from kubernetes import client
 from sim.cluster import FakeCluster
 from sim.kube.scheduler import pod_requests
 from tests.polling import eventually
-from tests.sim.conftest import node_body, pod_body, ready_nodes
+from tests.sim.conftest import has_taint, node_body, pod_body, ready_nodes
 
 
 @pytest.fixture
@@ -84,8 +84,7 @@ def test_an_unschedulable_pod_is_tried_again_after_its_backoff_not_on_every_pass
     mcore.create_namespaced_pod("default", pod_body("big", cpu="2"))
     manual.scheduler.schedule_once()  # the first mark is not held back
     assert scheduled_condition(mcore, "big").message == "0/1 nodes are available: 1 Insufficient cpu."
-    mcore.create_node(node_body("b", cpu="1"))
-    ready_nodes(mcore, "b")
+    mcore.create_node(node_body("b", cpu="1"))  # a node event: the next pass looks again
     manual.scheduler.schedule_once()  # within the backoff: the condition is left as it was
     assert scheduled_condition(mcore, "big").message == "0/1 nodes are available: 1 Insufficient cpu."
 
@@ -103,6 +102,10 @@ def test_mixed_reasons_are_counted_and_sorted(manual: FakeCluster, mcore: client
     mcore.patch_node("cordoned", {"spec": {"unschedulable": True}})
     mcore.create_node(node_body("notready", fake=False))  # no kubelet: never Ready
     ready_nodes(mcore, "small", "tainted", "cordoned")
+    eventually(
+        lambda: has_taint(mcore.read_node("notready"), "node.kubernetes.io/not-ready"),
+        message="the node lifecycle controller tainted notready",
+    )
     mcore.create_namespaced_pod("default", pod_body("p", cpu="2", memory="2Gi"))
     manual.scheduler.schedule_once()
     assert scheduled_condition(mcore, "p").message == (

@@ -94,16 +94,16 @@ def random_cluster(rng: random.Random, store: Store) -> None:
         allocatable = {"cpu": cpu, "memory": memory, "pods": str(slots)}
         if rng.random() < 0.2:
             allocatable["nvidia.com/gpu"] = rng.choice(["1", "2"])
+        ready = rng.random() < 0.9
+        if not ready:  # as the node lifecycle controller taints it (the scheduler reads taints only)
+            taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
         store.create(
             nodes,
             "",
             {
                 "metadata": {"name": name, "labels": {"zone": zone, "kubernetes.io/hostname": name}},
                 "spec": spec,
-                "status": {
-                    "allocatable": allocatable,
-                    "conditions": READY if rng.random() < 0.9 else [],
-                },
+                "status": {"allocatable": allocatable, "conditions": READY if ready else []},
             },
         )
     for i in range(rng.randint(1, 70)):
