@@ -116,6 +116,31 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
     await handle.terminate()
 
 
+async def test_a_node_ready_before_its_not_ready_taint_goes_is_bought_once(local_cluster) -> None:  # noqa: ANN001
+    """The kubelet reports Ready; the node lifecycle controller lifts node.kubernetes.io/not-ready a
+    while later (4 s here) and only then does the scheduler place pods there. Counted Ready in that
+    window, a request left the in-flight count while its pods still waited, and the loop bought for
+    them again (with a 1 s window the sim's e2e scale-ups bought up to twice the nodes)."""
+    lc: LocalCluster = local_cluster({"kwok": {}}, ["--node-ready-delay", "1", "--node-taint-lag", "4"])
+    apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
+    handle = await start_autoscaler(lc, "lag")
+    client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
+
+    async def all_running() -> AutoscalerStatus | None:
+        if pods_running(lc.api, "web") != 6:
+            return None
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return None if s.in_flight else s
+
+    status = await until(all_running, 90, "all pods running")
+    core = client.CoreV1Api(lc.api)
+    nodes = {n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items}
+    used = {p.spec.node_name for p in core.list_namespaced_pod("default", label_selector="app=web").items}
+    # A cx22 holds three of these pods (1930m allocatable): two nodes, each holding some.
+    assert len(nodes) == status.nodes_created == 2 and used == nodes, (nodes, used)
+    await handle.terminate()
+
+
 async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster) -> None:  # noqa: ANN001
     lc: LocalCluster = local_cluster()
     apply_node_group(

@@ -179,6 +179,38 @@ async def test_wait_node_ready_true_after_kwok_and_false_on_timeout(api: client.
     )
 
 
+async def test_wait_node_ready_waits_for_the_not_ready_taint_to_go(api: client.ApiClient, sim: FakeCluster) -> None:
+    """The kubelet reports Ready before the node lifecycle controller lifts node.kubernetes.io/not-ready;
+    the scheduler places nothing there until it does. A successor is Ready (and its old node cordoned)
+    only then: the wait reads readiness as Cluster Autoscaler does (GetReadinessState)."""
+    sim.control_request("POST", "/sim/v1/settings", {"node_taint_lag": 3600})
+    created = await KwokProvider(api).create_node(
+        CreateNodeInput(cluster="c1", request_id="r1", attempt=0, pool=pool())
+    )
+    core = client.CoreV1Api(api)
+
+    def condition_ready() -> bool:
+        node = core.read_node(created.node_name)
+        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+    eventually(condition_ready, timeout=30, message="the Ready condition")
+    assert "node.kubernetes.io/not-ready" in [t.key for t in core.read_node(created.node_name).spec.taints or []]
+    env = ActivityEnvironment()
+    short = WaitReadyInput(cluster="c1", node_name=created.node_name, timeout_s=0.5, poll_s=0.05)
+    assert await env.run(kube_waits(api).wait_node_ready, short) is False
+    batch = WaitNodesReadyInput(
+        cluster="c1", nodes=[NodeWait(node_name=created.node_name, deadline=time.time() + 0.5)], poll_s=0.05
+    )
+    assert await env.run(kube_waits(api).wait_nodes_ready, batch) == {created.node_name: False}
+    sim.control_request("POST", "/sim/v1/settings", {"node_taint_lag": 0})
+    long = short.model_copy(update={"timeout_s": 60})
+    assert await env.run(kube_waits(api).wait_node_ready, long) is True
+
+
+def kube_waits(api: client.ApiClient) -> KubeActivities:
+    return KubeActivities(api, known_providers=["kwok"])
+
+
 async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClient, sim: FakeCluster) -> None:
     """A NodeRequestBatch's round: it returns once some node is settled, with the Ready ones
     labelled and those past their deadline False; a node neither Ready nor late is left out, and
