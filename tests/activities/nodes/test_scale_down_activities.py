@@ -104,15 +104,16 @@ def test_a_taint_another_writer_changes_between_read_and_patch_is_kept(
     acts: ScaleDownActivities, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec.taints is replaced whole by a patch: marking from a read that another writer (the node
-    lifecycle controller, a user) changed since would drop that writer's taint or bring one back. The
-    patch carries the read's resourceVersion; on the conflict the mark reads again (Cluster
-    Autoscaler's utils/taints does the same with Update)."""
-    core.patch_node("n1", {"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+    lifecycle controller, a user) changed since would bring back a taint since removed or drop one
+    since added. The patch carries the read's resourceVersion; on the conflict the mark reads again
+    (Cluster Autoscaler's utils/taints does the same with Update). Users' taints here: the sim's node
+    lifecycle controller writes its own ones at moments of its choosing."""
+    core.patch_node("n1", {"spec": {"taints": [{"key": "early", "effect": "NoSchedule"}]}})
     read = acts._read_node
     writes = iter(
         [
-            {"spec": {"taints": []}},  # the controller: the node is Ready, not-ready goes
-            {"spec": {"taints": [{"key": "late", "effect": "NoSchedule"}]}},  # a user's, in the next window
+            {"spec": {"taints": []}},  # "early" lifted after the mark's first read
+            {"spec": {"taints": [{"key": "late", "effect": "NoSchedule"}]}},  # "late" added after its second
         ]
     )
 
