@@ -37,21 +37,44 @@ NOT_READY_TAINTS = frozenset(
 EPHEMERAL_TAINTS = frozenset(
     {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.cloudprovider.kubernetes.io/uninitialized"}
 )
+# Cluster Autoscaler's startup taints (utils/taints: IgnoreTaintPrefix, StartupTaintPrefix): a node
+# registers with one and an agent of the user's (a CNI, a GPU driver) lifts it once the node can run
+# pods. The node is not Ready until then, and a planned node is read without it.
+STARTUP_TAINT_PREFIXES = (
+    "ignore-taint.cluster-autoscaler.kubernetes.io/",
+    "startup-taint.cluster-autoscaler.kubernetes.io/",
+)
+# Its status taints (StatusTaintPrefix): left out of a planned node too, but no sign of unreadiness.
+STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+
+
+def is_startup_taint(key: str) -> bool:
+    return key.startswith(STARTUP_TAINT_PREFIXES)
+
+
+def template_taints(taints: list[Taint]) -> list[Taint]:
+    """The taints a planned node is read with: those it registers with but its startup and status
+    taints, which it carries only for a while (Cluster Autoscaler's SanitizeTaints)."""
+    return [t for t in taints if not (is_startup_taint(t.key) or t.key.startswith(STATUS_TAINT_PREFIX))]
+
+
 # A condition that keeps a node unready, by the status that does.
 _UNREADY_WHEN = {"Ready": ("False", "Unknown"), "DiskPressure": ("True",), "NetworkUnavailable": ("True",)}
 
 
 def node_is_ready(node: dict[str, Any]) -> bool:
     """Ready as Cluster Autoscaler reads it (utils/kubernetes/ready.go GetReadinessState): a Ready
-    condition, not False or Unknown, no DiskPressure or NetworkUnavailable, and none of
-    NOT_READY_TAINTS. A node Ready but still tainted not-ready takes no pod yet: counted as room, it
-    would have the planner drop the request that made it and buy again for the same pods."""
+    condition, not False or Unknown, no DiskPressure or NetworkUnavailable, none of NOT_READY_TAINTS
+    and no startup taint (FilterOutNodesWithStartupTaints). A node Ready but still tainted so takes
+    no pod yet: counted as room, it would have the planner drop the request that made it and buy
+    again for the same pods."""
     conditions = (node.get("status") or {}).get("conditions") or []
     if not any(c.get("type") == "Ready" for c in conditions):
         return False
     if any(c.get("status") in _UNREADY_WHEN.get(c.get("type"), ()) for c in conditions):
         return False
-    return not any(t.get("key") in NOT_READY_TAINTS for t in (node.get("spec") or {}).get("taints") or [])
+    keys = [t.get("key") or "" for t in (node.get("spec") or {}).get("taints") or []]
+    return not any(k in NOT_READY_TAINTS or is_startup_taint(k) for k in keys)
 
 
 def _timestamp(v: Any) -> datetime | None:
@@ -95,8 +118,12 @@ def node_info(node: dict[str, Any], pods_on_node: list[dict[str, Any]]) -> NodeI
 
 
 def as_joined(node: NodeInfo) -> NodeInfo:
-    """``node`` as it will be once it has joined: a node not Ready yet without EPHEMERAL_TAINTS (a
-    Ready one as it is: a taint it still carries then is no joining's)."""
-    if node.ready or not any(t.key in EPHEMERAL_TAINTS for t in node.taints):
+    """``node`` as it will be once it has joined: a node not Ready yet without EPHEMERAL_TAINTS and
+    its startup taints (a Ready one as it is: a taint it still carries then is no joining's)."""
+    if node.ready or not any(joining_taint(t.key) for t in node.taints):
         return node
-    return node.model_copy(update={"taints": [t for t in node.taints if t.key not in EPHEMERAL_TAINTS]})
+    return node.model_copy(update={"taints": [t for t in node.taints if not joining_taint(t.key)]})
+
+
+def joining_taint(key: str) -> bool:
+    return key in EPHEMERAL_TAINTS or is_startup_taint(key)

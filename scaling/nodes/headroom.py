@@ -62,7 +62,9 @@ def headroom_pod(group: NodeGroup) -> PodInfo | None:
         name=headroom_uid(group.name),
         uid=headroom_uid(group.name),
         node_selector={LABEL_GROUP: group.name},
-        tolerations=[Toleration(key=t.key, operator="Equal", value=t.value, effect=t.effect) for t in group.taints],
+        tolerations=[
+            Toleration(key=t.key, operator="Equal", value=t.value, effect=t.effect) for t in group.template_taints
+        ],
         requests=group.headroom,
         unschedulable=True,
     )

@@ -120,7 +120,7 @@ def eligible_pools(
     node_affinity: Sequence[NodeSelectorTerm] = (),
 ) -> list[Pool]:
     """The group's pools whose future nodes admit a pod with this selector, affinity and tolerations."""
-    if not tolerates(tolerations, group.taints):
+    if not tolerates(tolerations, group.template_taints):
         return []
     out = []
     for pool in pools if pools is not None else flatten_pools(group):

@@ -13,6 +13,7 @@ from scaling.kube.models import (
     Resources,
     Taint,
 )
+from scaling.kube.nodes import template_taints
 from scaling.nodes.disruption.models import ConsolidationPolicy, Disruption
 
 # Labels growth puts on the nodes it creates; the scale-down loop uses them to find its nodes.
@@ -114,6 +115,12 @@ class NodeGroup(BaseModel):
     limits: GroupLimits | None = None
     approval: ApprovalPolicy | None = None
     disruption: Disruption = Field(default_factory=Disruption)  # budgets, expiry (scaling.nodes.disruption)
+
+    @property
+    def template_taints(self) -> list[Taint]:
+        """``taints`` as a planned node is read: without the startup and status ones it registers with
+        and sheds (scaling.kube.nodes.template_taints)."""
+        return template_taints(self.taints)
 
 
 class Pool(BaseModel):

@@ -141,6 +141,66 @@ async def test_a_node_ready_before_its_not_ready_taint_goes_is_bought_once(local
     await handle.terminate()
 
 
+CNI_TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/cni"
+
+
+async def lift_startup_taint_after(api: client.ApiClient, delay_s: float, stop: asyncio.Event) -> None:
+    """What a CNI's agent does: lift the node's startup taint once it runs there, here ``delay_s``
+    after the node turned Ready."""
+    core = client.CoreV1Api(api)
+    ready_at: dict[str, float] = {}
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        for n in (await asyncio.to_thread(core.list_node)).items:
+            taints = n.spec.taints or []
+            if not any(t.key == CNI_TAINT for t in taints):
+                continue
+            if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []):
+                continue
+            if loop.time() - ready_at.setdefault(n.metadata.name, loop.time()) < delay_s:
+                continue
+            kept = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints if t.key != CNI_TAINT]
+            body = {"metadata": {"resourceVersion": n.metadata.resource_version}, "spec": {"taints": kept}}
+            try:
+                await asyncio.to_thread(core.patch_node, n.metadata.name, body)
+            except client.ApiException as e:
+                if e.status != 409:  # a conflict: the next round reads it again
+                    raise
+        await asyncio.sleep(0.2)
+
+
+async def test_a_node_with_a_startup_taint_is_bought_once_and_planned_without_it(local_cluster) -> None:  # noqa: ANN001
+    """The group registers its nodes with a CNI's startup taint, which the CNI lifts 4 s after a node is
+    Ready. The pods do not tolerate it, yet the group serves them (its planned nodes are read without
+    it, as Cluster Autoscaler's templates are), and a node still carrying it is not Ready: its request
+    stays in flight and nothing is bought twice."""
+    lc: LocalCluster = local_cluster({"kwok": {}}, ["--node-ready-delay", "1"])
+    taints = [{"key": CNI_TAINT, "value": "true", "effect": "NoSchedule"}]
+    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
+    apply_node_group(lc.api, node_group("general", pools, taints=taints))
+    stop = asyncio.Event()
+    agent = asyncio.create_task(lift_startup_taint_after(lc.api, 4.0, stop))
+    handle = await start_autoscaler(lc, "startup")
+    client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
+
+    async def all_running() -> AutoscalerStatus | None:
+        if pods_running(lc.api, "web") != 6:
+            return None
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return None if s.in_flight else s
+
+    try:
+        status = await until(all_running, 90, "all pods running")
+    finally:
+        stop.set()
+        await agent
+    core = client.CoreV1Api(lc.api)
+    nodes = {n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items}
+    used = {p.spec.node_name for p in core.list_namespaced_pod("default", label_selector="app=web").items}
+    assert len(nodes) == status.nodes_created == 2 and used == nodes, (nodes, used)
+    await handle.terminate()
+
+
 async def test_never_satisfiable_pod_is_reported_and_others_served(local_cluster) -> None:  # noqa: ANN001
     lc: LocalCluster = local_cluster()
     apply_node_group(

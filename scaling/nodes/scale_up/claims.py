@@ -24,7 +24,7 @@ NEW_NODE = "<new node>"
 
 def claim_node(group: NodeGroup, pool: Pool, stype: ServerType | None, room: Resources) -> NodeInfo:
     labels = {**node_labels_for(group, pool, stype), LABEL_HOSTNAME: NEW_NODE}
-    return NodeInfo(name="", labels=labels, taints=list(group.taints), allocatable=room, ready=True)
+    return NodeInfo(name="", labels=labels, taints=group.template_taints, allocatable=room, ready=True)
 
 
 def filtered(shape: PodShape) -> bool:

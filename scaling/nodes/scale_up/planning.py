@@ -286,7 +286,7 @@ def _pool_room(group: NodeGroup, pool: Pool, t: ServerType, daemonsets: Sequence
     alloc = node_allocatable(pool, t)
     if not daemonsets:
         return alloc
-    overhead = daemonset_overhead(daemonsets, node_labels_for(group, pool, t), group.taints)
+    overhead = daemonset_overhead(daemonsets, node_labels_for(group, pool, t), group.template_taints)
     return room_for_pods(alloc, overhead)
 
 
@@ -375,7 +375,9 @@ def _in_flight_node(
     if pool is None:
         return None
     labels = node_labels_for(group, pool, stype)
-    return vec(_pool_room(group, pool, stype, daemonsets)), [(s, s.admits(labels, group.taints)) for s in shapes]
+    return vec(_pool_room(group, pool, stype, daemonsets)), [
+        (s, s.admits(labels, group.template_taints)) for s in shapes
+    ]
 
 
 def _node_counts(tally: NodeTally, in_flight: Sequence[InFlightRequest]) -> tuple[dict, dict]:

@@ -109,3 +109,16 @@ def test_other_taints_leave_a_ready_node_ready() -> None:
     obj = node()  # its taint k=v:NoSchedule is a user's
     obj["spec"]["taints"].append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
     assert node_is_ready(obj)
+
+
+def test_a_startup_taint_keeps_a_node_unready_and_a_status_taint_does_not() -> None:
+    """Cluster Autoscaler (utils/taints FilterOutNodesWithStartupTaints): a node carrying a taint of the
+    ignore-taint or startup-taint prefix is read as not Ready; the status-taint prefix is not."""
+    for key, ready in (
+        ("startup-taint.cluster-autoscaler.kubernetes.io/cni", False),
+        ("ignore-taint.cluster-autoscaler.kubernetes.io/cni", False),
+        ("status-taint.cluster-autoscaler.kubernetes.io/gpu", True),
+    ):
+        obj = node()
+        obj["spec"]["taints"] = [{"key": key, "effect": "NoSchedule"}]
+        assert node_is_ready(obj) is ready, key

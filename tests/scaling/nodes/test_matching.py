@@ -156,6 +156,23 @@ def test_match_by_labels_arch_and_taints() -> None:
     assert "gpu" in by_uid["both"].message and "mixed" in by_uid["both"].message
 
 
+def test_a_groups_startup_taint_does_not_keep_pods_off_its_planned_nodes() -> None:
+    """A group registers its nodes with a startup taint (Cluster Autoscaler's prefixes: a CNI's agent
+    lifts it once the node can run pods); its planned nodes are read without it, as Cluster
+    Autoscaler's templates are (SanitizeTaints), so a pod that does not tolerate it still gets one. A
+    status taint likewise; any other taint keeps such pods off."""
+    cni = {"key": "startup-taint.cluster-autoscaler.kubernetes.io/cni", "value": "true", "effect": "NoSchedule"}
+    status = {"key": "status-taint.cluster-autoscaler.kubernetes.io/gpu", "effect": "NoSchedule"}
+    net = group("net", ["cx32"], taints=[cni, status])
+    assert [t.key for t in net.taints] == [cni["key"], status["key"]]  # what its nodes register with
+    assert net.template_taints == []
+    matched, problems = match_pods_to_groups([pod("web")], [net], CAT)
+    assert [p.uid for p in matched["net"]] == ["web"] and problems == []
+    dedicated = group("dedicated", ["cx32"], taints=[cni, {"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
+    matched, problems = match_pods_to_groups([pod("web")], [dedicated], CAT)
+    assert not matched and problems[0].reason == "NoMatchingNodeGroup"
+
+
 def test_arm_selector_only_matches_groups_with_arm_types() -> None:
     amd = group("amd", ["cx32"])
     arm = group("arm", ["cax21"])

@@ -182,12 +182,18 @@ def test_a_large_memory_pod_keeps_the_one_room_it_fits(monkeypatch) -> None:  # 
 
 def test_a_successor_still_joining_holds_its_nodes_pods() -> None:
     """d is being replaced and its successor sd has just registered: NotReady, tainted not-ready by the
-    node lifecycle controller as on every real cluster. Its room is still d's pods': b's replacement
-    counts e as its own room and buys nothing. Read with the taint, d's pod took e's room and b's plan
-    bought a node (Karpenter leaves the ephemeral taints out of a node not initialized yet: its
-    StateNode.Taints)."""
+    node lifecycle controller as on every real cluster, its CNI's startup taint not lifted yet. Its room
+    is still d's pods': b's replacement counts e as its own room and buys nothing. Read with the
+    taints, d's pod took e's room and b's plan bought a node (Karpenter leaves the ephemeral and
+    startup taints out of a node not initialized yet: its StateNode.Taints)."""
     joining = successor_of("sd", "d").model_copy(
-        update={"ready": False, "taints": [Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")]}
+        update={
+            "ready": False,
+            "taints": [
+                Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule"),
+                Taint(key="startup-taint.cluster-autoscaler.kubernetes.io/cni", effect="NoSchedule"),
+            ],
+        }
     )
     obs = ScaleDownObservation(
         nodes=[node("b"), tainted("d"), node("e"), joining], pods=[*busy("b", 1200), *busy("d", 1200)], groups=[GROUP]
