@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,8 +51,28 @@ STARTUP_TAINT_PREFIXES = (
 STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
 
 
-def is_startup_taint(key: str) -> bool:
-    return key.startswith(STARTUP_TAINT_PREFIXES)
+# A node growth registers with a group's startupTaints (Karpenter's field) carries one label each,
+# naming the key: how a reader with only the node tells that taint from one pods must tolerate.
+STARTUP_MARK_PREFIX = "startup-taint.growth.autoscaling.dev/"
+
+
+def is_startup_taint(key: str, marks: Collection[str] = ()) -> bool:
+    """Whether a taint of ``key`` is one an agent lifts once the node runs pods: Cluster Autoscaler's
+    prefixes, or a key the node's ``marks`` (startup_mark names) declare."""
+    return key.startswith(STARTUP_TAINT_PREFIXES) or (bool(marks) and startup_mark(key) in marks)
+
+
+def startup_mark(key: str) -> str:
+    """The name part of the label marking a startup taint of ``key`` (a label name: 63 characters of
+    [A-Za-z0-9_.-], alphanumeric at both ends; longer or odd keys by their hash)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+    if len(name) <= 63 and name[:1].isalnum() and name[-1:].isalnum():
+        return name
+    return "h" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def startup_marks(labels: Mapping[str, str]) -> set[str]:
+    return {k[len(STARTUP_MARK_PREFIX) :] for k in labels if k.startswith(STARTUP_MARK_PREFIX)}
 
 
 def template_taints(taints: list[Taint]) -> list[Taint]:
@@ -74,7 +97,8 @@ def node_is_ready(node: dict[str, Any]) -> bool:
     if any(c.get("status") in _UNREADY_WHEN.get(c.get("type"), ()) for c in conditions):
         return False
     keys = [t.get("key") or "" for t in (node.get("spec") or {}).get("taints") or []]
-    return not any(k in NOT_READY_TAINTS or is_startup_taint(k) for k in keys)
+    marks = startup_marks((node.get("metadata") or {}).get("labels") or {})
+    return not any(k in NOT_READY_TAINTS or is_startup_taint(k, marks) for k in keys)
 
 
 def _timestamp(v: Any) -> datetime | None:
@@ -120,10 +144,11 @@ def node_info(node: dict[str, Any], pods_on_node: list[dict[str, Any]]) -> NodeI
 def as_joined(node: NodeInfo) -> NodeInfo:
     """``node`` as it will be once it has joined: a node not Ready yet without EPHEMERAL_TAINTS and
     its startup taints (a Ready one as it is: a taint it still carries then is no joining's)."""
-    if node.ready or not any(joining_taint(t.key) for t in node.taints):
+    marks = startup_marks(node.labels)
+    if node.ready or not any(joining_taint(t.key, marks) for t in node.taints):
         return node
-    return node.model_copy(update={"taints": [t for t in node.taints if not joining_taint(t.key)]})
+    return node.model_copy(update={"taints": [t for t in node.taints if not joining_taint(t.key, marks)]})
 
 
-def joining_taint(key: str) -> bool:
-    return key in EPHEMERAL_TAINTS or is_startup_taint(key)
+def joining_taint(key: str, marks: Collection[str] = ()) -> bool:
+    return key in EPHEMERAL_TAINTS or is_startup_taint(key, marks)

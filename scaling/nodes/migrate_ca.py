@@ -92,6 +92,7 @@ _LOOP_FLAGS = {
 }
 # Flags that only say what CA is (or are growth's behaviour anyway): nothing to carry.
 _SILENT_FLAGS = {"cloud-provider", "expander", "nodes", "v", "logtostderr", "stderrthreshold", "alsologtostderr"}
+_SILENT_FLAGS |= {"startup-taint", "ignore-taint"}  # carried into startupTaints (_startup_taint_keys)
 
 
 MigrationError = CaSettingError  # CA settings CA itself would refuse; `field` names the setting
@@ -371,6 +372,24 @@ def _pool(g: _CaGroup, name: str, shared: dict[str, Any], notes: list[str]) -> d
     }
 
 
+def _startup_taint_keys(flags: dict[str, list[str]], groups: list[_CaGroup], notes: list[str]) -> set[str]:
+    """CA's --startup-taint (and its older name --ignore-taint) keys: taints CA reads as a node's
+    unreadiness and leaves out of its templates. The nodeConfigs taints they name become startupTaints;
+    a key no group registers with is noted (an agent of the cluster's own adds it)."""
+    named = {k: flag for flag in ("startup-taint", "ignore-taint") for k in flags.get(flag, []) if k}
+    registered = {t["key"] for g in groups for t in g.taints}
+    for key in sorted(set(named) - registered):
+        notes.append(
+            f"--{named[key]}={key}: no node group registers with it, so nothing was carried over; a node "
+            "carrying it counts as Ready to growth unless its group lists it in startupTaints"
+        )
+    return set(named)
+
+
+def _split_startup(taints: list[dict[str, Any]], startup_keys: set[str]) -> tuple[list, list]:
+    return [t for t in taints if t["key"] not in startup_keys], [t for t in taints if t["key"] in startup_keys]
+
+
 def migrate(ca: CaSettings) -> Migration:
     notes: list[str] = []
     flags = flag_values(ca.args)
@@ -427,6 +446,7 @@ def migrate(ca: CaSettings) -> Migration:
         if not go_env_bool(ca.env, env_name):
             shared[key] = False
 
+    startup_keys = _startup_taint_keys(flags, groups, notes)
     scale_down, loop = _flags(flags, notes)
     hetzner: dict[str, Any] = {"token_env": "HCLOUD_TOKEN"}
     timeout = ca.env.get("HCLOUD_SERVER_CREATION_TIMEOUT", "")
@@ -456,8 +476,11 @@ def migrate(ca: CaSettings) -> Migration:
         spec: dict[str, Any] = {"pools": pools}
         if members[0].labels:
             spec["labels"] = members[0].labels
-        if members[0].taints:
-            spec["taints"] = members[0].taints
+        taints, startup = _split_startup(members[0].taints, startup_keys)
+        if taints:
+            spec["taints"] = taints
+        if startup:
+            spec["startupTaints"] = startup
         if scale_down:
             spec["scaleDown"] = dict(scale_down)
         obj = {

@@ -13,7 +13,7 @@ from scaling.kube.models import (
     Resources,
     Taint,
 )
-from scaling.kube.nodes import template_taints
+from scaling.kube.nodes import STARTUP_MARK_PREFIX, startup_mark, template_taints
 from scaling.nodes.disruption.models import ConsolidationPolicy, Disruption
 
 # Labels growth puts on the nodes it creates; the scale-down loop uses them to find its nodes.
@@ -116,11 +116,27 @@ class NodeGroup(BaseModel):
     approval: ApprovalPolicy | None = None
     disruption: Disruption = Field(default_factory=Disruption)  # budgets, expiry (scaling.nodes.disruption)
 
+    # Karpenter's startupTaints: registered with the node for an agent (a CNI, a driver) to lift once
+    # the node runs pods; never read on a planned node, and a node carrying one is not Ready.
+    startup_taints: list[Taint] = Field(default_factory=list, alias="startupTaints")
+
     @property
     def template_taints(self) -> list[Taint]:
         """``taints`` as a planned node is read: without the startup and status ones it registers with
         and sheds (scaling.kube.nodes.template_taints)."""
         return template_taints(self.taints)
+
+    @property
+    def registered_taints(self) -> list[Taint]:
+        """What the group's nodes register with: its taints and its startup taints."""
+        return [*self.taints, *self.startup_taints]
+
+    @property
+    def registered_labels(self) -> dict[str, str]:
+        """What the group's nodes register with: its labels, and a mark for each startup taint (how
+        node_is_ready, reading the node alone, knows it for one)."""
+        marks = {STARTUP_MARK_PREFIX + startup_mark(t.key): "true" for t in self.startup_taints}
+        return {**self.labels, **marks}
 
 
 class Pool(BaseModel):

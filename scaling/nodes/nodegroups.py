@@ -500,6 +500,7 @@ def parse_node_group(obj: dict[str, Any], known_providers: Collection[str]) -> N
         name=name,
         labels=_string_map(spec.get("labels"), "spec.labels"),
         taints=_taints(spec.get("taints"), "spec.taints"),
+        startupTaints=_taints(spec.get("startupTaints"), "spec.startupTaints"),
         pools=pools,
         maxNodes=max_nodes,
         scaleDown=scale_down,

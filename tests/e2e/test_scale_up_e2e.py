@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 from temporalio.client import WorkflowHandle
 
@@ -141,25 +142,26 @@ async def test_a_node_ready_before_its_not_ready_taint_goes_is_bought_once(local
     await handle.terminate()
 
 
-CNI_TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/cni"
+CA_STARTUP_TAINT = "startup-taint.cluster-autoscaler.kubernetes.io/cni"  # Cluster Autoscaler's prefix
+CILIUM_TAINT = "node.cilium.io/agent-not-ready"  # any key, declared in the group's startupTaints
 
 
-async def lift_startup_taint_after(api: client.ApiClient, delay_s: float, stop: asyncio.Event) -> None:
-    """What a CNI's agent does: lift the node's startup taint once it runs there, here ``delay_s``
-    after the node turned Ready."""
+async def lift_startup_taint_after(api: client.ApiClient, key: str, delay_s: float, stop: asyncio.Event) -> None:
+    """What a CNI's agent does: lift the node's startup taint ``key`` once it runs there, here
+    ``delay_s`` after the node turned Ready."""
     core = client.CoreV1Api(api)
     ready_at: dict[str, float] = {}
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         for n in (await asyncio.to_thread(core.list_node)).items:
             taints = n.spec.taints or []
-            if not any(t.key == CNI_TAINT for t in taints):
+            if not any(t.key == key for t in taints):
                 continue
             if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []):
                 continue
             if loop.time() - ready_at.setdefault(n.metadata.name, loop.time()) < delay_s:
                 continue
-            kept = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints if t.key != CNI_TAINT]
+            kept = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints if t.key != key]
             body = {"metadata": {"resourceVersion": n.metadata.resource_version}, "spec": {"taints": kept}}
             try:
                 await asyncio.to_thread(core.patch_node, n.metadata.name, body)
@@ -169,17 +171,25 @@ async def lift_startup_taint_after(api: client.ApiClient, delay_s: float, stop: 
         await asyncio.sleep(0.2)
 
 
-async def test_a_node_with_a_startup_taint_is_bought_once_and_planned_without_it(local_cluster) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    ("key", "spec_field"),
+    [(CA_STARTUP_TAINT, "taints"), (CILIUM_TAINT, "startupTaints")],
+    ids=["prefix", "startupTaints"],
+)
+async def test_a_node_with_a_startup_taint_is_bought_once_and_planned_without_it(
+    local_cluster, key, spec_field
+) -> None:  # noqa: ANN001
     """The group registers its nodes with a CNI's startup taint, which the CNI lifts 4 s after a node is
-    Ready. The pods do not tolerate it, yet the group serves them (its planned nodes are read without
-    it, as Cluster Autoscaler's templates are), and a node still carrying it is not Ready: its request
-    stays in flight and nothing is bought twice."""
+    Ready: under Cluster Autoscaler's prefix among its taints, or under any key in its startupTaints
+    (Karpenter's field). The pods do not tolerate it, yet the group serves them (its planned nodes are
+    read without it), and a node still carrying it is not Ready: its request stays in flight and
+    nothing is bought twice."""
     lc: LocalCluster = local_cluster({"kwok": {}}, ["--node-ready-delay", "1"])
-    taints = [{"key": CNI_TAINT, "value": "true", "effect": "NoSchedule"}]
     pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]
-    apply_node_group(lc.api, node_group("general", pools, taints=taints))
+    startup = [{"key": key, "value": "true", "effect": "NoSchedule"}]
+    apply_node_group(lc.api, node_group("general", pools, **{spec_field: startup}))
     stop = asyncio.Event()
-    agent = asyncio.create_task(lift_startup_taint_after(lc.api, 4.0, stop))
+    agent = asyncio.create_task(lift_startup_taint_after(lc.api, key, 4.0, stop))
     handle = await start_autoscaler(lc, "startup")
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
 

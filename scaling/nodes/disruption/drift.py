@@ -47,7 +47,7 @@ def drift_message(node: NodeInfo, group: NodeGroup | None) -> str | None:
     pool = pool_for(node, [group])
     if pool is None:
         return f"node {node.name}'s pool is no longer in group {group.name}'s spec"
-    if pool_hash(group.labels, group.taints, pool) != recorded:
+    if pool_hash(group.registered_labels, group.registered_taints, pool) != recorded:
         return f"node {node.name} was made from an earlier spec of pool {pool.name} (group {group.name})"
     return None
 

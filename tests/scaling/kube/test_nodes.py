@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 
 from scaling.kube.models import Resources, Taint
-from scaling.kube.nodes import node_info, node_is_ready
+from scaling.kube.nodes import STARTUP_MARK_PREFIX, node_info, node_is_ready, startup_mark
 
 GI = 2**30
 
@@ -122,3 +122,21 @@ def test_a_startup_taint_keeps_a_node_unready_and_a_status_taint_does_not() -> N
         obj = node()
         obj["spec"]["taints"] = [{"key": key, "effect": "NoSchedule"}]
         assert node_is_ready(obj) is ready, key
+
+
+def test_a_taint_the_node_marks_as_startup_keeps_it_unready() -> None:
+    """A group's startupTaints (Karpenter's) under any key: the node growth registers carries a label
+    naming each, and is not Ready while it carries one of them. The same taint unmarked is a taint like
+    any other."""
+    obj = node()
+    obj["spec"]["taints"] = [{"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}]
+    assert node_is_ready(obj)
+    obj["metadata"]["labels"][STARTUP_MARK_PREFIX + startup_mark("node.cilium.io/agent-not-ready")] = "true"
+    assert not node_is_ready(obj)
+    obj["spec"]["taints"] = []  # the agent lifted it
+    assert node_is_ready(obj)
+    # A label name is 63 characters, alphanumeric at both ends: other keys go by their hash.
+    long = "example.com/" + "x" * 60
+    assert startup_mark("node.cilium.io/agent-not-ready") == "node.cilium.io_agent-not-ready"
+    assert len(startup_mark(long)) <= 63 and startup_mark(long) != startup_mark(long + "y")
+    assert startup_mark("_odd") != "_odd"

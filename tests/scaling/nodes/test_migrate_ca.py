@@ -145,6 +145,26 @@ def test_readme_cluster_config_carries_labels_and_taints() -> None:
     assert from_file.node_groups == result.node_groups
 
 
+def test_startup_taint_flags_move_the_taints_they_name_into_startup_taints() -> None:
+    """CA's --startup-taint (and its older name --ignore-taint): a node carrying that taint is not ready
+    yet, and CA's templates leave it out. The nodeConfigs taint it names becomes the group's
+    startupTaints (registered as before, never read on a planned node); a key no group registers with
+    is noted, not carried over."""
+    config = json.loads(README_CLUSTER_CONFIG)
+    cilium = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}
+    config["nodeConfigs"]["pool1"]["taints"].append(cilium)
+    args = [*README_NODES[:1], "--startup-taint=node.cilium.io/agent-not-ready", "--ignore-taint=example.com/gone"]
+    result = migrate(CaSettings(args=args, env={"HCLOUD_CLUSTER_CONFIG": b64(json.dumps(config))}))
+    valid(result)
+    [group] = result.node_groups
+    assert group["spec"]["taints"] == [
+        {"key": "node.kubernetes.io/role", "value": "autoscaler-node", "effect": "NoExecute"}
+    ]
+    assert group["spec"]["startupTaints"] == [cilium]
+    assert any("--ignore-taint=example.com/gone" in n for n in result.notes)
+    assert not any("has no growth equivalent" in n and "startup-taint" in n for n in result.notes)
+
+
 def test_readme_flags_in_legacy_mode_keep_every_ca_group_apart() -> None:
     result = migrate(
         CaSettings(args=README_NODES, env={"HCLOUD_CLOUD_INIT": b64("#cloud-config"), "HCLOUD_IMAGE": "debian-12"})

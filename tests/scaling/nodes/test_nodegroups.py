@@ -107,6 +107,7 @@ def bad(path: list[Any], value: Any) -> dict[str, Any]:
             "quantity",
         ),
         (bad(["spec", "labels"], {"a": 1}), "spec.labels.a", "string"),
+        (bad(["spec", "startupTaints"], [{"effect": "NoSchedule"}]), "spec.startupTaints[0].key", "non-empty"),
         (bad(["metadata", "name"], "Bad_Name"), "metadata.name", "DNS"),
         (bad(["apiVersion"], "growth/v1alpha1"), "apiVersion", "growth.autoscaling.dev/v1alpha1"),
         (bad(["spec", "pools", 0, "serverType"], ["CX31"]), "spec.pools[1].serverType[0]", "already listed"),
@@ -309,3 +310,19 @@ def test_pools_that_name_themselves_can_share_a_type_and_location() -> None:
     with pytest.raises(InvalidSpec) as e:
         parse_node_group(obj(pools=[pools[0], pools[0]], maxNodes=None), KNOWN)
     assert e.value.field == "spec.pools[1].serverType[0]"
+
+
+def test_startup_taints_are_registered_marked_and_never_planned_on() -> None:
+    """Karpenter's startupTaints: the group's nodes register with them (and a label naming each, so a
+    reader of the node alone knows them for startup taints), and planned nodes are read without them."""
+    doc = copy.deepcopy(obj())
+    cilium = {"key": "node.cilium.io/agent-not-ready", "value": "true", "effect": "NoExecute"}
+    doc["spec"]["startupTaints"] = [cilium]
+    g = parse_node_group(doc, KNOWN)
+    assert [t.key for t in g.startup_taints] == ["node.cilium.io/agent-not-ready"]
+    assert [t.key for t in g.registered_taints] == [*(t.key for t in g.taints), "node.cilium.io/agent-not-ready"]
+    assert g.template_taints == g.taints
+    assert g.registered_labels == {
+        **g.labels,
+        "startup-taint.growth.autoscaling.dev/node.cilium.io_agent-not-ready": "true",
+    }

@@ -76,6 +76,18 @@ def test_drift_is_a_changed_spec_or_a_pool_no_longer_listed_and_never_a_node_wit
     assert drift_message(node("legacy"), group(image="ubuntu-26.04")) is None
 
 
+def test_a_node_made_with_the_groups_startup_taints_is_not_drifted_until_they_change() -> None:
+    """The hash a node records is of what it registers with (its group's startup taints and their marks
+    included, as request_machine computes it); the drift check reads the same."""
+    g = group().model_copy(
+        update={"startup_taints": [Taint(key="node.cilium.io/agent-not-ready", effect="NoSchedule")]}
+    )
+    pool = flatten_pools(g)[0]
+    n = node("n1", labels={LABEL_POOL_HASH: pool_hash(g.registered_labels, g.registered_taints, pool)})
+    assert drift_message(n, g) is None
+    assert drift_message(n, group()) is not None  # the startup taint dropped from the spec
+
+
 def test_expiry_is_age_past_expire_after() -> None:
     g = group(expire_after_s=24 * 3600.0)
     assert expiry_message(made_from(g, "young", created_h_ago=23), g, NOW) is None
