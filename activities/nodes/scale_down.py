@@ -335,7 +335,8 @@ class ScaleDownActivities:
         from a stale read would put back a taint since removed or drop one since added. Cluster
         Autoscaler updates its taints so too (utils/taints: Update on the read's resourceVersion, again
         on a conflict)."""
-        for attempt in range(CONFLICT_RETRIES):
+        conflicts = 0
+        while True:
             node = self._read_node(cluster, name)
             if node is None:
                 return False
@@ -349,9 +350,9 @@ class ScaleDownActivities:
             except ApiException as e:
                 if e.status == 404:  # the node is gone already: nothing to mark or unmark
                     return False
-                if e.status != 409 or attempt == CONFLICT_RETRIES - 1:
+                conflicts += 1
+                if e.status != 409 or conflicts == CONFLICT_RETRIES:
                     raise
-        return False  # not reached: the last attempt returns or raises
 
     @activity.defn(name=contracts.MARK_NODE_FOR_SCALE_DOWN)
     def mark_node_for_scale_down(self, inp: MarkNodeInput) -> bool:

@@ -84,6 +84,30 @@ def pods_running(api: client.ApiClient, app: str) -> int:
     return sum(1 for p in pods if p.status.phase == "Running")
 
 
+async def all_running(
+    lc: LocalCluster, handle: WorkflowHandle, app: str, count: int, what: str, timeout_s: float = 90
+) -> AutoscalerStatus:
+    """The loop's status once ``count`` pods of ``app`` run and no request is in flight."""
+
+    async def settled() -> AutoscalerStatus | None:
+        # Pods first (the truth), then the status: a status read before them may predate the
+        # requests that made those pods' nodes (a loaded machine once answered from the first observation).
+        if pods_running(lc.api, app) != count:
+            return None
+        s = await handle.query(NodeAutoscalerWorkflow.status)
+        return None if s.in_flight else s
+
+    return await until(settled, timeout_s, what)
+
+
+def requested_and_used(api: client.ApiClient, app: str) -> tuple[set[str], set[str]]:
+    """The nodes growth's requests made, and the nodes ``app``'s pods run on."""
+    core = client.CoreV1Api(api)
+    nodes = {n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items}
+    used = {p.spec.node_name for p in core.list_namespaced_pod("default", label_selector=f"app={app}").items}
+    return nodes, used
+
+
 async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(local_cluster) -> None:  # noqa: ANN001
     lc: LocalCluster = local_cluster({"kwok": {}}, ["--node-ready-delay", "6"])
     apply_node_group(lc.api, node_group("general", [{"provider": "kwok", "serverType": ["cx22"], "priority": 10}]))
@@ -100,14 +124,7 @@ async def test_worker_killed_mid_provisioning_finishes_without_a_second_node(loc
     assert not lc.worker.alive()
     lc.restart_worker("worker-2")
 
-    async def all_running() -> AutoscalerStatus | None:
-        # Pods first (the truth), then the status: a status read before them may be stale.
-        if pods_running(lc.api, "web") != 6:
-            return None
-        s = await handle.query(NodeAutoscalerWorkflow.status)
-        return None if s.in_flight else s
-
-    status = await until(all_running, 90, "all pods running after the worker restart")
+    status = await all_running(lc, handle, "web", 6, "all pods running after the worker restart")
     nodes = client.CoreV1Api(lc.api).list_node(label_selector=LABEL_REQUEST).items
     per_request = Counter(n.metadata.labels[LABEL_REQUEST] for n in nodes)
     assert per_request and set(per_request.values()) == {1}, per_request  # one node per request
@@ -127,16 +144,8 @@ async def test_a_node_ready_before_its_not_ready_taint_goes_is_bought_once(local
     handle = await start_autoscaler(lc, "lag")
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
 
-    async def all_running() -> AutoscalerStatus | None:
-        if pods_running(lc.api, "web") != 6:
-            return None
-        s = await handle.query(NodeAutoscalerWorkflow.status)
-        return None if s.in_flight else s
-
-    status = await until(all_running, 90, "all pods running")
-    core = client.CoreV1Api(lc.api)
-    nodes = {n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items}
-    used = {p.spec.node_name for p in core.list_namespaced_pod("default", label_selector="app=web").items}
+    status = await all_running(lc, handle, "web", 6, "all pods running")
+    nodes, used = requested_and_used(lc.api, "web")
     # A cx22 holds three of these pods (1930m allocatable): two nodes, each holding some.
     assert len(nodes) == status.nodes_created == 2 and used == nodes, (nodes, used)
     await handle.terminate()
@@ -193,20 +202,12 @@ async def test_a_node_with_a_startup_taint_is_bought_once_and_planned_without_it
     handle = await start_autoscaler(lc, "startup")
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", deployment("web", 6, cpu="500m", memory="256Mi"))
 
-    async def all_running() -> AutoscalerStatus | None:
-        if pods_running(lc.api, "web") != 6:
-            return None
-        s = await handle.query(NodeAutoscalerWorkflow.status)
-        return None if s.in_flight else s
-
     try:
-        status = await until(all_running, 90, "all pods running")
+        status = await all_running(lc, handle, "web", 6, "all pods running")
     finally:
         stop.set()
         await agent
-    core = client.CoreV1Api(lc.api)
-    nodes = {n.metadata.name for n in core.list_node(label_selector=LABEL_REQUEST).items}
-    used = {p.spec.node_name for p in core.list_namespaced_pod("default", label_selector="app=web").items}
+    nodes, used = requested_and_used(lc.api, "web")
     assert len(nodes) == status.nodes_created == 2 and used == nodes, (nodes, used)
     await handle.terminate()
 
@@ -279,15 +280,7 @@ async def test_zone_spread_gets_its_nodes_in_every_zone(local_cluster) -> None: 
     web = deployment("spread", 4, cpu="1500m", memory="256Mi", topologySpreadConstraints=[spread])
     client.AppsV1Api(lc.api).create_namespaced_deployment("default", web)
 
-    async def all_running() -> AutoscalerStatus | None:
-        # Pods first, then the status: a status answered earlier may predate the requests that
-        # made those pods' nodes (a loaded machine once answered from the first observation).
-        if pods_running(lc.api, "spread") != 4:
-            return None
-        s = await handle.query(NodeAutoscalerWorkflow.status)
-        return s if not s.in_flight else None
-
-    status = await until(all_running, 120, "every spread pod running")
+    status = await all_running(lc, handle, "spread", 4, "every spread pod running", timeout_s=120)
     core = client.CoreV1Api(lc.api)
     zone_of = {
         n.metadata.name: n.metadata.labels[LABEL_ZONE] for n in core.list_node(label_selector=LABEL_REQUEST).items

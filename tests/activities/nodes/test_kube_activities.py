@@ -195,20 +195,16 @@ async def test_wait_node_ready_waits_for_the_not_ready_taint_to_go(api: client.A
 
     eventually(condition_ready, timeout=30, message="the Ready condition")
     assert "node.kubernetes.io/not-ready" in [t.key for t in core.read_node(created.node_name).spec.taints or []]
-    env = ActivityEnvironment()
+    env, kube = ActivityEnvironment(), KubeActivities(api, known_providers=["kwok"])
     short = WaitReadyInput(cluster="c1", node_name=created.node_name, timeout_s=0.5, poll_s=0.05)
-    assert await env.run(kube_waits(api).wait_node_ready, short) is False
+    assert await env.run(kube.wait_node_ready, short) is False
     batch = WaitNodesReadyInput(
         cluster="c1", nodes=[NodeWait(node_name=created.node_name, deadline=time.time() + 0.5)], poll_s=0.05
     )
-    assert await env.run(kube_waits(api).wait_nodes_ready, batch) == {created.node_name: False}
+    assert await env.run(kube.wait_nodes_ready, batch) == {created.node_name: False}
     sim.control_request("POST", "/sim/v1/settings", {"node_taint_lag": 0})
     long = short.model_copy(update={"timeout_s": 60})
-    assert await env.run(kube_waits(api).wait_node_ready, long) is True
-
-
-def kube_waits(api: client.ApiClient) -> KubeActivities:
-    return KubeActivities(api, known_providers=["kwok"])
+    assert await env.run(kube.wait_node_ready, long) is True
 
 
 async def test_wait_nodes_ready_settles_each_node_of_a_batch(api: client.ApiClient, sim: FakeCluster) -> None:
