@@ -27,8 +27,10 @@ store's resourceVersion order (one counter over every resource), so every state 
 held is seen, in order (replacement_violations):
 
 - at every instant, each drifted node or one of its successors is Ready and schedulable (no
-  cordon, no NoSchedule/NoExecute taint): the old node is marked and cordoned only once its
-  successor serves, and never both are out of service;
+  cordon, no NoSchedule/NoExecute taint but Karpenter's karpenter.sh/disrupted, which a command
+  puts on its nodes before it makes their successors: it keeps new pods off a node that keeps its
+  own): the old node is marked and cordoned only once its successor serves, and never both are out
+  of service;
 - one successor per drifted node (nodes labelled growth.autoscaling.dev/replaces with its
   name), labelled with the request its replacement workflow keys the create with
   (`nodes/<cluster>/replace/<node>/node-<i>`), and no other node made after the drift;
@@ -99,6 +101,9 @@ GROUP_SPEC: dict[str, Any] = {
 HETZNER_SPEC = GROUP_SPEC | {"pools": [p | {"billing": {"period": "0"}} for p in HETZNER_POOLS]}
 DRIFT_LABELS = {"chaos.growth.autoscaling.dev/generation": "2"}  # in the pool hash: drifts every node
 OUT_OF_SERVICE_EFFECTS = ("NoSchedule", "NoExecute")
+# Karpenter's taint on a command's candidates from before their replacements launch: new pods stay
+# off the node, the pods it runs stay on it (a taint, not a cordon or a drain). The node serves.
+DISRUPTED = "karpenter.sh/disrupted"
 FINISHED = ("Succeeded", "Failed")
 SUCCESSORS_LOOKED_FOR = 8  # successor indexes a replacement's key may carry
 
@@ -137,7 +142,9 @@ def node_seen(rv: int, obj: dict[str, Any], gone: bool = False) -> NodeSeen:
         gone=gone,
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []),
         schedulable=not spec.get("unschedulable")
-        and not any(t.get("effect") in OUT_OF_SERVICE_EFFECTS for t in spec.get("taints") or []),
+        and not any(
+            t.get("effect") in OUT_OF_SERVICE_EFFECTS and t.get("key") != DISRUPTED for t in spec.get("taints") or []
+        ),
         replaces=labels.get(LABEL_REPLACES, ""),
         request=labels.get(LABEL_REQUEST, ""),
     )

@@ -67,6 +67,7 @@ def build_activities(
         down.check_node_removal,
         down.mark_node_for_scale_down,
         down.unmark_node,
+        down.taint_disrupted,
         down.cordon_node,
         down.evict_pod,
         down.evict_in_order,

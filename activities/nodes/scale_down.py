@@ -32,7 +32,7 @@ from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.kube.informer import Informer
 from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
-from scaling.kube.drain import TAINT_TO_BE_DELETED, pdb_from_object
+from scaling.kube.drain import TAINT_DISRUPTED, TAINT_TO_BE_DELETED, pdb_from_object
 from scaling.kube.models import PodInfo
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import controlled_pods, controller_uid, pod_info
@@ -40,6 +40,7 @@ from scaling.nodes import contracts
 from scaling.nodes.adoption import adopt_nodes
 from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import (
+    DisruptedTaintInput,
     EvictInOrderInput,
     EvictPodInput,
     EvictResult,
@@ -385,6 +386,22 @@ class ScaleDownActivities:
             return body
 
         self._change_node(inp.cluster, inp.node, unmark)
+
+    @activity.defn(name=contracts.TAINT_DISRUPTED)
+    def taint_disrupted(self, inp: DisruptedTaintInput) -> list[str]:
+        """karpenter.sh/disrupted:NoSchedule added to (``present``) or lifted from each node, as
+        Karpenter's RequireNoScheduleTaint does; the nodes found (a node gone needs neither)."""
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            taints = list((node.get("spec") or {}).get("taints") or [])
+            has = any(t.get("key") == TAINT_DISRUPTED for t in taints)
+            if has == inp.present:
+                return None
+            if inp.present:
+                return {"spec": {"taints": [*taints, {"key": TAINT_DISRUPTED, "effect": "NoSchedule"}]}}
+            return {"spec": {"taints": [t for t in taints if t.get("key") != TAINT_DISRUPTED]}}
+
+        return [n for n in inp.nodes if self._change_node(inp.cluster, n, change)]
 
     @activity.defn(name=contracts.CORDON_NODE)
     def cordon_node(self, inp: NodeRef) -> None:

@@ -36,6 +36,11 @@ ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-di
 # reacts to growth.
 TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 DELETION_TAINT_KEYS = frozenset({TAINT_TO_BE_DELETED})
+# Karpenter's taint on the candidates of a disruption command, from its decision on (before its
+# replacements are launched) until they are deleted or the command rolls back: no new pod lands on
+# a node whose pods the command has planned to move (pkg/controllers/disruption/controller.go
+# executeCommand, MarkDisrupted). A NoSchedule taint, not a cordon: the node keeps its pods.
+TAINT_DISRUPTED = "karpenter.sh/disrupted"
 KUBE_SYSTEM = "kube-system"
 # Controllers that recreate an evicted pod somewhere else (Deployments act through ReplicaSets).
 REPLICATED_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController", "Job"})

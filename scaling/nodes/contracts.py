@@ -53,6 +53,9 @@ EVALUATE_SCALE_DOWN = "evaluate_scale_down"
 CHECK_NODE_REMOVAL = "check_node_removal"
 MARK_NODE_FOR_SCALE_DOWN = "mark_node_for_scale_down"
 UNMARK_NODE = "unmark_node"
+# A NodeReplacement's nodes tainted karpenter.sh/disrupted:NoSchedule before its successors are made,
+# the taint lifted again from those it does not remove.
+TAINT_DISRUPTED = "taint_disrupted"
 CORDON_NODE = "cordon_node"
 EVICT_POD = "evict_pod"
 # A NodeReplacement's moved pods evicted one at a time, each once the one before is bound again
@@ -91,6 +94,7 @@ ACTIVITY_NAMES = frozenset(
         CHECK_NODE_REMOVAL,
         MARK_NODE_FOR_SCALE_DOWN,
         UNMARK_NODE,
+        TAINT_DISRUPTED,
         CORDON_NODE,
         EVICT_POD,
         EVICT_IN_ORDER,
@@ -353,6 +357,14 @@ class UnmarkNodeInput(BaseModel):
     cluster: str
     node: str
     uncordon: bool = False
+
+
+class DisruptedTaintInput(BaseModel):
+    """``nodes`` tainted karpenter.sh/disrupted:NoSchedule (``present``), or that taint lifted."""
+
+    cluster: str
+    nodes: list[str]
+    present: bool
 
 
 class EvictPodInput(BaseModel):

@@ -249,6 +249,15 @@ def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
                     workflow_id=wf,
                 )
             )
+        elif e.name == contracts.TAINT_DISRUPTED:
+            present = bool(inp.get("present"))
+            detail = (
+                "tainted karpenter.sh/disrupted:NoSchedule: no new pods while its successors are made"
+                if present
+                else "karpenter.sh/disrupted taint lifted: it keeps serving, new pods too"
+            )
+            what = "DisruptionTainted" if present else "DisruptionUntainted"
+            out.append(TrailEntry(at=e.at, what=what, detail=detail, workflow_id=wf))
         elif e.name == contracts.MARK_NODE_FOR_SCALE_DOWN:
             out.append(
                 TrailEntry(

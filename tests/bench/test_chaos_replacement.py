@@ -122,6 +122,12 @@ def test_a_node_as_the_api_server_shows_it() -> None:
     assert KEY_A not in successor_keys("c", "a", ["another"])
     assert request_key(successor_id(replacement_id("c", "a"), 0)) not in successor_keys("c", "a", [RUN_A])
     assert node_seen(8, {**obj, "spec": {"unschedulable": False}}).serving
+    # A command's karpenter.sh/disrupted taint keeps new pods off a node that keeps serving its own;
+    # cordoned, or marked for deletion beside it, the node is out of service.
+    disrupted = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+    assert node_seen(9, {**obj, "spec": {"taints": [disrupted]}}).serving
+    assert not node_seen(10, {**obj, "spec": {"taints": [disrupted], "unschedulable": True}}).serving
+    assert not node_seen(11, obj | {"spec": {"taints": [disrupted, *obj["spec"]["taints"]]}}).serving
 
 
 def test_the_drift_changes_the_labels_and_carries_the_budget() -> None:

@@ -1,6 +1,9 @@
 """NodeReplacement `nodes/<cluster>/replace/<node>`: a drifted, expired or consolidated node replaced, its
-successor Ready before it is touched (Karpenter's orchestration queue: launch, wait initialized, then taint
-and drain). A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
+successor Ready before it is drained (Karpenter's disruption controller and orchestration queue: taint the
+candidates karpenter.sh/disrupted:NoSchedule, launch, wait initialized, then drain and delete; untaint
+when a launch fails). The taint comes right before the first successor's create (once approved, when
+the group's approval gate holds it): from then on no new pod lands on a node whose pods the plan moves,
+and the node keeps serving the pods it has. A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
 which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then the
 chosen nodes are drained together (patch multi-node-drains-together; runs before it drained them one
 after the other): every node's NodeScaleDown starts at once, gated by this workflow (``drain_gate``),
@@ -33,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes import contracts
     from scaling.nodes.contracts import (
         DeleteNodeInput,
+        DisruptedTaintInput,
         EvictInOrderInput,
         NodeRemovalCheck,
         NodeRemovalCheckInput,
@@ -84,6 +88,14 @@ DRAINS_IN_ORDER = "drain-in-planned-order"
 # Ready, schedulable node from the moment it is made, and pods from elsewhere may have landed on it
 # (it went at the provider, undrained, with them). One that serves stays for the loop's scale-down.
 SUCCESSORS_EMPTY_FIRST = "successors-deleted-only-empty"
+# workflow.patched id: the command's nodes are tainted karpenter.sh/disrupted:NoSchedule before the first
+# successor's create, and the taint lifted from those the command does not remove. Untainted while the
+# successors were made, a node took pods from elsewhere (another removal's, a scale-up's) into the room
+# its own plan counted on, and its drain's re-check then cancelled the command after its successor was
+# bought (the consolidation bench, seed 3: a cx52's cache onto the cx32 being replaced by a cx22). Runs
+# from before replay their creates with no taint (every committed replacement history but
+# node_replacement.json). (Orchestration: added 2026-11, release 0.3.0.)
+DISRUPTED_FIRST = "disrupted-taint-before-successors"
 
 
 @workflow.defn(name="NodeReplacement")
@@ -105,6 +117,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.draining = False
         self.cordoned: set[str] = set()  # drain_gate reports: nodes of the command cordoned, waiting to drain
         self.nodes = command_nodes(inp)  # what the loop holds for this command (one node but for multi-node)
+        self.disrupted: bool | None = None  # whether the nodes were tainted (None: not asked yet)
         # The run's key, not the id's (orchestration.command_id): the successors' create key and label.
         self.command = command_id(workflow.info().workflow_id, workflow.info().first_execution_run_id)
 
@@ -188,6 +201,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         failed = [m for m in self.machines if m.status.phase != RequestPhase.READY]
         if self.cancel_reason is not None or failed:
             await self._delete_successors()
+            await self._untaint(self.nodes)  # rolled back: every node keeps serving, new pods too
             if self.cancel_reason is not None:
                 return await self._finish(ScaleDownPhase.CANCELLED, *self.cancel_reason)
             m = failed[0]
@@ -208,6 +222,10 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             results = await self._drain_in_turn()
         if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
             await self._delete_successors()  # nothing moved to them: the nodes keep serving alone
+        # A node the drain's re-check kept serves on, for new pods too; one another command removes is its.
+        await self._untaint(
+            [r.node for r in results if r.phase != ScaleDownPhase.REMOVED and r.reason != ALREADY_REMOVING]
+        )
         result = results[0]
         if len(results) > 1:
             removed = [r.node for r in results if r.phase == ScaleDownPhase.REMOVED]
@@ -317,6 +335,13 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.status.message = f"successor {s.id}: {s.phase.value}" + (f" ({s.message})" if s.message else "")
         self._show()
 
+    async def creating(self, machine: RequestMachine) -> None:
+        """Before the first create: the command's nodes tainted (DISRUPTED_FIRST)."""
+        if self.disrupted is None:
+            self.disrupted = workflow.patched(DISRUPTED_FIRST)
+            if self.disrupted:
+                await self._taint(self.nodes, present=True)
+
     async def provisioning(self, machine: RequestMachine) -> None:
         await self.publish(machine)
 
@@ -324,6 +349,20 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         return await wait_alone(machine, wait)
 
     # -- helpers -------------------------------------------------------------------------
+    async def _taint(self, nodes: list[str], present: bool) -> None:
+        await workflow.execute_activity(
+            contracts.TAINT_DISRUPTED,
+            DisruptedTaintInput(cluster=self.inp.removal.cluster, nodes=nodes, present=present),
+            result_type=list[str],
+            **NODE_ACTIVITIES[contracts.TAINT_DISRUPTED].timeouts(),
+            retry_policy=KUBE_RETRY,
+        )
+
+    async def _untaint(self, nodes: list[str]) -> None:
+        """The taint lifted from ``nodes``, if this run tainted them."""
+        if self.disrupted and nodes:
+            await self._taint(nodes, present=False)
+
     async def _delete_successors(self) -> None:
         ready = [m.status for m in self.machines if m.status.phase == RequestPhase.READY and m.status.node_name]
         check_first = bool(ready) and workflow.patched(SUCCESSORS_EMPTY_FIRST)

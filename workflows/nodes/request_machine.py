@@ -128,12 +128,18 @@ class MachineApprovals(ApprovalUpdates):
     def _decided(self, approve: bool, note: Any) -> str:
         return self.decision.decide(approve, "operator", str(note or ""))
 
+    async def creating(self, machine: RequestMachine) -> None:
+        """Nothing comes before a create but for a NodeReplacement (RequestOwner.creating)."""
+
 
 class RequestOwner(Protocol):
     """What a machine asks of the workflow it runs in."""
 
     async def publish(self, machine: RequestMachine) -> None:
         """A change the loop and the Web UI must see, in order."""
+
+    async def creating(self, machine: RequestMachine) -> None:
+        """A create is next (approved, if a gate holds it): what must come first."""
 
     async def provisioning(self, machine: RequestMachine) -> None:
         """The node was created; the readiness wait follows."""
@@ -178,6 +184,9 @@ class RequestMachine:
             if self.cancel_requested or attempts_exhausted(status.attempts, inp.max_attempts):
                 break
             if not await self._approved(pool):
+                break
+            await self.owner.creating(self)
+            if self.cancel_requested:  # while the owner prepared (a NodeReplacement's taint)
                 break
             if await self._try_pool(pool, attempt_no):
                 break

@@ -63,6 +63,12 @@ def drain_order_of(
     obs: ScaleDownObservation, catalogue: list[ServerType], new_nodes: list[PlannedNode], nodes: list[str], moves: Moves
 ) -> DrainOrder:
     """``drain_order`` for successors ``new_nodes`` and what draining ``nodes`` moves (``moves``)."""
+    if moves.displaced:  # the pods of a removal under way (or pending ones) need these nodes' room first
+        pod = moves.displaced[0]
+        return DrainOrder(
+            f"pod {pod_key(pod)}, about to land, has room on no node but {pod.node_name}, which it would "
+            "take while this command makes its successors: it goes once the pod is bound"
+        )
     if not moves.movers:
         return DrainOrder()
     on: dict[str, list[PodInfo]] = {}

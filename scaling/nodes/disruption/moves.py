@@ -4,9 +4,16 @@ common reading of the cluster)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from scaling.kube.drain import marked_for_deletion, pod_key, pods_by_node, pods_to_evict, without_long_terminating
+from scaling.kube.drain import (
+    is_terminal,
+    marked_for_deletion,
+    pod_key,
+    pods_by_node,
+    pods_to_evict,
+    without_long_terminating,
+)
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.kube.nodes import as_joined
@@ -21,11 +28,13 @@ from scaling.nodes.scale_down.landing import awaiting_scheduler, land, pods_of_r
 class Moves:
     """What draining ``nodes`` moves, and where to: their pods that come back (``movers``), the nodes
     that may take them (``others``), and the pods that stay (``staying``, those about to land bound
-    where they land; ``others``' ``requested`` counts them)."""
+    where they land; ``others``' ``requested`` counts them). ``displaced``: pods about to land (another
+    removal's, or pending) that no node but one of ``nodes`` has room for, bound to it."""
 
     movers: list[PodInfo]
     others: list[NodeInfo]
     staying: list[PodInfo]
+    displaced: list[PodInfo] = field(default_factory=list)
 
 
 def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], now: float) -> Moves:
@@ -55,7 +64,9 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
             successors.setdefault(replaces, []).append(n)
     removals = pods_of_removals(obs.nodes, pods_by_node(pods), excluded=nodes, also=leaving)
     waiting = [*beyond_successors(removals, successors), *awaiting_scheduler(pods)]
-    if landing := nominated(waiting, others, staying):
+    landing = nominated(waiting, others, staying)
+    displaced = only_room_on(nodes, obs, pods, [p for p in waiting if pod_key(p) not in landing])
+    if landing:
         bound = [p.model_copy(update={"node_name": landing[k]}) for p in waiting if (k := pod_key(p)) in landing]
         taken_by = used_by_node(bound)  # the planner reads a node's room from its `requested`
         others = [
@@ -63,7 +74,28 @@ def pods_moving(obs: ScaleDownObservation, nodes: list[str], leaving: set[str], 
             for n in others
         ]
         staying = [p for p in staying if pod_key(p) not in landing] + bound  # a drained pod moves
-    return Moves(movers, others, staying)
+    return Moves(movers, others, staying, displaced)
+
+
+def only_room_on(
+    nodes: list[str], obs: ScaleDownObservation, pods: list[PodInfo], left: list[PodInfo]
+) -> list[PodInfo]:
+    """Of ``left`` (pods about to land that no other node takes), those ``nodes`` have room for as they
+    are, each bound to the one it fits first: the scheduler puts them there until the command's taint, and a command that takes that room
+    strands them (another removal's plan counted on it, and its drain went on). The consolidation
+    bench's seed 3: a cx32 being replaced by a cx22 took the cache of an underused cx52 drained beside
+    it, and its re-check refused after the cx22 was bought; tainted first, it would have left the
+    cache pending. Karpenter schedules the pods of deleting nodes and pending pods with a command's
+    own (pkg/controllers/disruption/helpers.go SimulateScheduling)."""
+    if not left:
+        return []
+    mine = [n for n in obs.nodes if n.name in nodes]
+    held = land(
+        sorted(left, key=largest_first),
+        mine,
+        used_by_node([p for p in pods if p.node_name in nodes and not is_terminal(p)]),
+    )
+    return [p.model_copy(update={"node_name": name}) for name, ps in held.arriving.items() for p in ps]
 
 
 def beyond_successors(removals: list[PodInfo], successors: dict[str, list[NodeInfo]]) -> list[PodInfo]:

@@ -13,8 +13,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.kube.client import ClusterClients
 from activities.nodes.kube import KubeActivities
 from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
-from scaling.kube.drain import TAINT_TO_BE_DELETED
+from scaling.kube.drain import TAINT_DISRUPTED, TAINT_TO_BE_DELETED
 from scaling.nodes.contracts import (
+    DisruptedTaintInput,
     EvictPodInput,
     MarkNodeInput,
     NodeEvent,
@@ -104,6 +105,25 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
     acts.unmark_node(UnmarkNodeInput(cluster="c", node="n2", uncordon=True))
     assert core.read_node("n2").spec.unschedulable is True
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
+
+
+def test_the_disrupted_taint_is_added_once_and_lifted_keeping_every_other_taint(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """Karpenter's karpenter.sh/disrupted:NoSchedule on a command's nodes (RequireNoScheduleTaint): added
+    once however often asked, lifted without the users' taints, and a node gone is not reported."""
+    core.patch_node("n1", {"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
+    on = DisruptedTaintInput(cluster="c", nodes=["n1", "n2", "gone"], present=True)
+    assert acts.taint_disrupted(on) == ["n1", "n2"]
+    assert acts.taint_disrupted(on) == ["n1", "n2"]
+
+    def users(name: str) -> list[tuple[str, str | None]]:
+        return [(t.key, t.effect) for t in core.read_node(name).spec.taints or [] if not t.key.startswith("node.")]
+
+    assert users("n1") == [("dedicated", "NoSchedule"), (TAINT_DISRUPTED, "NoSchedule")]
+    assert users("n2") == [(TAINT_DISRUPTED, "NoSchedule")]
+    acts.taint_disrupted(DisruptedTaintInput(cluster="c", nodes=["n1", "n2"], present=False))
+    assert users("n1") == [("dedicated", "NoSchedule")] and users("n2") == []
 
 
 def test_a_taint_another_writer_changes_between_read_and_patch_is_kept(

@@ -81,6 +81,7 @@ class ReplaceWorld(DownWorld):
         @activity.defn(name="create_node")
         async def create(inp: CreateNodeInput) -> CreateNodeResult:
             w.created.append(inp)
+            w.calls.append(("create", inp.request_id))
             key = (inp.request_id, inp.attempt)
             name = w.made.get(key)
             if name is None:
@@ -195,11 +196,20 @@ async def test_the_successor_is_ready_before_the_node_is_marked_and_drained(env:
     labels = w.created[0].labels
     assert labels[LABEL_REPLACES] == "a" and labels[LABEL_POOL_HASH]
     assert w.labelled[SUCCESSOR][LABEL_REPLACES] == "a"  # ... and Ready (the readiness wait labels it)
-    # Then, and only then: marked, re-checked, cordoned, drained, deleted.
-    assert [c for c, n in w.calls if n == "a"] == ["plan", "mark", "check", "cordon", "delete-node"]
+    # Tainted karpenter.sh/disrupted before the successor's create (no new pod lands on it from then on,
+    # as Karpenter's executeCommand), and only once the successor is Ready: marked, re-checked, cordoned,
+    # drained, deleted. Removed, it needs no untaint.
+    assert [c for c, n in w.calls if n == "a"] == ["plan", "disrupted", "mark", "check", "cordon", "delete-node"]
+    assert [c for c, _ in w.calls if c in ("disrupted", "create", "ready", "mark")] == [
+        "disrupted",
+        "create",
+        "ready",
+        "mark",
+    ]
     assert ("evict", "default/a-web") in w.calls and w.deleted == ["a"]
     assert await trail_of(env, wid) == [
         "ReplacementPlanned",
+        "DisruptionTainted",
         "SuccessorAttempt",
         "SuccessorReady",
         "Marked",
@@ -218,6 +228,8 @@ async def test_a_successor_that_never_becomes_ready_leaves_the_node_serving(env:
     assert result.phase == ScaleDownPhase.FAILED and result.reason == REPLACEMENT_FAILED
     assert "keeps serving" in result.message
     assert not any(n == "a" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
+    # The taint goes once the last failed machine is deleted: the node takes new pods again.
+    assert [c for c, n in w.calls if n == "a"] == ["plan", "disrupted", "undisrupted"]
     assert "a" not in w.deleted and all(d.startswith("kwok-cx22-") for d in w.deleted)  # the failed machines went
 
 
@@ -230,6 +242,7 @@ async def test_a_do_not_disrupt_pod_arriving_before_the_drain_cancels_and_the_su
     _, result = await replace(env, tq)
     assert result.phase == ScaleDownPhase.CANCELLED and result.reason == DO_NOT_DISRUPT
     assert ("unmark", "a") in w.calls and ("cordon", "a") not in w.calls
+    assert [c for c, n in w.calls if n == "a"][-1] == "undisrupted"  # kept: it serves new pods again
     assert w.deleted == [SUCCESSOR]  # it took no pod: not kept
 
 
@@ -397,8 +410,9 @@ async def test_three_nodes_are_replaced_by_one_successor_ready_before_any_is_tou
     ready = w.calls.index(("ready", SUCCESSOR))
     touched = [i for i, (c, n) in enumerate(w.calls) if n in "abc" and c in ("mark", "cordon", "delete-node")]
     assert touched and min(touched) > ready  # nothing touched before the successor was Ready
-    # then each node, by its own NodeScaleDown: marked, re-checked, cordoned, drained, deleted
-    assert [c for c, n in w.calls if n == "b"] == ["mark", "check", "cordon", "delete-node"]
+    # each tainted before the successor's create; then, by its own NodeScaleDown: marked, re-checked,
+    # cordoned, drained, deleted
+    assert [c for c, n in w.calls if n == "b"] == ["disrupted", "mark", "check", "cordon", "delete-node"]
     assert sorted(w.deleted) == ["a", "b", "c"]  # together: in no fixed order
 
 
@@ -420,6 +434,11 @@ async def test_a_successor_that_fails_leaves_every_node_serving(env: WorkflowEnv
     assert "keeps serving" in result.message
     assert not any(n in "abc" and c in ("mark", "cordon", "evict", "delete-node") for c, n in w.calls)
     assert w.deleted and all(d.startswith(("kwok-cx22-", "kwok-cx32-")) for d in w.deleted)  # only failed successors
+    # Every node of the command was tainted before the first create and untainted after the last delete.
+    tainted = [n for c, n in w.calls if c == "disrupted"]
+    assert sorted(tainted) == sorted(n for c, n in w.calls if c == "undisrupted") and len(tainted) >= 2
+    first_create = next(i for i, (c, _) in enumerate(w.calls) if c == "create")
+    assert all(i < first_create for i, (c, _) in enumerate(w.calls) if c == "disrupted")
 
 
 async def test_a_node_another_command_is_removing_is_left_to_it(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
@@ -472,7 +491,9 @@ async def test_a_node_whose_recheck_cancels_keeps_serving_while_the_others_go(en
     which waited for it, goes on. The successor took their pods: kept. The run and the committed ones
     replay (python -m tests.workflows.nodes.test_node_replacement drains records the first)."""
     w, fresh = await record_drains(env, worker)
-    assert [c for c, n in w.calls if n == "b"] == ["mark", "check", "unmark"]  # never cordoned: serving
+    # Never cordoned, b serves on, and new pods may land on it again; a and c went with their taint.
+    assert [c for c, n in w.calls if n == "b"] == ["disrupted", "mark", "check", "unmark", "undisrupted"]
+    assert ("undisrupted", "a") not in w.calls and ("undisrupted", "c") not in w.calls
     assert max(i for i, (c, n) in enumerate(w.calls) if c == "cordon") < min(calls_of(w, "evict"))
     assert sorted(w.deleted) == ["a", "c"]
     await assert_replay(WORKFLOWS, fresh, committed(DRAINED_TOGETHER), committed(DRAINED_IN_TURN))
@@ -487,6 +508,17 @@ def drains_of(events: list[dict]) -> list[str]:
         elif "childWorkflowExecutionCompletedEventAttributes" in e:
             out.append("end")
     return out
+
+
+def test_the_committed_replacements_took_each_taint_branch() -> None:
+    """node_replacement.json (recorded since) taints before its create; the runs recorded before the
+    patch replay their creates untainted (test_node_replacement's replays of them pass)."""
+    from tests.workflows.nodes.test_replay import patches_in
+    from workflows.nodes.replacement import DISRUPTED_FIRST
+
+    assert DISRUPTED_FIRST in patches_in(committed(HISTORY).to_json_dict()["events"])
+    for old in (DRAINED_TOGETHER, DRAINED_IN_TURN, DRAINED_IN_ORDER, DELETED_UNCHECKED):
+        assert DISRUPTED_FIRST not in patches_in(committed(old).to_json_dict()["events"]), old.name
 
 
 def test_the_committed_drains_took_each_branch() -> None:

@@ -21,6 +21,7 @@ from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.contracts import (
     ClusterObservation,
     DeleteNodeInput,
+    DisruptedTaintInput,
     EvictInOrderInput,
     EvictPodInput,
     EvictResult,
@@ -147,6 +148,11 @@ class DownWorld(World):
         async def cordon(inp: NodeRef) -> None:
             w.calls.append(("cordon", inp.node))
 
+        @activity.defn(name="taint_disrupted")
+        async def taint_disrupted(inp: DisruptedTaintInput) -> list[str]:
+            w.calls.extend(("disrupted" if inp.present else "undisrupted", n) for n in inp.nodes)
+            return inp.nodes
+
         @activity.defn(name="evict_pod")
         async def evict(inp: EvictPodInput) -> EvictResult:
             key = f"{inp.namespace}/{inp.name}"
@@ -186,6 +192,7 @@ class DownWorld(World):
             mark,
             unmark,
             cordon,
+            taint_disrupted,
             evict,
             evict_in_order,
             wait_gone,

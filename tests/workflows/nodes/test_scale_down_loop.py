@@ -350,7 +350,9 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
         print((await h.query(NodeAutoscalerWorkflow.status)).model_dump_json(indent=1)[:4000])
         raise
     assert world.deleted == ["a"] and [c.labels[LABEL_REPLACES] for c in world.created] == ["a"]
-    assert [c for c, n in world.calls if n == "a"][:2] == ["plan", "mark"]  # planned and made before the mark
+    # planned, tainted karpenter.sh/disrupted before the successor's create, and marked once it was Ready
+    assert [c for c, n in world.calls if n == "a"][:3] == ["plan", "disrupted", "mark"]
+    assert world.calls.index(("disrupted", "a")) < world.calls.index(("create", world.created[0].request_id))
     assert status.recent_scale_downs[-1].kind == "Drifted"
 
 

@@ -12,9 +12,11 @@ from scaling.kube.drain import TAINT_TO_BE_DELETED
 from scaling.kube.labels import label_value
 from scaling.kube.models import Resources, Taint
 from scaling.nodes.contracts import ScaleDownObservation
+from scaling.nodes.disruption.arrival_orders import with_stranding
 from scaling.nodes.disruption.drift import LABEL_REPLACES
-from scaling.nodes.disruption.replacement import plan_replacement
+from scaling.nodes.disruption.replacement import plan_replacement, saving_refused
 from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_down.methods.consolidated import MIN_SAVING
 from tests.workflows.nodes.test_node_replacement import busy
 from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, node
 
@@ -205,3 +207,35 @@ def test_a_successor_still_joining_holds_its_nodes_pods() -> None:
     )
     held = obs.model_copy(update={"nodes": [node("b"), tainted("d"), node("e"), kept]})
     assert [n.pod_uids for n in plan_replacement(held, kwok_catalogue(), "b", {"d"}, 0.0).new_nodes] == [["b-web"]]
+
+
+def test_a_command_that_takes_the_only_room_of_a_drained_pod_waits_until_it_is_bound() -> None:
+    """d is being drained and its pod (1200m) has room on b only (e is crowded). A consolidation of b
+    would take that room: untainted, b took the pod while its successor was made and its re-check
+    refused after the successor was bought (the consolidation bench's seed 3: a cx52's cache onto a
+    cx32 being replaced by a cx22); tainted first, the pod would go pending. So the command waits:
+    its plan names the pod, which consolidation reads as a refusal (saving_refused)."""
+    e = node("e").model_copy(update={"requested": Resources(cpu_m=1500)})
+    obs = ScaleDownObservation(
+        nodes=[node("b"), tainted("d"), e], pods=[*busy("b", 600), *busy("d", 1200), *busy("e", 1500)], groups=[GROUP]
+    )
+    plan = with_stranding(
+        obs, kwok_catalogue(), plan_replacement(obs, kwok_catalogue(), "b", set(), 0.0), "b", set(), 0.0
+    )
+    assert "pod default/d-web, about to land, has room on no node but b" in plan.stranding
+    assert saving_refused(plan, MIN_SAVING) == plan.stranding
+    # With room on e, d's pod goes there, and b's pod fits what is left of e: b goes, and buys nothing.
+    roomy = obs.model_copy(
+        update={"nodes": [node("b"), tainted("d"), node("e")], "pods": [*busy("b", 600), *busy("d", 1200)]}
+    )
+    plan = with_stranding(
+        roomy, kwok_catalogue(), plan_replacement(roomy, kwok_catalogue(), "b", set(), 0.0), "b", set(), 0.0
+    )
+    assert plan.stranding == "" and plan.new_nodes == []
+    # Once the pod is bound on b, it is one of b's own: the plan places it with b's other pods.
+    bound = [p.model_copy(update={"node_name": "b", "name": "d-web-2", "uid": "d-web-2"}) for p in busy("d", 1200)]
+    settled = obs.model_copy(update={"nodes": [node("b"), e], "pods": [*busy("b", 600), *bound, *busy("e", 1500)]})
+    plan = with_stranding(
+        settled, kwok_catalogue(), plan_replacement(settled, kwok_catalogue(), "b", set(), 0.0), "b", set(), 0.0
+    )
+    assert "about to land" not in plan.stranding and sorted(plan.new_nodes[0].pod_uids) == ["b-web", "d-web-2"]
