@@ -125,6 +125,7 @@ SCHEDULES: dict[str, tuple[str, list[str]]] = {
     "sd-temporal-restart": ("node-scale-down", ["restart-temporal-during-drain"]),
     "rep-kill-create": ("node-replacement", ["kill-worker-during-successor-create"]),
     "rep-kill-readiness": ("node-replacement", ["kill-worker-during-successor-readiness"]),
+    "rep-kill-taint": ("node-replacement", ["kill-worker-during-disrupted-taint"]),
     "rep-kill-cordon": ("node-replacement", ["kill-worker-during-cordon"]),
     "rep-kill-drain": ("node-replacement", ["kill-worker-during-replacement-drain"]),
     "rep-kill-delete": ("node-replacement", ["kill-worker-during-old-node-delete"]),

@@ -78,7 +78,14 @@ from bench.chaos_harness import (
 )
 from bench.chaos_hetzner import check_servers, kill_worker_during_create
 from scaling.kube.labels import request_key
-from scaling.nodes.contracts import CORDON_NODE, CREATE_NODE, DELETE_NODE, EVICT_IN_ORDER, READINESS
+from scaling.nodes.contracts import (
+    CORDON_NODE,
+    CREATE_NODE,
+    DELETE_NODE,
+    EVICT_IN_ORDER,
+    READINESS,
+    TAINT_DISRUPTED,
+)
 from scaling.nodes.disruption.drift import LABEL_REPLACES
 from scaling.nodes.disruption.orchestration import command_id, replacement_id, successor_id
 from scaling.nodes.models import LABEL_REQUEST
@@ -398,8 +405,10 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
         CREATE_NODE, "POST", lambda stack: r"^/api/v1/nodes$"
     ),
     "kill-worker-during-successor-readiness": kill_worker_during(READINESS, match=in_replacement),
-    # The old node's first PATCH is its mark (taint): let through, then the cordon is held.
-    "kill-worker-during-cordon": kill_worker_during_held(CORDON_NODE, "PATCH", old_nodes, let_pass=1),
+    # The old node's first PATCH is its karpenter.sh/disrupted taint, before the successor's create.
+    "kill-worker-during-disrupted-taint": kill_worker_during_held(TAINT_DISRUPTED, "PATCH", old_nodes),
+    # Its second is its mark (ToBeDeletedByClusterAutoscaler): both let through, the cordon is held.
+    "kill-worker-during-cordon": kill_worker_during_held(CORDON_NODE, "PATCH", old_nodes, let_pass=2),
     "kill-worker-during-replacement-drain": kill_worker_during(
         DRAIN, hold_api_from=node_cordoned, match=in_replacement
     ),
@@ -554,8 +563,14 @@ async def _replace(
     seen = await watcher.stop()
     outcome.faults, outcome.seconds = records, time.monotonic() - began
     v = outcome.violations
-    left = {n.metadata.name for n in core.list_node().items}
+    listed = core.list_node().items
+    left = {n.metadata.name for n in listed}
     v += [f"replacement of {n} stuck: the node still there after {timeout:.0f} s" for n in sorted(drifted & left)]
+    v += [
+        f"node {n.metadata.name} still tainted {DISRUPTED} at the end"
+        for n in listed
+        if any(t.key == DISRUPTED for t in n.spec.taints or [])
+    ]
     running, total = running_pods(stack.api, APP)
     if running != stack.replicas:
         v.append(f"{running} of {stack.replicas} pods running ({total} in all) at the end")

@@ -55,7 +55,7 @@ def test_scenarios_take_keys_and_patterns_in_schedule_order_and_refuse_unknown_n
     assert chaos.chosen_schedules("rep-kill-delete,rep-kill-create") == ["rep-kill-create", "rep-kill-delete"]
     reps = chaos.chosen_schedules("rep-*")
     replacing = ("node-replacement", "hetzner-replacement", "ordered-replacement")
-    assert len(reps) == 8 and all(chaos.SCHEDULES[k][0] in replacing for k in reps)
+    assert len(reps) == 9 and all(chaos.SCHEDULES[k][0] in replacing for k in reps)
     assert chaos.chosen_schedules("rep-hetzner-*") == ["rep-hetzner-kill-create"]
     assert chaos.chosen_schedules("sd-*,rep-kill-cordon") == ["sd-kill-drain", "sd-temporal-restart", "rep-kill-cordon"]
     with pytest.raises(argparse.ArgumentTypeError, match="rep-kill-nothing"):
