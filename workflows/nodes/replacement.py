@@ -2,8 +2,10 @@
 successor Ready before it is drained (Karpenter's disruption controller and orchestration queue: taint the
 candidates karpenter.sh/disrupted:NoSchedule, launch, wait initialized, then drain and delete; untaint
 when a launch fails). The taint comes right before the first successor's create (once approved, when
-the group's approval gate holds it): from then on no new pod lands on a node whose pods the plan moves,
-and the node keeps serving the pods it has. A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
+the group's approval gate holds it): from then on no new pod lands on a node whose pods the plan
+moves, and the node keeps serving the pods it has.
+
+A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
 which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then the
 chosen nodes are drained together (patch multi-node-drains-together; runs before it drained them one
 after the other): every node's NodeScaleDown starts at once, gated by this workflow (``drain_gate``),

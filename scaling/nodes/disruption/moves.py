@@ -81,12 +81,12 @@ def only_room_on(
     nodes: list[str], obs: ScaleDownObservation, pods: list[PodInfo], left: list[PodInfo]
 ) -> list[PodInfo]:
     """Of ``left`` (pods about to land that no other node takes), those ``nodes`` have room for as they
-    are, each bound to the one it fits first: the scheduler puts them there until the command's taint, and a command that takes that room
-    strands them (another removal's plan counted on it, and its drain went on). The consolidation
-    bench's seed 3: a cx32 being replaced by a cx22 took the cache of an underused cx52 drained beside
-    it, and its re-check refused after the cx22 was bought; tainted first, it would have left the
-    cache pending. Karpenter schedules the pods of deleting nodes and pending pods with a command's
-    own (pkg/controllers/disruption/helpers.go SimulateScheduling)."""
+    are, each bound to the one it fits first. The scheduler puts them there until the command's taint,
+    and a command that takes that room strands them: another removal's plan counted on it, and its
+    drain went on. The consolidation bench's seed 3: a cx32 being replaced by a cx22 took the cache of
+    an underused cx52 drained beside it, and its re-check refused after the cx22 was bought; tainted
+    first, it would have left the cache pending. Karpenter schedules the pods of deleting nodes and
+    pending pods with a command's own (pkg/controllers/disruption/helpers.go SimulateScheduling)."""
     if not left:
         return []
     mine = [n for n in obs.nodes if n.name in nodes]
