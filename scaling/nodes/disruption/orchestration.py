@@ -4,11 +4,16 @@ initialized, then taint and drain the candidate; roll back when a replacement fa
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import BaseModel, Field
 
+from scaling.kube.drain import TAINT_DISRUPTED
 from scaling.kube.labels import label_value
+from scaling.kube.models import NodeInfo
 from scaling.nodes.contracts import ReplacementPlan
 from scaling.nodes.disruption.drift import LABEL_REPLACEMENT, LABEL_REPLACES
+from scaling.nodes.scale_down.checks import is_managed
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
 from scaling.nodes.scale_up.requests import NodeRequestInput
 
@@ -18,6 +23,23 @@ ALREADY_REMOVING = "AlreadyBeingRemoved"
 # The signal a multi-node command's NodeScaleDown sends its NodeReplacement (the node's name) once
 # it cordoned the node; it evicts nothing until the replacement signals it back to drain.
 NODE_CORDONED = "node_cordoned"
+
+
+# At most this many nodes' leftover taints are named per evaluation (bounded in the loop's history).
+UNTRACKED_DISRUPTED_MAX = 20
+
+
+def untracked_disrupted(nodes: list[NodeInfo], in_progress: Collection[str]) -> list[str]:
+    """growth's nodes carrying karpenter.sh/disrupted that no removal of the loop holds: a command's
+    taint outlives it only when its run was ended from outside (terminated, reset). Karpenter lifts the
+    taint from every node no command in its queue holds before it disrupts again
+    (pkg/controllers/disruption/controller.go Reconcile); so does the loop."""
+    held = set(in_progress)
+    return sorted(
+        n.name
+        for n in nodes
+        if n.name not in held and is_managed(n) and any(t.key == TAINT_DISRUPTED for t in n.taints)
+    )[:UNTRACKED_DISRUPTED_MAX]
 
 
 def replacement_id(cluster: str, node: str) -> str:

@@ -44,6 +44,7 @@ from scaling.nodes.contracts import (
     ScaleDownObservation,
 )
 from scaling.nodes.disruption.budgets import next_edge
+from scaling.nodes.disruption.orchestration import untracked_disrupted
 from scaling.nodes.models import LABEL_GROUP
 from scaling.nodes.scale_down.candidates import plan_from_input
 from scaling.nodes.scale_down.checks import is_empty, pool_for, pool_of
@@ -210,6 +211,7 @@ def evaluation_of(
         candidates_by_state=by_state,
         candidates_digest=candidates_digest(candidates, by_state, inp.in_progress),
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
+        disrupted_untracked=untracked_disrupted(obs.nodes, inp.in_progress),
         refusals_ended=plan.refusals_ended,
         nodes=len(obs.nodes),
         pods=len(obs.pods),

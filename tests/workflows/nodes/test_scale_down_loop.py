@@ -519,3 +519,25 @@ async def test_a_replacement_that_cannot_start_beside_its_closing_run_does_not_h
     history = json.loads((await h.fetch_history()).to_json())
     assert CLOSING_CHILDS_WORD in patches_in(history["events"])
     assert world.created == []  # the id held: nothing was bought
+
+
+async def test_a_disrupted_taint_no_removal_holds_is_lifted_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """a carries karpenter.sh/disrupted and no removal of the loop holds it (a NodeReplacement ended from
+    outside, terminated, before it lifted the taint): no pod could land on it for good. The loop lifts
+    it, as Karpenter lifts the taint from nodes no command in its queue holds; b, untainted, is left."""
+    from scaling.kube.drain import TAINT_DISRUPTED
+    from scaling.kube.models import Taint
+
+    world = DownWorld()
+    a = node("a").model_copy(update={"taints": [Taint(key=TAINT_DISRUPTED, effect="NoSchedule")]})
+    observed(world, [a, node("b")], [app_pod("web-1", "a"), app_pod("web-2", "b")])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)  # the group's timers: nothing is removed meanwhile
+
+    def lifted():  # noqa: ANN202
+        return ("undisrupted", "a") in world.calls
+
+    await until(lifted, timeout=30)
+    assert not any(c == "undisrupted" and n != "a" for c, n in world.calls)
+    assert world.deleted == [] and not any(c == "mark" for c, _ in world.calls)
+    assert await scheduled(h, "taint_disrupted") >= 1

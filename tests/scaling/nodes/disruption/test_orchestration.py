@@ -1,0 +1,38 @@
+"""The loop's side of a command's karpenter.sh/disrupted taint: a node still carrying it that no removal
+of the loop holds is named for the taint to be lifted (Karpenter's disruption controller lifts it
+from every node its orchestration queue does not hold, pkg/controllers/disruption/controller.go)."""
+
+from __future__ import annotations
+
+from scaling.kube.drain import TAINT_DISRUPTED
+from scaling.kube.models import Taint
+from scaling.nodes.contracts import ScaleDownEvaluationInput, ScaleDownObservation
+from scaling.nodes.disruption.orchestration import UNTRACKED_DISRUPTED_MAX, untracked_disrupted
+from scaling.nodes.scale_down.evaluation import evaluation_of
+from scaling.nodes.scale_down.models import ScaleDownLoopSettings
+from tests.workflows.nodes.test_node_scale_down import GROUP, app_pod, node
+
+DISRUPTED = Taint(key=TAINT_DISRUPTED, effect="NoSchedule")
+
+
+def tainted(name: str, managed: bool = True):  # noqa: ANN201
+    return node(name, managed=managed).model_copy(update={"taints": [DISRUPTED]})
+
+
+def test_a_disrupted_node_no_removal_holds_is_named() -> None:
+    nodes = [tainted("a"), tainted("b"), tainted("static", managed=False), node("c")]
+    # b is being replaced (the loop holds it): its command lifts the taint or deletes the node itself.
+    assert untracked_disrupted(nodes, in_progress=["b"]) == ["a"]
+    assert untracked_disrupted(nodes, in_progress=["a", "b"]) == []
+    many = [tainted(f"n{i:03d}") for i in range(UNTRACKED_DISRUPTED_MAX + 5)]
+    assert len(untracked_disrupted(many, in_progress=[])) == UNTRACKED_DISRUPTED_MAX
+
+
+def test_the_evaluation_names_them() -> None:
+    obs = ScaleDownObservation(
+        nodes=[tainted("a"), tainted("b"), node("c")],
+        pods=[app_pod("web-1", "a"), app_pod("web-2", "b"), app_pod("web-3", "c")],
+        groups=[GROUP],
+    )
+    inp = ScaleDownEvaluationInput(cluster="c", now=1000.0, in_progress=["b"], settings=ScaleDownLoopSettings())
+    assert evaluation_of(obs, inp).disrupted_untracked == ["a"]
