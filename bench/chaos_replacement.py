@@ -569,7 +569,7 @@ async def _replace(
     v += [
         f"node {n.metadata.name} still tainted {DISRUPTED} at the end"
         for n in listed
-        if any(t.key == DISRUPTED for t in n.spec.taints or [])
+        if any(t.key == DISRUPTED for t in (n.spec.taints if n.spec else None) or [])
     ]
     running, total = running_pods(stack.api, APP)
     if running != stack.replicas:
