@@ -67,7 +67,7 @@ def drain_order_of(
         pod = moves.displaced[0]
         return DrainOrder(
             f"pod {pod_key(pod)}, about to land, has room on no node but {pod.node_name}, which it would "
-            "take while this command makes its successors: it goes once the pod is bound"
+            "take while this command makes its successors: the command waits until the pod is bound"
         )
     if not moves.movers:
         return DrainOrder()
