@@ -306,6 +306,7 @@ class ScaleDownEvaluation(BaseModel):
     candidates_unchanged: bool = False
     candidates_digest: str = ""
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
+    gone: list[str] = Field(default_factory=list)  # of watch_empty: nodes no longer in the cluster
     # growth's nodes tainted karpenter.sh/disrupted that no removal of the loop holds (at most
     # UNTRACKED_DISRUPTED_MAX): the loop lifts the taint (scaling.nodes.disruption.orchestration).
     disrupted_untracked: list[str] = Field(default_factory=list)

@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.disruption.replacement import saving_refused
     from scaling.nodes.models import RequestPhase
     from scaling.nodes.scale_down.methods import method_for
-    from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.scale_down.removals import NODE_GONE, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import replacement_details
     from workflows.nodes.activity_options import NODE_ACTIVITIES
     from workflows.nodes.request_machine import DELETE_RETRY, Decision, MachineApprovals, RequestMachine, wait_alone
@@ -165,7 +165,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             retry_policy=PLAN_RETRY,
         )
         if not plan.found:
-            return await self._finish(ScaleDownPhase.CANCELLED, "NodeGone", f"node {removal.node} no longer exists")
+            return await self._finish(ScaleDownPhase.CANCELLED, NODE_GONE, f"node {removal.node} no longer exists")
         if plan.problems:
             p = plan.problems[0]
             return await self._finish(

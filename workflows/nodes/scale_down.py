@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.disruption.orchestration import NODE_CORDONED
     from scaling.nodes.scale_down.methods import method_for
     from scaling.nodes.scale_down.recheck import blocking, cancel_code
-    from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.scale_down.removals import NODE_GONE, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
     from scaling.nodes.summaries import scale_down_details
     from workflows.nodes import metrics
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -114,7 +114,7 @@ class NodeScaleDownWorkflow:
         )
         if not marked:
             return await self._finish(
-                inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
+                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
             )
         await self._publish(inp)
         await self._events(
@@ -155,7 +155,7 @@ class NodeScaleDownWorkflow:
         check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         if not check.found:
             return await self._finish(
-                inp, ScaleDownPhase.CANCELLED, "NodeGone", f"node {inp.node} no longer exists", unmark=False
+                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
             )
         blockers = blocking(inp.kind, check.blockers)
         if blockers:

@@ -38,7 +38,13 @@ with workflow.unsafe.imports_passed_through():
     from scaling.nodes.scale_down.methods.empty import CANCELLED_BY_PODS
     from scaling.nodes.scale_down.methods.manual import MANUAL, data_loss_blockers
     from scaling.nodes.scale_down.models import NodeRemoval, NodeState, ScaleDownLoopSettings
-    from scaling.nodes.scale_down.removals import CandidateState, NodeScaleDownInput, ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.scale_down.removals import (
+        NODE_GONE,
+        CandidateState,
+        NodeScaleDownInput,
+        ScaleDownPhase,
+        ScaleDownStatus,
+    )
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import NodeAutoscalerState, commands_in_flight, release_unstarted
     from scaling.nodes.summaries import replacement_summary, scale_down_summary
@@ -156,11 +162,16 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         except ActivityError:
             workflow.logger.warning("could not lift karpenter.sh/disrupted from %s", ", ".join(left))
 
-    # Seed 004: a pod landing on a marked empty node cancels its scale-down.
-    landed = set(ev.not_empty)
+    # Seed 004: a pod landing on a marked empty node cancels its scale-down. So does the node going
+    # (another command deleted it): else its removal waited out its timer, up to the 20 min of an
+    # unready node (the consolidation bench, seed 3: a successor its command deleted unused, never
+    # settled). Only evaluations since name gone nodes: histories from before replay unchanged.
+    landed, gone = set(ev.not_empty), set(ev.gone)
     for name, sd in list(state.scale_downs.items()):
         if name in landed and _waiting_empty(sd):
             await _signal_cancel(sd, CANCELLED_BY_PODS, f"pods were scheduled on node {name} while it waited")
+        elif name in gone and _waiting_empty(sd):
+            await _signal_cancel(sd, NODE_GONE, f"node {name} no longer exists")
 
     for target in ev.to_remove:
         inp = removal_input(settings, state, target, target.provider_id)

@@ -211,6 +211,7 @@ def evaluation_of(
         candidates_by_state=by_state,
         candidates_digest=candidates_digest(candidates, by_state, inp.in_progress),
         not_empty=not_empty(obs.nodes, obs.pods, inp.watch_empty, inp.now),
+        gone=sorted(set(inp.watch_empty).difference(n.name for n in obs.nodes)),
         disrupted_untracked=untracked_disrupted(obs.nodes, inp.in_progress),
         refusals_ended=plan.refusals_ended,
         nodes=len(obs.nodes),

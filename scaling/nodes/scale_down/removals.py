@@ -8,6 +8,8 @@ from pydantic import BaseModel, Field
 
 from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 
+NODE_GONE = "NodeGone"  # a removal whose node left the cluster before it acted
+
 
 class ScaleDownPhase(str, Enum):
     MARKED = "Marked"  # tainted + ScaleDownAt annotation, waiting on the timer

@@ -145,6 +145,32 @@ async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: Workf
     assert [sd.node for sd in again.scale_downs] == ["a"]  # the busy node is never marked
 
 
+async def test_a_waiting_removal_whose_node_is_gone_ends_at_once(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """a is empty and waits on its timer (5 min); another command deletes it meanwhile (the
+    consolidation bench: a successor its NodeReplacement deleted unused). The removal ends now as
+    NodeGone, not at its timer (an unready node's waits 20 min: the bench never settled)."""
+    group = NodeGroup(
+        name="g",
+        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
+        scaleDown={"unneeded_time_s": 300},
+    )
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    busy = [app_pod("web-1", "b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+    await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    await until(_async(lambda: ("mark", "a") in world.calls))
+    world.down_obs = ScaleDownObservation(nodes=[node("b")], pods=busy, groups=[group])
+    ended = await until(lambda: _status_has(h, lambda s: s.scale_down_by_phase.get("Cancelled") == 1), timeout=30)
+    (gone,) = [r for r in ended.recent_scale_downs if r.node == "a"]
+    assert (gone.phase.value, gone.reason) == ("Cancelled", "NodeGone") and not ended.scale_downs
+    assert world.deleted == []
+
+
 def _waiting(status, node_name: str):  # noqa: ANN001, ANN202
     """The node's scale-down, if one is waiting on its timer."""
     return next((sd for sd in status.scale_downs if sd.node == node_name and sd.phase.value == "Marked"), None)

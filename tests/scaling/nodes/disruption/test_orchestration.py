@@ -36,3 +36,14 @@ def test_the_evaluation_names_them() -> None:
     )
     inp = ScaleDownEvaluationInput(cluster="c", now=1000.0, in_progress=["b"], settings=ScaleDownLoopSettings())
     assert evaluation_of(obs, inp).disrupted_untracked == ["a"]
+
+
+def test_the_evaluation_names_waiting_nodes_gone_from_the_cluster() -> None:
+    """A node whose Empty removal waits on its timer, deleted meanwhile by another command: its removal
+    is told to end (else it waited out its timer: 20 min for an unready node)."""
+    obs = ScaleDownObservation(nodes=[node("b")], pods=[app_pod("web-1", "b")], groups=[GROUP])
+    inp = ScaleDownEvaluationInput(
+        cluster="c", now=1000.0, in_progress=["a", "b"], watch_empty=["a", "b"], settings=ScaleDownLoopSettings()
+    )
+    ev = evaluation_of(obs, inp)
+    assert ev.gone == ["a"] and ev.not_empty == ["b"]
