@@ -253,10 +253,17 @@ def plan_for_input(
     """plan_replacement's answer: a multi-node consolidation's command when the input names other
     candidates, else the successors of the one node; with the digest of what it read (a refusal holds
     while the cluster shows the same: scaling.nodes.disruption.refusals)."""
-    if inp.others:
-        plan = plan_consolidation(
-            obs, catalogue, [inp.node, *inp.others], set(inp.leaving), inp.now, MIN_SAVING, inp.allowed
+    # A candidate another removal took since the evaluation offered it (a command's single-node fallback
+    # may take any node it was offered) is that removal's. The consolidation bench's seed 3: a command
+    # chose such a node, bought its successor, and found the node deleted by the other.
+    leaving = set(inp.leaving)
+    candidates = [n for n in (inp.node, *inp.others) if n not in leaving]
+    if not candidates:
+        plan = ReplacementPlan(
+            refused=f"{', '.join(sorted({inp.node, *inp.others}))}: being removed by another command"
         )
+    elif inp.others:
+        plan = plan_consolidation(obs, catalogue, candidates, leaving, inp.now, MIN_SAVING, inp.allowed)
     else:
         moves = pods_moving(obs, [inp.node], set(inp.leaving), inp.now)
         plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now, moves)

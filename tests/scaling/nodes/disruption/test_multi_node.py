@@ -349,6 +349,24 @@ def test_the_command_is_planned_as_the_evaluation_ordered_it() -> None:
     assert p.refused and p.nodes == []
 
 
+def test_a_candidate_another_removal_took_since_the_evaluation_is_left_to_it() -> None:
+    """The consolidation bench's seed 3: n3 was offered to the command and, by the time it planned, was
+    being removed by another (its ``leaving``); the command chose it, bought its successor, and found it
+    deleted. Now the plan chooses among the others only, and a command left with none buys nothing."""
+    nodes = [cx("n1"), cx("n2"), cx("n3")]
+    pods = [pod(f"p{i}", f"n{i}", cpu=1000, mem=GI) for i in (1, 2, 3)]
+    inp = ReplacementPlanInput(cluster="c", node="n1", now=NOW, others=["n2", "n3"], allowed=3)
+    assert plan_for_input(obs(nodes, pods), CATALOGUE, inp).nodes == ["n1", "n2", "n3"]
+    taken = inp.model_copy(update={"leaving": ["n3"]})
+    p = plan_for_input(obs(nodes, pods), CATALOGUE, taken)
+    assert p.nodes and set(p.nodes) <= {"n1", "n2"} and not p.refused
+    gone = inp.model_copy(update={"leaving": ["n1", "n2", "n3"]})
+    p = plan_for_input(obs(nodes, pods), CATALOGUE, gone)
+    assert p.refused.endswith("being removed by another command") and not p.new_nodes and not p.nodes
+    alone = ReplacementPlanInput(cluster="c", node="n1", now=NOW, leaving=["n1"])
+    assert plan_for_input(obs(nodes, pods), CATALOGUE, alone).refused
+
+
 def test_the_loop_takes_one_final_report_per_node_of_a_command() -> None:
     """A multi-node NodeReplacement reports for each of its nodes under one workflow id: each report frees
     its node and restarts its timer (a repeated one is still ignored)."""
