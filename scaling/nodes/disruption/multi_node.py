@@ -265,9 +265,9 @@ def plan_for_input(
     elif inp.others:
         plan = plan_consolidation(obs, catalogue, candidates, leaving, inp.now, MIN_SAVING, inp.allowed)
     else:
-        moves = pods_moving(obs, [inp.node], set(inp.leaving), inp.now)
-        plan = plan_replacement(obs, catalogue, inp.node, set(inp.leaving), inp.now, moves)
-        plan = with_stranding(obs, catalogue, plan, inp.node, set(inp.leaving), inp.now, moves)
+        moves = pods_moving(obs, [inp.node], leaving, inp.now)
+        plan = plan_replacement(obs, catalogue, inp.node, leaving, inp.now, moves)
+        plan = with_stranding(obs, catalogue, plan, inp.node, leaving, inp.now, moves)
     priced = prices_digest(obs.groups, hourly_prices(catalogue)) or ""
     digest = refusal_digest(cluster_digest(obs.nodes, obs.pods), priced)
     return plan.model_copy(update={"cluster_digest": digest})
