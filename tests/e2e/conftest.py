@@ -39,6 +39,22 @@ class LocalCluster:
         self.worker = self.procs.worker(self.config_path, name=name)
         return self.worker
 
+    async def start_autoscaler(self, prefix: str, **settings: Any) -> Any:
+        """A NodeAutoscaler for this cluster (a name of ``prefix`` and the workdir's, unique per test),
+        scanning every second; ``settings``: more of AutoscalerSettings. Its WorkflowHandle."""
+        from scaling.nodes.settings import AutoscalerSettings
+        from scaling.nodes.state import AutoscalerInput
+        from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+
+        cluster = f"{prefix}{self.workdir.name[-6:]}".lower().replace("_", "")
+        temporal = await self.temporal.client()
+        return await temporal.start_workflow(
+            NodeAutoscalerWorkflow.run,
+            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, **settings)),
+            id=autoscaler_id(cluster),
+            task_queue=self.task_queue,
+        )
+
 
 def attach_worker(
     procs: Processes, workdir: Path, temporal: TemporalServer, kubeconfig: Path, providers: dict[str, Any]

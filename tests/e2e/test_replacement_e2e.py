@@ -32,11 +32,8 @@ async def test_a_pod_arriving_while_the_successor_is_made_stays_off_the_drifted_
     from scaling.kube.drain import TAINT_DISRUPTED
     from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import AutoscalerInput
     from starters.kube import apply_node_group, deployment, node_group
     from tests.polling import until
-    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "4"])
     core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
@@ -62,14 +59,7 @@ async def test_a_pod_arriving_while_the_successor_is_made_stays_off_the_drifted_
         await until(lambda app=app, on=on: placed(app, on), 60, f"{app} running on {on}")
         core.patch_node(off, {"spec": {"unschedulable": False}})
 
-    temporal = await lc.temporal.client()
-    cluster = f"rep{lc.workdir.name[-6:]}".lower().replace("_", "")
-    handle = await temporal.start_workflow(
-        NodeAutoscalerWorkflow.run,
-        AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1)),
-        id=autoscaler_id(cluster),
-        task_queue=lc.task_queue,
-    )
+    handle = await lc.start_autoscaler("rep")
     try:
 
         async def tainted_before_any_successor() -> bool:

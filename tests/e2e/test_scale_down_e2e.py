@@ -46,11 +46,9 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
 
     from activities.updates import execute_update
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import AutoscalerInput
     from starters.kube import apply_node_group, deployment, node_group
     from tests.polling import until
-    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
     core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
@@ -80,16 +78,7 @@ async def test_worker_killed_during_a_drain_resumes_and_removes_the_node_once(lo
 
     await until(db_running_on_old, 60, "db pod running on old")
     core.patch_node("spare", {"spec": {"unschedulable": False}})
-    temporal = await lc.temporal.client()
-    cluster = f"kill{lc.workdir.name[-6:]}".lower().replace("_", "")
-    handle = await temporal.start_workflow(
-        NodeAutoscalerWorkflow.run,
-        AutoscalerInput(
-            settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1, pdb_retry_s=120, eviction_retry_s=0.5)
-        ),
-        id=autoscaler_id(cluster),
-        task_queue=lc.task_queue,
-    )
+    handle = await lc.start_autoscaler("kill", pdb_retry_s=120, eviction_retry_s=0.5)
     try:
         await until(lambda: _candidates(handle, {"old", "spare"}), 60, "both nodes evaluated")
         # spare is empty, so growth marks it for scale-down at once (seed 004: a growth node without
@@ -142,12 +131,10 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
     from kubernetes import client
 
     from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
-    from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import AutoscalerInput
     from sim.storage.longhorn import FakeLonghorn
     from starters.kube import apply_node_group, node_group
     from tests.polling import until
-    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow, autoscaler_id
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
     lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
     core = client.CoreV1Api(lc.api)
@@ -181,14 +168,7 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
             return any(p.metadata.name.startswith(bim) and p.status.phase == "Running" for p in pods)
 
         await until(bim_running, 60, "backing-image-manager pod running on keep")
-        temporal = await lc.temporal.client()
-        cluster = f"bim{lc.workdir.name[-6:]}".lower().replace("_", "")
-        handle = await temporal.start_workflow(
-            NodeAutoscalerWorkflow.run,
-            AutoscalerInput(settings=AutoscalerSettings(cluster=cluster, scan_interval_s=1)),
-            id=autoscaler_id(cluster),
-            task_queue=lc.task_queue,
-        )
+        handle = await lc.start_autoscaler("bim")
         try:
 
             async def go_removed():  # noqa: ANN202

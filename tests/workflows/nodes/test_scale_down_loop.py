@@ -110,12 +110,14 @@ async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
     return s if check(s) else None
 
 
-async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+async def waiting_on_a(env: WorkflowEnvironment, worker):  # noqa: ANN001, ANN201
+    """Empty a and busy b in a group whose timer (5 min) never fires during a test: the loop's
+    removal of a waits on it. The world, the loop's handle, the group and b's pods."""
     group = NodeGroup(
         name="g",
         pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
         scaleDown={"unneeded_time_s": 300},
-    )  # the timer never fires during the test
+    )
     world = DownWorld()
     nodes = [node("a"), node("b")]
     busy = [app_pod("web-1", "b")]
@@ -124,6 +126,12 @@ async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: Workf
     tq, handles = await worker(world)
     h = await start_autoscaler(env, world, handles, tq)
     handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+    return world, h, group, busy
+
+
+async def test_cancelled_wait_is_re_armed_when_the_node_empties_again(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    world, h, group, busy = await waiting_on_a(env, worker)
+    nodes = [node("a"), node("b")]
 
     armed = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
     first_at = _waiting(armed, "a").scale_down_at
@@ -149,19 +157,7 @@ async def test_a_waiting_removal_whose_node_is_gone_ends_at_once(env: WorkflowEn
     """a is empty and waits on its timer (5 min); another command deletes it meanwhile (the
     consolidation bench: a successor its NodeReplacement deleted unused). The removal ends now as
     NodeGone, not at its timer (an unready node's waits 20 min: the bench never settled)."""
-    group = NodeGroup(
-        name="g",
-        pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
-        scaleDown={"unneeded_time_s": 300},
-    )
-    world = DownWorld()
-    nodes = [node("a"), node("b")]
-    busy = [app_pod("web-1", "b")]
-    world.observation = ClusterObservation(nodes=nodes, groups=[group])
-    world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
-    tq, handles = await worker(world)
-    h = await start_autoscaler(env, world, handles, tq)
-    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+    world, h, group, busy = await waiting_on_a(env, worker)
     await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
     await until(_async(lambda: ("mark", "a") in world.calls))
     world.down_obs = ScaleDownObservation(nodes=[node("b")], pods=busy, groups=[group])
