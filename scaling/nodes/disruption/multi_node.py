@@ -26,6 +26,11 @@ consolidation.go), which growth follows:
 - When no prefix of two or more is, single-node consolidation tries each candidate alone in order
   (Karpenter runs its single-node method after the multi-node one, over every candidate).
 Where growth differs:
+- filterOutSameType's premise is checked: when it leaves no option, and deleting the other candidates
+  with that one kept would need a new node (its pods fit only if some of the kept node's move too),
+  the successor of the candidates' type stays. Karpenter keeps them all there: the consolidation
+  bench's seed 11 ended on two cx32 [cache, web] whose webs fit elsewhere and whose caches fill one
+  cx32, 1.22x the best packing.
 - When neither the search nor single-node consolidation finds a command, the whole prefix (within the
   budget) is tried once, for where the search's assumption fails. Trying it before the search instead
   ended the planner bench's seed 11 dearer (1.10x the bound against 1.05x: a merge of three cx32 into
@@ -101,9 +106,11 @@ def longest_prefix(n: int, consolidates: Callable[[int], T | None]) -> tuple[int
     return best
 
 
-def _type_prices(obs: ScaleDownObservation, nodes: list[str], prices: dict) -> dict[tuple[str, str], float]:
-    """(provider, server type) -> the cheapest candidate of that type's price."""
-    out: dict[tuple[str, str], float] = {}
+def _same_types(
+    obs: ScaleDownObservation, nodes: list[str], prices: dict
+) -> dict[tuple[str, str], tuple[float, list[str]]]:
+    """(provider, server type) -> the cheapest candidate of that type's price, and the candidates of it."""
+    out: dict[tuple[str, str], tuple[float, list[str]]] = {}
     by_name = {n.name: n for n in obs.nodes}
     for name in nodes:
         pool = pool_for(by_name[name], obs.groups)
@@ -111,15 +118,21 @@ def _type_prices(obs: ScaleDownObservation, nodes: list[str], prices: dict) -> d
             continue
         key = (pool.provider, pool.server_type.lower())
         if (t := prices.get(key)) is not None:
-            out[key] = min(out.get(key, t.price_hourly), t.price_hourly)
+            price, names = out.get(key, (t.price_hourly, []))
+            out[key] = (min(price, t.price_hourly), [*names, name])
     return out
 
 
 def consolidation_refused(
-    plan: ReplacementPlan, obs: ScaleDownObservation, prices: dict, min_saving: float
+    plan: ReplacementPlan,
+    obs: ScaleDownObservation,
+    prices: dict,
+    min_saving: float,
+    others_deleted: Callable[[str], bool] = lambda _: True,
 ) -> tuple[ReplacementPlan | None, str]:
     """The plan as a consolidation command (its successor's types cut to those that save enough), or
-    None and why it is no command."""
+    None and why it is no command. ``others_deleted(node)``: whether deleting the other candidates, with
+    ``node`` kept, moves their pods without a new node (filterOutSameType's premise)."""
     if not plan.found:
         return None, "a candidate no longer exists"
     if plan.problems:
@@ -133,21 +146,22 @@ def consolidation_refused(
         return plan, ""  # a deletion: the rest of the cluster holds the pods
     new = plan.new_nodes[0]
     options = [(c, t.price_hourly) for c in new.candidates if (t := prices.get((c.provider, c.server_type.lower())))]
-    same_type = _type_prices(obs, plan.nodes, prices)
-    # filterOutSameType: a successor option that is a candidate's type caps every option below that
-    # candidate's price (else deleting the other candidates does as well, moving fewer pods).
-    cap = min(
-        (
-            same_type[(c.provider, c.server_type.lower())]
-            for c, _ in options
-            if (c.provider, c.server_type.lower()) in same_type
-        ),
-        default=None,
-    )
     limit = plan.price_before * (1 - min_saving)
-    kept = [(c, price) for c, price in options if price <= limit + 1e-12 and (cap is None or price < cap)]
-    if not kept:
+    saving = [(c, price) for c, price in options if price <= limit + 1e-12]
+    if not saving:
         return None, f"no successor type costs at most {1 - min_saving:.0%} of {plan.price_before:.4f}/h"
+    same = _same_types(obs, plan.nodes, prices)
+    caps = [same[k] for k in dict.fromkeys((c.provider, c.server_type.lower()) for c, _ in saving) if k in same]
+    # filterOutSameType: a successor option that is a candidate's type caps every option below that
+    # candidate's price: deleting the other candidates does as well, moving fewer pods.
+    cap = min((price for price, _ in caps), default=None)
+    kept = [(c, price) for c, price in saving if cap is None or price < cap]
+    if not kept:
+        keeper = next((n for _, nodes in caps for n in nodes if others_deleted(n)), None)
+        if keeper is not None:
+            return None, f"deleting all but {keeper} does as well, moving fewer pods (a successor of its type)"
+        # No such deletion (the pods fit only if some of the kept node's move too): only the merge saves.
+        kept = saving
     first = kept[0][0]
     successor = new.model_copy(update={"candidates": [c for c, _ in kept], "pool": first.name})
     return plan.model_copy(update={"new_nodes": [successor], "price_after": kept[0][1]}), ""
@@ -217,13 +231,18 @@ def plan_consolidation(
     candidates = [c for c in candidates if c in names][:MAX_CANDIDATES]
     why: list[str] = []
 
+    def deleted(chosen: list[str], keep: str) -> bool:
+        rest = [n for n in chosen if n != keep]
+        plan = plan_for_nodes(obs, catalogue, rest, leaving, now)
+        return plan.found and not plan.new_nodes and not plan.problems
+
     def command(k: int, nodes: list[str] | None = None) -> ReplacementPlan | None:
         chosen = nodes or candidates[:k]
         moves = pods_moving(obs, chosen, leaving, now)  # one reading for the plan and its drain order
         plan = plan_for_nodes(obs, catalogue, chosen, leaving, now, moves).model_copy(update={"nodes": chosen})
         if len(plan.new_nodes) > 1 and not plan.problems:
             plan = one_successor(obs, catalogue, plan, leaving, now, moves) or plan
-        ok, reason = consolidation_refused(plan, obs, prices, min_saving)
+        ok, reason = consolidation_refused(plan, obs, prices, min_saving, lambda keep: deleted(chosen, keep))
         if ok is not None:
             d = drain_order(obs, catalogue, ok, chosen, leaving, now, moves)
             ok, reason = (None, d.stranding) if d.stranding else (ok.model_copy(update={"drain_order": d.order}), "")

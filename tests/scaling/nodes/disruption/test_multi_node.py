@@ -101,7 +101,27 @@ def test_a_successor_option_of_a_candidates_type_caps_every_option_below_that_ca
     )
     assert [c.server_type for c in three.new_nodes[0].candidates][:1] == ["cx22"]
     ok, why = consolidation_refused(three, o, {(t.provider, t.name): t for t in CATALOGUE}, 0.10)
-    assert ok is None and "no successor type" in why
+    assert ok is None and "deleting all but n3 does as well" in why
+
+
+def test_a_successor_of_the_candidates_type_stays_when_deleting_the_others_cannot_be_done() -> None:
+    """filterOutSameType assumes deleting the other candidates does what the merge does. Here it cannot:
+    [cache, web] twice (the consolidation bench's seed 11 end), whose webs fit the other nodes' room and
+    whose caches fill one cx32, but neither cache fits beside the other node's cache and web. Karpenter
+    keeps both nodes; growth merges them into one cx32, half the price."""
+    cache, web, api, batch = (500, 3 * GI), (250, GI // 2), (1000, 2 * GI), (2000, 4 * GI)
+    sizes = {"full": [api, batch], "c1": [cache, web], "c2": [cache, web], "b": [batch], "p": [api, api]}
+    nodes = [cx(n, "cx32") for n in sizes]
+    pods = [pod(f"{n}-{i}", n, cpu=c, mem=m) for n, s in sizes.items() for i, (c, m) in enumerate(s)]
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["c1", "c2"], set(), NOW, 0.10)
+    assert p.nodes == ["c1", "c2"] and not p.refused
+    [succ] = p.new_nodes
+    assert succ.candidates[0].server_type == "cx32" and p.price_after == 0.0113
+    assert succ.requirements.memory == 6 * GI  # the caches; the webs go to b's and p's room
+    # With room for a cache beside c1's, deleting c2 alone does it: the filter holds, c2 goes alone.
+    roomy = [q for q in pods if q.name != "p-1"]  # p holds one api: 4 GiB free
+    p = plan_consolidation(obs(nodes, roomy), CATALOGUE, ["c1", "c2"], set(), NOW, 0.10)
+    assert p.new_nodes == [] and len(p.nodes) == 1
 
 
 def test_every_pod_must_fit_or_nothing_is_done() -> None:
