@@ -7,8 +7,7 @@ moves, and the node keeps serving the pods it has.
 
 A multi-node consolidation is one NodeReplacement for N nodes (``others``): its plan chooses
 which go together, the nodes not chosen go back to the loop, the one successor is made Ready, then the
-chosen nodes are drained together (patch multi-node-drains-together; runs before it drained them one
-after the other): every node's NodeScaleDown starts at once, gated by this workflow (``drain_gate``),
+chosen nodes are drained together: every node's NodeScaleDown starts at once, gated by this workflow (``drain_gate``),
 marks, re-checks and cordons its node, reports it cordoned and waits; once every one is cordoned or has
 ended (a re-check that cancelled left its node unmarked and serving), all evict and delete together. So
 no pod evicted from one node of the command lands on another (Karpenter taints every candidate of a
@@ -70,34 +69,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search import CLUSTER, NODE, PHASE
 
 PLAN_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
-# workflow.patched id: a multi-node command's nodes are all cordoned before any pod is evicted, then
-# drained and deleted together (Karpenter taints every candidate of a command, then terminates them
-# together). They were drained one after the other: the command took N drains' time, and pods
-# evicted from the first node could be scheduled onto the next, still uncordoned, and be evicted
-# again. Runs that reached their drains before it replay in turn, with ungated children
-# (histories/node_replacement_drained_in_turn.json). Asked only when the command drains two or more
-# nodes. (Orchestration: added 2026-11, release 0.3.0.)
-DRAINS_TOGETHER = "multi-node-drains-together"
-# workflow.patched id: a plan that names the order its pods must arrive in (ReplacementPlan.drain_order)
-# has them evicted in it, one at a time, once every node is cordoned (a single node is gated as a
-# command's). Its plan activity may have been answered by a worker of this release for a run whose
-# workflow code was the release before (a rolling update), which released a multi-node command's
-# drains right after the cordons: that history replays the old branch, and fails without the patch
-# (histories/node_replacement_order_ignored.json). Asked only when the plan names an order.
-# (Orchestration: added 2026-11, release 0.3.0.)
-DRAINS_IN_ORDER = "drain-in-planned-order"
-# A successor the command no longer needs is deleted only when no pod needs evicting from it: it is a
-# Ready, schedulable node from the moment it is made, and pods from elsewhere may have landed on it
-# (it went at the provider, undrained, with them). One that serves stays for the loop's scale-down.
-SUCCESSORS_EMPTY_FIRST = "successors-deleted-only-empty"
-# workflow.patched id: the command's nodes are tainted karpenter.sh/disrupted:NoSchedule before the first
-# successor's create, and the taint lifted from those the command does not remove. Untainted while the
-# successors were made, a node took pods from elsewhere (another removal's, a scale-up's) into the room
-# its own plan counted on, and its drain's re-check then cancelled the command after its successor was
-# bought (the consolidation bench, seed 3: a cx52's cache onto the cx32 being replaced by a cx22). Runs
-# from before replay their creates with no taint (every committed replacement history but
-# node_replacement.json). (Orchestration: added 2026-11, release 0.3.0.)
-DISRUPTED_FIRST = "disrupted-taint-before-successors"
 
 
 @workflow.defn(name="NodeReplacement")
@@ -119,7 +90,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.draining = False
         self.cordoned: set[str] = set()  # drain_gate reports: nodes of the command cordoned, waiting to drain
         self.nodes = command_nodes(inp)  # what the loop holds for this command (one node but for multi-node)
-        self.disrupted: bool | None = None  # whether the nodes were tainted (None: not asked yet)
+        self.disrupted = False  # whether the nodes were tainted (before the first successor's create)
         # The run's key, not the id's (orchestration.command_id): the successors' create key and label.
         self.command = command_id(workflow.info().workflow_id, workflow.info().first_execution_run_id)
 
@@ -215,13 +186,14 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
 
         # Every successor is Ready: now, and only now, the nodes are marked, drained and deleted.
         self.draining = True
-        # A plan the scheduler follows in one order only names it: the nodes are gated as a
-        # command's, and this workflow evicts in that order before the drains take the rest.
-        order = plan.drain_order if plan.drain_order and workflow.patched(DRAINS_IN_ORDER) else []
-        if (len(self.nodes) > 1 and workflow.patched(DRAINS_TOGETHER)) or order:
-            results = await self._drain_together(order)
+        # A multi-node command's nodes are all cordoned before any pod is evicted, then drained together
+        # (Karpenter taints every candidate of a command, then terminates them together): drained in
+        # turn, a pod evicted from the first could land on the next and be evicted again. A plan the
+        # scheduler follows in one order only names it, and this workflow evicts in that order first.
+        if len(self.nodes) > 1 or plan.drain_order:
+            results = await self._drain_together(plan.drain_order)
         else:
-            results = await self._drain_in_turn()
+            results = [await self._drain_alone(self.nodes[0])]
         if all(r.phase != ScaleDownPhase.REMOVED and not r.evicted for r in results):
             await self._delete_successors()  # nothing moved to them: the nodes keep serving alone
         # A node the drain's re-check kept serves on, for new pods too; one another command removes is its.
@@ -239,22 +211,17 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         return self.status  # the child reported the outcome to the loop itself
 
     # -- the drains ------------------------------------------------------------------------
-    async def _drain_in_turn(self) -> list[ScaleDownStatus]:
-        """Each node's NodeScaleDown (mark, re-check, cordon, drain, delete) after the one before it ended."""
-        results: list[ScaleDownStatus] = []
-        for node in self.nodes:
-            try:
-                results.append(
-                    await workflow.execute_child_workflow(
-                        NodeScaleDownWorkflow.run,
-                        self._removal(node),
-                        id=scale_down_id(self.inp.removal.cluster, node),
-                        result_type=ScaleDownStatus,
-                    )
-                )
-            except WorkflowAlreadyStartedError:
-                results.append(self._already_removing(node))
-        return results
+    async def _drain_alone(self, node: str) -> ScaleDownStatus:
+        """The one node's NodeScaleDown (mark, re-check, cordon, drain, delete), ungated."""
+        try:
+            return await workflow.execute_child_workflow(
+                NodeScaleDownWorkflow.run,
+                self._removal(node),
+                id=scale_down_id(self.inp.removal.cluster, node),
+                result_type=ScaleDownStatus,
+            )
+        except WorkflowAlreadyStartedError:
+            return self._already_removing(node)
 
     async def _drain_together(self, order: list[str]) -> list[ScaleDownStatus]:
         """Every node's NodeScaleDown at once, each gated by this workflow: it marks, re-checks and
@@ -287,7 +254,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         await asyncio.gather(*(self._release(c) for n, c in children.items() if n in self.cordoned and not c.done()))
         ended = await asyncio.gather(*children.values(), return_exceptions=True)
         if failed := next((e for e in ended if isinstance(e, BaseException)), None):
-            raise failed  # as a child's failure ends the runs that drain in turn, once every other one ended
+            raise failed  # as a lone drain's failure ends the run, once every other one ended
         by_node = dict(zip(children, ended, strict=True))
         return [by_node.get(node) or self._already_removing(node) for node in self.nodes]
 
@@ -338,11 +305,13 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self._show()
 
     async def creating(self, machine: RequestMachine) -> None:
-        """Before the first create: the command's nodes tainted (DISRUPTED_FIRST)."""
-        if self.disrupted is None:
-            self.disrupted = workflow.patched(DISRUPTED_FIRST)
-            if self.disrupted:
-                await self._taint(self.nodes, present=True)
+        """Before the first create, the command's nodes are tainted karpenter.sh/disrupted:NoSchedule (Karpenter's
+        executeCommand): untainted while the successors were made, a node took pods from elsewhere into the
+        room its own plan counted on, and its drain's re-check cancelled the command after its successor
+        was bought (the consolidation bench, seed 3). Lifted from those the command does not remove."""
+        if not self.disrupted:
+            self.disrupted = True
+            await self._taint(self.nodes, present=True)
 
     async def provisioning(self, machine: RequestMachine) -> None:
         await self.publish(machine)
@@ -367,9 +336,11 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
 
     async def _delete_successors(self) -> None:
         ready = [m.status for m in self.machines if m.status.phase == RequestPhase.READY and m.status.node_name]
-        check_first = bool(ready) and workflow.patched(SUCCESSORS_EMPTY_FIRST)
+        # A successor is a Ready, schedulable node from the moment it is made, and pods from elsewhere may
+        # have landed on it: it is deleted only when none needs evicting (at the provider, they went with
+        # it undrained); one that serves is left to the loop's scale-down.
         for s in ready:
-            if check_first and await self._serving(s.node_name or ""):
+            if await self._serving(s.node_name or ""):
                 workflow.logger.info("successor %s keeps serving the pods that landed on it", s.node_name)
                 continue
             await workflow.execute_activity(
@@ -436,8 +407,6 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         await self._publish()
         # Released first (before this), the loop counted fewer nodes than were disrupted in between, and
         # an evaluation then started a disruption beyond the budget (the consolidation bench, seed 11).
-        # The same signal commands in another order: runs from before replay
-        # (histories/node_replacement_release_first.json), so no patch.
         if released:
             await self._tell(release, released)
 

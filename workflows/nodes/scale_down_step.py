@@ -54,13 +54,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
     from workflows.search import initial_attributes
 
-# A NodeReplacement that could not start because a run with its id (its first node's) is still
-# closing: that run's NodeScaleDown child may have given the final word on the node for it (a single
-# node's replacement says nothing itself), and the node is let go. Before, the loop held it for good,
-# waiting for a report from a run that had closed (the consolidation bench: 600 s, never settled).
-# Asked only on that failed start; runs of the release before took the old branch.
-# (Orchestration: added 2026-11, release 0.3.0.)
-CLOSING_CHILDS_WORD = "closing-replacement-childs-word"
 OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
 
@@ -265,8 +258,10 @@ async def start_replacement(
         search_attributes=_marked(settings),
         static_summary=replacement_summary(inp, len(replacement.others)),
     ):
-        children = [scale_down_id(settings.cluster, n) for n in held] if workflow.patched(CLOSING_CHILDS_WORD) else []
-        release_unstarted(state, wid, inp.node, before, children)
+        # That run, still closing, may have had its NodeScaleDown child give the final word on the node (a
+        # single node's replacement says nothing itself): the node is let go. Held for good before, it
+        # waited for a report from a run that had closed (the consolidation bench: never settled).
+        release_unstarted(state, wid, inp.node, before, [scale_down_id(settings.cluster, n) for n in held])
     return wid
 
 

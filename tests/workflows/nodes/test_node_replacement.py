@@ -55,7 +55,7 @@ from tests.workflows.nodes.test_node_scale_down import GIB, GROUP, DownWorld, ap
 from tests.workflows.replayer import assert_replay, committed, record_again
 from tests.workflows.workers import new_worker
 from workflows.all import WORKFLOWS
-from workflows.nodes.replacement import SUCCESSORS_EMPTY_FIRST, NodeReplacementWorkflow
+from workflows.nodes.replacement import NodeReplacementWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow, scale_down_id
 
 SUCCESSOR = "kwok-cx22-1"  # the stub provider's name for the first machine it makes
@@ -496,7 +496,7 @@ async def test_a_node_whose_recheck_cancels_keeps_serving_while_the_others_go(en
     assert ("undisrupted", "a") not in w.calls and ("undisrupted", "c") not in w.calls
     assert max(i for i, (c, n) in enumerate(w.calls) if c == "cordon") < min(calls_of(w, "evict"))
     assert sorted(w.deleted) == ["a", "c"]
-    await assert_replay(WORKFLOWS, fresh, committed(DRAINED_TOGETHER), committed(DRAINED_IN_TURN))
+    await assert_replay(WORKFLOWS, fresh, committed(DRAINED_TOGETHER))
 
 
 def drains_of(events: list[dict]) -> list[str]:
@@ -510,26 +510,9 @@ def drains_of(events: list[dict]) -> list[str]:
     return out
 
 
-def test_the_committed_replacements_took_each_taint_branch() -> None:
-    """node_replacement.json (recorded since) taints before its create; the runs recorded before the
-    patch replay their creates untainted (test_node_replacement's replays of them pass)."""
-    from tests.workflows.nodes.test_replay import patches_in
-    from workflows.nodes.replacement import DISRUPTED_FIRST
-
-    assert DISRUPTED_FIRST in patches_in(committed(HISTORY).to_json_dict()["events"])
-    for old in (DRAINED_TOGETHER, DRAINED_IN_TURN, DRAINED_IN_ORDER, DELETED_UNCHECKED):
-        assert DISRUPTED_FIRST not in patches_in(committed(old).to_json_dict()["events"]), old.name
-
-
-def test_the_committed_drains_took_each_branch() -> None:
-    """Runs before the patch (no marker) drained in turn; runs since ask for it and drain together."""
-    from tests.workflows.nodes.test_replay import patches_in
-    from workflows.nodes.replacement import DRAINS_TOGETHER
-
-    in_turn = committed(DRAINED_IN_TURN).to_json_dict()["events"]
+def test_the_committed_drains_went_together() -> None:
+    """The committed multi-node history starts every node's NodeScaleDown before any ends."""
     together = committed(DRAINED_TOGETHER).to_json_dict()["events"]
-    assert DRAINS_TOGETHER not in patches_in(in_turn) and DRAINS_TOGETHER in patches_in(together)
-    assert drains_of(in_turn) == ["start", "end"] * 3
     assert drains_of(together) == ["start"] * 3 + ["end"] * 3
 
 
@@ -548,11 +531,7 @@ async def test_the_drains_recheck_the_command_as_a_whole(env: WorkflowEnvironmen
     # Nothing moved to the successor, but a pod landed on it: it is not deleted under that pod (it was,
     # at the provider, undrained); the loop's scale-down judges it as any node. The run replays.
     assert w.deleted == [] and ("check", SUCCESSOR) in w.calls
-    from tests.workflows.nodes.test_replay import patches_in
-
-    history = await h.fetch_history()
-    assert SUCCESSORS_EMPTY_FIRST in patches_in(history.to_json_dict()["events"])
-    await assert_replay(WORKFLOWS, history)
+    await assert_replay(WORKFLOWS, await h.fetch_history())
 
 
 async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serves(
@@ -567,14 +546,6 @@ async def test_when_every_recheck_cancels_the_successor_goes_and_every_node_serv
     assert calls_of(w, "cordon") == [] and calls_of(w, "evict") == []
     assert w.deleted == [SUCCESSOR]  # nothing moved to it, nothing landed on it: checked, then deleted
     assert ("check", SUCCESSOR) in w.calls
-
-
-async def test_a_run_from_before_the_successor_check_replays_its_unchecked_delete() -> None:
-    from tests.workflows.nodes.test_replay import patches_in
-
-    events = committed(DELETED_UNCHECKED).to_json_dict()["events"]
-    assert SUCCESSORS_EMPTY_FIRST not in patches_in(events)
-    await assert_replay(WORKFLOWS, committed(DELETED_UNCHECKED))
 
 
 async def test_a_later_command_under_the_same_id_buys_its_own_successor(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
@@ -618,12 +589,6 @@ async def test_a_node_of_the_command_another_removes_is_left_to_it_and_the_other
 
 
 DRAINED_TOGETHER = HISTORY.with_name("node_replacement_drained_together.json")
-# Recorded once by the code before patch multi-node-drains-together, whose nodes drained one after the
-# other: it replays that branch, and cannot be recorded again.
-DRAINED_IN_TURN = HISTORY.with_name("node_replacement_drained_in_turn.json")
-# Recorded once by the code before patch successors-deleted-only-empty: every re-check refused and
-# the successor, which nothing had moved to, was deleted at once.
-DELETED_UNCHECKED = HISTORY.with_name("node_replacement_successor_deleted_unchecked.json")
 
 
 def one_node_held() -> ReplaceWorld:
@@ -660,34 +625,6 @@ async def record_in_order(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorl
     result = await h.result()
     assert result.phase == ScaleDownPhase.REMOVED, result.message
     return w, await h.fetch_history()
-
-
-# A multi-node command whose plan named an order its workflow code, the release before, did not read
-# (a rolling update: the plan answered by this release's worker). Recorded once by that code
-# (`order-ignored`, with DRAINS_IN_ORDER's branch off): it cannot be re-recorded.
-ORDER_IGNORED = HISTORY.with_name("node_replacement_order_ignored.json")
-
-
-async def record_many_in_order(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld, WorkflowHistory]:  # noqa: ANN001, F811
-    w = three_dear_nodes()
-    w.order = ["default/b-web", "default/a-web", "default/c-web"]
-    tq, _ = await worker(w)
-    h = await start_many(env, tq)
-    result = await h.result()
-    assert result.phase == ScaleDownPhase.REMOVED, result.message
-    return w, await h.fetch_history()
-
-
-async def test_a_command_whose_order_the_code_before_ignored_replays_without_it() -> None:
-    """The patch: its history released the drains right after the cordons, without evict_in_order;
-    the code without DRAINS_IN_ORDER would command that activity there and fail the replay."""
-    from tests.workflows.nodes.test_replay import patches_in
-    from workflows.nodes.replacement import DRAINS_IN_ORDER
-
-    events = committed(ORDER_IGNORED).to_json_dict()["events"]
-    assert DRAINS_IN_ORDER not in patches_in(events)
-    assert not any("evict_in_order" in str(e) for e in events)
-    await assert_replay(WORKFLOWS, committed(ORDER_IGNORED))
 
 
 async def test_a_plan_that_names_an_order_is_evicted_in_it_once_the_node_is_cordoned(
@@ -790,8 +727,7 @@ async def test_a_command_holds_the_node_it_chose_before_it_releases_the_one_it_h
 ) -> None:
     """The consolidation bench counted a budget breach (seed 11): a command released the node the loop
     held for it before it told the loop of the node it chose, and the loop's evaluation in between
-    started another disruption. The loop now counts the chosen node first. A run from before, which
-    released first, replays (histories/node_replacement_release_first.json, in test_replay.py)."""
+    started another disruption. The loop now counts the chosen node first."""
     w = one_goes_alone()
     tq = f"tq-{uuid.uuid4().hex[:6]}"
     async with new_worker(env.client, tq, workflows=[*WORKFLOWS, CommandReports], activities=w.activities()):
@@ -821,7 +757,6 @@ if __name__ == "__main__":
     recorder, path = {
         "drains": (record_drains, DRAINED_TOGETHER),
         "in-order": (record_in_order, DRAINED_IN_ORDER),
-        "order-ignored": (record_many_in_order, ORDER_IGNORED),
     }.get(" ".join(sys.argv[1:]), (record_history, HISTORY))
 
     async def record(env: WorkflowEnvironment) -> WorkflowHistory:

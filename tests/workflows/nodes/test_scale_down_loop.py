@@ -481,16 +481,14 @@ async def test_a_replacement_that_cannot_start_beside_its_closing_run_does_not_h
     child reported the node cancelled), the loop named the node again at once, under the id of the run
     still closing; the start failed, and the loop held the node for good, waiting for a report from a
     run that had closed. Here a run that never ends holds the id: once the child's final word is in,
-    each failed start lets the node go (patch closing-replacement-childs-word), loop after loop."""
+    each failed start lets the node go, loop after loop."""
     from scaling.nodes.disruption.drift import LABEL_POOL_HASH, pool_hash
     from scaling.nodes.nodegroups import flatten_pools
     from scaling.nodes.scale_down.removals import ScaleDownStatus
     from scaling.nodes.settings import AutoscalerSettings
     from scaling.nodes.state import AutoscalerInput
     from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
-    from tests.workflows.nodes.test_replay import patches_in
     from workflows.nodes.scale_down import NodeScaleDownWorkflow
-    from workflows.nodes.scale_down_step import CLOSING_CHILDS_WORD
 
     old = GROUP.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "old"}})]})
     new = old.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "new"}})]})
@@ -538,8 +536,6 @@ async def test_a_replacement_that_cannot_start_beside_its_closing_run_does_not_h
         return s if s.iterations >= said + 3 and not any(sd.node == "a" for sd in s.scale_downs) else None
 
     await until(let_go, timeout=60)
-    history = json.loads((await h.fetch_history()).to_json())
-    assert CLOSING_CHILDS_WORD in patches_in(history["events"])
     assert world.created == []  # the id held: nothing was bought
 
 
