@@ -27,7 +27,7 @@ its state in a data directory: skipped when `sim.cluster` has no `--data-dir`), 
 hang (SIGSTOP), and a 5xx/429 storm on node creation. A step too quick to catch is held in
 progress by a state the fault sees in the world and that stays put until it strikes, never by
 catching a short activity in a poll: the API server holds the first node create unanswered (a
-request hold), or hangs (SIGSTOP) from the moment a node shows cordoned (a drain); the loop's
+request hold), or a drain's first eviction (the same); the loop's
 start of its requests, which only the Temporal server sees, by the workers' own first
 NodeRequest or NodeRequestBatch start waiting unsent in front of it (bench/start_hold.py, kill_worker_during_held_start);
 its observation by freezing every worker the moment the loop's history shows one scheduled

@@ -31,16 +31,12 @@ from bench.stack import restart_dev_server, worker_logs
 from bench.start_hold import ARMED, HOLDS_ENV
 from scaling.kube.labels import request_key
 from scaling.nodes.contracts import (
-    CORDON_NODE,
     CREATE_NODE,
-    DELETE_NODE,
-    DELETE_NODE_OBJECT,
     EVICT_IN_ORDER,
     EVICT_POD,
     OBSERVE_CLUSTER,
     READINESS,
     START_NODE_REQUESTS,
-    WAIT_PODS_GONE,
 )
 from scaling.nodes.models import LABEL_REQUEST
 from scaling.nodes.scale_up.requests import split_request_id
@@ -248,59 +244,67 @@ def sim_proc(stack: Stack) -> Proc:
     return next(p for p in reversed(stack.procs.procs) if p.name == "sim-cluster")
 
 
-# A moment to wait for before a fault strikes: "" when it came, else why it did not.
-Moment = Callable[[Stack, Client], Awaitable[str]]
-
-
-async def node_cordoned(stack: Stack, temporal: Client, timeout: float = 300) -> str:
-    """The moment the API server shows a node cordoned: a removal's drain begins. Read from the
-    cluster, not from pending activities: a cordon is one PATCH, over before a poll of every
-    workflow comes round, while every drain step after it goes through the API server."""
-    core = client.CoreV1Api(stack.api)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        nodes = (await asyncio.to_thread(core.list_node, label_selector=LABEL_REQUEST)).items
-        if any(n.spec.unschedulable for n in nodes):
-            return ""
-        await asyncio.sleep(0.05)
-    return f"no node cordoned within {timeout:.0f} s"
+# The first eviction of a drain (policy/v1 Eviction, POST .../pods/<name>/eviction): held unanswered,
+# the evict_pod that sent it runs until the fault strikes. Watching for a cordon and then hanging
+# the whole API server came too late on a busy machine: a node's drain is over in ~0.4 s, and the
+# cordon was seen after it (the kill then found no drain step running, 30 Nov).
+EVICTION = ("POST", r"^/api/v1/namespaces/[^/]+/pods/[^/]+/eviction$")
 
 
 @contextlib.asynccontextmanager
-async def api_held_from(stack: Stack, temporal: Client, moment: Moment | None, rec: FaultRecord) -> AsyncIterator[bool]:
-    """With `moment`: the API server hangs (SIGSTOP) from that moment until the block ends, so
-    an activity that goes through it is caught in progress; False (rec.skipped says why) when
-    the moment never came. Without: nothing held."""
-    if moment is None:
+async def held_request(
+    stack: Stack, method: str, path_regex: str, rec: FaultRecord, let_pass: int = 0, timeout: float = 180
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """The API server holds the first matching request after `let_pass` others (each let pass by
+    replacing its hold with a new one in one step, so nothing slips between) unanswered until the
+    block ends; yields the held request's objects ([] with rec.skipped when none came)."""
+    faults = f"{stack.sim_url}/sim/v1/faults"
+    hold = {"request_holds": [{"method": method, "path_regex": path_regex, "times": 1}]}
+    async with httpx.AsyncClient(verify=False, timeout=10) as http:
+        (await http.post(faults, json=hold)).raise_for_status()
+        try:
+            deadline = time.monotonic() + timeout
+            for passing in range(let_pass + 1):
+                while not (held := (await http.get(faults)).json()["request_holds"][0])["held"]:
+                    if time.monotonic() > deadline:
+                        rec.skipped = f"no {method} {path_regex} reached the API server within {timeout:.0f} s"
+                        yield []
+                        return
+                    await asyncio.sleep(0.02)
+                if passing < let_pass:
+                    (await http.post(faults, json=hold)).raise_for_status()  # served; the next one held
+            yield held["objects"] or [{}]
+        finally:
+            (await http.post(faults, json={"request_holds": []})).raise_for_status()  # served now
+
+
+@contextlib.asynccontextmanager
+async def holding(stack: Stack, hold: tuple[str, str] | None, rec: FaultRecord) -> AsyncIterator[bool]:
+    """With `hold` (method, path regex): held_request's first such request held until the block
+    ends; False (rec.skipped says why) when none came. Without: nothing held."""
+    if hold is None:
         yield True
         return
-    rec.skipped = await moment(stack, temporal)
-    if rec.skipped:
-        yield False
-        return
-    sim = sim_proc(stack)
-    os.killpg(sim.popen.pid, signal.SIGSTOP)
-    try:
-        yield True
-    finally:
-        os.killpg(sim.popen.pid, signal.SIGCONT)
+    async with held_request(stack, *hold, rec) as held:
+        yield bool(held)
 
 
 def kill_worker_during(
     activity_type: str | tuple[str, ...],
     sig: int = signal.SIGKILL,
-    hold_api_from: Moment | None = None,
+    hold: tuple[str, str] | None = None,
     match: Callable[[Pending], bool] = lambda p: True,
 ) -> Fault:
     """SIGKILL (or SIGTERM) the worker running such an activity (a long one, as a node-ready
     wait: the loop's quick ones are kill_worker_taking's); a new worker replaces it.
 
-    `hold_api_from`: for activities too quick to catch (a drain step is one call of ~20 ms),
-    the API server hangs from that moment until the kill (api_held_from); the fault ends when
-    it answers again. `match`: that activity only (wait_for_activity's)."""
+    `hold`: for activities too quick to catch (a drain step is one call of ~20 ms), the API
+    server holds the first such request (method, path regex) until the kill (holding), then
+    serves it: its answer is lost with the worker. `match`: that activity only
+    (wait_for_activity's)."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        async with api_held_from(stack, temporal, hold_api_from, rec) as held:
+        async with holding(stack, hold, rec) as held:
             if not held:
                 return
             snapshot = await wait_for_activity(temporal, activity_type, 60, match=match)
@@ -492,14 +496,14 @@ async def _strike_when(
 
 
 def restart_temporal(
-    during: str | tuple[str, ...] | None = READINESS, started: bool = True, hold_api_from: Moment | None = None
+    during: str | tuple[str, ...] | None = READINESS, started: bool = True, hold: tuple[str, str] | None = None
 ) -> Fault:
     """SIGKILL the dev server and start it again on the same database and port, while such an
-    activity runs (or is scheduled; None: now), held in progress by the API server hanging from
-    `hold_api_from` (api_held_from) when it is too quick to catch."""
+    activity runs (or is scheduled; None: now), held in progress by the API server holding its
+    request (`hold`: holding) when it is too quick to catch."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        async with api_held_from(stack, temporal, hold_api_from, rec) as held:
+        async with holding(stack, hold, rec) as held:
             if not held or not await _strike_when(temporal, during, rec, started=started):
                 return
             rec.started = time.time()
@@ -601,18 +605,15 @@ def node_create_storm(status: int, seconds: float) -> Fault:
     return inject
 
 
-# A NodeScaleDown's steps once its timer ran out: cordon, drain (an empty node has none), delete; and a
-# NodeReplacement's ordered evictions between its nodes' cordons and their drains.
-DRAIN = (CORDON_NODE, EVICT_IN_ORDER, EVICT_POD, WAIT_PODS_GONE, DELETE_NODE, DELETE_NODE_OBJECT)
 FAULTS: dict[str, Fault] = {
     "kill-worker-during-observe": kill_worker_taking(OBSERVE_CLUSTER),
     "kill-worker-during-start": kill_worker_during_held_start(),
     "kill-worker-during-create": kill_worker_during_held_create(),
     "kill-worker-during-readiness": kill_worker_during(READINESS),
     "sigterm-worker-during-readiness": kill_worker_during(READINESS, signal.SIGTERM),
-    "kill-worker-during-drain": kill_worker_during(DRAIN, hold_api_from=node_cordoned),
+    "kill-worker-during-drain": kill_worker_during(EVICT_POD, hold=EVICTION),
     "restart-temporal": restart_temporal(),
-    "restart-temporal-during-drain": restart_temporal(DRAIN, hold_api_from=node_cordoned),
+    "restart-temporal-during-drain": restart_temporal(EVICT_POD, hold=EVICTION),
     "restart-api-server": restart_api_server(),
     "node-create-503-storm": node_create_storm(503, 5),
     "node-create-429-storm": node_create_storm(429, 5),

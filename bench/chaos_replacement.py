@@ -8,8 +8,8 @@ successor (its pods fit no other node). Each fault strikes the first replacement
 held there by a state the fault reads from the world: the API server holds the step's request
 unanswered (a request hold of `/sim/v1/faults`: the successor's create, the old node's cordon
 PATCH once its mark went through, the old node's DELETE), or the successor's readiness wait,
-which lasts the sim's node-ready delay, is caught running, or the API server hangs from the
-moment the old node shows cordoned (a drain step). The worker running that step is SIGKILLed
+which lasts the sim's node-ready delay, is caught running, or the drain's first eviction is held
+(a request hold too). The worker running that step is SIGKILLed
 and replaced. One more schedule kills nothing: the sim's scheduler binds pods only every 8 s
 (slow_scheduler), so the evicted pods wait unbound after their node is gone.
 
@@ -47,7 +47,7 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ from temporalio.client import Client
 
 from bench.chaos_harness import (
     CLUSTER,
-    DRAIN,
+    EVICTION,
     KWOK_POOLS,
     Fault,
     FaultRecord,
@@ -67,9 +67,9 @@ from bench.chaos_harness import (
     Stack,
     check_histories,
     held_create,
+    held_request,
     kill_worker_during,
     node_burst,
-    node_cordoned,
     running_pods,
     settle,
     start_faults,
@@ -83,6 +83,7 @@ from scaling.nodes.contracts import (
     CREATE_NODE,
     DELETE_NODE,
     EVICT_IN_ORDER,
+    EVICT_POD,
     READINESS,
     TAINT_DISRUPTED,
 )
@@ -315,33 +316,6 @@ def in_replacement(p: Pending) -> bool:
     return p.workflow_id.startswith((f"nodes/{CLUSTER}/replace/", f"nodes/{CLUSTER}/scale-down/"))
 
 
-@contextlib.asynccontextmanager
-async def held_request(
-    stack: Stack, method: str, path_regex: str, rec: FaultRecord, let_pass: int = 0, timeout: float = 180
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """The API server holds the first matching request after `let_pass` others (each let pass by
-    replacing its hold with a new one in one step, so nothing slips between) unanswered until the
-    block ends; yields the held request's objects ([] with rec.skipped when none came)."""
-    faults = f"{stack.sim_url}/sim/v1/faults"
-    hold = {"request_holds": [{"method": method, "path_regex": path_regex, "times": 1}]}
-    async with httpx.AsyncClient(verify=False, timeout=10) as http:
-        (await http.post(faults, json=hold)).raise_for_status()
-        try:
-            deadline = time.monotonic() + timeout
-            for passing in range(let_pass + 1):
-                while not (held := (await http.get(faults)).json()["request_holds"][0])["held"]:
-                    if time.monotonic() > deadline:
-                        rec.skipped = f"no {method} {path_regex} reached the API server within {timeout:.0f} s"
-                        yield []
-                        return
-                    await asyncio.sleep(0.02)
-                if passing < let_pass:
-                    (await http.post(faults, json=hold)).raise_for_status()  # served; the next one held
-            yield held["objects"] or [{}]
-        finally:
-            (await http.post(faults, json={"request_holds": []})).raise_for_status()  # served now
-
-
 async def strike(stack: Stack, rec: FaultRecord, snapshot: list[Pending], what: str) -> str | None:
     """SIGKILL the worker running snapshot[0]; its name (None, rec.skipped set, when none)."""
     name = stack.worker_by_pid(snapshot[0].worker_pid) if snapshot and snapshot[0].worker_pid else None
@@ -409,9 +383,7 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
     "kill-worker-during-disrupted-taint": kill_worker_during_held(TAINT_DISRUPTED, "PATCH", old_nodes),
     # Its second is its mark (ToBeDeletedByClusterAutoscaler): both let through, the cordon is held.
     "kill-worker-during-cordon": kill_worker_during_held(CORDON_NODE, "PATCH", old_nodes, let_pass=2),
-    "kill-worker-during-replacement-drain": kill_worker_during(
-        DRAIN, hold_api_from=node_cordoned, match=in_replacement
-    ),
+    "kill-worker-during-replacement-drain": kill_worker_during(EVICT_POD, hold=EVICTION, match=in_replacement),
     "kill-worker-during-old-node-delete": kill_worker_during_held(DELETE_NODE, "DELETE", old_nodes),
     "slow-scheduler": slow_scheduler(),
     # ordered_replacement's: the worker evicting its pods one at a time, between two of them.
