@@ -26,11 +26,11 @@ consolidation.go), which growth follows:
 - When no prefix of two or more is, single-node consolidation tries each candidate alone in order
   (Karpenter runs its single-node method after the multi-node one, over every candidate).
 Where growth differs:
-- filterOutSameType's premise is checked: when it leaves no option, and deleting the other candidates
-  with that one kept would need a new node (its pods fit only if some of the kept node's move too),
-  the successor of the candidates' type stays. Karpenter keeps them all there: the consolidation
-  bench's seed 11 ended on two cx32 [cache, web] whose webs fit elsewhere and whose caches fill one
-  cx32, 1.22x the best packing.
+- filterOutSameType's premise is checked: a candidate's type caps the options only when deleting the
+  other candidates with one of that type kept can be made (KEEPERS_TRIED of them, the roomiest
+  first). Where it cannot (its pods fit only if some of the kept node's move too), the merge stays.
+  Karpenter keeps the nodes there: the consolidation bench's seed 11 ended on two cx32 [cache, web]
+  whose webs fit elsewhere and whose caches fill one cx32, 1.22x the best packing.
 - When neither the search nor single-node consolidation finds a command, the whole prefix (within the
   budget) is tried once, for where the search's assumption fails. Trying it before the search instead
   ended the planner bench's seed 11 dearer (1.10x the bound against 1.05x: a merge of three cx32 into
@@ -60,6 +60,7 @@ from scaling.nodes.scale_down.methods.consolidated import MIN_SAVING
 from scaling.text import shorten
 
 MAX_CANDIDATES = 20
+KEEPERS_TRIED = 3  # filterOutSameType's premise checked for at most this many candidates of the type
 ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 T = TypeVar("T")
 
@@ -151,17 +152,24 @@ def consolidation_refused(
     if not saving:
         return None, f"no successor type costs at most {1 - min_saving:.0%} of {plan.price_before:.4f}/h"
     same = _same_types(obs, plan.nodes, prices)
-    caps = [same[k] for k in dict.fromkeys((c.provider, c.server_type.lower()) for c, _ in saving) if k in same]
+    by_name = {n.name: n for n in obs.nodes}
+    kept = saving
     # filterOutSameType: a successor option that is a candidate's type caps every option below that
-    # candidate's price: deleting the other candidates does as well, moving fewer pods.
-    cap = min((price for price, _ in caps), default=None)
-    kept = [(c, price) for c, price in saving if cap is None or price < cap]
-    if not kept:
-        keeper = next((n for _, nodes in caps for n in nodes if others_deleted(n)), None)
+    # candidate's price, as deleting the other candidates, that one kept, does as well moving fewer
+    # pods. Growth checks that premise (a few candidates of the type, the roomiest first: each is a
+    # plan) and caps only where it holds.
+    for price, nodes in sorted(
+        same[k] for k in dict.fromkeys((c.provider, c.server_type.lower()) for c, _ in saving) if k in same
+    ):
+        if all(p < price for _, p in saving):
+            break  # this cap, and every dearer one, binds nothing
+        roomiest = sorted(nodes, key=lambda n: (-(by_name[n].allocatable - by_name[n].requested).memory, n))
+        keeper = next((n for n in roomiest[:KEEPERS_TRIED] if others_deleted(n)), None)
         if keeper is not None:
-            return None, f"deleting all but {keeper} does as well, moving fewer pods (a successor of its type)"
-        # No such deletion (the pods fit only if some of the kept node's move too): only the merge saves.
-        kept = saving
+            kept = [(c, p) for c, p in saving if p < price]
+            if not kept:
+                return None, f"deleting all but {keeper} does as well, moving fewer pods (a successor of its type)"
+            break
     first = kept[0][0]
     successor = new.model_copy(update={"candidates": [c for c, _ in kept], "pool": first.name})
     return plan.model_copy(update={"new_nodes": [successor], "price_after": kept[0][1]}), ""
