@@ -21,6 +21,7 @@ from scaling.nodes.disruption.multi_node import (
     disruption_cost,
     longest_prefix,
     one_node_group,
+    other_sets,
     plan_consolidation,
     plan_for_input,
     savings_ratio,
@@ -118,10 +119,25 @@ def test_a_successor_of_the_candidates_type_stays_when_deleting_the_others_canno
     [succ] = p.new_nodes
     assert succ.candidates[0].server_type == "cx32" and p.price_after == 0.0113
     assert succ.requirements.memory == 6 * GI  # the caches; the webs go to b's and p's room
+    # The bench's order: c1 and c2 are no prefix of the candidates, and the budget lets two go. The
+    # prefixes ([full, c1]) and each node alone find nothing; the other pairs, tried next, find c1+c2.
+    p = plan_consolidation(obs(nodes, pods), CATALOGUE, ["full", "c1", "b", "c2"], set(), NOW, 0.10, allowed=2)
+    assert p.nodes == ["c1", "c2"] and p.price_after == 0.0113, p.refused
     # With room for a cache beside c1's, deleting c2 alone does it: the filter holds, c2 goes alone.
     roomy = [q for q in pods if q.name != "p-1"]  # p holds one api: 4 GiB free
     p = plan_consolidation(obs(nodes, roomy), CATALOGUE, ["c1", "c2"], set(), NOW, 0.10)
     assert p.new_nodes == [] and len(p.nodes) == 1
+
+
+def test_the_other_sets_are_the_untried_ones_of_two_or_three_dearest_first() -> None:
+    price = {"a": 0.0273, "b": 0.0113, "c": 0.0113, "d": 0.006}
+    tried = {frozenset("ab"), frozenset("a"), frozenset("abc")}
+    sets = other_sets(list("abcd"), 3, price, tried)
+    assert sets[0] == list("abd") and ["a", "b", "c"] not in sets and ["a", "b"] not in sets
+    assert sets.index(["a", "c"]) < sets.index(["b", "c"]) < sets.index(["c", "d"])
+    assert other_sets(list("abcd"), 2, price, tried)[0] == ["a", "c"]  # the budget bounds the size
+    assert other_sets(list("abcd"), 1, price, set()) == []
+    assert len(other_sets([f"n{i}" for i in range(20)], 3, {}, set())) == 24  # bounded
 
 
 def test_every_pod_must_fit_or_nothing_is_done() -> None:
