@@ -63,7 +63,7 @@ from scaling.nodes.scale_down.methods.consolidated import MIN_SAVING
 from scaling.text import shorten
 
 MAX_CANDIDATES = 20
-MAX_OTHER_SETS = 24  # sets beyond the prefixes tried, each a plan (scaling.nodes.disruption.multi_node.other_sets)
+MAX_OTHER_SETS = 24  # sets beyond the prefixes tried (other_sets), each a plan
 KEEPERS_TRIED = 3  # filterOutSameType's premise checked for at most this many candidates of the type
 ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 T = TypeVar("T")
