@@ -265,9 +265,18 @@ def plan_consolidation(
     candidates = [c for c in candidates if c in names][:MAX_CANDIDATES]
     why: list[str] = []
 
+    # A deletion filterOutSameType's premise plans is often a command asked later (a pair's other node
+    # alone): each set of nodes is planned once.
+    planned: dict[tuple[str, ...], tuple[Moves, ReplacementPlan]] = {}
+
+    def planned_for(nodes: list[str]) -> tuple[Moves, ReplacementPlan]:
+        if (key := tuple(nodes)) not in planned:
+            moves = pods_moving(obs, nodes, leaving, now)  # one reading for the plan and its drain order
+            planned[key] = (moves, plan_for_nodes(obs, catalogue, nodes, leaving, now, moves))
+        return planned[key]
+
     def deleted(chosen: list[str], keep: str) -> bool:
-        rest = [n for n in chosen if n != keep]
-        plan = plan_for_nodes(obs, catalogue, rest, leaving, now)
+        _, plan = planned_for([n for n in chosen if n != keep])
         return plan.found and not plan.new_nodes and not plan.problems
 
     tried: set[frozenset[str]] = set()
@@ -275,8 +284,8 @@ def plan_consolidation(
     def command(k: int, nodes: list[str] | None = None, quiet: bool = False) -> ReplacementPlan | None:
         chosen = nodes or candidates[:k]
         tried.add(frozenset(chosen))
-        moves = pods_moving(obs, chosen, leaving, now)  # one reading for the plan and its drain order
-        plan = plan_for_nodes(obs, catalogue, chosen, leaving, now, moves).model_copy(update={"nodes": chosen})
+        moves, plan = planned_for(chosen)
+        plan = plan.model_copy(update={"nodes": chosen})
         if len(plan.new_nodes) > 1 and not plan.problems:
             plan = one_successor(obs, catalogue, plan, leaving, now, moves) or plan
         ok, reason = consolidation_refused(plan, obs, prices, min_saving, lambda keep: deleted(chosen, keep))
