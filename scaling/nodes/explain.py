@@ -22,7 +22,7 @@ from scaling.nodes.scale_down.removals import CandidateState, ScaleDownStatus
 from scaling.nodes.scale_up.requests import NodeRequestStatus
 from scaling.nodes.scale_up.topology import same_shape
 from scaling.nodes.settings import AutoscalerSettings
-from scaling.nodes.state import NodeAutoscalerState
+from scaling.nodes.state import NodeAutoscalerState, successors_in_flight
 from scaling.text import shorten, when
 
 # The last loop's per-shape record (demand and problems) kept in state: one entry per shape.
@@ -214,6 +214,9 @@ def explain_pod(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: E
         elif state.in_flight:
             ids = ", ".join(sorted(r.id for r in state.in_flight.values())[:REQUESTS_NAMED])
             why = f"the spare room of an in-flight request covers it (in flight: {ids})"
+        elif successors := successors_in_flight(state):
+            ids = ", ".join(r.id for r in successors[:REQUESTS_NAMED])
+            why = f"the spare room of a replacement's successor being made covers it ({ids})"
         else:
             why = "the next loop plans it"
         return PodExplanation(

@@ -240,6 +240,10 @@ class InFlightRequest(BaseModel):
     pod_uids: list[str] = Field(default_factory=list)  # requests recorded before shapes
     pods: dict[str, int] = Field(default_factory=dict)  # shape key -> pods it was made for
     phase: RequestPhase = RequestPhase.PENDING
+    # A replacement's successor (ScaleDownStatus.successors): the pods it was made for run on the nodes
+    # it replaces, so no pending pod is one of them; pending pods take its spare room only, as Karpenter
+    # nominates pending pods to an in-flight NodeClaim (its room less the pods its command moves there).
+    successor: bool = False
 
 
 class ScaleUpPlan(BaseModel):

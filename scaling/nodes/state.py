@@ -151,23 +151,9 @@ def groups_fingerprint(groups: list[NodeGroup]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _for_planner(r: NodeRequestStatus) -> InFlightRequest:
-    return InFlightRequest(
-        id=r.id,
-        group=r.group,
-        pool=r.current_pool,
-        server_type=r.server_type,
-        provider=r.provider,
-        requirements=r.requirements,
-        pod_uids=r.pod_uids,
-        pods=r.pods,
-        phase=r.phase,
-    )
-
-
 def in_flight_for_planner(requests: dict[str, NodeRequestStatus]) -> list[InFlightRequest]:
     return [
-        _for_planner(r)
+        r.for_planner()
         for r in requests.values()
         # A request awaiting approval holds its pods: they are not planned a second node.
         if r.phase in (RequestPhase.PENDING, RequestPhase.AWAITING_APPROVAL, RequestPhase.PROVISIONING)
@@ -180,7 +166,7 @@ def with_held_landing(
     """The requests the planner counts in flight, plus those Ready whose node no observation has
     shown Ready yet (still_landing): without them it plans their pods a second node."""
     ids = {r.id for r in in_flight}
-    return [*in_flight, *(_for_planner(r) for r in landing.values() if r.id not in ids)]
+    return [*in_flight, *(r.for_planner() for r in landing.values() if r.id not in ids)]
 
 
 def still_landing(
@@ -287,6 +273,16 @@ def _same_report(a: ScaleDownStatus, b: ScaleDownStatus) -> bool:
         b.message,
         b.cluster_digest,
     )
+
+
+def successors_in_flight(state: NodeAutoscalerState) -> list[InFlightRequest]:
+    """The successors the loop's NodeReplacements are making (ScaleDownStatus.successors), each once:
+    a multi-node command reports them for each of its nodes."""
+    found: dict[str, InFlightRequest] = {}
+    for sd in state.scale_downs.values():
+        for r in sd.successors:
+            found.setdefault(r.id, r)
+    return [found[k] for k in sorted(found)]
 
 
 def commands_in_flight(state: NodeAutoscalerState) -> list[str]:

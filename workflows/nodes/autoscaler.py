@@ -80,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         record_request_update,
         record_scale_down_update,
         still_landing,
+        successors_in_flight,
         with_held_landing,
         with_landing_requests,
     )
@@ -342,11 +343,13 @@ class NodeAutoscalerWorkflow:
         self.ready_since_observed.clear()
         # The landing requests too: the observation says whether it shows their nodes Ready.
         watched = [*self.state.in_flight.values(), *self.state.landing.values()]
+        # The replacements' successors too: one whose node is Ready has its room counted there.
+        successors = successors_in_flight(self.state)
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             ObserveInput(
                 cluster=settings.cluster,
-                requests={r.id: r.node_name for r in watched},
+                requests={r.id: r.node_name for r in watched} | {r.id: "" for r in successors},
                 fresh=self.state.resource_versions,
             ),
             result_type=ClusterObservation,
@@ -389,6 +392,9 @@ class NodeAutoscalerWorkflow:
         self.state.landing = still_landing(self.state.landing, obs.requests_with_ready_node, workflow.now().timestamp())
         # Their nodes are in the observation, with their room.
         in_flight = counted_once(with_held_landing(in_flight, self.state.landing), obs.requests_with_ready_node)
+        # The successors' spare room takes pending pods (not in `deciding`: whether to plan at all is
+        # orchestration, and a successor alone gives the planner nothing to do).
+        in_flight += counted_once(successors, obs.requests_with_ready_node)
         demand = demand.model_copy(update={"shapes": shapes})
         decision = await self._decide(
             ScaleUpInput(

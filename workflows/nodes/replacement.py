@@ -164,6 +164,8 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.machines = [RequestMachine(r, self, self.decision) for r in requests]
         if self.machines:
             self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"
+            # Their spare room takes the loop's pending pods meanwhile, as Karpenter's in-flight NodeClaims do.
+            self.status.successors = [m.status.for_planner(successor=True) for m in self.machines]
             await self._publish()
         for m in self.machines:
             if self.cancel_reason is not None:
@@ -171,6 +173,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             await m.run()
             if m.status.phase != RequestPhase.READY:
                 break
+        self.status.successors = []  # Ready (the node's room is counted), or given up
         failed = [m for m in self.machines if m.status.phase != RequestPhase.READY]
         if self.cancel_reason is not None or failed:
             await self._delete_successors()

@@ -6,6 +6,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from scaling.nodes.models import InFlightRequest
 from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 
 NODE_GONE = "NodeGone"  # a removal whose node left the cluster before it acted
@@ -81,6 +82,9 @@ class ScaleDownStatus(BaseModel):
     # the loop keeps the node out of consolidation while the cluster shows the same.
     cluster_digest: str = ""
     command: str | None = None  # NodeScaleDownInput.command
+    # A NodeReplacement's successors while they are made (none once Ready or given up): the loop's
+    # planner counts their spare room for pending pods (InFlightRequest.successor). A few per command.
+    successors: list[InFlightRequest] = Field(default_factory=list)
     # The reporting run (the first 8 characters of its run id; "" in reports from before it): a later
     # run's report in the same words is news to the loop, the same signal delivered twice is not.
     run: str = ""

@@ -305,6 +305,8 @@ def _covered_in_flight(
     made_for: Counter[str] = Counter()
     assigned: set[str] = set()
     for r in in_flight:
+        if r.successor:
+            continue  # made for pods that run elsewhere (InFlightRequest.successor)
         if r.pods:
             made_for.update(r.pods)
         else:

@@ -17,6 +17,7 @@ from scaling.nodes.models import (
     LABEL_REQUEST,
     Attempt,
     AttemptResult,
+    InFlightRequest,
     NodeGroup,
     PlannedNode,
     Pool,
@@ -142,6 +143,22 @@ class NodeRequestStatus(BaseModel):
     @property
     def final(self) -> bool:
         return self.phase in (RequestPhase.READY, RequestPhase.UNMET, RequestPhase.REPLANNED)
+
+    def for_planner(self, *, successor: bool = False) -> InFlightRequest:
+        """The request as the scale-up planner counts it in flight (``successor``: a replacement's,
+        InFlightRequest.successor; the pods it is for run on the nodes it replaces)."""
+        return InFlightRequest(
+            id=self.id,
+            group=self.group,
+            pool=self.current_pool,
+            server_type=self.server_type,
+            provider=self.provider,
+            requirements=self.requirements,
+            pod_uids=[] if successor else self.pod_uids,
+            pods=self.pods,
+            phase=self.phase,
+            successor=successor,
+        )
 
 
 class NodeRequestBatchStatus(BaseModel):

@@ -121,6 +121,18 @@ def test_pending_without_request_names_the_in_flight_limit_when_reached() -> Non
     one = next(iter(full.values()))
     spare = ask(state(in_flight={one.id: one}, last_demand={"shapeA": 2}))
     assert "spare room" in spare.summary and one.id in spare.summary
+    # No request of the loop's own, but a replacement's successor being made: its room covers the pod.
+    made = (
+        request("x", {"shapeB": 1}).for_planner(successor=True).model_copy(update={"id": "nodes/c/replace/a@01/node-0"})
+    )
+    replacing = state(
+        scale_downs={"a": ScaleDownStatus(node="a", workflow_id="nodes/c/replace/a", successors=[made])},
+        last_demand={"shapeA": 2},
+    )
+    e = ask(replacing)
+    assert e.outcome == "PendingNoRequest" and "a replacement's successor being made" in e.summary
+    assert made.id in e.summary
+    assert "the next loop plans it" in ask(state(last_demand={"shapeA": 2})).summary
 
 
 def test_recently_finished_request_for_the_shape() -> None:

@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, Workflo
 from temporalio.testing import WorkflowEnvironment
 
 from activities.updates import execute_update
+from scaling.kube.models import NodeInfo
 from scaling.nodes.contracts import ClusterObservation, OrphanObservation, ScaleDownObservation
 from scaling.nodes.models import NodeGroup, PoolSpec
 from scaling.nodes.scale_down.removals import NodeScaleDownInput, ScaleDownPhase
@@ -335,13 +336,11 @@ async def _evaluations(h: WorkflowHandle, unchanged: bool, at_least: int) -> boo
     return found >= at_least
 
 
-async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
-    """The loop selects a node made from an earlier spec, starts its NodeReplacement, follows it as a
-    removal (in flight for the budgets), and the node goes only after its successor was made."""
-    from scaling.nodes.disruption.drift import LABEL_POOL_HASH, LABEL_REPLACES, pool_hash
+def drifted_a() -> tuple[NodeGroup, NodeInfo]:
+    """GROUP with a new image (budget: one node at a time), and node a, made from the old one: Drifted."""
+    from scaling.nodes.disruption.drift import LABEL_POOL_HASH, pool_hash
     from scaling.nodes.disruption.models import Budget, Disruption
     from scaling.nodes.nodegroups import flatten_pools
-    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
 
     old = GROUP.model_copy(update={"pools": [GROUP.pools[0].model_copy(update={"config": {"image": "old"}})]})
     new = old.model_copy(
@@ -351,7 +350,16 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
         }
     )
     made_old = {LABEL_POOL_HASH: pool_hash(old.labels, old.taints, flatten_pools(old)[0])}
-    a = node("a").model_copy(update={"labels": {**node("a").labels, **made_old}})
+    return new, node("a").model_copy(update={"labels": {**node("a").labels, **made_old}})
+
+
+async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """The loop selects a node made from an earlier spec, starts its NodeReplacement, follows it as a
+    removal (in flight for the budgets), and the node goes only after its successor was made."""
+    from scaling.nodes.disruption.drift import LABEL_REPLACES
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+
+    new, a = drifted_a()
     pods = busy("a")
     world = ReplaceWorld(
         plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
@@ -376,6 +384,49 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
     assert [c for c, n in world.calls if n == "a"][:3] == ["plan", "disrupted", "mark"]
     assert world.calls.index(("disrupted", "a")) < world.calls.index(("create", world.created[0].request_id))
     assert status.recent_scale_downs[-1].kind == "Drifted"
+
+
+async def test_a_pod_pending_while_a_successor_is_made_takes_its_spare_room(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """While a NodeReplacement makes its successor, the loop's planner counts the successor's spare room
+    (its room less the pods it is made for) for pending pods, as Karpenter nominates pending pods to an
+    in-flight NodeClaim: a pod that fits it buys no node, one that does not fit buys one."""
+    from scaling.kube.drain import TAINT_DISRUPTED
+    from scaling.kube.models import Taint
+    from tests.workflows.nodes.test_node_autoscaler import pod
+    from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
+
+    new, a = drifted_a()
+    pods = busy("a", cpu=1000)  # the cx22 successor (1,930 m) keeps 930 m spare
+    world = ReplaceWorld(
+        plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
+        down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
+        hold_readiness=True,
+    )
+    world.observation = ClusterObservation(nodes=[a], groups=[new])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/{k}/a") for k in ("replace", "scale-down"))
+    await until(lambda: len(world.created) == 1)  # the successor, held joining
+    iterations = (await h.query(NodeAutoscalerWorkflow.status)).iterations
+    a = a.model_copy(update={"taints": [Taint(key=TAINT_DISRUPTED, effect="NoSchedule")]})  # no pod lands on it
+    world.observation = ClusterObservation(nodes=[a], groups=[new], unschedulable=[pod(1, cpu_m=800)])
+
+    async def planned():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        return s if s.iterations >= iterations + 3 and s.last_loop.unschedulable == 1 else None
+
+    status = await until(planned, timeout=60)
+    assert status.last_loop.covered_in_flight == 1 and status.last_loop.planned_nodes == 0
+    assert len(world.created) == 1 and not status.in_flight  # no node bought for it
+    world.observation = ClusterObservation(
+        nodes=[a], groups=[new], unschedulable=[pod(1, cpu_m=800), pod(2, cpu_m=800)]
+    )
+    await until(lambda: len(world.created) == 2)  # the second does not fit the spare room: a node of its own
+    status = await h.query(NodeAutoscalerWorkflow.status)
+    assert [sum(r.pods.values()) for r in status.in_flight] == [1]  # one of the two: the other has the room
+    world.observation = ClusterObservation(nodes=[a], groups=[new])
+    world.hold_readiness = False
+    await until(lambda: world.deleted == ["a"], timeout=60)
 
 
 async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811

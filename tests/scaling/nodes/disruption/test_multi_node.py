@@ -438,6 +438,38 @@ def test_a_command_stays_in_flight_until_its_last_node_reports_final() -> None:
     assert commands_in_flight(state) == []
 
 
+def test_a_commands_successors_count_once_and_only_while_they_are_made() -> None:
+    """A multi-node command reports its successors for each of its nodes: the loop's planner counts each
+    once; the drain's reports (the NodeScaleDown children's) carry none, and neither does a final one."""
+    from scaling.nodes.models import InFlightRequest
+    from scaling.nodes.scale_down.removals import ScaleDownPhase, ScaleDownStatus
+    from scaling.nodes.state import NodeAutoscalerState, record_scale_down_update, successors_in_flight
+
+    state = NodeAutoscalerState()
+    wid = "nodes/c/replace/a"
+    made = [
+        InFlightRequest(
+            id=f"{wid}@0f1e2d3c/node-0",
+            group="g",
+            pool="kwok-cx42",
+            server_type="cx42",
+            provider="kwok",
+            requirements=Resources(cpu_m=6000, memory=GI, pods=3),
+            successor=True,
+        )
+    ]
+    for n in ("a", "b", "c"):
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=wid, successors=made))
+    record_scale_down_update(state, ScaleDownStatus(node="x", workflow_id="nodes/c/scale-down/x"))  # a plain one
+    assert successors_in_flight(state) == made
+    for n in ("a", "b"):  # Ready: the children report the drain
+        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=f"nodes/c/scale-down/{n}"))
+    assert successors_in_flight(state) == made  # c's report still names it
+    gone = ScaleDownStatus(node="c", workflow_id=wid, phase=ScaleDownPhase.FAILED)
+    record_scale_down_update(state, gone)
+    assert successors_in_flight(state) == []
+
+
 def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None:
     from scaling.nodes.disruption.what_if import consolidation_now
     from starters.nodes_consolidate import format_consolidation

@@ -15,7 +15,7 @@ from scaling.kube.models import (
     Toleration,
 )
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, ScaleUpPlan
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, InFlightRequest, NodeGroup, PlannedNode, ScaleUpPlan
 from scaling.nodes.nodegroups import flatten_pools, parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.demand import demand_key, observe_demand
@@ -473,6 +473,52 @@ def test_in_flight_spare_room_takes_no_second_anti_affinity_pod() -> None:
     ]
     second = plan_scale_up(reps, [], [g], CAT, flight)
     assert second.pods_covered == 1 and len(second.new_nodes) == 1  # the request's room is not its
+
+
+def successor_for(planned: PlannedNode) -> InFlightRequest:
+    """A replacement's successor in flight, made for the pods of ``planned`` (a cx33 of group g)."""
+    return InFlightRequest(
+        id="c/node-0",
+        group="g",
+        pool=planned.pool,
+        server_type="cx33",
+        provider="kwok",
+        requirements=planned.requirements,
+        pods=planned.pods,
+        successor=True,
+    )
+
+
+def test_a_successor_in_flight_lends_its_spare_room_never_the_room_of_the_pods_it_is_made_for() -> None:
+    """A replacement's successor (InFlightRequest.successor) is made for pods running on the node it
+    replaces. Pending pods of the same shape are not those pods (a plain request's made-for count would
+    cover them); they take its spare room only, as Karpenter nominates pending pods to an in-flight
+    NodeClaim, and what does not fit gets a node of its own."""
+    g = group(pools=[(["cx33"], 50)])
+    moving = pods(6, prefix="m")  # on the node being replaced: 3 cpu of the cx33's
+    (planned,) = plan_scale_up(moving, [], [g], CAT, []).new_nodes
+    successor = successor_for(planned)
+    alloc = CAT[("kwok", "cx33")].allocatable
+    spare = min(
+        (alloc.cpu_m - planned.requirements.cpu_m) // 500, (alloc.memory - planned.requirements.memory) // (512 * MI)
+    )
+    assert 0 < spare < 8
+    pending = pods(8)  # the same shape as the moving pods
+    plan = plan_scale_up(pending, [], [g], CAT, [successor])
+    assert plan.pods_covered == spare and len(plan.covered_in_flight) == spare
+    assert sum(len(n.pod_uids) for n in plan.new_nodes) == 8 - spare
+    # As a plain request it would cover six more by its made-for count: the successor's flag is what holds.
+    plain = plan_scale_up(pending, [], [g], CAT, [successor.model_copy(update={"successor": False})])
+    assert plain.pods_covered == min(6 + spare, 8)
+
+
+def test_a_successor_in_flight_takes_no_pod_its_moving_pods_repel() -> None:
+    g = group(pools=[(["cx33"], 50)])
+    reps = pods(2, labels={"app": "web"}, spreads=ONE_PER_NODE)
+    (node,) = plan_scale_up(reps[:1], [], [g], CAT, []).new_nodes
+    successor = successor_for(node)
+    plan = plan_scale_up(reps[1:], [], [g], CAT, [successor])
+    assert plan.pods_covered == 0 and len(plan.new_nodes) == 1  # one web per node: the moving one's
 
 
 def test_per_node_limits_join_the_shape_key_but_labels_do_not() -> None:
