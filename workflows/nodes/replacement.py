@@ -164,8 +164,11 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
         self.machines = [RequestMachine(r, self, self.decision) for r in requests]
         if self.machines:
             self.status.message = f"making {len(self.machines)} successor(s) Ready before the drain"
-            # Their spare room takes the loop's pending pods meanwhile, as Karpenter's in-flight NodeClaims do.
-            self.status.successors = [m.status.for_planner(successor=True) for m in self.machines]
+            # Their spare room takes the loop's pending pods meanwhile, as Karpenter's in-flight NodeClaims'
+            # does; not a gated one's: a person may hold it for hours, and no pod should wait on that.
+            self.status.successors = [
+                m.status.for_planner(successor=True) for m in self.machines if m.inp.approval is None
+            ]
             await self._publish()
         for m in self.machines:
             if self.cancel_reason is not None:

@@ -283,6 +283,7 @@ async def record_history(env: WorkflowEnvironment, worker) -> tuple[ReplaceWorld
     )
     await until(lambda: _awaiting(h), timeout=30)
     assert w.created == [] and not any(c == "mark" for c, _ in w.calls)  # nothing bought, nothing touched
+    assert (await h.query(NodeReplacementWorkflow.describe)).successors == []  # lends the loop no room
     await h.execute_update(NodeReplacementWorkflow.approve, "recorded")
     result = await h.result()
     assert result.phase == ScaleDownPhase.REMOVED and len(w.created) == 1
