@@ -214,7 +214,7 @@ def explain_pod(settings: AutoscalerSettings, state: NodeAutoscalerState, inp: E
         elif state.in_flight:
             ids = ", ".join(sorted(r.id for r in state.in_flight.values())[:REQUESTS_NAMED])
             why = f"the spare room of an in-flight request covers it (in flight: {ids})"
-        elif successors := successors_in_flight(state):
+        elif successors := successors_in_flight(state, loop_at.timestamp() if loop_at else 0.0):
             ids = ", ".join(r.id for r in successors[:REQUESTS_NAMED])
             why = f"the spare room of a replacement's successor being made covers it ({ids})"
         else:

@@ -275,11 +275,14 @@ def _same_report(a: ScaleDownStatus, b: ScaleDownStatus) -> bool:
     )
 
 
-def successors_in_flight(state: NodeAutoscalerState) -> list[InFlightRequest]:
-    """The successors the loop's NodeReplacements are making (ScaleDownStatus.successors), each once:
-    a multi-node command reports them for each of its nodes."""
+def successors_in_flight(state: NodeAutoscalerState, now: float) -> list[InFlightRequest]:
+    """The successors the loop's NodeReplacements are making (ScaleDownStatus.successors) at ``now``
+    (epoch s; not past their successors_until), each once: a multi-node command reports them for each
+    of its nodes."""
     found: dict[str, InFlightRequest] = {}
     for sd in state.scale_downs.values():
+        if sd.successors_until <= now:
+            continue
         for r in sd.successors:
             found.setdefault(r.id, r)
     return [found[k] for k in sorted(found)]

@@ -344,7 +344,7 @@ class NodeAutoscalerWorkflow:
         # The landing requests too: the observation says whether it shows their nodes Ready.
         watched = [*self.state.in_flight.values(), *self.state.landing.values()]
         # The replacements' successors too: one whose node is Ready has its room counted there.
-        successors = successors_in_flight(self.state)
+        successors = successors_in_flight(self.state, workflow.now().timestamp())
         obs: ClusterObservation = await workflow.execute_activity(
             contracts.OBSERVE_CLUSTER,
             ObserveInput(

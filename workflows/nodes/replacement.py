@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         command_nodes,
         removal_of,
         successor_inputs,
+        successors_lent_until,
     )
     from scaling.nodes.disruption.refusals import NOT_WORTH_IT
     from scaling.nodes.disruption.replacement import saving_refused
@@ -169,6 +170,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             self.status.successors = [
                 m.status.for_planner(successor=True) for m in self.machines if m.inp.approval is None
             ]
+            self.status.successors_until = successors_lent_until(inp, len(self.machines), workflow.now().timestamp())
             await self._publish()
         for m in self.machines:
             if self.cancel_reason is not None:
@@ -176,7 +178,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
             await m.run()
             if m.status.phase != RequestPhase.READY:
                 break
-        self.status.successors = []  # Ready (the node's room is counted), or given up
+        self.status.successors, self.status.successors_until = [], 0.0  # Ready (its room counted there), or given up
         failed = [m for m in self.machines if m.status.phase != RequestPhase.READY]
         if self.cancel_reason is not None or failed:
             await self._delete_successors()

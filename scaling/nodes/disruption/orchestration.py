@@ -81,6 +81,19 @@ class NodeReplacementInput(BaseModel):
     allowed: int = 1
 
 
+# What one successor's create may take beside its readiness wait (the provider's retries), for
+# successors_lent_until's bound.
+SUCCESSOR_CREATE_S = 120.0
+
+
+def successors_lent_until(inp: NodeReplacementInput, successors: int, now: float) -> float:
+    """Until when (epoch s) the loop counts the spare room of the ``successors`` a command is making
+    (ScaleDownStatus.successors): the longest its machines, made one after another, take to be Ready.
+    A run ended from outside (terminated) or failed says nothing more to the loop; past this, its
+    successors hold no pending pod from a node of its own."""
+    return now + successors * inp.max_attempts * (inp.readiness_timeout_s + SUCCESSOR_CREATE_S)
+
+
 def command_nodes(inp: NodeReplacementInput) -> list[str]:
     """The nodes the loop holds for the command while it plans: ``removal`` and the first others."""
     return [inp.removal.node, *(o.node for o in inp.others[: max(inp.allowed - 1, 0)])]

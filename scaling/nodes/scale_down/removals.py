@@ -85,6 +85,7 @@ class ScaleDownStatus(BaseModel):
     # A NodeReplacement's successors while they are made (none once Ready or given up): the loop's
     # planner counts their spare room for pending pods (InFlightRequest.successor). A few per command.
     successors: list[InFlightRequest] = Field(default_factory=list)
+    successors_until: float = 0.0  # epoch s: counted no longer (orchestration.successors_lent_until)
     # The reporting run (the first 8 characters of its run id; "" in reports from before it): a later
     # run's report in the same words is news to the loop, the same signal delivered twice is not.
     run: str = ""

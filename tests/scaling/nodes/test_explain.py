@@ -126,7 +126,11 @@ def test_pending_without_request_names_the_in_flight_limit_when_reached() -> Non
         request("x", {"shapeB": 1}).for_planner(successor=True).model_copy(update={"id": "nodes/c/replace/a@01/node-0"})
     )
     replacing = state(
-        scale_downs={"a": ScaleDownStatus(node="a", workflow_id="nodes/c/replace/a", successors=[made])},
+        scale_downs={
+            "a": ScaleDownStatus(
+                node="a", workflow_id="nodes/c/replace/a", successors=[made], successors_until=LOOP_AT.timestamp() + 60
+            )
+        },
         last_demand={"shapeA": 2},
     )
     e = ask(replacing)

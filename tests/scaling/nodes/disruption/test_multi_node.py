@@ -459,15 +459,34 @@ def test_a_commands_successors_count_once_and_only_while_they_are_made() -> None
         )
     ]
     for n in ("a", "b", "c"):
-        record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=wid, successors=made))
+        report = ScaleDownStatus(node=n, workflow_id=wid, successors=made, successors_until=1000.0)
+        record_scale_down_update(state, report)
     record_scale_down_update(state, ScaleDownStatus(node="x", workflow_id="nodes/c/scale-down/x"))  # a plain one
-    assert successors_in_flight(state) == made
+    assert successors_in_flight(state, 999.0) == made
+    assert successors_in_flight(state, 1000.0) == []  # lapsed: a run that ended unheard holds no pod for good
     for n in ("a", "b"):  # Ready: the children report the drain
         record_scale_down_update(state, ScaleDownStatus(node=n, workflow_id=f"nodes/c/scale-down/{n}"))
-    assert successors_in_flight(state) == made  # c's report still names it
+    assert successors_in_flight(state, 999.0) == made  # c's report still names it
     gone = ScaleDownStatus(node="c", workflow_id=wid, phase=ScaleDownPhase.FAILED)
     record_scale_down_update(state, gone)
-    assert successors_in_flight(state) == []
+    assert successors_in_flight(state, 999.0) == []
+
+
+def test_a_commands_successors_lend_room_for_as_long_as_they_may_take_to_be_ready() -> None:
+    from scaling.nodes.disruption.orchestration import (
+        SUCCESSOR_CREATE_S,
+        NodeReplacementInput,
+        successors_lent_until,
+    )
+    from scaling.nodes.scale_down.removals import NodeScaleDownInput
+
+    inp = NodeReplacementInput(
+        removal=NodeScaleDownInput(cluster="c", node="a", group="g", scale_down_at=0),
+        readiness_timeout_s=300,
+        max_attempts=5,
+    )
+    # made one after another, each over up to five attempts of a create and a readiness wait
+    assert successors_lent_until(inp, 2, 100.0) == 100.0 + 2 * 5 * (300 + SUCCESSOR_CREATE_S)
 
 
 def test_what_if_consolidate_shows_a_multi_node_command_and_its_saving() -> None:
