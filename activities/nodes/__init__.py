@@ -15,7 +15,7 @@ from activities.nodes.providers.base import NodeProvider
 from activities.nodes.providers.kwok import KwokProvider
 from activities.nodes.provisioning import ProviderActivities
 from activities.nodes.requests import start_node_requests
-from activities.nodes.scale_down import ScaleDownActivities
+from activities.nodes.scale_down import ScaleDownActivities, removals_ended
 from activities.nodes.wake import PendingPodsWake
 from activities.settings import Settings
 
@@ -76,6 +76,7 @@ def build_activities(
         down.emit_node_events,
         down.plan_replacement,
         down.find_orphans,
+        removals_ended,
         gc.list_provider_machines,
         gc.list_node_provider_ids,
         gc.live_node_request_ids,

@@ -18,6 +18,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
 from activities.kube.cache import (
@@ -593,6 +595,25 @@ class ScaleDownActivities:
             )
             obs.checked.append(name)
         return obs
+
+
+@activity.defn(name=contracts.REMOVALS_ENDED)
+async def removals_ended(workflow_ids: list[str]) -> list[str]:
+    """Those of ``workflow_ids`` whose latest run is closed, or that the server no longer knows: a
+    removal that ended with a final report has said so to the loop before it closed (the signal is in
+    the loop's history first), so these ended without one (terminated, failed)."""
+
+    async def ended(wid: str) -> bool:
+        try:
+            described = await activity.client().get_workflow_handle(wid).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return True
+            raise
+        return described.status != WorkflowExecutionStatus.RUNNING
+
+    found = await asyncio.gather(*(ended(w) for w in workflow_ids))
+    return [w for w, gone in zip(workflow_ids, found, strict=True) if gone]
 
 
 def _api_message(e: ApiException) -> str:

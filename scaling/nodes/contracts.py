@@ -66,6 +66,9 @@ DELETE_NODE_OBJECT = "delete_node_object"
 EMIT_NODE_EVENTS = "emit_node_events"
 PLAN_REPLACEMENT = "plan_replacement"
 FIND_ORPHANS = "find_orphans"
+# The removals (NodeScaleDown, NodeReplacement workflow ids) the loop holds nodes for whose workflow
+# closed without a final word to it (terminated from outside, or failed): their nodes are let go.
+REMOVALS_ENDED = "removals_ended"
 LIST_PROVIDER_MACHINES = "list_provider_machines"
 LIST_NODE_PROVIDER_IDS = "list_node_provider_ids"
 LIVE_NODE_REQUEST_IDS = "live_node_request_ids"
@@ -103,6 +106,7 @@ ACTIVITY_NAMES = frozenset(
         EMIT_NODE_EVENTS,
         PLAN_REPLACEMENT,
         FIND_ORPHANS,
+        REMOVALS_ENDED,
         LIST_PROVIDER_MACHINES,
         LIST_NODE_PROVIDER_IDS,
         LIVE_NODE_REQUEST_IDS,

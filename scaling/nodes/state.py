@@ -288,6 +288,32 @@ def successors_in_flight(state: NodeAutoscalerState, now: float) -> list[InFligh
     return [found[k] for k in sorted(found)]
 
 
+# A removal whose workflow closed without a final report to the loop (release_ended).
+REMOVAL_ENDED_UNHEARD = "RemovalEndedUnheard"
+# At most this many removals' workflows are looked up per check (bounded in the loop's history).
+REMOVALS_CHECKED_MAX = 100
+
+
+def removals_to_check(state: NodeAutoscalerState) -> list[str]:
+    """The workflow ids of the removals the loop holds nodes for (REMOVALS_ENDED asks about them)."""
+    return sorted({sd.workflow_id for sd in state.scale_downs.values() if sd.workflow_id})[:REMOVALS_CHECKED_MAX]
+
+
+def release_ended(state: NodeAutoscalerState, ended: Collection[str], now: float) -> list[str]:
+    """Let go of the nodes whose removal's workflow closed without a final word to the loop
+    (``ended``: terminated from outside, or failed), as a failed removal: held for good before, each
+    kept a budget slot, and its node out of every evaluation. Returns the nodes let go."""
+    gone = sorted(n for n, sd in state.scale_downs.items() if sd.workflow_id in ended)
+    for node in gone:
+        sd = state.scale_downs[node]
+        message = f"{sd.workflow_id} ended without a final report (terminated or failed); node {node} let go"
+        update = {"phase": ScaleDownPhase.FAILED, "reason": REMOVAL_ENDED_UNHEARD, "message": message}
+        record_scale_down_update(
+            state, sd.model_copy(update={**update, "successors": [], "successors_until": 0.0}), now
+        )
+    return gone
+
+
 def commands_in_flight(state: NodeAutoscalerState) -> list[str]:
     """The multi-node commands with a node the loop still has in flight (their NodeScaleDowns report
     the command's key): the evaluation holds their successors."""

@@ -57,6 +57,8 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.EMIT_NODE_EVENTS: ActivityOptions(30 * S),
     # The worker's cached nodes plus every provider's machine list.
     contracts.FIND_ORPHANS: ActivityOptions(60 * S),
+    # One describe per removal the loop holds (at most the removals in flight).
+    contracts.REMOVALS_ENDED: ActivityOptions(30 * S),
     # -- machine GC -------------------------------------------------------------------------
     contracts.LIST_PROVIDER_MACHINES: ActivityOptions(60 * S),
     contracts.LIST_NODE_PROVIDER_IDS: ActivityOptions(60 * S),

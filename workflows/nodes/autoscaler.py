@@ -123,6 +123,11 @@ FAILED_LOOP_ENDS_GC = "failed-loop-ends-machine-gc"
 # timer is in their history: histories/node_autoscaler_wake_forgotten.json). Asked only when a
 # wake came during an iteration. (Orchestration: added 2026-11, release 0.3.0.)
 WAKE_KEPT_DURING_ROUND = "wake-kept-during-round"
+# workflow.patched id: every ORPHAN_CHECK_EVERY loops, the removals the loop holds nodes for are looked
+# up, and the nodes of those whose workflow closed without a final report (terminated, failed) are
+# let go (scale_down_step.release_ended_removals); before, they were held, and counted against their
+# group's budget, for good. Asked only when a removal is held then. (Orchestration: added 2026-11-30.)
+REMOVALS_RECONCILED = "removals-reconciled"
 
 
 def autoscaler_id(cluster: str) -> str:
@@ -448,6 +453,9 @@ class NodeAutoscalerWorkflow:
                 await scale_down_step.step(settings, self.state, obs.scale_down_view)
             if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
                 await scale_down_step.check_orphans(settings, self.state, providers)
+                if self.state.scale_downs and workflow.patched(REMOVALS_RECONCILED):
+                    async with self.scale_down_lock:
+                        await scale_down_step.release_ended_removals(settings, self.state)
         self.state.last_loop = LoopSummary(
             at=workflow.now(),
             unschedulable=demand.unschedulable,

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         RemovalTarget,
         ScaleDownEvaluation,
         ScaleDownEvaluationInput,
+        UnmarkNodeInput,
     )
     from scaling.nodes.disruption.events import newly_blocked
     from scaling.nodes.disruption.orchestration import NodeReplacementInput, command_nodes, replacement_id
@@ -46,7 +47,13 @@ with workflow.unsafe.imports_passed_through():
         ScaleDownStatus,
     )
     from scaling.nodes.settings import AutoscalerSettings
-    from scaling.nodes.state import NodeAutoscalerState, commands_in_flight, release_unstarted
+    from scaling.nodes.state import (
+        NodeAutoscalerState,
+        commands_in_flight,
+        release_ended,
+        release_unstarted,
+        removals_to_check,
+    )
     from scaling.nodes.summaries import replacement_summary, scale_down_summary
     from workflows.children import start_abandoned
     from workflows.nodes.activity_options import NODE_ACTIVITIES
@@ -341,6 +348,36 @@ async def remove_now(settings: AutoscalerSettings, state: NodeAutoscalerState, n
 
 
 # -- orphans ---------------------------------------------------------------------------------
+
+
+async def release_ended_removals(settings: AutoscalerSettings, state: NodeAutoscalerState) -> list[str]:
+    """Let go of the nodes whose removal's workflow closed without a final word to the loop (terminated
+    from the Web UI or the CLI, or failed): each is unmarked and uncordoned (if growth cordoned it), and
+    the next evaluation lifts a karpenter.sh/disrupted taint no removal holds. Held for good before,
+    such a node kept its group's budget slot and was never evaluated again. Returns the nodes."""
+    try:
+        ended: list[str] = await workflow.execute_activity(
+            contracts.REMOVALS_ENDED,
+            removals_to_check(state),
+            result_type=list[str],
+            **NODE_ACTIVITIES[contracts.REMOVALS_ENDED].timeouts(),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+    except ActivityError:
+        workflow.logger.warning("could not tell which removals ended")
+        return []
+    released = release_ended(state, ended, workflow.now().timestamp())
+    for node in released:
+        try:
+            await workflow.execute_activity(
+                contracts.UNMARK_NODE,
+                UnmarkNodeInput(cluster=settings.cluster, node=node, uncordon=True),
+                **NODE_ACTIVITIES[contracts.UNMARK_NODE].timeouts(),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:  # best effort: the node serves again once its marks go
+            workflow.logger.warning("could not unmark %s", node)
+    return released
 
 
 async def check_orphans(settings: AutoscalerSettings, state: NodeAutoscalerState, providers: list[str]) -> None:

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.nodes.scale_down import removals_ended
 from scaling.kube.drain import PdbInfo
 from scaling.kube.models import NodeInfo, PodInfo, Resources
 from scaling.nodes.contracts import (
@@ -199,6 +200,7 @@ class DownWorld(World):
             delete_obj,
             events,
             find,
+            removals_ended,  # the real one: it describes the removals on the test's own server
         ]
 
 

@@ -168,6 +168,28 @@ async def test_a_waiting_removal_whose_node_is_gone_ends_at_once(env: WorkflowEn
     assert world.deleted == []
 
 
+async def test_a_removal_terminated_from_outside_lets_its_node_go(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """a waits on its timer; an operator terminates its NodeScaleDown (the Web UI, the CLI), which says
+    nothing more to the loop. The loop's periodic look at the removals it holds finds the workflow closed
+    and lets a go as a failed removal, unmarked and uncordoned: held for good before, it kept its group's
+    budget slot and was never evaluated again. The node is empty still, so a new removal is armed."""
+    from scaling.nodes.state import REMOVAL_ENDED_UNHEARD
+
+    world, h, _, _ = await waiting_on_a(env, worker)
+    first = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
+    await until(_async(lambda: ("mark", "a") in world.calls))
+    await env.client.get_workflow_handle(f"{h.id}/scale-down/a").terminate("an operator stops it")
+    ended = await until(
+        lambda: _status_has(h, lambda s: any(r.reason == REMOVAL_ENDED_UNHEARD for r in s.recent_scale_downs)),
+        timeout=60,
+    )
+    (gone,) = [r for r in ended.recent_scale_downs if r.node == "a"]
+    assert gone.phase.value == "Failed" and "ended without a final report" in gone.message
+    assert ("unmark+uncordon", "a") in world.calls
+    again = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")), timeout=60)
+    assert _waiting(again, "a").scale_down_at > _waiting(first, "a").scale_down_at  # a new removal, armed anew
+
+
 def _waiting(status, node_name: str):  # noqa: ANN001, ANN202
     """The node's scale-down, if one is waiting on its timer."""
     return next((sd for sd in status.scale_downs if sd.node == node_name and sd.phase.value == "Marked"), None)
