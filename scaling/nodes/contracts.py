@@ -400,6 +400,10 @@ class EvictInOrderInput(BaseModel):
     # A controller that makes no new pod in this long is not replacing the evicted one (scaled in).
     created_timeout_s: float = 5.0
     poll_s: float = 0.2
+    # An eviction a PDB refuses is asked again every refused_poll_s for this long before the pod is
+    # left to its node's drain: skipped at once, the next pod went before it.
+    refused_retry_s: float = 30.0
+    refused_poll_s: float = 1.0
 
 
 class OrderedEviction(BaseModel):

@@ -253,7 +253,7 @@ class NodeReplacementWorkflow(MachineApprovals):  # approve/deny: the successors
                 evict,
                 result_type=list[OrderedEviction],
                 **NODE_ACTIVITIES[contracts.EVICT_IN_ORDER].timeouts(
-                    timedelta(seconds=len(order) * (evict.bound_timeout_s + 15) + 60)
+                    timedelta(seconds=len(order) * (evict.bound_timeout_s + evict.refused_retry_s + 15) + 60)
                 ),
                 retry_policy=KUBE_RETRY,
             )

@@ -126,6 +126,60 @@ async def test_pods_on_nodes_not_named_and_pods_gone_are_left_alone(cluster: Fak
     assert outcomes(await env.run(acts.evict_in_order, gone)) == [("default/nothing", "gone")]
 
 
+@pytest.fixture
+def slow_start() -> Iterator[FakeCluster]:
+    """A pod is Running and Ready a second after it is bound (the bench's 0.2 s, stretched)."""
+    with FakeCluster(node_ready_delay=0.0, pod_start_delay=1.0, scheduler_interval=0.05) as c:
+        yield c
+
+
+def two_caches_and_an_api(cluster: FakeCluster) -> tuple[client.CoreV1Api, list[str], str]:
+    """Two caches behind a PDB of minAvailable 1 and an api, Ready on x, which is then cordoned; m has
+    room for all. The caches' keys and the api's."""
+    core = client.CoreV1Api(cluster.api_client())
+    add_node(core, "x", "8", "16Gi")
+    apps = client.AppsV1Api(cluster.api_client())
+    apps.create_namespaced_deployment("default", deployment("cache", 2, cpu="500m", memory=str(GI)))
+    apps.create_namespaced_deployment("default", deployment("api", 1, cpu="500m", memory=str(GI)))
+    pdb = {"metadata": {"name": "cache"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "cache"}}}}
+    client.PolicyV1Api(cluster.api_client()).create_namespaced_pod_disruption_budget("default", pdb)
+
+    def ready_on_x() -> list[str]:
+        return sorted(
+            f"default/{p.metadata.name}"
+            for p in core.list_namespaced_pod("default").items
+            if p.spec.node_name == "x"
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        )
+
+    eventually(lambda: len(ready_on_x()) == 3, timeout=60, message="all three Ready on x")
+    add_node(core, "m", "8", "16Gi")
+    core.patch_node("x", {"spec": {"unschedulable": True}})
+    names = ready_on_x()
+    return core, [k for k in names if "/cache-" in k], next(k for k in names if "/api-" in k)
+
+
+@pytest.mark.parametrize("retry_s", [30.0, 0.0])
+async def test_an_eviction_a_pdb_refuses_is_asked_again_before_the_next_pod_goes(
+    slow_start: FakeCluster, retry_s: float
+) -> None:
+    """Evicted cache, cache, api: the first cache's new pod is bound and not Ready for a second, and the
+    budget refuses the second cache then. Left at once to the drain (retry 0, as before), the api went
+    before it (the consolidation bench, seed 11: the api took the room the order kept for the cache,
+    which went pending). Asked again, it goes once the budget allows, and the api after it."""
+    _, caches, api = two_caches_and_an_api(slow_start)
+    acts = ScaleDownActivities(slow_start.api_client(), known_providers=["kwok"])
+    order = EvictInOrderInput(
+        cluster="c", pods=[*caches, api], nodes=["x"], poll_s=0.05, refused_retry_s=retry_s, refused_poll_s=0.2
+    )
+    done = await ActivityEnvironment().run(acts.evict_in_order, order)
+    if retry_s:
+        assert outcomes(done) == [(caches[0], "evicted"), (caches[1], "evicted"), (api, "evicted")]
+        assert done[1].at - done[0].at >= 0.9  # refused until the first cache's new pod was Ready
+    else:
+        assert outcomes(done) == [(caches[0], "evicted"), (caches[1], "refused"), (api, "evicted")]
+
+
 def pod_events(core: client.CoreV1Api, since: str, until_done: threading.Event) -> list[tuple[str, str, str | None]]:
     """The API server's pod events from resourceVersion ``since``: (type, app, node) each, in order."""
     seen: list[tuple[str, str, str | None]] = []
