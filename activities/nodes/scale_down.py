@@ -446,8 +446,8 @@ class ScaleDownActivities:
         as many pods on nodes as before the eviction (its new pod bound), or made none in
         ``created_timeout_s``, or ``bound_timeout_s`` passed. So the scheduler takes them in this
         order (a drain's evictions together race). One a PDB refuses is asked again for
-        ``refused_retry_s``, then left to its node's drain, which retries it. A retry resumes where the heartbeat says the last attempt was, waiting as
-        it would have."""
+        ``refused_retry_s``, then left to its node's drain, which retries it. A retry resumes where
+        the heartbeat says the last attempt was, waiting as it would have."""
         details = activity.info().heartbeat_details
         step: dict[str, Any] = details[0] if details and isinstance(details[0], dict) else {}
         done = [OrderedEviction.model_validate(d) for d in step.get("done") or []]
@@ -494,8 +494,8 @@ class ScaleDownActivities:
             res = await asyncio.to_thread(self.evict_pod, evict)
             # A PDB refuses while the pod evicted before is bound and not yet Ready (the budget counts
             # healthy pods). Skipped, the next pod went first and took the room the order kept for this
-            # one (the consolidation bench, seed 11: an api before a cache, the cache then pending and a
-            # node bought for it). So it is asked again, as a drain asks, for a while.
+            # one (likely the consolidation bench's seed-11 miss of 30 Nov: an api before a cache, the
+            # cache then pending and a node bought for it). So it is asked again, as a drain asks.
             refused_until = time.time() + inp.refused_retry_s
             while res.outcome == "refused" and time.time() < refused_until:
                 beat()
