@@ -408,17 +408,13 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
     assert status.recent_scale_downs[-1].kind == "Drifted"
 
 
-async def test_a_pod_pending_while_a_successor_is_made_takes_its_spare_room(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
-    """While a NodeReplacement makes its successor, the loop's planner counts the successor's spare room
-    (its room less the pods it is made for) for pending pods, as Karpenter nominates pending pods to an
-    in-flight NodeClaim: a pod that fits it buys no node, one that does not fit buys one."""
-    from scaling.kube.drain import TAINT_DISRUPTED
-    from scaling.kube.models import Taint
-    from tests.workflows.nodes.test_node_autoscaler import pod
+async def replacing_drifted_a(env: WorkflowEnvironment, worker, cpu: int = 1800):  # noqa: ANN001, ANN201
+    """The loop replacing drifted a (its pod of ``cpu`` millicores) with a cx22 successor made and held
+    joining: the world, the loop's handle, the handles, the group and a."""
     from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
 
     new, a = drifted_a()
-    pods = busy("a", cpu=1000)  # the cx22 successor (1,930 m) keeps 930 m spare
+    pods = busy("a", cpu=cpu)
     world = ReplaceWorld(
         plan_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
         down_obs=ScaleDownObservation(nodes=[a], pods=pods, groups=[new]),
@@ -429,6 +425,19 @@ async def test_a_pod_pending_while_a_successor_is_made_takes_its_spare_room(env:
     h = await start_autoscaler(env, world, handles, tq)
     handles.extend(env.client.get_workflow_handle(f"{h.id}/{k}/a") for k in ("replace", "scale-down"))
     await until(lambda: len(world.created) == 1)  # the successor, held joining
+    return world, h, handles, new, a
+
+
+async def test_a_pod_pending_while_a_successor_is_made_takes_its_spare_room(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
+    """While a NodeReplacement makes its successor, the loop's planner counts the successor's spare room
+    (its room less the pods it is made for) for pending pods, as Karpenter nominates pending pods to an
+    in-flight NodeClaim: a pod that fits it buys no node, one that does not fit buys one."""
+    from scaling.kube.drain import TAINT_DISRUPTED
+    from scaling.kube.models import Taint
+    from tests.workflows.nodes.test_node_autoscaler import pod
+
+    # the cx22 successor (1,930 m) keeps 930 m spare
+    world, h, _, new, a = await replacing_drifted_a(env, worker, cpu=1000)
     iterations = (await h.query(NodeAutoscalerWorkflow.status)).iterations
     a = a.model_copy(update={"taints": [Taint(key=TAINT_DISRUPTED, effect="NoSchedule")]})  # no pod lands on it
     world.observation = ClusterObservation(nodes=[a], groups=[new], unschedulable=[pod(1, cpu_m=800)])
@@ -449,6 +458,37 @@ async def test_a_pod_pending_while_a_successor_is_made_takes_its_spare_room(env:
     world.observation = ClusterObservation(nodes=[a], groups=[new])
     world.hold_readiness = False
     await until(lambda: world.deleted == ["a"], timeout=60)
+
+
+async def test_a_replacement_terminated_while_its_successor_is_made_lets_its_node_go(
+    env: WorkflowEnvironment, worker
+) -> None:  # noqa: ANN001, F811
+    """Drifted a's NodeReplacement is terminated while its successor is held joining: it says nothing
+    more to the loop. The loop lets a go (RemovalEndedUnheard), the successor's room with it; the
+    successor, Ready and empty, is then removed as any empty node, within the group's budget."""
+    from scaling.nodes.state import REMOVAL_ENDED_UNHEARD
+
+    world, h, handles, _, _ = await replacing_drifted_a(env, worker)
+    await env.client.get_workflow_handle(f"{h.id}/replace/a").terminate("an operator stops it")
+    ended = await until(
+        lambda: _status_has(h, lambda s: any(r.reason == REMOVAL_ENDED_UNHEARD for r in s.recent_scale_downs)),
+        timeout=60,
+    )
+    (gone,) = [r for r in ended.recent_scale_downs if r.node == "a"]
+    assert gone.phase.value == "Failed" and not gone.successors
+    assert ("unmark+uncordon", "a") in world.calls
+    # The successor the terminated run made is an empty node like any other: removed as Empty, and
+    # that removal is the budget's one disruption, so a waits for it.
+    successor = world.made[(world.created[0].request_id, 0)]
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/{successor}"))
+    await until(_async(lambda: ("mark", successor) in world.calls), timeout=60)
+    blocked = await until(
+        lambda: _status_has(
+            h, lambda s: any(c.node == "a" and c.reason == "DisruptionBudgetExhausted" for c in s.candidates)
+        ),
+        timeout=60,
+    )
+    assert [sd.node for sd in blocked.scale_downs] == [successor] and len(world.created) == 1
 
 
 async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001, F811
