@@ -111,9 +111,10 @@ async def _status_has(h: WorkflowHandle, check):  # noqa: ANN001, ANN202
     return s if check(s) else None
 
 
-async def waiting_on_a(env: WorkflowEnvironment, worker):  # noqa: ANN001, ANN201
+async def waiting_on_a(env: WorkflowEnvironment, worker, **settings):  # noqa: ANN001, ANN003, ANN201
     """Empty a and busy b in a group whose timer (5 min) never fires during a test: the loop's
-    removal of a waits on it. The world, the loop's handle, the group and b's pods."""
+    removal of a waits on it. The world, the loop's handle, the group and b's pods (``settings``: the
+    loop's)."""
     group = NodeGroup(
         name="g",
         pools=[PoolSpec(provider="kwok", serverType=["cx22"], priority=10)],
@@ -125,7 +126,7 @@ async def waiting_on_a(env: WorkflowEnvironment, worker):  # noqa: ANN001, ANN20
     world.observation = ClusterObservation(nodes=nodes, groups=[group])
     world.down_obs = ScaleDownObservation(nodes=nodes, pods=busy, groups=[group])
     tq, handles = await worker(world)
-    h = await start_autoscaler(env, world, handles, tq)
+    h = await start_autoscaler(env, world, handles, tq, **settings)
     handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
     return world, h, group, busy
 
@@ -175,7 +176,7 @@ async def test_a_removal_terminated_from_outside_lets_its_node_go(env: WorkflowE
     budget slot and was never evaluated again. The node is empty still, so a new removal is armed."""
     from scaling.nodes.state import REMOVAL_ENDED_UNHEARD
 
-    world, h, _, _ = await waiting_on_a(env, worker)
+    world, h, _, _ = await waiting_on_a(env, worker, scan_interval_s=0.3)  # the look comes every 10 loops
     first = await until(lambda: _status_has(h, lambda s: _waiting(s, "a")))
     await until(_async(lambda: ("mark", "a") in world.calls))
     await env.client.get_workflow_handle(f"{h.id}/scale-down/a").terminate("an operator stops it")
@@ -408,9 +409,9 @@ async def test_a_drifted_node_is_replaced_successor_first_within_its_budget(env:
     assert status.recent_scale_downs[-1].kind == "Drifted"
 
 
-async def replacing_drifted_a(env: WorkflowEnvironment, worker, cpu: int = 1800):  # noqa: ANN001, ANN201
+async def replacing_drifted_a(env: WorkflowEnvironment, worker, cpu: int = 1800, **settings):  # noqa: ANN001, ANN003, ANN201
     """The loop replacing drifted a (its pod of ``cpu`` millicores) with a cx22 successor made and held
-    joining: the world, the loop's handle, the handles, the group and a."""
+    joining: the world, the loop's handle, the handles, the group and a (``settings``: the loop's)."""
     from tests.workflows.nodes.test_node_replacement import ReplaceWorld, busy
 
     new, a = drifted_a()
@@ -422,7 +423,7 @@ async def replacing_drifted_a(env: WorkflowEnvironment, worker, cpu: int = 1800)
     )
     world.observation = ClusterObservation(nodes=[a], groups=[new])
     tq, handles = await worker(world)
-    h = await start_autoscaler(env, world, handles, tq)
+    h = await start_autoscaler(env, world, handles, tq, **settings)
     handles.extend(env.client.get_workflow_handle(f"{h.id}/{k}/a") for k in ("replace", "scale-down"))
     await until(lambda: len(world.created) == 1)  # the successor, held joining
     return world, h, handles, new, a
@@ -468,7 +469,7 @@ async def test_a_replacement_terminated_while_its_successor_is_made_lets_its_nod
     successor, Ready and empty, is then removed as any empty node, within the group's budget."""
     from scaling.nodes.state import REMOVAL_ENDED_UNHEARD
 
-    world, h, handles, _, _ = await replacing_drifted_a(env, worker)
+    world, h, handles, _, _ = await replacing_drifted_a(env, worker, scan_interval_s=0.3)  # looks every 10 loops
     await env.client.get_workflow_handle(f"{h.id}/replace/a").terminate("an operator stops it")
     ended = await until(
         lambda: _status_has(h, lambda s: any(r.reason == REMOVAL_ENDED_UNHEARD for r in s.recent_scale_downs)),
