@@ -37,6 +37,7 @@ from sim.kube.selectors import FieldRequirement, Requirement, fields_match, labe
 
 Obj = dict[str, Any]
 GroupResource = tuple[str, str]  # (group, plural): the storage identity of a resource
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # v1.TaintNodeNotReady
 
 
 @dataclass(frozen=True)
@@ -445,7 +446,20 @@ class Store:
         elif rt.gr == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._validate_crd(obj)
         elif rt.gr == ("", "nodes"):
-            pass  # nodes may carry status on create (kubelet and KWOK register that way)
+            # Nodes may carry status on create (kubelet and KWOK register that way). The
+            # TaintNodesByCondition admission plugin (plugin/pkg/admission/nodetaint) taints every
+            # new Node not-ready:NoSchedule unless a taint of that key and effect is there: else a
+            # pod could bind to a node not Ready yet before the node lifecycle controller's first
+            # pass. One created Ready loses it on that pass, in milliseconds; here it is left
+            # untainted, which differs only in those milliseconds.
+            spec = obj.setdefault("spec", {})
+            taints = spec.get("taints") or []
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+            if not ready and not any(
+                t.get("key") == NOT_READY_TAINT and t.get("effect") == "NoSchedule" for t in taints
+            ):
+                spec["taints"] = [*taints, {"key": NOT_READY_TAINT, "effect": "NoSchedule"}]
         elif rt.status_subresource:
             obj.pop("status", None)
 
