@@ -142,22 +142,23 @@ def test_required_node_affinity_steers_pools_and_groups() -> None:
     assert not plan.fits_existing and [n.group for n in plan.new_nodes] == ["web"]
 
 
+def request_for(n: PlannedNode, rid: str, **fields: Any) -> InFlightRequest:
+    """The request in flight for planned node ``n`` (its first choice of pool), id ``rid``, with
+    ``fields`` (pod_uids, pods, successor) as the case needs."""
+    pool = n.candidates[0]
+    return InFlightRequest(
+        id=rid,
+        group=n.group,
+        pool=pool.name,
+        server_type=pool.server_type,
+        provider=pool.provider,
+        requirements=n.requirements,
+        **fields,
+    )
+
+
 def as_in_flight(plan: ScaleUpPlan, offset: int = 0) -> list[InFlightRequest]:
-    out = []
-    for i, n in enumerate(plan.new_nodes):
-        pool = n.candidates[0]
-        out.append(
-            InFlightRequest(
-                id=f"r{offset + i}",
-                group=n.group,
-                pool=pool.name,
-                server_type=pool.server_type,
-                provider=pool.provider,
-                requirements=n.requirements,
-                pod_uids=n.pod_uids,
-            )
-        )
-    return out
+    return [request_for(n, f"r{offset + i}", pod_uids=n.pod_uids) for i, n in enumerate(plan.new_nodes)]
 
 
 def test_in_flight_requests_are_not_double_counted_across_rounds() -> None:
@@ -460,33 +461,13 @@ def test_in_flight_spare_room_takes_no_second_anti_affinity_pod() -> None:
     reps = pods(2, labels={"app": "web"}, spreads=ONE_PER_NODE)
     first = plan_scale_up(reps[:1], [], [g], CAT, [])
     (node,) = first.new_nodes
-    flight = [
-        InFlightRequest(
-            id="r0",
-            group="g",
-            pool=node.pool,
-            server_type="cx33",
-            provider="kwok",
-            requirements=node.requirements,
-            pods=node.pods,
-        )
-    ]
-    second = plan_scale_up(reps, [], [g], CAT, flight)
+    second = plan_scale_up(reps, [], [g], CAT, [request_for(node, "r0", pods=node.pods)])
     assert second.pods_covered == 1 and len(second.new_nodes) == 1  # the request's room is not its
 
 
 def successor_for(planned: PlannedNode) -> InFlightRequest:
-    """A replacement's successor in flight, made for the pods of ``planned`` (a cx33 of group g)."""
-    return InFlightRequest(
-        id="c/node-0",
-        group="g",
-        pool=planned.pool,
-        server_type="cx33",
-        provider="kwok",
-        requirements=planned.requirements,
-        pods=planned.pods,
-        successor=True,
-    )
+    """A replacement's successor in flight, made for the pods of ``planned``."""
+    return request_for(planned, "c/node-0", pods=planned.pods, successor=True)
 
 
 def test_a_successor_in_flight_lends_its_spare_room_never_the_room_of_the_pods_it_is_made_for() -> None:

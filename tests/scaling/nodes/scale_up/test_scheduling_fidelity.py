@@ -15,10 +15,11 @@ from scaling.kube.models import LABEL_ZONE, NodeInfo, PodInfo, Resources
 from scaling.kube.pods import pod_info
 from scaling.kube.scheduling.volumes import volumes_from
 from scaling.nodes.catalogue import catalogue_index
-from scaling.nodes.models import InFlightRequest, ScaleUpPlan
+from scaling.nodes.models import ScaleUpPlan
 from scaling.nodes.nodegroups import parse_node_group
 from scaling.nodes.providers.kwok import kwok_catalogue
 from scaling.nodes.scale_up.planning import plan_scale_up
+from tests.scaling.nodes.scale_up.test_planning import request_for
 
 CAT = catalogue_index(kwok_catalogue())
 HOST = "kubernetes.io/hostname"
@@ -174,17 +175,7 @@ def test_a_ready_node_the_database_settles_on_keeps_the_rest_out_of_its_zone() -
     first = plan_scale_up(db, [], [group], CAT, [])
     assert zones_of(first) == {"z1": 1, "z2": 1, "z3": 1}
     in_flight = [
-        InFlightRequest(
-            id=f"r{i}",
-            group="g",
-            pool=n.pool,
-            server_type="cx22",
-            provider="kwok",
-            requirements=n.requirements,
-            pods=n.pods,
-        )
-        for i, n in enumerate(first.new_nodes)
-        if not n.pool.endswith("z2")
+        request_for(n, f"r{i}", pods=n.pods) for i, n in enumerate(first.new_nodes) if not n.pool.endswith("z2")
     ]
     room = Resources(cpu_m=1900, memory=3 * 2**30, pods=110)
     ready = NodeInfo(name="n2", labels={LABEL_ZONE: "z2", HOST: "n2"}, allocatable=room, ready=True)
