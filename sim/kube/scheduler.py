@@ -4,13 +4,14 @@ The filters are sim/kube/filters/ (one module per plugin: NodeUnschedulable, Nod
 TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
 PodTopologySpread, InterPodAffinity), this module's own reading of the kube-scheduler's. Scores
 as the default profile's NodeResourcesFit (LeastAllocated, or MostAllocated when the control
-says so) plus NodeResourcesBalancedAllocation, in the scheduler's integers (sim/kube/scores);
-the kube-scheduler picks at random among nodes with equal scores, the simulator the first by
-name, so runs are reproducible. Pods that fit nowhere get PodScheduled=False/
-Unschedulable with the scheduler's "0/N nodes are available" message. Binding a pod binds its
-unbound WaitForFirstConsumer claims as the PV controller would once the scheduler picked a
-node: to the smallest Available PV that allows it, or to a new PV provisioned with the node's
-values of the class's allowedTopologies keys (its zone when the class names none).
+says so) plus NodeResourcesBalancedAllocation, weight 1 each, plus TaintToleration (fewer
+untolerated PreferNoSchedule taints, normalized over the feasible nodes), weight 3, in the
+scheduler's integers (sim/kube/scores); the kube-scheduler picks at random among nodes with
+equal scores, the simulator the first by name, so runs are reproducible. Pods that fit nowhere
+get PodScheduled=False/Unschedulable with the scheduler's "0/N nodes are available" message.
+Binding a pod binds its unbound WaitForFirstConsumer claims as the PV controller would once the
+scheduler picked a node: to the smallest Available PV that allows it, or to a new PV provisioned
+with the node's values of the class's allowedTopologies keys (its zone when the class names none).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from sim.kube.filters.nodeaffinity import affinity_matches
 from sim.kube.filters.podaffinity import Term, anti_affinity_terms
 from sim.kube.filters.ports import host_ports
 from sim.kube.filters.resources import Resources, allocatable, pod_requests
+from sim.kube.filters.taints import unschedulable, untolerated
 from sim.kube.follow import Follower
-from sim.kube.scores import noderesources
+from sim.kube.scores import noderesources, tainttoleration
 from sim.kube.store import Obj, Store, now_rfc3339
 
 __all__ = ["Scheduler", "affinity_matches", "pod_requests", "unschedulable_message"]
@@ -83,14 +85,27 @@ def is_terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+# TaintToleration's weighted score of a node with no untolerated PreferNoSchedule taint when
+# another feasible node has one: 3 * 100, more than the resource scores' most (200).
+_TAINT_STEP = tainttoleration.WEIGHT * noderesources.MAX_NODE_SCORE
+
+
 class _Fits:
     """The nodes one kind of pod (an equivalence key) fits in a pass, best first: a heap of
     (-score, name, version). A bind bumps its node's version and pushes the node's new entry,
     so a stale entry is dropped when it comes up, and a pod of the kind costs a few heap steps
-    instead of a filter and a score per node."""
+    instead of a filter and a score per node.
 
-    def __init__(self, pod: Obj, req: Resources, heap: list[tuple[int, str, int]]) -> None:
-        self.pod, self.req, self.heap = pod, req, heap
+    `counts` is the kind's untolerated PreferNoSchedule taints per node (nodes with none left
+    out). TaintToleration normalizes over the feasible nodes, which a node's entry cannot see,
+    but while no count is above 1 the normalized score is 300 * (1 - count) whatever the
+    feasible set (0 -> 300, 1 -> 0 when some feasible node has a 1; all 300 when none has), so
+    the entry's score is the exact total. A kind with a larger count on a node it fits is
+    scored by the full path instead."""
+
+    def __init__(self, pod: Obj, req: Resources, counts: dict[str, int]) -> None:
+        self.pod, self.req, self.counts = pod, req, counts
+        self.heap: list[tuple[int, str, int]] = []
 
 
 class Scheduler(Actor):
@@ -249,6 +264,8 @@ class Scheduler(Actor):
         placed_terms = list(self._terms.values())
         added: list[tuple[str, Obj]] = []  # pods this pass placed
         by_name = dict(zip(names, nodes, strict=True))
+        # The nodes' PreferNoSchedule taints (TaintToleration's score), for the nodes with any.
+        prefer = {name: taints for name, n in by_name.items() if (taints := tainttoleration.prefer_taints(n))}
         cluster: Cluster | None = None
         infos: dict[str, NodeInfo] = {}
 
@@ -279,9 +296,11 @@ class Scheduler(Actor):
             name = node["metadata"]["name"]
             if node_reasons(fits.pod, fits.req, node, used[name], alloc[name]):
                 return None
-            return (-score(fits.req, node, used[name], self.control.scoring, alloc[name]), name, version[name])
+            s = score(fits.req, node, used[name], self.control.scoring, alloc[name])
+            return (-(s + _TAINT_STEP * (1 - fits.counts.get(name, 0))), name, version[name])
 
         kinds: dict[str, _Fits] = {}
+        scored_apart: set[str] = set()  # kinds a node has 2+ untolerated PreferNoSchedule taints for
         self._deferred = []
         bound = 0
         # Within a pass room only shrinks and placed pods only add anti-affinity: a pod like one
@@ -299,13 +318,27 @@ class Scheduler(Actor):
                 continue
             best: str | None = None
             cycle: Cycle | None = None
-            if like is not None and not placed_terms:
+            fits: _Fits | None = None
+            if like is not None and not placed_terms and like not in scored_apart:
                 # Only room decides: the kind's heap has the answer.
                 fits = kinds.get(like)
                 if fits is None:
-                    fits = kinds[like] = _Fits(pod, req, [])
+                    tolerations = tainttoleration.prefer_tolerations(pod)
+                    counts = {
+                        name: c
+                        for name, taints in prefer.items()
+                        if (c := tainttoleration.untolerated(tolerations, taints))
+                    }
+                    fits = _Fits(pod, req, counts)
                     fits.heap = [e for e in (entry(fits, n) for n in nodes) if e is not None]
-                    heapq.heapify(fits.heap)
+                    # A node the kind does not fit now it fits nowhere in the pass (room only shrinks).
+                    if counts and any(counts.get(name, 0) > 1 for _, name, _ in fits.heap):
+                        scored_apart.add(like)
+                        fits = None
+                    else:
+                        heapq.heapify(fits.heap)
+                        kinds[like] = fits
+            if fits is not None:
                 while fits.heap:
                     _, name, at = fits.heap[0]
                     if at == version[name]:
@@ -314,7 +347,7 @@ class Scheduler(Actor):
                     heapq.heappop(fits.heap)  # its node took a pod since: its new entry is in the heap
             else:
                 cycle = Cycle(pod, req, view())
-                best = self._best(cycle)
+                best = self._best(cycle, prefer)
             if best is None:
                 message = (cycle or Cycle(pod, req, view())).message()
                 if like is not None:
@@ -328,9 +361,9 @@ class Scheduler(Actor):
                     for k, v in req.items():
                         used[best][k] = used[best].get(k, 0) + v
                 version[best] += 1
-                for fits in kinds.values():
-                    if (e := entry(fits, by_name[best])) is not None:
-                        heapq.heappush(fits.heap, e)
+                for kind in kinds.values():
+                    if (e := entry(kind, by_name[best])) is not None:
+                        heapq.heappush(kind.heap, e)
                 added.append((best, pod))
                 if terms := anti_affinity_terms(pod):
                     placed_terms.append((best, pod, terms))
@@ -343,16 +376,20 @@ class Scheduler(Actor):
             self._dirty = True  # room and spread changed: pods the pass found no place for may find one
         return bound
 
-    def _best(self, cycle: Cycle) -> str | None:
-        """Every node filtered and scored: the best by score, ties to the first by name."""
-        best: tuple[int, str] | None = None
-        for info in cycle.cluster.nodes:
-            if cycle.reasons(info):
-                continue
-            s = score(cycle.req, info.node, info.used, self.control.scoring, info.alloc)
-            if best is None or s > best[0]:
-                best = (s, info.name)
-        return None if best is None else best[1]
+    def _best(self, cycle: Cycle, prefer: dict[str, list[Obj]]) -> str | None:
+        """Every node filtered and scored: the best by score, ties to the first by name.
+        `prefer` holds the nodes' PreferNoSchedule taints (nodes with none left out)."""
+        feasible = [info for info in cycle.cluster.nodes if not cycle.reasons(info)]
+        if not feasible:
+            return None
+        totals = [score(cycle.req, info.node, info.used, self.control.scoring, info.alloc) for info in feasible]
+        if prefer and any(info.name in prefer for info in feasible):
+            # Without such a taint every feasible node gets the same 300: it orders nothing.
+            tolerations = tainttoleration.prefer_tolerations(cycle.pod)
+            counts = [tainttoleration.untolerated(tolerations, prefer.get(info.name) or []) for info in feasible]
+            for i, s in enumerate(tainttoleration.normalize(counts)):
+                totals[i] += tainttoleration.WEIGHT * s
+        return feasible[max(range(len(feasible)), key=totals.__getitem__)].name  # max keeps the first
 
     def _volumes(self) -> volumes.Volumes:
         with self.store.lock:
@@ -384,7 +421,16 @@ class Scheduler(Actor):
 
     def _bind(self, pod: Obj, node: Obj) -> bool:
         with self.store.lock:
-            if self.store.find(self.store.builtin("nodes"), "", node["metadata"]["name"]) is None:
+            now = self.store.find(self.store.builtin("nodes"), "", node["metadata"]["name"])
+            if now is None:
+                return False
+            # The kube-scheduler takes a fresh snapshot for each pod's cycle; a pass here reads the
+            # nodes once. A node tainted or cordoned since (a scale-down's hard taint before its
+            # re-check) takes no more pods from this pass: the next one decides again.
+            if now["metadata"]["resourceVersion"] != node["metadata"]["resourceVersion"] and (
+                untolerated(pod, now) or unschedulable(pod, now)
+            ):
+                self._dirty = True
                 return False
             try:
                 self.store.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], node["metadata"]["name"])

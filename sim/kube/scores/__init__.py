@@ -5,6 +5,7 @@ The cluster double's own reading of kubernetes/kubernetes pkg/scheduler/framewor
 (pkg/scheduler/apis/config/v1/default_plugins.go) weighs TaintToleration 3, NodeAffinity 2,
 NodeResourcesFit 1, PodTopologySpread 2, InterPodAffinity 2, NodeResourcesBalancedAllocation 1,
 ImageLocality 1, and binds the pod to a node with the highest weighted sum. Modelled here:
-NodeResourcesFit's score and NodeResourcesBalancedAllocation (`noderesources.py`); the others
-give every node the same score in what the simulator runs (see docs/nodes.md, Scoring).
+NodeResourcesFit's score and NodeResourcesBalancedAllocation (`noderesources.py`) and
+TaintToleration's (`tainttoleration.py`); the others give every node the same score in what the
+simulator runs (see docs/nodes.md, Scoring).
 """

@@ -115,3 +115,34 @@ def test_the_first_refusing_filter_per_node_is_counted() -> None:
         "!0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't have free ports for the requested pod ports, "
         "1 node(s) had untolerated taint {gpu: yes}."
     )
+
+
+def test_a_node_tainted_during_a_pass_takes_no_more_of_its_pods() -> None:
+    """The kube-scheduler snapshots the nodes for each pod's cycle; the sim's pass reads them once.
+    A node tainted NoSchedule while the pass runs (a scale-down's hard taint, which comes right
+    before its re-check of the node's pods) must take no pod the pass bound after the taint."""
+    store, scheduler = cluster(make_node("only"))
+    add(store, make_pod("first"), make_pod("second"))
+    requests_of = scheduler._requests_of
+    seen: list[str] = []
+
+    def taint_after_the_first(pod: Obj):  # noqa: ANN202
+        # The pass has read the nodes; the second pod's turn comes after the taint landed.
+        seen.append(pod["metadata"]["name"])
+        if len(seen) == 2:
+
+            def tainted(node: Obj) -> Obj:
+                node["spec"]["taints"] = [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]
+                return node
+
+            store.mutate(store.builtin("nodes"), "", "only", tainted)
+        return requests_of(pod)
+
+    scheduler._requests_of = taint_after_the_first
+    assert scheduler.schedule_once() == 1
+    scheduler._requests_of = requests_of
+    scheduler.schedule_once()
+    assert placed(store) == {
+        "first": "only",
+        "second": "!0/1 nodes are available: 1 node(s) had untolerated taint {ToBeDeletedByClusterAutoscaler: }.",
+    }

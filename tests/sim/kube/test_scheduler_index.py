@@ -1,11 +1,12 @@
 """The scheduler's pass works from state kept from the store's events and a per-kind heap of
 nodes; these tests hold it to the plain algorithm: every pending pod in queue order, a full
-filter cycle (sim/kube/filters/cycle.py) on every node and every node scored, the best by score with ties to the first by name, and a pod
-like one that fit nowhere in the pass given that one's verdict.
+filter cycle (sim/kube/filters/cycle.py) on every node and every feasible node scored
+(TaintToleration normalized over them), the best by score with ties to the first by name, and a
+pod like one that fit nowhere in the pass given that one's verdict.
 
-Randomised clusters (resources, pod slots, zones, taints, cordons, NotReady nodes, selectors,
-tolerations, priorities, hostname anti-affinity, zone spread, GPUs, host ports, pod affinity,
-pods already bound) must come
+Randomised clusters (resources, pod slots, zones, taints, PreferNoSchedule taints, cordons,
+NotReady nodes, selectors, tolerations, priorities, hostname anti-affinity, zone spread, GPUs,
+host ports, pod affinity, pods already bound) must come
 out of one pass with the same bindings and the same Unschedulable messages as the reference,
 so the order in which pods are placed is unchanged too.
 """
@@ -23,6 +24,7 @@ from sim.kube.filters.cycle import Cluster, Cycle, NodeInfo
 from sim.kube.filters.podaffinity import anti_affinity_terms
 from sim.kube.filters.resources import allocatable, pod_requests
 from sim.kube.scheduler import Scheduler, equivalence_key, is_terminal, requests, score
+from sim.kube.scores import tainttoleration
 from sim.kube.store import Obj, Store
 from tests.sim.conftest import eventually
 
@@ -60,11 +62,12 @@ def reference_pass(nodes: list[Obj], pods: list[Obj], order: dict[str, int], sco
             out[pod["metadata"]["name"]] = failed_like[like]
             continue
         cycle = Cycle(pod, req, cluster)
+        feasible = [info for info in cluster.nodes if not cycle.reasons(info)]
+        tolerations = tainttoleration.prefer_tolerations(pod)
+        counts = [tainttoleration.untolerated(tolerations, tainttoleration.prefer_taints(i.node)) for i in feasible]
         best: tuple[int, str] | None = None
-        for info in cluster.nodes:
-            if cycle.reasons(info):
-                continue
-            s = score(req, info.node, info.used, scoring)
+        for info, taints in zip(feasible, tainttoleration.normalize(counts), strict=True):
+            s = score(req, info.node, info.used, scoring) + tainttoleration.WEIGHT * taints
             if best is None or s > best[0]:
                 best = (s, info.name)
         if best is None:
@@ -87,6 +90,8 @@ def random_cluster(rng: random.Random, store: Store) -> None:
         names.append(name)
         zone = rng.choice("abc")
         taints = [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}] if rng.random() < 0.15 else []
+        soft = rng.choice([[], [], [], ["drain"], ["drain"], ["spot"], ["drain", "spot"], ["drain", "spot", "old"]])
+        taints += [{"key": k, "value": "x", "effect": "PreferNoSchedule"} for k in soft]
         spec: dict[str, Any] = {"taints": taints}
         if rng.random() < 0.1:
             spec["unschedulable"] = True
@@ -127,6 +132,17 @@ def random_cluster(rng: random.Random, store: Store) -> None:
             spec["nodeSelector"] = {"zone": rng.choice("abc")}
         if rng.random() < 0.2:
             spec["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+        if rng.random() < 0.3:
+            spec.setdefault("tolerations", []).append(
+                rng.choice(
+                    [
+                        {"key": "drain", "operator": "Exists", "effect": "PreferNoSchedule"},
+                        {"key": "spot", "operator": "Equal", "value": "x"},
+                        {"key": "drain", "operator": "Exists", "effect": "NoSchedule"},  # not for the score
+                        {"operator": "Exists", "effect": "PreferNoSchedule"},
+                    ]
+                )
+            )
         if app == "db" and rng.random() < 0.5:
             spec["affinity"] = {
                 "podAntiAffinity": {
@@ -181,6 +197,64 @@ def test_a_pass_binds_and_reports_as_the_plain_algorithm(seed: int, scoring: str
         else:
             condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
             got[name] = "!" + condition["message"]
+    assert got == want
+
+
+def soft_tainted_cluster(rng: random.Random, store: Store) -> None:
+    """Nodes of any size with 0-3 PreferNoSchedule taints, pods that only room constrains (the
+    per-kind heap's, unless a node has 2+ taints a kind does not tolerate), some bound."""
+    names = []
+    for i in range(rng.randint(2, 10)):
+        name = f"n{i}"
+        names.append(name)
+        soft = rng.sample(["drain", "spot", "old"], k=rng.choice([0, 0, 1, 1, 1, 2, 3]))
+        cpu, memory = rng.choice([("1", "2Gi"), ("4", "8Gi"), ("8", "4Gi"), ("64", "256Gi")])
+        body = {
+            "metadata": {"name": name},
+            "spec": {"taints": [{"key": k, "value": "x", "effect": "PreferNoSchedule"} for k in soft]},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "20"}, "conditions": READY},
+        }
+        store.create(store.builtin("nodes"), "", body)
+    kinds = []
+    for _ in range(rng.randint(1, 4)):
+        req = rng.choice([{}, {"cpu": "100m"}, {"cpu": "1", "memory": "1Gi"}, {"cpu": "2", "memory": "256Mi"}])
+        tolerations = rng.sample(
+            [
+                {"key": "drain", "operator": "Exists", "effect": "PreferNoSchedule"},
+                {"key": "spot", "operator": "Equal", "value": "x"},
+                {"key": "old", "operator": "Exists", "effect": "NoSchedule"},
+            ],
+            k=rng.choice([0, 0, 1, 2]),
+        )
+        kinds.append(
+            {"containers": [{"name": "c", "image": "x", "resources": {"requests": req}}], "tolerations": tolerations}
+        )
+    for i in range(rng.randint(1, 40)):
+        spec = dict(rng.choice(kinds))
+        if rng.random() < 0.2:
+            spec["nodeName"] = rng.choice(names)
+        store.create(store.builtin("pods"), "default", {"metadata": {"name": f"p{i:02d}"}, "spec": spec})
+
+
+@pytest.mark.parametrize("scoring", ["least-allocated", "most-allocated"])
+@pytest.mark.parametrize("seed", range(40))
+def test_soft_tainted_nodes_are_scored_as_the_plain_algorithm(seed: int, scoring: str) -> None:
+    """TaintToleration normalizes over the feasible nodes; the heap's per-node score must pick
+    what that picks (exact while no count is above 1, the full path otherwise)."""
+    rng = random.Random(seed)
+    store = Store()
+    soft_tainted_cluster(rng, store)
+    pods_rt = store.builtin("pods")
+    pods = store.all(pods_rt)
+    order = {p["metadata"]["uid"]: store.order(p) for p in pods}
+    want = reference_pass(store.all(store.builtin("nodes")), pods, order, scoring)
+    Scheduler(store, FakeControl(scoring=scoring, pod_initial_backoff=0.0, pod_max_backoff=0.0)).schedule_once()
+    got = {}
+    for pod in store.all(pods_rt):
+        if pod["metadata"]["name"] in want:
+            got[pod["metadata"]["name"]] = pod["spec"].get("nodeName") or "!" + next(
+                c["message"] for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"
+            )
     assert got == want
 
 
