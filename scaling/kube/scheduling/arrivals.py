@@ -13,9 +13,11 @@ consolidation bench's cycles). ``stranded`` plays every distinct order and every
 in it, one pod at a time, brings them in it); ``bound_in_turn`` plays one order, one tie each (where
 the pods of another drain, already under way, are about to go).
 
-What it reads: room (cpu, memory, pod slots) and what ``admits`` says of labels and taints. Left
-out: the other score plugins (preferred affinity, PreferNoSchedule taints, default topology
-spreading, image locality), which the simulated scheduler does not score either, and
+What it reads: room (cpu, memory, pod slots), what ``admits`` says of labels and taints, and
+TaintToleration's score (weight 3: the PreferNoSchedule taints a pod does not tolerate, normalized
+over the nodes it fits; scaling.kube.scheduling.tainttoleration), which the simulated scheduler
+scores too. Left out: the other score plugins (preferred affinity, default topology spreading,
+image locality), which the simulated scheduler does not score either, and
 percentageOfNodesToScore (clusters above 100 nodes are scored in part). The play stops after
 MAX_WORK node scores (a large cluster's many roomy nodes): its answer then says it is incomplete.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.kube.pods import implied_score_requests
 from scaling.kube.scheduling.scoring import resource_score
+from scaling.kube.scheduling.tainttoleration import PREFERRED, preferred_untolerated, weighted_scores
 
 MAX_WORK = 200_000  # node scores: a few tenths of a second
 
@@ -64,6 +67,7 @@ class _Kind:
     need: tuple[int, int, int]
     score: tuple[int, int, int, int]
     admitted: tuple[int, ...]  # targets its filters admit
+    soft: tuple[int, ...]  # per target, the PreferNoSchedule taints it does not tolerate (() when none has one)
 
 
 class _OutOfWork(Exception):
@@ -80,18 +84,25 @@ class _Play:
         self.targets = [t for t in targets if any(fits(n, t.room) for n in set(needs))]
         kinds: dict[tuple, _Kind] = {}
         members: dict[tuple, list[PodInfo]] = {}
+        soft_taints = _soft_tainted(self.targets)
         for p, need in zip(pods, needs, strict=True):
             admitted = tuple(i for i, t in enumerate(self.targets) if admits(p, t.node))
             reads = score_reads(p)
-            key = (need, reads, admitted)
-            kinds.setdefault(key, _Kind(p, need, reads, admitted))
+            soft = (
+                tuple(preferred_untolerated(p.tolerations, t.node.taints) for t in self.targets) if soft_taints else ()
+            )
+            key = (need, reads, admitted, soft)
+            kinds.setdefault(key, _Kind(p, need, reads, admitted, soft))
             members.setdefault(key, []).append(p)
         self.kinds = list(kinds.values())
         self.named = list(members.values())
         total = tuple(sum(n[r] for n in needs) for r in range(3))
         self.trivial = all(_always_placed(k, self.targets, len(pods), total) for k in self.kinds)
         self.alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in self.targets]
-        self.admitting = [tuple(i in k.admitted for k in self.kinds) for i in range(len(self.targets))]
+        # What tells two targets apart for every kind beyond room: which kinds they admit, how they score its taints.
+        self.alike = [
+            tuple((i in k.admitted, k.soft[i] if k.soft else 0) for k in self.kinds) for i in range(len(self.targets))
+        ]
         self.work = 0
 
     def best(self, k: _Kind, rooms: Sequence[Sequence[int]], used: Sequence[Sequence[int]]) -> list[int]:
@@ -100,22 +111,13 @@ class _Play:
         self.work += len(k.admitted)
         if self.work > MAX_WORK:
             raise _OutOfWork
-        top, tied = -1, []
-        cpu, mem, nz_cpu, nz_mem = k.score
-        for i in k.admitted:
-            if not fits(k.need, rooms[i]):
-                continue
-            u = used[i]
-            s = resource_score(
-                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), self.alloc[i], cpu == 0 and mem == 0
-            )
-            if s > top:
-                top, tied = s, [i]
-            elif s == top:
-                tied.append(i)
+        scored = [(i, _resource_score(k.score, used[i], self.alloc[i])) for i in k.admitted if fits(k.need, rooms[i])]
+        scored = with_taint_scores(scored, k.soft)
+        top = max((s for _, s in scored), default=-1)
         distinct: dict[tuple, int] = {}
-        for i in tied:
-            distinct.setdefault((tuple(rooms[i]), tuple(used[i]), self.alloc[i], self.admitting[i]), i)
+        for i, s in scored:
+            if s == top:
+                distinct.setdefault((tuple(rooms[i]), tuple(used[i]), self.alloc[i], self.alike[i]), i)
         return list(distinct.values())
 
     def pods(self, kinds: Sequence[int]) -> list[PodInfo]:
@@ -246,30 +248,52 @@ def bound_in_turn(
     rooms = [list(t.room) for t in targets]
     used = [list(t.used) for t in targets]
     alloc = [(t.node.allocatable.cpu_m, t.node.allocatable.memory) for t in targets]
+    soft_taints = _soft_tainted(targets)
     out: list[int] = []
     for pod in pods:
         if work < len(targets):
             break
         work -= len(targets)
         need = (pod.requests.cpu_m, pod.requests.memory, max(pod.requests.pods, 1))
-        cpu, mem, nz_cpu, nz_mem = score_reads(pod)
+        reads = score_reads(pod)
+        scored = [
+            (i, _resource_score(reads, used[i], alloc[i]))
+            for i, t in enumerate(targets)
+            if fits(need, rooms[i]) and admits(pod, t.node)
+        ]
+        soft = tuple(preferred_untolerated(pod.tolerations, t.node.taints) for t in targets) if soft_taints else ()
         best, top = -1, -1
-        for i, t in enumerate(targets):
-            if not fits(need, rooms[i]) or not admits(pod, t.node):
-                continue
-            u = used[i]
-            s = resource_score(
-                (u[2] + nz_cpu, u[3] + nz_mem), (u[0] + cpu, u[1] + mem), alloc[i], cpu == 0 and mem == 0
-            )
+        for i, s in with_taint_scores(scored, soft):
             if s > top:
                 best, top = i, s
         if best >= 0:
             for r in range(3):
                 rooms[best][r] -= need[r]
-            for r, v in enumerate((cpu, mem, nz_cpu, nz_mem)):
+            for r, v in enumerate(reads):
                 used[best][r] += v
         out.append(best)
     return out
+
+
+def with_taint_scores(scored: list[tuple[int, int]], soft: Sequence[int]) -> list[tuple[int, int]]:
+    """(target, resource score) of the feasible targets, TaintToleration's weighted score added:
+    normalized over these targets, so it moves no choice when none has a taint the pod minds."""
+    if not soft or not any(soft[i] for i, _ in scored):
+        return scored
+    extra = weighted_scores([soft[i] for i, _ in scored])
+    return [(i, s + e) for (i, s), e in zip(scored, extra, strict=True)]
+
+
+def _resource_score(reads: Sequence[int], used: Sequence[int], alloc: tuple[int, int]) -> int:
+    """The resource scores of a target whose pods' score reads are ``used``, with a pod's ``reads`` added."""
+    cpu, mem, nz_cpu, nz_mem = reads
+    return resource_score(
+        (used[2] + nz_cpu, used[3] + nz_mem), (used[0] + cpu, used[1] + mem), alloc, cpu == 0 and mem == 0
+    )
+
+
+def _soft_tainted(targets: Sequence[Target]) -> bool:
+    return any(t.effect == PREFERRED for target in targets for t in target.node.taints)
 
 
 def fits(need: Sequence[int], room: Sequence[int]) -> bool:
