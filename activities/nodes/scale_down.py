@@ -34,7 +34,13 @@ from activities.kube.client import ClusterClients, cluster_clients, create_event
 from activities.kube.informer import Informer
 from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
-from scaling.kube.drain import TAINT_DISRUPTED, TAINT_TO_BE_DELETED, pdb_from_object
+from scaling.kube.drain import (
+    DELETION_TAINT_KEYS,
+    TAINT_DELETION_CANDIDATE,
+    TAINT_DISRUPTED,
+    TAINT_TO_BE_DELETED,
+    pdb_from_object,
+)
 from scaling.kube.models import PodInfo
 from scaling.kube.nodes import node_info
 from scaling.kube.pods import controlled_pods, controller_uid, pod_info
@@ -359,12 +365,19 @@ class ScaleDownActivities:
 
     @activity.defn(name=contracts.MARK_NODE_FOR_SCALE_DOWN)
     def mark_node_for_scale_down(self, inp: MarkNodeInput) -> bool:
-        """Taint ToBeDeletedByClusterAutoscaler (NoSchedule) and annotate ScaleDownAt. False if the node is gone."""
+        """Annotate ScaleDownAt and taint the node: DeletionCandidateOfClusterAutoscaler
+        (PreferNoSchedule) while it waits (``candidate``), else ToBeDeletedByClusterAutoscaler
+        (NoSchedule), which takes the soft taint's place. False if the node is gone."""
+        key, effect = (
+            (TAINT_DELETION_CANDIDATE, "PreferNoSchedule") if inp.candidate else (TAINT_TO_BE_DELETED, "NoSchedule")
+        )
 
         def mark(node: dict[str, Any]) -> dict[str, Any]:
             taints = list((node.get("spec") or {}).get("taints") or [])
-            if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
-                taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(time.time())), "effect": "NoSchedule"})
+            if not inp.candidate:
+                taints = [t for t in taints if t.get("key") != TAINT_DELETION_CANDIDATE]
+            if not any(t.get("key") == key for t in taints):
+                taints.append({"key": key, "value": str(int(time.time())), "effect": effect})
             return {
                 "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}},
                 "spec": {"taints": taints},
@@ -378,7 +391,7 @@ class ScaleDownActivities:
 
         def unmark(node: dict[str, Any]) -> dict[str, Any]:
             meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-            taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
+            taints = [t for t in spec.get("taints") or [] if t.get("key") not in DELETION_TAINT_KEYS]
             body: dict[str, Any] = {
                 "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: None, ANNOTATION_CORDONED: None}},
                 "spec": {"taints": taints},

@@ -35,7 +35,12 @@ ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-di
 # software that reacts to CA (Longhorn releases its instance-manager PDBs, seed 003) also
 # reacts to growth.
 TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
-DELETION_TAINT_KEYS = frozenset({TAINT_TO_BE_DELETED})
+# CA's soft taint (PreferNoSchedule) on a node it found unneeded and may delete when its unneeded
+# time is over: the scheduler still binds there when no other node fits, which is what keeps the
+# node (cluster-autoscaler utils/taints/taints.go DeletionCandidateTaintKey). growth puts it on an empty node for
+# its wait, and the hard taint above only when the wait is over.
+TAINT_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
+DELETION_TAINT_KEYS = frozenset({TAINT_TO_BE_DELETED, TAINT_DELETION_CANDIDATE})
 # Karpenter's taint on the candidates of a disruption command, from its decision on (before its
 # replacements are launched) until they are deleted or the command rolls back: no new pod lands on
 # a node whose pods the command has planned to move (pkg/controllers/disruption/controller.go

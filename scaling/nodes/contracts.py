@@ -359,6 +359,9 @@ class MarkNodeInput(BaseModel):
     cluster: str
     node: str
     scale_down_at: str  # RFC3339
+    # Unneeded, waiting for scale_down_at: the soft taint (DeletionCandidate, PreferNoSchedule), as
+    # Cluster Autoscaler marks unneeded nodes. False: the hard one (ToBeDeleted, NoSchedule).
+    candidate: bool = False
 
 
 class UnmarkNodeInput(BaseModel):

@@ -321,7 +321,7 @@ async def test_removals_drop_garbage_and_go_on(env: WorkflowEnvironment) -> None
         now = (await env.get_current_time()).timestamp()
         later = NodeScaleDownInput(cluster="c", node="b", scale_down_at=now + 600, kind="Empty")
         down = await env.client.start_workflow(NodeScaleDownWorkflow.run, later, id=f"sd-{uuid.uuid4().hex[:6]}", task_queue=tq)  # fmt: skip
-        await until(lambda: ("mark", "b") in world.calls, what="the removal of b marked, waiting")
+        await until(lambda: ("soft-mark", "b") in world.calls, what="the removal of b marked, waiting")
         assert {"signal cancel", "signal remove_now"} <= set(await hammer(down, NodeScaleDownWorkflow))
         await down.signal(NodeScaleDownWorkflow.remove_now)
         assert (await down.result()).phase == ScaleDownPhase.REMOVED

@@ -1,9 +1,9 @@
 """NodeScaleDown `nodes/<cluster>/scale-down/<node>`: seed 004 steps 8-9 with CA's safe drain.
 
-Marked (taint + ScaleDownAt) → durable timer → Checking (check_node_removal: still_removable beside
-the cluster) → Draining (cordon,
-evict through the Eviction API, wait for the pods to be gone) → Deleting (machine at the
-provider, then the Node) → Removed. A node of a multi-node command (``drain_gate``: its
+Marked (ScaleDownAt, and a taint: soft while it waits, as Cluster Autoscaler's on an unneeded node)
+→ durable timer → hard taint → Checking (check_node_removal: still_removable beside the cluster) →
+Draining (cordon, evict through the Eviction API, wait for the pods to be gone) → Deleting (machine
+at the provider, then the Node) → Removed. A node of a multi-node command (``drain_gate``: its
 NodeReplacement) waits between the cordon and the first eviction until the replacement says every
 node of the command is cordoned, so no evicted pod lands on a node about to be drained.
 Cancelled when pods land on an empty node during the
@@ -57,6 +57,13 @@ PROVIDER_ROUND = RetryPolicy(
 PROVIDER_BACKOFF_MAX_S = 300.0
 CANCELLED_BY_OPERATOR = "CancelledByOperator"
 DRAIN_TIMEOUT = "DrainTimeout"
+# workflow.patched id: a node that waits for its ScaleDownAt is soft-tainted for the wait
+# (DeletionCandidateOfClusterAutoscaler, PreferNoSchedule, as Cluster Autoscaler marks an unneeded
+# node), so a pod that fits no other node still lands there and cancels the removal, instead of
+# waiting for a node bought for it; the hard taint (ToBeDeleted, NoSchedule) comes once the wait is
+# over, before the re-check. Runs from before it (0.2.0's recordings) tainted hard for the whole
+# wait. Asked only when there is a wait. (Orchestration: added 2026-11-30.)
+SOFT_MARK_WHILE_WAITING = "soft-mark-while-waiting"
 
 
 def scale_down_id(cluster: str, node: str) -> str:
@@ -107,12 +114,8 @@ class NodeScaleDownWorkflow:
     # -- the state machine ---------------------------------------------------------------
     @workflow.run
     async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
-        marked = await self._kube(
-            contracts.MARK_NODE_FOR_SCALE_DOWN,
-            MarkNodeInput(cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at)),
-            bool,
-        )
-        if not marked:
+        soft = inp.scale_down_at > workflow.now().timestamp() and workflow.patched(SOFT_MARK_WHILE_WAITING)
+        if not await self._mark(inp, candidate=soft):
             return await self._finish(
                 inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
             )
@@ -139,6 +142,11 @@ class NodeScaleDownWorkflow:
         if self.cancel_reason is not None:
             code, message = self.cancel_reason
             return await self._finish(inp, ScaleDownPhase.CANCELLED, code, message)
+        # The hard taint before the re-check: no pod lands between the check and the drain.
+        if soft and not await self._mark(inp, candidate=False):
+            return await self._finish(
+                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
+            )
 
         # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
         self.status.phase = ScaleDownPhase.CHECKING
@@ -191,6 +199,13 @@ class NodeScaleDownWorkflow:
             unmark=False,
             event="ScaleDown",
         )
+
+    async def _mark(self, inp: NodeScaleDownInput, candidate: bool) -> bool:
+        """Taint and annotate the node (soft while it waits: ``candidate``); False if it is gone."""
+        mark = MarkNodeInput(
+            cluster=inp.cluster, node=inp.node, scale_down_at=rfc3339(inp.scale_down_at), candidate=candidate
+        )
+        return await self._kube(contracts.MARK_NODE_FOR_SCALE_DOWN, mark, bool)
 
     async def _wait_for_gate(self, inp: NodeScaleDownInput, gate: str) -> None:
         """Tell the command's NodeReplacement this node is cordoned, then wait for its word to drain

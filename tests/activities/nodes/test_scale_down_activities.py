@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.kube.client import ClusterClients
 from activities.nodes.kube import KubeActivities
 from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
-from scaling.kube.drain import TAINT_DISRUPTED, TAINT_TO_BE_DELETED
+from scaling.kube.drain import DELETION_TAINT_KEYS, TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, TAINT_TO_BE_DELETED
 from scaling.nodes.contracts import (
     DisruptedTaintInput,
     EvictPodInput,
@@ -105,6 +105,31 @@ def test_mark_is_idempotent_and_unmark_restores_only_what_growth_changed(
     acts.unmark_node(UnmarkNodeInput(cluster="c", node="n2", uncordon=True))
     assert core.read_node("n2").spec.unschedulable is True
     assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="gone", scale_down_at="x")) is False
+
+
+def test_a_waiting_node_is_soft_tainted_then_hard_and_unmark_lifts_either(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """While it waits, Cluster Autoscaler's soft taint (DeletionCandidateOfClusterAutoscaler,
+    PreferNoSchedule, a unix time as its value: utils/taints/taints.go); when the wait is over the
+    hard one takes its place, never both; unmark lifts whichever is there."""
+
+    def growths(name: str) -> list[tuple[str, str | None]]:
+        return [(t.key, t.effect) for t in core.read_node(name).spec.taints or [] if t.key in DELETION_TAINT_KEYS]
+
+    waiting = MarkNodeInput(cluster="c", node="n1", scale_down_at="2030-01-01T00:00:00Z", candidate=True)
+    assert acts.mark_node_for_scale_down(waiting) and acts.mark_node_for_scale_down(waiting)
+    assert growths("n1") == [(TAINT_DELETION_CANDIDATE, "PreferNoSchedule")]
+    (soft,) = [t for t in core.read_node("n1").spec.taints if t.key == TAINT_DELETION_CANDIDATE]
+    assert soft.value.isdigit()
+    assert core.read_node("n1").metadata.annotations[ANNOTATION_SCALE_DOWN_AT] == "2030-01-01T00:00:00Z"
+    assert acts.mark_node_for_scale_down(waiting.model_copy(update={"candidate": False}))
+    assert growths("n1") == [(TAINT_TO_BE_DELETED, "NoSchedule")]
+    acts.unmark_node(UnmarkNodeInput(cluster="c", node="n1"))
+    assert growths("n1") == []
+    assert acts.mark_node_for_scale_down(waiting.model_copy(update={"node": "n2"}))
+    acts.unmark_node(UnmarkNodeInput(cluster="c", node="n2"))
+    assert growths("n2") == [] and ANNOTATION_SCALE_DOWN_AT not in (core.read_node("n2").metadata.annotations or {})
 
 
 def test_the_disrupted_taint_is_added_once_and_lifted_keeping_every_other_taint(

@@ -138,7 +138,7 @@ class DownWorld(World):
 
         @activity.defn(name="mark_node_for_scale_down")
         async def mark(inp: MarkNodeInput) -> bool:
-            w.calls.append(("mark", inp.node))
+            w.calls.append(("soft-mark" if inp.candidate else "mark", inp.node))
             return True
 
         @activity.defn(name="unmark_node")
@@ -237,9 +237,10 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
     h = await run_child(env, tq, NodeScaleDownInput(cluster="c", node="a", scale_down_at=now + 600, kind="Empty"))
     result = await h.result()
     assert result.phase == ScaleDownPhase.REMOVED
-    # Order matters: marked before cordon, machine deleted before the Node object.
+    # Order matters: soft-tainted for the wait, tainted hard before the re-check beside the cluster,
+    # then cordoned; the machine deleted before the Node object.
     names = [c for c, n in world.calls if n == "a"]
-    assert names == ["mark", "check", "cordon", "delete-node"]  # re-checked beside the cluster
+    assert names == ["soft-mark", "mark", "check", "cordon", "delete-node"]
     assert world.deleted == ["a"]
     assert not any(c == "evict" for c, _ in world.calls)  # DaemonSet pods go with the node
     assert [e.reason for e in world.node_events] == ["ScaleDown", "ScaleDown"]

@@ -18,6 +18,7 @@ from scaling.kube.drain import (
     NOT_SAFE_TO_EVICT,
     PROTECTED,
     SCALE_DOWN_DISABLED,
+    TAINT_DELETION_CANDIDATE,
     TAINT_TO_BE_DELETED,
     UNMOVABLE_KUBE_SYSTEM,
     LabelSelector,
@@ -298,9 +299,13 @@ def test_pods_must_fit_elsewhere() -> None:
 
 
 def test_never_move_pods_onto_cordoned_tainted_or_leaving_nodes() -> None:
+    # "waiting": an empty node soft-tainted for its wait. The scheduler may still bind there (a
+    # PreferNoSchedule taint never filters), but it is on its way out: no room to plan on.
+    soft = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
     targets = [
         node("cordoned", unschedulable=True),
         node("tainted", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")]),
+        node("waiting", taints=[soft]),
         node("leaving"),
         node("notready", ready=False),
     ]
@@ -309,7 +314,7 @@ def test_never_move_pods_onto_cordoned_tainted_or_leaving_nodes() -> None:
         [pod("a", "n1")],
         since={"n1": 0.0},
         in_progress={"leaving"},
-        protected={"cordoned", "tainted", "notready"},
+        protected={"cordoned", "tainted", "waiting", "notready"},
     )
     assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
 
