@@ -192,3 +192,67 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
             await handle.terminate()
     finally:
         longhorn.stop()
+
+
+async def test_a_pod_that_fits_only_a_waiting_empty_node_lands_there_and_keeps_it(local_cluster) -> None:  # noqa: ANN001
+    """An empty node waits its unneeded time under Cluster Autoscaler's soft taint
+    (DeletionCandidateOfClusterAutoscaler:PreferNoSchedule). A pod that fits no other node is
+    scheduled there, the removal is cancelled and its taint lifted, and no node is bought for the
+    pod. With the hard taint for the whole wait (growth before 30 Nov) the pod went pending and a
+    node was bought while the empty one waited to be deleted."""
+    from kubernetes import client
+
+    from scaling.kube.drain import DELETION_TAINT_KEYS, TAINT_DELETION_CANDIDATE
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+    from starters.kube import apply_node_group, deployment, node_group
+    from tests.polling import until
+    from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
+
+    lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
+    core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
+    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}]
+    apply_node_group(lc.api, node_group("g", pools, scaleDown={"unneededTime": "10m", "delayAfterAdd": "0s"}))
+    q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
+    core.create_node(
+        {
+            "metadata": {
+                "name": "idle",
+                "labels": {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22"},
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+            },
+            "spec": {"providerID": "kwok://idle"},
+            "status": {"allocatable": q, "capacity": q},
+        }
+    )
+    handle = await lc.start_autoscaler("soft")
+    try:
+
+        def soft_tainted() -> bool:
+            return any(t.key == TAINT_DELETION_CANDIDATE for t in core.read_node("idle").spec.taints or [])
+
+        await until(soft_tainted, 60, "the empty node soft-tainted for its wait")
+        waiting = await handle.query(NodeAutoscalerWorkflow.status)
+        assert [(sd.node, sd.phase.value) for sd in waiting.scale_downs] == [("idle", "Marked")]
+        apps.create_namespaced_deployment("default", deployment("web", 1, cpu="500m", memory="256Mi"))
+
+        def on_idle() -> bool:
+            pods = core.list_namespaced_pod("default", label_selector="app=web").items
+            return any(p.spec.node_name == "idle" for p in pods)
+
+        await until(on_idle, 60, "the pod scheduled on the waiting node")
+
+        async def cancelled():  # noqa: ANN202
+            s = await handle.query(NodeAutoscalerWorkflow.status)
+            return s if any(r.node == "idle" and r.reason == "PodsLandedOnNode" for r in s.recent_scale_downs) else None
+
+        status = await until(cancelled, 60, "the removal cancelled by the pod that landed")
+        assert not status.scale_downs
+
+        def unmarked() -> bool:
+            return not any(t.key in DELETION_TAINT_KEYS for t in core.read_node("idle").spec.taints or [])
+
+        await until(unmarked, 30, "the soft taint lifted")
+        assert [n.metadata.name for n in core.list_node().items] == ["idle"]  # nothing bought
+        assert status.in_flight == [] and status.recent == [] and status.nodes_created == 0
+    finally:
+        await handle.terminate()
