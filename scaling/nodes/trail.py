@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_TO_BE_DELETED
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CandidateState, ClusterObservation, ReplacementPlan, ScaleDownEvaluation
@@ -213,6 +214,7 @@ def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
     wf = scale_down.workflow_id
     out: list[TrailEntry] = []
     evicted: list[str] = []
+    soft_marked = False
     for e in scale_down.events:
         if e.kind == "signal" and e.name == "remove_now":
             out.append(TrailEntry(at=e.at, what="Operator", detail="operator: remove now", workflow_id=wf))
@@ -259,11 +261,15 @@ def _removal_entries(scale_down: RecordedHistory) -> list[TrailEntry]:
             what = "DisruptionTainted" if present else "DisruptionUntainted"
             out.append(TrailEntry(at=e.at, what=what, detail=detail, workflow_id=wf))
         elif e.name == contracts.MARK_NODE_FOR_SCALE_DOWN:
-            out.append(
-                TrailEntry(
-                    at=e.at, what="Marked", detail=f"tainted, ScaleDownAt {inp.get('scale_down_at')}", workflow_id=wf
-                )
-            )
+            at = inp.get("scale_down_at")
+            if inp.get("candidate"):
+                soft_marked = True
+                what, detail = "Marked", f"soft-tainted {TAINT_DELETION_CANDIDATE}:PreferNoSchedule, ScaleDownAt {at}"
+            elif soft_marked:  # the wait is over: the hard taint before the re-check
+                what, detail = "Tainted", f"tainted {TAINT_TO_BE_DELETED}:NoSchedule, the wait over"
+            else:
+                what, detail = "Marked", f"tainted, ScaleDownAt {at}"
+            out.append(TrailEntry(at=e.at, what=what, detail=detail, workflow_id=wf))
         elif e.name == contracts.CHECK_NODE_REMOVAL and isinstance(e.result, dict):
             blockers = e.result.get("blockers") or []
             moving = e.result.get("pods_to_evict") or []

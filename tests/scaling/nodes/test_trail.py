@@ -71,3 +71,50 @@ def test_repeats_fold_and_the_trail_is_bounded() -> None:
     assert len(cut.entries) == 4 and "left out" in cut.truncated
     assert cut.entries[0] == trail.entries[0] and cut.entries[-1] == trail.entries[-1]
     assert node_trail("no-such-node", autoscaler).entries == []
+
+
+def test_a_waiting_node_reads_soft_marked_then_tainted() -> None:
+    """A NodeScaleDown with a wait marks twice: soft for the wait, hard before its re-check
+    (activities' inputs as the workflow records them)."""
+    from datetime import datetime, timedelta
+
+    from scaling.history import RecordedEvent, RecordedHistory
+    from scaling.nodes import contracts
+
+    t0 = datetime(2026, 11, 30)  # the recordings are read naive
+    mark = {"cluster": "c", "node": REMOVED, "scale_down_at": "2026-11-30T00:10:00Z"}
+    events = [
+        RecordedEvent(
+            run_id="r",
+            event_id=5,
+            at=t0,
+            kind="activity",
+            name=contracts.MARK_NODE_FOR_SCALE_DOWN,
+            input=[{**mark, "candidate": True}],
+            result=True,
+        ),  # fmt: skip
+        RecordedEvent(
+            run_id="r",
+            event_id=20,
+            at=t0 + timedelta(minutes=10),
+            kind="activity",
+            name=contracts.MARK_NODE_FOR_SCALE_DOWN,
+            input=[{**mark, "candidate": False}],
+            result=True,
+        ),  # fmt: skip
+    ]
+    wf = f"nodes/demo/scale-down/{REMOVED}"
+    trail = node_trail(
+        REMOVED, load("NodeAutoscaler", "nodes/demo"), None, RecordedHistory(workflow_id=wf, events=events)
+    )
+    marks = [(e.what, e.detail) for e in trail.entries if e.workflow_id == wf]
+    assert marks == [
+        (
+            "Marked",
+            "soft-tainted DeletionCandidateOfClusterAutoscaler:PreferNoSchedule, ScaleDownAt 2026-11-30T00:10:00Z",
+        ),
+        ("Tainted", "tainted ToBeDeletedByClusterAutoscaler:NoSchedule, the wait over"),
+    ]
+    # The recording's removal (0.2.0) marked once, hard, for the whole wait.
+    recorded = node_trail(REMOVED, load("NodeAutoscaler", "nodes/demo"), None, load("NodeScaleDown", wf))
+    assert [e.detail.split(",")[0] for e in recorded.entries if e.what in ("Marked", "Tainted")] == ["tainted"]
