@@ -405,16 +405,25 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.TAINT_DISRUPTED)
     def taint_disrupted(self, inp: DisruptedTaintInput) -> list[str]:
         """karpenter.sh/disrupted:NoSchedule added to (``present``) or lifted from each node, as
-        Karpenter's RequireNoScheduleTaint does; the nodes found (a node gone needs neither)."""
+        Karpenter's RequireNoScheduleTaint does, with the deletion marks too when ``marks``; the nodes
+        found (a node gone needs neither)."""
+
+        lifted = {TAINT_DISRUPTED, *DELETION_TAINT_KEYS} if inp.marks else {TAINT_DISRUPTED}
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             taints = list((node.get("spec") or {}).get("taints") or [])
-            has = any(t.get("key") == TAINT_DISRUPTED for t in taints)
-            if has == inp.present:
-                return None
             if inp.present:
+                if any(t.get("key") == TAINT_DISRUPTED for t in taints):
+                    return None
                 return {"spec": {"taints": [*taints, {"key": TAINT_DISRUPTED, "effect": "NoSchedule"}]}}
-            return {"spec": {"taints": [t for t in taints if t.get("key") != TAINT_DISRUPTED]}}
+            kept = [t for t in taints if t.get("key") not in lifted]
+            annotated = ANNOTATION_SCALE_DOWN_AT in ((node.get("metadata") or {}).get("annotations") or {})
+            if len(kept) == len(taints) and not (inp.marks and annotated):
+                return None
+            body: dict[str, Any] = {"spec": {"taints": kept}}
+            if inp.marks and annotated:
+                body["metadata"] = {"annotations": {ANNOTATION_SCALE_DOWN_AT: None}}
+            return body
 
         return [n for n in inp.nodes if self._change_node(inp.cluster, n, change)]
 

@@ -311,8 +311,9 @@ class ScaleDownEvaluation(BaseModel):
     candidates_digest: str = ""
     not_empty: list[str] = Field(default_factory=list)  # of watch_empty: nodes that now run pods
     gone: list[str] = Field(default_factory=list)  # of watch_empty: nodes no longer in the cluster
-    # growth's nodes tainted karpenter.sh/disrupted that no removal of the loop holds (at most
-    # UNTRACKED_DISRUPTED_MAX): the loop lifts the taint (scaling.nodes.disruption.orchestration).
+    # growth's nodes tainted karpenter.sh/disrupted or marked for deletion that no removal of the loop
+    # holds (at most UNTRACKED_DISRUPTED_MAX): the loop lifts the taints and the mark
+    # (scaling.nodes.disruption.orchestration.untracked_disrupted).
     disrupted_untracked: list[str] = Field(default_factory=list)
     refusals_ended: list[str] = Field(default_factory=list)  # of refused: the nodes whose refusal no longer holds
     nodes: int = 0  # what was evaluated, for the record
@@ -376,6 +377,9 @@ class DisruptedTaintInput(BaseModel):
     cluster: str
     nodes: list[str]
     present: bool
+    # With present False: the deletion marks lifted too (the taints of DELETION_TAINT_KEYS and the
+    # ScaleDownAt annotation): the loop's cleanup of nodes no removal holds.
+    marks: bool = False
 
 
 class EvictPodInput(BaseModel):

@@ -146,21 +146,22 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         except ActivityError:
             workflow.logger.warning("could not write DisruptionBlocked events")
 
-    # A command's taint left on a node no removal holds (its run ended from outside) is lifted before
-    # anything starts, as Karpenter does. Only evaluations since the taint name such nodes: histories
+    # A command's taint or a deletion mark left on a node no removal holds (its run ended from outside,
+    # or a Cluster Autoscaler stopped for growth left it) is lifted before anything starts, as Karpenter
+    # does (and Cluster Autoscaler when it starts). Only evaluations since the taint name such nodes: histories
     # recorded before replay without this call. The state is read again after the evaluation: a node
     # a removal took meanwhile keeps its taint.
     if left := [n for n in ev.disrupted_untracked if n not in state.scale_downs]:
         try:
             await workflow.execute_activity(
                 contracts.TAINT_DISRUPTED,
-                DisruptedTaintInput(cluster=settings.cluster, nodes=left, present=False),
+                DisruptedTaintInput(cluster=settings.cluster, nodes=left, present=False, marks=True),
                 result_type=list[str],
                 **NODE_ACTIVITIES[contracts.TAINT_DISRUPTED].timeouts(),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
         except ActivityError:
-            workflow.logger.warning("could not lift karpenter.sh/disrupted from %s", ", ".join(left))
+            workflow.logger.warning("could not lift the marks of %s", ", ".join(left))
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down. So does the node going
     # (another command deleted it): else its removal waited out its timer, up to the 20 min of an

@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 from pydantic import BaseModel, Field
 
-from scaling.kube.drain import TAINT_DISRUPTED
+from scaling.kube.drain import DELETION_TAINT_KEYS, TAINT_DISRUPTED
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo
 from scaling.nodes.contracts import ReplacementPlan
@@ -27,18 +27,22 @@ NODE_CORDONED = "node_cordoned"
 
 # At most this many nodes' leftover taints are named per evaluation (bounded in the loop's history).
 UNTRACKED_DISRUPTED_MAX = 20
+UNTRACKED_KEYS = frozenset({TAINT_DISRUPTED, *DELETION_TAINT_KEYS})
 
 
 def untracked_disrupted(nodes: list[NodeInfo], in_progress: Collection[str]) -> list[str]:
-    """growth's nodes carrying karpenter.sh/disrupted that no removal of the loop holds: a command's
-    taint outlives it only when its run was ended from outside (terminated, reset). Karpenter lifts the
-    taint from every node no command in its queue holds before it disrupts again
-    (pkg/controllers/disruption/controller.go Reconcile); so does the loop."""
+    """growth's nodes carrying karpenter.sh/disrupted or a deletion mark (ToBeDeletedByClusterAutoscaler,
+    DeletionCandidateOfClusterAutoscaler) that no removal of the loop holds. A command's taint or a
+    removal's mark outlives it only when its run was ended from outside (terminated, reset); a Cluster
+    Autoscaler stopped for growth leaves its marks behind (its soft taint on every unneeded node, its
+    hard one on a node it was deleting): it lifts the hard ones when it starts again
+    (core/static_autoscaler.go cleanUpIfRequired) and a soft one in its loop once the node is needed
+    again, neither once it is gone. Karpenter lifts its taint from every node no
+    command in its queue holds before it disrupts again (pkg/controllers/disruption/controller.go
+    Reconcile); the loop lifts both."""
     held = set(in_progress)
     return sorted(
-        n.name
-        for n in nodes
-        if n.name not in held and is_managed(n) and any(t.key == TAINT_DISRUPTED for t in n.taints)
+        n.name for n in nodes if n.name not in held and is_managed(n) and any(t.key in UNTRACKED_KEYS for t in n.taints)
     )[:UNTRACKED_DISRUPTED_MAX]
 
 

@@ -151,6 +151,24 @@ def test_the_disrupted_taint_is_added_once_and_lifted_keeping_every_other_taint(
     assert users("n1") == [("dedicated", "NoSchedule")] and users("n2") == []
 
 
+def test_the_loops_lift_takes_the_deletion_marks_too_and_a_commands_does_not(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """The loop lifts what no removal holds: karpenter.sh/disrupted, both deletion taints and growth's
+    ScaleDownAt annotation (``marks``). A command lifting its own disrupted taint leaves a mark, which
+    belongs to its nodes' removals."""
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="x", candidate=True))
+    core.patch_node("n1", {"spec": {"taints": [*core.read_node("n1").spec.taints, {"key": "dedicated", "effect": "NoSchedule"}]}})  # fmt: skip
+    acts.taint_disrupted(DisruptedTaintInput(cluster="c", nodes=["n1"], present=True))
+    acts.taint_disrupted(DisruptedTaintInput(cluster="c", nodes=["n1"], present=False))
+    keys = {t.key for t in core.read_node("n1").spec.taints}
+    assert TAINT_DELETION_CANDIDATE in keys and TAINT_DISRUPTED not in keys
+    acts.taint_disrupted(DisruptedTaintInput(cluster="c", nodes=["n1", "gone"], present=False, marks=True))
+    node = core.read_node("n1")
+    assert [t.key for t in node.spec.taints if not t.key.startswith("node.")] == ["dedicated"]
+    assert ANNOTATION_SCALE_DOWN_AT not in (node.metadata.annotations or {})
+
+
 def test_a_taint_another_writer_changes_between_read_and_patch_is_kept(
     acts: ScaleDownActivities, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,6 +105,7 @@ class DownWorld(World):
     observing: int = 0  # evaluate_scale_down calls under way
     evaluations: list[ScaleDownEvaluation] = field(default_factory=list)  # what the loop got back
     machines: OrphanObservation = field(default_factory=OrphanObservation)  # what find_orphans looks at
+    marks_lifted: list[str] = field(default_factory=list)  # taint_disrupted's lifts with the deletion marks
 
     def activities(self) -> list:
         w = self
@@ -152,6 +153,8 @@ class DownWorld(World):
         @activity.defn(name="taint_disrupted")
         async def taint_disrupted(inp: DisruptedTaintInput) -> list[str]:
             w.calls.extend(("disrupted" if inp.present else "undisrupted", n) for n in inp.nodes)
+            if inp.marks:
+                w.marks_lifted.extend(inp.nodes)
             return inp.nodes
 
         @activity.defn(name="evict_pod")

@@ -674,3 +674,25 @@ async def test_a_disrupted_taint_no_removal_holds_is_lifted_by_the_loop(env: Wor
     assert not any(c == "undisrupted" and n != "a" for c, n in world.calls)
     assert world.deleted == [] and not any(c in ("mark", "soft-mark") for c, _ in world.calls)
     assert await scheduled(h, "taint_disrupted") >= 1
+    assert "a" in world.marks_lifted  # the loop's cleanup lifts the deletion marks with it
+
+
+async def test_marks_a_stopped_cluster_autoscaler_left_are_lifted_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+    """A Cluster Autoscaler stopped for growth leaves its marks: DeletionCandidateOfClusterAutoscaler
+    (PreferNoSchedule) on the nodes it found unneeded, ToBeDeletedByClusterAutoscaler (NoSchedule) on
+    one it was deleting. It lifts the hard ones when it starts again (static_autoscaler.go
+    cleanUpIfRequired) and its soft ones in its loop; growth, which took over, must: else the scheduler
+    avoided those nodes for good,
+    and growth's own planners counted them as leaving (no room on them for a removal's pods)."""
+    from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_TO_BE_DELETED
+    from scaling.kube.models import Taint
+
+    world = DownWorld()
+    soft = node("a").model_copy(update={"taints": [Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")]})  # fmt: skip
+    hard = node("b").model_copy(update={"taints": [Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")]})
+    static = node("static", managed=False).model_copy(update={"taints": hard.taints})  # not growth's: left alone
+    observed(world, [soft, hard, static, node("c")], [app_pod(f"web-{n}", n) for n in "abc"])
+    tq, handles = await worker(world)
+    await start_autoscaler(env, world, handles, tq)  # the group's timers: nothing is removed meanwhile
+    await until(lambda: {"a", "b"} <= set(world.marks_lifted), timeout=30)
+    assert set(world.marks_lifted) == {"a", "b"} and world.deleted == []

@@ -4,7 +4,7 @@ from every node its orchestration queue does not hold, pkg/controllers/disruptio
 
 from __future__ import annotations
 
-from scaling.kube.drain import TAINT_DISRUPTED
+from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, TAINT_TO_BE_DELETED
 from scaling.kube.models import Taint
 from scaling.nodes.contracts import ScaleDownEvaluationInput, ScaleDownObservation
 from scaling.nodes.disruption.orchestration import UNTRACKED_DISRUPTED_MAX, untracked_disrupted
@@ -26,6 +26,22 @@ def test_a_disrupted_node_no_removal_holds_is_named() -> None:
     assert untracked_disrupted(nodes, in_progress=["a", "b"]) == []
     many = [tainted(f"n{i:03d}") for i in range(UNTRACKED_DISRUPTED_MAX + 5)]
     assert len(untracked_disrupted(many, in_progress=[])) == UNTRACKED_DISRUPTED_MAX
+
+
+def test_a_deletion_mark_no_removal_holds_is_named() -> None:
+    """Cluster Autoscaler's marks left behind (its soft taint on unneeded nodes, its hard one on a node
+    it was deleting), or growth's own of a removal ended from outside: named like the disrupted taint.
+    A node a removal holds keeps its mark; a node growth does not manage is not growth's to clean."""
+    soft = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
+    hard = Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")
+    nodes = [
+        node("soft").model_copy(update={"taints": [soft]}),
+        node("hard").model_copy(update={"taints": [hard]}),
+        node("held").model_copy(update={"taints": [soft]}),
+        node("static", managed=False).model_copy(update={"taints": [hard]}),
+        node("user").model_copy(update={"taints": [Taint(key="dedicated", value="db", effect="PreferNoSchedule")]}),
+    ]
+    assert untracked_disrupted(nodes, in_progress=["held"]) == ["hard", "soft"]
 
 
 def test_the_evaluation_names_them() -> None:
