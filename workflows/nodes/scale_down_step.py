@@ -148,7 +148,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
 
     # A command's taint or a deletion mark left on a node no removal holds (its run ended from outside,
     # or a Cluster Autoscaler stopped for growth left it) is lifted before anything starts, as Karpenter
-    # does (and Cluster Autoscaler when it starts). Only evaluations since the taint name such nodes: histories
+    # lifts its taint (untracked_disrupted). Only evaluations since the taint name such nodes: histories
     # recorded before replay without this call. The state is read again after the evaluation: a node
     # a removal took meanwhile keeps its taint.
     if left := [n for n in ev.disrupted_untracked if n not in state.scale_downs]:

@@ -112,7 +112,7 @@ class _Play:
         if self.work > MAX_WORK:
             raise _OutOfWork
         scored = [(i, _resource_score(k.score, used[i], self.alloc[i])) for i in k.admitted if fits(k.need, rooms[i])]
-        scored = with_taint_scores(scored, k.soft)
+        scored = _with_taint_scores(scored, k.soft)
         top = max((s for _, s in scored), default=-1)
         distinct: dict[tuple, int] = {}
         for i, s in scored:
@@ -263,7 +263,7 @@ def bound_in_turn(
         ]
         soft = tuple(preferred_untolerated(pod.tolerations, t.node.taints) for t in targets) if soft_taints else ()
         best, top = -1, -1
-        for i, s in with_taint_scores(scored, soft):
+        for i, s in _with_taint_scores(scored, soft):
             if s > top:
                 best, top = i, s
         if best >= 0:
@@ -275,7 +275,7 @@ def bound_in_turn(
     return out
 
 
-def with_taint_scores(scored: list[tuple[int, int]], soft: Sequence[int]) -> list[tuple[int, int]]:
+def _with_taint_scores(scored: list[tuple[int, int]], soft: Sequence[int]) -> list[tuple[int, int]]:
     """(target, resource score) of the feasible targets, TaintToleration's weighted score added:
     normalized over these targets, so it moves no choice when none has a taint the pod minds."""
     if not soft or not any(soft[i] for i, _ in scored):
