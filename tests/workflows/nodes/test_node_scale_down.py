@@ -48,7 +48,9 @@ from scaling.nodes.settings import AutoscalerSettings
 from scaling.nodes.state import AutoscalerInput
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
+from tests.workflows.replayer import new_replayer
 from tests.workflows.workers import new_worker
+from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 from workflows.nodes.scale_down import NodeScaleDownWorkflow
 
@@ -249,6 +251,16 @@ async def test_empty_node_waits_then_is_drained_and_deleted(env: WorkflowEnviron
     assert [e.reason for e in world.node_events] == ["ScaleDown", "ScaleDown"]
     # The durable timer really ran: the workflow ended after ScaleDownAt.
     assert (await env.get_current_time()).timestamp() >= now + 600
+    # The soft mark's branch (patch soft-mark-while-waiting) replays as it ran; 0.2.0's recording
+    # (histories/nodes_NodeScaleDown.json, test_replay) replays the old one.
+    history = await h.fetch_history()
+    patches = [
+        e.marker_recorded_event_attributes.marker_name
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert patches == ["core_patch"]
+    await new_replayer(WORKFLOWS).replay_workflow(history)
 
 
 async def test_a_drain_gate_that_cannot_be_told_does_not_hold_the_drain(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
