@@ -116,9 +116,7 @@ class NodeScaleDownWorkflow:
     async def run(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
         soft = inp.scale_down_at > workflow.now().timestamp() and workflow.patched(SOFT_MARK_WHILE_WAITING)
         if not await self._mark(inp, candidate=soft):
-            return await self._finish(
-                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
-            )
+            return await self._node_gone(inp)
         await self._publish(inp)
         await self._events(
             inp.cluster,
@@ -144,9 +142,7 @@ class NodeScaleDownWorkflow:
             return await self._finish(inp, ScaleDownPhase.CANCELLED, code, message)
         # The hard taint before the re-check: no pod lands between the check and the drain.
         if soft and not await self._mark(inp, candidate=False):
-            return await self._finish(
-                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
-            )
+            return await self._node_gone(inp)
 
         # Re-check against the cluster as it is now (seed 004: still empty? CA: still safe?).
         self.status.phase = ScaleDownPhase.CHECKING
@@ -162,9 +158,7 @@ class NodeScaleDownWorkflow:
         )
         check: NodeRemovalCheck = await self._kube(contracts.CHECK_NODE_REMOVAL, recheck, NodeRemovalCheck)
         if not check.found:
-            return await self._finish(
-                inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
-            )
+            return await self._node_gone(inp)
         blockers = blocking(inp.kind, check.blockers)
         if blockers:
             return await self._finish(
@@ -198,6 +192,12 @@ class NodeScaleDownWorkflow:
             f"node {inp.node} removed ({inp.kind.lower()})",
             unmark=False,
             event="ScaleDown",
+        )
+
+    async def _node_gone(self, inp: NodeScaleDownInput) -> ScaleDownStatus:
+        """Cancelled: the node is no longer there (nothing to unmark)."""
+        return await self._finish(
+            inp, ScaleDownPhase.CANCELLED, NODE_GONE, f"node {inp.node} no longer exists", unmark=False
         )
 
     async def _mark(self, inp: NodeScaleDownInput, candidate: bool) -> bool:
