@@ -68,6 +68,7 @@ def build_activities(
         down.mark_node_for_scale_down,
         down.unmark_node,
         down.taint_disrupted,
+        down.update_soft_deletion_taints,
         down.cordon_node,
         down.evict_pod,
         down.evict_in_order,

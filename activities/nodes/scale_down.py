@@ -35,6 +35,7 @@ from activities.kube.informer import Informer
 from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
 from scaling.kube.drain import (
+    ANNOTATION_SCALE_DOWN_AT,
     DELETION_TAINT_KEYS,
     TAINT_DELETION_CANDIDATE,
     TAINT_DISRUPTED,
@@ -64,6 +65,7 @@ from scaling.nodes.contracts import (
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
     ScaleDownObservation,
+    SoftTaintInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
@@ -85,7 +87,6 @@ class _Evaluated:
     until: float
 
 
-ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 PRICES_WAIT_S = 5.0  # how long an evaluation waits for a provider's catalogue prices
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
@@ -426,6 +427,41 @@ class ScaleDownActivities:
             return body
 
         return [n for n in inp.nodes if self._change_node(inp.cluster, n, change)]
+
+    @activity.defn(name=contracts.UPDATE_SOFT_TAINTS)
+    def update_soft_deletion_taints(self, inp: SoftTaintInput) -> list[str]:
+        """Cluster Autoscaler's soft taint, DeletionCandidateOfClusterAutoscaler:PreferNoSchedule with
+        the time as its value, lifted from ``untaint`` first and put on ``taint``, each judged on the
+        node as read now: a node tainted ToBeDeleted is left alone, one already as asked is not
+        written. No call starts once ``time_budget_s`` has passed (CA's budgetTracker): a later
+        evaluation names the rest again. The nodes changed."""
+        start = time.monotonic()
+        changed: list[str] = []
+        for name, present in [*((n, False) for n in inp.untaint), *((n, True) for n in inp.taint)]:
+            if time.monotonic() - start >= inp.time_budget_s:
+                break
+            wrote = False
+
+            def change(node: dict[str, Any], present: bool = present) -> dict[str, Any] | None:
+                nonlocal wrote
+                wrote = False  # read again after a conflict: judged again
+                taints = list((node.get("spec") or {}).get("taints") or [])
+                keys = {t.get("key") for t in taints}
+                if TAINT_TO_BE_DELETED in keys or (TAINT_DELETION_CANDIDATE in keys) == present:
+                    return None
+                wrote = True
+                if present:
+                    soft = {
+                        "key": TAINT_DELETION_CANDIDATE,
+                        "value": str(int(time.time())),
+                        "effect": "PreferNoSchedule",
+                    }
+                    return {"spec": {"taints": [*taints, soft]}}
+                return {"spec": {"taints": [t for t in taints if t.get("key") != TAINT_DELETION_CANDIDATE]}}
+
+            if self._change_node(inp.cluster, name, change) and wrote:
+                changed.append(name)
+        return changed
 
     @activity.defn(name=contracts.CORDON_NODE)
     def cordon_node(self, inp: NodeRef) -> None:

@@ -37,10 +37,13 @@ ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-di
 TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 # CA's soft taint (PreferNoSchedule) on a node it found unneeded and may delete when its unneeded
 # time is over: the scheduler still binds there when no other node fits, which is what keeps the
-# node (cluster-autoscaler utils/taints/taints.go DeletionCandidateTaintKey). growth puts it on an empty node for
-# its wait, and the hard taint above only when the wait is over.
+# node (cluster-autoscaler utils/taints/taints.go DeletionCandidateTaintKey). growth's loop puts it on
+# every unneeded node as CA's does (scaling.nodes.scale_down.soft_taints), and a removal on an empty
+# node for its wait, with the ScaleDownAt annotation below; the hard taint only when the wait is over.
 TAINT_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 DELETION_TAINT_KEYS = frozenset({TAINT_TO_BE_DELETED, TAINT_DELETION_CANDIDATE})
+# When a removal will delete the node (seed 004's ScaleDownAt); set with the removal's mark, soft or hard.
+ANNOTATION_SCALE_DOWN_AT = "growth.autoscaling.dev/scale-down-at"
 # Karpenter's taint on the candidates of a disruption command, from its decision on (before its
 # replacements are launched) until they are deleted or the command rolls back: no new pod lands on
 # a node whose pods the command has planned to move (pkg/controllers/disruption/controller.go
@@ -223,7 +226,13 @@ def has_blocking_local_storage(pod: PodInfo) -> bool:
 
 
 def marked_for_deletion(node: NodeInfo) -> bool:
-    return any(t.key in DELETION_TAINT_KEYS for t in node.taints)
+    """On its way out: the hard mark, or a removal's soft one (its ScaleDownAt beside it). The soft
+    taint alone is Cluster Autoscaler's hint on an unneeded node: the node still serves and may still
+    take pods, so the planners count its room and may remove it."""
+    keys = {t.key for t in node.taints}
+    return TAINT_TO_BE_DELETED in keys or (
+        TAINT_DELETION_CANDIDATE in keys and ANNOTATION_SCALE_DOWN_AT in node.annotations
+    )
 
 
 def node_blockers(node: NodeInfo, protected: set[str] | frozenset[str] = frozenset()) -> list[Blocker]:

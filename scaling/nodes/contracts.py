@@ -56,6 +56,8 @@ UNMARK_NODE = "unmark_node"
 # A NodeReplacement's nodes tainted karpenter.sh/disrupted:NoSchedule before its successors are made,
 # the taint lifted again from those it does not remove.
 TAINT_DISRUPTED = "taint_disrupted"
+# The loop's soft taint on unneeded nodes, lifted from nodes needed again (Cluster Autoscaler's).
+UPDATE_SOFT_TAINTS = "update_soft_deletion_taints"
 CORDON_NODE = "cordon_node"
 EVICT_POD = "evict_pod"
 # A NodeReplacement's moved pods evicted one at a time, each once the one before is bound again
@@ -98,6 +100,7 @@ ACTIVITY_NAMES = frozenset(
         MARK_NODE_FOR_SCALE_DOWN,
         UNMARK_NODE,
         TAINT_DISRUPTED,
+        UPDATE_SOFT_TAINTS,
         CORDON_NODE,
         EVICT_POD,
         EVICT_IN_ORDER,
@@ -316,6 +319,11 @@ class ScaleDownEvaluation(BaseModel):
     # (scaling.nodes.disruption.orchestration.untracked_disrupted).
     disrupted_untracked: list[str] = Field(default_factory=list)
     refusals_ended: list[str] = Field(default_factory=list)  # of refused: the nodes whose refusal no longer holds
+    # Cluster Autoscaler's soft taint (scaling.nodes.scale_down.soft_taints): the unneeded nodes to put
+    # it on and the nodes needed again to lift it from, at most max_bulk_soft_taint_count together
+    # (none in evaluations recorded before: those loops replay without the call).
+    soft_taint: list[str] = Field(default_factory=list)
+    soft_untaint: list[str] = Field(default_factory=list)
     nodes: int = 0  # what was evaluated, for the record
     pods: int = 0
     # Until when (epoch seconds) the same cluster and input give this evaluation again; None: it
@@ -380,6 +388,15 @@ class DisruptedTaintInput(BaseModel):
     # With present False: the deletion marks lifted too (the taints of DELETION_TAINT_KEYS and the
     # ScaleDownAt annotation): the loop's cleanup of nodes no removal holds.
     marks: bool = False
+
+
+class SoftTaintInput(BaseModel):
+    """Cluster Autoscaler's soft taint put on ``taint`` and lifted from ``untaint`` (ScaleDownEvaluation's)."""
+
+    cluster: str
+    taint: list[str] = Field(default_factory=list)
+    untaint: list[str] = Field(default_factory=list)
+    time_budget_s: float = 3.0  # CA's --max-bulk-soft-taint-time: calls stop once it has passed
 
 
 class EvictPodInput(BaseModel):

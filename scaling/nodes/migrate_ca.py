@@ -89,6 +89,8 @@ _LOOP_FLAGS = {
     "scale-down-unready-time": "scale_down_unready_time_s",
     "max-node-provision-time": "readiness_timeout_s",
     "enforce-node-group-min-size": "enforce_min_nodes",
+    "max-bulk-soft-taint-count": "max_bulk_soft_taint_count",
+    "max-bulk-soft-taint-time": "max_bulk_soft_taint_time_s",
 }
 # Flags that only say what CA is (or are growth's behaviour anyway): nothing to carry.
 _SILENT_FLAGS = {"cloud-provider", "expander", "nodes", "v", "logtostderr", "stderrthreshold", "alsologtostderr"}

@@ -43,6 +43,16 @@ class AutoscalerSettings(BaseModel):
     # thresholds come from each NodeGroupWithPriority's scaleDown.
     scale_down_enabled: bool = True
     max_scale_down_per_loop: int = 10
+    max_bulk_soft_taint_count: int = Field(
+        default=10,
+        description="unneeded nodes soft-tainted DeletionCandidateOfClusterAutoscaler:PreferNoSchedule, and "
+        "nodes needed again untainted, per loop; 0 or less: none (Cluster Autoscaler's --max-bulk-soft-taint-count)",
+    )
+    max_bulk_soft_taint_time_s: float = Field(
+        default=3.0,
+        allow_inf_nan=False,
+        description="seconds a loop spends on those taints at most (Cluster Autoscaler's --max-bulk-soft-taint-time)",
+    )
     scale_down_unready_time_s: float = Field(
         default=1200.0,
         description="seconds a NotReady growth node must be unneeded before it is removed "

@@ -15,7 +15,13 @@ from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, b
 from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_TO_BE_DELETED
 from scaling.kube.models import Resources
 from scaling.nodes import contracts
-from scaling.nodes.contracts import CandidateState, ClusterObservation, ReplacementPlan, ScaleDownEvaluation
+from scaling.nodes.contracts import (
+    CandidateState,
+    ClusterObservation,
+    ReplacementPlan,
+    ScaleDownEvaluation,
+    SoftTaintInput,
+)
 from scaling.nodes.disruption.orchestration import NodeReplacementInput
 from scaling.nodes.scale_down.removals import NodeScaleDownInput
 from scaling.nodes.scale_up.requests import NodeRequestInput, split_request_id
@@ -188,6 +194,20 @@ def _evaluations(autoscaler: RecordedHistory, node: str) -> list[TrailEntry]:
                 if inp.others:
                     detail = f"multi-node consolidation of {1 + len(inp.others)} candidate(s): {detail}"
                 out.append(TrailEntry(at=e.at, what="ReplacementStarted", detail=detail, workflow_id=wf))
+        if e.kind == "activity" and e.name == contracts.UPDATE_SOFT_TAINTS:
+            soft = SoftTaintInput.model_validate(first_input(e))
+            if node in soft.taint or node in soft.untaint:
+                what, detail = (
+                    (
+                        "SoftTainted",
+                        f"unneeded: {TAINT_DELETION_CANDIDATE}:PreferNoSchedule, new pods go elsewhere first",
+                    )
+                    if node in soft.taint
+                    else ("SoftUntainted", f"needed again: {TAINT_DELETION_CANDIDATE} lifted")
+                )
+                if e.failed:
+                    detail += f" (failed: {e.failed})"
+                out.append(TrailEntry(at=e.at, what=what, detail=detail, workflow_id=wf))
         if e.kind != "activity" or e.name != contracts.EVALUATE_SCALE_DOWN or e.result is None:
             continue
         ev = ScaleDownEvaluation.model_validate(e.result)

@@ -194,6 +194,59 @@ async def test_node_running_a_backing_image_manager_is_never_removed(local_clust
         longhorn.stop()
 
 
+async def test_an_unneeded_node_is_soft_tainted_so_new_pods_go_elsewhere_until_it_is_needed(local_cluster) -> None:  # noqa: ANN001
+    """Cluster Autoscaler's soft taint on an unneeded node (actuation/softtaint.go): the loop puts
+    DeletionCandidateOfClusterAutoscaler:PreferNoSchedule on the underused node while its unneeded
+    time runs, so the scheduler sends a new pod to the fuller node (TaintToleration outweighs
+    LeastAllocated) instead of the emptier one it would have taken, and the node can empty. A pod
+    that fits only there still lands; the node is needed then, and the loop lifts the taint."""
+    from kubernetes import client
+
+    from scaling.kube.drain import TAINT_DELETION_CANDIDATE
+    from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+    from starters.kube import apply_node_group, deployment, node_group
+    from tests.polling import until
+
+    lc = local_cluster({"kwok": {}}, ["--node-ready-delay", "0"])
+    core, apps = client.CoreV1Api(lc.api), client.AppsV1Api(lc.api)
+    pools = [{"provider": "kwok", "serverType": ["cx22"], "priority": 1}]
+    apply_node_group(lc.api, node_group("g", pools, scaleDown={"unneededTime": "10m", "delayAfterAdd": "0s"}))
+    q = {"cpu": "2", "memory": "4Gi", "pods": "110"}
+
+    def make_node(name: str) -> None:
+        labels = {LABEL_GROUP: "g", LABEL_POOL: "kwok-cx22", "kubernetes.io/hostname": name}
+        meta = {"name": name, "labels": labels, "annotations": {"kwok.x-k8s.io/node": "fake"}}
+        core.create_node({"metadata": meta, "spec": {"providerID": f"kwok://{name}"}, "status": {"allocatable": q, "capacity": q}})  # fmt: skip
+
+    def placed(app: str) -> list[str]:
+        pods = core.list_namespaced_pod("default", label_selector=f"app={app}").items
+        return [p.spec.node_name for p in pods if p.spec.node_name]
+
+    def soft(name: str) -> bool:
+        return any(t.key == TAINT_DELETION_CANDIDATE for t in core.read_node(name).spec.taints or [])
+
+    make_node("busy")
+    apps.create_namespaced_deployment("default", deployment("base", 1, cpu="1000m", memory="256Mi"))
+    await until(lambda: placed("base") == ["busy"], 30, "base on busy")
+    make_node("light")
+    apps.create_namespaced_deployment("default", deployment("lone", 1, cpu="200m", memory="128Mi"))
+    await until(lambda: placed("lone") == ["light"], 30, "lone on the emptier light")
+    handle = await lc.start_autoscaler("soft-unneeded")
+    try:
+        await until(lambda: soft("light"), 60, "the underused node soft-tainted")
+        assert not soft("busy")
+        apps.create_namespaced_deployment("default", deployment("new", 1, cpu="300m", memory="128Mi"))
+        await until(lambda: placed("new"), 30, "new scheduled")
+        assert placed("new") == ["busy"]  # the emptier node would have taken it untainted
+        pinned = deployment("pinned", 1, cpu="1000m", memory="128Mi", nodeSelector={"kubernetes.io/hostname": "light"})
+        apps.create_namespaced_deployment("default", pinned)
+        await until(lambda: placed("pinned") == ["light"], 30, "pinned on the soft-tainted node")
+        await until(lambda: not soft("light"), 60, "the taint lifted from the node needed again")
+        assert sorted(n.metadata.name for n in core.list_node().items) == ["busy", "light"]
+    finally:
+        await handle.terminate()
+
+
 async def test_a_pod_that_fits_only_a_waiting_empty_node_lands_there_and_keeps_it(local_cluster) -> None:  # noqa: ANN001
     """An empty node waits its unneeded time under Cluster Autoscaler's soft taint
     (DeletionCandidateOfClusterAutoscaler:PreferNoSchedule). A pod that fits no other node is

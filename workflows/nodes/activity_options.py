@@ -45,6 +45,7 @@ NODE_ACTIVITIES: dict[str, ActivityOptions] = {
     contracts.MARK_NODE_FOR_SCALE_DOWN: ActivityOptions(30 * S),
     contracts.UNMARK_NODE: ActivityOptions(30 * S),
     contracts.TAINT_DISRUPTED: ActivityOptions(30 * S),
+    contracts.UPDATE_SOFT_TAINTS: ActivityOptions(30 * S),
     contracts.CORDON_NODE: ActivityOptions(30 * S),
     contracts.EVICT_POD: ActivityOptions(30 * S),
     # A pod at a time, each waited for until bound again: start_to_close is set at the call from

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         RemovalTarget,
         ScaleDownEvaluation,
         ScaleDownEvaluationInput,
+        SoftTaintInput,
         UnmarkNodeInput,
     )
     from scaling.nodes.disruption.events import newly_blocked
@@ -66,7 +67,9 @@ OBSERVE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_inter
 
 def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
     return ScaleDownLoopSettings(
-        max_removals_per_loop=settings.max_scale_down_per_loop, unready_time_s=settings.scale_down_unready_time_s
+        max_removals_per_loop=settings.max_scale_down_per_loop,
+        unready_time_s=settings.scale_down_unready_time_s,
+        max_bulk_soft_taint_count=settings.max_bulk_soft_taint_count,
     )
 
 
@@ -162,6 +165,28 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
             )
         except ActivityError:
             workflow.logger.warning("could not lift the marks of %s", ", ".join(left))
+
+    # Cluster Autoscaler's soft taint on the unneeded nodes, lifted from nodes needed again (named only
+    # by an evaluation that starts nothing, as CA's loop; evaluations recorded before name none: those
+    # histories replay without this call). A failure waits for the next evaluation, as in CA.
+    if ev.soft_taint or ev.soft_untaint:
+        try:
+            await workflow.execute_activity(
+                contracts.UPDATE_SOFT_TAINTS,
+                SoftTaintInput(
+                    cluster=settings.cluster,
+                    taint=ev.soft_taint,
+                    untaint=ev.soft_untaint,
+                    time_budget_s=settings.max_bulk_soft_taint_time_s,
+                ),
+                result_type=list[str],
+                **NODE_ACTIVITIES[contracts.UPDATE_SOFT_TAINTS].timeouts(),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        except ActivityError:
+            workflow.logger.warning(
+                "could not update the soft taints of %s", ", ".join(ev.soft_taint + ev.soft_untaint)
+            )
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down. So does the node going
     # (another command deleted it): else its removal waited out its timer, up to the 20 min of an

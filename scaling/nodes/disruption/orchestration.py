@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 from pydantic import BaseModel, Field
 
-from scaling.kube.drain import DELETION_TAINT_KEYS, TAINT_DISRUPTED
+from scaling.kube.drain import TAINT_DISRUPTED, marked_for_deletion
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo
 from scaling.nodes.contracts import ReplacementPlan
@@ -27,22 +27,25 @@ NODE_CORDONED = "node_cordoned"
 
 # At most this many nodes' leftover taints are named per evaluation (bounded in the loop's history).
 UNTRACKED_DISRUPTED_MAX = 20
-UNTRACKED_KEYS = frozenset({TAINT_DISRUPTED, *DELETION_TAINT_KEYS})
 
 
 def untracked_disrupted(nodes: list[NodeInfo], in_progress: Collection[str]) -> list[str]:
     """growth's nodes carrying karpenter.sh/disrupted or a deletion mark (ToBeDeletedByClusterAutoscaler,
-    DeletionCandidateOfClusterAutoscaler) that no removal of the loop holds. A command's taint or a
-    removal's mark outlives it only when its run was ended from outside (terminated, reset); a Cluster
-    Autoscaler stopped for growth leaves its marks behind (its soft taint on every unneeded node, its
-    hard one on a node it was deleting): it lifts the hard ones when it starts again
-    (core/static_autoscaler.go cleanUpIfRequired) and a soft one in its loop once the node is needed
-    again, neither once it is gone. Karpenter lifts its taint from every node no
-    command in its queue holds before it disrupts again (pkg/controllers/disruption/controller.go
-    Reconcile); the loop lifts both."""
+    or a removal's DeletionCandidateOfClusterAutoscaler with its ScaleDownAt) that no removal of the
+    loop holds. A command's taint or a removal's mark outlives it only when its run was ended from
+    outside (terminated, reset); a Cluster Autoscaler stopped for growth leaves its hard mark on a
+    node it was deleting, and lifts such marks when it starts again (core/static_autoscaler.go
+    cleanUpIfRequired). Karpenter lifts its taint from every node no command in its queue holds
+    before it disrupts again (pkg/controllers/disruption/controller.go Reconcile); the loop lifts
+    both. The soft taint alone (CA's, or the loop's own on an unneeded node) is kept or lifted by
+    scaling.nodes.scale_down.soft_taints, as CA's loop does."""
     held = set(in_progress)
     return sorted(
-        n.name for n in nodes if n.name not in held and is_managed(n) and any(t.key in UNTRACKED_KEYS for t in n.taints)
+        n.name
+        for n in nodes
+        if n.name not in held
+        and is_managed(n)
+        and (marked_for_deletion(n) or any(t.key == TAINT_DISRUPTED for t in n.taints))
     )[:UNTRACKED_DISRUPTED_MAX]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from scaling.kube.drain import (
     long_terminating_after,
@@ -54,11 +55,13 @@ from scaling.nodes.scale_down.models import (
     NodeRemoval,
     NodeState,
     ScaleDownInput,
+    ScaleDownLoopSettings,
     ScaleDownPlan,
     ScaleDownReuse,
 )
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
+from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, unneeded_nodes
 from scaling.text import shorten
 
 # The loop's state carries them across continue-as-new: at 1,000 and 100 KB an idle 330-node
@@ -66,6 +69,7 @@ from scaling.text import shorten
 MAX_CANDIDATES = 100
 CANDIDATES_MAX_BYTES = 32_000
 MESSAGE_MAX_CHARS = 200
+DEFAULT_SOFT_TAINT_COUNT = ScaleDownLoopSettings().max_bulk_soft_taint_count
 REUSE_MAX_S = 300.0  # how long an evaluation is reused at most while nothing changes
 # Most telling first: what the loop is doing, what it could do, what holds it, then the rest.
 STATE_RANK = {
@@ -153,11 +157,15 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
 def reuse_key(inp: ScaleDownEvaluationInput) -> str:
     """The input but for `now` and what only shapes the answer's size: two inputs with the same
     key, on the same cluster, evaluate alike until the first's ``stable_until``."""
-    # `replacing` only when set: a key carried over continue-as-new from before it was kept
-    # matches, so a recorded run's reuse replays as it was decided.
-    body = inp.model_dump_json(
-        exclude={"now", "fresh", "candidates_digest", *(() if inp.replacing else ("replacing",))}
-    )
+    # `replacing` only when set, the soft taints' count only when not CA's default: a key carried over
+    # continue-as-new from before either was kept matches, so a recorded run's reuse replays as it was
+    # decided.
+    exclude: dict[str, Any] = {"now": True, "fresh": True, "candidates_digest": True}
+    if not inp.replacing:
+        exclude["replacing"] = True
+    if inp.settings.max_bulk_soft_taint_count == DEFAULT_SOFT_TAINT_COUNT:
+        exclude["settings"] = {"max_bulk_soft_taint_count"}
+    body = inp.model_dump_json(exclude=exclude)
     return hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
@@ -201,6 +209,17 @@ def evaluation_of(
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
+    # As Cluster Autoscaler, only in a loop that starts no removal: a started one marks its own node.
+    soft_taint, soft_untaint = (
+        ([], [])
+        if plan.to_remove or plan.consolidation
+        else soft_deletion_taints(
+            obs.nodes,
+            unneeded_nodes(plan.decisions, plan.unneeded_since),
+            inp.in_progress,
+            inp.settings.max_bulk_soft_taint_count,
+        )
+    )
     return ScaleDownEvaluation(
         to_remove=[removal_target(r, provider_ids) for r in plan.to_remove],
         consolidate=[removal_target(r, provider_ids) for r in plan.consolidation],
@@ -214,9 +233,12 @@ def evaluation_of(
         gone=sorted(set(inp.watch_empty).difference(n.name for n in obs.nodes)),
         disrupted_untracked=untracked_disrupted(obs.nodes, inp.in_progress),
         refusals_ended=plan.refusals_ended,
+        soft_taint=soft_taint,
+        soft_untaint=soft_untaint,
         nodes=len(obs.nodes),
         pods=len(obs.pods),
-        stable_until=stable_until(plan, obs, inp.now),
+        # Taints to change: the next loop evaluates again (the change, or its failure, is new).
+        stable_until=None if soft_taint or soft_untaint else stable_until(plan, obs, inp.now),
     )
 
 

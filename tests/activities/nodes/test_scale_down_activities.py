@@ -12,8 +12,14 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.kube.client import ClusterClients
 from activities.nodes.kube import KubeActivities
-from activities.nodes.scale_down import ANNOTATION_SCALE_DOWN_AT, ScaleDownActivities
-from scaling.kube.drain import DELETION_TAINT_KEYS, TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, TAINT_TO_BE_DELETED
+from activities.nodes.scale_down import ScaleDownActivities
+from scaling.kube.drain import (
+    ANNOTATION_SCALE_DOWN_AT,
+    DELETION_TAINT_KEYS,
+    TAINT_DELETION_CANDIDATE,
+    TAINT_DISRUPTED,
+    TAINT_TO_BE_DELETED,
+)
 from scaling.nodes.contracts import (
     DisruptedTaintInput,
     EvictPodInput,
@@ -25,12 +31,14 @@ from scaling.nodes.contracts import (
     ObserveInput,
     ProviderMachine,
     ScaleDownEvaluationInput,
+    SoftTaintInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
 from scaling.nodes.gc.orphans import OrphanSearchInput
 from scaling.nodes.models import LABEL_GROUP, ServerType
 from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_down.models import ScaleDownLoopSettings
 from sim.cluster import FakeCluster
 from sim.storage.longhorn import FakeLonghorn
 from tests.polling import eventually
@@ -130,6 +138,59 @@ def test_a_waiting_node_is_soft_tainted_then_hard_and_unmark_lifts_either(
     assert acts.mark_node_for_scale_down(waiting.model_copy(update={"node": "n2"}))
     acts.unmark_node(UnmarkNodeInput(cluster="c", node="n2"))
     assert growths("n2") == [] and ANNOTATION_SCALE_DOWN_AT not in (core.read_node("n2").metadata.annotations or {})
+
+
+def test_the_loops_soft_taint_is_put_on_and_lifted_as_cluster_autoscalers(
+    acts: ScaleDownActivities, core: client.CoreV1Api
+) -> None:
+    """Cluster Autoscaler's UpdateSoftDeletionTaints (core/scaledown/actuation/softtaint_test.go
+    TestSoftTaintUpdate): the soft taint, a unix time as its value, put on once however often asked,
+    lifted keeping every other taint; a node tainted ToBeDeleted left alone; a node gone not reported."""
+    core.patch_node("n1", {"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
+    on = SoftTaintInput(cluster="c", taint=["n1", "n2", "gone"])
+    assert acts.update_soft_deletion_taints(on) == ["n1", "n2"]
+    assert acts.update_soft_deletion_taints(on) == []  # already there: nothing written
+
+    def taints(name: str) -> list[tuple[str, str | None]]:
+        return [(t.key, t.effect) for t in core.read_node(name).spec.taints or [] if not t.key.startswith("node.")]
+
+    assert taints("n1") == [("dedicated", "NoSchedule"), (TAINT_DELETION_CANDIDATE, "PreferNoSchedule")]
+    (soft,) = [t for t in core.read_node("n2").spec.taints if t.key == TAINT_DELETION_CANDIDATE]
+    assert soft.value.isdigit()
+    assert acts.update_soft_deletion_taints(SoftTaintInput(cluster="c", untaint=["n1", "n2"])) == ["n1", "n2"]
+    assert taints("n1") == [("dedicated", "NoSchedule")] and taints("n2") == []
+    # A node being deleted keeps what it has: neither added nor lifted.
+    assert acts.mark_node_for_scale_down(MarkNodeInput(cluster="c", node="n1", scale_down_at="x"))
+    assert acts.update_soft_deletion_taints(SoftTaintInput(cluster="c", taint=["n1"])) == []
+    assert (TAINT_DELETION_CANDIDATE, "PreferNoSchedule") not in taints("n1")
+
+
+def test_the_soft_taints_stop_once_their_time_is_spent(
+    acts: ScaleDownActivities, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CA's --max-bulk-soft-taint-time (softtaint_test.go TestSoftTaintTimeLimit: its clock moves on
+    at each update): no call starts once the budget has passed, lifts first; a later loop names the
+    rest again."""
+    import types
+
+    import activities.nodes.scale_down as module
+
+    clock = [0.0]
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    change = acts._change_node
+
+    def slow_change(*args, **kwargs) -> bool:
+        clock[0] += 1.0  # each node's update takes a second
+        return change(*args, **kwargs)
+
+    monkeypatch.setattr(acts, "_change_node", slow_change)
+    core.patch_node("n2", {"spec": {"taints": [{"key": TAINT_DELETION_CANDIDATE, "value": "1", "effect": "PreferNoSchedule"}]}})  # fmt: skip
+    both = SoftTaintInput(cluster="c", taint=["n1"], untaint=["n2"], time_budget_s=1.0)
+    assert acts.update_soft_deletion_taints(both) == ["n2"]  # the lift first; then the second is spent
+    assert acts.update_soft_deletion_taints(both.model_copy(update={"untaint": []})) == ["n1"]
+    assert acts.update_soft_deletion_taints(both.model_copy(update={"time_budget_s": 0.0})) == []
+    assert [t.key for t in core.read_node("n1").spec.taints or []].count(TAINT_DELETION_CANDIDATE) == 1
+    assert TAINT_DELETION_CANDIDATE not in [t.key for t in core.read_node("n2").spec.taints or []]
 
 
 def test_the_disrupted_taint_is_added_once_and_lifted_keeping_every_other_taint(
@@ -415,10 +476,13 @@ def test_an_evaluation_is_reused_while_nothing_changes_and_no_timer_runs_out(
     replicated_pod(core, "web-1", "n1")
     rv = replicated_pod(core, "web-2", "n2")
     t0 = time.time()
+    # No soft taints: an evaluation naming some is never reused (the next loop sees what they did).
+    off = ScaleDownLoopSettings(max_bulk_soft_taint_count=0)
     first = acts.evaluate(ScaleDownEvaluationInput(cluster="c", now=t0, fresh={"pods": rv}))
     assert first.unneeded_started == ["n1", "n2"] and first.to_remove == []  # both underused: timers start
+    assert first.soft_taint == ["n1", "n2"] and first.stable_until is None
     since = {"n1": t0, "n2": t0}
-    inp = ScaleDownEvaluationInput(cluster="c", now=t0 + 2, unneeded_since=since, fresh={"pods": rv})
+    inp = ScaleDownEvaluationInput(cluster="c", now=t0 + 2, unneeded_since=since, fresh={"pods": rv}, settings=off)
     second = acts.evaluate(inp)  # the timers are new input: planned
     assert second.unneeded_started == [] and len(plans) == 2
     idle = [

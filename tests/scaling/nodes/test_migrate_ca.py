@@ -422,6 +422,8 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "--max-nodes-total=30",
         "--scan-interval=20s",
         "--balance-similar-node-groups",
+        "--max-bulk-soft-taint-count=0",
+        "--max-bulk-soft-taint-time=1s500ms",
     ]
     assert flag_values(args)["scale-down-delay-after-add"] == ["2m0s"]
     result = migrate(CaSettings(args=args))
@@ -436,6 +438,8 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "scan_interval_s": 20.0,
         "enforce_min_nodes": False,
         "readiness_timeout_s": 900.0,
+        "max_bulk_soft_taint_count": 0,  # CA: 0 turns its soft taints off; growth reads it so too
+        "max_bulk_soft_taint_time_s": 1.5,
     }
     assert any("--balance-similar-node-groups=true has no growth equivalent" in n for n in result.notes)
 

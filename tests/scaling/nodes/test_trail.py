@@ -118,3 +118,40 @@ def test_a_waiting_node_reads_soft_marked_then_tainted() -> None:
     # The recording's removal (0.2.0) marked once, hard, for the whole wait.
     recorded = node_trail(REMOVED, load("NodeAutoscaler", "nodes/demo"), None, load("NodeScaleDown", wf))
     assert [e.detail.split(",")[0] for e in recorded.entries if e.what in ("Marked", "Tainted")] == ["tainted"]
+
+
+def test_the_loops_soft_taints_on_a_node_read_in_its_trail() -> None:
+    """The loop's soft taint on an unneeded node, and its lift once the node is needed again, from the
+    loop's own history (its update_soft_deletion_taints calls); another node's changes are not this
+    node's, and a failed call says so."""
+    from datetime import datetime, timedelta
+
+    from scaling.history import RecordedEvent
+    from scaling.nodes import contracts
+
+    t0 = datetime(2026, 11, 30)
+    autoscaler = load("NodeAutoscaler", "nodes/demo")
+    last = max(e.event_id for e in autoscaler.events)
+
+    def call(n: int, failed: str = "", **lists: list[str]) -> RecordedEvent:
+        return RecordedEvent(
+            run_id="r",
+            event_id=last + n,
+            at=t0 + timedelta(minutes=n),
+            kind="activity",
+            name=contracts.UPDATE_SOFT_TAINTS,
+            input=[{"cluster": "c", **lists}],
+            failed=failed,
+        )
+
+    autoscaler.events += [
+        call(1, taint=[REMOVED, "other"]),
+        call(2, untaint=["other"]),
+        call(3, untaint=[REMOVED], failed="apiserver said 503"),
+    ]
+    trail = node_trail(REMOVED, autoscaler)
+    soft = [(e.what, e.detail) for e in trail.entries if e.what.startswith("Soft")]
+    assert soft == [
+        ("SoftTainted", "unneeded: DeletionCandidateOfClusterAutoscaler:PreferNoSchedule, new pods go elsewhere first"),
+        ("SoftUntainted", "needed again: DeletionCandidateOfClusterAutoscaler lifted (failed: apiserver said 503)"),
+    ]

@@ -17,8 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.nodes.scale_down import removals_ended
-from scaling.kube.drain import PdbInfo
-from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.drain import TAINT_DELETION_CANDIDATE, PdbInfo
+from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.contracts import (
     ClusterObservation,
     DeleteNodeInput,
@@ -37,6 +37,7 @@ from scaling.nodes.contracts import (
     ScaleDownEvaluation,
     ScaleDownEvaluationInput,
     ScaleDownObservation,
+    SoftTaintInput,
     UnmarkNodeInput,
     WaitPodsGoneInput,
 )
@@ -108,6 +109,7 @@ class DownWorld(World):
     evaluations: list[ScaleDownEvaluation] = field(default_factory=list)  # what the loop got back
     machines: OrphanObservation = field(default_factory=OrphanObservation)  # what find_orphans looks at
     marks_lifted: list[str] = field(default_factory=list)  # taint_disrupted's lifts with the deletion marks
+    soft_taints: list[tuple[str, str]] = field(default_factory=list)  # ("taint" | "untaint", node), in order
 
     def activities(self) -> list:
         w = self
@@ -159,6 +161,18 @@ class DownWorld(World):
                 w.marks_lifted.extend(inp.nodes)
             return inp.nodes
 
+        @activity.defn(name="update_soft_deletion_taints")
+        async def soft_taints(inp: SoftTaintInput) -> list[str]:
+            w.soft_taints.extend([*(("untaint", n) for n in inp.untaint), *(("taint", n) for n in inp.taint)])
+            soft = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
+
+            def applied(n: NodeInfo) -> NodeInfo:  # as the API server has the node afterwards
+                kept = [t for t in n.taints if t.key != TAINT_DELETION_CANDIDATE or n.name not in inp.untaint]
+                return n.model_copy(update={"taints": [*kept, soft] if n.name in inp.taint else kept})
+
+            w.down_obs = w.down_obs.model_copy(update={"nodes": [applied(n) for n in w.down_obs.nodes]})
+            return [*inp.untaint, *inp.taint]
+
         @activity.defn(name="evict_pod")
         async def evict(inp: EvictPodInput) -> EvictResult:
             key = f"{inp.namespace}/{inp.name}"
@@ -199,6 +213,7 @@ class DownWorld(World):
             unmark,
             cordon,
             taint_disrupted,
+            soft_taints,
             evict,
             evict_in_order,
             wait_gone,

@@ -677,22 +677,32 @@ async def test_a_disrupted_taint_no_removal_holds_is_lifted_by_the_loop(env: Wor
     assert "a" in world.marks_lifted  # the loop's cleanup lifts the deletion marks with it
 
 
-async def test_marks_a_stopped_cluster_autoscaler_left_are_lifted_by_the_loop(env: WorkflowEnvironment, worker) -> None:  # noqa: ANN001
+async def test_marks_a_stopped_cluster_autoscaler_left_are_kept_or_lifted_as_it_would(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001
+) -> None:
     """A Cluster Autoscaler stopped for growth leaves its marks: DeletionCandidateOfClusterAutoscaler
     (PreferNoSchedule) on the nodes it found unneeded, ToBeDeletedByClusterAutoscaler (NoSchedule) on
     one it was deleting. It lifts the hard ones when it starts again (static_autoscaler.go
-    cleanUpIfRequired) and its soft ones in its loop; growth, which took over, must: else the scheduler
-    avoided those nodes for good,
-    and growth's own planners counted them as leaving (no room on them for a removal's pods)."""
+    cleanUpIfRequired), and in its loop puts the soft one on each unneeded node and lifts it from each
+    node needed again (actuation/softtaint.go). growth, which took over, does the same: else the
+    scheduler avoided a needed node for good, and growth's planners counted b as leaving."""
     from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_TO_BE_DELETED
     from scaling.kube.models import Taint
 
     world = DownWorld()
-    soft = node("a").model_copy(update={"taints": [Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")]})  # fmt: skip
+    soft = [Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")]
+    unneeded = node("a").model_copy(update={"taints": soft})  # one small pod: it fits elsewhere
     hard = node("b").model_copy(update={"taints": [Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")]})
-    static = node("static", managed=False).model_copy(update={"taints": hard.taints})  # not growth's: left alone
-    observed(world, [soft, hard, static, node("c")], [app_pod(f"web-{n}", n) for n in "abc"])
+    needed = node("d").model_copy(update={"taints": soft})  # 60 % used: needed, now
+    static = node("static", managed=False).model_copy(update={"taints": [*hard.taints, *soft]})  # not growth's
+    busy = [app_pod(f"web-d{i}", "d") for i in range(12)]
+    observed(world, [unneeded, hard, needed, static, node("c")], [*(app_pod(f"web-{n}", n) for n in "abc"), *busy])
     tq, handles = await worker(world)
     await start_autoscaler(env, world, handles, tq)  # the group's timers: nothing is removed meanwhile
-    await until(lambda: {"a", "b"} <= set(world.marks_lifted), timeout=30)
-    assert set(world.marks_lifted) == {"a", "b"} and world.deleted == []
+    await until(lambda: "b" in world.marks_lifted and ("untaint", "d") in world.soft_taints, timeout=30)
+    assert set(world.marks_lifted) == {"b"} and world.deleted == []
+    # d lifted first (CA spends its calls on needed nodes first); c, unneeded too, tainted; a kept.
+    assert world.soft_taints[0] == ("untaint", "d")
+    await until(lambda: ("taint", "c") in world.soft_taints, timeout=30)
+    assert not any(n in ("a", "static") for _, n in world.soft_taints)

@@ -4,7 +4,7 @@ from every node its orchestration queue does not hold, pkg/controllers/disruptio
 
 from __future__ import annotations
 
-from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, TAINT_TO_BE_DELETED
+from scaling.kube.drain import ANNOTATION_SCALE_DOWN_AT, TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, TAINT_TO_BE_DELETED
 from scaling.kube.models import Taint
 from scaling.nodes.contracts import ScaleDownEvaluationInput, ScaleDownObservation
 from scaling.nodes.disruption.orchestration import UNTRACKED_DISRUPTED_MAX, untracked_disrupted
@@ -29,19 +29,23 @@ def test_a_disrupted_node_no_removal_holds_is_named() -> None:
 
 
 def test_a_deletion_mark_no_removal_holds_is_named() -> None:
-    """Cluster Autoscaler's marks left behind (its soft taint on unneeded nodes, its hard one on a node
-    it was deleting), or growth's own of a removal ended from outside: named like the disrupted taint.
-    A node a removal holds keeps its mark; a node growth does not manage is not growth's to clean."""
+    """Cluster Autoscaler's hard mark left behind on a node it was deleting, or growth's own of a
+    removal ended from outside (its soft taint with its ScaleDownAt, or the hard one): named like the
+    disrupted taint. A node a removal holds keeps its mark; a node growth does not manage is not
+    growth's to clean; the soft taint alone (CA's or the loop's on an unneeded node) is left to
+    scale_down.soft_taints, which keeps it while the node is unneeded."""
     soft = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
     hard = Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")
+    at = {ANNOTATION_SCALE_DOWN_AT: "2030-01-01T00:00:00Z"}
     nodes = [
-        node("soft").model_copy(update={"taints": [soft]}),
+        node("waited").model_copy(update={"taints": [soft], "annotations": at}),
         node("hard").model_copy(update={"taints": [hard]}),
-        node("held").model_copy(update={"taints": [soft]}),
+        node("held").model_copy(update={"taints": [soft], "annotations": at}),
+        node("unneeded").model_copy(update={"taints": [soft]}),
         node("static", managed=False).model_copy(update={"taints": [hard]}),
         node("user").model_copy(update={"taints": [Taint(key="dedicated", value="db", effect="PreferNoSchedule")]}),
     ]
-    assert untracked_disrupted(nodes, in_progress=["held"]) == ["hard", "soft"]
+    assert untracked_disrupted(nodes, in_progress=["held"]) == ["hard", "waited"]
 
 
 def test_the_evaluation_names_them() -> None:

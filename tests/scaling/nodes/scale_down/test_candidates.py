@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from scaling.kube.drain import (
     ANNOTATION_SAFE_TO_EVICT,
+    ANNOTATION_SCALE_DOWN_AT,
     ANNOTATION_SCALE_DOWN_DISABLED,
     LOCAL_STORAGE,
     NO_PLACE_TO_MOVE,
@@ -299,13 +300,17 @@ def test_pods_must_fit_elsewhere() -> None:
 
 
 def test_never_move_pods_onto_cordoned_tainted_or_leaving_nodes() -> None:
-    # "waiting": an empty node soft-tainted for its wait. The scheduler may still bind there (a
-    # PreferNoSchedule taint never filters), but it is on its way out: no room to plan on.
+    # "waiting": an empty node soft-tainted for its wait, its ScaleDownAt beside the taint. The
+    # scheduler may still bind there (a PreferNoSchedule taint never filters), but it is on its way
+    # out: no room to plan on.
     soft = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
+    waiting = node("waiting", taints=[soft]).model_copy(
+        update={"annotations": {ANNOTATION_SCALE_DOWN_AT: "2030-01-01T00:00:00Z"}}
+    )
     targets = [
         node("cordoned", unschedulable=True),
         node("tainted", taints=[Taint(key=TAINT_TO_BE_DELETED, value="1")]),
-        node("waiting", taints=[soft]),
+        waiting,
         node("leaving"),
         node("notready", ready=False),
     ]
@@ -317,6 +322,13 @@ def test_never_move_pods_onto_cordoned_tainted_or_leaving_nodes() -> None:
         protected={"cordoned", "tainted", "waiting", "notready"},
     )
     assert state(p, "n1") == (NodeState.BLOCKED, NO_PLACE_TO_MOVE)
+    # The soft taint alone is the loop's hint on an unneeded node (Cluster Autoscaler's): it serves,
+    # its room counts, and it is a candidate itself.
+    unneeded = node("unneeded", taints=[soft])
+    p = plan([node("n1"), unneeded], [pod("a", "n1")], since={"n1": 0.0, "unneeded": 0.0}, protected={"n1"})
+    assert state(p, "unneeded")[0] == NodeState.EMPTY
+    p = plan([node("n1"), unneeded], [pod("a", "n1")], since={"n1": 0.0}, protected={"unneeded"})
+    assert state(p, "n1")[0] == NodeState.UNDERUSED
 
 
 def test_fit_honours_node_selector_and_taints() -> None:

@@ -14,12 +14,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from scaling.kube.drain import (
     ANNOTATION_SAFE_TO_EVICT,
+    TAINT_DELETION_CANDIDATE,
     is_long_terminating,
     marked_for_deletion,
     pods_to_evict,
     without_long_terminating,
 )
-from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.kube.models import NodeInfo, PodInfo, Resources, Taint
 from scaling.nodes.contracts import (
     NodeRemovalCheckInput,
     ScaleDownEvaluation,
@@ -399,9 +400,13 @@ def test_an_evaluation_leaves_out_the_candidates_the_workflow_already_holds() ->
     assert changed.candidates and not changed.candidates_unchanged
 
 
-def waiting_cluster(**pod_kw) -> ScaleDownObservation:
-    """A busy managed node, an underused one whose pod fits elsewhere, and a roomy static node."""
-    nodes = [mk_node("busy", managed=True), mk_node("light", managed=True), mk_node("static", False, cpu=8000)]
+def waiting_cluster(soft: bool = True, **pod_kw) -> ScaleDownObservation:
+    """A busy managed node, an underused one whose pod fits elsewhere (``soft``: an earlier loop
+    soft-tainted it), and a roomy static node."""
+    light = mk_node("light", managed=True)
+    if soft:
+        light.taints = [Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")]
+    nodes = [mk_node("busy", managed=True), light, mk_node("static", False, cpu=8000)]
     pods = [*(app(f"busy-{i}", "busy") for i in range(5)), app("web-1", "light", **pod_kw)]
     return ScaleDownObservation(nodes=nodes, pods=pods, groups=[GROUP])
 
@@ -434,11 +439,30 @@ def test_stable_until_is_when_the_plan_would_first_change() -> None:
     at = evaluation_of(obs, inp.model_copy(update={"now": until}))
     assert [t.name for t in at.to_remove] == ["light"] and at.stable_until is None  # removing: evaluate again
     # Nothing waiting on time: reusable while nothing changes, REUSE_MAX_S at most.
-    busy = obs.model_copy(update={"pods": [p for p in obs.pods if p.node_name == "busy"] + [app("x", "light", 2500)]})
+    busy = waiting_cluster(soft=False)
+    busy.pods = [p for p in obs.pods if p.node_name == "busy"] + [app("x", "light", 2500)]
     assert evaluation_of(busy, inp.model_copy(update={"unneeded_since": {}})).stable_until == NOW + REUSE_MAX_S
     # The delay after a scale-up holds the node until it ends.
     delayed = evaluation_of(obs, inp.model_copy(update={"now": until, "last_scale_up_at": until - 500}))
     assert delayed.stable_until == until + 100
+
+
+def test_an_evaluation_that_starts_nothing_names_the_soft_taints_to_change() -> None:
+    """Cluster Autoscaler's soft taint goes on an unneeded node and off a node needed again, named
+    only by an evaluation that starts no removal (CA updates them in a loop that deleted nothing); an
+    evaluation naming some is not reused, so a failed update is tried again the next loop."""
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100})
+    ev = evaluation_of(waiting_cluster(soft=False), inp)
+    assert (ev.soft_taint, ev.soft_untaint, ev.stable_until) == (["light"], [], None)
+    assert (evaluation_of(waiting_cluster(), inp).soft_taint, evaluation_of(waiting_cluster(), inp).soft_untaint) == ([], [])  # fmt: skip
+    due = evaluation_of(waiting_cluster(soft=False), inp.model_copy(update={"now": NOW + 600}))
+    assert [t.name for t in due.to_remove] == ["light"] and (due.soft_taint, due.soft_untaint) == ([], [])
+    needed = waiting_cluster()
+    needed.pods = [*needed.pods, app("x", "light", 2500)]
+    ev = evaluation_of(needed, inp.model_copy(update={"unneeded_since": {}}))
+    assert (ev.soft_taint, ev.soft_untaint, ev.stable_until) == ([], ["light"], None)
+    off = inp.model_copy(update={"settings": ScaleDownLoopSettings(max_bulk_soft_taint_count=0)})
+    assert evaluation_of(waiting_cluster(soft=False), off).soft_taint == []
 
 
 def test_stable_until_stops_where_a_deleted_pod_turns_long_terminating() -> None:
@@ -487,8 +511,18 @@ def test_the_reuse_key_of_an_input_with_no_command_in_flight_is_the_one_before_c
     """The key is carried over continue-as-new: one from before ``replacing`` was sent must match,
     or a recorded run that reused its evaluation evaluates again on replay."""
     inp = ScaleDownEvaluationInput(cluster="c", now=NOW, unneeded_since={"light": NOW - 100}, protected=["busy"])
-    before = inp.model_dump_json(exclude={"now", "fresh", "candidates_digest", "replacing"})
+    before = inp.model_dump_json(
+        exclude={
+            "now": True,
+            "fresh": True,
+            "candidates_digest": True,
+            "replacing": True,
+            "settings": {"max_bulk_soft_taint_count"},  # nor the soft taints' count, at CA's default
+        }
+    )
     assert reuse_key(inp) == hashlib.sha256(before.encode()).hexdigest()[:24]
+    fewer = inp.model_copy(update={"settings": ScaleDownLoopSettings(max_bulk_soft_taint_count=0)})
+    assert reuse_key(fewer) != reuse_key(inp)  # set otherwise, it counts
 
 
 def test_stable_until_stops_at_a_budget_window_edge() -> None:

@@ -1,0 +1,65 @@
+"""Cluster Autoscaler's soft taint on unneeded nodes (core/scaledown/actuation/softtaint.go
+UpdateSoftDeletionTaints, which core/static_autoscaler.go calls when a loop deleted nothing).
+
+DeletionCandidateOfClusterAutoscaler:PreferNoSchedule goes on each node found unneeded and comes
+off each node needed again, lifts first, at most --max-bulk-soft-taint-count of both a loop; a node
+tainted ToBeDeleted is left alone. The scheduler then puts a new pod on an unneeded node only when
+no other node fits (TaintToleration's score), so the node empties instead of taking pods that would
+hold it, and a pod that fits nowhere else still lands. The taint is a hint, not a removal: the node
+serves, its room counts and it stays a candidate (scaling.kube.drain.marked_for_deletion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, marked_for_deletion
+from scaling.kube.models import NodeInfo
+from scaling.nodes.billing import BILLING_PERIOD
+from scaling.nodes.scale_down.checks import is_managed
+from scaling.nodes.scale_down.models import NodeDecision, NodeState
+
+# Nodes with an unneeded timer that CA would not list as unneeded: Utilized ones (the timer is
+# multi-node consolidation's) and the replacements (Drifted, Expired, Consolidated: their pods need a
+# successor, they do not fit elsewhere).
+NOT_UNNEEDED = frozenset(
+    {NodeState.UTILIZED, NodeState.DRIFTED, NodeState.EXPIRED, NodeState.CONSOLIDATED, NodeState.REMOVING}
+)
+
+
+def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterable[str]) -> set[str]:
+    """The nodes CA would list as unneeded: their pods fit elsewhere and their timer runs, whatever
+    holds them when it runs out (min size, a budget: CA's unneeded list keeps such nodes too). Not a
+    node a paid billing period holds: growth keeps it untainted so that arriving pods use what is paid."""
+    return {
+        n
+        for n in unneeded_since
+        if (d := decisions.get(n)) is not None and d.state not in NOT_UNNEEDED and d.reason != BILLING_PERIOD
+    }
+
+
+def soft_deletion_taints(
+    nodes: list[NodeInfo], unneeded: Collection[str], in_progress: Collection[str], budget: int
+) -> tuple[list[str], list[str]]:
+    """(nodes to soft-taint, nodes to lift the soft taint from), together at most ``budget``, lifts
+    first. growth's nodes only (CA: its node groups' nodes). Left out: a node a removal holds or
+    marked (its own soft or hard mark), and one a command's karpenter.sh/disrupted taint is on:
+    those taints are the removals' and untracked_disrupted's to lift."""
+    if budget <= 0:
+        return [], []
+    held, unneeded = set(in_progress), set(unneeded)
+    taint: list[str] = []
+    untaint: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        if not is_managed(node) or node.name in held or marked_for_deletion(node):
+            continue
+        keys = {t.key for t in node.taints}
+        if TAINT_DISRUPTED in keys:
+            continue
+        soft = TAINT_DELETION_CANDIDATE in keys
+        if node.name in unneeded and not soft:
+            taint.append(node.name)
+        elif node.name not in unneeded and soft:
+            untaint.append(node.name)
+    untaint = untaint[:budget]
+    return taint[: budget - len(untaint)], untaint

@@ -1,0 +1,126 @@
+"""Cluster Autoscaler's soft taint on unneeded nodes, as the loop decides it (scale_down.soft_taints).
+Cases from cluster-autoscaler/core/scaledown/actuation/softtaint_test.go (TestSoftTaintUpdate), the
+API calls it counts being the names returned here."""
+
+from __future__ import annotations
+
+from scaling.kube.drain import (
+    ANNOTATION_SCALE_DOWN_AT,
+    TAINT_DELETION_CANDIDATE,
+    TAINT_DISRUPTED,
+    TAINT_TO_BE_DELETED,
+    Blocker,
+)
+from scaling.kube.models import NodeInfo, Resources, Taint
+from scaling.nodes.billing import BILLING_PERIOD
+from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
+from scaling.nodes.scale_down.models import NodeDecision, NodeState
+from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, unneeded_nodes
+
+SOFT = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
+
+
+def node(name: str, *taints: Taint, managed: bool = True, **kw) -> NodeInfo:
+    labels = {LABEL_GROUP: "g", LABEL_POOL: "kwok-small"} if managed else {}
+    return NodeInfo(name=name, labels=labels, taints=list(taints), allocatable=Resources(cpu_m=1000, pods=110), **kw)
+
+
+def apply(nodes: list[NodeInfo], taint: list[str], untaint: list[str]) -> list[NodeInfo]:
+    """The nodes as the API server has them once the calls are made."""
+    out = []
+    for n in nodes:
+        ts = [t for t in n.taints if not (n.name in untaint and t.key == TAINT_DELETION_CANDIDATE)]
+        out.append(n.model_copy(update={"taints": [*ts, SOFT] if n.name in taint else ts}))
+    return out
+
+
+def soft(nodes: list[NodeInfo]) -> list[str]:
+    return [n.name for n in nodes if any(t.key == TAINT_DELETION_CANDIDATE for t in n.taints)]
+
+
+def test_cluster_autoscalers_soft_taint_update() -> None:
+    nodes = [node("n1000"), node("n2000")]
+    # No superfluous nodes: nothing to do.
+    assert soft_deletion_taints(nodes, [], [], 1) == ([], [])
+    # One unneeded node: tainted, the other not.
+    taint, untaint = soft_deletion_taints(nodes, ["n1000"], [], 1)
+    assert (taint, untaint) == (["n1000"], [])
+    nodes = apply(nodes, taint, untaint)
+    assert soft(nodes) == ["n1000"]
+    assert soft_deletion_taints(nodes, ["n1000"], [], 1) == ([], [])  # tainted already: no call
+    # Needed again: lifted.
+    nodes = apply(nodes, *soft_deletion_taints(nodes, [], [], 1))
+    assert soft(nodes) == []
+    # The bulk limit: one call a loop, both in two.
+    nodes = apply(nodes, *soft_deletion_taints(nodes, ["n1000", "n2000"], [], 1))
+    assert len(soft(nodes)) == 1
+    nodes = apply(nodes, *soft_deletion_taints(nodes, ["n1000", "n2000"], [], 1))
+    assert len(soft(nodes)) == 2
+    # And untainting so too.
+    nodes = apply(nodes, *soft_deletion_taints(nodes, [], [], 1))
+    assert len(soft(nodes)) == 1
+    nodes = apply(nodes, *soft_deletion_taints(nodes, [], [], 1))
+    assert soft(nodes) == []
+
+
+def test_lifts_come_first_and_share_the_budget() -> None:
+    """CA spends its API calls on the needed nodes first, then on the unneeded ones; 0 or less
+    turns the taints off (CA calls UpdateSoftDeletionTaints only when MaxBulkSoftTaintCount != 0)."""
+    nodes = [node("a", SOFT), node("b", SOFT), node("c"), node("d")]
+    assert soft_deletion_taints(nodes, ["c", "d"], [], 3) == (["c"], ["a", "b"])
+    assert soft_deletion_taints(nodes, ["c", "d"], [], 2) == ([], ["a", "b"])
+    assert soft_deletion_taints(nodes, ["c", "d"], [], 10) == (["c", "d"], ["a", "b"])
+    assert soft_deletion_taints(nodes, ["c", "d"], [], 0) == ([], [])
+    assert soft_deletion_taints(nodes, ["c", "d"], [], -1) == ([], [])
+
+
+def test_nodes_being_removed_or_not_growths_are_left_alone() -> None:
+    """A node tainted ToBeDeleted (CA skips those), a node a removal holds or soft-marked for its wait
+    (its ScaleDownAt beside the taint: the removal's to lift), a command's disrupted node, and a node
+    of no growth group (CA: of no node group it manages) are neither tainted nor untainted."""
+    hard = Taint(key=TAINT_TO_BE_DELETED, value="1", effect="NoSchedule")
+    disrupted = Taint(key=TAINT_DISRUPTED, effect="NoSchedule")
+    waiting = node("waiting", SOFT, annotations={ANNOTATION_SCALE_DOWN_AT: "2030-01-01T00:00:00Z"})
+    nodes = [
+        node("hard", hard),
+        node("hard-soft", hard, SOFT),
+        node("held"),
+        node("held-soft", SOFT),
+        waiting,
+        node("disrupted", disrupted),
+        node("static", managed=False),
+        node("static-soft", SOFT, managed=False),
+    ]
+    held = ["held", "held-soft"]
+    names = [n.name for n in nodes]
+    assert soft_deletion_taints(nodes, names, held, 100) == ([], [])
+    assert soft_deletion_taints(nodes, [], held, 100) == ([], [])
+
+
+def decision(name: str, state: NodeState, reason: str | None = None) -> NodeDecision:
+    reasons = [Blocker(code=reason, message=reason)] if reason else []
+    return NodeDecision(name=name, state=state, reasons=reasons)
+
+
+def test_unneeded_are_the_nodes_whose_pods_fit_elsewhere_and_whose_timer_runs() -> None:
+    """CA's unneeded list keeps a node whose removal something holds once its time is up (min size,
+    here a budget too); not a node whose timer is multi-node consolidation's (Utilized), nor a
+    replacement (its pods need a successor), nor one a paid billing period holds (kept untainted so
+    that arriving pods use what is paid for)."""
+    decisions = {
+        d.name: d
+        for d in [
+            decision("waiting", NodeState.UNNEEDED_WAITING),
+            decision("empty", NodeState.EMPTY),
+            decision("underused", NodeState.UNDERUSED),
+            decision("budget", NodeState.BLOCKED, "DisruptionBudget"),
+            decision("utilized", NodeState.UTILIZED),
+            decision("drifted", NodeState.DRIFTED),
+            decision("expired", NodeState.EXPIRED),
+            decision("consolidated", NodeState.CONSOLIDATED),
+            decision("paid", NodeState.UNNEEDED_WAITING, BILLING_PERIOD),
+            decision("pdb", NodeState.BLOCKED, "NotEnoughPdb"),  # held before its timer: no timer
+        ]
+    }
+    timers = [n for n in decisions if n != "pdb"] + ["gone"]
+    assert unneeded_nodes(decisions, timers) == {"waiting", "empty", "underused", "budget"}
