@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable, Mapping
 from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, marked_for_deletion
 from scaling.kube.models import NodeInfo
 from scaling.nodes.billing import BILLING_PERIOD
+from scaling.nodes.headroom import HEADROOM
 from scaling.nodes.scale_down.checks import is_managed
 from scaling.nodes.scale_down.models import NodeDecision, NodeState
 
@@ -25,16 +26,19 @@ from scaling.nodes.scale_down.models import NodeDecision, NodeState
 NOT_UNNEEDED = frozenset(
     {NodeState.UTILIZED, NodeState.DRIFTED, NodeState.EXPIRED, NodeState.CONSOLIDATED, NodeState.REMOVING}
 )
+KEPT_FOR_PODS = frozenset({BILLING_PERIOD, HEADROOM})
 
 
 def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterable[str]) -> set[str]:
     """The nodes CA would list as unneeded: their pods fit elsewhere and their timer runs, whatever
     holds them when it runs out (min size, a budget: CA's unneeded list keeps such nodes too). Not a
-    node a paid billing period holds: growth keeps it untainted so that arriving pods use what is paid."""
+    node kept for what growth means it to hold, which CA has no notion of: one a paid billing period
+    holds (arriving pods should use what is paid for) or the last holding its group's headroom (room
+    kept for pods to come)."""
     return {
         n
         for n in unneeded_since
-        if (d := decisions.get(n)) is not None and d.state not in NOT_UNNEEDED and d.reason != BILLING_PERIOD
+        if (d := decisions.get(n)) is not None and d.state not in NOT_UNNEEDED and d.reason not in KEPT_FOR_PODS
     }
 
 

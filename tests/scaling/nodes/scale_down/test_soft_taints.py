@@ -13,6 +13,7 @@ from scaling.kube.drain import (
 )
 from scaling.kube.models import NodeInfo, Resources, Taint
 from scaling.nodes.billing import BILLING_PERIOD
+from scaling.nodes.headroom import HEADROOM
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.scale_down.models import NodeDecision, NodeState
 from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, unneeded_nodes
@@ -106,7 +107,7 @@ def test_unneeded_are_the_nodes_whose_pods_fit_elsewhere_and_whose_timer_runs() 
     """CA's unneeded list keeps a node whose removal something holds once its time is up (min size,
     here a budget too); not a node whose timer is multi-node consolidation's (Utilized), nor a
     replacement (its pods need a successor), nor one a paid billing period holds (kept untainted so
-    that arriving pods use what is paid for)."""
+    that arriving pods use what is paid for), nor the last one holding its group's headroom."""
     decisions = {
         d.name: d
         for d in [
@@ -119,6 +120,7 @@ def test_unneeded_are_the_nodes_whose_pods_fit_elsewhere_and_whose_timer_runs() 
             decision("expired", NodeState.EXPIRED),
             decision("consolidated", NodeState.CONSOLIDATED),
             decision("paid", NodeState.UNNEEDED_WAITING, BILLING_PERIOD),
+            decision("headroom", NodeState.BLOCKED, HEADROOM),
             decision("pdb", NodeState.BLOCKED, "NotEnoughPdb"),  # held before its timer: no timer
         ]
     }
