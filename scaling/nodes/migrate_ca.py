@@ -53,6 +53,7 @@ from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 from scaling.nodes.nodegroups import KIND, InvalidSpec, _duration_s, parse_node_group
 from scaling.nodes.providers.hetzner import PROVIDER, SPREAD_GROUP_MAX
 from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.settings import MAX_BULK_SOFT_TAINT_COUNT
 
 DEFAULT_LEGACY_IMAGE = "ubuntu-20.04"  # what CA uses when HCLOUD_IMAGE is unset
 DEFAULT_CREATE_TIMEOUT_S = 300.0  # CA's serverCreateTimeoutDefault (5 minutes)
@@ -326,6 +327,9 @@ def _flags(flags: dict[str, list[str]], notes: list[str]) -> tuple[dict[str, Any
                     n = go_atoi(value)
                     if n is None:
                         raise MigrationError(f"--{flag}", f"not an integer CA reads (int64): {value!r}")
+                    if key == "max_bulk_soft_taint_count" and n > MAX_BULK_SOFT_TAINT_COUNT:
+                        notes.append(f"--{flag}={value} is above growth's {MAX_BULK_SOFT_TAINT_COUNT}: set to that")
+                        n = MAX_BULK_SOFT_TAINT_COUNT
                     loop[key] = n
             except InvalidSpec as e:
                 raise MigrationError(f"--{flag}", e.message) from None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+# The soft taints' names cross the loop's history in each evaluation: bounded whatever CA allowed.
+MAX_BULK_SOFT_TAINT_COUNT = 100
+
 
 class AutoscalerSettings(BaseModel):
     cluster: str
@@ -45,8 +48,10 @@ class AutoscalerSettings(BaseModel):
     max_scale_down_per_loop: int = 10
     max_bulk_soft_taint_count: int = Field(
         default=10,
+        le=MAX_BULK_SOFT_TAINT_COUNT,
         description="unneeded nodes soft-tainted DeletionCandidateOfClusterAutoscaler:PreferNoSchedule, and "
-        "nodes needed again untainted, per loop; 0 or less: none (Cluster Autoscaler's --max-bulk-soft-taint-count)",
+        "nodes needed again untainted, per loop; 0 or less: none (Cluster Autoscaler's --max-bulk-soft-taint-count; "
+        f"at most {MAX_BULK_SOFT_TAINT_COUNT}: each name crosses the loop's history)",
     )
     max_bulk_soft_taint_time_s: float = Field(
         default=3.0,

@@ -444,6 +444,15 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
     assert any("--balance-similar-node-groups=true has no growth equivalent" in n for n in result.notes)
 
 
+def test_a_soft_taint_count_above_growths_bound_is_carried_at_the_bound() -> None:
+    """CA takes any int; growth's evaluation names each change in the loop's history, so at most 100."""
+    result = migrate(CaSettings(args=["--nodes=0:5:cx22:fsn1:p", "--max-bulk-soft-taint-count=5000"]))
+    valid(result)
+    assert result.worker_settings["autoscaler"]["max_bulk_soft_taint_count"] == 100
+    assert any("--max-bulk-soft-taint-count=5000 is above growth's 100" in n for n in result.notes)
+    AutoscalerSettings(cluster="c", **result.worker_settings["autoscaler"])  # the worker takes it
+
+
 def test_secrets_never_reach_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = "hcloud-token-d41d8cd98f00b204e9800998ecf8427e"
     join = "abcdef.0123456789abcdef"
