@@ -305,6 +305,9 @@ async def loop_decisions(temporal: Client) -> list[dict[str, Any]]:
                             "blocked": [
                                 c["message"] for c in ev["candidates"] if c.get("reason") == "DisruptionBudgetExhausted"
                             ][:3],
+                            # Cluster Autoscaler's soft taint the evaluation put on and lifted (since 30 Nov)
+                            "soft_taint": ev.get("soft_taint", []),
+                            "soft_untaint": ev.get("soft_untaint", []),
                         }
                     )
     return sorted(out, key=lambda d: d["now"])
@@ -557,6 +560,7 @@ async def run_day(
     timeout_s: float,
     record: Path | None = None,
     budget: str = NODES_BUDGET,
+    soft_taints: int | None = None,
 ) -> dict[str, Any]:
     plan = with_night(day.replicas_over_the_day(hours, seed))
     min_available = {app: max(min(step[app] for step in plan) - 1, 1) for app, _, _ in day.FAMILIES}
@@ -583,7 +587,8 @@ async def run_day(
             apps.create_namespaced_deployment(NAMESPACE, deployment(app, plan[0][app], f"{cpu}m", str(mem)))
             pdb = {"minAvailable": min_available[app], "selector": {"matchLabels": {"app": app}}}
             policy.create_namespaced_pod_disruption_budget(NAMESPACE, {"metadata": {"name": app}, "spec": pdb})
-        handle = await start_node_loop(stack, temporal)
+        loop = {} if soft_taints is None else {"max_bulk_soft_taint_count": soft_taints}
+        handle = await start_node_loop(stack, temporal, **loop)
         sampler = Sampler(stack.api)
         sampling = asyncio.create_task(sampler.run())
         try:
@@ -605,6 +610,7 @@ async def run_day(
         finally:
             sampling.cancel()
         records = await removals(temporal)
+        decisions = await loop_decisions(temporal)
         for name, n in sorted(sampler.last.nodes.items()):  # what is left, for the reader (stderr)
             pods = sorted(p.app for p in sampler.last.pods.values() if p.node == name)
             print(f"{name} {n.server_type} protected={n.protected} {pods}", file=sys.stderr)
@@ -614,7 +620,7 @@ async def run_day(
                     {
                         "samples": [dataclasses.asdict(x) for x in sampler.samples],
                         "removals": [dataclasses.asdict(r) for r in records],
-                        "decisions": await loop_decisions(temporal),
+                        "decisions": decisions,
                         "min_available": min_available,
                         "desired": desired,
                         "budget": budget,
@@ -633,6 +639,7 @@ async def run_day(
             "stack": "real",
             "seed": seed,
             "budget": budget,
+            "soft_taints_per_loop": soft_taints,
             "hours": hours,
             "step_s": step_s,
             **result,
@@ -641,6 +648,9 @@ async def run_day(
             "removals": kinds,
             "evictions": sum(len(r.evicted) for r in records),
             "ordered_drains": sum(1 for r in records if r.ordered),
+            # the soft taints the loop's evaluations asked for: put on unneeded nodes, lifted from needed ones
+            "soft_taints": sum(len(d["soft_taint"]) for d in decisions),
+            "soft_untaints": sum(len(d["soft_untaint"]) for d in decisions),
             "samples": len(sampler.samples),
             "churn_s": round(churned - t0, 1),
             "seconds": round(time.monotonic() - t0, 1),
@@ -723,6 +733,9 @@ def main() -> None:
     parser.add_argument("--planner-only", action="store_true", help="through the planners only (seconds)")
     parser.add_argument("--budget", default=NODES_BUDGET, help="the group's nodes budget (a count or a percentage)")
     parser.add_argument("--judge", type=Path, default=None, help="judge a --record file again; run nothing")
+    parser.add_argument(
+        "--soft-taints", type=int, default=None, help="the loop's max_bulk_soft_taint_count (0: none; default: its own)"
+    )
     args = parser.parse_args()
     if args.judge:
         print(json.dumps(judge(json.loads(args.judge.read_text()), args.budget)))
@@ -741,6 +754,7 @@ def main() -> None:
                 args.timeout_s,
                 args.record,
                 args.budget,
+                args.soft_taints,
             )
         )
     print(json.dumps(out), flush=True)

@@ -324,3 +324,20 @@ def test_the_stack_aims_read_the_tightest_lower_bound() -> None:
     # No optimum found (a pod no type holds): the LP bound alone.
     assert aim_bound(line | {"best_packing_held_price_per_hour": None}) == 0.0472
     assert not aims_met(line | {"best_packing_held_price_per_hour": None})
+
+
+def test_a_node_is_leaving_by_a_removals_marks_not_by_the_soft_taint_alone() -> None:
+    """The bench counts a node against the budget while it is cordoned, hard-tainted, or soft-marked
+    by a removal (ScaleDownAt beside the taint); the loop's soft taint on an unneeded node alone is a
+    hint, not a disruption (Cluster Autoscaler's, which no budget counts either)."""
+    from bench.consolidation_stack import node_seen
+
+    soft = {"key": "DeletionCandidateOfClusterAutoscaler", "value": "1", "effect": "PreferNoSchedule"}
+    hard = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+    at = {"growth.autoscaling.dev/scale-down-at": "2030-01-01T00:00:00Z"}
+
+    def leaving(spec: dict, annotations: dict | None = None) -> bool:
+        return node_seen({"metadata": {"name": "n", "annotations": annotations or {}}, "spec": spec}).leaving
+
+    assert not leaving({}) and not leaving({"taints": [soft]})
+    assert leaving({"taints": [soft]}, at) and leaving({"taints": [hard]}) and leaving({"unschedulable": True})
