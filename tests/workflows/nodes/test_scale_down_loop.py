@@ -29,6 +29,8 @@ from tests.workflows.nodes.test_node_scale_down import (  # noqa: F401 (worker i
     start_autoscaler,
     worker,
 )
+from tests.workflows.replayer import new_replayer
+from workflows.all import WORKFLOWS
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
 
@@ -699,10 +701,19 @@ async def test_marks_a_stopped_cluster_autoscaler_left_are_kept_or_lifted_as_it_
     busy = [app_pod(f"web-d{i}", "d") for i in range(12)]
     observed(world, [unneeded, hard, needed, static, node("c")], [*(app_pod(f"web-{n}", n) for n in "abc"), *busy])
     tq, handles = await worker(world)
-    await start_autoscaler(env, world, handles, tq)  # the group's timers: nothing is removed meanwhile
+    h = await start_autoscaler(env, world, handles, tq)  # the group's timers: nothing is removed meanwhile
     await until(lambda: "b" in world.marks_lifted and ("untaint", "d") in world.soft_taints, timeout=30)
     assert set(world.marks_lifted) == {"b"} and world.deleted == []
     # d lifted first (CA spends its calls on needed nodes first); c, unneeded too, tainted; a kept.
     assert world.soft_taints[0] == ("untaint", "d")
     await until(lambda: ("taint", "c") in world.soft_taints, timeout=30)
     assert not any(n in ("a", "static") for _, n in world.soft_taints)
+    # The branch that calls update_soft_deletion_taints replays (the decision is the evaluation's result).
+    history = await h.fetch_history()
+    names = {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert "update_soft_deletion_taints" in names
+    await new_replayer(WORKFLOWS).replay_workflow(history)
