@@ -27,6 +27,7 @@ NOT_UNNEEDED = frozenset(
     {NodeState.UTILIZED, NodeState.DRIFTED, NodeState.EXPIRED, NodeState.CONSOLIDATED, NodeState.REMOVING}
 )
 KEPT_FOR_PODS = frozenset({BILLING_PERIOD, HEADROOM})
+OFF_LIFTS_MAX = 20  # soft taints lifted an evaluation when they are off (each name crosses the history)
 
 
 def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterable[str]) -> set[str]:
@@ -48,9 +49,12 @@ def soft_deletion_taints(
     """(nodes to soft-taint, nodes to lift the soft taint from), together at most ``budget``, lifts
     first. growth's nodes only (CA: its node groups' nodes). Left out: a node a removal holds or
     marked (its own soft or hard mark), and one a command's karpenter.sh/disrupted taint is on:
-    those taints are the removals' and untracked_disrupted's to lift."""
+    those taints are the removals' and untracked_disrupted's to lift. With a budget of 0 or less the
+    soft taints are off: every one left is lifted, OFF_LIFTS_MAX an evaluation, as CA with
+    --max-bulk-soft-taint-count=0 lifts them all when it starts (cleanUpIfRequired:
+    CleanAllDeletionCandidates)."""
     if budget <= 0:
-        return [], []
+        unneeded, budget = (), OFF_LIFTS_MAX
     held, unneeded = set(in_progress), set(unneeded)
     taint: list[str] = []
     untaint: list[str] = []

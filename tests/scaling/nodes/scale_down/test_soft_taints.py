@@ -16,7 +16,7 @@ from scaling.nodes.billing import BILLING_PERIOD
 from scaling.nodes.headroom import HEADROOM
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.scale_down.models import NodeDecision, NodeState
-from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, unneeded_nodes
+from scaling.nodes.scale_down.soft_taints import OFF_LIFTS_MAX, soft_deletion_taints, unneeded_nodes
 
 SOFT = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
 
@@ -65,14 +65,22 @@ def test_cluster_autoscalers_soft_taint_update() -> None:
 
 
 def test_lifts_come_first_and_share_the_budget() -> None:
-    """CA spends its API calls on the needed nodes first, then on the unneeded ones; 0 or less
-    turns the taints off (CA calls UpdateSoftDeletionTaints only when MaxBulkSoftTaintCount != 0)."""
+    """CA spends its API calls on the needed nodes first, then on the unneeded ones."""
     nodes = [node("a", SOFT), node("b", SOFT), node("c"), node("d")]
     assert soft_deletion_taints(nodes, ["c", "d"], [], 3) == (["c"], ["a", "b"])
     assert soft_deletion_taints(nodes, ["c", "d"], [], 2) == ([], ["a", "b"])
     assert soft_deletion_taints(nodes, ["c", "d"], [], 10) == (["c", "d"], ["a", "b"])
-    assert soft_deletion_taints(nodes, ["c", "d"], [], 0) == ([], [])
-    assert soft_deletion_taints(nodes, ["c", "d"], [], -1) == ([], [])
+
+
+def test_with_the_taints_off_every_one_left_is_lifted() -> None:
+    """0 or less turns them off: CA calls UpdateSoftDeletionTaints only when MaxBulkSoftTaintCount != 0,
+    and then lifts every soft taint when it starts (static_autoscaler.go cleanUpIfRequired,
+    CleanAllDeletionCandidates); the loop lifts them from unneeded nodes too, OFF_LIFTS_MAX at a time."""
+    nodes = [node("a", SOFT), node("b", SOFT), node("c"), node("d")]
+    assert soft_deletion_taints(nodes, ["a", "c", "d"], [], 0) == ([], ["a", "b"])
+    assert soft_deletion_taints(nodes, ["a", "c", "d"], [], -1) == ([], ["a", "b"])
+    many = [node(f"n{i:03d}", SOFT) for i in range(OFF_LIFTS_MAX + 5)]
+    assert soft_deletion_taints(many, [], [], 0) == ([], [n.name for n in many[:OFF_LIFTS_MAX]])
 
 
 def test_nodes_being_removed_or_not_growths_are_left_alone() -> None:
