@@ -50,7 +50,8 @@ class AutoscalerSettings(BaseModel):
         default=10,
         le=MAX_BULK_SOFT_TAINT_COUNT,
         description="unneeded nodes soft-tainted DeletionCandidateOfClusterAutoscaler:PreferNoSchedule, and "
-        "nodes needed again untainted, per loop; 0 or less: none (Cluster Autoscaler's --max-bulk-soft-taint-count; "
+        "nodes needed again untainted, per loop; 0 or less: none, those left lifted (Cluster Autoscaler's "
+        "--max-bulk-soft-taint-count; "
         f"at most {MAX_BULK_SOFT_TAINT_COUNT}: each name crosses the loop's history)",
     )
     max_bulk_soft_taint_time_s: float = Field(

@@ -37,7 +37,7 @@ class ScaleDownLoopSettings(BaseModel):
 
     max_removals_per_loop: int = 10
     # CA's --max-bulk-soft-taint-count: soft taints put on or lifted a loop (scale_down.soft_taints);
-    # 0 or less, none, as in CA.
+    # 0 or less: none put on, those left lifted, as in CA.
     max_bulk_soft_taint_count: int = 10
     unready_time_s: float = 1200.0  # how long a NotReady node must be unneeded (CA: 20 min)
     default: ScaleDownSettings = Field(default_factory=ScaleDownSettings)  # unknown groups
