@@ -102,6 +102,17 @@ def record_candidates(
             state.candidates[name].message = sd.last_error or sd.message
 
 
+async def _best_effort(name: str, arg: object, attempts: int, failed: str) -> None:
+    """An activity whose failure the loop only logs (its result unread): the next evaluation names
+    what is still to do."""
+    try:
+        await workflow.execute_activity(
+            name, arg, **NODE_ACTIVITIES[name].timeouts(), retry_policy=RetryPolicy(maximum_attempts=attempts)
+        )
+    except ActivityError:
+        workflow.logger.warning(failed)
+
+
 def _waiting_empty(sd: ScaleDownStatus) -> bool:
     return sd.phase == ScaleDownPhase.MARKED and method_for(sd.kind).require_empty
 
@@ -139,15 +150,12 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
     state.candidates_digest = ev.candidates_digest
     # Histories recorded before do-not-disrupt hold no such candidate: they replay without this call.
     if events := newly_blocked(before, state.candidates):
-        try:
-            await workflow.execute_activity(
-                contracts.EMIT_NODE_EVENTS,
-                NodeEventsInput(cluster=settings.cluster, events=events),
-                **NODE_ACTIVITIES[contracts.EMIT_NODE_EVENTS].timeouts(),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-            )
-        except ActivityError:
-            workflow.logger.warning("could not write DisruptionBlocked events")
+        await _best_effort(
+            contracts.EMIT_NODE_EVENTS,
+            NodeEventsInput(cluster=settings.cluster, events=events),
+            3,
+            "could not write DisruptionBlocked events",
+        )
 
     # A command's taint or a deletion mark left on a node no removal holds (its run ended from outside,
     # or a Cluster Autoscaler stopped for growth left it) is lifted before anything starts, as Karpenter
@@ -155,38 +163,28 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
     # recorded before replay without this call. The state is read again after the evaluation: a node
     # a removal took meanwhile keeps its taint.
     if left := [n for n in ev.disrupted_untracked if n not in state.scale_downs]:
-        try:
-            await workflow.execute_activity(
-                contracts.TAINT_DISRUPTED,
-                DisruptedTaintInput(cluster=settings.cluster, nodes=left, present=False, marks=True),
-                result_type=list[str],
-                **NODE_ACTIVITIES[contracts.TAINT_DISRUPTED].timeouts(),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-            )
-        except ActivityError:
-            workflow.logger.warning("could not lift the marks of %s", ", ".join(left))
+        await _best_effort(
+            contracts.TAINT_DISRUPTED,
+            DisruptedTaintInput(cluster=settings.cluster, nodes=left, present=False, marks=True),
+            3,
+            f"could not lift the marks of {', '.join(left)}",
+        )
 
     # Cluster Autoscaler's soft taint on the unneeded nodes, lifted from nodes needed again (named only
     # by an evaluation that starts nothing, as CA's loop; evaluations recorded before name none: those
     # histories replay without this call). A failure waits for the next evaluation, as in CA.
     if ev.soft_taint or ev.soft_untaint:
-        try:
-            await workflow.execute_activity(
-                contracts.UPDATE_SOFT_TAINTS,
-                SoftTaintInput(
-                    cluster=settings.cluster,
-                    taint=ev.soft_taint,
-                    untaint=ev.soft_untaint,
-                    time_budget_s=settings.max_bulk_soft_taint_time_s,
-                ),
-                result_type=list[str],
-                **NODE_ACTIVITIES[contracts.UPDATE_SOFT_TAINTS].timeouts(),
-                retry_policy=RetryPolicy(maximum_attempts=1),
-            )
-        except ActivityError:
-            workflow.logger.warning(
-                "could not update the soft taints of %s", ", ".join(ev.soft_taint + ev.soft_untaint)
-            )
+        await _best_effort(
+            contracts.UPDATE_SOFT_TAINTS,
+            SoftTaintInput(
+                cluster=settings.cluster,
+                taint=ev.soft_taint,
+                untaint=ev.soft_untaint,
+                time_budget_s=settings.max_bulk_soft_taint_time_s,
+            ),
+            1,
+            f"could not update the soft taints of {', '.join(ev.soft_taint + ev.soft_untaint)}",
+        )
 
     # Seed 004: a pod landing on a marked empty node cancels its scale-down. So does the node going
     # (another command deleted it): else its removal waited out its timer, up to the 20 min of an

@@ -19,7 +19,7 @@ from tests.workflows.source import parse
 
 WORKFLOWS_DIR = Path(__file__).parents[3] / "workflows" / "nodes"
 # Calls whose first argument is an activity name: the SDK's and the workflows' own helpers.
-ACTIVITY_CALLS = {"execute_activity", "start_activity", "execute_local_activity", "_kube"}
+ACTIVITY_CALLS = {"execute_activity", "start_activity", "execute_local_activity", "_kube", "_best_effort"}
 
 
 def names_called(source: str, path: str) -> set[str]:
