@@ -87,6 +87,11 @@ class _Evaluated:
     until: float
 
 
+def _ca_taint(key: str, effect: str) -> dict[str, str]:
+    """A Cluster Autoscaler deletion taint: the unix time it was put on as its value (utils/taints)."""
+    return {"key": key, "value": str(int(time.time())), "effect": effect}
+
+
 PRICES_WAIT_S = 5.0  # how long an evaluation waits for a provider's catalogue prices
 # Set when growth cordoned the node itself, so that un-marking uncordons only what growth cordoned.
 ANNOTATION_CORDONED = "growth.autoscaling.dev/cordoned"
@@ -378,7 +383,7 @@ class ScaleDownActivities:
             if not inp.candidate:
                 taints = [t for t in taints if t.get("key") != TAINT_DELETION_CANDIDATE]
             if not any(t.get("key") == key for t in taints):
-                taints.append({"key": key, "value": str(int(time.time())), "effect": effect})
+                taints.append(_ca_taint(key, effect))
             return {
                 "metadata": {"annotations": {ANNOTATION_SCALE_DOWN_AT: inp.scale_down_at}},
                 "spec": {"taints": taints},
@@ -451,12 +456,7 @@ class ScaleDownActivities:
                     return None
                 wrote = True
                 if present:
-                    soft = {
-                        "key": TAINT_DELETION_CANDIDATE,
-                        "value": str(int(time.time())),
-                        "effect": "PreferNoSchedule",
-                    }
-                    return {"spec": {"taints": [*taints, soft]}}
+                    return {"spec": {"taints": [*taints, _ca_taint(TAINT_DELETION_CANDIDATE, "PreferNoSchedule")]}}
                 return {"spec": {"taints": [t for t in taints if t.get("key") != TAINT_DELETION_CANDIDATE]}}
 
             if self._change_node(inp.cluster, name, change) and wrote:
