@@ -49,6 +49,7 @@ from scaling.nodes.scale_down.arrivals import deletion_strands
 from scaling.nodes.scale_down.checks import (
     billing_hold,
     group_settings,
+    headroom_kept,
     individual_blockers,
     is_managed,
     is_target,
@@ -199,9 +200,9 @@ def plan_scale_down(
             continue
         # The first method nothing holds names the removal (a later one may bring its own room, as a
         # replacement does); when all are held, the first one's blockers say why.
-        method, blockers = None, []
+        method, blockers, fit = None, [], None
         for m in qualified:
-            held, _ = individual_blockers(
+            held, fit = individual_blockers(
                 node,
                 mine,
                 pdbs,
@@ -257,6 +258,10 @@ def plan_scale_down(
                     message=f"node {node.name} {what} since {when(since)}: removable after {wait_s:.0f}s of it",
                 )
             ]
+            # select_removals keeps the last node holding its group's headroom when the timer is out;
+            # said while it runs too, so the node is not soft-tainted until then (scale_down.soft_taints).
+            if fit is not None and (room := headroom_kept(node, by_group, targets, landing, fit, mine)) is not None:
+                dec.reasons.append(room)
             continue
         if last_scale_up_at is not None and now - last_scale_up_at < gs.delay_after_add_s:
             dec.state = NodeState.UNNEEDED_WAITING

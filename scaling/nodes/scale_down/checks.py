@@ -24,6 +24,7 @@ from scaling.kube.drain import (
 from scaling.kube.models import LABEL_INSTANCE_TYPE, NodeInfo, PodInfo, Resources
 from scaling.nodes.billing import BILLING_PERIOD, removable_from
 from scaling.nodes.disruption.do_not_disrupt import do_not_disrupt_blockers
+from scaling.nodes.headroom import headroom_blocker
 from scaling.nodes.matching import pod_fits_node_shape
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL, NodeGroup, Pool, ScaleDownSettings
 from scaling.nodes.nodegroups import flatten_pools
@@ -222,6 +223,23 @@ def after_moves(used: dict[str, Resources], placements: dict[str, str], pods: li
     for pk, dest in placements.items():
         out[dest] = out.get(dest, Resources()) + by_key[pk].requests
     return out
+
+
+def headroom_kept(
+    node: NodeInfo,
+    groups: Mapping[str, NodeGroup],
+    targets: list[NodeInfo],
+    landing: Landing,
+    fit: FitResult,
+    pods: list[PodInfo],
+) -> Blocker | None:
+    """The `Headroom` blocker of ``node`` on its own: no other node of its group would hold the
+    headroom once ``node``'s ``pods`` (and those about to land on it) moved as ``fit`` placed them."""
+    group = groups.get(node.labels.get(LABEL_GROUP, ""))
+    if group is None or group.headroom is None:  # (the copy below is the cluster's size)
+        return None
+    movers = [*pods, *landing.arriving.get(node.name, [])]
+    return headroom_blocker(node, groups, targets, after_moves(landing.used, fit.placements, movers))
 
 
 def individual_blockers(

@@ -39,7 +39,9 @@ def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterab
     return {
         n
         for n in unneeded_since
-        if (d := decisions.get(n)) is not None and d.state not in NOT_UNNEEDED and d.reason not in KEPT_FOR_PODS
+        if (d := decisions.get(n)) is not None
+        and d.state not in NOT_UNNEEDED
+        and not any(r.code in KEPT_FOR_PODS for r in d.reasons)
     }
 
 

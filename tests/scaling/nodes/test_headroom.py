@@ -24,9 +24,10 @@ from scaling.nodes.models import InFlightRequest, NodeGroup, PodProblem
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups, parse_node_group
 from scaling.nodes.observation import never_satisfiable_events
 from scaling.nodes.providers.kwok import kwok_catalogue
-from scaling.nodes.scale_down.candidates import plan_scale_down
+from scaling.nodes.scale_down.candidates import UNNEEDED_TIME, plan_scale_down
 from scaling.nodes.scale_down.models import NodeState
 from scaling.nodes.scale_down.recheck import still_removable
+from scaling.nodes.scale_down.soft_taints import unneeded_nodes
 from scaling.nodes.scale_up.demand import tally_nodes
 from scaling.nodes.scale_up.planning import plan_scale_up
 
@@ -313,3 +314,23 @@ def test_the_recheck_keeps_the_last_headroom_holder() -> None:
     by_group = {"g": g}
     assert headroom_blocker(n1, by_group, [n2], {"n2": Resources(cpu_m=1500)}) is not None
     assert headroom_blocker(n1, by_group, [n2], {}) is None
+
+
+def test_an_underused_node_holding_the_headroom_says_so_while_its_timer_runs() -> None:
+    """Its unneeded timer runs (select_removals keeps it once the timer is out), and the Headroom
+    reason beside the timer's keeps the soft taint off it meanwhile, instead of putting the taint on
+    for the timer and lifting it once the timer is out."""
+    g = group(headroom={"cpu": "1100m"}, scaleDown={"unneededTime": "10m", "utilizationThreshold": 0.3})
+    nodes = [node_of(g, "n1"), node_of(g, "n2")]
+    pods = [running("db-0", "n1", 700), running("web-0", "n2", 200)]  # as the test above
+    plan = plan_scale_down(nodes, pods, [], [g], None, 10_000.0, {"n2": 9_900.0}, None, set(), set())
+    dec = plan.decisions["n2"]
+    assert dec.state == NodeState.UNNEEDED_WAITING and dec.unneeded_since == 9_900.0
+    assert [r.code for r in dec.reasons] == [UNNEEDED_TIME, HEADROOM]
+    assert unneeded_nodes(plan.decisions, plan.unneeded_since) == set()
+    # A 1 CPU headroom still fits n1 once n2's pod moved there: n2 is unneeded, the taint goes on.
+    g = group(headroom={"cpu": "1"}, scaleDown={"unneededTime": "10m", "utilizationThreshold": 0.3})
+    nodes = [node_of(g, "n1"), node_of(g, "n2")]
+    plan = plan_scale_down(nodes, pods, [], [g], None, 10_000.0, {"n2": 9_900.0}, None, set(), set())
+    assert [r.code for r in plan.decisions["n2"].reasons] == [UNNEEDED_TIME]
+    assert unneeded_nodes(plan.decisions, plan.unneeded_since) == {"n2"}

@@ -132,5 +132,9 @@ def test_unneeded_are_the_nodes_whose_pods_fit_elsewhere_and_whose_timer_runs() 
             decision("pdb", NodeState.BLOCKED, "NotEnoughPdb"),  # held before its timer: no timer
         ]
     }
+    # Waiting out its timer while it alone holds the headroom (candidates: headroom_kept).
+    holding = decision("holding", NodeState.UNNEEDED_WAITING, "UnneededTimeNotElapsed")
+    holding.reasons.append(Blocker(code=HEADROOM, message=HEADROOM))
+    decisions["holding"] = holding
     timers = [n for n in decisions if n != "pdb"] + ["gone"]
     assert unneeded_nodes(decisions, timers) == {"waiting", "empty", "underused", "budget"}
