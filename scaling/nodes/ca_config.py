@@ -68,6 +68,52 @@ def go_atoi(value: str) -> int | None:
     return n if INT64_MIN <= n <= INT64_MAX else None
 
 
+def _leading_digits(s: str) -> tuple[str, str]:
+    end = next((i for i, c in enumerate(s) if c not in _DIGITS), len(s))
+    return s[:end], s[end:]
+
+
+# time.ParseDuration's units, in nanoseconds (µ is U+00B5, μ U+03BC: Go takes both)
+_GO_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
+_GO_UNITS["h"] = 3600 * 10**9
+
+
+def go_parse_duration(value: str, field: str) -> float:
+    """Seconds from time.ParseDuration, which CA's duration flags go through: a sign, then decimal
+    numbers each with a unit ("300ms", "-1.5h", "2h45m"), or a bare "0"; within int64 nanoseconds.
+    Refused where Go refuses; a fraction is counted to the nanosecond (Go's float may differ by one)."""
+
+    def refused(why: str) -> CaSettingError:
+        return CaSettingError(field, f"{why} in duration {value!r} (Go's time.ParseDuration)")
+
+    s, negative = value, False
+    if s[:1] in ("-", "+"):
+        negative, s = s[0] == "-", s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        raise refused("invalid")
+    total = 0
+    while s:
+        whole, s = _leading_digits(s)
+        frac = ""
+        if s[:1] == ".":
+            frac, s = _leading_digits(s[1:])
+        if not whole and not frac:
+            raise refused("invalid")
+        end = next((i for i, c in enumerate(s) if c == "." or c in _DIGITS), len(s))  # Go: up to a number
+        unit, s = s[:end], s[end:]
+        if not unit:
+            raise refused("missing unit")
+        if unit not in _GO_UNITS:
+            raise refused(f"unknown unit {unit!r}")
+        scale = _GO_UNITS[unit]
+        total += int(whole or "0") * scale + (int(frac) * scale // 10 ** len(frac) if frac else 0)
+        if total > INT64_MAX + (1 if negative else 0):
+            raise refused("overflow")
+    return (-total if negative else total) / 1e9
+
+
 def go_base64(value: str, field: str) -> bytes:
     """base64.StdEncoding.DecodeString: padded standard alphabet; \\r and \\n are skipped."""
     text = value.replace("\r", "").replace("\n", "")

@@ -45,6 +45,7 @@ from scaling.nodes.ca_config import (
     go_base64,
     go_env_bool,
     go_parse_bool,
+    go_parse_duration,
     parse_cluster_config,
     parse_priorities,
 )
@@ -298,6 +299,20 @@ def _priorities(ca: CaSettings, flags: dict[str, list[str]], groups: list[_CaGro
         notes.append(f"--expander={expander}: growth picks the cheapest pool that fits within a priority tier")
 
 
+def _group_duration(value: str, seconds: float, flag: str, notes: list[str]) -> str | float:
+    """A CA duration as the group's scaleDown takes it: as written when it reads the same there
+    ("5m", "1h30m"), else in seconds ("0", "1500us"); a negative one, which CA reads as no wait, as 0s."""
+    if seconds < 0:
+        notes.append(f"--{flag}={value} is negative: carried over as 0s")
+        return "0s"
+    try:
+        if _duration_s(value, flag) == seconds:
+            return value
+    except InvalidSpec:
+        pass
+    return f"{int(seconds)}s" if seconds.is_integer() else seconds
+
+
 def _flags(flags: dict[str, list[str]], notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Scale-down flags become each group's scaleDown; loop flags the worker's autoscaler settings."""
     scale_down: dict[str, Any] = {}
@@ -310,17 +325,17 @@ def _flags(flags: dict[str, list[str]], notes: list[str]) -> tuple[dict[str, Any
                 scale_down[key] = go_parse_bool(value, f"--{flag}")
             elif key == "utilizationThreshold":
                 scale_down[key] = value
-            else:
-                try:  # refused here, naming the flag, not later on the group
-                    _duration_s(value, f"--{flag}")
-                except InvalidSpec as e:
-                    raise MigrationError(f"--{flag}", e.message) from None
-                scale_down[key] = value
+            else:  # refused here as CA refuses it, naming the flag, not later on the group
+                scale_down[key] = _group_duration(value, go_parse_duration(value, f"--{flag}"), flag, notes)
         elif flag in _LOOP_FLAGS:
             key = _LOOP_FLAGS[flag]
             try:
                 if key.endswith("_s"):
-                    loop[key] = _duration_s(value, f"--{flag}")
+                    seconds = go_parse_duration(value, f"--{flag}")
+                    if seconds < 0:
+                        notes.append(f"--{flag}={value} is negative: not carried over (growth's default)")
+                        continue
+                    loop[key] = seconds
                 elif key == "enforce_min_nodes":
                     loop[key] = go_parse_bool(value, f"--{flag}")
                 else:

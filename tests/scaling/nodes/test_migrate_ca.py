@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from activities.nodes.providers.hetzner import HetznerSettings
+from scaling.nodes.ca_config import go_parse_duration
 from scaling.nodes.migrate_ca import CaSettings, MigrationError, flag_values, migrate
 from scaling.nodes.nodegroups import flatten_pools, load_node_groups, priority_tiers
 from scaling.nodes.settings import AutoscalerSettings
@@ -442,6 +443,98 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "max_bulk_soft_taint_time_s": 1.5,
     }
     assert any("--balance-similar-node-groups=true has no growth equivalent" in n for n in result.notes)
+
+
+# go/src/time/time_test.go parseDurationTests and parseDurationErrorTests (those a Python str can hold)
+GO_DURATIONS = [
+    ("0", 0.0),
+    ("5s", 5.0),
+    ("1478s", 1478.0),
+    ("-5s", -5.0),
+    ("+5s", 5.0),
+    ("-0", 0.0),
+    ("+0", 0.0),
+    ("5.0s", 5.0),
+    ("5.6s", 5.6),
+    ("5.s", 5.0),
+    (".5s", 0.5),
+    ("1.004s", 1.004),
+    ("100.00100s", 100.001),
+    ("10ns", 1e-8),
+    ("11us", 11e-6),
+    ("12\u00b5s", 12e-6),
+    ("12\u03bcs", 12e-6),
+    ("13ms", 0.013),
+    ("15m", 900.0),
+    ("16h", 57600.0),
+    ("3h30m", 12600.0),
+    ("10.5s4m", 250.5),
+    ("-2m3.4s", -123.4),
+    ("1h2m3s4ms5us6ns", 3723.004005006),
+    ("39h9m14.425s", 140954.425),
+    ("52763797000ns", 52.763797),
+    ("0.3333333333333333333h", 1200.0),
+    ("9007199254740993ns", 9007199.254740993),
+    ("9223372036854775807ns", 9223372036.854775807),
+    ("-9223372036854775808ns", -9223372036.854775808),
+    ("-2562047h47m16.854775808s", -9223372036.854775808),
+    ("0.100000000000000000000h", 360.0),
+    ("0.830103483285477580700h", 2988.372539827),
+]
+GO_DURATION_ERRORS = [
+    "",
+    "3",
+    "-",
+    "s",
+    ".",
+    "-.",
+    ".s",
+    "+.s",
+    "1d",
+    "\ufffd",
+    "\ufffd hello \ufffd world",
+    "9223372036854775810ns",
+    "9223372036854775808ns",
+    "-9223372036854775809ns",
+    "9223372036854776us",
+    "3000000h",
+    "9223372036854775.808us",
+    "9223372036854ms775us808ns",
+]
+
+
+@pytest.mark.parametrize(("value", "seconds"), GO_DURATIONS)
+def test_ca_durations_read_as_go_parse_duration(value: str, seconds: float) -> None:
+    assert go_parse_duration(value, "--f") == pytest.approx(seconds, abs=1e-9)
+
+
+@pytest.mark.parametrize("value", GO_DURATION_ERRORS)
+def test_ca_durations_go_refuses_are_refused_naming_the_flag(value: str) -> None:
+    with pytest.raises(MigrationError) as e:
+        migrate(CaSettings(args=["--nodes=0:5:cx22:fsn1:p", f"--scale-down-unneeded-time={value}"]))
+    assert e.value.field == "--scale-down-unneeded-time"
+
+
+def test_a_duration_ca_takes_and_the_group_spells_otherwise_carries_in_seconds() -> None:
+    """A bare 0 (--scale-down-delay-after-add=0, common) and microseconds are Go durations the
+    group's field does not spell; a negative one CA reads as no wait. Each carries, and the groups
+    and settings written are valid."""
+    args = [
+        "--nodes=0:5:cx22:fsn1:p",
+        "--scale-down-delay-after-add=0",
+        "--scale-down-unneeded-time=1500us",
+        "--scale-down-unready-time=-1m",
+    ]
+    result = migrate(CaSettings(args=args))
+    valid(result)
+    assert result.node_groups[0]["spec"]["scaleDown"] == {"delayAfterAdd": "0s", "unneededTime": 0.0015}
+    loop = result.worker_settings["autoscaler"]
+    assert "scale_down_unready_time_s" not in loop
+    assert any("--scale-down-unready-time=-1m is negative" in n for n in result.notes)
+    negative = migrate(CaSettings(args=["--nodes=0:5:cx22:fsn1:p", "--scale-down-unneeded-time=-5m"]))
+    valid(negative)
+    assert negative.node_groups[0]["spec"]["scaleDown"] == {"unneededTime": "0s"}
+    assert any("--scale-down-unneeded-time=-5m is negative: carried over as 0s" in n for n in negative.notes)
 
 
 def test_a_soft_taint_count_above_growths_bound_is_carried_at_the_bound() -> None:
