@@ -276,6 +276,8 @@ class ScaleDownEvaluationInput(BaseModel):
     refused: list[RefusedConsolidation] = Field(default_factory=list)
     # The multi-node commands with a node in flight (ScaleDownStatus.command): their successors are held.
     replacing: list[str] = Field(default_factory=list)
+    # The loop's first evaluation: a soft taint's time may start a timer (settings.deletion_candidate_ttl_s).
+    first_evaluation: bool = False
 
 
 class RemovalTarget(BaseModel):
@@ -304,6 +306,8 @@ class ScaleDownEvaluation(BaseModel):
     # The plan's unneeded_since is the input's, less unneeded_ended, plus unneeded_started at `now`.
     unneeded_started: list[str] = Field(default_factory=list)
     unneeded_ended: list[str] = Field(default_factory=list)
+    # Timers started before `now`, at the time a soft taint says (first_evaluation only; at most one per node).
+    unneeded_adopted: dict[str, float] = Field(default_factory=dict)
     # Managed nodes only, most telling first (removing, removable, waiting, blocked, utilized),
     # at most MAX_CANDIDATES of them and CANDIDATES_MAX_BYTES of JSON, messages shortened.
     candidates: list[CandidateState] = Field(default_factory=list)

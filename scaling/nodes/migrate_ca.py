@@ -93,6 +93,7 @@ _LOOP_FLAGS = {
     "enforce-node-group-min-size": "enforce_min_nodes",
     "max-bulk-soft-taint-count": "max_bulk_soft_taint_count",
     "max-bulk-soft-taint-time": "max_bulk_soft_taint_time_s",
+    "node-deletion-candidate-ttl": "node_deletion_candidate_ttl_s",
 }
 # Flags that only say what CA is (or are growth's behaviour anyway): nothing to carry.
 _SILENT_FLAGS = {"cloud-provider", "expander", "nodes", "v", "logtostderr", "stderrthreshold", "alsologtostderr"}

@@ -59,6 +59,14 @@ class AutoscalerSettings(BaseModel):
         allow_inf_nan=False,
         description="seconds a loop spends on those taints at most (Cluster Autoscaler's --max-bulk-soft-taint-time)",
     )
+    node_deletion_candidate_ttl_s: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="on the loop's first scale-down evaluation, a node's soft taint younger than this starts "
+        "its unneeded timer at the time the taint says, so the timers a stopped Cluster Autoscaler kept carry "
+        "over; 0: off (Cluster Autoscaler's --node-deletion-candidate-ttl)",
+    )
     scale_down_unready_time_s: float = Field(
         default=1200.0,
         description="seconds a NotReady growth node must be unneeded before it is removed "

@@ -70,6 +70,7 @@ def loop_settings(settings: AutoscalerSettings) -> ScaleDownLoopSettings:
         max_removals_per_loop=settings.max_scale_down_per_loop,
         unready_time_s=settings.scale_down_unready_time_s,
         max_bulk_soft_taint_count=settings.max_bulk_soft_taint_count,
+        deletion_candidate_ttl_s=settings.node_deletion_candidate_ttl_s,
     )
 
 
@@ -134,6 +135,7 @@ async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: s
         candidates_digest=state.candidates_digest,
         refused=state.refused_consolidations,
         replacing=commands_in_flight(state),
+        first_evaluation=state.scale_down_evaluated_at is None,
     )
     key = reuse_key(inp)
     if stands(state.scale_down_reuse, view, key, now):

@@ -61,7 +61,7 @@ from scaling.nodes.scale_down.models import (
 )
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
-from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, unneeded_nodes
+from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, timers_from_soft_taints, unneeded_nodes
 from scaling.text import shorten
 
 # The loop's state carries them across continue-as-new: at 1,000 and 100 KB an idle 330-node
@@ -69,7 +69,8 @@ from scaling.text import shorten
 MAX_CANDIDATES = 100
 CANDIDATES_MAX_BYTES = 32_000
 MESSAGE_MAX_CHARS = 200
-DEFAULT_SOFT_TAINT_COUNT = ScaleDownLoopSettings().max_bulk_soft_taint_count
+DEFAULT_SETTINGS = ScaleDownLoopSettings()
+LATER_SETTINGS = ("max_bulk_soft_taint_count", "deletion_candidate_ttl_s")  # added since keys were kept
 REUSE_MAX_S = 300.0  # how long an evaluation is reused at most while nothing changes
 # Most telling first: what the loop is doing, what it could do, what holds it, then the rest.
 STATE_RANK = {
@@ -146,6 +147,7 @@ def apply_unneeded(unneeded_since: dict[str, float], ev: ScaleDownEvaluation, no
     ended = set(ev.unneeded_ended)
     out = {n: t for n, t in unneeded_since.items() if n not in ended}
     out.update((n, now) for n in ev.unneeded_started)
+    out.update(ev.unneeded_adopted)
     return out
 
 
@@ -157,14 +159,15 @@ def evaluate_scale_down(obs: ScaleDownObservation, inp: ScaleDownEvaluationInput
 def reuse_key(inp: ScaleDownEvaluationInput) -> str:
     """The input but for `now` and what only shapes the answer's size: two inputs with the same
     key, on the same cluster, evaluate alike until the first's ``stable_until``."""
-    # `replacing` only when set, the soft taints' count only when not CA's default: a key carried over
-    # continue-as-new from before either was kept matches, so a recorded run's reuse replays as it was
-    # decided.
-    exclude: dict[str, Any] = {"now": True, "fresh": True, "candidates_digest": True}
+    # Fields added since keys were first kept count only when set: a key carried over continue-as-new
+    # from before matches, so a recorded run's reuse replays as it was decided. Never the first
+    # evaluation's flag: the second would not stand for the first where it did when recorded (an
+    # evaluation that took timers changed the input's unneeded_since, so it is not reused anyway).
+    exclude: dict[str, Any] = {"now": True, "fresh": True, "candidates_digest": True, "first_evaluation": True}
     if not inp.replacing:
         exclude["replacing"] = True
-    if inp.settings.max_bulk_soft_taint_count == DEFAULT_SOFT_TAINT_COUNT:
-        exclude["settings"] = {"max_bulk_soft_taint_count"}
+    if at_default := {f for f in LATER_SETTINGS if getattr(inp.settings, f) == getattr(DEFAULT_SETTINGS, f)}:
+        exclude["settings"] = at_default
     body = inp.model_dump_json(exclude=exclude)
     return hashlib.sha256(body.encode()).hexdigest()[:24]
 
@@ -189,6 +192,12 @@ def evaluation_of(
     """The evaluation with every candidate (``for_input`` leaves out the ones the workflow holds),
     and until when the same cluster and input give the same one (``stable_until``). ``prices``: the
     catalogue's (scaling.nodes.catalogue.hourly_prices), for consolidation's order."""
+    # A Cluster Autoscaler stopped for growth hands over the timers its soft taints say, once.
+    adopted = (
+        timers_from_soft_taints(obs.nodes, inp.settings.deletion_candidate_ttl_s, inp.now)
+        if inp.first_evaluation
+        else {}
+    )
     plan = plan_from_input(
         ScaleDownInput(
             nodes=obs.nodes,
@@ -197,7 +206,7 @@ def evaluation_of(
             groups=obs.groups,
             storage=obs.storage,
             now=inp.now,
-            unneeded_since=inp.unneeded_since,
+            unneeded_since={**adopted, **inp.unneeded_since},
             last_scale_up_at=inp.last_scale_up_at,
             protected=inp.protected,
             in_progress=inp.in_progress,
@@ -224,7 +233,8 @@ def evaluation_of(
         to_remove=[removal_target(r, provider_ids) for r in plan.to_remove],
         consolidate=[removal_target(r, provider_ids) for r in plan.consolidation],
         consolidate_allowed=plan.consolidation_allowed,
-        unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since),
+        unneeded_started=sorted(n for n in plan.unneeded_since if n not in inp.unneeded_since and n not in adopted),
+        unneeded_adopted={n: t for n, t in adopted.items() if n in plan.unneeded_since and n not in inp.unneeded_since},
         unneeded_ended=sorted(n for n in inp.unneeded_since if n not in plan.unneeded_since),
         candidates=candidates,
         candidates_by_state=by_state,

@@ -39,6 +39,9 @@ class ScaleDownLoopSettings(BaseModel):
     # CA's --max-bulk-soft-taint-count: soft taints put on or lifted a loop (scale_down.soft_taints);
     # 0 or less: none put on, those left lifted, as in CA.
     max_bulk_soft_taint_count: int = 10
+    # CA's --node-deletion-candidate-ttl: a soft taint younger than this says a node's unneeded timer
+    # on the loop's first evaluation (scale_down.soft_taints.timers_from_soft_taints); 0: off, as in CA.
+    deletion_candidate_ttl_s: float = 0.0
     unready_time_s: float = 1200.0  # how long a NotReady node must be unneeded (CA: 20 min)
     default: ScaleDownSettings = Field(default_factory=ScaleDownSettings)  # unknown groups
     replicated_kinds: list[str] = Field(default_factory=lambda: sorted(REPLICATED_KINDS))

@@ -11,6 +11,7 @@ serves, its room counts and it stays a candidate (scaling.kube.drain.marked_for_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 
 from scaling.kube.drain import TAINT_DELETION_CANDIDATE, TAINT_DISRUPTED, marked_for_deletion
@@ -27,7 +28,27 @@ NOT_UNNEEDED = frozenset(
     {NodeState.UTILIZED, NodeState.DRIFTED, NodeState.EXPIRED, NodeState.CONSOLIDATED, NodeState.REMOVING}
 )
 KEPT_FOR_PODS = frozenset({BILLING_PERIOD, HEADROOM})
+_UNIX_TIME = re.compile(r"[+-]?[0-9]{1,18}")  # base 10, within int64
 OFF_LIFTS_MAX = 20  # soft taints lifted an evaluation when they are off (each name crosses the history)
+
+
+def timers_from_soft_taints(nodes: Iterable[NodeInfo], ttl_s: float, now: float) -> dict[str, float]:
+    """The unneeded timers a soft taint's value says (the unix time it was put on), for the nodes
+    whose taint is younger than ``ttl_s``, as Cluster Autoscaler started with
+    --node-deletion-candidate-ttl loads them (core/scaledown/unneeded/nodes.go LoadFromExistingTaints):
+    a CA stopped for growth hands over the timers it kept. A value that is no unix time is skipped; a
+    time to come is taken as now. None with ``ttl_s`` 0 (CA's default: off)."""
+    if ttl_s <= 0:
+        return {}
+    out: dict[str, float] = {}
+    for node in nodes:
+        value = next((t.value for t in node.taints if t.key == TAINT_DELETION_CANDIDATE), None)
+        if value is None or not _UNIX_TIME.fullmatch(value):  # as Go's strconv.ParseInt reads it
+            continue
+        since = float(int(value))
+        if since + ttl_s >= now:
+            out[node.name] = min(since, now)
+    return out
 
 
 def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterable[str]) -> set[str]:

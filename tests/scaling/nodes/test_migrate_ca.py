@@ -425,6 +425,7 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "--balance-similar-node-groups",
         "--max-bulk-soft-taint-count=0",
         "--max-bulk-soft-taint-time=1s500ms",
+        "--node-deletion-candidate-ttl=1h",
     ]
     assert flag_values(args)["scale-down-delay-after-add"] == ["2m0s"]
     result = migrate(CaSettings(args=args))
@@ -441,6 +442,7 @@ def test_ca_flags_become_scale_down_and_loop_settings() -> None:
         "readiness_timeout_s": 900.0,
         "max_bulk_soft_taint_count": 0,  # CA: 0 turns its soft taints off; growth reads it so too
         "max_bulk_soft_taint_time_s": 1.5,
+        "node_deletion_candidate_ttl_s": 3600.0,
     }
     assert any("--balance-similar-node-groups=true has no growth equivalent" in n for n in result.notes)
 
@@ -524,12 +526,13 @@ def test_a_duration_ca_takes_and_the_group_spells_otherwise_carries_in_seconds()
         "--scale-down-delay-after-add=0",
         "--scale-down-unneeded-time=1500us",
         "--scale-down-unready-time=-1m",
+        "--node-deletion-candidate-ttl=-1h",
     ]
     result = migrate(CaSettings(args=args))
     valid(result)
     assert result.node_groups[0]["spec"]["scaleDown"] == {"delayAfterAdd": "0s", "unneededTime": 0.0015}
     loop = result.worker_settings["autoscaler"]
-    assert "scale_down_unready_time_s" not in loop
+    assert "scale_down_unready_time_s" not in loop and "node_deletion_candidate_ttl_s" not in loop
     assert any("--scale-down-unready-time=-1m is negative" in n for n in result.notes)
     negative = migrate(CaSettings(args=["--nodes=0:5:cx22:fsn1:p", "--scale-down-unneeded-time=-5m"]))
     valid(negative)

@@ -717,3 +717,34 @@ async def test_marks_a_stopped_cluster_autoscaler_left_are_kept_or_lifted_as_it_
     }
     assert "update_soft_deletion_taints" in names
     await new_replayer(WORKFLOWS).replay_workflow(history)
+
+
+async def test_the_timers_a_stopped_cluster_autoscaler_soft_taints_say_carry_over_with_the_ttl(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001
+) -> None:
+    """CA started with --node-deletion-candidate-ttl takes each soft-tainted node's unneeded time
+    from the taint's value (unneeded/nodes.go LoadFromExistingTaints). growth's first evaluation does
+    so with node_deletion_candidate_ttl_s: a found unneeded by CA 595 s ago goes once its 600 s are
+    out, c, unneeded too but untainted, starts its timer now and stays."""
+    import time
+
+    from scaling.kube.drain import TAINT_DELETION_CANDIDATE
+    from scaling.kube.models import Taint
+
+    world = DownWorld()
+    at = str(int(time.time()) - 595)
+    a = node("a").model_copy(
+        update={"taints": [Taint(key=TAINT_DELETION_CANDIDATE, value=at, effect="PreferNoSchedule")]}
+    )
+    busy = [app_pod(f"web-d{i}", "d") for i in range(12)]
+    observed(world, [a, node("c"), node("d")], [app_pod("web-a", "a"), app_pod("web-c", "c"), *busy])
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq, node_deletion_candidate_ttl_s=3600)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+    await until(lambda: world.deleted == ["a"], timeout=60)
+    status = await h.query(NodeAutoscalerWorkflow.status)
+    c = next(x for x in status.candidates if x.node == "c")
+    assert c.state == "UnneededWaiting" and c.removable_at is not None and c.removable_at > time.time() + 500
+    history = await h.fetch_history()
+    await new_replayer(WORKFLOWS).replay_workflow(history)

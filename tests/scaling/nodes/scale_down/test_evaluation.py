@@ -517,12 +517,50 @@ def test_the_reuse_key_of_an_input_with_no_command_in_flight_is_the_one_before_c
             "fresh": True,
             "candidates_digest": True,
             "replacing": True,
-            "settings": {"max_bulk_soft_taint_count"},  # nor the soft taints' count, at CA's default
+            "first_evaluation": True,
+            # nor the soft taints' count at CA's default, nor their TTL while off
+            "settings": {"max_bulk_soft_taint_count", "deletion_candidate_ttl_s"},
         }
     )
     assert reuse_key(inp) == hashlib.sha256(before.encode()).hexdigest()[:24]
     fewer = inp.model_copy(update={"settings": ScaleDownLoopSettings(max_bulk_soft_taint_count=0)})
     assert reuse_key(fewer) != reuse_key(inp)  # set otherwise, it counts
+    ttl = inp.model_copy(update={"settings": ScaleDownLoopSettings(deletion_candidate_ttl_s=300)})
+    assert reuse_key(ttl) != reuse_key(inp)
+    # The first evaluation's key is the second's, as before the flag was sent.
+    assert reuse_key(inp.model_copy(update={"first_evaluation": True})) == reuse_key(inp)
+
+
+def test_the_first_evaluation_takes_the_timers_a_stopped_cluster_autoscaler_soft_taints_say() -> None:
+    """CA started with --node-deletion-candidate-ttl loads each node's unneeded time from its soft
+    taint; growth does so on the loop's first evaluation, for a node the plan finds unneeded and
+    that has no timer yet, so a node CA found unneeded 8 minutes ago goes 2 minutes later, not 10."""
+    obs = waiting_cluster()
+    obs.nodes[1].taints = [Taint(key=TAINT_DELETION_CANDIDATE, value=str(int(NOW) - 480), effect="PreferNoSchedule")]
+    settings = ScaleDownLoopSettings(deletion_candidate_ttl_s=900)
+    inp = ScaleDownEvaluationInput(cluster="c", now=NOW, settings=settings, first_evaluation=True)
+    ev = evaluation_of(obs, inp)
+    assert (ev.unneeded_adopted, ev.unneeded_started) == ({"light": NOW - 480}, [])
+    timers = apply_unneeded({}, ev, NOW)
+    assert timers == {"light": NOW - 480}
+    assert ev.stable_until == NOW + 120  # its timer (600 s) runs out then
+    later = evaluation_of(
+        obs, inp.model_copy(update={"now": NOW + 120, "unneeded_since": timers, "first_evaluation": False})
+    )
+    assert [t.name for t in later.to_remove] == ["light"]
+    # Only on the first evaluation, only with the TTL set and the taint younger than it; a timer the
+    # loop keeps stands, and a node the plan finds needed starts none.
+    for update in (
+        {"first_evaluation": False},
+        {"settings": ScaleDownLoopSettings()},
+        {"settings": ScaleDownLoopSettings(deletion_candidate_ttl_s=300)},
+    ):
+        ev = evaluation_of(obs, inp.model_copy(update=update))
+        assert (ev.unneeded_adopted, ev.unneeded_started) == ({}, ["light"]), update
+    kept = evaluation_of(obs, inp.model_copy(update={"unneeded_since": {"light": NOW - 60}}))
+    assert (kept.unneeded_adopted, kept.unneeded_started) == ({}, [])
+    needed = obs.model_copy(update={"pods": [*obs.pods, app("x", "light", 2500)]})
+    assert evaluation_of(needed, inp).unneeded_adopted == {}
 
 
 def test_stable_until_stops_at_a_budget_window_edge() -> None:

@@ -16,7 +16,12 @@ from scaling.nodes.billing import BILLING_PERIOD
 from scaling.nodes.headroom import HEADROOM
 from scaling.nodes.models import LABEL_GROUP, LABEL_POOL
 from scaling.nodes.scale_down.models import NodeDecision, NodeState
-from scaling.nodes.scale_down.soft_taints import OFF_LIFTS_MAX, soft_deletion_taints, unneeded_nodes
+from scaling.nodes.scale_down.soft_taints import (
+    OFF_LIFTS_MAX,
+    soft_deletion_taints,
+    timers_from_soft_taints,
+    unneeded_nodes,
+)
 
 SOFT = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
 
@@ -138,3 +143,30 @@ def test_unneeded_are_the_nodes_whose_pods_fit_elsewhere_and_whose_timer_runs() 
     decisions["holding"] = holding
     timers = [n for n in decisions if n != "pdb"] + ["gone"]
     assert unneeded_nodes(decisions, timers) == {"waiting", "empty", "underused", "budget"}
+
+
+def test_timers_from_soft_taints_as_cluster_autoscaler_loads_them() -> None:
+    """cluster-autoscaler/core/scaledown/unneeded/nodes_test.go TestNodeLoadFromExistingTaints: with a
+    5-minute TTL, a taint put on 2 minutes ago says the node's timer, one 20 minutes old, no taint or
+    a value that is no unix time do not; with the TTL at 0 (CA's default) nothing is loaded."""
+    now = 1_800_000_000.0
+
+    def at(age_s: float) -> Taint:
+        return SOFT.model_copy(update={"value": str(int(now - age_s))})
+
+    nodes = [
+        node("n1", at(120)),
+        node("n2"),
+        node("n3", at(1200)),
+        node("n4", SOFT.model_copy(update={"value": "INVALID_VALUE"})),
+    ]
+    assert timers_from_soft_taints(nodes[:2], 300, now) == {"n1": now - 120}
+    assert timers_from_soft_taints(nodes[:3], 300, now) == {"n1": now - 120}
+    assert timers_from_soft_taints(nodes, 300, now) == {"n1": now - 120}
+    assert timers_from_soft_taints(nodes, 0, now) == {}
+    # A time to come (another clock) starts now; Python's int() reading of "1_7" or " 17" is not Go's.
+    ahead = node("n5", SOFT.model_copy(update={"value": str(int(now) + 60)}))
+    recent = str(int(now) - 60)
+    values = [f"{recent[:4]}_{recent[4:]}", f" {recent}", recent.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))]
+    odd = [node(f"o{i}", SOFT.model_copy(update={"value": v})) for i, v in enumerate(values)]
+    assert timers_from_soft_taints([ahead, *odd], 300, now) == {"n5": now}
