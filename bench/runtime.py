@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import sys
 import threading
 import time
@@ -40,15 +41,28 @@ SHUT_DOWN_S = 10.0
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on a Temporal runtime of its own (the default for every client in the
-    process), shut down once `main` has ended, whatever its outcome."""
+    process), shut down once `main` has ended, whatever its outcome. SIGTERM ends it as Ctrl-C does."""
     runtime = Runtime(telemetry=TelemetryConfig())
     Runtime.set_default(runtime)
     alive = weakref.ref(runtime)
     del runtime
+    # The stack's processes run in sessions of their own (starters.processes): only the cleanup that
+    # Ctrl-C runs stops them. SIGTERM's default action (a `timeout`, a CI job cancelled) left the dev
+    # server, the sim, Prometheus and the worker running, taking the cores of whatever ran next.
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         return asyncio.run(main)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         shut_down(alive)
+
+
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        # No handler of asyncio.run's (a shell starts a background job with SIGINT ignored): unwind
+        # from here; asyncio.run then cancels the main task and waits for its cleanup.
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)  # asyncio.run's own handler: the main task is cancelled
 
 
 def shut_down(alive: weakref.ref[Runtime]) -> None:

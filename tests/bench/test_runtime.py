@@ -6,6 +6,9 @@ the loop, until the interpreter finalizes (at most a second)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +80,41 @@ def test_without_it_the_same_run_dies_at_exit(temporal_test_server_path: str) ->
     done = run("asyncio", "served", temporal_test_server_path)
     assert done.stdout.strip() == "served"
     assert done.returncode < 0, (done.returncode, done.stderr)
+
+
+STACK = """
+import asyncio, signal, subprocess, sys
+from bench import runtime
+
+if sys.argv[1] == "ignored":  # as a shell starts a background job (`make bench-components &`)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+async def main():
+    # A stack's process, in a session of its own as starters.processes starts them.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    print(child.pid, flush=True)
+    try:
+        await asyncio.sleep(120)
+    finally:
+        child.kill()
+        child.wait()
+
+runtime.run(main())
+"""
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_stops_a_bench_as_ctrl_c_does_so_its_stack_does_not_outlive_it(sigint: str) -> None:
+    """`timeout 600 make bench-components` killed the bench and left its dev server, sim, Prometheus
+    and worker running (SIGTERM's default action skips the cleanup)."""
+    bench = subprocess.Popen([sys.executable, "-c", STACK, sigint], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert bench.stdout is not None
+    child = int(bench.stdout.readline())
+    try:
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) != 0  # interrupted, as by Ctrl-C
+        with pytest.raises(ProcessLookupError):  # killed and reaped by the bench's cleanup
+            os.kill(child, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
