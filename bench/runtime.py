@@ -49,20 +49,19 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     # The stack's processes run in sessions of their own (starters.processes): only the cleanup that
     # Ctrl-C runs stops them. SIGTERM's default action (a `timeout`, a CI job cancelled) left the dev
     # server, the sim, Prometheus and the worker running, taking the cores of whatever ran next.
-    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    # asyncio.run cancels the main task on SIGINT only over Python's own handler, which a shell's
+    # background job or a pytest-xdist worker does not have (SIGINT ignored): it is put back for the run.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         return asyncio.run(main)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
         shut_down(alive)
 
 
 def _as_ctrl_c(signum: int, frame: object) -> None:
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-        # No handler of asyncio.run's (a shell starts a background job with SIGINT ignored): unwind
-        # from here; asyncio.run then cancels the main task and waits for its cleanup.
-        raise KeyboardInterrupt
-    signal.raise_signal(signal.SIGINT)  # asyncio.run's own handler: the main task is cancelled
+    signal.raise_signal(signal.SIGINT)  # asyncio.run's handler: the main task is cancelled at its next await
 
 
 def shut_down(alive: weakref.ref[Runtime]) -> None:

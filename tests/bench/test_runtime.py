@@ -86,8 +86,8 @@ STACK = """
 import asyncio, signal, subprocess, sys
 from bench import runtime
 
-if sys.argv[1] == "ignored":  # as a shell starts a background job (`make bench-components &`)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# Ignored as a shell starts a background job (`make bench-components &`) and pytest-xdist its workers.
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
 
 async def main():
     # A stack's process, in a session of its own as starters.processes starts them.
