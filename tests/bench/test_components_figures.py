@@ -1,0 +1,57 @@
+"""bench/components_scale.py's interval count from the histories: a ScaledOut/ScaledIn Event's
+time is when the workflow's write of it completed (the guard counts from there, issue 20), read
+from the activity's scheduled input and its completion."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from bench.components_scale import recorded_changes
+from scaling.components.contracts import EMIT_AUTOSCALER_EVENT, PATCH_REPLICAS
+from starters.scenarios.components import interval_violations
+
+T0 = datetime(2026, 11, 30, 14, 0, tzinfo=UTC).timestamp()
+
+
+def scheduled(event_id: int, activity: str, inp: dict) -> HistoryEvent:
+    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    e.event_time.FromSeconds(int(T0))
+    attrs = e.activity_task_scheduled_event_attributes
+    attrs.activity_type.name = activity
+    attrs.input.payloads.append(Payload(data=json.dumps(inp).encode()))
+    return e
+
+
+def completed(event_id: int, scheduled_id: int, at: float) -> HistoryEvent:
+    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+    e.event_time.FromSeconds(int(T0 + at))
+    e.activity_task_completed_event_attributes.scheduled_event_id = scheduled_id
+    return e
+
+
+def event(reason: str, message: str) -> dict:
+    return {"namespace": "tidb-0", "name": "a", "reason": reason, "message": message, "type": "Normal"}
+
+
+def test_changes_are_read_at_the_completion_of_their_event_write() -> None:
+    events = [
+        scheduled(5, PATCH_REPLICAS, {"namespace": "tidb-0", "cluster": "db", "component": "tikv", "replicas": 4}),
+        completed(7, 5, 1),
+        scheduled(9, EMIT_AUTOSCALER_EVENT, event("ScaledOut", "tikv db: replicas 3 -> 4 (cpu)")),
+        scheduled(10, EMIT_AUTOSCALER_EVENT, event("GroupCreated", "tikv group auto-1 (g) created, 1")),
+        completed(12, 10, 2),
+        completed(13, 9, 16),  # its write waited 15 s for a worker slot
+        scheduled(20, EMIT_AUTOSCALER_EVENT, event("ScaledIn", "tikv db: replicas 4 -> 3 (cpu)")),
+        completed(21, 20, 47),
+    ]
+    at = [datetime.fromtimestamp(T0 + s, UTC) for s in (16, 47)]
+    assert recorded_changes(events) == [(at[0], "tikv", "ScaledOut"), (at[1], "tikv", "ScaledIn")]
+    # 31 s apart: the 30 s scale-in interval held; with 25 s it would not.
+    assert interval_violations(recorded_changes(events), 20, 30) == 0
+    late = [*events[:-1], completed(21, 20, 41)]
+    assert interval_violations(recorded_changes(late), 20, 30) == 1
