@@ -98,13 +98,13 @@ def recorded_changes(events: list[Any]) -> list[tuple[datetime, str, str]]:
     scheduled: dict[int, tuple[str, str]] = {}
     out: list[tuple[datetime, str, str]] = []
     for ev in events:
-        if ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        if ev.HasField("activity_task_scheduled_event_attributes"):
             attrs = ev.activity_task_scheduled_event_attributes
             if attrs.activity_type.name == EMIT_AUTOSCALER_EVENT and attrs.input.payloads:
                 body = json.loads(attrs.input.payloads[0].data)
                 if body.get("reason") in ("ScaledOut", "ScaledIn"):
                     scheduled[ev.event_id] = ((body.get("message") or "").split(" ", 1)[0], body["reason"])
-        elif ev.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        elif ev.HasField("activity_task_completed_event_attributes"):
             change = scheduled.get(ev.activity_task_completed_event_attributes.scheduled_event_id)
             if change is not None:
                 out.append((ev.event_time.ToDatetime(tzinfo=UTC), *change))

@@ -4,31 +4,18 @@ from the activity's scheduled input and its completion."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 
-from temporalio.api.common.v1 import Payload
-from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.components_scale import recorded_changes
 from scaling.components.contracts import EMIT_AUTOSCALER_EVENT, PATCH_REPLICAS
 from starters.scenarios.components import interval_violations
-
-T0 = datetime(2026, 11, 30, 14, 0, tzinfo=UTC).timestamp()
-
-
-def scheduled(event_id: int, activity: str, inp: dict) -> HistoryEvent:
-    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    e.event_time.FromSeconds(int(T0))
-    attrs = e.activity_task_scheduled_event_attributes
-    attrs.activity_type.name = activity
-    attrs.input.payloads.append(Payload(data=json.dumps(inp).encode()))
-    return e
+from tests.bench.test_e2e_figures import T0, scheduled
 
 
 def completed(event_id: int, scheduled_id: int, at: float) -> HistoryEvent:
-    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+    e = HistoryEvent(event_id=event_id)
     e.event_time.FromSeconds(int(T0 + at))
     e.activity_task_completed_event_attributes.scheduled_event_id = scheduled_id
     return e
