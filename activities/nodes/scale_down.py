@@ -8,6 +8,7 @@ already deleted succeeds.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import threading
 import time
@@ -85,6 +86,14 @@ class _Evaluated:
     evaluation: ScaleDownEvaluation
     at: float
     until: float
+
+
+class NodeChange(enum.Enum):
+    """What ScaleDownActivities._change_node came to."""
+
+    GONE = "gone"  # no such node
+    AS_ASKED = "as_asked"  # nothing to change
+    PATCHED = "patched"
 
 
 def _ca_taint(key: str, effect: str) -> dict[str, str]:
@@ -343,9 +352,11 @@ class ScaleDownActivities:
 
         return json.loads(resp.data)
 
-    def _change_node(self, cluster: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+    def _change_node(
+        self, cluster: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> NodeChange:
         """Patch the node with ``change(node)`` (None: nothing to change) on the version it was read at,
-        and read again on a conflict; False: the node is gone. A patch replaces spec.taints whole, and
+        and read again on a conflict (judged again); what came of it. A patch replaces spec.taints whole, and
         others write it too (the node lifecycle controller's not-ready and pressure taints, users): one
         from a stale read would put back a taint since removed or drop one since added. Cluster
         Autoscaler updates its taints so too (utils/taints: Update on the read's resourceVersion, again
@@ -354,17 +365,17 @@ class ScaleDownActivities:
         while True:
             node = self._read_node(cluster, name)
             if node is None:
-                return False
+                return NodeChange.GONE
             body = change(node)
             if body is None:
-                return True
+                return NodeChange.AS_ASKED
             body.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
             try:
                 self._core(cluster).patch_node(name, body)
-                return True
+                return NodeChange.PATCHED
             except ApiException as e:
                 if e.status == 404:  # the node is gone already: nothing to mark or unmark
-                    return False
+                    return NodeChange.GONE
                 conflicts += 1
                 if e.status != 409 or conflicts == CONFLICT_RETRIES:
                     raise
@@ -389,7 +400,7 @@ class ScaleDownActivities:
                 "spec": {"taints": taints},
             }
 
-        return self._change_node(inp.cluster, inp.node, mark)
+        return self._change_node(inp.cluster, inp.node, mark) is not NodeChange.GONE
 
     @activity.defn(name=contracts.UNMARK_NODE)
     def unmark_node(self, inp: UnmarkNodeInput) -> None:
@@ -431,7 +442,7 @@ class ScaleDownActivities:
                 body["metadata"] = {"annotations": {ANNOTATION_SCALE_DOWN_AT: None}}
             return body
 
-        return [n for n in inp.nodes if self._change_node(inp.cluster, n, change)]
+        return [n for n in inp.nodes if self._change_node(inp.cluster, n, change) is not NodeChange.GONE]
 
     @activity.defn(name=contracts.UPDATE_SOFT_TAINTS)
     def update_soft_deletion_taints(self, inp: SoftTaintInput) -> list[str]:
@@ -445,21 +456,17 @@ class ScaleDownActivities:
         for name, present in [*((n, False) for n in inp.untaint), *((n, True) for n in inp.taint)]:
             if time.monotonic() - start >= inp.time_budget_s:
                 break
-            wrote = False
 
             def change(node: dict[str, Any], present: bool = present) -> dict[str, Any] | None:
-                nonlocal wrote
-                wrote = False  # read again after a conflict: judged again
                 taints = list((node.get("spec") or {}).get("taints") or [])
                 keys = {t.get("key") for t in taints}
                 if TAINT_TO_BE_DELETED in keys or (TAINT_DELETION_CANDIDATE in keys) == present:
                     return None
-                wrote = True
                 if present:
                     return {"spec": {"taints": [*taints, _ca_taint(TAINT_DELETION_CANDIDATE, "PreferNoSchedule")]}}
                 return {"spec": {"taints": [t for t in taints if t.get("key") != TAINT_DELETION_CANDIDATE]}}
 
-            if self._change_node(inp.cluster, name, change) and wrote:
+            if self._change_node(inp.cluster, name, change) is NodeChange.PATCHED:
                 changed.append(name)
         return changed
 

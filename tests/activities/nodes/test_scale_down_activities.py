@@ -179,7 +179,7 @@ def test_the_soft_taints_stop_once_their_time_is_spent(
     monkeypatch.setattr(module, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
     change = acts._change_node
 
-    def slow_change(*args, **kwargs) -> bool:
+    def slow_change(*args, **kwargs):  # noqa: ANN202
         clock[0] += 1.0  # each node's update takes a second
         return change(*args, **kwargs)
 
