@@ -46,7 +46,7 @@ from bench import consolidation as day
 from bench import runtime
 from bench.chaos_harness import Stack, start_node_loop
 from bench.machine import load_average
-from scaling.kube.drain import ANNOTATION_SCALE_DOWN_AT, TAINT_DELETION_CANDIDATE, TAINT_TO_BE_DELETED
+from scaling.kube.drain import deletion_marked
 from scaling.kube.models import PodInfo, Resources
 from scaling.nodes.contracts import DELETE_NODE, EVALUATE_SCALE_DOWN, EVICT_IN_ORDER, EVICT_POD
 from scaling.nodes.disruption.budgets import is_active
@@ -129,12 +129,10 @@ class Seen:
 def node_seen(obj: dict[str, Any]) -> NodeSeen:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    keys = {t.get("key") for t in spec.get("taints") or []}
-    # The hard mark, or a removal's soft one (its ScaleDownAt beside it). The soft taint alone is the
-    # loop's hint on an unneeded node (as Cluster Autoscaler's): it serves on, and no budget counts it.
-    tainted = TAINT_TO_BE_DELETED in keys or (
-        TAINT_DELETION_CANDIDATE in keys and ANNOTATION_SCALE_DOWN_AT in (meta.get("annotations") or {})
-    )
+    # The soft taint alone is the loop's hint on an unneeded node (as Cluster Autoscaler's): it serves
+    # on, and no budget counts it.
+    keys = {t.get("key") or "" for t in spec.get("taints") or []}
+    tainted = deletion_marked(keys, meta.get("annotations") or {})
     return NodeSeen(
         server_type=(meta.get("labels") or {}).get(INSTANCE_TYPE, ""),
         ready=ready,

@@ -21,6 +21,7 @@ Rule order per pod, first match wins for the pod:
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -226,12 +227,15 @@ def has_blocking_local_storage(pod: PodInfo) -> bool:
 
 
 def marked_for_deletion(node: NodeInfo) -> bool:
+    return deletion_marked({t.key for t in node.taints}, node.annotations)
+
+
+def deletion_marked(taint_keys: Collection[str], annotations: Mapping[str, str]) -> bool:
     """On its way out: the hard mark, or a removal's soft one (its ScaleDownAt beside it). The soft
     taint alone is Cluster Autoscaler's hint on an unneeded node: the node still serves and may still
     take pods, so the planners count its room and may remove it."""
-    keys = {t.key for t in node.taints}
-    return TAINT_TO_BE_DELETED in keys or (
-        TAINT_DELETION_CANDIDATE in keys and ANNOTATION_SCALE_DOWN_AT in node.annotations
+    return TAINT_TO_BE_DELETED in taint_keys or (
+        TAINT_DELETION_CANDIDATE in taint_keys and ANNOTATION_SCALE_DOWN_AT in annotations
     )
 
 
