@@ -5,6 +5,7 @@ blockers that hold one node on its own.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 
 from scaling.kube.drain import (
@@ -236,10 +237,14 @@ def headroom_kept(
     """The `Headroom` blocker of ``node`` on its own: no other node of its group would hold the
     headroom once ``node``'s ``pods`` (and those about to land on it) moved as ``fit`` placed them."""
     group = groups.get(node.labels.get(LABEL_GROUP, ""))
-    if group is None or group.headroom is None:  # (the copy below is the cluster's size)
+    if group is None or group.headroom is None:
         return None
     movers = [*pods, *landing.arriving.get(node.name, [])]
-    return headroom_blocker(node, groups, targets, after_moves(landing.used, fit.placements, movers))
+    # Only the destinations change: over the cluster's room, not a copy of it for each waiting node.
+    destinations = {d: landing.used.get(d, NOTHING) for d in fit.placements.values()}
+    return headroom_blocker(
+        node, groups, targets, ChainMap(after_moves(destinations, fit.placements, movers), landing.used)
+    )
 
 
 def individual_blockers(
