@@ -7,7 +7,9 @@ Prometheus, fake PD) and one growth worker process, started as `make demo SCENAR
 starts them. N TidbClusters (TiKV 3 x 2 cores), `--per-namespace` to a namespace, each with a
 TidbClusterAutoScaler (CPU 0.2-0.8, out/in intervals) and a ComponentAutoscaler workflow. Load:
 every cluster at 50% of its TiKV quota; a third of them go hot (95%) for the first half, so they
-scale out, and drop to 10% for the second half, so they scale back in.
+scale out, and drop to 10% for the second half, so they scale back in. A real Prometheus, when
+one is installed, scrapes the pods every `--scrape-interval` (5 s; the demo's 1 s) and the CPU
+window is four scrapes; with `--metrics-source sim` it scrapes only the worker.
 
 Figures:
 - round duration p50/p99: per workflow from its history, a timer's firing (or the run's start)
@@ -58,6 +60,11 @@ from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflo
 AIM_ROUND_P99_S = 5.0
 TIKV_QUOTA = 3 * 2.0  # base_cluster(): 3 TiKV x 2 cores
 PROM_ROUTES = ("/api/v1/query", "/api/v1/query_range")
+
+
+def cpu_window_s(scrape_interval: float) -> int:
+    """The CPU query's window: four scrapes, as Prometheus advises for rate() (at least two)."""
+    return max(1, round(4 * scrape_interval))
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -221,9 +228,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             workdir=str(workdir),
             headless=True,
             metrics_source=args.metrics_source,
+            scrape_interval=f"{args.scrape_interval:g}s",
             components_settings={
                 "prometheus_batch_s": args.prometheus_batch_s,
                 "capacity_max_age_s": args.capacity_max_age_s,
+                "cpu_window_s": cpu_window_s(args.scrape_interval),
             },
         )
     )
@@ -305,6 +314,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "metrics_source": demo.metrics_source,
         "prometheus_batch_s": args.prometheus_batch_s,
         "capacity_max_age_s": args.capacity_max_age_s,
+        "scrape_interval_s": args.scrape_interval,
+        "cpu_window_s": cpu_window_s(args.scrape_interval),
         "namespaces": len({ns for ns, _ in bench.names}),
         "seconds": round(elapsed, 1),
         "rounds": rounds,
@@ -357,6 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "sim", "prometheus"],
         default=None,
         help="a real Prometheus or the sim's PromQL (default GROWTH_METRICS_SOURCE, else auto)",
+    )
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=5.0,
+        help="the real Prometheus's scrape interval in seconds (TidbMonitor's default is 15; the demo's 1 s over "
+        "a thousand pods takes a core of a small machine); the CPU window is four of them",
     )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)

@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Protocol, TypeVar
 
 JSON = "application/json"
 T = TypeVar("T")
+
+
+class Server(ThreadingHTTPServer):
+    """A thread per connection, listening with a real server's accept backlog. socketserver listens
+    with 5; Go's net/http (kube-apiserver, Prometheus, PD, the clouds' APIs) with the system's
+    somaxconn. Past 5 connections not yet accepted the kernel drops the handshake and the client
+    sends its SYN again after 1, 3, 7 s: a burst of new connections (a worker's client pools
+    refilling, a Prometheus scraping a thousand pods) waited seconds on a sim that had time."""
+
+    daemon_threads = True
+    request_queue_size = socket.SOMAXCONN
 
 
 class HttpError(Exception):

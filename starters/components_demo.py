@@ -87,10 +87,13 @@ class ComponentsDemo:
         binary = prometheus.binary()
         if binary is not None:  # it scrapes the worker for the dashboard's queries whichever source growth reads
             version = prometheus.version(binary)
-            say(
-                f"starting {version}: it scrapes the TiDB world's pods and the worker every {prometheus.SCRAPE_INTERVAL}"
-            )
-            config = prometheus.scrape_config(self.control_url, self.metrics_address, monitoring.RULES)
+            interval = getattr(a, "scrape_interval", None) or prometheus.SCRAPE_INTERVAL
+            # The TiDB world's pods only when growth reads them there: a bench's thousand pods a
+            # second would take the sim's core for series nobody queries.
+            tidb_url = self.control_url if source == "prometheus" else None
+            scraped = "the TiDB world's pods and the worker" if tidb_url else "the worker"
+            say(f"starting {version}: it scrapes {scraped} every {interval}")
+            config = prometheus.scrape_config(tidb_url, self.metrics_address, monitoring.RULES, interval)
             self.prometheus_url = prometheus.start(self.procs, self.workdir, config)
             if source == "prometheus":
                 self.metrics_source, prometheus_url = version, self.prometheus_url

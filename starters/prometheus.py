@@ -36,21 +36,23 @@ def version(path: str) -> str:
     return f"prometheus {m.group(1)}" if m else "prometheus"
 
 
-def scrape_config(tidb_url: str | None, worker_address: str | None, rules: Path | None = None) -> dict[str, Any]:
+def scrape_config(
+    tidb_url: str | None, worker_address: str | None, rules: Path | None = None, interval: str = SCRAPE_INTERVAL
+) -> dict[str, Any]:
     jobs: list[dict[str, Any]] = []
     if tidb_url is not None:
         jobs.append(
             {
                 "job_name": "tidb-cluster",
                 "honor_labels": True,
-                "http_sd_configs": [{"url": f"{tidb_url}/sim/v1/targets", "refresh_interval": SCRAPE_INTERVAL}],
+                "http_sd_configs": [{"url": f"{tidb_url}/sim/v1/targets", "refresh_interval": interval}],
                 "relabel_configs": SCRAPE_RELABEL,
             }
         )
     if worker_address is not None:
         jobs.append({"job_name": "growth", "static_configs": [{"targets": [worker_address]}]})
     config: dict[str, Any] = {
-        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": jobs,
     }
     if rules is not None:

@@ -5,7 +5,7 @@ of ours that the workflow imports outside `imports_passed_through`. Our helper m
 options, approvals, children, details, metrics, the request machine, ...) hold no state a run
 could leave behind and define no workflow, yet re-importing them cost NodeAutoscaler 5 of its
 11 ms of CPU per new run (each continue-as-new, scale-down and replacement starts one; the
-NodeRequests run unsandboxed already) and the suite's in-process workflow tests a third of
+NodeRequests and ComponentAutoscalers run unsandboxed already) and the suite's in-process workflow tests a third of
 their CPU (tests/workflows/nodes: 77 CPU-s -> 50). They pass
 through; the modules that define workflows are still imported afresh for each run, under the
 sandbox's checks. tests/workflows/test_sandbox.py keeps this list equal to what is in the package.

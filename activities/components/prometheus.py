@@ -133,16 +133,21 @@ class BatchedPrometheus:
 
     def __init__(self, prom: PrometheusClient, max_age_s: float) -> None:
         self.prom = prom
-        self.answers: SharedAnswers[dict[tuple[str, ...], float]] = SharedAnswers(max_age_s)
+        self.answers: SharedAnswers[dict[str, dict[str, float]]] = SharedAnswers(max_age_s)
 
     def close(self) -> None:
         self.prom.close()
 
-    def _vector(self, promql: str) -> dict[tuple[str, ...], float]:
-        return self.answers.get(promql, lambda: self.prom.query_by(promql, BY_NAMESPACE))
+    def _by_namespace(self, promql: str) -> dict[str, dict[str, float]]:
+        # Grouped once per answer: each of the many callers then takes its own namespace's part
+        # rather than walking every namespace's samples.
+        grouped: dict[str, dict[str, float]] = {}
+        for (ns, instance), value in self.prom.query_by(promql, BY_NAMESPACE).items():
+            grouped.setdefault(ns, {})[instance] = value
+        return grouped
 
     def _of(self, namespace: str, promql: str) -> dict[str, float]:
-        return {instance: v for (ns, instance), v in self._vector(promql).items() if ns == namespace}
+        return dict(self.answers.get(promql, lambda: self._by_namespace(promql)).get(namespace, {}))
 
     def cpu_usage(self, namespace: str, component: str, window_s: int) -> dict[str, float]:
         used = self._of(namespace, USAGE_QUERY[component].format(match=ALL_NAMESPACES, window=window_s))

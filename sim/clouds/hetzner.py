@@ -40,11 +40,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from sim.http import JSON, Drop, answering_handler, parse_json, serve_until_interrupted
+from sim.http import JSON, Drop, Server, answering_handler, parse_json, serve_until_interrupted
 from sim.kube.kubelet import Kubelet, Machine
 from sim.kube.kubelet import parse_kubelet_user_data as parse_kubelet_user_data  # re-exported for tests
 
@@ -391,7 +390,7 @@ class FakeHetzner:
         self.requests_by_route: dict[str, int] = {}
         self.created_total = 0
         self.join_refused: list[str] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: Server | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -411,8 +410,7 @@ class FakeHetzner:
 
     def start(self) -> FakeHetzner:
         handler = answering_handler(self, ("GET", "POST", "PUT", "DELETE"), None, JSON)
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = Server((self._host, self._port), handler)
         self._stop.clear()
         serve = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-hetzner", daemon=True

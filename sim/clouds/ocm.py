@@ -33,11 +33,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from sim.http import Drop, answering_handler, parse_json, serve_until_interrupted
+from sim.http import Drop, Server, answering_handler, parse_json, serve_until_interrupted
 
 API = "/api/clusters_mgmt/v1"
 ERRORS_HREF = f"{API}/errors"
@@ -166,7 +165,7 @@ class FakeOcm:
         self.clusters_deleted = 0  # gone after uninstalling
         self.delete_requests = 0
         self.lost_responses = 0
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -179,10 +178,9 @@ class FakeOcm:
         return f"http://{host}:{port}"
 
     def start(self) -> FakeOcm:
-        self._httpd = ThreadingHTTPServer(
+        self._httpd = Server(
             (self._host, self._port), answering_handler(self, ("GET", "POST", "PUT", "PATCH", "DELETE"), None, None)
         )
-        self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-ocm", daemon=True
         )

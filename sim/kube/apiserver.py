@@ -23,11 +23,10 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sim.http import JSON, JsonHandler
+from sim.http import JSON, JsonHandler, Server
 from sim.kube import openapi, tables, tls, validation
 from sim.kube.control import FakeControl
 from sim.kube.errors import ApiError, bad_request, success
@@ -59,8 +58,7 @@ MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 DISCARD_LIMIT = 64 * 1024 * 1024
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(Server):
     allow_reuse_address = True
     api: ApiServer
     ssl_context: ssl.SSLContext

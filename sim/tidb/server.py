@@ -28,11 +28,10 @@ import threading
 import time
 from collections import Counter
 from datetime import datetime
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sim.http import Drop, HttpError, JsonHandler, parse_json
+from sim.http import Drop, HttpError, JsonHandler, Server, parse_json
 from sim.kube.store import Store
 from sim.tidb import exposition, promql
 from sim.tidb.load import Fault, Instance, LoadModel
@@ -90,8 +89,7 @@ class TidbServer:
     def __init__(self, store: Store, load: LoadModel | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.store = store
         self.load = load or LoadModel()
-        self.httpd = ThreadingHTTPServer((host, port), _Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = Server((host, port), _Handler)
         self.httpd.tidb = self  # type: ignore[attr-defined]
         self.thread: threading.Thread | None = None
         self.stats: Counter[str] = Counter()
@@ -166,7 +164,7 @@ class TidbServer:
 
 class _Handler(JsonHandler):
     methods = ("GET", "POST", "PUT", "DELETE")
-    server: ThreadingHTTPServer
+    server: Server
 
     @property
     def tidb(self) -> TidbServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,12 @@ from typing import Any
 
 import pytest
 
-from sim.http import JSON, BadJson, Drop, HttpError, JsonHandler, answering_handler, parse_json
+from sim.clouds.hetzner import FakeHetzner
+from sim.clouds.ocm import FakeOcm
+from sim.http import JSON, BadJson, Drop, HttpError, JsonHandler, Server, answering_handler, parse_json
+from sim.kube import apiserver
+from sim.kube.store import Store
+from sim.tidb.server import TidbServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -191,3 +197,29 @@ def test_serve_until_interrupted_stops_cleanly_on_a_signal(sig: signal.Signals) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_server_keeps_a_burst_of_connections_waiting_to_be_accepted() -> None:
+    # Not serving: every connection waits in the accept backlog. socketserver's is 5, and the
+    # kernel drops the sixth handshake, which the client resends after a second (then 3 s, 7 s).
+    server = Server(("127.0.0.1", 0), _Echo)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(64):
+            socks.append(socket.create_connection(server.server_address[:2], timeout=2))
+    finally:
+        for sock in socks:
+            sock.close()
+        server.server_close()
+    assert len(socks) == 64
+
+
+def test_every_sim_serves_with_the_shared_server() -> None:
+    with FakeHetzner() as hetzner, FakeOcm() as ocm:
+        tidb = TidbServer(Store())
+        try:
+            servers = [hetzner._httpd, ocm._httpd, tidb.httpd]
+            assert all(isinstance(s, Server) for s in servers), servers
+        finally:
+            tidb.httpd.server_close()
+    assert issubclass(apiserver._Server, Server)
