@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from scaling.kube.drain import (
@@ -61,7 +62,12 @@ from scaling.nodes.scale_down.models import (
 )
 from scaling.nodes.scale_down.recheck import still_removable
 from scaling.nodes.scale_down.removals import CandidateState
-from scaling.nodes.scale_down.soft_taints import soft_deletion_taints, timers_from_soft_taints, unneeded_nodes
+from scaling.nodes.scale_down.soft_taints import (
+    soft_deletion_taints,
+    timers_from_soft_taints,
+    unneeded_nodes,
+    young_soft_taints,
+)
 from scaling.text import shorten
 
 # The loop's state carries them across continue-as-new: at 1,000 and 100 KB an idle 330-node
@@ -218,6 +224,11 @@ def evaluation_of(
     )
     provider_ids = {n.name: n.provider_id for n in obs.nodes}
     candidates, by_state = compact_candidates(plan.decisions)
+    young = (
+        young_soft_taints(obs.nodes, inp.settings.deletion_candidate_ttl_s, inp.now)
+        if inp.settings.max_bulk_soft_taint_count <= 0
+        else {}
+    )
     # As Cluster Autoscaler, only in a loop that starts no removal: a started one marks its own node.
     soft_taint, soft_untaint = (
         ([], [])
@@ -227,6 +238,7 @@ def evaluation_of(
             unneeded_nodes(plan.decisions, plan.unneeded_since),
             inp.in_progress,
             inp.settings.max_bulk_soft_taint_count,
+            young,
         )
     )
     return ScaleDownEvaluation(
@@ -248,7 +260,7 @@ def evaluation_of(
         nodes=len(obs.nodes),
         pods=len(obs.pods),
         # Taints to change: the next loop evaluates again (the change, or its failure, is new).
-        stable_until=None if soft_taint or soft_untaint else stable_until(plan, obs, inp.now),
+        stable_until=None if soft_taint or soft_untaint else stable_until(plan, obs, inp.now, young.values()),
     )
 
 
@@ -270,14 +282,17 @@ def for_input(ev: ScaleDownEvaluation, inp: ScaleDownEvaluationInput) -> ScaleDo
     return ev.model_copy(update={"candidates": [], "candidates_unchanged": True})
 
 
-def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> float | None:
+def stable_until(
+    plan: ScaleDownPlan, obs: ScaleDownObservation, now: float, taints_stale_at: Iterable[float] = ()
+) -> float | None:
     """Until when (epoch seconds) evaluating the same cluster with the same input at a later
     ``now`` gives this plan again; None when it may differ at once.
 
     Time enters the plan only through these: an unneeded node's timer, the delay after a
     scale-up and a billing hold (each a decision's ``removable_at``), a billed pool's paid
     period (a node unneeded inside its removal window is held again once the period ends), a
-    deleted pod that turns long terminating, and a disruption budget's window opening or closing. A plan that removes nodes, or finds removable
+    deleted pod that turns long terminating, a disruption budget's window opening or closing, and a
+    soft taint left on while they are off turning stale (``taints_stale_at``). A plan that removes nodes, or finds removable
     nodes it did not select (the per-loop limit), changes the workflow's state: no reuse.
     At most REUSE_MAX_S ahead, whatever the plan says: a bound on any staleness not foreseen here."""
     if plan.to_remove or plan.consolidation:
@@ -301,6 +316,7 @@ def stable_until(plan: ScaleDownPlan, obs: ScaleDownObservation, now: float) -> 
     edge = next_edge((g.disruption for g in obs.groups), now)
     if edge is not None:
         until = min(until, edge)
+    until = min([until, *taints_stale_at])
     return until if until > now else None
 
 

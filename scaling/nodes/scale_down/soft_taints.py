@@ -51,6 +51,14 @@ def timers_from_soft_taints(nodes: Iterable[NodeInfo], ttl_s: float, now: float)
     return out
 
 
+def young_soft_taints(nodes: Iterable[NodeInfo], ttl_s: float, now: float) -> dict[str, float]:
+    """While the soft taints are off, the ones left on, by node: when each turns stale (its value
+    plus ``ttl_s``). CA's condition (utils/taints getDeletionCandidateTTLCondition) keeps a taint
+    younger than the TTL (strictly) and cleans one without a readable time; none is kept at TTL 0."""
+    stale_at = {name: since + ttl_s for name, since in timers_from_soft_taints(nodes, ttl_s, now).items()}
+    return {name: at for name, at in stale_at.items() if at > now}
+
+
 def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterable[str]) -> set[str]:
     """The nodes CA would list as unneeded: their pods fit elsewhere and their timer runs, whatever
     holds them when it runs out (min size, a budget: CA's unneeded list keeps such nodes too). Not a
@@ -67,17 +75,24 @@ def unneeded_nodes(decisions: Mapping[str, NodeDecision], unneeded_since: Iterab
 
 
 def soft_deletion_taints(
-    nodes: list[NodeInfo], unneeded: Collection[str], in_progress: Collection[str], budget: int
+    nodes: list[NodeInfo],
+    unneeded: Collection[str],
+    in_progress: Collection[str],
+    budget: int,
+    young: Collection[str] = (),
 ) -> tuple[list[str], list[str]]:
     """(nodes to soft-taint, nodes to lift the soft taint from), together at most ``budget``, lifts
     first. growth's nodes only (CA: its node groups' nodes). Left out: a node a removal holds or
     marked (its own soft or hard mark), and one a command's karpenter.sh/disrupted taint is on:
     those taints are the removals' and untracked_disrupted's to lift. With a budget of 0 or less the
-    soft taints are off: every one left is lifted, OFF_LIFTS_MAX an evaluation, as CA with
-    --max-bulk-soft-taint-count=0 lifts them all when it starts (cleanUpIfRequired:
-    CleanAllDeletionCandidates)."""
+    soft taints are off: every one left is lifted, OFF_LIFTS_MAX an evaluation, but on the ``young``
+    nodes (young_soft_taints), as CA with --max-bulk-soft-taint-count=0 cleans the ones older
+    than --node-deletion-candidate-ttl when it starts (cleanUpIfRequired:
+    CleanStaleDeletionCandidates; every one at the TTL's default 0)."""
     if budget <= 0:
         unneeded, budget = (), OFF_LIFTS_MAX
+    else:
+        young = ()
     held, unneeded = set(in_progress), set(unneeded)
     taint: list[str] = []
     untaint: list[str] = []
@@ -90,7 +105,7 @@ def soft_deletion_taints(
         soft = TAINT_DELETION_CANDIDATE in keys
         if node.name in unneeded and not soft:
             taint.append(node.name)
-        elif node.name not in unneeded and soft:
+        elif node.name not in unneeded and soft and node.name not in young:
             untaint.append(node.name)
     untaint = untaint[:budget]
     return taint[: budget - len(untaint)], untaint

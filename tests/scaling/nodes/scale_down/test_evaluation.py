@@ -463,6 +463,17 @@ def test_an_evaluation_that_starts_nothing_names_the_soft_taints_to_change() -> 
     assert (ev.soft_taint, ev.soft_untaint, ev.stable_until) == ([], ["light"], None)
     off = inp.model_copy(update={"settings": ScaleDownLoopSettings(max_bulk_soft_taint_count=0)})
     assert evaluation_of(waiting_cluster(soft=False), off).soft_taint == []
+    # Off with a TTL: a taint younger than it stays, and the evaluation is reused only until it is
+    # stale; then it is lifted.
+    young = waiting_cluster()
+    young.nodes[1].taints = [Taint(key=TAINT_DELETION_CANDIDATE, value=str(int(NOW) - 100), effect="PreferNoSchedule")]
+    off_ttl = inp.model_copy(
+        update={"settings": ScaleDownLoopSettings(max_bulk_soft_taint_count=0, deletion_candidate_ttl_s=300)}
+    )
+    ev = evaluation_of(young, off_ttl)
+    assert (ev.soft_untaint, ev.stable_until) == ([], NOW + 200)
+    assert evaluation_of(young, off_ttl.model_copy(update={"now": NOW + 200})).soft_untaint == ["light"]
+    assert evaluation_of(young, off).soft_untaint == ["light"]  # TTL 0: lifted at once
 
 
 def test_stable_until_stops_where_a_deleted_pod_turns_long_terminating() -> None:

@@ -21,6 +21,7 @@ from scaling.nodes.scale_down.soft_taints import (
     soft_deletion_taints,
     timers_from_soft_taints,
     unneeded_nodes,
+    young_soft_taints,
 )
 
 SOFT = Taint(key=TAINT_DELETION_CANDIDATE, value="1", effect="PreferNoSchedule")
@@ -86,6 +87,34 @@ def test_with_the_taints_off_every_one_left_is_lifted() -> None:
     assert soft_deletion_taints(nodes, ["a", "c", "d"], [], -1) == ([], ["a", "b"])
     many = [node(f"n{i:03d}", SOFT) for i in range(OFF_LIFTS_MAX + 5)]
     assert soft_deletion_taints(many, [], [], 0) == ([], [n.name for n in many[:OFF_LIFTS_MAX]])
+
+
+def test_with_the_taints_off_the_ones_younger_than_the_ttl_stay() -> None:
+    """cluster-autoscaler/utils/taints/taints_test.go TestCleanStaleDeletionCandidates: with a
+    5-minute TTL, taints put on 2 minutes ago stay, one 10 minutes old and one whose value is no
+    time go, a node without one is not touched. Each stays until its TTL has passed."""
+    now = 1_800_000_000.0
+
+    def at(age_s: float) -> Taint:
+        return SOFT.model_copy(update={"value": str(int(now - age_s))})
+
+    nodes = [
+        node("n1", at(120)),
+        node("n2", at(600)),
+        node("n3", at(120)),
+        node("n4", SOFT.model_copy(update={"value": "INVALID_VALUE"})),
+        node("n5"),
+    ]
+    young = young_soft_taints(nodes, 300, now)
+    assert young == {"n1": now + 180, "n3": now + 180}
+    assert soft_deletion_taints(nodes, ["n1"], [], 0, young) == ([], ["n2", "n4"])
+    assert soft_deletion_taints(nodes, [], [], 0, young_soft_taints(nodes, 300, now + 181)) == (
+        [],
+        ["n1", "n2", "n3", "n4"],
+    )
+    assert young_soft_taints(nodes, 0, now) == {}  # CA's default TTL: every one goes
+    # With the taints on, a young taint on a node needed again is lifted as any other.
+    assert soft_deletion_taints(nodes, [], [], 10, young) == ([], ["n1", "n2", "n3", "n4"])
 
 
 def test_nodes_being_removed_or_not_growths_are_left_alone() -> None:
