@@ -253,26 +253,23 @@ EVICTION = ("POST", r"^/api/v1/namespaces/[^/]+/pods/[^/]+/eviction$")
 
 @contextlib.asynccontextmanager
 async def held_request(
-    stack: Stack, method: str, path_regex: str, rec: FaultRecord, let_pass: int = 0, timeout: float = 180
+    stack: Stack, method: str, path_regex: str, rec: FaultRecord, timeout: float = 180, body_regex: str = ""
 ) -> AsyncIterator[list[dict[str, Any]]]:
-    """The API server holds the first matching request after `let_pass` others (each let pass by
-    replacing its hold with a new one in one step, so nothing slips between) unanswered until the
-    block ends; yields the held request's objects ([] with rec.skipped when none came)."""
+    """The API server holds the first matching request (`body_regex`: whose body, compact JSON with
+    sorted keys, matches too) unanswered until the block ends; yields the held request's objects
+    ([] with rec.skipped when none came)."""
     faults = f"{stack.sim_url}/sim/v1/faults"
-    hold = {"request_holds": [{"method": method, "path_regex": path_regex, "times": 1}]}
+    hold = {"request_holds": [{"method": method, "path_regex": path_regex, "times": 1, "body_regex": body_regex}]}
     async with httpx.AsyncClient(verify=False, timeout=10) as http:
         (await http.post(faults, json=hold)).raise_for_status()
         try:
             deadline = time.monotonic() + timeout
-            for passing in range(let_pass + 1):
-                while not (held := (await http.get(faults)).json()["request_holds"][0])["held"]:
-                    if time.monotonic() > deadline:
-                        rec.skipped = f"no {method} {path_regex} reached the API server within {timeout:.0f} s"
-                        yield []
-                        return
-                    await asyncio.sleep(0.02)
-                if passing < let_pass:
-                    (await http.post(faults, json=hold)).raise_for_status()  # served; the next one held
+            while not (held := (await http.get(faults)).json()["request_holds"][0])["held"]:
+                if time.monotonic() > deadline:
+                    rec.skipped = f"no {method} {path_regex} reached the API server within {timeout:.0f} s"
+                    yield []
+                    return
+                await asyncio.sleep(0.02)
             yield held["objects"] or [{}]
         finally:
             (await http.post(faults, json={"request_holds": []})).raise_for_status()  # served now

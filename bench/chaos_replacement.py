@@ -327,13 +327,15 @@ async def strike(stack: Stack, rec: FaultRecord, snapshot: list[Pending], what: 
     return name
 
 
-def kill_worker_during_held(activity_type: str, method: str, path: Callable[[Stack], str], let_pass: int = 0) -> Fault:
+def kill_worker_during_held(
+    activity_type: str, method: str, path: Callable[[Stack], str], body_regex: str = ""
+) -> Fault:
     """SIGKILL the worker whose `activity_type` sent the request the API server holds (the
     successor's create: found by its replacement's id, which the held node's labels name; a
     step on the old node: the replacement's drain, one at a time under the budget)."""
 
     async def inject(stack: Stack, temporal: Client, rec: FaultRecord) -> None:
-        async with held_request(stack, method, path(stack), rec, let_pass) as held:
+        async with held_request(stack, method, path(stack), rec, body_regex=body_regex) as held:
             if not held:
                 return
             replaces = held[0].get("labels", {}).get(LABEL_REPLACES)
@@ -381,8 +383,11 @@ REPLACEMENT_FAULTS: dict[str, Fault] = {
     "kill-worker-during-successor-readiness": kill_worker_during(READINESS, match=in_replacement),
     # The old node's first PATCH is its karpenter.sh/disrupted taint, before the successor's create.
     "kill-worker-during-disrupted-taint": kill_worker_during_held(TAINT_DISRUPTED, "PATCH", old_nodes),
-    # Its second is its mark (ToBeDeletedByClusterAutoscaler): both let through, the cordon is held.
-    "kill-worker-during-cordon": kill_worker_during_held(CORDON_NODE, "PATCH", old_nodes, let_pass=2),
+    # The cordon's PATCH by its body. Counting the old nodes' PATCHes (taint, mark, cordon) held the
+    # mark once (30 Nov): the loop's soft taint on the other old node, unneeded, came between.
+    "kill-worker-during-cordon": kill_worker_during_held(
+        CORDON_NODE, "PATCH", old_nodes, body_regex=r'"unschedulable":true'
+    ),
     "kill-worker-during-replacement-drain": kill_worker_during(EVICT_POD, hold=EVICTION, match=in_replacement),
     "kill-worker-during-old-node-delete": kill_worker_during_held(DELETE_NODE, "DELETE", old_nodes),
     "slow-scheduler": slow_scheduler(),

@@ -6,6 +6,7 @@ Actors read these on every pass, so tests can change delays and faults while a c
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 import threading
 from collections import Counter
@@ -36,22 +37,30 @@ class RequestHold:
     until the hold is lifted (or `max_s` passes), and are then served as usual. A caller's
     request stays in progress for as long as a test needs (a client process killed mid-call),
     which a request of ~20 ms never does on its own; `held` counts the requests caught so far,
-    `waiting` those still waiting, and `objects` the name and labels of each one's body."""
+    `waiting` those still waiting, and `objects` the name and labels of each one's body.
+    `body_regex`: only requests whose body, as compact JSON with sorted keys, it matches (one kind
+    of PATCH among the others a node gets, without counting them)."""
 
     method: str
     path_regex: str
     times: int = 1
     max_s: float = 300.0
+    body_regex: str = ""
     held: int = 0
     waiting: int = 0
     objects: list[dict[str, Any]] = field(default_factory=list)
     lifted: threading.Event = field(default_factory=threading.Event)
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method in ("*", method)) and re.search(self.path_regex, path) is not None
+    def matches(self, method: str, path: str, body: Any = None) -> bool:
+        if not (self.method in ("*", method) and re.search(self.path_regex, path)):
+            return False
+        return (
+            not self.body_regex
+            or re.search(self.body_regex, json.dumps(body, sort_keys=True, separators=(",", ":"))) is not None
+        )
 
     def view(self) -> dict[str, Any]:
-        keys = ("method", "path_regex", "times", "max_s", "held", "waiting", "objects")
+        keys = ("method", "path_regex", "times", "max_s", "body_regex", "held", "waiting", "objects")
         return {key: getattr(self, key) for key in keys}
 
 
@@ -107,7 +116,7 @@ class FakeControl:
     def hold(self, method: str, path: str, body: Any) -> None:
         """Wait here while a hold catches this request (see RequestHold)."""
         with self.lock:
-            hold = next((h for h in self.holds if h.times > 0 and h.matches(method, path)), None)
+            hold = next((h for h in self.holds if h.times > 0 and h.matches(method, path, body)), None)
             if hold is None:
                 return
             hold.times -= 1
@@ -193,10 +202,12 @@ class FakeControl:
                         str(item["path_regex"]),
                         int(item.get("times", 1)),
                         float(item.get("max_s", 300.0)),
+                        str(item.get("body_regex", "")),
                     )
                     if hold.times < 0 or hold.max_s < 0:
                         raise ValueError("request_holds: times and max_s must be >= 0")
                     re.compile(hold.path_regex)
+                    re.compile(hold.body_regex)
                     holds.append(hold)
                 for old in self.holds:  # replaced: what it holds is served now
                     old.lifted.set()

@@ -683,6 +683,24 @@ def test_control_api_holds_a_request_in_progress_until_lifted(cluster: FakeClust
         assert refused.value.code == 400 and field in json.loads(refused.value.read())["message"]
 
 
+def test_control_api_holds_only_the_request_whose_body_matches(cluster: FakeCluster, core: client.CoreV1Api) -> None:
+    # A node's PATCHes (a taint, a mark, a cordon) in whatever order: the hold catches the cordon.
+    core.create_node(node_body("n1"))
+    hold = {"method": "PATCH", "path_regex": "^/api/v1/nodes/n1$", "body_regex": '"unschedulable":true'}
+    cluster.control_request("POST", "/sim/v1/faults", {"request_holds": [hold]})
+    core.patch_node("n1", {"metadata": {"labels": {"a": "b"}}}, _request_timeout=10)  # not a cordon: served
+    held = threading.Thread(target=core.patch_node, args=("n1", {"spec": {"unschedulable": True}}))
+    held.start()
+    eventually(
+        lambda: cluster.control_request("GET", "/sim/v1/faults")["request_holds"][0]["waiting"] == 1,
+        message="the cordon held",
+    )
+    assert core.read_node("n1").metadata.labels["a"] == "b" and not core.read_node("n1").spec.unschedulable
+    cluster.control_request("DELETE", "/sim/v1/faults")
+    held.join(timeout=30)
+    assert not held.is_alive() and core.read_node("n1").spec.unschedulable
+
+
 def test_cli_writes_kubeconfig_and_serves(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(
