@@ -22,7 +22,7 @@ from kubernetes import client
 from activities.kube.informer import Index, Informer, Obj, wait_fresh
 from scaling.kube.models import NodeInfo, PodInfo
 from scaling.kube.nodes import node_info
-from scaling.kube.pods import is_unschedulable, pod_info
+from scaling.kube.pods import is_unschedulable, pod_info, pod_info_rebound
 from scaling.nodes.models import CRD_GROUP, CRD_VERSION
 
 NODE_GROUP_PLURAL = "nodegroupswithpriority"
@@ -67,7 +67,9 @@ class PodIndex(Index):
                 self.dirty_nodes.add(node)
             self.unschedulable.discard(key)
             self.running.discard(key)
-            self.infos.pop(key, None)
+            info = self.infos.pop(key, None)
+            if info is not None and new is not None and (rebound := pod_info_rebound(info, old, new)) is not None:
+                self.infos[key] = rebound
         if new is not None:
             self._add(key, new)
             if not was_unschedulable and key in self.unschedulable:

@@ -319,3 +319,34 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         termination_grace_period_s=_grace_period_s(pod),
         scheduler_name=_other_scheduler(spec),
     )
+
+
+# What pod_info reads of a pod's metadata. Its spec it reads whole; of its status, the phase and
+# the PodScheduled condition.
+_METADATA_READ = ("name", "namespace", "uid", "labels", "annotations", "ownerReferences", "deletionTimestamp")
+
+
+def _same_but_node_name(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    if len(old) - ("nodeName" in old) != len(new) - ("nodeName" in new):
+        return False
+    return all(k == "nodeName" or (k in old and old[k] == v) for k, v in new.items())
+
+
+def pod_info_rebound(info: PodInfo, old: dict[str, Any], new: dict[str, Any]) -> PodInfo | None:
+    """pod_info(new) from ``info``, old's, when the pod changed only in spec.nodeName and status:
+    most of a burst's changes (marked unschedulable, bound, running), which then need no new
+    PodInfo of their spec. None when anything else pod_info reads changed."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if any(old_meta.get(k) != new_meta.get(k) for k in _METADATA_READ):
+        return None
+    new_spec = new.get("spec") or {}
+    if not _same_but_node_name(old.get("spec") or {}, new_spec):
+        return None
+    return info.model_copy(
+        update={
+            "node_name": new_spec.get("nodeName") or None,
+            "phase": (new.get("status") or {}).get("phase") or "Pending",
+            "unschedulable": is_unschedulable(new),
+            "unschedulable_since": unschedulable_since(new),
+        }
+    )
