@@ -206,8 +206,11 @@ class FakeControl:
                     )
                     if hold.times < 0 or hold.max_s < 0:
                         raise ValueError("request_holds: times and max_s must be >= 0")
-                    re.compile(hold.path_regex)
-                    re.compile(hold.body_regex)
+                    for name in ("path_regex", "body_regex"):
+                        try:
+                            re.compile(getattr(hold, name))
+                        except re.error as exc:
+                            raise ValueError(f"request_holds: {name}: {exc}") from None
                     holds.append(hold)
                 for old in self.holds:  # replaced: what it holds is served now
                     old.lifted.set()

@@ -291,10 +291,11 @@ def stable_until(
     Time enters the plan only through these: an unneeded node's timer, the delay after a
     scale-up and a billing hold (each a decision's ``removable_at``), a billed pool's paid
     period (a node unneeded inside its removal window is held again once the period ends), a
-    deleted pod that turns long terminating, a disruption budget's window opening or closing, and a
-    soft taint left on while they are off turning stale (``taints_stale_at``). A plan that removes nodes, or finds removable
-    nodes it did not select (the per-loop limit), changes the workflow's state: no reuse.
-    At most REUSE_MAX_S ahead, whatever the plan says: a bound on any staleness not foreseen here."""
+    deleted pod that turns long terminating, a disruption budget's window opening or closing,
+    and a soft taint left on, the soft taints being off, turning stale (``taints_stale_at``).
+    A plan that removes nodes, or finds removable nodes it did not select (the per-loop limit),
+    changes the workflow's state: no reuse. At most REUSE_MAX_S ahead, whatever the plan says:
+    a bound on any staleness not foreseen here."""
     if plan.to_remove or plan.consolidation:
         return None
     until = now + REUSE_MAX_S

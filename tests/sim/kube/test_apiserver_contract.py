@@ -677,7 +677,12 @@ def test_control_api_holds_a_request_in_progress_until_lifted(cluster: FakeClust
     assert not held.is_alive()
     assert core.read_node("held").metadata.labels["req"] == "r1"
     assert cluster.control_request("GET", "/sim/v1/faults")["request_holds"] == []
-    for bad, field in (({"path_regex": "x"}, "method"), ({**hold, "times": -1}, "times")):
+    for bad, field in (
+        ({"path_regex": "x"}, "method"),
+        ({**hold, "times": -1}, "times"),
+        ({**hold, "path_regex": "("}, "path_regex"),
+        ({**hold, "body_regex": "("}, "body_regex"),
+    ):
         with pytest.raises(urllib.error.HTTPError) as refused:
             cluster.control_request("POST", "/sim/v1/faults", {"request_holds": [bad]})
         assert refused.value.code == 400 and field in json.loads(refused.value.read())["message"]
