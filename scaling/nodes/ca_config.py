@@ -74,8 +74,16 @@ def _leading_digits(s: str) -> tuple[str, str]:
 
 
 # time.ParseDuration's units, in nanoseconds (µ is U+00B5, μ U+03BC: Go takes both)
-_GO_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
-_GO_UNITS["h"] = 3600 * 10**9
+_GO_UNITS = {
+    "ns": 1,
+    "us": 10**3,
+    "\u00b5s": 10**3,
+    "\u03bcs": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 
 
 def go_parse_duration(value: str, field: str) -> float:
