@@ -121,15 +121,38 @@ async def search_env(search_server: TemporalServer) -> WorkflowEnvironment:
     return WorkflowEnvironment.from_client(await search_server.client())
 
 
-# The files that start whole stacks (a dev server, sims, worker processes) or plan 30,000 pods
-# run for 30-170 s each. xdist hands files out in collection order (`--no-loadscope-reorder` in
-# the Makefile; its default orders files by their number of tests, which put these last): they
-# go first, so none is left running alone while the other workers idle at the end.
-LONG_FIRST = ("tests/e2e/", "tests/workflows/fleet/test_autoscaler.py")
+# The files that run longest go first, longest first (measured walls on 2 cores, 30 Nov: 106 s
+# down to 30 s; `--durations` shows them): xdist hands files out in collection order
+# (`--no-loadscope-reorder` in the Makefile; its default orders files by their number of tests,
+# which put these last), and a long file started late runs alone while the other workers idle.
+# With only e2e first, the scale-down loop's 66 s file was picked up last and ended the run
+# 45 s after the others.
+LONG_FIRST = (
+    "tests/e2e/test_scale_down_e2e.py",
+    "tests/e2e/test_scale_up_e2e.py",
+    "tests/workflows/fleet/test_autoscaler.py",
+    "tests/workflows/nodes/test_scale_down_loop.py",
+    "tests/e2e/test_chaos_e2e.py",
+    "tests/e2e/test_recovery_e2e.py",
+    "tests/e2e/test_components_e2e.py",
+    "tests/e2e/test_fleet_e2e.py",
+    "tests/workflows/components/test_autoscaler.py",
+    "tests/workflows/nodes/test_node_autoscaler.py",
+    "tests/workflows/fleet/test_cluster.py",
+    "tests/e2e/",  # the other stacks, 15-35 s each
+    "tests/workflows/nodes/test_node_replacement.py",
+    "tests/activities/fleet/test_cluster_world.py",
+    "tests/workflows/fleet/test_approvals.py",
+    "tests/scaling/nodes/test_payloads.py",
+)
+
+
+def _rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable: order kept within
+    items.sort(key=lambda item: _rank(item.nodeid))  # stable: the order within a rank is kept
 
 
 @pytest.fixture(autouse=True)
