@@ -101,21 +101,41 @@ def round_durations(events: list[Any], since: datetime) -> list[float]:
 def recorded_changes(events: list[Any]) -> list[tuple[datetime, str, str]]:
     """From one run's history: (when its write completed, component, reason) of each ScaledOut and
     ScaledIn Event the workflow wrote. The interval guard counts from after those writes (issue 20),
-    so these times are the guard's own; the API's Event times are when the Event was last written."""
+    so these times are the guard's own; the API's Event times are when the Event was last written.
+    An Event written as an activity has its reason in the scheduled event's input; one written as a
+    local activity (patch round-reports-local) in its marker's result, recorded when the workflow
+    task that wrote it completed."""
     scheduled: dict[int, tuple[str, str]] = {}
     out: list[tuple[datetime, str, str]] = []
     for ev in events:
         if ev.HasField("activity_task_scheduled_event_attributes"):
             attrs = ev.activity_task_scheduled_event_attributes
             if attrs.activity_type.name == EMIT_AUTOSCALER_EVENT and attrs.input.payloads:
-                body = json.loads(attrs.input.payloads[0].data)
-                if body.get("reason") in ("ScaledOut", "ScaledIn"):
-                    scheduled[ev.event_id] = ((body.get("message") or "").split(" ", 1)[0], body["reason"])
+                change = _change(json.loads(attrs.input.payloads[0].data))
+                if change is not None:
+                    scheduled[ev.event_id] = change
         elif ev.HasField("activity_task_completed_event_attributes"):
             change = scheduled.get(ev.activity_task_completed_event_attributes.scheduled_event_id)
             if change is not None:
                 out.append((ev.event_time.ToDatetime(tzinfo=UTC), *change))
+        elif ev.HasField("marker_recorded_event_attributes"):
+            details = ev.marker_recorded_event_attributes.details
+            data, result = details.get("data"), details.get("result")
+            if data is None or result is None or not data.payloads or not result.payloads:
+                continue
+            if json.loads(data.payloads[0].data).get("activity_type") != EMIT_AUTOSCALER_EVENT:
+                continue
+            change = _change(json.loads(result.payloads[0].data) or {})
+            if change is not None:
+                out.append((ev.event_time.ToDatetime(tzinfo=UTC), *change))
     return out
+
+
+def _change(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(component, reason) of a ScaledOut or ScaledIn Event's body or answer, else None."""
+    if body.get("reason") not in ("ScaledOut", "ScaledIn"):
+        return None
+    return (body.get("message") or "").split(" ", 1)[0], body["reason"]
 
 
 def wake_ups(events: list[Any], since: datetime) -> int:

@@ -159,8 +159,9 @@ class ComponentActivities:
         )
 
     @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
-    def emit_autoscaler_event(self, ev: contracts.AutoscalerEvent) -> None:
+    def emit_autoscaler_event(self, ev: contracts.AutoscalerEvent) -> contracts.EventWritten:
         self.kube(ev.kube_cluster).autoscaler_event(ev.namespace, ev.name, ev.uid, ev.reason, ev.message, ev.type)
+        return contracts.EventWritten(reason=ev.reason, message=ev.message)
 
     # ---- TidbCluster ---------------------------------------------------------------------
     @activity.defn(name=contracts.GET_TIDB_CLUSTER)

@@ -117,6 +117,15 @@ class AutoscalerEvent(BaseModel):
     type: Literal["Normal", "Warning"] = "Normal"
 
 
+class EventWritten(BaseModel):
+    """An Event write's answer: its reason and message. A round's Events are local activities,
+    recorded as markers that keep a result but not the input, so the history still says which
+    change each one reported (the interval checks of bench/components_scale.py read it)."""
+
+    reason: str
+    message: str
+
+
 # ---- TidbCluster ----------------------------------------------------------------------------
 class ComponentView(BaseModel):
     """One component of one TidbCluster: what the loop reads of it."""
@@ -373,7 +382,7 @@ SIGNATURES: dict[str, tuple[type, object]] = {
     LIST_AUTOSCALERS: (ListAutoscalersInput, list[AutoscalerRef]),
     GET_AUTOSCALER: (AutoscalerRef, AutoscalerObject),
     WRITE_AUTOSCALER_STATUS: (WriteStatusInput, WriteStatusResult),
-    EMIT_AUTOSCALER_EVENT: (AutoscalerEvent, None),
+    EMIT_AUTOSCALER_EVENT: (AutoscalerEvent, EventWritten),
     GET_TIDB_CLUSTER: (GetClusterInput, TidbClusterView),
     LIST_AUTO_CLUSTERS: (ListAutoClustersInput, AutoClusterList),
     QUERY_METRICS: (MetricsInput, ComponentMetrics),

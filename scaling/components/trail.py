@@ -24,9 +24,12 @@ def component_trail(autoscaler: RecordedHistory, component: str = "", max_entrie
     entries: list[TrailEntry] = []
     for e in autoscaler.events:
         inp = first_input(e)
-        if e.kind == "activity" and e.name == contracts.EMIT_AUTOSCALER_EVENT and isinstance(inp, dict):
-            what = str(inp.get("reason", "Event"))
-            entries.append(TrailEntry(at=e.at, what=what, detail=str(inp.get("message", "")), workflow_id=wf))
+        # An Event written as an activity has its reason in the input; as a local activity (patch
+        # round-reports-local), in the answer its marker keeps.
+        said = inp if e.kind == "activity" else e.result if e.kind == "local_activity" else None
+        if e.name == contracts.EMIT_AUTOSCALER_EVENT and isinstance(said, dict):
+            what = str(said.get("reason", "Event"))
+            entries.append(TrailEntry(at=e.at, what=what, detail=str(said.get("message", "")), workflow_id=wf))
         elif e.kind == "activity" and e.name in WRITES and isinstance(inp, dict):
             target = inp.get("name") or inp.get("cluster") or "?"
             comp = inp.get("component", "")

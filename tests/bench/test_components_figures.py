@@ -4,6 +4,7 @@ from the activity's scheduled input and its completion."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from temporalio.api.history.v1 import HistoryEvent
@@ -42,3 +43,28 @@ def test_changes_are_read_at_the_completion_of_their_event_write() -> None:
     assert interval_violations(recorded_changes(events), 20, 30) == 0
     late = [*events[:-1], completed(21, 20, 41)]
     assert interval_violations(recorded_changes(late), 20, 30) == 1
+
+
+def marker(event_id: int, activity_type: str, result: dict | None, at: float) -> HistoryEvent:
+    """A local activity's marker as sdk-core writes it: `data` names the activity, `result` holds
+    its answer (the input is not recorded)."""
+    e = HistoryEvent(event_id=event_id)
+    e.event_time.FromSeconds(int(T0 + at))
+    attrs = e.marker_recorded_event_attributes
+    attrs.marker_name = "core_local_activity"
+    data = {"seq": event_id, "attempt": 1, "activity_id": str(event_id), "activity_type": activity_type}
+    attrs.details["data"].payloads.add(data=json.dumps(data).encode())
+    attrs.details["result"].payloads.add(data=json.dumps(result).encode())
+    return e
+
+
+def test_changes_written_as_local_activities_are_read_from_their_markers() -> None:
+    events = [
+        marker(5, PATCH_REPLICAS, {"found": True}, 1),
+        marker(6, EMIT_AUTOSCALER_EVENT, {"reason": "ScaledOut", "message": "tikv db: replicas 3 -> 4 (cpu)"}, 2),
+        marker(7, EMIT_AUTOSCALER_EVENT, {"reason": "GroupCreated", "message": "tikv group auto-1 (g) created"}, 2),
+        marker(8, EMIT_AUTOSCALER_EVENT, None, 3),  # a run from before Event writes answered
+        marker(9, EMIT_AUTOSCALER_EVENT, {"reason": "ScaledIn", "message": "tidb db: replicas 2 -> 1 (cpu)"}, 30),
+    ]
+    at = [datetime.fromtimestamp(T0 + s, UTC) for s in (2, 30)]
+    assert recorded_changes(events) == [(at[0], "tikv", "ScaledOut"), (at[1], "tidb", "ScaledIn")]

@@ -7,8 +7,11 @@ A round's reads run as local activities (`LOCAL_READS`, patch `local-round-reads
 round's workflow task, in the worker that runs the workflow, so a quiet round is one workflow
 task instead of one per read. A local activity has no heartbeat: a worker killed during one
 loses its workflow task, which another worker takes after the workflow task timeout (10 s) and
-reads again (reads are safe to repeat). Writes stay normal activities: they carry their keys
-and outlive the worker."""
+reads again (reads are safe to repeat). A round's reports, its Events and the status write, run
+the same way (`LOCAL_REPORTS`, patch `round-reports-local`): a status write is a replace, safe
+to repeat, and an Event written again by a retry is what a retried activity wrote too. The
+changes (replicas, group create and delete) stay normal activities: they carry their keys and
+outlive the worker."""
 
 from __future__ import annotations
 
@@ -52,4 +55,12 @@ LOCAL_READS: dict[str, timedelta] = {
     contracts.ASK_PD_AUTOSCALING: LOCAL_READ,
     contracts.ASK_EXTERNAL_ENDPOINT: LOCAL_READ,
     contracts.OBSERVE_CAPACITY: LOCAL_READ,
+}
+
+# A round's reports (patch `round-reports-local` in workflows/components/autoscaler.py): one
+# Kubernetes write each, retried with the round's write policy.
+LOCAL_REPORT = timedelta(seconds=15)
+LOCAL_REPORTS: dict[str, timedelta] = {
+    contracts.EMIT_AUTOSCALER_EVENT: LOCAL_REPORT,
+    contracts.WRITE_AUTOSCALER_STATUS: LOCAL_REPORT,
 }

@@ -66,7 +66,6 @@ class ComponentsWorld:
     failing_patches: int = 0
     # (server time of the attempt that wrote, cluster, replicas) / (server time, Event reason)
     patch_times: list[tuple[datetime, str, int]] = field(default_factory=list)
-    event_times: list[tuple[datetime, str]] = field(default_factory=list)
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
     hold: asyncio.Event | None = None  # set: writing the status (a round's last step) waits for it
     _uids: itertools.count = field(default_factory=itertools.count)
@@ -128,9 +127,9 @@ class ComponentsWorld:
             return contracts.WriteStatusResult(found=world.found)
 
         @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
-        async def emit_event(ev: contracts.AutoscalerEvent) -> None:
+        async def emit_event(ev: contracts.AutoscalerEvent) -> contracts.EventWritten:
             world.events.append(ev)
-            world.event_times.append((activity.info().current_attempt_scheduled_time, ev.reason))
+            return contracts.EventWritten(reason=ev.reason, message=ev.message)
 
         @activity.defn(name=contracts.GET_TIDB_CLUSTER)
         async def get_tidb_cluster(inp: contracts.GetClusterInput) -> contracts.TidbClusterView:

@@ -19,12 +19,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from scaling.components import contracts
+from scaling.components.trail import component_trail
+from starters.history import history_from_file
 from starters.processes import free_port
 from tests.conftest import SERVER_STARTUP
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, rounds_past
 from tests.workflows.release_histories import HISTORIES, kept, local_activities, patches, replays, scheduled
-from workflows.components.autoscaler import DECISIONS_RECORDED
+from workflows.components.activity_options import LOCAL_REPORTS
+from workflows.components.autoscaler import DECISIONS_RECORDED, LOCAL_REPORTS_PATCH
 
 NAME = "components_ComponentAutoscaler.json"
 CURRENT = HISTORIES / "0.2.0" / NAME
@@ -56,6 +59,25 @@ def test_0_2_0_recorded_its_decisions() -> None:
     assert DECISIONS_RECORDED in patches(CURRENT)
     assert set(local_activities(CURRENT)) >= contracts.DECISION_NAMES
     assert contracts.PATCH_REPLICAS in scheduled(CURRENT)  # its writes: activities, as before
+
+
+async def test_a_round_reports_in_the_workflow_task_that_made_its_change(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Patch round-reports-local: the Events and the status write are local activities (markers),
+    the replica changes stay activities; 0.2.0's runs (above) wrote every report as an activity."""
+    path = tmp_path / NAME
+    await record(env, path)
+    assert LOCAL_REPORTS_PATCH in patches(path) and LOCAL_REPORTS_PATCH not in patches(CURRENT)
+    assert set(LOCAL_REPORTS) <= set(local_activities(path))
+    assert not set(LOCAL_REPORTS) & set(scheduled(path))
+    assert contracts.PATCH_REPLICAS in scheduled(path)
+    assert set(LOCAL_REPORTS) <= set(scheduled(CURRENT))
+    await replays(path)
+    # The trail still gives each change with the reason its Event said (from the markers' answers).
+    trail = component_trail(history_from_file(str(path)))
+    scaled = [e.detail for e in trail.entries if e.what == "ScaledOut"]
+    assert any("tikv" in d and "cpu average over max" in d for d in scaled), trail.entries
 
 
 async def _main(path: Path) -> None:
