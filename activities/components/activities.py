@@ -160,7 +160,8 @@ class ComponentActivities:
 
     @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
     def emit_autoscaler_event(self, ev: contracts.AutoscalerEvent) -> contracts.EventWritten:
-        self.kube(ev.kube_cluster).autoscaler_event(ev.namespace, ev.name, ev.uid, ev.reason, ev.message, ev.type)
+        kube = self.kube(ev.kube_cluster)
+        kube.autoscaler_event(ev.namespace, ev.name, ev.uid, ev.reason, ev.message, ev.type, ev.key)
         return contracts.EventWritten(reason=ev.reason, message=ev.message)
 
     # ---- TidbCluster ---------------------------------------------------------------------

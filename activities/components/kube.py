@@ -156,9 +156,9 @@ class TidbKube:
 
     # ---- events --------------------------------------------------------------------------
     def autoscaler_event(
-        self, namespace: str, name: str, uid: str, reason: str, message: str, type: str = "Normal"
+        self, namespace: str, name: str, uid: str, reason: str, message: str, type: str = "Normal", key: str = ""
     ) -> None:
         ref = client.V1ObjectReference(
             api_version=f"{GROUP}/{VERSION}", kind=TAC_KIND, namespace=namespace, name=name, uid=uid or None
         )
-        create_event(self.core, namespace, ref, reason, message, type, self.component)
+        create_event(self.core, namespace, ref, reason, message, type, self.component, key)

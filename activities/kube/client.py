@@ -115,15 +115,23 @@ def create_event(
     message: str,
     type: str = "Normal",
     component: str = "growth",
+    key: str = "",
 ) -> None:
-    """Write one core/v1 Event about `involved`, as `kubectl describe` shows them."""
+    """Write one core/v1 Event about `involved`, as `kubectl describe` shows them. With a `key`
+    the Event is named `<involved>.<key>` (client-go names its Events `<involved>.<hex>`), so an
+    attempt made again writes it once: AlreadyExists is the earlier attempt's Event."""
     from datetime import datetime
 
     from kubernetes.client.rest import ApiException
 
     now = datetime.now(UTC)
+    meta = (
+        client.V1ObjectMeta(name=f"{involved.name}.{key}", namespace=namespace)
+        if key
+        else client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace)
+    )
     body = client.CoreV1Event(
-        metadata=client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace),
+        metadata=meta,
         involved_object=involved,
         reason=reason,
         message=message[:1024],
@@ -136,5 +144,7 @@ def create_event(
     try:
         core.create_namespaced_event(namespace, body)
     except ApiException as e:
+        if e.status == 409 and key:
+            return  # written by an earlier attempt
         if e.status != 404:  # the namespace went away: nothing to report on
             raise

@@ -115,6 +115,9 @@ class AutoscalerEvent(BaseModel):
     reason: str
     message: str
     type: Literal["Normal", "Warning"] = "Normal"
+    # The Event's name after `<name>.`, drawn by the workflow (replayed, it is the same): a write
+    # made again, by a retry or by a worker replaying a lost workflow task, writes one Event.
+    key: str = Field(default="", pattern=r"^[a-f0-9]{0,32}$")
 
 
 class EventWritten(BaseModel):

@@ -9,7 +9,8 @@ task instead of one per read. A local activity has no heartbeat: a worker killed
 loses its workflow task, which another worker takes after the workflow task timeout (10 s) and
 reads again (reads are safe to repeat). A round's reports, its Events and the status write, run
 the same way (`LOCAL_REPORTS`, patch `round-reports-local`): a status write is a replace, safe
-to repeat, and an Event written again by a retry is what a retried activity wrote too. The
+to repeat, and an Event is named from a key the workflow draws, so one written again is refused
+as AlreadyExists and written once. The
 changes (replicas, group create and delete) stay normal activities: they carry their keys and
 outlive the worker."""
 

@@ -334,6 +334,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
                 reason=reason,
                 message=message[:1000],
                 type="Warning" if warning else "Normal",
+                key=workflow.uuid4().hex[:16],
             ),
             None,
             WRITE_RETRY,

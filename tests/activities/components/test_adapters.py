@@ -249,3 +249,24 @@ def test_events_on_the_autoscaler(world: FakeTidb, api: client.ApiClient, custom
         ("ScaledOut", "tikv 3 -> 4", "TidbClusterAutoScaler", "tas")
     ]
     assert events[0].source.component == "growth"
+
+
+def test_an_event_written_again_with_its_key_is_one_event(
+    world: FakeTidb, api: client.ApiClient, custom: client.CustomObjectsApi
+) -> None:
+    """A retried write, or one a replaying worker makes again, names the Event from the workflow's
+    key: the API server refuses the second create (AlreadyExists) and the write counts as done."""
+    tac = custom.create_namespaced_custom_object(G, V, NS, TAC, tac_body())
+    kube = TidbKube(api)
+    for _ in range(2):
+        kube.autoscaler_event(NS, "tas", tac["metadata"]["uid"], "ScaledOut", "tikv 3 -> 4", key="0a1b2c3d4e5f6789")
+    kube.autoscaler_event(NS, "tas", tac["metadata"]["uid"], "ScaledOut", "tikv 4 -> 5", key="0a1b2c3d4e5f678a")
+    events = client.CoreV1Api(api).list_namespaced_event(NS).items
+    assert sorted((e.metadata.name, e.message) for e in events) == [
+        ("tas.0a1b2c3d4e5f6789", "tikv 3 -> 4"),
+        ("tas.0a1b2c3d4e5f678a", "tikv 4 -> 5"),
+    ]
+    # Without a key (the API's generateName), each write is an Event of its own.
+    kube.autoscaler_event(NS, "tas", tac["metadata"]["uid"], "ScaledIn", "tikv 5 -> 4")
+    kube.autoscaler_event(NS, "tas", tac["metadata"]["uid"], "ScaledIn", "tikv 5 -> 4")
+    assert len(client.CoreV1Api(api).list_namespaced_event(NS).items) == 4

@@ -40,6 +40,9 @@ async def test_next_change_waits_a_whole_interval_after_a_slow_write(env: Workfl
         history = await handle.fetch_history()
         outs = [at for at, _, reason in recorded_changes(list(history.events)) if reason == "ScaledOut"]
         assert len(outs) == 2 and outs[1] - outs[0] >= timedelta(seconds=OUT_S)
+        # Each Event carries a name of its own from the workflow, so a write made again is one Event.
+        keys = [ev.key for ev in world.events]
+        assert len(set(keys)) == len(keys) and all(len(k) == 16 for k in keys), keys
         # The loop's record of the change is the write's time (or later, never the round's start).
         rep = await report(handle)
         stamped = rep.components["tikv"].timing.last_change_at
