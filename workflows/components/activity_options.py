@@ -10,9 +10,8 @@ loses its workflow task, which another worker takes after the workflow task time
 reads again (reads are safe to repeat). A round's reports, its Events and the status write, run
 the same way (`LOCAL_REPORTS`, patch `round-reports-local`): a status write is a replace, safe
 to repeat, and an Event is named from a key the workflow draws, so one written again is refused
-as AlreadyExists and written once. The
-changes (replicas, group create and delete) stay normal activities: they carry their keys and
-outlive the worker."""
+as AlreadyExists and written once. The changes (replicas, group create and delete) stay normal
+activities: they carry their keys and outlive the worker."""
 
 from __future__ import annotations
 

@@ -285,8 +285,8 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
     async def _act(
         self, name: str, arg: Any, result_type: type | None, retry: RetryPolicy = READ_RETRY, cause: bool = True
     ) -> Any:
-        """Run an activity (a read or a report as a local one); None when it failed (remembered, and with
-        `cause` kept as what a failed round reports), so a round degrades, never fails."""
+        """Run an activity (a read or a report as a local one); None when it failed (remembered,
+        and with `cause` kept as what a failed round reports), so a round degrades, never fails."""
         limit = timedelta(seconds=self.settings.activity_timeout_s)
         local = LOCAL_READS.get(name)
         if local is None and name in LOCAL_REPORTS and workflow.patched(LOCAL_REPORTS_PATCH):
