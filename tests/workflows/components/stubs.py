@@ -67,7 +67,10 @@ class ComponentsWorld:
     # (server time of the attempt that wrote, cluster, replicas) / (server time, Event reason)
     patch_times: list[tuple[datetime, str, int]] = field(default_factory=list)
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
-    hold: asyncio.Event | None = None  # set: writing the status (a round's last step) waits for it
+    # set: a replicas write (an activity the round waits on) waits for it. (Not a report: those run
+    # as local activities, inside a workflow task, so an update waits for the task's heartbeat.)
+    hold: asyncio.Event | None = None
+    held: bool = False  # a write is waiting for `hold`
     _uids: itertools.count = field(default_factory=itertools.count)
 
     def reasons(self) -> list[str]:
@@ -122,8 +125,6 @@ class ComponentsWorld:
         @activity.defn(name=contracts.WRITE_AUTOSCALER_STATUS)
         async def write_status(inp: contracts.WriteStatusInput) -> contracts.WriteStatusResult:
             world.statuses.append(inp.status)
-            if world.hold is not None:
-                await world.hold.wait()
             return contracts.WriteStatusResult(found=world.found)
 
         @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
@@ -222,6 +223,9 @@ class ComponentsWorld:
 
         @activity.defn(name=contracts.PATCH_REPLICAS)
         async def patch_replicas(inp: contracts.PatchReplicasInput) -> contracts.PatchReplicasResult:
+            if world.hold is not None:
+                world.held = True
+                await world.hold.wait()
             if world.failing_patches > 0:
                 world.failing_patches -= 1
                 raise RuntimeError("the worker went away mid-write")

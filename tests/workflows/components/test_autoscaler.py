@@ -347,13 +347,15 @@ async def test_an_update_during_a_round_starts_the_next_round_at_once(env: Workf
     """An operator's change while a round runs asks for a round after it: the next one starts as
     that round ends, not a scan (an hour here) later. The wake was reset after the round, so one
     that came during it was forgotten (patch wake-kept-during-round)."""
-    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 3.0}, hold=asyncio.Event())
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 5.4}, hold=asyncio.Event())
     async with autoscaler(env, world, scan_interval_s=3600) as handle:
-        await until(lambda: world.statuses, what="the first round writing its status (held)")
+        # The first round scales TiKV out; its replicas write is held, so the round is still on.
+        await until(lambda: world.held, what="the replicas write (held)")
         blocked = await execute_update(handle, "block_scale_in", BlockScaleInRequest(component="tikv"))
-        assert blocked == ["tikv"] and len(world.statuses) == 1  # answered during the round
+        assert blocked == ["tikv"] and world.patches == [] and world.statuses == []  # during the round
         world.hold.set()
         await until(lambda: _rounds(handle, 2), what="a second round at once")
+        assert world.patches == [("db", "tikv", 6)]
 
 
 async def _rounds(handle: WorkflowHandle, n: int) -> bool:
