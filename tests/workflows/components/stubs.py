@@ -64,7 +64,7 @@ class ComponentsWorld:
     # The next N patch attempts fail (retried by the server after its backoff), as a write
     # retried after a killed worker: the change lands well after its round began.
     failing_patches: int = 0
-    # (server time of the attempt that wrote, cluster, replicas) / (server time, Event reason)
+    # (server time of the attempt that wrote, cluster, replicas)
     patch_times: list[tuple[datetime, str, int]] = field(default_factory=list)
     crashed: asyncio.Event = field(default_factory=asyncio.Event)
     # set: a replicas write (an activity the round waits on) waits for it. (Not a report: those run
