@@ -49,10 +49,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import runtime
-from scaling.components.contracts import EMIT_AUTOSCALER_EVENT
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
+from scaling.components.trail import event_said
 from starters import prometheus
 from starters.components_demo import TASK_QUEUE, ComponentsDemo
+from starters.history import decode_events
 from starters.kube import kube_client
 from starters.scenarios.components import G, V, _event_time, add_nodes, autoscaler, base_cluster, interval_violations
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow, workflow_id
@@ -102,40 +103,16 @@ def recorded_changes(events: list[Any]) -> list[tuple[datetime, str, str]]:
     """From one run's history: (when its write completed, component, reason) of each ScaledOut and
     ScaledIn Event the workflow wrote. The interval guard counts from after those writes (issue 20),
     so these times are the guard's own; the API's Event times are when the Event was last written.
-    An Event written as an activity has its reason in the scheduled event's input; one written as a
-    local activity (patch round-reports-local) in its marker's result, recorded when the workflow
-    task that wrote it completed."""
-    scheduled: dict[int, tuple[str, str]] = {}
+    A local activity's write (patch round-reports-local) completes with the workflow task that
+    made it, when its marker is recorded."""
     out: list[tuple[datetime, str, str]] = []
-    for ev in events:
-        if ev.HasField("activity_task_scheduled_event_attributes"):
-            attrs = ev.activity_task_scheduled_event_attributes
-            if attrs.activity_type.name == EMIT_AUTOSCALER_EVENT and attrs.input.payloads:
-                change = _change(json.loads(attrs.input.payloads[0].data))
-                if change is not None:
-                    scheduled[ev.event_id] = change
-        elif ev.HasField("activity_task_completed_event_attributes"):
-            change = scheduled.get(ev.activity_task_completed_event_attributes.scheduled_event_id)
-            if change is not None:
-                out.append((ev.event_time.ToDatetime(tzinfo=UTC), *change))
-        elif ev.HasField("marker_recorded_event_attributes"):
-            details = ev.marker_recorded_event_attributes.details
-            data, result = details.get("data"), details.get("result")
-            if data is None or result is None or not data.payloads or not result.payloads:
-                continue
-            if json.loads(data.payloads[0].data).get("activity_type") != EMIT_AUTOSCALER_EVENT:
-                continue
-            change = _change(json.loads(result.payloads[0].data) or {})
-            if change is not None:
-                out.append((ev.event_time.ToDatetime(tzinfo=UTC), *change))
+    for e in decode_events("", events):
+        said = event_said(e)
+        if said is None or e.completed_at is None or said.get("reason") not in ("ScaledOut", "ScaledIn"):
+            continue
+        component = str(said.get("message") or "").split(" ", 1)[0]
+        out.append((e.completed_at.replace(tzinfo=UTC), component, said["reason"]))
     return out
-
-
-def _change(body: dict[str, Any]) -> tuple[str, str] | None:
-    """(component, reason) of a ScaledOut or ScaledIn Event's body or answer, else None."""
-    if body.get("reason") not in ("ScaledOut", "ScaledIn"):
-        return None
-    return (body.get("message") or "").split(" ", 1)[0], body["reason"]
 
 
 def wake_ups(events: list[Any], since: datetime) -> int:

@@ -8,7 +8,7 @@ bounded (scaling/history.py).
 from __future__ import annotations
 
 from scaling.components import contracts
-from scaling.history import RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
+from scaling.history import RecordedEvent, RecordedHistory, Trail, TrailEntry, bounded, first_input, fold_repeats
 
 MAX_ENTRIES = 200
 WRITES = {
@@ -18,16 +18,24 @@ WRITES = {
 }
 
 
+def event_said(e: RecordedEvent) -> dict | None:
+    """What one of the loop's Event writes said (its reason and message), else None. Written as an
+    activity, its input says it; as a local activity (patch round-reports-local), the answer its
+    marker keeps."""
+    if e.name != contracts.EMIT_AUTOSCALER_EVENT:
+        return None
+    said = first_input(e) if e.kind == "activity" else e.result if e.kind == "local_activity" else None
+    return said if isinstance(said, dict) else None
+
+
 def component_trail(autoscaler: RecordedHistory, component: str = "", max_entries: int = MAX_ENTRIES) -> Trail:
     """`component` ("tikv", "tidb"; "" = all) keeps the entries that name it."""
     wf = autoscaler.workflow_id
     entries: list[TrailEntry] = []
     for e in autoscaler.events:
         inp = first_input(e)
-        # An Event written as an activity has its reason in the input; as a local activity (patch
-        # round-reports-local), in the answer its marker keeps.
-        said = inp if e.kind == "activity" else e.result if e.kind == "local_activity" else None
-        if e.name == contracts.EMIT_AUTOSCALER_EVENT and isinstance(said, dict):
+        said = event_said(e)
+        if said is not None:
             what = str(said.get("reason", "Event"))
             entries.append(TrailEntry(at=e.at, what=what, detail=str(said.get("message", "")), workflow_id=wf))
         elif e.kind == "activity" and e.name in WRITES and isinstance(inp, dict):

@@ -1,22 +1,23 @@
 """bench/components_scale.py's interval count from the histories: a ScaledOut/ScaledIn Event's
 time is when the workflow's write of it completed (the guard counts from there, issue 20), read
-from the activity's scheduled input and its completion."""
+from the activity's scheduled input and its completion, or from a local activity's marker."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.components_scale import recorded_changes
 from scaling.components.contracts import EMIT_AUTOSCALER_EVENT, PATCH_REPLICAS
 from starters.scenarios.components import interval_violations
-from tests.bench.test_e2e_figures import T0, scheduled
+from tests.bench.test_e2e_figures import JSON_ENCODING, T0, scheduled
 
 
 def completed(event_id: int, scheduled_id: int, at: float) -> HistoryEvent:
-    e = HistoryEvent(event_id=event_id)
+    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
     e.event_time.FromSeconds(int(T0 + at))
     e.activity_task_completed_event_attributes.scheduled_event_id = scheduled_id
     return e
@@ -48,13 +49,13 @@ def test_changes_are_read_at_the_completion_of_their_event_write() -> None:
 def marker(event_id: int, activity_type: str, result: dict | None, at: float) -> HistoryEvent:
     """A local activity's marker as sdk-core writes it: `data` names the activity, `result` holds
     its answer (the input is not recorded)."""
-    e = HistoryEvent(event_id=event_id)
+    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_MARKER_RECORDED)
     e.event_time.FromSeconds(int(T0 + at))
     attrs = e.marker_recorded_event_attributes
     attrs.marker_name = "core_local_activity"
     data = {"seq": event_id, "attempt": 1, "activity_id": str(event_id), "activity_type": activity_type}
-    attrs.details["data"].payloads.add(data=json.dumps(data).encode())
-    attrs.details["result"].payloads.add(data=json.dumps(result).encode())
+    attrs.details["data"].payloads.add(metadata=JSON_ENCODING, data=json.dumps(data).encode())
+    attrs.details["result"].payloads.add(metadata=JSON_ENCODING, data=json.dumps(result).encode())
     return e
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from unittest.mock import MagicMock
 
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.e2e import create_starts, of_request
@@ -19,12 +20,15 @@ from starters.scenarios.progress import PodWatch, percentile
 T0 = datetime(2026, 11, 26, 10, 0, tzinfo=UTC).timestamp()
 
 
+JSON_ENCODING = {"encoding": b"json/plain"}  # as the SDK's JSON payloads carry it
+
+
 def scheduled(event_id: int, activity: str, inp: dict) -> HistoryEvent:
-    e = HistoryEvent(event_id=event_id)
+    e = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     e.event_time.FromSeconds(int(T0))
     attrs = e.activity_task_scheduled_event_attributes
     attrs.activity_type.name = activity
-    attrs.input.payloads.append(Payload(data=json.dumps(inp).encode()))
+    attrs.input.payloads.append(Payload(metadata=JSON_ENCODING, data=json.dumps(inp).encode()))
     return e
 
 
