@@ -18,8 +18,8 @@ Figures:
   with `--metrics-source prometheus`, the real Prometheus's own prometheus_http_requests_total);
 - interval violations: per autoscaler and component, two change rounds (ScaledOut/ScaledIn
   Events on the object) closer than the later change's interval, counted without the workflow;
-  `interval_violations_recorded` counts the same from the histories (when each Event's write
-  completed), which are the times the guard counts from;
+  `interval_violations_recorded` counts the same from the histories (when each change's write
+  landed), which are the times the guard counts from;
 - the machine's load average and the worker's CPU seconds beside them (the machine is shared),
   and CPU seconds per round begun (a timer's firing or the run's start);
 - per activity (the writes; the reads are local activities, inside the workflow task), the wait
@@ -49,6 +49,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import runtime
+from scaling.components.contracts import CREATE_AUTO_CLUSTER, PATCH_REPLICAS
 from scaling.components.state import ComponentAutoscalerInput, ComponentAutoscalerSettings
 from scaling.components.trail import event_said
 from starters import prometheus
@@ -99,19 +100,29 @@ def round_durations(events: list[Any], since: datetime) -> list[float]:
     return out
 
 
+# The writes a change is made of: a group's create, a replicas patch (activities).
+CHANGE_WRITES = (CREATE_AUTO_CLUSTER, PATCH_REPLICAS)
+
+
 def recorded_changes(events: list[Any]) -> list[tuple[datetime, str, str]]:
-    """From one run's history: (when its write completed, component, reason) of each ScaledOut and
-    ScaledIn Event the workflow wrote. The interval guard counts from after those writes (issue 20),
-    so these times are the guard's own; the API's Event times are when the Event was last written.
-    A local activity's write (patch round-reports-local) completes with the workflow task that
-    made it, when its marker is recorded."""
+    """From one run's history: (when its write landed, component, reason) of each ScaledOut and
+    ScaledIn change. The interval guard counts from the change's last replicas or group write
+    (issue 20: `_written_at` in workflows/components/autoscaler.py), so these times are the
+    guard's own: the completion of the write made since the change before, or, without one, of
+    the Event's own write (an activity, or a local activity's marker). The API's Event times are
+    later: when the Event was last written."""
     out: list[tuple[datetime, str, str]] = []
+    landed: datetime | None = None
     for e in decode_events("", events):
+        if e.name in CHANGE_WRITES and e.completed_at is not None:
+            landed = e.completed_at
+            continue
         said = event_said(e)
         if said is None or e.completed_at is None or said.get("reason") not in ("ScaledOut", "ScaledIn"):
             continue
         component = str(said.get("message") or "").split(" ", 1)[0]
-        out.append((e.completed_at.replace(tzinfo=UTC), component, said["reason"]))
+        out.append(((landed or e.completed_at).replace(tzinfo=UTC), component, said["reason"]))
+        landed = None
     return out
 
 

@@ -123,6 +123,8 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         # The last decisions per component (memory only): an unchanged question is not asked again.
         self._last_groups: dict[str, GroupDecision] = {}
         self._last_plans: dict[str, PlanDecision] = {}
+        # The workflow's time when the last activity answered: when a change's write landed.
+        self._landed = workflow.now()
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -300,13 +302,16 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
                     start_to_close_timeout=min(local, limit),
                     retry_policy=retry,
                 )
-            return await workflow.execute_activity(
-                name,
-                arg,
-                result_type=result_type,
-                **COMPONENT_ACTIVITIES[name].timeouts(limit),
-                retry_policy=retry,
-            )
+            try:
+                return await workflow.execute_activity(
+                    name,
+                    arg,
+                    result_type=result_type,
+                    **COMPONENT_ACTIVITIES[name].timeouts(limit),
+                    retry_policy=retry,
+                )
+            finally:
+                self._landed = workflow.now()
         except FailureError as exc:  # an ActivityError, or a local activity's own failure
             if isinstance(exc, CancelledError):
                 raise
@@ -663,8 +668,18 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         return False
 
     def _written_at(self) -> datetime:
-        """When a change is done: the workflow's time after its writes and Events (issue 20)."""
-        return workflow.now()
+        """When a change is done (issue 20): when its last write's answer reached the workflow.
+
+        Not the workflow's time after the change's Events: they are local activities (patch
+        round-reports-local), and after a local activity that time is not always the same on
+        replay. When a workflow task ends between the activity's end and the workflow seeing it,
+        the first run reads the next task's start, a replay the activity's recorded end. This
+        time is kept in the group records and the timing, which come back through the recorded
+        decisions: a replay then saw another status and wrote it, a non-determinism error (1 in
+        60 recordings on the time-skipping server). An activity's answer starts a workflow task,
+        whose time replays the same. (Before that patch the Events were activities: this is the
+        time after them, as it was.)"""
+        return self._landed
 
     async def _apply(self, component: str, ch: Change, cs: ComponentState, base: str, now: datetime) -> bool:
         """One change; False when it could not be made (the rest of the round's changes wait)."""

@@ -71,6 +71,7 @@ class ComponentsWorld:
     # as local activities, inside a workflow task, so an update waits for the task's heartbeat.)
     hold: asyncio.Event | None = None
     held: bool = False  # a write is waiting for `hold`
+    event_s: float = 0.0  # each Event write takes this long (wall clock)
     _uids: itertools.count = field(default_factory=itertools.count)
 
     def reasons(self) -> list[str]:
@@ -129,6 +130,7 @@ class ComponentsWorld:
 
         @activity.defn(name=contracts.EMIT_AUTOSCALER_EVENT)
         async def emit_event(ev: contracts.AutoscalerEvent) -> contracts.EventWritten:
+            await asyncio.sleep(world.event_s)
             world.events.append(ev)
             return contracts.EventWritten(reason=ev.reason, message=ev.message)
 

@@ -6,11 +6,14 @@ Time moves only through skip (the write's retries wait on server-side backoff ti
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from bench.components_scale import recorded_changes
+from scaling.components import contracts
+from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, skip_until, tikv_spec
 
@@ -48,3 +51,35 @@ async def test_next_change_waits_a_whole_interval_after_a_slow_write(env: Workfl
         stamped = rep.components["tikv"].timing.last_change_at
         assert stamped is not None and stamped >= second_written
         assert rep.components["tikv"].timing.groups["db"] >= second_written
+
+
+async def test_a_change_is_timed_when_its_write_landed_not_after_its_events(env: WorkflowEnvironment) -> None:
+    """The time kept for a change is the workflow task its write's answer started, the same on
+    replay. Not the workflow's time after the change's Events: local activities, after which a
+    replay may see another time than the first run (_written_at in the workflow)."""
+    world = ComponentsWorld(spec=tikv_spec(), load={"tikv": 5.4}, event_s=0.5)
+    async with autoscaler(env, world) as handle:
+        await until(lambda: bool(world.statuses) and world.patches == [("db", "tikv", 6)])
+        rep = await report(handle)
+        history = (await handle.fetch_history()).events
+    done = next(
+        e.event_id
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        and history[
+            e.activity_task_completed_event_attributes.scheduled_event_id - 1
+        ].activity_task_scheduled_event_attributes.activity_type.name
+        == contracts.PATCH_REPLICAS
+    )
+    landed = next(
+        e.event_time.ToDatetime(tzinfo=UTC)
+        for e in history
+        if e.event_id > done and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+    )
+    (out,) = [at for at, _, reason in recorded_changes(list(history)) if reason == "ScaledOut"]
+    assert out <= landed
+    stamped = rep.components["tikv"].timing.last_change_at
+    assert stamped is not None and abs(stamped - landed) < timedelta(milliseconds=1), (stamped, landed)
+    # The ScaledOut Event took half a second after that: its marker is that much later.
+    reported = [e for e in history if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED][-2:]
+    assert all(e.event_time.ToDatetime(tzinfo=UTC) >= landed + timedelta(seconds=0.5) for e in reported)
