@@ -10,7 +10,7 @@ backoffs) is carried through continue-as-new, so the history of one run stays bo
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -401,6 +401,11 @@ class NodeAutoscalerWorkflow:
         # orchestration, and a successor alone gives the planner nothing to do).
         in_flight += counted_once(successors, obs.requests_with_ready_node)
         demand = demand.model_copy(update={"shapes": shapes})
+        # The loop's time until its next activity answers: read before the decision, a local
+        # activity, after which a replay may see another time than the first run did (when a
+        # workflow task ended between the activity's end and the workflow seeing it). Batches'
+        # start times, the last scale-up and the scale-down step's clock are kept or compared.
+        clock = workflow.now()
         decision = await self._decide(
             ScaleUpInput(
                 demand=demand,
@@ -411,7 +416,7 @@ class NodeAutoscalerWorkflow:
                     unavailable_pools(
                         self.state.banned_pools,
                         self.state.backoff_until,
-                        workflow.now().timestamp(),
+                        clock.timestamp(),
                         self.state.capacity_unavailable_until,
                     )
                 ),
@@ -434,7 +439,7 @@ class NodeAutoscalerWorkflow:
         events: list[PodEvent] = self._new_problem_events(plan.problems)
         # Ids and state first (in plan order, so replays decide the same), then the batches
         # start in the background.
-        announced = self._start_batches(new_nodes, groups, gates) if new_nodes else []
+        announced = self._start_batches(new_nodes, groups, gates, clock) if new_nodes else []
         for request_id, planned, gate in announced:
             reason, message = scale_up_event(request_id, planned, gate)
             events.extend(
@@ -442,15 +447,17 @@ class NodeAutoscalerWorkflow:
                 for p in (named[u] for u in planned.pod_uids if u in named and not is_headroom(u))
             )
         if new_nodes:
-            self.state.last_scale_up_at = workflow.now().timestamp()
+            self.state.last_scale_up_at = clock.timestamp()
         if may_scale_down(
             plan.model_copy(update={"new_nodes": new_nodes}),
             settings.scale_down_enabled,
             demand.nodes,
             removals_running=bool(self.state.scale_downs),
         ):
+            # (An update holding the lock waits on activities: after one, the workflow's time is.)
+            now = None if self.scale_down_lock.locked() else clock.timestamp()
             async with self.scale_down_lock:
-                await scale_down_step.step(settings, self.state, obs.scale_down_view)
+                await scale_down_step.step(settings, self.state, obs.scale_down_view, now)
             if self.state.iterations % ORPHAN_CHECK_EVERY == 1:
                 await scale_down_step.check_orphans(settings, self.state, providers)
                 if self.state.scale_downs and workflow.patched(REMOVALS_RECONCILED):
@@ -504,7 +511,11 @@ class NodeAutoscalerWorkflow:
             self.background.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def _start_batches(
-        self, planned: list[PlannedNode], groups: dict[str, NodeGroup], gates: list[ApprovalGate | None]
+        self,
+        planned: list[PlannedNode],
+        groups: dict[str, NodeGroup],
+        gates: list[ApprovalGate | None],
+        now: datetime,
     ) -> list[tuple[str, PlannedNode, ApprovalGate | None]]:
         """Identical planned nodes share a NodeRequestBatch (a 30,000-pod burst as ~970
         NodeRequests waited 18-20 s (p99) for their first tasks); every member is in flight (as
@@ -515,7 +526,7 @@ class NodeAutoscalerWorkflow:
         for indexes in batch_indexes(planned, gates):
             members = [planned[i] for i in indexes]
             gate = gates[indexes[0]]
-            batch = self._record_batch(members, groups[members[0].group], gate)
+            batch = self._record_batch(members, groups[members[0].group], gate, now)
             batches.append(batch)
             announced.extend((member_id(batch.id, k), p, gate) for k, p in enumerate(members))
         for chunk in start_chunks([len(b.members) for b in batches], START_BATCH):
@@ -528,11 +539,10 @@ class NodeAutoscalerWorkflow:
         return f"{autoscaler_id(self.inp.settings.cluster)}/request/{self.state.seq:06d}-{str(workflow.uuid4())[:4]}"
 
     def _record_batch(
-        self, planned: list[PlannedNode], group: NodeGroup, approval: ApprovalGate | None
+        self, planned: list[PlannedNode], group: NodeGroup, approval: ApprovalGate | None, now: datetime
     ) -> NodeRequestBatchInput:
-        """A batch's id and input, each member recorded as in flight before it starts."""
+        """A batch's id and input, each member recorded as in flight (since `now`) before it starts."""
         batch_id = self._next_request_id()
-        now = workflow.now()
         for i, node in enumerate(planned):
             request_id = member_id(batch_id, i)
             self.state.in_flight[request_id] = in_flight_record(request_id, node, now)

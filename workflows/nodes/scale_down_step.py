@@ -118,10 +118,13 @@ def _waiting_empty(sd: ScaleDownStatus) -> bool:
     return sd.phase == ScaleDownPhase.MARKED and method_for(sd.kind).require_empty
 
 
-async def step(settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = "") -> ScaleDownEvaluation | None:
+async def step(
+    settings: AutoscalerSettings, state: NodeAutoscalerState, view: str = "", now: float | None = None
+) -> ScaleDownEvaluation | None:
     """One scale-down evaluation; returns what it acted on (None: the last one still stands, as
-    ``view``, the observation's token of what it would read, says, and none is recorded)."""
-    now = workflow.now().timestamp()
+    ``view``, the observation's token of what it would read, says, and none is recorded). ``now``:
+    the loop's clock when the workflow's own would differ on replay (right after a local activity)."""
+    now = workflow.now().timestamp() if now is None else now
     inp = ScaleDownEvaluationInput(
         cluster=settings.cluster,
         now=now,

@@ -34,6 +34,7 @@ from scaling.nodes.contracts import (
 from scaling.nodes.headroom import headroom_pods
 from scaling.nodes.models import ServerType, SpecProblem
 from scaling.nodes.providers.kwok import kwok_catalogue
+from scaling.nodes.scale_up.decision import ScaleUpDecision, ScaleUpInput
 from scaling.nodes.scale_up.demand import MAX_SHAPES, SHAPE_SAMPLE, observe_demand
 from scaling.nodes.state import requests_with_ready_node
 from tests.workflows.workers import new_worker
@@ -70,9 +71,15 @@ class World:
     # pending and the loop plans again. Otherwise the observation never shows them, and a request
     # that reported Ready covers its pods for LANDING_HOLD_S, as for a cache that lags.
     ready_nodes_join_full: bool = False
+    plan_s: float = 0.0  # the scale-up decision takes this long (wall clock)
 
     def activities(self) -> list:
         world = self
+
+        @activity.defn(name=contracts.PLAN_SCALE_UP)
+        async def plan(inp: ScaleUpInput) -> ScaleUpDecision:
+            await asyncio.sleep(world.plan_s)
+            return await plan_scale_up(inp)  # the real one: the loop's decision
 
         @activity.defn(name=contracts.CREATE_NODE)
         async def create_node(inp: CreateNodeInput) -> CreateNodeResult:
@@ -185,7 +192,7 @@ class World:
             emit_pod_events,
             report_node_group_status,
             start_node_requests,  # the real one: it starts the requests on the test's own server
-            plan_scale_up,  # the real one: the loop's decision
+            plan,
         ]
 
 

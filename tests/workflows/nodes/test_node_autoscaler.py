@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, timedelta
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -132,6 +134,28 @@ async def test_a_wake_during_an_iteration_starts_the_next_one_at_once(running) -
     assert status.iterations == 2
     # An iteration counts itself before it observes: its observation follows.
     await until(lambda: world.observe_calls == 2, what="the second iteration's observation")
+
+
+async def test_requests_are_timed_by_the_loop_before_its_decision_not_after_it(running) -> None:  # noqa: ANN001
+    """The decision is a local activity: the workflow's time after one may differ on replay (a
+    workflow task that ended between its end and the workflow seeing it), so a request's start
+    is the time the loop read before deciding: the workflow task the observation's answer
+    started. Here the decision takes half a second, and the request's time is not moved by it."""
+    world = World(hold_readiness=True, plan_s=0.5)
+    world.observation = ClusterObservation(unschedulable=[pod(0)], groups=[GENERAL])
+    handle = await running(world)
+    status = await eventually(handle, lambda s: bool(s.in_flight))
+    events = [e async for e in handle.fetch_history_events()]
+    planned = next(i for i, e in enumerate(events) if e.HasField("marker_recorded_event_attributes"))
+    observed = max(i for i, e in enumerate(events[:planned]) if e.HasField("activity_task_completed_event_attributes"))
+    decided_from = next(
+        e.event_time.ToDatetime(tzinfo=UTC)
+        for e in events[observed:]
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+    )
+    started = status.in_flight[0].started_at
+    assert abs(started - decided_from) < timedelta(milliseconds=1), (started, decided_from)
+    assert events[planned].event_time.ToDatetime(tzinfo=UTC) >= started + timedelta(seconds=0.5)
 
 
 async def test_in_flight_requests_are_not_double_counted(running) -> None:  # noqa: ANN001
