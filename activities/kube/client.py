@@ -3,12 +3,14 @@ cluster a worker serves."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from datetime import UTC
 from typing import Any
 
 from kubernetes import client, config
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.settings import KubeSettings, Settings, SettingsError
@@ -107,6 +109,17 @@ def raw_list(call: Any, **kwargs: Any) -> list[dict[str, Any]]:
     return json.loads(resp.data)["items"]
 
 
+def attempts_key(*parts: object) -> str:
+    """A `create_event` key that every attempt of this activity draws alike (its run, its id and
+    `parts`, e.g. the Event's index in its batch): a retried attempt writes each Event once.
+    "" outside an activity: a generated name."""
+    if not activity.in_activity():
+        return ""
+    info = activity.info()
+    text = "/".join([info.workflow_run_id or "", info.activity_id, *map(str, parts)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def create_event(
     core: client.CoreV1Api,
     namespace: str,
@@ -126,7 +139,8 @@ def create_event(
 
     now = datetime.now(UTC)
     meta = (
-        client.V1ObjectMeta(name=f"{involved.name}.{key}", namespace=namespace)
+        # A name is at most 253 characters: the object's part gives way, as generateName's does.
+        client.V1ObjectMeta(name=f"{involved.name[: 252 - len(key)]}.{key}", namespace=namespace)
         if key
         else client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace)
     )

@@ -18,7 +18,7 @@ from temporalio import activity
 
 from activities.heartbeat import beat_progress, pause, resumed_deadline
 from activities.kube.cache import NODE_GROUP_PLURAL, scale_down_kinds, versions, view
-from activities.kube.client import ClusterClients, cluster_clients, create_event
+from activities.kube.client import ClusterClients, attempts_key, cluster_clients, create_event
 from activities.kube.informer import Informer
 from activities.nodes import metrics
 from activities.nodes.requests import report_to_loop
@@ -256,9 +256,9 @@ class KubeActivities:
     @activity.defn(name=contracts.EMIT_POD_EVENTS)
     def emit_pod_events(self, inp: PodEventsInput) -> None:
         core = self._core(inp.cluster)
-        for ev in inp.events:
+        for i, ev in enumerate(inp.events):
             pod = client.V1ObjectReference(kind="Pod", namespace=ev.namespace, name=ev.pod_name, uid=ev.pod_uid)
-            create_event(core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component)
+            create_event(core, ev.namespace, pod, ev.reason, ev.message, ev.type, self.component, attempts_key(i))
 
     @activity.defn(name=contracts.REPORT_NODE_GROUP_STATUS)
     def report_node_group_status(self, inp: GroupStatusInput) -> None:

@@ -15,7 +15,7 @@ from kubernetes.client.rest import ApiException
 from temporalio import activity
 from temporalio.service import RPCError
 
-from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
+from activities.kube.client import ClusterClients, attempts_key, cluster_clients, create_event, raw_list
 from activities.nodes.providers.base import NodeProvider
 from scaling.nodes import contracts
 from scaling.nodes.contracts import CollectedMachine, ProviderMachine, UnusablePool
@@ -107,9 +107,8 @@ class MachineActivities:
             api_version=f"{CRD_GROUP}/{CRD_VERSION}", kind=NODE_GROUP_KIND, name=m.group, uid=obj["metadata"].get("uid")
         )
         message = f"deleted {m.provider} machine {m.name} ({m.provider_id}): {m.reason}"
-        create_event(
-            self._core(m.cluster), "default", group, "LeakedMachineDeleted", message, "Warning", self.component
-        )
+        core = self._core(m.cluster)
+        create_event(core, "default", group, "LeakedMachineDeleted", message, "Warning", self.component, attempts_key())
 
     def _groups(self, cluster: str) -> list[Any]:
         known = self.providers.keys()

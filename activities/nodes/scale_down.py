@@ -31,7 +31,7 @@ from activities.kube.cache import (
     scale_down_kinds,
     view,
 )
-from activities.kube.client import ClusterClients, cluster_clients, create_event, raw_list
+from activities.kube.client import ClusterClients, attempts_key, cluster_clients, create_event, raw_list
 from activities.kube.informer import Informer
 from activities.nodes.metrics import record_blocked
 from activities.nodes.providers.base import NodeProvider
@@ -638,9 +638,9 @@ class ScaleDownActivities:
     @activity.defn(name=contracts.EMIT_NODE_EVENTS)
     def emit_node_events(self, inp: NodeEventsInput) -> None:
         core = self._core(inp.cluster)
-        for ev in inp.events:
+        for i, ev in enumerate(inp.events):
             node = client.V1ObjectReference(kind="Node", name=ev.node, api_version="v1")
-            create_event(core, "default", node, ev.reason, ev.message, ev.type, self.component)
+            create_event(core, "default", node, ev.reason, ev.message, ev.type, self.component, attempts_key(i))
 
     @activity.defn(name=contracts.FIND_ORPHANS)
     async def find_orphans(self, inp: OrphanSearchInput) -> list[Orphan]:

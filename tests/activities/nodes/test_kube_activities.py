@@ -4,6 +4,7 @@ official client (no monkeypatching)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -429,6 +430,41 @@ def test_pod_events(api: client.ApiClient) -> None:
     assert [(e.reason, e.involved_object.uid, e.source.component) for e in events] == [
         ("TriggeredScaleUp", pod.metadata.uid, "growth")
     ]
+
+
+def test_a_retried_pod_events_write_writes_each_event_once(api: client.ApiClient) -> None:
+    """Each Event is named from the activity's run, id and its index in the batch, the same in
+    every attempt (client-go names Events `<object>.<hex>`): an attempt made again after a lost
+    answer gets AlreadyExists for what the first one wrote. Outside an activity (above) the
+    API server generates the name."""
+    core = client.CoreV1Api(api)
+    kube = KubeActivities(api, known_providers=["kwok"])
+    for name in ("p1", "p2"):
+        core.create_namespaced_pod(
+            "default", {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        )
+    batch = PodEventsInput(
+        cluster="c1",
+        events=[
+            PodEvent(namespace="default", pod_name=name, pod_uid="", reason="TriggeredScaleUp", message=name)
+            for name in ("p1", "p2")
+        ],
+    )
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_run_id="run-1", activity_id="5")
+    env.run(kube.emit_pod_events, batch)
+    env.info = dataclasses.replace(env.info, attempt=2)  # the same activity, tried again
+    env.run(kube.emit_pod_events, batch)
+
+    def written(pod: str) -> list[str]:
+        return [e.metadata.name for e in core.list_namespaced_event("default").items if e.involved_object.name == pod]
+
+    first = {pod: written(pod) for pod in ("p1", "p2")}
+    assert all(len(names) == 1 and names[0].startswith(f"{pod}.") for pod, names in first.items()), first
+    assert first["p1"][0].split(".")[1] != first["p2"][0].split(".")[1]  # one key per Event of the batch
+    env.info = dataclasses.replace(env.info, activity_id="9", attempt=1)  # another write: Events of its own
+    env.run(kube.emit_pod_events, batch)
+    assert [len(written(pod)) for pod in ("p1", "p2")] == [2, 2]
 
 
 async def test_kwok_gpu_nodes_carry_their_extended_resources(api: client.ApiClient) -> None:
