@@ -125,6 +125,14 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         self._last_plans: dict[str, PlanDecision] = {}
         # The workflow's time when the last activity answered: when a change's write landed.
         self._landed = workflow.now()
+        # The round's time, as a replay reads it too: when it began (after a timer, an update or
+        # the start), or when an update during the round before asked for it.
+        self._round_at = self._woken_at = workflow.now()
+
+    def _wake(self) -> None:
+        """An operator's change asks for a round now (an update's time replays the same)."""
+        self.wake = True
+        self._woken_at = workflow.now()
 
     # -- queries and overrides ---------------------------------------------------------------
     @workflow.query
@@ -149,14 +157,14 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
     def pause(self) -> bool:
         self.state.overrides.paused = True
         self.state.remember("paused by an operator")
-        self.wake = True
+        self._wake()
         return True
 
     @workflow.update
     def resume(self) -> bool:
         self.state.overrides.paused = False
         self.state.remember("resumed by an operator")
-        self.wake = True
+        self._wake()
         return True
 
     @workflow.update
@@ -167,7 +175,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         else:
             self.state.overrides.pins[key] = req.replicas
         self.state.remember(f"pin {key} = {req.replicas}")
-        self.wake = True
+        self._wake()
         return dict(self.state.overrides.pins)
 
     @pin_replicas.validator
@@ -186,7 +194,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         blocked = [x for x in self.state.overrides.block_scale_in if x != req.component]
         self.state.overrides.block_scale_in = [*blocked, req.component] if req.blocked else blocked
         self.state.remember(f"scale-in {'blocked' if req.blocked else 'unblocked'} for {req.component}")
-        self.wake = True
+        self._wake()
         return list(self.state.overrides.block_scale_in)
 
     @block_scale_in.validator
@@ -217,7 +225,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
         entry = decided(cs.approvals[req.id], approve, "operator", req.note, now, s.approval_timeout_s)
         cs.approvals[req.id] = entry
         self.state.remember(f"group {req.id}: creation {entry.decision} by an operator")
-        self.wake = True
+        self._wake()
         return f"{req.id}: {entry.decision}"
 
     # -- the loop ----------------------------------------------------------------------------
@@ -225,9 +233,14 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
     async def run(self, inp: ComponentAutoscalerInput) -> str:
         s = self.settings
         iterations = 0
+        continued = False
         while True:
             self.state.rounds += 1
             started = workflow.now()
+            # Continued at once, this round begins right after a local activity of the last: its
+            # time then is not the same on replay (see _written_at), the update's is.
+            self._round_at = self._woken_at if continued else started
+            continued = False
             self.wake = False  # this round answers the changes so far; one made during it asks for another
             await self._round()
             metrics.round_done(self._cluster(), started)
@@ -243,6 +256,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
                 self.state.runs += 1
                 workflow.continue_as_new(ComponentAutoscalerInput(settings=s, state=self.state))
             if self.wake and workflow.patched(WAKE_KEPT_DURING_ROUND):
+                continued = True
                 continue
             self.wake = False
             try:
@@ -501,7 +515,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
             need = ", ".join(f"{h.count} x {h.resource_type or 'homogeneous'}" for h in plan.headroom)
             await self._event("NeedNodes", f"{component}: the nodes cannot hold {need}", warning=True)
         cs.headroom = plan.headroom
-        now = workflow.now()
+        now = self._round_at  # after local activities: the workflow's own time may not replay
         cs.deferred, cs.deferred_until = decision.deferred, decision.retry_at
         changes = decision.allowed
         if self.settings.approve_group_create:
@@ -595,7 +609,7 @@ class ComponentAutoscalerWorkflow(ApprovalUpdates):
             overrides=self.state.overrides,
             groups=cs.groups,
             timing=cs.timing,
-            now=workflow.now(),
+            now=self._round_at,
         )
         if spec.external is not None:
             answer: contracts.ExternalAnswer | None = await self._act(

@@ -72,6 +72,7 @@ class ComponentsWorld:
     hold: asyncio.Event | None = None
     held: bool = False  # a write is waiting for `hold`
     event_s: float = 0.0  # each Event write takes this long (wall clock)
+    read_s: float = 0.0  # each read of the autoscaler object takes this long (wall clock)
     _uids: itertools.count = field(default_factory=itertools.count)
 
     def reasons(self) -> list[str]:
@@ -119,6 +120,7 @@ class ComponentsWorld:
 
         @activity.defn(name=contracts.GET_AUTOSCALER)
         async def get_autoscaler(ref: contracts.AutoscalerRef) -> contracts.AutoscalerObject:
+            await asyncio.sleep(world.read_s)
             if not world.found:
                 return contracts.AutoscalerObject(found=False)
             return contracts.AutoscalerObject(found=True, uid="tas-uid", generation=1, spec=world.spec)

@@ -5,8 +5,10 @@ an operator's approve/deny is an update, and the timeout's default is a durable 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, timedelta
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
@@ -96,3 +98,18 @@ async def test_without_the_setting_groups_are_created_at_once(env: WorkflowEnvir
     world = hot_world()
     async with autoscaler(env, world):
         await until(lambda: len(world.autos) == 1)
+
+
+async def test_a_wait_s_deadline_counts_from_its_round_s_start(env: WorkflowEnvironment) -> None:
+    """A round's reads are local activities, after which the workflow's time may not replay the
+    same: the deadline is the round's start (here its run's first workflow task) plus the
+    timeout, not moved by the half second its first read took."""
+    world = hot_world()
+    world.read_s = 0.5
+    async with autoscaler(env, world, **GATED) as handle:
+        name = await waiting_group(handle)
+        deadline = (await report(handle)).components["tikv"].approvals[name].deadline
+        history = (await handle.fetch_history()).events
+    began = next(e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
+    asked_at = deadline - timedelta(seconds=GATED["approval_timeout_s"])
+    assert abs(asked_at - began.event_time.ToDatetime(tzinfo=UTC)) < timedelta(milliseconds=1), asked_at
