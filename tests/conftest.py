@@ -24,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from starters.processes import Processes, free_port
+from tests.workflows.clear_of_timers import ClearOfTimers
 
 BIN = Path(sys.executable).parent
 
@@ -54,8 +55,11 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
     """A time-skipping server of the test's own (it starts in ~0.1 s). Runs that a test
     terminates with a workflow task or activity in flight stay in the server; on a shared one,
     under a CPU hog, a later test's time skip stalled until pytest's timeout and the server
-    stopped accepting connections ("tcp connect error", a SYN-flood warning in the kernel log)."""
+    stopped accepting connections ("tcp connect error", a SYN-flood warning in the kernel log).
+    Its client sends signals and updates clear of the runs' timers (tests/workflows/clear_of_timers)."""
+    clear = ClearOfTimers()
     async with await WorkflowEnvironment.start_time_skipping(
+        interceptors=[clear],
         # A port below the kernel's ephemeral range (starters.processes.free_port): the SDK's own pick
         # is bind(0)'s, which a dev server starting beside it may be handed for an internal service.
         port=free_port(),
@@ -63,6 +67,7 @@ async def env(temporal_test_server_path: str) -> AsyncIterator[WorkflowEnvironme
         data_converter=pydantic_data_converter,
         test_server_startup_timeout=SERVER_STARTUP,
     ) as e:
+        clear.env = e
         yield e
 
 
