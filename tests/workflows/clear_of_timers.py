@@ -4,9 +4,10 @@ temporal-test-server refuses a workflow task that cancels a timer which fired wh
 with the worker ("invalid history builder state for action", temporalio/sdk-java#2606) and
 never times the task out or sends it again (#3088): the run stalls for good. A signal or update
 that wakes a loop cancels its timer. Between skips the server's clock runs at real pace, so a
-timer due a moment after the send fires during the task: the ComponentAutoscaler's first tick
-(a phase drawn from the workflow id) fell 0.4 s after its start, an update came then, and the
-test hung until pytest's timeout (CI, 30 Nov). The real server drops the buffered fire; this is
+timer due a moment after the send fires during the task. In CI (30 Nov) the refusal came 0.4 s
+after a ComponentAutoscaler test's worker started: the loop's first tick (its phase drawn from
+the workflow id, anywhere in the scan) fell as the test's first update came, and the test hung
+until pytest's timeout. The real server drops the buffered fire; this is
 the test server's fault, so the tests work around it, not the workflows.
 
 Before each send the interceptor reads the run's history: while one of its timers falls due
@@ -32,7 +33,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-# Longer than a workflow task takes on a loaded machine (the failing one took 0.4 s).
+# Longer than a workflow task takes on a loaded machine.
 GUARD_S = 3.0
 TASK_WAIT_S = 2.0
 POLL_S = 0.05
