@@ -205,7 +205,9 @@ def test_the_real_stacks_record_counts_each_breach_once() -> None:
         Removal("NodeScaleDown", "n3", "day", "Underused", t + 6, t + 7.5, t + 7, evicted=((t + 6.5, "d/pinned-0"),)),
         Removal("NodeReplacement", "n4", "day", "Drifted", start=t + 9.5, end=t + 9.9, reported=t + 9.8, failed=True),
     ]
-    counts = count_day(samples, records, disruption_settings(), {"web": 3}, {"web": 3, "api": 2, "pinned": 1}, "pinned")
+    counts = count_day(
+        samples, records, disruption_settings("20%"), {"web": 3}, {"web": 3, "api": 2, "pinned": 1}, "pinned"
+    )
     assert counts == {
         "pdb_violations": 1,
         "do_not_disrupt_evictions": 1,
@@ -252,7 +254,7 @@ def test_a_node_ready_between_the_last_sample_and_a_start_counts_in_the_group() 
             Removal("NodeScaleDown", "n1", "day", "Underused", start=t + 0.2, end=t + 1.9),
             Removal("NodeScaleDown", "n2", "day", "Underused", start=t + second_start, end=t + 1.9),
         ]
-        return count_day(samples, records, disruption_settings(), {}, {}, "pinned")["budget_violations"]
+        return count_day(samples, records, disruption_settings("20%"), {}, {}, "pinned")["budget_violations"]
 
     assert breaches(second_start=1.2, ready_at=1.5) == 0  # sampled NotReady at 1.0, Ready at 1.5
     assert breaches(second_start=1.2, ready_at=2.0) == 1  # NotReady at 1.0 and at 1.5: five nodes
