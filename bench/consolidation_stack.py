@@ -74,10 +74,11 @@ SAMPLE_S = 0.5
 # start the history records: a percentage budget is read over the group's size in that span.
 DECISION_LAG_S = 3.0
 DRAIN_MEMORY_S = 60.0
-# The group's budget for every reason (--budget). Three nodes at once: tighter than 20 % while the
-# day's bursts hold 15-40 nodes, and at the night's four- to six-node ends it lets the commands of
-# two or three nodes go that every miss under "20%" needed (one node there; docs/nodes-benchmarks.md,
-# stop 58). Records from before budgets were kept in them ran under RECORDED_BUDGET.
+# The group's budget for every reason (--budget). Three nodes at once: as tight as 20 % or tighter
+# once the group holds 15 nodes (the day's peaks: 7-40, by seed), and at the night's four- to
+# six-node ends it lets go the commands of two or three nodes that every miss under "20%" needed
+# (one node there; docs/nodes-benchmarks.md, stop 58). Records from before budgets were kept in
+# them ran under RECORDED_BUDGET.
 NODES_BUDGET = "3"
 RECORDED_BUDGET = "20%"
 WINDOW = {"nodes": "0", "schedule": "*/3 * * * *", "duration": "1m", "reasons": ["Underutilized"]}

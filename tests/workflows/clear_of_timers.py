@@ -7,8 +7,8 @@ that wakes a loop cancels its timer. Between skips the server's clock runs at re
 timer due a moment after the send fires during the task. In CI (30 Nov) the refusal came 0.4 s
 after a ComponentAutoscaler test's worker started: the loop's first tick (its phase drawn from
 the workflow id, anywhere in the scan) fell as the test's first update came, and the test hung
-until pytest's timeout. The real server drops the buffered fire; this is
-the test server's fault, so the tests work around it, not the workflows.
+until pytest's timeout. The real server drops the buffered fire: the fault is the test
+server's, so the tests work around it, not the workflows.
 
 Before each send the interceptor reads the run's history: while one of its timers falls due
 within GUARD_S it waits in real time for the fire, which is what the server's clock does anyway,
