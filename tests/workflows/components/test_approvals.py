@@ -5,10 +5,9 @@ an operator's approve/deny is an update, and the timeout's default is a durable 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
@@ -18,6 +17,7 @@ from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, rounds_past, skip, tikv_spec
 from tests.workflows.replayer import new_replayer
+from tests.workflows.task_times import task_started_after
 from workflows.components.autoscaler import ComponentAutoscalerWorkflow
 from workflows.components.registry import WORKFLOWS
 
@@ -110,6 +110,5 @@ async def test_a_wait_s_deadline_counts_from_its_round_s_start(env: WorkflowEnvi
         name = await waiting_group(handle)
         deadline = (await report(handle)).components["tikv"].approvals[name].deadline
         history = (await handle.fetch_history()).events
-    began = next(e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED)
     asked_at = deadline - timedelta(seconds=GATED["approval_timeout_s"])
-    assert abs(asked_at - began.event_time.ToDatetime(tzinfo=UTC)) < timedelta(milliseconds=1), asked_at
+    assert abs(asked_at - task_started_after(history)) < timedelta(milliseconds=1), asked_at

@@ -16,6 +16,7 @@ from scaling.components import contracts
 from tests.polling import until
 from tests.workflows.components.stubs import ComponentsWorld
 from tests.workflows.components.test_autoscaler import autoscaler, report, skip_until, tikv_spec
+from tests.workflows.task_times import task_started_after
 
 OUT_S = 60
 # Four failed attempts under the loop's write retry policy (1 + 2 + 4 + 8 s of backoff): the
@@ -71,11 +72,7 @@ async def test_a_change_is_timed_when_its_write_landed_not_after_its_events(env:
         ].activity_task_scheduled_event_attributes.activity_type.name
         == contracts.PATCH_REPLICAS
     )
-    landed = next(
-        e.event_time.ToDatetime(tzinfo=UTC)
-        for e in history
-        if e.event_id > done and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
-    )
+    landed = task_started_after(history, done)
     (out,) = [at for at, _, reason in recorded_changes(list(history)) if reason == "ScaledOut"]
     assert out <= landed
     stamped = rep.components["tikv"].timing.last_change_at

@@ -11,7 +11,6 @@ import uuid
 from datetime import UTC, timedelta
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -40,6 +39,7 @@ from tests.polling import until
 from tests.workflows.cleanup import stop_worker, terminate_runs
 from tests.workflows.nodes.stubs import World
 from tests.workflows.polling import eventually, signalled
+from tests.workflows.task_times import task_started_after
 from tests.workflows.workers import new_worker
 from workflows.nodes.autoscaler import NodeAutoscalerWorkflow
 
@@ -148,11 +148,7 @@ async def test_requests_are_timed_by_the_loop_before_its_decision_not_after_it(r
     events = [e async for e in handle.fetch_history_events()]
     planned = next(i for i, e in enumerate(events) if e.HasField("marker_recorded_event_attributes"))
     observed = max(i for i, e in enumerate(events[:planned]) if e.HasField("activity_task_completed_event_attributes"))
-    decided_from = next(
-        e.event_time.ToDatetime(tzinfo=UTC)
-        for e in events[observed:]
-        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
-    )
+    decided_from = task_started_after(events, events[observed].event_id)
     started = status.in_flight[0].started_at
     assert abs(started - decided_from) < timedelta(milliseconds=1), (started, decided_from)
     assert events[planned].event_time.ToDatetime(tzinfo=UTC) >= started + timedelta(seconds=0.5)
