@@ -549,7 +549,7 @@ async def explain_node(handle: WorkflowHandle, settings: Settings, cluster: str,
 # Reads files only (no Temporal): the migration's own command, mounted here.
 nodes.add_command(migrate_from_ca)
 nodes.add_command(what_if_command)  # reads a history: its own module
-nodes.add_command(consolidate_command)  # reads the cluster now: its own module
+what_if_command.add_command(consolidate_command)  # `what-if consolidate` reads the cluster now: its own module
 nodes.add_command(trail_command)
 
 main = alias("nodes", "growth-autoscaler")

@@ -2,7 +2,7 @@
 
     growth nodes [--cluster NAME] start | status | pause | resume | request ID | cancel-request ID | ban-pool GROUP/POOL
                  | unban-pool | protect-node NODE | unprotect-node | remove-node | explain pod|node NAME
-                 | what-if [--node-groups F] | what-if-consolidate | trail NODE
+                 | what-if [--node-groups F] | what-if consolidate | trail NODE
     growth fleet [--provider aws] [--region us-east-1] start --fleet-config F | status | create-instance ID
                  | delete-instance ID | approve-deletion CLUSTER | block-deletion CLUSTER | pause | resume
                  | what-if [--fleet-config F] | trail CLUSTER

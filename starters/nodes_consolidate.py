@@ -1,4 +1,4 @@
-"""`growth nodes what-if-consolidate`: what consolidation would do to the cluster now and save
+"""`growth nodes what-if consolidate`: what consolidation would do to the cluster now and save
 (scaling/nodes/disruption/what_if.py decides; this module reads the cluster and the catalogue the
 worker's settings name, and prints)."""
 
@@ -19,8 +19,8 @@ from starters.cli import Call, shared_options
 
 EXAMPLES = """\b
 Examples:
-  growth nodes --cluster prod what-if-consolidate
-  growth nodes what-if-consolidate -o json
+  growth nodes --cluster prod what-if consolidate
+  growth nodes what-if consolidate -o json
 """
 
 
@@ -45,7 +45,7 @@ def format_consolidation(r: ConsolidationReport) -> str:
     return "\n".join(lines)
 
 
-@click.command("what-if-consolidate", epilog=EXAMPLES)
+@click.command("consolidate", epilog=EXAMPLES)
 @shared_options
 @click.pass_obj
 def consolidate_command(cluster: str) -> Call:

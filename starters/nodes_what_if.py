@@ -93,10 +93,13 @@ Examples:
   growth nodes --cluster prod what-if --node-groups cheaper.yaml
   growth nodes --cluster prod what-if --max-nodes-total 20 -o json
   growth nodes what-if --history nodes_NodeAutoscaler.json --settings planning.yaml
+  growth nodes --cluster prod what-if consolidate
 """
 
 
-@click.command("what-if", epilog=EXAMPLES)
+# A group so that `what-if consolidate` (starters/nodes_consolidate.py) reads as the issue and
+# Karpenter users say it; alone, `what-if` replays the recorded loops.
+@click.group("what-if", epilog=EXAMPLES, invoke_without_command=True)
 @click.option(
     "--history", "history_file", type=click.Path(dir_okay=False), help="a history JSON file instead of Temporal"
 )
@@ -130,13 +133,16 @@ def what_if_command(
     max_events: int,
     max_loops: int,
     **_: object,
-) -> Call:
+) -> Call | None:
     """What the current planner would have started, loop by loop, under other node groups or settings.
 
     Reads the NodeAutoscaler's recorded observations (every run of its continue-as-new chain, or
     a history file) and prints, per loop and in total: nodes and types, cost per hour, pods left
-    pending, and the difference from what the loop really started.
+    pending, and the difference from what the loop really started. `what-if consolidate`: what
+    consolidation would do to the cluster now.
     """
+    if ctx.invoked_subcommand is not None:
+        return None  # the subcommand's Call is the group's result
     cluster: str = ctx.obj
     flags = given(ctx, list(PLANNING_FIELDS))
 

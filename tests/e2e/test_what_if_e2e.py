@@ -119,11 +119,11 @@ async def test_what_if_consolidate_reads_the_cluster_and_prices_a_cheaper_succes
     ]
     apply_node_group(lc.api, node_group("general", cheaper))
     out = await growth(
-        "--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if-consolidate", "-o", "json"
+        "--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if", "consolidate", "-o", "json"
     )
     report = json.loads(out.stdout)
     [step] = report["steps"]
     assert (step["kind"], step["server_type"], step["successors"]) == ("Consolidated", "cx52", ["kwok/cx32"])
     assert report["price_per_hour_after"] < 0.9 * report["price_per_hour_before"]
-    table = await growth("--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if-consolidate")
+    table = await growth("--config", str(lc.config_path), "nodes", "--cluster", "consolidate", "what-if", "consolidate")
     assert "Consolidated" in table.stdout and "saved" in table.stdout
