@@ -350,7 +350,9 @@ def _from_candidate(cand: CandidateState, as_of: str, notes: list[str], base: di
             **base,
         )
     if cand.state == NodeState.UTILIZED.value:
-        summary = f"node {name} is kept: utilized ({cand.utilization:.0%} of its cpu or memory requested){as_of}"
+        summary = f"node {name} is kept: utilized ({cand.utilization:.0%} of its cpu or memory requested)"
+        # in a consolidating group: what keeps it out of a multi-node command too (do-not-disrupt)
+        summary += (f", and held from consolidation by {reason}" if cand.reason else "") + as_of
     elif cand.state == NodeState.REMOVING.value:
         summary = f"node {name} is being removed ({reason or 'a NodeScaleDown runs'}){as_of}"
         return NodeExplanation(outcome="Removing", summary=summary, notes=notes, **base)

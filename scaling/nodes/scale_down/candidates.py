@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping
 from scaling.kube.drain import Blocker, PdbInfo, marked_for_deletion, pods_by_node, without_long_terminating
 from scaling.kube.labels import label_value
 from scaling.kube.models import NodeInfo, PodInfo, Resources
+from scaling.nodes.disruption.do_not_disrupt import DO_NOT_DISRUPT
 from scaling.nodes.disruption.refusals import (
     RefusedConsolidation,
     cluster_digest,
@@ -58,7 +59,7 @@ from scaling.nodes.scale_down.checks import (
     removal_wait_s,
     used_by_node,
 )
-from scaling.nodes.scale_down.consolidation import consolidating, spare_for_consolidation
+from scaling.nodes.scale_down.consolidation import consolidating, consolidation_blockers
 from scaling.nodes.scale_down.landing import (
     FirstOfEachKey,
     about_to_land,
@@ -175,14 +176,17 @@ def plan_scale_down(
             continue
         if not qualified:
             dec.state = NodeState.UTILIZED
+            held = consolidation_blockers(node, mine, gs, pdbs, storage, targets, used, protected, kinds)
+            if held and (kept := [b for b in held if b.code == DO_NOT_DISRUPT]):
+                # Karpenter's DisruptionBlocked: explain node and an Event name what keeps it out.
+                dec.reasons = kept
+                continue
             if node.name in standing:  # not worth it when last asked, and nothing changed since
                 dec.reasons, dec.removable_at = [refusal_blocker(standing[node.name])], expiry(standing[node.name])
-                if node.ready and spare_for_consolidation(
-                    node, mine, gs, pdbs, storage, targets, used, protected, kinds
-                ):
+                if node.ready and held == []:
                     refused_ready.append(dec)
                 continue
-            if spare_for_consolidation(node, mine, gs, pdbs, storage, targets, used, protected, kinds):
+            if held == []:
                 # Karpenter's multi-node consolidation considers every node, not only underused ones:
                 # its timer runs as an unneeded node's, and once out it may join a command.
                 since = unneeded_since.get(node.name, now)

@@ -41,7 +41,7 @@ def consolidating(gs: ScaleDownSettings) -> bool:
     return gs.enabled and gs.policy is ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
 
 
-def spare_for_consolidation(
+def consolidation_blockers(
     node: NodeInfo,
     pods: list[PodInfo],
     gs: ScaleDownSettings,
@@ -51,15 +51,15 @@ def spare_for_consolidation(
     used: dict[str, Resources],
     protected: set[str],
     kinds: frozenset[str],
-) -> bool:
-    """Whether a utilized node may join a multi-node consolidation: its group consolidates
-    underutilized nodes and nothing holds it on its own (do-not-disrupt, PDBs, Longhorn, ...)."""
+) -> list[Blocker] | None:
+    """What holds a utilized node out of a multi-node consolidation on its own (do-not-disrupt, PDBs,
+    Longhorn, ...): none, it may join one; None, its group does not consolidate underutilized nodes."""
     if not consolidating(gs):
-        return False
+        return None
     held, _ = individual_blockers(
         node, pods, pdbs, storage, targets, used, protected, kinds, check_fit=False, one_at_a_time=True
     )
-    return not held
+    return held
 
 
 def select_consolidation(

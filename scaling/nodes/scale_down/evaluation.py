@@ -108,6 +108,13 @@ def candidate_of(d: NodeDecision) -> CandidateState:
     )
 
 
+def _rank(d: NodeDecision) -> int:
+    """A utilized node something holds out of consolidation (do-not-disrupt) ranks with the blocked:
+    its reason is what explain node and the DisruptionBlocked Event read."""
+    state = NodeState.BLOCKED if d.state == NodeState.UTILIZED and d.reasons else d.state
+    return STATE_RANK.get(state, len(STATE_RANK))
+
+
 def compact_candidates(
     decisions: dict[str, NodeDecision],
     max_count: int = MAX_CANDIDATES,
@@ -119,7 +126,7 @@ def compact_candidates(
     by_state: dict[str, int] = {}
     for d in managed:
         by_state[d.state.value] = by_state.get(d.state.value, 0) + 1
-    managed.sort(key=lambda d: (STATE_RANK.get(d.state, len(STATE_RANK)), not d.selected, d.utilization, d.name))
+    managed.sort(key=lambda d: (_rank(d), not d.selected, d.utilization, d.name))
     out: list[CandidateState] = []
     size = 2  # "[]"
     for d in managed[:max_count]:

@@ -565,6 +565,51 @@ async def test_a_consolidation_not_worth_it_is_not_proposed_again_while_nothing_
     assert len(world.plans) == 1 and world.created == []
 
 
+async def test_a_utilized_node_do_not_disrupt_holds_from_consolidation_is_explained_with_one_event(
+    env: WorkflowEnvironment,
+    worker,  # noqa: ANN001, F811
+) -> None:
+    """Three cpx31 at 51 % in a consolidating group, a's pod annotated karpenter.sh/do-not-disrupt: a is
+    utilized (no removal method qualifies it) and do-not-disrupt keeps it out of any multi-node
+    command. The status, explain node and one DisruptionBlocked Event say so (before, a read "utilized"
+    with no reason and no Event was written), and b and c go to a command without it."""
+    from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT, EVENT_REASON
+    from scaling.nodes.disruption.models import ConsolidationPolicy
+    from scaling.nodes.explain import ExplainNodeInput
+    from scaling.nodes.models import ScaleDownSettings
+
+    g = NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
+        ],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
+    )
+    world = half_full_cpx31(("a", "b", "c"), g)
+    dnd = {ANNOTATION_DO_NOT_DISRUPT: "true"}
+    pods = [p.model_copy(update={"annotations": dnd}) if p.node_name == "a" else p for p in world.down_obs.pods]
+    world.down_obs = world.down_obs.model_copy(update={"pods": pods})
+    world.plan_obs = world.plan_obs.model_copy(update={"pods": pods})
+    tq, handles = await worker(world)
+    h = await start_autoscaler(env, world, handles, tq)
+    handles.append(env.client.get_workflow_handle(f"{h.id}/replace/b"))
+    handles.extend(env.client.get_workflow_handle(f"{h.id}/scale-down/{n}") for n in ("b", "c"))
+
+    async def planned():  # noqa: ANN202
+        s = await h.query(NodeAutoscalerWorkflow.status)
+        a = next((c for c in s.candidates if c.node == "a"), None)
+        return s if a is not None and a.reason == DO_NOT_DISRUPT and world.plans else None
+
+    status = await until(planned, timeout=60)
+    a = next(c for c in status.candidates if c.node == "a")
+    assert a.state == "Utilized" and "pod default/" in a.message and ANNOTATION_DO_NOT_DISRUPT in a.message
+    explained = await h.query(NodeAutoscalerWorkflow.explain_node, ExplainNodeInput(name="a", managed=True))
+    assert explained.outcome == "Kept" and "held from consolidation by DoNotDisrupt: pod default/" in explained.summary
+    assert [e.node for e in world.node_events if e.reason == EVENT_REASON] == ["a"]  # once, not every loop
+    assert [sorted(p.nodes) for p in world.plans] == [["b", "c"]]
+
+
 def half_full_cpx31(names: tuple[str, ...], g: NodeGroup):  # noqa: ANN201
     """A ReplaceWorld of cpx31 nodes, each running one 2000m pod (51 %: utilized)."""
     from scaling.kube.models import Resources

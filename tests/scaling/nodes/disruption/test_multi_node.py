@@ -13,7 +13,7 @@ from scaling.kube.drain import LabelSelector, PdbInfo
 from scaling.kube.models import Resources
 from scaling.nodes.catalogue import hourly_prices
 from scaling.nodes.contracts import ReplacementPlan, ReplacementPlanInput, ScaleDownObservation
-from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT
+from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT
 from scaling.nodes.disruption.models import Budget, ConsolidationPolicy, Disruption
 from scaling.nodes.disruption.multi_node import (
     ANNOTATION_DELETION_COST,
@@ -352,6 +352,9 @@ def test_do_not_disrupt_pdbs_and_budgets_hold_candidates_back() -> None:
     # a and b stay utilized (not candidates); of c and d, the budget lets one go at a time.
     assert [r.name for r in p.consolidation] == ["c", "d"] and p.consolidation_allowed == 1
     assert p.decisions["a"].state == p.decisions["b"].state == NodeState.UTILIZED
+    # do-not-disrupt is named on a (explain node and an Event read it); the PDB that allows no
+    # eviction now is a passing state, not recorded for a utilized node
+    assert [b.code for b in p.decisions["a"].reasons] == [DO_NOT_DISRUPT] and p.decisions["b"].reasons == []
 
 
 def test_a_utilized_node_alone_in_its_group_goes_to_single_node_consolidation() -> None:
