@@ -308,24 +308,46 @@ def test_karpenter_from_a_runs_end_takes_the_cluster_as_it_is() -> None:
 def test_the_stack_aims_read_the_tightest_lower_bound() -> None:
     """A night left at its integral optimum (0.0559/h) that sits 1.18 x the LP bound meets the aim:
     no packing of its pods is cheaper; 1.10 x the optimum is the line, not 1.10 x the LP."""
-    from bench.consolidation import VIOLATIONS
-    from bench.consolidation_stack import aim_bound, aims_met
+    from bench.consolidation import VIOLATIONS, aims_hold
+    from bench.consolidation_stack import aim_bound
 
-    clean = dict.fromkeys(VIOLATIONS, 0)
+    held = {"lower_bound_held_price_per_hour": 0.0472, "best_packing_held_price_per_hour": 0.0559}
     line = {
         "price_per_hour_after": 0.0559,
-        "lower_bound_held_price_per_hour": 0.0472,
-        "best_packing_held_price_per_hour": 0.0559,
-        "karpenter_like_held_price_per_hour": 0.0766,
-        **clean,
+        "lower_bound_price_per_hour": aim_bound(held),
+        "karpenter_like_price_per_hour": 0.0766,
+        **dict.fromkeys(VIOLATIONS, 0),
     }
-    assert aim_bound(line) == 0.0559 and aims_met(line)
-    assert not aims_met(line | {"price_per_hour_after": 0.0620})  # 1.109 x the optimum
-    assert not aims_met(line | {"pods_lost": 1})
-    assert not aims_met(line | {"karpenter_like_held_price_per_hour": 0.0550})
+    assert aim_bound(held) == 0.0559 and aims_hold(line)
+    assert not aims_hold(line | {"price_per_hour_after": 0.0620})  # 1.109 x the optimum
+    assert not aims_hold(line | {"pods_lost": 1})
+    assert not aims_hold(line | {"karpenter_like_price_per_hour": 0.0550})
     # No optimum found (a pod no type holds): the LP bound alone.
-    assert aim_bound(line | {"best_packing_held_price_per_hour": None}) == 0.0472
-    assert not aims_met(line | {"best_packing_held_price_per_hour": None})
+    assert aim_bound(held | {"best_packing_held_price_per_hour": None}) == 0.0472
+
+
+def test_the_lines_issue_keys_carry_what_the_aims_read() -> None:
+    """An end of three cx32, one annotated do-not-disrupt, whose pods all fit that one:
+    lower_bound_price_per_hour is the held node plus the optimum over the other pods, not the LP over
+    every pod (that stays as lower_bound_lp_unheld), and karpenter_like_price_per_hour keeps the held
+    node as Karpenter would; aims_met reads those keys."""
+    from bench.consolidation import VIOLATIONS
+    from bench.consolidation_stack import PRICES, NodeSeen, PodSeen, Seen, night_line
+
+    nodes = {n: NodeSeen("cx32", ready=True, leaving=False, protected=n == "held") for n in ("held", "a", "b")}
+    pods = {
+        "d/cache-0": PodSeen("cache", "u0", "held", True),  # 500m, 3 GiB on the held node
+        "d/web-0": PodSeen("web", "u1", "a", True),
+        "d/api-0": PodSeen("api", "u2", "b", True),
+    }
+    out = night_line(0.1, Seen(at=0.0, nodes=nodes, pods=pods), dict.fromkeys(VIOLATIONS, 0), "3")
+    cx32 = PRICES["cx32"]
+    # web and api fit the held node's room: the bound is the held node alone, below the LP over all
+    assert out["lower_bound_price_per_hour"] == round(cx32, 4) == out["held_price_per_hour"]
+    assert out["lower_bound_lp_unheld_price_per_hour"] < cx32
+    assert out["karpenter_like_price_per_hour"] == round(cx32, 4)
+    assert out["price_per_hour_after"] == round(3 * cx32, 4) and not out["aims_met"]
+    assert "aim_bound_held_price_per_hour" not in out and "karpenter_like_held_price_per_hour" not in out
 
 
 def test_a_node_is_leaving_by_a_removals_marks_not_by_the_soft_taint_alone() -> None:
