@@ -565,6 +565,64 @@ async def test_a_consolidation_not_worth_it_is_not_proposed_again_while_nothing_
     assert len(world.plans) == 1 and world.created == []
 
 
+async def test_a_budget_window_that_closed_while_the_worker_was_down_is_honoured_when_it_is_back(
+    env: WorkflowEnvironment,
+) -> None:
+    """A budget of nodes "0" whose window opened at the top of this minute and closes 20 s from now:
+    the loop holds the empty node a (DisruptionBudgetExhausted). The worker stops, the window closes
+    while none runs, and a new worker takes the loop up: a goes at once, no earlier than the window's
+    end. The loop's timers outlived the worker, and each evaluation reads the window on the
+    workflow's clock (a node a budget holds is removable: no evaluation is reused past it)."""
+    import time
+    from datetime import UTC, datetime
+
+    from scaling.nodes.disruption.models import Budget, Disruption
+    from scaling.nodes.models import ScaleDownSettings
+    from tests.workflows.cleanup import stop_worker, terminate_runs
+    from tests.workflows.workers import new_worker
+
+    now = datetime.now(UTC)
+    top = now.replace(second=0, microsecond=0)
+    duration = int(now.timestamp() - top.timestamp()) + 20
+    closes = top.timestamp() + duration
+    window = Budget(nodes="0", schedule=f"{top.minute} {top.hour} * * *", duration=duration)
+    group = GROUP.model_copy(
+        update={"scale_down": ScaleDownSettings(unneeded_time_s=1), "disruption": Disruption(budgets=[window])}
+    )
+    world = DownWorld()
+    nodes = [node("a"), node("b")]
+    world.observation = ClusterObservation(nodes=nodes, groups=[group])
+    world.down_obs = ScaleDownObservation(nodes=nodes, pods=[app_pod("web-1", "b")], groups=[group])
+    tq = f"tq-{uuid.uuid4().hex[:6]}"
+    handles: list[WorkflowHandle] = []
+    first = new_worker(env.client, tq, activities=world.activities())
+    await first.__aenter__()
+    running = [first]
+    try:
+        h = await start_autoscaler(env, world, handles, tq)
+        handles.append(env.client.get_workflow_handle(f"{h.id}/scale-down/a"))
+        await until(
+            lambda: _status_has(
+                h, lambda s: any(c.node == "a" and c.reason == "DisruptionBudgetExhausted" for c in s.candidates)
+            ),
+            timeout=15,
+            what="a held by the window",
+        )
+        await stop_worker(running.pop())
+        await until(lambda: time.time() > closes + 1, timeout=30, what="the window closed")
+        assert world.deleted == []
+        second = new_worker(env.client, tq, activities=world.activities())
+        await second.__aenter__()
+        running.append(second)
+        await until(lambda: world.deleted == ["a"], timeout=30, what="a removed once the worker is back")
+        started = (await handles[-1].describe()).start_time
+        assert started is not None and started.timestamp() >= closes
+    finally:
+        await terminate_runs(env.client, [x.id for x in handles])
+        for w in running:
+            await stop_worker(w)
+
+
 async def test_a_utilized_node_do_not_disrupt_holds_from_consolidation_is_explained_with_one_event(
     env: WorkflowEnvironment,
     worker,  # noqa: ANN001, F811
