@@ -114,7 +114,11 @@ def select_consolidation(
             evict = pods_to_evict(dec.name, on_node.get(dec.name, []))
             held = ledger.blocker(name, DisruptionReason.UNDERUTILIZED) or budget.check(evict, one_at_a_time=True)
             if held is None:
-                left = {t.name for t in targets if t.name not in taken and t.name != dec.name}
+                # the nodes chosen before it leave with it: two that hold a volume's last healthy
+                # replicas never go in one command (its drain's re-check would cancel both, after
+                # the successor was bought)
+                going = {d.name for d in chosen} | {dec.name}
+                left = {t.name for t in targets if t.name not in taken and t.name not in going}
                 held = next(iter(storage_blockers(dec.name, storage, left)), None)
             if held is not None:
                 dec.state, dec.reasons = NodeState.BLOCKED, [held]
