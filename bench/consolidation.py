@@ -99,7 +99,7 @@ def budget_violations(
 
 @dataclass(frozen=True)
 class Availability:
-    """An app's available pods at time ``at`` (sampled from the API server)."""
+    """An app's available pods at time ``at`` (sampled from the API server, or a watch event's change)."""
 
     at: float
     app: str

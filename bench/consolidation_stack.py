@@ -14,9 +14,10 @@ cluster settles (node set unchanged, nothing pending or leaving, no window open,
 Everything is counted afterwards from what was recorded: the disruptions (each NodeScaleDown
 and NodeReplacement, merged per node, until the node's deletion starts or the loop is told the
 final phase: in_flight) and evictions from the workflows' histories; the pods, nodes and their
-readiness from the API server, sampled every half second. `count_day` turns those into the
-violation counts with bench/consolidation.py's pure functions. `--record` keeps the material and
-the loop's scale-down evaluations, to explain a count.
+readiness from the API server, sampled every half second, and each family's available pods at
+every change from the API server's watch events on the pods (a dip shorter than a sample counts).
+`count_day` turns those into the violation counts with bench/consolidation.py's pure functions.
+`--record` keeps the material and the loop's scale-down evaluations, to explain a count.
 
 python -m bench.consolidation_stack [--hours 2] [--seed 7] [--step-s 5] [--record FILE] [--planner-only]
 """
@@ -31,6 +32,7 @@ import functools
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -70,6 +72,7 @@ HOSTNAME = "kubernetes.io/hostname"
 PINNED = ("pinned", 250, day.GI // 4, 2)
 ANNOTATE_STEP = 2  # the step at which the busiest node is annotated do-not-disrupt
 SAMPLE_S = 0.5
+WATCH_TIMEOUT_S = 30  # a pod watch's timeoutSeconds: then the next one, from a fresh list
 # The loop decides on its last evaluation, up to a scan (1 s) and a workflow task before the
 # start the history records: a percentage budget is read over the group's size in that span.
 DECISION_LAG_S = 3.0
@@ -188,6 +191,70 @@ class Sampler:
         while not self.samples:
             await asyncio.sleep(0.05)
         return self.samples[-1]
+
+
+class PodWatch:
+    """Each family's available pods (as a PDB counts them) from the API server's watch events on the
+    namespace's pods, at every change: a dip shorter than the sampler's half second counts too. A
+    list, then a watch from its resourceVersion, again after each watch ends (the kube-apiserver
+    closes them; a relist is the informer's way after one it cannot resume)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.changes: list[day.Availability] = []
+        self._pods: dict[str, tuple[str, bool]] = {}  # name: (app, healthy)
+        self._counts: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=WATCH_TIMEOUT_S + 5)
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            try:
+                listed = json.loads(core.list_namespaced_pod(NAMESPACE, _preload_content=False).data)
+                self._apply({p["metadata"]["name"]: p for p in listed["items"]}, replace=True)
+                w = watch.Watch()
+                for ev in w.stream(
+                    core.list_namespaced_pod,
+                    NAMESPACE,
+                    resource_version=listed["metadata"]["resourceVersion"],
+                    timeout_seconds=WATCH_TIMEOUT_S,
+                ):
+                    obj = ev["raw_object"]
+                    if ev["type"] == "ERROR":
+                        break  # 410 Gone and the like: list again
+                    name = obj["metadata"]["name"]
+                    self._apply({name: None if ev["type"] == "DELETED" else obj})
+                    if self._stop.is_set():
+                        w.stop()
+            except Exception as err:  # noqa: BLE001 - a dropped connection: list and watch again
+                print(f"pod watch: {err!r}", file=sys.stderr)
+                self._stop.wait(0.2)
+
+    def _apply(self, objs: Mapping[str, dict[str, Any] | None], replace: bool = False) -> None:
+        if replace:
+            self._pods = {}
+        for name, obj in objs.items():
+            if obj is None:
+                self._pods.pop(name, None)
+            else:
+                seen = pod_seen(obj)
+                self._pods[name] = (seen.app, seen.healthy)
+        counts: dict[str, int] = {}
+        for app, healthy in self._pods.values():
+            counts[app] = counts.get(app, 0) + healthy
+        at = time.time()
+        for app in sorted(set(counts) | set(self._counts)):
+            if counts.get(app, 0) != self._counts.get(app):
+                self.changes.append(day.Availability(at, app, counts.get(app, 0)))
+        self._counts = counts
 
 
 # -- what the histories recorded ------------------------------------------------------------------
@@ -345,9 +412,11 @@ def count_day(
     min_available: Mapping[str, int],
     desired: Mapping[str, int],
     pinned_app: str,
+    watched: Sequence[day.Availability] = (),
 ) -> dict[str, int]:
     """The violation counts of a real-stack day from its samples and histories (every key of
-    bench/consolidation.VIOLATIONS)."""
+    bench/consolidation.VIOLATIONS); ``watched``: the availability changes the pod watch saw
+    (PodWatch), read beside the samples' (records from before 1 Dec have none)."""
     samples = sorted(samples, key=lambda s: s.at)
     times = [s.at for s in samples]
     disruptions = in_flight(records)
@@ -371,7 +440,7 @@ def count_day(
         day.Availability(s.at, app, sum(1 for p in s.pods.values() if p.app == app and p.healthy))
         for s in samples
         for app in min_available
-    ]
+    ] + [a for a in watched if a.app in min_available]
     return {
         "pdb_violations": day.pdb_violations(availability, min_available, disruptions, nodes_of_app),
         "do_not_disrupt_evictions": _do_not_disrupt_evictions(samples, records, pinned_app),
@@ -593,6 +662,8 @@ async def run_day(
         handle = await start_node_loop(stack, temporal, **loop)
         sampler = Sampler(stack.api)
         sampling = asyncio.create_task(sampler.run())
+        pods_watch = PodWatch(stack.api)
+        pods_watch.start()
         try:
             before = 0.0
             for k, want in enumerate(plan):
@@ -611,6 +682,7 @@ async def run_day(
             result = await consolidate(sampler, handle, desired, quiet_s, timeout_s)
         finally:
             sampling.cancel()
+            await asyncio.to_thread(pods_watch.stop)
         records = await removals(temporal)
         decisions = await loop_decisions(temporal)
         for name, n in sorted(sampler.last.nodes.items()):  # what is left, for the reader (stderr)
@@ -621,6 +693,7 @@ async def run_day(
                 json.dumps(
                     {
                         "samples": [dataclasses.asdict(x) for x in sampler.samples],
+                        "availability": [dataclasses.asdict(a) for a in pods_watch.changes],
                         "removals": [dataclasses.asdict(r) for r in records],
                         "decisions": decisions,
                         "min_available": min_available,
@@ -630,7 +703,15 @@ async def run_day(
                     }
                 )
             )
-        counts = count_day(sampler.samples, records, disruption_settings(budget), min_available, desired, PINNED[0])
+        counts = count_day(
+            sampler.samples,
+            records,
+            disruption_settings(budget),
+            min_available,
+            desired,
+            PINNED[0],
+            pods_watch.changes,
+        )
         end = sampler.last
         out = night_line(before, end, counts, budget)
         kinds: dict[str, int] = {}
@@ -715,8 +796,9 @@ def judge(record: Mapping[str, Any], budget: str = RECORDED_BUDGET) -> dict[str,
     ]
     removals = [Removal(**(r | {"evicted": tuple(tuple(e) for e in r.get("evicted", ()))})) for r in record["removals"]]
     budget = record.get("budget", budget)
+    watched = [day.Availability(**a) for a in record.get("availability", ())]
     counts = count_day(
-        samples, removals, disruption_settings(budget), record["min_available"], record["desired"], PINNED[0]
+        samples, removals, disruption_settings(budget), record["min_available"], record["desired"], PINNED[0], watched
     )
     before = record.get("price_per_hour_before", 0.0)  # not kept before 29 Nov
     out = night_line(before, samples[-1], counts, budget)

@@ -231,6 +231,40 @@ def test_the_real_stacks_record_counts_each_breach_once() -> None:
     assert again["price_per_hour_before"] == 0.1 and again["price_per_hour_after"] == 4 * 0.0113
 
 
+def test_a_dip_between_two_samples_counts_from_the_pod_watch() -> None:
+    """The pod watch records each family's available pods at every change. A dip below minAvailable
+    that two half-second samples straddle (both show two web pods healthy) is a PDB violation when
+    it came while the pod's node was disrupted: counted from the watch's changes, missed without."""
+    from bench.consolidation import Availability
+    from bench.consolidation_stack import NodeSeen, PodSeen, PodWatch, Removal, Seen, count_day, disruption_settings
+
+    def web(name: str, node: str, ready: bool = True) -> dict:
+        cond = [{"type": "Ready", "status": "True" if ready else "False"}]
+        return {
+            "metadata": {"name": name, "uid": name, "labels": {"app": "web"}},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": cond},
+        }
+
+    watch = PodWatch(None)  # type: ignore[arg-type] - _apply alone: no thread, no API server
+    watch._apply({"web-0": web("web-0", "n1"), "web-1": web("web-1", "n2")}, replace=True)
+    watch._apply({"web-0": None})  # evicted from n1
+    watch._apply({"web-2": web("web-2", "n2", ready=False)})  # its successor, not Ready yet: no change
+    watch._apply({"web-2": web("web-2", "n2")})
+    assert [(a.app, a.available) for a in watch.changes] == [("web", 2), ("web", 1), ("web", 2)]
+
+    t = 90.0  # outside the group's Underutilized window
+    nodes = {n: NodeSeen("cx32", ready=True, leaving=False, protected=False) for n in ("n1", "n2")}
+    before = {"d/web-0": PodSeen("web", "web-0", "n1", True), "d/web-1": PodSeen("web", "web-1", "n2", True)}
+    after = {"d/web-1": before["d/web-1"], "d/web-2": PodSeen("web", "web-2", "n2", True)}
+    samples = [Seen(t, nodes, before), Seen(t + 0.5, nodes, after)]
+    records = [Removal("NodeScaleDown", "n1", "day", "Underused", start=t - 1, end=t + 2)]
+    dip = [Availability(t, "web", 2), Availability(t + 0.2, "web", 1), Availability(t + 0.4, "web", 2)]
+    args = (samples, records, disruption_settings("20%"), {"web": 2}, {"web": 2}, "pinned")
+    assert count_day(*args)["pdb_violations"] == 0  # the samples alone see no dip
+    assert count_day(*args, dip)["pdb_violations"] == 1
+
+
 def test_a_node_ready_between_the_last_sample_and_a_start_counts_in_the_group() -> None:
     """Five Ready nodes and a sixth joining: 20 % of five lets one go, of six two. A second removal
     that starts after the sixth turned Ready, before the next sample shows it, is no breach (the loop
