@@ -499,17 +499,7 @@ async def test_three_utilized_nodes_are_consolidated_into_one_by_the_loop(env: W
     """Multi-node consolidation through the loop: three cpx31 at 51 % (utilized: Cluster Autoscaler keeps
     them, and no pod fits another node) become one cx42 (0.0273/h against 3 x 0.0228/h). The loop hands
     them to one NodeReplacement, which makes the cx42 Ready, then drains and deletes the three together."""
-    from scaling.nodes.disruption.models import ConsolidationPolicy
-    from scaling.nodes.models import ScaleDownSettings
-
-    g = NodeGroup(
-        name="g",
-        pools=[
-            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
-            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
-        ],
-        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
-    )
+    g = cx42_over_cpx31()
     names = ("a", "b", "c")
     world = half_full_cpx31(names, g)
     tq, handles = await worker(world)
@@ -632,18 +622,9 @@ async def test_a_utilized_node_do_not_disrupt_holds_from_consolidation_is_explai
     command. The status, explain node and one DisruptionBlocked Event say so (before, a read "utilized"
     with no reason and no Event was written), and b and c go to a command without it."""
     from scaling.nodes.disruption.do_not_disrupt import ANNOTATION_DO_NOT_DISRUPT, DO_NOT_DISRUPT, EVENT_REASON
-    from scaling.nodes.disruption.models import ConsolidationPolicy
     from scaling.nodes.explain import ExplainNodeInput
-    from scaling.nodes.models import ScaleDownSettings
 
-    g = NodeGroup(
-        name="g",
-        pools=[
-            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
-            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
-        ],
-        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
-    )
+    g = cx42_over_cpx31()
     world = half_full_cpx31(("a", "b", "c"), g)
     dnd = {ANNOTATION_DO_NOT_DISRUPT: "true"}
     pods = [p.model_copy(update={"annotations": dnd}) if p.node_name == "a" else p for p in world.down_obs.pods]
@@ -666,6 +647,21 @@ async def test_a_utilized_node_do_not_disrupt_holds_from_consolidation_is_explai
     assert explained.outcome == "Kept" and "held from consolidation by DoNotDisrupt: pod default/" in explained.summary
     assert [e.node for e in world.node_events if e.reason == EVENT_REASON] == ["a"]  # once, not every loop
     assert [sorted(p.nodes) for p in world.plans] == [["b", "c"]]
+
+
+def cx42_over_cpx31() -> NodeGroup:
+    """A group that consolidates underutilized nodes after 1 s, cx42 its first choice, cpx31 its last."""
+    from scaling.nodes.disruption.models import ConsolidationPolicy
+    from scaling.nodes.models import ScaleDownSettings
+
+    return NodeGroup(
+        name="g",
+        pools=[
+            PoolSpec(provider="kwok", serverType=["cx42"], priority=10),
+            PoolSpec(provider="kwok", serverType=["cpx31"], priority=1),
+        ],
+        scaleDown=ScaleDownSettings(policy=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED, unneeded_time_s=1),
+    )
 
 
 def half_full_cpx31(names: tuple[str, ...], g: NodeGroup):  # noqa: ANN201
