@@ -72,7 +72,9 @@ HOSTNAME = "kubernetes.io/hostname"
 PINNED = ("pinned", 250, day.GI // 4, 2)
 ANNOTATE_STEP = 2  # the step at which the busiest node is annotated do-not-disrupt
 SAMPLE_S = 0.5
-WATCH_TIMEOUT_S = 30  # a pod watch's timeoutSeconds: then the next one, from a fresh list
+# A pod watch's timeoutSeconds, then the next one from a fresh list: short, as stop() waits for the
+# watch in flight to end when no pod changes (the quiet minute before the run settles).
+WATCH_TIMEOUT_S = 5
 # The loop decides on its last evaluation, up to a scan (1 s) and a workflow task before the
 # start the history records: a percentage budget is read over the group's size in that span.
 DECISION_LAG_S = 3.0
