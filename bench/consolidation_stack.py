@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,11 @@ def pod_seen(obj: dict[str, Any]) -> PodSeen:
     )
 
 
+def available(pods: Iterable[PodSeen]) -> Counter[str]:
+    """Each family's pods a PDB counts as available (the samples' and the pod watch's one count)."""
+    return Counter(p.app for p in pods if p.healthy)
+
+
 def sample(api: client.ApiClient) -> Seen:
     core = client.CoreV1Api(api)
     nodes = json.loads(core.list_node(label_selector=f"{LABEL_GROUP}={GROUP}", _preload_content=False).data)
@@ -204,7 +209,7 @@ class PodWatch:
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.changes: list[day.Availability] = []
-        self._pods: dict[str, tuple[str, bool]] = {}  # name: (app, healthy)
+        self._pods: dict[str, PodSeen] = {}  # by name
         self._counts: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
@@ -247,16 +252,13 @@ class PodWatch:
             if obj is None:
                 self._pods.pop(name, None)
             else:
-                seen = pod_seen(obj)
-                self._pods[name] = (seen.app, seen.healthy)
-        counts: dict[str, int] = {}
-        for app, healthy in self._pods.values():
-            counts[app] = counts.get(app, 0) + healthy
+                self._pods[name] = pod_seen(obj)
+        counts = available(self._pods.values())
         at = time.time()
-        for app in sorted(set(counts) | set(self._counts)):
-            if counts.get(app, 0) != self._counts.get(app):
-                self.changes.append(day.Availability(at, app, counts.get(app, 0)))
-        self._counts = counts
+        for app in sorted({p.app for p in self._pods.values()} | set(self._counts)):
+            if self._counts.get(app) != counts[app]:  # a family first seen at 0 is recorded too
+                self.changes.append(day.Availability(at, app, counts[app]))
+                self._counts[app] = counts[app]
 
 
 # -- what the histories recorded ------------------------------------------------------------------
@@ -439,8 +441,9 @@ def count_day(
         return {p.node for s in samples[lo:hi] for p in s.pods.values() if p.app == app and p.node}
 
     availability = [
-        day.Availability(s.at, app, sum(1 for p in s.pods.values() if p.app == app and p.healthy))
+        day.Availability(s.at, app, count[app])
         for s in samples
+        for count in [available(s.pods.values())]
         for app in min_available
     ] + [a for a in watched if a.app in min_available]
     return {
